@@ -1,0 +1,42 @@
+/**
+ * Which IP addresses an outbound callback may reach (SPEC 7): only globally routable unicast.
+ * IPv4-mapped IPv6 is judged as the IPv4 address it carries. With the local switch, exactly the
+ * loopback literals 127.0.0.1 and ::1 are also allowed, and only when the URL names them
+ * literally (a DNS name resolving to loopback stays refused).
+ *
+ * Deliberately not here: DNS resolution and connecting (guarded-https.ts).
+ */
+import ipaddr from 'ipaddr.js';
+
+const FORBIDDEN_V4 = [
+  '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12',
+  '192.0.0.0/24', '192.0.2.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24',
+  '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4', '255.255.255.255/32',
+].map((cidr) => ipaddr.IPv4.parseCIDR(cidr));
+
+const FORBIDDEN_V6 = [
+  '::/128', '::1/128', '::ffff:0:0/96', '64:ff9b::/96', '100::/64', '2001:db8::/32', 'fc00::/7',
+  'fe80::/10', 'ff00::/8',
+].map((cidr) => ipaddr.IPv6.parseCIDR(cidr));
+
+/** True when `address` (a plain IP string, no brackets or zone) must not be contacted. */
+export function isForbiddenAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return true;
+  let ip = ipaddr.parse(address);
+  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress()) ip = (ip as ipaddr.IPv6).toIPv4Address();
+  if (ip.kind() === 'ipv4') {
+    const v4 = ip as ipaddr.IPv4;
+    return FORBIDDEN_V4.some((range) => v4.match(range)) || v4.range() !== 'unicast';
+  }
+  const v6 = ip as ipaddr.IPv6;
+  if (v6.zoneId) return true;
+  // Beyond the SPEC list, ipaddr.js's non-unicast classes (6to4, Teredo, ORCHID, ...) can tunnel
+  // to addresses the list forbids, so they are refused as well.
+  return FORBIDDEN_V6.some((range) => v6.match(range)) || v6.range() !== 'unicast';
+}
+
+const LOOPBACK_ALLOWED = new Set(['127.0.0.1', '::1']);
+
+export function isAllowedLoopback(address: string, allowLoopback: boolean): boolean {
+  return allowLoopback && LOOPBACK_ALLOWED.has(address);
+}

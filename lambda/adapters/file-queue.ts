@@ -1,0 +1,152 @@
+/**
+ * The embedded delivery queue of the local runtime: the in-process twin of SQS + the Delivery
+ * Lambda. Each job is a file in `<state dir>/queue/` until it reaches a final state, so events
+ * queued when the process dies are delivered after a restart. Retry timing comes from the
+ * delivery core's decision (same schedule as AWS); exhausted or permanently failed jobs move to
+ * `<state dir>/dead-letter/` with their final reason, the local dead-letter queue.
+ *
+ * Deliberately not here: the decision itself (core/delivery.ts), and multi-process consumers.
+ */
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { attemptDelivery, type DeliveryDeps } from '../core/delivery';
+import type { DeliveryJob, Queue } from '../ports';
+
+interface QueuedFile {
+  job: DeliveryJob;
+  /** Times the worker picked the job up; a crash safety net like SQS maxReceiveCount. */
+  receives: number;
+  dueAt: number;
+}
+
+export interface FileQueueOptions {
+  stateDir: string;
+  deps: DeliveryDeps;
+  concurrency?: number;
+  /** Called with each failure of the worker itself (never with endpoint text). */
+  onError?: (error: unknown, eventId: string) => void;
+}
+
+const SAFE_ID = /^evt_[0-9a-f]{32}$/;
+
+export class FileQueue implements Queue {
+  private readonly queueDir: string;
+  private readonly deadDir: string;
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly ready: string[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+  private running = 0;
+  private stopped = false;
+
+  private constructor(private readonly options: FileQueueOptions) {
+    this.queueDir = join(options.stateDir, 'queue');
+    this.deadDir = join(options.stateDir, 'dead-letter');
+  }
+
+  /** Opens the queue and schedules every job left from an earlier run. */
+  static async start(options: FileQueueOptions): Promise<FileQueue> {
+    const queue = new FileQueue(options);
+    await mkdir(queue.queueDir, { recursive: true, mode: 0o700 });
+    await mkdir(queue.deadDir, { recursive: true, mode: 0o700 });
+    for (const name of await readdir(queue.queueDir)) {
+      if (!name.endsWith('.json')) continue;
+      const eventId = name.slice(0, -5);
+      if (!SAFE_ID.test(eventId)) continue;
+      const entry = await queue.read(eventId).catch(() => undefined);
+      if (entry) queue.schedule(eventId, entry.dueAt);
+    }
+    return queue;
+  }
+
+  async enqueue(job: DeliveryJob): Promise<void> {
+    if (!SAFE_ID.test(job.eventId)) throw new Error('file queue: malformed event id');
+    if (this.stopped) throw new Error('file queue: stopped');
+    await this.write(job.eventId, { job, receives: 0, dueAt: Date.now() });
+    this.schedule(job.eventId, Date.now());
+  }
+
+  /** Stops taking work; resolves when attempts in flight have finished. Queued files stay for the next start. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    this.ready.length = 0;
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** Jobs waiting or retrying (for tests and the status line). */
+  async pending(): Promise<number> {
+    return (await readdir(this.queueDir)).filter((n) => n.endsWith('.json')).length;
+  }
+
+  private schedule(eventId: string, dueAt: number): void {
+    if (this.stopped) return;
+    const existing = this.timers.get(eventId);
+    if (existing) clearTimeout(existing);
+    const timer = setTimeout(() => {
+      this.timers.delete(eventId);
+      this.ready.push(eventId);
+      this.pump();
+    }, Math.max(0, dueAt - Date.now()));
+    this.timers.set(eventId, timer);
+  }
+
+  private pump(): void {
+    const limit = this.options.concurrency ?? 8;
+    while (!this.stopped && this.running < limit && this.ready.length > 0) {
+      const eventId = this.ready.shift()!;
+      this.running++;
+      const work = this.process(eventId).finally(() => {
+        this.running--;
+        this.inFlight.delete(work);
+        this.pump();
+      });
+      this.inFlight.add(work);
+    }
+  }
+
+  private async process(eventId: string): Promise<void> {
+    let entry: QueuedFile | undefined;
+    try {
+      entry = await this.read(eventId);
+      entry.receives++;
+      const safetyNet = this.options.deps.retryDelaysS.length + 3;
+      if (entry.receives > safetyNet) {
+        await this.deadLetter(eventId, entry, 'receive_limit');
+        return;
+      }
+      await this.write(eventId, entry);
+      const decision = await attemptDelivery(this.options.deps, entry.job);
+      if (decision.action === 'done') await rm(this.file(eventId), { force: true });
+      else if (decision.action === 'dead_letter') await this.deadLetter(eventId, entry, decision.reason);
+      else {
+        entry.dueAt = Date.now() + decision.delayMs;
+        await this.write(eventId, entry);
+        this.schedule(eventId, entry.dueAt);
+      }
+    } catch (error) {
+      this.options.onError?.(error, eventId);
+      // The worker itself failed (storage, disk): try again after the first delay, like a crashed Lambda.
+      if (entry) this.schedule(eventId, Date.now() + (this.options.deps.retryDelaysS[0] ?? 1) * 1000);
+    }
+  }
+
+  private async deadLetter(eventId: string, entry: QueuedFile, reason: string): Promise<void> {
+    await writeFile(join(this.deadDir, `${eventId}.json`), JSON.stringify({ ...entry, reason, deadLetteredAt: new Date().toISOString() }), { mode: 0o600 });
+    await rm(this.file(eventId), { force: true });
+  }
+
+  private file(eventId: string): string {
+    return join(this.queueDir, `${eventId}.json`);
+  }
+
+  private async read(eventId: string): Promise<QueuedFile> {
+    return JSON.parse(await readFile(this.file(eventId), 'utf8')) as QueuedFile;
+  }
+
+  private async write(eventId: string, entry: QueuedFile): Promise<void> {
+    const tmp = `${this.file(eventId)}.tmp`;
+    await writeFile(tmp, JSON.stringify(entry), { mode: 0o600 });
+    await rename(tmp, this.file(eventId));
+  }
+}

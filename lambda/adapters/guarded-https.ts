@@ -1,0 +1,174 @@
+/**
+ * The outbound guard (SPEC 7): the only way dm-dot sends anything to a callback, used by the
+ * challenge and by every delivery. It checks the URL, resolves the host once, refuses the request
+ * if any answer is not globally routable, then connects to a checked address with the original
+ * host name kept for SNI and certificate checks, so DNS rebinding cannot move the connection. No
+ * redirects, `Accept-Encoding: identity`, one 5 s deadline for everything, at most 1 MiB read.
+ *
+ * Resolver, connector and timers are injectable so tests exercise the guard itself.
+ *
+ * Deliberately not here: retries (the delivery core decides), and reporting anything of the
+ * endpoint beyond a status code and the capped body: errors become categories.
+ */
+import { lookup } from 'node:dns/promises';
+import http from 'node:http';
+import https from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { Limits } from '../core/protocol';
+import { isLoopbackLiteralHost } from '../core/validation';
+import type { TransportFailure, WebhookClient, WebhookRequest, WebhookResponse } from '../ports';
+import { isAllowedLoopback, isForbiddenAddress } from './address-policy';
+
+export interface ResolvedAddress {
+  address: string;
+  family: 4 | 6;
+}
+export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
+
+export interface ConnectRequest {
+  url: URL;
+  address: ResolvedAddress;
+  headers: Record<string, string>;
+  body: Uint8Array;
+  signal: AbortSignal;
+}
+export interface ConnectResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: AsyncIterable<Uint8Array>;
+  destroy(): void;
+}
+export type Connector = (request: ConnectRequest) => Promise<ConnectResponse>;
+
+export interface Timers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+export interface GuardOptions {
+  /** DMDOT_ALLOW_LOOPBACK_CALLBACKS: also allow the literal hosts 127.0.0.1 and [::1]. */
+  allowLoopback: boolean;
+  resolver?: Resolver;
+  connector?: Connector;
+  timers?: Timers;
+  deadlineMs?: number;
+  maxResponseBytes?: number;
+}
+
+export class RefusedDestination extends Error {}
+
+export const systemResolver: Resolver = async (hostname) => {
+  const answers = await lookup(hostname, { all: true, verbatim: true });
+  return answers.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
+};
+
+/** node:http(s) with the connection pinned to the checked address; SNI and certificate use the host name. */
+export const nodeConnector: Connector = ({ url, address, headers, body, signal }) =>
+  new Promise((resolve, reject) => {
+    const pinned: LookupFunction = (_host, options, callback) => {
+      if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: ResolvedAddress[]) => void)(null, [address]);
+      else callback(null, address.address, address.family);
+    };
+    const transport = url.protocol === 'https:' ? https : http;
+    const req = transport.request(
+      url,
+      { method: 'POST', headers: { ...headers, 'content-length': String(body.byteLength) }, lookup: pinned, signal, agent: false },
+      (res) => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: res, destroy: () => res.destroy() }),
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+
+function failureOf(error: unknown): TransportFailure {
+  const code = String((error as { code?: unknown })?.code ?? '');
+  if (/^(ERR_TLS|ERR_SSL|CERT_|DEPTH_ZERO|UNABLE_TO_|SELF_SIGNED|HOSTNAME_MISMATCH|ERR_OSSL)/.test(code) || code === 'EPROTO') return 'tls_error';
+  if (code === 'ETIMEDOUT' || code === 'ESOCKETTIMEDOUT') return 'timeout';
+  return 'connection_refused';
+}
+
+function unbracket(hostname: string): string {
+  return hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
+}
+
+function firstHeader(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+export function createGuardedWebhookClient(options: GuardOptions): WebhookClient {
+  const resolver = options.resolver ?? systemResolver;
+  const connector = options.connector ?? nodeConnector;
+  const timers: Timers = options.timers ?? { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout) };
+  const deadlineMs = options.deadlineMs ?? Limits.outboundDeadlineMs;
+  const maxResponseBytes = options.maxResponseBytes ?? Limits.outboundResponseMaxBytes;
+
+  async function checkedAddress(url: URL): Promise<ResolvedAddress> {
+    const loopbackLiteral = options.allowLoopback && isLoopbackLiteralHost(url.hostname);
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopbackLiteral)) throw new RefusedDestination('scheme');
+    if (url.username || url.password || url.hash) throw new RefusedDestination('userinfo or fragment');
+    const host = unbracket(url.hostname);
+    let answers: ResolvedAddress[];
+    if (/^[\d.]+$/.test(host) || host.includes(':')) {
+      answers = [{ address: host, family: host.includes(':') ? 6 : 4 }];
+    } else {
+      answers = await resolver(host);
+    }
+    if (answers.length === 0) throw new RefusedDestination('no address');
+    for (const answer of answers) {
+      const allowed = loopbackLiteral && isAllowedLoopback(answer.address, true);
+      if (!allowed && isForbiddenAddress(answer.address)) throw new RefusedDestination('address');
+    }
+    return answers[0]!;
+  }
+
+  async function post(request: WebhookRequest): Promise<WebhookResponse> {
+    if (request.body.byteLength > Limits.outboundBodyMaxBytes) throw new Error('guarded client: outgoing body over 256 KiB');
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = timers.setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, deadlineMs);
+    let response: ConnectResponse | undefined;
+    try {
+      const url = new URL(request.url);
+      const address = await Promise.race([
+        checkedAddress(url),
+        new Promise<never>((_, reject) => controller.signal.addEventListener('abort', () => reject(new Error('deadline')), { once: true })),
+      ]);
+      response = await connector({
+        url,
+        address,
+        body: request.body,
+        signal: controller.signal,
+        headers: { ...request.headers, 'accept-encoding': 'identity', 'user-agent': 'dm-dot' },
+      });
+      const encoding = firstHeader(response.headers['content-encoding'])?.trim().toLowerCase();
+      if (encoding && encoding !== 'identity') return { kind: 'failure', reason: 'bad_response' };
+      const chunks: Uint8Array[] = [];
+      let length = 0;
+      for await (const chunk of response.body) {
+        length += chunk.byteLength;
+        if (length > maxResponseBytes) return { kind: 'failure', reason: 'bad_response' };
+        chunks.push(chunk);
+      }
+      if (timedOut) return { kind: 'failure', reason: 'timeout' };
+      const retryAfter = firstHeader(response.headers['retry-after']);
+      return {
+        kind: 'response',
+        status: response.status,
+        body: Buffer.concat(chunks),
+        ...(retryAfter !== undefined ? { retryAfter } : {}),
+      };
+    } catch (error) {
+      if (timedOut) return { kind: 'failure', reason: 'timeout' };
+      // Refused destinations, DNS failures and refused connections all read connection_refused.
+      if (error instanceof RefusedDestination) return { kind: 'failure', reason: 'connection_refused' };
+      return { kind: 'failure', reason: failureOf(error) };
+    } finally {
+      timers.clearTimeout(timer);
+      response?.destroy();
+    }
+  }
+
+  return { post };
+}

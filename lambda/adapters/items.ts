@@ -1,0 +1,27 @@
+/**
+ * Item keys and TTL rules shared by the storage adapters (SPEC 5): one table, partition key `pk`,
+ * TTL attribute `ttl` in epoch seconds. DynamoDB deletes expired items lazily, so liveness is
+ * always decided from the record's own expiry, never from the item's presence.
+ *
+ * Deliberately not here: any I/O.
+ */
+import { Limits } from '../core/protocol';
+
+export const ItemKeys = {
+  subscription: 'SUBSCRIPTION',
+  event: (eventId: string) => `EVENT#${eventId}`,
+  verified: (key: string) => `VERIFIED#${key}`,
+  replay: (webhookId: string) => `REPLAY#${webhookId}`,
+} as const;
+
+export function isLive(expiresAt: unknown, now: number): boolean {
+  return typeof expiresAt === 'number' && expiresAt > now;
+}
+
+export function ttlOfSubscription(expiresAt: number): number {
+  return Math.ceil((expiresAt + Limits.subscriptionItemGraceMs) / 1000);
+}
+
+export function ttlOfEvent(expiresAt: number): number {
+  return Math.ceil(expiresAt / 1000);
+}

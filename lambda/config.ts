@@ -1,0 +1,72 @@
+/**
+ * Settings from the environment (SPEC 9), validated once at start-up with a clear message per bad
+ * value. The same names are used by the local runtime and, through the CDK stack, by the Lambdas.
+ *
+ * Deliberately not here: the API key (loaded by the runtime that owns it) and defaults for AWS
+ * resources (lib/).
+ */
+import { DEFAULT_RETRY_DELAYS_S, Limits } from './core/protocol';
+
+export interface Settings {
+  host: string;
+  port: number;
+  stateDir: string;
+  allowLoopbackCallbacks: boolean;
+  retryDelaysS: number[];
+  deliveryWaitMs: number;
+  allowedOrigins: string[];
+  allowedHosts: string[];
+}
+
+export class SettingsError extends Error {}
+
+function list(value: string | undefined): string[] {
+  return (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+export function parseRetryDelays(value: string | undefined): number[] {
+  if (value === undefined || value.trim() === '') return [...DEFAULT_RETRY_DELAYS_S];
+  const delays = list(value).map(Number);
+  if (delays.length === 0 || delays.length > 20 || delays.some((d) => !Number.isFinite(d) || d < 0 || d > 43_200)) {
+    throw new SettingsError('DMDOT_RETRY_DELAYS must be 1 to 20 comma-separated numbers of seconds, each 0..43200 (SQS visibility limit)');
+  }
+  return delays;
+}
+
+export function parseDeliveryWait(value: string | undefined): number {
+  if (value === undefined || value.trim() === '') return Limits.deliveryWaitDefaultMs;
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms < 0 || ms > Limits.deliveryWaitMaxMs) {
+    throw new SettingsError(`DMDOT_DELIVERY_WAIT_MS must be an integer from 0 to ${Limits.deliveryWaitMaxMs}`);
+  }
+  return ms;
+}
+
+export function parseFlag(value: string | undefined): boolean {
+  return value === '1' || value?.toLowerCase() === 'true';
+}
+
+export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
+  const port = env.PORT === undefined || env.PORT === '' ? 8787 : Number(env.PORT);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new SettingsError('PORT must be an integer from 0 to 65535');
+  const origins = list(env.DMDOT_ALLOWED_ORIGINS);
+  for (const origin of origins) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || parsed.origin !== origin.replace(/\/$/, '')) throw new SettingsError(`DMDOT_ALLOWED_ORIGINS: "${origin}" is not an origin like https://example.com`);
+  }
+  return {
+    host: env.HOST || '127.0.0.1',
+    port,
+    stateDir: env.DMDOT_STATE_DIR || '.dm-dot',
+    allowLoopbackCallbacks: parseFlag(env.DMDOT_ALLOW_LOOPBACK_CALLBACKS),
+    retryDelaysS: parseRetryDelays(env.DMDOT_RETRY_DELAYS),
+    deliveryWaitMs: parseDeliveryWait(env.DMDOT_DELIVERY_WAIT_MS),
+    allowedOrigins: origins.map((o) => o.replace(/\/$/, '')),
+    allowedHosts: list(env.DMDOT_ALLOWED_HOSTS),
+  };
+}

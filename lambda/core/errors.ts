@@ -1,0 +1,51 @@
+/**
+ * Errors split by audience. `ProtocolFault` is for the caller: a JSON-RPC code, a message that is
+ * safe to show and optional data. `DependencyUnavailable` says a port (storage, queue) failed; the
+ * edge turns it into -32603, a tool error or HTTP 503 and logs the cause with a request id.
+ * Programmer misuse stays a plain `Error`.
+ *
+ * Deliberately not here: mapping to HTTP or to SDK error classes (that is the edge's job), and
+ * any text from a callback endpoint (only categories ever leave the outbound guard).
+ */
+import { CALLBACK_ENDPOINT_ERROR_MESSAGE, ErrorCodes, type FailureReason } from './protocol';
+
+export class ProtocolFault extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+    this.name = 'ProtocolFault';
+  }
+}
+
+export function invalidParams(message: string): ProtocolFault {
+  return new ProtocolFault(ErrorCodes.invalidParams, message);
+}
+
+export function callbackEndpointError(reason: FailureReason): ProtocolFault {
+  return new ProtocolFault(ErrorCodes.callbackEndpointError, CALLBACK_ENDPOINT_ERROR_MESSAGE, { reason });
+}
+
+export type Dependency = 'storage' | 'queue';
+
+export class DependencyUnavailable extends Error {
+  constructor(
+    readonly dependency: Dependency,
+    options?: { cause?: unknown },
+  ) {
+    super(`${dependency} unavailable`, options);
+    this.name = 'DependencyUnavailable';
+  }
+}
+
+/** Runs `fn`, turning any failure into `DependencyUnavailable(dependency)` with the cause kept for logs. */
+export async function guardDependency<T>(dependency: Dependency, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    if (error instanceof DependencyUnavailable) throw error;
+    throw new DependencyUnavailable(dependency, { cause: error });
+  }
+}

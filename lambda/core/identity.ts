@@ -1,0 +1,61 @@
+/**
+ * Identity: canonical JSON, the principal behind an API key, subscription ids, event ids and the
+ * random values the challenge needs. Ids are pure functions of their inputs so they are stable
+ * across restarts and deploys (changing the API key changes every subscription id).
+ *
+ * Deliberately not here: storage of any id, and comparison of secrets (see signing.ts).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { EVENT_ID_PREFIX, SUBSCRIPTION_ID_PREFIX, VERIFICATION_ID_PREFIX } from './protocol';
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/**
+ * RFC 8785 style canonical JSON: object keys sorted by UTF-16 code units, no whitespace, numbers
+ * and strings as ECMAScript serializes them (which is what RFC 8785 specifies).
+ */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') {
+    if (typeof value === 'number' && !Number.isFinite(value)) throw new Error('canonicalJson: non-finite number');
+    if (value === undefined || typeof value === 'function' || typeof value === 'symbol' || typeof value === 'bigint') {
+      throw new Error(`canonicalJson: ${typeof value} is not JSON`);
+    }
+    return JSON.stringify(value);
+  }
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const entries = Object.keys(value)
+    .filter((key) => (value as Record<string, unknown>)[key] !== undefined)
+    .sort()
+    .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
+  return `{${entries.join(',')}}`;
+}
+
+export function sha256Hex(input: string | Uint8Array): string {
+  return createHash('sha256').update(input).digest('hex');
+}
+
+/** The principal is the hex SHA-256 of the API key: the key itself is never stored. */
+export function principalOf(apiKey: string): string {
+  return sha256Hex(apiKey);
+}
+
+export function subscriptionIdOf(principal: string, url: string, name: string, args: Record<string, unknown>): string {
+  return SUBSCRIPTION_ID_PREFIX + sha256Hex(canonicalJson([principal, url, name, args])).slice(0, 32);
+}
+
+/** Key of the verification cache entry for (principal, url). */
+export function verificationKeyOf(principal: string, url: string): string {
+  return sha256Hex(canonicalJson([principal, url]));
+}
+
+export function newEventId(): string {
+  return EVENT_ID_PREFIX + randomBytes(16).toString('hex');
+}
+
+export function newVerificationMessageId(): string {
+  return VERIFICATION_ID_PREFIX + randomBytes(24).toString('base64url');
+}
+
+export function newChallengeNonce(): string {
+  return randomBytes(32).toString('base64url');
+}

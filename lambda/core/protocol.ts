@@ -1,0 +1,126 @@
+/**
+ * Every protocol constant dm-dot uses: names, methods, error codes, failure reasons, header names
+ * and limits. One module so that the wire contract (SPEC.md) can be read in one place and no
+ * literal is spelled twice.
+ *
+ * Deliberately not here: behaviour. Nothing in this module computes anything.
+ */
+
+export const SERVER_NAME = 'dm-dot';
+export const TOOL_NAME = 'send_to_dot';
+export const EVENT_NAME = 'message.created';
+
+export const Methods = {
+  eventsList: 'events/list',
+  eventsSubscribe: 'events/subscribe',
+  eventsUnsubscribe: 'events/unsubscribe',
+} as const;
+
+/** JSON-RPC error codes dm-dot answers with. */
+export const ErrorCodes = {
+  parseError: -32700,
+  invalidRequest: -32600,
+  methodNotFound: -32601,
+  invalidParams: -32602,
+  internalError: -32603,
+  /** Another callback holds the single live subscription. */
+  subscriptionConflict: -32000,
+  /** The callback challenge failed; data.reason says how. */
+  callbackEndpointError: -32015,
+  headerMismatch: -32020,
+  unsupportedProtocolVersion: -32022,
+} as const;
+
+/** The message of a -32015 error; the reason travels in data. */
+export const CALLBACK_ENDPOINT_ERROR_MESSAGE = 'CallbackEndpointError';
+
+/**
+ * Why a callback (challenge or delivery) failed. Only these categories are ever stored or
+ * returned: never a status line, header or body of the endpoint.
+ */
+export const FailureReasons = [
+  'challenge_failed',
+  'http_4xx',
+  'http_5xx',
+  'timeout',
+  'tls_error',
+  'connection_refused',
+] as const;
+export type FailureReason = (typeof FailureReasons)[number];
+
+/** Standard Webhooks and MCP Events header names (lower case: HTTP header names are case-insensitive). */
+export const WebhookHeaders = {
+  id: 'webhook-id',
+  timestamp: 'webhook-timestamp',
+  signature: 'webhook-signature',
+  subscriptionId: 'x-mcp-subscription-id',
+} as const;
+
+export const SECRET_PREFIX = 'whsec_';
+export const SIGNATURE_VERSION = 'v1';
+export const SUBSCRIPTION_ID_PREFIX = 'sub_';
+export const EVENT_ID_PREFIX = 'evt_';
+export const VERIFICATION_ID_PREFIX = 'msg_verification_';
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+export const Limits = {
+  messageMaxBytes: 16_384,
+  requestBodyMaxBytes: 1024 * 1024,
+  outboundBodyMaxBytes: 256 * 1024,
+  outboundDeadlineMs: 5 * SECOND,
+  outboundResponseMaxBytes: 1024 * 1024,
+  callbackUrlMaxChars: 2048,
+  secretMinBytes: 24,
+  secretMaxBytes: 64,
+  ttlMinMs: 60 * SECOND,
+  ttlDefaultMs: 7 * DAY,
+  ttlMaxMs: 7 * DAY,
+  rotationOverlapMs: 10 * MINUTE,
+  verificationCacheMs: 24 * HOUR,
+  inboundSignatureToleranceS: 5 * 60,
+  replayMemoryMs: 10 * MINUTE,
+  eventRecordMs: 7 * DAY,
+  /** DynamoDB may delete a subscription item this long after it expired (reads check expiry first). */
+  subscriptionItemGraceMs: DAY,
+  deliveryWaitDefaultMs: 3 * SECOND,
+  /** The wait for an outcome never holds a request longer than this. */
+  deliveryWaitMaxMs: 4 * SECOND,
+  deliveryPollMs: 100,
+  deadLetterRetentionDays: 14,
+} as const;
+
+/** Seconds after the first attempt: 6 attempts in about 13 minutes. */
+export const DEFAULT_RETRY_DELAYS_S: readonly number[] = [1, 4, 30, 120, 600];
+
+export const EventStatus = {
+  queued: 'queued',
+  delivered: 'delivered',
+  failed: 'failed',
+  dropped: 'dropped',
+} as const;
+export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
+
+/** The one event dm-dot publishes, as `events/list` returns it. */
+export const MESSAGE_CREATED_DEFINITION = {
+  name: EVENT_NAME,
+  description: 'A new message addressed to the single configured dot.',
+  delivery: ['webhook'],
+  inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+  payloadSchema: {
+    type: 'object',
+    properties: { message: { type: 'string' } },
+    required: ['message'],
+    additionalProperties: false,
+  },
+} as const;
+
+/** Capabilities for both `server/discover` and `initialize`. */
+export const SERVER_CAPABILITIES = {
+  tools: { listChanged: false },
+  events: {},
+  extensions: { 'io.modelcontextprotocol/events': {} },
+} as const;

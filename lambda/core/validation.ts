@@ -1,0 +1,140 @@
+/**
+ * Validation of everything a caller sends: the `send_to_dot` message, `events/subscribe` and
+ * `events/unsubscribe` params (checked in the order of SPEC 4.2, each failure naming its field),
+ * callback URLs and TTL grants. Pure functions; messages never echo a secret.
+ *
+ * Deliberately not here: address checks of the callback host (the outbound guard does those at
+ * connect time, where DNS answers are known) and any I/O.
+ */
+import * as z from 'zod/mini';
+import { decodeSecret } from './signing';
+import { EVENT_NAME, Limits } from './protocol';
+import { invalidParams } from './errors';
+
+export type MessageCheck = { ok: true; message: string } | { ok: false; error: string };
+
+const utf8 = new TextEncoder();
+
+/** `message` trimmed of surrounding whitespace, then 1..16,384 UTF-8 bytes. */
+export function checkMessage(args: unknown): MessageCheck {
+  if (args === null || typeof args !== 'object' || Array.isArray(args)) {
+    return { ok: false, error: 'Invalid input: send an object with a "message" string.' };
+  }
+  const extra = Object.keys(args).filter((key) => key !== 'message');
+  if (extra.length > 0) {
+    return { ok: false, error: `Invalid input: "message" is the only argument (unexpected: ${extra.slice(0, 3).map((k) => JSON.stringify(k.slice(0, 40))).join(', ')}).` };
+  }
+  const raw = (args as { message?: unknown }).message;
+  if (typeof raw !== 'string') return { ok: false, error: 'Invalid input: "message" is required and must be a string.' };
+  const message = raw.trim();
+  const bytes = utf8.encode(message).byteLength;
+  if (bytes === 0) return { ok: false, error: 'Invalid input: "message" is empty after trimming whitespace.' };
+  if (bytes > Limits.messageMaxBytes) {
+    return { ok: false, error: `Invalid input: "message" is ${bytes} UTF-8 bytes after trimming; the limit is ${Limits.messageMaxBytes}.` };
+  }
+  return { ok: true, message };
+}
+
+export interface UrlPolicy {
+  /** DMDOT_ALLOW_LOOPBACK_CALLBACKS: also allow http: and https: to the literal 127.0.0.1 or [::1]. */
+  allowLoopbackCallbacks: boolean;
+}
+
+const LOOPBACK_LITERALS = new Set(['127.0.0.1', '[::1]']);
+const HAS_USERINFO = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i;
+// C0 controls, space, DEL: the URL parser would strip or re-encode them, changing the bytes.
+const UNSAFE_URL_CHARS = /[\u0000-\u0020\u007f]/;
+
+export function isLoopbackLiteralHost(hostname: string): boolean {
+  return LOOPBACK_LITERALS.has(hostname);
+}
+
+/** Returns an error sentence for an unacceptable callback URL, or undefined. The URL is kept byte-exact. */
+export function callbackUrlProblem(url: unknown, policy: UrlPolicy): string | undefined {
+  if (typeof url !== 'string' || url.length === 0) return 'delivery.url is required and must be a string';
+  if (url.length > Limits.callbackUrlMaxChars) return `delivery.url is longer than ${Limits.callbackUrlMaxChars} characters`;
+  if (UNSAFE_URL_CHARS.test(url)) return 'delivery.url must not contain spaces or control characters';
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'delivery.url is not a valid absolute URL';
+  }
+  const loopbackAllowed = policy.allowLoopbackCallbacks && isLoopbackLiteralHost(parsed.hostname);
+  if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && loopbackAllowed)) {
+    return 'delivery.url must use https:';
+  }
+  if (parsed.username || parsed.password || HAS_USERINFO.test(url)) return 'delivery.url must not contain user info';
+  if (url.includes('#')) return 'delivery.url must not contain a fragment';
+  return undefined;
+}
+
+export interface SubscribeRequest {
+  url: string;
+  secret: string;
+  key: Uint8Array;
+  ttlMs: number | null;
+}
+
+// Shape only: each field's rule is checked below in SPEC order so the first failure names its field.
+const SubscribeShape = z.looseObject({
+  name: z.optional(z.unknown()),
+  arguments: z.optional(z.unknown()),
+  delivery: z.optional(z.unknown()),
+  ttlMs: z.optional(z.unknown()),
+  cursor: z.optional(z.unknown()),
+});
+
+function isEmptyArguments(value: unknown): boolean {
+  return value === undefined || (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0);
+}
+
+function checkEventSelector(params: { name?: unknown; arguments?: unknown }): void {
+  if (params.name !== EVENT_NAME) throw invalidParams(`name: unknown event; the only event is ${EVENT_NAME}`);
+  if (!isEmptyArguments(params.arguments)) throw invalidParams(`arguments: ${EVENT_NAME} takes no arguments; send {} or omit it`);
+}
+
+function asObject(value: unknown): Record<string, unknown> | undefined {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+/** `events/subscribe` params, in the order of SPEC 4.2. Throws ProtocolFault(-32602). */
+export function parseSubscribeParams(params: unknown, policy: UrlPolicy): SubscribeRequest {
+  const shape = SubscribeShape.safeParse(params);
+  if (!shape.success) throw invalidParams('params must be an object');
+  const p = shape.data;
+  checkEventSelector(p);
+  const delivery = asObject(p.delivery);
+  if (!delivery) throw invalidParams('delivery is required and must be an object');
+  if (delivery.mode !== 'webhook') throw invalidParams('delivery.mode must be "webhook"');
+  const urlProblem = callbackUrlProblem(delivery.url, policy);
+  if (urlProblem) throw invalidParams(urlProblem);
+  const key = typeof delivery.secret === 'string' ? decodeSecret(delivery.secret) : undefined;
+  if (!key) {
+    throw invalidParams(`delivery.secret must be "whsec_" followed by standard base64 of ${Limits.secretMinBytes} to ${Limits.secretMaxBytes} bytes`);
+  }
+  const ttl = p.ttlMs;
+  if (!(ttl === undefined || ttl === null || (Number.isSafeInteger(ttl) && (ttl as number) >= Limits.ttlMinMs))) {
+    throw invalidParams(`ttlMs must be null or an integer of at least ${Limits.ttlMinMs}`);
+  }
+  if (p.cursor !== undefined && p.cursor !== null) throw invalidParams('cursor must be null: this server keeps no event history to replay');
+  return { url: delivery.url as string, secret: delivery.secret as string, key, ttlMs: (ttl as number | null | undefined) ?? null };
+}
+
+/** `events/unsubscribe` params: name, arguments, delivery.url (mode optional, no secret). */
+export function parseUnsubscribeParams(params: unknown): { url: string } {
+  const p = asObject(params);
+  if (!p) throw invalidParams('params must be an object');
+  checkEventSelector(p);
+  const delivery = asObject(p.delivery);
+  if (!delivery) throw invalidParams('delivery is required and must be an object');
+  if (delivery.mode !== undefined && delivery.mode !== 'webhook') throw invalidParams('delivery.mode must be "webhook"');
+  if (typeof delivery.url !== 'string' || delivery.url.length === 0) throw invalidParams('delivery.url is required and must be a string');
+  return { url: delivery.url };
+}
+
+/** Default 7 days when absent or null (always finite), else min(ttlMs, 7 days). Input already validated. */
+export function grantTtlMs(ttlMs: number | null | undefined): number {
+  if (ttlMs === undefined || ttlMs === null) return Limits.ttlDefaultMs;
+  return Math.min(ttlMs, Limits.ttlMaxMs);
+}

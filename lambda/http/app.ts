@@ -1,0 +1,186 @@
+/**
+ * The HTTP surface of SPEC 2 as one web-standard `handle(Request) -> Response`, shared by the local
+ * runtime (node:http) and the MCP Lambda (API Gateway v2 events). Order of checks on an
+ * authenticated route: Host (local runtime only), Origin, API key, method, Content-Type, body
+ * size; only then is the body parsed. Every answer is JSON; nothing a client sends yields a
+ * stack trace, and the API key is compared in constant time and never logged.
+ *
+ * Deliberately not here: MCP semantics (the SDK and mcp/server.ts), event shapes of a particular
+ * runtime, and TLS (API Gateway or a tunnel terminates it).
+ */
+import { randomUUID } from 'node:crypto';
+import type { McpHttpHandler } from '@modelcontextprotocol/server';
+import { sendMessage } from '../core/messages';
+import { principalOf } from '../core/identity';
+import { ErrorCodes, Limits } from '../core/protocol';
+import { constantTimeEqual } from '../core/signing';
+import { createMcpEndpoint, describe, type McpDeps } from '../mcp/server';
+import { restAnswerOf } from '../mcp/results';
+
+export interface HttpConfig {
+  /** The API key, or undefined when it is not configured or could not be loaded (503). */
+  apiKey: string | undefined;
+  /** Exact origins (scheme://host[:port]) allowed to call with an Origin header. */
+  allowedOrigins: readonly string[];
+  /** Host header values accepted (host[:port] or bare host name); undefined disables the check (behind API Gateway). */
+  allowedHosts?: readonly string[];
+}
+
+export interface App {
+  /** `host` is the Host header as received (web Request objects may not carry it). */
+  handle(request: Request, options?: { requestId?: string; host?: string }): Promise<Response>;
+  close(): Promise<void>;
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), { status, headers: { ...JSON_HEADERS, ...headers } });
+}
+
+function restError(status: number, code: string, message: string, headers: Record<string, string> = {}): Response {
+  return json(status, { error: { code, message } }, headers);
+}
+
+function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
+  return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
+}
+
+/** Reads at most `max` bytes of the body; undefined when it is larger. */
+async function readCapped(request: Request, max: number): Promise<Uint8Array | undefined> {
+  const declared = Number(request.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > max) return undefined;
+  if (!request.body) return new Uint8Array();
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    length += value.byteLength;
+    if (length > max) {
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks);
+}
+
+export function isJsonContentType(value: string | null): boolean {
+  return (value ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+}
+
+export function createApp(deps: McpDeps, config: HttpConfig): App {
+  const mcp = createMcpEndpoint(deps);
+  const principal = config.apiKey ? principalOf(config.apiKey) : undefined;
+  const allowedOrigins = new Set(config.allowedOrigins.map((o) => o.toLowerCase()));
+  const allowedHosts = config.allowedHosts ? new Set(config.allowedHosts.map((h) => h.toLowerCase())) : undefined;
+
+  function hostRefused(request: Request, received: string | undefined): boolean {
+    if (!allowedHosts) return false;
+    const host = (received ?? request.headers.get('host') ?? '').toLowerCase();
+    if (allowedHosts.has(host)) return false;
+    const bare = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.split(':')[0]!;
+    return !allowedHosts.has(bare);
+  }
+
+  function corsHeaders(request: Request): Record<string, string> {
+    const origin = request.headers.get('origin');
+    return origin && allowedOrigins.has(origin.toLowerCase())
+      ? { 'access-control-allow-origin': origin, vary: 'Origin', 'access-control-expose-headers': 'mcp-protocol-version, x-request-id' }
+      : {};
+  }
+
+  /** undefined when authenticated; otherwise the refusal. */
+  function authRefusal(request: Request, url: URL, isMcp: boolean): Response | undefined {
+    if (!config.apiKey) {
+      return isMcp
+        ? rpcError(503, ErrorCodes.internalError, 'The API key is not configured; the server cannot accept requests.')
+        : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
+    }
+    const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
+    const offered = url.searchParams.get('key') ?? bearer;
+    if (offered !== undefined && offered !== null && constantTimeEqual(offered, config.apiKey)) return undefined;
+    const headers = { 'www-authenticate': 'Bearer' };
+    return isMcp
+      ? rpcError(401, ErrorCodes.invalidRequest, 'Missing or wrong API key: pass it as ?key=… or Authorization: Bearer ….', headers)
+      : restError(401, 'unauthorized', 'Missing or wrong API key: pass it as ?key=… or Authorization: Bearer ….', headers);
+  }
+
+  async function route(request: Request, requestId: string, host: string | undefined): Promise<Response> {
+    const url = new URL(request.url);
+    const isMcp = url.pathname === '/mcp';
+    const isRest = url.pathname === '/v1/messages';
+
+    if (url.pathname === '/healthz') {
+      return request.method === 'GET' || request.method === 'HEAD' ? json(200, { ok: true }) : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
+    }
+    if (!isMcp && !isRest) return restError(404, 'not_found', 'No such route. The MCP endpoint is /mcp.');
+
+    const refuse = (status: number, code: string, message: string, headers: Record<string, string> = {}) =>
+      isMcp ? rpcError(status, ErrorCodes.invalidRequest, message, headers) : restError(status, code, message, headers);
+
+    if (hostRefused(request, host)) return refuse(403, 'forbidden_host', 'Host header not allowed (DNS rebinding protection); add it to DMDOT_ALLOWED_HOSTS.');
+    const origin = request.headers.get('origin');
+    if (origin !== null && !allowedOrigins.has(origin.toLowerCase())) {
+      return refuse(403, 'forbidden_origin', 'Origin not allowed; add it to DMDOT_ALLOWED_ORIGINS.');
+    }
+    if (request.method === 'OPTIONS' && origin !== null) {
+      return new Response(null, {
+        status: 204,
+        headers: {
+          ...corsHeaders(request),
+          'access-control-allow-methods': 'POST, OPTIONS',
+          'access-control-allow-headers': 'authorization, content-type, mcp-protocol-version, mcp-method, mcp-name, last-event-id',
+          'access-control-max-age': '600',
+        },
+      });
+    }
+    const refusal = authRefusal(request, url, isMcp);
+    if (refusal) return refusal;
+    if (request.method !== 'POST') return refuse(405, 'method_not_allowed', 'Method not allowed: use POST (no SSE stream, no sessions).', { allow: 'POST' });
+    if (!isJsonContentType(request.headers.get('content-type'))) return refuse(415, 'unsupported_media_type', 'Content-Type must be application/json.');
+    const body = await readCapped(request, Limits.requestBodyMaxBytes);
+    if (!body) return refuse(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+
+    if (isRest) return rest(body);
+
+    url.searchParams.delete('key');
+    const headers = new Headers(request.headers);
+    headers.delete('authorization');
+    const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
+    return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { principal, requestId } } });
+  }
+
+  async function rest(body: Uint8Array): Promise<Response> {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+    } catch {
+      return restError(400, 'invalid_json', 'The body is not valid JSON.');
+    }
+    const answer = restAnswerOf(await sendMessage(deps, parsed));
+    return json(answer.status, answer.body);
+  }
+
+  async function handle(request: Request, options: { requestId?: string; host?: string } = {}): Promise<Response> {
+    const requestId = options.requestId ?? randomUUID();
+    const started = Date.now();
+    let response: Response;
+    try {
+      response = await route(request, requestId, options.host);
+    } catch (error) {
+      deps.log.error('internal_error', { requestId, cause: describe(error) });
+      response = rpcError(500, ErrorCodes.internalError, `Internal error (request ${requestId}).`);
+    }
+    const headers = new Headers(response.headers);
+    headers.set('x-request-id', requestId);
+    for (const [name, value] of Object.entries(corsHeaders(request))) headers.set(name, value);
+    // The query string may hold the API key: only the path is ever logged.
+    deps.log.info('request', { requestId, method: request.method, path: new URL(request.url).pathname, status: response.status, ms: Date.now() - started });
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  }
+
+  return { handle, close: () => mcp.close() };
+}

@@ -1,0 +1,156 @@
+/**
+ * The MCP server factory: one fresh `McpServer` per request (the SDK's stateless model), with the
+ * `send_to_dot` tool and the three MCP Events methods wired to the core use cases. Both protocol
+ * eras are served by this one factory through `createMcpHandler`.
+ *
+ * Errors: a core `ProtocolFault` goes out with its own code; a failing storage or queue is -32603
+ * with a generic sentence; anything else is -32603 "Internal error" and is logged with a request
+ * id, so no internal text ever reaches a client.
+ *
+ * Deliberately not here: HTTP concerns (auth, limits, routing: http/app.ts) and any state: every
+ * piece of state lives behind the ports.
+ */
+import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
+import { DependencyUnavailable, ProtocolFault } from '../core/errors';
+import { sendMessage, type MessageDeps } from '../core/messages';
+import { ErrorCodes, Limits, MESSAGE_CREATED_DEFINITION, Methods, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
+import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
+import type { Logger } from '../log';
+import { toolResultOf } from './results';
+
+export interface McpDeps extends MessageDeps, SubscriptionDeps {
+  version: string;
+  log: Logger;
+}
+
+/** Principal set by the HTTP layer after the API key check; the key itself never travels here. */
+export interface Caller {
+  principal: string;
+  requestId: string;
+}
+
+/**
+ * A schema that publishes fixed JSON Schema and accepts any value: the core validates, so that
+ * bad input becomes a tool result with `isError: true` and a sentence, as SPEC 3.1 requires.
+ */
+function publishedSchema(jsonSchema: Record<string, unknown>): StandardSchemaWithJSON {
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'dm-dot',
+      validate: (value: unknown) => ({ value }),
+      jsonSchema: { input: () => jsonSchema, output: () => jsonSchema },
+    },
+  };
+}
+
+const INPUT_SCHEMA = {
+  type: 'object',
+  properties: {
+    message: {
+      type: 'string',
+      description: `The message for the dot: 1 to ${Limits.messageMaxBytes} UTF-8 bytes after surrounding whitespace is trimmed.`,
+    },
+  },
+  required: ['message'],
+  additionalProperties: false,
+};
+
+const OUTPUT_SCHEMA = {
+  type: 'object',
+  properties: {
+    eventId: { type: 'string' },
+    status: { type: 'string', enum: ['delivered', 'queued', 'failed'] },
+  },
+  required: ['eventId', 'status'],
+};
+
+const TOOL_DESCRIPTION =
+  'Sends a message to the ChatGPT dot subscribed to this server: it transmits the text as a signed ' +
+  'webhook event (message.created) to the dot, which processes it asynchronously. Returns the event id ' +
+  'and whether the dot acknowledged it (delivered), has not yet (queued; retried automatically) or refused it (failed).';
+
+const LOOSE_PARAMS: StandardSchemaWithJSON = publishedSchema({ type: 'object' });
+
+export function createMcpEndpoint(deps: McpDeps): McpHttpHandler {
+  return createMcpHandler((ctx) => buildServer(deps, ctx), {
+    responseMode: 'json',
+    maxRequestBodySize: Limits.requestBodyMaxBytes,
+    onerror: (error) => deps.log.warn('mcp_transport_error', { error: error.message }),
+  });
+}
+
+function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Record<string, unknown> } } }): Caller {
+  const extra = ('authInfo' in ctx ? ctx.authInfo?.extra : (ctx as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http?.authInfo?.extra) ?? {};
+  if (typeof extra.principal !== 'string') throw new Error('mcp: request reached the server without an authenticated principal');
+  return { principal: extra.principal, requestId: String(extra.requestId ?? '') };
+}
+
+function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
+  const caller = callerOf(ctx);
+  const mcp = new McpServer(
+    { name: SERVER_NAME, version: deps.version },
+    {
+      // The SDK's ServerCapabilities type has no `events` key yet; ChatGPT and the AI SDK read it.
+      capabilities: SERVER_CAPABILITIES as unknown as Record<string, never>,
+      cacheHints: { 'tools/list': { ttlMs: 300_000, cacheScope: 'private' }, 'server/discover': { ttlMs: 300_000, cacheScope: 'private' } },
+    },
+  );
+
+  const guarded = <T>(method: string, fn: () => Promise<T>): Promise<T> =>
+    fn().catch((error: unknown) => {
+      if (error instanceof ProtocolFault) throw new ProtocolError(error.code, error.message, error.data);
+      if (error instanceof DependencyUnavailable) {
+        deps.log.error('dependency_unavailable', { requestId: caller.requestId, method, dependency: error.dependency, cause: describe(error.cause) });
+        throw new ProtocolError(ErrorCodes.internalError, `The ${error.dependency} is unavailable; try again shortly.`);
+      }
+      deps.log.error('internal_error', { requestId: caller.requestId, method, cause: describe(error) });
+      throw new ProtocolError(ErrorCodes.internalError, `Internal error (request ${caller.requestId}).`);
+    });
+
+  mcp.registerTool(
+    TOOL_NAME,
+    {
+      title: 'Send to dot',
+      description: TOOL_DESCRIPTION,
+      inputSchema: publishedSchema(INPUT_SCHEMA),
+      outputSchema: publishedSchema(OUTPUT_SCHEMA),
+      annotations: { readOnlyHint: true, openWorldHint: true },
+    },
+    (async (args: unknown) =>
+      guarded('tools/call', async () => {
+        const outcome = await sendMessage(deps, args);
+        if (outcome.kind === 'unavailable') {
+          deps.log.error('dependency_unavailable', { requestId: caller.requestId, method: 'tools/call', dependency: outcome.dependency, cause: describe(outcome.cause) });
+        }
+        return toolResultOf(outcome);
+      })) as never,
+  );
+
+  const server = mcp.server;
+  server.setRequestHandler(Methods.eventsList, { params: LOOSE_PARAMS }, async () => ({
+    events: [MESSAGE_CREATED_DEFINITION],
+    nextCursor: null,
+  }));
+  server.setRequestHandler(Methods.eventsSubscribe, { params: LOOSE_PARAMS }, async (params) =>
+    guarded(Methods.eventsSubscribe, async () => ({ ...(await subscribe(deps, caller.principal, withoutMeta(params))) })),
+  );
+  server.setRequestHandler(Methods.eventsUnsubscribe, { params: LOOSE_PARAMS }, async (params) =>
+    guarded(Methods.eventsUnsubscribe, async () => {
+      await unsubscribe(deps, withoutMeta(params));
+      return {};
+    }),
+  );
+  return mcp;
+}
+
+function withoutMeta(params: unknown): unknown {
+  if (params === null || typeof params !== 'object' || Array.isArray(params)) return params;
+  const { _meta: _ignored, ...rest } = params as Record<string, unknown>;
+  return rest;
+}
+
+export function describe(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}
