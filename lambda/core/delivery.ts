@@ -80,8 +80,10 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob): Pro
     return { action: 'done', status: 'dropped' };
   }
 
+  // Signed at send time: the storage reads above may have taken a while.
+  const sendAt = deps.clock.now();
   const keys = [subscription.secret];
-  if (subscription.previousSecret && (subscription.previousSecretUntil ?? 0) > now) keys.push(subscription.previousSecret);
+  if (subscription.previousSecret && (subscription.previousSecretUntil ?? 0) > sendAt) keys.push(subscription.previousSecret);
   const decoded = keys.map(decodeSecret).filter((key): key is Uint8Array => key !== undefined);
   const body = new TextEncoder().encode(job.body);
   if (decoded.length === 0 || body.byteLength > Limits.outboundBodyMaxBytes) {
@@ -89,7 +91,7 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob): Pro
     throw new Error('delivery: unusable subscription secret or oversized event body');
   }
 
-  const timestamp = Math.floor(now / 1000);
+  const timestamp = Math.floor(sendAt / 1000);
   const response = await deps.webhook.post({
     url: subscription.url,
     body,

@@ -114,7 +114,7 @@ export function parseSubscribeParams(params: unknown, policy: UrlPolicy): Subscr
     throw invalidParams(`delivery.secret must be "whsec_" followed by standard base64 of ${Limits.secretMinBytes} to ${Limits.secretMaxBytes} bytes`);
   }
   const ttl = p.ttlMs;
-  if (!(ttl === undefined || ttl === null || (Number.isSafeInteger(ttl) && (ttl as number) >= Limits.ttlMinMs))) {
+  if (!(ttl === undefined || ttl === null || (Number.isInteger(ttl) && (ttl as number) >= Limits.ttlMinMs))) {
     throw invalidParams(`ttlMs must be null or an integer of at least ${Limits.ttlMinMs}`);
   }
   if (p.cursor !== undefined && p.cursor !== null) throw invalidParams('cursor must be null: this server keeps no event history to replay');

@@ -1,0 +1,224 @@
+/**
+ * In-memory fakes of the ports (lambda/ports.ts) for the core's unit tests.
+ *
+ * - FakeStore keeps the semantics of SPEC 5: every read treats an item at or past its expiry as absent,
+ *   the subscription put is conditional (absent, same url, or expired), the delete is conditional
+ *   on the url, event creation fails when the id exists, verifications last 24 h and replay ids
+ *   10 minutes. Every call is logged, and any method can be made to fail.
+ * - FakeClock: `sleep` advances time instead of waiting, so no test ever waits for real.
+ * - ScriptedWebhookClient answers from a script (fixed responses or functions of the request) and
+ *   records every request it was given.
+ */
+import type {
+  Clock,
+  DeliveryJob,
+  EventPatch,
+  EventRecord,
+  PutSubscriptionResult,
+  Queue,
+  Store,
+  SubscriptionRecord,
+  TransportFailure,
+  WebhookClient,
+  WebhookRequest,
+  WebhookResponse,
+} from '../../lambda/ports';
+import type { FailureReason } from '../../lambda/core/protocol';
+
+const HOUR = 60 * 60 * 1000;
+const VERIFICATION_MS = 24 * HOUR;
+const REPLAY_MS = 10 * 60 * 1000;
+
+/** A fixed, round instant used as "now" by tests that do not verify against the real clock. */
+export const T0 = Date.UTC(2026, 10, 3, 10, 30, 0, 123);
+
+export class FakeClock implements Clock {
+  readonly sleeps: number[] = [];
+  constructor(public current: number = T0) {}
+  now(): number {
+    return this.current;
+  }
+  async sleep(ms: number): Promise<void> {
+    this.sleeps.push(ms);
+    this.current += ms;
+    await Promise.resolve();
+  }
+  advance(ms: number): void {
+    this.current += ms;
+  }
+}
+
+export type StoreMethod = keyof Store;
+const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
+  'putSubscription',
+  'deleteSubscription',
+  'recordDeliveryOutcome',
+  'putEvent',
+  'updateEvent',
+  'markVerified',
+  'claimReplayId',
+]);
+
+export interface StoreCall {
+  method: StoreMethod;
+  args: unknown[];
+}
+
+const clone = <T>(value: T): T => structuredClone(value);
+
+/** Same rule as the real adapters (lambda/adapters/items.ts isLive): live strictly before expiresAt. */
+const isLive = (expiresAt: number, now: number): boolean => expiresAt > now;
+
+export class FakeStore implements Store {
+  subscription: SubscriptionRecord | undefined;
+  readonly events = new Map<string, EventRecord>();
+  readonly verified = new Map<string, number>();
+  readonly replayIds = new Map<string, number>();
+  readonly calls: StoreCall[] = [];
+  /** Methods that throw (a storage outage). */
+  readonly failing = new Set<StoreMethod>();
+  /** Runs before a method does its work (after logging), e.g. to simulate a concurrent writer. */
+  readonly before: Partial<Record<StoreMethod, (...args: unknown[]) => void | Promise<void>>> = {};
+
+  get writes(): StoreCall[] {
+    return this.calls.filter((call) => WRITES.has(call.method));
+  }
+
+  callsOf(method: StoreMethod): StoreCall[] {
+    return this.calls.filter((call) => call.method === method);
+  }
+
+  private async enter(method: StoreMethod, args: unknown[]): Promise<void> {
+    this.calls.push({ method, args: clone(args) });
+    await this.before[method]?.(...args);
+    if (this.failing.has(method)) throw new Error(`fake store: ${method} failed`);
+  }
+
+  async getSubscription(now: number): Promise<SubscriptionRecord | undefined> {
+    await this.enter('getSubscription', [now]);
+    const item = this.subscription;
+    return item && isLive(item.expiresAt, now) ? clone(item) : undefined;
+  }
+
+  async putSubscription(record: SubscriptionRecord, now: number): Promise<PutSubscriptionResult> {
+    await this.enter('putSubscription', [record, now]);
+    const held = this.subscription;
+    if (held === undefined || held.url === record.url || !isLive(held.expiresAt, now)) {
+      this.subscription = clone(record);
+      return { ok: true };
+    }
+    return { ok: false, holder: clone(held) };
+  }
+
+  async deleteSubscription(url: string): Promise<boolean> {
+    await this.enter('deleteSubscription', [url]);
+    if (this.subscription?.url !== url) return false;
+    this.subscription = undefined;
+    return true;
+  }
+
+  async recordDeliveryOutcome(subscriptionId: string, outcome: { deliveredAt?: number; error: FailureReason | null }): Promise<void> {
+    await this.enter('recordDeliveryOutcome', [subscriptionId, outcome]);
+    if (this.subscription?.id !== subscriptionId) return;
+    if (outcome.deliveredAt !== undefined) this.subscription.lastDeliveryAt = outcome.deliveredAt;
+    this.subscription.lastError = outcome.error;
+  }
+
+  async putEvent(record: EventRecord): Promise<void> {
+    await this.enter('putEvent', [record]);
+    if (this.events.has(record.eventId)) throw new Error('fake store: event exists (conditional check failed)');
+    this.events.set(record.eventId, clone(record));
+  }
+
+  async getEvent(eventId: string, now: number): Promise<EventRecord | undefined> {
+    await this.enter('getEvent', [eventId, now]);
+    const item = this.events.get(eventId);
+    return item && isLive(item.expiresAt, now) ? clone(item) : undefined;
+  }
+
+  async updateEvent(eventId: string, patch: EventPatch): Promise<void> {
+    await this.enter('updateEvent', [eventId, patch]);
+    const item = this.events.get(eventId);
+    if (item) Object.assign(item, clone(patch));
+  }
+
+  async isVerified(key: string, now: number): Promise<boolean> {
+    await this.enter('isVerified', [key, now]);
+    const at = this.verified.get(key);
+    return at !== undefined && now - at < VERIFICATION_MS;
+  }
+
+  async markVerified(key: string, now: number): Promise<void> {
+    await this.enter('markVerified', [key, now]);
+    this.verified.set(key, now);
+  }
+
+  async claimReplayId(id: string, now: number): Promise<boolean> {
+    await this.enter('claimReplayId', [id, now]);
+    const at = this.replayIds.get(id);
+    if (at !== undefined && now - at < REPLAY_MS) return false;
+    this.replayIds.set(id, now);
+    return true;
+  }
+}
+
+export class FakeQueue implements Queue {
+  readonly jobs: DeliveryJob[] = [];
+  fail = false;
+  /** Runs after a job is accepted, e.g. a fake worker that settles the event. */
+  onEnqueue?: (job: DeliveryJob) => void | Promise<void>;
+  async enqueue(job: DeliveryJob): Promise<void> {
+    if (this.fail) throw new Error('fake queue: unavailable');
+    this.jobs.push(clone(job));
+    await this.onEnqueue?.(job);
+  }
+}
+
+export type Scripted = WebhookResponse | ((request: WebhookRequest) => WebhookResponse | Promise<WebhookResponse>);
+
+/** Answers each POST with the next scripted entry; a POST past the end of the script fails the test. */
+export class ScriptedWebhookClient implements WebhookClient {
+  readonly requests: WebhookRequest[] = [];
+  private readonly script: Scripted[];
+  constructor(...script: Scripted[]) {
+    this.script = script;
+  }
+  add(...more: Scripted[]): this {
+    this.script.push(...more);
+    return this;
+  }
+  async post(request: WebhookRequest): Promise<WebhookResponse> {
+    this.requests.push({ url: request.url, headers: { ...request.headers }, body: new Uint8Array(request.body) });
+    const next = this.script.shift();
+    if (next === undefined) throw new Error(`ScriptedWebhookClient: unexpected POST #${this.requests.length}`);
+    return typeof next === 'function' ? next(request) : next;
+  }
+  get last(): WebhookRequest {
+    const request = this.requests[this.requests.length - 1];
+    if (!request) throw new Error('ScriptedWebhookClient: no request was made');
+    return request;
+  }
+}
+
+const utf8 = new TextEncoder();
+
+export function respond(status: number, body: string | object = '', retryAfter?: string): WebhookResponse {
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  return retryAfter === undefined
+    ? { kind: 'response', status, body: utf8.encode(text) }
+    : { kind: 'response', status, body: utf8.encode(text), retryAfter };
+}
+
+export function transportFailure(reason: TransportFailure): WebhookResponse {
+  return { kind: 'failure', reason };
+}
+
+/** A callback that passes the challenge: 200 with the nonce echoed back. */
+export function echoChallenge(request: WebhookRequest): WebhookResponse {
+  const { challenge } = JSON.parse(new TextDecoder().decode(request.body)) as { challenge: string };
+  return respond(200, { challenge });
+}
+
+export function bodyText(request: WebhookRequest): string {
+  return new TextDecoder().decode(request.body);
+}
