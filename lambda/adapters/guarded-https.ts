@@ -104,7 +104,8 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
   async function checkedAddress(url: URL): Promise<ResolvedAddress> {
     const loopbackLiteral = options.allowLoopback && isLoopbackLiteralHost(url.hostname);
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopbackLiteral)) throw new RefusedDestination('scheme');
-    if (url.username || url.password || url.hash) throw new RefusedDestination('userinfo or fragment');
+    // An empty fragment (`…/hook#`) leaves url.hash empty but is still a fragment: href keeps the '#'.
+    if (url.username || url.password || url.hash || url.href.includes('#')) throw new RefusedDestination('userinfo or fragment');
     const host = unbracket(url.hostname);
     let answers: ResolvedAddress[];
     if (/^[\d.]+$/.test(host) || host.includes(':')) {
@@ -144,6 +145,9 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       });
       const encoding = firstHeader(response.headers['content-encoding'])?.trim().toLowerCase();
       if (encoding && encoding !== 'identity') return { kind: 'failure', reason: 'bad_response' };
+      // Compression can also arrive as a transfer coding (`Transfer-Encoding: gzip, chunked`), which node does not undo.
+      const transfer = firstHeader(response.headers['transfer-encoding'])?.toLowerCase().split(',').map((coding) => coding.trim());
+      if (transfer?.some((coding) => coding !== '' && coding !== 'chunked' && coding !== 'identity')) return { kind: 'failure', reason: 'bad_response' };
       const chunks: Uint8Array[] = [];
       let length = 0;
       for await (const chunk of response.body) {
