@@ -78,7 +78,9 @@ export class FileStore implements Store {
   async putEvent(record: EventRecord): Promise<void> {
     const pk = ItemKeys.event(record.eventId);
     const existing = this.items.get(pk);
-    if (existing && isLive(existing.expiresAt, Date.now())) throw new Error(`event ${record.eventId} already exists`);
+    // The record's createdAt is the caller's "now" (as in the DynamoDB adapter's condition): the
+    // wall clock here would disagree with every other decision, which all use the caller's clock.
+    if (existing && isLive(existing.expiresAt, record.createdAt)) throw new Error(`event ${record.eventId} already exists`);
     this.items.set(pk, { ...stripUndefined(record), pk, ttl: ttlOfEvent(record.expiresAt) });
     await this.persist();
   }

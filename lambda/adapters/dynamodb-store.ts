@@ -1,0 +1,284 @@
+/**
+ * The DynamoDB storage adapter (SPEC 5): one table, partition key `pk` (S), no sort key, TTL
+ * attribute `ttl` (epoch seconds) on every item. Item keys and TTL rules come from ./items, so
+ * this adapter and the embedded file store write the same item shapes and pass one contract suite
+ * (test/contract).
+ *
+ * What it does:
+ * - every read is a strongly consistent GetItem, and an item past its own expiry (expiresAt, or
+ *   verifiedAt + 24 h) is treated as absent: DynamoDB's TTL deletion is lazy (up to days late);
+ * - every check-and-set is a single conditional write whose condition treats an expired item as
+ *   absent too, so no decision is ever taken from a read followed by a write;
+ * - subscribe is ONE conditional PutItem with `ReturnValuesOnConditionCheckFailure: ALL_OLD`:
+ *   the loser learns who holds the subscription from the failed write itself, no second read.
+ *
+ * Deliberately not here: retries and timeouts (the SDK client's configuration), logging (the
+ * subscription item holds the signing secret, so nothing here ever prints an item or an
+ * attribute value), table creation (CDK owns the table; `tableDefinition` exists for tests), and
+ * scans or queries (every access is by key).
+ *
+ * When the SUBSCRIPTION item counts as live (epoch ms on the caller's clock `now`):
+ *
+ *   createdAt / refreshedAt      expiresAt                  ttl * 1000 = expiresAt + 1 day
+ *   |---------- live ------------|---- stored, expired -----|---- DynamoDB may delete it (lazily, days late)
+ *   live:    now < expiresAt (items.isLive; at now == expiresAt it is already expired). Reads
+ *            return it; a put for another url fails with it as the holder; a put for the same url
+ *            refreshes it (new secret, new expiresAt).
+ *   expired: reads say absent and any put overwrites it, whether or not TTL has removed it yet.
+ */
+import {
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  GetItemCommand,
+  PutItemCommand,
+  UpdateItemCommand,
+  type AttributeValue,
+  type CreateTableCommandInput,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
+import type { EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
+import { Limits } from '../core/protocol';
+import { ItemKeys, isLive, ttlOfEvent, ttlOfSubscription } from './items';
+
+type Item = Record<string, AttributeValue>;
+
+/** The only fields an event update may touch (EventPatch); anything else is ignored at runtime too. */
+const EVENT_PATCH_FIELDS = ['status', 'attempts', 'lastError', 'lastHttpStatus', 'deliveredAt'] as const satisfies readonly (keyof EventPatch)[];
+
+export interface DynamoDbStoreOptions {
+  client: DynamoDBClient;
+  tableName: string;
+}
+
+export class DynamoDbStore implements Store {
+  private readonly client: DynamoDBClient;
+  private readonly tableName: string;
+
+  constructor(options: DynamoDbStoreOptions) {
+    this.client = options.client;
+    this.tableName = options.tableName;
+  }
+
+  async getSubscription(now: number): Promise<SubscriptionRecord | undefined> {
+    const item = await this.get(ItemKeys.subscription);
+    return item && isLive(item.expiresAt, now) ? (item as unknown as SubscriptionRecord) : undefined;
+  }
+
+  async putSubscription(record: SubscriptionRecord, now: number): Promise<PutSubscriptionResult> {
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.tableName,
+          Item: toItem(ItemKeys.subscription, record, ttlOfSubscription(record.expiresAt)),
+          // `<=` rather than SPEC 5's literal `<`: items.isLive calls a subscription expired at
+          // now == expiresAt, and the condition must agree with the reads, or at that instant a put
+          // would fail with a holder that getSubscription already reports as absent.
+          ConditionExpression: 'attribute_not_exists(pk) OR #url = :url OR #expiresAt <= :now',
+          ExpressionAttributeNames: { '#url': 'url', '#expiresAt': 'expiresAt' },
+          ExpressionAttributeValues: { ':url': { S: record.url }, ':now': { N: String(now) } },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { ok: true };
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      // The condition only fails on a live item with another url, and ALL_OLD returns that item.
+      if (!error.Item) throw new Error('conditional put on SUBSCRIPTION failed without returning the holder');
+      return { ok: false, holder: fromItem(error.Item) as unknown as SubscriptionRecord };
+    }
+  }
+
+  async deleteSubscription(url: string): Promise<boolean> {
+    try {
+      await this.client.send(
+        new DeleteItemCommand({
+          TableName: this.tableName,
+          Key: key(ItemKeys.subscription),
+          ConditionExpression: '#url = :url',
+          ExpressionAttributeNames: { '#url': 'url' },
+          ExpressionAttributeValues: { ':url': { S: url } },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  async recordDeliveryOutcome(subscriptionId: string, outcome: { deliveredAt?: number; error: SubscriptionRecord['lastError'] }): Promise<void> {
+    const names: Record<string, string> = { '#id': 'id', '#lastError': 'lastError' };
+    const values: Item = { ':id': { S: subscriptionId }, ':lastError': toAttr(outcome.error ?? null) };
+    let update = 'SET #lastError = :lastError';
+    if (outcome.deliveredAt !== undefined) {
+      names['#lastDeliveryAt'] = 'lastDeliveryAt';
+      values[':lastDeliveryAt'] = toAttr(outcome.deliveredAt);
+      update += ', #lastDeliveryAt = :lastDeliveryAt';
+    }
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: key(ItemKeys.subscription),
+          UpdateExpression: update,
+          // Also keeps UpdateItem from creating a stub SUBSCRIPTION item when there is none.
+          ConditionExpression: '#id = :id',
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+        }),
+      );
+    } catch (error) {
+      // The subscription was replaced or removed since the event was queued: nothing to record.
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  async putEvent(record: EventRecord): Promise<void> {
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.tableName,
+          Item: toItem(ItemKeys.event(record.eventId), record, ttlOfEvent(record.expiresAt)),
+          // The record's own createdAt is the writer's "now": it keeps the decision on the caller's
+          // clock (as every other method) instead of this process's wall clock.
+          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now',
+          ExpressionAttributeNames: { '#expiresAt': 'expiresAt' },
+          ExpressionAttributeValues: { ':now': { N: String(record.createdAt) } },
+        }),
+      );
+    } catch (error) {
+      if (isConditionFailure(error)) throw new Error(`event ${record.eventId} already exists`);
+      throw error;
+    }
+  }
+
+  async getEvent(eventId: string, now: number): Promise<EventRecord | undefined> {
+    const item = await this.get(ItemKeys.event(eventId));
+    return item && isLive(item.expiresAt, now) ? (item as unknown as EventRecord) : undefined;
+  }
+
+  async updateEvent(eventId: string, patch: EventPatch): Promise<void> {
+    const names: Record<string, string> = {};
+    const values: Item = {};
+    const sets: string[] = [];
+    for (const field of EVENT_PATCH_FIELDS) {
+      const value = patch[field];
+      if (value === undefined) continue;
+      names[`#${field}`] = field;
+      values[`:${field}`] = toAttr(value);
+      sets.push(`#${field} = :${field}`);
+    }
+    if (sets.length === 0) return;
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: key(ItemKeys.event(eventId)),
+          UpdateExpression: `SET ${sets.join(', ')}`,
+          // Without it UpdateItem would create a stub item (no expiresAt, no ttl) for an unknown id.
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  async isVerified(key: string, now: number): Promise<boolean> {
+    const item = await this.get(ItemKeys.verified(key));
+    return item !== undefined && typeof item.verifiedAt === 'number' && isLive(item.verifiedAt + Limits.verificationCacheMs, now);
+  }
+
+  async markVerified(key: string, now: number): Promise<void> {
+    // Unconditional: a newer verification simply restarts the 24 h window.
+    await this.client.send(
+      new PutItemCommand({
+        TableName: this.tableName,
+        Item: toItem(ItemKeys.verified(key), { verifiedAt: now }, Math.ceil((now + Limits.verificationCacheMs) / 1000)),
+      }),
+    );
+  }
+
+  async claimReplayId(id: string, now: number): Promise<boolean> {
+    const expiresAt = now + Limits.replayMemoryMs;
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.tableName,
+          Item: toItem(ItemKeys.replay(id), { claimedAt: now, expiresAt }, Math.ceil(expiresAt / 1000)),
+          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now',
+          ExpressionAttributeNames: { '#expiresAt': 'expiresAt' },
+          ExpressionAttributeValues: { ':now': { N: String(now) } },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  /** Strongly consistent read, unmarshalled, without `pk` and `ttl`. */
+  private async get(pk: string): Promise<Record<string, unknown> | undefined> {
+    const result = await this.client.send(new GetItemCommand({ TableName: this.tableName, Key: key(pk), ConsistentRead: true }));
+    return result.Item ? fromItem(result.Item) : undefined;
+  }
+}
+
+/** CreateTable input for the single table; tests create it in DynamoDB Local (CDK owns the real one). */
+export function tableDefinition(tableName: string): CreateTableCommandInput {
+  return {
+    TableName: tableName,
+    AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+    KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+    BillingMode: 'PAY_PER_REQUEST',
+  };
+}
+
+function isConditionFailure(error: unknown): error is ConditionalCheckFailedException {
+  // By name as well: two copies of the SDK in one bundle would defeat instanceof.
+  return error instanceof ConditionalCheckFailedException || (error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException';
+}
+
+function key(pk: string): Item {
+  return { pk: { S: pk } };
+}
+
+/** Marshals a record; undefined fields are left out of the item (null is kept: it means "cleared"). */
+function toItem(pk: string, record: object, ttl: number): Item {
+  const item: Item = {};
+  for (const [name, value] of Object.entries(record)) {
+    if (value !== undefined) item[name] = toAttr(value, name);
+  }
+  item.pk = { S: pk };
+  item.ttl = { N: String(ttl) };
+  return item;
+}
+
+/** The few attribute types our records use. The error names the field, never the value (secrets). */
+function toAttr(value: unknown, field = 'value'): AttributeValue {
+  if (value === null) return { NULL: true };
+  if (typeof value === 'string') return { S: value };
+  if (typeof value === 'number' && Number.isFinite(value)) return { N: String(value) };
+  if (typeof value === 'boolean') return { BOOL: value };
+  throw new TypeError(`cannot store ${field}: unsupported type ${typeof value}`);
+}
+
+function fromItem(item: Item): Record<string, unknown> {
+  const record: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(item)) {
+    if (name === 'pk' || name === 'ttl') continue;
+    record[name] = fromAttr(value, name);
+  }
+  return record;
+}
+
+function fromAttr(value: AttributeValue, field: string): unknown {
+  if (value.S !== undefined) return value.S;
+  if (value.N !== undefined) return Number(value.N);
+  if (value.BOOL !== undefined) return value.BOOL;
+  if (value.NULL !== undefined) return null;
+  throw new TypeError(`cannot read ${field}: unsupported attribute type`);
+}

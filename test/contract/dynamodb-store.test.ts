@@ -1,0 +1,130 @@
+/**
+ * The storage contract against DynamoDbStore on DynamoDB Local (started once for this file, a
+ * fresh table per test), plus checks of the raw items that only this adapter has: `pk`, `ttl` and
+ * no attribute for an undefined field.
+ */
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
+import { Limits } from '../../lambda/core/protocol';
+import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
+import { contractClock, describeStoreContract, event, subscription } from './store.contract';
+
+const { T0, HOUR } = contractClock;
+
+let local: DynamoDbLocal | undefined;
+let tables = 0;
+
+beforeAll(async () => {
+  const started = Date.now();
+  local = await startDynamoDbLocal();
+  if (process.env.DM_DOT_TIMINGS) process.stderr.write(`DynamoDB Local started in ${Date.now() - started} ms\n`);
+}, 60_000);
+
+afterAll(async () => {
+  await local?.stop();
+});
+
+async function freshStore(): Promise<{ store: DynamoDbStore; tableName: string }> {
+  if (!local) throw new Error('DynamoDB Local is not running');
+  const tableName = `dm-dot-contract-${++tables}`;
+  await local.createTable(tableName);
+  return { store: new DynamoDbStore({ client: local.client, tableName }), tableName };
+}
+
+// Tables are dropped with the in-memory database when DynamoDB Local stops.
+describeStoreContract('DynamoDbStore', async () => ({ store: (await freshStore()).store, cleanup: async () => undefined }));
+
+describe('DynamoDbStore items', () => {
+  async function raw(tableName: string, pk: string) {
+    const result = await local!.client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: pk } }, ConsistentRead: true }));
+    return result.Item;
+  }
+
+  it('writes pk, ttl (expiresAt + 1 day, in seconds) and no attribute for undefined fields', async () => {
+    const { store, tableName } = await freshStore();
+    const sub = subscription({ previousSecret: undefined, lastError: null });
+    await store.putSubscription(sub, T0);
+    const item = await raw(tableName, 'SUBSCRIPTION');
+    expect(item?.pk).toEqual({ S: 'SUBSCRIPTION' });
+    expect(item?.ttl).toEqual({ N: String(Math.ceil((sub.expiresAt + Limits.subscriptionItemGraceMs) / 1000)) });
+    expect(item?.lastError).toEqual({ NULL: true });
+    expect(Object.keys(item ?? {}).sort()).toEqual([...Object.keys(sub).filter((k) => k !== 'previousSecret'), 'pk', 'ttl'].sort());
+  });
+
+  it('event, verification and replay items carry a ttl', async () => {
+    const { store, tableName } = await freshStore();
+    await store.putEvent(event());
+    await store.markVerified('k1', T0);
+    await store.claimReplayId('msg_1', T0);
+    expect((await raw(tableName, `EVENT#${event().eventId}`))?.ttl).toEqual({ N: String(Math.ceil(event().expiresAt / 1000)) });
+    expect((await raw(tableName, 'VERIFIED#k1'))?.ttl).toEqual({ N: String(Math.ceil((T0 + Limits.verificationCacheMs) / 1000)) });
+    expect((await raw(tableName, 'REPLAY#msg_1'))?.ttl).toEqual({ N: String(Math.ceil((T0 + Limits.replayMemoryMs) / 1000)) });
+  });
+
+  it('an expired subscription is still stored yet read as absent', async () => {
+    const { store, tableName } = await freshStore();
+    await store.putSubscription(subscription({ expiresAt: T0 - 1 }), T0 - HOUR);
+    expect(await raw(tableName, 'SUBSCRIPTION')).toBeDefined();
+    await expect(store.getSubscription(T0)).resolves.toBeUndefined();
+  });
+
+  it('updateEvent and recordDeliveryOutcome on missing items write no item', async () => {
+    const { store, tableName } = await freshStore();
+    await store.updateEvent('evt_missing', { status: 'delivered' });
+    await store.recordDeliveryOutcome('sub_a', { deliveredAt: T0, error: null });
+    expect(await raw(tableName, 'EVENT#evt_missing')).toBeUndefined();
+    expect(await raw(tableName, 'SUBSCRIPTION')).toBeUndefined();
+  });
+});
+
+describe('DynamoDbStore requests', () => {
+  /** A client that records every command's input and answers with `respond`. */
+  function recordingStore(respond: (name: string, input: Record<string, unknown>) => unknown) {
+    const sent: { name: string; input: Record<string, unknown> }[] = [];
+    const client = {
+      send: async (command: { constructor: { name: string }; input: Record<string, unknown> }) => {
+        const name = command.constructor.name;
+        sent.push({ name, input: command.input });
+        return respond(name, command.input);
+      },
+    } as unknown as ConstructorParameters<typeof DynamoDbStore>[0]['client'];
+    return { store: new DynamoDbStore({ client, tableName: 'table' }), sent };
+  }
+
+  it('every read is a strongly consistent GetItem', async () => {
+    const { store, sent } = recordingStore(() => ({}));
+    await store.getSubscription(T0);
+    await store.getEvent('evt_x', T0);
+    await store.isVerified('k1', T0);
+    expect(sent.map((s) => s.name)).toEqual(['GetItemCommand', 'GetItemCommand', 'GetItemCommand']);
+    for (const { input } of sent) expect(input.ConsistentRead).toBe(true);
+  });
+
+  it('a lost subscribe is one conditional PutItem whose ALL_OLD item is the holder (no second read)', async () => {
+    const holder = subscription({ url: 'https://b.example.com/hook', lastError: null });
+    const { ConditionalCheckFailedException } = await import('@aws-sdk/client-dynamodb');
+    const { store, sent } = recordingStore(() => {
+      throw new ConditionalCheckFailedException({
+        message: 'The conditional request failed',
+        $metadata: {},
+        Item: {
+          ...Object.fromEntries(
+            Object.entries(holder).map(([k, v]) => [k, v === null ? { NULL: true } : typeof v === 'number' ? { N: String(v) } : { S: String(v) }]),
+          ),
+          pk: { S: 'SUBSCRIPTION' },
+          ttl: { N: '1' },
+        },
+      });
+    });
+    await expect(store.putSubscription(subscription(), T0)).resolves.toStrictEqual({ ok: false, holder });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({
+      name: 'PutItemCommand',
+      input: {
+        ConditionExpression: 'attribute_not_exists(pk) OR #url = :url OR #expiresAt <= :now',
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        ExpressionAttributeValues: { ':url': { S: subscription().url }, ':now': { N: String(T0) } },
+      },
+    });
+  });
+});

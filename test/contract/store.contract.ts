@@ -1,0 +1,272 @@
+/**
+ * The storage contract (SPEC 5, ports.Store) that every adapter passes: the embedded file store
+ * and the DynamoDB adapter run this same suite, so the local runtime behaves as AWS does.
+ *
+ * Every time is an explicit `now` on the caller's clock, never a sleep. The clock starts a year
+ * ahead of the wall clock on purpose: an adapter that consults the wall clock instead of the time
+ * it is given gets caught, and DynamoDB Local's real TTL sweeper (which uses the wall clock) never
+ * deletes a test item, so "stored but past its expiry" is really exercised.
+ *
+ * Deliberately not here: adapter internals (item shapes, TTL attributes); those are the adapters'
+ * own tests.
+ */
+import type { EventRecord, Store, SubscriptionRecord } from '../../lambda/ports';
+import { Limits } from '../../lambda/core/protocol';
+
+export type StoreFactory = () => Promise<{ store: Store; cleanup(): Promise<void> }>;
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** The caller's clock: a whole second, a year ahead of the wall clock. */
+const T0 = Math.floor(Date.now() / SECOND) * SECOND + 365 * DAY;
+
+export function subscription(overrides: Partial<SubscriptionRecord> = {}): SubscriptionRecord {
+  return {
+    id: 'sub_a',
+    url: 'https://a.example.com/hook',
+    name: 'dot',
+    secret: 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0',
+    principal: 'principal-a',
+    createdAt: T0,
+    refreshedAt: T0,
+    expiresAt: T0 + HOUR,
+    ...overrides,
+  };
+}
+
+export function event(overrides: Partial<EventRecord> = {}): EventRecord {
+  return {
+    eventId: 'evt_0123456789abcdef0123456789abcdef',
+    status: 'queued',
+    subscriptionId: 'sub_a',
+    attempts: 0,
+    createdAt: T0,
+    expiresAt: T0 + Limits.eventRecordMs,
+    ...overrides,
+  };
+}
+
+export function describeStoreContract(name: string, factory: StoreFactory): void {
+  describe(`Store contract: ${name}`, () => {
+    let store: Store;
+    let cleanup: (() => Promise<void>) | undefined;
+
+    beforeEach(async () => {
+      ({ store, cleanup } = await factory());
+    });
+
+    afterEach(async () => {
+      await cleanup?.();
+      cleanup = undefined;
+    });
+
+    describe('subscription', () => {
+      it('get on an empty store is undefined', async () => {
+        await expect(store.getSubscription(T0)).resolves.toBeUndefined();
+      });
+
+      it('put then get round-trips every field', async () => {
+        const full = subscription({
+          previousSecret: 'whsec_cHJldmlvdXMtcHJldmlvdXMtcHJldmlvdXM=',
+          previousSecretUntil: T0 + 10 * MINUTE,
+          refreshedAt: T0 + 5 * SECOND,
+          lastDeliveryAt: T0 + 7 * SECOND,
+          lastError: 'http_5xx',
+        });
+        await expect(store.putSubscription(full, T0)).resolves.toEqual({ ok: true });
+        await expect(store.getSubscription(T0)).resolves.toStrictEqual(full);
+      });
+
+      it('keeps absent optional fields absent and null lastError null', async () => {
+        const minimal = subscription({ lastError: null });
+        await store.putSubscription(minimal, T0);
+        const read = await store.getSubscription(T0);
+        expect(read).toStrictEqual(minimal);
+        expect(Object.keys(read ?? {}).sort()).toEqual(Object.keys(minimal).sort());
+      });
+
+      it('a put for another url while one is live fails and returns the holder', async () => {
+        const holder = subscription();
+        await store.putSubscription(holder, T0);
+        const result = await store.putSubscription(subscription({ id: 'sub_b', url: 'https://b.example.com/hook', secret: 'whsec_b' }), T0 + MINUTE);
+        expect(result).toStrictEqual({ ok: false, holder });
+        await expect(store.getSubscription(T0 + MINUTE)).resolves.toStrictEqual(holder);
+      });
+
+      it('a put for the same url refreshes a live subscription', async () => {
+        await store.putSubscription(subscription(), T0);
+        const refreshed = subscription({ id: 'sub_a2', secret: 'whsec_new', previousSecret: subscription().secret, previousSecretUntil: T0 + 11 * MINUTE, refreshedAt: T0 + MINUTE, expiresAt: T0 + 2 * HOUR });
+        await expect(store.putSubscription(refreshed, T0 + MINUTE)).resolves.toEqual({ ok: true });
+        await expect(store.getSubscription(T0 + MINUTE)).resolves.toStrictEqual(refreshed);
+      });
+
+      it('an expired subscription that is still stored is absent for get and for the conditional put', async () => {
+        const old = subscription({ createdAt: T0 - 2 * HOUR, refreshedAt: T0 - 2 * HOUR, expiresAt: T0 - SECOND });
+        await expect(store.putSubscription(old, T0 - 2 * HOUR)).resolves.toEqual({ ok: true });
+        // Still stored: at a time before its expiry it is there.
+        await expect(store.getSubscription(T0 - HOUR)).resolves.toStrictEqual(old);
+
+        await expect(store.getSubscription(T0)).resolves.toBeUndefined();
+        const next = subscription({ id: 'sub_b', url: 'https://b.example.com/hook' });
+        await expect(store.putSubscription(next, T0)).resolves.toEqual({ ok: true });
+        await expect(store.getSubscription(T0)).resolves.toStrictEqual(next);
+      });
+
+      it('at now == expiresAt the subscription is already expired, for get and for put alike', async () => {
+        await store.putSubscription(subscription({ expiresAt: T0 + HOUR }), T0);
+        await expect(store.getSubscription(T0 + HOUR - 1)).resolves.toBeDefined();
+        await expect(store.getSubscription(T0 + HOUR)).resolves.toBeUndefined();
+        const next = subscription({ id: 'sub_b', url: 'https://b.example.com/hook', expiresAt: T0 + 2 * HOUR });
+        await expect(store.putSubscription(next, T0 + HOUR)).resolves.toEqual({ ok: true });
+      });
+
+      it('50 concurrent puts for 50 distinct urls: exactly one wins and it is the one stored', async () => {
+        const records = Array.from({ length: 50 }, (_, i) => subscription({ id: `sub_${i}`, url: `https://c${i}.example.com/hook`, secret: `whsec_${i}` }));
+        const results = await Promise.all(records.map((record) => store.putSubscription(record, T0)));
+        const winners = records.filter((_, i) => results[i]?.ok);
+        expect(winners).toHaveLength(1);
+        const winner = winners[0]!;
+        await expect(store.getSubscription(T0)).resolves.toStrictEqual(winner);
+        for (const result of results) if (!result.ok) expect(result.holder).toStrictEqual(winner);
+      });
+
+      it('delete only with the stored url, and only once', async () => {
+        const live = subscription();
+        await store.putSubscription(live, T0);
+        await expect(store.deleteSubscription('https://b.example.com/hook')).resolves.toBe(false);
+        await expect(store.getSubscription(T0)).resolves.toStrictEqual(live);
+        await expect(store.deleteSubscription(live.url)).resolves.toBe(true);
+        await expect(store.getSubscription(T0)).resolves.toBeUndefined();
+        await expect(store.deleteSubscription(live.url)).resolves.toBe(false);
+      });
+
+      it('delete on an empty store returns false', async () => {
+        await expect(store.deleteSubscription('https://a.example.com/hook')).resolves.toBe(false);
+      });
+
+      it('recordDeliveryOutcome touches only the subscription with that id', async () => {
+        const live = subscription({ lastError: null });
+        await store.putSubscription(live, T0);
+
+        await store.recordDeliveryOutcome('sub_other', { deliveredAt: T0 + SECOND, error: 'timeout' });
+        await expect(store.getSubscription(T0)).resolves.toStrictEqual(live);
+
+        await store.recordDeliveryOutcome(live.id, { deliveredAt: T0 + 2 * SECOND, error: null });
+        await expect(store.getSubscription(T0)).resolves.toStrictEqual({ ...live, lastDeliveryAt: T0 + 2 * SECOND, lastError: null });
+
+        // Without deliveredAt only lastError changes.
+        await store.recordDeliveryOutcome(live.id, { error: 'http_5xx' });
+        await expect(store.getSubscription(T0)).resolves.toStrictEqual({ ...live, lastDeliveryAt: T0 + 2 * SECOND, lastError: 'http_5xx' });
+      });
+
+      it('recordDeliveryOutcome with no subscription creates nothing that would block a subscribe', async () => {
+        await store.recordDeliveryOutcome('sub_a', { deliveredAt: T0, error: null });
+        await expect(store.getSubscription(T0)).resolves.toBeUndefined();
+        await expect(store.putSubscription(subscription({ url: 'https://b.example.com/hook' }), T0)).resolves.toEqual({ ok: true });
+      });
+    });
+
+    describe('events', () => {
+      it('a second putEvent with the same id fails and leaves the first intact', async () => {
+        const first = event();
+        await store.putEvent(first);
+        await expect(store.putEvent(event({ subscriptionId: 'sub_b', createdAt: T0 + SECOND }))).rejects.toThrow();
+        await expect(store.getEvent(first.eventId, T0 + SECOND)).resolves.toStrictEqual(first);
+      });
+
+      it('getEvent and updateEvent round-trip', async () => {
+        const queued = event();
+        await store.putEvent(queued);
+        await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual(queued);
+
+        await store.updateEvent(queued.eventId, { attempts: 1, lastError: 'http_5xx', lastHttpStatus: 503 });
+        await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual({ ...queued, attempts: 1, lastError: 'http_5xx', lastHttpStatus: 503 });
+
+        await store.updateEvent(queued.eventId, { status: 'delivered', attempts: 2, lastError: null, lastHttpStatus: 200, deliveredAt: T0 + 5 * SECOND });
+        await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual({
+          ...queued,
+          status: 'delivered',
+          attempts: 2,
+          lastError: null,
+          lastHttpStatus: 200,
+          deliveredAt: T0 + 5 * SECOND,
+        });
+      });
+
+      it('updateEvent leaves out undefined patch fields', async () => {
+        const queued = event();
+        await store.putEvent(queued);
+        await store.updateEvent(queued.eventId, { status: 'failed', deliveredAt: undefined });
+        await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual({ ...queued, status: 'failed' });
+      });
+
+      it('updateEvent of an unknown event creates nothing', async () => {
+        const unknown = event({ eventId: 'evt_ffffffffffffffffffffffffffffffff' });
+        await store.updateEvent(unknown.eventId, { status: 'delivered', attempts: 1 });
+        await expect(store.getEvent(unknown.eventId, T0)).resolves.toBeUndefined();
+        // No stub either: a put with that id still succeeds.
+        await expect(store.putEvent(unknown)).resolves.toBeUndefined();
+        await expect(store.getEvent(unknown.eventId, T0)).resolves.toStrictEqual(unknown);
+      });
+
+      it('an event past its expiresAt is absent', async () => {
+        const queued = event();
+        await store.putEvent(queued);
+        await expect(store.getEvent(queued.eventId, queued.expiresAt - 1)).resolves.toStrictEqual(queued);
+        await expect(store.getEvent(queued.eventId, queued.expiresAt)).resolves.toBeUndefined();
+        await expect(store.getEvent(queued.eventId, queued.expiresAt + DAY)).resolves.toBeUndefined();
+      });
+
+      it('putEvent over an expired event with the same id succeeds (expiry judged on the record clock)', async () => {
+        await store.putEvent(event());
+        const again = event({ createdAt: T0 + Limits.eventRecordMs + DAY, expiresAt: T0 + 2 * Limits.eventRecordMs + DAY, subscriptionId: 'sub_b' });
+        await expect(store.putEvent(again)).resolves.toBeUndefined();
+        await expect(store.getEvent(again.eventId, again.createdAt)).resolves.toStrictEqual(again);
+      });
+
+      it('getEvent of an unknown id is undefined', async () => {
+        await expect(store.getEvent('evt_00000000000000000000000000000000', T0)).resolves.toBeUndefined();
+      });
+    });
+
+    describe('verification cache', () => {
+      it('is live for 24 h after markVerified and absent after', async () => {
+        await expect(store.isVerified('k1', T0)).resolves.toBe(false);
+        await store.markVerified('k1', T0);
+        await expect(store.isVerified('k1', T0)).resolves.toBe(true);
+        await expect(store.isVerified('k1', T0 + Limits.verificationCacheMs - 1)).resolves.toBe(true);
+        await expect(store.isVerified('k1', T0 + Limits.verificationCacheMs)).resolves.toBe(false);
+        await expect(store.isVerified('k2', T0)).resolves.toBe(false);
+      });
+
+      it('marking again restarts the window', async () => {
+        await store.markVerified('k1', T0);
+        await store.markVerified('k1', T0 + Limits.verificationCacheMs);
+        await expect(store.isVerified('k1', T0 + Limits.verificationCacheMs + HOUR)).resolves.toBe(true);
+      });
+    });
+
+    describe('replay guard', () => {
+      it('claims an id once, refuses it within 10 min, and grants it again after', async () => {
+        await expect(store.claimReplayId('msg_1', T0)).resolves.toBe(true);
+        await expect(store.claimReplayId('msg_1', T0)).resolves.toBe(false);
+        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs - 1)).resolves.toBe(false);
+        await expect(store.claimReplayId('msg_2', T0)).resolves.toBe(true);
+
+        const later = T0 + Limits.replayMemoryMs;
+        await expect(store.claimReplayId('msg_1', later)).resolves.toBe(true);
+        await expect(store.claimReplayId('msg_1', later + MINUTE)).resolves.toBe(false);
+      });
+
+      it('20 concurrent claims of one id: exactly one succeeds', async () => {
+        const results = await Promise.all(Array.from({ length: 20 }, () => store.claimReplayId('msg_race', T0)));
+        expect(results.filter(Boolean)).toHaveLength(1);
+      });
+    });
+  });
+}
+
+export const contractClock = { T0, SECOND, MINUTE, HOUR, DAY } as const;

