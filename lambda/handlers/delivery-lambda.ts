@@ -1,0 +1,186 @@
+/**
+ * The Delivery Lambda without its entry file (SPEC 6.2 step 4): each SQS record is one delivery
+ * job; the delivery core makes one attempt and returns a decision, and this module applies it to
+ * the queue. Records of a batch are processed concurrently; the answer lists the records SQS must
+ * keep (partial batch response, `ReportBatchItemFailures`).
+ *
+ *   decision / outcome        queue effect                                   batchItemFailures
+ *   done (delivered, dropped,  none: the event source mapping deletes it      -
+ *     already final)
+ *   retry(delayMs)            ChangeMessageVisibility ceil(delayMs / 1000) s  listed (SQS keeps it)
+ *   dead_letter(reason)       copy to the DLQ with `reason`, then deleted    -
+ *   malformed record          copy to the DLQ with `malformed`, then deleted -
+ *   exception (storage down)  none: visible again after the queue's          listed
+ *                             visibility timeout; on receive attempts + 2 it
+ *                             goes to the DLQ with `receive_limit`
+ *
+ * A record of an event that is already `failed` after delivery attempts is copied to the DLQ
+ * again: that happens when an earlier dead-letter send failed (the event was marked failed first),
+ * and a duplicate copy in the DLQ is better than an event that vanished.
+ *
+ * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size: this module and
+ * everything it imports stay small, a test walks the import graph), the retry decision
+ * (core/delivery.ts), and the environment (delivery.ts).
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { DynamoDbStore } from '../adapters/dynamodb-store';
+import { createGuardedWebhookClient } from '../adapters/guarded-https';
+import { QueueAttributes, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
+import { parseRetryDelays } from '../config';
+import { attemptDelivery, type DeliveryDeps } from '../core/delivery';
+import { EVENT_ID_PREFIX, EventStatus, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
+import { createLogger, type Logger } from '../log';
+import { systemClock, type Clock, type DeliveryJob, type WebhookClient } from '../ports';
+import { clientOptions, loopbackAllowed, required } from './aws';
+
+/** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
+export interface DeliveryQueue {
+  changeVisibility(receiptHandle: string, delaySeconds: number): Promise<void>;
+  sendToDeadLetter(message: DeadLetterMessage, reason: string): Promise<void>;
+}
+
+export interface DeliveryLambdaDeps {
+  delivery: DeliveryDeps;
+  queue: DeliveryQueue;
+  log: Logger;
+}
+
+export type DeliveryLambda = (event: SQSEvent) => Promise<SQSBatchResponse>;
+
+const EVENT_ID = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
+const SUBSCRIPTION_ID = new RegExp(`^${SUBSCRIPTION_ID_PREFIX}[0-9a-f]{32}$`);
+
+/** The record's string message attributes, by name (SQS events spell them `stringValue`). */
+function stringAttributesOf(record: SQSRecord): Record<string, string> {
+  const attributes: Record<string, string> = {};
+  for (const [name, value] of Object.entries(record.messageAttributes ?? {})) {
+    if (typeof value?.stringValue === 'string') attributes[name] = value.stringValue;
+  }
+  return attributes;
+}
+
+/** The job, or undefined when the record cannot be one of ours (it must not loop forever). */
+export function jobOf(record: SQSRecord, attributes: Record<string, string>): DeliveryJob | undefined {
+  const eventId = attributes[QueueAttributes.eventId];
+  const subscriptionId = attributes[QueueAttributes.subscriptionId];
+  if (!eventId || !EVENT_ID.test(eventId) || !subscriptionId || !SUBSCRIPTION_ID.test(subscriptionId)) return undefined;
+  if (typeof record.body !== 'string' || record.body === '') return undefined;
+  // The body exactly as enqueued: these are the bytes every attempt signs and sends.
+  return { eventId, subscriptionId, body: record.body };
+}
+
+function errorName(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
+  const { queue, log } = deps;
+  // A record that keeps crashing the worker is dead-lettered, with a reason, on this receive. It
+  // equals the stack's redrive maxReceiveCount (attempts + 2): SQS's own redrive, which carries
+  // no reason, only takes what the handler never got to see (a crash of the function itself).
+  const receiveLimit = deps.delivery.retryDelaysS.length + 1 + 2;
+
+  /** True when SQS must keep the record (listed in batchItemFailures). */
+  async function processRecord(record: SQSRecord): Promise<boolean> {
+    const attributes = stringAttributesOf(record);
+    const message: DeadLetterMessage = { body: record.body, attributes };
+    const job = jobOf(record, attributes);
+    if (!job) {
+      log.warn('delivery_malformed', { messageId: record.messageId });
+      await queue.sendToDeadLetter(message, 'malformed');
+      return false;
+    }
+    const ids = { messageId: record.messageId, eventId: job.eventId };
+    try {
+      const decision = await attemptDelivery(deps.delivery, job);
+      switch (decision.action) {
+        case 'done':
+          if (decision.status === 'already_final') await redeadLetterIfFailed(job, message);
+          log.info('delivery_done', { ...ids, status: decision.status });
+          return false;
+        case 'retry': {
+          const delayS = Math.ceil(decision.delayMs / 1000);
+          await queue.changeVisibility(record.receiptHandle, delayS);
+          log.info('delivery_retry', { ...ids, attempt: decision.attempt, reason: decision.reason, delayS });
+          return true;
+        }
+        case 'dead_letter':
+          await queue.sendToDeadLetter(message, decision.reason);
+          log.warn('delivery_dead_lettered', { ...ids, attempt: decision.attempt, reason: decision.reason });
+          return false;
+      }
+    } catch (error) {
+      log.error('delivery_worker_error', { ...ids, cause: errorName(error) });
+      const receives = Number(record.attributes?.ApproximateReceiveCount ?? 0);
+      if (receives >= receiveLimit) {
+        try {
+          await queue.sendToDeadLetter(message, 'receive_limit');
+          log.warn('delivery_dead_lettered', { ...ids, reason: 'receive_limit', receives });
+          return false;
+        } catch (dlqError) {
+          log.error('delivery_worker_error', { ...ids, cause: errorName(dlqError) });
+        }
+      }
+      return true;
+    }
+  }
+
+  /** The event ended `failed` after attempts, yet its message is still here: make sure the DLQ has it. */
+  async function redeadLetterIfFailed(job: DeliveryJob, message: DeadLetterMessage): Promise<void> {
+    const event = await deps.delivery.store.getEvent(job.eventId, deps.delivery.clock.now());
+    if (event?.status === EventStatus.failed && event.attempts > 0) {
+      await queue.sendToDeadLetter(message, event.lastError ?? 'failed');
+    }
+  }
+
+  return async (event) => {
+    const records = event.Records ?? [];
+    const keep = await Promise.all(
+      records.map((record) =>
+        processRecord(record).catch((error: unknown) => {
+          // Only a failed dead-letter send of a malformed record gets here; keep it for next time.
+          log.error('delivery_worker_error', { messageId: record.messageId, cause: errorName(error) });
+          return true;
+        }),
+      ),
+    );
+    return { batchItemFailures: records.filter((_, i) => keep[i]).map((record) => ({ itemIdentifier: record.messageId })) };
+  };
+}
+
+export interface DeliveryAwsClients {
+  dynamodb: DynamoDBClient;
+  sqs: SQSClient;
+}
+
+export function createDeliveryAwsClients(): DeliveryAwsClients {
+  return { dynamodb: new DynamoDBClient(clientOptions()), sqs: new SQSClient(clientOptions()) };
+}
+
+export interface DeliveryLambdaOverrides {
+  log?: Logger;
+  webhook?: WebhookClient;
+  clock?: Clock;
+}
+
+/**
+ * Settings: TABLE_NAME, QUEUE_URL, DEAD_LETTER_QUEUE_URL (required), DMDOT_RETRY_DELAYS
+ * (default 1,4,30,120,600), DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only). Throws SettingsError.
+ */
+export function deliveryLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: DeliveryAwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
+  const retryDelaysS = parseRetryDelays(env.DMDOT_RETRY_DELAYS);
+  const store = new DynamoDbStore({ client: clients.dynamodb, tableName: required(env, 'TABLE_NAME') });
+  const queue = new SqsQueue({ client: clients.sqs, queueUrl: required(env, 'QUEUE_URL'), deadLetterQueueUrl: required(env, 'DEAD_LETTER_QUEUE_URL') });
+  return createDeliveryLambda({
+    delivery: {
+      store,
+      webhook: overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: loopbackAllowed(env) }),
+      clock: overrides.clock ?? systemClock,
+      retryDelaysS,
+    },
+    queue,
+    log: overrides.log ?? createLogger(),
+  });
+}

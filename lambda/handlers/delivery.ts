@@ -1,0 +1,17 @@
+/**
+ * Entry of the Delivery Lambda (SQS event source, batches of up to 10, `ReportBatchItemFailures`).
+ * Module scope runs once per cold start: settings from the environment, one DynamoDB and one SQS
+ * client, the worker (see delivery-lambda.ts).
+ *
+ * middy is the thin wrapper, as for the MCP Lambda: no middlewares today.
+ *
+ * Deliberately not here: the MCP SDK, the HTTP app, classic zod, Secrets Manager (this bundle
+ * stays small; test/unit/delivery-import-graph.test.ts walks its imports), and any logic.
+ */
+import middy from '@middy/core';
+import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { createDeliveryAwsClients, deliveryLambdaFromEnvironment } from './delivery-lambda';
+
+const lambda = deliveryLambdaFromEnvironment(process.env, createDeliveryAwsClients());
+
+export const handler = middy<SQSEvent, SQSBatchResponse>().handler((event) => lambda(event));

@@ -1,0 +1,143 @@
+/**
+ * The MCP Lambda without its entry file: API Gateway v2 event -> web Request -> the HTTP app
+ * (lambda/http/app.ts, the whole HTTP surface) -> Response -> payload 2.0 result. Built once per
+ * cold start; `createMcpLambda` takes the adapters, `mcpLambdaFromEnvironment` builds them from
+ * the environment and the AWS clients it is given (tests pass clients with local endpoints).
+ *
+ * The API key comes from Secrets Manager through the loader (adapters/secrets.ts). The app holds
+ * the key it was built with, so it is built once with the loaded key; while the key is
+ * unavailable a keyless app answers 503 on authenticated routes (SPEC 2), and the loader retries
+ * on a later request.
+ *
+ * Deliberately not here: middy and the process environment (handlers/mcp.ts), event translation
+ * details (handlers/apigw.ts), and any route, auth or MCP logic (the app).
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { DynamoDbStore } from '../adapters/dynamodb-store';
+import { createGuardedWebhookClient } from '../adapters/guarded-https';
+import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
+import { SqsQueue } from '../adapters/sqs-queue';
+import { loadSettings } from '../config';
+import { createApp, type App } from '../http/app';
+import { createLogger, type Logger } from '../log';
+import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
+import { version as packageVersion } from '../version';
+import { requestFromEvent, resultFromResponse } from './apigw';
+import { clientOptions, loopbackAllowed, required } from './aws';
+
+export interface McpLambdaDeps {
+  store: Store;
+  queue: Queue;
+  webhook: WebhookClient;
+  apiKey: ApiKeyLoader;
+  deliveryWaitMs: number;
+  allowedOrigins: readonly string[];
+  /** Subscribe-time URL policy; must match the webhook client's allowLoopback. */
+  allowLoopbackCallbacks: boolean;
+  log: Logger;
+  clock?: Clock;
+  version?: string;
+}
+
+export type McpLambda = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
+
+const BAD_EVENT: APIGatewayProxyStructuredResultV2 = {
+  statusCode: 400,
+  headers: { 'content-type': 'application/json' },
+  isBase64Encoded: false,
+  body: JSON.stringify({ error: { code: 'bad_request', message: 'The request could not be read.' } }),
+};
+
+export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
+  const appDeps = {
+    store: deps.store,
+    queue: deps.queue,
+    webhook: deps.webhook,
+    clock: deps.clock ?? systemClock,
+    deliveryWaitMs: deps.deliveryWaitMs,
+    urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
+    version: deps.version ?? packageVersion,
+    log: deps.log,
+  };
+  let built: { key: string | undefined; app: App } | undefined;
+
+  // At most two apps per cold start: the keyless one (503) until the key loads, then the real one.
+  function appFor(key: string | undefined): App {
+    if (built && built.key === key) return built.app;
+    const previous = built?.app;
+    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins: deps.allowedOrigins }) };
+    void previous?.close().catch(() => undefined);
+    return built.app;
+  }
+
+  return async (event) => {
+    let translated;
+    try {
+      translated = requestFromEvent(event);
+    } catch (error) {
+      // Only a malformed event gets here (e.g. a method no web Request accepts); never its content.
+      deps.log.warn('bad_event', { requestId: event.requestContext?.requestId, cause: error instanceof Error ? error.name : 'unknown' });
+      return BAD_EVENT;
+    }
+    const app = appFor(await deps.apiKey.get());
+    const response = await app.handle(translated.request, translated.requestId ? { requestId: translated.requestId } : {});
+    return resultFromResponse(response);
+  };
+}
+
+export interface McpAwsClients {
+  dynamodb: DynamoDBClient;
+  sqs: SQSClient;
+  secrets: Pick<SecretsManagerClient, 'send'>;
+}
+
+/** One client of each kind with dm-dot's timeouts; call once per cold start (module scope). */
+export function createMcpAwsClients(): McpAwsClients {
+  return {
+    dynamodb: new DynamoDBClient(clientOptions()),
+    sqs: new SQSClient(clientOptions()),
+    secrets: new SecretsManagerClient(clientOptions()),
+  };
+}
+
+export interface McpLambdaOverrides {
+  log?: Logger & { redact?(value: string): void };
+  /** Tests only: replaces the guarded client (the env switch below is how tests allow 127.0.0.1). */
+  webhook?: WebhookClient;
+  clock?: Clock;
+}
+
+/**
+ * Settings: TABLE_NAME, QUEUE_URL (required), API_KEY_SECRET_ARN (absent: every authenticated
+ * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_ALLOWED_ORIGINS, and
+ * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only; the stack never sets it). Throws SettingsError.
+ */
+export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAwsClients, overrides: McpLambdaOverrides = {}): McpLambda {
+  const settings = loadSettings(env);
+  const allowLoopback = loopbackAllowed(env);
+  const store = new DynamoDbStore({ client: clients.dynamodb, tableName: required(env, 'TABLE_NAME') });
+  const queue = new SqsQueue({ client: clients.sqs, queueUrl: required(env, 'QUEUE_URL') });
+  const log = overrides.log ?? createLogger();
+  const apiKey = createApiKeyLoader({
+    client: clients.secrets,
+    secretArn: env.API_KEY_SECRET_ARN,
+    log,
+    onLoaded: (key) => log.redact?.(key),
+  });
+  // Start reading the key during the init phase, so the first request rarely waits for it.
+  void apiKey.get();
+  return createMcpLambda({
+    store,
+    queue,
+    webhook: overrides.webhook ?? createGuardedWebhookClient({ allowLoopback }),
+    apiKey,
+    deliveryWaitMs: settings.deliveryWaitMs,
+    allowedOrigins: settings.allowedOrigins,
+    allowLoopbackCallbacks: allowLoopback,
+    log,
+    ...(overrides.clock ? { clock: overrides.clock } : {}),
+  });
+}

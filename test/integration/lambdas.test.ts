@@ -1,0 +1,417 @@
+/**
+ * Both Lambdas in-process, wired from their environment the way the stack wires them, against
+ * DynamoDB Local, fauxqs and a fake Secrets Manager, with a real loopback webhook receiver
+ * (node:http on 127.0.0.1, allowed by DMDOT_ALLOW_LOOPBACK_CALLBACKS=1). The MCP Lambda is
+ * reached through a tiny local API Gateway (payload 2.0 events); the Delivery Lambda through a
+ * tiny local SQS event source (receive, invoke, delete what succeeded).
+ *
+ * Each test pins one rule of SPEC 2 or 6.2. No timing assertions: waits are bounded polls.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
+import type { APIGatewayProxyStructuredResultV2, SQSBatchResponse } from 'aws-lambda';
+import { GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { Webhook } from 'standardwebhooks';
+import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
+import { EventStatus } from '../../lambda/core/protocol';
+import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
+import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
+import { createLogger } from '../../lambda/log';
+import { eventFromRequest, localApiGateway } from '../support/apigw';
+import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
+import { startFauxqs, type Fauxqs } from '../support/fauxqs';
+import { pollOnce, sqsEventOf } from './support/event-source';
+import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
+import { startReceiver, type Receiver } from './support/receiver';
+
+const TABLE = 'dm-dot-integration';
+const API_KEY = `it-${randomBytes(24).toString('base64url')}`;
+const MODERN = '2026-07-28';
+
+let ddb: DynamoDbLocal;
+let fauxqs: Fauxqs;
+let secrets: FakeSecretsManager;
+let receiver: Receiver;
+let store: DynamoDbStore;
+const logLines: string[] = [];
+
+function secretsClient(endpoint: string): SecretsManagerClient {
+  return new SecretsManagerClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 1 });
+}
+
+function baseEnv(): NodeJS.ProcessEnv {
+  return {
+    TABLE_NAME: TABLE,
+    QUEUE_URL: fauxqs.queueUrl,
+    DEAD_LETTER_QUEUE_URL: fauxqs.deadLetterQueueUrl,
+    API_KEY_SECRET_ARN: secrets.arn,
+    DMDOT_DELIVERY_WAIT_MS: '0',
+    DMDOT_RETRY_DELAYS: '2,2',
+    DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
+  };
+}
+
+function mcpGateway(env: NodeJS.ProcessEnv = baseEnv(), secretsEndpoint = secrets.endpoint) {
+  const log = createLogger((line) => logLines.push(line));
+  const lambda = mcpLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client, secrets: secretsClient(secretsEndpoint) }, { log });
+  return localApiGateway(lambda);
+}
+
+function deliveryLambda(env: NodeJS.ProcessEnv = baseEnv()) {
+  const log = createLogger((line) => logLines.push(line));
+  return deliveryLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client }, { log });
+}
+
+function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+let rpcId = 0;
+
+/** One 2026-07-28 JSON-RPC request through the local API Gateway. */
+async function rpc(gateway: ReturnType<typeof mcpGateway>, method: string, params: Record<string, unknown>) {
+  const response = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': method },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: ++rpcId,
+      method,
+      params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'it', version: '0' } } },
+    }),
+  });
+  return { status: response.status, body: (await response.json()) as { result?: Record<string, unknown>; error?: { code: number; message: string } } };
+}
+
+async function subscribe(gateway: ReturnType<typeof mcpGateway>, secret: string) {
+  return rpc(gateway, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url, secret } });
+}
+
+async function send(gateway: ReturnType<typeof mcpGateway>, message: string) {
+  const response = await gateway.fetch(`https://api.example/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+    body: JSON.stringify({ message }),
+  });
+  return { status: response.status, body: (await response.json()) as { eventId?: string; status?: string; error?: { code: string } } };
+}
+
+/** Verifies a recorded delivery with the Standard Webhooks reference library over the raw bytes. */
+function verify(secret: string, delivery: { raw: Buffer; headers: Record<string, string> }): unknown {
+  return new Webhook(secret).verify(delivery.raw, {
+    'webhook-id': delivery.headers['webhook-id']!,
+    'webhook-timestamp': delivery.headers['webhook-timestamp']!,
+    'webhook-signature': delivery.headers['webhook-signature']!,
+  });
+}
+
+async function queueCounts(queueUrl: string): Promise<{ visible: number; inFlight: number }> {
+  const answer = await fauxqs.client.send(
+    new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+  );
+  return { visible: Number(answer.Attributes?.ApproximateNumberOfMessages), inFlight: Number(answer.Attributes?.ApproximateNumberOfMessagesNotVisible) };
+}
+
+// The MCP SDK warns once per handler it creates that JSON response mode drops mid-call
+// notifications (dm-dot sends none); keep test output readable, let every other warning through.
+const consoleWarn = console.warn.bind(console);
+beforeAll(() => {
+  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
+    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
+    consoleWarn(...args);
+  });
+});
+
+const ROOT = resolve(__dirname, '../..');
+
+/**
+ * Invokes a Lambda entry file (middy-wrapped `handler`, module-scope clients from the environment)
+ * in a fresh tsx process; the AWS SDK finds the emulators through AWS_ENDPOINT_URL_* variables.
+ */
+async function invokeEntry<T>(entry: string, env: NodeJS.ProcessEnv, events: unknown[]): Promise<T[]> {
+  const child = spawn(resolve(ROOT, 'node_modules/.bin/tsx'), [resolve(__dirname, 'support/invoke-entry.ts'), resolve(ROOT, entry)], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      AWS_REGION: 'us-east-1',
+      // DynamoDB Local keeps one database per access key id: the same one as the test's client.
+      AWS_ACCESS_KEY_ID: 'local',
+      AWS_SECRET_ACCESS_KEY: 'local',
+      AWS_EC2_METADATA_DISABLED: 'true',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      AWS_ENDPOINT_URL_DYNAMODB: ddb.endpoint,
+      AWS_ENDPOINT_URL_SQS: fauxqs.endpoint,
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: secrets.endpoint,
+      ...env,
+    },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  child.stdin.end(JSON.stringify(events));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 25_000);
+  const code = await new Promise<number | null>((done) => child.once('close', done));
+  clearTimeout(timer);
+  // The child's own log lines (stderr) must not hold the key either.
+  logLines.push(stderr);
+  if (code !== 0) throw new Error(`${entry} exited with ${code}: ${stderr.slice(-2000)}`);
+  return JSON.parse(stdout.trim().split('\n').at(-1)!) as T[];
+}
+
+beforeAll(async () => {
+  [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(), startReceiver()]);
+  await ddb.createTable(TABLE);
+  secrets.setSecret(API_KEY);
+  store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), receiver?.stop()]);
+});
+
+beforeEach(async () => {
+  receiver.reset();
+  await fauxqs.purge();
+});
+
+afterEach(() => {
+  // The API key never reaches a log line, whatever happened in the test.
+  expect(logLines.join('\n')).not.toContain(API_KEY);
+});
+
+describe('MCP Lambda: authentication (SPEC 2)', () => {
+  test('a missing key is 401 with WWW-Authenticate: Bearer', async () => {
+    const response = await mcpGateway().fetch('https://api.example/v1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}' });
+    expect(response.status).toBe(401);
+    expect(response.headers.get('www-authenticate')).toBe('Bearer');
+  });
+
+  test('a wrong key is 401, on /mcp as a JSON-RPC error', async () => {
+    const response = await mcpGateway().fetch('https://api.example/mcp?key=wrong-key', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+    });
+    expect(response.status).toBe(401);
+    expect(await response.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 } });
+  });
+
+  test('an unreadable secret is 503, and Secrets Manager is not asked again on every request', async () => {
+    const broken = await startFakeSecretsManager();
+    broken.setFailing(true);
+    try {
+      const gateway = mcpGateway(baseEnv(), broken.endpoint);
+      for (let i = 0; i < 3; i++) {
+        const response = await gateway.fetch(`https://api.example/v1/messages?key=${encodeURIComponent(API_KEY)}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"message":"x"}',
+        });
+        expect(response.status).toBe(503);
+      }
+      expect(broken.calls()).toBe(1);
+    } finally {
+      await broken.stop();
+    }
+  });
+
+  test('no secret configured (no API_KEY_SECRET_ARN) is 503 too', async () => {
+    const { API_KEY_SECRET_ARN: _unused, ...env } = baseEnv();
+    const response = await mcpGateway(env).fetch(`https://api.example/v1/messages?key=${encodeURIComponent(API_KEY)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"message":"x"}',
+    });
+    expect(response.status).toBe(503);
+  });
+
+  test('the legacy era answers through the translation too (one SSE event, then the stream ends)', async () => {
+    const response = await mcpGateway().fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '0' } } }),
+    });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    const data = text.split('\n').find((line) => line.startsWith('data:'));
+    expect(JSON.parse(data!.slice(5))).toMatchObject({ result: { serverInfo: { name: 'dm-dot' }, capabilities: { events: {} } } });
+  });
+});
+
+describe('subscribe, send, deliver (SPEC 4.2, 6.2)', () => {
+  let secret: string;
+  let gateway: ReturnType<typeof mcpGateway>;
+  let delivery: ReturnType<typeof deliveryLambda>;
+
+  beforeAll(async () => {
+    gateway = mcpGateway();
+    delivery = deliveryLambda();
+    secret = newSecret();
+    receiver.reset();
+    const answer = await subscribe(gateway, secret);
+    expect(answer.body.error).toBeUndefined();
+    expect(answer.body.result).toMatchObject({ id: expect.stringMatching(/^sub_[0-9a-f]{32}$/), cursor: null, truncated: false });
+    // The challenge went to the receiver, signed with the new secret over the raw bytes.
+    expect(receiver.challenges).toHaveLength(1);
+    expect(verify(secret, receiver.challenges[0]!)).toMatchObject({ type: 'verification' });
+    expect(receiver.challenges[0]!.headers[':path']).toBe(new URL(receiver.url).pathname + new URL(receiver.url).search);
+  });
+
+  test('a message is queued (202), and one delivery run brings it to the receiver with a valid signature', async () => {
+    const sent = await send(gateway, '  hello dot  ');
+    expect(sent).toMatchObject({ status: 202, body: { status: 'queued', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) } });
+    const eventId = sent.body.eventId!;
+
+    const run = await pollOnce(fauxqs, delivery);
+    expect(run?.response).toEqual({ batchItemFailures: [] });
+    expect(receiver.events).toHaveLength(1);
+    const got = receiver.events[0]!;
+    expect(verify(secret, got)).toMatchObject({ eventId, name: 'message.created', data: { message: 'hello dot' }, cursor: null });
+    // The exact bytes that were queued, no re-serialization on the way.
+    expect(got.raw.toString('utf8')).toBe(run!.event.Records[0]!.body);
+    expect(got.headers).toMatchObject({ 'webhook-id': eventId, 'content-type': 'application/json', 'x-mcp-subscription-id': expect.stringMatching(/^sub_/) });
+    expect((await store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.delivered);
+    expect(await queueCounts(fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+  });
+
+  test('a duplicate SQS delivery of a delivered event makes no second POST', async () => {
+    const sent = await send(gateway, 'only once');
+    const run = await pollOnce(fauxqs, delivery);
+    expect(receiver.events).toHaveLength(1);
+    // SQS may hand the same message over again: the same record, a second time.
+    const again = await delivery(run!.event);
+    expect(again).toEqual({ batchItemFailures: [] });
+    expect(receiver.events).toHaveLength(1);
+    expect((await store.getEvent(sent.body.eventId!, Date.now()))?.attempts).toBe(1);
+  });
+
+  test('503 keeps the record (batchItemFailures) with a backoff; the next run after the delay delivers', async () => {
+    receiver.respondWith(503);
+    const sent = await send(gateway, 'try again');
+    const first = await pollOnce(fauxqs, delivery);
+    expect(first?.response.batchItemFailures).toEqual([{ itemIdentifier: first!.event.Records[0]!.messageId }]);
+    expect(receiver.events.map((e) => e.status)).toEqual([503]);
+    expect((await store.getEvent(sent.body.eventId!, Date.now()))).toMatchObject({ status: EventStatus.queued, attempts: 1, lastError: 'http_5xx' });
+
+    // Visibility changed: hidden right after the run, back well before the queue's 30 s default.
+    expect(await queueCounts(fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 1 });
+    const second = await pollOnce(fauxqs, delivery, { timeoutMs: 15_000 });
+    expect(second?.event.Records[0]?.attributes.ApproximateReceiveCount).toBe('2');
+    expect(second?.response).toEqual({ batchItemFailures: [] });
+    expect(receiver.events.map((e) => e.status)).toEqual([503, 200]);
+    for (const delivered of receiver.events) expect(verify(secret, delivered)).toMatchObject({ eventId: sent.body.eventId });
+    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 2 });
+  });
+
+  test('410 is permanent: exactly one attempt, event failed, message in the DLQ with reason http_4xx', async () => {
+    receiver.respondWith(410);
+    const sent = await send(gateway, 'gone');
+    const run = await pollOnce(fauxqs, delivery);
+    expect(run?.response).toEqual({ batchItemFailures: [] });
+    expect(receiver.events.map((e) => e.status)).toEqual([410]);
+    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, attempts: 1, lastError: 'http_4xx' });
+
+    const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
+    expect(dead?.Body).toBe(run!.event.Records[0]!.body);
+    expect(dead?.MessageAttributes?.reason?.StringValue).toBe('http_4xx');
+    expect(dead?.MessageAttributes?.eventId?.StringValue).toBe(sent.body.eventId);
+    expect(await queueCounts(fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+    // Nothing left to retry: no second attempt ever happens.
+    expect(await pollOnce(fauxqs, delivery, { timeoutMs: 1_000 })).toBeUndefined();
+    expect(receiver.events).toHaveLength(1);
+  });
+
+  test('the retry schedule exhausted: the DLQ gets it with the last category', async () => {
+    receiver.setDefaultStatus(500);
+    const sent = await send(gateway, 'always failing');
+    const statuses: string[][] = [];
+    // DMDOT_RETRY_DELAYS=2,2: three attempts, the third dead-letters.
+    for (let run = 0; run < 3; run++) {
+      const result = await pollOnce(fauxqs, delivery, { timeoutMs: 15_000 });
+      statuses.push(result!.response.batchItemFailures.map((f) => f.itemIdentifier));
+    }
+    expect(statuses.map((s) => s.length)).toEqual([1, 1, 0]);
+    expect(receiver.events).toHaveLength(3);
+    const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
+    expect(dead?.MessageAttributes?.reason?.StringValue).toBe('http_5xx');
+    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, attempts: 3 });
+  });
+
+  test('a malformed record (no attributes) goes to the DLQ as malformed instead of looping', async () => {
+    await fauxqs.client.send(new SendMessageCommand({ QueueUrl: fauxqs.queueUrl, MessageBody: '{"not":"ours"}' }));
+    const run = await pollOnce(fauxqs, delivery);
+    expect(run?.response).toEqual({ batchItemFailures: [] });
+    const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
+    expect(dead?.Body).toBe('{"not":"ours"}');
+    expect(dead?.MessageAttributes?.reason?.StringValue).toBe('malformed');
+    expect(receiver.events).toHaveLength(0);
+  });
+
+  test('storage down: the record is reported failed and kept, nothing is sent', async () => {
+    const sent = await send(gateway, 'storage outage');
+    const broken = deliveryLambda({ ...baseEnv(), TABLE_NAME: 'no-such-table' });
+    const messages = await fauxqs.receive(fauxqs.queueUrl);
+    const event = sqsEventOf(messages);
+    expect(await broken(event)).toEqual({ batchItemFailures: [{ itemIdentifier: messages[0]!.MessageId }] });
+    expect(receiver.events).toHaveLength(0);
+    // The same record, once storage is back, is delivered.
+    expect(await delivery(event)).toEqual({ batchItemFailures: [] });
+    expect(receiver.events).toHaveLength(1);
+    expect((await store.getEvent(sent.body.eventId!, Date.now()))?.status).toBe(EventStatus.delivered);
+  });
+
+  test('the real entry files (middy, env, module-scope clients) serve a send and its delivery', async () => {
+    const key = encodeURIComponent(API_KEY);
+    const post = (path: string) => new Request(`https://api.example${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"via the entry files"}' });
+    const events = [
+      await eventFromRequest(new Request('https://api.example/healthz')),
+      await eventFromRequest(post('/v1/messages')),
+      await eventFromRequest(post(`/v1/messages?key=${key}`)),
+    ];
+    const [health, unauthenticated, queued] = await invokeEntry<APIGatewayProxyStructuredResultV2>('lambda/handlers/mcp.ts', baseEnv(), events);
+    expect(health).toMatchObject({ statusCode: 200, body: '{"ok":true}' });
+    expect(unauthenticated?.statusCode).toBe(401);
+    expect(queued?.statusCode).toBe(202);
+    const { eventId } = JSON.parse(queued!.body!) as { eventId: string };
+
+    const messages = await fauxqs.receive(fauxqs.queueUrl);
+    const [batch] = await invokeEntry<SQSBatchResponse>('lambda/handlers/delivery.ts', baseEnv(), [sqsEventOf(messages)]);
+    expect(batch).toEqual({ batchItemFailures: [] });
+    expect(receiver.events).toHaveLength(1);
+    expect(verify(secret, receiver.events[0]!)).toMatchObject({ eventId, data: { message: 'via the entry files' } });
+  }, 60_000);
+
+  test('a failed dead-letter send is not a silent loss: the redelivered record reaches the DLQ, with no second POST', async () => {
+    receiver.respondWith(410);
+    const sent = await send(gateway, 'dlq hiccup');
+    const noDlq = deliveryLambda({ ...baseEnv(), DEAD_LETTER_QUEUE_URL: `${fauxqs.endpoint}/000000000000/no-such-queue` });
+    const messages = await fauxqs.receive(fauxqs.queueUrl);
+    const event = sqsEventOf(messages);
+    expect((await noDlq(event)).batchItemFailures).toHaveLength(1);
+    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, lastError: 'http_4xx' });
+
+    expect(await delivery(event)).toEqual({ batchItemFailures: [] });
+    expect(receiver.events).toHaveLength(1);
+    const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
+    expect(dead?.MessageAttributes?.reason?.StringValue).toBe('http_4xx');
+    expect(dead?.MessageAttributes?.eventId?.StringValue).toBe(sent.body.eventId);
+  });
+
+  test('a batch is processed record by record: one failure does not fail the others', async () => {
+    receiver.respondWith(503, 200, 200);
+    const ids = [];
+    for (const text of ['one', 'two', 'three']) ids.push((await send(gateway, text)).body.eventId!);
+    const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
+    // fauxqs may split the three over two receives; take what is there, then the rest.
+    if (messages.length < 3) messages.push(...(await fauxqs.receive(fauxqs.queueUrl, { max: 10 })));
+    expect(messages).toHaveLength(3);
+    const response = await delivery(sqsEventOf(messages));
+    expect(response.batchItemFailures).toHaveLength(1);
+    expect(receiver.events.map((e) => e.status).sort()).toEqual([200, 200, 503]);
+  });
+});

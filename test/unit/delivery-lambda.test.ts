@@ -1,0 +1,192 @@
+/**
+ * The Delivery Lambda's handling of decisions and failures (lambda/handlers/delivery-lambda.ts)
+ * with an in-memory store, a scripted webhook and a recording queue: no network. The end-to-end
+ * path against fauxqs and DynamoDB Local is in test/integration/lambdas.test.ts.
+ */
+import type { SQSRecord } from 'aws-lambda';
+import { EventStatus, Limits } from '../../lambda/core/protocol';
+import { createDeliveryLambda, type DeliveryQueue } from '../../lambda/handlers/delivery-lambda';
+import type { Logger } from '../../lambda/log';
+import type { EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../../lambda/ports';
+
+const silentLog: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+const SUB_ID = `sub_${'b'.repeat(32)}`;
+const eventIdOf = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
+
+function memoryStore(options: { failReads?: boolean } = {}) {
+  const now = Date.now();
+  const subscription: SubscriptionRecord = {
+    id: SUB_ID,
+    url: 'https://dot.example/hook',
+    name: 'message.created',
+    secret: `whsec_${Buffer.alloc(32, 1).toString('base64')}`,
+    principal: 'p',
+    createdAt: now,
+    refreshedAt: now,
+    expiresAt: now + Limits.ttlDefaultMs,
+  };
+  const events = new Map<string, EventRecord>();
+  const store = {
+    events,
+    add(eventId: string, patch: Partial<EventRecord> = {}) {
+      events.set(eventId, { eventId, status: EventStatus.queued, subscriptionId: SUB_ID, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs, ...patch });
+    },
+    getSubscription: async () => subscription,
+    getEvent: async (id: string) => {
+      if (options.failReads) throw new Error('ProvisionedThroughputExceededException');
+      return events.get(id);
+    },
+    updateEvent: async (id: string, patch: Partial<EventRecord>) => {
+      const event = events.get(id);
+      if (event) Object.assign(event, patch);
+    },
+    recordDeliveryOutcome: async () => undefined,
+  };
+  return store as typeof store & Store;
+}
+
+function recordingQueue(options: { failVisibility?: boolean; failDeadLetter?: boolean } = {}) {
+  const visibility: { receiptHandle: string; seconds: number }[] = [];
+  const deadLetters: { body: string; attributes: Record<string, string>; reason: string }[] = [];
+  const queue: DeliveryQueue = {
+    changeVisibility: async (receiptHandle, seconds) => {
+      if (options.failVisibility) throw new Error('sqs down');
+      visibility.push({ receiptHandle, seconds });
+    },
+    sendToDeadLetter: async (message, reason) => {
+      if (options.failDeadLetter) throw new Error('sqs down');
+      deadLetters.push({ ...message, reason });
+    },
+  };
+  return { queue, visibility, deadLetters };
+}
+
+function respond(status: number, retryAfter?: string): WebhookClient {
+  return { post: async () => ({ kind: 'response', status, body: new Uint8Array(), ...(retryAfter ? { retryAfter } : {}) }) };
+}
+
+function record(n: number, overrides: { attributes?: Record<string, string>; receives?: number; body?: string } = {}): SQSRecord {
+  const attributes = overrides.attributes ?? { eventId: eventIdOf(n), subscriptionId: SUB_ID };
+  return {
+    messageId: `m-${n}`,
+    receiptHandle: `rh-${n}`,
+    body: overrides.body ?? `{"eventId":"${eventIdOf(n)}"}`,
+    attributes: { ApproximateReceiveCount: String(overrides.receives ?? 1), SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
+    messageAttributes: Object.fromEntries(Object.entries(attributes).map(([k, v]) => [k, { dataType: 'String', stringValue: v }])),
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:q',
+    awsRegion: 'us-east-1',
+  };
+}
+
+function lambdaWith(store: Store, webhook: WebhookClient, queue: DeliveryQueue, retryDelaysS = [1, 4]) {
+  return createDeliveryLambda({ delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS }, queue, log: silentLog });
+}
+
+test('retry: visibility set to the delay rounded up to whole seconds, record listed as failed', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(1));
+  const q = recordingQueue();
+  const response = await lambdaWith(store, respond(503), q.queue, [2.5, 4])({ Records: [record(1)] });
+  expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-1' }]);
+  expect(q.visibility).toEqual([{ receiptHandle: 'rh-1', seconds: 3 }]);
+  expect(store.events.get(eventIdOf(1))).toMatchObject({ status: EventStatus.queued, attempts: 1, lastError: 'http_5xx' });
+});
+
+test('dead_letter: copy with the reason and the original attributes, then deleted', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(2));
+  const q = recordingQueue();
+  const response = await lambdaWith(store, respond(404), q.queue)({ Records: [record(2)] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.deadLetters).toEqual([{ body: `{"eventId":"${eventIdOf(2)}"}`, attributes: { eventId: eventIdOf(2), subscriptionId: SUB_ID }, reason: 'http_4xx' }]);
+});
+
+test.each([
+  ['no attributes', {}],
+  ['no subscriptionId', { eventId: eventIdOf(3) }],
+  ['an event id that is not ours', { eventId: 'evt_../../etc', subscriptionId: SUB_ID }],
+  ['a subscription id that is not ours', { eventId: eventIdOf(3), subscriptionId: 'sub_x' }],
+])('malformed record (%s): DLQ with reason malformed, never sent, not retried', async (_name, attributes) => {
+  const q = recordingQueue();
+  const webhook = { post: jest.fn() };
+  const response = await lambdaWith(memoryStore(), webhook, q.queue)({ Records: [record(3, { attributes })] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['malformed']);
+  expect(webhook.post).not.toHaveBeenCalled();
+});
+
+test('an exception (storage down) keeps the record for SQS to redeliver', async () => {
+  const q = recordingQueue();
+  const response = await lambdaWith(memoryStore({ failReads: true }), respond(200), q.queue)({ Records: [record(4)] });
+  expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-4' }]);
+  expect(q.deadLetters).toEqual([]);
+});
+
+test('on receive attempts + 2 (the maxReceiveCount of the stack), a crashing record goes to the DLQ as receive_limit', async () => {
+  const q = recordingQueue();
+  const lambda = lambdaWith(memoryStore({ failReads: true }), respond(200), q.queue, [1, 4]);
+  // Two delays: three attempts. Receive 4 is kept for SQS; receive 5 is dead-lettered.
+  expect((await lambda({ Records: [record(5, { receives: 4 })] })).batchItemFailures).toHaveLength(1);
+  expect(q.deadLetters).toEqual([]);
+  expect((await lambda({ Records: [record(5, { receives: 5 })] })).batchItemFailures).toEqual([]);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+});
+
+test('a failed visibility change keeps the record (it returns after the queue default instead)', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(6));
+  const response = await lambdaWith(store, respond(503), recordingQueue({ failVisibility: true }).queue)({ Records: [record(6)] });
+  expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-6' }]);
+});
+
+test('a failed dead-letter send keeps the record; the redelivery dead-letters it without a second POST', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(7));
+  const webhook = { post: jest.fn(async (): Promise<WebhookResponse> => ({ kind: 'response', status: 410, body: new Uint8Array() })) };
+  expect((await lambdaWith(store, webhook, recordingQueue({ failDeadLetter: true }).queue)({ Records: [record(7)] })).batchItemFailures).toHaveLength(1);
+  const q = recordingQueue();
+  expect((await lambdaWith(store, webhook, q.queue)({ Records: [record(7, { receives: 2 })] })).batchItemFailures).toEqual([]);
+  expect(webhook.post).toHaveBeenCalledTimes(1);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['http_4xx']);
+});
+
+test('an event that failed without any attempt (the enqueue itself failed) is not dead-lettered again', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(8), { status: EventStatus.failed, attempts: 0 });
+  const q = recordingQueue();
+  expect((await lambdaWith(store, respond(200), q.queue)({ Records: [record(8)] })).batchItemFailures).toEqual([]);
+  expect(q.deadLetters).toEqual([]);
+});
+
+test('records of a batch are processed concurrently', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(9));
+  store.add(eventIdOf(10));
+  // Each POST waits until both are in flight: a sequential worker would never get there.
+  let arrived = 0;
+  let release: () => void = () => undefined;
+  const bothInFlight = new Promise<void>((resolve) => (release = resolve));
+  const webhook: WebhookClient = {
+    post: async () => {
+      if (++arrived === 2) release();
+      let timer: NodeJS.Timeout | undefined;
+      const stuck = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('records were processed one at a time')), 5_000)));
+      try {
+        await Promise.race([bothInFlight, stuck]);
+      } finally {
+        clearTimeout(timer);
+      }
+      return { kind: 'response', status: 200, body: new Uint8Array() };
+    },
+  };
+  const response = await lambdaWith(store, webhook, recordingQueue().queue)({ Records: [record(9), record(10)] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(store.events.get(eventIdOf(9))?.status).toBe(EventStatus.delivered);
+  expect(store.events.get(eventIdOf(10))?.status).toBe(EventStatus.delivered);
+});
+
+test('an empty batch is an empty answer', async () => {
+  expect(await lambdaWith(memoryStore(), respond(200), recordingQueue().queue)({ Records: [] })).toEqual({ batchItemFailures: [] });
+});

@@ -1,0 +1,38 @@
+/**
+ * Lambda settings from the environment (lambda/handlers/aws.ts and the two factories): required
+ * names fail loudly at init, and the loopback switch of SPEC 7 is on only for exactly "1".
+ */
+import { SettingsError } from '../../lambda/config';
+import { clientOptions, loopbackAllowed, required } from '../../lambda/handlers/aws';
+import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
+import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
+
+const noClients = { dynamodb: {} as never, sqs: {} as never, secrets: { send: async () => ({ SecretString: 'k'.repeat(32) }) } };
+
+test('DMDOT_ALLOW_LOOPBACK_CALLBACKS allows loopback only when it is exactly "1"', () => {
+  expect(loopbackAllowed({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1' })).toBe(true);
+  for (const value of [undefined, '', '0', 'true', 'yes', ' 1']) expect(loopbackAllowed({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: value })).toBe(false);
+});
+
+test('a missing required variable is a SettingsError naming it', () => {
+  expect(() => required({}, 'TABLE_NAME')).toThrow(SettingsError);
+  expect(() => required({ TABLE_NAME: '  ' }, 'TABLE_NAME')).toThrow(/TABLE_NAME/);
+  expect(required({ TABLE_NAME: ' t ' }, 'TABLE_NAME')).toBe('t');
+});
+
+test('the MCP Lambda refuses to start without TABLE_NAME or QUEUE_URL', () => {
+  expect(() => mcpLambdaFromEnvironment({ QUEUE_URL: 'https://q' }, noClients)).toThrow(/TABLE_NAME/);
+  expect(() => mcpLambdaFromEnvironment({ TABLE_NAME: 't' }, noClients)).toThrow(/QUEUE_URL/);
+  expect(() => mcpLambdaFromEnvironment({ TABLE_NAME: 't', QUEUE_URL: 'https://q', DMDOT_DELIVERY_WAIT_MS: '9000' }, noClients)).toThrow(SettingsError);
+});
+
+test('the Delivery Lambda needs the dead-letter queue URL and a valid retry schedule', () => {
+  const env = { TABLE_NAME: 't', QUEUE_URL: 'https://q', DEAD_LETTER_QUEUE_URL: 'https://dlq' };
+  expect(() => deliveryLambdaFromEnvironment({ ...env, DEAD_LETTER_QUEUE_URL: undefined }, noClients)).toThrow(/DEAD_LETTER_QUEUE_URL/);
+  expect(() => deliveryLambdaFromEnvironment({ ...env, DMDOT_RETRY_DELAYS: '1,x' }, noClients)).toThrow(SettingsError);
+  expect(typeof deliveryLambdaFromEnvironment(env, noClients)).toBe('function');
+});
+
+test('every AWS client gets bounded timeouts', () => {
+  expect(clientOptions()).toEqual({ maxAttempts: 2, requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 } });
+});
