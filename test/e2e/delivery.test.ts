@@ -1,0 +1,196 @@
+/**
+ * Delivery behaviour end to end against the local runtime with a real receiver: the
+ * single-subscriber rule, challenge failures, retries with the same webhook-id, permanent
+ * failures, unsubscribe dropping queued deliveries, and dual signatures during secret rotation.
+ * A short retry schedule (DMDOT_RETRY_DELAYS) keeps it fast; no assertion is about elapsed time.
+ */
+import { afterEach, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Webhook } from 'standardwebhooks';
+import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from './support';
+import { startLocal } from '../../lambda/local/runtime';
+import { loadSettings } from '../../lambda/config';
+import { createLogger } from '../../lambda/log';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+async function server(env: Record<string, string> = {}) {
+  const s = await startServer({ DMDOT_RETRY_DELAYS: '1,1,1,1,1', ...env });
+  cleanups.push(() => s.stop());
+  return s;
+}
+async function receiver(...args: Parameters<typeof startReceiver>) {
+  const r = await startReceiver(...args);
+  cleanups.push(() => r.close());
+  return r;
+}
+
+function subscribeParams(url: string, secret: string) {
+  return { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url, secret } };
+}
+
+async function send(s: RunningServer, message: string) {
+  const { body } = await rpc(s, 'tools/call', { name: 'send_to_dot', arguments: { message } }, { 'mcp-name': 'send_to_dot' });
+  return body.result as { isError: boolean; content: { text: string }[]; structuredContent?: { eventId: string; status: string } };
+}
+
+describe('subscription rules', () => {
+  it('a second callback gets -32000 and the first keeps its subscription', async () => {
+    const s = await server();
+    const first = await receiver(echoing());
+    const second = await receiver(echoing());
+    assert.ok((await rpc(s, 'events/subscribe', subscribeParams(first.url(), newSecret()))).body.result.id);
+    const refused = await rpc(s, 'events/subscribe', subscribeParams(second.url(), newSecret()));
+    assert.equal(refused.body.error.code, -32000);
+    assert.ok(!JSON.stringify(refused.body).includes(first.url()), 'the other callback URL is never revealed');
+    assert.equal(second.received.length, 0, 'the refused callback is not even challenged');
+    const sent = await send(s, 'still yours');
+    assert.equal(sent.structuredContent?.status, 'delivered');
+    assert.equal(first.events().length, 1);
+  });
+
+  it('a wrong challenge echo gets -32015 with reason challenge_failed', async () => {
+    const s = await server();
+    const r = await receiver(echoing([], 'wrong'));
+    const { body } = await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
+    assert.equal(body.error.code, -32015);
+    assert.equal(body.error.message, 'CallbackEndpointError');
+    assert.deepEqual(body.error.data, { reason: 'challenge_failed' });
+  });
+
+  it('a callback answering 404 to the challenge gets reason http_4xx', async () => {
+    const s = await server();
+    const r = await receiver(() => ({ status: 404 }));
+    const { body } = await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
+    assert.deepEqual(body.error.data, { reason: 'http_4xx' });
+  });
+
+  it('a bad secret is -32602 naming delivery.secret and never echoing it', async () => {
+    const s = await server();
+    const r = await receiver(echoing());
+    const secret = 'whsec_dG9vLXNob3J0';
+    const { body } = await rpc(s, 'events/subscribe', subscribeParams(r.url(), secret));
+    assert.equal(body.error.code, -32602);
+    assert.match(body.error.message, /delivery\.secret/);
+    assert.ok(!JSON.stringify(body).includes('dG9vLXNob3J0'));
+  });
+});
+
+describe('retries and failures', () => {
+  it('503, 503, then 200: the same webhook-id three times with fresh timestamps, all signed', async () => {
+    const s = await server();
+    const secret = newSecret();
+    const r = await receiver(echoing([503, 503, 200]));
+    await rpc(s, 'events/subscribe', subscribeParams(r.url(), secret));
+    const sent = await send(s, 'retry me');
+    assert.ok(['queued', 'delivered'].includes(sent.structuredContent!.status));
+    const attempts = await waitFor('three attempts', () => r.events().length === 3 && r.events(), 15_000);
+    const ids = new Set(attempts.map((a) => a.headers['webhook-id']));
+    assert.deepEqual([...ids], [sent.structuredContent!.eventId]);
+    const stamps = attempts.map((a) => Number(a.headers['webhook-timestamp']));
+    assert.ok(stamps[0]! < stamps[1]! && stamps[1]! < stamps[2]!, `timestamps are fresh per attempt: ${stamps}`);
+    assert.ok(attempts.every((a) => verifies(secret, a)));
+    assert.ok(attempts.every((a) => a.raw.equals(attempts[0]!.raw)), 'every attempt sends the same bytes');
+  });
+
+  it('410 gets exactly one attempt and the event ends failed', async () => {
+    const s = await server();
+    const r = await receiver(echoing([410]));
+    await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
+    const sent = await send(s, 'gone');
+    assert.equal(sent.isError, true);
+    assert.equal(sent.structuredContent?.status, 'failed');
+    assert.match(sent.content[0]!.text, new RegExp(sent.structuredContent!.eventId));
+    // Longer than the first retry delay: a retry would have arrived by now.
+    await new Promise((done) => setTimeout(done, 1500));
+    assert.equal(r.events().length, 1);
+  });
+
+  it('after unsubscribe a queued delivery is dropped and nothing more is sent', async () => {
+    const s = await server({ DMDOT_DELIVERY_WAIT_MS: '0' });
+    const r = await receiver(echoing([503]));
+    const url = r.url();
+    await rpc(s, 'events/subscribe', subscribeParams(url, newSecret()));
+    const sent = await send(s, 'will be dropped');
+    assert.equal(sent.structuredContent?.status, 'queued');
+    await waitFor('first attempt', () => r.events().length === 1);
+    await rpc(s, 'events/unsubscribe', { name: 'message.created', arguments: {}, delivery: { url } });
+    await new Promise((done) => setTimeout(done, 1800));
+    assert.equal(r.events().length, 1);
+    const again = await send(s, 'nobody');
+    assert.equal(again.isError, true);
+    assert.equal(r.events().length, 1);
+  });
+
+  it('POST /v1/messages answers 200 delivered with the event id', async () => {
+    const s = await server();
+    const r = await receiver(echoing());
+    await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
+    const res = await fetch(`${s.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${s.key}` },
+      body: JSON.stringify({ message: 'over REST' }),
+    });
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { eventId: string; status: string };
+    assert.equal(body.status, 'delivered');
+    assert.equal(r.events()[0]!.headers['webhook-id'], body.eventId);
+  });
+});
+
+describe('secret rotation', () => {
+  it('after a refresh with a new secret deliveries carry two signatures until the overlap ends', async () => {
+    // In-process so the runtime's clock can be moved past the 10-minute overlap.
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-rotation-'));
+    let offsetMs = 0;
+    const runtime = await startLocal({
+      settings: { ...loadSettings({}), port: 0, stateDir, allowLoopbackCallbacks: true },
+      apiKey: 'rotation-test-key-0123456789',
+      clock: { now: () => Date.now() + offsetMs, sleep: (ms) => new Promise((done) => setTimeout(done, ms)) },
+      log: createLogger(() => undefined),
+      announce: () => undefined,
+    });
+    cleanups.push(async () => {
+      await runtime.stop();
+      rmSync(stateDir, { recursive: true, force: true });
+    });
+    const s = { mcpUrl: runtime.url, url: runtime.url.replace(/\/mcp$/, ''), key: 'rotation-test-key-0123456789' } as RunningServer;
+    const r = await receiver(echoing());
+    const oldSecret = newSecret();
+    const newer = newSecret(48);
+    await rpc(s, 'events/subscribe', subscribeParams(r.url(), oldSecret));
+    const refreshed = await rpc(s, 'events/subscribe', subscribeParams(r.url(), newer));
+    assert.equal(refreshed.body.result.deliveryStatus.active, true);
+
+    await send(s, 'during overlap');
+    const during = r.events()[0]!;
+    const parts = String(during.headers['webhook-signature']).split(' ');
+    assert.equal(parts.length, 2);
+    const signedWith = (secret: string, sig: string) => {
+      try {
+        new Webhook(secret).verify(during.raw.toString(), { 'webhook-id': String(during.headers['webhook-id']), 'webhook-timestamp': String(during.headers['webhook-timestamp']), 'webhook-signature': sig });
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    assert.ok(signedWith(newer, parts[0]!) && !signedWith(oldSecret, parts[0]!), 'the new secret signs first');
+    assert.ok(signedWith(oldSecret, parts[1]!) && !signedWith(newer, parts[1]!), 'the previous secret signs second');
+
+    offsetMs = 10 * 60 * 1000 + 1000;
+    await send(s, 'after overlap');
+    const afterOverlap = r.events()[1]!;
+    assert.equal(String(afterOverlap.headers['webhook-signature']).split(' ').length, 1);
+    // The receiver's verifier uses real time; the runtime's clock is ahead, so check the MAC directly.
+    const { createHmac } = await import('node:crypto');
+    const key = Buffer.from(newer.slice(6), 'base64');
+    const mac = createHmac('sha256', key).update(`${afterOverlap.headers['webhook-id']}.${afterOverlap.headers['webhook-timestamp']}.${afterOverlap.raw.toString()}`).digest('base64');
+    assert.equal(afterOverlap.headers['webhook-signature'], `v1,${mac}`);
+  });
+});

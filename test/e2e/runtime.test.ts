@@ -1,0 +1,78 @@
+/**
+ * The local runtime as `npm start` runs it (SPEC 9): the listening line, the generated key kept in
+ * the state directory with mode 0600 and never printed, clean exit on SIGINT and SIGTERM, and
+ * durability: events queued when the process is SIGKILLed are delivered after a restart.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { echoing, newSecret, rpc, startReceiver, startServer, waitFor } from './support';
+
+describe('local runtime', () => {
+  it('generates the key on first start, prints only its file, reuses it, exits 0 on SIGINT', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-rt-'));
+    try {
+      const first = await startServer({ MCP_API_KEY: '' }, { stateDir });
+      const keyFile = join(stateDir, 'api-key');
+      const key = readFileSync(keyFile, 'utf8').trim();
+      assert.equal(statSync(keyFile).mode & 0o777, 0o600);
+      assert.match(first.stdout[0]!, /^dm-dot listening on http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+      assert.ok(first.stdout.some((l) => l.includes(keyFile)), 'names the key file');
+      const withKey = { ...first, key };
+      assert.equal((await rpc(withKey, 'tools/list')).status, 200);
+      assert.equal(await first.stop('SIGINT'), 0);
+      assert.ok(![...first.stdout, ...first.stderr].some((l) => l.includes(key)), 'the key is never printed');
+
+      const second = await startServer({ MCP_API_KEY: '' }, { stateDir });
+      assert.equal(readFileSync(keyFile, 'utf8').trim(), key, 'the stored key is reused');
+      assert.ok(!second.stdout.some((l) => l.includes('generated')), 'no key generated on the second start');
+      assert.equal((await rpc({ ...second, key }, 'tools/list')).status, 200);
+      assert.equal(await second.stop('SIGTERM'), 0);
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a key given in MCP_API_KEY is never printed', async () => {
+    const s = await startServer({ MCP_API_KEY: 'env-key-abcdefghijklmnopqrstuvwxyz' });
+    assert.ok(!s.stdout.some((l) => l.includes('env-key-abcdefghijklmnopqrstuvwxyz')));
+    await rpc({ ...s, key: 'env-key-abcdefghijklmnopqrstuvwxyz' }, 'tools/list');
+    await s.stop();
+    assert.ok(!s.stderr.some((l) => l.includes('env-key-abcdefghijklmnopqrstuvwxyz')), 'nor logged');
+  });
+
+  it('bad settings exit with code 2 and a message naming the setting', async () => {
+    await assert.rejects(startServer({ DMDOT_RETRY_DELAYS: 'soon' }), /DMDOT_RETRY_DELAYS/);
+  });
+
+  it('SIGKILL with events queued: after restart the subscription is intact and they are delivered', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-kill-'));
+    const receiver = await startReceiver(echoing([503, 503, 503, 503, 503]));
+    try {
+      const env = { DMDOT_RETRY_DELAYS: '3', DMDOT_DELIVERY_WAIT_MS: '0' };
+      const first = await startServer(env, { stateDir, key: 'durable-key-0123456789abcdef' });
+      await rpc(first, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const { body } = await rpc(first, 'tools/call', { name: 'send_to_dot', arguments: { message: `m${i}` } }, { 'mcp-name': 'send_to_dot' });
+        ids.push(body.result.structuredContent.eventId);
+      }
+      await waitFor('five first attempts', () => receiver.events().length === 5);
+      await first.stop('SIGKILL');
+
+      receiver.setResponder(echoing());
+      const second = await startServer(env, { stateDir, key: 'durable-key-0123456789abcdef' });
+      await waitFor('all five delivered after restart', () => new Set(receiver.events().slice(5).map((e) => e.headers['webhook-id'])).size === 5, 40_000);
+      assert.deepEqual(new Set(receiver.events().slice(5).map((e) => e.headers['webhook-id'])), new Set(ids));
+      const { body } = await rpc(second, 'tools/call', { name: 'send_to_dot', arguments: { message: 'after restart' } }, { 'mcp-name': 'send_to_dot' });
+      assert.equal(body.result.isError, false, 'the subscription survived the kill');
+      await waitFor('the new event', () => receiver.events().some((e) => e.headers['webhook-id'] === body.result.structuredContent.eventId));
+      await second.stop();
+    } finally {
+      await receiver.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+});

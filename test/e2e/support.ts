@@ -1,0 +1,199 @@
+/**
+ * End-to-end support: starts the real local runtime (`lambda/local/main.ts`, as `npm start` does)
+ * in a child process on an ephemeral loopback port, and a real webhook receiver on node:http that
+ * keeps every request's raw bytes and verifies Standard Webhooks signatures over them.
+ *
+ * Deliberately not here: any fake of the server under test. Only loopback addresses are used.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Webhook } from 'standardwebhooks';
+
+export const ROOT = resolve(__dirname, '..', '..');
+
+export interface RunningServer {
+  url: string;
+  mcpUrl: string;
+  key: string;
+  stateDir: string;
+  stdout: string[];
+  stderr: string[];
+  child: ChildProcess;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function newSecret(bytes = 32): string {
+  return `whsec_${randomBytes(bytes).toString('base64')}`;
+}
+
+/** Starts `lambda/local/main.ts` with the loopback switch on and waits for its listening line. */
+export async function startServer(env: Record<string, string> = {}, options: { stateDir?: string; key?: string } = {}): Promise<RunningServer> {
+  const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'dmdot-e2e-'));
+  const key = options.key ?? randomBytes(24).toString('base64url');
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'lambda/local/main.ts')], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DMDOT_STATE_DIR: stateDir,
+      DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
+      MCP_API_KEY: key,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => stderr.push(...chunk.split('\n').filter(Boolean)));
+  const url = await new Promise<string>((done, fail) => {
+    const timer = setTimeout(() => fail(new Error(`server did not start: ${stderr.join('\n')}`)), 20_000);
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      for (const line of chunk.split('\n').filter(Boolean)) {
+        stdout.push(line);
+        const match = /^dm-dot listening on (http:\/\/\S+)\/mcp$/.exec(line);
+        if (match) {
+          clearTimeout(timer);
+          done(match[1]!);
+        }
+      }
+    });
+    void exited.then((code) => fail(new Error(`server exited with ${code}: ${stderr.join('\n')}`)));
+  });
+  return {
+    url,
+    mcpUrl: `${url}/mcp`,
+    key,
+    stateDir,
+    stdout,
+    stderr,
+    child,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const code = await exited;
+      if (!options.stateDir) rmSync(stateDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
+
+export interface ReceivedRequest {
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  raw: Buffer;
+  json: any;
+  at: number;
+}
+
+export type Responder = (request: ReceivedRequest) => { status: number; body?: string; headers?: Record<string, string> } | 'hang';
+
+/**
+ * A webhook receiver: echoes verification challenges (unless told otherwise) and answers events
+ * with the responder's status. Keeps everything it received, raw bytes included.
+ */
+export async function startReceiver(responder: Responder = () => ({ status: 200 })) {
+  const received: ReceivedRequest[] = [];
+  let respond = responder;
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      let json: unknown;
+      try {
+        json = JSON.parse(raw.toString('utf8'));
+      } catch {
+        json = undefined;
+      }
+      const entry: ReceivedRequest = { url: req.url ?? '', headers: req.headers, raw, json, at: Date.now() };
+      received.push(entry);
+      const answer = respond(entry);
+      if (answer === 'hang') return;
+      res.writeHead(answer.status, { 'content-type': 'application/json', ...(answer.headers ?? {}) });
+      res.end(answer.body ?? '{}');
+    });
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    port,
+    url: (path = '/hook') => `http://127.0.0.1:${port}${path}`,
+    received,
+    events: () => received.filter((r) => r.json && r.json.type === undefined),
+    challenges: () => received.filter((r) => r.json?.type === 'verification'),
+    setResponder(next: Responder) {
+      respond = next;
+    },
+    close: () =>
+      new Promise<void>((done) => {
+        server.close(() => done());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** A responder that echoes challenges and answers events from a list of statuses, then 200. */
+export function echoing(eventStatuses: number[] = [], challenge: 'echo' | 'wrong' = 'echo'): Responder {
+  const statuses = [...eventStatuses];
+  return (r) => {
+    if (r.json?.type === 'verification') {
+      return { status: 200, body: JSON.stringify({ challenge: challenge === 'echo' ? r.json.challenge : 'not-the-nonce' }) };
+    }
+    return { status: statuses.shift() ?? 200 };
+  };
+}
+
+/** Verifies a received request with the standardwebhooks library over its raw bytes. */
+export function verifies(secret: string, r: ReceivedRequest): boolean {
+  try {
+    new Webhook(secret).verify(r.raw.toString('utf8'), {
+      'webhook-id': String(r.headers['webhook-id']),
+      'webhook-timestamp': String(r.headers['webhook-timestamp']),
+      'webhook-signature': String(r.headers['webhook-signature']),
+    });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function waitFor<T>(what: string, probe: () => T | undefined | false, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Raw JSON-RPC over HTTP on the 2026-07-28 era (stateless), for calls no client helper covers. */
+export async function rpc(server: RunningServer, method: string, params: Record<string, unknown> = {}, extraHeaders: Record<string, string> = {}) {
+  const response = await fetch(`${server.mcpUrl}?key=${encodeURIComponent(server.key)}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+      ...extraHeaders,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method,
+      params: {
+        ...params,
+        _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} },
+      },
+    }),
+  });
+  return { status: response.status, body: (await response.json()) as any };
+}
