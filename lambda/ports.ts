@@ -76,6 +76,11 @@ export interface DeliveryJob {
   eventId: string;
   subscriptionId: string;
   body: string;
+  /**
+   * Set when an operator moved the job back from the dead-letter queue: a `failed` event then
+   * gets a new round of the retry schedule instead of being treated as final.
+   */
+  redriven?: boolean;
 }
 
 export interface Queue {

@@ -71,7 +71,12 @@ export function nextDelayMs(retryDelaysS: readonly number[], attempt: number, re
 
 export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob): Promise<DeliveryDecision> {
   const now = deps.clock.now();
-  const event = await deps.store.getEvent(job.eventId, now);
+  let event = await deps.store.getEvent(job.eventId, now);
+  if (event?.status === EventStatus.failed && job.redriven) {
+    // Redriving is the operator's explicit choice to try again: a fresh round of the schedule.
+    await deps.store.updateEvent(job.eventId, { status: EventStatus.queued, attempts: 0, lastError: null });
+    event = { ...event, status: EventStatus.queued, attempts: 0, lastError: null };
+  }
   if (event && event.status !== EventStatus.queued) return { action: 'done', status: 'already_final' };
 
   const subscription = await deps.store.getSubscription(now);

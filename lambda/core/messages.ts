@@ -30,7 +30,10 @@ export type SendOutcome =
 
 /** The event envelope of SPEC 6.1, serialized once; these bytes are what every attempt sends. */
 export function buildEvent(eventId: string, message: string, at: number): string {
-  return JSON.stringify({ eventId, name: EVENT_NAME, timestamp: new Date(at).toISOString(), data: { message }, cursor: null });
+  const json = JSON.stringify({ eventId, name: EVENT_NAME, timestamp: new Date(at).toISOString(), data: { message }, cursor: null });
+  // U+FFFE and U+FFFF are valid in JSON strings but refused in SQS message bodies; as \u escapes
+  // the event means exactly the same and its bytes can travel through any queue.
+  return json.replace(/[\uFFFE\uFFFF]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
 }
 
 export async function sendMessage(deps: MessageDeps, args: unknown): Promise<SendOutcome> {

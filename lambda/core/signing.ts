@@ -21,7 +21,8 @@ export function decodeSecret(secret: string): Uint8Array | undefined {
   const encoded = secret.slice(SECRET_PREFIX.length);
   if (!BASE64.test(encoded) || encoded.length % 4 === 1) return undefined;
   const bytes = Buffer.from(encoded, 'base64');
-  if (bytes.toString('base64').replace(/=+$/, '') !== encoded.replace(/=+$/, '')) return undefined;
+  const canonical = bytes.toString('base64');
+  if (encoded !== canonical && encoded !== canonical.replace(/=+$/, '')) return undefined;
   if (bytes.length < Limits.secretMinBytes || bytes.length > Limits.secretMaxBytes) return undefined;
   return new Uint8Array(bytes);
 }

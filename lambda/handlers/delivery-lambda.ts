@@ -16,7 +16,9 @@
  *
  * A record of an event that is already `failed` after delivery attempts is copied to the DLQ
  * again: that happens when an earlier dead-letter send failed (the event was marked failed first),
- * and a duplicate copy in the DLQ is better than an event that vanished.
+ * and a duplicate copy in the DLQ is better than an event that vanished. A record that carries a
+ * `reason` attribute came back from the DLQ (an operator's redrive): its failed event gets a new
+ * round of the retry schedule.
  *
  * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size: this module and
  * everything it imports stay small, a test walks the import graph), the retry decision
@@ -67,8 +69,10 @@ export function jobOf(record: SQSRecord, attributes: Record<string, string>): De
   const subscriptionId = attributes[QueueAttributes.subscriptionId];
   if (!eventId || !EVENT_ID.test(eventId) || !subscriptionId || !SUBSCRIPTION_ID.test(subscriptionId)) return undefined;
   if (typeof record.body !== 'string' || record.body === '') return undefined;
-  // The body exactly as enqueued: these are the bytes every attempt signs and sends.
-  return { eventId, subscriptionId, body: record.body };
+  // The body exactly as enqueued: these are the bytes every attempt signs and sends. Only a copy
+  // that went through the dead-letter queue carries `reason`, so its presence marks a redrive.
+  const redriven = attributes[QueueAttributes.reason] !== undefined;
+  return { eventId, subscriptionId, body: record.body, ...(redriven ? { redriven } : {}) };
 }
 
 function errorName(error: unknown): string {

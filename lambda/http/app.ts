@@ -144,7 +144,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const body = await readCapped(request, Limits.requestBodyMaxBytes);
     if (!body) return refuse(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
 
-    if (isRest) return rest(body);
+    if (isRest) return rest(body, requestId);
 
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
@@ -153,14 +153,18 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { principal, requestId } } });
   }
 
-  async function rest(body: Uint8Array): Promise<Response> {
+  async function rest(body: Uint8Array, requestId: string): Promise<Response> {
     let parsed: unknown;
     try {
       parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
     } catch {
       return restError(400, 'invalid_json', 'The body is not valid JSON.');
     }
-    const answer = restAnswerOf(await sendMessage(deps, parsed));
+    const outcome = await sendMessage(deps, parsed);
+    if (outcome.kind === 'unavailable') {
+      deps.log.error('dependency_unavailable', { requestId, method: 'POST /v1/messages', dependency: outcome.dependency, cause: describe(outcome.cause) });
+    }
+    const answer = restAnswerOf(outcome);
     return json(answer.status, answer.body);
   }
 

@@ -407,3 +407,28 @@ describe('attemptDelivery', () => {
     expect(webhook.requests).toHaveLength(0);
   });
 });
+
+describe('attemptDelivery after an operator redrive', () => {
+  test('a redriven job of a failed event gets a new round: attempts restart at 1', async () => {
+    const { store, webhook, deps, job } = world();
+    store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
+    webhook.add(respond(503));
+    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'retry', attempt: 1 });
+    expect(webhook.requests).toHaveLength(1);
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx' });
+  });
+
+  test('the same failed event without the redrive mark stays final and nothing is sent', async () => {
+    const { store, webhook, deps, job } = world();
+    store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
+    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    expect(webhook.requests).toHaveLength(0);
+  });
+
+  test('a redriven job of a delivered event is still skipped', async () => {
+    const { store, webhook, deps, job } = world();
+    store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'delivered', attempts: 1 });
+    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'already_final' });
+    expect(webhook.requests).toHaveLength(0);
+  });
+});

@@ -231,3 +231,12 @@ describe('sendMessage', () => {
     expect(queue.jobs[0]!.eventId).not.toBe(queue.jobs[1]!.eventId);
   });
 });
+
+describe('buildEvent and characters queues refuse', () => {
+  test('U+FFFE and U+FFFF are written as \\u escapes; the parsed message is unchanged', () => {
+    const json = buildEvent('evt_00000000000000000000000000000000', 'a\uFFFEb\uFFFF', 0);
+    expect(json).not.toMatch(/[\uFFFE\uFFFF]/);
+    expect(json).toContain('a\\ufffeb\\uffff');
+    expect(JSON.parse(json).data.message).toBe('a\uFFFEb\uFFFF');
+  });
+});

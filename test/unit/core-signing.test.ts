@@ -218,3 +218,11 @@ describe('constantTimeEqual', () => {
     expect(constantTimeEqual('', 'x')).toBe(false);
   });
 });
+
+describe('decodeSecret spelling is canonical', () => {
+  const bytes24 = Buffer.alloc(25, 7); // 25 bytes: base64 needs one '=' of padding
+  const padded = bytes24.toString('base64');
+  test('correct padding is accepted', () => expect(decodeSecret(`whsec_${padded}`)).toBeDefined());
+  test('no padding is accepted', () => expect(decodeSecret(`whsec_${padded.replace(/=+$/, '')}`)).toBeDefined());
+  test('too much padding is refused', () => expect(decodeSecret(`whsec_${padded}=`)).toBeUndefined());
+});

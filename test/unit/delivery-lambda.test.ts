@@ -190,3 +190,26 @@ test('records of a batch are processed concurrently', async () => {
 test('an empty batch is an empty answer', async () => {
   expect(await lambdaWith(memoryStore(), respond(200), recordingQueue().queue)({ Records: [] })).toEqual({ batchItemFailures: [] });
 });
+
+test('redrive: a record carrying the DLQ reason attribute gives its failed event a new round', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(9));
+  store.events.set(eventIdOf(9), { ...store.events.get(eventIdOf(9))!, status: EventStatus.failed, attempts: 3, lastError: 'http_4xx' });
+  const q = recordingQueue();
+  const redriven = record(9, { attributes: { eventId: eventIdOf(9), subscriptionId: SUB_ID, reason: 'http_4xx' } });
+  const response = await lambdaWith(store, respond(200), q.queue)({ Records: [redriven] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.deadLetters).toEqual([]);
+  expect(store.events.get(eventIdOf(9))).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
+});
+
+test('no redrive mark: the same failed event is not sent again (it is only re-dead-lettered)', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(10));
+  store.events.set(eventIdOf(10), { ...store.events.get(eventIdOf(10))!, status: EventStatus.failed, attempts: 3, lastError: 'http_4xx' });
+  let posts = 0;
+  const q = recordingQueue();
+  await lambdaWith(store, { post: async () => ((posts += 1), { kind: 'response', status: 200, body: new Uint8Array() }) }, q.queue)({ Records: [record(10)] });
+  expect(posts).toBe(0);
+  expect(store.events.get(eventIdOf(10))).toMatchObject({ status: EventStatus.failed });
+});
