@@ -14,6 +14,8 @@ export interface Settings {
   allowLoopbackCallbacks: boolean;
   retryDelaysS: number[];
   deliveryWaitMs: number;
+  /** Local runtime only: delivery attempts the embedded queue runs at once (DMDOT_DELIVERY_CONCURRENCY). */
+  deliveryConcurrency: number;
   allowedOrigins: string[];
   allowedHosts: string[];
 }
@@ -42,6 +44,19 @@ export function parseDeliveryWait(value: string | undefined): number {
   return ms;
 }
 
+export const DEFAULT_DELIVERY_CONCURRENCY = 8;
+export const MAX_DELIVERY_CONCURRENCY = 256;
+
+/** DMDOT_DELIVERY_CONCURRENCY: parallel attempts of the local queue (AWS scales by Lambda concurrency instead). */
+export function parseDeliveryConcurrency(value: string | undefined): number {
+  if (value === undefined || value.trim() === '') return DEFAULT_DELIVERY_CONCURRENCY;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_DELIVERY_CONCURRENCY) {
+    throw new SettingsError(`DMDOT_DELIVERY_CONCURRENCY must be an integer from 1 to ${MAX_DELIVERY_CONCURRENCY}`);
+  }
+  return n;
+}
+
 export function parseFlag(value: string | undefined): boolean {
   return value === '1' || value?.toLowerCase() === 'true';
 }
@@ -66,6 +81,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     allowLoopbackCallbacks: parseFlag(env.DMDOT_ALLOW_LOOPBACK_CALLBACKS),
     retryDelaysS: parseRetryDelays(env.DMDOT_RETRY_DELAYS),
     deliveryWaitMs: parseDeliveryWait(env.DMDOT_DELIVERY_WAIT_MS),
+    deliveryConcurrency: parseDeliveryConcurrency(env.DMDOT_DELIVERY_CONCURRENCY),
     allowedOrigins: origins.map((o) => o.replace(/\/$/, '')),
     allowedHosts: list(env.DMDOT_ALLOWED_HOSTS),
   };

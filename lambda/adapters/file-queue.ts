@@ -22,6 +22,7 @@ interface QueuedFile {
 export interface FileQueueOptions {
   stateDir: string;
   deps: DeliveryDeps;
+  /** Attempts run at once (DMDOT_DELIVERY_CONCURRENCY in the local runtime); default 8. */
   concurrency?: number;
   /** Called with each failure of the worker itself (never with endpoint text). */
   onError?: (error: unknown, eventId: string) => void;

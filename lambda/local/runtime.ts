@@ -69,6 +69,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   const queue = await FileQueue.start({
     stateDir: settings.stateDir,
     deps: deliveryDeps,
+    concurrency: settings.deliveryConcurrency,
     onError: (error, eventId) => log.error('delivery_worker_error', { eventId, cause: error instanceof Error ? error.message : String(error) }),
   });
   let ready: (app: App) => void = () => undefined;
