@@ -17,6 +17,10 @@ const FORBIDDEN_V4 = [
 const FORBIDDEN_V6 = [
   '::/128', '::1/128', '::ffff:0:0/96', '64:ff9b::/96', '100::/64', '2001:db8::/32', 'fc00::/7',
   'fe80::/10', 'ff00::/8',
+  // Beyond the SPEC list: the deprecated IPv4-compatible block (RFC 4291 2.5.5.1, `[::127.0.0.1]`).
+  // ipaddr.js calls it plain "unicast", it is not globally routable, and some stacks carry it to
+  // the embedded IPv4 address.
+  '::/96',
 ].map((cidr) => ipaddr.IPv6.parseCIDR(cidr));
 
 /** True when `address` (a plain IP string, no brackets or zone) must not be contacted. */
