@@ -17,6 +17,8 @@ interface QueuedFile {
   /** Times the worker picked the job up; a crash safety net like SQS maxReceiveCount. */
   receives: number;
   dueAt: number;
+  /** Present only on dead letters; a queue file that has one was moved back by an operator. */
+  reason?: string;
 }
 
 export interface FileQueueOptions {
@@ -110,6 +112,10 @@ export class FileQueue implements Queue {
     let entry: QueuedFile | undefined;
     try {
       entry = await this.read(eventId);
+      if (entry.reason !== undefined) {
+        // A dead letter moved back into queue/ (npm run redrive): a new round, like an SQS redrive.
+        entry = { job: { ...entry.job, redriven: true }, receives: 0, dueAt: entry.dueAt };
+      }
       entry.receives++;
       const safetyNet = this.options.deps.retryDelaysS.length + 3;
       if (entry.receives > safetyNet) {
@@ -150,4 +156,29 @@ export class FileQueue implements Queue {
     await writeFile(tmp, JSON.stringify(entry), { mode: 0o600 });
     await rename(tmp, this.file(eventId));
   }
+}
+
+/**
+ * Moves every dead letter back into the queue (the local twin of the SQS redrive command). Run it
+ * while the runtime is stopped; the next start delivers them with a new round of the schedule.
+ * Returns how many were moved.
+ */
+export async function redriveDeadLetters(stateDir: string): Promise<number> {
+  const deadDir = join(stateDir, 'dead-letter');
+  const queueDir = join(stateDir, 'queue');
+  await mkdir(queueDir, { recursive: true, mode: 0o700 });
+  let moved = 0;
+  let names: string[] = [];
+  try {
+    names = await readdir(deadDir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw error;
+  }
+  for (const name of names) {
+    if (!name.endsWith('.json') || !SAFE_ID.test(name.slice(0, -5))) continue;
+    await rename(join(deadDir, name), join(queueDir, name));
+    moved++;
+  }
+  return moved;
 }

@@ -5,10 +5,11 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { echoing, newSecret, rpc, startReceiver, startServer, waitFor } from './support';
+import { echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor } from './support';
 
 describe('local runtime', () => {
   it('generates the key on first start, prints only its file, reuses it, exits 0 on SIGINT', async () => {
@@ -70,6 +71,35 @@ describe('local runtime', () => {
       assert.equal(body.result.isError, false, 'the subscription survived the kill');
       await waitFor('the new event', () => receiver.events().some((e) => e.headers['webhook-id'] === body.result.structuredContent.eventId));
       await second.stop();
+    } finally {
+      await receiver.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('npm run redrive moves dead letters back; the next start delivers them with a new round', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-redrive-'));
+    const receiver = await startReceiver(echoing([410]));
+    try {
+      const key = 'redrive-key-0123456789abcdef';
+      const first = await startServer({}, { stateDir, key });
+      await rpc(first, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+      const { body } = await rpc(first, 'tools/call', { name: 'send_to_dot', arguments: { message: 'refused once' } }, { 'mcp-name': 'send_to_dot' });
+      assert.equal(body.result.structuredContent.status, 'failed');
+      const eventId = body.result.structuredContent.eventId;
+      assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), [`${eventId}.json`]);
+      assert.equal(await first.stop(), 0);
+
+      const out = execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'lambda/local/redrive.ts')], { cwd: ROOT, env: { ...process.env, DMDOT_STATE_DIR: stateDir } }).toString();
+      assert.match(out, /moved 1 dead letter/);
+      assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), []);
+
+      const second = await startServer({}, { stateDir, key });
+      await waitFor('the redriven event', () => receiver.events().length === 2);
+      assert.equal(receiver.events()[1]!.headers['webhook-id'], eventId, 'same event, same id');
+      assert.ok(receiver.events()[1]!.raw.equals(receiver.events()[0]!.raw), 'same bytes');
+      await waitFor('queue drained', () => readdirSync(join(stateDir, 'queue')).length === 0);
+      assert.equal(await second.stop(), 0);
     } finally {
       await receiver.close();
       rmSync(stateDir, { recursive: true, force: true });
