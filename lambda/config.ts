@@ -6,6 +6,7 @@
  * resources (lib/).
  */
 import { DEFAULT_RETRY_DELAYS_S, Limits } from './core/protocol';
+import { ttlPolicyProblem, type TtlPolicy } from './core/validation';
 
 export interface Settings {
   host: string;
@@ -18,6 +19,8 @@ export interface Settings {
   deliveryConcurrency: number;
   allowedOrigins: string[];
   allowedHosts: string[];
+  /** DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS: subscription TTL default and cap (7 days each). */
+  ttlPolicy: TtlPolicy;
 }
 
 export class SettingsError extends Error {}
@@ -61,6 +64,15 @@ export function parseFlag(value: string | undefined): boolean {
   return value === '1' || value?.toLowerCase() === 'true';
 }
 
+export function parseTtlPolicy(defaultText: string | undefined, maxText: string | undefined): TtlPolicy {
+  const read = (text: string | undefined, fallback: number) => (text === undefined || text.trim() === '' ? fallback : Number(text));
+  const maxMs = read(maxText, Limits.ttlMaxMs);
+  const policy = { maxMs, defaultMs: read(defaultText, Math.min(Limits.ttlDefaultMs, maxMs)) };
+  const problem = ttlPolicyProblem(policy);
+  if (problem) throw new SettingsError(`DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS: ${problem}`);
+  return policy;
+}
+
 export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   const port = env.PORT === undefined || env.PORT === '' ? 8787 : Number(env.PORT);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new SettingsError('PORT must be an integer from 0 to 65535');
@@ -84,5 +96,6 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     deliveryConcurrency: parseDeliveryConcurrency(env.DMDOT_DELIVERY_CONCURRENCY),
     allowedOrigins: origins.map((o) => o.replace(/\/$/, '')),
     allowedHosts: list(env.DMDOT_ALLOWED_HOSTS),
+    ttlPolicy: parseTtlPolicy(env.DMDOT_TTL_DEFAULT_MS, env.DMDOT_TTL_MAX_MS),
   };
 }

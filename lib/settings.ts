@@ -18,6 +18,10 @@ export interface DmDotSettings {
   readonly retryDelaysS: readonly number[];
   /** How long `send_to_dot` waits for the delivery outcome (`DMDOT_DELIVERY_WAIT_MS`). */
   readonly deliveryWaitMs: number;
+  /** Subscription TTL granted when a subscriber asks for none (`DMDOT_TTL_DEFAULT_MS`). */
+  readonly ttlDefaultMs: number;
+  /** Longest subscription TTL granted (`DMDOT_TTL_MAX_MS`); at most 7 days (SPEC 4.2). */
+  readonly ttlMaxMs: number;
   /** Browser origins allowed to call the API (`DMDOT_ALLOWED_ORIGINS`); none by default. */
   readonly allowedOrigins: readonly string[];
   /** E-mail address subscribed to the alarms' SNS topic; no topic when absent. */
@@ -34,6 +38,8 @@ export interface DmDotSettings {
 export const DEFAULTS = {
   retryDelays: '1,4,30,120,600',
   deliveryWaitMs: 3000,
+  ttlDefaultMs: 604_800_000,
+  ttlMaxMs: 604_800_000,
   allowedOrigins: '',
   alarmEmail: '',
   logRetentionDays: 30,
@@ -45,6 +51,9 @@ export type ContextKey = keyof typeof DEFAULTS;
 
 /** Same bounds as the Lambda's own settings parser (lambda/config.ts). */
 const MAX_DELIVERY_WAIT_MS = 4000;
+/** SPEC 4.2: a subscription lives at least 60 s and at most 7 days. */
+const MIN_TTL_MS = 60_000;
+const MAX_TTL_MS = 604_800_000;
 /** SQS caps a message's visibility timeout at 12 hours. */
 const MAX_RETRY_DELAY_S = 43_200;
 const MAX_RETRY_DELAYS = 20;
@@ -129,9 +138,13 @@ export function readSettings(node: Node): DmDotSettings {
   }
   const throttleRateLimit = integer(node, 'throttleRateLimit', 1, 10_000);
   const throttleBurstLimit = integer(node, 'throttleBurstLimit', 1, 5_000);
+  const ttlMaxMs = integer(node, 'ttlMaxMs', MIN_TTL_MS, MAX_TTL_MS);
+  const ttlDefaultMs = integer(node, 'ttlDefaultMs', MIN_TTL_MS, ttlMaxMs);
   return {
     retryDelaysS: parseRetryDelays(raw(node, 'retryDelays')),
     deliveryWaitMs: integer(node, 'deliveryWaitMs', 0, MAX_DELIVERY_WAIT_MS),
+    ttlDefaultMs,
+    ttlMaxMs,
     allowedOrigins: parseOrigins(raw(node, 'allowedOrigins')),
     alarmEmail: parseEmail(raw(node, 'alarmEmail')),
     logRetention: logRetentionDays as RetentionDays,

@@ -18,13 +18,15 @@ import { callbackEndpointError, guardDependency, ProtocolFault } from './errors'
 import { newChallengeNonce, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
 import { ErrorCodes, EVENT_NAME, Limits, WebhookHeaders, type FailureReason } from './protocol';
 import { constantTimeEqual, signatureHeader } from './signing';
-import { grantTtlMs, parseSubscribeParams, parseUnsubscribeParams, type UrlPolicy } from './validation';
+import { grantTtlMs, parseSubscribeParams, parseUnsubscribeParams, type TtlPolicy, type UrlPolicy } from './validation';
 
 export interface SubscriptionDeps {
   store: Store;
   webhook: WebhookClient;
   clock: Clock;
   urlPolicy: UrlPolicy;
+  /** Default and cap of the subscription TTL; 7 days each when absent. */
+  ttlPolicy?: TtlPolicy;
 }
 
 export interface SubscribeResult {
@@ -67,7 +69,7 @@ export async function subscribe(deps: SubscriptionDeps, principal: string, param
     principal,
     createdAt: refreshing ? current.createdAt : writtenAt,
     refreshedAt: writtenAt,
-    expiresAt: writtenAt + grantTtlMs(request.ttlMs),
+    expiresAt: writtenAt + grantTtlMs(request.ttlMs, deps.ttlPolicy),
     ...(rotated
       ? { previousSecret: current.secret, previousSecretUntil: writtenAt + Limits.rotationOverlapMs }
       : refreshing && current.previousSecret

@@ -133,8 +133,30 @@ export function parseUnsubscribeParams(params: unknown): { url: string } {
   return { url: delivery.url };
 }
 
-/** Default 7 days when absent or null (always finite), else min(ttlMs, 7 days). Input already validated. */
-export function grantTtlMs(ttlMs: number | null | undefined): number {
-  if (ttlMs === undefined || ttlMs === null) return Limits.ttlDefaultMs;
-  return Math.min(ttlMs, Limits.ttlMaxMs);
+/**
+ * The operator's TTL policy: a default for requests without ttlMs and a cap, both within
+ * 60 s .. 7 days (SPEC 4.2 allows granting less than asked, never more than 7 days).
+ */
+export interface TtlPolicy {
+  defaultMs: number;
+  maxMs: number;
+}
+
+export const DEFAULT_TTL_POLICY: TtlPolicy = { defaultMs: Limits.ttlDefaultMs, maxMs: Limits.ttlMaxMs };
+
+/** Returns a sentence naming the problem with a TTL policy, or undefined when it is usable. */
+export function ttlPolicyProblem(policy: TtlPolicy): string | undefined {
+  const inRange = (ms: number) => Number.isInteger(ms) && ms >= Limits.ttlMinMs && ms <= Limits.ttlMaxMs;
+  if (!inRange(policy.maxMs)) return `the TTL cap must be an integer from ${Limits.ttlMinMs} to ${Limits.ttlMaxMs} ms`;
+  if (!inRange(policy.defaultMs) || policy.defaultMs > policy.maxMs) return `the TTL default must be an integer from ${Limits.ttlMinMs} ms to the cap`;
+  return undefined;
+}
+
+/**
+ * The default (7 days unless configured) when ttlMs is absent or null, so a grant is always
+ * finite; else min(ttlMs, cap). Input already validated.
+ */
+export function grantTtlMs(ttlMs: number | null | undefined, policy: TtlPolicy = DEFAULT_TTL_POLICY): number {
+  if (ttlMs === undefined || ttlMs === null) return policy.defaultMs;
+  return Math.min(ttlMs, policy.maxMs);
 }

@@ -21,6 +21,7 @@ import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { loadSettings } from '../config';
+import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import { createLogger, type Logger } from '../log';
 import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
@@ -34,6 +35,7 @@ export interface McpLambdaDeps {
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
+  ttlPolicy?: TtlPolicy;
   allowedOrigins: readonly string[];
   /** Subscribe-time URL policy; must match the webhook client's allowLoopback. */
   allowLoopbackCallbacks: boolean;
@@ -58,6 +60,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     webhook: deps.webhook,
     clock: deps.clock ?? systemClock,
     deliveryWaitMs: deps.deliveryWaitMs,
+    ...(deps.ttlPolicy ? { ttlPolicy: deps.ttlPolicy } : {}),
     urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
     log: deps.log,
@@ -112,7 +115,8 @@ export interface McpLambdaOverrides {
 
 /**
  * Settings: TABLE_NAME, QUEUE_URL (required), API_KEY_SECRET_ARN (absent: every authenticated
- * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_ALLOWED_ORIGINS, and
+ * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_TTL_DEFAULT_MS, DMDOT_TTL_MAX_MS,
+ * DMDOT_ALLOWED_ORIGINS, and
  * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only; the stack never sets it). Throws SettingsError.
  */
 export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAwsClients, overrides: McpLambdaOverrides = {}): McpLambda {
@@ -135,6 +139,7 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
     webhook: overrides.webhook ?? createGuardedWebhookClient({ allowLoopback }),
     apiKey,
     deliveryWaitMs: settings.deliveryWaitMs,
+    ttlPolicy: settings.ttlPolicy,
     allowedOrigins: settings.allowedOrigins,
     allowLoopbackCallbacks: allowLoopback,
     log,

@@ -94,6 +94,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       clock,
       deliveryWaitMs: settings.deliveryWaitMs,
       urlPolicy: { allowLoopbackCallbacks: settings.allowLoopbackCallbacks },
+      ttlPolicy: settings.ttlPolicy,
       version,
       log,
     },

@@ -34,6 +34,8 @@ describe('defaults', () => {
       logRetention: RetentionDays.ONE_MONTH,
       throttleRateLimit: 10,
       throttleBurstLimit: 20,
+      ttlDefaultMs: 604_800_000,
+      ttlMaxMs: 604_800_000,
     });
   });
 });
@@ -49,6 +51,8 @@ describe('values from -c arrive as strings and are parsed', () => {
         logRetentionDays: '90',
         throttleRateLimit: '50',
         throttleBurstLimit: '100',
+        ttlDefaultMs: '3600000',
+        ttlMaxMs: '86400000',
       }),
     ).toEqual({
       retryDelaysS: [2, 10, 60],
@@ -58,6 +62,8 @@ describe('values from -c arrive as strings and are parsed', () => {
       logRetention: RetentionDays.THREE_MONTHS,
       throttleRateLimit: 50,
       throttleBurstLimit: 100,
+      ttlDefaultMs: 3_600_000,
+      ttlMaxMs: 86_400_000,
     });
   });
 });
@@ -70,6 +76,9 @@ describe('bad values fail synth with a message naming the key', () => {
     ['retryDelays', Array.from({ length: 21 }, () => '1').join(','), /retryDelays/],
     ['deliveryWaitMs', '5000', /deliveryWaitMs .*0 to 4000/],
     ['deliveryWaitMs', '1.5', /deliveryWaitMs/],
+    ['ttlMaxMs', '604800001', /ttlMaxMs .*60000 to 604800000/],
+    ['ttlMaxMs', '59999', /ttlMaxMs/],
+    ['ttlDefaultMs', '59999', /ttlDefaultMs/],
     ['allowedOrigins', 'https://example.com/path', /allowedOrigins/],
     ['allowedOrigins', '*', /allowedOrigins/],
     ['alarmEmail', 'not-an-address', /alarmEmail/],
@@ -165,4 +174,8 @@ describe('non-default settings in the template', () => {
     const report = new AwsSolutionsChecks().validateScope(synth.app);
     expect(report.violations.map((v) => v.ruleName)).toEqual([]);
   });
+});
+
+test('a TTL default above the TTL cap fails synth naming ttlDefaultMs', () => {
+  expect(() => settingsWith({ ttlMaxMs: '3600000', ttlDefaultMs: '7200000' })).toThrow(/ttlDefaultMs .*60000 to 3600000/);
 });

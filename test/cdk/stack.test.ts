@@ -192,6 +192,8 @@ describe('functions', () => {
       QUEUE_URL: ref(ids.queue),
       API_KEY_SECRET_ARN: ref(ids.secret),
       DMDOT_DELIVERY_WAIT_MS: String(DEFAULTS.deliveryWaitMs),
+      DMDOT_TTL_DEFAULT_MS: String(DEFAULTS.ttlDefaultMs),
+      DMDOT_TTL_MAX_MS: String(DEFAULTS.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: '',
       NODE_OPTIONS: '--enable-source-maps',
     });

@@ -382,6 +382,19 @@ describe('refreshBefore', () => {
   });
 });
 
+describe('refreshBefore under an operator TTL policy', () => {
+  test.each([
+    ['absent ttlMs gets the configured default', undefined, HOUR],
+    ['a request over the cap gets the cap', 7 * DAY, 2 * HOUR],
+  ])('%s', async (_label, ttlMs, grant) => {
+    const { store, webhook, deps, start } = world();
+    webhook.add(echoChallenge);
+    const result = await subscribe({ ...deps, ttlPolicy: { defaultMs: HOUR, maxMs: 2 * HOUR } }, PRINCIPAL, ttlMs === undefined ? params() : params({ ttlMs }));
+    expect(result.refreshBefore).toBe(new Date(start + grant).toISOString());
+    expect(store.subscription!.expiresAt).toBe(start + grant);
+  });
+});
+
 describe('subscribe failures before any I/O', () => {
   test('invalid params fail with -32602 with no challenge and no storage access', async () => {
     const { store, webhook, deps } = world();

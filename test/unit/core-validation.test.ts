@@ -9,6 +9,8 @@ import {
   grantTtlMs,
   parseSubscribeParams,
   parseUnsubscribeParams,
+  ttlPolicyProblem,
+  DEFAULT_TTL_POLICY,
   type UrlPolicy,
 } from '../../lambda/core/validation';
 
@@ -615,4 +617,18 @@ describe('grantTtlMs', () => {
   test('a huge integer is capped at 7 days', () => {
     expect(grantTtlMs(1e20)).toBe(Limits.ttlMaxMs);
   });
+});
+
+describe('operator TTL policy (DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS)', () => {
+  const policy = { defaultMs: 3_600_000, maxMs: 86_400_000 };
+  test('absent or null ttlMs gets the configured default', () => {
+    expect(grantTtlMs(undefined, policy)).toBe(3_600_000);
+    expect(grantTtlMs(null, policy)).toBe(3_600_000);
+  });
+  test('a longer request is capped at the configured cap', () => expect(grantTtlMs(7 * 86_400_000, policy)).toBe(86_400_000));
+  test('a shorter request is granted as asked', () => expect(grantTtlMs(120_000, policy)).toBe(120_000));
+  test('a cap over 7 days is refused', () => expect(ttlPolicyProblem({ defaultMs: 60_000, maxMs: 7 * 86_400_000 + 1 })).toMatch(/cap/));
+  test('a cap under 60 s is refused', () => expect(ttlPolicyProblem({ defaultMs: 59_999, maxMs: 59_999 })).toMatch(/cap/));
+  test('a default above the cap is refused', () => expect(ttlPolicyProblem({ defaultMs: 7_200_000, maxMs: 3_600_000 })).toMatch(/default/));
+  test('the built-in policy is 7 days for both', () => expect(DEFAULT_TTL_POLICY).toEqual({ defaultMs: 604_800_000, maxMs: 604_800_000 }));
 });

@@ -2,7 +2,7 @@
  * Lambda settings from the environment (lambda/handlers/aws.ts and the two factories): required
  * names fail loudly at init, and the loopback switch of SPEC 7 is on only for exactly "1".
  */
-import { SettingsError } from '../../lambda/config';
+import { parseTtlPolicy, SettingsError } from '../../lambda/config';
 import { clientOptions, loopbackAllowed, required } from '../../lambda/handlers/aws';
 import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
@@ -35,4 +35,18 @@ test('the Delivery Lambda needs the dead-letter queue URL and a valid retry sche
 
 test('every AWS client gets bounded timeouts', () => {
   expect(clientOptions()).toEqual({ maxAttempts: 2, requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 } });
+});
+
+describe('TTL policy settings', () => {
+  test('defaults are 7 days each', () => expect(parseTtlPolicy(undefined, undefined)).toEqual({ defaultMs: 604_800_000, maxMs: 604_800_000 }));
+  test('a cap alone lowers the default to it', () => expect(parseTtlPolicy(undefined, '3600000')).toEqual({ defaultMs: 3_600_000, maxMs: 3_600_000 }));
+  test('both given', () => expect(parseTtlPolicy('600000', '3600000')).toEqual({ defaultMs: 600_000, maxMs: 3_600_000 }));
+  test.each([
+    ['abc', undefined],
+    [undefined, '604800001'],
+    ['7200000', '3600000'],
+    ['59999', undefined],
+  ])('default %s, cap %s is a SettingsError naming both variables', (d, m) => {
+    expect(() => parseTtlPolicy(d, m)).toThrow(/DMDOT_TTL_DEFAULT_MS \/ DMDOT_TTL_MAX_MS/);
+  });
 });
