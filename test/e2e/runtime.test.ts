@@ -20,7 +20,8 @@ describe('local runtime', () => {
       const key = readFileSync(keyFile, 'utf8').trim();
       assert.equal(statSync(keyFile).mode & 0o777, 0o600);
       assert.match(first.stdout[0]!, /^dm-dot listening on http:\/\/127\.0\.0\.1:\d+\/mcp$/);
-      assert.ok(first.stdout.some((l) => l.includes(keyFile)), 'names the key file');
+      // The second startup line may arrive in a later chunk than the listening line.
+      await waitFor('the line naming the key file', () => first.stdout.some((l) => l.includes(keyFile)));
       const withKey = { ...first, key };
       assert.equal((await rpc(withKey, 'tools/list')).status, 200);
       assert.equal(await first.stop('SIGINT'), 0);

@@ -12,9 +12,22 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { after } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 
 export const ROOT = resolve(__dirname, '..', '..');
+
+// Whatever a failing test leaves running is ended when its file's tests are done: a live child
+// process or open socket would otherwise keep the test file, and CI, waiting forever.
+const running = new Set<ChildProcess>();
+const listening = new Set<http.Server>();
+after(async () => {
+  for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const server of listening) {
+    server.closeAllConnections();
+    server.close();
+  }
+});
 
 export interface RunningServer {
   url: string;
@@ -49,9 +62,15 @@ export async function startServer(env: Record<string, string> = {}, options: { s
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  running.add(child);
   const stdout: string[] = [];
   const stderr: string[] = [];
-  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  const exited = new Promise<number | null>((done) =>
+    child.once('exit', (code) => {
+      running.delete(child);
+      done(code);
+    }),
+  );
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => stderr.push(...chunk.split('\n').filter(Boolean)));
   const url = await new Promise<string>((done, fail) => {
     const timer = setTimeout(() => fail(new Error(`server did not start: ${stderr.join('\n')}`)), 20_000);
@@ -121,6 +140,7 @@ export async function startReceiver(responder: Responder = () => ({ status: 200 
     });
   });
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  listening.add(server);
   const port = (server.address() as AddressInfo).port;
   return {
     port,
@@ -133,6 +153,7 @@ export async function startReceiver(responder: Responder = () => ({ status: 200 
     },
     close: () =>
       new Promise<void>((done) => {
+        listening.delete(server);
         server.close(() => done());
         server.closeAllConnections();
       }),
