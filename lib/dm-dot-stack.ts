@@ -186,36 +186,35 @@ export class DmDotStack extends Stack {
       logRetention: settings.logRetention,
     });
 
-    // --- Alarms, optionally mailed.
+    // --- Alarms, optionally mailed. Each fires on one breaching period; no data is not a breach.
+    const alarm = (id: string, alarmDescription: string, metric: cloudwatch.IMetric, threshold: number) =>
+      new cloudwatch.Alarm(this, id, {
+        alarmDescription,
+        metric,
+        threshold,
+        evaluationPeriods: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
     this.alarms = [
-      new cloudwatch.Alarm(this, 'DeadLetterAlarm', {
-        alarmDescription:
-          'dm-dot: an event could not be delivered and waits in the dead-letter queue (14 days). See RedriveCommand.',
-        metric: this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
-          period: Duration.minutes(1),
-          statistic: cloudwatch.Stats.MAXIMUM,
-        }),
-        threshold: 1,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-      new cloudwatch.Alarm(this, 'DeliveryErrorsAlarm', {
-        alarmDescription: 'dm-dot: the delivery function failed (crash or timeout), not a refused callback.',
-        metric: this.delivery.function.metricErrors({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
-        threshold: 1,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
-      new cloudwatch.Alarm(this, 'Api5xxAlarm', {
-        alarmDescription: 'dm-dot: the HTTP API answered 5xx at least 5 times in 5 minutes.',
-        metric: this.http.api.metricServerError({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
-        threshold: 5,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      }),
+      alarm(
+        'DeadLetterAlarm',
+        'dm-dot: an event could not be delivered and waits in the dead-letter queue (14 days). See RedriveCommand.',
+        this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: cloudwatch.Stats.MAXIMUM }),
+        1,
+      ),
+      alarm(
+        'DeliveryErrorsAlarm',
+        'dm-dot: the delivery function failed (crash or timeout), not a refused callback.',
+        this.delivery.function.metricErrors({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+        1,
+      ),
+      alarm(
+        'Api5xxAlarm',
+        'dm-dot: the HTTP API answered 5xx at least 5 times in 5 minutes.',
+        this.http.api.metricServerError({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+        5,
+      ),
     ];
     if (settings.alarmEmail) {
       // Alarm messages carry alarm names and metric values only; CloudWatch cannot publish to a topic
