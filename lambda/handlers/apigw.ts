@@ -23,7 +23,7 @@ import { Limits } from '../core/protocol';
 
 export interface TranslatedRequest {
   request: Request;
-  /** requestContext.requestId: the id the app logs and returns as x-request-id. */
+  /** requestContext.requestId: the id the app logs and returns as x-request-id (undefined unless 1 to 128 visible ASCII characters: the app makes its own). */
   requestId: string | undefined;
 }
 
@@ -71,11 +71,26 @@ function requestHeaders(event: APIGatewayProxyEventV2): Headers {
     } catch {
       // A name or value no web Request can carry (not a token, not a byte string): drop that one
       // header rather than the request. Nothing dm-dot routes on can be malformed this way and
-      // still be valid (an unusable Authorization simply reads as a missing key: 401).
+      // still be valid (an unusable Authorization simply reads as a missing key: 401), except
+      // Origin, whose absence would let the request past the Origin check: it is kept as the
+      // bytes a node:http server would have read (UTF-8 as Latin-1, what the local runtime
+      // judges), or as the opaque origin `null`; neither is ever an allowed origin (403).
+      if (name === 'origin') headers.set('origin', originAsBytes(value));
     }
   }
   return headers;
 }
+
+function originAsBytes(value: string): string {
+  const bytes = Buffer.from(value, 'utf8').toString('latin1');
+  return /^[^\0\r\n]*$/.test(bytes) && bytes.trim() !== '' ? bytes : 'null';
+}
+
+/**
+ * API Gateway's request ids are short tokens; anything else (an event not from API Gateway) is not
+ * used, since the app echoes the id in `x-request-id` and a header cannot carry every string.
+ */
+const SAFE_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
 export function requestFromEvent(event: APIGatewayProxyEventV2, options: TranslateOptions = {}): TranslatedRequest {
   const maxBodyBytes = options.maxBodyBytes ?? Limits.requestBodyMaxBytes;
@@ -93,7 +108,8 @@ export function requestFromEvent(event: APIGatewayProxyEventV2, options: Transla
     }
   }
   const request = new Request(requestUrl(event), { method, headers, ...(body !== undefined ? { body: body as BodyInit } : {}) });
-  return { request, requestId: event.requestContext?.requestId || undefined };
+  const requestId = event.requestContext?.requestId;
+  return { request, requestId: typeof requestId === 'string' && SAFE_REQUEST_ID.test(requestId) ? requestId : undefined };
 }
 
 /** Content types whose bodies go back as UTF-8 text; everything else is base64. */

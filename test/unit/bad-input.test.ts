@@ -393,45 +393,56 @@ function answerJson(row: BadInputRow, answer: Answer): unknown {
   return JSON.parse(answer.text) as unknown;
 }
 
-describe('bad input: one row per malformed-request class', () => {
+/** The assertions every row's answer must meet (exported: the MCP Lambda replays the rows). */
+export function expectBadInputAnswer(row: BadInputRow, answer: Answer): void {
+  expect(answer.status).toBe(row.status);
+  expect(hasStackTrace(answer.text)).toBe(false);
+  expect(answer.text).not.toContain('    at ');
+  expect(answer.text).not.toContain(API_KEY);
+  expect(answer.text).not.toContain(SECRET.slice(6));
+  for (const [name, value] of Object.entries(row.headers ?? {})) expect(answer.headers.get(name)).toBe(value);
+
+  const json = answerJson(row, answer) as Record<string, any>;
+  let message: string;
+  if ('rpc' in row.error) {
+    expect(json.jsonrpc).toBe('2.0');
+    expect(rpcErrorCode(json)).toBe(row.error.rpc);
+    expect(json.result).toBeUndefined();
+    message = json.error.message;
+  } else if ('rest' in row.error) {
+    expect(json.error.code).toBe(row.error.rest);
+    expect(typeof json.error.message).toBe('string');
+    message = json.error.message;
+  } else {
+    // A tool failure is an ordinary result with one plain sentence, never a JSON-RPC error.
+    expect(json.error).toBeUndefined();
+    expect(json.result.isError).toBe(true);
+    expect(json.result.content).toHaveLength(1);
+    message = json.result.content[0].text;
+    expect(message).toMatch(/^[A-Z][^\n{}]*[.]$/);
+  }
+  expect(typeof message).toBe('string');
+  expect(message.length).toBeGreaterThan(0);
+  if (row.message) expect(message).toMatch(row.message);
+}
+
+/**
+ * Registered only when this file is the test file being run: test/unit/bad-input-lambda.test.ts
+ * imports the rows and the checks above and must not run the local suite a second time.
+ */
+const RUN_HERE = expect.getState().testPath === __filename;
+const suite: (name: string, fn: () => void) => void = RUN_HERE ? describe : () => undefined;
+
+suite('bad input: one row per malformed-request class', () => {
   test.each(BAD_INPUT_ROWS.map((row) => [row.klass, row] as const))('%s', async (_klass, row) => {
     const t = buildApp(row.config);
     const answer = await row.call(t.app);
     await t.app.close();
-
-    expect(answer.status).toBe(row.status);
-    expect(hasStackTrace(answer.text)).toBe(false);
-    expect(answer.text).not.toContain('    at ');
-    expect(answer.text).not.toContain(API_KEY);
-    expect(answer.text).not.toContain(SECRET.slice(6));
-    for (const [name, value] of Object.entries(row.headers ?? {})) expect(answer.headers.get(name)).toBe(value);
-
-    const json = answerJson(row, answer) as Record<string, any>;
-    let message: string;
-    if ('rpc' in row.error) {
-      expect(json.jsonrpc).toBe('2.0');
-      expect(rpcErrorCode(json)).toBe(row.error.rpc);
-      expect(json.result).toBeUndefined();
-      message = json.error.message;
-    } else if ('rest' in row.error) {
-      expect(json.error.code).toBe(row.error.rest);
-      expect(typeof json.error.message).toBe('string');
-      message = json.error.message;
-    } else {
-      // A tool failure is an ordinary result with one plain sentence, never a JSON-RPC error.
-      expect(json.error).toBeUndefined();
-      expect(json.result.isError).toBe(true);
-      expect(json.result.content).toHaveLength(1);
-      message = json.result.content[0].text;
-      expect(message).toMatch(/^[A-Z][^\n{}]*[.]$/);
-    }
-    expect(typeof message).toBe('string');
-    expect(message.length).toBeGreaterThan(0);
-    if (row.message) expect(message).toMatch(row.message);
+    expectBadInputAnswer(row, answer);
   });
 });
 
-describe('the same subscribe checks on the legacy era', () => {
+suite('the same subscribe checks on the legacy era', () => {
   const rows = BAD_INPUT_ROWS.filter((row) => row.klass.startsWith('events/subscribe:'));
   test.each(rows.map((row) => [row.klass, row] as const))('%s', async (_klass, row) => {
     const t = buildApp();
@@ -445,7 +456,7 @@ describe('the same subscribe checks on the legacy era', () => {
   });
 });
 
-describe('the boundaries next to the bad rows are accepted', () => {
+suite('the boundaries next to the bad rows are accepted', () => {
   test('a message of exactly 16,384 UTF-8 bytes (multi-byte) is queued, on the tool and on REST', async () => {
     const t = buildApp();
     t.store.subscription = liveSubscription();
@@ -489,6 +500,8 @@ describe('the boundaries next to the bad rows are accepted', () => {
   });
 });
 
-afterAll(() => {
-  if (process.env.DMDOT_PRINT_TABLE === '1') process.stdout.write(`\n${badInputMarkdown()}\n`);
-});
+if (RUN_HERE) {
+  afterAll(() => {
+    if (process.env.DMDOT_PRINT_TABLE === '1') process.stdout.write(`\n${badInputMarkdown()}\n`);
+  });
+}

@@ -13,7 +13,7 @@
  * Deliberately not here: starting the server (the test does) and any network beyond the URL.
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from '../support';
 
@@ -256,4 +256,30 @@ export function formatTable(title: string, judgement: Judgement): string {
   if (judgement.stale.length > 0) lines.push('stale expected failures:', ...judgement.stale.map((s) => `  ${s}`));
   if (judgement.unexpected.length > 0) lines.push('unexpected failures:', ...judgement.unexpected.map((s) => `  ${s}`));
   return lines.join('\n');
+}
+
+export interface SuiteOutcome {
+  suite: SuiteSpec;
+  /** The expected-failures file the run was judged against. */
+  expectedFile: string;
+  scenarios: string[];
+  cli: CliResult;
+  judgement: Judgement;
+  ms: number;
+}
+
+/**
+ * Lists the suite's scenarios, runs them against `mcpUrl` with results in `<workDir>/<suite>`, and
+ * judges them against `expectedFile` (default: the suite's own file).
+ */
+export async function runSuite(suite: SuiteSpec, mcpUrl: string, workDir: string, expectedFile: string = suite.expectedFile): Promise<SuiteOutcome> {
+  const started = Date.now();
+  const dir = join(workDir, suite.name);
+  mkdirSync(dir);
+  const expected = parseExpected(readFileSync(expectedFile, 'utf8'), expectedFile);
+  const scenarios = await listScenarios(suite, dir);
+  const cli = await runCli(suite.cli, ['server', '--url', mcpUrl, '-o', join(dir, 'results'), ...suite.runArgs], { cwd: dir, timeoutMs: suite.timeoutMs });
+  // No results directory at all: judge() reports every scenario as missing.
+  const results = existsSync(join(dir, 'results')) ? readResults(join(dir, 'results')) : new Map<string, Check[]>();
+  return { suite, expectedFile, scenarios, cli, judgement: judge(scenarios, results, expected), ms: Date.now() - started };
 }
