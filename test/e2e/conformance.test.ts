@@ -21,46 +21,19 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type RunningServer } from './support';
 import { startAuthProxy, type AuthProxy } from './conformance/proxy';
-import { formatTable, judge, listScenarios, parseExpected, readResults, runCli, SUITES, type Check, type CliResult, type Judgement, type SuiteSpec } from './conformance/suites';
-
-interface Outcome {
-  suite: SuiteSpec;
-  scenarios: string[];
-  cli: CliResult;
-  judgement: Judgement;
-  ms: number;
-}
+import { assertSuiteOutcome, formatTable, runSuite, SUITES, type SuiteOutcome } from './conformance/suites';
 
 describe('MCP conformance suites against the local runtime', { timeout: 150_000 }, () => {
   let proxy: AuthProxy;
   let server: RunningServer;
   let workDir: string;
-  let outcomes: Outcome[] = [];
+  let outcomes: SuiteOutcome[] = [];
   let keep = false;
-
-  async function runSuite(suite: SuiteSpec): Promise<Outcome> {
-    const started = Date.now();
-    const dir = join(workDir, suite.name);
-    mkdirSync(dir);
-    const expected = parseExpected(readFileSync(suite.expectedFile, 'utf8'), suite.expectedFile);
-    const scenarios = await listScenarios(suite, dir);
-    const cli = await runCli(suite.cli, ['server', '--url', `${proxy.origin}/mcp`, '-o', join(dir, 'results'), ...suite.runArgs], {
-      cwd: dir,
-      timeoutMs: suite.timeoutMs,
-    });
-    let results = new Map<string, Check[]>();
-    try {
-      results = readResults(join(dir, 'results'));
-    } catch {
-      // No results directory at all: judge() reports every scenario as missing.
-    }
-    return { suite, scenarios, cli, judgement: judge(scenarios, results, expected), ms: Date.now() - started };
-  }
 
   before(
     async () => {
@@ -70,7 +43,7 @@ describe('MCP conformance suites against the local runtime', { timeout: 150_000 
       server = await startServer({ DMDOT_ALLOWED_HOSTS: `127.0.0.1:${proxy.port}`, DMDOT_ALLOWED_ORIGINS: proxy.origin }, { key });
       proxy.setTarget(server.url);
       // All runs at once: the server is stateless and no scenario changes its state.
-      outcomes = await Promise.all(SUITES.map(runSuite));
+      outcomes = await Promise.all(SUITES.map((suite) => runSuite(suite, `${proxy.origin}/mcp`, workDir)));
       for (const o of outcomes) process.stdout.write(`\n${formatTable(`${o.suite.label} (${o.suite.name}, ${(o.ms / 1000).toFixed(1)} s)`, o.judgement)}\n`);
     },
     { timeout: 130_000 },
@@ -85,16 +58,8 @@ describe('MCP conformance suites against the local runtime', { timeout: 150_000 
 
   for (const suite of SUITES) {
     it(`${suite.name}: every failing check is expected, and every expected failure still fails`, () => {
-      const outcome = outcomes.find((o) => o.suite === suite);
-      assert.ok(outcome, 'the suite ran');
       try {
-        const { cli, judgement, scenarios } = outcome;
-        assert.ok(!cli.timedOut, `${suite.name} was killed after ${suite.timeoutMs} ms:\n${cli.stdout.slice(-3000)}\n${cli.stderr.slice(-3000)}`);
-        assert.ok(cli.code === 0 || cli.code === 1, `${suite.name} exited with ${cli.code}:\n${cli.stderr.slice(-3000)}`);
-        for (const name of suite.required) assert.ok(scenarios.includes(name), `${suite.name} runs ${name}`);
-        assert.deepEqual(judgement.unexpected, [], `${suite.name}: unexpected failures (fix the server, or list them with a reason in ${suite.expectedFile})`);
-        assert.deepEqual(judgement.stale, [], `${suite.name}: stale entries in ${suite.expectedFile} (remove them)`);
-        assert.ok(judgement.rows.reduce((n, r) => n + r.passed, 0) > 0, 'some checks passed');
+        assertSuiteOutcome(outcomes.find((o) => o.suite === suite), 'the server');
       } catch (error) {
         keep = true;
         throw error;

@@ -12,6 +12,7 @@
  *
  * Deliberately not here: starting the server (the test does) and any network beyond the URL.
  */
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -282,4 +283,20 @@ export async function runSuite(suite: SuiteSpec, mcpUrl: string, workDir: string
   // No results directory at all: judge() reports every scenario as missing.
   const results = existsSync(join(dir, 'results')) ? readResults(join(dir, 'results')) : new Map<string, Check[]>();
   return { suite, expectedFile, scenarios, cli, judgement: judge(scenarios, results, expected), ms: Date.now() - started };
+}
+
+/**
+ * The verdict on one suite's run, shared by every target (local runtime, Lambda): the CLI ended by
+ * itself, every required scenario ran, every failing check is expected, no expected entry is
+ * stale, and something passed. `target` names what to fix in the unexpected-failure message.
+ */
+export function assertSuiteOutcome(outcome: SuiteOutcome | undefined, target: string): void {
+  assert.ok(outcome, 'the suite ran');
+  const { suite, cli, judgement, scenarios, expectedFile } = outcome;
+  assert.ok(!cli.timedOut, `${suite.name} was killed after ${suite.timeoutMs} ms:\n${cli.stdout.slice(-3000)}\n${cli.stderr.slice(-3000)}`);
+  assert.ok(cli.code === 0 || cli.code === 1, `${suite.name} exited with ${cli.code}:\n${cli.stderr.slice(-3000)}`);
+  for (const name of suite.required) assert.ok(scenarios.includes(name), `${suite.name} runs ${name}`);
+  assert.deepEqual(judgement.unexpected, [], `${suite.name}: unexpected failures (fix ${target}, or list them with a reason in ${expectedFile})`);
+  assert.deepEqual(judgement.stale, [], `${suite.name}: stale entries in ${expectedFile} (remove them)`);
+  assert.ok(judgement.rows.reduce((n, r) => n + r.passed, 0) > 0, 'some checks passed');
 }
