@@ -25,7 +25,7 @@
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import fc from 'fast-check';
-import { API_KEY, BASE, buildApp, echoingWebhook, fuzzParams, hasStackTrace, isRpcResponse, liveSubscription, MODERN, readAnswer, rpcErrorCode, SECRET, type Answer, type LogLine } from './app-support';
+import { API_KEY, BASE, buildApp, echoingWebhook, expectGenericInternalErrors, expectRpcResponses, fuzzParams, hasStackTrace, isRpcResponse, liveSubscription, MODERN, readAnswer, rpcErrorCode, SECRET, type Answer, type LogLine } from './app-support';
 import { asApp, buildLambda, quietSdkWarnings, resultText, type TestLambda } from './lambda-support';
 
 quietSdkWarnings();
@@ -235,19 +235,6 @@ afterAll(() => {
   }
 });
 
-function expectGenericInternalErrors(values: unknown[]): void {
-  for (const value of values) {
-    if (rpcErrorCode(value) !== -32603) continue;
-    const message = (value as { error: { message: string } }).error.message;
-    // modelcontextprotocol/typescript-sdk#2284 (see fuzz-http.test.ts): tolerated and counted.
-    if (/^\[\s*\{[\s\S]*"code": "invalid_type"/.test(message)) {
-      sdkIssue2284++;
-      continue;
-    }
-    expect(message).toMatch(/^(Internal error \(request [^)]+\)\.|The (storage|queue) is unavailable; try again shortly\.)$/);
-  }
-}
-
 const SAFE_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
 /** What every result keeps, whatever the event. */
@@ -277,7 +264,7 @@ function expectSane(t: TestLambda, event: APIGatewayProxyEventV2, result: APIGat
     expect(() => JSON.parse(answer.text)).not.toThrow();
   }
   if (answer.text === '') expect([202, 204]).toContain(answer.status);
-  expectGenericInternalErrors(Array.isArray(answer.json) ? answer.json : [answer.json]);
+  sdkIssue2284 += expectGenericInternalErrors(answer, '[^)]+');
   expect(t.logs.filter((line: LogLine) => line.level === 'error')).toEqual([]);
 
   // The malformed-event answer (400 bad_request) is the handler's own and carries no request id.
@@ -290,14 +277,6 @@ function expectSane(t: TestLambda, event: APIGatewayProxyEventV2, result: APIGat
   }
 }
 
-function wellFormedRequestId(parsed: unknown): string | number | undefined {
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
-  const m = parsed as Record<string, unknown>;
-  if (m.jsonrpc !== '2.0' || typeof m.method !== 'string' || 'result' in m || 'error' in m) return undefined;
-  if (typeof m.id === 'string' || (typeof m.id === 'number' && Number.isSafeInteger(m.id))) return m.id;
-  return undefined;
-}
-
 /** POST /mcp, valid key, JSON content type: JSON-RPC responses, or 202 and nothing. */
 function expectRpcAnswer(answer: Answer, bytes: Buffer): void {
   let parsed: unknown = ABSENT;
@@ -306,20 +285,7 @@ function expectRpcAnswer(answer: Answer, bytes: Buffer): void {
   } catch {
     // not JSON: any JSON-RPC error will do
   }
-  const id = wellFormedRequestId(parsed);
-  if (answer.status === 202) {
-    expect(answer.text).toBe('');
-    expect(id).toBeUndefined();
-    return;
-  }
-  const values = Array.isArray(answer.json) ? (answer.json as unknown[]) : [answer.json];
-  expect(values.length).toBeGreaterThan(0);
-  for (const value of values) if (!isRpcResponse(value)) throw new Error(`not a JSON-RPC response (HTTP ${answer.status}): ${answer.text.slice(0, 300)}`);
-  if (id !== undefined) {
-    expect(values).toHaveLength(1);
-    const responseId = (values[0] as { id: unknown }).id;
-    if (responseId !== null || 'result' in (values[0] as object)) expect(responseId).toBe(id);
-  }
+  expectRpcResponses(answer, parsed);
 }
 
 function reset(t: TestLambda): void {
