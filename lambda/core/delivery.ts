@@ -69,6 +69,19 @@ export function nextDelayMs(retryDelaysS: readonly number[], attempt: number, re
   return Math.max(scheduled, Math.min(retryAfterMs, remaining));
 }
 
+/**
+ * The receive on which the worker itself dead-letters a job, with a reason, whatever else happens:
+ * the attempts of the schedule, plus receives that are not attempts (a deferral behind the inline
+ * attempt's lease, a worker error, a timeout). SQS's own redrive (maxReceiveCount) sits a further
+ * RECEIVE_LIMIT_AWS_MARGIN above it, so it only ever catches what the handler never saw.
+ */
+export function receiveLimit(retryDelaysS: readonly number[]): number {
+  return retryDelaysS.length + 1 + 4;
+}
+
+/** AWS recommends a maxReceiveCount that leaves room for throttled and failed receives (at least 5). */
+export const RECEIVE_LIMIT_AWS_MARGIN = 5;
+
 export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob): Promise<DeliveryDecision> {
   const now = deps.clock.now();
   let event = await deps.store.getEvent(job.eventId, now);
