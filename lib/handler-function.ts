@@ -1,7 +1,9 @@
 /**
  * One Lambda handler of dm-dot, bundled the same way for both functions: Node.js 22 on arm64,
- * esbuild (minified, CommonJS, external source map without sources), the AWS SDK bundled at the
- * versions the tests ran against, and its own log group and role.
+ * esbuild with the options of lib/bundling.ts (minified, CommonJS, ES builds of the AWS SDK, a
+ * source map written but not loaded at run time, two aliases that keep ajv and the unused
+ * credential providers out), the AWS SDK bundled at the versions the tests ran against, and its
+ * own log group and role. The bench and test/unit/bundles.test.ts build with the same options.
  *
  * The role is built here rather than by `lambda.Function` so that it starts empty: no AWS managed
  * policy (AWSLambdaBasicExecutionRole allows writing to every log group of the account), only
@@ -11,6 +13,10 @@
  * The asset gets a `package.json` that names its module type. Without it the runtime looks for the
  * nearest one and Node has to work out the format of `index.js` itself (TOOLCHAIN: about 1.3x
  * slower to import).
+ *
+ * No `NODE_OPTIONS=--enable-source-maps`: with it, the first request of every cold start parsed
+ * the whole source map (about 40% of the cold start, README "Performance"). The map stays in the
+ * asset for decoding stack traces offline (scripts/decode-stack.mjs).
  *
  * Deliberately not here: VPC attachment (the MCP function calls dot callbacks on the internet),
  * X-Ray tracing, reserved concurrency (new accounts often have a concurrency quota of 10, and
@@ -23,9 +29,26 @@ import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-n
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import * as path from 'node:path';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, lambdaBundle, type LambdaBundle } from './bundling';
 
 /** The repository root: bundling resolves entries, the lock file and tsconfig from here. */
-export const PROJECT_ROOT = path.resolve(__dirname, '..');
+export const PROJECT_ROOT = BUNDLE_ROOT;
+
+/** lib/bundling.ts's description as `NodejsFunction` bundling options (CDK runs esbuild's command line). */
+export function cdkBundlingOf(spec: LambdaBundle) {
+  return {
+    format: OutputFormat.CJS,
+    target: spec.target,
+    minify: spec.minify,
+    sourceMap: spec.sourceMap,
+    sourcesContent: spec.sourcesContent,
+    mainFields: [...spec.mainFields],
+    // `--alias:from=to`, once per alias (CDK repeats a key given an array).
+    esbuildArgs: { '--alias': Object.entries(spec.alias).map(([from, to]) => `${from}=${to}`) },
+    // Bundle the SDK at the locked versions instead of relying on the runtime's copy.
+    bundleAwsSDK: true,
+  };
+}
 
 export interface HandlerFunctionProps {
   /** Entry file, relative to the repository root (for example `lambda/handlers/mcp.ts`). */
@@ -69,22 +92,15 @@ export class HandlerFunction extends Construct {
       timeout: props.timeout,
       role: this.role,
       logGroup: this.logGroup,
-      environment: { ...props.environment, NODE_OPTIONS: '--enable-source-maps' },
+      environment: props.environment,
       bundling: {
-        format: OutputFormat.CJS,
-        target: 'node22',
-        minify: true,
-        sourceMap: true,
-        // Stack traces need the mappings only; the sources would triple the map's size.
-        sourcesContent: false,
-        // Bundle the SDK at the locked versions instead of relying on the runtime's copy.
-        bundleAwsSDK: true,
+        ...cdkBundlingOf(lambdaBundle(PROJECT_ROOT)),
         logLevel: LogLevel.WARNING,
         commandHooks: {
           beforeBundling: () => [],
           beforeInstall: () => [],
           afterBundling: (_inputDir: string, outputDir: string) => [
-            `echo '{"type":"commonjs"}' > "${outputDir}/package.json"`,
+            `echo '${ASSET_PACKAGE_JSON.trim()}' > "${outputDir}/package.json"`,
           ],
         },
       },

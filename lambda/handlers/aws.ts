@@ -7,12 +7,19 @@
  * module scope, once per cold start) and anything of the MCP SDK or the HTTP app: the Delivery
  * Lambda imports this module and must stay small.
  */
+import { fromEnv } from '@aws-sdk/credential-provider-env';
 import { SettingsError } from '../config';
 
 /** Options every SDK client of dm-dot gets. Region and credentials come from the Lambda environment. */
 export interface ClientOptions {
   maxAttempts: number;
   requestHandler: { connectionTimeout: number; requestTimeout: number };
+  /**
+   * The environment only: Lambda puts the execution role's credentials there
+   * (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime),
+   * and the bundles carry no other provider (handlers/env-credentials.ts, README "Performance").
+   */
+  credentials: ReturnType<typeof fromEnv>;
 }
 
 /**
@@ -21,7 +28,7 @@ export interface ClientOptions {
  * per POST.
  */
 export function clientOptions(): ClientOptions {
-  return { maxAttempts: 2, requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 } };
+  return { maxAttempts: 2, requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 }, credentials: fromEnv() };
 }
 
 export function required(env: NodeJS.ProcessEnv, name: string): string {

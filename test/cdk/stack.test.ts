@@ -172,12 +172,12 @@ describe('API key (SPEC 1, 2)', () => {
 });
 
 describe('functions', () => {
-  test('both run nodejs22.x on arm64 with source maps enabled', () => {
+  test('both run nodejs22.x on arm64 and never load source maps at run time (issue 10: decoded offline)', () => {
     for (const id of [ids.mcpFn, ids.deliveryFn]) {
       expect(props(id)).toEqual(
         expect.objectContaining({ Runtime: 'nodejs22.x', Architectures: ['arm64'], Handler: 'index.handler' }),
       );
-      expect(props(id).Environment.Variables.NODE_OPTIONS).toBe('--enable-source-maps');
+      expect(props(id).Environment.Variables.NODE_OPTIONS).toBeUndefined();
     }
   });
 
@@ -195,14 +195,12 @@ describe('functions', () => {
       DMDOT_TTL_DEFAULT_MS: String(DEFAULTS.ttlDefaultMs),
       DMDOT_TTL_MAX_MS: String(DEFAULTS.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: '',
-      NODE_OPTIONS: '--enable-source-maps',
     });
     expect(props(ids.deliveryFn).Environment.Variables).toEqual({
       TABLE_NAME: ref(ids.table),
       QUEUE_URL: ref(ids.queue),
       DEAD_LETTER_QUEUE_URL: ref(ids.dlq),
       DMDOT_RETRY_DELAYS: DEFAULTS.retryDelays,
-      NODE_OPTIONS: '--enable-source-maps',
     });
   });
 

@@ -34,7 +34,35 @@ test('the Delivery Lambda needs the dead-letter queue URL and a valid retry sche
 });
 
 test('every AWS client gets bounded timeouts', () => {
-  expect(clientOptions()).toEqual({ maxAttempts: 2, requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 } });
+  const { credentials, ...rest } = clientOptions();
+  expect(typeof credentials).toBe('function');
+  expect(rest).toEqual({ maxAttempts: 2, requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 } });
+});
+
+describe('AWS credentials come from the environment only (as Lambda provides them)', () => {
+  const saved = { ...process.env };
+  afterEach(() => {
+    for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE']) {
+      if (saved[name] === undefined) delete process.env[name];
+      else process.env[name] = saved[name];
+    }
+  });
+
+  test('the execution role keys in the environment are the credentials', async () => {
+    process.env.AWS_ACCESS_KEY_ID = 'ASIAEXAMPLEEXAMPLE';
+    process.env.AWS_SECRET_ACCESS_KEY = 'secret-example';
+    process.env.AWS_SESSION_TOKEN = 'token-example';
+    await expect(clientOptions().credentials()).resolves.toEqual(
+      expect.objectContaining({ accessKeyId: 'ASIAEXAMPLEEXAMPLE', secretAccessKey: 'secret-example', sessionToken: 'token-example' }),
+    );
+  });
+
+  test('no keys in the environment is a clear error, not a walk through profiles or instance metadata', async () => {
+    delete process.env.AWS_ACCESS_KEY_ID;
+    delete process.env.AWS_SECRET_ACCESS_KEY;
+    process.env.AWS_PROFILE = 'would-be-read-by-the-default-chain';
+    await expect(clientOptions().credentials()).rejects.toThrow(/environment variable credentials/);
+  });
 });
 
 describe('TTL policy settings', () => {

@@ -1,0 +1,94 @@
+/**
+ * How both Lambda bundles are built: one description that lib/handler-function.ts turns into
+ * `NodejsFunction` bundling options and that the bench and the bundle test turn into esbuild API
+ * options, so what is measured and asserted is what the stack deploys (issue 10).
+ *
+ * What each choice buys (README "Performance" has the measured figures):
+ * - Source maps are written next to `index.js` (linked, without sources) but never loaded at run
+ *   time: no `NODE_OPTIONS=--enable-source-maps`. With that flag the first request of every cold
+ *   start parsed the whole map (the MCP SDK formats an error stack while reading a request body);
+ *   stack traces are decoded offline instead (scripts/decode-stack.mjs).
+ * - `mainFields: ['module', 'main']`: the AWS SDK's ES builds, which esbuild can tree-shake (its
+ *   CommonJS builds cannot be).
+ * - The MCP SDK's runtime shim module is aliased to lambda/mcp/sdk-shims.ts, which picks the SDK's
+ *   own lighter JSON Schema validator (`@modelcontextprotocol/server/validators/cf-worker`, the one
+ *   the SDK itself selects on edge runtimes) instead of ajv. dm-dot never validates JSON Schema at
+ *   run time (no elicitation, no `fromJsonSchema`); the alias only keeps ajv's code out of the
+ *   bundle. The SDK is pinned to an exact version in package.json, and test/unit/bundles.test.ts
+ *   fails if the alias stops matching the SDK's shim or ajv comes back.
+ *
+ * Deliberately not here: anything of CDK (this module is imported by the bench and by tests, which
+ * must not load aws-cdk-lib), the asset's `package.json` (handler-function.ts writes it; the bench
+ * and the test mirror it with `ASSET_PACKAGE_JSON`), and externals (the AWS SDK is bundled at the
+ * locked versions).
+ */
+import * as path from 'node:path';
+
+/** The repository root: entries, aliases and the lock file resolve from here. */
+export const BUNDLE_ROOT = path.resolve(__dirname, '..');
+
+/** The module the MCP SDK imports its runtime-specific defaults from (`DefaultJsonSchemaValidator`, `process`). */
+export const MCP_SDK_SHIMS = '@modelcontextprotocol/server/_shims';
+/** dm-dot's replacement for it, relative to the repository root. */
+export const MCP_SDK_SHIMS_REPLACEMENT = 'lambda/mcp/sdk-shims.ts';
+/** The AWS SDK's default credential chain, which every client imports statically. */
+export const AWS_CREDENTIAL_CHAIN = '@aws-sdk/credential-provider-node';
+/** dm-dot's replacement for it (the environment only, as on Lambda), relative to the repository root. */
+export const AWS_CREDENTIAL_CHAIN_REPLACEMENT = 'lambda/handlers/env-credentials.ts';
+
+/** The `package.json` written next to `index.js` in each asset: the runtime need not guess the module format. */
+export const ASSET_PACKAGE_JSON = '{"type":"commonjs"}\n';
+
+export interface LambdaBundle {
+  readonly platform: 'node';
+  readonly format: 'cjs';
+  readonly target: 'node22';
+  readonly minify: true;
+  /** Linked external source map: `index.js.map` next to `index.js`, found by `--enable-source-maps` when decoding locally. */
+  readonly sourceMap: true;
+  /** Stack traces need the mappings only; the sources would triple the map's size. */
+  readonly sourcesContent: false;
+  readonly mainFields: readonly string[];
+  /** Import path -> replacement (absolute path). */
+  readonly alias: Readonly<Record<string, string>>;
+}
+
+/** The one bundling description of both functions. */
+export function lambdaBundle(root: string = BUNDLE_ROOT): LambdaBundle {
+  return {
+    platform: 'node',
+    format: 'cjs',
+    target: 'node22',
+    minify: true,
+    sourceMap: true,
+    sourcesContent: false,
+    mainFields: ['module', 'main'],
+    alias: {
+      [MCP_SDK_SHIMS]: path.join(root, MCP_SDK_SHIMS_REPLACEMENT),
+      [AWS_CREDENTIAL_CHAIN]: path.join(root, AWS_CREDENTIAL_CHAIN_REPLACEMENT),
+    },
+  };
+}
+
+/**
+ * The same bundle through the esbuild API (what CDK's local bundling runs as a command line):
+ * bundle everything (`bundleAwsSDK: true`), write `index.js` and its map into `outDir`.
+ */
+export function esbuildOptionsOf(spec: LambdaBundle, outDir: string, root: string = BUNDLE_ROOT) {
+  return {
+    absWorkingDir: root,
+    bundle: true,
+    platform: spec.platform,
+    format: spec.format,
+    target: spec.target,
+    minify: spec.minify,
+    // CDK's `sourceMap: true` with the default mode is esbuild's `--sourcemap` (linked).
+    sourcemap: spec.sourceMap ? ('linked' as const) : false,
+    sourcesContent: spec.sourcesContent,
+    mainFields: [...spec.mainFields],
+    alias: { ...spec.alias },
+    external: [] as string[],
+    outfile: path.join(outDir, 'index.js'),
+    logLevel: 'warning' as const,
+  };
+}
