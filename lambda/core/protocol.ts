@@ -48,6 +48,13 @@ export const FailureReasons = [
 ] as const;
 export type FailureReason = (typeof FailureReasons)[number];
 
+/**
+ * The `reason` a dead-lettered job carries: its final failure category, or why the worker gave up
+ * on it without one (`receive_limit`: received too often without an outcome; `malformed`: not a
+ * job of ours).
+ */
+export type DeadLetterReason = FailureReason | 'receive_limit' | 'malformed';
+
 /** Standard Webhooks and MCP Events header names (lower case: HTTP header names are case-insensitive). */
 export const WebhookHeaders = {
   id: 'webhook-id',
@@ -83,13 +90,25 @@ export const Limits = {
   verificationCacheMs: 24 * HOUR,
   inboundSignatureToleranceS: 5 * 60,
   replayMemoryMs: 10 * MINUTE,
-  eventRecordMs: 7 * DAY,
+  /**
+   * Event records outlive every copy of their job: the dead-letter queue keeps a message 14 days
+   * from its first enqueue, and the retry schedule adds at most its own length. A redrive within
+   * the DLQ's retention therefore always finds the record (SPEC 5 said 7 days; see README).
+   */
+  eventRecordMs: 15 * DAY,
   /** DynamoDB may delete a subscription item this long after it expired (reads check expiry first). */
   subscriptionItemGraceMs: DAY,
   deliveryWaitDefaultMs: 3 * SECOND,
   /** The wait for an outcome never holds a request longer than this. */
   deliveryWaitMaxMs: 4 * SECOND,
-  deliveryPollMs: 100,
+  /**
+   * The inline attempt's lease runs this much past its wait window: long enough for the attempt to
+   * record its outcome after the POST ends, short enough that a process that died mid-attempt
+   * delays the worker's attempt by about a second.
+   */
+  inlineLeaseMarginMs: 1 * SECOND,
+  /** A worker's deferral this short is slept in place instead of going back to the queue. */
+  deferInPlaceMaxMs: 1 * SECOND,
   deadLetterRetentionDays: 14,
 } as const;
 

@@ -21,6 +21,7 @@ import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { loadSettings } from '../config';
+import { DEFAULT_RETRY_DELAYS_S } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import { createLogger, type Logger } from '../log';
@@ -35,6 +36,8 @@ export interface McpLambdaDeps {
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
+  /** The retry schedule: the inline first attempt times attempt 2 from it. Default: SPEC's. */
+  retryDelaysS?: readonly number[];
   ttlPolicy?: TtlPolicy;
   allowedOrigins: readonly string[];
   /** Subscribe-time URL policy; must match the webhook client's allowLoopback. */
@@ -60,6 +63,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     webhook: deps.webhook,
     clock: deps.clock ?? systemClock,
     deliveryWaitMs: deps.deliveryWaitMs,
+    retryDelaysS: deps.retryDelaysS ?? DEFAULT_RETRY_DELAYS_S,
     ...(deps.ttlPolicy ? { ttlPolicy: deps.ttlPolicy } : {}),
     urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
@@ -115,7 +119,7 @@ export interface McpLambdaOverrides {
 
 /**
  * Settings: TABLE_NAME, QUEUE_URL (required), API_KEY_SECRET_ARN (absent: every authenticated
- * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_TTL_DEFAULT_MS, DMDOT_TTL_MAX_MS,
+ * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_RETRY_DELAYS, DMDOT_TTL_DEFAULT_MS, DMDOT_TTL_MAX_MS,
  * DMDOT_ALLOWED_ORIGINS, and
  * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only; the stack never sets it). Throws SettingsError.
  */
@@ -139,6 +143,7 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
     webhook: overrides.webhook ?? createGuardedWebhookClient({ allowLoopback }),
     apiKey,
     deliveryWaitMs: settings.deliveryWaitMs,
+    retryDelaysS: settings.retryDelaysS,
     ttlPolicy: settings.ttlPolicy,
     allowedOrigins: settings.allowedOrigins,
     allowLoopbackCallbacks: allowLoopback,

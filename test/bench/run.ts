@@ -358,6 +358,7 @@ async function benchApp(): Promise<void> {
     webhook,
     clock: systemClock,
     deliveryWaitMs: 50,
+    retryDelaysS: [1, 4, 30, 120, 600],
     urlPolicy: { allowLoopbackCallbacks: false },
     version: '0.0.0-bench',
     log: silentLog,
@@ -601,7 +602,9 @@ async function benchEndToEnd(): Promise<void> {
     return { status: response.status, body: (await response.json()) as any };
   };
   await measureSends('local', call, receiver);
-  notes.push('e2e: "event at receiver" is the pipeline itself; the "delivered" answer adds whatever the MCP side waits for before it answers (SPEC 6.2).');
+  notes.push(
+    'e2e: the first attempt is made inline (SPEC 6.2 step 3): the "delivered" answer comes when the receiver answers; the "event at receiver" row shows the pipeline itself.',
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ export function buildApp(config: Partial<HttpConfig> = {}, options: { deliveryWa
   };
   const app = withoutSdkJsonModeWarning(() =>
     createApp(
-      { store, queue, webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log },
+      { store, queue, webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, retryDelaysS: [1, 4, 30, 120, 600], urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log },
       { apiKey: API_KEY, allowedOrigins: [], allowedHosts: undefined, ...config },
     ),
   );
