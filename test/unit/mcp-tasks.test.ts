@@ -212,10 +212,10 @@ function appWithSubscription(): TestApp {
 }
 
 function rpc(t: TestApp, method: string, params: Record<string, unknown>, meta: object = WITH_TASKS, headers: Record<string, string> = {}) {
-  const taskId = typeof params.taskId === 'string' ? { 'mcp-name': params.taskId } : {};
-  const name = method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
+  // Mcp-Name mirrors params.taskId on tasks/* (the extension's routing header) and the tool name on tools/call.
+  const name: Record<string, string> = typeof params.taskId === 'string' ? { 'mcp-name': params.taskId } : method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
   return send(t.app, {
-    headers: modernHeaders(method, { ...taskId, ...name, ...headers }),
+    headers: modernHeaders(method, { ...name, ...headers }),
     body: JSON.stringify({ jsonrpc: '2.0', id: 7, method, params: { ...params, _meta: meta } }),
   });
 }
