@@ -25,7 +25,7 @@
 import type { EventRecord } from '../ports';
 import { guardDependency, invalidParams, ProtocolFault } from '../core/errors';
 import { canonicalJson, sha256Hex } from '../core/identity';
-import type { MessageDeps, SendOutcome } from '../core/messages';
+import { outcomeOfRecord, type MessageDeps, type SendOutcome } from '../core/messages';
 import {
   CLIENT_CAPABILITIES_META_KEY,
   ErrorCodes,
@@ -101,20 +101,6 @@ export function eventIdOfTask(principal: string, taskId: string): string | undef
   return constantTimeEqual(match[2]!, tagOf(principal, eventId)) ? eventId : undefined;
 }
 
-/** The send outcome an event record stands for: the same reading as the synchronous wait's. */
-export function outcomeOfEvent(record: EventRecord): Extract<SendOutcome, { eventId: string }> {
-  switch (record.status) {
-    case EventStatus.delivered:
-      return { kind: 'delivered', eventId: record.eventId };
-    case EventStatus.failed:
-      return { kind: 'failed', eventId: record.eventId, reason: record.lastError ?? null };
-    case EventStatus.dropped:
-      return { kind: 'failed', eventId: record.eventId, reason: null };
-    default:
-      return { kind: 'queued', eventId: record.eventId };
-  }
-}
-
 export function pollIntervalFor(ageMs: number): number {
   return (TASK_POLL_INTERVALS.find((step) => ageMs < step.untilAgeMs) ?? TASK_POLL_INTERVALS[TASK_POLL_INTERVALS.length - 1]!).pollMs;
 }
@@ -134,7 +120,7 @@ function fieldsOf(record: EventRecord, principal: string, now: number): Omit<Tas
 
 /** The task view of an event record, as `tasks/get` answers it. */
 export function taskOf(record: EventRecord, principal: string, now: number): DetailedTask {
-  const outcome = outcomeOfEvent(record);
+  const outcome = outcomeOfRecord(record);
   const fields = fieldsOf(record, principal, now);
   if (outcome.kind === 'queued') {
     return { ...fields, status: 'working', statusMessage: `${toolResultOf(outcome).content[0]!.text} A sent event cannot be recalled.` };
