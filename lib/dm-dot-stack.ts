@@ -149,7 +149,7 @@ export class DmDotStack extends Stack {
     // empty list (the generated `unused` key is random filler Secrets Manager requires), so the pup
     // POST routes answer 503 until the operator puts the secrets in (README "Using dm-dot from pup").
     this.pupSecret = new secretsmanager.Secret(this, 'PupSigningSecrets', {
-      description: 'dm-dot: pup signing secrets, {"secrets":["whsec_current","whsec_previous"]} (current first)',
+      description: 'dm-dot: pup signing secrets as {"secrets":[current, previous]}, each a whsec_ string from pup',
       generateSecretString: { secretStringTemplate: PUP_SECRET_TEMPLATE, generateStringKey: 'unused' },
     });
     Validations.of(this.pupSecret).acknowledge({
