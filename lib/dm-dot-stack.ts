@@ -166,6 +166,8 @@ export class DmDotStack extends Stack {
       API_KEY_SECRET_ARN: this.apiKeySecret.secretArn,
       PUP_SECRET_ARN: this.pupSecret.secretArn,
       DMDOT_DELIVERY_WAIT_MS: String(settings.deliveryWaitMs),
+      // The inline first attempt times attempt 2 from the schedule (SPEC 6.2 step 3).
+      DMDOT_RETRY_DELAYS: settings.retryDelaysS.join(','),
       DMDOT_TTL_DEFAULT_MS: String(settings.ttlDefaultMs),
       DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),

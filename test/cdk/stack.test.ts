@@ -225,6 +225,7 @@ describe('functions', () => {
       API_KEY_SECRET_ARN: ref(ids.secret),
       PUP_SECRET_ARN: ref(ids.pupSecret),
       DMDOT_DELIVERY_WAIT_MS: String(DEFAULTS.deliveryWaitMs),
+      DMDOT_RETRY_DELAYS: DEFAULTS.retryDelays,
       DMDOT_TTL_DEFAULT_MS: String(DEFAULTS.ttlDefaultMs),
       DMDOT_TTL_MAX_MS: String(DEFAULTS.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: '',
