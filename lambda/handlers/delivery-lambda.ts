@@ -34,6 +34,7 @@ import { parseRetryDelays } from '../config';
 import { attemptDelivery, type DeliveryDeps } from '../core/delivery';
 import { EVENT_ID_PREFIX, EventStatus, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
 import { createLogger, type Logger } from '../log';
+import { createMetrics, type DeliveryOutcome, type Metrics } from '../metrics';
 import { systemClock, type Clock, type DeliveryJob, type WebhookClient } from '../ports';
 import { clientOptions, loopbackAllowed, required } from './aws';
 
@@ -47,6 +48,8 @@ export interface DeliveryLambdaDeps {
   delivery: DeliveryDeps;
   queue: DeliveryQueue;
   log: Logger;
+  /** One EMF line per record decision (outcome, attempt, time); none when absent. */
+  metrics?: Metrics;
 }
 
 export type DeliveryLambda = (event: SQSEvent) => Promise<SQSBatchResponse>;
@@ -88,12 +91,20 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
 
   /** True when SQS must keep the record (listed in batchItemFailures). */
   async function processRecord(record: SQSRecord): Promise<boolean> {
+    const started = performance.now();
+    // One metric per record decision. Latency is from the enqueue (SQS SentTimestamp) to delivery.
+    const decided = (outcome: DeliveryOutcome, attempt?: number) => {
+      const sentAt = Number(record.attributes?.SentTimestamp);
+      const latencyMs = outcome === 'delivered' && sentAt > 0 ? Math.max(0, deps.delivery.clock.now() - sentAt) : undefined;
+      deps.metrics?.delivery({ outcome, durationMs: performance.now() - started, ...(attempt === undefined ? {} : { attempt }), ...(latencyMs === undefined ? {} : { latencyMs }) });
+    };
     const attributes = stringAttributesOf(record);
     const message: DeadLetterMessage = { body: record.body, attributes };
     const job = jobOf(record, attributes);
     if (!job) {
       log.warn('delivery_malformed', { messageId: record.messageId });
       await queue.sendToDeadLetter(message, 'malformed');
+      decided('malformed');
       return false;
     }
     const ids = { messageId: record.messageId, eventId: job.eventId };
@@ -103,16 +114,19 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
         case 'done':
           if (decision.status === 'already_final') await redeadLetterIfFailed(job, message);
           log.info('delivery_done', { ...ids, status: decision.status });
+          decided(decision.status);
           return false;
         case 'retry': {
           const delayS = Math.ceil(decision.delayMs / 1000);
           await queue.changeVisibility(record.receiptHandle, delayS);
           log.info('delivery_retry', { ...ids, attempt: decision.attempt, reason: decision.reason, delayS });
+          decided('retry', decision.attempt);
           return true;
         }
         case 'dead_letter':
           await queue.sendToDeadLetter(message, decision.reason);
           log.warn('delivery_dead_lettered', { ...ids, attempt: decision.attempt, reason: decision.reason });
+          decided('dead_letter', decision.attempt);
           return false;
       }
     } catch (error) {
@@ -122,11 +136,13 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
         try {
           await queue.sendToDeadLetter(message, 'receive_limit');
           log.warn('delivery_dead_lettered', { ...ids, reason: 'receive_limit', receives });
+          decided('receive_limit');
           return false;
         } catch (dlqError) {
           log.error('delivery_worker_error', { ...ids, cause: errorName(dlqError) });
         }
       }
+      decided('worker_error');
       return true;
     }
   }
@@ -165,6 +181,8 @@ export function createDeliveryAwsClients(): DeliveryAwsClients {
 
 export interface DeliveryLambdaOverrides {
   log?: Logger;
+  /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
+  metrics?: Metrics;
   webhook?: WebhookClient;
   clock?: Clock;
 }
@@ -186,5 +204,6 @@ export function deliveryLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: D
     },
     queue,
     log: overrides.log ?? createLogger(),
+    metrics: overrides.metrics ?? createMetrics({ enabled: env.AWS_LAMBDA_FUNCTION_NAME !== undefined }),
   });
 }
