@@ -40,8 +40,10 @@ export const MetricName = {
 export const DimensionName = { outcome: 'Outcome', route: 'Route', statusClass: 'StatusClass' } as const;
 
 /**
- * Every outcome a delivery decision can have. `already_final` is also how a message whose first
- * attempt was made inline by the MCP side shows up when its safety-net copy reaches the worker.
+ * Every outcome a delivery decision can have (the core's decisions and statuses, plus what the
+ * handler decides itself: `receive_limit`, `malformed`, `worker_error`). `already_final` is also how
+ * a message whose first attempt was made inline by the MCP side shows up when its safety-net copy
+ * reaches the worker; `duplicate` is a second copy of a job that lost the race to commit.
  */
 export const DELIVERY_OUTCOMES = [
   'delivered',
@@ -51,6 +53,8 @@ export const DELIVERY_OUTCOMES = [
   'receive_limit',
   'dropped',
   'already_final',
+  'duplicate',
+  'abandoned',
   'malformed',
   'worker_error',
 ] as const;
