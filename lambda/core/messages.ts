@@ -16,7 +16,7 @@
  * Deliberately not here: the attempt itself (core/delivery.ts, one delivery path for the inline
  * attempt and the worker), and wording of results for a particular surface (see mcp/ and http/).
  */
-import type { DeliveryJob, Queue } from '../ports';
+import type { DeliveryJob, EventRecord, Queue } from '../ports';
 import { attemptDelivery, type DeliveryDecision, type DeliveryDeps } from './delivery';
 import { DependencyUnavailable, guardDependency, type Dependency } from './errors';
 import { newEventId } from './identity';
@@ -118,10 +118,21 @@ async function outcomeOf(deps: MessageDeps, eventId: string, decision: DeliveryD
   }
   // Another copy of the job settled it first: report what it recorded.
   const event = await deps.store.getEvent(eventId, deps.clock.now()).catch(() => undefined);
-  if (event?.status === EventStatus.delivered) return { kind: 'delivered', eventId };
-  if (event?.status === EventStatus.failed) return { kind: 'failed', eventId, reason: event.lastError ?? null };
-  if (event?.status === EventStatus.dropped) return { kind: 'failed', eventId, reason: null };
-  return { kind: 'queued', eventId };
+  return event ? outcomeOfRecord(event) : { kind: 'queued', eventId };
+}
+
+/** What an event record says about its send: the one mapping the answers, tasks and logs share. */
+export function outcomeOfRecord(record: EventRecord): Extract<SendOutcome, { eventId: string }> {
+  switch (record.status) {
+    case EventStatus.delivered:
+      return { kind: 'delivered', eventId: record.eventId };
+    case EventStatus.failed:
+      return { kind: 'failed', eventId: record.eventId, reason: record.lastError ?? null };
+    case EventStatus.dropped:
+      return { kind: 'failed', eventId: record.eventId, reason: null };
+    default:
+      return { kind: 'queued', eventId: record.eventId };
+  }
 }
 
 function isFailureReason(reason: string): reason is FailureReason {

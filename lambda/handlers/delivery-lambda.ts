@@ -37,6 +37,7 @@ import { parseRetryDelays } from '../config';
 import { attemptDelivery, failAtReceiveLimit, receiveLimit, type DeliveryDeps } from '../core/delivery';
 import { EVENT_ID_PREFIX, Limits, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
 import { createLogger, type Logger } from '../log';
+import { createMetrics, type DeliveryOutcome, type Metrics } from '../metrics';
 import { systemClock, type Clock, type DeliveryJob, type WebhookClient } from '../ports';
 import { clientOptions, loopbackAllowed, required } from './aws';
 
@@ -50,6 +51,8 @@ export interface DeliveryLambdaDeps {
   delivery: DeliveryDeps;
   queue: DeliveryQueue;
   log: Logger;
+  /** One EMF line per record decision (outcome, attempt, time); none when absent. */
+  metrics?: Metrics;
 }
 
 export type DeliveryLambda = (event: SQSEvent) => Promise<SQSBatchResponse>;
@@ -92,12 +95,20 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
 
   /** True when SQS must keep the record (listed in batchItemFailures). */
   async function processRecord(record: SQSRecord): Promise<boolean> {
+    const started = performance.now();
+    // One metric per record decision. Latency is from the enqueue (SQS SentTimestamp) to delivery.
+    const decided = (outcome: DeliveryOutcome, attempt?: number) => {
+      const sentAt = Number(record.attributes?.SentTimestamp);
+      const latencyMs = outcome === 'delivered' && sentAt > 0 ? Math.max(0, deps.delivery.clock.now() - sentAt) : undefined;
+      deps.metrics?.delivery({ outcome, durationMs: performance.now() - started, ...(attempt === undefined ? {} : { attempt }), ...(latencyMs === undefined ? {} : { latencyMs }) });
+    };
     const attributes = stringAttributesOf(record);
     const message: DeadLetterMessage = { body: record.body, attributes };
     const job = jobOf(record, attributes);
     if (!job) {
       log.warn('delivery_malformed', { messageId: record.messageId });
       await queue.sendToDeadLetter(message, 'malformed');
+      decided('malformed');
       return false;
     }
     const ids = { messageId: record.messageId, eventId: job.eventId };
@@ -126,31 +137,43 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
       switch (decision.action) {
         case 'done':
           log.info('delivery_done', { ...ids, status: decision.status });
+          decided(decision.status);
           return false;
         case 'dead_letter':
           await queue.sendToDeadLetter(message, decision.reason);
           log.warn('delivery_dead_lettered', { ...ids, attempt: decision.attempt, reason: decision.reason, ...(decision.subscriptionEnded ? { subscriptionEnded: true } : {}) });
+          decided('dead_letter', decision.attempt);
           return false;
         case 'retry': {
           const delayS = Math.ceil(decision.delayMs / 1000);
           log.info('delivery_retry', { ...ids, attempt: decision.attempt, reason: decision.reason, delayS });
-          return await keepOrGiveUp(delayS);
+          const kept = await keepOrGiveUp(delayS);
+          decided(kept ? 'retry' : 'receive_limit', decision.attempt);
+          return kept;
         }
         case 'defer': {
           const delayS = Math.ceil(decision.delayMs / 1000);
           log.info('delivery_deferred', { ...ids, delayS });
-          return await keepOrGiveUp(delayS);
+          const kept = await keepOrGiveUp(delayS);
+          decided(kept ? 'defer' : 'receive_limit');
+          return kept;
         }
-        case 'abandoned':
+        case 'abandoned': {
           // Only the inline attempt abandons; keep the record if it ever gets here.
-          return await keepOrGiveUp(0);
+          const kept = await keepOrGiveUp(0);
+          decided(kept ? 'abandoned' : 'receive_limit');
+          return kept;
+        }
       }
     } catch (error) {
       log.error('delivery_worker_error', { ...ids, cause: errorName(error) });
       try {
-        return await keepOrGiveUp(undefined);
+        const kept = await keepOrGiveUp(undefined);
+        decided(kept ? 'worker_error' : 'receive_limit');
+        return kept;
       } catch (dlqError) {
         log.error('delivery_worker_error', { ...ids, cause: errorName(dlqError) });
+        decided('worker_error');
         return true;
       }
     }
@@ -182,6 +205,8 @@ export function createDeliveryAwsClients(): DeliveryAwsClients {
 
 export interface DeliveryLambdaOverrides {
   log?: Logger;
+  /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
+  metrics?: Metrics;
   webhook?: WebhookClient;
   clock?: Clock;
 }
@@ -203,5 +228,6 @@ export function deliveryLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: D
     },
     queue,
     log: overrides.log ?? createLogger(),
+    metrics: overrides.metrics ?? createMetrics({ enabled: env.AWS_LAMBDA_FUNCTION_NAME !== undefined }),
   });
 }

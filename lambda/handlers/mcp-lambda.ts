@@ -25,6 +25,7 @@ import { DEFAULT_RETRY_DELAYS_S } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import { createLogger, type Logger } from '../log';
+import { createMetrics, type Metrics } from '../metrics';
 import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
@@ -45,6 +46,8 @@ export interface McpLambdaDeps {
   log: Logger;
   clock?: Clock;
   version?: string;
+  /** One EMF line per request (route template, status class, latency); none when absent. */
+  metrics?: Metrics;
 }
 
 export type McpLambda = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -80,7 +83,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     return built.app;
   }
 
-  return async (event) => {
+  const handle: McpLambda = async (event) => {
     let translated;
     try {
       translated = requestFromEvent(event);
@@ -92,6 +95,20 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     const app = appFor(await deps.apiKey.get());
     const response = await app.handle(translated.request, translated.requestId ? { requestId: translated.requestId } : {});
     return resultFromResponse(response);
+  };
+
+  return async (event) => {
+    const started = performance.now();
+    // The route template API Gateway matched (`POST /mcp`), never the raw path: it could carry the key.
+    const route = typeof event.routeKey === 'string' ? event.routeKey : 'unknown';
+    let status = 500;
+    try {
+      const result = await handle(event);
+      status = result.statusCode ?? 200;
+      return result;
+    } finally {
+      deps.metrics?.request({ route, status, durationMs: performance.now() - started });
+    }
   };
 }
 
@@ -112,6 +129,8 @@ export function createMcpAwsClients(): McpAwsClients {
 
 export interface McpLambdaOverrides {
   log?: Logger & { redact?(value: string): void };
+  /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
+  metrics?: Metrics;
   /** Tests only: replaces the guarded client (the env switch below is how tests allow 127.0.0.1). */
   webhook?: WebhookClient;
   clock?: Clock;
@@ -148,6 +167,7 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
     allowedOrigins: settings.allowedOrigins,
     allowLoopbackCallbacks: allowLoopback,
     log,
+    metrics: overrides.metrics ?? createMetrics({ enabled: env.AWS_LAMBDA_FUNCTION_NAME !== undefined }),
     ...(overrides.clock ? { clock: overrides.clock } : {}),
   });
 }
