@@ -106,11 +106,18 @@ export async function stackEnvironments(): Promise<StackEnvironments> {
   const synth = synthesize({ bundle: false });
   try {
     const { template } = synth;
-    const examples: Record<string, string> = {
-      [resource(template, 'AWS::DynamoDB::Table', 'Table').id]: 'DmDot-TableCD117FA1-EXAMPLE',
-      [resource(template, 'AWS::SQS::Queue', 'DeliveryQueue').id]: 'https://sqs.us-east-1.amazonaws.com/123456789012/DmDot-DeliveryQueue-EXAMPLE',
-      [resource(template, 'AWS::SQS::Queue', 'DeadLetterQueue').id]: 'https://sqs.us-east-1.amazonaws.com/123456789012/DmDot-DeadLetterQueue-EXAMPLE',
-      [resource(template, 'AWS::SecretsManager::Secret', 'ApiKey').id]: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:ApiKey-EXAMPLE-AbCdEf',
+    // A plausible value for a reference, by what it refers to (a new secret or queue needs no edit here).
+    const exampleOf = (ref: string): string | undefined => {
+      switch (template.Resources[ref]?.Type) {
+        case 'AWS::DynamoDB::Table':
+          return `DmDot-${ref}-EXAMPLE`;
+        case 'AWS::SQS::Queue':
+          return `https://sqs.us-east-1.amazonaws.com/123456789012/DmDot-${ref}-EXAMPLE`;
+        case 'AWS::SecretsManager::Secret':
+          return `arn:aws:secretsmanager:us-east-1:123456789012:secret:${ref}-AbCdEf`;
+        default:
+          return undefined;
+      }
     };
     const variablesOf = (prefix: string): Record<string, string> => {
       const variables = (resource(template, 'AWS::Lambda::Function', prefix).Properties.Environment?.Variables ?? {}) as Record<string, unknown>;
@@ -118,7 +125,7 @@ export async function stackEnvironments(): Promise<StackEnvironments> {
         Object.entries(variables).map(([name, value]) => {
           if (typeof value === 'string') return [name, value];
           const ref = (value as { Ref?: string }).Ref;
-          const example = ref === undefined ? undefined : examples[ref];
+          const example = ref === undefined ? undefined : exampleOf(ref);
           if (example === undefined) throw new Error(`no example value for ${name} = ${JSON.stringify(value)}`);
           return [name, example];
         }),
@@ -184,7 +191,11 @@ export interface ColdStart {
  */
 export type InvokeMode = 'apigw' | 'sqs' | 'fetch';
 
+/** Prefixes the child's timing line: the function's own output (logs, EMF metrics) shares stdout. */
+const MARK = 'dm-dot-cold-start:';
+
 const CHILD = `
+const MARK = ${JSON.stringify(MARK)};
 const { performance } = require('node:perf_hooks');
 const [file, mode, payload] = process.argv.slice(1);
 const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FUNCTION_NAME, getRemainingTimeInMillis: () => 10000, callbackWaitsForEmptyEventLoop: true };
@@ -202,7 +213,7 @@ const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FU
     answer = mode === 'sqs' ? { status: 200, body: JSON.stringify(result) } : { status: result.statusCode, body: result.body };
   }
   const t2 = performance.now();
-  process.stdout.write(JSON.stringify({ loadMs: t1 - t0, firstRequestMs: t2 - t1, totalMs: t2 - t0, answer }));
+  process.stdout.write('\\n' + MARK + JSON.stringify({ loadMs: t1 - t0, firstRequestMs: t2 - t1, totalMs: t2 - t0, answer }) + '\\n');
   process.exit(0);
 })().catch((error) => {
   process.stderr.write(String(error && error.stack || error));
@@ -226,7 +237,9 @@ export function coldStart(nodeBinary: string, file: string, mode: InvokeMode, pa
       clearTimeout(timer);
       if (code !== 0) return fail(new Error(`cold start of ${file} exited with ${code ?? signal}: ${err.trim().slice(0, 400)}`));
       try {
-        done(JSON.parse(out) as ColdStart);
+        const line = out.split('\n').findLast((l) => l.startsWith(MARK));
+        if (line === undefined) throw new Error('no timing line');
+        done(JSON.parse(line.slice(MARK.length)) as ColdStart);
       } catch {
         fail(new Error(`cold start of ${file} printed no timing: ${out.slice(0, 200)} ${err.slice(0, 200)}`));
       }
