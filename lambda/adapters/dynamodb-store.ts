@@ -36,7 +36,7 @@ import {
   type CreateTableCommandInput,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
-import type { EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
+import type { EventPatch, EventRecord, InboundAnswer, InboundAnswerResult, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
 import { Limits } from '../core/protocol';
 import { ItemKeys, isLive, ttlOfEvent, ttlOfSubscription } from './items';
 
@@ -217,6 +217,31 @@ export class DynamoDbStore implements Store {
     } catch (error) {
       if (isConditionFailure(error)) return false;
       throw error;
+    }
+  }
+
+  async putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult> {
+    const expiresAt = now + Limits.pupEventAnswerMs;
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.tableName,
+          Item: toItem(ItemKeys.inboundAnswer(deliveryId), { status: answer.status, body: answer.body, storedAt: now, expiresAt }, Math.ceil(expiresAt / 1000)),
+          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now',
+          ExpressionAttributeNames: { '#expiresAt': 'expiresAt' },
+          ExpressionAttributeValues: { ':now': { N: String(now) } },
+          // The retry learns the first answer from this failed write itself: no second read, and
+          // no window in which a read could see something other than what blocked the write.
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { stored: true };
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      if (!error.Item) throw new Error('conditional put of an inbound answer failed without returning the stored one');
+      const stored = fromItem(error.Item);
+      if (typeof stored.status !== 'number' || typeof stored.body !== 'string') throw new Error('stored inbound answer has no status or body');
+      return { stored: false, answer: { status: stored.status, body: stored.body } };
     }
   }
 

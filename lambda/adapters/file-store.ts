@@ -14,7 +14,7 @@
  */
 import { mkdir, open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
+import type { EventPatch, EventRecord, InboundAnswer, InboundAnswerResult, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
 import { Limits } from '../core/protocol';
 import { ItemKeys, isLive, ttlOfEvent, ttlOfSubscription } from './items';
 
@@ -116,6 +116,16 @@ export class FileStore implements Store {
     this.items.set(pk, { pk, claimedAt: now, expiresAt, ttl: Math.ceil(expiresAt / 1000) });
     await this.persist();
     return true;
+  }
+
+  async putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult> {
+    const pk = ItemKeys.inboundAnswer(deliveryId);
+    const existing = this.items.get(pk);
+    if (existing && isLive(existing.expiresAt, now)) return { stored: false, answer: { status: existing.status as number, body: existing.body as string } };
+    const expiresAt = now + Limits.pupEventAnswerMs;
+    this.items.set(pk, { pk, status: answer.status, body: answer.body, storedAt: now, expiresAt, ttl: Math.ceil(expiresAt / 1000) });
+    await this.persist();
+    return { stored: true };
   }
 
   /** Resolves once a file write that started after this call's mutation has completed. */

@@ -12,6 +12,8 @@ export const ItemKeys = {
   event: (eventId: string) => `EVENT#${eventId}`,
   verified: (key: string) => `VERIFIED#${key}`,
   replay: (webhookId: string) => `REPLAY#${webhookId}`,
+  /** The stored answer to an inbound (pup) event delivery, by its webhook-id (SPEC 8). */
+  inboundAnswer: (deliveryId: string) => `ANSWER#${deliveryId}`,
 } as const;
 
 export function isLive(expiresAt: unknown, now: number): boolean {

@@ -14,6 +14,8 @@ import type {
   DeliveryJob,
   EventPatch,
   EventRecord,
+  InboundAnswer,
+  InboundAnswerResult,
   PutSubscriptionResult,
   Queue,
   Store,
@@ -23,7 +25,7 @@ import type {
   WebhookRequest,
   WebhookResponse,
 } from '../../lambda/ports';
-import type { FailureReason } from '../../lambda/core/protocol';
+import { Limits, type FailureReason } from '../../lambda/core/protocol';
 
 const HOUR = 60 * 60 * 1000;
 const VERIFICATION_MS = 24 * HOUR;
@@ -57,6 +59,7 @@ const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
   'updateEvent',
   'markVerified',
   'claimReplayId',
+  'putInboundAnswer',
 ]);
 
 export interface StoreCall {
@@ -159,6 +162,16 @@ export class FakeStore implements Store {
     if (at !== undefined && now - at < REPLAY_MS) return false;
     this.replayIds.set(id, now);
     return true;
+  }
+
+  readonly inboundAnswers = new Map<string, { answer: InboundAnswer; expiresAt: number }>();
+
+  async putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult> {
+    await this.enter('putInboundAnswer', [deliveryId, answer, now]);
+    const held = this.inboundAnswers.get(deliveryId);
+    if (held && isLive(held.expiresAt, now)) return { stored: false, answer: clone(held.answer) };
+    this.inboundAnswers.set(deliveryId, { answer: clone(answer), expiresAt: now + Limits.pupEventAnswerMs });
+    return { stored: true };
   }
 }
 
