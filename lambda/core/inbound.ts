@@ -51,6 +51,15 @@ export function inboundSecretsProblem(config: InboundSecrets): string | undefine
   return undefined;
 }
 
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** A rotation time as written in settings: ISO 8601 with a time and a zone (`Z` or an offset). */
+export function parseRotationTime(text: string): number | undefined {
+  if (!ISO_TIME.test(text)) return undefined;
+  const ms = Date.parse(text);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
 /** The secrets accepted at `now`, current first. */
 export function acceptedSecrets(config: InboundSecrets, now: number): string[] {
   const [current, previous] = config.secrets;

@@ -18,11 +18,13 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
+import { createPupSecretsLoader } from '../adapters/pup-secrets';
 import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { loadSettings } from '../config';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
+import type { PupConfig } from '../http/pup';
 import { createLogger, type Logger } from '../log';
 import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
@@ -42,6 +44,8 @@ export interface McpLambdaDeps {
   log: Logger;
   clock?: Clock;
   version?: string;
+  /** The pup door: secrets (re-read while warm) and manifest. Absent: its POST routes answer 503. */
+  pup?: PupConfig;
 }
 
 export type McpLambda = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -71,7 +75,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
   function appFor(key: string | undefined): App {
     if (built && built.key === key) return built.app;
     const previous = built?.app;
-    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins: deps.allowedOrigins }) };
+    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins: deps.allowedOrigins, ...(deps.pup ? { pup: deps.pup } : {}) }) };
     void previous?.close().catch(() => undefined);
     return built.app;
   }
@@ -115,7 +119,8 @@ export interface McpLambdaOverrides {
 
 /**
  * Settings: TABLE_NAME, QUEUE_URL (required), API_KEY_SECRET_ARN (absent: every authenticated
- * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_TTL_DEFAULT_MS, DMDOT_TTL_MAX_MS,
+ * route answers 503), PUP_SECRET_ARN (absent: the pup POST routes answer 503), PUP_MANIFEST_JSON
+ * (absent: the default manifest), DMDOT_DELIVERY_WAIT_MS, DMDOT_TTL_DEFAULT_MS, DMDOT_TTL_MAX_MS,
  * DMDOT_ALLOWED_ORIGINS, and
  * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only; the stack never sets it). Throws SettingsError.
  */
@@ -131,8 +136,16 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
     log,
     onLoaded: (key) => log.redact?.(key),
   });
-  // Start reading the key during the init phase, so the first request rarely waits for it.
+  const pupSecrets = createPupSecretsLoader({
+    client: clients.secrets,
+    secretArn: env.PUP_SECRET_ARN,
+    log,
+    onLoaded: (secret) => log.redact?.(secret),
+    ...(overrides.clock ? { now: () => overrides.clock!.now() } : {}),
+  });
+  // Start reading the key (and pup's secrets) during the init phase, so the first request rarely waits.
   void apiKey.get();
+  void pupSecrets.get();
   return createMcpLambda({
     store,
     queue,
@@ -144,5 +157,6 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
     allowLoopbackCallbacks: allowLoopback,
     log,
     ...(overrides.clock ? { clock: overrides.clock } : {}),
+    pup: { secrets: () => pupSecrets.get(), ...(settings.pup.manifest !== undefined ? { manifest: settings.pup.manifest } : {}) },
   });
 }

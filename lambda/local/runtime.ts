@@ -62,6 +62,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
   const { key, generatedAt } = await loadOrCreateApiKey(settings.stateDir, options.apiKey);
   log.redact?.(key);
+  for (const secret of settings.pup.secrets.secrets) log.redact?.(secret);
   const clock = options.clock ?? systemClock;
   const store = await FileStore.open(settings.stateDir);
   const webhook = options.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks });
@@ -98,7 +99,13 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       version,
       log,
     },
-    { apiKey: key, allowedOrigins: settings.allowedOrigins, allowedHosts },
+    {
+      apiKey: key,
+      allowedOrigins: settings.allowedOrigins,
+      allowedHosts,
+      // Read once at start: a pup secret rotation on the local runtime is a restart.
+      pup: { secrets: async () => settings.pup.secrets, ...(settings.pup.manifest !== undefined ? { manifest: settings.pup.manifest } : {}) },
+    },
   );
   ready(app);
   const url = `http://${shownHost}:${port}/mcp`;
