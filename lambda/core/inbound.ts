@@ -51,11 +51,19 @@ export function inboundSecretsProblem(config: InboundSecrets): string | undefine
   return undefined;
 }
 
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/;
 
-/** A rotation time as written in settings: ISO 8601 with a time and a zone (`Z` or an offset). */
+/**
+ * A rotation time as written in settings: ISO 8601 with a time and a zone (`Z` or an offset).
+ * Impossible dates (Feb 31st, hour 24) are refused rather than rolled over as `Date.parse` does.
+ */
 export function parseRotationTime(text: string): number | undefined {
-  if (!ISO_TIME.test(text)) return undefined;
+  const match = ISO_TIME.exec(text);
+  if (!match) return undefined;
+  const [y, mo, d, h, mi, s, oh, om] = match.slice(1).map((part) => Number(part ?? 0)) as [number, number, number, number, number, number, number, number];
+  const calendar = new Date(Date.UTC(y, mo - 1, d));
+  if (calendar.getUTCFullYear() !== y || calendar.getUTCMonth() !== mo - 1 || calendar.getUTCDate() !== d) return undefined;
+  if (h > 23 || mi > 59 || s > 59 || oh > 23 || om > 59) return undefined;
   const ms = Date.parse(text);
   return Number.isNaN(ms) ? undefined : ms;
 }
