@@ -98,7 +98,11 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     expect((await signedPost(t, '/pup/challenge', '"a"', old.key)).status).toBe(200);
     expect((await signedPost(t, '/pup/challenge', '"b"', fresh.key)).status).toBe(401);
 
-    // The operator's put-secret-value: new first, old second, rotatedAt now.
+    // The operator's put-secret-value: new first, old second, rotatedAt now. On AWS, PutSecretValue
+    // without VersionStages moves AWSCURRENT to the new version, and GetSecretValue without a stage
+    // returns AWSCURRENT, so the next refresh reads it; the double here serves one value per ARN.
+    // https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_PutSecretValue.html
+    // https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html
     secrets.setSecret(secretString({ secrets: [fresh.secret, old.secret], rotatedAt: clock.now() }), PUP_ARN);
     clock.advance(2 * 60_000);
     await signedPost(t, '/pup/challenge', '"c"', old.key); // served from the cache; the refresh starts beside it
