@@ -137,7 +137,8 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     if (context.kind === 'invalid') {
       deps.log.warn('pup_context_invalid', { requestId, method });
       const id = typeof rpc?.id === 'string' || typeof rpc?.id === 'number' ? rpc.id : null;
-      return json(400, { jsonrpc: '2.0', id, error: { code: ErrorCodes.invalidParams, message: context.message } });
+      // HTTP 200, as the SDK answers every other -32602 on 2026-07-28: an in-band JSON-RPC error.
+      return json(200, { jsonrpc: '2.0', id, error: { code: ErrorCodes.invalidParams, message: context.message } });
     }
     deps.log.info('pup_request', { requestId, method, context: context.kind === 'ok' ? context.ids : 'absent' });
 

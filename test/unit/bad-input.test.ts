@@ -454,7 +454,7 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
   {
     klass: 'pup: malformed invocation context',
     sent: '`_meta["io.puphq/context"].installationId` an object',
-    status: 400,
+    status: 200,
     error: { rpc: -32602 },
     message: /installationId/,
     config: PUP_CONFIG,
