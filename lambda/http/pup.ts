@@ -104,10 +104,12 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     );
     if (!verdict.ok) return fail(401, verdict.refusal, REFUSAL_MESSAGES[verdict.refusal]);
     const webhookId = verdict.webhookId;
+    // Signed by pup, but logged: keep a line bounded whatever length pup chose.
+    const loggedId = webhookId.slice(0, 128);
     // The verifier has checked that the body is UTF-8; this decoding cannot fail.
     const bodyText = new TextDecoder('utf-8', { ignoreBOM: true }).decode(body);
 
-    if (url.pathname === PupRoutes.events) return events(bodyText, webhookId, now, requestId);
+    if (url.pathname === PupRoutes.events) return events(bodyText, webhookId, loggedId, now, requestId);
 
     let fresh: boolean;
     try {
@@ -149,7 +151,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     return mcp.fetch(forwarded, { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra: { principal: PUP_PRINCIPAL, requestId } } });
   }
 
-  async function events(bodyText: string, webhookId: string, now: number, requestId: string): Promise<Response> {
+  async function events(bodyText: string, webhookId: string, loggedId: string, now: number, requestId: string): Promise<Response> {
     let value: unknown;
     try {
       value = JSON.parse(bodyText);
@@ -167,12 +169,12 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
       return storageUnavailable(requestId, PupRoutes.events, error);
     }
     if (!result.stored) {
-      deps.log.info('pup_event_repeated', { requestId, webhookId });
+      deps.log.info('pup_event_repeated', { requestId, webhookId: loggedId });
       return text(result.answer.status, result.answer.body);
     }
     // The effect, committed once per delivery id: ids and the type only.
     const { event } = parsed;
-    const fields = { requestId, webhookId, type: event.type.slice(0, 64), eventId: event.eventId, memberId: event.memberId, installationId: event.installationId };
+    const fields = { requestId, webhookId: loggedId, type: event.type.slice(0, 64), eventId: event.eventId, memberId: event.memberId, installationId: event.installationId };
     if (event.known) deps.log.info('pup_member_event', fields);
     else deps.log.warn('pup_event_ignored', fields);
     return text(answer.status, answer.body);
