@@ -3,8 +3,8 @@
  * against the MCP Lambda through the API Gateway translation, both over the in-memory fakes; plus
  * what only fakes can show (a storage outage) and the route table's edges.
  */
-import { buildApp } from './app-support';
-import { FakeClock } from './fakes';
+import { buildApp, liveSubscription, modernHeaders, send } from './app-support';
+import { FakeClock, respond } from './fakes';
 import { asApp, buildLambda, quietSdkWarnings } from './lambda-support';
 import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, mcpBody, mcpHeaders, type PupTargetOptions } from './pup-suite';
 
@@ -77,5 +77,33 @@ describe('pup door: what only fakes show', () => {
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } });
     const response = await t.app.handle(new Request('https://dmdot.example/pup/manifest.json', { headers: { origin: 'https://evil.example' } }));
     expect(response.status).toBe(403);
+  });
+
+  test('MCP Tasks work through the pup door too: a task for a slow delivery, read back with tasks/get, bound to the pup principal', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock, deliveryWaitMs: 0, webhook: { post: async () => respond(503) } });
+    t.store.subscription = liveSubscription(clock.now());
+    const target = { app: t.app, clock, logs: t.logs };
+    const withTasks = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } }, 'io.puphq/context': { installationId: 'inst_1' } };
+    const rpcBody = (method: string, params: Record<string, unknown>) => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: withTasks } });
+
+    const created = await signedPost(target, '/pup/mcp', rpcBody('tools/call', { name: 'send_to_dot', arguments: { message: 'slow dot' } }), key, { headers: mcpHeaders('tools/call', 'send_to_dot') });
+    const task = (created.json as { result: { resultType: string; taskId: string; status: string } }).result;
+    expect(task).toMatchObject({ resultType: 'task', status: 'working' });
+
+    const get = await signedPost(target, '/pup/mcp', rpcBody('tasks/get', { taskId: task.taskId }), key, { headers: mcpHeaders('tasks/get', task.taskId) });
+    expect((get.json as { result: { status: string } }).result.status).toBe('working');
+    const [eventId] = [...t.store.events.keys()];
+    Object.assign(t.store.events.get(eventId!)!, { status: 'delivered', deliveredAt: clock.now() + 1 });
+    const done = await signedPost(target, '/pup/mcp', rpcBody('tasks/get', { taskId: task.taskId }), key, { headers: mcpHeaders('tasks/get', task.taskId) });
+    expect((done.json as { result: { status: string; result: { content: { text: string }[] } } }).result).toMatchObject({ status: 'completed' });
+    expect(JSON.stringify(done.json)).toContain(`ChatGPT accepted event ${eventId}`);
+
+    // The same task id through /mcp with the API key is another principal: not found.
+    const viaKey = await send(t.app, {
+      headers: modernHeaders('tasks/get', { 'mcp-name': task.taskId }),
+      body: rpcBody('tasks/get', { taskId: task.taskId }),
+    });
+    expect(JSON.stringify(viaKey.json)).toContain('-32602');
   });
 });
