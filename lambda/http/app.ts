@@ -52,8 +52,6 @@ function rpcError(status: number, code: number, message: string, headers: Record
   return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
 }
 
-export { isJsonContentType };
-
 export function createApp(deps: McpDeps, config: HttpConfig): App {
   const mcp = createMcpEndpoint(deps);
   const pup = createPupDoor(deps, config.pup ?? {});
