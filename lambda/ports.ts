@@ -69,6 +69,13 @@ export interface Store {
 
   /** Claims an inbound webhook-id for the replay window; false when it was already claimed. */
   claimReplayId(id: string, now: number): Promise<boolean>;
+
+  /**
+   * Operator-only (`dm-dot events`), read-only: every live event record, newest first, of one
+   * status when given. On DynamoDB it is the table's only Scan (paged, filtered to EVENT# items);
+   * no request or delivery path ever calls it.
+   */
+  listEvents(now: number, filter?: { status?: EventStatus }): Promise<EventRecord[]>;
 }
 
 /** What the delivery worker needs to send one event; `body` is the exact bytes of every attempt. */

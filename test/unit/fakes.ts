@@ -160,6 +160,14 @@ export class FakeStore implements Store {
     this.replayIds.set(id, now);
     return true;
   }
+
+  async listEvents(now: number, filter: { status?: EventRecord['status'] } = {}): Promise<EventRecord[]> {
+    await this.enter('listEvents', [now, filter]);
+    return [...this.events.values()]
+      .filter((e) => isLive(e.expiresAt, now) && (filter.status === undefined || e.status === filter.status))
+      .sort((a, b) => b.createdAt - a.createdAt)
+      .map(clone);
+  }
 }
 
 export class FakeQueue implements Queue {
