@@ -71,7 +71,8 @@ export function parse<O extends Options>(argv: string[], options: O, allowPositi
   try {
     return parseArgs({ args: argv, options: { ...COMMON_OPTIONS, ...options }, strict: true, allowPositionals });
   } catch (error) {
-    throw new UsageError(error instanceof Error ? error.message : String(error));
+    // Read .message without instanceof: parseArgs' errors may come from another realm (a test VM).
+    throw new UsageError((error as { message?: string } | null)?.message ?? String(error));
   }
 }
 
