@@ -22,7 +22,7 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { ErrorCodes, EVENT_NAME, Limits, Methods, SECRET_PREFIX, WebhookHeaders } from '../core/protocol';
 import { version } from '../version';
-import { integerOption, OperationError, parse, reach, redactor, serverTarget, TARGET_OPTIONS, type CliIo, type Command } from './common';
+import { integerOption, OperationError, parse, reach, redactor, serverTarget, TARGET_OPTIONS, withProgress, type CliIo, type Command } from './common';
 
 const HELP = `Usage: dm-dot dot [--port N] [--status N] [--delay MS] [--ttl MS] [--url URL] [--key KEY] [--json]
 
@@ -121,7 +121,7 @@ class Dot {
       });
     this.callbackUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}${PATH}`;
     try {
-      const granted = await this.subscribe();
+      const granted = await withProgress(this.io, 'subscribing (the server challenges this receiver first)', this.subscribe());
       this.status(`subscribed ${granted.id} for ${this.callbackUrl} (refresh before ${granted.refreshBefore}); waiting for messages, Ctrl-C to stop`);
       this.scheduleRefresh(granted.refreshBefore);
     } catch (error) {

@@ -6,6 +6,7 @@
  * Deliberately not here: any command's logic (one file each), and unexpected error text that
  * could hold a secret (it is scrubbed before it is printed).
  */
+import { getEventListeners } from 'node:events';
 import { createInterface } from 'node:readline/promises';
 import { version } from '../version';
 import { ExitCode, OperationError, redactor, UsageError, type CliIo, type Command } from './common';
@@ -69,8 +70,9 @@ export function processIo(): CliIo & { stdin(): Promise<string> } {
   const controller = new AbortController();
   let interrupts = 0;
   const onSignal = () => {
-    // The first Ctrl-C lets `dot` unsubscribe; a second one gives up at once.
-    if (++interrupts > 1) process.exit(130);
+    // A command that listens for the abort (dot unsubscribes, redrive --aws stops waiting) gets
+    // the first Ctrl-C; any other command, or a second Ctrl-C, ends the process at once.
+    if (++interrupts > 1 || getEventListeners(controller.signal, 'abort').length === 0) process.exit(130);
     controller.abort();
   };
   process.on('SIGINT', onSignal);
