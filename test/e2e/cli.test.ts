@@ -169,14 +169,15 @@ describe('dm-dot events and redrive', () => {
   it('a receiver answering 500 leaves a failed event in events; redrive delivers it after the receiver recovers', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-cli-'));
     cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
-    const s = await server({ DMDOT_RETRY_DELAYS: '0.2,0.2', DMDOT_DELIVERY_WAIT_MS: '500' }, { stateDir });
+    // The wait window (200 ms) ends well before the second attempt (1 s later): send says queued.
+    const s = await server({ DMDOT_RETRY_DELAYS: '1,1', DMDOT_DELIVERY_WAIT_MS: '200' }, { stateDir });
     const env = envOf(s);
     const receiver = await startReceiver((r) => (r.json?.type === 'verification' ? { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) } : { status: 500 }));
     cleanups.push(() => receiver.close());
     assert.ok((await rpc(s, 'events/subscribe', subscribeParams(receiver.url()))).body.result.id);
 
     const sent = await cli(['send', 'try me three times'], env);
-    assert.equal(sent.code, 0, sent.err);
+    assert.equal(sent.code, 0, sent.out + sent.err);
     const eventId = /^queued (evt_[0-9a-f]{32})/.exec(sent.out)?.[1];
     assert.ok(eventId, `a 500 leaves the event queued: ${sent.out}`);
     await waitFor('the dead letter', () => readdirSync(join(stateDir, 'dead-letter')).includes(`${eventId}.json`), 20_000);
@@ -187,7 +188,7 @@ describe('dm-dot events and redrive', () => {
     assert.equal(others.length, 0);
     assert.equal(row.eventId, eventId);
     assert.equal(row.status, 'failed');
-    assert.equal(row.attempts, 3, 'three attempts with DMDOT_RETRY_DELAYS=0.2,0.2');
+    assert.equal(row.attempts, 3, 'three attempts with DMDOT_RETRY_DELAYS=1,1');
     assert.equal(row.lastError, 'http_5xx');
     assert.equal(row.deliveredAt, null);
     const table = await cli(['events'], env);
