@@ -80,7 +80,8 @@ describe('local runtime', () => {
 
   it('npm run redrive (dm-dot redrive, server stopped) moves dead letters back; the next start delivers them with a new round', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-redrive-'));
-    const receiver = await startReceiver(echoing([410]));
+    // 400, not 410: a 410 also ends the subscription, and a redriven event is then dropped.
+    const receiver = await startReceiver(echoing([400]));
     try {
       const key = 'redrive-key-0123456789abcdef';
       const first = await startServer({}, { stateDir, key });
@@ -88,6 +89,8 @@ describe('local runtime', () => {
       const { body } = await rpc(first, 'tools/call', { name: 'send_to_dot', arguments: { message: 'refused once' } }, { 'mcp-name': 'send_to_dot' });
       assert.equal(body.result.structuredContent.status, 'failed');
       const eventId = body.result.structuredContent.eventId;
+      // The inline attempt settles the event; the worker's delayed copy files the dead letter.
+      await waitFor('the dead letter', () => readdirSync(join(stateDir, 'dead-letter')).includes(`${eventId}.json`));
       assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), [`${eventId}.json`]);
       assert.equal(await first.stop(), 0);
 
