@@ -138,6 +138,23 @@ describe('dm-dot dot and send', () => {
     assertNothingSecretPrinted(s);
   });
 
+  it('dot --status 410: send reports failed (exit 1) and the subscription is gone, the second way out of the lock-out', async () => {
+    const s = await server();
+    const env = envOf(s);
+    const dot = await startDot(['--status', '410'], env);
+    const sent = await cli(['send', 'are you there?'], env);
+    assert.equal(sent.code, 1, sent.out + sent.err);
+    assert.match(sent.out, /^failed evt_[0-9a-f]{32}: http_4xx\./);
+    await waitFor('the dot saw it', () => /answered 410 \(attempt 1\)/.test(dot.out()));
+    const show = await cli(['subscription', '--json'], env);
+    assert.deepEqual(JSON.parse(show.out), { subscription: null });
+    const failed = JSON.parse((await cli(['events', '--json'], env)).out);
+    assert.equal(failed[0].status, 'failed');
+    assert.equal(failed[0].lastError, 'http_4xx');
+    assert.equal(await dot.stop(), 0, 'unsubscribing what is already gone is fine');
+    assertNothingSecretPrinted(s);
+  });
+
   it('dot says clearly that the server must allow loopback callbacks', async () => {
     const s = await server({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: '' });
     const child = await cli(['dot', '--port', '0'], envOf(s));
