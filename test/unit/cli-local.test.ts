@@ -14,6 +14,7 @@ import { FileStore } from '../../lambda/adapters/file-store';
 import { main } from '../../lambda/cli/main';
 import type { CliIo } from '../../lambda/cli/common';
 import type { SubscriptionRecord } from '../../lambda/ports';
+import { API_KEY, BASE, buildApp } from './app-support';
 
 let stateDir: string;
 beforeEach(async () => {
@@ -127,5 +128,21 @@ describe('local CLI with a running server', () => {
     } finally {
       server.close();
     }
+  });
+});
+
+describe('the app the Lambdas run', () => {
+  it('has no admin routes: /admin/* is 404 even with the API key, and touches no storage', async () => {
+    const { app, store } = buildApp();
+    for (const [method, path] of [
+      ['GET', '/admin/events'],
+      ['GET', '/admin/subscription'],
+      ['DELETE', '/admin/subscription'],
+      ['POST', '/admin/redrive'],
+    ] as const) {
+      const response = await app.handle(new Request(`${BASE}${path}`, { method, headers: { authorization: `Bearer ${API_KEY}` } }));
+      expect(response.status).toBe(404);
+    }
+    expect(store.calls).toEqual([]);
   });
 });
