@@ -326,3 +326,31 @@ describe('--aws usage', () => {
     expect(result.err).toMatch(/--table needs --aws/);
   });
 });
+
+describe('the executable with --aws', () => {
+  it('builds its own clients from the environment (region, credentials, AWS_ENDPOINT_URL_DYNAMODB) like any AWS tool', async () => {
+    const { tableName, store } = await seededTable();
+    await store.putEvent(event(1, { status: 'dropped' }));
+    const { spawnSync } = await import('node:child_process');
+    const { join } = await import('node:path');
+    const root = join(__dirname, '..', '..');
+    const result = spawnSync(process.execPath, [join(root, 'lambda/cli/dm-dot.mjs'), 'events', '--aws', '--json'], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        AWS_REGION: 'us-east-1',
+        // DynamoDB Local keeps one database per access key and region: the same as the support client's.
+        AWS_ACCESS_KEY_ID: 'local',
+        AWS_SECRET_ACCESS_KEY: 'local',
+        AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint,
+        DMDOT_TABLE: tableName,
+      },
+    });
+    expect(result.stderr).not.toMatch(/dm-dot events:/);
+    expect(result.status).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual([expect.objectContaining({ eventId: event(1).eventId, status: 'dropped' })]);
+  }, 60_000);
+});
