@@ -34,7 +34,8 @@ export interface Operator {
   where: string;
   events(status?: EventStatus): Promise<EventView[]>;
   showSubscription(): Promise<SubscriptionView | null>;
-  clearSubscription(): Promise<{ cleared: boolean; id: string | null }>;
+  /** Clears only the subscription `id` (the one shown and confirmed). */
+  clearSubscription(id: string): Promise<{ cleared: boolean; id: string | null }>;
 }
 
 function storeOperator(store: Store, where: string): Operator {
@@ -42,7 +43,7 @@ function storeOperator(store: Store, where: string): Operator {
     where,
     events: (status) => listEventViews(store, Date.now(), status),
     showSubscription: () => showSubscription(store, Date.now()),
-    clearSubscription: () => clearSubscription(store, Date.now()),
+    clearSubscription: (id) => clearSubscription(store, Date.now(), id),
   };
 }
 
@@ -125,10 +126,11 @@ export async function localOperator(io: CliIo): Promise<Operator> {
       async () => (await call<{ subscription: SubscriptionView | null }>('GET', '/admin/subscription')).subscription,
       (op) => op.showSubscription(),
     ),
-    clearSubscription: viaServer(
-      () => call<{ cleared: boolean; id: string | null }>('DELETE', '/admin/subscription'),
-      (op) => op.clearSubscription(),
-    ),
+    clearSubscription: (id) =>
+      viaServer(
+        () => call<{ cleared: boolean; id: string | null }>('DELETE', `/admin/subscription?id=${encodeURIComponent(id)}`),
+        (op) => op.clearSubscription(id),
+      )(),
   };
 }
 

@@ -66,7 +66,7 @@ export const subscriptionCommand: Command = {
         return 1;
       }
     }
-    const result = await withProgress(io, 'clearing the subscription', operator.clearSubscription());
+    const result = await withProgress(io, 'clearing the subscription', operator.clearSubscription(current.id));
     if (values.json) io.out(`${JSON.stringify(result, null, 2)}\n`);
     if (!result.cleared) {
       // Between the read and the conditional delete, it expired or another callback took over.

@@ -94,13 +94,15 @@ export async function showSubscription(store: Store, now: number): Promise<Subsc
 }
 
 /**
- * Ends the live subscription so that another callback can subscribe at once. The delete is
- * conditional on the URL just read: a subscription that replaced it in between is left alone.
+ * Ends the live subscription so that another callback can subscribe at once. With `expectedId`
+ * (the one the operator was shown and confirmed) nothing else is ever deleted; and the delete is
+ * conditional on the URL just read, so a subscription that replaced it in between is left alone.
  * Its queued deliveries are dropped by the delivery worker (their subscription is gone).
  */
-export async function clearSubscription(store: Store, now: number): Promise<{ cleared: boolean; id: string | null }> {
+export async function clearSubscription(store: Store, now: number, expectedId?: string): Promise<{ cleared: boolean; id: string | null }> {
   const record = await store.getSubscription(now);
   if (!record) return { cleared: false, id: null };
+  if (expectedId !== undefined && record.id !== expectedId) return { cleared: false, id: record.id };
   const cleared = await store.deleteSubscription(record.url);
   return { cleared, id: record.id };
 }
@@ -168,7 +170,7 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
       }
       case '/admin/subscription': {
         if (method === 'GET') return answer(res, 200, { subscription: await showSubscription(deps.store, deps.now()) });
-        if (method === 'DELETE') return answer(res, 200, await clearSubscription(deps.store, deps.now()));
+        if (method === 'DELETE') return answer(res, 200, await clearSubscription(deps.store, deps.now(), url.searchParams.get('id') ?? undefined));
         return refuse(res, 405, 'method_not_allowed', 'Use GET or DELETE.', { allow: 'GET, DELETE' });
       }
       case '/admin/redrive': {

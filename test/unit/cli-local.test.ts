@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FileStore } from '../../lambda/adapters/file-store';
 import { main } from '../../lambda/cli/main';
+import { clearSubscription } from '../../lambda/local/admin';
 import type { CliIo } from '../../lambda/cli/common';
 import type { SubscriptionRecord } from '../../lambda/ports';
 import { API_KEY, BASE, buildApp } from './app-support';
@@ -144,5 +145,16 @@ describe('the app the Lambdas run', () => {
       expect(response.status).toBe(404);
     }
     expect(store.calls).toEqual([]);
+  });
+});
+
+describe('clearSubscription', () => {
+  it('clears only the subscription the operator confirmed', async () => {
+    await seed();
+    const store = await FileStore.open(stateDir);
+    await expect(clearSubscription(store, Date.now(), `sub_${'d'.repeat(32)}`)).resolves.toEqual({ cleared: false, id: record.id });
+    expect((await store.getSubscription(Date.now()))?.id).toBe(record.id);
+    await expect(clearSubscription(store, Date.now(), record.id)).resolves.toEqual({ cleared: true, id: record.id });
+    await expect(clearSubscription(store, Date.now(), record.id)).resolves.toEqual({ cleared: false, id: null });
   });
 });
