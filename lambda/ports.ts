@@ -103,6 +103,12 @@ export interface Store {
    * returned by that same failed write (ALL_OLD), for a retry to repeat byte for byte.
    */
   putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult>;
+  /**
+   * Operator-only (`dm-dot events`), read-only: every live event record, newest first, of one
+   * status when given. On DynamoDB it is the table's only Scan (paged, filtered to EVENT# items);
+   * no request or delivery path ever calls it.
+   */
+  listEvents(now: number, filter?: { status?: EventStatus }): Promise<EventRecord[]>;
 }
 
 /** An HTTP answer kept for retries of one inbound delivery: status and the exact body text. */

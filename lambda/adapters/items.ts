@@ -27,3 +27,8 @@ export function ttlOfSubscription(expiresAt: number): number {
 export function ttlOfEvent(expiresAt: number): number {
   return Math.ceil(expiresAt / 1000);
 }
+
+/** The order `Store.listEvents` returns: newest first, ties broken by id so the order is stable. */
+export function newestFirst<T extends { createdAt: number; eventId: string }>(events: T[]): T[] {
+  return events.sort((a, b) => b.createdAt - a.createdAt || (a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0));
+}

@@ -353,6 +353,35 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         for (const result of results) if (!result.stored) expect(result.answer).toStrictEqual(winning);
       });
     });
+
+    describe('listEvents (operator-only, read-only)', () => {
+      const id = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
+
+      it('returns only live event records, newest first, and filters by status', async () => {
+        await store.putSubscription(subscription(), T0);
+        await store.markVerified('some-key', T0);
+        await store.claimReplayId('msg_1', T0);
+        await store.putEvent(event({ eventId: id(1), createdAt: T0 }));
+        await store.putEvent(event({ eventId: id(2), createdAt: T0 + 2 * SECOND, status: 'failed', attempts: 6, lastError: 'http_5xx' }));
+        await store.putEvent(event({ eventId: id(3), createdAt: T0 + SECOND, status: 'delivered', deliveredAt: T0 + SECOND }));
+        // Past its own expiry at T0 + 1 h (TTL may not have removed it yet): never listed.
+        await store.putEvent(event({ eventId: id(4), createdAt: T0, expiresAt: T0 + HOUR }));
+
+        const all = await store.listEvents(T0 + HOUR);
+        expect(all.map((e) => e.eventId)).toEqual([id(2), id(3), id(1)]);
+        expect(all[0]).toStrictEqual(event({ eventId: id(2), createdAt: T0 + 2 * SECOND, status: 'failed', attempts: 6, lastError: 'http_5xx' }));
+        expect((await store.listEvents(T0 + HOUR, { status: 'failed' })).map((e) => e.eventId)).toEqual([id(2)]);
+        expect(await store.listEvents(T0 + HOUR, { status: 'dropped' })).toEqual([]);
+        expect((await store.listEvents(T0)).map((e) => e.eventId)).toEqual([id(2), id(3), id(1), id(4)]);
+      });
+
+      it('changes nothing it reads', async () => {
+        await store.putEvent(event({ eventId: id(1) }));
+        const before = await store.getEvent(id(1), T0);
+        await store.listEvents(T0);
+        await expect(store.getEvent(id(1), T0)).resolves.toStrictEqual(before);
+      });
+    });
   });
 }
 

@@ -187,6 +187,14 @@ export class FakeStore implements Store {
     this.inboundAnswers.set(deliveryId, { answer: clone(answer), expiresAt: now + Limits.pupEventAnswerMs });
     return { stored: true };
   }
+
+  async listEvents(now: number, filter: { status?: EventRecord['status'] } = {}): Promise<EventRecord[]> {
+    await this.enter('listEvents', [now, filter]);
+    return [...this.events.values()]
+      .filter((e) => isLive(e.expiresAt, now) && (filter.status === undefined || e.status === filter.status))
+      .sort((a, b) => b.createdAt - a.createdAt)
+      .map(clone);
+  }
 }
 
 export class FakeQueue implements Queue {
