@@ -118,7 +118,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('npm run redrive moves dead letters back; the next start delivers them with a new round', async () => {
+  it('npm run redrive (dm-dot redrive, server stopped) moves dead letters back; the next start delivers them with a new round', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-redrive-'));
     // 404: permanent, and unlike 410 it leaves the subscription in place for the redriven round.
     const receiver = await startReceiver(echoing([404]));
@@ -135,8 +135,8 @@ describe('local runtime', () => {
       await waitFor('queue drained', () => readdirSync(join(stateDir, 'queue')).length === 0);
       assert.equal(await first.stop(), 0);
 
-      const out = execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'lambda/local/redrive.ts')], { cwd: ROOT, env: { ...process.env, DMDOT_STATE_DIR: stateDir } }).toString();
-      assert.match(out, /moved 1 dead letter/);
+      const out = execFileSync(process.execPath, [join(ROOT, 'lambda/cli/dm-dot.mjs'), 'redrive'], { cwd: ROOT, env: { ...process.env, DMDOT_STATE_DIR: stateDir } }).toString();
+      assert.match(out, /moved 1 dead letter/i);
       assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), []);
 
       const second = await startServer({}, { stateDir, key });
