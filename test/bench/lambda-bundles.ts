@@ -14,10 +14,12 @@
  * any assertion (callers decide what a number means).
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build, type BuildOptions, type Metafile } from 'esbuild';
 import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, esbuildOptionsOf, type LambdaBundle } from '../../lib/bundling';
+import type { FakeSecretsManager } from '../integration/support/fake-secrets-manager';
 import { eventFromRequest } from '../support/apigw';
 
 export const ROOT = BUNDLE_ROOT;
@@ -161,6 +163,18 @@ export function lambdaRuntimeEnvironment(functionName: string, awsEndpoint: stri
     AWS_ENDPOINT_URL: awsEndpoint,
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
   };
+}
+
+/**
+ * Gives the fake Secrets Manager every secret the MCP function reads at init, as the stack's
+ * secrets hold them: the API key, and the pup signing secrets (JSON) when the function names them.
+ */
+export function seedDeployedSecrets(secrets: FakeSecretsManager, mcpEnvironment: Record<string, string>, apiKey: string): void {
+  const keyArn = mcpEnvironment.API_KEY_SECRET_ARN;
+  if (!keyArn) throw new Error('the MCP function has no API_KEY_SECRET_ARN');
+  secrets.setSecret(apiKey, keyArn);
+  const pupArn = mcpEnvironment.PUP_SECRET_ARN;
+  if (pupArn) secrets.setSecret(JSON.stringify({ secrets: [`whsec_${randomBytes(32).toString('base64')}`] }), pupArn);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ import {
   inputsMatching,
   lambdaRuntimeEnvironment,
   node22Binary,
+  seedDeployedSecrets,
   stackEnvironments as synthesizeEnvironments,
   toolNames,
   toolsListEvent,
@@ -758,7 +759,7 @@ async function benchBundles(): Promise<void> {
   const apiKey = randomBytes(24).toString('base64url');
   const secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN);
   cleanups.push(() => secrets.stop());
-  secrets.setSecret(apiKey);
+  seedDeployedSecrets(secrets, environments.mcp, apiKey);
   const mcpEnv = { ...lambdaRuntimeEnvironment('dm-dot-mcp', secrets.endpoint), ...environments.mcp };
   const deliveryEnv = { ...lambdaRuntimeEnvironment('dm-dot-delivery', secrets.endpoint), ...environments.delivery };
   const event = await toolsListEvent(apiKey);

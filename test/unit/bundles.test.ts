@@ -24,6 +24,7 @@ import {
   inputsMatching,
   lambdaRuntimeEnvironment,
   node22Binary,
+  seedDeployedSecrets,
   stackEnvironments,
   toolNames,
   toolsListEvent,
@@ -160,7 +161,7 @@ describe('the bundles start as Lambda starts them', () => {
 
   beforeAll(async () => {
     secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN);
-    secrets.setSecret(apiKey);
+    seedDeployedSecrets(secrets, environments.mcp, apiKey);
   });
   afterAll(() => secrets?.stop());
 
