@@ -16,6 +16,11 @@
  *   run time (no elicitation, no `fromJsonSchema`); the alias only keeps ajv's code out of the
  *   bundle. The SDK is pinned to an exact version in package.json, and test/unit/bundles.test.ts
  *   fails if the alias stops matching the SDK's shim or ajv comes back.
+ * - The AWS SDK's default credential chain is aliased to lambda/handlers/env-credentials.ts, the
+ *   environment only, which is where Lambda puts the execution role's credentials (and where
+ *   `clientOptions()` reads them explicitly). The clients import the chain statically, so only an
+ *   alias keeps its SSO, INI, process, web identity and metadata providers (and their STS and SSO
+ *   clients) out of both bundles.
  *
  * Deliberately not here: anything of CDK (this module is imported by the bench and by tests, which
  * must not load aws-cdk-lib), the asset's `package.json` (handler-function.ts writes it; the bench
