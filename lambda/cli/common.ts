@@ -35,6 +35,8 @@ export interface CliIo {
 export interface AwsClients {
   dynamodb?: import('@aws-sdk/client-dynamodb').DynamoDBClient;
   sqs?: import('@aws-sdk/client-sqs').SQSClient;
+  /** Reads the stack's outputs for `--stack` (DescribeStacks). */
+  cloudformation?: Pick<import('@aws-sdk/client-cloudformation').CloudFormationClient, 'send'>;
 }
 
 export interface Command {

@@ -11,6 +11,7 @@
  * Deliberately not here: the operations themselves (lambda/local/admin.ts, shared with the
  * server's admin routes), and redrive (lambda/cli/redrive.ts: local files vs SQS).
  */
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -157,7 +158,7 @@ export async function awsResources(values: AwsFlags, io: CliIo, need: readonly (
   const missing = need.filter((n) => !resources[n]);
   if (missing.length === 0) return resources;
   const stack = values.stack ?? (io.env.DMDOT_STACK || 'DmDot');
-  const outputs = await stackOutputs(stack, resources.region);
+  const outputs = await stackOutputs(io, stack, resources.region);
   const fromOutput: Record<(typeof need)[number], string> = { table: 'TableName', queueUrl: 'DeliveryQueueUrl', deadLetterQueueUrl: 'DeadLetterQueueUrl' };
   for (const name of missing) {
     const value = outputs[fromOutput[name]];
@@ -172,31 +173,20 @@ function flagOf(name: 'table' | 'queueUrl' | 'deadLetterQueueUrl'): string {
 }
 
 /**
- * DescribeStacks outputs. The CloudFormation client is not a dependency of dm-dot (the Lambdas
- * never need it): it is loaded only here, and its absence is explained instead of crashing.
+ * DescribeStacks outputs. The operator's own credentials and region; the Lambdas never read them
+ * (the CloudFormation client is a dependency of the CLI only, and no handler imports this module).
  */
-async function stackOutputs(stack: string, region: string | undefined): Promise<Record<string, string>> {
-  // A variable specifier keeps TypeScript and the Lambda bundler from resolving the optional package.
-  const specifier = '@aws-sdk/client-cloudformation';
-  let cfn: any;
+async function stackOutputs(io: CliIo, stack: string, region: string | undefined): Promise<Record<string, string>> {
+  const client = io.aws?.cloudformation ?? new CloudFormationClient(region ? { region } : {});
   try {
-    cfn = await import(specifier);
-  } catch {
-    throw new UsageError(
-      `reading the outputs of stack ${stack} needs the package ${specifier}, which is not installed; ` +
-        'pass --table, --queue-url and --dlq-url (or DMDOT_TABLE, DMDOT_QUEUE_URL, DMDOT_DLQ_URL) with the values of the stack outputs instead',
-    );
-  }
-  const client = new cfn.CloudFormationClient(region ? { region } : {});
-  try {
-    const result = await client.send(new cfn.DescribeStacksCommand({ StackName: stack }));
+    const result = await client.send(new DescribeStacksCommand({ StackName: stack }));
     const outputs: Record<string, string> = {};
     for (const output of result.Stacks?.[0]?.Outputs ?? []) if (output.OutputKey && output.OutputValue) outputs[output.OutputKey] = output.OutputValue;
     return outputs;
   } catch (error) {
     throw new OperationError(`could not read stack ${stack}: ${(error as Error).name ?? 'error'}: ${(error as Error).message}`);
   } finally {
-    client.destroy?.();
+    if (!io.aws?.cloudformation) (client as CloudFormationClient).destroy();
   }
 }
 

@@ -304,19 +304,26 @@ describe('dm-dot redrive --aws', () => {
 });
 
 describe('--aws usage', () => {
-  // Once the package is added, --stack reads real stack outputs (DescribeStacks): nothing to run offline.
-  const hasCloudFormation = (() => {
-    try {
-      require.resolve('@aws-sdk/client-cloudformation');
-      return true;
-    } catch {
-      return false;
-    }
-  })();
-  (hasCloudFormation ? it.skip : it)('--stack needs @aws-sdk/client-cloudformation, which dm-dot does not install: exit 2 naming the way out', async () => {
-    const result = await run(['events', '--aws', '--stack', 'DmDot'], {});
-    expect(result.code).toBe(2);
-    expect(result.err).toMatch(/@aws-sdk\/client-cloudformation/);
+  it('--stack reads the table from the stack outputs (DescribeStacks) and names the stack it asked', async () => {
+    const asked: unknown[] = [];
+    const cloudformation = {
+      send: async (command: { input: unknown }) => {
+        asked.push(command.input);
+        return { Stacks: [{ Outputs: [{ OutputKey: 'TableName', OutputValue: 'no-such-table-here' }, { OutputKey: 'DeliveryQueueUrl', OutputValue: fauxqs.queueUrl }] }] };
+      },
+    } as unknown as AwsClients['cloudformation'];
+    const result = await run(['events', '--aws', '--stack', 'MyDot'], { dynamodb: dynamo.client, cloudformation });
+    expect(asked).toEqual([{ StackName: 'MyDot' }]);
+    // The table named by the output was used: DynamoDB Local has no such table.
+    expect(result.code).toBe(1);
+    expect(result.err).toMatch(/no-such-table-here|ResourceNotFound/);
+  });
+
+  it('--stack without the output it needs is exit 1 naming the output and the flag to pass instead', async () => {
+    const cloudformation = { send: async () => ({ Stacks: [{ Outputs: [] }] }) } as unknown as AwsClients['cloudformation'];
+    const result = await run(['events', '--aws', '--stack', 'OldDot'], { cloudformation });
+    expect(result.code).toBe(1);
+    expect(result.err).toMatch(/no output TableName/);
     expect(result.err).toMatch(/--table/);
   });
 
