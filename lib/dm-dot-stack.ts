@@ -173,8 +173,8 @@ export class DmDotStack extends Stack {
       DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),
       ...(settings.pupManifestJson === undefined ? {} : { PUP_MANIFEST_JSON: settings.pupManifestJson }),
     };
-    // NODE_OPTIONS is what HandlerFunction adds; counted here so the check sees the whole environment.
-    assertEnvironmentFits('MCP', { ...mcpEnvironment, NODE_OPTIONS: '--enable-source-maps' }, {
+    // HandlerFunction adds nothing to it (source maps are no longer loaded at run time).
+    assertEnvironmentFits('MCP', mcpEnvironment, {
       PUP_MANIFEST_JSON: 'pupManifestFile',
       DMDOT_ALLOWED_ORIGINS: 'allowedOrigins',
     });
