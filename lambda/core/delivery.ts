@@ -174,14 +174,17 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob, opti
   const httpStatus = response.kind === 'response' ? response.status : null;
   const verdict = classify(response, doneAt);
   if (verdict.kind === 'delivered') {
-    const recorded = await deps.store.updateEvent(
-      job.eventId,
-      { status: EventStatus.delivered, attempts: attempt, deliveredAt: doneAt, lastHttpStatus: httpStatus, lastError: null },
-      expected,
-    );
-    if (!recorded) return { action: 'done', status: 'duplicate' };
-    await deps.store.recordDeliveryOutcome(subscription.id, { deliveredAt: doneAt, error: null });
-    return { action: 'done', status: 'delivered' };
+    // Both writes at once: the send_to_dot answer waits for them. The subscription's delivery
+    // status holds even when this copy loses the race below, since the dot did answer 2xx.
+    const [recorded] = await Promise.all([
+      deps.store.updateEvent(
+        job.eventId,
+        { status: EventStatus.delivered, attempts: attempt, deliveredAt: doneAt, lastHttpStatus: httpStatus, lastError: null },
+        expected,
+      ),
+      deps.store.recordDeliveryOutcome(subscription.id, { deliveredAt: doneAt, error: null }),
+    ]);
+    return { action: 'done', status: recorded ? 'delivered' : 'duplicate' };
   }
   const delayMs = verdict.kind === 'transient' ? nextDelayMs(deps.retryDelaysS, attempt, verdict.retryAfterMs) : undefined;
   if (delayMs === undefined) {
