@@ -29,7 +29,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
-import { QueueAttributes, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
+import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
 import { parseRetryDelays } from '../config';
 import { attemptDelivery, type DeliveryDeps } from '../core/delivery';
 import { EVENT_ID_PREFIX, EventStatus, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
@@ -39,7 +39,8 @@ import { clientOptions, loopbackAllowed, required } from './aws';
 
 /** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
 export interface DeliveryQueue {
-  changeVisibility(receiptHandle: string, delaySeconds: number): Promise<void>;
+  /** `receivedAt`: when SQS received the record (receivedAtOf), so the delay fits SQS's 12 hours. */
+  changeVisibility(receiptHandle: string, delaySeconds: number, receivedAt?: number): Promise<void>;
   sendToDeadLetter(message: DeadLetterMessage, reason: string): Promise<void>;
 }
 
@@ -87,7 +88,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   const receiveLimit = deps.delivery.retryDelaysS.length + 1 + 2;
 
   /** True when SQS must keep the record (listed in batchItemFailures). */
-  async function processRecord(record: SQSRecord): Promise<boolean> {
+  async function processRecord(record: SQSRecord, invokedAt: number): Promise<boolean> {
     const attributes = stringAttributesOf(record);
     const message: DeadLetterMessage = { body: record.body, attributes };
     const job = jobOf(record, attributes);
@@ -106,7 +107,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
           return false;
         case 'retry': {
           const delayS = Math.ceil(decision.delayMs / 1000);
-          await queue.changeVisibility(record.receiptHandle, delayS);
+          await queue.changeVisibility(record.receiptHandle, delayS, receivedAtOf(record.attributes, invokedAt));
           log.info('delivery_retry', { ...ids, attempt: decision.attempt, reason: decision.reason, delayS });
           return true;
         }
@@ -141,9 +142,11 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
 
   return async (event) => {
     const records = event.Records ?? [];
+    // Wall clock, not deps.clock: SQS's receive times are wall-clock epoch milliseconds.
+    const invokedAt = Date.now();
     const keep = await Promise.all(
       records.map((record) =>
-        processRecord(record).catch((error: unknown) => {
+        processRecord(record, invokedAt).catch((error: unknown) => {
           // Only a failed dead-letter send of a malformed record gets here; keep it for next time.
           log.error('delivery_worker_error', { messageId: record.messageId, cause: errorName(error) });
           return true;

@@ -6,7 +6,7 @@
 import { App } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
-import { DEFAULTS, type ContextKey, readSettings } from '../../lib/settings';
+import { DEFAULTS, MAX_RETRY_DELAY_S, type ContextKey, readSettings } from '../../lib/settings';
 import { type Json, type Synthesized, cdkJson, cdkJsonContext, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
 
 const settingsWith = (context: Record<string, unknown>) => readSettings(new App({ context }).node);
@@ -158,10 +158,10 @@ describe('non-default settings in the template', () => {
   });
 
   test('long retry schedules get a main queue retention that outlasts them', () => {
-    const long = synthesize({ bundle: false, context: { retryDelays: Array.from({ length: 20 }, () => '43200').join(',') } });
+    const long = synthesize({ bundle: false, context: { retryDelays: Array.from({ length: 20 }, () => String(MAX_RETRY_DELAY_S)).join(',') } });
     try {
       const queue = resource(long.template, 'AWS::SQS::Queue', 'DeliveryQueue').Properties;
-      expect(queue.MessageRetentionPeriod).toBeGreaterThan(20 * 43_200);
+      expect(queue.MessageRetentionPeriod).toBeGreaterThan(20 * MAX_RETRY_DELAY_S);
       expect(queue.MessageRetentionPeriod).toBeLessThanOrEqual(14 * 86_400);
       expect(queue.RedrivePolicy.maxReceiveCount).toBe(23);
     } finally {
