@@ -91,6 +91,8 @@ export interface WebhookRequest {
   url: string;
   headers: Record<string, string>;
   body: Uint8Array;
+  /** A deadline shorter than the guard's 5 s for this request (never longer). */
+  timeoutMs?: number;
 }
 
 /** Why an outbound request produced no usable response. Never carries endpoint text. */
