@@ -20,6 +20,13 @@
  * `reason` attribute came back from the DLQ (an operator's redrive): its failed event gets a new
  * round of the retry schedule.
  *
+ * Deadlines (issue 9 item 2): an invocation runs under a deadline 1 s before the Lambda's own
+ * timeout (aws.ts deliveryDeadline, from the context's remaining time). Every DynamoDB and SQS call
+ * carries what is left, so a stalled table fails the records it holds up (they stay in SQS for a
+ * later receive) and the batch still answers: a timed-out invocation would make SQS redeliver the
+ * whole batch, POSTs that succeeded included. A POST only starts with time left to record its
+ * outcome (DELIVERY_RECORD_RESERVE_MS), so a POST that succeeds is rarely sent again.
+ *
  * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size: this module and
  * everything it imports stay small, a test walks the import graph), the retry decision
  * (core/delivery.ts), and the environment (delivery.ts).
@@ -27,6 +34,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { runWithDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
@@ -35,7 +43,7 @@ import { attemptDelivery, type DeliveryDeps } from '../core/delivery';
 import { EVENT_ID_PREFIX, EventStatus, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
 import { createLogger, type Logger } from '../log';
 import { systemClock, type Clock, type DeliveryJob, type WebhookClient } from '../ports';
-import { clientOptions, loopbackAllowed, required } from './aws';
+import { clientOptions, DELIVERY_RECORD_RESERVE_MS, deliveryDeadline, loopbackAllowed, required, webhookWithinDeadline } from './aws';
 
 /** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
 export interface DeliveryQueue {
@@ -50,7 +58,12 @@ export interface DeliveryLambdaDeps {
   log: Logger;
 }
 
-export type DeliveryLambda = (event: SQSEvent) => Promise<SQSBatchResponse>;
+/** The part of the Lambda context the worker reads. */
+export interface InvocationContext {
+  getRemainingTimeInMillis(): number;
+}
+
+export type DeliveryLambda = (event: SQSEvent, context?: InvocationContext) => Promise<SQSBatchResponse>;
 
 const EVENT_ID = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
 const SUBSCRIPTION_ID = new RegExp(`^${SUBSCRIPTION_ID_PREFIX}[0-9a-f]{32}$`);
@@ -140,7 +153,12 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
     }
   }
 
-  return async (event) => {
+  return async (event, context) => {
+    const startedAt = Date.now();
+    return runWithDeadline(deliveryDeadline(startedAt, context?.getRemainingTimeInMillis()), () => processBatch(event));
+  };
+
+  async function processBatch(event: SQSEvent): Promise<SQSBatchResponse> {
     const records = event.Records ?? [];
     // Wall clock, not deps.clock: SQS's receive times are wall-clock epoch milliseconds.
     const invokedAt = Date.now();
@@ -154,7 +172,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
       ),
     );
     return { batchItemFailures: records.filter((_, i) => keep[i]).map((record) => ({ itemIdentifier: record.messageId })) };
-  };
+  }
 }
 
 export interface DeliveryAwsClients {
@@ -180,10 +198,13 @@ export function deliveryLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: D
   const retryDelaysS = parseRetryDelays(env.DMDOT_RETRY_DELAYS);
   const store = new DynamoDbStore({ client: clients.dynamodb, tableName: required(env, 'TABLE_NAME') });
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: required(env, 'QUEUE_URL'), deadLetterQueueUrl: required(env, 'DEAD_LETTER_QUEUE_URL') });
+  // Every call of these clients carries the invocation deadline (a no-op when already applied).
+  withDeadlines(clients.dynamodb);
+  withDeadlines(clients.sqs);
   return createDeliveryLambda({
     delivery: {
       store,
-      webhook: overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: loopbackAllowed(env) }),
+      webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: loopbackAllowed(env) }), DELIVERY_RECORD_RESERVE_MS),
       clock: overrides.clock ?? systemClock,
       retryDelaysS,
     },

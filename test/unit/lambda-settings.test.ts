@@ -33,8 +33,8 @@ test('the Delivery Lambda needs the dead-letter queue URL and a valid retry sche
   expect(typeof deliveryLambdaFromEnvironment(env, noClients)).toBe('function');
 });
 
-test('every AWS client gets bounded timeouts', () => {
-  expect(clientOptions()).toEqual({ maxAttempts: 2, requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 } });
+test('every AWS client gets bounded timeouts that throw (not only warn) when they pass', () => {
+  expect(clientOptions()).toEqual({ maxAttempts: 3, requestHandler: { connectionTimeout: 1_000, requestTimeout: 2_000, throwOnRequestTimeout: true } });
 });
 
 describe('TTL policy settings', () => {
