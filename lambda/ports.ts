@@ -33,9 +33,25 @@ export interface EventRecord {
   createdAt: number;
   deliveredAt?: number;
   expiresAt: number;
+  /**
+   * A lease: the delivery worker makes no attempt before this time (epoch ms). Set while the MCP
+   * side makes the inline first attempt, and after each transient failure to the time the next
+   * attempt is due, so the schedule holds whichever copy of the job comes first.
+   */
+  notBefore?: number;
 }
 
-export type EventPatch = Partial<Pick<EventRecord, 'status' | 'attempts' | 'lastError' | 'lastHttpStatus' | 'deliveredAt'>>;
+export type EventPatch = Partial<Pick<EventRecord, 'status' | 'attempts' | 'lastError' | 'lastHttpStatus' | 'deliveredAt' | 'notBefore'>>;
+
+/**
+ * What an event update expects to find: the status it moves from and, where a second receipt of
+ * the same job could race it, the attempt count it read. Two workers can then never both commit
+ * an outcome for one attempt, and `failed` can never overwrite `delivered`.
+ */
+export interface EventExpectation {
+  status: EventStatus;
+  attempts?: number;
+}
 
 export type PutSubscriptionResult =
   | { ok: true }
@@ -62,7 +78,17 @@ export interface Store {
   /** Creates an event record; fails if one with this id exists. */
   putEvent(record: EventRecord): Promise<void>;
   getEvent(eventId: string, now: number): Promise<EventRecord | undefined>;
-  updateEvent(eventId: string, patch: EventPatch): Promise<void>;
+  /**
+   * Applies the patch to a live record, only if it matches `expected` when given. True when the
+   * patch was written; false when the record is absent or expired or the expectation failed.
+   */
+  updateEvent(eventId: string, patch: EventPatch, expected?: EventExpectation): Promise<boolean>;
+  /**
+   * Writes the record unless a live one with this id exists (an expired one is replaced). Used by
+   * the worker for a job whose record expired (a dead letter redriven late): the job is still in
+   * play, so its record is restored instead of the job looping without one. True when written.
+   */
+  restoreEvent(record: EventRecord): Promise<boolean>;
 
   isVerified(key: string, now: number): Promise<boolean>;
   markVerified(key: string, now: number): Promise<void>;
@@ -83,15 +109,20 @@ export interface DeliveryJob {
   redriven?: boolean;
 }
 
+export interface EnqueueOptions {
+  /** The job becomes visible to the worker after this long (SQS DelaySeconds, rounded up). */
+  delayMs?: number;
+}
+
 export interface Queue {
-  enqueue(job: DeliveryJob): Promise<void>;
+  enqueue(job: DeliveryJob, options?: EnqueueOptions): Promise<void>;
 }
 
 export interface WebhookRequest {
   url: string;
   headers: Record<string, string>;
   body: Uint8Array;
-  /** A deadline shorter than the guard's 5 s for this request (never longer). */
+  /** A deadline shorter than the guard's 5 s (the inline attempt's wait window); never longer. */
   timeoutMs?: number;
 }
 

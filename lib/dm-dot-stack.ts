@@ -6,18 +6,21 @@
  *
  * Grants are the narrowest that match what each handler does:
  *   MCP function      table Get/Put/Update/Delete, the table key, SendMessage on the delivery
- *                     queue, read of the API key secret. Nothing on the dead-letter queue.
- *   delivery function table Get/Put/Update, the table key, consume the delivery queue (event
+ *                     queue, read of the API key secret and of pup's signing secrets. Nothing on
+ *                     the dead-letter queue.
+ *   delivery function table Get/Update/Delete (Delete: a 410 ends the subscription; it never
+ *                     creates an item, so no Put), the table key, consume the delivery queue (event
  *                     source), SendMessage on the dead-letter queue. No secret.
  *
- * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (SPEC 7, local runtime only), the API key
- * value (Secrets Manager generates it; it never appears in the template), cross-region or
- * multi-account concerns (the stack is environment-agnostic).
+ * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (SPEC 7, local runtime only), any secret
+ * value (Secrets Manager generates the API key and holds pup's secrets; none appears in the
+ * template), cross-region or multi-account concerns (the stack is environment-agnostic).
  */
 import { CfnOutput, Duration, Fn, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
@@ -25,8 +28,11 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../lambda/core/delivery';
+import { DmDotDashboard } from './dashboard';
 import { HandlerFunction } from './handler-function';
 import { McpHttpApi } from './http-api';
+import { assertEnvironmentFits } from './lambda-environment';
 import type { DmDotSettings } from './settings';
 
 export interface DmDotStackProps extends StackProps {
@@ -44,8 +50,6 @@ export const Sizing = {
   /** AWS's guidance for an SQS event source: visibility timeout of at least 6x the function timeout. */
   visibilityTimeoutFactor: 6,
   batchSize: 10,
-  /** maxReceiveCount = attempts + 2: a safety net above the handler's own dead-lettering (SPEC 6.2). */
-  redriveMargin: 2,
   deadLetterRetention: Duration.days(14),
   /** Generated API key: 48 letters and digits, about 285 bits. */
   apiKeyLength: 48,
@@ -53,8 +57,23 @@ export const Sizing = {
 
 const DYNAMODB_ACTIONS = {
   mcp: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
-  delivery: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+  delivery: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
 } as const;
+
+/**
+ * SQS's own redrive (maxReceiveCount) sits RECEIVE_LIMIT_AWS_MARGIN receives above the receive on
+ * which the worker dead-letters a message itself, with a reason (both from lambda/core/delivery.ts).
+ * Receives that never reach the handler (throttled invocations, a crash before it runs) still count,
+ * and AWS recommends a maxReceiveCount of at least 5 so that throttling alone does not move messages
+ * to the dead-letter queue
+ * (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html, "maxReceiveCount").
+ */
+export function redriveMaxReceiveCount(retryDelaysS: readonly number[]): number {
+  return receiveLimit(retryDelaysS) + RECEIVE_LIMIT_AWS_MARGIN;
+}
+
+/** The pup secret before the operator configures it: parses as "no secrets" (the POST routes answer 503). */
+export const PUP_SECRET_TEMPLATE = '{"secrets":[]}';
 
 /** The key permissions aws-cdk-lib's `grantReadWriteData` gives for a customer-managed table key. */
 const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'];
@@ -64,10 +83,13 @@ export class DmDotStack extends Stack {
   readonly queue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
   readonly apiKeySecret: secretsmanager.Secret;
+  readonly pupSecret: secretsmanager.Secret;
   readonly mcp: HandlerFunction;
   readonly delivery: HandlerFunction;
   readonly http: McpHttpApi;
   readonly alarms: cloudwatch.Alarm[];
+  readonly alarmTopic?: sns.Topic;
+  readonly dashboard: DmDotDashboard;
 
   constructor(scope: Construct, id: string, props: DmDotStackProps) {
     super(scope, id, {
@@ -75,7 +97,6 @@ export class DmDotStack extends Stack {
       ...props,
     });
     const { settings } = props;
-    const attempts = settings.retryDelaysS.length + 1;
 
     // --- Storage: one table, encrypted with a key of our own (it holds the dots' signing secrets).
     const tableKey = new kms.Key(this, 'TableKey', {
@@ -105,7 +126,7 @@ export class DmDotStack extends Stack {
       enforceSSL: true,
       visibilityTimeout: Duration.seconds(Sizing.deliveryTimeout.toSeconds() * Sizing.visibilityTimeoutFactor),
       retentionPeriod: mainQueueRetention(settings.retryDelaysS),
-      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: attempts + Sizing.redriveMargin },
+      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: redriveMaxReceiveCount(settings.retryDelaysS) },
     });
 
     // --- The API key: generated by Secrets Manager, so no value ever passes through the template.
@@ -124,22 +145,46 @@ export class DmDotStack extends Stack {
         'subscription id (SPEC 4.2), and the dot has to be reconnected with the new URL. The README documents the steps.',
     });
 
+    // --- pup's signing secrets (SPEC 8). Created holding no secret: the JSON template parses as an
+    // empty list (the generated `unused` key is random filler Secrets Manager requires), so the pup
+    // POST routes answer 503 until the operator puts the secrets in (README "Using dm-dot from pup").
+    this.pupSecret = new secretsmanager.Secret(this, 'PupSigningSecrets', {
+      description: 'dm-dot: pup signing secrets as {"secrets":[current, previous]}, each a whsec_ string from pup',
+      generateSecretString: { secretStringTemplate: PUP_SECRET_TEMPLATE, generateStringKey: 'unused' },
+    });
+    Validations.of(this.pupSecret).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason:
+        'pup issues these signing secrets, not AWS: a rotation is the operator putting the new value from pup into ' +
+        'the secret (with the previous one kept for the 10-minute overlap, SPEC 8). A rotation Lambda could not ask pup for one.',
+    });
+
     // --- Functions.
+    const mcpEnvironment: Record<string, string> = {
+      TABLE_NAME: this.table.tableName,
+      QUEUE_URL: this.queue.queueUrl,
+      API_KEY_SECRET_ARN: this.apiKeySecret.secretArn,
+      PUP_SECRET_ARN: this.pupSecret.secretArn,
+      DMDOT_DELIVERY_WAIT_MS: String(settings.deliveryWaitMs),
+      // The inline first attempt times attempt 2 from the schedule (SPEC 6.2 step 3).
+      DMDOT_RETRY_DELAYS: settings.retryDelaysS.join(','),
+      DMDOT_TTL_DEFAULT_MS: String(settings.ttlDefaultMs),
+      DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),
+      DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),
+      ...(settings.pupManifestJson === undefined ? {} : { PUP_MANIFEST_JSON: settings.pupManifestJson }),
+    };
+    // NODE_OPTIONS is what HandlerFunction adds; counted here so the check sees the whole environment.
+    assertEnvironmentFits('MCP', { ...mcpEnvironment, NODE_OPTIONS: '--enable-source-maps' }, {
+      PUP_MANIFEST_JSON: 'pupManifestFile',
+      DMDOT_ALLOWED_ORIGINS: 'allowedOrigins',
+    });
     this.mcp = new HandlerFunction(this, 'Mcp', {
       entry: 'lambda/handlers/mcp.ts',
       description: 'dm-dot: MCP endpoint, send_to_dot and MCP Events subscriptions',
       memorySize: Sizing.mcpMemoryMiB,
       timeout: Sizing.mcpTimeout,
       logRetention: settings.logRetention,
-      environment: {
-        TABLE_NAME: this.table.tableName,
-        QUEUE_URL: this.queue.queueUrl,
-        API_KEY_SECRET_ARN: this.apiKeySecret.secretArn,
-        DMDOT_DELIVERY_WAIT_MS: String(settings.deliveryWaitMs),
-        DMDOT_TTL_DEFAULT_MS: String(settings.ttlDefaultMs),
-        DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),
-        DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),
-      },
+      environment: mcpEnvironment,
     });
     this.delivery = new HandlerFunction(this, 'Delivery', {
       entry: 'lambda/handlers/delivery.ts',
@@ -155,8 +200,15 @@ export class DmDotStack extends Stack {
         DMDOT_RETRY_DELAYS: settings.retryDelaysS.join(','),
       },
     });
+    // maxConcurrency caps the delivery instances at once, and so the POSTs in flight at the one dot
+    // (each instance sends its batch concurrently) and the account concurrency the MCP function has
+    // to share; SQS event sources accept 2..1000 (lib/settings.ts).
     this.delivery.function.addEventSource(
-      new SqsEventSource(this.queue, { batchSize: Sizing.batchSize, reportBatchItemFailures: true }),
+      new SqsEventSource(this.queue, {
+        batchSize: Sizing.batchSize,
+        reportBatchItemFailures: true,
+        maxConcurrency: settings.deliveryMaxConcurrency,
+      }),
     );
 
     // --- Grants (see the header for the full picture).
@@ -176,6 +228,7 @@ export class DmDotStack extends Stack {
     this.queue.grantSendMessages(this.mcp.role);
     this.deadLetterQueue.grantSendMessages(this.delivery.role);
     this.apiKeySecret.grantRead(this.mcp.role);
+    this.pupSecret.grantRead(this.mcp.role);
 
     // --- HTTP API.
     this.http = new McpHttpApi(this, 'Http', {
@@ -222,7 +275,37 @@ export class DmDotStack extends Stack {
       const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dm-dot alarms', enforceSSL: true });
       topic.addSubscription(new EmailSubscription(settings.alarmEmail));
       for (const alarm of this.alarms) alarm.addAlarmAction(new SnsAction(topic));
+      // enforceSSL gives the topic a policy of its own, and a topic policy replaces the default one that
+      // let the account's services publish: without this Allow every alarm fails with "not authorized to
+      // perform: SNS:Publish" and no mail is ever sent
+      // (https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger). Scoped to this
+      // account and these alarms against the confused deputy
+      // (https://docs.aws.amazon.com/sns/latest/dg/sns-access-policy-use-cases.html).
+      topic.addToResourcePolicy(
+        new iam.PolicyStatement({
+          sid: 'AllowThisStacksAlarmsToPublish',
+          effect: iam.Effect.ALLOW,
+          principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+          actions: ['sns:Publish'],
+          resources: [topic.topicArn],
+          conditions: {
+            StringEquals: { 'aws:SourceAccount': this.account },
+            ArnEquals: { 'aws:SourceArn': this.alarms.map((a) => a.alarmArn) },
+          },
+        }),
+      );
+      this.alarmTopic = topic;
     }
+
+    // --- Dashboard (README "Operating dm-dot").
+    this.dashboard = new DmDotDashboard(this, 'Dashboard', {
+      mcp: this.mcp.function,
+      delivery: this.delivery.function,
+      api: this.http.api,
+      queue: this.queue,
+      deadLetterQueue: this.deadLetterQueue,
+      table: this.table,
+    });
 
     // --- Outputs for the operator (README "Deploy to AWS").
     const region = this.region;
@@ -242,6 +325,14 @@ export class DmDotStack extends Stack {
         ' --query SecretString --output text --region ',
         region,
       ]),
+    });
+    new CfnOutput(this, 'PupSecretArn', {
+      description: 'Secrets Manager secret that holds pup\'s signing secrets ({"secrets":[...]}); empty until you put them in',
+      value: this.pupSecret.secretArn,
+    });
+    new CfnOutput(this, 'DashboardUrl', {
+      description: 'CloudWatch dashboard: deliveries, latency, attempts, dead letters, requests, throttles',
+      value: this.dashboard.url,
     });
     new CfnOutput(this, 'DeadLetterQueueUrl', {
       description: 'Events that could not be delivered stay here for 14 days',

@@ -1,21 +1,31 @@
 /**
- * The public HTTP surface (SPEC 2): an API Gateway HTTP API whose five routes all go to the MCP
+ * The public HTTP surface (SPEC 2, SPEC 8): an API Gateway HTTP API whose routes all go to the MCP
  * function with payload format 2.0, one throttled `$default` stage, and JSON access logs.
  *
  * Access logs record the route key (method and route template), never the path as sent nor the
  * query string: the API key travels as `?key=` (ChatGPT connectors) and must not reach a log.
  *
  * Authentication is the handler's job (API key in the query or a Bearer header, compared in
- * constant time, SPEC 2), so the routes carry no API Gateway authorizer. CORS is configured only
- * when browser origins are allowed; the handler refuses other origins itself.
+ * constant time, SPEC 2; pup's Standard Webhooks signature on `/pup/*`, SPEC 8), so the routes carry
+ * no API Gateway authorizer. CORS is configured only when browser origins are allowed; the handler
+ * refuses other origins itself.
  *
- * Deliberately not here: custom domains, WAF (not available for HTTP APIs), the pup routes
- * (SPEC 8).
+ * Throttling: the stage's default applies to every route except `GET /healthz`, which is public and
+ * gets its own, lower route throttle (HTTP API route settings,
+ * https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-throttling.html), so that
+ * anonymous health polling cannot spend the budget ChatGPT's calls draw from. The stage depends on
+ * that route: API Gateway refuses route settings for a route key that does not exist yet ("Unable to
+ * find Route by key ... within the provided RouteSettings").
+ *
+ * Deliberately not here: custom domains and AWS WAF. WAF cannot be attached to an HTTP API (it
+ * protects REST APIs, CloudFront, ALB and others; the README's "Public exposure" says how to put one
+ * in front).
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import {
   CorsHttpMethod,
+  CfnStage,
   HttpApi,
   HttpMethod,
   HttpStage,
@@ -34,7 +44,26 @@ export const ROUTES = {
   'DELETE /mcp': '405 Allow: POST',
   'POST /v1/messages': 'REST twin of send_to_dot',
   'GET /healthz': 'health check, no auth',
+  'GET /pup/manifest.json': 'pup extension manifest, no auth',
+  'POST /pup/mcp': 'MCP for pup, Standard Webhooks signature',
+  'POST /pup/challenge': 'pup challenge echo, Standard Webhooks signature',
+  'POST /pup/events': 'pup member events, Standard Webhooks signature',
 } as const;
+
+export type RouteKey = keyof typeof ROUTES;
+
+/** The public route that gets its own, lower throttle. */
+export const HEALTHZ_ROUTE: RouteKey = 'GET /healthz';
+/** Requests per second and burst for `GET /healthz`: a monitor polls it, nothing needs more. */
+export const HEALTHZ_THROTTLE = { rateLimit: 1, burstLimit: 2 } as const;
+
+/**
+ * Response headers a browser script may read when CORS is on. API Gateway answers CORS for the
+ * API and its headers replace the app's own `Access-Control-Expose-Headers`
+ * (https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-cors.html), so every
+ * header the app exposes must be listed here too.
+ */
+export const CORS_EXPOSE_HEADERS = ['mcp-session-id', 'mcp-protocol-version', 'www-authenticate', 'x-request-id'] as const;
 
 /**
  * One JSON object per request. Only `$context` variables that cannot carry the query string or
@@ -91,7 +120,7 @@ export class McpHttpApi extends Construct {
                 'mcp-session-id',
                 'last-event-id',
               ],
-              exposeHeaders: ['mcp-session-id', 'mcp-protocol-version', 'www-authenticate'],
+              exposeHeaders: [...CORS_EXPOSE_HEADERS],
               maxAge: Duration.hours(1),
             },
     });
@@ -115,10 +144,21 @@ export class McpHttpApi extends Construct {
     const integration = new HttpLambdaIntegration('Mcp', props.handler, {
       payloadFormatVersion: PayloadFormatVersion.VERSION_2_0,
     });
-    for (const routeKey of Object.keys(ROUTES)) {
+    for (const routeKey of Object.keys(ROUTES) as RouteKey[]) {
       const [method, routePath] = routeKey.split(' ') as [keyof typeof HttpMethod, string];
-      this.api.addRoutes({ path: routePath, methods: [HttpMethod[method]], integration });
+      const [route] = this.api.addRoutes({ path: routePath, methods: [HttpMethod[method]], integration });
+      if (routeKey === HEALTHZ_ROUTE && route) this.stage.node.addDependency(route);
     }
+    // HttpStage has no route settings of its own, and the L1 property is raw JSON: CloudFormation's
+    // spelling (RouteSettings: route key -> ThrottlingRateLimit / ThrottlingBurstLimit). A route's
+    // settings replace the stage defaults for that route, so both limits are given; never above the
+    // stage's own, a route throttle here is meant to be the lower one.
+    (this.stage.node.defaultChild as CfnStage).routeSettings = {
+      [HEALTHZ_ROUTE]: {
+        ThrottlingRateLimit: Math.min(HEALTHZ_THROTTLE.rateLimit, props.throttleRateLimit),
+        ThrottlingBurstLimit: Math.min(HEALTHZ_THROTTLE.burstLimit, props.throttleBurstLimit),
+      },
+    };
 
     Validations.of(this.api).acknowledge({
       id: 'AwsSolutions-APIG4',

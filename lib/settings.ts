@@ -12,6 +12,8 @@
  */
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { Node } from 'constructs';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 
 export interface DmDotSettings {
   /** Seconds between delivery attempts after the first one (`DMDOT_RETRY_DELAYS`). */
@@ -32,6 +34,16 @@ export interface DmDotSettings {
   readonly throttleRateLimit: number;
   /** Burst of requests of the API's default stage. */
   readonly throttleBurstLimit: number;
+  /**
+   * Most delivery function instances the SQS event source runs at once (its `maxConcurrency`).
+   * Each instance sends up to a batch of 10 at once, so this caps the POSTs in flight at one dot.
+   */
+  readonly deliveryMaxConcurrency: number;
+  /**
+   * The pup manifest (SPEC 8) exactly as the operator's file holds it, checked to be JSON at synth;
+   * undefined when `pupManifestFile` is not set (the MCP function then serves its default).
+   */
+  readonly pupManifestJson?: string;
 }
 
 /** Context keys and their defaults, exactly as they appear in `cdk.json`. */
@@ -45,6 +57,8 @@ export const DEFAULTS = {
   logRetentionDays: 30,
   throttleRateLimit: 10,
   throttleBurstLimit: 20,
+  deliveryMaxConcurrency: 2,
+  pupManifestFile: '',
 } as const;
 
 export type ContextKey = keyof typeof DEFAULTS;
@@ -61,6 +75,12 @@ const MAX_TTL_MS = 604_800_000;
  */
 export const MAX_RETRY_DELAY_S = 43_200 - 900;
 const MAX_RETRY_DELAYS = 20;
+/**
+ * What an SQS event source accepts as `MaximumConcurrency` (ScalingConfig: minimum 2, maximum 1000,
+ * https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html).
+ */
+const MIN_DELIVERY_CONCURRENCY = 2;
+const MAX_DELIVERY_CONCURRENCY = 1000;
 
 export class SettingsError extends Error {
   override name = 'SettingsError';
@@ -132,6 +152,34 @@ function parseEmail(text: string): string | undefined {
   return text;
 }
 
+/**
+ * Reads the pup manifest at synth. It must parse as JSON; it is passed on byte for byte (SPEC 8:
+ * "validated as JSON, served as is"). A relative path is taken from the directory `cdk` runs in.
+ * The size check against Lambda's 4 KB environment limit happens in the stack, where the other
+ * variables of the function are known (lib/lambda-environment.ts).
+ */
+function readManifest(file: string): string | undefined {
+  if (file === '') return undefined;
+  const resolved = path.resolve(file);
+  let text: string;
+  try {
+    text = fs.readFileSync(resolved, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new SettingsError(`context pupManifestFile: cannot read "${resolved}" (${code})`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new SettingsError(`context pupManifestFile: "${resolved}" is not JSON (${(error as Error).message})`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new SettingsError(`context pupManifestFile: "${resolved}" must hold one JSON object`);
+  }
+  return text;
+}
+
 /** Reads and validates every setting; throws SettingsError naming the bad key. */
 export function readSettings(node: Node): DmDotSettings {
   const logRetentionDays = integer(node, 'logRetentionDays', 1, 3653);
@@ -154,5 +202,7 @@ export function readSettings(node: Node): DmDotSettings {
     logRetention: logRetentionDays as RetentionDays,
     throttleRateLimit,
     throttleBurstLimit,
+    deliveryMaxConcurrency: integer(node, 'deliveryMaxConcurrency', MIN_DELIVERY_CONCURRENCY, MAX_DELIVERY_CONCURRENCY),
+    pupManifestJson: readManifest(raw(node, 'pupManifestFile')),
   };
 }

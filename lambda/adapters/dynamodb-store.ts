@@ -36,14 +36,14 @@ import {
   type CreateTableCommandInput,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
-import type { EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
+import type { EventExpectation, EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
 import { Limits } from '../core/protocol';
 import { ItemKeys, isLive, ttlOfEvent, ttlOfSubscription } from './items';
 
 type Item = Record<string, AttributeValue>;
 
 /** The only fields an event update may touch (EventPatch); anything else is ignored at runtime too. */
-const EVENT_PATCH_FIELDS = ['status', 'attempts', 'lastError', 'lastHttpStatus', 'deliveredAt'] as const satisfies readonly (keyof EventPatch)[];
+const EVENT_PATCH_FIELDS = ['status', 'attempts', 'lastError', 'lastHttpStatus', 'deliveredAt', 'notBefore'] as const satisfies readonly (keyof EventPatch)[];
 
 export interface DynamoDbStoreOptions {
   client: DynamoDBClient;
@@ -157,7 +157,7 @@ export class DynamoDbStore implements Store {
     return item && isLive(item.expiresAt, now) ? (item as unknown as EventRecord) : undefined;
   }
 
-  async updateEvent(eventId: string, patch: EventPatch): Promise<void> {
+  async updateEvent(eventId: string, patch: EventPatch, expected?: EventExpectation): Promise<boolean> {
     const names: Record<string, string> = {};
     const values: Item = {};
     const sets: string[] = [];
@@ -168,21 +168,72 @@ export class DynamoDbStore implements Store {
       values[`:${field}`] = toAttr(value);
       sets.push(`#${field} = :${field}`);
     }
-    if (sets.length === 0) return;
+    if (sets.length === 0) return false;
+    // attribute_exists keeps UpdateItem from creating a stub item (no expiresAt, no ttl) for an
+    // unknown id; the expectation makes the status transition a compare-and-set.
+    const conditions = ['attribute_exists(pk)'];
+    if (expected) {
+      names['#status'] = 'status';
+      values[':expectedStatus'] = { S: expected.status };
+      conditions.push('#status = :expectedStatus');
+      if (expected.attempts !== undefined) {
+        names['#attempts'] = 'attempts';
+        values[':expectedAttempts'] = { N: String(expected.attempts) };
+        conditions.push('#attempts = :expectedAttempts');
+      }
+    }
     try {
       await this.client.send(
         new UpdateItemCommand({
           TableName: this.tableName,
           Key: key(ItemKeys.event(eventId)),
           UpdateExpression: `SET ${sets.join(', ')}`,
-          // Without it UpdateItem would create a stub item (no expiresAt, no ttl) for an unknown id.
-          ConditionExpression: 'attribute_exists(pk)',
+          ConditionExpression: conditions.join(' AND '),
           ExpressionAttributeNames: names,
           ExpressionAttributeValues: values,
         }),
       );
+      return true;
     } catch (error) {
-      if (!isConditionFailure(error)) throw error;
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  async restoreEvent(record: EventRecord): Promise<boolean> {
+    // UpdateItem rather than PutItem: it creates the item when absent, and the Delivery Lambda,
+    // the only caller, then needs no PutItem permission (least privilege).
+    const names: Record<string, string> = { '#expiresAt': 'expiresAt', '#ttl': 'ttl' };
+    const values: Item = { ':now': { N: String(record.createdAt) }, ':ttl': { N: String(ttlOfEvent(record.expiresAt)) } };
+    const sets = ['#ttl = :ttl'];
+    const removes: string[] = [];
+    for (const [name, value] of Object.entries(record)) {
+      if (value === undefined) continue;
+      names[`#f_${name}`] = name;
+      values[`:f_${name}`] = toAttr(value, name);
+      sets.push(`#f_${name} = :f_${name}`);
+    }
+    // What the expired record had and the new one lacks must go, as a put would drop it.
+    for (const field of EVENT_PATCH_FIELDS) {
+      if ((record as Partial<EventRecord>)[field] !== undefined) continue;
+      names[`#r_${field}`] = field;
+      removes.push(`#r_${field}`);
+    }
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: key(ItemKeys.event(record.eventId)),
+          UpdateExpression: `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`,
+          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now',
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
     }
   }
 

@@ -9,8 +9,8 @@
  */
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { attemptDelivery, type DeliveryDeps } from '../core/delivery';
-import type { DeliveryJob, Queue } from '../ports';
+import { attemptDelivery, failAtReceiveLimit, receiveLimit, type DeliveryDeps } from '../core/delivery';
+import type { DeliveryJob, EnqueueOptions, Queue } from '../ports';
 
 interface QueuedFile {
   job: DeliveryJob;
@@ -61,11 +61,12 @@ export class FileQueue implements Queue {
     return queue;
   }
 
-  async enqueue(job: DeliveryJob): Promise<void> {
+  async enqueue(job: DeliveryJob, options: EnqueueOptions = {}): Promise<void> {
     if (!SAFE_ID.test(job.eventId)) throw new Error('file queue: malformed event id');
     if (this.stopped) throw new Error('file queue: stopped');
-    await this.write(job.eventId, { job, receives: 0, dueAt: Date.now() });
-    this.schedule(job.eventId, Date.now());
+    const dueAt = Date.now() + Math.max(0, options.delayMs ?? 0);
+    await this.write(job.eventId, { job, receives: 0, dueAt });
+    this.schedule(job.eventId, dueAt);
   }
 
   /** Stops taking work; resolves when attempts in flight have finished. Queued files stay for the next start. */
@@ -110,24 +111,27 @@ export class FileQueue implements Queue {
 
   private async process(eventId: string): Promise<void> {
     let entry: QueuedFile | undefined;
+    const limit = receiveLimit(this.options.deps.retryDelaysS);
     try {
       entry = await this.read(eventId);
       if (entry.reason !== undefined) {
-        // A dead letter moved back into queue/ (npm run redrive): a new round, like an SQS redrive.
+        // A dead letter moved back into queue/ (dm-dot redrive): a new round, like an SQS redrive.
         entry = { job: { ...entry.job, redriven: true }, receives: 0, dueAt: entry.dueAt };
       }
       entry.receives++;
-      const safetyNet = this.options.deps.retryDelaysS.length + 3;
-      if (entry.receives > safetyNet) {
-        await this.deadLetter(eventId, entry, 'receive_limit');
+      if (entry.receives > limit) {
+        // Picked up this often without an outcome (the process kept dying mid-attempt).
+        await this.giveUp(eventId, entry);
         return;
       }
       await this.write(eventId, entry);
       const decision = await attemptDelivery(this.options.deps, entry.job);
       if (decision.action === 'done') await rm(this.file(eventId), { force: true });
       else if (decision.action === 'dead_letter') await this.deadLetter(eventId, entry, decision.reason);
+      else if (entry.receives >= limit) await this.giveUp(eventId, entry);
       else {
-        entry.dueAt = Date.now() + decision.delayMs;
+        // retry, or defer behind a lease: the same timer either way; a deferral counts no attempt.
+        entry.dueAt = Date.now() + (decision.action === 'abandoned' ? 0 : decision.delayMs);
         await this.write(eventId, entry);
         this.schedule(eventId, entry.dueAt);
       }
@@ -136,6 +140,12 @@ export class FileQueue implements Queue {
       // The worker itself failed (storage, disk): try again after the first delay, like a crashed Lambda.
       if (entry) this.schedule(eventId, Date.now() + (this.options.deps.retryDelaysS[0] ?? 1) * 1000);
     }
+  }
+
+  /** The receive limit of SPEC 6.2's safety net: the event is marked failed and dead-lettered with why. */
+  private async giveUp(eventId: string, entry: QueuedFile): Promise<void> {
+    await failAtReceiveLimit(this.options.deps, eventId);
+    await this.deadLetter(eventId, entry, 'receive_limit');
   }
 
   private async deadLetter(eventId: string, entry: QueuedFile, reason: string): Promise<void> {

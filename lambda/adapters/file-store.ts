@@ -14,7 +14,7 @@
  */
 import { mkdir, open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
+import type { EventExpectation, EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
 import { Limits } from '../core/protocol';
 import { ItemKeys, isLive, ttlOfEvent, ttlOfSubscription } from './items';
 
@@ -90,11 +90,24 @@ export class FileStore implements Store {
     return item && isLive(item.expiresAt, now) ? fromItem<EventRecord>(item) : undefined;
   }
 
-  async updateEvent(eventId: string, patch: EventPatch): Promise<void> {
+  async updateEvent(eventId: string, patch: EventPatch, expected?: EventExpectation): Promise<boolean> {
     const item = this.items.get(ItemKeys.event(eventId));
-    if (!item) return;
+    // Presence, not liveness, as in the DynamoDB adapter: callers read the record (with their own
+    // clock) before they update it, and the expectation is what guards the transition.
+    if (!item) return false;
+    if (expected && (item.status !== expected.status || (expected.attempts !== undefined && item.attempts !== expected.attempts))) return false;
     Object.assign(item, stripUndefined(patch));
     await this.persist();
+    return true;
+  }
+
+  async restoreEvent(record: EventRecord): Promise<boolean> {
+    const pk = ItemKeys.event(record.eventId);
+    const existing = this.items.get(pk);
+    if (existing && isLive(existing.expiresAt, record.createdAt)) return false;
+    this.items.set(pk, { ...stripUndefined(record), pk, ttl: ttlOfEvent(record.expiresAt) });
+    await this.persist();
+    return true;
   }
 
   async isVerified(key: string, now: number): Promise<boolean> {

@@ -14,7 +14,7 @@
  * SDK calls themselves (the client's configuration).
  */
 import { ChangeMessageVisibilityCommand, SendMessageCommand, type MessageAttributeValue, type SQSClient } from '@aws-sdk/client-sqs';
-import type { DeliveryJob, Queue } from '../ports';
+import type { DeliveryJob, EnqueueOptions, Queue } from '../ports';
 
 /** Message attribute names: what a consumer (and an operator reading the DLQ) looks for. */
 export const QueueAttributes = {
@@ -26,6 +26,9 @@ export const QueueAttributes = {
 
 /** SQS allows at most this many message attributes. */
 const MAX_ATTRIBUTES = 10;
+
+/** SendMessage accepts DelaySeconds 0..900 (15 minutes). */
+export const MAX_DELAY_S = 900;
 
 /**
  * SQS refuses a visibility timeout above 12 hours, and it counts those 12 hours from the receive:
@@ -99,10 +102,13 @@ export class SqsQueue implements Queue {
     this.deadLetterQueueUrl = options.deadLetterQueueUrl;
   }
 
-  async enqueue(job: DeliveryJob): Promise<void> {
+  async enqueue(job: DeliveryJob, options: EnqueueOptions = {}): Promise<void> {
+    // Whole seconds, rounded up so the job never surfaces before the lease it waits for.
+    const delaySeconds = Math.min(MAX_DELAY_S, Math.max(0, Math.ceil((options.delayMs ?? 0) / 1000)));
     await this.client.send(
       new SendMessageCommand({
         QueueUrl: this.queueUrl,
+        ...(delaySeconds > 0 ? { DelaySeconds: delaySeconds } : {}),
         // The exact bytes built once by the MCP Lambda: every attempt signs and sends these.
         MessageBody: job.body,
         MessageAttributes: {

@@ -7,8 +7,8 @@
  * Deliberately not here: the queue mechanics (visibility, dead-letter sends), and any reading of
  * a response body: a delivery only cares about the status line.
  */
-import type { Clock, DeliveryJob, Store, WebhookClient, WebhookResponse } from '../ports';
-import { EventStatus, Limits, WebhookHeaders, type FailureReason } from './protocol';
+import type { Clock, DeliveryJob, EventRecord, Store, WebhookClient, WebhookResponse } from '../ports';
+import { EventStatus, Limits, WebhookHeaders, type DeadLetterReason, type FailureReason } from './protocol';
 import { decodeSecret, signatureHeader } from './signing';
 
 export interface DeliveryDeps {
@@ -20,9 +20,23 @@ export interface DeliveryDeps {
 }
 
 export type DeliveryDecision =
-  | { action: 'done'; status: 'delivered' | 'already_final' | 'dropped' }
+  /** `duplicate`: another copy of the job committed this attempt's outcome first; this copy ends. */
+  | { action: 'done'; status: 'delivered' | 'already_final' | 'dropped' | 'duplicate' }
   | { action: 'retry'; delayMs: number; reason: FailureReason; attempt: number }
-  | { action: 'dead_letter'; reason: FailureReason; attempt: number };
+  /** The event's lease holds: no attempt was made and none is counted; look again after delayMs. */
+  | { action: 'defer'; delayMs: number }
+  /** Final failure. `subscriptionEnded`: the endpoint answered 410 and its subscription is gone. */
+  | { action: 'dead_letter'; reason: DeadLetterReason; attempt: number; subscriptionEnded?: boolean }
+  /** Inline only: the wait window cut the POST short; not an attempt, and the lease is released. */
+  | { action: 'abandoned' };
+
+export interface AttemptOptions {
+  /**
+   * The MCP side's inline first attempt (SPEC 6.2 step 3): it holds the event's lease, so it does
+   * not defer to it, and its POST must end within `timeoutMs` (what is left of the wait window).
+   */
+  inline?: { timeoutMs: number };
+}
 
 export type Classification =
   | { kind: 'delivered' }
@@ -82,20 +96,43 @@ export function receiveLimit(retryDelaysS: readonly number[]): number {
 /** AWS recommends a maxReceiveCount that leaves room for throttled and failed receives (at least 5). */
 export const RECEIVE_LIMIT_AWS_MARGIN = 5;
 
-export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob): Promise<DeliveryDecision> {
-  const now = deps.clock.now();
-  let event = await deps.store.getEvent(job.eventId, now);
-  if (event?.status === EventStatus.failed && job.redriven) {
-    // Redriving is the operator's explicit choice to try again: a fresh round of the schedule.
-    await deps.store.updateEvent(job.eventId, { status: EventStatus.queued, attempts: 0, lastError: null });
-    event = { ...event, status: EventStatus.queued, attempts: 0, lastError: null };
-  }
-  if (event && event.status !== EventStatus.queued) return { action: 'done', status: 'already_final' };
+/**
+ * Ends a job that reached its receive limit without a final outcome: its event becomes `failed`
+ * (only from `queued`: a delivered event stays delivered). The caller dead-letters the job with
+ * the reason `receive_limit`.
+ */
+export async function failAtReceiveLimit(deps: Pick<DeliveryDeps, 'store'>, eventId: string): Promise<void> {
+  await deps.store.updateEvent(eventId, { status: EventStatus.failed }, { status: EventStatus.queued });
+}
 
+/**
+ * One attempt, or the reason there is none. Every status change is a compare-and-set on the
+ * status (and attempt count) it moves from, so two copies of one job running at once commit one
+ * outcome between them, and `failed` never overwrites `delivered`.
+ */
+export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob, options: AttemptOptions = {}): Promise<DeliveryDecision> {
+  const now = deps.clock.now();
+  let event = (await deps.store.getEvent(job.eventId, now)) ?? (await restore(deps, job, now));
+  if (event.status === EventStatus.failed && job.redriven) {
+    // Redriving is the operator's explicit choice to try again: a fresh round of the schedule, once
+    // per redrive (a second copy redriven with it finds the event queued and races as a duplicate).
+    const reopened: Partial<EventRecord> = { status: EventStatus.queued, attempts: 0, lastError: null, notBefore: now };
+    if (await deps.store.updateEvent(job.eventId, reopened, { status: EventStatus.failed })) event = { ...event, ...reopened };
+    else event = (await deps.store.getEvent(job.eventId, now)) ?? event;
+  }
+  if (event.status === EventStatus.failed && event.attempts > 0 && !job.redriven && !options.inline) {
+    // Failed after attempts, yet a copy of its job is still queued: an earlier dead-letter send
+    // failed after the event was marked. A second copy in the DLQ beats an event that vanished.
+    return { action: 'dead_letter', reason: event.lastError ?? 'receive_limit', attempt: event.attempts };
+  }
+  if (event.status !== EventStatus.queued) return { action: 'done', status: 'already_final' };
+  if (!options.inline && event.notBefore !== undefined && event.notBefore > now) return { action: 'defer', delayMs: event.notBefore - now };
+
+  const expected = { status: EventStatus.queued, attempts: event.attempts };
   const subscription = await deps.store.getSubscription(now);
   if (!subscription || subscription.id !== job.subscriptionId) {
-    await deps.store.updateEvent(job.eventId, { status: EventStatus.dropped });
-    return { action: 'done', status: 'dropped' };
+    const dropped = await deps.store.updateEvent(job.eventId, { status: EventStatus.dropped }, expected);
+    return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
   }
 
   // Signed at send time: the storage reads above may have taken a while.
@@ -110,6 +147,7 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob): Pro
   }
 
   const timestamp = Math.floor(sendAt / 1000);
+  const timeoutMs = options.inline ? Math.max(0, Math.min(options.inline.timeoutMs, Limits.outboundDeadlineMs)) : undefined;
   const response = await deps.webhook.post({
     url: subscription.url,
     body,
@@ -120,23 +158,72 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob): Pro
       [WebhookHeaders.signature]: signatureHeader(decoded, job.eventId, timestamp, body),
       [WebhookHeaders.subscriptionId]: subscription.id,
     },
+    ...(timeoutMs !== undefined ? { timeoutMs } : {}),
   });
 
-  const attempt = (event?.attempts ?? 0) + 1;
   const doneAt = deps.clock.now();
+  if (options.inline && response.kind === 'failure' && response.reason === 'timeout') {
+    // Cut short by the wait window, not by the dot: no attempt is counted, and the worker's copy
+    // may send as soon as it surfaces. The dot may still have received it: the retry carries the
+    // same webhook-id, which Standard Webhooks receivers deduplicate.
+    await deps.store.updateEvent(job.eventId, { notBefore: doneAt }, expected);
+    return { action: 'abandoned' };
+  }
+
+  const attempt = event.attempts + 1;
   const httpStatus = response.kind === 'response' ? response.status : null;
   const verdict = classify(response, doneAt);
   if (verdict.kind === 'delivered') {
-    await deps.store.updateEvent(job.eventId, { status: EventStatus.delivered, attempts: attempt, deliveredAt: doneAt, lastHttpStatus: httpStatus, lastError: null });
+    const recorded = await deps.store.updateEvent(
+      job.eventId,
+      { status: EventStatus.delivered, attempts: attempt, deliveredAt: doneAt, lastHttpStatus: httpStatus, lastError: null },
+      expected,
+    );
+    if (!recorded) return { action: 'done', status: 'duplicate' };
     await deps.store.recordDeliveryOutcome(subscription.id, { deliveredAt: doneAt, error: null });
     return { action: 'done', status: 'delivered' };
   }
   const delayMs = verdict.kind === 'transient' ? nextDelayMs(deps.retryDelaysS, attempt, verdict.retryAfterMs) : undefined;
-  await deps.store.recordDeliveryOutcome(subscription.id, { error: verdict.reason });
   if (delayMs === undefined) {
-    await deps.store.updateEvent(job.eventId, { status: EventStatus.failed, attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason });
-    return { action: 'dead_letter', reason: verdict.reason, attempt };
+    const recorded = await deps.store.updateEvent(
+      job.eventId,
+      { status: EventStatus.failed, attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason },
+      expected,
+    );
+    if (!recorded) return { action: 'done', status: 'duplicate' };
+    await deps.store.recordDeliveryOutcome(subscription.id, { error: verdict.reason });
+    // Standard Webhooks: 410 Gone means the endpoint is gone for good. Ending its subscription
+    // lets a re-added dot (a new callback URL) subscribe at once instead of waiting out the TTL.
+    const subscriptionEnded = httpStatus === 410 && (await deps.store.deleteSubscription(subscription.url));
+    return { action: 'dead_letter', reason: verdict.reason, attempt, ...(subscriptionEnded ? { subscriptionEnded } : {}) };
   }
-  await deps.store.updateEvent(job.eventId, { attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason });
+  // The lease moves to when the next attempt is due, so whichever copy surfaces first keeps to it.
+  const recorded = await deps.store.updateEvent(
+    job.eventId,
+    { attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, notBefore: doneAt + delayMs },
+    expected,
+  );
+  if (!recorded) return { action: 'done', status: 'duplicate' };
+  await deps.store.recordDeliveryOutcome(subscription.id, { error: verdict.reason });
   return { action: 'retry', delayMs, reason: verdict.reason, attempt };
+}
+
+/**
+ * The record of a job whose record expired while the job was still in play (a dead letter
+ * redriven late). Restoring it gives the job a round of its own instead of a loop at attempt 1.
+ */
+async function restore(deps: DeliveryDeps, job: DeliveryJob, now: number): Promise<EventRecord> {
+  const record: EventRecord = {
+    eventId: job.eventId,
+    status: EventStatus.queued,
+    subscriptionId: job.subscriptionId,
+    attempts: 0,
+    createdAt: now,
+    expiresAt: now + Limits.eventRecordMs,
+  };
+  if (await deps.store.restoreEvent(record)) return record;
+  // Another copy restored it first.
+  const current = await deps.store.getEvent(job.eventId, now);
+  if (!current) throw new Error('delivery: event record could not be restored');
+  return current;
 }

@@ -1,22 +1,31 @@
 /**
  * The send use case behind `send_to_dot` and `POST /v1/messages` (SPEC 6.2 steps 1-3): validate,
- * read the live subscription, record the event as queued, enqueue its exact bytes, then wait a
- * bounded time for the delivery worker's outcome.
+ * read the live subscription, record the event as queued under a lease, enqueue its exact bytes
+ * as a delayed safety net, then make the first attempt inline through the same core delivery
+ * function the worker uses, within what is left of the wait window, and answer with its outcome.
  *
- * Deliberately not here: sending the webhook (only the delivery worker does that: one delivery
- * path), and wording of results for a particular surface (see mcp/ and http/).
+ * Timeline of one send (t = 0 when the event is recorded; W = the wait window):
+ *
+ *   0 ── record EVENT (queued, notBefore = W + margin) ── enqueue job (delay = first retry delay)
+ *   └─ inline attempt (POST ends by W) ──> delivered / failed: final, the worker's copy skips it
+ *                                     ──> transient: notBefore = when attempt 2 is due
+ *                                     ──> cut short by W: not counted, notBefore = now
+ *   the worker's copy surfaces, defers until notBefore, then attempts; if this process died
+ *   mid-attempt the lease simply runs out and the worker makes the attempt. Nothing is lost.
+ *
+ * Deliberately not here: the attempt itself (core/delivery.ts, one delivery path for the inline
+ * attempt and the worker), and wording of results for a particular surface (see mcp/ and http/).
  */
-import type { Clock, Queue, Store } from '../ports';
+import type { DeliveryJob, EventRecord, Queue } from '../ports';
+import { attemptDelivery, type DeliveryDecision, type DeliveryDeps } from './delivery';
 import { DependencyUnavailable, guardDependency, type Dependency } from './errors';
 import { newEventId } from './identity';
-import { EVENT_NAME, EventStatus, Limits, type FailureReason } from './protocol';
+import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
 import { checkMessage } from './validation';
 
-export interface MessageDeps {
-  store: Store;
+export interface MessageDeps extends DeliveryDeps {
   queue: Queue;
-  clock: Clock;
-  /** How long to wait for the outcome; capped at Limits.deliveryWaitMaxMs. */
+  /** How long the inline first attempt may take; capped at Limits.deliveryWaitMaxMs. */
   deliveryWaitMs: number;
 }
 
@@ -52,8 +61,9 @@ async function record(deps: MessageDeps, message: string): Promise<SendOutcome> 
   const subscription = await guardDependency('storage', () => deps.store.getSubscription(now));
   if (!subscription) return { kind: 'no_subscription' };
 
+  const windowMs = Math.min(Math.max(0, deps.deliveryWaitMs), Limits.deliveryWaitMaxMs);
   const eventId = newEventId();
-  const body = buildEvent(eventId, message, now);
+  const job: DeliveryJob = { eventId, subscriptionId: subscription.id, body: buildEvent(eventId, message, now) };
   await guardDependency('storage', () =>
     deps.store.putEvent({
       eventId,
@@ -62,31 +72,69 @@ async function record(deps: MessageDeps, message: string): Promise<SendOutcome> 
       attempts: 0,
       createdAt: now,
       expiresAt: now + Limits.eventRecordMs,
+      notBefore: windowMs > 0 ? now + windowMs + Limits.inlineLeaseMarginMs : now,
     }),
   );
   try {
-    await deps.queue.enqueue({ eventId, subscriptionId: subscription.id, body });
+    await deps.queue.enqueue(job, { delayMs: safetyNetDelayMs(deps, windowMs) });
   } catch (cause) {
     // The record must not claim a delivery that can never happen.
     await deps.store.updateEvent(eventId, { status: EventStatus.failed }).catch(() => undefined);
     return { kind: 'unavailable', dependency: 'queue', eventId, cause };
   }
-  return waitForOutcome(deps, eventId);
+  const left = now + windowMs - deps.clock.now();
+  if (windowMs === 0 || left <= 0) return { kind: 'queued', eventId };
+  let decision: DeliveryDecision;
+  try {
+    decision = await attemptDelivery(deps, job, { inline: { timeoutMs: left } });
+  } catch {
+    // The event is recorded and its job queued: the worker attempts it once the lease runs out.
+    return { kind: 'queued', eventId };
+  }
+  return outcomeOf(deps, eventId, decision);
 }
 
-async function waitForOutcome(deps: MessageDeps, eventId: string): Promise<SendOutcome> {
-  const deadline = deps.clock.now() + Math.min(Math.max(0, deps.deliveryWaitMs), Limits.deliveryWaitMaxMs);
-  // A healthy callback answers within tens of milliseconds, so the first polls come sooner; after
-  // them the steady ~100 ms of SPEC 6.2 bounds the reads one call costs.
-  const firstPolls = [20, 40];
-  for (;;) {
-    // A failing read here does not undo the accepted event: it stays queued and is reported so.
-    const event = await deps.store.getEvent(eventId, deps.clock.now()).catch(() => undefined);
-    if (event?.status === EventStatus.delivered) return { kind: 'delivered', eventId };
-    if (event?.status === EventStatus.failed) return { kind: 'failed', eventId, reason: event.lastError ?? null };
-    if (event?.status === EventStatus.dropped) return { kind: 'failed', eventId, reason: null };
-    const left = deadline - deps.clock.now();
-    if (left <= 0) return { kind: 'queued', eventId };
-    await deps.clock.sleep(Math.min(firstPolls.shift() ?? Limits.deliveryPollMs, left));
+/**
+ * When the worker's copy surfaces: when attempt 2 would be due after a quick transient failure
+ * (so the schedule stays exact), and never before the wait window when there is no schedule.
+ * With no inline attempt (window 0) the worker takes the job at once.
+ */
+function safetyNetDelayMs(deps: MessageDeps, windowMs: number): number {
+  if (windowMs === 0) return 0;
+  const first = deps.retryDelaysS[0];
+  return first === undefined ? windowMs + Limits.inlineLeaseMarginMs : first * 1000;
+}
+
+async function outcomeOf(deps: MessageDeps, eventId: string, decision: DeliveryDecision): Promise<SendOutcome> {
+  switch (decision.action) {
+    case 'dead_letter':
+      return { kind: 'failed', eventId, reason: isFailureReason(decision.reason) ? decision.reason : null };
+    case 'done':
+      if (decision.status === 'delivered') return { kind: 'delivered', eventId };
+      if (decision.status === 'dropped') return { kind: 'failed', eventId, reason: null };
+      break;
+    default:
+      return { kind: 'queued', eventId };
   }
+  // Another copy of the job settled it first: report what it recorded.
+  const event = await deps.store.getEvent(eventId, deps.clock.now()).catch(() => undefined);
+  return event ? outcomeOfRecord(event) : { kind: 'queued', eventId };
+}
+
+/** What an event record says about its send: the one mapping the answers, tasks and logs share. */
+export function outcomeOfRecord(record: EventRecord): Extract<SendOutcome, { eventId: string }> {
+  switch (record.status) {
+    case EventStatus.delivered:
+      return { kind: 'delivered', eventId: record.eventId };
+    case EventStatus.failed:
+      return { kind: 'failed', eventId: record.eventId, reason: record.lastError ?? null };
+    case EventStatus.dropped:
+      return { kind: 'failed', eventId: record.eventId, reason: null };
+    default:
+      return { kind: 'queued', eventId: record.eventId };
+  }
+}
+
+function isFailureReason(reason: string): reason is FailureReason {
+  return (FailureReasons as readonly string[]).includes(reason);
 }

@@ -14,7 +14,24 @@ export const Methods = {
   eventsList: 'events/list',
   eventsSubscribe: 'events/subscribe',
   eventsUnsubscribe: 'events/unsubscribe',
+  /** The three methods of the MCP Tasks extension (see TASKS_EXTENSION). */
+  tasksGet: 'tasks/get',
+  tasksUpdate: 'tasks/update',
+  tasksCancel: 'tasks/cancel',
 } as const;
+
+/**
+ * The MCP Tasks extension of MCP 2026-07-28 (SEP-2663), as published in
+ * https://github.com/modelcontextprotocol/experimental-ext-tasks (specification/draft/tasks.md):
+ * a client declares it in its per-request client capabilities, a server advertises it in its
+ * capabilities' `extensions`; both as an empty object.
+ */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+/** The per-request `_meta` key (MCP 2026-07-28) that carries the client's capabilities. */
+export const CLIENT_CAPABILITIES_META_KEY = 'io.modelcontextprotocol/clientCapabilities';
+/** `resultType` of a tools/call answered with a task instead of a tool result (the extension's CreateTaskResult). */
+export const TASK_RESULT_TYPE = 'task';
+export const TASK_ID_PREFIX = 'task_';
 
 /** JSON-RPC error codes dm-dot answers with. */
 export const ErrorCodes = {
@@ -28,6 +45,8 @@ export const ErrorCodes = {
   /** The callback challenge failed; data.reason says how. */
   callbackEndpointError: -32015,
   headerMismatch: -32020,
+  /** MCP 2026-07-28 Missing Required Client Capability; the Tasks extension uses it for tasks/* from a client that did not declare it. */
+  missingRequiredClientCapability: -32021,
   unsupportedProtocolVersion: -32022,
 } as const;
 
@@ -47,6 +66,13 @@ export const FailureReasons = [
   'connection_refused',
 ] as const;
 export type FailureReason = (typeof FailureReasons)[number];
+
+/**
+ * The `reason` a dead-lettered job carries: its final failure category, or why the worker gave up
+ * on it without one (`receive_limit`: received too often without an outcome; `malformed`: not a
+ * job of ours).
+ */
+export type DeadLetterReason = FailureReason | 'receive_limit' | 'malformed';
 
 /** Standard Webhooks and MCP Events header names (lower case: HTTP header names are case-insensitive). */
 export const WebhookHeaders = {
@@ -83,18 +109,41 @@ export const Limits = {
   verificationCacheMs: 24 * HOUR,
   inboundSignatureToleranceS: 5 * 60,
   replayMemoryMs: 10 * MINUTE,
-  eventRecordMs: 7 * DAY,
+  /**
+   * Event records outlive every copy of their job: the dead-letter queue keeps a message 14 days
+   * from its first enqueue, and the retry schedule adds at most its own length. A redrive within
+   * the DLQ's retention therefore always finds the record (SPEC 5 said 7 days; see README).
+   */
+  eventRecordMs: 15 * DAY,
   /** DynamoDB may delete a subscription item this long after it expired (reads check expiry first). */
   subscriptionItemGraceMs: DAY,
   deliveryWaitDefaultMs: 3 * SECOND,
   /** The wait for an outcome never holds a request longer than this. */
   deliveryWaitMaxMs: 4 * SECOND,
-  deliveryPollMs: 100,
+  /**
+   * The inline attempt's lease runs this much past its wait window: long enough for the attempt to
+   * record its outcome after the POST ends, short enough that a process that died mid-attempt
+   * delays the worker's attempt by about a second.
+   */
+  inlineLeaseMarginMs: 1 * SECOND,
+  /** A worker's deferral this short is slept in place instead of going back to the queue. */
+  deferInPlaceMaxMs: 1 * SECOND,
   deadLetterRetentionDays: 14,
 } as const;
 
 /** Seconds after the first attempt: 6 attempts in about 13 minutes. */
 export const DEFAULT_RETRY_DELAYS_S: readonly number[] = [1, 4, 30, 120, 600];
+
+/**
+ * Suggested `pollIntervalMs` of a task, by the age of its event. The first retries come after
+ * 1 s and 4 s, later ones after 30 s, 2 min and 10 min (DEFAULT_RETRY_DELAYS_S), so polling
+ * faster than the schedule can change the answer would only cost reads.
+ */
+export const TASK_POLL_INTERVALS: readonly { untilAgeMs: number; pollMs: number }[] = [
+  { untilAgeMs: 10 * SECOND, pollMs: SECOND },
+  { untilAgeMs: 2 * MINUTE, pollMs: 5 * SECOND },
+  { untilAgeMs: Number.POSITIVE_INFINITY, pollMs: 30 * SECOND },
+];
 
 export const EventStatus = {
   queued: 'queued',
@@ -118,9 +167,19 @@ export const MESSAGE_CREATED_DEFINITION = {
   },
 } as const;
 
-/** Capabilities for both `server/discover` and `initialize`. */
+/** Capabilities for legacy `initialize` (SPEC 3); the 2026-07-28 era adds the Tasks extension. */
 export const SERVER_CAPABILITIES = {
   tools: { listChanged: false },
   events: {},
   extensions: { 'io.modelcontextprotocol/events': {} },
+} as const;
+
+/**
+ * Capabilities for `server/discover` (2026-07-28): SPEC 3's, plus the Tasks extension where the
+ * extension text says to advertise it. Not on the legacy era: a 2025 client has no per-request
+ * capabilities to declare the extension with, so no legacy request could ever be given a task.
+ */
+export const MODERN_SERVER_CAPABILITIES = {
+  ...SERVER_CAPABILITIES,
+  extensions: { ...SERVER_CAPABILITIES.extensions, [TASKS_EXTENSION]: {} },
 } as const;

@@ -8,6 +8,7 @@
  *                                  │                       too until refreshedAt + 10 min)
  *                                  ├─subscribe(url B)──> -32000, A untouched
  *                                  ├─unsubscribe(A)────> absent
+ *                                  ├─410 from A (delivery or refresh challenge)──> absent
  *                                  └─expiresAt passes──> counts as absent (DynamoDB deletes later)
  *
  * Deliberately not here: transport details of the challenge (the WebhookClient port), and
@@ -54,6 +55,12 @@ export async function subscribe(deps: SubscriptionDeps, principal: string, param
   const verified = await guardDependency('storage', () => deps.store.isVerified(verificationKey, now));
   if (!verified) {
     const failure = await runChallenge(deps, request.url, id, request.key);
+    if (failure === GONE) {
+      // Standard Webhooks: 410 Gone means the endpoint is gone for good. A live subscription of
+      // this URL (a refresh) ends with it, so nothing keeps a re-added dot locked out.
+      await guardDependency('storage', () => deps.store.deleteSubscription(request.url));
+      throw callbackEndpointError('http_4xx');
+    }
     if (failure) throw callbackEndpointError(failure);
     await guardDependency('storage', () => deps.store.markVerified(verificationKey, deps.clock.now()));
   }
@@ -103,16 +110,20 @@ export async function unsubscribe(deps: Pick<SubscriptionDeps, 'store'>, params:
   await guardDependency('storage', () => deps.store.deleteSubscription(url));
 }
 
+/** The challenge was answered 410: an `http_4xx` failure that also ends the URL's subscription. */
+const GONE = 'gone';
+
 /**
  * POSTs a signed verification challenge to the callback URL exactly as given. Returns undefined
- * when the endpoint echoed the nonce, else the failure category (never endpoint text).
+ * when the endpoint echoed the nonce, `gone` for a 410, else the failure category (never
+ * endpoint text).
  */
 export async function runChallenge(
   deps: Pick<SubscriptionDeps, 'webhook' | 'clock'>,
   url: string,
   subscriptionId: string,
   key: Uint8Array,
-): Promise<FailureReason | undefined> {
+): Promise<FailureReason | typeof GONE | undefined> {
   const nonce = newChallengeNonce();
   const msgId = newVerificationMessageId();
   const timestamp = Math.floor(deps.clock.now() / 1000);
@@ -130,6 +141,7 @@ export async function runChallenge(
   });
   if (response.kind === 'failure') return response.reason === 'bad_response' ? 'challenge_failed' : response.reason;
   if (response.status >= 500) return 'http_5xx';
+  if (response.status === 410) return GONE;
   if (response.status >= 400) return 'http_4xx';
   if (response.status < 200 || response.status >= 300) return 'challenge_failed';
   let echoed: unknown;

@@ -58,7 +58,7 @@ export function deliveryDeadline(startedAt: number, remainingMs: number | undefi
 /**
  * The webhook client on a deadline: each POST gets `timeoutMs` = what is left of the deadline less
  * `reserveMs` (never more than the request's own timeoutMs or the guard's 5 s), and no POST starts
- * with less than MIN_POST_MS to run: it throws DeadlineExceeded instead, which the delivery worker
+ * when the deadline leaves less than MIN_POST_MS: it throws DeadlineExceeded instead, which the delivery worker
  * treats like any worker error (the record stays in SQS, no attempt is counted, nothing was sent).
  * Outside a deadline the client is used as is.
  */
@@ -67,9 +67,10 @@ export function webhookWithinDeadline(inner: WebhookClient, reserveMs: number): 
     post: async (request) => {
       const left = deadlineLeftMs();
       if (left === undefined) return inner.post(request);
-      const available = Math.min(left - reserveMs, request.timeoutMs ?? Limits.outboundDeadlineMs);
-      if (available < MIN_POST_MS) throw new DeadlineExceeded('callback POST');
-      return inner.post({ ...request, timeoutMs: available });
+      // The floor applies to what the deadline leaves, not to a caller's own shorter timeoutMs
+      // (the inline attempt's wait window may deliberately be short).
+      if (left - reserveMs < MIN_POST_MS) throw new DeadlineExceeded('callback POST');
+      return inner.post({ ...request, timeoutMs: Math.min(left - reserveMs, request.timeoutMs ?? Limits.outboundDeadlineMs) });
     },
   };
 }

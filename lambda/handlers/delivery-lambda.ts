@@ -6,19 +6,22 @@
  *
  *   decision / outcome        queue effect                                   batchItemFailures
  *   done (delivered, dropped,  none: the event source mapping deletes it      -
- *     already final)
+ *     already final, duplicate)
  *   retry(delayMs)            ChangeMessageVisibility ceil(delayMs / 1000) s  listed (SQS keeps it)
+ *   defer(delayMs) (lease)    slept in place when <= 1 s, else as retry;      listed when kept
+ *                             no attempt is counted
  *   dead_letter(reason)       copy to the DLQ with `reason`, then deleted    -
  *   malformed record          copy to the DLQ with `malformed`, then deleted -
  *   exception (storage down)  none: visible again after the queue's          listed
- *                             visibility timeout; on receive attempts + 2 it
- *                             goes to the DLQ with `receive_limit`
+ *                             visibility timeout
+ *   any kept record on its    event marked failed, copy to the DLQ with      -
+ *     receive limit           `receive_limit`, then deleted
  *
  * A record of an event that is already `failed` after delivery attempts is copied to the DLQ
- * again: that happens when an earlier dead-letter send failed (the event was marked failed first),
- * and a duplicate copy in the DLQ is better than an event that vanished. A record that carries a
- * `reason` attribute came back from the DLQ (an operator's redrive): its failed event gets a new
- * round of the retry schedule.
+ * again (the core decides so): that happens when an earlier dead-letter send failed after the
+ * event was marked, and a duplicate copy in the DLQ is better than an event that vanished. A
+ * record that carries a `reason` attribute came back from the DLQ (an operator's redrive): its
+ * failed event gets a new round of the retry schedule, once per redrive.
  *
  * Deadlines (issue 9 item 2): an invocation runs under a deadline 1 s before the Lambda's own
  * timeout (aws.ts deliveryDeadline, from the context's remaining time). Every DynamoDB and SQS call
@@ -39,9 +42,10 @@ import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
 import { parseRetryDelays } from '../config';
-import { attemptDelivery, type DeliveryDeps } from '../core/delivery';
-import { EVENT_ID_PREFIX, EventStatus, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
+import { attemptDelivery, failAtReceiveLimit, receiveLimit, type DeliveryDeps } from '../core/delivery';
+import { EVENT_ID_PREFIX, Limits, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
 import { createLogger, type Logger } from '../log';
+import { createMetrics, type DeliveryOutcome, type Metrics } from '../metrics';
 import { systemClock, type Clock, type DeliveryJob, type WebhookClient } from '../ports';
 import { clientOptions, DELIVERY_RECORD_RESERVE_MS, deliveryDeadline, loopbackAllowed, required, webhookWithinDeadline } from './aws';
 
@@ -56,6 +60,8 @@ export interface DeliveryLambdaDeps {
   delivery: DeliveryDeps;
   queue: DeliveryQueue;
   log: Logger;
+  /** One EMF line per record decision (outcome, attempt, time); none when absent. */
+  metrics?: Metrics;
 }
 
 /** The part of the Lambda context the worker reads. */
@@ -95,61 +101,95 @@ function errorName(error: unknown): string {
 
 export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   const { queue, log } = deps;
-  // A record that keeps crashing the worker is dead-lettered, with a reason, on this receive. It
-  // equals the stack's redrive maxReceiveCount (attempts + 2): SQS's own redrive, which carries
-  // no reason, only takes what the handler never got to see (a crash of the function itself).
-  const receiveLimit = deps.delivery.retryDelaysS.length + 1 + 2;
+  // On this receive a record without an outcome is dead-lettered by the handler, with a reason,
+  // and its event marked failed: one rule for retries, deferrals and worker errors alike. The
+  // stack's maxReceiveCount sits RECEIVE_LIMIT_AWS_MARGIN above it, so SQS's own redrive (which
+  // carries no reason) only takes what the handler never got to see.
+  const limit = receiveLimit(deps.delivery.retryDelaysS);
 
   /** True when SQS must keep the record (listed in batchItemFailures). */
   async function processRecord(record: SQSRecord, invokedAt: number): Promise<boolean> {
+    const started = performance.now();
+    // One metric per record decision. Latency is from the enqueue (SQS SentTimestamp) to delivery.
+    const decided = (outcome: DeliveryOutcome, attempt?: number) => {
+      const sentAt = Number(record.attributes?.SentTimestamp);
+      const latencyMs = outcome === 'delivered' && sentAt > 0 ? Math.max(0, deps.delivery.clock.now() - sentAt) : undefined;
+      deps.metrics?.delivery({ outcome, durationMs: performance.now() - started, ...(attempt === undefined ? {} : { attempt }), ...(latencyMs === undefined ? {} : { latencyMs }) });
+    };
     const attributes = stringAttributesOf(record);
     const message: DeadLetterMessage = { body: record.body, attributes };
     const job = jobOf(record, attributes);
     if (!job) {
       log.warn('delivery_malformed', { messageId: record.messageId });
       await queue.sendToDeadLetter(message, 'malformed');
+      decided('malformed');
       return false;
     }
     const ids = { messageId: record.messageId, eventId: job.eventId };
+    const receives = Number(record.attributes?.ApproximateReceiveCount ?? 0);
+
+    /** Keeps the record for later, unless it reached the receive limit. */
+    async function keepOrGiveUp(delayS: number | undefined): Promise<boolean> {
+      if (receives >= limit) {
+        await failAtReceiveLimit(deps.delivery, job!.eventId);
+        await queue.sendToDeadLetter(message, 'receive_limit');
+        log.warn('delivery_dead_lettered', { ...ids, reason: 'receive_limit', receives });
+        return false;
+      }
+      if (delayS !== undefined) await queue.changeVisibility(record.receiptHandle, delayS, receivedAtOf(record.attributes, invokedAt));
+      return true;
+    }
+
     try {
-      const decision = await attemptDelivery(deps.delivery, job);
+      let decision = await attemptDelivery(deps.delivery, job);
+      if (decision.action === 'defer' && decision.delayMs <= Limits.deferInPlaceMaxMs) {
+        // A lease about to run out (attempt 2 due a moment from now): wait here rather than pay a
+        // receive and a whole second of SQS granularity.
+        await deps.delivery.clock.sleep(decision.delayMs);
+        decision = await attemptDelivery(deps.delivery, job);
+      }
       switch (decision.action) {
         case 'done':
-          if (decision.status === 'already_final') await redeadLetterIfFailed(job, message);
           log.info('delivery_done', { ...ids, status: decision.status });
+          decided(decision.status);
+          return false;
+        case 'dead_letter':
+          await queue.sendToDeadLetter(message, decision.reason);
+          log.warn('delivery_dead_lettered', { ...ids, attempt: decision.attempt, reason: decision.reason, ...(decision.subscriptionEnded ? { subscriptionEnded: true } : {}) });
+          decided('dead_letter', decision.attempt);
           return false;
         case 'retry': {
           const delayS = Math.ceil(decision.delayMs / 1000);
-          await queue.changeVisibility(record.receiptHandle, delayS, receivedAtOf(record.attributes, invokedAt));
           log.info('delivery_retry', { ...ids, attempt: decision.attempt, reason: decision.reason, delayS });
-          return true;
+          const kept = await keepOrGiveUp(delayS);
+          decided(kept ? 'retry' : 'receive_limit', decision.attempt);
+          return kept;
         }
-        case 'dead_letter':
-          await queue.sendToDeadLetter(message, decision.reason);
-          log.warn('delivery_dead_lettered', { ...ids, attempt: decision.attempt, reason: decision.reason });
-          return false;
+        case 'defer': {
+          const delayS = Math.ceil(decision.delayMs / 1000);
+          log.info('delivery_deferred', { ...ids, delayS });
+          const kept = await keepOrGiveUp(delayS);
+          decided(kept ? 'defer' : 'receive_limit');
+          return kept;
+        }
+        case 'abandoned': {
+          // Only the inline attempt abandons; keep the record if it ever gets here.
+          const kept = await keepOrGiveUp(0);
+          decided(kept ? 'abandoned' : 'receive_limit');
+          return kept;
+        }
       }
     } catch (error) {
       log.error('delivery_worker_error', { ...ids, cause: errorName(error) });
-      const receives = Number(record.attributes?.ApproximateReceiveCount ?? 0);
-      if (receives >= receiveLimit) {
-        try {
-          await queue.sendToDeadLetter(message, 'receive_limit');
-          log.warn('delivery_dead_lettered', { ...ids, reason: 'receive_limit', receives });
-          return false;
-        } catch (dlqError) {
-          log.error('delivery_worker_error', { ...ids, cause: errorName(dlqError) });
-        }
+      try {
+        const kept = await keepOrGiveUp(undefined);
+        decided(kept ? 'worker_error' : 'receive_limit');
+        return kept;
+      } catch (dlqError) {
+        log.error('delivery_worker_error', { ...ids, cause: errorName(dlqError) });
+        decided('worker_error');
+        return true;
       }
-      return true;
-    }
-  }
-
-  /** The event ended `failed` after attempts, yet its message is still here: make sure the DLQ has it. */
-  async function redeadLetterIfFailed(job: DeliveryJob, message: DeadLetterMessage): Promise<void> {
-    const event = await deps.delivery.store.getEvent(job.eventId, deps.delivery.clock.now());
-    if (event?.status === EventStatus.failed && event.attempts > 0) {
-      await queue.sendToDeadLetter(message, event.lastError ?? 'failed');
     }
   }
 
@@ -186,6 +226,8 @@ export function createDeliveryAwsClients(): DeliveryAwsClients {
 
 export interface DeliveryLambdaOverrides {
   log?: Logger;
+  /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
+  metrics?: Metrics;
   webhook?: WebhookClient;
   clock?: Clock;
 }
@@ -210,5 +252,6 @@ export function deliveryLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: D
     },
     queue,
     log: overrides.log ?? createLogger(),
+    metrics: overrides.metrics ?? createMetrics({ enabled: env.AWS_LAMBDA_FUNCTION_NAME !== undefined }),
   });
 }

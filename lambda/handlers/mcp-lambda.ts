@@ -28,9 +28,11 @@ import { runWithDeadline, withDeadlines } from '../adapters/deadline';
 import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { loadSettings } from '../config';
+import { DEFAULT_RETRY_DELAYS_S } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import { createLogger, type Logger } from '../log';
+import { createMetrics, type Metrics } from '../metrics';
 import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
@@ -42,6 +44,8 @@ export interface McpLambdaDeps {
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
+  /** The retry schedule: the inline first attempt times attempt 2 from it. Default: SPEC's. */
+  retryDelaysS?: readonly number[];
   ttlPolicy?: TtlPolicy;
   allowedOrigins: readonly string[];
   /** Subscribe-time URL policy; must match the webhook client's allowLoopback. */
@@ -49,6 +53,8 @@ export interface McpLambdaDeps {
   log: Logger;
   clock?: Clock;
   version?: string;
+  /** One EMF line per request (route template, status class, latency); none when absent. */
+  metrics?: Metrics;
 }
 
 export type McpLambda = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -67,6 +73,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     webhook: deps.webhook,
     clock: deps.clock ?? systemClock,
     deliveryWaitMs: deps.deliveryWaitMs,
+    retryDelaysS: deps.retryDelaysS ?? DEFAULT_RETRY_DELAYS_S,
     ...(deps.ttlPolicy ? { ttlPolicy: deps.ttlPolicy } : {}),
     urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
@@ -83,7 +90,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     return built.app;
   }
 
-  return async (event) => {
+  const handle: McpLambda = async (event) => {
     let translated;
     try {
       translated = requestFromEvent(event);
@@ -99,6 +106,20 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
       const response = await app.handle(request, requestId ? { requestId } : {});
       return resultFromResponse(response);
     });
+  };
+
+  return async (event) => {
+    const started = performance.now();
+    // The route template API Gateway matched (`POST /mcp`), never the raw path: it could carry the key.
+    const route = typeof event.routeKey === 'string' ? event.routeKey : 'unknown';
+    let status = 500;
+    try {
+      const result = await handle(event);
+      status = result.statusCode ?? 200;
+      return result;
+    } finally {
+      deps.metrics?.request({ route, status, durationMs: performance.now() - started });
+    }
   };
 }
 
@@ -119,6 +140,8 @@ export function createMcpAwsClients(): McpAwsClients {
 
 export interface McpLambdaOverrides {
   log?: Logger & { redact?(value: string): void };
+  /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
+  metrics?: Metrics;
   /** Tests only: replaces the guarded client (the env switch below is how tests allow 127.0.0.1). */
   webhook?: WebhookClient;
   clock?: Clock;
@@ -126,7 +149,7 @@ export interface McpLambdaOverrides {
 
 /**
  * Settings: TABLE_NAME, QUEUE_URL (required), API_KEY_SECRET_ARN (absent: every authenticated
- * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_TTL_DEFAULT_MS, DMDOT_TTL_MAX_MS,
+ * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_RETRY_DELAYS, DMDOT_TTL_DEFAULT_MS, DMDOT_TTL_MAX_MS,
  * DMDOT_ALLOWED_ORIGINS, and
  * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only; the stack never sets it). Throws SettingsError.
  */
@@ -154,10 +177,12 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
     webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback }), MCP_RECORD_RESERVE_MS),
     apiKey,
     deliveryWaitMs: settings.deliveryWaitMs,
+    retryDelaysS: settings.retryDelaysS,
     ttlPolicy: settings.ttlPolicy,
     allowedOrigins: settings.allowedOrigins,
     allowLoopbackCallbacks: allowLoopback,
     log,
+    metrics: overrides.metrics ?? createMetrics({ enabled: env.AWS_LAMBDA_FUNCTION_NAME !== undefined }),
     ...(overrides.clock ? { clock: overrides.clock } : {}),
   });
 }

@@ -93,6 +93,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       webhook,
       clock,
       deliveryWaitMs: settings.deliveryWaitMs,
+      retryDelaysS: settings.retryDelaysS,
       urlPolicy: { allowLoopbackCallbacks: settings.allowLoopbackCallbacks },
       ttlPolicy: settings.ttlPolicy,
       version,

@@ -3,6 +3,9 @@
  * `send_to_dot` tool and the three MCP Events methods wired to the core use cases. Both protocol
  * eras are served by this one factory through `createMcpHandler`.
  *
+ * On the 2026-07-28 era it also serves the MCP Tasks extension (mcp/tasks.ts): a caller that
+ * declares it gets a task instead of the queued text, and `tasks/get|update|cancel` read it.
+ *
  * Errors: a core `ProtocolFault` goes out with its own code; a failing storage or queue is -32603
  * with a generic sentence; anything else is -32603 "Internal error" and is logged with a request
  * id, so no internal text ever reaches a client.
@@ -13,10 +16,11 @@
 import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { sendMessage, type MessageDeps } from '../core/messages';
-import { ErrorCodes, Limits, MESSAGE_CREATED_DEFINITION, Methods, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
+import { ErrorCodes, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
 import type { Logger } from '../log';
 import { toolResultOf } from './results';
+import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
 
 export interface McpDeps extends MessageDeps, SubscriptionDeps {
   version: string;
@@ -72,12 +76,41 @@ const TOOL_DESCRIPTION =
 
 const LOOSE_PARAMS: StandardSchemaWithJSON = publishedSchema({ type: 'object' });
 
+/**
+ * What `createMcpHandler` prints (console.warn, SDK 2.4.0) whenever `responseMode: 'json'` is
+ * chosen: mid-call notifications are dropped. dm-dot sends none (no progress, no logging
+ * notifications, no subscriptions/listen), so on every `npm start` and every Lambda cold start the
+ * line would only be noise in the logs.
+ */
+export const SDK_JSON_MODE_WARNING =
+  "responseMode: 'json' drops mid-call notifications. subscriptions/listen streams are always served over SSE regardless; other notifications emitted before a result are dropped.";
+
+/**
+ * Runs `fn` with exactly that one warning filtered out: any other console.warn (of the SDK or
+ * anyone) still goes through, and console.warn is restored when `fn` returns or throws. Scoped to
+ * the one synchronous call that creates the handler, never the console as a whole.
+ */
+export function withoutSdkJsonModeWarning<T>(fn: () => T): T {
+  const original = console.warn;
+  console.warn = (...args: unknown[]) => {
+    if (args.length === 1 && args[0] === SDK_JSON_MODE_WARNING) return;
+    original.apply(console, args);
+  };
+  try {
+    return fn();
+  } finally {
+    console.warn = original;
+  }
+}
+
 export function createMcpEndpoint(deps: McpDeps): McpHttpHandler {
-  return createMcpHandler((ctx) => buildServer(deps, ctx), {
-    responseMode: 'json',
-    maxRequestBodySize: Limits.requestBodyMaxBytes,
-    onerror: (error) => deps.log.warn('mcp_transport_error', { error: error.message }),
-  });
+  return withoutSdkJsonModeWarning(() =>
+    createMcpHandler((ctx) => buildServer(deps, ctx), {
+      responseMode: 'json',
+      maxRequestBodySize: Limits.requestBodyMaxBytes,
+      onerror: (error) => deps.log.warn('mcp_transport_error', { error: error.message }),
+    }),
+  );
 }
 
 function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Record<string, unknown> } } }): Caller {
@@ -88,11 +121,13 @@ function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Recor
 
 function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   const caller = callerOf(ctx);
+  // Tasks exist on the 2026-07-28 era only (see mcp/tasks.ts).
+  const modern = ctx.era === 'modern';
   const mcp = new McpServer(
     { name: SERVER_NAME, version: deps.version },
     {
       // The SDK's ServerCapabilities type has no `events` key yet; ChatGPT and the AI SDK read it.
-      capabilities: SERVER_CAPABILITIES as unknown as Record<string, never>,
+      capabilities: (modern ? MODERN_SERVER_CAPABILITIES : SERVER_CAPABILITIES) as unknown as Record<string, never>,
       cacheHints: { 'tools/list': { ttlMs: 300_000, cacheScope: 'private' }, 'server/discover': { ttlMs: 300_000, cacheScope: 'private' } },
     },
   );
@@ -117,11 +152,17 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       outputSchema: publishedSchema(OUTPUT_SCHEMA),
       annotations: { readOnlyHint: true, openWorldHint: true },
     },
-    (async (args: unknown) =>
+    (async (args: unknown, extra: HandlerContext) =>
       guarded('tools/call', async () => {
         const outcome = await sendMessage(deps, args);
         if (outcome.kind === 'unavailable') {
           deps.log.error('dependency_unavailable', { requestId: caller.requestId, method: 'tools/call', dependency: outcome.dependency, cause: describe(outcome.cause) });
+        }
+        if (outcome.kind === 'queued' && modern && declaresTasks(extra?.mcpReq?.envelope)) {
+          // SDK 2.4.0 passes a non-complete resultType through on tools/call only (TOOLCHAIN).
+          const answer = await taskForQueued(deps, caller.principal, outcome.eventId);
+          if (answer) return answer;
+          deps.log.warn('task_not_created', { requestId: caller.requestId, eventId: outcome.eventId });
         }
         return toolResultOf(outcome);
       })) as never,
@@ -141,8 +182,28 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       return {};
     }),
   );
+
+  if (modern) {
+    // Custom methods (three-argument form); the SDK stamps `resultType: "complete"` on their
+    // answers, which is what the extension requires of tasks/get, tasks/update and tasks/cancel.
+    const tasks = taskMethods(deps, caller.principal);
+    const taskRequest = (params: unknown, extra: HandlerContext): TaskRequest => ({
+      params,
+      envelope: extra?.mcpReq?.envelope,
+      inputResponses: extra?.mcpReq?.inputResponses,
+    });
+    server.setRequestHandler(Methods.tasksGet, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
+      guarded(Methods.tasksGet, async () => ({ ...(await tasks.get(taskRequest(params, extra))) }))) as never);
+    server.setRequestHandler(Methods.tasksUpdate, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
+      guarded(Methods.tasksUpdate, () => tasks.update(taskRequest(params, extra)))) as never);
+    server.setRequestHandler(Methods.tasksCancel, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
+      guarded(Methods.tasksCancel, () => tasks.cancel(taskRequest(params, extra)))) as never);
+  }
   return mcp;
 }
+
+/** The part of the SDK's handler context dm-dot reads: the lifted per-request envelope and MRTR input responses. */
+type HandlerContext = { mcpReq?: { envelope?: unknown; inputResponses?: unknown } } | undefined;
 
 function withoutMeta(params: unknown): unknown {
   if (params === null || typeof params !== 'object' || Array.isArray(params)) return params;

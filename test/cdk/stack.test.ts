@@ -1,6 +1,6 @@
 /**
  * The dm-dot stack with cdk.json's defaults, synthesized once (esbuild bundles included) and checked
- * rule by rule against SPEC 1, 2, 5, 6, 7 and 10 and the stack's own contract with the handlers.
+ * rule by rule against SPEC 1, 2, 5, 6, 7, 8 and 10 and the stack's own contract with the handlers.
  */
 import { Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
@@ -9,7 +9,10 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ACCESS_LOG_FIELDS, ROUTES } from '../../lib/http-api';
+import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
+import { DELIVERY_OUTCOMES, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
+import { PUP_SECRET_TEMPLATE } from '../../lib/dm-dot-stack';
+import { ACCESS_LOG_FIELDS, HEALTHZ_ROUTE, HEALTHZ_THROTTLE, ROUTES } from '../../lib/http-api';
 import { DEFAULTS } from '../../lib/settings';
 import {
   type Json,
@@ -24,7 +27,19 @@ import {
 let synth: Synthesized;
 let template: Json;
 const ids = {} as Record<
-  'table' | 'key' | 'queue' | 'dlq' | 'secret' | 'mcpFn' | 'deliveryFn' | 'mcpRole' | 'deliveryRole' | 'api' | 'accessLogs',
+  | 'table'
+  | 'key'
+  | 'queue'
+  | 'dlq'
+  | 'secret'
+  | 'pupSecret'
+  | 'mcpFn'
+  | 'deliveryFn'
+  | 'mcpRole'
+  | 'deliveryRole'
+  | 'api'
+  | 'accessLogs'
+  | 'dashboard',
   string
 >;
 
@@ -36,12 +51,14 @@ beforeAll(() => {
   ids.queue = resource(template, 'AWS::SQS::Queue', 'DeliveryQueue').id;
   ids.dlq = resource(template, 'AWS::SQS::Queue', 'DeadLetterQueue').id;
   ids.secret = resource(template, 'AWS::SecretsManager::Secret', 'ApiKey').id;
+  ids.pupSecret = resource(template, 'AWS::SecretsManager::Secret', 'PupSigningSecrets').id;
   ids.mcpFn = resource(template, 'AWS::Lambda::Function', 'McpFunction').id;
   ids.deliveryFn = resource(template, 'AWS::Lambda::Function', 'DeliveryFunction').id;
   ids.mcpRole = resource(template, 'AWS::IAM::Role', 'McpRole').id;
   ids.deliveryRole = resource(template, 'AWS::IAM::Role', 'DeliveryRole').id;
   ids.api = resource(template, 'AWS::ApiGatewayV2::Api', 'HttpApi').id;
   ids.accessLogs = resource(template, 'AWS::Logs::LogGroup', 'HttpAccessLogs').id;
+  ids.dashboard = resource(template, 'AWS::CloudWatch::Dashboard', 'Dashboard').id;
 }, 180_000);
 
 afterAll(() => synth?.cleanup());
@@ -112,10 +129,14 @@ describe('queues (SPEC 6)', () => {
     expect(props(ids.dlq).MessageRetentionPeriod).toBe(1_209_600);
   });
 
-  test('redrive maxReceiveCount = attempts + 2 = 8 with the default schedule', () => {
-    const attempts = DEFAULTS.retryDelays.split(',').length + 1;
-    expect(attempts).toBe(6);
-    expect(props(ids.queue).RedrivePolicy).toEqual({ deadLetterTargetArn: getAtt(ids.dlq, 'Arn'), maxReceiveCount: 8 });
+  test('redrive maxReceiveCount = the worker`s receive limit + AWS`s margin of 5 = 15 with the default schedule', () => {
+    // The worker dead-letters a message itself, with a reason, on receive receiveLimit (6 attempts + 4
+    // receives that are not attempts); SQS's redrive only catches what the handler never saw, and AWS
+    // recommends leaving at least 5 receives for throttling.
+    const delays = DEFAULTS.retryDelays.split(',').map(Number);
+    expect(receiveLimit(delays)).toBe(10);
+    expect(RECEIVE_LIMIT_AWS_MARGIN).toBeGreaterThanOrEqual(5);
+    expect(props(ids.queue).RedrivePolicy).toEqual({ deadLetterTargetArn: getAtt(ids.dlq, 'Arn'), maxReceiveCount: 15 });
   });
 
   test('visibility timeout is at least 6x the delivery function timeout', () => {
@@ -139,14 +160,16 @@ describe('queues (SPEC 6)', () => {
     }
   });
 
-  test('event source: the delivery queue, batches of 10, partial batch failures reported', () => {
+  test('event source: the delivery queue, batches of 10, partial batch failures reported, at most 2 instances at once', () => {
     const mappings = logicalIds(template, 'AWS::Lambda::EventSourceMapping').map(props);
+    expect(DEFAULTS.deliveryMaxConcurrency).toBe(2);
     expect(mappings).toEqual([
       {
         EventSourceArn: getAtt(ids.queue, 'Arn'),
         FunctionName: ref(ids.deliveryFn),
         BatchSize: 10,
         FunctionResponseTypes: ['ReportBatchItemFailures'],
+        ScalingConfig: { MaximumConcurrency: 2 },
       },
     ]);
   });
@@ -162,6 +185,15 @@ describe('API key (SPEC 1, 2)', () => {
     expect(secret.GenerateSecretString.PasswordLength).toBeGreaterThanOrEqual(43);
     expect(secret.GenerateSecretString.SecretStringTemplate).toBeUndefined();
     expect(JSON.stringify(template)).not.toMatch(/"SecretString"/);
+  });
+
+  test('pup`s secret is created holding no secret: a template that parses as an empty list, no value in the template', () => {
+    const secret = props(ids.pupSecret);
+    expect(secret.SecretString).toBeUndefined();
+    expect(secret.GenerateSecretString).toEqual({ SecretStringTemplate: PUP_SECRET_TEMPLATE, GenerateStringKey: 'unused' });
+    // What the MCP function reads before the operator puts secrets in: no secrets, so pup's POSTs get 503.
+    expect(JSON.parse(secret.GenerateSecretString.SecretStringTemplate)).toEqual({ secrets: [] });
+    expect(JSON.stringify(template)).not.toMatch(/whsec_[A-Za-z0-9+/=]{8,}/);
   });
 
   test('no API key material anywhere: no key parameter, no key= in any string', () => {
@@ -191,7 +223,9 @@ describe('functions', () => {
       TABLE_NAME: ref(ids.table),
       QUEUE_URL: ref(ids.queue),
       API_KEY_SECRET_ARN: ref(ids.secret),
+      PUP_SECRET_ARN: ref(ids.pupSecret),
       DMDOT_DELIVERY_WAIT_MS: String(DEFAULTS.deliveryWaitMs),
+      DMDOT_RETRY_DELAYS: DEFAULTS.retryDelays,
       DMDOT_TTL_DEFAULT_MS: String(DEFAULTS.ttlDefaultMs),
       DMDOT_TTL_MAX_MS: String(DEFAULTS.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: '',
@@ -235,7 +269,7 @@ describe('least privilege', () => {
     }
   });
 
-  test('MCP role: its logs, table item CRUD, the table key, send to the delivery queue, read the key secret', () => {
+  test('MCP role: its logs, table item CRUD, the table key, send to the delivery queue, read the key and pup secrets', () => {
     const p = permissions(ids.mcpRole);
     const key = at(ids.key);
     expect(p).toEqual({
@@ -253,9 +287,17 @@ describe('least privilege', () => {
       'sqs:SendMessage': [at(ids.queue)],
       'sqs:GetQueueAttributes': [at(ids.queue)],
       'sqs:GetQueueUrl': [at(ids.queue)],
-      'secretsmanager:GetSecretValue': [JSON.stringify(ref(ids.secret))],
-      'secretsmanager:DescribeSecret': [JSON.stringify(ref(ids.secret))],
+      'secretsmanager:GetSecretValue': [JSON.stringify(ref(ids.secret)), JSON.stringify(ref(ids.pupSecret))].sort(),
+      'secretsmanager:DescribeSecret': [JSON.stringify(ref(ids.secret)), JSON.stringify(ref(ids.pupSecret))].sort(),
     });
+  });
+
+  test('pup`s secret: readable by the MCP role only, and no resource policy opens it to anyone else', () => {
+    const readers = logicalIds(template, 'AWS::IAM::Policy')
+      .filter((id) => JSON.stringify(props(id).PolicyDocument).includes(JSON.stringify(ref(ids.pupSecret))))
+      .map((id) => props(id).Roles);
+    expect(readers).toEqual([[ref(ids.mcpRole)]]);
+    expect(logicalIds(template, 'AWS::SecretsManager::ResourcePolicy')).toEqual([]);
   });
 
   test('MCP role: nothing on the dead-letter queue, no ChangeMessageVisibility', () => {
@@ -265,15 +307,15 @@ describe('least privilege', () => {
     expect(statements).not.toContain('ReceiveMessage');
   });
 
-  test('delivery role: its logs, table Get/Put/Update, the key, consume the queue, send to the DLQ', () => {
+  test('delivery role: its logs, table Get/Update/Delete (a 410 ends the subscription), the key, consume the queue, send to the DLQ', () => {
     const p = permissions(ids.deliveryRole);
     const key = at(ids.key);
     expect(p).toEqual({
       'logs:CreateLogStream': [at(resource(template, 'AWS::Logs::LogGroup', 'DeliveryLogs').id)],
       'logs:PutLogEvents': [at(resource(template, 'AWS::Logs::LogGroup', 'DeliveryLogs').id)],
       'dynamodb:GetItem': [at(ids.table)],
-      'dynamodb:PutItem': [at(ids.table)],
       'dynamodb:UpdateItem': [at(ids.table)],
+      'dynamodb:DeleteItem': [at(ids.table)],
       'kms:Decrypt': [key],
       'kms:DescribeKey': [key],
       'kms:Encrypt': [key],
@@ -288,8 +330,9 @@ describe('least privilege', () => {
     });
   });
 
-  test('delivery role: no Secrets Manager access', () => {
+  test('delivery role: no Secrets Manager access, and it never creates an item (no PutItem)', () => {
     expect(JSON.stringify(statementsOf(ids.deliveryRole))).not.toContain('secretsmanager');
+    expect(JSON.stringify(statementsOf(ids.deliveryRole))).not.toContain('dynamodb:PutItem');
   });
 
   test('only API Gateway may invoke the MCP function, only for this API', () => {
@@ -304,10 +347,22 @@ describe('least privilege', () => {
 });
 
 describe('HTTP API (SPEC 2)', () => {
-  test('exactly the five routes, each to the MCP function with payload format 2.0', () => {
+  test('exactly the nine routes (SPEC 2 and the pup door of SPEC 8), each to the MCP function with payload format 2.0', () => {
     const routes = logicalIds(template, 'AWS::ApiGatewayV2::Route').map(props);
     expect(routes.map((r) => r.RouteKey).sort()).toEqual(Object.keys(ROUTES).sort());
-    expect(Object.keys(ROUTES).sort()).toEqual(['DELETE /mcp', 'GET /healthz', 'GET /mcp', 'POST /mcp', 'POST /v1/messages']);
+    expect(Object.keys(ROUTES).sort()).toEqual(
+      [
+        'DELETE /mcp',
+        'GET /healthz',
+        'GET /mcp',
+        'POST /mcp',
+        'POST /v1/messages',
+        'GET /pup/manifest.json',
+        'POST /pup/mcp',
+        'POST /pup/challenge',
+        'POST /pup/events',
+      ].sort(),
+    );
     const integrations = logicalIds(template, 'AWS::ApiGatewayV2::Integration');
     expect(integrations).toHaveLength(1);
     const integration = props(integrations[0] as string);
@@ -332,6 +387,23 @@ describe('HTTP API (SPEC 2)', () => {
       ThrottlingRateLimit: DEFAULTS.throttleRateLimit,
       ThrottlingBurstLimit: DEFAULTS.throttleBurstLimit,
     });
+  });
+
+  test('GET /healthz has its own, lower route throttle (CloudFormation spelling), and only it', () => {
+    const stage = props(resource(template, 'AWS::ApiGatewayV2::Stage', 'HttpDefaultStage').id);
+    expect(HEALTHZ_ROUTE).toBe('GET /healthz');
+    expect(stage.RouteSettings).toEqual({
+      'GET /healthz': { ThrottlingRateLimit: HEALTHZ_THROTTLE.rateLimit, ThrottlingBurstLimit: HEALTHZ_THROTTLE.burstLimit },
+    });
+    expect(HEALTHZ_THROTTLE.rateLimit).toBeLessThan(DEFAULTS.throttleRateLimit);
+    expect(HEALTHZ_THROTTLE.burstLimit).toBeLessThan(DEFAULTS.throttleBurstLimit);
+  });
+
+  test('the stage is created after the /healthz route: API Gateway refuses route settings for a route it cannot find', () => {
+    const stageId = resource(template, 'AWS::ApiGatewayV2::Stage', 'HttpDefaultStage').id;
+    const healthz = logicalIds(template, 'AWS::ApiGatewayV2::Route').find((id) => props(id).RouteKey === 'GET /healthz');
+    expect(healthz).toBeDefined();
+    expect(template.Resources[stageId].DependsOn).toContain(healthz);
   });
 
   test('access logs: JSON to the stack`s log group, never the path as sent or the query string', () => {
@@ -404,6 +476,91 @@ describe('alarms', () => {
   });
 });
 
+describe('dashboard (issue 8)', () => {
+  /** The dashboard body with each CloudFormation reference replaced by a readable placeholder. */
+  function body(): Json {
+    const join = props(ids.dashboard).DashboardBody['Fn::Join'] as [string, Json[]];
+    const text = join[1]
+      .map((part: Json) => {
+        if (typeof part === 'string') return part;
+        if (part.Ref) return `REF(${part.Ref})`;
+        if (part['Fn::GetAtt']) return `GETATT(${part['Fn::GetAtt'].join('.')})`;
+        throw new Error(`unexpected part ${JSON.stringify(part)}`);
+      })
+      .join(join[0]);
+    return JSON.parse(text);
+  }
+  const graphs = (): Json[] => body().widgets.filter((w: Json) => w.type === 'metric');
+  const graph = (title: RegExp): Json => {
+    const found = graphs().filter((w: Json) => title.test(w.properties.title));
+    expect(found).toHaveLength(1);
+    return found[0].properties;
+  };
+  /** A widget's metrics as `namespace name dim=value...` lines (math expressions as `expr`). */
+  const lines = (widget: Json): string[] =>
+    widget.metrics.map((m: Json[]) => {
+      const options = typeof m[m.length - 1] === 'object' ? (m[m.length - 1] as Json) : {};
+      if (options.expression) return `expr ${options.expression}`;
+      const parts = m.filter((x) => typeof x === 'string') as string[];
+      const [namespace, name, ...dims] = parts;
+      const pairs: string[] = [];
+      for (let i = 0; i + 1 < dims.length; i += 2) pairs.push(`${dims[i]}=${dims[i + 1]}`);
+      return [namespace, name, ...pairs].join(' ');
+    });
+
+  test('one dashboard, named after the stack and region (dashboards are per account)', () => {
+    expect(logicalIds(template, 'AWS::CloudWatch::Dashboard')).toHaveLength(1);
+    expect(props(ids.dashboard).DashboardName).toEqual({ 'Fn::Join': ['-', [ref('AWS::StackName'), ref('AWS::Region')]] });
+  });
+
+  test('deliveries by outcome: one line per outcome the worker can decide, from the EMF metrics', () => {
+    const w = graph(/^Deliveries by outcome/);
+    expect(lines(w)).toEqual(DELIVERY_OUTCOMES.map((o) => `${METRICS_NAMESPACE} ${MetricName.deliveries} Outcome=${o}`));
+    expect(w.metrics.every((m: Json[]) => (m[m.length - 1] as Json).stat === 'Sum')).toBe(true);
+  });
+
+  test('delivery latency (percentiles) and attempts', () => {
+    expect(lines(graph(/^Delivery latency/))).toEqual([
+      `${METRICS_NAMESPACE} ${MetricName.deliveryLatency}`,
+      `${METRICS_NAMESPACE} ${MetricName.deliveryLatency}`,
+      `${METRICS_NAMESPACE} ${MetricName.deliveryDuration}`,
+    ]);
+    expect(graph(/^Delivery latency/).metrics.map((m: Json[]) => (m[m.length - 1] as Json).stat)).toEqual(['p50', 'p99', 'p99']);
+    expect(lines(graph(/^Attempts/))).toContain(`${METRICS_NAMESPACE} ${MetricName.deliveryAttempt}`);
+  });
+
+  test('dead-letter queue depth next to the delivery queue', () => {
+    const l = lines(graph(/^Dead-letter queue/));
+    expect(l).toContain(`AWS/SQS ApproximateNumberOfMessagesVisible QueueName=GETATT(${ids.dlq}.QueueName)`);
+    expect(l).toContain(`AWS/SQS ApproximateAgeOfOldestMessage QueueName=GETATT(${ids.queue}.QueueName)`);
+  });
+
+  test('MCP requests by status class and the function`s errors; request latency', () => {
+    const l = lines(graph(/^MCP function: requests/));
+    for (const cls of STATUS_CLASSES) expect(l).toContain(`${METRICS_NAMESPACE} ${MetricName.requests} StatusClass=${cls}`);
+    expect(l).toContain(`AWS/Lambda Errors FunctionName=REF(${ids.mcpFn})`);
+    expect(lines(graph(/^Request latency/))).toContain(`${METRICS_NAMESPACE} ${MetricName.requestLatency}`);
+  });
+
+  test('throttles: both functions, API Gateway`s own 4xx (429s) and DynamoDB', () => {
+    const l = lines(graph(/^Throttles/));
+    expect(l).toContain(`AWS/Lambda Throttles FunctionName=REF(${ids.mcpFn})`);
+    expect(l).toContain(`AWS/Lambda Throttles FunctionName=REF(${ids.deliveryFn})`);
+    expect(l.some((x) => x.startsWith('expr ') && x.includes('api4xx'))).toBe(true);
+    expect(JSON.stringify(graph(/^Throttles/))).toContain('ThrottledRequests');
+  });
+
+  test('every dm-dot metric on the dashboard is one the functions emit (namespace DmDot, known names)', () => {
+    const known = new Set<string>(Object.values(MetricName));
+    const ours = graphs()
+      .flatMap((w: Json) => lines(w.properties))
+      .filter((l) => l.startsWith(`${METRICS_NAMESPACE} `))
+      .map((l) => l.split(' ')[1]);
+    expect(ours.length).toBeGreaterThan(10);
+    for (const name of ours) expect(known.has(name as string)).toBe(true);
+  });
+});
+
 describe('outputs', () => {
   test('McpEndpoint is the https URL of /mcp, with no key', () => {
     const endpoint = template.Outputs.McpEndpoint.Value;
@@ -411,12 +568,26 @@ describe('outputs', () => {
     expect(JSON.stringify(template.Outputs)).not.toContain('key=');
   });
 
-  test('ApiKeySecretArn, GetApiKeyCommand, DeadLetterQueueUrl and RedriveCommand are there', () => {
+  test('ApiKeySecretArn, GetApiKeyCommand, PupSecretArn, DashboardUrl, DeadLetterQueueUrl and RedriveCommand are there', () => {
     const o = template.Outputs;
     expect(Object.keys(o).sort()).toEqual(
-      ['ApiKeySecretArn', 'DeadLetterQueueUrl', 'GetApiKeyCommand', 'McpEndpoint', 'RedriveCommand'].sort(),
+      ['ApiKeySecretArn', 'DashboardUrl', 'DeadLetterQueueUrl', 'GetApiKeyCommand', 'McpEndpoint', 'PupSecretArn', 'RedriveCommand'].sort(),
     );
     expect(o.ApiKeySecretArn.Value).toEqual(ref(ids.secret));
+    expect(o.PupSecretArn.Value).toEqual(ref(ids.pupSecret));
+    expect(o.DashboardUrl.Value).toEqual({
+      'Fn::Join': [
+        '',
+        [
+          'https://',
+          ref('AWS::Region'),
+          '.console.aws.amazon.com/cloudwatch/home?region=',
+          ref('AWS::Region'),
+          '#dashboards:name=',
+          ref(ids.dashboard),
+        ],
+      ],
+    });
     expect(o.DeadLetterQueueUrl.Value).toEqual(ref(ids.dlq));
     expect(o.GetApiKeyCommand.Value).toEqual({
       'Fn::Join': [
@@ -478,6 +649,7 @@ describe('cdk-nag (AWS Solutions)', () => {
         'DmDot/Mcp/Function AwsSolutions-L1',
         'DmDot/Mcp/Role AwsSolutions-IAM5[Action::kms:GenerateDataKey*]',
         'DmDot/Mcp/Role AwsSolutions-IAM5[Action::kms:ReEncrypt*]',
+        'DmDot/PupSigningSecrets AwsSolutions-SMG4',
       ].sort(),
     );
   });
@@ -530,6 +702,7 @@ describe('the bundles start with the environment the stack gives them', () => {
       [ids.queue]: 'https://sqs.us-east-1.amazonaws.com/123456789012/DmDot-DeliveryQueue-EXAMPLE',
       [ids.dlq]: 'https://sqs.us-east-1.amazonaws.com/123456789012/DmDot-DeadLetterQueue-EXAMPLE',
       [ids.secret]: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:ApiKey-EXAMPLE-AbCdEf',
+      [ids.pupSecret]: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:PupSigningSecrets-EXAMPLE-AbCdEf',
     };
     return Object.fromEntries(
       Object.entries(variables).map(([name, value]) => {

@@ -78,6 +78,10 @@ export function synthesize(options: SynthOptions = {}): Synthesized {
       },
       cleanup: () => fs.rmSync(outdir, { recursive: true, force: true }),
     };
+  } catch (error) {
+    // A stack that refuses its settings throws while being built: leave no cloud assembly behind.
+    fs.rmSync(outdir, { recursive: true, force: true });
+    throw error;
   } finally {
     restore('CDK_VALIDATION', saved.validation);
     restore('npm_config_update_notifier', saved.notifier);

@@ -227,6 +227,54 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.getEvent(again.eventId, again.createdAt)).resolves.toStrictEqual(again);
       });
 
+      it('updateEvent with an expected status is a compare-and-set: it writes only from that status', async () => {
+        const queued = event();
+        await store.putEvent(queued);
+        await expect(store.updateEvent(queued.eventId, { status: 'delivered', attempts: 1 }, { status: 'queued' })).resolves.toBe(true);
+        // A second copy of the job, late: failed must never overwrite delivered.
+        await expect(store.updateEvent(queued.eventId, { status: 'failed', attempts: 1, lastError: 'http_4xx' }, { status: 'queued' })).resolves.toBe(false);
+        await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual({ ...queued, status: 'delivered', attempts: 1 });
+      });
+
+      it('updateEvent with an expected attempt count refuses a second commit of the same attempt', async () => {
+        const queued = event();
+        await store.putEvent(queued);
+        await expect(store.updateEvent(queued.eventId, { attempts: 1, notBefore: T0 + SECOND }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
+        await expect(store.updateEvent(queued.eventId, { attempts: 1, notBefore: T0 + 9 * SECOND }, { status: 'queued', attempts: 0 })).resolves.toBe(false);
+        await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual({ ...queued, attempts: 1, notBefore: T0 + SECOND });
+      });
+
+      it('a redrive reopens a failed event once: failed -> queued succeeds for one of two racing copies', async () => {
+        await store.putEvent(event({ status: 'failed', attempts: 6, lastError: 'http_5xx' }));
+        const reopen = () => store.updateEvent(event().eventId, { status: 'queued', attempts: 0, lastError: null }, { status: 'failed' });
+        const results = await Promise.all([reopen(), reopen()]);
+        expect(results.filter(Boolean)).toHaveLength(1);
+      });
+
+      it('updateEvent answers false for an unknown event, with or without an expectation', async () => {
+        const id = 'evt_eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee';
+        await expect(store.updateEvent(id, { attempts: 1 })).resolves.toBe(false);
+        await expect(store.updateEvent(id, { attempts: 1 }, { status: 'queued' })).resolves.toBe(false);
+        await expect(store.getEvent(id, T0)).resolves.toBeUndefined();
+      });
+
+      it('restoreEvent writes a record where none lives, and never over a live one', async () => {
+        const restored = event({ eventId: 'evt_dddddddddddddddddddddddddddddddd' });
+        await expect(store.restoreEvent(restored)).resolves.toBe(true);
+        await expect(store.getEvent(restored.eventId, T0)).resolves.toStrictEqual(restored);
+        await expect(store.restoreEvent({ ...restored, attempts: 3 })).resolves.toBe(false);
+        await expect(store.getEvent(restored.eventId, T0)).resolves.toStrictEqual(restored);
+      });
+
+      it('restoreEvent replaces an expired record (a job redriven after its record expired)', async () => {
+        const old = event({ status: 'failed', attempts: 6, lastError: 'http_5xx' });
+        await store.putEvent(old);
+        const later = T0 + Limits.eventRecordMs + DAY;
+        const fresh = event({ createdAt: later, expiresAt: later + Limits.eventRecordMs });
+        await expect(store.restoreEvent(fresh)).resolves.toBe(true);
+        await expect(store.getEvent(fresh.eventId, later)).resolves.toStrictEqual(fresh);
+      });
+
       it('getEvent of an unknown id is undefined', async () => {
         await expect(store.getEvent('evt_00000000000000000000000000000000', T0)).resolves.toBeUndefined();
       });

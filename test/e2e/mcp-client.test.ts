@@ -54,7 +54,9 @@ for (const mode of ['modern', 'legacy'] as const) {
         mode === 'modern'
           ? (await rpc(server, 'server/discover')).body.result
           : await legacyInitialize(server);
-      assert.deepEqual(wire.capabilities, { tools: { listChanged: false }, events: {}, extensions: { 'io.modelcontextprotocol/events': {} } });
+      // The 2026-07-28 era also advertises the MCP Tasks extension (README, MCP Tasks); legacy cannot offer it.
+      const extensions = mode === 'modern' ? { 'io.modelcontextprotocol/events': {}, 'io.modelcontextprotocol/tasks': {} } : { 'io.modelcontextprotocol/events': {} };
+      assert.deepEqual(wire.capabilities, { tools: { listChanged: false }, events: {}, extensions });
       assert.equal(wire.serverInfo?.name ?? wire._meta['io.modelcontextprotocol/serverInfo'].name, 'dm-dot');
     });
 

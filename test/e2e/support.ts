@@ -111,7 +111,8 @@ export interface ReceivedRequest {
   at: number;
 }
 
-export type Responder = (request: ReceivedRequest) => { status: number; body?: string; headers?: Record<string, string> } | 'hang';
+/** `delayMs` answers that much later (a slow dot); 'hang' never answers. */
+export type Responder = (request: ReceivedRequest) => { status: number; body?: string; headers?: Record<string, string>; delayMs?: number } | 'hang';
 
 /**
  * A webhook receiver: echoes verification challenges (unless told otherwise) and answers events
@@ -135,8 +136,13 @@ export async function startReceiver(responder: Responder = () => ({ status: 200 
       received.push(entry);
       const answer = respond(entry);
       if (answer === 'hang') return;
-      res.writeHead(answer.status, { 'content-type': 'application/json', ...(answer.headers ?? {}) });
-      res.end(answer.body ?? '{}');
+      const reply = () => {
+        if (res.destroyed) return;
+        res.writeHead(answer.status, { 'content-type': 'application/json', ...(answer.headers ?? {}) });
+        res.end(answer.body ?? '{}');
+      };
+      if (answer.delayMs) setTimeout(reply, answer.delayMs);
+      else reply();
     });
   });
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));

@@ -308,7 +308,7 @@ describe('subscribe, send, deliver (SPEC 4.2, 6.2)', () => {
     expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 2 });
   });
 
-  test('410 is permanent: exactly one attempt, event failed, message in the DLQ with reason http_4xx', async () => {
+  test('410 is permanent and ends the subscription: one attempt, event failed, DLQ with reason http_4xx, a new subscribe succeeds', async () => {
     receiver.respondWith(410);
     const sent = await send(gateway, 'gone');
     const run = await pollOnce(fauxqs, delivery);
@@ -324,6 +324,11 @@ describe('subscribe, send, deliver (SPEC 4.2, 6.2)', () => {
     // Nothing left to retry: no second attempt ever happens.
     expect(await pollOnce(fauxqs, delivery, { timeoutMs: 1_000 })).toBeUndefined();
     expect(receiver.events).toHaveLength(1);
+    // Standard Webhooks: 410 Gone ends the subscription (the dot was removed), so nothing is locked out.
+    expect(await store.getSubscription(Date.now())).toBeUndefined();
+    expect((await send(gateway, 'after gone')).status).toBe(409);
+    receiver.reset();
+    expect((await subscribe(gateway, secret)).body.error).toBeUndefined();
   });
 
   test('the retry schedule exhausted: the DLQ gets it with the last category', async () => {
@@ -387,7 +392,7 @@ describe('subscribe, send, deliver (SPEC 4.2, 6.2)', () => {
   }, 60_000);
 
   test('a failed dead-letter send is not a silent loss: the redelivered record reaches the DLQ, with no second POST', async () => {
-    receiver.respondWith(410);
+    receiver.respondWith(404);
     const sent = await send(gateway, 'dlq hiccup');
     const noDlq = deliveryLambda({ ...baseEnv(), DEAD_LETTER_QUEUE_URL: `${fauxqs.endpoint}/000000000000/no-such-queue` });
     const messages = await fauxqs.receive(fauxqs.queueUrl);

@@ -49,27 +49,12 @@ export function buildApp(config: Partial<HttpConfig> = {}, options: { deliveryWa
     warn: (event, fields = {}) => void logs.push({ level: 'warn', event, fields }),
     error: (event, fields = {}) => void logs.push({ level: 'error', event, fields }),
   };
-  const app = withoutSdkJsonModeWarning(() =>
-    createApp(
-      { store, queue, webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log },
-      { apiKey: API_KEY, allowedOrigins: [], allowedHosts: undefined, ...config },
-    ),
+  // createApp no longer prints the SDK's responseMode warning (mcp/server.ts filters exactly it).
+  const app = createApp(
+    { store, queue, webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, retryDelaysS: [1, 4, 30, 120, 600], urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log },
+    { apiKey: API_KEY, allowedOrigins: [], allowedHosts: undefined, ...config },
   );
   return { app, store, queue, clock, webhook, logs };
-}
-
-/** The SDK warns on every `createMcpHandler` in JSON response mode (a deliberate choice here); keep test output readable. */
-function withoutSdkJsonModeWarning<T>(fn: () => T): T {
-  const original = console.warn;
-  console.warn = (...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops mid-call notifications")) return;
-    original(...args);
-  };
-  try {
-    return fn();
-  } finally {
-    console.warn = original;
-  }
 }
 
 /** A live subscription, so that sends get past "no subscription" (the fake queue accepts them). */

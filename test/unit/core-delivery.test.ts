@@ -334,10 +334,11 @@ describe('attemptDelivery', () => {
   test('410 is permanent: dead_letter with status failed after exactly one POST', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(respond(410));
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1 });
+    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1, subscriptionEnded: true });
     expect(webhook.requests).toHaveLength(1);
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'failed', attempts: 1, lastHttpStatus: 410, lastError: 'http_4xx' });
-    expect(store.subscription?.lastError).toBe('http_4xx');
+    // Standard Webhooks: 410 Gone ends the subscription, so a re-added dot can subscribe at once.
+    expect(store.subscription).toBeUndefined();
   });
 
   test('413 is permanent: dead_letter after one POST', async () => {
@@ -418,11 +419,12 @@ describe('attemptDelivery after an operator redrive', () => {
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx' });
   });
 
-  test('the same failed event without the redrive mark stays final and nothing is sent', async () => {
+  test('the same failed event without the redrive mark stays final, nothing is sent, and the job goes back to the DLQ', async () => {
     const { store, webhook, deps, job } = world();
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_5xx', attempt: 6 });
     expect(webhook.requests).toHaveLength(0);
+    expect(store.events.get(EVENT_ID)?.status).toBe('failed');
   });
 
   test('a redriven job of a delivered event is still skipped', async () => {
@@ -430,5 +432,88 @@ describe('attemptDelivery after an operator redrive', () => {
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'delivered', attempts: 1 });
     await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'already_final' });
     expect(webhook.requests).toHaveLength(0);
+  });
+});
+
+describe('attemptDelivery: leases, compare-and-set transitions and expired records', () => {
+  test('a lease in the future defers the worker: no POST, no attempt counted, the delay is what is left of it', async () => {
+    const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 2_000 } });
+    clock.advance(500);
+    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 1_500 });
+    expect(webhook.requests).toHaveLength(0);
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 0 });
+  });
+
+  test('the inline attempt holds the lease: it sends, with its own shorter deadline on the POST', async () => {
+    const { webhook, deps, job } = world({ event: { notBefore: Date.now() + 4_000 } });
+    webhook.add(respond(200));
+    await expect(attemptDelivery(deps, job, { inline: { timeoutMs: 2_500 } })).resolves.toEqual({ action: 'done', status: 'delivered' });
+    expect(webhook.last.timeoutMs).toBe(2_500);
+  });
+
+  test('the worker POST carries no deadline of its own (the guard applies its 5 s)', async () => {
+    const { webhook, deps, job } = world();
+    webhook.add(respond(200));
+    await attemptDelivery(deps, job);
+    expect(webhook.last.timeoutMs).toBeUndefined();
+  });
+
+  test('after a transient failure the lease moves to when the next attempt is due, Retry-After included', async () => {
+    const { store, clock, webhook, deps, job } = world();
+    const start = clock.now();
+    webhook.add(respond(429, '', '7'));
+    await expect(attemptDelivery(deps, job)).resolves.toMatchObject({ action: 'retry', delayMs: 7_000 });
+    expect(store.events.get(EVENT_ID)?.notBefore).toBe(start + 7_000);
+    // A duplicate copy surfacing early defers instead of sending attempt 2 ahead of time.
+    clock.advance(1_000);
+    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 6_000 });
+  });
+
+  test('a copy that loses the race to commit its outcome is a duplicate: failed never overwrites delivered', async () => {
+    const { store, webhook, deps, job } = world();
+    // While this copy's POST is in flight, another copy delivers the event.
+    webhook.add(() => {
+      Object.assign(store.events.get(EVENT_ID)!, { status: 'delivered', attempts: 1 });
+      return respond(404);
+    });
+    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'duplicate' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1 });
+  });
+
+  test('two copies counting the same attempt: the second commit is refused (attempt counts are compared)', async () => {
+    const { store, webhook, deps, job } = world();
+    webhook.add(() => {
+      Object.assign(store.events.get(EVENT_ID)!, { attempts: 1, lastError: 'http_5xx' });
+      return respond(503);
+    });
+    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'duplicate' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ attempts: 1 });
+  });
+
+  test('two redriven copies of one failed event start one round between them', async () => {
+    const { store, webhook, deps, job } = world();
+    store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
+    webhook.add(respond(503), respond(503));
+    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'retry', attempt: 1 });
+    // The second copy finds the event queued again, under the first copy's lease: it waits its turn
+    // instead of resetting the round.
+    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'defer' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 1 });
+    expect(webhook.requests).toHaveLength(1);
+  });
+
+  test('a job whose record expired (redriven after the record lived out its days) is restored and delivered, not looped', async () => {
+    const { store, clock, webhook, deps, job } = world({ event: { expiresAt: Date.now() - 1 } });
+    webhook.add(respond(200));
+    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'delivered' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1, createdAt: clock.now() });
+    expect(store.events.get(EVENT_ID)!.expiresAt).toBe(clock.now() + 15 * DAY);
+  });
+
+  test('a job with no record at all gets one and its attempts count from 1', async () => {
+    const { store, webhook, deps, job } = world({ event: null });
+    webhook.add(respond(503));
+    await expect(attemptDelivery(deps, job)).resolves.toMatchObject({ action: 'retry', attempt: 1 });
+    await expect(store.getEvent(EVENT_ID, Date.now())).resolves.toMatchObject({ status: 'queued', attempts: 1 });
   });
 });

@@ -1,11 +1,12 @@
 /**
- * The send use case (SPEC 6.1, 6.2 steps 1-3) against in-memory fakes. The fake clock's sleep
- * advances time, so the delivery wait never waits for real.
+ * The send use case (SPEC 6.1, 6.2 steps 1-3) against in-memory fakes: the event is recorded
+ * under a lease, its job enqueued delayed as a safety net, and the first attempt made inline
+ * through the scripted webhook client. The fake clock never moves unless a test moves it.
  */
 import { principalOf, subscriptionIdOf } from '../../lambda/core/identity';
 import { buildEvent, sendMessage, type MessageDeps } from '../../lambda/core/messages';
 import type { EventRecord, SubscriptionRecord } from '../../lambda/ports';
-import { FakeClock, FakeQueue, FakeStore, T0 } from './fakes';
+import { FakeClock, FakeQueue, FakeStore, respond, ScriptedWebhookClient, T0, transportFailure, type Scripted } from './fakes';
 
 const DAY = 24 * 60 * 60 * 1000;
 const PRINCIPAL = principalOf('test-api-key');
@@ -26,21 +27,14 @@ function liveSubscription(overrides: Partial<SubscriptionRecord> = {}): Subscrip
   };
 }
 
-function world(options: { subscription?: Partial<SubscriptionRecord> | null; deliveryWaitMs?: number } = {}) {
+function world(options: { subscription?: Partial<SubscriptionRecord> | null; deliveryWaitMs?: number; answers?: Scripted[] } = {}) {
   const clock = new FakeClock(T0);
   const store = new FakeStore();
   const queue = new FakeQueue();
+  const webhook = new ScriptedWebhookClient(...(options.answers ?? []));
   if (options.subscription !== null) store.subscription = liveSubscription(options.subscription);
-  const deps: MessageDeps = { store, queue, clock, deliveryWaitMs: options.deliveryWaitMs ?? 3_000 };
-  return { clock, store, queue, deps };
-}
-
-/** A fake delivery worker: once the clock reaches `at`, it settles the only event with `patch`. */
-function workerSettles(store: FakeStore, clock: FakeClock, at: number, patch: Partial<EventRecord>): void {
-  store.before.getEvent = (eventId) => {
-    const event = store.events.get(eventId as string);
-    if (event && clock.now() >= at) Object.assign(event, patch);
-  };
+  const deps: MessageDeps = { store, queue, clock, webhook, retryDelaysS: [1, 4, 30, 120, 600], deliveryWaitMs: options.deliveryWaitMs ?? 3_000 };
+  return { clock, store, queue, webhook, deps };
 }
 
 const onlyEvent = (store: FakeStore): EventRecord => {
@@ -105,8 +99,8 @@ describe('sendMessage', () => {
     expect(queue.jobs).toEqual([]);
   });
 
-  test('records the event as queued before enqueueing it', async () => {
-    const { store, queue, deps } = world({ deliveryWaitMs: 0 });
+  test('records the event as queued, under no lease, before enqueueing it when there is no wait', async () => {
+    const { store, queue, webhook, deps } = world({ deliveryWaitMs: 0 });
     let statusAtEnqueue: string | undefined;
     queue.onEnqueue = (job) => {
       statusAtEnqueue = store.events.get(job.eventId)?.status;
@@ -115,7 +109,10 @@ describe('sendMessage', () => {
     expect(statusAtEnqueue).toBe('queued');
     const event = onlyEvent(store);
     expect(outcome).toEqual({ kind: 'queued', eventId: event.eventId });
-    expect(event).toEqual({ eventId: event.eventId, status: 'queued', subscriptionId: SUB_ID, attempts: 0, createdAt: T0, expiresAt: T0 + 7 * DAY });
+    expect(event).toEqual({ eventId: event.eventId, status: 'queued', subscriptionId: SUB_ID, attempts: 0, createdAt: T0, expiresAt: T0 + 15 * DAY, notBefore: T0 });
+    // No wait window: no inline attempt, and the worker takes the job at once.
+    expect(webhook.requests).toEqual([]);
+    expect(queue.delays).toEqual([0]);
   });
 
   test('the job carries the event id, the subscription id and the exact event bytes of the trimmed message', async () => {
@@ -129,66 +126,92 @@ describe('sendMessage', () => {
     expect(job.body).toBe(buildEvent(job.eventId, 'hello dot', T0));
   });
 
-  test('delivered when the worker marks the event delivered within the wait', async () => {
-    const { store, clock, deps } = world();
-    workerSettles(store, clock, T0 + 450, { status: 'delivered', deliveredAt: T0 + 450 });
-    const outcome = await sendMessage(deps, { message: 'hi' });
-    expect(outcome).toEqual({ kind: 'delivered', eventId: onlyEvent(store).eventId });
-    expect(clock.now()).toBeLessThan(T0 + 3_000);
-  });
-
-  test('delivered at once when the worker is done before the first poll: no sleep at all', async () => {
-    const { store, clock, queue, deps } = world();
-    queue.onEnqueue = (job) => void Object.assign(store.events.get(job.eventId)!, { status: 'delivered' });
+  test('the event is leased for the wait window plus a margin, and the safety net surfaces when attempt 2 would be due', async () => {
+    const { store, queue, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
+    let atEnqueue: EventRecord | undefined;
+    queue.onEnqueue = (job) => {
+      atEnqueue = { ...store.events.get(job.eventId)! };
+    };
     await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'delivered' });
-    expect(clock.sleeps).toEqual([]);
+    expect(atEnqueue).toMatchObject({ status: 'queued', attempts: 0, notBefore: T0 + 3_000 + 1_000 });
+    expect(queue.delays).toEqual([1_000]);
   });
 
-  test('queued when nothing happens within deliveryWaitMs (the fake clock advances exactly that long)', async () => {
-    const { store, clock, deps } = world({ deliveryWaitMs: 3_000 });
+  test('delivered when the inline attempt gets a 2xx: one POST, the exact job bytes, attempt 1 recorded', async () => {
+    const { store, queue, webhook, deps } = world({ answers: [respond(202)] });
     const outcome = await sendMessage(deps, { message: 'hi' });
-    expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
-    expect(clock.now() - T0).toBe(3_000);
+    const event = onlyEvent(store);
+    expect(outcome).toEqual({ kind: 'delivered', eventId: event.eventId });
+    expect(event).toMatchObject({ status: 'delivered', attempts: 1, deliveredAt: T0, lastHttpStatus: 202 });
+    expect(webhook.requests).toHaveLength(1);
+    expect(Buffer.from(webhook.last.body).toString()).toBe(queue.jobs[0]!.body);
+    expect(webhook.last.headers['webhook-id']).toBe(event.eventId);
   });
 
-  test('polls about every 100 ms with consistent reads of the event', async () => {
-    const { store, clock, deps } = world({ deliveryWaitMs: 1_000 });
+  test('the inline POST gets what is left of the wait window, counted from the start of the send, as its deadline', async () => {
+    const { store, clock, webhook, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
+    // Storage takes 700 ms in all before the POST starts.
+    store.before.getSubscription = () => clock.advance(400);
+    store.before.putEvent = () => clock.advance(300);
     await sendMessage(deps, { message: 'hi' });
-    expect(clock.sleeps.every((ms) => ms > 0 && ms <= 100)).toBe(true);
-    expect(store.callsOf('getEvent').length).toBeGreaterThanOrEqual(10);
+    expect(webhook.last.timeoutMs).toBe(3_000 - 700);
   });
 
-  test('the wait is capped so a request never runs past 5 s', async () => {
-    const { clock, deps } = world({ deliveryWaitMs: 60_000 });
+  test('the window is capped so a request never runs past 5 s', async () => {
+    const { webhook, deps } = world({ deliveryWaitMs: 60_000, answers: [respond(200)] });
+    await sendMessage(deps, { message: 'hi' });
+    expect(webhook.last.timeoutMs).toBeLessThanOrEqual(4_000);
+  });
+
+  test('no inline attempt when storage used up the whole window: queued, and the worker sends', async () => {
+    const { store, clock, webhook, deps } = world({ deliveryWaitMs: 1_000 });
+    store.before.putEvent = () => clock.advance(1_500);
     await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'queued' });
-    expect(clock.now() - T0).toBeLessThan(5_000);
+    expect(webhook.requests).toEqual([]);
   });
 
-  test('a wait of 0 reports queued after a single look', async () => {
-    const { store, clock, deps } = world({ deliveryWaitMs: 0 });
-    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'queued' });
-    expect(clock.sleeps).toEqual([]);
-    expect(store.callsOf('getEvent')).toHaveLength(1);
-  });
-
-  test('failed with its reason when the worker marks the event failed', async () => {
-    const { store, clock, deps } = world();
-    workerSettles(store, clock, T0 + 200, { status: 'failed', lastError: 'http_4xx', lastHttpStatus: 410 });
+  test('a permanent failure answers failed with its category, and the event is failed after one attempt', async () => {
+    const { store, deps } = world({ answers: [respond(400)] });
     const outcome = await sendMessage(deps, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'failed', eventId: onlyEvent(store).eventId, reason: 'http_4xx' });
+    expect(onlyEvent(store)).toMatchObject({ status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400 });
   });
 
-  test('failed with no reason when the event was dropped', async () => {
-    const { store, clock, deps } = world();
-    workerSettles(store, clock, T0, { status: 'dropped' });
+  test('a 410 answers failed and ends the subscription at once', async () => {
+    const { store, deps } = world({ answers: [respond(410)] });
+    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'failed', reason: 'http_4xx' });
+    expect(store.subscription).toBeUndefined();
+  });
+
+  test('a transient failure answers queued; attempt 1 counts and the lease moves to when attempt 2 is due', async () => {
+    const { store, clock, deps } = world({ answers: [() => (clock.advance(50), respond(503))] });
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx', notBefore: T0 + 50 + 1_000 });
+  });
+
+  test('an attempt cut short by the window counts nothing and releases the lease for the worker', async () => {
+    const { store, clock, deps } = world({ answers: [() => (clock.advance(3_000), transportFailure('timeout'))] });
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 0, notBefore: T0 + 3_000 });
+  });
+
+  test('failed with no reason when the subscription ended before the attempt: the event is dropped', async () => {
+    const { store, deps } = world();
+    store.before.putEvent = () => {
+      store.subscription = undefined;
+    };
     const outcome = await sendMessage(deps, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'failed', eventId: onlyEvent(store).eventId, reason: null });
+    expect(onlyEvent(store).status).toBe('dropped');
   });
 
-  test('a failing read while waiting does not undo the accepted event: it is reported queued', async () => {
-    const { store, deps } = world({ deliveryWaitMs: 500 });
-    store.failing.add('getEvent');
+  test('a storage failure during the inline attempt does not undo the accepted event: queued, and the job is there', async () => {
+    const { store, queue, deps } = world({ answers: [respond(200)] });
+    store.failing.add('updateEvent');
     await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'queued' });
+    expect(queue.jobs).toHaveLength(1);
   });
 
   test('storage failure reading the subscription: unavailable storage, nothing queued', async () => {

@@ -224,6 +224,26 @@ describe('verification cache', () => {
     expect(fault.data).toEqual({ reason: 'http_4xx' });
   });
 
+  test('after 24 h a refresh challenge answered 410 ends the live subscription: a new callback can subscribe at once', async () => {
+    const { clock, store, webhook, deps } = world();
+    webhook.add(echoChallenge, respond(410), echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    clock.advance(DAY);
+    const fault = await faultOf(subscribe(deps, PRINCIPAL, params()));
+    expect(fault.data).toEqual({ reason: 'http_4xx' });
+    expect(store.subscription).toBeUndefined();
+    await expect(subscribe(deps, PRINCIPAL, params({ url: URL_B }))).resolves.toMatchObject({ id: subscriptionIdOf(PRINCIPAL, URL_B, 'message.created', {}) });
+  });
+
+  test('a 404 from the refresh challenge leaves the live subscription in place (only 410 means gone)', async () => {
+    const { clock, store, webhook, deps } = world();
+    webhook.add(echoChallenge, respond(404));
+    await subscribe(deps, PRINCIPAL, params());
+    clock.advance(DAY);
+    await faultOf(subscribe(deps, PRINCIPAL, params()));
+    expect(store.subscription?.url).toBe(URL_A);
+  });
+
   test('the cache is per principal: another API key is challenged again', async () => {
     const { store, webhook, deps } = world();
     webhook.add(echoChallenge, echoChallenge);

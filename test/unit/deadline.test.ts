@@ -165,6 +165,12 @@ describe('webhookWithinDeadline: a POST gets the time left less the reserve, or 
     expect(inner.requests).toHaveLength(0);
   });
 
+  test("a caller's short timeoutMs (under the floor) is kept when the deadline leaves room", async () => {
+    const inner = recordingWebhook();
+    await runWithDeadline(Date.now() + 60_000, () => webhookWithinDeadline(inner.client, 3_000).post({ ...request, timeoutMs: 300 }));
+    expect(inner.requests[0]!.timeoutMs).toBe(300);
+  });
+
   test("a caller's shorter timeoutMs is kept", async () => {
     const inner = recordingWebhook();
     await runWithDeadline(Date.now() + 60_000, () => webhookWithinDeadline(inner.client, 3_000).post({ ...request, timeoutMs: 1_500 }));

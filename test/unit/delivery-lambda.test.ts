@@ -7,7 +7,7 @@ import type { SQSRecord } from 'aws-lambda';
 import { EventStatus, Limits } from '../../lambda/core/protocol';
 import { createDeliveryLambda, type DeliveryQueue } from '../../lambda/handlers/delivery-lambda';
 import type { Logger } from '../../lambda/log';
-import type { EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../../lambda/ports';
+import type { EventExpectation, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../../lambda/ports';
 
 const silentLog: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const SUB_ID = `sub_${'b'.repeat(32)}`;
@@ -36,10 +36,19 @@ function memoryStore(options: { failReads?: boolean } = {}) {
       if (options.failReads) throw new Error('ProvisionedThroughputExceededException');
       return events.get(id);
     },
-    updateEvent: async (id: string, patch: Partial<EventRecord>) => {
+    updateEvent: async (id: string, patch: Partial<EventRecord>, expected?: EventExpectation) => {
       const event = events.get(id);
-      if (event) Object.assign(event, patch);
+      if (!event) return false;
+      if (expected && (event.status !== expected.status || (expected.attempts !== undefined && event.attempts !== expected.attempts))) return false;
+      Object.assign(event, patch);
+      return true;
     },
+    restoreEvent: async (record: EventRecord) => {
+      if (events.has(record.eventId)) return false;
+      events.set(record.eventId, { ...record });
+      return true;
+    },
+    deleteSubscription: async () => false,
     recordDeliveryOutcome: async () => undefined,
   };
   return store as typeof store & Store;
@@ -124,14 +133,79 @@ test('an exception (storage down) keeps the record for SQS to redeliver', async 
   expect(q.deadLetters).toEqual([]);
 });
 
-test('on receive attempts + 2 (the maxReceiveCount of the stack), a crashing record goes to the DLQ as receive_limit', async () => {
+test('on its receive limit (attempts + 4; the stack adds 5 more for SQS), a crashing record goes to the DLQ as receive_limit', async () => {
   const q = recordingQueue();
   const lambda = lambdaWith(memoryStore({ failReads: true }), respond(200), q.queue, [1, 4]);
-  // Two delays: three attempts. Receive 4 is kept for SQS; receive 5 is dead-lettered.
-  expect((await lambda({ Records: [record(5, { receives: 4 })] })).batchItemFailures).toHaveLength(1);
+  // Two delays: three attempts, limit 7. Receive 6 is kept for SQS; receive 7 is dead-lettered.
+  expect((await lambda({ Records: [record(5, { receives: 6 })] })).batchItemFailures).toHaveLength(1);
   expect(q.deadLetters).toEqual([]);
-  expect((await lambda({ Records: [record(5, { receives: 5 })] })).batchItemFailures).toEqual([]);
+  expect((await lambda({ Records: [record(5, { receives: 7 })] })).batchItemFailures).toEqual([]);
   expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+});
+
+test('the receive limit holds on the retry path too: the event is marked failed and dead-lettered with a reason', async () => {
+  // Before: only a thrown error consulted the limit, so a retried record was kept until SQS's own
+  // redrive took it with no reason, leaving its event queued for ever.
+  const store = memoryStore();
+  store.add(eventIdOf(11), { attempts: 1 });
+  const q = recordingQueue();
+  const response = await lambdaWith(store, respond(503), q.queue, [1, 4])({ Records: [record(11, { receives: 7 })] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.visibility).toEqual([]);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+  expect(store.events.get(eventIdOf(11))?.status).toBe(EventStatus.failed);
+});
+
+test('a lease held by the inline attempt defers the record without a POST or a counted attempt', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(12), { notBefore: Date.now() + 2_500 });
+  const webhook = { post: jest.fn() };
+  const q = recordingQueue();
+  const response = await lambdaWith(store, webhook, q.queue)({ Records: [record(12)] });
+  expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-12' }]);
+  expect(q.visibility).toEqual([{ receiptHandle: 'rh-12', seconds: 3 }]);
+  expect(webhook.post).not.toHaveBeenCalled();
+  expect(store.events.get(eventIdOf(12))).toMatchObject({ status: EventStatus.queued, attempts: 0 });
+});
+
+test('a lease that ends within a second is waited out in place, then the attempt is made', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(13), { notBefore: Date.now() + 300 });
+  const slept: number[] = [];
+  const q = recordingQueue();
+  const lambda = createDeliveryLambda({
+    delivery: { store, webhook: respond(200), clock: { now: () => Date.now() + slept.reduce((a, b) => a + b, 0), sleep: async (ms) => void slept.push(ms) }, retryDelaysS: [1, 4] },
+    queue: q.queue,
+    log: silentLog,
+  });
+  expect((await lambda({ Records: [record(13)] })).batchItemFailures).toEqual([]);
+  expect(slept).toHaveLength(1);
+  expect(slept[0]).toBeLessThanOrEqual(300);
+  expect(store.events.get(eventIdOf(13))).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
+});
+
+test('two copies of one job at once commit one outcome: a later 404 never overwrites delivered, and nothing is dead-lettered', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(14));
+  const answers = [200, 404];
+  let arrived = 0;
+  let release: () => void = () => undefined;
+  const bothInFlight = new Promise<void>((resolve) => (release = resolve));
+  const webhook: WebhookClient = {
+    post: async () => {
+      const status = answers[arrived]!;
+      if (++arrived === 2) release();
+      await bothInFlight;
+      // The 200 is recorded first: the 404 copy finishes a tick later.
+      if (status === 404) await new Promise((resolve) => setTimeout(resolve, 5));
+      return { kind: 'response', status, body: new Uint8Array() };
+    },
+  };
+  const q = recordingQueue();
+  const response = await lambdaWith(store, webhook, q.queue)({ Records: [record(14), { ...record(14), messageId: 'm-14b', receiptHandle: 'rh-14b' }] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.deadLetters).toEqual([]);
+  expect(store.events.get(eventIdOf(14))).toMatchObject({ status: EventStatus.delivered, attempts: 1, lastHttpStatus: 200 });
 });
 
 test('a failed visibility change keeps the record (it returns after the queue default instead)', async () => {

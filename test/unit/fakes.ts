@@ -12,6 +12,8 @@
 import type {
   Clock,
   DeliveryJob,
+  EnqueueOptions,
+  EventExpectation,
   EventPatch,
   EventRecord,
   PutSubscriptionResult,
@@ -55,6 +57,7 @@ const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
   'recordDeliveryOutcome',
   'putEvent',
   'updateEvent',
+  'restoreEvent',
   'markVerified',
   'claimReplayId',
 ]);
@@ -136,10 +139,21 @@ export class FakeStore implements Store {
     return item && isLive(item.expiresAt, now) ? clone(item) : undefined;
   }
 
-  async updateEvent(eventId: string, patch: EventPatch): Promise<void> {
-    await this.enter('updateEvent', [eventId, patch]);
+  async updateEvent(eventId: string, patch: EventPatch, expected?: EventExpectation): Promise<boolean> {
+    await this.enter('updateEvent', expected ? [eventId, patch, expected] : [eventId, patch]);
     const item = this.events.get(eventId);
-    if (item) Object.assign(item, clone(patch));
+    if (!item) return false;
+    if (expected && (item.status !== expected.status || (expected.attempts !== undefined && item.attempts !== expected.attempts))) return false;
+    Object.assign(item, clone(patch));
+    return true;
+  }
+
+  async restoreEvent(record: EventRecord): Promise<boolean> {
+    await this.enter('restoreEvent', [record]);
+    const item = this.events.get(record.eventId);
+    if (item && isLive(item.expiresAt, record.createdAt)) return false;
+    this.events.set(record.eventId, clone(record));
+    return true;
   }
 
   async isVerified(key: string, now: number): Promise<boolean> {
@@ -167,9 +181,11 @@ export class FakeQueue implements Queue {
   fail = false;
   /** Runs after a job is accepted, e.g. a fake worker that settles the event. */
   onEnqueue?: (job: DeliveryJob) => void | Promise<void>;
-  async enqueue(job: DeliveryJob): Promise<void> {
+  readonly delays: (number | undefined)[] = [];
+  async enqueue(job: DeliveryJob, options: EnqueueOptions = {}): Promise<void> {
     if (this.fail) throw new Error('fake queue: unavailable');
     this.jobs.push(clone(job));
+    this.delays.push(options.delayMs);
     await this.onEnqueue?.(job);
   }
 }
@@ -188,7 +204,12 @@ export class ScriptedWebhookClient implements WebhookClient {
     return this;
   }
   async post(request: WebhookRequest): Promise<WebhookResponse> {
-    this.requests.push({ url: request.url, headers: { ...request.headers }, body: new Uint8Array(request.body) });
+    this.requests.push({
+      url: request.url,
+      headers: { ...request.headers },
+      body: new Uint8Array(request.body),
+      ...(request.timeoutMs !== undefined ? { timeoutMs: request.timeoutMs } : {}),
+    });
     const next = this.script.shift();
     if (next === undefined) throw new Error(`ScriptedWebhookClient: unexpected POST #${this.requests.length}`);
     return typeof next === 'function' ? next(request) : next;

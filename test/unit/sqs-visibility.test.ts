@@ -19,7 +19,8 @@ import { MAX_RETRY_DELAY_S, parseRetryDelays, SettingsError } from '../../lambda
 import { EventStatus, Limits } from '../../lambda/core/protocol';
 import { createDeliveryLambda, type DeliveryQueue } from '../../lambda/handlers/delivery-lambda';
 import { MAX_RETRY_DELAY_S as STACK_MAX_RETRY_DELAY_S } from '../../lib/settings';
-import type { EventRecord, Store, SubscriptionRecord } from '../../lambda/ports';
+import type { SubscriptionRecord } from '../../lambda/ports';
+import { FakeStore } from './fakes';
 
 const HOUR_MS = 3_600_000;
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
@@ -127,15 +128,9 @@ describe('the delivery Lambda passes the receive time of each record', () => {
       expiresAt: Number.MAX_SAFE_INTEGER,
     };
     const eventId = `evt_${'a'.repeat(32)}`;
-    const events = new Map<string, EventRecord>([
-      [eventId, { eventId, status: EventStatus.queued, subscriptionId: subscription.id, attempts: 0, createdAt: 0, expiresAt: Date.now() + Limits.eventRecordMs }],
-    ]);
-    const store = {
-      getSubscription: async () => subscription,
-      getEvent: async (id: string) => events.get(id),
-      updateEvent: async (id: string, patch: Partial<EventRecord>) => void Object.assign(events.get(id)!, patch),
-      recordDeliveryOutcome: async () => undefined,
-    } as unknown as Store;
+    const store = new FakeStore();
+    store.subscription = subscription;
+    store.events.set(eventId, { eventId, status: EventStatus.queued, subscriptionId: subscription.id, attempts: 0, createdAt: 0, expiresAt: Date.now() + Limits.eventRecordMs });
     const asked: { seconds: number; receivedAt: number | undefined }[] = [];
     const queue: DeliveryQueue = {
       changeVisibility: async (_handle, seconds, receivedAt) => void asked.push({ seconds, receivedAt }),

@@ -1,0 +1,223 @@
+/**
+ * MCP Tasks for `send_to_dot`: the `io.modelcontextprotocol/tasks` extension of MCP 2026-07-28
+ * (SEP-2663), as published in https://github.com/modelcontextprotocol/experimental-ext-tasks
+ * (specification/draft/tasks.md). A caller that declares the extension in its per-request client
+ * capabilities gets, instead of the queued text, a task (`resultType: "task"`, flat `taskId`,
+ * `status`, `createdAt`, `lastUpdatedAt`, `ttlMs`, `pollIntervalMs`) when the delivery is not
+ * settled within the wait window; `tasks/get` then reports `working` while the event is queued and
+ * `completed` with the very tool result the synchronous path gives once it is settled.
+ *
+ * A task is a view of the event record `EVENT#evt_…`, nothing more: its id is derived from the
+ * event id and the caller's principal (reversible, so no mapping is stored), its status and times
+ * are read from the record on every `tasks/get`, and it lives exactly as long as the record.
+ *
+ * Deliberately not here:
+ * - storage of its own: no TASK# items, no writes at all;
+ * - `notifications/tasks` and `subscriptions/listen` (the extension makes them optional; a Lambda
+ *   cannot hold a stream open), and `input_required` (send_to_dot never needs input);
+ * - stopping a delivery: an event handed to the queue cannot be recalled, so `tasks/cancel` is
+ *   acknowledged (cancellation is cooperative in the extension) and the task still ends
+ *   `completed`;
+ * - the legacy era: a 2025 client has no per-request capabilities to declare the extension with;
+ * - the `failed` task status: the extension keeps it for JSON-RPC errors, and a rejected delivery
+ *   is a tool result with `isError: true`, which the extension puts under `completed`.
+ */
+import type { EventRecord } from '../ports';
+import { guardDependency, invalidParams, ProtocolFault } from '../core/errors';
+import { canonicalJson, sha256Hex } from '../core/identity';
+import { outcomeOfRecord, type MessageDeps, type SendOutcome } from '../core/messages';
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  ErrorCodes,
+  EVENT_ID_PREFIX,
+  EventStatus,
+  Methods,
+  TASK_ID_PREFIX,
+  TASK_POLL_INTERVALS,
+  TASK_RESULT_TYPE,
+  TASKS_EXTENSION,
+} from '../core/protocol';
+import { constantTimeEqual } from '../core/signing';
+import { toolResultOf, type ToolResult } from './results';
+
+/** The Task fields every task answer carries (the extension's `Task` interface). */
+export interface TaskFields {
+  taskId: string;
+  status: 'working' | 'completed';
+  statusMessage?: string;
+  createdAt: string;
+  lastUpdatedAt: string;
+  ttlMs: number | null;
+  pollIntervalMs?: number;
+}
+
+/** What `tasks/get` answers (`DetailedTask`; the SDK adds `resultType: "complete"`). */
+export type DetailedTask = (TaskFields & { status: 'working' }) | (TaskFields & { status: 'completed'; result: ToolResult });
+
+/**
+ * What `tools/call` answers instead of a tool result: the extension's `CreateTaskResult = Result &
+ * Task`, plus the queued tool result's `content` and `structuredContent`. `Result` is open, so
+ * the two extra keys are allowed, and SDK 2.4.0 needs them: its McpServer refuses a result without
+ * `structuredContent` for a tool that declares an output schema (send_to_dot does, SPEC 3.1), and
+ * adds `content: []` to any tools/call result without content. Filling them with the queued
+ * answer keeps them truthful and tells a host that reads only `content` what happened.
+ */
+export type CreateTaskResult = TaskFields & { resultType: typeof TASK_RESULT_TYPE } & Pick<ToolResult, 'content' | 'structuredContent'>;
+
+const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/**
+ * True when the request's per-request client capabilities (`_meta["io.modelcontextprotocol/
+ * clientCapabilities"].extensions["io.modelcontextprotocol/tasks"]`) declare the extension. The
+ * extension defines no settings: any object declares support; anything else does not.
+ */
+export function declaresTasks(envelope: unknown): boolean {
+  const capabilities = isObject(envelope) ? envelope[CLIENT_CAPABILITIES_META_KEY] : undefined;
+  const extensions = isObject(capabilities) ? capabilities.extensions : undefined;
+  return isObject(extensions) && isObject(extensions[TASKS_EXTENSION]);
+}
+
+// The task id is `task_<the event id's 32 hex>_<16 hex tag>`. The event id part makes it
+// unguessable (128 random bits, as the extension's security considerations require of ids used as
+// bearer handles) and lets tasks/get find the record without a stored mapping; the tag binds it
+// to the principal that created it, so another principal (for example another door with its own
+// principal) cannot read the task even if it learns the event id, e.g. from a webhook-id.
+const TASK_ID_PATTERN = /^task_([0-9a-f]{32})_([0-9a-f]{16})$/;
+
+function tagOf(principal: string, eventId: string): string {
+  return sha256Hex(canonicalJson(['task', principal, eventId])).slice(0, 16);
+}
+
+export function taskIdOf(principal: string, eventId: string): string {
+  if (!eventId.startsWith(EVENT_ID_PREFIX)) throw new Error(`taskIdOf: not an event id: ${eventId}`);
+  return `${TASK_ID_PREFIX}${eventId.slice(EVENT_ID_PREFIX.length)}_${tagOf(principal, eventId)}`;
+}
+
+/** The event id behind a task id, when the id is well formed and was issued to this principal. */
+export function eventIdOfTask(principal: string, taskId: string): string | undefined {
+  const match = TASK_ID_PATTERN.exec(taskId);
+  if (!match) return undefined;
+  const eventId = EVENT_ID_PREFIX + match[1]!;
+  return constantTimeEqual(match[2]!, tagOf(principal, eventId)) ? eventId : undefined;
+}
+
+export function pollIntervalFor(ageMs: number): number {
+  return (TASK_POLL_INTERVALS.find((step) => ageMs < step.untilAgeMs) ?? TASK_POLL_INTERVALS[TASK_POLL_INTERVALS.length - 1]!).pollMs;
+}
+
+function fieldsOf(record: EventRecord, principal: string, now: number): Omit<TaskFields, 'status'> {
+  return {
+    taskId: taskIdOf(principal, record.eventId),
+    createdAt: new Date(record.createdAt).toISOString(),
+    // The record keeps when it was created and when it was delivered; a failure time is not
+    // stored, so a task that ended in a rejection reports its creation time here.
+    lastUpdatedAt: new Date(record.deliveredAt ?? record.createdAt).toISOString(),
+    // The task lives exactly as long as the event record it is a view of.
+    ttlMs: Math.max(0, record.expiresAt - record.createdAt),
+    pollIntervalMs: pollIntervalFor(Math.max(0, now - record.createdAt)),
+  };
+}
+
+/** The task view of an event record, as `tasks/get` answers it. */
+export function taskOf(record: EventRecord, principal: string, now: number): DetailedTask {
+  const outcome = outcomeOfRecord(record);
+  const fields = fieldsOf(record, principal, now);
+  if (outcome.kind === 'queued') {
+    return { ...fields, status: 'working', statusMessage: `${toolResultOf(outcome).content[0]!.text} A sent event cannot be recalled.` };
+  }
+  return { ...fields, status: 'completed', result: toolResultOf(outcome) };
+}
+
+/**
+ * The answer to a `send_to_dot` call whose delivery was not settled within the wait window, for a
+ * caller that declared the extension. The record is read back (strongly consistent) first: the
+ * extension forbids returning a task before `tasks/get` would resolve it, and the read also
+ * catches a delivery that settled in the meantime, which is then answered as a plain tool result.
+ * undefined when the record cannot be read: the caller then gets the queued text, never a task
+ * that might not resolve.
+ */
+export async function taskForQueued(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string, eventId: string): Promise<CreateTaskResult | ToolResult | undefined> {
+  const now = deps.clock.now();
+  const record = await deps.store.getEvent(eventId, now).catch(() => undefined);
+  if (!record) return undefined;
+  const task = taskOf(record, principal, now);
+  if (task.status === 'completed') return task.result;
+  const { content, structuredContent } = toolResultOf({ kind: 'queued', eventId });
+  return { resultType: TASK_RESULT_TYPE, ...task, content, structuredContent };
+}
+
+const NOT_FOUND = 'Failed to retrieve task: Task not found';
+
+export function missingTasksCapability(method: string): ProtocolFault {
+  return new ProtocolFault(
+    ErrorCodes.missingRequiredClientCapability,
+    `Missing required client capability: ${method} needs ${TASKS_EXTENSION} declared in _meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions.`,
+    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+  );
+}
+
+function taskIdParam(method: string, params: unknown): string {
+  const taskId = isObject(params) ? params.taskId : undefined;
+  if (typeof taskId !== 'string') throw invalidParams(`${method}: params.taskId must be a string.`);
+  return taskId;
+}
+
+/**
+ * Reads the record behind a task id. A malformed id, an id issued to another principal, an event
+ * that never existed and one whose record expired all answer the same -32602 (the extension's
+ * code for an invalid or nonexistent taskId), so the answer reveals nothing about other callers.
+ */
+async function recordOf(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string, taskId: string): Promise<EventRecord> {
+  const eventId = eventIdOfTask(principal, taskId);
+  const record = eventId ? await guardDependency('storage', () => deps.store.getEvent(eventId, deps.clock.now())) : undefined;
+  if (!record) throw invalidParams(NOT_FOUND);
+  return record;
+}
+
+/** What a `tasks/*` handler is given; `envelope` and `inputResponses` are as the SDK lifts them out of `params`. */
+export interface TaskRequest {
+  params: unknown;
+  envelope: unknown;
+  inputResponses: unknown;
+}
+
+export interface TaskMethods {
+  get(request: TaskRequest): Promise<DetailedTask>;
+  update(request: TaskRequest): Promise<Record<string, never>>;
+  cancel(request: TaskRequest): Promise<Record<string, never>>;
+}
+
+/**
+ * The three methods of the extension for one caller. Errors are core faults (the server maps them
+ * to JSON-RPC): -32021 when the request does not declare the extension (the extension's MUST for
+ * all three), -32602 for a missing, malformed or unknown task id, storage outages as
+ * DependencyUnavailable.
+ */
+export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string): TaskMethods {
+  const begin = (method: string, request: TaskRequest): string => {
+    if (!declaresTasks(request.envelope)) throw missingTasksCapability(method);
+    return taskIdParam(method, request.params);
+  };
+  return {
+    async get(request) {
+      const record = await recordOf(deps, principal, begin(Methods.tasksGet, request));
+      return taskOf(record, principal, deps.clock.now());
+    },
+    async update(request) {
+      const taskId = begin(Methods.tasksUpdate, request);
+      // send_to_dot never asks for input, so no key is ever outstanding and every response is
+      // ignored, as the extension says of keys that are not outstanding; the shape is still checked.
+      const responses = request.inputResponses ?? (isObject(request.params) ? request.params.inputResponses : undefined);
+      if (!isObject(responses)) throw invalidParams(`${Methods.tasksUpdate}: params.inputResponses must be an object.`);
+      await recordOf(deps, principal, taskId);
+      return {};
+    },
+    async cancel(request) {
+      // Acknowledged without effect: the event is already queued for the dot and cannot be
+      // unsent; the task goes on to `completed` (the extension allows a terminal status other
+      // than `cancelled` after a cancel).
+      await recordOf(deps, principal, begin(Methods.tasksCancel, request));
+      return {};
+    },
+  };
+}

@@ -1,0 +1,175 @@
+/**
+ * Metrics in CloudWatch embedded metric format (EMF): one JSON line on stdout per delivery decision
+ * and per HTTP request, which CloudWatch Logs turns into metrics in the `DmDot` namespace. No API
+ * call, no dependency, nothing to flush: on Lambda "write embedded metric format logs to STDOUT"
+ * (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Lambda.html),
+ * against the spec at
+ * https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html.
+ *
+ * Lines go through `process.stdout.write`, not `console.log`: the Node.js runtime prefixes console
+ * output with a time stamp, request id and level, and the spec asks for a log event that is one
+ * JSON object "with no additional data at the beginning or end".
+ *
+ * Dimensions are chosen for a bill that stays small: every distinct combination of dimension values
+ * is one custom metric, priced per month. Only bounded values become dimensions (an outcome from a
+ * fixed list, a route template, a status class); ids, URLs, hosts and the API key never do. The
+ * stack's dashboard (lib/dashboard.ts) reads the names below, so they are defined once, here.
+ *
+ * Deliberately not here: the AWS SDK or PutMetricData, buffering across invocations, high-resolution
+ * metrics, and any value that could carry a secret (callers pass outcomes, routes and numbers).
+ * A metric must never break a request: bad values are dropped, and a failing sink is ignored.
+ */
+
+export const METRICS_NAMESPACE = 'DmDot';
+
+export const MetricName = {
+  /** One per delivery decision of the worker, by `Outcome`. */
+  deliveries: 'Deliveries',
+  /** The attempt number a decision was made at (1 = first attempt). */
+  deliveryAttempt: 'DeliveryAttempt',
+  /** How long the worker spent on one record (storage reads, the POST, the queue call). */
+  deliveryDuration: 'DeliveryDuration',
+  /** From the message's enqueue to its delivery: what the dot experienced. Delivered records only. */
+  deliveryLatency: 'DeliveryLatency',
+  /** One per HTTP request the MCP function answered, by `Route` and `StatusClass`. */
+  requests: 'Requests',
+  /** How long the MCP function took to answer one request. */
+  requestLatency: 'RequestLatency',
+} as const;
+
+export const DimensionName = { outcome: 'Outcome', route: 'Route', statusClass: 'StatusClass' } as const;
+
+/**
+ * Every outcome a delivery decision can have (the core's decisions and statuses, plus what the
+ * handler decides itself: `receive_limit`, `malformed`, `worker_error`). `already_final` is also how
+ * a message whose first attempt was made inline by the MCP side shows up when its safety-net copy
+ * reaches the worker; `duplicate` is a second copy of a job that lost the race to commit.
+ */
+export const DELIVERY_OUTCOMES = [
+  'delivered',
+  'retry',
+  'defer',
+  'dead_letter',
+  'receive_limit',
+  'dropped',
+  'already_final',
+  'duplicate',
+  'abandoned',
+  'malformed',
+  'worker_error',
+] as const;
+export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
+
+export const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const;
+
+/** Units dm-dot uses (a subset of CloudWatch's; the spec's schema lists them all). */
+export type MetricUnit = 'Count' | 'Milliseconds';
+
+export interface DeliveryMetric {
+  outcome: DeliveryOutcome;
+  /** The attempt the decision was made at, when the decision knows it. */
+  attempt?: number;
+  durationMs: number;
+  /** Enqueue to delivery; only for `delivered`. */
+  latencyMs?: number;
+}
+
+export interface RequestMetric {
+  /** The route template (`POST /mcp`), never the path as sent: it could carry the key. */
+  route: string;
+  status: number;
+  durationMs: number;
+}
+
+export interface Metrics {
+  delivery(metric: DeliveryMetric): void;
+  request(metric: RequestMetric): void;
+}
+
+/** One metric directive: the dimension sets it applies to and the metrics it extracts. */
+interface Directive {
+  dimensionSets: string[][];
+  metrics: Array<{ name: string; unit: MetricUnit; value: number }>;
+}
+
+/** Dimension values must be non-empty ASCII without control characters (CloudWatch Dimension). */
+function dimensionValue(value: string): string {
+  const clean = value.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 255);
+  return clean === '' ? 'unknown' : clean;
+}
+
+/**
+ * The EMF document for one event, as one line of JSON. Directives whose metrics all had unusable
+ * values are left out; undefined when nothing remains.
+ */
+export function emfLine(
+  timestamp: number,
+  dimensions: Readonly<Record<string, string>>,
+  directives: readonly Directive[],
+): string | undefined {
+  const root: Record<string, unknown> = {};
+  const cloudWatchMetrics: unknown[] = [];
+  for (const directive of directives) {
+    const metrics = directive.metrics.filter((m) => Number.isFinite(m.value));
+    if (metrics.length === 0) continue;
+    for (const m of metrics) root[m.name] = m.value;
+    cloudWatchMetrics.push({
+      Namespace: METRICS_NAMESPACE,
+      Dimensions: directive.dimensionSets,
+      Metrics: metrics.map((m) => ({ Name: m.name, Unit: m.unit })),
+    });
+  }
+  if (cloudWatchMetrics.length === 0) return undefined;
+  for (const [name, value] of Object.entries(dimensions)) root[name] = dimensionValue(value);
+  return JSON.stringify({ _aws: { Timestamp: Math.round(timestamp), CloudWatchMetrics: cloudWatchMetrics }, ...root });
+}
+
+export function statusClass(status: number): string {
+  return Number.isInteger(status) && status >= 100 && status <= 599 ? `${Math.floor(status / 100)}xx` : 'unknown';
+}
+
+export interface MetricsOptions {
+  /** Where a line goes; stdout by default. */
+  sink?: (line: string) => void;
+  clock?: () => number;
+  /** false: a no-op emitter (outside Lambda nobody turns the lines into metrics). */
+  enabled?: boolean;
+}
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  if (options.enabled === false) return { delivery: () => undefined, request: () => undefined };
+  const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
+  const clock = options.clock ?? Date.now;
+  const write = (dimensions: Record<string, string>, directives: Directive[]) => {
+    try {
+      const line = emfLine(clock(), dimensions, directives);
+      if (line !== undefined) sink(line);
+    } catch {
+      // A metric is never worth a failed request or a retried delivery.
+    }
+  };
+  return {
+    delivery({ outcome, attempt, durationMs, latencyMs }) {
+      write({ [DimensionName.outcome]: outcome }, [
+        { dimensionSets: [[DimensionName.outcome]], metrics: [{ name: MetricName.deliveries, unit: 'Count', value: 1 }] },
+        {
+          dimensionSets: [[]],
+          metrics: [
+            { name: MetricName.deliveryDuration, unit: 'Milliseconds', value: durationMs },
+            ...(attempt === undefined ? [] : [{ name: MetricName.deliveryAttempt, unit: 'Count' as const, value: attempt }]),
+            ...(latencyMs === undefined ? [] : [{ name: MetricName.deliveryLatency, unit: 'Milliseconds' as const, value: latencyMs }]),
+          ],
+        },
+      ]);
+    },
+    request({ route, status, durationMs }) {
+      write({ [DimensionName.route]: route, [DimensionName.statusClass]: statusClass(status) }, [
+        {
+          dimensionSets: [[DimensionName.route, DimensionName.statusClass], [DimensionName.statusClass]],
+          metrics: [{ name: MetricName.requests, unit: 'Count', value: 1 }],
+        },
+        { dimensionSets: [[]], metrics: [{ name: MetricName.requestLatency, unit: 'Milliseconds', value: durationMs }] },
+      ]);
+    },
+  };
+}

@@ -1,0 +1,204 @@
+/**
+ * One CloudWatch dashboard that answers "is dm-dot delivering?" at a glance (issue 8): deliveries
+ * by outcome, delivery latency and attempts, dead letters, MCP requests and errors, and throttles.
+ *
+ * The dm-dot graphs read the metrics the functions write in embedded metric format
+ * (lambda/metrics.ts: names, dimensions and the outcome list come from there, so the two cannot
+ * drift apart); the rest are the metrics AWS publishes for SQS, Lambda, API Gateway and DynamoDB.
+ * Nothing here calls an API or adds a metric: a dashboard only reads.
+ *
+ * Deliberately not here: alarms (dm-dot-stack.ts owns them; the dashboard shows their metrics),
+ * cross-region or cross-account widgets, and Logs Insights widgets (they bill per GB scanned on
+ * every view).
+ */
+import { Aws, Duration, Fn } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+import { DELIVERY_OUTCOMES, DimensionName, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../lambda/metrics';
+
+export interface DmDotDashboardProps {
+  readonly mcp: IFunction;
+  readonly delivery: IFunction;
+  readonly api: HttpApi;
+  readonly queue: sqs.IQueue;
+  readonly deadLetterQueue: sqs.IQueue;
+  readonly table: dynamodb.ITable;
+}
+
+/** Every graph aggregates over this period: short enough to see a burst, long enough to be cheap to read. */
+export const DASHBOARD_PERIOD = Duration.minutes(5);
+
+const WIDTH = 8;
+const HEIGHT = 6;
+
+const dmDot = (metricName: string, statistic: string, dimensionsMap?: Record<string, string>, label?: string) =>
+  new cloudwatch.Metric({
+    namespace: METRICS_NAMESPACE,
+    metricName,
+    statistic,
+    period: DASHBOARD_PERIOD,
+    ...(dimensionsMap ? { dimensionsMap } : {}),
+    ...(label ? { label } : {}),
+  });
+
+export class DmDotDashboard extends Construct {
+  readonly dashboard: cloudwatch.Dashboard;
+  /** The dashboard in the CloudWatch console (commercial partition). */
+  readonly url: string;
+
+  constructor(scope: Construct, id: string, props: DmDotDashboardProps) {
+    super(scope, id);
+    const period = DASHBOARD_PERIOD;
+    const sum = { period, statistic: cloudwatch.Stats.SUM };
+    const max = { period, statistic: cloudwatch.Stats.MAXIMUM };
+
+    this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
+      // Dashboards are per account, not per region: the region keeps two deployments apart.
+      dashboardName: Fn.join('-', [Aws.STACK_NAME, Aws.REGION]),
+      defaultInterval: Duration.hours(3),
+    });
+
+    this.dashboard.addWidgets(
+      new cloudwatch.TextWidget({
+        width: 24,
+        height: 2,
+        markdown:
+          '## dm-dot\n' +
+          'Deliveries come from the delivery function; a message the MCP function delivered inline shows up as ' +
+          '`already_final` when its safety-net copy reaches the worker. Dead letters wait 14 days: see the stack output `RedriveCommand`.',
+      }),
+    );
+
+    this.dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Deliveries by outcome (per 5 min)',
+        width: WIDTH,
+        height: HEIGHT,
+        stacked: true,
+        left: DELIVERY_OUTCOMES.map((outcome) =>
+          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: outcome }, outcome),
+        ),
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Delivery latency, enqueue to delivered (ms)',
+        width: WIDTH,
+        height: HEIGHT,
+        left: [
+          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(50), undefined, 'p50'),
+          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(99), undefined, 'p99'),
+          dmDot(MetricName.deliveryDuration, cloudwatch.Stats.p(99), undefined, 'worker time per record p99'),
+        ],
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Attempts',
+        width: WIDTH,
+        height: HEIGHT,
+        left: [
+          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.AVERAGE, undefined, 'attempt number, average'),
+          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.MAXIMUM, undefined, 'attempt number, highest'),
+        ],
+        right: [dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'retry' }, 'retries scheduled')],
+      }),
+    );
+
+    this.dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Dead-letter queue and delivery queue',
+        width: WIDTH,
+        height: HEIGHT,
+        left: [
+          props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ ...max, label: 'dead letters' }),
+          props.queue.metricApproximateNumberOfMessagesVisible({ ...max, label: 'queued, visible' }),
+          props.queue.metricApproximateNumberOfMessagesNotVisible({ ...max, label: 'queued, waiting for a retry' }),
+        ],
+        right: [props.queue.metricApproximateAgeOfOldestMessage({ ...max, label: 'oldest queued message (s)' })],
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'MCP function: requests by status class',
+        width: WIDTH,
+        height: HEIGHT,
+        stacked: true,
+        left: STATUS_CLASSES.map((cls) => dmDot(MetricName.requests, cloudwatch.Stats.SUM, { [DimensionName.statusClass]: cls }, cls)),
+        right: [props.mcp.metricErrors({ ...sum, label: 'function errors' })],
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Request latency (ms)',
+        width: WIDTH,
+        height: HEIGHT,
+        left: [
+          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(50), undefined, 'MCP function p50'),
+          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(99), undefined, 'MCP function p99'),
+          props.api.metricLatency({ period, statistic: cloudwatch.Stats.p(99), label: 'API Gateway p99' }),
+        ],
+      }),
+    );
+
+    const api4xx = props.api.metricClientError({ ...sum });
+    const app4xx = dmDot(MetricName.requests, cloudwatch.Stats.SUM, { [DimensionName.statusClass]: '4xx' });
+    this.dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Throttles',
+        width: WIDTH,
+        height: HEIGHT,
+        left: [
+          props.mcp.metricThrottles({ ...sum, label: 'MCP function throttled' }),
+          props.delivery.metricThrottles({ ...sum, label: 'delivery function throttled' }),
+          // API Gateway reports throttling (429) inside its 4xx count; what the function did not answer
+          // itself is API Gateway's own refusal, throttling for the most part.
+          new cloudwatch.MathExpression({
+            expression: 'api4xx - FILL(app4xx, 0)',
+            usingMetrics: { api4xx, app4xx },
+            period,
+            label: '4xx from API Gateway itself (mostly 429)',
+          }),
+          // Only the operations dm-dot makes (each is one metric the graph reads).
+          props.table.metricThrottledRequestsForOperations({
+            ...sum,
+            operations: [
+              dynamodb.Operation.GET_ITEM,
+              dynamodb.Operation.PUT_ITEM,
+              dynamodb.Operation.UPDATE_ITEM,
+              dynamodb.Operation.DELETE_ITEM,
+            ],
+          }),
+        ],
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Function errors and invocations',
+        width: WIDTH,
+        height: HEIGHT,
+        left: [
+          props.mcp.metricErrors({ ...sum, label: 'MCP errors' }),
+          props.delivery.metricErrors({ ...sum, label: 'delivery errors' }),
+        ],
+        right: [
+          props.mcp.metricInvocations({ ...sum, label: 'MCP invocations' }),
+          props.delivery.metricInvocations({ ...sum, label: 'delivery invocations' }),
+        ],
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'API Gateway',
+        width: WIDTH,
+        height: HEIGHT,
+        left: [
+          props.api.metricCount({ ...sum, label: 'requests' }),
+          api4xx.with({ label: '4xx' }),
+          props.api.metricServerError({ ...sum, label: '5xx' }),
+        ],
+      }),
+    );
+
+    this.url = Fn.join('', [
+      'https://',
+      Aws.REGION,
+      '.console.aws.amazon.com/cloudwatch/home?region=',
+      Aws.REGION,
+      '#dashboards:name=',
+      this.dashboard.dashboardName,
+    ]);
+  }
+}
