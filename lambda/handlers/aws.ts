@@ -32,8 +32,11 @@ export function clientOptions(): ClientOptions {
 
 /** SPEC 6.2: an MCP request never exceeds 5 s. */
 export const MCP_REQUEST_BUDGET_MS = 5_000;
-/** Kept back from the MCP budget for building the answer and the trip through API Gateway. */
-export const MCP_ANSWER_RESERVE_MS = 500;
+/**
+ * Kept back from the MCP budget for building the answer, the trip through API Gateway and a busy
+ * event loop (the fault suite's slowest answers land at the deadline plus a few milliseconds).
+ */
+export const MCP_ANSWER_RESERVE_MS = 800;
 /** Kept back from the Delivery Lambda's remaining time, so the batch answer is always returned. */
 export const DELIVERY_END_RESERVE_MS = 1_000;
 /** A POST may only use time that leaves this much for recording its outcome (two or three writes). */

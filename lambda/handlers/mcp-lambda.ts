@@ -10,7 +10,7 @@
  * on a later request. `/healthz` never waits for the key (nor for Secrets Manager): it is answered
  * by whichever app exists.
  *
- * Deadlines (issue 9 item 2): each invocation runs under a deadline 4.5 s after it starts
+ * Deadlines (issue 9 item 2): each invocation runs under a deadline 4.2 s after it starts
  * (aws.ts mcpDeadline); every DynamoDB, SQS and Secrets Manager call and every callback POST made
  * while answering it carries what is left (adapters/deadline.ts), so a stalled dependency becomes
  * an error answer (a tool error, 503, -32603) within SPEC's 5 s, not an API Gateway timeout.
