@@ -2,9 +2,11 @@
  * Settings from the environment (SPEC 9), validated once at start-up with a clear message per bad
  * value. The same names are used by the local runtime and, through the CDK stack, by the Lambdas.
  *
- * Deliberately not here: the API key (loaded by the runtime that owns it) and defaults for AWS
- * resources (lib/).
+ * Deliberately not here: the API key and, on AWS, the pup signing secrets (loaded by the runtime
+ * that owns them from Secrets Manager) and defaults for AWS resources (lib/).
  */
+import { readFileSync } from 'node:fs';
+import { inboundSecretsProblem, parseRotationTime, type InboundSecrets } from './core/inbound';
 import { DEFAULT_RETRY_DELAYS_S, Limits } from './core/protocol';
 import { ttlPolicyProblem, type TtlPolicy } from './core/validation';
 
@@ -21,6 +23,15 @@ export interface Settings {
   allowedHosts: string[];
   /** DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS: subscription TTL default and cap (7 days each). */
   ttlPolicy: TtlPolicy;
+  /** The pup door (SPEC 8): PUP_SIGNING_SECRETS / PUP_ROTATED_AT (local runtime) and the manifest text. */
+  pup: PupSettings;
+}
+
+export interface PupSettings {
+  /** Local runtime only (on AWS the secrets come from PUP_SECRET_ARN); empty: the POST routes answer 503. */
+  secrets: InboundSecrets;
+  /** PUP_MANIFEST_FILE's or PUP_MANIFEST_JSON's exact text, checked to be a JSON object; undefined: the default. */
+  manifest?: string;
 }
 
 export class SettingsError extends Error {}
@@ -80,6 +91,55 @@ export function parseTtlPolicy(defaultText: string | undefined, maxText: string 
   return policy;
 }
 
+/**
+ * PUP_SIGNING_SECRETS (comma-separated `whsec_` secrets, current first, at most two) and
+ * PUP_ROTATED_AT (ISO time; required with two secrets: the previous one is accepted until 10
+ * minutes after it). Messages name the setting and a secret's position, never a secret.
+ */
+export function parsePupSecrets(secretsText: string | undefined, rotatedAtText: string | undefined): InboundSecrets {
+  const secrets = list(secretsText);
+  let rotatedAt: number | undefined;
+  if (rotatedAtText !== undefined && rotatedAtText.trim() !== '') {
+    rotatedAt = parseRotationTime(rotatedAtText.trim());
+    if (rotatedAt === undefined) throw new SettingsError('PUP_ROTATED_AT must be an ISO 8601 time with a zone, like 2026-11-30T12:00:00Z');
+  }
+  const config: InboundSecrets = rotatedAt === undefined ? { secrets } : { secrets, rotatedAt };
+  const problem = inboundSecretsProblem(config);
+  if (problem) throw new SettingsError(`PUP_SIGNING_SECRETS / PUP_ROTATED_AT: ${problem}`);
+  return config;
+}
+
+/** The manifest as served (exact text), from PUP_MANIFEST_FILE (a path) or PUP_MANIFEST_JSON (inline, the Lambda's). */
+export function loadPupManifest(env: NodeJS.ProcessEnv): string | undefined {
+  const file = env.PUP_MANIFEST_FILE?.trim();
+  const inline = env.PUP_MANIFEST_JSON;
+  if (file && inline !== undefined && inline.trim() !== '') throw new SettingsError('PUP_MANIFEST_FILE and PUP_MANIFEST_JSON are both set; set one');
+  let text: string;
+  let name: string;
+  if (file) {
+    name = `PUP_MANIFEST_FILE (${file})`;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  } else if (inline !== undefined && inline.trim() !== '') {
+    name = 'PUP_MANIFEST_JSON';
+    text = inline;
+  } else {
+    return undefined;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new SettingsError(`${name} is not valid JSON`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new SettingsError(`${name} must hold a JSON object`);
+  if (Buffer.byteLength(text, 'utf8') > Limits.outboundResponseMaxBytes) throw new SettingsError(`${name} is over 1 MiB (pup reads at most 1 MiB)`);
+  return text;
+}
+
 export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   const port = env.PORT === undefined || env.PORT === '' ? 8787 : Number(env.PORT);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new SettingsError('PORT must be an integer from 0 to 65535');
@@ -104,5 +164,10 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     allowedOrigins: origins.map((o) => o.replace(/\/$/, '')),
     allowedHosts: list(env.DMDOT_ALLOWED_HOSTS),
     ttlPolicy: parseTtlPolicy(env.DMDOT_TTL_DEFAULT_MS, env.DMDOT_TTL_MAX_MS),
+    pup: (() => {
+      const manifest = loadPupManifest(env);
+      const secrets = parsePupSecrets(env.PUP_SIGNING_SECRETS, env.PUP_ROTATED_AT);
+      return manifest === undefined ? { secrets } : { secrets, manifest };
+    })(),
   };
 }

@@ -95,7 +95,29 @@ export interface Store {
 
   /** Claims an inbound webhook-id for the replay window; false when it was already claimed. */
   claimReplayId(id: string, now: number): Promise<boolean>;
+
+  /**
+   * Stores the answer to an inbound event delivery under its delivery id (pup's `webhook-id`), kept
+   * `Limits.pupEventAnswerMs`, with one conditional write: `stored: true` when this call stored it
+   * (the caller then commits the delivery's effects, once), otherwise the answer stored first,
+   * returned by that same failed write (ALL_OLD), for a retry to repeat byte for byte.
+   */
+  putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult>;
+  /**
+   * Operator-only (`dm-dot events`), read-only: every live event record, newest first, of one
+   * status when given. On DynamoDB it is the table's only Scan (paged, filtered to EVENT# items);
+   * no request or delivery path ever calls it.
+   */
+  listEvents(now: number, filter?: { status?: EventStatus }): Promise<EventRecord[]>;
 }
+
+/** An HTTP answer kept for retries of one inbound delivery: status and the exact body text. */
+export interface InboundAnswer {
+  status: number;
+  body: string;
+}
+
+export type InboundAnswerResult = { stored: true } | { stored: false; answer: InboundAnswer };
 
 /** What the delivery worker needs to send one event; `body` is the exact bytes of every attempt. */
 export interface DeliveryJob {

@@ -334,6 +334,15 @@ export class DmDotStack extends Stack {
       description: 'CloudWatch dashboard: deliveries, latency, attempts, dead letters, requests, throttles',
       value: this.dashboard.url,
     });
+    // `dm-dot <command> --aws --stack NAME` reads these three (DescribeStacks).
+    new CfnOutput(this, 'TableName', {
+      description: 'DynamoDB table: the subscription and the delivery log (dm-dot events / subscription --aws)',
+      value: this.table.tableName,
+    });
+    new CfnOutput(this, 'DeliveryQueueUrl', {
+      description: 'SQS delivery queue (dm-dot redrive --aws moves dead letters back here)',
+      value: this.queue.queueUrl,
+    });
     new CfnOutput(this, 'DeadLetterQueueUrl', {
       description: 'Events that could not be delivered stay here for 14 days',
       value: this.deadLetterQueue.queueUrl,

@@ -15,7 +15,9 @@
  * Deliberately not here: retries and timeouts (the SDK client's configuration), logging (the
  * subscription item holds the signing secret, so nothing here ever prints an item or an
  * attribute value), table creation (CDK owns the table; `tableDefinition` exists for tests), and
- * scans or queries (every access is by key).
+ * scans or queries on any request or delivery path (every access there is by key). The one Scan,
+ * `listEvents`, is operator-only (`dm-dot events --aws`): read-only, paged, filtered to EVENT#
+ * items, never called by a Lambda.
  *
  * When the SUBSCRIPTION item counts as live (epoch ms on the caller's clock `now`):
  *
@@ -31,14 +33,15 @@ import {
   DeleteItemCommand,
   GetItemCommand,
   PutItemCommand,
+  ScanCommand,
   UpdateItemCommand,
   type AttributeValue,
   type CreateTableCommandInput,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
-import type { EventExpectation, EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
-import { Limits } from '../core/protocol';
-import { ItemKeys, isLive, ttlOfEvent, ttlOfSubscription } from './items';
+import type { EventExpectation, EventPatch, EventRecord, InboundAnswer, InboundAnswerResult, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
+import { Limits, type EventStatus } from '../core/protocol';
+import { ItemKeys, isLive, newestFirst, ttlOfEvent, ttlOfSubscription } from './items';
 
 type Item = Record<string, AttributeValue>;
 
@@ -269,6 +272,63 @@ export class DynamoDbStore implements Store {
       if (isConditionFailure(error)) return false;
       throw error;
     }
+  }
+
+  async putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult> {
+    const expiresAt = now + Limits.pupEventAnswerMs;
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.tableName,
+          Item: toItem(ItemKeys.inboundAnswer(deliveryId), { status: answer.status, body: answer.body, storedAt: now, expiresAt }, Math.ceil(expiresAt / 1000)),
+          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now',
+          ExpressionAttributeNames: { '#expiresAt': 'expiresAt' },
+          ExpressionAttributeValues: { ':now': { N: String(now) } },
+          // The retry learns the first answer from this failed write itself: no second read, and
+          // no window in which a read could see something other than what blocked the write.
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { stored: true };
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      if (!error.Item) throw new Error('conditional put of an inbound answer failed without returning the stored one');
+      const stored = fromItem(error.Item);
+      if (typeof stored.status !== 'number' || typeof stored.body !== 'string') throw new Error('stored inbound answer has no status or body');
+      return { stored: false, answer: { status: stored.status, body: stored.body } };
+    }
+  }
+
+  async listEvents(now: number, filter: { status?: EventStatus } = {}): Promise<EventRecord[]> {
+    // A Scan reads (and bills) every item of the table whatever the filter: the filter only trims
+    // what comes back. Fine for an operator's occasional look at a one-dot table; never on a
+    // request path. Each page is at most 1 MB; LastEvaluatedKey pages on until the end.
+    // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html
+    const names: Record<string, string> = { '#pk': 'pk', '#expiresAt': 'expiresAt' };
+    const values: Item = { ':prefix': { S: ItemKeys.event('') }, ':now': { N: String(now) } };
+    let condition = 'begins_with(#pk, :prefix) AND #expiresAt > :now';
+    if (filter.status !== undefined) {
+      names['#status'] = 'status';
+      values[':status'] = { S: filter.status };
+      condition += ' AND #status = :status';
+    }
+    const events: EventRecord[] = [];
+    let startKey: Item | undefined;
+    do {
+      const page = await this.client.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          FilterExpression: condition,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ConsistentRead: true,
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      for (const item of page.Items ?? []) events.push(fromItem(item) as unknown as EventRecord);
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return newestFirst(events);
   }
 
   /** Strongly consistent read, unmarshalled, without `pk` and `ttl`. */

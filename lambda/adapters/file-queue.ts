@@ -161,6 +161,16 @@ export class FileQueue implements Queue {
     return JSON.parse(await readFile(this.file(eventId), 'utf8')) as QueuedFile;
   }
 
+  /**
+   * Operator redrive while the queue runs (`dm-dot redrive`, through the local admin route): moves
+   * every dead letter back into queue/ and schedules it at once. Resolves with how many moved.
+   */
+  async redrive(): Promise<number> {
+    const moved = await moveDeadLetters(this.options.stateDir);
+    for (const eventId of moved) this.schedule(eventId, Date.now());
+    return moved.length;
+  }
+
   private async write(eventId: string, entry: QueuedFile): Promise<void> {
     const tmp = `${this.file(eventId)}.tmp`;
     await writeFile(tmp, JSON.stringify(entry), { mode: 0o600 });
@@ -169,26 +179,33 @@ export class FileQueue implements Queue {
 }
 
 /**
- * Moves every dead letter back into the queue (the local twin of the SQS redrive command). Run it
- * while the runtime is stopped; the next start delivers them with a new round of the schedule.
- * Returns how many were moved.
+ * Moves every dead letter back into the queue (the local twin of the SQS redrive command) while no
+ * runtime uses the state directory; the next start delivers them with a new round of the
+ * schedule. With the runtime running, use `FileQueue.redrive` (what `dm-dot redrive` asks the
+ * server to do) so they are scheduled at once. Returns how many were moved.
  */
 export async function redriveDeadLetters(stateDir: string): Promise<number> {
+  return (await moveDeadLetters(stateDir)).length;
+}
+
+/** Renames each dead letter back into queue/ (atomic per file); returns the moved event ids. */
+async function moveDeadLetters(stateDir: string): Promise<string[]> {
   const deadDir = join(stateDir, 'dead-letter');
   const queueDir = join(stateDir, 'queue');
   await mkdir(queueDir, { recursive: true, mode: 0o700 });
-  let moved = 0;
+  const moved: string[] = [];
   let names: string[] = [];
   try {
     names = await readdir(deadDir);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return moved;
     throw error;
   }
   for (const name of names) {
-    if (!name.endsWith('.json') || !SAFE_ID.test(name.slice(0, -5))) continue;
+    const eventId = name.slice(0, -5);
+    if (!name.endsWith('.json') || !SAFE_ID.test(eventId)) continue;
     await rename(join(deadDir, name), join(queueDir, name));
-    moved++;
+    moved.push(eventId);
   }
   return moved;
 }

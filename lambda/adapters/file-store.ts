@@ -14,9 +14,9 @@
  */
 import { mkdir, open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { EventExpectation, EventPatch, EventRecord, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
-import { Limits } from '../core/protocol';
-import { ItemKeys, isLive, ttlOfEvent, ttlOfSubscription } from './items';
+import type { EventExpectation, EventPatch, EventRecord, InboundAnswer, InboundAnswerResult, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
+import { Limits, type EventStatus } from '../core/protocol';
+import { ItemKeys, isLive, newestFirst, ttlOfEvent, ttlOfSubscription } from './items';
 
 type Item = Record<string, unknown> & { pk: string; ttl: number };
 
@@ -129,6 +129,27 @@ export class FileStore implements Store {
     this.items.set(pk, { pk, claimedAt: now, expiresAt, ttl: Math.ceil(expiresAt / 1000) });
     await this.persist();
     return true;
+  }
+
+  async putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult> {
+    const pk = ItemKeys.inboundAnswer(deliveryId);
+    const existing = this.items.get(pk);
+    if (existing && isLive(existing.expiresAt, now)) return { stored: false, answer: { status: existing.status as number, body: existing.body as string } };
+    const expiresAt = now + Limits.pupEventAnswerMs;
+    this.items.set(pk, { pk, status: answer.status, body: answer.body, storedAt: now, expiresAt, ttl: Math.ceil(expiresAt / 1000) });
+    await this.persist();
+    return { stored: true };
+  }
+
+  async listEvents(now: number, filter: { status?: EventStatus } = {}): Promise<EventRecord[]> {
+    const events: EventRecord[] = [];
+    for (const item of this.items.values()) {
+      if (!item.pk.startsWith(ItemKeys.event(''))) continue;
+      if (!isLive(item.expiresAt, now)) continue;
+      if (filter.status !== undefined && item.status !== filter.status) continue;
+      events.push(fromItem<EventRecord>(item));
+    }
+    return newestFirst(events);
   }
 
   /** Resolves once a file write that started after this call's mutation has completed. */

@@ -12,6 +12,8 @@ export const ItemKeys = {
   event: (eventId: string) => `EVENT#${eventId}`,
   verified: (key: string) => `VERIFIED#${key}`,
   replay: (webhookId: string) => `REPLAY#${webhookId}`,
+  /** The stored answer to an inbound (pup) event delivery, by its webhook-id (SPEC 8). */
+  inboundAnswer: (deliveryId: string) => `ANSWER#${deliveryId}`,
 } as const;
 
 export function isLive(expiresAt: unknown, now: number): boolean {
@@ -24,4 +26,9 @@ export function ttlOfSubscription(expiresAt: number): number {
 
 export function ttlOfEvent(expiresAt: number): number {
   return Math.ceil(expiresAt / 1000);
+}
+
+/** The order `Store.listEvents` returns: newest first, ties broken by id so the order is stable. */
+export function newestFirst<T extends { createdAt: number; eventId: string }>(events: T[]): T[] {
+  return events.sort((a, b) => b.createdAt - a.createdAt || (a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0));
 }

@@ -110,6 +110,12 @@ export const Limits = {
   inboundSignatureToleranceS: 5 * 60,
   replayMemoryMs: 10 * MINUTE,
   /**
+   * How long the answer to a pup event delivery is kept for its retries (SPEC 8). pup's retry
+   * schedule is not public; Standard Webhooks senders commonly retry for about a day (Svix:
+   * 5 s .. 10 h, about 28 h in all), so three days covers that with room.
+   */
+  pupEventAnswerMs: 3 * DAY,
+  /**
    * Event records outlive every copy of their job: the dead-letter queue keeps a message 14 days
    * from its first enqueue, and the retry schedule adds at most its own length. A redrive within
    * the DLQ's retention therefore always finds the record (SPEC 5 said 7 days; see README).
@@ -183,3 +189,35 @@ export const MODERN_SERVER_CAPABILITIES = {
   ...SERVER_CAPABILITIES,
   extensions: { ...SERVER_CAPABILITIES.extensions, [TASKS_EXTENSION]: {} },
 } as const;
+
+/**
+ * The pup door (SPEC 8): routes, the codes of its refusals, the context key of `_meta`, the
+ * member events it knows. pup signs every request with Standard Webhooks (same header names and
+ * `v1,` scheme as WebhookHeaders / SIGNATURE_VERSION above).
+ */
+export const PupRoutes = {
+  manifest: '/pup/manifest.json',
+  mcp: '/pup/mcp',
+  challenge: '/pup/challenge',
+  events: '/pup/events',
+} as const;
+
+/** The only codes a refused (401) pup request ever gets; nothing else is said about why. */
+export const PupRefusals = {
+  invalidSignature: 'invalid_signature',
+  staleTimestamp: 'stale_timestamp',
+  replayed: 'replayed',
+} as const;
+export type PupRefusal = (typeof PupRefusals)[keyof typeof PupRefusals];
+
+/** The `_meta` key under which pup sends its invocation context (installation, asker, channel). */
+export const PUP_CONTEXT_META_KEY = 'io.puphq/context';
+
+/** Member events dm-dot understands on `/pup/events`; any other type is answered `{}` and logged. */
+export const PupMemberEvents = ['member.joined', 'member.left'] as const;
+
+/** The only MCP protocol revision `/pup/mcp` serves (pup speaks 2026-07-28 stateless only). */
+export const PUP_PROTOCOL_VERSION = '2026-07-28';
+
+/** At most this many pup signing secrets are configured: the current one and the previous one. */
+export const PUP_MAX_SECRETS = 2;

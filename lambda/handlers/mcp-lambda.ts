@@ -25,12 +25,14 @@ import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from '
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { runWithDeadline, withDeadlines } from '../adapters/deadline';
+import { createPupSecretsLoader } from '../adapters/pup-secrets';
 import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { loadSettings } from '../config';
 import { DEFAULT_RETRY_DELAYS_S } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
+import type { PupConfig } from '../http/pup';
 import { createLogger, type Logger } from '../log';
 import { createMetrics, type Metrics } from '../metrics';
 import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
@@ -55,6 +57,8 @@ export interface McpLambdaDeps {
   version?: string;
   /** One EMF line per request (route template, status class, latency); none when absent. */
   metrics?: Metrics;
+  /** The pup door: secrets (re-read while warm) and manifest. Absent: its POST routes answer 503. */
+  pup?: PupConfig;
 }
 
 export type McpLambda = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -85,7 +89,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
   function appFor(key: string | undefined): App {
     if (built && built.key === key) return built.app;
     const previous = built?.app;
-    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins: deps.allowedOrigins }) };
+    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins: deps.allowedOrigins, ...(deps.pup ? { pup: deps.pup } : {}) }) };
     void previous?.close().catch(() => undefined);
     return built.app;
   }
@@ -149,7 +153,9 @@ export interface McpLambdaOverrides {
 
 /**
  * Settings: TABLE_NAME, QUEUE_URL (required), API_KEY_SECRET_ARN (absent: every authenticated
- * route answers 503), DMDOT_DELIVERY_WAIT_MS, DMDOT_RETRY_DELAYS, DMDOT_TTL_DEFAULT_MS, DMDOT_TTL_MAX_MS,
+ * route answers 503), PUP_SECRET_ARN (absent: the pup POST routes answer 503), PUP_MANIFEST_JSON
+ * (absent: the default manifest), DMDOT_DELIVERY_WAIT_MS, DMDOT_RETRY_DELAYS, DMDOT_TTL_DEFAULT_MS,
+ * DMDOT_TTL_MAX_MS,
  * DMDOT_ALLOWED_ORIGINS, and
  * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only; the stack never sets it). Throws SettingsError.
  */
@@ -169,8 +175,16 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
     log,
     onLoaded: (key) => log.redact?.(key),
   });
-  // Start reading the key during the init phase, so the first request rarely waits for it.
+  const pupSecrets = createPupSecretsLoader({
+    client: clients.secrets,
+    secretArn: env.PUP_SECRET_ARN,
+    log,
+    onLoaded: (secret) => log.redact?.(secret),
+    ...(overrides.clock ? { now: () => overrides.clock!.now() } : {}),
+  });
+  // Start reading the key (and pup's secrets) during the init phase, so the first request rarely waits.
   void apiKey.get();
+  void pupSecrets.get();
   return createMcpLambda({
     store,
     queue,
@@ -184,5 +198,6 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
     log,
     metrics: overrides.metrics ?? createMetrics({ enabled: env.AWS_LAMBDA_FUNCTION_NAME !== undefined }),
     ...(overrides.clock ? { clock: overrides.clock } : {}),
+    pup: { secrets: () => pupSecrets.get(), ...(settings.pup.manifest !== undefined ? { manifest: settings.pup.manifest } : {}) },
   });
 }

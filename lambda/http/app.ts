@@ -2,7 +2,9 @@
  * The HTTP surface of SPEC 2 as one web-standard `handle(Request) -> Response`, shared by the local
  * runtime (node:http) and the MCP Lambda (API Gateway v2 events). Order of checks on an
  * authenticated route: Host (local runtime only), Origin, API key, method, Content-Type, body
- * size; only then is the body parsed. Every answer is JSON; nothing a client sends yields a
+ * size; only then is the body parsed. The pup routes (`/pup/*`, SPEC 8) pass the Host and Origin
+ * checks and then belong to the pup door (pup.ts), which authenticates by signature instead of
+ * the API key. Every answer is JSON; nothing a client sends yields a
  * stack trace, and the API key is compared in constant time and never logged.
  *
  * Deliberately not here: MCP semantics (the SDK and mcp/server.ts), event shapes of a particular
@@ -16,6 +18,8 @@ import { ErrorCodes, Limits } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
 import { createMcpEndpoint, describe, type McpDeps } from '../mcp/server';
 import { restAnswerOf } from '../mcp/results';
+import { isJsonContentType, readCapped } from './body';
+import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
 export interface HttpConfig {
   /** The API key, or undefined when it is not configured or could not be loaded (503). */
@@ -24,6 +28,8 @@ export interface HttpConfig {
   allowedOrigins: readonly string[];
   /** Host header values accepted (host[:port] or bare host name); undefined disables the check (behind API Gateway). */
   allowedHosts?: readonly string[];
+  /** The pup door (SPEC 8): its signing secrets and manifest. Absent: its POST routes answer 503. */
+  pup?: PupConfig;
 }
 
 export interface App {
@@ -46,33 +52,9 @@ function rpcError(status: number, code: number, message: string, headers: Record
   return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
 }
 
-/** Reads at most `max` bytes of the body; undefined when it is larger. */
-async function readCapped(request: Request, max: number): Promise<Uint8Array | undefined> {
-  const declared = Number(request.headers.get('content-length'));
-  if (Number.isFinite(declared) && declared > max) return undefined;
-  if (!request.body) return new Uint8Array();
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let length = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    length += value.byteLength;
-    if (length > max) {
-      await reader.cancel().catch(() => undefined);
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks);
-}
-
-export function isJsonContentType(value: string | null): boolean {
-  return (value ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
-}
-
 export function createApp(deps: McpDeps, config: HttpConfig): App {
   const mcp = createMcpEndpoint(deps);
+  const pup = createPupDoor(deps, config.pup ?? {});
   const principal = config.apiKey ? principalOf(config.apiKey) : undefined;
   const allowedOrigins = new Set(config.allowedOrigins.map((o) => o.toLowerCase()));
   const allowedHosts = config.allowedHosts ? new Set(config.allowedHosts.map((h) => h.toLowerCase())) : undefined;
@@ -135,7 +117,8 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     if (url.pathname === '/healthz') {
       return request.method === 'GET' || request.method === 'HEAD' ? json(200, { ok: true }) : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
     }
-    if (!isMcp && !isRest) return restError(404, 'not_found', 'No such route. The MCP endpoint is /mcp.');
+    const isPup = isPupPath(url.pathname);
+    if (!isMcp && !isRest && !isPup) return restError(404, 'not_found', 'No such route. The MCP endpoint is /mcp.');
 
     const refuse = (status: number, code: string, message: string, headers: Record<string, string> = {}) =>
       isMcp ? rpcError(status, ErrorCodes.invalidRequest, message, headers) : restError(status, code, message, headers);
@@ -145,6 +128,8 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     if (origin !== null && !originAllowed(origin)) {
       return refuse(403, 'forbidden_origin', 'Origin not allowed; add it to DMDOT_ALLOWED_ORIGINS.');
     }
+    // pup authenticates by signature, not by the API key (which it neither needs nor may use instead).
+    if (isPup) return pup.handle(request, url, requestId);
     if (request.method === 'OPTIONS' && origin !== null) {
       return new Response(null, {
         status: 204,
@@ -205,5 +190,5 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
   }
 
-  return { handle, close: () => mcp.close() };
+  return { handle, close: async () => void (await Promise.all([mcp.close(), pup.close()])) };
 }

@@ -3,6 +3,9 @@
  * store and the file-backed delivery queue in the state directory. `startLocal` is what
  * `npm start` runs and what the end-to-end tests start on an ephemeral port.
  *
+ * It also serves the operator's admin routes (lambda/local/admin.ts) on the same node:http server,
+ * behind their own token, so that `dm-dot` commands never write the state directory under it.
+ *
  * Deliberately not here: TLS (put a tunnel or proxy in front), and printing the API key: only the
  * path of the file that holds it.
  */
@@ -18,6 +21,7 @@ import { FileStore } from '../adapters/file-store';
 import type { Settings } from '../config';
 import { createApp, type App } from '../http/app';
 import { createLogger, type Logger } from '../log';
+import { handleAdmin, isAdminPath, publishAdmin, withdrawAdmin, type AdminDeps } from './admin';
 import { systemClock, type Clock, type WebhookClient } from '../ports';
 import { version } from '../version';
 
@@ -62,6 +66,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
   const { key, generatedAt } = await loadOrCreateApiKey(settings.stateDir, options.apiKey);
   log.redact?.(key);
+  for (const secret of settings.pup.secrets.secrets) log.redact?.(secret);
   const clock = options.clock ?? systemClock;
   const store = await FileStore.open(settings.stateDir);
   const webhook = options.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks });
@@ -74,7 +79,13 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   });
   let ready: (app: App) => void = () => undefined;
   const appReady = new Promise<App>((done) => (ready = done));
+  let admin: AdminDeps | undefined;
   const server = http.createServer((req, res) => {
+    // Operator routes (lambda/local/admin.ts) exist only here, never in the app the Lambdas run.
+    if (isAdminPath(req.url)) {
+      void appReady.then(() => handleAdmin(admin!, req, res));
+      return;
+    }
     void appReady.then((app) => serve(app, req, res));
   });
   server.requestTimeout = 30_000;
@@ -99,8 +110,16 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       version,
       log,
     },
-    { apiKey: key, allowedOrigins: settings.allowedOrigins, allowedHosts },
+    {
+      apiKey: key,
+      allowedOrigins: settings.allowedOrigins,
+      allowedHosts,
+      // Read once at start: a pup secret rotation on the local runtime is a restart.
+      pup: { secrets: async () => settings.pup.secrets, ...(settings.pup.manifest !== undefined ? { manifest: settings.pup.manifest } : {}) },
+    },
   );
+  const token = await publishAdmin(settings.stateDir, { pid: process.pid, url: `http://${shownHost}:${port}` });
+  admin = { store, token, now: () => clock.now(), redrive: () => queue.redrive() };
   ready(app);
   const url = `http://${shownHost}:${port}/mcp`;
   announce(`dm-dot listening on ${url}`);
@@ -115,6 +134,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       });
       await queue.stop();
       await app.close();
+      await withdrawAdmin(settings.stateDir, process.pid);
     })());
   return { url, port, app, queue, stop };
 }

@@ -103,9 +103,14 @@ export function withoutSdkJsonModeWarning<T>(fn: () => T): T {
   }
 }
 
-export function createMcpEndpoint(deps: McpDeps): McpHttpHandler {
+/**
+ * `legacy: 'reject'` serves 2026-07-28 only (the pup door: pup speaks nothing else); the default
+ * serves both eras (`/mcp`). Same factory either way: one tool, one set of events methods.
+ */
+export function createMcpEndpoint(deps: McpDeps, options: { legacy?: 'stateless' | 'reject' } = {}): McpHttpHandler {
   return withoutSdkJsonModeWarning(() =>
     createMcpHandler((ctx) => buildServer(deps, ctx), {
+      legacy: options.legacy ?? 'stateless',
       responseMode: 'json',
       maxRequestBodySize: Limits.requestBodyMaxBytes,
       onerror: (error) => deps.log.warn('mcp_transport_error', { error: error.message }),

@@ -568,11 +568,14 @@ describe('outputs', () => {
     expect(JSON.stringify(template.Outputs)).not.toContain('key=');
   });
 
-  test('ApiKeySecretArn, GetApiKeyCommand, PupSecretArn, DashboardUrl, DeadLetterQueueUrl and RedriveCommand are there', () => {
+  test('ApiKeySecretArn, GetApiKeyCommand, PupSecretArn, DashboardUrl, TableName, DeliveryQueueUrl, DeadLetterQueueUrl and RedriveCommand are there', () => {
     const o = template.Outputs;
     expect(Object.keys(o).sort()).toEqual(
-      ['ApiKeySecretArn', 'DashboardUrl', 'DeadLetterQueueUrl', 'GetApiKeyCommand', 'McpEndpoint', 'PupSecretArn', 'RedriveCommand'].sort(),
+      ['ApiKeySecretArn', 'DashboardUrl', 'DeadLetterQueueUrl', 'DeliveryQueueUrl', 'GetApiKeyCommand', 'McpEndpoint', 'PupSecretArn', 'RedriveCommand', 'TableName'].sort(),
     );
+    // What `dm-dot <command> --aws --stack NAME` reads.
+    expect(o.TableName.Value).toEqual(ref(ids.table));
+    expect(o.DeliveryQueueUrl.Value).toEqual(ref(ids.queue));
     expect(o.ApiKeySecretArn.Value).toEqual(ref(ids.secret));
     expect(o.PupSecretArn.Value).toEqual(ref(ids.pupSecret));
     expect(o.DashboardUrl.Value).toEqual({

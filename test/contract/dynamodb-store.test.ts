@@ -61,6 +61,13 @@ describe('DynamoDbStore items', () => {
     expect((await raw(tableName, 'REPLAY#msg_1'))?.ttl).toEqual({ N: String(Math.ceil((T0 + Limits.replayMemoryMs) / 1000)) });
   });
 
+  it('an inbound answer is one ANSWER# item with status, body and a ttl', async () => {
+    const { store, tableName } = await freshStore();
+    await store.putInboundAnswer('msg_evt', { status: 200, body: '{}' }, T0);
+    const item = await raw(tableName, 'ANSWER#msg_evt');
+    expect(item).toMatchObject({ status: { N: '200' }, body: { S: '{}' }, ttl: { N: String(Math.ceil((T0 + Limits.pupEventAnswerMs) / 1000)) } });
+  });
+
   it('an expired subscription is still stored yet read as absent', async () => {
     const { store, tableName } = await freshStore();
     await store.putSubscription(subscription({ expiresAt: T0 - 1 }), T0 - HOUR);
@@ -125,6 +132,23 @@ describe('DynamoDbStore requests', () => {
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         ExpressionAttributeValues: { ':url': { S: subscription().url }, ':now': { N: String(T0) } },
       },
+    });
+  });
+
+  it('a retried inbound answer is one conditional PutItem whose ALL_OLD item is the answer (no second read)', async () => {
+    const { ConditionalCheckFailedException } = await import('@aws-sdk/client-dynamodb');
+    const { store, sent } = recordingStore(() => {
+      throw new ConditionalCheckFailedException({
+        message: 'The conditional request failed',
+        $metadata: {},
+        Item: { pk: { S: 'ANSWER#msg_1' }, status: { N: '200' }, body: { S: '{"first":true}' }, storedAt: { N: '1' }, expiresAt: { N: '2' }, ttl: { N: '1' } },
+      });
+    });
+    await expect(store.putInboundAnswer('msg_1', { status: 200, body: '{}' }, T0)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{"first":true}' } });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({
+      name: 'PutItemCommand',
+      input: { ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' },
     });
   });
 });

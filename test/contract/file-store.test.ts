@@ -28,11 +28,13 @@ describe('FileStore persistence', () => {
       await store.putSubscription(sub, T0);
       await store.putEvent(event());
       await store.claimReplayId('msg_1', T0);
+      await store.putInboundAnswer('msg_evt', { status: 200, body: '{}' }, T0);
 
       const reopened = await FileStore.open(dir);
       await expect(reopened.getSubscription(T0)).resolves.toStrictEqual(sub);
       await expect(reopened.getEvent(event().eventId, T0)).resolves.toStrictEqual(event());
       await expect(reopened.claimReplayId('msg_1', T0)).resolves.toBe(false);
+      await expect(reopened.putInboundAnswer('msg_evt', { status: 200, body: '{"x":1}' }, T0)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{}' } });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

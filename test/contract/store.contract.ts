@@ -313,6 +313,74 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const results = await Promise.all(Array.from({ length: 20 }, () => store.claimReplayId('msg_race', T0)));
         expect(results.filter(Boolean)).toHaveLength(1);
       });
+
+      it('replay ids and inbound answers are separate namespaces', async () => {
+        await expect(store.claimReplayId('msg_shared', T0)).resolves.toBe(true);
+        await expect(store.putInboundAnswer('msg_shared', { status: 200, body: '{}' }, T0)).resolves.toEqual({ stored: true });
+      });
+    });
+
+    describe('inbound event answers (pup /pup/events retries)', () => {
+      // Bytes that a re-serialization would change: key order, spacing, escapes, multibyte text.
+      const FIRST = { status: 200, body: '{ "b":1,"a":"\\u00e9 é 😀" }' };
+
+      it('the first put stores; a second put with the same id returns the first answer byte for byte', async () => {
+        await expect(store.putInboundAnswer('msg_evt_1', FIRST, T0)).resolves.toStrictEqual({ stored: true });
+        await expect(store.putInboundAnswer('msg_evt_1', { status: 202, body: '{"other":true}' }, T0 + MINUTE)).resolves.toStrictEqual({ stored: false, answer: FIRST });
+      });
+
+      it('answers are kept per id', async () => {
+        await store.putInboundAnswer('msg_evt_a', { status: 200, body: '{"a":1}' }, T0);
+        await expect(store.putInboundAnswer('msg_evt_b', { status: 200, body: '{"b":1}' }, T0)).resolves.toStrictEqual({ stored: true });
+        await expect(store.putInboundAnswer('msg_evt_a', FIRST, T0)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{"a":1}' } });
+      });
+
+      it('an answer is kept until its expiry (exclusive) and may be stored anew after it', async () => {
+        await store.putInboundAnswer('msg_evt_2', FIRST, T0);
+        const end = T0 + Limits.pupEventAnswerMs;
+        await expect(store.putInboundAnswer('msg_evt_2', { status: 200, body: '{}' }, end - 1)).resolves.toStrictEqual({ stored: false, answer: FIRST });
+        await expect(store.putInboundAnswer('msg_evt_2', { status: 200, body: '{}' }, end)).resolves.toStrictEqual({ stored: true });
+        await expect(store.putInboundAnswer('msg_evt_2', FIRST, end + 1)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{}' } });
+      });
+
+      it('20 concurrent puts of one id: exactly one stores, and every other gets its answer', async () => {
+        const results = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => store.putInboundAnswer('msg_evt_race', { status: 200, body: `{"n":${i}}` }, T0)),
+        );
+        const winners = results.flatMap((result, i) => (result.stored ? [i] : []));
+        expect(winners).toHaveLength(1);
+        const winning = { status: 200, body: `{"n":${winners[0]}}` };
+        for (const result of results) if (!result.stored) expect(result.answer).toStrictEqual(winning);
+      });
+    });
+
+    describe('listEvents (operator-only, read-only)', () => {
+      const id = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
+
+      it('returns only live event records, newest first, and filters by status', async () => {
+        await store.putSubscription(subscription(), T0);
+        await store.markVerified('some-key', T0);
+        await store.claimReplayId('msg_1', T0);
+        await store.putEvent(event({ eventId: id(1), createdAt: T0 }));
+        await store.putEvent(event({ eventId: id(2), createdAt: T0 + 2 * SECOND, status: 'failed', attempts: 6, lastError: 'http_5xx' }));
+        await store.putEvent(event({ eventId: id(3), createdAt: T0 + SECOND, status: 'delivered', deliveredAt: T0 + SECOND }));
+        // Past its own expiry at T0 + 1 h (TTL may not have removed it yet): never listed.
+        await store.putEvent(event({ eventId: id(4), createdAt: T0, expiresAt: T0 + HOUR }));
+
+        const all = await store.listEvents(T0 + HOUR);
+        expect(all.map((e) => e.eventId)).toEqual([id(2), id(3), id(1)]);
+        expect(all[0]).toStrictEqual(event({ eventId: id(2), createdAt: T0 + 2 * SECOND, status: 'failed', attempts: 6, lastError: 'http_5xx' }));
+        expect((await store.listEvents(T0 + HOUR, { status: 'failed' })).map((e) => e.eventId)).toEqual([id(2)]);
+        expect(await store.listEvents(T0 + HOUR, { status: 'dropped' })).toEqual([]);
+        expect((await store.listEvents(T0)).map((e) => e.eventId)).toEqual([id(2), id(3), id(1), id(4)]);
+      });
+
+      it('changes nothing it reads', async () => {
+        await store.putEvent(event({ eventId: id(1) }));
+        const before = await store.getEvent(id(1), T0);
+        await store.listEvents(T0);
+        await expect(store.getEvent(id(1), T0)).resolves.toStrictEqual(before);
+      });
     });
   });
 }

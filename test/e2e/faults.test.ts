@@ -2,13 +2,13 @@
  * Fault injection end to end: 1,000 events through the local runtime (`POST /v1/messages`, no
  * wait: every call answers at once) to a receiver that fails about 30% of attempts transiently
  * (503, 500, a reset connection, or no answer at all so the guard's 5 s deadline gives `timeout`)
- * and answers 410 to about 5% of events at their first attempt.
+ * and answers 404 to about 5% of events at their first attempt.
  *
  * The receiver's decisions are a seeded hash of (event id, attempt number), so a run is
  * reproducible from its seed and event ids; no event fails transiently more than 4 times, which
- * keeps every non-410 event inside the 6-attempt schedule. "0 lost" then means: every accepted
- * non-410 event was answered 2xx exactly once (dedup on webhook-id) and its record ends
- * `delivered`; every 410 event had exactly one attempt, its record ends `failed` and it sits in
+ * keeps every non-404 event inside the 6-attempt schedule. "0 lost" then means: every accepted
+ * non-404 event was answered 2xx exactly once (dedup on webhook-id) and its record ends
+ * `delivered`; every 404 event had exactly one attempt, its record ends `failed` and it sits in
  * `<state dir>/dead-letter/`. Every signature of every attempt is checked with the
  * standardwebhooks library over the raw bytes.
  *
@@ -103,7 +103,7 @@ async function startFaultyReceiver(secret: string) {
           return;
         case 'gone':
           gone.add(id);
-          res.writeHead(410, { 'content-type': 'application/json' }).end('{}');
+          res.writeHead(404, { 'content-type': 'application/json' }).end('{}');
           return;
         case 'http_503':
           res.writeHead(503, { 'content-type': 'application/json' }).end('{}');
@@ -144,7 +144,7 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
 
-it(`${EVENTS} events with ~30% transient faults and ~5% 410: none lost, none doubled, all signed`, { timeout: 240_000 }, async () => {
+it(`${EVENTS} events with ~30% transient faults and ~5% 404: none lost, none doubled, all signed`, { timeout: 240_000 }, async () => {
   const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-faults-'));
   cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
   const secret = newSecret();
@@ -189,7 +189,7 @@ it(`${EVENTS} events with ~30% transient faults and ~5% 410: none lost, none dou
   assert.equal(sent.size, EVENTS, 'every send was accepted');
 
   // Final at the receiver (accepted or gone) for every event, then nothing left in the local queue.
-  await waitFor('every event answered 2xx or 410', () => [...sent.keys()].every((id) => receiver.accepted.has(id) || receiver.gone.has(id)), 150_000);
+  await waitFor('every event answered 2xx or 404', () => [...sent.keys()].every((id) => receiver.accepted.has(id) || receiver.gone.has(id)), 150_000);
   await waitFor('an empty local queue', () => readdirSync(join(stateDir, 'queue')).filter((n) => n.endsWith('.json')).length === 0, 20_000);
   const attemptsBeforeStop = receiver.attempts.length;
   assert.equal(await server.stop(), 0, 'clean exit on SIGTERM');
@@ -219,11 +219,11 @@ it(`${EVENTS} events with ~30% transient faults and ~5% 410: none lost, none dou
     const event = JSON.parse(tries[0]!.raw.toString('utf8'));
     if (event.eventId !== id || event.data?.message !== `fault run message ${index}`) problems.push(`${id}: body does not carry its id and message`);
     if (receiver.gone.has(id)) {
-      if (tries.length !== 1) problems.push(`${id}: 410 event had ${tries.length} attempts`);
-      if (record?.status !== 'failed' || record.attempts !== 1 || record.lastHttpStatus !== 410 || record.lastError !== 'http_4xx') {
-        problems.push(`${id}: 410 event record ${JSON.stringify(record)}`);
+      if (tries.length !== 1) problems.push(`${id}: 404 event had ${tries.length} attempts`);
+      if (record?.status !== 'failed' || record.attempts !== 1 || record.lastHttpStatus !== 404 || record.lastError !== 'http_4xx') {
+        problems.push(`${id}: 404 event record ${JSON.stringify(record)}`);
       }
-      if (deadLetterReasons.get(id) !== 'http_4xx') problems.push(`${id}: 410 event not dead-lettered with http_4xx`);
+      if (deadLetterReasons.get(id) !== 'http_4xx') problems.push(`${id}: 404 event not dead-lettered with http_4xx`);
       if (record?.status === 'failed') failed++;
     } else {
       const accepts = tries.filter((t) => t.verdict === 'accepted' || t.verdict === 'duplicate').length;
@@ -259,7 +259,7 @@ it(`${EVENTS} events with ~30% transient faults and ~5% 410: none lost, none dou
   assert.equal(badSignatures, 0, 'every attempt carries a valid signature over its raw bytes');
   assert.equal(delivered + failed, EVENTS, '0 lost');
   assert.equal(failed, receiver.gone.size);
-  assert.equal(deadLetters.length, receiver.gone.size, 'exactly the 410 events are dead-lettered');
+  assert.equal(deadLetters.length, receiver.gone.size, 'exactly the 404 events are dead-lettered');
   assert.ok(receiver.gone.size > 0 && transient > 0 && byKind.hang! > 0 && byKind.reset! > 0, 'every fault kind was exercised');
   assert.equal(workerErrors, 0, 'no delivery worker errors');
 });

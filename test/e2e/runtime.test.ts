@@ -78,9 +78,50 @@ describe('local runtime', () => {
     }
   });
 
-  it('npm run redrive moves dead letters back; the next start delivers them with a new round', async () => {
+  it('SIGKILL in the middle of the inline first attempt: the delayed safety-net job delivers the event after restart', async () => {
+    // SPEC 6.2 step 2-3: the job is enqueued (delayed) before the inline POST starts, and the
+    // event's lease runs out if the process that holds it dies. Nothing is lost.
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-inline-kill-'));
+    let firstEvent = true;
+    const receiver = await startReceiver((r) => {
+      if (r.json?.type === 'verification') return { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) };
+      if (firstEvent) {
+        firstEvent = false;
+        return 'hang';
+      }
+      return { status: 200 };
+    });
+    try {
+      const env = { DMDOT_RETRY_DELAYS: '1', DMDOT_DELIVERY_WAIT_MS: '3000' };
+      const key = 'inline-kill-key-0123456789abcdef';
+      const first = await startServer(env, { stateDir, key });
+      await rpc(first, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+      const call = fetch(`${first.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body: JSON.stringify({ message: 'in flight when the process dies' }),
+      }).catch(() => undefined);
+      await waitFor('the inline POST reaching the dot', () => receiver.events().length === 1);
+      await first.stop('SIGKILL');
+      await call;
+      const eventId = String(receiver.events()[0]!.headers['webhook-id']);
+
+      const second = await startServer(env, { stateDir, key });
+      await waitFor('the same event delivered by the worker after restart', () => receiver.events().length === 2, 20_000);
+      assert.equal(receiver.events()[1]!.headers['webhook-id'], eventId, 'same event id: a receiver deduplicates it');
+      assert.ok(receiver.events()[1]!.raw.equals(receiver.events()[0]!.raw), 'same bytes');
+      await waitFor('queue drained', () => readdirSync(join(stateDir, 'queue')).length === 0);
+      assert.equal(await second.stop(), 0);
+    } finally {
+      await receiver.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('npm run redrive (dm-dot redrive, server stopped) moves dead letters back; the next start delivers them with a new round', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-redrive-'));
-    const receiver = await startReceiver(echoing([410]));
+    // 404: permanent, and unlike 410 it leaves the subscription in place for the redriven round.
+    const receiver = await startReceiver(echoing([404]));
     try {
       const key = 'redrive-key-0123456789abcdef';
       const first = await startServer({}, { stateDir, key });
@@ -88,11 +129,14 @@ describe('local runtime', () => {
       const { body } = await rpc(first, 'tools/call', { name: 'send_to_dot', arguments: { message: 'refused once' } }, { 'mcp-name': 'send_to_dot' });
       assert.equal(body.result.structuredContent.status, 'failed');
       const eventId = body.result.structuredContent.eventId;
+      // The inline attempt failed it; the job's safety-net copy then moves it to the dead letters.
+      await waitFor('the dead letter', () => readdirSync(join(stateDir, 'dead-letter')).length === 1);
       assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), [`${eventId}.json`]);
+      await waitFor('queue drained', () => readdirSync(join(stateDir, 'queue')).length === 0);
       assert.equal(await first.stop(), 0);
 
-      const out = execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'lambda/local/redrive.ts')], { cwd: ROOT, env: { ...process.env, DMDOT_STATE_DIR: stateDir } }).toString();
-      assert.match(out, /moved 1 dead letter/);
+      const out = execFileSync(process.execPath, [join(ROOT, 'lambda/cli/dm-dot.mjs'), 'redrive'], { cwd: ROOT, env: { ...process.env, DMDOT_STATE_DIR: stateDir } }).toString();
+      assert.match(out, /moved 1 dead letter/i);
       assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), []);
 
       const second = await startServer({}, { stateDir, key });

@@ -38,10 +38,10 @@ export interface TestApp {
 /** A callback that always passes the challenge (any number of times). */
 export const echoingWebhook: WebhookClient = { post: async (request) => echoChallenge(request) };
 
-export function buildApp(config: Partial<HttpConfig> = {}, options: { deliveryWaitMs?: number; webhook?: WebhookClient } = {}): TestApp {
+export function buildApp(config: Partial<HttpConfig> = {}, options: { deliveryWaitMs?: number; webhook?: WebhookClient; clock?: FakeClock } = {}): TestApp {
   const store = new FakeStore();
   const queue = new FakeQueue();
-  const clock = new FakeClock();
+  const clock = options.clock ?? new FakeClock();
   const webhook = options.webhook ?? new ScriptedWebhookClient();
   const logs: LogLine[] = [];
   const log: Logger = {

@@ -58,7 +58,11 @@ async function both(config: BadInputRow['config'], call: (app: App) => Promise<A
   const localAnswer = await call(local.app);
   await local.app.close();
 
-  const t = buildLambda(config && 'apiKey' in config ? { apiKey: config.apiKey, allowedOrigins: config.allowedOrigins ?? [] } : { allowedOrigins: config?.allowedOrigins ?? [] });
+  const t = buildLambda({
+    ...(config && 'apiKey' in config ? { apiKey: config.apiKey } : {}),
+    allowedOrigins: config?.allowedOrigins ?? [],
+    ...(config?.pup ? { pup: config.pup } : {}),
+  });
   const app = asApp(t.lambda, { requestId });
   const lambdaAnswer = await call(app);
   expect(t.logs.filter((line) => line.level === 'error')).toEqual([]);

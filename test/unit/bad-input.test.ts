@@ -1,5 +1,5 @@
 /**
- * One row per malformed-request class of SPEC 2, 3, 3.1, 4.2 and 6.4, each answered with its own
+ * One row per malformed-request class of SPEC 2, 3, 3.1, 4.2, 6.4 and 8 (the pup door), each answered with its own
  * status and error code, always as JSON and never with a stack trace. The rows are exported and,
  * with DMDOT_PRINT_TABLE=1, printed as a markdown table for the README.
  *
@@ -26,6 +26,8 @@ import {
   streamOf,
   type Answer,
 } from './app-support';
+import { T0 } from './fakes';
+import { envelope, mcpBody, mcpHeaders, newPupSecret, pupSignature } from './pup-suite';
 
 const MiB = 1024 * 1024;
 const TOOL = 'send_to_dot';
@@ -60,6 +62,22 @@ const subscribeWith = (params: Record<string, unknown>) => (app: App) => rpcMode
 const rest = (body: string, extra: Record<string, string> = {}) => (app: App) =>
   send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json', ...extra }, body });
 const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+
+// --- The pup door (SPEC 8): requests signed with node:crypto at the fake clock's now (T0).
+const PUP = newPupSecret();
+const PUP_CONFIG: Partial<HttpConfig> = { pup: { secrets: async () => ({ secrets: [PUP.secret] }) } };
+const PUP_ID = 'msg_bad_input_0001';
+const pupPost =
+  (path: string, body: string, options: { key?: Buffer; ageS?: number; id?: string; headers?: Record<string, string>; times?: number } = {}) =>
+  async (app: App): Promise<Answer> => {
+    const bytes = Buffer.from(body, 'utf8');
+    const id = options.id ?? PUP_ID;
+    const ts = Math.floor(T0 / 1000) - (options.ageS ?? 0);
+    const headers = { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': pupSignature(options.key ?? PUP.key, id, ts, bytes), ...options.headers };
+    let answer: Answer | undefined;
+    for (let i = 0; i < (options.times ?? 1); i++) answer = await send(app, { path, query: '', headers, body: bytes });
+    return answer!;
+  };
 
 export const BAD_INPUT_ROWS: BadInputRow[] = [
   // --- Authentication and transport (SPEC 2), checked before the body is parsed.
@@ -363,8 +381,96 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     headers: { allow: 'GET' },
     call: (app) => send(app, { path: '/healthz', query: '', headers: { 'content-type': 'application/json' }, body: '{}' }),
   },
+  // --- The pup door (SPEC 8): signature first; nothing else is said about a refusal.
+  {
+    klass: 'pup: API key instead of a signature',
+    sent: '`POST /pup/mcp?key=KEY`, unsigned',
+    status: 401,
+    error: { rest: 'invalid_signature' },
+    config: PUP_CONFIG,
+    call: (app) => send(app, { path: '/pup/mcp', headers: { ...mcpHeaders('tools/list'), 'content-type': 'application/json' }, body: mcpBody('tools/list') }),
+  },
+  {
+    klass: 'pup: wrong secret',
+    sent: 'signed with another `whsec_` secret',
+    status: 401,
+    error: { rest: 'invalid_signature' },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/challenge', '"n"', { key: newPupSecret().key }),
+  },
+  {
+    klass: 'pup: stale timestamp',
+    sent: '`webhook-timestamp` 301 s old',
+    status: 401,
+    error: { rest: 'stale_timestamp' },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/challenge', '"n"', { ageS: 301 }),
+  },
+  {
+    klass: 'pup: replayed webhook-id',
+    sent: 'the same signed `/pup/challenge` twice',
+    status: 401,
+    error: { rest: 'replayed' },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/challenge', '"n"', { times: 2 }),
+  },
+  {
+    klass: 'pup: no secret configured',
+    sent: 'any `POST /pup/*` with no pup secret',
+    status: 503,
+    error: { rest: 'not_configured' },
+    call: pupPost('/pup/events', '{}'),
+  },
+  { klass: 'pup: wrong Content-Type', sent: '`Content-Type: text/plain`', status: 415, error: { rest: 'unsupported_media_type' }, config: PUP_CONFIG, call: pupPost('/pup/challenge', '"n"', { headers: { 'content-type': 'text/plain' } }) },
+  { klass: 'pup: body over 1 MiB', sent: '1 MiB + 2 bytes, signed', status: 413, error: { rest: 'payload_too_large' }, config: PUP_CONFIG, call: pupPost('/pup/events', `"${'x'.repeat(MiB)}"`) },
+  {
+    klass: 'pup: GET /pup/mcp',
+    sent: '`GET /pup/mcp`',
+    status: 405,
+    error: { rest: 'method_not_allowed' },
+    headers: { allow: 'POST' },
+    config: PUP_CONFIG,
+    call: (app) => send(app, { method: 'GET', path: '/pup/mcp', query: '' }),
+  },
+  { klass: 'pup: challenge without a challenge', sent: '`{"nonce":"n"}`, signed', status: 400, error: { rest: 'invalid_challenge' }, config: PUP_CONFIG, call: pupPost('/pup/challenge', '{"nonce":"n"}') },
+  { klass: 'pup: event body not JSON', sent: '`{oops`, signed', status: 400, error: { rest: 'invalid_json' }, config: PUP_CONFIG, call: pupPost('/pup/events', '{oops') },
+  {
+    klass: 'pup: event envelope field missing',
+    sent: 'an envelope without `occurredAt`',
+    status: 400,
+    error: { rest: 'invalid_envelope' },
+    message: /occurredAt/,
+    config: PUP_CONFIG,
+    call: pupPost('/pup/events', envelope(PUP_ID, 'member.joined', { occurredAt: undefined })),
+  },
+  {
+    klass: 'pup: envelope id is not the webhook-id',
+    sent: '`"id"` differs from `webhook-id`',
+    status: 400,
+    error: { rest: 'id_mismatch' },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/events', envelope('msg_other', 'member.joined')),
+  },
+  {
+    klass: 'pup: malformed invocation context',
+    sent: '`_meta["io.puphq/context"].installationId` an object',
+    status: 200,
+    error: { rpc: -32602 },
+    message: /installationId/,
+    config: PUP_CONFIG,
+    call: pupPost('/pup/mcp', mcpBody('tools/list', {}, { installationId: { x: 1 } }), { headers: mcpHeaders('tools/list') }),
+  },
+  {
+    klass: 'pup: legacy era on /pup/mcp',
+    sent: '`initialize` with 2025-11-25, signed',
+    status: 400,
+    error: { rpc: -32022 },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/mcp', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }), {
+      headers: { accept: 'application/json, text/event-stream' },
+    }),
+  },
 ];
-
 function errorLabel(error: Expected): string {
   if ('rpc' in error) return `JSON-RPC \`${error.rpc}\``;
   if ('rest' in error) return `\`${error.rest}\``;

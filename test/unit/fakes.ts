@@ -16,6 +16,8 @@ import type {
   EventExpectation,
   EventPatch,
   EventRecord,
+  InboundAnswer,
+  InboundAnswerResult,
   PutSubscriptionResult,
   Queue,
   Store,
@@ -25,7 +27,7 @@ import type {
   WebhookRequest,
   WebhookResponse,
 } from '../../lambda/ports';
-import type { FailureReason } from '../../lambda/core/protocol';
+import { Limits, type FailureReason } from '../../lambda/core/protocol';
 
 const HOUR = 60 * 60 * 1000;
 const VERIFICATION_MS = 24 * HOUR;
@@ -60,6 +62,7 @@ const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
   'restoreEvent',
   'markVerified',
   'claimReplayId',
+  'putInboundAnswer',
 ]);
 
 export interface StoreCall {
@@ -173,6 +176,24 @@ export class FakeStore implements Store {
     if (at !== undefined && now - at < REPLAY_MS) return false;
     this.replayIds.set(id, now);
     return true;
+  }
+
+  readonly inboundAnswers = new Map<string, { answer: InboundAnswer; expiresAt: number }>();
+
+  async putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult> {
+    await this.enter('putInboundAnswer', [deliveryId, answer, now]);
+    const held = this.inboundAnswers.get(deliveryId);
+    if (held && isLive(held.expiresAt, now)) return { stored: false, answer: clone(held.answer) };
+    this.inboundAnswers.set(deliveryId, { answer: clone(answer), expiresAt: now + Limits.pupEventAnswerMs });
+    return { stored: true };
+  }
+
+  async listEvents(now: number, filter: { status?: EventRecord['status'] } = {}): Promise<EventRecord[]> {
+    await this.enter('listEvents', [now, filter]);
+    return [...this.events.values()]
+      .filter((e) => isLive(e.expiresAt, now) && (filter.status === undefined || e.status === filter.status))
+      .sort((a, b) => b.createdAt - a.createdAt)
+      .map(clone);
   }
 }
 

@@ -11,6 +11,7 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createMcpLambda, type McpLambda } from '../../lambda/handlers/mcp-lambda';
 import type { App } from '../../lambda/http/app';
+import type { PupConfig } from '../../lambda/http/pup';
 import type { Logger } from '../../lambda/log';
 import type { WebhookClient } from '../../lambda/ports';
 import { localApiGateway, type EventOptions } from '../support/apigw';
@@ -31,12 +32,14 @@ export interface LambdaConfig {
   /** The key the loader answers; pass `apiKey: undefined` for a key that cannot be loaded (503). */
   apiKey?: string | undefined;
   allowedOrigins?: readonly string[];
+  /** The pup door's secrets and manifest (absent: its POST routes answer 503). */
+  pup?: PupConfig;
 }
 
-export function buildLambda(config: LambdaConfig = {}, options: { webhook?: WebhookClient; deliveryWaitMs?: number } = {}): TestLambda {
+export function buildLambda(config: LambdaConfig = {}, options: { webhook?: WebhookClient; deliveryWaitMs?: number; clock?: FakeClock } = {}): TestLambda {
   const store = new FakeStore();
   const queue = new FakeQueue();
-  const clock = new FakeClock();
+  const clock = options.clock ?? new FakeClock();
   const logs: LogLine[] = [];
   const log: Logger = {
     info: (event, fields = {}) => void logs.push({ level: 'info', event, fields }),
@@ -62,6 +65,7 @@ export function buildLambda(config: LambdaConfig = {}, options: { webhook?: Webh
     log,
     clock,
     version: '0.0.0-test',
+    ...(config.pup ? { pup: config.pup } : {}),
   });
   return { lambda, store, queue, clock, logs, keyReads };
 }

@@ -1,7 +1,8 @@
 /**
  * A stand-in for AWS Secrets Manager's `GetSecretValue` (JSON 1.1 protocol) on 127.0.0.1, so the
  * real SecretsManagerClient of the MCP Lambda is exercised end to end: the secret can be set,
- * removed (ResourceNotFoundException) or made to fail (500), and every call is counted.
+ * removed (ResourceNotFoundException) or made to fail (500), and every call is counted. It holds
+ * any number of secrets by ARN (the API key and the pup signing secrets).
  *
  * Deliberately not here: any other Secrets Manager action, signature checks, versions.
  */
@@ -13,14 +14,15 @@ export interface FakeSecretsManager {
   arn: string;
   /** Number of GetSecretValue calls received. */
   calls(): number;
-  setSecret(value: string | undefined): void;
+  /** Sets (or with undefined removes) the secret at `forArn`, by default the one `arn`. */
+  setSecret(value: string | undefined, forArn?: string): void;
   /** When true every call answers 500 InternalServiceError. */
   setFailing(failing: boolean): void;
   stop(): Promise<void>;
 }
 
 export async function startFakeSecretsManager(arn = 'arn:aws:secretsmanager:us-east-1:000000000000:secret:dm-dot-api-key-TeSt01'): Promise<FakeSecretsManager> {
-  let secret: string | undefined;
+  const secrets = new Map<string, string>();
   let failing = false;
   let calls = 0;
   const server = http.createServer((req, res) => {
@@ -36,10 +38,11 @@ export async function startFakeSecretsManager(arn = 'arn:aws:secretsmanager:us-e
       calls++;
       const input = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as { SecretId?: string };
       if (failing) return reply(500, { __type: 'InternalServiceError', message: 'injected failure' });
-      if (input.SecretId !== arn || secret === undefined) {
+      const secret = input.SecretId === undefined ? undefined : secrets.get(input.SecretId);
+      if (secret === undefined) {
         return reply(400, { __type: 'ResourceNotFoundException', message: "Secrets Manager can't find the specified secret." });
       }
-      return reply(200, { ARN: arn, Name: 'dm-dot-api-key', SecretString: secret, VersionId: 'v1', VersionStages: ['AWSCURRENT'], CreatedDate: 0 });
+      return reply(200, { ARN: input.SecretId, Name: 'dm-dot-secret', SecretString: secret, VersionId: 'v1', VersionStages: ['AWSCURRENT'], CreatedDate: 0 });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -48,8 +51,9 @@ export async function startFakeSecretsManager(arn = 'arn:aws:secretsmanager:us-e
     endpoint: `http://127.0.0.1:${port}`,
     arn,
     calls: () => calls,
-    setSecret: (value) => {
-      secret = value;
+    setSecret: (value, forArn = arn) => {
+      if (value === undefined) secrets.delete(forArn);
+      else secrets.set(forArn, value);
     },
     setFailing: (value) => {
       failing = value;

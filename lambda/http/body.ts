@@ -1,0 +1,34 @@
+/**
+ * Reading a request body the way every POST route of the HTTP surface does (SPEC 2): the raw
+ * bytes, read once, at most 1 MiB (`413` above), after a `Content-Type: application/json` check
+ * (`415` otherwise). Shared by the API key routes (app.ts) and the pup door (pup.ts), which must
+ * verify a signature over exactly these bytes.
+ *
+ * Deliberately not here: parsing (each route decides how, and when: pup verifies before parsing)
+ * and any answer (the callers shape their own refusals).
+ */
+
+/** Reads at most `max` bytes of the body; undefined when it is larger. */
+export async function readCapped(request: Request, max: number): Promise<Uint8Array | undefined> {
+  const declared = Number(request.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > max) return undefined;
+  if (!request.body) return new Uint8Array();
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    length += value.byteLength;
+    if (length > max) {
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks);
+}
+
+export function isJsonContentType(value: string | null): boolean {
+  return (value ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+}

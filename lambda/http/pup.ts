@@ -1,0 +1,184 @@
+/**
+ * The pup door (SPEC 8): `GET /pup/manifest.json`, `POST /pup/mcp`, `POST /pup/challenge`,
+ * `POST /pup/events`, reached from the one route table of app.ts after its Host and Origin checks.
+ *
+ * Order on the POST routes: secrets configured (`503` otherwise; the manifest is served either
+ * way), method (`405`), Content-Type (`415`), body at most 1 MiB (`413`), read once as raw bytes;
+ * then the signature over those bytes (core/inbound.ts), and only then is anything parsed. A
+ * refusal is `401 {"error":{"code":"invalid_signature"|"stale_timestamp"|"replayed","message"}}`
+ * and nothing else: no hint of which secret, no echo of the body.
+ *
+ * - `/pup/mcp` and `/pup/challenge`: the `webhook-id` is claimed in the store's replay namespace
+ *   (one conditional write, 10 minutes, shared by both routes); a second use is `replayed`.
+ * - `/pup/mcp`: `params._meta["io.puphq/context"]` is validated (core/pup.ts), logged as ids only,
+ *   and then the request goes to the same MCP server factory as `/mcp`, 2026-07-28 only, as the
+ *   principal PUP_PRINCIPAL. The context grants nothing: it is not passed on.
+ * - `/pup/events`: pup retries a delivery with the same id, so the id is not refused: the answer
+ *   is stored under it with one conditional write, and only the request that stored it commits the
+ *   delivery's effect (today: the member event's log line). A retry gets the stored answer, byte
+ *   for byte. Only `200` answers are stored: a `400` depends on the body alone, so a retry of the
+ *   same body gets the same `400` anyway, and nothing was committed for it.
+ *
+ * Deliberately not here: the API key (pup never needs it and may not use it instead of a
+ * signature; a `key` parameter or `Authorization` header is ignored and stripped), CORS (pup calls
+ * server to server), and where the secrets come from (the local settings or the Lambda's Secrets
+ * Manager loader hand them in through `PupConfig.secrets`).
+ */
+import { verifyInbound, type InboundSecrets } from '../core/inbound';
+import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
+import { ErrorCodes, Limits, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
+import { createMcpEndpoint, describe, type McpDeps } from '../mcp/server';
+import { isJsonContentType, readCapped } from './body';
+
+export interface PupConfig {
+  /**
+   * The signing secrets in force now (called per request: the Lambda's loader caches and refreshes
+   * them, so a rotation needs no deploy). Undefined or an empty list: the POST routes answer 503.
+   */
+  secrets?: () => Promise<InboundSecrets | undefined>;
+  /** The manifest's exact text (already validated as a JSON object); undefined: the default one. */
+  manifest?: string;
+}
+
+export interface PupDoor {
+  handle(request: Request, url: URL, requestId: string): Promise<Response>;
+  close(): Promise<void>;
+}
+
+const PATHS: ReadonlySet<string> = new Set(Object.values(PupRoutes));
+
+export function isPupPath(pathname: string): boolean {
+  return PATHS.has(pathname);
+}
+
+const REFUSAL_MESSAGES: Record<PupRefusal, string> = {
+  invalid_signature: 'The request does not carry a valid pup signature.',
+  stale_timestamp: 'The webhook-timestamp is more than 5 minutes away from the server time.',
+  replayed: 'This webhook-id was already used.',
+};
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return text(status, JSON.stringify(body), headers);
+}
+
+function text(status: number, body: string, headers: Record<string, string> = {}): Response {
+  return new Response(body, { status, headers: { 'content-type': 'application/json', ...headers } });
+}
+
+function fail(status: number, code: string, message: string, headers: Record<string, string> = {}): Response {
+  return json(status, { error: { code, message } }, headers);
+}
+
+export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
+  const mcp = createMcpEndpoint(deps, { legacy: 'reject' });
+  const manifest = config.manifest ?? JSON.stringify(defaultPupManifest(deps.version));
+  const storageUnavailable = (requestId: string, route: string, error: unknown) => {
+    deps.log.error('dependency_unavailable', { requestId, method: `POST ${route}`, dependency: 'storage', cause: describe(error) });
+    return fail(503, 'storage_unavailable', 'Storage is unavailable; try again shortly.');
+  };
+
+  async function handle(request: Request, url: URL, requestId: string): Promise<Response> {
+    if (url.pathname === PupRoutes.manifest) {
+      if (request.method !== 'GET' && request.method !== 'HEAD') return fail(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
+      return text(200, manifest);
+    }
+    const secrets = config.secrets ? await config.secrets() : undefined;
+    if (!secrets || secrets.secrets.length === 0) {
+      return fail(503, 'not_configured', 'pup signing secrets are not configured; the pup door cannot accept requests.');
+    }
+    if (request.method !== 'POST') return fail(405, 'method_not_allowed', 'Method not allowed: use POST.', { allow: 'POST' });
+    if (!isJsonContentType(request.headers.get('content-type'))) return fail(415, 'unsupported_media_type', 'Content-Type must be application/json.');
+    const body = await readCapped(request, Limits.requestBodyMaxBytes);
+    if (!body) return fail(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+
+    const now = deps.clock.now();
+    const verdict = verifyInbound(
+      secrets,
+      {
+        id: request.headers.get(WebhookHeaders.id),
+        timestamp: request.headers.get(WebhookHeaders.timestamp),
+        signature: request.headers.get(WebhookHeaders.signature),
+      },
+      body,
+      now,
+    );
+    if (!verdict.ok) return fail(401, verdict.refusal, REFUSAL_MESSAGES[verdict.refusal]);
+    const webhookId = verdict.webhookId;
+    // Signed by pup, but logged: keep a line bounded whatever length pup chose.
+    const loggedId = webhookId.slice(0, 128);
+    // The verifier has checked that the body is UTF-8; this decoding cannot fail.
+    const bodyText = new TextDecoder('utf-8', { ignoreBOM: true }).decode(body);
+
+    if (url.pathname === PupRoutes.events) return events(bodyText, webhookId, loggedId, now, requestId);
+
+    let fresh: boolean;
+    try {
+      fresh = await deps.store.claimReplayId(webhookId, now);
+    } catch (error) {
+      return storageUnavailable(requestId, url.pathname, error);
+    }
+    if (!fresh) return fail(401, PupRefusals.replayed, REFUSAL_MESSAGES.replayed);
+
+    if (url.pathname === PupRoutes.challenge) {
+      const answer = challengeAnswer(bodyText);
+      return answer.ok ? text(200, answer.body) : fail(400, 'invalid_challenge', answer.message);
+    }
+    return mcpCall(request, url, body, bodyText, requestId);
+  }
+
+  async function mcpCall(request: Request, url: URL, body: Uint8Array, bodyText: string, requestId: string): Promise<Response> {
+    let message: unknown;
+    try {
+      message = JSON.parse(bodyText);
+    } catch {
+      message = undefined; // the SDK answers malformed JSON (-32700) exactly as on /mcp
+    }
+    const context = pupContextOf(message);
+    const rpc = message as { id?: unknown; method?: unknown } | undefined;
+    const method = typeof rpc?.method === 'string' ? rpc.method.slice(0, 64) : undefined;
+    if (context.kind === 'invalid') {
+      deps.log.warn('pup_context_invalid', { requestId, method });
+      const id = typeof rpc?.id === 'string' || typeof rpc?.id === 'number' ? rpc.id : null;
+      // HTTP 200, as the SDK answers every other -32602 on 2026-07-28: an in-band JSON-RPC error.
+      return json(200, { jsonrpc: '2.0', id, error: { code: ErrorCodes.invalidParams, message: context.message } });
+    }
+    deps.log.info('pup_request', { requestId, method, context: context.kind === 'ok' ? context.ids : 'absent' });
+
+    url.searchParams.delete('key');
+    const headers = new Headers(request.headers);
+    headers.delete('authorization');
+    const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
+    return mcp.fetch(forwarded, { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra: { principal: PUP_PRINCIPAL, requestId } } });
+  }
+
+  async function events(bodyText: string, webhookId: string, loggedId: string, now: number, requestId: string): Promise<Response> {
+    let value: unknown;
+    try {
+      value = JSON.parse(bodyText);
+    } catch {
+      return fail(400, 'invalid_json', 'The body is not valid JSON.');
+    }
+    const parsed = parsePupEvent(value, webhookId);
+    if (!parsed.ok) return fail(400, parsed.code, parsed.message);
+
+    const answer = { status: 200, body: '{}' };
+    let result;
+    try {
+      result = await deps.store.putInboundAnswer(webhookId, answer, now);
+    } catch (error) {
+      return storageUnavailable(requestId, PupRoutes.events, error);
+    }
+    if (!result.stored) {
+      deps.log.info('pup_event_repeated', { requestId, webhookId: loggedId });
+      return text(result.answer.status, result.answer.body);
+    }
+    // The effect, committed once per delivery id: ids and the type only.
+    const { event } = parsed;
+    const fields = { requestId, webhookId: loggedId, type: event.type.slice(0, 64), eventId: event.eventId, memberId: event.memberId, installationId: event.installationId };
+    if (event.known) deps.log.info('pup_member_event', fields);
+    else deps.log.warn('pup_event_ignored', fields);
+    return text(answer.status, answer.body);
+  }
+
+  return { handle, close: () => mcp.close() };
+}

@@ -1,0 +1,136 @@
+/**
+ * The pup door on the MCP Lambda as the stack wires it (`mcpLambdaFromEnvironment`): the shared
+ * suite (test/unit/pup-suite.ts) through the local API Gateway (payload 2.0 events), with the
+ * replay claims and stored event answers in DynamoDB Local and the pup secret read from a Secrets
+ * Manager double by PUP_SECRET_ARN, as JSON `{"secrets":[…],"rotatedAt":"…"}`. Plus what only
+ * this wiring has: a rotation written to Secrets Manager takes effect without a new Lambda, and
+ * the items the door leaves in the table.
+ *
+ * No SQS is needed: no test here reaches the queue (no dot is subscribed), so QUEUE_URL points
+ * nowhere.
+ */
+import { randomBytes } from 'node:crypto';
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { InboundSecrets } from '../../lambda/core/inbound';
+import { Limits } from '../../lambda/core/protocol';
+import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
+import { createLogger } from '../../lambda/log';
+import { localApiGateway } from '../support/apigw';
+import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
+import type { LogLine } from '../unit/app-support';
+import { FakeClock } from '../unit/fakes';
+import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, type PupTarget, type PupTargetOptions } from '../unit/pup-suite';
+import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
+
+const PUP_ARN = 'arn:aws:secretsmanager:us-east-1:000000000000:secret:dm-dot-pup-TeSt02';
+
+let ddb: DynamoDbLocal;
+let secrets: FakeSecretsManager;
+let tables = 0;
+
+const consoleWarn = console.warn.bind(console);
+beforeAll(async () => {
+  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
+    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
+    consoleWarn(...args);
+  });
+  [ddb, secrets] = await Promise.all([startDynamoDbLocal(), startFakeSecretsManager()]);
+  secrets.setSecret(`key-${randomBytes(24).toString('base64url')}`);
+}, 60_000);
+
+afterAll(async () => {
+  jest.restoreAllMocks();
+  await Promise.all([ddb?.stop(), secrets?.stop()]);
+});
+
+function secretString(config: InboundSecrets): string {
+  return JSON.stringify({ secrets: config.secrets, ...(config.rotatedAt !== undefined ? { rotatedAt: new Date(config.rotatedAt).toISOString() } : {}) });
+}
+
+/** Log lines as the suite reads them: the real logger's JSON lines, parsed back. */
+function parsedLogs(lines: string[]): LogLine[] {
+  return new Proxy([] as LogLine[], {
+    get(_target, property) {
+      const parsed = lines.map((line) => {
+        const { level, event, time: _time, ...fields } = JSON.parse(line) as { level: LogLine['level']; event: string; time: string } & Record<string, unknown>;
+        return { level, event, fields };
+      });
+      const value = (parsed as unknown as Record<PropertyKey, unknown>)[property];
+      return typeof value === 'function' ? value.bind(parsed) : value;
+    },
+  });
+}
+
+async function lambdaTarget(options: PupTargetOptions, clock = new FakeClock(Date.now())): Promise<PupTarget & { tableName: string; lines: string[] }> {
+  const tableName = `dm-dot-pup-${++tables}`;
+  await ddb.createTable(tableName);
+  const config = secretsAt(options, clock.now());
+  if (config) secrets.setSecret(secretString(config), PUP_ARN);
+  const lines: string[] = [];
+  const env: NodeJS.ProcessEnv = {
+    TABLE_NAME: tableName,
+    QUEUE_URL: 'http://127.0.0.1:9/000000000000/unused',
+    API_KEY_SECRET_ARN: secrets.arn,
+    DMDOT_DELIVERY_WAIT_MS: '0',
+    ...(config ? { PUP_SECRET_ARN: PUP_ARN } : {}),
+    ...(options.manifest !== undefined ? { PUP_MANIFEST_JSON: options.manifest } : {}),
+  };
+  const clients = {
+    dynamodb: ddb.client,
+    sqs: new SQSClient({ endpoint: 'http://127.0.0.1:9', region: 'us-east-1', credentials: { accessKeyId: 'x', secretAccessKey: 'x' }, maxAttempts: 1 }),
+    secrets: new SecretsManagerClient({ endpoint: secrets.endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 1 }),
+  };
+  const lambda = mcpLambdaFromEnvironment(env, clients, { log: createLogger((line) => lines.push(line)), clock });
+  const gateway = localApiGateway(lambda);
+  return { app: { handle: (request) => gateway.fetch(request), close: async () => undefined }, clock, logs: parsedLogs(lines), tableName, lines };
+}
+
+describePupDoor('MCP Lambda from its environment (API Gateway translation, DynamoDB Local, Secrets Manager)', (options) => lambdaTarget(options));
+
+describe('pup door on the Lambda: what only this wiring shows', () => {
+  test('a rotation written to Secrets Manager takes effect within the refresh interval, without a new Lambda', async () => {
+    const old = newPupSecret();
+    const fresh = newPupSecret();
+    const clock = new FakeClock(Date.now());
+    const t = await lambdaTarget({ secrets: { secrets: [old.secret] } }, clock);
+    expect((await signedPost(t, '/pup/challenge', '"a"', old.key)).status).toBe(200);
+    expect((await signedPost(t, '/pup/challenge', '"b"', fresh.key)).status).toBe(401);
+
+    // The operator's put-secret-value: new first, old second, rotatedAt now. On AWS, PutSecretValue
+    // without VersionStages moves AWSCURRENT to the new version, and GetSecretValue without a stage
+    // returns AWSCURRENT, so the next refresh reads it; the double here serves one value per ARN.
+    // https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_PutSecretValue.html
+    // https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html
+    secrets.setSecret(secretString({ secrets: [fresh.secret, old.secret], rotatedAt: clock.now() }), PUP_ARN);
+    clock.advance(2 * 60_000);
+    await signedPost(t, '/pup/challenge', '"c"', old.key); // served from the cache; the refresh starts beside it
+    let accepted = false;
+    for (let i = 0; i < 50 && !accepted; i++) {
+      accepted = (await signedPost(t, '/pup/challenge', `"d${i}"`, fresh.key)).status === 200;
+      if (!accepted) await new Promise((done) => setTimeout(done, 20));
+    }
+    expect(accepted).toBe(true);
+    expect((await signedPost(t, '/pup/challenge', '"e"', old.key)).status).toBe(200);
+    clock.advance(10 * 60_000);
+    expect((await signedPost(t, '/pup/challenge', '"f"', old.key)).status).toBe(401);
+    expect(t.lines.join('\n')).not.toContain(fresh.secret.slice(6, 30));
+    expect(t.lines.join('\n')).not.toContain(old.secret.slice(6, 30));
+  });
+
+  test('the table holds a REPLAY# item (10 min) per MCP/challenge id and an ANSWER# item per event id', async () => {
+    const { secret, key } = newPupSecret();
+    const t = await lambdaTarget({ secrets: { secrets: [secret] } });
+    const challengeId = newWebhookId();
+    const eventId = newWebhookId();
+    await signedPost(t, '/pup/challenge', '"x"', key, { id: challengeId });
+    await signedPost(t, '/pup/events', envelope(eventId, 'member.joined'), key, { id: eventId });
+    const item = async (pk: string) => (await ddb.client.send(new GetItemCommand({ TableName: t.tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
+    const replay = await item(`REPLAY#${challengeId}`);
+    expect(Number(replay?.ttl?.N)).toBe(Math.ceil((t.clock.now() + Limits.replayMemoryMs) / 1000));
+    const answer = await item(`ANSWER#${eventId}`);
+    expect(answer).toMatchObject({ status: { N: '200' }, body: { S: '{}' } });
+    expect(await item(`REPLAY#${eventId}`)).toBeUndefined();
+  });
+});
