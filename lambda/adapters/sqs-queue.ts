@@ -11,7 +11,7 @@
  * Deliberately not here: receiving and deleting (the Lambda event source mapping does both; a
  * record left out of `batchItemFailures` is deleted by it), the retry decision
  * (core/delivery.ts), the redrive policy (the stack's safety net for crashes), and retries of the
- * SDK calls themselves (the client's configuration).
+ * SDK calls themselves and their deadline (the client's configuration and adapters/deadline.ts).
  */
 import { ChangeMessageVisibilityCommand, SendMessageCommand, type MessageAttributeValue, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DeliveryJob, EnqueueOptions, Queue } from '../ports';

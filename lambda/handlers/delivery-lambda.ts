@@ -195,7 +195,8 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
 
   return async (event, context) => {
     const startedAt = Date.now();
-    return runWithDeadline(deliveryDeadline(startedAt, context?.getRemainingTimeInMillis()), () => processBatch(event));
+    const remaining = typeof context?.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : undefined;
+    return runWithDeadline(deliveryDeadline(startedAt, remaining), () => processBatch(event));
   };
 
   async function processBatch(event: SQSEvent): Promise<SQSBatchResponse> {

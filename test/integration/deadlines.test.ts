@@ -14,7 +14,9 @@
  *
  * Timing: only upper bounds on stalls are asserted (SPEC's 5 s; the Lambda's remaining time).
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -26,7 +28,7 @@ import { clientOptions, MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws'
 import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment, type McpAwsClients } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
-import { localApiGateway } from '../support/apigw';
+import { eventFromRequest, localApiGateway } from '../support/apigw';
 import { startFaultProxy, type FaultProxy } from '../support/aws-fault-proxy';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
@@ -204,6 +206,51 @@ describe('MCP Lambda: a stalled dependency is an answer within 5 s', () => {
     expect(value.body.result).toMatchObject({ isError: true });
     expect(ms).toBeLessThan(MCP_REQUEST_BUDGET_MS);
   }, 20_000);
+
+  test('the real entry file, its clients found through AWS_ENDPOINT_URL_DYNAMODB: a stalled table is a 503 within 5 s', async () => {
+    ddbProxy.setRule(() => 'stall');
+    const root = resolve(__dirname, '../..');
+    const request = new Request('https://api.example/v1/messages', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ message: 'through the entry' }),
+    });
+    const child = spawn(resolve(root, 'node_modules/.bin/tsx'), [resolve(__dirname, 'support/invoke-entry.ts'), resolve(root, 'lambda/handlers/mcp.ts')], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        ...env(),
+        AWS_REGION: REGION,
+        AWS_ACCESS_KEY_ID: 'local',
+        AWS_SECRET_ACCESS_KEY: 'local',
+        AWS_EC2_METADATA_DISABLED: 'true',
+        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+        AWS_ENDPOINT_URL_DYNAMODB: ddbProxy.endpoint,
+        AWS_ENDPOINT_URL_SQS: fauxqs.endpoint,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: secrets.endpoint,
+        INVOKE_ENTRY_TIMINGS: '1',
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    child.stdin.end(JSON.stringify([await eventFromRequest(request)]));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
+    const code = await new Promise<number | null>((done) => child.once('close', done));
+    clearTimeout(timer);
+    logLines.push(stderr);
+    expect(code).toBe(0);
+    const [result] = JSON.parse(stdout.trim().split('\n').at(-1)!) as { statusCode: number; body: string }[];
+    expect(result!.statusCode).toBe(503);
+    // The table's 503, not the key's: the key loaded, the storage call was cut at the deadline.
+    expect(JSON.parse(result!.body)).toMatchObject({ error: { code: 'storage_unavailable' } });
+    const timings = JSON.parse(/invoke-entry timings: (\[.*\])/.exec(stderr)![1]!) as number[];
+    expect(timings[0]).toBeLessThan(MCP_REQUEST_BUDGET_MS);
+    expect(ddbProxy.counts()['GetItem:stall']).toBeGreaterThanOrEqual(1);
+  }, 60_000);
 
   test('stalled SQS: the send answers 503 within 5 s', async () => {
     const gateway = mcpGateway();
