@@ -40,11 +40,18 @@ function list(value: string | undefined): string[] {
   return (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 }
 
+/**
+ * The longest delay between two attempts: 12 hours (SQS's visibility limit, counted from the
+ * receive) less 15 minutes for the time between the receive and the visibility change
+ * (adapters/sqs-queue.ts clamps at run time as well). lib/settings.ts has the same cap for the stack.
+ */
+export const MAX_RETRY_DELAY_S = 43_200 - 900;
+
 export function parseRetryDelays(value: string | undefined): number[] {
   if (value === undefined || value.trim() === '') return [...DEFAULT_RETRY_DELAYS_S];
   const delays = list(value).map(Number);
-  if (delays.length === 0 || delays.length > 20 || delays.some((d) => !Number.isFinite(d) || d < 0 || d > 43_200)) {
-    throw new SettingsError('DMDOT_RETRY_DELAYS must be 1 to 20 comma-separated numbers of seconds, each 0..43200 (SQS visibility limit)');
+  if (delays.length === 0 || delays.length > 20 || delays.some((d) => !Number.isFinite(d) || d < 0 || d > MAX_RETRY_DELAY_S)) {
+    throw new SettingsError(`DMDOT_RETRY_DELAYS must be 1 to 20 comma-separated numbers of seconds, each 0..${MAX_RETRY_DELAY_S} (SQS visibility limit of 12 h from the receive, less 15 min)`);
   }
   return delays;
 }

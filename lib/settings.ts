@@ -68,8 +68,12 @@ const MAX_DELIVERY_WAIT_MS = 4000;
 /** SPEC 4.2: a subscription lives at least 60 s and at most 7 days. */
 const MIN_TTL_MS = 60_000;
 const MAX_TTL_MS = 604_800_000;
-/** SQS caps a message's visibility timeout at 12 hours. */
-const MAX_RETRY_DELAY_S = 43_200;
+/**
+ * SQS caps a message's visibility timeout at 12 hours counted from the receive; 15 minutes are left
+ * for the time between the receive and the visibility change. Equal to lambda/config.ts's
+ * MAX_RETRY_DELAY_S (a unit test keeps them equal).
+ */
+export const MAX_RETRY_DELAY_S = 43_200 - 900;
 const MAX_RETRY_DELAYS = 20;
 /**
  * What an SQS event source accepts as `MaximumConcurrency` (ScalingConfig: minimum 2, maximum 1000,

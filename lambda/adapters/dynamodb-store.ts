@@ -12,7 +12,8 @@
  * - subscribe is ONE conditional PutItem with `ReturnValuesOnConditionCheckFailure: ALL_OLD`:
  *   the loser learns who holds the subscription from the failed write itself, no second read.
  *
- * Deliberately not here: retries and timeouts (the SDK client's configuration), logging (the
+ * Deliberately not here: retries and timeouts (the SDK client's configuration, and the request
+ * deadline every call of a Lambda's client carries: adapters/deadline.ts), logging (the
  * subscription item holds the signing secret, so nothing here ever prints an item or an
  * attribute value), table creation (CDK owns the table; `tableDefinition` exists for tests), and
  * scans or queries on any request or delivery path (every access there is by key). The one Scan,

@@ -3,7 +3,15 @@
  * challenge and by every delivery. It checks the URL, resolves the host once, refuses the request
  * if any answer is not globally routable, then connects to a checked address with the original
  * host name kept for SNI and certificate checks, so DNS rebinding cannot move the connection. No
- * redirects, `Accept-Encoding: identity`, one 5 s deadline for everything, at most 1 MiB read.
+ * redirects, `Accept-Encoding: identity`, one 5 s deadline for everything (shorter when the
+ * request says so: `timeoutMs`), at most 1 MiB read.
+ *
+ * Several answers (issue 9 item 10): when connecting to one fails before the connection is made
+ * (refused, unreachable, or no answer within its share of the deadline), the next checked answer
+ * is tried, all within the same deadline. Nothing was sent on a connection that was never made,
+ * so this cannot deliver twice; once connected, the outcome of that connection is final. IPv4
+ * answers go first when the machine has no global IPv6 address (a Lambda function outside a VPC
+ * has no IPv6 egress), otherwise the resolver's order is kept (`preferIpv4` overrides).
  *
  * Resolver, connector and timers are injectable so tests exercise the guard itself.
  *
@@ -14,6 +22,7 @@ import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { Limits } from '../core/protocol';
 import { isLoopbackLiteralHost } from '../core/validation';
 import type { TransportFailure, WebhookClient, WebhookRequest, WebhookResponse } from '../ports';
@@ -31,6 +40,11 @@ export interface ConnectRequest {
   headers: Record<string, string>;
   body: Uint8Array;
   signal: AbortSignal;
+  /**
+   * The connector calls this once the TCP connection is made (before TLS). Until then a failure
+   * means nothing reached the endpoint, and the guard may try the next address.
+   */
+  onConnected?: () => void;
 }
 export interface ConnectResponse {
   status: number;
@@ -53,6 +67,27 @@ export interface GuardOptions {
   timers?: Timers;
   deadlineMs?: number;
   maxResponseBytes?: number;
+  /** Try IPv4 answers before IPv6 ones; default: true when the machine has no global IPv6 address. */
+  preferIpv4?: boolean;
+  /** Longest wait for one address to connect while other answers remain; default 2 s. */
+  connectAttemptMs?: number;
+}
+
+/** Errors of a connection that was never made: the next checked address may be tried. */
+const NOT_CONNECTED_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAFNOSUPPORT', 'ETIMEDOUT']);
+
+export const DEFAULT_CONNECT_ATTEMPT_MS = 2_000;
+
+/** True when some interface has a global (not link-local, not loopback) IPv6 address. */
+export function hasGlobalIpv6(interfaces: ReturnType<typeof networkInterfaces> = networkInterfaces()): boolean {
+  return Object.values(interfaces).some((list) =>
+    (list ?? []).some((i) => (i.family === 'IPv6' || (i.family as unknown) === 6) && !i.internal && !/^fe[89ab]/i.test(i.address) && i.address !== '::1'),
+  );
+}
+
+/** IPv4 answers first (stable), when asked to; otherwise the resolver's order. */
+export function orderAnswers(answers: readonly ResolvedAddress[], preferIpv4: boolean): ResolvedAddress[] {
+  return preferIpv4 ? [...answers.filter((a) => a.family === 4), ...answers.filter((a) => a.family !== 4)] : [...answers];
 }
 
 export class RefusedDestination extends Error {}
@@ -63,7 +98,7 @@ export const systemResolver: Resolver = async (hostname) => {
 };
 
 /** node:http(s) with the connection pinned to the checked address; SNI and certificate use the host name. */
-export const nodeConnector: Connector = ({ url, address, headers, body, signal }) =>
+export const nodeConnector: Connector = ({ url, address, headers, body, signal, onConnected }) =>
   new Promise((resolve, reject) => {
     const pinned: LookupFunction = (_host, options, callback) => {
       if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: ResolvedAddress[]) => void)(null, [address]);
@@ -75,6 +110,8 @@ export const nodeConnector: Connector = ({ url, address, headers, body, signal }
       { method: 'POST', headers: { ...headers, 'content-length': String(body.byteLength) }, lookup: pinned, signal, agent: false },
       (res) => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: res, destroy: () => res.destroy() }),
     );
+    // agent: false gives every request a fresh socket; `connect` is TCP's, before any TLS.
+    req.once('socket', (socket) => socket.once('connect', () => onConnected?.()));
     req.on('error', reject);
     req.end(body);
   });
@@ -100,8 +137,10 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
   const timers: Timers = options.timers ?? { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout) };
   const deadlineMs = options.deadlineMs ?? Limits.outboundDeadlineMs;
   const maxResponseBytes = options.maxResponseBytes ?? Limits.outboundResponseMaxBytes;
+  const preferIpv4 = options.preferIpv4 ?? !hasGlobalIpv6();
+  const connectAttemptMs = options.connectAttemptMs ?? DEFAULT_CONNECT_ATTEMPT_MS;
 
-  async function checkedAddress(url: URL): Promise<ResolvedAddress> {
+  async function checkedAddresses(url: URL): Promise<ResolvedAddress[]> {
     const loopbackLiteral = options.allowLoopback && isLoopbackLiteralHost(url.hostname);
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopbackLiteral)) throw new RefusedDestination('scheme');
     // An empty fragment (`…/hook#`) leaves url.hash empty but is still a fragment: href keeps the '#'.
@@ -118,31 +157,79 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       const allowed = loopbackLiteral && isAllowedLoopback(answer.address, true);
       if (!allowed && isForbiddenAddress(answer.address)) throw new RefusedDestination('address');
     }
-    return answers[0]!;
+    return orderAnswers(answers, preferIpv4);
+  }
+
+  /**
+   * Connects to the checked addresses in turn until one connection is made. A failure before the
+   * connection (see NOT_CONNECTED_CODES, or this address's share of the deadline running out while
+   * others remain) moves on to the next; any other failure, or the last address's, is the answer.
+   */
+  async function connectAny(url: URL, addresses: ResolvedAddress[], request: WebhookRequest, deadline: AbortSignal, endsAt: number): Promise<ConnectResponse> {
+    let lastError: unknown;
+    for (let i = 0; i < addresses.length; i++) {
+      if (deadline.aborted) break;
+      const othersLeft = addresses.length - i - 1;
+      const attempt = new AbortController();
+      const onDeadline = () => attempt.abort();
+      deadline.addEventListener('abort', onDeadline, { once: true });
+      let connected = false;
+      let gaveUp = false;
+      // Only while other answers remain: the last one gets whatever is left of the deadline.
+      const share = Math.min(connectAttemptMs, Math.floor((endsAt - Date.now()) / (othersLeft + 1)));
+      const timer = othersLeft > 0 ? timers.setTimeout(() => {
+        if (connected) return;
+        gaveUp = true;
+        attempt.abort();
+      }, Math.max(0, share)) : undefined;
+      try {
+        return await connector({
+          url,
+          address: addresses[i]!,
+          body: request.body,
+          signal: attempt.signal,
+          headers: { ...request.headers, 'accept-encoding': 'identity', 'user-agent': 'dm-dot' },
+          onConnected: () => {
+            connected = true;
+          },
+        });
+      } catch (error) {
+        // The link to the deadline stays on the connection that is answering (its body is read
+        // under the same deadline); only a failed attempt lets go of it.
+        deadline.removeEventListener('abort', onDeadline);
+        lastError = error;
+        const code = String((error as { code?: unknown })?.code ?? '');
+        const neverConnected = !connected && (gaveUp || NOT_CONNECTED_CODES.has(code));
+        if (!neverConnected || deadline.aborted) throw error;
+      } finally {
+        if (timer !== undefined) timers.clearTimeout(timer);
+      }
+    }
+    throw lastError ?? new Error('deadline');
   }
 
   async function post(request: WebhookRequest): Promise<WebhookResponse> {
     if (request.body.byteLength > Limits.outboundBodyMaxBytes) throw new Error('guarded client: outgoing body over 256 KiB');
+    if (request.timeoutMs !== undefined && !(Number.isFinite(request.timeoutMs) && request.timeoutMs > 0)) {
+      throw new Error('guarded client: timeoutMs must be a positive number of milliseconds');
+    }
+    // A request may ask for less than the guard's deadline, never for more.
+    const requestDeadlineMs = Math.min(deadlineMs, request.timeoutMs ?? deadlineMs);
+    const endsAt = Date.now() + requestDeadlineMs;
     const controller = new AbortController();
     let timedOut = false;
     const timer = timers.setTimeout(() => {
       timedOut = true;
       controller.abort();
-    }, deadlineMs);
+    }, requestDeadlineMs);
     let response: ConnectResponse | undefined;
     try {
       const url = new URL(request.url);
-      const address = await Promise.race([
-        checkedAddress(url),
+      const addresses = await Promise.race([
+        checkedAddresses(url),
         new Promise<never>((_, reject) => controller.signal.addEventListener('abort', () => reject(new Error('deadline')), { once: true })),
       ]);
-      response = await connector({
-        url,
-        address,
-        body: request.body,
-        signal: controller.signal,
-        headers: { ...request.headers, 'accept-encoding': 'identity', 'user-agent': 'dm-dot' },
-      });
+      response = await connectAny(url, addresses, request, controller.signal, endsAt);
       const encoding = firstHeader(response.headers['content-encoding'])?.trim().toLowerCase();
       if (encoding && encoding !== 'identity') return { kind: 'failure', reason: 'bad_response' };
       // Compression can also arrive as a transfer coding (`Transfer-Encoding: gzip, chunked`), which node does not undo.

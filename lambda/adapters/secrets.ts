@@ -9,12 +9,18 @@
  * Secret format: the plain key as the secret string (what a generated CDK secret holds), or a
  * JSON object with a string `apiKey` field. Surrounding whitespace is ignored.
  *
+ * Deadlines (issue 9 item 2): one read takes at most API_KEY_READ_CAP_MS (and no longer than the
+ * current request deadline, adapters/deadline.ts), and a request that finds a read in flight waits
+ * for it only until its own deadline, then answers without a key (503). `peek()` never waits: the
+ * health check uses it, so `/healthz` does not depend on Secrets Manager at all.
+ *
  * Deliberately not here: logging the value (only the failure's error name is logged, and the
  * value is handed to `onLoaded` so the caller can register it for log redaction), rotation while
  * warm (a rotated key takes effect on the next cold start), and any HTTP status (the app decides).
  */
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { Logger } from '../log';
+import { callOptions, withinDeadline } from './deadline';
 
 export interface ApiKeyLoaderOptions {
   client: Pick<SecretsManagerClient, 'send'>;
@@ -31,9 +37,13 @@ export interface ApiKeyLoaderOptions {
 export interface ApiKeyLoader {
   /** The key, or undefined when it is not (yet) available. Never rejects. */
   get(): Promise<string | undefined>;
+  /** The key if it is already loaded; never starts or waits for a read. */
+  peek(): string | undefined;
 }
 
 export const API_KEY_RETRY_INTERVAL_MS = 30_000;
+/** The longest one GetSecretValue may take, retries included (the init-phase read has no request deadline). */
+export const API_KEY_READ_CAP_MS = 2_500;
 
 /** Why a read produced no key: an SDK error name or a fixed word, never the value or its text. */
 class UnusableSecret extends Error {
@@ -68,7 +78,7 @@ export function createApiKeyLoader(options: ApiKeyLoaderOptions): ApiKeyLoader {
 
   async function read(arn: string): Promise<string | undefined> {
     try {
-      const answer = await options.client.send(new GetSecretValueCommand({ SecretId: arn }));
+      const answer = await options.client.send(new GetSecretValueCommand({ SecretId: arn }), callOptions(API_KEY_READ_CAP_MS));
       key = keyOf(answer.SecretString, answer.SecretBinary);
       failedAt = undefined;
       options.onLoaded?.(key);
@@ -91,14 +101,15 @@ export function createApiKeyLoader(options: ApiKeyLoaderOptions): ApiKeyLoader {
         reportedMissing = true;
         return undefined;
       }
-      if (inFlight) return inFlight;
+      if (inFlight) return withinDeadline(inFlight, undefined);
       if (failedAt !== undefined && now() - failedAt < retryIntervalMs) return undefined;
       // Cleared in a later microtask, so even a synchronous failure cannot leave a stale promise.
       const pending = read(secretArn).finally(() => {
         inFlight = undefined;
       });
       inFlight = pending;
-      return pending;
+      return withinDeadline(pending, undefined);
     },
+    peek: () => key,
   };
 }

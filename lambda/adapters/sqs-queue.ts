@@ -11,7 +11,7 @@
  * Deliberately not here: receiving and deleting (the Lambda event source mapping does both; a
  * record left out of `batchItemFailures` is deleted by it), the retry decision
  * (core/delivery.ts), the redrive policy (the stack's safety net for crashes), and retries of the
- * SDK calls themselves (the client's configuration).
+ * SDK calls themselves and their deadline (the client's configuration and adapters/deadline.ts).
  */
 import { ChangeMessageVisibilityCommand, SendMessageCommand, type MessageAttributeValue, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DeliveryJob, EnqueueOptions, Queue } from '../ports';
@@ -30,8 +30,49 @@ const MAX_ATTRIBUTES = 10;
 /** SendMessage accepts DelaySeconds 0..900 (15 minutes). */
 export const MAX_DELAY_S = 900;
 
-/** SQS refuses a visibility timeout above 12 hours. */
+/**
+ * SQS refuses a visibility timeout above 12 hours, and it counts those 12 hours from the receive:
+ * a ChangeMessageVisibility asking for more than what is left of them fails ("If you attempt to set
+ * the VisibilityTimeout to a value greater than the maximum time left, Amazon SQS returns an error.
+ * Amazon SQS doesn't automatically recalculate and increase the timeout to the maximum remaining
+ * time.", https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html).
+ * Each receive starts a new 12 hours (a changed timeout "isn't saved in memory for that message").
+ */
 export const MAX_VISIBILITY_TIMEOUT_S = 43_200;
+
+/**
+ * How long before the handler started the current receive may have happened. The event source
+ * mapping receives, then invokes; a throttled invoke is retried only until the message's visibility
+ * timeout (the stack's 90 s) runs out, and the stack sets no batching window (at most 300 s on AWS):
+ * https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html,
+ * https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-parameters.html. 300 s covers both.
+ */
+export const RECEIVE_BEFORE_INVOKE_ALLOWANCE_S = 300;
+
+/**
+ * When SQS received this record, as an earliest bound (an earlier time only makes the clamp safer;
+ * 300 s of 12 hours do not matter). There is no attribute for the current receive: the handler's
+ * start less the allowance above is the bound, and on a first receive
+ * `ApproximateFirstReceiveTimestamp` is that receive, so it wins when older still. On a later
+ * receive it is an earlier receive's time and would make the clamp far too short: not used.
+ */
+export function receivedAtOf(attributes: { ApproximateReceiveCount?: string; ApproximateFirstReceiveTimestamp?: string } | undefined, invokedAt: number): number {
+  const earliest = invokedAt - RECEIVE_BEFORE_INVOKE_ALLOWANCE_S * 1000;
+  const first = Number(attributes?.ApproximateFirstReceiveTimestamp);
+  if (attributes?.ApproximateReceiveCount === '1' && Number.isFinite(first) && first > 0) return Math.min(earliest, first);
+  return earliest;
+}
+
+/**
+ * The visibility timeout to ask for: the delay in whole seconds, never negative, and never more
+ * than what is left of the 12 hours since `receivedAt` (a longer delay still retries, just sooner).
+ */
+export function visibilityTimeoutFor(delaySeconds: number, receivedAt: number | undefined, now: number): number {
+  const elapsedS = receivedAt === undefined ? 0 : Math.max(0, Math.ceil((now - receivedAt) / 1000));
+  const leftS = Math.max(0, MAX_VISIBILITY_TIMEOUT_S - elapsedS);
+  const wanted = Number.isFinite(delaySeconds) ? Math.ceil(delaySeconds) : MAX_VISIBILITY_TIMEOUT_S;
+  return Math.min(leftS, Math.max(0, wanted));
+}
 
 export interface SqsQueueOptions {
   client: SQSClient;
@@ -79,12 +120,12 @@ export class SqsQueue implements Queue {
   }
 
   /**
-   * Backoff: the received message becomes visible again after `delaySeconds`. The caller must
-   * also report the record as failed, or the event source mapping deletes it.
+   * Backoff: the received message becomes visible again after `delaySeconds`, clamped to what is
+   * left of the 12 hours since `receivedAt` (see receivedAtOf; without it, to 12 hours). The caller
+   * must also report the record as failed, or the event source mapping deletes it.
    */
-  async changeVisibility(receiptHandle: string, delaySeconds: number): Promise<void> {
-    // Whole seconds only; never beyond what SQS accepts (a longer delay still retries, just sooner).
-    const seconds = Math.min(MAX_VISIBILITY_TIMEOUT_S, Math.max(0, Math.ceil(delaySeconds)));
+  async changeVisibility(receiptHandle: string, delaySeconds: number, receivedAt?: number): Promise<void> {
+    const seconds = visibilityTimeoutFor(delaySeconds, receivedAt, Date.now());
     await this.client.send(new ChangeMessageVisibilityCommand({ QueueUrl: this.queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout: seconds }));
   }
 

@@ -23,6 +23,13 @@
  * record that carries a `reason` attribute came back from the DLQ (an operator's redrive): its
  * failed event gets a new round of the retry schedule, once per redrive.
  *
+ * Deadlines (issue 9 item 2): an invocation runs under a deadline 1 s before the Lambda's own
+ * timeout (aws.ts deliveryDeadline, from the context's remaining time). Every DynamoDB and SQS call
+ * carries what is left, so a stalled table fails the records it holds up (they stay in SQS for a
+ * later receive) and the batch still answers: a timed-out invocation would make SQS redeliver the
+ * whole batch, POSTs that succeeded included. A POST only starts with time left to record its
+ * outcome (DELIVERY_RECORD_RESERVE_MS), so a POST that succeeds is rarely sent again.
+ *
  * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size: this module and
  * everything it imports stay small, a test walks the import graph), the retry decision
  * (core/delivery.ts), and the environment (delivery.ts).
@@ -30,20 +37,22 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { runWithDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
-import { QueueAttributes, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
+import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
 import { parseRetryDelays } from '../config';
 import { attemptDelivery, failAtReceiveLimit, receiveLimit, type DeliveryDeps } from '../core/delivery';
 import { EVENT_ID_PREFIX, Limits, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
 import { createLogger, type Logger } from '../log';
 import { createMetrics, type DeliveryOutcome, type Metrics } from '../metrics';
 import { systemClock, type Clock, type DeliveryJob, type WebhookClient } from '../ports';
-import { clientOptions, loopbackAllowed, required } from './aws';
+import { clientOptions, DELIVERY_RECORD_RESERVE_MS, deliveryDeadline, loopbackAllowed, required, webhookWithinDeadline } from './aws';
 
 /** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
 export interface DeliveryQueue {
-  changeVisibility(receiptHandle: string, delaySeconds: number): Promise<void>;
+  /** `receivedAt`: when SQS received the record (receivedAtOf), so the delay fits SQS's 12 hours. */
+  changeVisibility(receiptHandle: string, delaySeconds: number, receivedAt?: number): Promise<void>;
   sendToDeadLetter(message: DeadLetterMessage, reason: string): Promise<void>;
 }
 
@@ -55,7 +64,12 @@ export interface DeliveryLambdaDeps {
   metrics?: Metrics;
 }
 
-export type DeliveryLambda = (event: SQSEvent) => Promise<SQSBatchResponse>;
+/** The part of the Lambda context the worker reads. */
+export interface InvocationContext {
+  getRemainingTimeInMillis(): number;
+}
+
+export type DeliveryLambda = (event: SQSEvent, context?: InvocationContext) => Promise<SQSBatchResponse>;
 
 const EVENT_ID = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
 const SUBSCRIPTION_ID = new RegExp(`^${SUBSCRIPTION_ID_PREFIX}[0-9a-f]{32}$`);
@@ -94,7 +108,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   const limit = receiveLimit(deps.delivery.retryDelaysS);
 
   /** True when SQS must keep the record (listed in batchItemFailures). */
-  async function processRecord(record: SQSRecord): Promise<boolean> {
+  async function processRecord(record: SQSRecord, invokedAt: number): Promise<boolean> {
     const started = performance.now();
     // One metric per record decision. Latency is from the enqueue (SQS SentTimestamp) to delivery.
     const decided = (outcome: DeliveryOutcome, attempt?: number) => {
@@ -122,7 +136,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
         log.warn('delivery_dead_lettered', { ...ids, reason: 'receive_limit', receives });
         return false;
       }
-      if (delayS !== undefined) await queue.changeVisibility(record.receiptHandle, delayS);
+      if (delayS !== undefined) await queue.changeVisibility(record.receiptHandle, delayS, receivedAtOf(record.attributes, invokedAt));
       return true;
     }
 
@@ -179,11 +193,19 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
     }
   }
 
-  return async (event) => {
+  return async (event, context) => {
+    const startedAt = Date.now();
+    const remaining = typeof context?.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : undefined;
+    return runWithDeadline(deliveryDeadline(startedAt, remaining), () => processBatch(event));
+  };
+
+  async function processBatch(event: SQSEvent): Promise<SQSBatchResponse> {
     const records = event.Records ?? [];
+    // Wall clock, not deps.clock: SQS's receive times are wall-clock epoch milliseconds.
+    const invokedAt = Date.now();
     const keep = await Promise.all(
       records.map((record) =>
-        processRecord(record).catch((error: unknown) => {
+        processRecord(record, invokedAt).catch((error: unknown) => {
           // Only a failed dead-letter send of a malformed record gets here; keep it for next time.
           log.error('delivery_worker_error', { messageId: record.messageId, cause: errorName(error) });
           return true;
@@ -191,7 +213,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
       ),
     );
     return { batchItemFailures: records.filter((_, i) => keep[i]).map((record) => ({ itemIdentifier: record.messageId })) };
-  };
+  }
 }
 
 export interface DeliveryAwsClients {
@@ -219,10 +241,13 @@ export function deliveryLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: D
   const retryDelaysS = parseRetryDelays(env.DMDOT_RETRY_DELAYS);
   const store = new DynamoDbStore({ client: clients.dynamodb, tableName: required(env, 'TABLE_NAME') });
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: required(env, 'QUEUE_URL'), deadLetterQueueUrl: required(env, 'DEAD_LETTER_QUEUE_URL') });
+  // Every call of these clients carries the invocation deadline (a no-op when already applied).
+  withDeadlines(clients.dynamodb);
+  withDeadlines(clients.sqs);
   return createDeliveryLambda({
     delivery: {
       store,
-      webhook: overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: loopbackAllowed(env) }),
+      webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: loopbackAllowed(env) }), DELIVERY_RECORD_RESERVE_MS),
       clock: overrides.clock ?? systemClock,
       retryDelaysS,
     },

@@ -14,4 +14,5 @@ import { createDeliveryAwsClients, deliveryLambdaFromEnvironment } from './deliv
 
 const lambda = deliveryLambdaFromEnvironment(process.env, createDeliveryAwsClients());
 
-export const handler = middy<SQSEvent, SQSBatchResponse>().handler((event) => lambda(event));
+// The context's remaining time sets the invocation deadline (see delivery-lambda.ts).
+export const handler = middy<SQSEvent, SQSBatchResponse>().handler((event, context) => lambda(event, context));

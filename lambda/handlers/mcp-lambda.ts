@@ -7,7 +7,13 @@
  * The API key comes from Secrets Manager through the loader (adapters/secrets.ts). The app holds
  * the key it was built with, so it is built once with the loaded key; while the key is
  * unavailable a keyless app answers 503 on authenticated routes (SPEC 2), and the loader retries
- * on a later request.
+ * on a later request. `/healthz` never waits for the key (nor for Secrets Manager): it is answered
+ * by whichever app exists.
+ *
+ * Deadlines (issue 9 item 2): each invocation runs under a deadline 4.2 s after it starts
+ * (aws.ts mcpDeadline); every DynamoDB, SQS and Secrets Manager call and every callback POST made
+ * while answering it carries what is left (adapters/deadline.ts), so a stalled dependency becomes
+ * an error answer (a tool error, 503, -32603) within SPEC's 5 s, not an API Gateway timeout.
  *
  * Deliberately not here: middy and the process environment (handlers/mcp.ts), event translation
  * details (handlers/apigw.ts), and any route, auth or MCP logic (the app).
@@ -18,6 +24,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
+import { runWithDeadline, withDeadlines } from '../adapters/deadline';
 import { createPupSecretsLoader } from '../adapters/pup-secrets';
 import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
 import { SqsQueue } from '../adapters/sqs-queue';
@@ -31,7 +38,7 @@ import { createMetrics, type Metrics } from '../metrics';
 import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
-import { clientOptions, loopbackAllowed, required } from './aws';
+import { clientOptions, loopbackAllowed, MCP_RECORD_RESERVE_MS, mcpDeadline, required, webhookWithinDeadline } from './aws';
 
 export interface McpLambdaDeps {
   store: Store;
@@ -96,9 +103,13 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
       deps.log.warn('bad_event', { requestId: event.requestContext?.requestId, cause: error instanceof Error ? error.name : 'unknown' });
       return BAD_EVENT;
     }
-    const app = appFor(await deps.apiKey.get());
-    const response = await app.handle(translated.request, translated.requestId ? { requestId: translated.requestId } : {});
-    return resultFromResponse(response);
+    const { request, requestId } = translated;
+    return runWithDeadline(mcpDeadline(Date.now()), async () => {
+      const health = new URL(request.url).pathname === '/healthz';
+      const app = appFor(health ? deps.apiKey.peek() : await deps.apiKey.get());
+      const response = await app.handle(request, requestId ? { requestId } : {});
+      return resultFromResponse(response);
+    });
   };
 
   return async (event) => {
@@ -153,6 +164,10 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
   const allowLoopback = loopbackAllowed(env);
   const store = new DynamoDbStore({ client: clients.dynamodb, tableName: required(env, 'TABLE_NAME') });
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: required(env, 'QUEUE_URL') });
+  // Every call of these clients carries the request deadline (a no-op when already applied).
+  withDeadlines(clients.dynamodb);
+  withDeadlines(clients.sqs);
+  withDeadlines(clients.secrets);
   const log = overrides.log ?? createLogger();
   const apiKey = createApiKeyLoader({
     client: clients.secrets,
@@ -173,7 +188,7 @@ export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAws
   return createMcpLambda({
     store,
     queue,
-    webhook: overrides.webhook ?? createGuardedWebhookClient({ allowLoopback }),
+    webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback }), MCP_RECORD_RESERVE_MS),
     apiKey,
     deliveryWaitMs: settings.deliveryWaitMs,
     retryDelaysS: settings.retryDelaysS,

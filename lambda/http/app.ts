@@ -67,9 +67,24 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return !allowedHosts.has(bare);
   }
 
+  /**
+   * SPEC 2: a configured origin, or the server's own: `http://` plus one of its allowed Host values
+   * (a page the local runtime would serve, or a local tool on the same address; the MCP
+   * conformance check for localhost servers sends exactly that). Behind API Gateway there is no
+   * Host list, so only configured origins pass there.
+   */
+  function originAllowed(origin: string): boolean {
+    const lower = origin.toLowerCase();
+    if (allowedOrigins.has(lower)) return true;
+    if (!allowedHosts || !lower.startsWith('http://')) return false;
+    const host = lower.slice('http://'.length);
+    // An origin is scheme://host[:port] and nothing more: a path, user info or query is not one.
+    return host !== '' && !/[/?#@\s]/.test(host) && allowedHosts.has(host);
+  }
+
   function corsHeaders(request: Request): Record<string, string> {
     const origin = request.headers.get('origin');
-    return origin && allowedOrigins.has(origin.toLowerCase())
+    return origin && originAllowed(origin)
       ? { 'access-control-allow-origin': origin, vary: 'Origin', 'access-control-expose-headers': 'mcp-protocol-version, x-request-id' }
       : {};
   }
@@ -82,8 +97,12 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
     }
     const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
-    const offered = url.searchParams.get('key') ?? bearer;
-    if (offered !== undefined && offered !== null && constantTimeEqual(offered, config.apiKey)) return undefined;
+    // Either credential that matches authenticates: an empty or stale `?key=` left in a connector
+    // URL must not hide a valid Bearer header (or the other way round). Both are compared, always,
+    // so the time taken does not tell which one was wrong.
+    const queryOk = constantTimeEqual(url.searchParams.get('key') ?? '', config.apiKey);
+    const bearerOk = constantTimeEqual(bearer ?? '', config.apiKey);
+    if (queryOk || bearerOk) return undefined;
     const headers = { 'www-authenticate': 'Bearer' };
     return isMcp
       ? rpcError(401, ErrorCodes.invalidRequest, 'Missing or wrong API key: pass it as ?key=… or Authorization: Bearer ….', headers)
@@ -106,7 +125,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
 
     if (hostRefused(request, host)) return refuse(403, 'forbidden_host', 'Host header not allowed (DNS rebinding protection); add it to DMDOT_ALLOWED_HOSTS.');
     const origin = request.headers.get('origin');
-    if (origin !== null && !allowedOrigins.has(origin.toLowerCase())) {
+    if (origin !== null && !originAllowed(origin)) {
       return refuse(403, 'forbidden_origin', 'Origin not allowed; add it to DMDOT_ALLOWED_ORIGINS.');
     }
     // pup authenticates by signature, not by the API key (which it neither needs nor may use instead).

@@ -11,7 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { LAMBDA_ENVIRONMENT_MAX_BYTES, TOKEN_ESTIMATE_BYTES, assertEnvironmentFits, environmentBytes } from '../../lib/lambda-environment';
-import { DEFAULTS, type ContextKey, SettingsError, readSettings } from '../../lib/settings';
+import { DEFAULTS, MAX_RETRY_DELAY_S, type ContextKey, SettingsError, readSettings } from '../../lib/settings';
 import { type Json, type Synthesized, cdkJson, cdkJsonContext, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
 
 const settingsWith = (context: Record<string, unknown>) => readSettings(new App({ context }).node);
@@ -281,10 +281,10 @@ describe('non-default settings in the template', () => {
   });
 
   test('long retry schedules get a main queue retention that outlasts them', () => {
-    const long = synthesize({ bundle: false, context: { retryDelays: Array.from({ length: 20 }, () => '43200').join(',') } });
+    const long = synthesize({ bundle: false, context: { retryDelays: Array.from({ length: 20 }, () => String(MAX_RETRY_DELAY_S)).join(',') } });
     try {
       const queue = resource(long.template, 'AWS::SQS::Queue', 'DeliveryQueue').Properties;
-      expect(queue.MessageRetentionPeriod).toBeGreaterThan(20 * 43_200);
+      expect(queue.MessageRetentionPeriod).toBeGreaterThan(20 * MAX_RETRY_DELAY_S);
       expect(queue.MessageRetentionPeriod).toBeLessThanOrEqual(14 * 86_400);
       expect(queue.RedrivePolicy.maxReceiveCount).toBe(20 + 1 + 4 + 5);
     } finally {

@@ -9,9 +9,9 @@
  *
  * The suites cannot send credentials, so they talk to a loopback proxy that adds the API key as
  * `Authorization: Bearer` and forwards Host and Origin unchanged; the runtime is started with the
- * proxy's own address in DMDOT_ALLOWED_HOSTS and DMDOT_ALLOWED_ORIGINS (as a user would list a
- * browser tool's origin, SPEC 2), so `dns-rebinding-protection` tests the runtime's own refusal
- * of a foreign Host/Origin.
+ * proxy's own address in DMDOT_ALLOWED_HOSTS (as a user lists a tunnel's host name, SPEC 2) and no
+ * allowed origin: the scenario's `Origin: http://<that host>` passes as the server's own origin,
+ * so `dns-rebinding-protection` tests the runtime's own acceptance and refusal of Host/Origin.
  *
  * Every failing check must be listed in `conformance/expected-failures.<suite>.txt` with its
  * reason (almost all are the suites' fixture tools, resources and prompts, which dm-dot
@@ -40,7 +40,7 @@ describe('MCP conformance suites against the local runtime', { timeout: 150_000 
       workDir = mkdtempSync(join(tmpdir(), 'dmdot-conformance-'));
       const key = randomBytes(24).toString('base64url');
       proxy = await startAuthProxy(key);
-      server = await startServer({ DMDOT_ALLOWED_HOSTS: `127.0.0.1:${proxy.port}`, DMDOT_ALLOWED_ORIGINS: proxy.origin }, { key });
+      server = await startServer({ DMDOT_ALLOWED_HOSTS: `127.0.0.1:${proxy.port}` }, { key });
       proxy.setTarget(server.url);
       // All runs at once: the server is stateless and no scenario changes its state.
       outcomes = await Promise.all(SUITES.map((suite) => runSuite(suite, `${proxy.origin}/mcp`, workDir)));
@@ -72,7 +72,7 @@ describe('MCP conformance suites against the local runtime', { timeout: 150_000 
     assert.ok(foreign.length >= SUITES.length, 'each suite sent a foreign Host through the proxy');
     assert.ok(foreign.every((f) => f.status === 403), `the runtime refused every foreign Host: ${JSON.stringify(foreign)}`);
     const own = proxy.forwarded.filter((f) => f.host === `127.0.0.1:${proxy.port}` && f.origin === proxy.origin && f.method === 'POST');
-    assert.ok(own.some((f) => f.status === 200), 'the runtime accepted the allowed Host and Origin');
+    assert.ok(own.some((f) => f.status === 200), 'the runtime accepted the allowed Host with its own origin, no DMDOT_ALLOWED_ORIGINS');
   });
 
   it('the API key the proxy added never appears in the runtime output', () => {

@@ -76,6 +76,18 @@ test('a fractional delay is rounded up to whole seconds, never to zero', async (
   expect(await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 10_000 })).toHaveLength(1);
 });
 
+test('a 12-hour backoff late in the 12 hours since the receive asks only for what is left (issue 9 item 4)', async () => {
+  // SQS refuses more than what is left of 12 h since the receive (fauxqs does not model that rule;
+  // test/unit/sqs-visibility.test.ts does). Here: received "11 h 59 min 57 s ago", so at most 3 s
+  // are left, and the message is visible again within seconds instead of the call failing.
+  await queue.enqueue({ eventId: EVENT_ID, subscriptionId: SUB_ID, body: '{}' });
+  const [first] = await fauxqs.receive(fauxqs.queueUrl);
+  await queue.changeVisibility(first!.ReceiptHandle!, 43_200, Date.now() - (43_200 - 3) * 1000);
+  expect(await visibleNow(fauxqs.queueUrl)).toBe(0);
+  const [again] = await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 15_000 });
+  expect(again?.MessageId).toBe(first!.MessageId);
+});
+
 test('sendToDeadLetter copies body and attributes and adds the reason', async () => {
   const body = '{"eventId":"evt_x"}';
   await queue.sendToDeadLetter({ body, attributes: { eventId: EVENT_ID, subscriptionId: SUB_ID, reason: 'stale' } }, 'http_4xx');

@@ -487,8 +487,8 @@ function expectModel(event: APIGatewayProxyEventV2, answer: Answer): void {
   const path = url.pathname;
   const origin = header('origin');
   const bearer = /^Bearer\s+(.+)$/i.exec(header('authorization') ?? '')?.[1]?.trim();
-  const offered = url.searchParams.get('key') ?? bearer;
-  const keyValid = offered === API_KEY;
+  // Either credential that matches authenticates (issue 9 item 11): a wrong ?key= does not hide a valid Bearer.
+  const keyValid = url.searchParams.get('key') === API_KEY || bearer === API_KEY;
   const contentType = header('content-type') ?? '';
   const canHaveBody = method !== 'GET' && method !== 'HEAD';
   const size = !canHaveBody || event.body === undefined ? 0 : event.isBase64Encoded ? Buffer.byteLength(event.body, 'base64') : Buffer.byteLength(event.body, 'utf8');

@@ -33,10 +33,10 @@ test('the Delivery Lambda needs the dead-letter queue URL and a valid retry sche
   expect(typeof deliveryLambdaFromEnvironment(env, noClients)).toBe('function');
 });
 
-test('every AWS client gets bounded timeouts', () => {
+test('every AWS client gets bounded timeouts that throw (not only warn) when they pass', () => {
   const { credentials, ...rest } = clientOptions();
   expect(typeof credentials).toBe('function');
-  expect(rest).toEqual({ maxAttempts: 2, requestHandler: { connectionTimeout: 1_000, requestTimeout: 3_000 } });
+  expect(rest).toEqual({ maxAttempts: 3, requestHandler: { connectionTimeout: 1_000, requestTimeout: 2_000, throwOnRequestTimeout: true } });
 });
 
 describe('AWS credentials come from the environment only (as Lambda provides them)', () => {

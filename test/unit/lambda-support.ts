@@ -57,6 +57,7 @@ export function buildLambda(config: LambdaConfig = {}, options: { webhook?: Webh
         keyReads.count++;
         return key;
       },
+      peek: () => key,
     },
     deliveryWaitMs: options.deliveryWaitMs ?? 0,
     allowedOrigins: config.allowedOrigins ?? [],

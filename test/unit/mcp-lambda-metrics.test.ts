@@ -25,7 +25,7 @@ function instrumented() {
     store: unusedPort<Store>('store'),
     queue: unusedPort<Queue>('queue'),
     webhook: unusedPort<WebhookClient>('webhook'),
-    apiKey: { get: async () => API_KEY },
+    apiKey: { get: async () => API_KEY, peek: () => API_KEY },
     deliveryWaitMs: 0,
     allowedOrigins: [],
     allowLoopbackCallbacks: false,

@@ -3,7 +3,8 @@
  * undefined (the app answers 503) and at most one new read per 30 s; never logs the value.
  */
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
-import { createApiKeyLoader } from '../../lambda/adapters/secrets';
+import { runWithDeadline } from '../../lambda/adapters/deadline';
+import { API_KEY_READ_CAP_MS, createApiKeyLoader } from '../../lambda/adapters/secrets';
 import { createLogger } from '../../lambda/log';
 
 const ARN = 'arn:aws:secretsmanager:eu-west-1:000000000000:secret:dm-dot-api-key-AbCdEf';
@@ -113,4 +114,44 @@ test('never logs the value; registers it for redaction; logs only the error name
   expect(all).not.toContain(ARN);
   expect(lines.map((l) => JSON.parse(l).event)).toEqual(['api_key_unavailable', 'api_key_loaded']);
   expect(JSON.parse(lines[0]!).cause).toBe('ResourceNotFoundException');
+});
+
+describe('deadlines (issue 9 item 2)', () => {
+  /** A Secrets Manager that never answers, except by honouring the abort signal it is given. */
+  function stalledClient() {
+    const signals: (AbortSignal | undefined)[] = [];
+    return {
+      signals,
+      send: (_command: unknown, options?: { abortSignal?: AbortSignal }) => {
+        signals.push(options?.abortSignal);
+        return new Promise((_, reject) => options?.abortSignal?.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }))));
+      },
+    };
+  }
+
+  test('peek() never starts or waits for a read: undefined until the key is loaded, then the key', async () => {
+    const client = fakeClient([{ SecretString: KEY }]);
+    const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
+    expect(loader.peek()).toBeUndefined();
+    expect(client.send).not.toHaveBeenCalled();
+    await loader.get();
+    expect(loader.peek()).toBe(KEY);
+  });
+
+  test('every read carries an abort signal, so a stalled Secrets Manager ends the read (undefined, 503)', async () => {
+    const client = stalledClient();
+    const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
+    expect(await loader.get()).toBeUndefined();
+    expect(client.signals[0]).toBeInstanceOf(AbortSignal);
+    expect(client.signals[0]!.aborted).toBe(true);
+  });
+
+  test('a request waits for a read in flight only until its own deadline', async () => {
+    const client = stalledClient();
+    const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
+    void loader.get(); // the init-phase read, outside any request
+    const started = Date.now();
+    expect(await runWithDeadline(Date.now() + 50, () => loader.get())).toBeUndefined();
+    expect(Date.now() - started).toBeLessThan(API_KEY_READ_CAP_MS);
+  });
 });

@@ -19,6 +19,7 @@ async function main(): Promise<void> {
   const events = JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown[];
   const mod = (await import(resolve(entry))) as { handler: (event: unknown, context: unknown) => Promise<unknown> };
   const results: unknown[] = [];
+  const timings: number[] = [];
   for (const [index, event] of events.entries()) {
     const deadline = Date.now() + 30_000;
     const context = {
@@ -26,8 +27,12 @@ async function main(): Promise<void> {
       functionName: 'dm-dot-test',
       getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
     };
+    const started = Date.now();
     results.push(await mod.handler(event, context));
+    timings.push(Date.now() - started);
   }
+  // How long each handler call took (module init excluded), for tests that bound a stall.
+  if (process.env.INVOKE_ENTRY_TIMINGS === '1') process.stderr.write(`invoke-entry timings: ${JSON.stringify(timings)}\n`);
   process.stdout.write(`${JSON.stringify(results)}\n`);
 }
 

@@ -1,0 +1,109 @@
+/**
+ * The request deadline of the AWS adapters (issue 9 item 2, SPEC 6.2 step 3): a Lambda handler
+ * sets the time by which its work must be done (`runWithDeadline`), and every DynamoDB, SQS and
+ * Secrets Manager call made inside it, however deep, carries an abort signal for what is left
+ * (`withDeadlines`, applied to each client once), so a stalled connection fails that call in time for the handler to answer.
+ * The guarded webhook client reads the same deadline. The deadline travels in an
+ * AsyncLocalStorage, so the core stays pure and no port signature changes.
+ *
+ * Why an abort signal and not only the SDK's timeouts: `requestTimeout` of
+ * `@smithy/node-http-handler` only logs a warning unless `throwOnRequestTimeout` is set, and even
+ * then each retry gets a fresh timeout; the abort signal bounds the whole call, retries and
+ * backoff sleeps included (the SDK's retry middleware races its sleeps against it).
+ *
+ * Deliberately not here: the budgets themselves (handlers/aws.ts), retries (the SDK's), and any
+ * reading of what a call did: an aborted write may or may not have been applied, and the caller
+ * treats it as a failed dependency either way.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+interface Deadline {
+  /** Epoch ms (Date.now()) by which the work must be done. */
+  at: number;
+}
+
+const current = new AsyncLocalStorage<Deadline>();
+
+/** Thrown when a call is about to start with no time left; named like the SDK's own timeouts. */
+export class DeadlineExceeded extends Error {
+  override readonly name = 'TimeoutError';
+  constructor(what = 'call') {
+    super(`request deadline passed before the ${what} could start`);
+  }
+}
+
+/** Runs `fn` with a deadline at epoch ms `at`; calls inside it (awaited or not) see it. */
+export function runWithDeadline<T>(at: number, fn: () => Promise<T>): Promise<T> {
+  return current.run({ at }, fn);
+}
+
+/** Milliseconds left before the current deadline, or undefined outside any deadline. Never negative. */
+export function deadlineLeftMs(now: number = Date.now()): number | undefined {
+  const deadline = current.getStore();
+  return deadline === undefined ? undefined : Math.max(0, deadline.at - now);
+}
+
+/**
+ * The SDK call options for a call made now: an abort signal that fires when the deadline passes,
+ * or after `capMs` when that comes first. Throws DeadlineExceeded when nothing is left.
+ */
+export function callOptions(capMs?: number): { abortSignal?: AbortSignal } {
+  const left = deadlineLeftMs();
+  const limit = left === undefined ? capMs : capMs === undefined ? left : Math.min(left, capMs);
+  if (limit === undefined) return {};
+  if (limit <= 0) throw new DeadlineExceeded();
+  return { abortSignal: AbortSignal.timeout(limit) };
+}
+
+const BOUNDED = Symbol.for('dm-dot.deadline-bounded');
+
+/** Any SDK v3 client; only `send` is touched. */
+interface Sender {
+  send(...args: never[]): unknown;
+}
+
+/**
+ * Makes every `client.send(command)` of this client carry `callOptions()`: an abort signal for
+ * what is left of the current deadline (none outside a deadline, where the SDK's own timeouts
+ * apply). Applied once to each client a Lambda builds, so every adapter call on a request path is
+ * bounded without the adapters knowing. Options given by a caller win; the callback form of
+ * `send` is left alone. Idempotent; returns the same client.
+ */
+export function withDeadlines<C extends Sender>(client: C): C {
+  const target = client as unknown as { send: (...args: unknown[]) => Promise<unknown>; [BOUNDED]?: true };
+  // A stand-in without `send` (a settings test) has nothing to bound.
+  if (target[BOUNDED] || typeof target.send !== 'function') return client;
+  const original = target.send.bind(client);
+  target.send = (command: unknown, options?: unknown, callback?: unknown) => {
+    if (typeof options === 'function' || callback !== undefined) return original(command, options, callback);
+    let bounded: { abortSignal?: AbortSignal };
+    try {
+      bounded = callOptions();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return original(command, { ...bounded, ...(options as object | undefined) });
+  };
+  target[BOUNDED] = true;
+  return client;
+}
+
+/**
+ * Waits for `promise`, but at most until the current deadline (or `capMs`): then answers
+ * `fallback` and leaves the promise to settle on its own (its rejection is swallowed).
+ */
+export async function withinDeadline<T, F>(promise: Promise<T>, fallback: F, capMs?: number): Promise<T | F> {
+  const left = deadlineLeftMs();
+  const limit = left === undefined ? capMs : capMs === undefined ? left : Math.min(left, capMs);
+  if (limit === undefined) return promise;
+  promise.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<F>((resolve) => {
+    timer = setTimeout(() => resolve(fallback), limit);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,424 @@
+/**
+ * The AWS side of the fault suite (issue 9): both Lambdas in-process, wired from their environment
+ * with dm-dot's own SDK client options, against DynamoDB Local, fauxqs and the fake Secrets
+ * Manager, each behind a fault proxy (test/support/aws-fault-proxy.ts) that at set rates stalls
+ * (no answer), loses the answer of a call it applied, throttles (ThrottlingException,
+ * ProvisionedThroughputExceededException, HTTP 400, the services' JSON error shapes) and fails
+ * with 500 every DynamoDB, SQS and Secrets Manager call of both Lambdas.
+ *
+ * Sends go through the MCP Lambda (a local API Gateway; half `POST /v1/messages`, half
+ * `send_to_dot`), from several execution environments that are replaced every
+ * ENVIRONMENT_REQUESTS requests (each a cold start: a new Secrets Manager read, under faults too).
+ * The Delivery Lambda is driven like the SQS event source: receive up to 10, invoke with a Lambda
+ * context, delete what is not in batchItemFailures, leave the rest to its visibility timeout
+ * (fauxqs honours it and the queue's redrive policy). The event source's own receive and delete
+ * are AWS's, not dm-dot's: they go straight to fauxqs. The dot answers 2xx, 503 (retried) and
+ * 400 (permanent) at seeded rates and records every POST by webhook-id.
+ *
+ * What must hold, whatever the faults:
+ * - every MCP request is answered within SPEC's 5 s (an error where a dependency failed);
+ * - every Delivery invocation answers before its Lambda timeout;
+ * - every accepted event (the caller got an event id with delivered/queued/failed) ends
+ *   `delivered` or `failed` with a copy in the dead-letter queue: none lost, none left queued;
+ * - no event is delivered twice after deduplication by webhook-id, and every `delivered` record
+ *   was answered 2xx by the dot.
+ *
+ * The count is a setting: DMDOT_AWS_FAULT_SENDS (default 200 for CI; the README's figures are
+ * from a run with 1,000), DMDOT_AWS_FAULT_SEED (default 9). The figures are printed as one JSON line.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { DeleteMessageCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
+import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
+import { EventStatus } from '../../lambda/core/protocol';
+import { clientOptions, MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws';
+import { deliveryLambdaFromEnvironment, type DeliveryLambda } from '../../lambda/handlers/delivery-lambda';
+import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
+import { createLogger } from '../../lambda/log';
+import { localApiGateway } from '../support/apigw';
+import { rateRule, startFaultProxy, type FaultProxy, type Rule } from '../support/aws-fault-proxy';
+import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
+import { startFauxqs, type Fauxqs } from '../support/fauxqs';
+import { sqsEventOf } from './support/event-source';
+import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
+
+const SENDS = Number(process.env.DMDOT_AWS_FAULT_SENDS ?? 200);
+const SEED = Number(process.env.DMDOT_AWS_FAULT_SEED ?? 9);
+const TABLE = 'dm-dot-aws-faults';
+const API_KEY = `af-${randomBytes(24).toString('base64url')}`;
+const MODERN = '2026-07-28';
+const REGION = 'us-east-1';
+const RETRY_DELAYS = [1, 1, 1];
+/** Concurrent senders (execution environments) and event source pollers. */
+const SENDERS = 6;
+const POLLERS = 3;
+const ENVIRONMENT_REQUESTS = 40;
+/** The stack's delivery function timeout. */
+const DELIVERY_TIMEOUT_MS = 15_000;
+/** Shorter than the stack's 90 s so that records kept after a worker error come back within the test. */
+const QUEUE_VISIBILITY_S = 4;
+
+/** Per call, per service. Throttles are mostly absorbed by the SDK's retries; stalls cost a 2 s attempt. */
+const RATES = { stall: 0.01, lost: 0.005, throttle: 0.02, throughput: 0.01, error500: 0.01 } as const;
+/** The dot: 503 (retried) and 400 (permanent) at these rates, 200 otherwise. */
+const DOT_RATES = { unavailable: 0.08, rejected: 0.01 };
+
+if (!Number.isInteger(SENDS) || SENDS < 1) throw new Error('DMDOT_AWS_FAULT_SENDS must be a positive integer');
+
+let ddb: DynamoDbLocal;
+let fauxqs: Fauxqs;
+let secrets: FakeSecretsManager;
+let proxies: { dynamodb: FaultProxy; sqs: FaultProxy; secretsmanager: FaultProxy };
+let dot: Dot;
+const clients: { destroy(): void }[] = [];
+const logLines: string[] = [];
+
+interface DotPost {
+  webhookId: string;
+  status: number;
+  body: string;
+}
+
+interface Dot {
+  url: string;
+  posts: DotPost[];
+  stop(): Promise<void>;
+}
+
+/** The dot: answers the challenge, answers events 200 / 503 / 400 at seeded rates, records every POST. */
+async function startDot(seed: number): Promise<Dot> {
+  const posts: DotPost[] = [];
+  const roll = rateRule({ error500: DOT_RATES.unavailable, throttle: DOT_RATES.rejected }, seed);
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const parsed = JSON.parse(body) as { type?: string; challenge?: string };
+      if (parsed.type === 'verification') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ challenge: parsed.challenge }));
+        return;
+      }
+      const fault = roll({ service: 'dynamodb', action: 'POST', body: undefined });
+      const status = fault === 'error500' ? 503 : fault === 'throttle' ? 400 : 200;
+      posts.push({ webhookId: String(req.headers['webhook-id']), status, body });
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/dot`,
+    posts,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function env(): NodeJS.ProcessEnv {
+  return {
+    TABLE_NAME: TABLE,
+    QUEUE_URL: fauxqs.queueUrl,
+    DEAD_LETTER_QUEUE_URL: fauxqs.deadLetterQueueUrl,
+    API_KEY_SECRET_ARN: secrets.arn,
+    DMDOT_RETRY_DELAYS: RETRY_DELAYS.join(','),
+    DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
+  };
+}
+
+function track<T extends { destroy(): void }>(client: T): T {
+  clients.push(client);
+  return client;
+}
+
+/** A cold start: fresh clients with dm-dot's options, through the fault proxies. */
+function mcpEnvironment() {
+  const lambda = mcpLambdaFromEnvironment(
+    env(),
+    {
+      dynamodb: track(new DynamoDBClient({ ...clientOptions(), endpoint: proxies.dynamodb.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })),
+      sqs: track(new SQSClient({ ...clientOptions(), endpoint: proxies.sqs.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })),
+      secrets: track(new SecretsManagerClient({ ...clientOptions(), endpoint: proxies.secretsmanager.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })),
+    },
+    { log: createLogger((line) => logLines.push(line)) },
+  );
+  return localApiGateway(lambda);
+}
+
+function deliveryEnvironment(): DeliveryLambda {
+  return deliveryLambdaFromEnvironment(
+    env(),
+    {
+      dynamodb: track(new DynamoDBClient({ ...clientOptions(), endpoint: proxies.dynamodb.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })),
+      sqs: track(new SQSClient({ ...clientOptions(), endpoint: proxies.sqs.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })),
+    },
+    { log: createLogger((line) => logLines.push(line)) },
+  );
+}
+
+interface SendResult {
+  ms: number;
+  /** HTTP status (REST) or 200 for an MCP answer. */
+  status: number;
+  surface: 'rest' | 'mcp';
+  /** delivered / queued / failed when the caller got an event id for an accepted event. */
+  outcome?: 'delivered' | 'queued' | 'failed';
+  eventId?: string;
+  isError?: boolean;
+}
+
+async function sendOnce(gateway: ReturnType<typeof mcpEnvironment>, n: number): Promise<SendResult> {
+  const message = `fault suite message ${n}`;
+  const started = Date.now();
+  if (n % 2 === 0) {
+    const response = await gateway.fetch('https://api.example/v1/messages', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ message }),
+    });
+    const body = (await response.json()) as { eventId?: string; status?: string; error?: { eventId?: string; status?: string } };
+    const ms = Date.now() - started;
+    const status = body.status ?? body.error?.status;
+    const accepted = [200, 202, 502].includes(response.status) && (status === 'delivered' || status === 'queued' || status === 'failed');
+    const eventId = body.eventId ?? body.error?.eventId;
+    return { ms, status: response.status, surface: 'rest', ...(accepted ? { outcome: status as SendResult['outcome'], eventId: eventId! } : {}) };
+  }
+  const response = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: n,
+      method: 'tools/call',
+      params: { name: 'send_to_dot', arguments: { message }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+    }),
+  });
+  const text = await response.text();
+  const ms = Date.now() - started;
+  let body: { result?: { isError?: boolean; structuredContent?: { eventId?: string; status?: string } } } = {};
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    // A non-JSON answer (a 503 before the key loaded is JSON too; anything else is counted by status).
+  }
+  const structured = body.result?.structuredContent;
+  const accepted = structured?.eventId !== undefined && ['delivered', 'queued', 'failed'].includes(String(structured.status));
+  return {
+    ms,
+    status: response.status,
+    surface: 'mcp',
+    isError: body.result?.isError === true,
+    ...(accepted ? { outcome: structured!.status as SendResult['outcome'], eventId: structured!.eventId! } : {}),
+  };
+}
+
+/** One event source poller: receive, invoke with a Lambda context, delete what succeeded. */
+async function poll(lambda: DeliveryLambda, invocations: number[]): Promise<number> {
+  const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10, timeoutMs: 1_000 });
+  if (messages.length === 0) return 0;
+  const started = Date.now();
+  const context = { getRemainingTimeInMillis: () => DELIVERY_TIMEOUT_MS - (Date.now() - started) };
+  const event = sqsEventOf(messages);
+  const response = await lambda(event, context);
+  invocations.push(Date.now() - started);
+  const kept = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+  for (const record of event.Records) {
+    if (kept.has(record.messageId)) continue;
+    // A receipt handle may be stale when a slow invocation outlived the visibility timeout.
+    await fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: fauxqs.queueUrl, ReceiptHandle: record.receiptHandle })).catch(() => undefined);
+  }
+  return messages.length;
+}
+
+async function queueDepth(url: string): Promise<number> {
+  const answer = await fauxqs.client.send(
+    new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'] }),
+  );
+  const a = answer.Attributes ?? {};
+  return Number(a.ApproximateNumberOfMessages ?? 0) + Number(a.ApproximateNumberOfMessagesNotVisible ?? 0) + Number(a.ApproximateNumberOfMessagesDelayed ?? 0);
+}
+
+/** Every message of the DLQ, by event id with its reasons (received and deleted). */
+async function drainDeadLetters(): Promise<Map<string, string[]>> {
+  const found = new Map<string, string[]>();
+  for (;;) {
+    const messages = await fauxqs.receive(fauxqs.deadLetterQueueUrl, { max: 10, timeoutMs: 1_000 });
+    if (messages.length === 0) return found;
+    for (const m of messages) {
+      const id = m.MessageAttributes?.eventId?.StringValue ?? '?';
+      found.set(id, [...(found.get(id) ?? []), m.MessageAttributes?.reason?.StringValue ?? '(none: SQS redrive)']);
+      await fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: fauxqs.deadLetterQueueUrl, ReceiptHandle: m.ReceiptHandle! }));
+    }
+  }
+}
+
+// The MCP SDK warns once per handler in JSON response mode (a deliberate choice); keep output readable.
+const consoleWarn = console.warn.bind(console);
+beforeAll(() => {
+  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
+    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
+    consoleWarn(...args);
+  });
+});
+
+beforeAll(async () => {
+  const maxReceiveCount = receiveLimit(RETRY_DELAYS) + RECEIVE_LIMIT_AWS_MARGIN;
+  [ddb, fauxqs, secrets, dot] = await Promise.all([
+    startDynamoDbLocal(),
+    startFauxqs({ visibilityTimeout: QUEUE_VISIBILITY_S, maxReceiveCount }),
+    startFakeSecretsManager(),
+    startDot(SEED + 1),
+  ]);
+  const [dynamodb, sqs, secretsmanager] = await Promise.all([
+    startFaultProxy('dynamodb', ddb.endpoint),
+    startFaultProxy('sqs', fauxqs.endpoint),
+    startFaultProxy('secretsmanager', secrets.endpoint),
+  ]);
+  proxies = { dynamodb, sqs, secretsmanager };
+  await ddb.createTable(TABLE);
+  secrets.setSecret(API_KEY);
+}, 60_000);
+
+afterAll(async () => {
+  for (const client of clients) client.destroy();
+  await Promise.all(Object.values(proxies ?? {}).map((p) => p.stop()));
+  await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), dot?.stop()]);
+});
+
+test(
+  `${SENDS} sends under DynamoDB, SQS and Secrets Manager faults: answered within 5 s, none lost, none delivered twice`,
+  async () => {
+    // Subscribe with healthy dependencies (the faults are about sending and delivering).
+    const gateway = mcpEnvironment();
+    const subscribed = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'events/subscribe' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 0,
+        method: 'events/subscribe',
+        params: {
+          name: 'message.created',
+          arguments: {},
+          delivery: { mode: 'webhook', url: dot.url, secret: `whsec_${randomBytes(32).toString('base64')}` },
+          _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} },
+        },
+      }),
+    });
+    expect(subscribed.status).toBe(200);
+
+    let seed = SEED;
+    const ruleFor = (): Rule => rateRule(RATES, seed++);
+    proxies.dynamodb.setRule(ruleFor());
+    proxies.sqs.setRule(ruleFor());
+    proxies.secretsmanager.setRule(ruleFor());
+
+    // Senders and pollers run together, as production would.
+    const results: SendResult[] = [];
+    const invocations: number[] = [];
+    let next = 0;
+    let sending = true;
+    const senders = Array.from({ length: SENDERS }, async () => {
+      let environment = mcpEnvironment();
+      let served = 0;
+      for (;;) {
+        const n = next++;
+        if (n >= SENDS) return;
+        if (served++ >= ENVIRONMENT_REQUESTS) {
+          environment = mcpEnvironment();
+          served = 1;
+        }
+        results.push(await sendOnce(environment, n));
+      }
+    });
+    const deliveryLambdas = Array.from({ length: POLLERS }, () => deliveryEnvironment());
+    const started = Date.now();
+    const deadline = started + Math.max(300_000, SENDS * 600);
+    const pollers = deliveryLambdas.map(async (lambda, i) => {
+      for (;;) {
+        const got = await poll(lambda, invocations);
+        if (got > 0) continue;
+        if (!sending && (await queueDepth(fauxqs.queueUrl)) === 0) return;
+        if (Date.now() > deadline) throw new Error(`poller ${i}: the queue did not drain in time`);
+      }
+    });
+    await Promise.all(senders);
+    sending = false;
+    await Promise.all(pollers);
+
+    // The verdict reads the emulators directly (not through the faults).
+    for (const proxy of Object.values(proxies)) {
+      proxy.setRule(() => 'pass');
+      proxy.releaseHeld();
+    }
+    const store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
+    const deadLetters = await drainDeadLetters();
+    const accepted = results.filter((r) => r.eventId !== undefined);
+    const finals = new Map<string, string | undefined>();
+    for (const r of accepted) finals.set(r.eventId!, (await store.getEvent(r.eventId!, Date.now()))?.status);
+    const okPosts = new Map<string, DotPost[]>();
+    for (const post of dot.posts) if (post.status >= 200 && post.status < 300) okPosts.set(post.webhookId, [...(okPosts.get(post.webhookId) ?? []), post]);
+
+    const slowest = Math.max(...results.map((r) => r.ms));
+    const byStatus: Record<string, number> = {};
+    for (const r of results) {
+      const key = `${r.surface}:${r.status}${r.outcome ? `:${r.outcome}` : r.isError ? ':isError' : ''}`;
+      byStatus[key] = (byStatus[key] ?? 0) + 1;
+    }
+    const endStates: Record<string, number> = {};
+    for (const status of finals.values()) endStates[String(status)] = (endStates[String(status)] ?? 0) + 1;
+    const faultCounts: Record<string, Record<string, number>> = {};
+    for (const [name, proxy] of Object.entries(proxies)) faultCounts[name] = proxy.counts();
+    const figures = {
+      sends: SENDS,
+      seed: SEED,
+      rates: RATES,
+      dotRates: DOT_RATES,
+      seconds: Math.round((Date.now() - started) / 1000),
+      answered: results.length,
+      slowestAnswerMs: slowest,
+      answers: byStatus,
+      accepted: accepted.length,
+      endStates,
+      deadLetters: deadLetters.size,
+      deadLetterReasons: [...deadLetters.values()].flat().reduce<Record<string, number>>((acc, r) => ((acc[r] = (acc[r] ?? 0) + 1), acc), {}),
+      dotPosts: dot.posts.length,
+      duplicatePostsBeforeDedup: [...okPosts.values()].reduce((sum, list) => sum + list.length - 1, 0),
+      deliveryInvocations: invocations.length,
+      slowestInvocationMs: Math.max(0, ...invocations),
+      receivedButRecordedFailed: [...finals.entries()].filter(([id, s]) => s === EventStatus.failed && okPosts.has(id)).length,
+      faults: faultCounts,
+    };
+    process.stdout.write(`\naws-faults figures: ${JSON.stringify(figures)}\n`);
+
+    // Every request answered, within 5 s.
+    expect(results).toHaveLength(SENDS);
+    expect(slowest).toBeLessThan(MCP_REQUEST_BUDGET_MS);
+    // Every Delivery invocation answered before its timeout.
+    expect(Math.max(0, ...invocations)).toBeLessThan(DELIVERY_TIMEOUT_MS);
+    // The faults really happened, on every service.
+    for (const counts of Object.values(faultCounts)) expect(Object.keys(counts).some((k) => !k.endsWith(':pass'))).toBe(true);
+    // Every accepted event ends delivered, or failed with a dead letter: none lost, none left queued.
+    for (const [eventId, status] of finals) {
+      expect([eventId, status]).toEqual([eventId, expect.stringMatching(/^(delivered|failed)$/)]);
+      if (status === EventStatus.failed) expect([eventId, deadLetters.has(eventId)]).toEqual([eventId, true]);
+      if (status === EventStatus.delivered) expect([eventId, okPosts.has(eventId)]).toEqual([eventId, true]);
+    }
+    // None delivered twice after deduplication by webhook-id: one event per id, one body per id.
+    for (const [webhookId, posts] of okPosts) {
+      expect(new Set(posts.map((p) => p.body)).size).toBe(1);
+      expect(JSON.parse(posts[0]!.body).eventId).toBe(webhookId);
+    }
+    expect(logLines.join('\n')).not.toContain(API_KEY);
+  },
+  Math.max(600_000, SENDS * 1_500),
+);

@@ -1,0 +1,328 @@
+/**
+ * Issue 9 item 2: every AWS call on a request path has a deadline. Both Lambdas run in-process,
+ * wired from their environment with dm-dot's own SDK client options (handlers/aws.ts), against
+ * DynamoDB Local, fauxqs and the fake Secrets Manager, each behind a fault proxy
+ * (test/support/aws-fault-proxy.ts) whose `stall` accepts the connection and never answers: the
+ * behaviour that, with `requestTimeout` alone, held a Lambda until its own timeout (the SDK's
+ * node-http-handler only warns unless `throwOnRequestTimeout` is set).
+ *
+ * What is pinned, one failure mode a test: a stalled table gives `/v1/messages` a 503 and
+ * `send_to_dot` an isError result within SPEC's 5 s; `/healthz` answers while Secrets Manager is
+ * stalled (it never waits for the key); a stalled table cannot hold a delivery batch past the
+ * Lambda's timeout (each record answers failure and stays in SQS); a write stalled after a
+ * successful POST fails only its own record, so the other records' POSTs are not repeated.
+ *
+ * Timing: only upper bounds on stalls are asserted (SPEC's 5 s; the Lambda's remaining time).
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
+import { QueueAttributes } from '../../lambda/adapters/sqs-queue';
+import { buildEvent } from '../../lambda/core/messages';
+import { EventStatus, Limits } from '../../lambda/core/protocol';
+import { clientOptions, MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws';
+import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
+import { mcpLambdaFromEnvironment, type McpAwsClients } from '../../lambda/handlers/mcp-lambda';
+import { createLogger } from '../../lambda/log';
+import { eventFromRequest, localApiGateway } from '../support/apigw';
+import { startFaultProxy, type FaultProxy } from '../support/aws-fault-proxy';
+import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
+import { startFauxqs, type Fauxqs } from '../support/fauxqs';
+import { sqsEventOf } from './support/event-source';
+import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
+import { startReceiver, type Receiver } from './support/receiver';
+
+const TABLE = 'dm-dot-deadlines';
+const API_KEY = `dl-${randomBytes(24).toString('base64url')}`;
+const MODERN = '2026-07-28';
+const REGION = 'us-east-1';
+
+let ddb: DynamoDbLocal;
+let fauxqs: Fauxqs;
+let secrets: FakeSecretsManager;
+let receiver: Receiver;
+let ddbProxy: FaultProxy;
+let sqsProxy: FaultProxy;
+let secretsProxy: FaultProxy;
+let store: DynamoDbStore;
+let subscriptionId: string;
+const logLines: string[] = [];
+const clients: { destroy(): void }[] = [];
+
+/** Fresh clients (a cold start) with dm-dot's options, through the fault proxies. */
+function awsClients(): McpAwsClients {
+  const made = {
+    // DynamoDB Local keeps one database per access key id: the same as the helper's client.
+    dynamodb: new DynamoDBClient({ ...clientOptions(), endpoint: ddbProxy.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
+    sqs: new SQSClient({ ...clientOptions(), endpoint: sqsProxy.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
+    secrets: new SecretsManagerClient({ ...clientOptions(), endpoint: secretsProxy.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
+  };
+  clients.push(made.dynamodb, made.sqs, made.secrets);
+  return made;
+}
+
+function env(): NodeJS.ProcessEnv {
+  return {
+    TABLE_NAME: TABLE,
+    QUEUE_URL: fauxqs.queueUrl,
+    DEAD_LETTER_QUEUE_URL: fauxqs.deadLetterQueueUrl,
+    API_KEY_SECRET_ARN: secrets.arn,
+    DMDOT_DELIVERY_WAIT_MS: '0',
+    DMDOT_RETRY_DELAYS: '2,2',
+    DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
+  };
+}
+
+function mcpGateway(awsClientsForIt: McpAwsClients = awsClients()) {
+  const log = createLogger((line) => logLines.push(line));
+  return localApiGateway(mcpLambdaFromEnvironment(env(), awsClientsForIt, { log }));
+}
+
+function deliveryLambda() {
+  const { dynamodb, sqs } = awsClients();
+  return deliveryLambdaFromEnvironment(env(), { dynamodb, sqs }, { log: createLogger((line) => logLines.push(line)) });
+}
+
+/** A Lambda context whose remaining time runs down from `ms`. */
+function contextWith(ms: number) {
+  const started = Date.now();
+  return { getRemainingTimeInMillis: () => ms - (Date.now() - started) };
+}
+
+async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const started = Date.now();
+  const value = await fn();
+  return { value, ms: Date.now() - started };
+}
+
+async function postMessage(gateway: ReturnType<typeof mcpGateway>, message: string) {
+  const response = await gateway.fetch('https://api.example/v1/messages', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+    body: JSON.stringify({ message }),
+  });
+  return { status: response.status, body: (await response.json()) as { eventId?: string; status?: string; error?: { code: string } } };
+}
+
+async function rpc(gateway: ReturnType<typeof mcpGateway>, method: string, params: Record<string, unknown>) {
+  const response = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': method, ...(method === 'tools/call' ? { 'mcp-name': String(params.name) } : {}) },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method,
+      params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+    }),
+  });
+  return { status: response.status, body: (await response.json()) as { result?: Record<string, unknown>; error?: { code: number } } };
+}
+
+/** A queued event in the table and its message in fauxqs (what the MCP side would have made). */
+async function queuedJob(message: string): Promise<string> {
+  const eventId = `evt_${randomBytes(16).toString('hex')}`;
+  const now = Date.now();
+  await store.putEvent({ eventId, status: EventStatus.queued, subscriptionId, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs });
+  await fauxqs.client.send(
+    new SendMessageCommand({
+      QueueUrl: fauxqs.queueUrl,
+      MessageBody: buildEvent(eventId, message, now),
+      MessageAttributes: {
+        [QueueAttributes.eventId]: { DataType: 'String', StringValue: eventId },
+        [QueueAttributes.subscriptionId]: { DataType: 'String', StringValue: subscriptionId },
+      },
+    }),
+  );
+  return eventId;
+}
+
+// The MCP SDK warns once per handler in JSON response mode (a deliberate choice); keep output readable.
+const consoleWarn = console.warn.bind(console);
+beforeAll(() => {
+  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
+    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
+    consoleWarn(...args);
+  });
+});
+
+beforeAll(async () => {
+  [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(), startReceiver()]);
+  [ddbProxy, sqsProxy, secretsProxy] = await Promise.all([
+    startFaultProxy('dynamodb', ddb.endpoint),
+    startFaultProxy('sqs', fauxqs.endpoint),
+    startFaultProxy('secretsmanager', secrets.endpoint),
+  ]);
+  await ddb.createTable(TABLE);
+  secrets.setSecret(API_KEY);
+  store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
+  const subscribed = await rpc(mcpGateway(), 'events/subscribe', {
+    name: 'message.created',
+    arguments: {},
+    delivery: { mode: 'webhook', url: receiver.url, secret: `whsec_${randomBytes(32).toString('base64')}` },
+  });
+  expect(subscribed.body.error).toBeUndefined();
+  subscriptionId = String(subscribed.body.result?.id);
+}, 60_000);
+
+afterEach(async () => {
+  for (const proxy of [ddbProxy, sqsProxy, secretsProxy]) {
+    proxy.setRule(() => 'pass');
+    proxy.releaseHeld();
+  }
+  receiver.reset();
+  await fauxqs.purge();
+  expect(logLines.join('\n')).not.toContain(API_KEY);
+});
+
+afterAll(async () => {
+  for (const client of clients) client.destroy();
+  await Promise.all([ddbProxy?.stop(), sqsProxy?.stop(), secretsProxy?.stop()]);
+  await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), receiver?.stop()]);
+});
+
+describe('MCP Lambda: a stalled dependency is an answer within 5 s', () => {
+  test('stalled DynamoDB: POST /v1/messages answers 503 within 5 s', async () => {
+    const gateway = mcpGateway();
+    // The key loads first (Secrets Manager passes), then every table call stalls.
+    await gateway.fetch('https://api.example/healthz');
+    ddbProxy.setRule(() => 'stall');
+    const { value, ms } = await timed(() => postMessage(gateway, 'into the void'));
+    expect(value.status).toBe(503);
+    expect(value.body.error?.code).toBeDefined();
+    expect(ddbProxy.counts()['GetItem:stall']).toBeGreaterThanOrEqual(1);
+    expect(ms).toBeLessThan(MCP_REQUEST_BUDGET_MS);
+  }, 20_000);
+
+  test('stalled DynamoDB: send_to_dot is an isError tool result within 5 s', async () => {
+    const gateway = mcpGateway();
+    ddbProxy.setRule(() => 'stall');
+    const { value, ms } = await timed(() => rpc(gateway, 'tools/call', { name: 'send_to_dot', arguments: { message: 'into the void' } }));
+    expect(value.status).toBe(200);
+    expect(value.body.error).toBeUndefined();
+    expect(value.body.result).toMatchObject({ isError: true });
+    expect(ms).toBeLessThan(MCP_REQUEST_BUDGET_MS);
+  }, 20_000);
+
+  test('the real entry file, its clients found through AWS_ENDPOINT_URL_DYNAMODB: a stalled table is a 503 within 5 s', async () => {
+    ddbProxy.setRule(() => 'stall');
+    const root = resolve(__dirname, '../..');
+    const request = new Request('https://api.example/v1/messages', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ message: 'through the entry' }),
+    });
+    const child = spawn(resolve(root, 'node_modules/.bin/tsx'), [resolve(__dirname, 'support/invoke-entry.ts'), resolve(root, 'lambda/handlers/mcp.ts')], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        ...env(),
+        AWS_REGION: REGION,
+        AWS_ACCESS_KEY_ID: 'local',
+        AWS_SECRET_ACCESS_KEY: 'local',
+        AWS_EC2_METADATA_DISABLED: 'true',
+        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+        AWS_ENDPOINT_URL_DYNAMODB: ddbProxy.endpoint,
+        AWS_ENDPOINT_URL_SQS: fauxqs.endpoint,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: secrets.endpoint,
+        INVOKE_ENTRY_TIMINGS: '1',
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    child.stdin.end(JSON.stringify([await eventFromRequest(request)]));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
+    const code = await new Promise<number | null>((done) => child.once('close', done));
+    clearTimeout(timer);
+    logLines.push(stderr);
+    expect(code).toBe(0);
+    const [result] = JSON.parse(stdout.trim().split('\n').at(-1)!) as { statusCode: number; body: string }[];
+    expect(result!.statusCode).toBe(503);
+    // The table's 503, not the key's: the key loaded, the storage call was cut at the deadline.
+    expect(JSON.parse(result!.body)).toMatchObject({ error: { code: 'storage_unavailable' } });
+    const timings = JSON.parse(/invoke-entry timings: (\[.*\])/.exec(stderr)![1]!) as number[];
+    expect(timings[0]).toBeLessThan(MCP_REQUEST_BUDGET_MS);
+    expect(ddbProxy.counts()['GetItem:stall']).toBeGreaterThanOrEqual(1);
+  }, 60_000);
+
+  test('stalled SQS: the send answers 503 within 5 s', async () => {
+    const gateway = mcpGateway();
+    sqsProxy.setRule(() => 'stall');
+    const { value, ms } = await timed(() => postMessage(gateway, 'queue is stuck'));
+    expect(value.status).toBe(503);
+    expect(ms).toBeLessThan(MCP_REQUEST_BUDGET_MS);
+  }, 20_000);
+
+  test('stalled Secrets Manager: /healthz answers 200 while the key read is still held', async () => {
+    secretsProxy.setRule(() => 'stall');
+    // A cold start: the init-phase key read goes out and stalls.
+    const gateway = mcpGateway();
+    for (let i = 0; i < 100 && secretsProxy.held() === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(secretsProxy.held()).toBe(1);
+    const health = await gateway.fetch('https://api.example/healthz');
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ ok: true });
+    // The key read was still held by the proxy when /healthz answered: it did not wait for it.
+    expect(secretsProxy.held()).toBe(1);
+  }, 20_000);
+
+  test('stalled Secrets Manager: an authenticated route answers 503 within 5 s', async () => {
+    secretsProxy.setRule(() => 'stall');
+    const gateway = mcpGateway();
+    const { value, ms } = await timed(() => postMessage(gateway, 'no key yet'));
+    expect(value.status).toBe(503);
+    expect(ms).toBeLessThan(MCP_REQUEST_BUDGET_MS);
+  }, 20_000);
+});
+
+describe('Delivery Lambda: a stalled table cannot time out the batch', () => {
+  test('every record of a batch answers failure before the Lambda timeout, and nothing is POSTed', async () => {
+    const ids = [await queuedJob('one'), await queuedJob('two'), await queuedJob('three')];
+    const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
+    expect(messages).toHaveLength(3);
+    ddbProxy.setRule(() => 'stall');
+    const remainingMs = 6_000;
+    const { value, ms } = await timed(() => deliveryLambda()(sqsEventOf(messages), contextWith(remainingMs)));
+    expect(value.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(messages.map((m) => m.MessageId!).sort());
+    expect(ms).toBeLessThan(remainingMs);
+    expect(receiver.events).toHaveLength(0);
+    ddbProxy.setRule(() => 'pass');
+    for (const id of ids) expect((await store.getEvent(id, Date.now()))?.status).toBe(EventStatus.queued);
+  }, 30_000);
+
+  test('a write stalled after a successful POST fails only its own record: the others are recorded and not sent again', async () => {
+    const stuck = await queuedJob('stuck after POST');
+    const fine = await queuedJob('fine');
+    const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
+    expect(messages).toHaveLength(2);
+    // Only the update that records `stuck` as delivered stalls.
+    ddbProxy.setRule((call) => {
+      const key = (call.body as { Key?: { pk?: { S?: string } } } | undefined)?.Key?.pk?.S;
+      return call.action === 'UpdateItem' && key === `EVENT#${stuck}` ? 'stall' : 'pass';
+    });
+    const remainingMs = 10_000;
+    const lambda = deliveryLambda();
+    const { value, ms } = await timed(() => lambda(sqsEventOf(messages), contextWith(remainingMs)));
+    expect(ms).toBeLessThan(remainingMs);
+    const stuckMessage = messages.find((m) => m.MessageAttributes?.eventId?.StringValue === stuck)!;
+    expect(value.batchItemFailures).toEqual([{ itemIdentifier: stuckMessage.MessageId }]);
+    expect((await store.getEvent(fine, Date.now()))?.status).toBe(EventStatus.delivered);
+    expect(receiver.events.map((e) => e.headers['webhook-id']).sort()).toEqual([fine, stuck].sort());
+
+    // SQS hands back only the record that was listed; the table recovers; `fine` is never sent again.
+    ddbProxy.setRule(() => 'pass');
+    ddbProxy.releaseHeld();
+    const again = await lambda(sqsEventOf([stuckMessage]), contextWith(remainingMs));
+    expect(again).toEqual({ batchItemFailures: [] });
+    const ids = receiver.events.map((e) => e.headers['webhook-id']);
+    expect(ids.filter((id) => id === fine)).toHaveLength(1);
+    expect((await store.getEvent(stuck, Date.now()))?.status).toBe(EventStatus.delivered);
+  }, 40_000);
+});
