@@ -17,6 +17,7 @@
  * Deliberately not here: logging a value (only an SDK error name or a sentence that names no
  * secret; each secret is handed to `onLoaded` for log redaction), and verification (core/inbound.ts).
  */
+import { withinDeadline } from './deadline';
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { inboundSecretsProblem, parseRotationTime, type InboundSecrets } from '../core/inbound';
 import type { Logger } from '../log';
@@ -122,7 +123,9 @@ export function createPupSecretsLoader(options: PupSecretsLoaderOptions): PupSec
         return value;
       }
       if (backingOff) return undefined;
-      return refresh(secretArn);
+      // A read started outside this request (init, a background refresh) must not hold the
+      // request past its own deadline: it answers "not configured" (503) instead.
+      return withinDeadline(refresh(secretArn), undefined);
     },
   };
 }

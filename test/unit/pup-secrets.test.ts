@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { createPupSecretsLoader, parsePupSecretString, PUP_SECRETS_REFRESH_MS, PUP_SECRETS_RETRY_INTERVAL_MS } from '../../lambda/adapters/pup-secrets';
 import type { Logger } from '../../lambda/log';
+import { runWithDeadline } from '../../lambda/adapters/deadline';
 
 /** A logger that keeps lines as given, with no redaction: what the loader itself passes is checked. */
 function rawLog(lines: string[]): Logger {
@@ -170,4 +171,15 @@ test('no log line holds a secret, on success or failure', async () => {
   await new Promise((done) => setImmediate(done));
   expect(lines.length).toBeGreaterThanOrEqual(2);
   for (const secret of [A, B]) expect(lines.join('\n')).not.toContain(secret.slice(6, 30));
+});
+
+describe('deadlines', () => {
+  test('a stalled first read does not hold a request past its deadline: it answers "not configured" (503) in time', async () => {
+    const client = { send: jest.fn(() => new Promise<never>(() => undefined)) };
+    const loader = createPupSecretsLoader({ client, secretArn: ARN });
+    const started = Date.now();
+    expect(await runWithDeadline(Date.now() + 50, () => loader.get())).toBeUndefined();
+    // Bounded by the request's deadline, not by the read (which never settles).
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
 });
