@@ -153,8 +153,6 @@ describe('no secret in any log line of a full run', () => {
     const retried = await call(send(server, 'retry-me'));
     assert.ok(['queued', 'delivered'].includes(retried.structuredContent!.status));
     await waitFor('the retry after 503', () => seen.get('retry-me') === 2, 15_000);
-    const gone = await call(send(server, 'gone'));
-    assert.equal(gone.structuredContent?.status, 'failed');
     const rest = await call(
       fetch(`${server.url}/v1/messages`, {
         method: 'POST',
@@ -163,8 +161,11 @@ describe('no secret in any log line of a full run', () => {
       }),
     );
     assert.equal(rest.status, 200);
+    // Last: a 410 also ends the subscription (Standard Webhooks: the endpoint is gone).
+    const gone = await call(send(server, 'gone'));
+    assert.equal(gone.structuredContent?.status, 'failed');
     const events = receiver.events();
-    assert.equal(events.length, 5, 'hello, retry-me twice, gone, over REST');
+    assert.equal(events.length, 5, 'hello, retry-me twice, over REST, gone');
     assert.ok(events.every((e) => String(e.headers['webhook-signature']).split(' ').length === 2), 'rotation overlap: two signatures');
 
     // Wrong keys: query parameter, bearer, and none at all.
