@@ -9,6 +9,7 @@ import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { createPupSecretsLoader, parsePupSecretString, PUP_SECRETS_REFRESH_MS, PUP_SECRETS_RETRY_INTERVAL_MS } from '../../lambda/adapters/pup-secrets';
 import type { Logger } from '../../lambda/log';
 import { runWithDeadline } from '../../lambda/adapters/deadline';
+import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from './secrets-manager-fake';
 
 /** A logger that keeps lines as given, with no redaction: what the loader itself passes is checked. */
 function rawLog(lines: string[]): Logger {
@@ -23,26 +24,8 @@ const B = newSecret();
 const C = newSecret();
 const ROTATED = '2026-11-30T12:00:00Z';
 
-type Answer = { SecretString?: string; SecretBinary?: Uint8Array } | Error;
-
-function fakeClient(answers: Answer[]) {
-  const calls: GetSecretValueCommand[] = [];
-  return {
-    calls,
-    send: jest.fn(async (command: GetSecretValueCommand) => {
-      calls.push(command);
-      const answer = answers.length > 1 ? answers.shift()! : answers[0]!;
-      if (answer instanceof Error) throw answer;
-      return answer;
-    }),
-  };
-}
-
-function awsError(name: string): Error {
-  const error = new Error(`${name}: something about ${ARN}`);
-  error.name = name;
-  return error;
-}
+const fakeClient = (answers: SecretAnswer[]) => fakeSecretsClient<GetSecretValueCommand>(answers);
+const awsError = (name: string): Error => awsErrorNaming(ARN, name);
 
 const json = (secrets: string[], rotatedAt?: string) => ({ SecretString: JSON.stringify(rotatedAt ? { secrets, rotatedAt } : { secrets }) });
 

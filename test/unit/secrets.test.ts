@@ -6,30 +6,13 @@ import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { runWithDeadline } from '../../lambda/adapters/deadline';
 import { API_KEY_READ_CAP_MS, createApiKeyLoader } from '../../lambda/adapters/secrets';
 import { createLogger } from '../../lambda/log';
+import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from './secrets-manager-fake';
 
 const ARN = 'arn:aws:secretsmanager:eu-west-1:000000000000:secret:dm-dot-api-key-AbCdEf';
 const KEY = 'the-api-key-value-0123456789';
 
-type Answer = { SecretString?: string; SecretBinary?: Uint8Array } | Error;
-
-function fakeClient(answers: Answer[]) {
-  const calls: unknown[] = [];
-  return {
-    calls,
-    send: jest.fn(async (command: unknown) => {
-      calls.push(command);
-      const answer = answers.length > 1 ? answers.shift()! : answers[0]!;
-      if (answer instanceof Error) throw answer;
-      return answer;
-    }),
-  };
-}
-
-function awsError(name: string): Error {
-  const error = new Error(`${name}: something about ${ARN}`);
-  error.name = name;
-  return error;
-}
+const fakeClient = (answers: SecretAnswer[]) => fakeSecretsClient<unknown>(answers);
+const awsError = (name: string): Error => awsErrorNaming(ARN, name);
 
 test('reads the secret once by ARN and caches it', async () => {
   const client = fakeClient([{ SecretString: KEY }]);

@@ -1,0 +1,26 @@
+/**
+ * A scripted Secrets Manager client for the secret loaders' unit tests (API key and pup secrets):
+ * each `send` takes the next answer (the last one repeats), records the command, and throws an
+ * answer that is an Error. `awsError` builds an SDK-like error whose message names the ARN, so a
+ * test can check that loaders log error names only.
+ */
+export type SecretAnswer = { SecretString?: string; SecretBinary?: Uint8Array } | Error;
+
+export function fakeSecretsClient<C = unknown>(answers: SecretAnswer[]) {
+  const calls: C[] = [];
+  return {
+    calls,
+    send: jest.fn(async (command: C) => {
+      calls.push(command);
+      const answer = answers.length > 1 ? answers.shift()! : answers[0]!;
+      if (answer instanceof Error) throw answer;
+      return answer;
+    }),
+  };
+}
+
+export function awsErrorNaming(arn: string, name: string): Error {
+  const error = new Error(`${name}: something about ${arn}`);
+  error.name = name;
+  return error;
+}
