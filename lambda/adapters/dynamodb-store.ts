@@ -119,22 +119,9 @@ export class DynamoDbStore implements Store {
       values[':lastDeliveryAt'] = toAttr(outcome.deliveredAt);
       update += ', #lastDeliveryAt = :lastDeliveryAt';
     }
-    try {
-      await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.tableName,
-          Key: key(ItemKeys.subscription),
-          UpdateExpression: update,
-          // Also keeps UpdateItem from creating a stub SUBSCRIPTION item when there is none.
-          ConditionExpression: '#id = :id',
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
-        }),
-      );
-    } catch (error) {
-      // The subscription was replaced or removed since the event was queued: nothing to record.
-      if (!isConditionFailure(error)) throw error;
-    }
+    // The condition also keeps UpdateItem from creating a stub SUBSCRIPTION item when there is none.
+    // When it fails, the subscription was replaced or removed since the event was queued: nothing to record.
+    await this.updateIf(ItemKeys.subscription, update, '#id = :id', names, values);
   }
 
   async putEvent(record: EventRecord): Promise<void> {
@@ -186,22 +173,7 @@ export class DynamoDbStore implements Store {
         conditions.push('#attempts = :expectedAttempts');
       }
     }
-    try {
-      await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.tableName,
-          Key: key(ItemKeys.event(eventId)),
-          UpdateExpression: `SET ${sets.join(', ')}`,
-          ConditionExpression: conditions.join(' AND '),
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
-        }),
-      );
-      return true;
-    } catch (error) {
-      if (isConditionFailure(error)) return false;
-      throw error;
-    }
+    return this.updateIf(ItemKeys.event(eventId), `SET ${sets.join(', ')}`, conditions.join(' AND '), names, values);
   }
 
   async restoreEvent(record: EventRecord): Promise<boolean> {
@@ -223,22 +195,8 @@ export class DynamoDbStore implements Store {
       names[`#r_${field}`] = field;
       removes.push(`#r_${field}`);
     }
-    try {
-      await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.tableName,
-          Key: key(ItemKeys.event(record.eventId)),
-          UpdateExpression: `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`,
-          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now',
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
-        }),
-      );
-      return true;
-    } catch (error) {
-      if (isConditionFailure(error)) return false;
-      throw error;
-    }
+    const update = `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`;
+    return this.updateIf(ItemKeys.event(record.eventId), update, 'attribute_not_exists(pk) OR #expiresAt <= :now', names, values);
   }
 
   async isVerified(key: string, now: number): Promise<boolean> {
@@ -330,6 +288,26 @@ export class DynamoDbStore implements Store {
       startKey = page.LastEvaluatedKey;
     } while (startKey);
     return newestFirst(events);
+  }
+
+  /** One conditional UpdateItem: true when it was applied, false when its condition failed. */
+  private async updateIf(pk: string, update: string, condition: string, names: Record<string, string>, values: Item): Promise<boolean> {
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: key(pk),
+          UpdateExpression: update,
+          ConditionExpression: condition,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
   }
 
   /** Strongly consistent read, unmarshalled, without `pk` and `ttl`. */
