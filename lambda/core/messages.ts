@@ -16,8 +16,8 @@
  * Deliberately not here: the attempt itself (core/delivery.ts, one delivery path for the inline
  * attempt and the worker), and wording of results for a particular surface (see mcp/ and http/).
  */
-import type { DeliveryJob, EventRecord, Queue } from '../ports';
-import { attemptDelivery, type DeliveryDecision, type DeliveryDeps } from './delivery';
+import type { DeliveryJob, EventRecord, Queue, WebhookClient, WebhookResponse } from '../ports';
+import { attemptDelivery, classify, type DeliveryDecision, type DeliveryDeps } from './delivery';
 import { DependencyUnavailable, guardDependency, type Dependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
@@ -27,6 +27,13 @@ export interface MessageDeps extends DeliveryDeps {
   queue: Queue;
   /** How long the inline first attempt may take; capped at Limits.deliveryWaitMaxMs. */
   deliveryWaitMs: number;
+  /**
+   * Where the runtime keeps work that may finish after the answer (its process outlives the
+   * request). With it, a 2xx from the dot is answered "delivered" at once and the writes that
+   * record it finish here; without it (Lambda, whose environment freezes when the handler
+   * returns) the answer waits for them.
+   */
+  waitUntil?: (work: Promise<unknown>) => void;
 }
 
 export type SendOutcome =
@@ -84,9 +91,29 @@ async function record(deps: MessageDeps, message: string): Promise<SendOutcome> 
   }
   const left = now + windowMs - deps.clock.now();
   if (windowMs === 0 || left <= 0) return { kind: 'queued', eventId };
+  let dotAnswered: (response: WebhookResponse) => void = () => undefined;
+  const answer = new Promise<WebhookResponse>((resolve) => (dotAnswered = resolve));
+  const webhook: WebhookClient = {
+    post: async (request) => {
+      const response = await deps.webhook.post(request);
+      dotAnswered(response);
+      return response;
+    },
+  };
+  const attempt = attemptDelivery({ ...deps, webhook }, job, { inline: { timeoutMs: left } });
   let decision: DeliveryDecision;
   try {
-    decision = await attemptDelivery(deps, job, { inline: { timeoutMs: left } });
+    if (deps.waitUntil) {
+      const first = await Promise.race([attempt, answer]);
+      if ('kind' in first && classify(first, deps.clock.now()).kind === 'delivered') {
+        // The dot accepted it: that is the answer. Recording it can finish after the answer; were
+        // the process to die first, the event stays queued under its lease and the safety-net job
+        // sends it again with the same webhook-id, which the dot deduplicates.
+        deps.waitUntil(attempt);
+        return { kind: 'delivered', eventId };
+      }
+    }
+    decision = await attempt;
   } catch {
     // The event is recorded and its job queued: the worker attempts it once the lease runs out.
     return { kind: 'queued', eventId };

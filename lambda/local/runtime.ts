@@ -77,6 +77,15 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     concurrency: settings.deliveryConcurrency,
     onError: (error, eventId) => log.error('delivery_worker_error', { eventId, cause: error instanceof Error ? error.message : String(error) }),
   });
+  // Work that finishes after its answer (recording a delivery the dot already accepted); `stop`
+  // waits for it, so a clean shutdown never leaves an accepted delivery unrecorded.
+  const background = new Set<Promise<unknown>>();
+  const waitUntil = (work: Promise<unknown>): void => {
+    const tracked = work
+      .catch((error: unknown) => log.error('background_work_failed', { cause: error instanceof Error ? error.message : String(error) }))
+      .finally(() => background.delete(tracked));
+    background.add(tracked);
+  };
   let ready: (app: App) => void = () => undefined;
   const appReady = new Promise<App>((done) => (ready = done));
   let admin: AdminDeps | undefined;
@@ -105,6 +114,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       clock,
       deliveryWaitMs: settings.deliveryWaitMs,
       retryDelaysS: settings.retryDelaysS,
+      waitUntil,
       urlPolicy: { allowLoopbackCallbacks: settings.allowLoopbackCallbacks },
       ttlPolicy: settings.ttlPolicy,
       version,
@@ -132,6 +142,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
         server.close(() => done());
         server.closeAllConnections();
       });
+      await Promise.allSettled([...background]);
       await queue.stop();
       await app.close();
       await withdrawAdmin(settings.stateDir, process.pid);

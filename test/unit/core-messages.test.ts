@@ -214,6 +214,50 @@ describe('sendMessage', () => {
     expect(queue.jobs).toHaveLength(1);
   });
 
+  test('with waitUntil, a 2xx is answered delivered at once and the writes that record it finish afterwards', async () => {
+    const { store, deps } = world({ answers: [respond(200)] });
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    store.before.updateEvent = () => gate;
+    const handedOver: Promise<unknown>[] = [];
+    const outcome = await sendMessage({ ...deps, waitUntil: (work) => void handedOver.push(work) }, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'delivered', eventId: onlyEvent(store).eventId });
+    // Answered while the record still says queued: the write is held at the gate.
+    expect(onlyEvent(store).status).toBe('queued');
+    expect(handedOver).toHaveLength(1);
+    release();
+    await handedOver[0];
+    expect(onlyEvent(store)).toMatchObject({ status: 'delivered', attempts: 1 });
+  });
+
+  test('with waitUntil, anything but a 2xx still waits for the attempt to be recorded', async () => {
+    const { store, deps } = world({ answers: [respond(503)] });
+    const handedOver: Promise<unknown>[] = [];
+    const outcome = await sendMessage({ ...deps, waitUntil: (work) => void handedOver.push(work) }, { message: 'hi' });
+    expect(outcome).toMatchObject({ kind: 'queued' });
+    expect(handedOver).toEqual([]);
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx' });
+  });
+
+  test('without waitUntil (Lambda), the delivered answer waits until the record says delivered', async () => {
+    const { store, deps } = world({ answers: [respond(200)] });
+    let release: () => void = () => undefined;
+    let writing: () => void = () => undefined;
+    const writeStarted = new Promise<void>((resolve) => (writing = resolve));
+    store.before.updateEvent = () => {
+      writing();
+      return new Promise<void>((resolve) => (release = resolve));
+    };
+    let settled = false;
+    const pending = sendMessage(deps, { message: 'hi' }).then((outcome) => ((settled = true), outcome));
+    await writeStarted;
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    expect(settled).toBe(false);
+    release();
+    await expect(pending).resolves.toMatchObject({ kind: 'delivered' });
+    expect(onlyEvent(store).status).toBe('delivered');
+  });
+
   test('storage failure reading the subscription: unavailable storage, nothing queued', async () => {
     const { store, queue, deps } = world();
     store.failing.add('getSubscription');
