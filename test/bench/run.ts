@@ -921,14 +921,6 @@ async function benchLambdaEndToEnd(): Promise<void> {
   // This process runs the Lambdas' code: keep the AWS SDK's Node 20 notice and the MCP SDK's
   // once-per-handler note on JSON response mode (dm-dot sends no mid-call notifications) off the output.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-  const warn = console.warn;
-  console.warn = (...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
-    warn(...args);
-  };
-  cleanups.push(() => {
-    console.warn = warn;
-  });
   const key = randomBytes(24).toString('base64url');
   const [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(), startReceiver()]);
   cleanups.push(() => ddb.stop(), () => fauxqs.stop(), () => secrets.stop(), () => receiver.close());

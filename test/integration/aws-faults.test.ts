@@ -261,15 +261,6 @@ async function drainDeadLetters(): Promise<Map<string, string[]>> {
   }
 }
 
-// The MCP SDK warns once per handler in JSON response mode (a deliberate choice); keep output readable.
-const consoleWarn = console.warn.bind(console);
-beforeAll(() => {
-  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
-    consoleWarn(...args);
-  });
-});
-
 beforeAll(async () => {
   const maxReceiveCount = receiveLimit(RETRY_DELAYS) + RECEIVE_LIMIT_AWS_MARGIN;
   [ddb, fauxqs, secrets, dot] = await Promise.all([

@@ -140,15 +140,6 @@ async function queuedJob(message: string): Promise<string> {
   return eventId;
 }
 
-// The MCP SDK warns once per handler in JSON response mode (a deliberate choice); keep output readable.
-const consoleWarn = console.warn.bind(console);
-beforeAll(() => {
-  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
-    consoleWarn(...args);
-  });
-});
-
 beforeAll(async () => {
   [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(), startReceiver()]);
   [ddbProxy, sqsProxy, secretsProxy] = await Promise.all([

@@ -114,16 +114,6 @@ async function queueCounts(queueUrl: string): Promise<{ visible: number; inFligh
   return { visible: Number(answer.Attributes?.ApproximateNumberOfMessages), inFlight: Number(answer.Attributes?.ApproximateNumberOfMessagesNotVisible) };
 }
 
-// The MCP SDK warns once per handler it creates that JSON response mode drops mid-call
-// notifications (dm-dot sends none); keep test output readable, let every other warning through.
-const consoleWarn = console.warn.bind(console);
-beforeAll(() => {
-  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
-    consoleWarn(...args);
-  });
-});
-
 const ROOT = resolve(__dirname, '../..');
 
 /**

@@ -30,12 +30,7 @@ let ddb: DynamoDbLocal;
 let secrets: FakeSecretsManager;
 let tables = 0;
 
-const consoleWarn = console.warn.bind(console);
 beforeAll(async () => {
-  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
-    consoleWarn(...args);
-  });
   [ddb, secrets] = await Promise.all([startDynamoDbLocal(), startFakeSecretsManager()]);
   secrets.setSecret(`key-${randomBytes(24).toString('base64url')}`);
 }, 60_000);

@@ -62,16 +62,6 @@ function stubLambda(apiKey: string | undefined = API_KEY, store: Store = unusedP
   });
 }
 
-// The MCP SDK warns once per handler it creates that JSON response mode drops mid-call
-// notifications (dm-dot sends none); keep test output readable, let every other warning through.
-const consoleWarn = console.warn.bind(console);
-beforeAll(() => {
-  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
-    consoleWarn(...args);
-  });
-});
-
 describe('event -> Request', () => {
   test('decodes a base64 body to the exact bytes', async () => {
     const bytes = Buffer.from([0x7b, 0x22, 0x6d, 0x22, 0x3a, 0x22, 0xc3, 0xa9, 0x22, 0x7d]); // {"m":"é"}

@@ -19,9 +19,8 @@ import type { App } from '../../lambda/http/app';
 import { eventFromRequest } from '../support/apigw';
 import { API_KEY, buildApp, hasStackTrace, keyQuery, legacyHeaders, readAnswer, rpcErrorCode, rpcLegacy, send, SECRET, type Answer } from './app-support';
 import { BAD_INPUT_ROWS, expectBadInputAnswer, type BadInputRow } from './bad-input.test';
-import { asApp, buildLambda, quietSdkWarnings, resultText } from './lambda-support';
+import { asApp, buildLambda, resultText } from './lambda-support';
 
-quietSdkWarnings();
 
 const MiB = 1024 * 1024;
 const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });

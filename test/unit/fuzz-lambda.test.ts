@@ -26,9 +26,8 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import fc from 'fast-check';
 import { API_KEY, BASE, buildApp, echoingWebhook, expectGenericInternalErrors, expectRpcResponses, fuzzParams, hasStackTrace, isRpcResponse, liveSubscription, MODERN, readAnswer, rpcErrorCode, SECRET, type Answer, type LogLine } from './app-support';
-import { asApp, buildLambda, quietSdkWarnings, resultText, type TestLambda } from './lambda-support';
+import { asApp, buildLambda, resultText, type TestLambda } from './lambda-support';
 
-quietSdkWarnings();
 
 const MiB = 1024 * 1024;
 const ALLOWED_ORIGIN = 'https://inspector.example';

@@ -90,20 +90,3 @@ export function resultText(result: APIGatewayProxyStructuredResultV2): string {
   return result.isBase64Encoded ? Buffer.from(body, 'base64').toString('utf8') : body;
 }
 
-const SDK_JSON_MODE_WARNING = "responseMode: 'json' drops mid-call notifications";
-
-/**
- * The MCP SDK warns once per handler it creates that JSON response mode drops mid-call
- * notifications (dm-dot sends none), and the Lambda creates its app on the first request: call at
- * the top of a test file to keep that warning out of the output; every other warning goes through.
- */
-export function quietSdkWarnings(): void {
-  const consoleWarn = console.warn.bind(console);
-  beforeAll(() => {
-    jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
-      if (typeof args[0] === 'string' && args[0].startsWith(SDK_JSON_MODE_WARNING)) return;
-      consoleWarn(...args);
-    });
-  });
-  afterAll(() => jest.restoreAllMocks());
-}

@@ -41,15 +41,6 @@ async function event(routeKey: string, url: string, init: RequestInit = {}): Pro
   return { ...e, routeKey, requestContext: { ...e.requestContext, routeKey } };
 }
 
-// The MCP SDK warns once per handler that JSON response mode drops notifications (dm-dot sends none).
-const consoleWarn = console.warn.bind(console);
-beforeAll(() => {
-  jest.spyOn(console, 'warn').mockImplementation((...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].startsWith("responseMode: 'json' drops")) return;
-    consoleWarn(...args);
-  });
-});
-
 test('one line per request with the route template and the status class of the answer', async () => {
   const { lambda, lines } = instrumented();
   const health = await lambda(await event('GET /healthz', 'https://api.example/healthz'));

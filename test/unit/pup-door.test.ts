@@ -5,10 +5,9 @@
  */
 import { buildApp, liveSubscription, modernHeaders, send } from './app-support';
 import { FakeClock, respond } from './fakes';
-import { asApp, buildLambda, quietSdkWarnings } from './lambda-support';
+import { asApp, buildLambda } from './lambda-support';
 import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, mcpBody, mcpHeaders, type PupTargetOptions } from './pup-suite';
 
-quietSdkWarnings();
 
 function pupConfig(options: PupTargetOptions, start: number) {
   const secrets = secretsAt(options, start);
