@@ -17,7 +17,7 @@
  * attempt and the worker), and wording of results for a particular surface (see mcp/ and http/).
  */
 import type { DeliveryJob, EventRecord, Queue, WebhookClient, WebhookResponse } from '../ports';
-import { attemptDelivery, classify, type DeliveryDecision, type DeliveryDeps } from './delivery';
+import { attemptDelivery, classify, type AttemptOptions, type DeliveryDecision, type DeliveryDeps } from './delivery';
 import { DependencyUnavailable, guardDependency, type Dependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
@@ -91,6 +91,32 @@ async function record(deps: MessageDeps, message: string): Promise<SendOutcome> 
   }
   const left = now + windowMs - deps.clock.now();
   if (windowMs === 0 || left <= 0) return { kind: 'queued', eventId };
+  const inline = { inline: { timeoutMs: left } };
+  let decision: DeliveryDecision | typeof ACCEPTED;
+  try {
+    decision = deps.waitUntil ? await attemptAnsweringEarly(deps, job, inline, deps.waitUntil) : await attemptDelivery(deps, job, inline);
+  } catch {
+    // The event is recorded and its job queued: the worker attempts it once the lease runs out.
+    return { kind: 'queued', eventId };
+  }
+  return decision === ACCEPTED ? { kind: 'delivered', eventId } : outcomeOf(deps, eventId, decision);
+}
+
+/** The dot answered 2xx; recording it goes on in the runtime's `waitUntil`. */
+const ACCEPTED = Symbol('accepted');
+
+/**
+ * The inline attempt for a runtime that outlives its answers: a 2xx from the dot is the answer,
+ * and the writes that record it finish in `waitUntil`. Were the process to die first, the event
+ * stays queued under its lease and the safety-net job sends it again with the same webhook-id,
+ * which the dot deduplicates. Anything else waits for the attempt's own decision.
+ */
+async function attemptAnsweringEarly(
+  deps: MessageDeps,
+  job: DeliveryJob,
+  options: AttemptOptions,
+  waitUntil: (work: Promise<unknown>) => void,
+): Promise<DeliveryDecision | typeof ACCEPTED> {
   let dotAnswered: (response: WebhookResponse) => void = () => undefined;
   const answer = new Promise<WebhookResponse>((resolve) => (dotAnswered = resolve));
   const webhook: WebhookClient = {
@@ -100,25 +126,13 @@ async function record(deps: MessageDeps, message: string): Promise<SendOutcome> 
       return response;
     },
   };
-  const attempt = attemptDelivery({ ...deps, webhook }, job, { inline: { timeoutMs: left } });
-  let decision: DeliveryDecision;
-  try {
-    if (deps.waitUntil) {
-      const first = await Promise.race([attempt, answer]);
-      if ('kind' in first && classify(first, deps.clock.now()).kind === 'delivered') {
-        // The dot accepted it: that is the answer. Recording it can finish after the answer; were
-        // the process to die first, the event stays queued under its lease and the safety-net job
-        // sends it again with the same webhook-id, which the dot deduplicates.
-        deps.waitUntil(attempt);
-        return { kind: 'delivered', eventId };
-      }
-    }
-    decision = await attempt;
-  } catch {
-    // The event is recorded and its job queued: the worker attempts it once the lease runs out.
-    return { kind: 'queued', eventId };
+  const attempt = attemptDelivery({ ...deps, webhook }, job, options);
+  const first = await Promise.race([attempt, answer]);
+  if ('kind' in first && classify(first, deps.clock.now()).kind === 'delivered') {
+    waitUntil(attempt);
+    return ACCEPTED;
   }
-  return outcomeOf(deps, eventId, decision);
+  return attempt;
 }
 
 /**
