@@ -14,19 +14,21 @@
  * last good value and is retried at most every 30 s; with no good value yet, the answer is
  * undefined (503).
  *
- * Deliberately not here: logging a value (only an SDK error name or a sentence that names no
+ * Deliberately not here: logging a value (only an AWS error code or a sentence that names no
  * secret; each secret is handed to `onLoaded` for log redaction), and verification (core/inbound.ts).
  */
-import { withinDeadline } from './deadline';
-import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { callOptions, withinDeadline } from './deadline';
 import { inboundSecretsProblem, parseRotationTime, type InboundSecrets } from '../core/inbound';
 import type { Logger } from '../log';
+import type { SecretsReader } from './secrets-manager';
 
 export const PUP_SECRETS_REFRESH_MS = 2 * 60_000;
 export const PUP_SECRETS_RETRY_INTERVAL_MS = 30_000;
+/** The longest one read may take, retries included (a read at init or in the background has no request deadline). */
+export const PUP_SECRETS_READ_CAP_MS = 2_500;
 
 export interface PupSecretsLoaderOptions {
-  client: Pick<SecretsManagerClient, 'send'>;
+  client: SecretsReader;
   /** PUP_SECRET_ARN; undefined or empty: not configured (always undefined, 503). */
   secretArn: string | undefined;
   refreshMs?: number;
@@ -82,7 +84,7 @@ export function createPupSecretsLoader(options: PupSecretsLoaderOptions): PupSec
 
   async function read(arn: string): Promise<InboundSecrets | undefined> {
     try {
-      const answer = await options.client.send(new GetSecretValueCommand({ SecretId: arn }));
+      const answer = await options.client.getSecretValue({ SecretId: arn }, callOptions(PUP_SECRETS_READ_CAP_MS));
       const text = answer.SecretString ?? (answer.SecretBinary ? Buffer.from(answer.SecretBinary).toString('utf8') : undefined);
       const loaded = parsePupSecretString(text);
       for (const secret of loaded.secrets) options.onLoaded?.(secret);
@@ -92,7 +94,7 @@ export function createPupSecretsLoader(options: PupSecretsLoaderOptions): PupSec
       options.log?.info('pup_secrets_loaded', { count: loaded.secrets.length });
     } catch (error) {
       failedAt = now();
-      // The error name (e.g. AccessDeniedException), or our own sentence: SDK messages may quote request data.
+      // The error name (e.g. AccessDeniedException), or our own sentence: service messages may quote request data.
       const cause = error instanceof UnusablePupSecret ? `${error.name}: ${error.message}` : error instanceof Error ? error.name : 'unknown';
       options.log?.error('pup_secrets_unavailable', { cause, keepingPrevious: value !== undefined, retryInMs: retryIntervalMs });
     }

@@ -18,12 +18,12 @@
  * value is handed to `onLoaded` so the caller can register it for log redaction), rotation while
  * warm (a rotated key takes effect on the next cold start), and any HTTP status (the app decides).
  */
-import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { Logger } from '../log';
+import type { SecretsReader } from './secrets-manager';
 import { callOptions, withinDeadline } from './deadline';
 
 export interface ApiKeyLoaderOptions {
-  client: Pick<SecretsManagerClient, 'send'>;
+  client: SecretsReader;
   /** API_KEY_SECRET_ARN; undefined or empty means "not configured" (always undefined, 503). */
   secretArn: string | undefined;
   /** Minimum time between two reads after a failure; default 30 s. */
@@ -45,7 +45,7 @@ export const API_KEY_RETRY_INTERVAL_MS = 30_000;
 /** The longest one GetSecretValue may take, retries included (the init-phase read has no request deadline). */
 export const API_KEY_READ_CAP_MS = 2_500;
 
-/** Why a read produced no key: an SDK error name or a fixed word, never the value or its text. */
+/** Why a read produced no key: an AWS error code or a fixed word, never the value or its text. */
 class UnusableSecret extends Error {
   override readonly name = 'UnusableSecret';
 }
@@ -78,7 +78,7 @@ export function createApiKeyLoader(options: ApiKeyLoaderOptions): ApiKeyLoader {
 
   async function read(arn: string): Promise<string | undefined> {
     try {
-      const answer = await options.client.send(new GetSecretValueCommand({ SecretId: arn }), callOptions(API_KEY_READ_CAP_MS));
+      const answer = await options.client.getSecretValue({ SecretId: arn }, callOptions(API_KEY_READ_CAP_MS));
       key = keyOf(answer.SecretString, answer.SecretBinary);
       failedAt = undefined;
       options.onLoaded?.(key);
@@ -86,7 +86,7 @@ export function createApiKeyLoader(options: ApiKeyLoaderOptions): ApiKeyLoader {
       return key;
     } catch (error) {
       failedAt = now();
-      // The error name only (e.g. AccessDeniedException): SDK messages may quote request data.
+      // The error name only (e.g. AccessDeniedException): service messages may quote request data.
       const cause = error instanceof Error ? error.name : 'unknown';
       options.log?.error('api_key_unavailable', { cause, retryInMs: retryIntervalMs });
       return undefined;

@@ -2,7 +2,6 @@
  * The API key loader (lambda/adapters/secrets.ts): one read per cold start, cached; on failure
  * undefined (the app answers 503) and at most one new read per 30 s; never logs the value.
  */
-import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { runWithDeadline } from '../../lambda/adapters/deadline';
 import { API_KEY_READ_CAP_MS, createApiKeyLoader } from '../../lambda/adapters/secrets';
 import { createLogger } from '../../lambda/log';
@@ -11,7 +10,7 @@ import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from './secrets-
 const ARN = 'arn:aws:secretsmanager:eu-west-1:000000000000:secret:dm-dot-api-key-AbCdEf';
 const KEY = 'the-api-key-value-0123456789';
 
-const fakeClient = (answers: SecretAnswer[]) => fakeSecretsClient<unknown>(answers);
+const fakeClient = (answers: SecretAnswer[]) => fakeSecretsClient(answers);
 const awsError = (name: string): Error => awsErrorNaming(ARN, name);
 
 test('reads the secret once by ARN and caches it', async () => {
@@ -19,17 +18,15 @@ test('reads the secret once by ARN and caches it', async () => {
   const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
   expect(await loader.get()).toBe(KEY);
   expect(await loader.get()).toBe(KEY);
-  expect(client.send).toHaveBeenCalledTimes(1);
-  const command = client.calls[0] as GetSecretValueCommand;
-  expect(command).toBeInstanceOf(GetSecretValueCommand);
-  expect(command.input).toEqual({ SecretId: ARN });
+  expect(client.getSecretValue).toHaveBeenCalledTimes(1);
+  expect(client.calls[0]).toEqual({ SecretId: ARN });
 });
 
 test('concurrent first requests share one read', async () => {
   const client = fakeClient([{ SecretString: KEY }]);
   const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
   expect(await Promise.all([loader.get(), loader.get(), loader.get()])).toEqual([KEY, KEY, KEY]);
-  expect(client.send).toHaveBeenCalledTimes(1);
+  expect(client.getSecretValue).toHaveBeenCalledTimes(1);
 });
 
 test('trims the value and accepts a JSON secret with an apiKey field', async () => {
@@ -43,7 +40,7 @@ test('no ARN configured: undefined, and Secrets Manager is never called', async 
   const loader = createApiKeyLoader({ client: client as never, secretArn: undefined });
   expect(await loader.get()).toBeUndefined();
   expect(await createApiKeyLoader({ client: client as never, secretArn: '  ' }).get()).toBeUndefined();
-  expect(client.send).not.toHaveBeenCalled();
+  expect(client.getSecretValue).not.toHaveBeenCalled();
 });
 
 test('a failed read answers undefined and is retried only after 30 s', async () => {
@@ -53,10 +50,10 @@ test('a failed read answers undefined and is retried only after 30 s', async () 
   expect(await loader.get()).toBeUndefined();
   now += 29_999;
   expect(await loader.get()).toBeUndefined();
-  expect(client.send).toHaveBeenCalledTimes(1);
+  expect(client.getSecretValue).toHaveBeenCalledTimes(1);
   now += 1;
   expect(await loader.get()).toBe(KEY);
-  expect(client.send).toHaveBeenCalledTimes(2);
+  expect(client.getSecretValue).toHaveBeenCalledTimes(2);
 });
 
 test('an empty or unusable secret counts as a failure', async () => {
@@ -69,7 +66,7 @@ test('a synchronous throw from the client is a failure too, not a stuck loader',
   let now = 0;
   let fail = true;
   const client = {
-    send: jest.fn(() => {
+    getSecretValue: jest.fn(() => {
       if (fail) throw new Error('boom');
       return Promise.resolve({ SecretString: KEY });
     }),
@@ -105,7 +102,7 @@ describe('deadlines (issue 9 item 2)', () => {
     const signals: (AbortSignal | undefined)[] = [];
     return {
       signals,
-      send: (_command: unknown, options?: { abortSignal?: AbortSignal }) => {
+      getSecretValue: (_input: unknown, options?: { abortSignal?: AbortSignal }) => {
         signals.push(options?.abortSignal);
         return new Promise((_, reject) => options?.abortSignal?.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }))));
       },
@@ -116,7 +113,7 @@ describe('deadlines (issue 9 item 2)', () => {
     const client = fakeClient([{ SecretString: KEY }]);
     const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
     expect(loader.peek()).toBeUndefined();
-    expect(client.send).not.toHaveBeenCalled();
+    expect(client.getSecretValue).not.toHaveBeenCalled();
     await loader.get();
     expect(loader.peek()).toBe(KEY);
   });

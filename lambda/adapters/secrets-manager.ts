@@ -1,0 +1,327 @@
+/**
+ * Secrets Manager's `GetSecretValue`, the one Secrets Manager call dm-dot makes (the API key and
+ * pup's signing secrets), over node:https and signed with Signature Version 4 by `aws4`: what the
+ * MCP Lambda's cold start needs before its first answer, without the AWS SDK client (issue 10).
+ * Loading and running `@aws-sdk/client-secrets-manager` for this one call took about a fifth of a
+ * cold start (README "Performance"); the request itself is small and documented:
+ *
+ * - Protocol: AWS JSON 1.1, `POST /` with `X-Amz-Target: secretsmanager.GetSecretValue` and the
+ *   JSON body `{"SecretId": …}`; the answer's `SecretBinary` is base64
+ *   (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html).
+ * - Errors: the code is the `__type` of the JSON body (or the `x-amzn-ErrorType` header), after
+ *   any `namespace#` and before any `:`; the error's `name` is that code, as the SDK names its
+ *   errors, so callers log the same words. Retried like the SDK's standard mode: throttling codes,
+ *   5xx and network failures, up to 3 attempts with jittered exponential backoff
+ *   (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html), all within the
+ *   caller's abort signal.
+ * - Endpoint: `AWS_ENDPOINT_URL_SECRETS_MANAGER`, else `AWS_ENDPOINT_URL` (unless
+ *   `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true`), as the SDKs read them
+ *   (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html); otherwise
+ *   `https://secretsmanager[-fips].<region>.<partition DNS suffix>`
+ *   (https://docs.aws.amazon.com/general/latest/gr/asm.html), the region and partition taken from
+ *   the secret's ARN (test/unit/secrets-manager.test.ts holds the suffixes to the SDK's partition table).
+ * - Credentials: the environment, where Lambda puts the execution role's
+ *   (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime).
+ *
+ * Timeouts per attempt: 1 s to connect, 2 s in all (handlers/aws.ts has the same for the SDK
+ * clients); the caller's abort signal (the request deadline, adapters/deadline.ts) bounds the
+ * whole call, backoff included.
+ *
+ * Deliberately not here: any other action, version ids or stages (AWSCURRENT is what a read
+ * without them returns), dual-stack endpoints, caching (the loaders cache), logging, and any
+ * credential source but the environment.
+ */
+import * as http from 'node:http';
+import * as https from 'node:https';
+import { sign } from 'aws4';
+
+/** What a read answers: one of the two is set. */
+export interface SecretValue {
+  SecretString?: string;
+  SecretBinary?: Uint8Array;
+}
+
+/** The port the secret loaders use (adapters/secrets.ts, adapters/pup-secrets.ts). */
+export interface SecretsReader {
+  getSecretValue(input: { SecretId: string }, options?: { abortSignal?: AbortSignal }): Promise<SecretValue>;
+}
+
+/** A Secrets Manager error answer; `name` is its error code (e.g. `ResourceNotFoundException`). */
+export class SecretsManagerError extends Error {
+  constructor(
+    readonly code: string,
+    readonly status: number,
+  ) {
+    // The code only: a message from the service may quote the secret's name or ARN.
+    super(`Secrets Manager answered ${status} ${code}`);
+    this.name = code;
+  }
+}
+
+export interface Credentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string;
+}
+
+export interface SecretsManagerOptions {
+  /** Used when the secret id is not an ARN (the ARN's own region wins). */
+  region: string;
+  /** A configured endpoint (`http(s)://host[:port][/path]`); default: the partition's. */
+  endpoint?: string;
+  useFips?: boolean;
+  credentials: () => Credentials;
+  /** Default 3 (the SDK's standard mode). */
+  maxAttempts?: number;
+  connectTimeoutMs?: number;
+  attemptTimeoutMs?: number;
+  /** Tests: a deterministic backoff. */
+  random?: () => number;
+}
+
+/** Error codes the SDK's standard retry mode treats as throttling or transient. */
+const RETRYABLE_CODES = new Set([
+  'ThrottlingException',
+  'Throttling',
+  'ThrottledException',
+  'TooManyRequestsException',
+  'RequestThrottled',
+  'RequestThrottledException',
+  'RequestLimitExceeded',
+  'SlowDown',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'TransactionInProgressException',
+  'PriorRequestNotComplete',
+]);
+const THROTTLING_BASE_MS = 500;
+const BASE_MS = 100;
+const MAX_BACKOFF_MS = 20_000;
+/** A secret is at most 64 KiB; anything far larger is not a GetSecretValue answer. */
+const MAX_ANSWER_BYTES = 1024 * 1024;
+
+/** Node errors of a connection that failed or was cut: worth another attempt. */
+class TransientNetworkError extends Error {
+  constructor(name: string, message: string) {
+    super(message);
+    this.name = name;
+  }
+}
+
+/** Named like the SDK's environment credential provider's error. */
+class CredentialsMissing extends Error {
+  override readonly name = 'CredentialsProviderError';
+  constructor() {
+    super('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set');
+  }
+}
+
+function codeOf(type: string): string {
+  const afterHash = type.includes('#') ? type.slice(type.lastIndexOf('#') + 1) : type;
+  return afterHash.split(':')[0]!.trim();
+}
+
+/**
+ * Each AWS partition's DNS suffix, and how its region names look (the SDK's partitions table,
+ * `@aws-sdk/core`'s util-endpoints; importing it would bring the SDK's client core back into the cold
+ * start). The first partition is the default, as in the SDK.
+ */
+export const PARTITIONS: ReadonlyArray<{ id: string; dnsSuffix: string; regionRegex: RegExp }> = [
+  { id: 'aws', dnsSuffix: 'amazonaws.com', regionRegex: /^(us|eu|ap|sa|ca|me|af|il|mx)-\w+-\d+$/ },
+  { id: 'aws-cn', dnsSuffix: 'amazonaws.com.cn', regionRegex: /^cn-\w+-\d+$/ },
+  { id: 'aws-eusc', dnsSuffix: 'amazonaws.eu', regionRegex: /^eusc-(de)-\w+-\d+$/ },
+  { id: 'aws-iso', dnsSuffix: 'c2s.ic.gov', regionRegex: /^us-iso-\w+-\d+$/ },
+  { id: 'aws-iso-b', dnsSuffix: 'sc2s.sgov.gov', regionRegex: /^us-isob-\w+-\d+$/ },
+  { id: 'aws-iso-e', dnsSuffix: 'cloud.adc-e.uk', regionRegex: /^eu-isoe-\w+-\d+$/ },
+  { id: 'aws-iso-f', dnsSuffix: 'csp.hci.ic.gov', regionRegex: /^us-isof-\w+-\d+$/ },
+  { id: 'aws-us-gov', dnsSuffix: 'amazonaws.com', regionRegex: /^us-gov-\w+-\d+$/ },
+];
+
+/** The DNS suffix of a partition named by an ARN, or else of the partition whose region names match. */
+export function dnsSuffixOf(region: string, partitionId?: string): string {
+  const known = partitionId === undefined ? undefined : PARTITIONS.find((p) => p.id === partitionId);
+  // Several patterns can match one name (us-gov-… also fits aws's): the most specific wins.
+  const byRegion = PARTITIONS.slice(1).find((p) => p.regionRegex.test(region)) ?? PARTITIONS[0]!;
+  return (known ?? byRegion).dnsSuffix;
+}
+
+/** The region and partition of an ARN (`arn:<partition>:secretsmanager:<region>:…`), when it is one. */
+function arnParts(secretId: string): { partition: string; region: string } | undefined {
+  const parts = secretId.split(':');
+  return parts[0] === 'arn' && parts.length >= 7 && parts[1] && parts[3] ? { partition: parts[1], region: parts[3] } : undefined;
+}
+
+export function defaultEndpoint(region: string, useFips = false, partitionId?: string): string {
+  return `https://secretsmanager${useFips ? '-fips' : ''}.${region}.${dnsSuffixOf(region, partitionId)}`;
+}
+
+/** The endpoint an SDK would use from these variables, or undefined for the default one. */
+export function configuredEndpoint(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS?.trim().toLowerCase() === 'true') return undefined;
+  return env.AWS_ENDPOINT_URL_SECRETS_MANAGER?.trim() || env.AWS_ENDPOINT_URL?.trim() || undefined;
+}
+
+function abortError(signal: AbortSignal): Error {
+  const reason = signal.reason as { name?: unknown; message?: unknown } | undefined;
+  if (reason instanceof Error) return reason;
+  // AbortSignal.timeout()'s reason is a DOMException named TimeoutError: keep its name, which is
+  // what callers log, even where it is not an Error of this realm.
+  const error = new Error(typeof reason?.message === 'string' ? reason.message : 'the call was aborted');
+  error.name = typeof reason?.name === 'string' ? reason.name : 'AbortError';
+  return error;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(abortError(signal));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortError(signal!));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+export function createSecretsManagerReader(options: SecretsManagerOptions): SecretsReader {
+  const maxAttempts = options.maxAttempts ?? 3;
+  const connectTimeoutMs = options.connectTimeoutMs ?? 1_000;
+  const attemptTimeoutMs = options.attemptTimeoutMs ?? 2_000;
+  const random = options.random ?? Math.random;
+  const configured = options.endpoint ? new URL(options.endpoint) : undefined;
+
+  /** One signed POST; throws synchronously only when there are no credentials. */
+  function attempt(secretId: string, signal: AbortSignal | undefined): Promise<SecretValue> {
+    const arn = arnParts(secretId);
+    const region = arn?.region ?? options.region;
+    const url = configured ?? new URL(defaultEndpoint(region, options.useFips, arn?.partition));
+    const body = JSON.stringify({ SecretId: secretId });
+    const credentials = options.credentials();
+    // As the SDK's environment provider: no key, no call (and nothing worth retrying).
+    if (!credentials.accessKeyId || !credentials.secretAccessKey) throw new CredentialsMissing();
+    const basePath = url.pathname.replace(/\/+$/, '');
+    const request = sign(
+      {
+        protocol: url.protocol,
+        host: url.hostname,
+        ...(url.port ? { port: Number(url.port) } : {}),
+        method: 'POST',
+        path: `${basePath}/`,
+        service: 'secretsmanager',
+        region,
+        headers: { 'content-type': 'application/x-amz-json-1.1', 'x-amz-target': 'secretsmanager.GetSecretValue' },
+        body,
+      },
+      credentials,
+    );
+    return new Promise<SecretValue>((resolve, reject) => {
+      let settled = false;
+      const finish = (error: Error | undefined, value?: SecretValue) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(attemptTimer);
+        clearTimeout(connectTimer);
+        if (error) {
+          req.destroy();
+          reject(error);
+        } else resolve(value!);
+      };
+      const send = url.protocol === 'http:' ? http.request : https.request;
+      const req = send(
+        {
+          protocol: url.protocol,
+          // An IPv6 literal is bracketed in a URL and in Host, but not as a name to connect to.
+          hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+          port: url.port || undefined,
+          method: 'POST',
+          path: request.path,
+          headers: request.headers as http.OutgoingHttpHeaders,
+          ...(signal ? { signal } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (chunk: Buffer) => {
+            size += chunk.byteLength;
+            if (size > MAX_ANSWER_BYTES) return finish(new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB'));
+            chunks.push(chunk);
+          });
+          res.on('error', (error) => finish(new TransientNetworkError(error.name, error.message)));
+          res.on('end', () => {
+            const status = res.statusCode ?? 0;
+            const text = Buffer.concat(chunks).toString('utf8');
+            let parsed: Record<string, unknown> | undefined;
+            try {
+              parsed = JSON.parse(text) as Record<string, unknown>;
+            } catch {
+              parsed = undefined;
+            }
+            if (status >= 200 && status < 300 && parsed && typeof parsed === 'object') {
+              const value: SecretValue = {};
+              if (typeof parsed.SecretString === 'string') value.SecretString = parsed.SecretString;
+              if (typeof parsed.SecretBinary === 'string') value.SecretBinary = Buffer.from(parsed.SecretBinary, 'base64');
+              return finish(undefined, value);
+            }
+            const headerType = res.headers['x-amzn-errortype'];
+            const type = (typeof headerType === 'string' && headerType) || (typeof parsed?.__type === 'string' && parsed.__type) || (typeof parsed?.code === 'string' && parsed.code) || '';
+            const code = codeOf(type) || (status >= 500 ? 'InternalServiceError' : status >= 200 && status < 300 ? 'UnreadableAnswer' : `Http${status}`);
+            finish(new SecretsManagerError(code, status));
+          });
+        },
+      );
+      const attemptTimer = setTimeout(() => finish(new TransientNetworkError('TimeoutError', `no answer within ${attemptTimeoutMs} ms`)), attemptTimeoutMs);
+      let connectTimer: NodeJS.Timeout | undefined;
+      req.on('socket', (socket) => {
+        if (!socket.connecting) return;
+        connectTimer = setTimeout(() => finish(new TransientNetworkError('TimeoutError', `no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
+        socket.once('connect', () => clearTimeout(connectTimer));
+      });
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        if (signal?.aborted) return finish(abortError(signal));
+        finish(new TransientNetworkError(error.code ?? error.name, error.message));
+      });
+      req.end(body);
+    });
+  }
+
+  function retryable(error: unknown): boolean {
+    if (error instanceof TransientNetworkError) return true;
+    if (error instanceof SecretsManagerError) return error.status >= 500 || error.status === 429 || RETRYABLE_CODES.has(error.code);
+    return false;
+  }
+
+  return {
+    async getSecretValue(input, callOptions = {}) {
+      const signal = callOptions.abortSignal;
+      for (let attemptNo = 1; ; attemptNo++) {
+        if (signal?.aborted) throw abortError(signal);
+        try {
+          return await attempt(input.SecretId, signal);
+        } catch (error) {
+          if (signal?.aborted) throw abortError(signal);
+          if (attemptNo >= maxAttempts || !retryable(error)) throw error;
+          const base = error instanceof SecretsManagerError && RETRYABLE_CODES.has(error.code) ? THROTTLING_BASE_MS : BASE_MS;
+          await sleep(Math.floor(random() * Math.min(MAX_BACKOFF_MS, base * 2 ** (attemptNo - 1))), signal);
+        }
+      }
+    },
+  };
+}
+
+/** The reader the MCP Lambda uses: region, endpoint, FIPS and credentials from its environment. */
+export function secretsManagerFromEnvironment(env: NodeJS.ProcessEnv): SecretsReader {
+  const endpoint = configuredEndpoint(env);
+  return createSecretsManagerReader({
+    region: env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || 'us-east-1',
+    ...(endpoint ? { endpoint } : {}),
+    useFips: env.AWS_USE_FIPS_ENDPOINT?.trim().toLowerCase() === 'true',
+    credentials: () => ({
+      accessKeyId: env.AWS_ACCESS_KEY_ID ?? '',
+      secretAccessKey: env.AWS_SECRET_ACCESS_KEY ?? '',
+      ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
+    }),
+  });
+}
