@@ -22,6 +22,13 @@
  *   alias keeps its SSO, INI, process, web identity and metadata providers (and their STS and SSO
  *   clients) out of both bundles.
  *
+ * - The MCP function's storage code (DynamoDB and SQS clients and adapters, lambda/handlers/mcp-data.ts)
+ *   is a file of its own beside `index.js` (`mcp-data.js`): `index.js` keeps `require("./mcp-data")`
+ *   (an external path), which runs on the first request that needs storage. A cold start's first
+ *   `tools/list` then neither parses nor evaluates that code. Built as one more esbuild entry with
+ *   the same options, so it is tree-shaken like `index.js` (a lazily evaluated part of one bundle is
+ *   not: esbuild keeps every export of a package barrel it has to initialise lazily).
+ *
  * Deliberately not here: anything of CDK (this module is imported by the bench and by tests, which
  * must not load aws-cdk-lib), the asset's `package.json` (handler-function.ts writes it; the bench
  * and the test mirror it with `ASSET_PACKAGE_JSON`), and externals (the AWS SDK is bundled at the
@@ -44,6 +51,19 @@ export const AWS_CREDENTIAL_CHAIN_REPLACEMENT = 'lambda/handlers/env-credentials
 /** The `package.json` written next to `index.js` in each asset: the runtime need not guess the module format. */
 export const ASSET_PACKAGE_JSON = '{"type":"commonjs"}\n';
 
+/** Code of a function built as a file of its own and loaded with `require()` on first use. */
+export interface LambdaChunk {
+  /** The import path as written in the source (`require('./mcp-data')`): external in `index.js`. */
+  readonly importPath: string;
+  /** Its entry, relative to the repository root. */
+  readonly entry: string;
+  /** The file beside `index.js` that `require(importPath)` finds at run time. */
+  readonly file: string;
+}
+
+/** The MCP function's storage: loaded by lambda/handlers/mcp-lambda.ts on the first request that needs it. */
+export const MCP_DATA_CHUNK: LambdaChunk = { importPath: './mcp-data', entry: 'lambda/handlers/mcp-data.ts', file: 'mcp-data.js' };
+
 export interface LambdaBundle {
   readonly platform: 'node';
   readonly format: 'cjs';
@@ -56,11 +76,14 @@ export interface LambdaBundle {
   readonly mainFields: readonly string[];
   /** Import path -> replacement (absolute path). */
   readonly alias: Readonly<Record<string, string>>;
+  /** Files of their own beside `index.js` (none for the Delivery function). */
+  readonly chunks: readonly LambdaChunk[];
 }
 
-/** The one bundling description of both functions. */
-export function lambdaBundle(root: string = BUNDLE_ROOT): LambdaBundle {
+/** The one bundling description of both functions; the MCP function passes its chunk. */
+export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly LambdaChunk[] = []): LambdaBundle {
   return {
+    chunks,
     platform: 'node',
     format: 'cjs',
     target: 'node22',
@@ -92,8 +115,37 @@ export function esbuildOptionsOf(spec: LambdaBundle, outDir: string, root: strin
     sourcesContent: spec.sourcesContent,
     mainFields: [...spec.mainFields],
     alias: { ...spec.alias },
-    external: [] as string[],
+    external: spec.chunks.map((chunk) => chunk.importPath),
     outfile: path.join(outDir, 'index.js'),
     logLevel: 'warning' as const,
   };
+}
+
+/** A chunk through the esbuild API: the same options, its own entry and file, nothing external. */
+export function chunkEsbuildOptionsOf(spec: LambdaBundle, chunk: LambdaChunk, outDir: string, root: string = BUNDLE_ROOT) {
+  return { ...esbuildOptionsOf(spec, outDir, root), external: [] as string[], entryPoints: [path.join(root, chunk.entry)], outfile: path.join(outDir, chunk.file) };
+}
+
+/**
+ * A chunk as an esbuild command line, for the stack's afterBundling hook (CDK runs esbuild's
+ * command line for `index.js` with the same options: aws-lambda-nodejs's `buildEsbuildArgs`).
+ */
+export function chunkEsbuildCommand(spec: LambdaBundle, chunk: LambdaChunk, inputDir: string, outputDir: string): string {
+  const quote = (value: string) => `"${value.replace(/(["\\$`])/g, '\\$1')}"`;
+  const args = [
+    quote(path.join(inputDir, 'node_modules', '.bin', 'esbuild')),
+    quote(path.join(inputDir, chunk.entry)),
+    '--bundle',
+    `--target=${spec.target}`,
+    `--platform=${spec.platform}`,
+    `--format=${spec.format}`,
+    quote(`--outfile=${path.join(outputDir, chunk.file)}`),
+    ...(spec.minify ? ['--minify'] : []),
+    ...(spec.sourceMap ? ['--sourcemap'] : []),
+    ...(spec.sourcesContent ? [] : ['--sources-content=false']),
+    `--main-fields=${spec.mainFields.join(',')}`,
+    ...Object.entries(spec.alias).map(([from, to]) => quote(`--alias:${from}=${to}`)),
+    '--log-level=warning',
+  ];
+  return args.join(' ');
 }

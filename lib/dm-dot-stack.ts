@@ -30,6 +30,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../lambda/core/delivery';
 import { DmDotDashboard } from './dashboard';
+import { MCP_DATA_CHUNK } from './bundling';
 import { HandlerFunction } from './handler-function';
 import { McpHttpApi } from './http-api';
 import { assertEnvironmentFits } from './lambda-environment';
@@ -185,6 +186,7 @@ export class DmDotStack extends Stack {
       timeout: Sizing.mcpTimeout,
       logRetention: settings.logRetention,
       environment: mcpEnvironment,
+      chunks: [MCP_DATA_CHUNK],
     });
     this.delivery = new HandlerFunction(this, 'Delivery', {
       entry: 'lambda/handlers/delivery.ts',

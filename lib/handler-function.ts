@@ -10,6 +10,9 @@
  * `logs:CreateLogStream` / `logs:PutLogEvents` on this function's own log group. Callers add the
  * data-plane grants.
  *
+ * The MCP function's asset also holds its storage chunk (`mcp-data.js`), built by the afterBundling
+ * hook with the same options (lib/bundling.ts says why it is a file of its own).
+ *
  * The asset gets a `package.json` that names its module type. Without it the runtime looks for the
  * nearest one and Node has to work out the format of `index.js` itself (TOOLCHAIN: about 1.3x
  * slower to import).
@@ -29,7 +32,7 @@ import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-n
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import * as path from 'node:path';
-import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, lambdaBundle, type LambdaBundle } from './bundling';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, type LambdaBundle, type LambdaChunk } from './bundling';
 
 /** The repository root: bundling resolves entries, the lock file and tsconfig from here. */
 export const PROJECT_ROOT = BUNDLE_ROOT;
@@ -47,6 +50,8 @@ export function cdkBundlingOf(spec: LambdaBundle) {
     esbuildArgs: { '--alias': Object.entries(spec.alias).map(([from, to]) => `${from}=${to}`) },
     // Bundle the SDK at the locked versions instead of relying on the runtime's copy.
     bundleAwsSDK: true,
+    // A chunk's import path stays a require() in index.js; the afterBundling hook builds its file.
+    externalModules: spec.chunks.map((chunk) => chunk.importPath),
   };
 }
 
@@ -58,6 +63,8 @@ export interface HandlerFunctionProps {
   readonly timeout: Duration;
   readonly environment: Record<string, string>;
   readonly logRetention: logs.RetentionDays;
+  /** Parts of the code built as files of their own beside index.js (lib/bundling.ts). */
+  readonly chunks?: readonly LambdaChunk[];
 }
 
 export class HandlerFunction extends Construct {
@@ -80,6 +87,7 @@ export class HandlerFunction extends Construct {
     });
     this.logGroup.grantWrite(this.role);
 
+    const spec = lambdaBundle(PROJECT_ROOT, props.chunks ?? []);
     this.function = new NodejsFunction(this, 'Function', {
       entry: path.join(PROJECT_ROOT, props.entry),
       handler: 'handler',
@@ -94,13 +102,14 @@ export class HandlerFunction extends Construct {
       logGroup: this.logGroup,
       environment: props.environment,
       bundling: {
-        ...cdkBundlingOf(lambdaBundle(PROJECT_ROOT)),
+        ...cdkBundlingOf(spec),
         logLevel: LogLevel.WARNING,
         commandHooks: {
           beforeBundling: () => [],
           beforeInstall: () => [],
-          afterBundling: (_inputDir: string, outputDir: string) => [
+          afterBundling: (inputDir: string, outputDir: string) => [
             `echo '${ASSET_PACKAGE_JSON.trim()}' > "${outputDir}/package.json"`,
+            ...spec.chunks.map((chunk) => chunkEsbuildCommand(spec, chunk, inputDir, outputDir)),
           ],
         },
       },

@@ -22,7 +22,13 @@ interface Deadline {
   at: number;
 }
 
-const current = new AsyncLocalStorage<Deadline>();
+/**
+ * One store per process, not per copy of this module: the MCP Lambda's storage code is a file of
+ * its own (lib/bundling.ts) with its own copy of this module, and its clients must see the deadline
+ * the handler set in `index.js`.
+ */
+const STORE = Symbol.for('dm-dot.deadline-store');
+const current: AsyncLocalStorage<Deadline> = ((globalThis as Record<symbol, unknown>)[STORE] ??= new AsyncLocalStorage<Deadline>()) as AsyncLocalStorage<Deadline>;
 
 /** Thrown when a call is about to start with no time left; named like the SDK's own timeouts. */
 export class DeadlineExceeded extends Error {

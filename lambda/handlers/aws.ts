@@ -4,38 +4,14 @@
  * Delivery Lambda within its own timeout, and every AWS call and POST on the way carries a deadline
  * derived from what is left (adapters/deadline.ts).
  *
- * Deliberately not here: creating the clients (each entry file creates only the ones it uses, at
- * module scope, once per cold start) and anything of the MCP SDK or the HTTP app: the Delivery
- * Lambda imports this module and must stay small.
+ * Deliberately not here: the SDK client options (aws-clients.ts: importing the SDK here would put
+ * its code on the MCP Lambda's cold path), creating the clients, and anything of the MCP SDK or the
+ * HTTP app: the Delivery Lambda imports this module and must stay small.
  */
-import { fromEnv } from '@aws-sdk/credential-provider-env';
 import { SettingsError } from '../config';
 import { DeadlineExceeded, deadlineLeftMs } from '../adapters/deadline';
 import { Limits } from '../core/protocol';
 import type { WebhookClient } from '../ports';
-
-/** Options every SDK client of dm-dot gets. Region and credentials come from the Lambda environment. */
-export interface ClientOptions {
-  maxAttempts: number;
-  requestHandler: { connectionTimeout: number; requestTimeout: number; throwOnRequestTimeout: true };
-  /**
-   * The environment only: Lambda puts the execution role's credentials there
-   * (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime),
-   * and the bundles carry no other provider (handlers/env-credentials.ts, README "Performance").
-   */
-  credentials: ReturnType<typeof fromEnv>;
-}
-
-/**
- * Per attempt: connection 1 s, whole attempt 2 s, and `throwOnRequestTimeout` (without it
- * `@smithy/node-http-handler` 4.x only logs a warning when `requestTimeout` passes: see its
- * `setRequestTimeout`). Up to 3 attempts, so a throttled or failed call is retried by the SDK
- * with backoff; the request deadline (an abort signal on every call, adapters/deadline.ts) bounds
- * all of it, so these settings only decide how a stall is split into attempts.
- */
-export function clientOptions(): ClientOptions {
-  return { maxAttempts: 3, requestHandler: { connectionTimeout: 1_000, requestTimeout: 2_000, throwOnRequestTimeout: true }, credentials: fromEnv() };
-}
 
 /** SPEC 6.2: an MCP request never exceeds 5 s. */
 export const MCP_REQUEST_BUDGET_MS = 5_000;

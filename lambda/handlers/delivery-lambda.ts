@@ -47,7 +47,8 @@ import { EVENT_ID_PREFIX, Limits, SUBSCRIPTION_ID_PREFIX } from '../core/protoco
 import { createLogger, type Logger } from '../log';
 import { createMetrics, type DeliveryOutcome, type Metrics } from '../metrics';
 import { systemClock, type Clock, type DeliveryJob, type WebhookClient } from '../ports';
-import { clientOptions, DELIVERY_RECORD_RESERVE_MS, deliveryDeadline, loopbackAllowed, required, webhookWithinDeadline } from './aws';
+import { clientOptions } from './aws-clients';
+import { DELIVERY_RECORD_RESERVE_MS, deliveryDeadline, loopbackAllowed, required, webhookWithinDeadline } from './aws';
 
 /** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
 export interface DeliveryQueue {

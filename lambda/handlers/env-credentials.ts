@@ -9,7 +9,7 @@
  * credentials. The rest of the chain (SSO, INI profiles, web identity, process, container and
  * instance metadata, with their STS and SSO clients) is about 100 KiB of every bundle that a
  * Lambda never runs. dm-dot's clients get `credentials: fromEnv()` explicitly anyway
- * (handlers/aws.ts `clientOptions`); this module only stands in for the clients' static import of
+ * (handlers/aws-clients.ts `clientOptions`); this module only stands in for the clients' static import of
  * the chain.
  *
  * Deliberately not here: SnapStart, whose functions get container credentials instead of these

@@ -18,16 +18,13 @@
  * Deliberately not here: middy and the process environment (handlers/mcp.ts), event translation
  * details (handlers/apigw.ts), and any route, auth or MCP logic (the app).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
-import { runWithDeadline, withDeadlines } from '../adapters/deadline';
+import { runWithDeadline } from '../adapters/deadline';
+import { deferredQueue, deferredStore, once } from '../adapters/deferred';
 import { createPupSecretsLoader } from '../adapters/pup-secrets';
 import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
-import { SqsQueue } from '../adapters/sqs-queue';
+import { secretsManagerFromEnvironment, type SecretsReader } from '../adapters/secrets-manager';
 import { loadSettings } from '../config';
 import { DEFAULT_RETRY_DELAYS_S } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
@@ -38,7 +35,8 @@ import { createMetrics, type Metrics } from '../metrics';
 import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
-import { clientOptions, loopbackAllowed, MCP_RECORD_RESERVE_MS, mcpDeadline, required, webhookWithinDeadline } from './aws';
+import { loopbackAllowed, MCP_RECORD_RESERVE_MS, mcpDeadline, required, webhookWithinDeadline } from './aws';
+import type { McpDataClients } from './mcp-data';
 
 export interface McpLambdaDeps {
   store: Store;
@@ -127,19 +125,13 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
   };
 }
 
-export interface McpAwsClients {
-  dynamodb: DynamoDBClient;
-  sqs: SQSClient;
-  secrets: Pick<SecretsManagerClient, 'send'>;
-}
-
-/** One client of each kind with dm-dot's timeouts; call once per cold start (module scope). */
-export function createMcpAwsClients(): McpAwsClients {
-  return {
-    dynamodb: new DynamoDBClient(clientOptions()),
-    sqs: new SQSClient(clientOptions()),
-    secrets: new SecretsManagerClient(clientOptions()),
-  };
+/**
+ * What the MCP Lambda talks to AWS with. Production passes nothing: Secrets Manager is read through
+ * adapters/secrets-manager.ts, and the DynamoDB and SQS clients are created on first use. Tests pass
+ * clients (and a reader) with local endpoints.
+ */
+export interface McpAwsClients extends McpDataClients {
+  secrets: SecretsReader;
 }
 
 export interface McpLambdaOverrides {
@@ -159,24 +151,29 @@ export interface McpLambdaOverrides {
  * DMDOT_ALLOWED_ORIGINS, and
  * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only; the stack never sets it). Throws SettingsError.
  */
-export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: McpAwsClients, overrides: McpLambdaOverrides = {}): McpLambda {
+export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
   const settings = loadSettings(env);
   const allowLoopback = loopbackAllowed(env);
-  const store = new DynamoDbStore({ client: clients.dynamodb, tableName: required(env, 'TABLE_NAME') });
-  const queue = new SqsQueue({ client: clients.sqs, queueUrl: required(env, 'QUEUE_URL') });
-  // Every call of these clients carries the request deadline (a no-op when already applied).
-  withDeadlines(clients.dynamodb);
-  withDeadlines(clients.sqs);
-  withDeadlines(clients.secrets);
+  const tableName = required(env, 'TABLE_NAME');
+  const queueUrl = required(env, 'QUEUE_URL');
+  const given = clients.dynamodb && clients.sqs ? { dynamodb: clients.dynamodb, sqs: clients.sqs } : undefined;
+  // Loaded on the first call that needs storage (adapters/deferred.ts): the cold start's first
+  // tools/list neither parses nor evaluates DynamoDB or SQS code. A require, not import(): the
+  // bundle keeps `require("./mcp-data")`, which finds mcp-data.js beside index.js (lib/bundling.ts),
+  // and Node's import() would not add the extension.
+  const data = once(async () => (require('./mcp-data') as typeof import('./mcp-data')).createMcpData(tableName, queueUrl, given));
+  const store = deferredStore(async () => (await data()).store);
+  const queue = deferredQueue(async () => (await data()).queue);
+  const secrets = clients.secrets ?? secretsManagerFromEnvironment(env);
   const log = overrides.log ?? createLogger();
   const apiKey = createApiKeyLoader({
-    client: clients.secrets,
+    client: secrets,
     secretArn: env.API_KEY_SECRET_ARN,
     log,
     onLoaded: (key) => log.redact?.(key),
   });
   const pupSecrets = createPupSecretsLoader({
-    client: clients.secrets,
+    client: secrets,
     secretArn: env.PUP_SECRET_ARN,
     log,
     onLoaded: (secret) => log.redact?.(secret),

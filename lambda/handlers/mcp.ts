@@ -1,7 +1,8 @@
 /**
  * Entry of the MCP Lambda (API Gateway HTTP API, payload format 2.0). Module scope runs once per
- * cold start: settings from the environment, one DynamoDB, SQS and Secrets Manager client, the
- * app (see mcp-lambda.ts); the API key read starts here too. The handler itself only translates.
+ * cold start: settings from the environment and the app (see mcp-lambda.ts); the API key read
+ * starts here too. The DynamoDB and SQS clients are created on the first request that needs them.
+ * The handler itself only translates.
  *
  * middy is the thin wrapper: no middlewares today; it is where cross-cutting concerns (tracing,
  * metrics) would attach without touching the translation.
@@ -11,8 +12,8 @@
  */
 import middy from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { createMcpAwsClients, mcpLambdaFromEnvironment } from './mcp-lambda';
+import { mcpLambdaFromEnvironment } from './mcp-lambda';
 
-const lambda = mcpLambdaFromEnvironment(process.env, createMcpAwsClients());
+const lambda = mcpLambdaFromEnvironment(process.env);
 
 export const handler = middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>().handler((event) => lambda(event));

@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build, type BuildOptions, type Metafile } from 'esbuild';
-import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, esbuildOptionsOf, type LambdaBundle } from '../../lib/bundling';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildOptionsOf, esbuildOptionsOf, type LambdaBundle } from '../../lib/bundling';
 import type { FakeSecretsManager } from '../integration/support/fake-secrets-manager';
 import { eventFromRequest } from '../support/apigw';
 
@@ -30,21 +30,39 @@ export const BUNDLE_BUDGET_BYTES = { mcp: 700 * 1024, delivery: 300 * 1024 } as 
 
 export interface BuiltBundle {
   dir: string;
+  /** `index.js`, what the runtime loads. */
   file: string;
+  /** Every JavaScript file of the asset (index.js and its chunks): what the budgets count. */
   bytes: number;
+  /** `index.js` alone: what a cold start parses before its first answer. */
+  indexBytes: number;
+  /** The text of every JavaScript file of the asset. */
   text: string;
+  /** Of all builds (index.js and chunks), merged. */
   metafile: Metafile;
+  /** The chunk files beside index.js. */
+  chunkFiles: string[];
 }
 
-function writeAsset(outDir: string, metafile: Metafile): BuiltBundle {
+function writeAsset(outDir: string, metafile: Metafile, chunkFiles: string[] = []): BuiltBundle {
   // As the stack's afterBundling hook does: the asset names its module type.
   writeFileSync(join(outDir, 'package.json'), ASSET_PACKAGE_JSON);
   const file = join(outDir, 'index.js');
-  const text = readFileSync(file, 'utf8');
-  return { dir: outDir, file, bytes: Buffer.byteLength(text), text, metafile };
+  const index = readFileSync(file, 'utf8');
+  const texts = [index, ...chunkFiles.map((f) => readFileSync(f, 'utf8'))];
+  const text = texts.join('\n');
+  const bytes = texts.reduce((sum, t) => sum + Buffer.byteLength(t), 0);
+  return { dir: outDir, file, bytes, indexBytes: Buffer.byteLength(index), text, metafile, chunkFiles };
 }
 
-/** One entry (a file, relative to the repository root or absolute, or source text resolved from the root) built with the stack's options. */
+function mergeMetafiles(metafiles: Metafile[]): Metafile {
+  return { inputs: Object.assign({}, ...metafiles.map((m) => m.inputs)), outputs: Object.assign({}, ...metafiles.map((m) => m.outputs)) };
+}
+
+/**
+ * One entry (a file, relative to the repository root or absolute, or source text resolved from the
+ * root) built with the stack's options, and the spec's chunks beside it (as the stack's hook builds them).
+ */
 export async function buildLambdaBundle(outDir: string, entry: { file: string } | { contents: string }, spec: LambdaBundle): Promise<BuiltBundle> {
   mkdirSync(outDir, { recursive: true });
   const options: BuildOptions = { ...esbuildOptionsOf(spec, outDir), metafile: true, write: true };
@@ -53,7 +71,12 @@ export async function buildLambdaBundle(outDir: string, entry: { file: string } 
       ? { ...options, entryPoints: [resolve(ROOT, entry.file)] }
       : { ...options, stdin: { contents: entry.contents, resolveDir: ROOT, sourcefile: 'entry.ts', loader: 'ts' } },
   );
-  return writeAsset(outDir, result.metafile!);
+  const chunks = await Promise.all(spec.chunks.map((chunk) => build({ ...chunkEsbuildOptionsOf(spec, chunk, outDir), metafile: true, write: true })));
+  return writeAsset(
+    outDir,
+    mergeMetafiles([result.metafile!, ...chunks.map((c) => c.metafile!)]),
+    spec.chunks.map((chunk) => join(outDir, chunk.file)),
+  );
 }
 
 /**
@@ -139,6 +162,9 @@ export async function stackEnvironments(): Promise<StackEnvironments> {
   }
 }
 
+/** The execution role's credentials as the bundles see them; the fake Secrets Manager verifies signatures with them. */
+export const LAMBDA_TEST_CREDENTIALS = { accessKeyId: 'ASIABENCHEXAMPLE0000', secretAccessKey: 'bench-secret-access-key', sessionToken: 'bench-session-token' } as const;
+
 /**
  * What the Lambda runtime adds to a function's own variables
  * (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime),
@@ -157,9 +183,9 @@ export function lambdaRuntimeEnvironment(functionName: string, awsEndpoint: stri
     AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '512',
     AWS_LAMBDA_FUNCTION_VERSION: '$LATEST',
     AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand',
-    AWS_ACCESS_KEY_ID: 'ASIABENCHEXAMPLE0000',
-    AWS_SECRET_ACCESS_KEY: 'bench-secret-access-key',
-    AWS_SESSION_TOKEN: 'bench-session-token',
+    AWS_ACCESS_KEY_ID: LAMBDA_TEST_CREDENTIALS.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: LAMBDA_TEST_CREDENTIALS.secretAccessKey,
+    AWS_SESSION_TOKEN: LAMBDA_TEST_CREDENTIALS.sessionToken,
     AWS_ENDPOINT_URL: awsEndpoint,
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
   };
@@ -197,6 +223,15 @@ export interface ColdStart {
   totalMs: number;
   /** The first answer, for the caller to check (status and body). */
   answer: { status: number; body: string };
+  /** After the first answer, `then`'s require and call (what a later request pays once), when asked. */
+  thenMs?: number;
+}
+
+/** After the first answer: require a module of the asset and call one of its exports (timed apart). */
+export interface ThenStep {
+  require: string;
+  call: string;
+  args: unknown[];
 }
 
 /**
@@ -211,7 +246,7 @@ const MARK = 'dm-dot-cold-start:';
 const CHILD = `
 const MARK = ${JSON.stringify(MARK)};
 const { performance } = require('node:perf_hooks');
-const [file, mode, payload] = process.argv.slice(1);
+const [file, mode, payload, then] = process.argv.slice(1);
 const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FUNCTION_NAME, getRemainingTimeInMillis: () => 10000, callbackWaitsForEmptyEventLoop: true };
 (async () => {
   const t0 = performance.now();
@@ -227,7 +262,14 @@ const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FU
     answer = mode === 'sqs' ? { status: 200, body: JSON.stringify(result) } : { status: result.statusCode, body: result.body };
   }
   const t2 = performance.now();
-  process.stdout.write('\\n' + MARK + JSON.stringify({ loadMs: t1 - t0, firstRequestMs: t2 - t1, totalMs: t2 - t0, answer }) + '\\n');
+  let thenMs;
+  if (then) {
+    const step = JSON.parse(then);
+    const t3 = performance.now();
+    require(step.require)[step.call](...step.args);
+    thenMs = performance.now() - t3;
+  }
+  process.stdout.write('\\n' + MARK + JSON.stringify({ loadMs: t1 - t0, firstRequestMs: t2 - t1, totalMs: t2 - t0, answer, thenMs }) + '\\n');
   process.exit(0);
 })().catch((error) => {
   process.stderr.write(String(error && error.stack || error));
@@ -235,9 +277,9 @@ const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FU
 });
 `;
 
-export function coldStart(nodeBinary: string, file: string, mode: InvokeMode, payload: string, env: Record<string, string>, timeoutMs = 30_000): Promise<ColdStart> {
+export function coldStart(nodeBinary: string, file: string, mode: InvokeMode, payload: string, env: Record<string, string>, timeoutMs = 30_000, then?: ThenStep): Promise<ColdStart> {
   return new Promise((done, fail) => {
-    const child = spawn(nodeBinary, ['-e', CHILD, file, mode, payload], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(nodeBinary, ['-e', CHILD, file, mode, payload, ...(then ? [JSON.stringify(then)] : [])], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));

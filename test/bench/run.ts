@@ -39,7 +39,7 @@ import type { AddressInfo } from 'node:net';
 import { arch, cpus, loadavg, platform, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { AWS_CREDENTIAL_CHAIN, lambdaBundle, MCP_SDK_SHIMS, type LambdaBundle } from '../../lib/bundling';
+import { AWS_CREDENTIAL_CHAIN, lambdaBundle, MCP_DATA_CHUNK, MCP_SDK_SHIMS, type LambdaBundle } from '../../lib/bundling';
 import { FileStore } from '../../lambda/adapters/file-store';
 import { canonicalJson, newEventId, sha256Hex, subscriptionIdOf } from '../../lambda/core/identity';
 import { buildEvent } from '../../lambda/core/messages';
@@ -714,16 +714,18 @@ async function benchFileStore(): Promise<void> {
  * synthesized template, so a NODE_OPTIONS put back there shows up here).
  */
 function bundleVariants(): Array<{ key: string; label: string; spec: LambdaBundle; nodeOptions?: string }> {
-  const deployed = lambdaBundle();
+  const deployed = lambdaBundle(undefined, [MCP_DATA_CHUNK]);
+  const oneFile = { ...deployed, chunks: [] };
   const { [MCP_SDK_SHIMS]: shims, [AWS_CREDENTIAL_CHAIN]: _chain, ...otherAliases } = deployed.alias;
   // esbuild's own default for platform node (what the stack used before).
   const cjsFirst = ['main', 'module'];
   return [
-    { key: 'before', label: 'before issue 10 (source maps loaded at run time)', spec: { ...deployed, mainFields: cjsFirst, alias: otherAliases }, nodeOptions: '--enable-source-maps' },
-    { key: 'offlineMaps', label: '+ source maps decoded offline (no NODE_OPTIONS)', spec: { ...deployed, mainFields: cjsFirst, alias: otherAliases } },
-    { key: 'esBuilds', label: '+ ES builds of the AWS SDK (mainFields)', spec: { ...deployed, alias: otherAliases } },
-    { key: 'noAjv', label: '+ no ajv (_shims alias)', spec: { ...deployed, alias: { ...otherAliases, [MCP_SDK_SHIMS]: shims! } } },
-    { key: 'deployed', label: '+ environment-only credentials = as deployed', spec: deployed },
+    { key: 'before', label: 'before issue 10 (source maps loaded at run time)', spec: { ...oneFile, mainFields: cjsFirst, alias: otherAliases }, nodeOptions: '--enable-source-maps' },
+    { key: 'offlineMaps', label: '+ source maps decoded offline (no NODE_OPTIONS)', spec: { ...oneFile, mainFields: cjsFirst, alias: otherAliases } },
+    { key: 'esBuilds', label: '+ ES builds of the AWS SDK (mainFields)', spec: { ...oneFile, alias: otherAliases } },
+    { key: 'noAjv', label: '+ no ajv (_shims alias)', spec: { ...oneFile, alias: { ...otherAliases, [MCP_SDK_SHIMS]: shims! } } },
+    { key: 'envCredentials', label: '+ environment-only credentials', spec: oneFile },
+    { key: 'deployed', label: '+ storage code in its own file (mcp-data.js, loaded on first use) = as deployed', spec: deployed },
   ];
 }
 
@@ -748,7 +750,8 @@ async function benchBundles(): Promise<void> {
     variants.map(async (v) => ({
       ...v,
       mcp: await buildLambdaBundle(join(root, v.key, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, v.spec),
-      delivery: await buildLambdaBundle(join(root, v.key, 'delivery'), { file: 'lambda/handlers/delivery.ts' }, v.spec),
+      // The Delivery function has no chunk.
+      delivery: await buildLambdaBundle(join(root, v.key, 'delivery'), { file: 'lambda/handlers/delivery.ts' }, { ...v.spec, chunks: [] }),
     })),
   );
   const baseline = await buildBaselineBundle(join(root, 'baseline'));
@@ -757,7 +760,8 @@ async function benchBundles(): Promise<void> {
 
   // A fake AWS endpoint: Secrets Manager answers the API key; nothing else is called before the first answer.
   const apiKey = randomBytes(24).toString('base64url');
-  const secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN);
+  // Signatures are checked by the tests (test/unit/bundles.test.ts); here the fake answers at once.
+  const secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN, { verifySignatures: false });
   cleanups.push(() => secrets.stop());
   seedDeployedSecrets(secrets, environments.mcp, apiKey);
   const mcpEnv = { ...lambdaRuntimeEnvironment('dm-dot-mcp', secrets.endpoint), ...environments.mcp };
@@ -794,7 +798,9 @@ async function benchBundles(): Promise<void> {
     jobs.push({
       key: `mcp:${v.key}`,
       run: async () => {
-        const started = await coldStart(node.path, v.mcp.file, 'apigw', event, envOf(mcpEnv, v.nodeOptions));
+        // With a chunk: after the answer, what the first request that needs storage adds (timed apart).
+        const then = v.mcp.chunkFiles[0] ? { require: v.mcp.chunkFiles[0], call: 'createMcpData', args: [mcpEnv.TABLE_NAME, mcpEnv.QUEUE_URL] } : undefined;
+        const started = await coldStart(node.path, v.mcp.file, 'apigw', event, envOf(mcpEnv, v.nodeOptions), undefined, then);
         checkMcp(v.key, started.answer, TOOL_NAME);
         return started;
       },
@@ -861,6 +867,7 @@ async function benchBundles(): Promise<void> {
     sizeRow(`delivery bundle, ${v.label}`, v.deliveryBundleBytes, `budget ${kib(BUNDLE_BUDGET_BYTES.delivery)}`, BUNDLE_BUDGET_BYTES.delivery);
   }
   sizeRow('bare MCP SDK server bundle (the cold start baseline)', baseline.bytes, 'MCP bundle as deployed', deployed.mcp.bytes);
+  sizeRow("MCP index.js alone, as deployed (what a cold start parses; mcp-data.js waits for storage)", deployed.mcp.indexBytes, 'MCP bundle as deployed', deployed.mcp.bytes);
   const last = variantResults.at(-1)!;
   const paired = stats(pairRatios);
   rows.push({
@@ -870,6 +877,15 @@ async function benchBundles(): Promise<void> {
     baseline: 'ratio of the medians above',
     baselineMedian: `${last.coldStartRatio.toFixed(2)}×`,
     ratio: `${paired.median.toFixed(2)}×`,
+  });
+  const chunkLoad = stats(samples.get('mcp:deployed')!.flatMap((x) => (x.thenMs === undefined ? [] : [x.thenMs])));
+  rows.push({
+    name: `first request that needs storage, once per cold start: loading mcp-data.js and its clients (n=${chunkLoad.n})`,
+    median: ms(chunkLoad.median),
+    p90: ms(chunkLoad.p90),
+    baseline: 'MCP cold start as deployed',
+    baselineMedian: ms(last.coldStartMs),
+    ratio: ratio(chunkLoad.median, last.coldStartMs),
   });
   const deliveryBefore = total('delivery:before');
   timeRow('delivery cold start (load + empty batch), as deployed', total('delivery:deployed'), 'the same, before issue 10', deliveryBefore);
@@ -890,6 +906,8 @@ async function benchBundles(): Promise<void> {
     coldStartRatioOfMedians: last.coldStartRatio,
     coldStartSamples: base.n,
     deliveryColdStartMs: last.deliveryColdStartMs,
+    mcpIndexBytes: deployed.mcp.indexBytes,
+    storageChunkLoadMs: chunkLoad.median,
     budgets: { mcpBundleBytes: BUNDLE_BUDGET_BYTES.mcp, deliveryBundleBytes: BUNDLE_BUDGET_BYTES.delivery, coldStartRatio: 1.25 },
     coldStartVariants: variantResults,
   });
@@ -916,7 +934,7 @@ async function benchLambdaEndToEnd(): Promise<void> {
   const { localApiGateway } = await import('../support/apigw');
   const { mcpLambdaFromEnvironment } = await import('../../lambda/handlers/mcp-lambda');
   const { deliveryLambdaFromEnvironment } = await import('../../lambda/handlers/delivery-lambda');
-  const { SecretsManagerClient } = await import('@aws-sdk/client-secrets-manager');
+  const { testSecretsReader } = await import('../integration/support/fake-secrets-manager');
 
   // This process runs the Lambdas' code: keep the AWS SDK's Node 20 notice and the MCP SDK's
   // once-per-handler note on JSON response mode (dm-dot sends no mid-call notifications) off the output.
@@ -937,7 +955,7 @@ async function benchLambdaEndToEnd(): Promise<void> {
     ...(stackEnv ? { DMDOT_DELIVERY_WAIT_MS: stackEnv.mcp.DMDOT_DELIVERY_WAIT_MS, DMDOT_RETRY_DELAYS: stackEnv.delivery.DMDOT_RETRY_DELAYS } : {}),
     DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
   };
-  const secretsClient = new SecretsManagerClient({ endpoint: secrets.endpoint, region: 'us-east-1', credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' }, maxAttempts: 1 });
+  const secretsClient = testSecretsReader(secrets.endpoint, { maxAttempts: 1 });
   const gateway = localApiGateway(mcpLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client, secrets: secretsClient }, { log: silentLog }));
   const worker = deliveryLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client }, { log: silentLog });
 

@@ -667,14 +667,30 @@ describe('bundles (read from the synthesized cloud assembly)', () => {
   };
 
   test('each asset is a minified CommonJS index.js with its source map and a package.json naming the format', () => {
-    for (const id of [ids.mcpFn, ids.deliveryFn]) {
+    for (const [id, chunks] of [
+      [ids.mcpFn, ['mcp-data.js', 'mcp-data.js.map']],
+      [ids.deliveryFn, []],
+    ] as const) {
       const { dir, code } = files(id);
-      expect(fs.readdirSync(dir).sort()).toEqual(['index.js', 'index.js.map', 'package.json']);
+      expect(fs.readdirSync(dir).sort()).toEqual(['index.js', 'index.js.map', ...chunks, 'package.json'].sort());
       expect(JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'))).toEqual({ type: 'commonjs' });
       expect(code).toMatch(/\/\/# sourceMappingURL=index\.js\.map\s*$/);
       // esbuild marks each input file with a `// path` comment unless it minifies.
       expect(code).not.toMatch(/^\s*\/\/ (lambda|node_modules)\//m);
     }
+  });
+
+  test("the MCP asset's storage chunk (built by the afterBundling hook) is minified, tree-shaken and loaded by index.js", () => {
+    const { dir, code } = files(ids.mcpFn);
+    const chunk = fs.readFileSync(path.join(dir, 'mcp-data.js'), 'utf8');
+    const chunkSources = (JSON.parse(fs.readFileSync(path.join(dir, 'mcp-data.js.map'), 'utf8')) as { sources: string[] }).sources;
+    expect(code).toContain('require("./mcp-data")');
+    expect(chunk).toMatch(/\/\/# sourceMappingURL=mcp-data\.js\.map\s*$/);
+    expect(chunk).not.toMatch(/^\s*\/\/ (lambda|node_modules)\//m);
+    expect(chunkSources.some((s) => s.includes('@aws-sdk/client-dynamodb/dist-es/'))).toBe(true);
+    // Tree-shaken: a DynamoDB command dm-dot never sends is not in it.
+    expect(chunk).not.toContain('CreateBackup');
+    expect(files(ids.mcpFn).sources.filter((s) => /@aws-sdk\/client-(dynamodb|sqs)\//.test(s))).toEqual([]);
   });
 
   test('the MCP bundle contains the MCP SDK (so the check below can see it)', () => {

@@ -84,11 +84,11 @@ describe('MCP conformance suites against the MCP Lambda behind a local API Gatew
         webhook: createGuardedWebhookClient({ allowLoopback: false }),
         apiKey: createApiKeyLoader({
           client: {
-            send: async () => {
+            getSecretValue: async () => {
               secretReads++;
-              return { SecretString: `${key}\n`, $metadata: {} };
+              return { SecretString: `${key}\n` };
             },
-          } as never,
+          },
           secretArn: 'arn:aws:secretsmanager:us-east-1:000000000000:secret:dm-dot-api-key',
           log,
         }),

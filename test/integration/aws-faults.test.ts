@@ -30,12 +30,12 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DeleteMessageCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { EventStatus } from '../../lambda/core/protocol';
-import { clientOptions, MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws';
+import { MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws';
+import { clientOptions } from '../../lambda/handlers/aws-clients';
 import { deliveryLambdaFromEnvironment, type DeliveryLambda } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
@@ -44,7 +44,7 @@ import { rateRule, startFaultProxy, type FaultProxy, type Rule } from '../suppor
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
 import { sqsEventOf } from './support/event-source';
-import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
+import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from './support/fake-secrets-manager';
 
 const SENDS = Number(process.env.DMDOT_AWS_FAULT_SENDS ?? 200);
 const SEED = Number(process.env.DMDOT_AWS_FAULT_SEED ?? 9);
@@ -147,7 +147,7 @@ function mcpEnvironment() {
     {
       dynamodb: track(new DynamoDBClient({ ...clientOptions(), endpoint: proxies.dynamodb.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })),
       sqs: track(new SQSClient({ ...clientOptions(), endpoint: proxies.sqs.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })),
-      secrets: track(new SecretsManagerClient({ ...clientOptions(), endpoint: proxies.secretsmanager.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })),
+      secrets: testSecretsReader(proxies.secretsmanager.endpoint),
     },
     { log: createLogger((line) => logLines.push(line)) },
   );
@@ -266,7 +266,8 @@ beforeAll(async () => {
   [ddb, fauxqs, secrets, dot] = await Promise.all([
     startDynamoDbLocal(),
     startFauxqs({ visibilityTimeout: QUEUE_VISIBILITY_S, maxReceiveCount }),
-    startFakeSecretsManager(),
+    // Behind the fault proxy, which rewrites Host: the signature cannot verify there.
+    startFakeSecretsManager(undefined, { verifySignatures: false }),
     startDot(SEED + 1),
   ]);
   const [dynamodb, sqs, secretsmanager] = await Promise.all([

@@ -18,13 +18,13 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { QueueAttributes } from '../../lambda/adapters/sqs-queue';
 import { buildEvent } from '../../lambda/core/messages';
 import { EventStatus, Limits } from '../../lambda/core/protocol';
-import { clientOptions, MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws';
+import { MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws';
+import { clientOptions } from '../../lambda/handlers/aws-clients';
 import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment, type McpAwsClients } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
@@ -33,7 +33,7 @@ import { startFaultProxy, type FaultProxy } from '../support/aws-fault-proxy';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
 import { sqsEventOf } from './support/event-source';
-import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
+import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from './support/fake-secrets-manager';
 import { startReceiver, type Receiver } from './support/receiver';
 
 const TABLE = 'dm-dot-deadlines';
@@ -59,9 +59,9 @@ function awsClients(): McpAwsClients {
     // DynamoDB Local keeps one database per access key id: the same as the helper's client.
     dynamodb: new DynamoDBClient({ ...clientOptions(), endpoint: ddbProxy.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
     sqs: new SQSClient({ ...clientOptions(), endpoint: sqsProxy.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
-    secrets: new SecretsManagerClient({ ...clientOptions(), endpoint: secretsProxy.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
+    secrets: testSecretsReader(secretsProxy.endpoint),
   };
-  clients.push(made.dynamodb, made.sqs, made.secrets);
+  clients.push(made.dynamodb, made.sqs);
   return made;
 }
 
@@ -141,7 +141,7 @@ async function queuedJob(message: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(), startReceiver()]);
+  [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(undefined, { verifySignatures: false }), startReceiver()]);
   [ddbProxy, sqsProxy, secretsProxy] = await Promise.all([
     startFaultProxy('dynamodb', ddb.endpoint),
     startFaultProxy('sqs', fauxqs.endpoint),

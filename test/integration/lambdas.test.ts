@@ -12,7 +12,6 @@ import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { APIGatewayProxyStructuredResultV2, SQSBatchResponse } from 'aws-lambda';
 import { GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { Webhook } from 'standardwebhooks';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { EventStatus } from '../../lambda/core/protocol';
@@ -23,7 +22,8 @@ import { eventFromRequest, localApiGateway } from '../support/apigw';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
 import { pollOnce, sqsEventOf } from './support/event-source';
-import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
+import { startFakeSecretsManager, TEST_CREDENTIALS, testSecretsReader, type FakeSecretsManager } from './support/fake-secrets-manager';
+import type { SecretsReader } from '../../lambda/adapters/secrets-manager';
 import { startReceiver, type Receiver } from './support/receiver';
 
 const TABLE = 'dm-dot-integration';
@@ -37,8 +37,8 @@ let receiver: Receiver;
 let store: DynamoDbStore;
 const logLines: string[] = [];
 
-function secretsClient(endpoint: string): SecretsManagerClient {
-  return new SecretsManagerClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 1 });
+function secretsClient(endpoint: string): SecretsReader {
+  return testSecretsReader(endpoint, { maxAttempts: 1 });
 }
 
 function baseEnv(): NodeJS.ProcessEnv {
@@ -154,7 +154,13 @@ async function invokeEntry<T>(entry: string, env: NodeJS.ProcessEnv, events: unk
 }
 
 beforeAll(async () => {
-  [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(), startReceiver()]);
+  [ddb, fauxqs, secrets, receiver] = await Promise.all([
+    startDynamoDbLocal(),
+    startFauxqs(),
+    // The entry files sign with the environment's credentials (`local`, DynamoDB Local's database).
+    startFakeSecretsManager(undefined, { credentials: [TEST_CREDENTIALS, { accessKeyId: 'local', secretAccessKey: 'local' }] }),
+    startReceiver(),
+  ]);
   await ddb.createTable(TABLE);
   secrets.setSecret(API_KEY);
   store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });

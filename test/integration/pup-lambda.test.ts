@@ -11,7 +11,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { InboundSecrets } from '../../lambda/core/inbound';
 import { Limits } from '../../lambda/core/protocol';
@@ -22,7 +21,7 @@ import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-loca
 import type { LogLine } from '../unit/app-support';
 import { FakeClock } from '../unit/fakes';
 import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, type PupTarget, type PupTargetOptions } from '../unit/pup-suite';
-import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
+import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from './support/fake-secrets-manager';
 
 const PUP_ARN = 'arn:aws:secretsmanager:us-east-1:000000000000:secret:dm-dot-pup-TeSt02';
 
@@ -75,7 +74,7 @@ async function lambdaTarget(options: PupTargetOptions, clock = new FakeClock(Dat
   const clients = {
     dynamodb: ddb.client,
     sqs: new SQSClient({ endpoint: 'http://127.0.0.1:9', region: 'us-east-1', credentials: { accessKeyId: 'x', secretAccessKey: 'x' }, maxAttempts: 1 }),
-    secrets: new SecretsManagerClient({ endpoint: secrets.endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 1 }),
+    secrets: testSecretsReader(secrets.endpoint, { maxAttempts: 1 }),
   };
   const lambda = mcpLambdaFromEnvironment(env, clients, { log: createLogger((line) => lines.push(line)), clock });
   const gateway = localApiGateway(lambda);

@@ -16,12 +16,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { AWS_CREDENTIAL_CHAIN, AWS_CREDENTIAL_CHAIN_REPLACEMENT, lambdaBundle, MCP_SDK_SHIMS, MCP_SDK_SHIMS_REPLACEMENT } from '../../lib/bundling';
+import { readFileSync } from 'node:fs';
+import { AWS_CREDENTIAL_CHAIN, AWS_CREDENTIAL_CHAIN_REPLACEMENT, lambdaBundle, MCP_DATA_CHUNK, MCP_SDK_SHIMS, MCP_SDK_SHIMS_REPLACEMENT } from '../../lib/bundling';
 import {
   BUNDLE_BUDGET_BYTES,
   buildLambdaBundle,
   coldStart,
   inputsMatching,
+  LAMBDA_TEST_CREDENTIALS,
   lambdaRuntimeEnvironment,
   node22Binary,
   seedDeployedSecrets,
@@ -48,7 +50,7 @@ let environments: StackEnvironments;
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'dm-dot-bundles-'));
   [mcp, delivery, environments] = await Promise.all([
-    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle()),
+    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_DATA_CHUNK])),
     buildLambdaBundle(join(root, 'delivery'), { file: 'lambda/handlers/delivery.ts' }, lambdaBundle()),
     stackEnvironments(),
   ]);
@@ -65,6 +67,22 @@ describe('size budgets (issue 10)', () => {
   test(`the delivery bundle is at most ${BUNDLE_BUDGET_BYTES.delivery / 1024} KiB`, () => {
     expect(delivery.bytes).toBeGreaterThan(50 * 1024);
     expect(delivery.bytes).toBeLessThanOrEqual(BUNDLE_BUDGET_BYTES.delivery);
+  });
+
+  test('the MCP storage code is a file of its own: index.js holds no DynamoDB or SQS client, mcp-data.js holds both', () => {
+    const inputsOf = (file: string) => Object.keys(Object.entries(mcp.metafile.outputs).find(([out]) => out.endsWith(file))![1].inputs);
+    const sdk = /node_modules\/@(aws-sdk\/client-(dynamodb|sqs)|smithy)\//;
+    expect(mcp.chunkFiles.map((f) => f.split('/').pop())).toEqual(['mcp-data.js']);
+    expect(inputsOf('/index.js').filter((i) => sdk.test(i))).toEqual([]);
+    expect(inputsOf('/mcp-data.js').filter((i) => /client-dynamodb\//.test(i)).length).toBeGreaterThan(0);
+    expect(inputsOf('/mcp-data.js').filter((i) => /client-sqs\//.test(i)).length).toBeGreaterThan(0);
+    // index.js loads it by the path the stack's asset has beside it.
+    expect(readFileSync(mcp.file, 'utf8')).toContain('require("./mcp-data")');
+  });
+
+  test('Secrets Manager is read without the AWS SDK: no Secrets Manager client in either file', () => {
+    expect(inputsMatching(mcp, /@aws-sdk\/client-secrets-manager\//)).toEqual([]);
+    expect(inputsMatching(mcp, /lambda\/adapters\/secrets-manager\.ts$/)).toHaveLength(1);
   });
 
   test('the AWS SDK comes in through its ES builds (mainFields module first), which esbuild can tree-shake', () => {
@@ -150,7 +168,8 @@ describe('source maps: written, never loaded at run time', () => {
     for (const bundle of [mcp, delivery]) {
       expect(bundle.text).not.toContain('setSourceMapsEnabled');
       expect(inputsMatching(bundle, /node_modules\/source-map-support\//)).toEqual([]);
-      expect(bundle.text).toMatch(/\/\/# sourceMappingURL=index\.js\.map\s*$/);
+      expect(readFileSync(bundle.file, 'utf8')).toMatch(/\/\/# sourceMappingURL=index\.js\.map\s*$/);
+      for (const chunk of bundle.chunkFiles) expect(readFileSync(chunk, 'utf8')).toMatch(/\/\/# sourceMappingURL=mcp-data\.js\.map\s*$/);
     }
   });
 });
@@ -160,7 +179,7 @@ describe('the bundles start as Lambda starts them', () => {
   const apiKey = `bundle-${randomBytes(18).toString('base64url')}`;
 
   beforeAll(async () => {
-    secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN);
+    secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN, { credentials: LAMBDA_TEST_CREDENTIALS });
     seedDeployedSecrets(secrets, environments.mcp, apiKey);
   });
   afterAll(() => secrets?.stop());

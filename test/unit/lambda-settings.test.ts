@@ -3,11 +3,12 @@
  * names fail loudly at init, and the loopback switch of SPEC 7 is on only for exactly "1".
  */
 import { parseTtlPolicy, SettingsError } from '../../lambda/config';
-import { clientOptions, loopbackAllowed, required } from '../../lambda/handlers/aws';
+import { loopbackAllowed, required } from '../../lambda/handlers/aws';
+import { clientOptions } from '../../lambda/handlers/aws-clients';
 import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
 
-const noClients = { dynamodb: {} as never, sqs: {} as never, secrets: { send: async () => ({ SecretString: 'k'.repeat(32) }) } };
+const noClients = { dynamodb: {} as never, sqs: {} as never, secrets: { getSecretValue: async () => ({ SecretString: 'k'.repeat(32) }) } };
 
 test('DMDOT_ALLOW_LOOPBACK_CALLBACKS allows loopback only when it is exactly "1"', () => {
   expect(loopbackAllowed({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1' })).toBe(true);

@@ -75,7 +75,7 @@ test('an event the translation refuses is counted as the 400 it is answered with
 
 describe('mcpLambdaFromEnvironment', () => {
   const env = { TABLE_NAME: 't', QUEUE_URL: 'https://q' };
-  const clients = { dynamodb: {} as never, sqs: {} as never, secrets: { send: async () => ({}) } };
+  const clients = { dynamodb: {} as never, sqs: {} as never, secrets: { getSecretValue: async () => ({}) } };
 
   test.each([
     ['outside Lambda (no AWS_LAMBDA_FUNCTION_NAME): no metric lines', {}, 0],

@@ -1,0 +1,50 @@
+/**
+ * A Store and a Queue that load their real adapter on first use: the MCP Lambda's cold start
+ * answers `initialize`, `tools/list` and `/healthz` without evaluating the DynamoDB and SQS
+ * clients (issue 10, README "Performance"). The loader (lambda/handlers/mcp-lambda.ts) requires
+ * a file of its own beside `index.js` (lib/bundling.ts): the first call that needs storage pays for
+ * loading that code, once.
+ *
+ * A failed load is not cached: the call fails like any storage call (the app answers 503 or a tool
+ * error) and the next call loads again.
+ *
+ * Deliberately not here: which adapters are built or how (the loader decides), and retries.
+ */
+import type { Queue, Store } from '../ports';
+
+/** One load shared by concurrent first calls; forgotten when it fails. */
+export function once<T>(load: () => Promise<T>): () => Promise<T> {
+  let pending: Promise<T> | undefined;
+  return () => {
+    if (!pending) {
+      pending = load();
+      pending.catch(() => {
+        pending = undefined;
+      });
+    }
+    return pending;
+  };
+}
+
+/** Every method of the Store, forwarded once `load` has given the real one. */
+export function deferredStore(load: () => Promise<Store>): Store {
+  return {
+    getSubscription: async (...args) => (await load()).getSubscription(...args),
+    putSubscription: async (...args) => (await load()).putSubscription(...args),
+    deleteSubscription: async (...args) => (await load()).deleteSubscription(...args),
+    recordDeliveryOutcome: async (...args) => (await load()).recordDeliveryOutcome(...args),
+    putEvent: async (...args) => (await load()).putEvent(...args),
+    getEvent: async (...args) => (await load()).getEvent(...args),
+    updateEvent: async (...args) => (await load()).updateEvent(...args),
+    restoreEvent: async (...args) => (await load()).restoreEvent(...args),
+    isVerified: async (...args) => (await load()).isVerified(...args),
+    markVerified: async (...args) => (await load()).markVerified(...args),
+    claimReplayId: async (...args) => (await load()).claimReplayId(...args),
+    putInboundAnswer: async (...args) => (await load()).putInboundAnswer(...args),
+    listEvents: async (...args) => (await load()).listEvents(...args),
+  };
+}
+
+export function deferredQueue(load: () => Promise<Queue>): Queue {
+  return { enqueue: async (...args) => (await load()).enqueue(...args) };
+}
