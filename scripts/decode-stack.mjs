@@ -6,11 +6,13 @@
  * `--enable-source-maps` (README "Performance": loading the map cost about 40% of a cold start),
  * so their traces point into the minified bundle.
  *
- *   node scripts/decode-stack.mjs <index.js.map> [file with the stack trace]   (stdin without it)
+ *   node scripts/decode-stack.mjs <index.js.map> [more.js.map ...] [file with the stack trace]   (stdin without it)
  *
- * The map is the one of the deployed asset: `cdk.out/asset.<hash>/index.js.map` from the synth
- * that deployed it, or from the function's code package (`aws lambda get-function --query
- * Code.Location` is a download URL of the zip). Lines the map does not cover stay as they are.
+ * The maps are the deployed asset's: `cdk.out/asset.<hash>/index.js.map` from the synth that
+ * deployed it, or from the function's code package (`aws lambda get-function --query
+ * Code.Location` is a download URL of the zip). The MCP function has a second file, mcp-data.js
+ * (its storage code): give `mcp-data.js.map` too and frames in either file are decoded. Each map
+ * decodes the positions in the file it belongs to (its `file` field, else its own name less `.map`). Lines no map covers stay as they are.
  *
  * Deliberately not here: fetching logs or code from AWS, and any dependency: `node:module`'s
  * SourceMap reads the map.
@@ -20,7 +22,7 @@ import { SourceMap } from 'node:module';
 import { basename } from 'node:path';
 
 function usage(message) {
-  process.stderr.write(`${message}\nusage: node scripts/decode-stack.mjs <index.js.map> [stack.txt]\n`);
+  process.stderr.write(`${message}\nusage: node scripts/decode-stack.mjs <index.js.map> [more.js.map ...] [stack.txt]\n`);
   process.exit(2);
 }
 
@@ -42,9 +44,7 @@ export function decodeStack(text, map, bundleName = 'index.js') {
   });
 }
 
-function main() {
-  const [mapFile, stackFile] = process.argv.slice(2);
-  if (!mapFile) usage('missing the source map');
+function readMap(mapFile) {
   let payload;
   try {
     payload = JSON.parse(readFileSync(mapFile, 'utf8'));
@@ -52,13 +52,30 @@ function main() {
     usage(`cannot read the source map ${mapFile}: ${error instanceof Error ? error.message : String(error)}`);
   }
   if (payload?.version !== 3 || typeof payload.mappings !== 'string') usage(`${mapFile} is not a version 3 source map`);
+  return payload;
+}
+
+function main() {
+  const args = process.argv.slice(2);
+  if (args.length === 0) usage('missing the source map');
+  // The first argument is always a map; later ones are maps when they end in .map, the trace otherwise.
+  const [first, ...rest] = args;
+  const mapFiles = [first, ...rest.filter((arg) => arg.endsWith('.map'))];
+  const others = rest.filter((arg) => !arg.endsWith('.map'));
+  if (others.length > 1) usage(`one stack trace file at most, got ${others.length}`);
+  // The file a map decodes: its `file` field, or else the map's own name less `.map` (esbuild writes no `file`).
+  const maps = mapFiles.map((mapFile) => {
+    const payload = readMap(mapFile);
+    return { payload, bundleName: payload.file ? basename(payload.file) : basename(mapFile).replace(/\.map$/, '') };
+  });
   let text;
   try {
-    text = readFileSync(stackFile ?? 0, 'utf8');
+    text = readFileSync(others[0] ?? 0, 'utf8');
   } catch (error) {
-    usage(`cannot read ${stackFile ?? 'stdin'}: ${error instanceof Error ? error.message : String(error)}`);
+    usage(`cannot read ${others[0] ?? 'stdin'}: ${error instanceof Error ? error.message : String(error)}`);
   }
-  process.stdout.write(decodeStack(text, new SourceMap(payload), payload.file ? basename(payload.file) : 'index.js'));
+  for (const { payload, bundleName } of maps) text = decodeStack(text, new SourceMap(payload), bundleName);
+  process.stdout.write(text);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) main();
