@@ -47,6 +47,16 @@ async function scripted(answers: Array<{ status: number; body?: string; headers?
   };
 }
 
+/** Runs `check` against a scripted endpoint and always stops it. */
+async function withScripted(answers: Parameters<typeof scripted>[0], check: (server: Awaited<ReturnType<typeof scripted>>) => Promise<void>): Promise<void> {
+  const server = await scripted(answers);
+  try {
+    await check(server);
+  } finally {
+    await server.stop();
+  }
+}
+
 const reader = (endpoint: string, options: Partial<SecretsManagerOptions> = {}) =>
   createSecretsManagerReader({ region: 'us-east-1', endpoint, credentials: () => TEST_CREDENTIALS, random: () => 0, ...options });
 
@@ -94,8 +104,7 @@ describe('against the fake Secrets Manager (signatures recomputed with the SDK s
 
 describe('the request and the answer', () => {
   test('POST / with the JSON 1.1 target, the secret id as JSON, under a configured base path', async () => {
-    const server = await scripted([{ status: 200, body: JSON.stringify({ SecretString: 'x', ARN }) }]);
-    try {
+    await withScripted([{ status: 200, body: JSON.stringify({ SecretString: 'x', ARN }) }], async (server) => {
       await reader(`${server.endpoint}/base/`).getSecretValue({ SecretId: ARN });
       const [request] = server.requests;
       expect(request).toMatchObject({ method: 'POST', url: '/base/', body: JSON.stringify({ SecretId: ARN }) });
@@ -106,20 +115,15 @@ describe('the request and the answer', () => {
         host: new URL(server.endpoint).host,
       });
       expect(request!.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDTESTEXAMPLE\/\d{8}\/us-east-1\/secretsmanager\/aws4_request, SignedHeaders=[^,]*host;[^,]*x-amz-target, Signature=[0-9a-f]{64}$/);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('SecretBinary is base64 in the answer and bytes in the result', async () => {
-    const server = await scripted([{ status: 200, body: JSON.stringify({ SecretBinary: Buffer.from('binary key').toString('base64') }) }]);
-    try {
+    await withScripted([{ status: 200, body: JSON.stringify({ SecretBinary: Buffer.from('binary key').toString('base64') }) }], async (server) => {
       const value = await reader(server.endpoint).getSecretValue({ SecretId: ARN });
       expect(Buffer.from(value.SecretBinary!).toString('utf8')).toBe('binary key');
       expect(value.SecretString).toBeUndefined();
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test.each([
@@ -128,74 +132,53 @@ describe('the request and the answer', () => {
     ['the x-amzn-ErrorType header first', { body: errorJson('Other'), headers: { 'x-amzn-errortype': 'DecryptionFailure:http://x/' } }, 'DecryptionFailure'],
     ['no type at all', { body: 'not json' }, 'Http400'],
   ])('error code from %s', async (_name, answer, code) => {
-    const server = await scripted([{ status: 400, ...answer }]);
-    try {
+    await withScripted([{ status: 400, ...answer }], async (server) => {
       await expect(reader(server.endpoint).getSecretValue({ SecretId: ARN })).rejects.toMatchObject({ name: code, status: 400 });
       expect(server.requests).toHaveLength(1);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('a 200 that is not a JSON object is an error, not an empty secret', async () => {
-    const server = await scripted([{ status: 200, body: '<html>' }]);
-    try {
+    await withScripted([{ status: 200, body: '<html>' }], async (server) => {
       await expect(reader(server.endpoint).getSecretValue({ SecretId: ARN })).rejects.toMatchObject({ name: 'UnreadableAnswer' });
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('an answer over 1 MiB is cut off (a secret is at most 64 KiB)', async () => {
-    const server = await scripted([{ status: 200, body: JSON.stringify({ SecretString: 'x'.repeat(1100 * 1024) }) }]);
-    try {
+    await withScripted([{ status: 200, body: JSON.stringify({ SecretString: 'x'.repeat(1100 * 1024) }) }], async (server) => {
       await expect(reader(server.endpoint, { maxAttempts: 1 }).getSecretValue({ SecretId: ARN })).rejects.toMatchObject({ name: 'ResponseTooLarge' });
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('no credentials in the environment: CredentialsProviderError, and no request', async () => {
-    const server = await scripted([{ status: 200, body: '{}' }]);
-    try {
+    await withScripted([{ status: 200, body: '{}' }], async (server) => {
       const reader = secretsManagerFromEnvironment({ AWS_REGION: 'us-east-1', AWS_ENDPOINT_URL: server.endpoint });
       await expect(reader.getSecretValue({ SecretId: ARN })).rejects.toMatchObject({ name: 'CredentialsProviderError' });
       expect(server.requests).toHaveLength(0);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 });
 
 describe('retries (the SDK standard mode: throttling, 5xx and the network; 3 attempts)', () => {
   test('throttling, then a 500, then the value', async () => {
-    const server = await scripted([{ status: 400, body: errorJson('ThrottlingException') }, { status: 500, body: errorJson('InternalServiceError') }, { status: 200, body: '{"SecretString":"third time"}' }]);
-    try {
+    await withScripted([{ status: 400, body: errorJson('ThrottlingException') }, { status: 500, body: errorJson('InternalServiceError') }, { status: 200, body: '{"SecretString":"third time"}' }], async (server) => {
       await expect(reader(server.endpoint).getSecretValue({ SecretId: ARN })).resolves.toEqual({ SecretString: 'third time' });
       expect(server.requests).toHaveLength(3);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('three 500s: the last error, after exactly three attempts', async () => {
-    const server = await scripted([{ status: 503, body: errorJson('ServiceUnavailable') }]);
-    try {
+    await withScripted([{ status: 503, body: errorJson('ServiceUnavailable') }], async (server) => {
       await expect(reader(server.endpoint).getSecretValue({ SecretId: ARN })).rejects.toMatchObject({ name: 'ServiceUnavailable', status: 503 });
       expect(server.requests).toHaveLength(3);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('a cut connection is retried', async () => {
-    const server = await scripted(['reset', { status: 200, body: '{"SecretString":"after reset"}' }]);
-    try {
+    await withScripted(['reset', { status: 200, body: '{"SecretString":"after reset"}' }], async (server) => {
       await expect(reader(server.endpoint).getSecretValue({ SecretId: ARN })).resolves.toEqual({ SecretString: 'after reset' });
       expect(server.requests).toHaveLength(2);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('nobody listening: three refused connections, then the error code of the last', async () => {
@@ -203,36 +186,27 @@ describe('retries (the SDK standard mode: throttling, 5xx and the network; 3 att
   });
 
   test('a stalled attempt ends at the attempt timeout and the next attempt answers', async () => {
-    const server = await scripted(['hang', { status: 200, body: '{"SecretString":"second"}' }]);
-    try {
+    await withScripted(['hang', { status: 200, body: '{"SecretString":"second"}' }], async (server) => {
       await expect(reader(server.endpoint, { attemptTimeoutMs: 200 }).getSecretValue({ SecretId: ARN })).resolves.toEqual({ SecretString: 'second' });
       expect(server.requests).toHaveLength(2);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('the abort signal ends the whole call (no further attempt) with its reason', async () => {
-    const server = await scripted(['hang']);
-    try {
+    await withScripted(['hang'], async (server) => {
       const error = await reader(server.endpoint).getSecretValue({ SecretId: ARN }, { abortSignal: AbortSignal.timeout(150) }).catch((e: Error) => e);
       expect((error as Error).name).toBe('TimeoutError');
       expect(server.requests).toHaveLength(1);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 
   test('an already aborted signal sends nothing', async () => {
-    const server = await scripted([{ status: 200, body: '{}' }]);
-    try {
+    await withScripted([{ status: 200, body: '{}' }], async (server) => {
       const controller = new AbortController();
       controller.abort();
       await expect(reader(server.endpoint).getSecretValue({ SecretId: ARN }, { abortSignal: controller.signal })).rejects.toBeDefined();
       expect(server.requests).toHaveLength(0);
-    } finally {
-      await server.stop();
-    }
+    });
   });
 });
 
