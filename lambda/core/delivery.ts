@@ -175,14 +175,17 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob, opti
   const verdict = classify(response, doneAt);
   if (verdict.kind === 'delivered') {
     // Both writes at once: the send_to_dot answer waits for them. The subscription's delivery
-    // status holds even when this copy loses the race below, since the dot did answer 2xx.
+    // status holds even when this copy loses the race below, since the dot did answer 2xx. It is
+    // left alone when it already says "delivering fine" and is recent (Limits.deliveryStatusRefreshMs).
+    const statusCurrent =
+      subscription.lastError == null && subscription.lastDeliveryAt !== undefined && doneAt - subscription.lastDeliveryAt < Limits.deliveryStatusRefreshMs;
     const [recorded] = await Promise.all([
       deps.store.updateEvent(
         job.eventId,
         { status: EventStatus.delivered, attempts: attempt, deliveredAt: doneAt, lastHttpStatus: httpStatus, lastError: null },
         expected,
       ),
-      deps.store.recordDeliveryOutcome(subscription.id, { deliveredAt: doneAt, error: null }),
+      statusCurrent ? undefined : deps.store.recordDeliveryOutcome(subscription.id, { deliveredAt: doneAt, error: null }),
     ]);
     return { action: 'done', status: recorded ? 'delivered' : 'duplicate' };
   }

@@ -121,6 +121,12 @@ export const Limits = {
    * the DLQ's retention therefore always finds the record (SPEC 5 said 7 days; see README).
    */
   eventRecordMs: 15 * DAY,
+  /**
+   * While deliveries keep succeeding, the subscription's `lastDeliveryAt` is rewritten at most this
+   * often (SPEC 6.2 step 5): a first success, a success after an error, and every failure are
+   * written at once. It saves one write per delivered event, on the path a send_to_dot answer waits for.
+   */
+  deliveryStatusRefreshMs: MINUTE,
   /** DynamoDB may delete a subscription item this long after it expired (reads check expiry first). */
   subscriptionItemGraceMs: DAY,
   deliveryWaitDefaultMs: 3 * SECOND,

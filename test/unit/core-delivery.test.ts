@@ -208,6 +208,27 @@ describe('attemptDelivery', () => {
     expect(store.subscription).toMatchObject({ lastDeliveryAt: clock.now(), lastError: null });
   });
 
+  test('a success within a minute of a recorded success leaves the subscription alone (one write fewer per event)', async () => {
+    const start = Date.now();
+    const { store, clock, webhook, deps, job } = world({ start, subscription: { lastDeliveryAt: start - 59_000, lastError: null } });
+    webhook.add(respond(200));
+    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', deliveredAt: clock.now() });
+    expect(store.subscription).toMatchObject({ lastDeliveryAt: start - 59_000, lastError: null });
+    expect(store.callsOf('recordDeliveryOutcome')).toEqual([]);
+  });
+
+  test.each([
+    ['the recorded success is a minute old', { lastDeliveryAt: Date.now() - 60_000, lastError: null }],
+    ['the last attempt failed', { lastDeliveryAt: Date.now() - 1_000, lastError: 'timeout' as const }],
+    ['nothing was delivered yet', { lastError: null }],
+  ])('a success is written to the subscription when %s', async (_name, status) => {
+    const { store, clock, webhook, deps, job } = world({ start: Date.now(), subscription: status });
+    webhook.add(respond(200));
+    await attemptDelivery(deps, job);
+    expect(store.subscription).toMatchObject({ lastDeliveryAt: clock.now(), lastError: null });
+  });
+
   test('the request goes to the subscription url exactly as given, with the exact event bytes', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(204));
