@@ -33,6 +33,7 @@
  */
 import * as http from 'node:http';
 import * as https from 'node:https';
+import { setTimeout as delay } from 'node:timers/promises';
 import { sign } from 'aws4';
 
 /** What a read answers: one of the two is set. */
@@ -171,21 +172,6 @@ function abortError(signal: AbortSignal): Error {
   return error;
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(abortError(signal));
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortError(signal!));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 export function createSecretsManagerReader(options: SecretsManagerOptions): SecretsReader {
   const maxAttempts = options.maxAttempts ?? 3;
   const connectTimeoutMs = options.connectTimeoutMs ?? 1_000;
@@ -304,7 +290,11 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
           if (signal?.aborted) throw abortError(signal);
           if (attemptNo >= maxAttempts || !retryable(error)) throw error;
           const base = error instanceof SecretsManagerError && RETRYABLE_CODES.has(error.code) ? THROTTLING_BASE_MS : BASE_MS;
-          await sleep(Math.floor(random() * Math.min(MAX_BACKOFF_MS, base * 2 ** (attemptNo - 1))), signal);
+          const backoffMs = Math.floor(random() * Math.min(MAX_BACKOFF_MS, base * 2 ** (attemptNo - 1)));
+          // Node's abortable timer rejects with a generic AbortError: the signal's own reason is what callers log.
+          await delay(backoffMs, undefined, signal ? { signal } : {}).catch((error: unknown) => {
+            throw signal?.aborted ? abortError(signal) : error;
+          });
         }
       }
     },

@@ -200,6 +200,16 @@ describe('retries (the SDK standard mode: throttling, 5xx and the network; 3 att
     });
   });
 
+  test('the abort signal also ends a backoff between attempts, with its reason', async () => {
+    await withScripted([{ status: 400, body: errorJson('ThrottlingException') }], async (server) => {
+      // random() = 1: the full 500 ms throttling backoff; the signal fires during it.
+      const slow = reader(server.endpoint, { random: () => 1 });
+      const error = await slow.getSecretValue({ SecretId: ARN }, { abortSignal: AbortSignal.timeout(150) }).catch((e: Error) => e);
+      expect((error as Error).name).toBe('TimeoutError');
+      expect(server.requests).toHaveLength(1);
+    });
+  });
+
   test('an already aborted signal sends nothing', async () => {
     await withScripted([{ status: 200, body: '{}' }], async (server) => {
       const controller = new AbortController();
