@@ -14,7 +14,7 @@
  *   own lighter JSON Schema validator (`@modelcontextprotocol/server/validators/cf-worker`, the one
  *   the SDK itself selects on edge runtimes) instead of ajv. dm-dot never validates JSON Schema at
  *   run time (no elicitation, no `fromJsonSchema`); the alias only keeps ajv's code out of the
- *   bundle. The SDK is pinned to an exact version in package.json, and test/unit/bundles.test.ts
+ *   bundle. The SDK is pinned to an exact version in package.json, and test/build/bundles.test.ts
  *   fails if the alias stops matching the SDK's shim or ajv comes back.
  * - The AWS SDK's default credential chain is aliased to lambda/handlers/env-credentials.ts, the
  *   environment only, which is where Lambda puts the execution role's credentials (and where

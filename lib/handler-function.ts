@@ -3,7 +3,7 @@
  * esbuild with the options of lib/bundling.ts (minified, CommonJS, ES builds of the AWS SDK, a
  * source map written but not loaded at run time, two aliases that keep ajv and the unused
  * credential providers out), the AWS SDK bundled at the versions the tests ran against, and its
- * own log group and role. The bench and test/unit/bundles.test.ts build with the same options.
+ * own log group and role. The bench and test/build/bundles.test.ts build with the same options.
  *
  * The role is built here rather than by `lambda.Function` so that it starts empty: no AWS managed
  * policy (AWSLambdaBasicExecutionRole allows writing to every log group of the account), only

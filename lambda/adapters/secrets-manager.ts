@@ -19,7 +19,7 @@
  *   (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html); otherwise
  *   `https://secretsmanager[-fips].<region>.<partition DNS suffix>`
  *   (https://docs.aws.amazon.com/general/latest/gr/asm.html), the region and partition taken from
- *   the secret's ARN (test/unit/secrets-manager.test.ts holds the suffixes to the SDK's partition table).
+ *   the secret's ARN (test/unit/adapters/secrets-manager.test.ts holds the suffixes to the SDK's partition table).
  * - Credentials: the environment, where Lambda puts the execution role's
  *   (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime).
  *

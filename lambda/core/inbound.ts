@@ -106,7 +106,7 @@ export function verifyInbound(config: InboundSecrets, headers: InboundHeaders, b
  * The library's verifier, with its own timestamp check answered by the one already made above on
  * the caller's clock: `Webhook.verify` reads `Date.now()` itself, which would make the window
  * untestable in-process and would judge it twice on two clocks. `verifyTimestamp` is a private
- * method of standardwebhooks 1.1.1 (pinned); test/unit/core-inbound.test.ts verifies a request far
+ * method of standardwebhooks 1.1.1 (pinned); test/unit/core/inbound.test.ts verifies a request far
  * from the wall clock, so an upgrade that renames it fails a test instead of silently using
  * `Date.now()`.
  */

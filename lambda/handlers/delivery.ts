@@ -6,7 +6,7 @@
  * middy is the thin wrapper, as for the MCP Lambda: no middlewares today.
  *
  * Deliberately not here: the MCP SDK, the HTTP app, classic zod, Secrets Manager (this bundle
- * stays small; test/unit/delivery-import-graph.test.ts walks its imports), and any logic.
+ * stays small; test/build/delivery-import-graph.test.ts walks its imports), and any logic.
  */
 import middy from '@middy/core';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';

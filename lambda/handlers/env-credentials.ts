@@ -15,7 +15,7 @@
  * Deliberately not here: SnapStart, whose functions get container credentials instead of these
  * variables (https://docs.aws.amazon.com/lambda/latest/dg/snapstart-activate.html#snapstart-credentials);
  * the stack does not turn it on. Enabling it means dropping this alias and the `credentials` field.
- * Tests under tsx and Jest load the real chain; test/unit/bundles.test.ts checks the bundles.
+ * Tests under tsx and Jest load the real chain; test/build/bundles.test.ts checks the bundles.
  */
 import { fromEnv } from '@aws-sdk/credential-provider-env';
 

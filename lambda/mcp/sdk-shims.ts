@@ -10,7 +10,7 @@
  * bundle size, not behaviour.
  *
  * Deliberately not here: anything else of the SDK. Only the bundles see this module (tests under
- * tsx and Jest load the SDK's real shim); test/unit/bundles.test.ts checks that its exports match
+ * tsx and Jest load the SDK's real shim); test/build/bundles.test.ts checks that its exports match
  * the SDK's shim at the pinned version and that ajv stays out of the built bundle.
  */
 export { CfWorkerJsonSchemaValidator as DefaultJsonSchemaValidator } from '@modelcontextprotocol/server/validators/cf-worker';

@@ -1,6 +1,6 @@
 /**
  * The Lambda bundles as the stack deploys them, for the bench (test/bench/run.ts) and the bundle
- * test (test/unit/bundles.test.ts): built with lib/bundling.ts's options into the asset layout
+ * test (test/build/bundles.test.ts): built with lib/bundling.ts's options into the asset layout
  * (`index.js`, its map, `package.json` naming CommonJS), and started cold in a fresh Node process
  * with the environment the synthesized template gives each function plus the variables Lambda
  * itself sets, against a fake AWS endpoint (127.0.0.1; Secrets Manager answers the API key).
@@ -19,7 +19,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build, type BuildOptions, type Metafile } from 'esbuild';
 import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildOptionsOf, esbuildOptionsOf, type LambdaBundle } from '../../lib/bundling';
-import type { FakeSecretsManager } from '../integration/support/fake-secrets-manager';
+import type { FakeSecretsManager } from '../support/fake-secrets-manager';
 import { eventFromRequest } from '../support/apigw';
 
 export const ROOT = BUNDLE_ROOT;

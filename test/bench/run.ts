@@ -26,7 +26,7 @@
  * issue 10 (bundle bytes, cold start and baseline, "delivered" answer and arrival medians on both
  * paths, the per-change cold start variants) and the machine they were measured on.
  *
- * Deliberately not here: pass/fail thresholds (test/unit/bundles.test.ts holds the size budgets),
+ * Deliberately not here: pass/fail thresholds (test/build/bundles.test.ts holds the size budgets),
  * and any network beyond 127.0.0.1. Progress goes to stderr; stdout holds the table. Exit code 0
  * unless a section could not run at all.
  */
@@ -53,8 +53,8 @@ import type { Logger } from '../../lambda/log';
 import type { McpDeps } from '../../lambda/mcp/server';
 import type { EventRecord, SubscriptionRecord, WebhookClient } from '../../lambda/ports';
 import { systemClock } from '../../lambda/ports';
-import { startFakeSecretsManager } from '../integration/support/fake-secrets-manager';
-import { FakeQueue, FakeStore } from '../unit/fakes';
+import { startFakeSecretsManager } from '../support/fake-secrets-manager';
+import { FakeQueue, FakeStore } from '../support/fakes';
 import {
   BUNDLE_BUDGET_BYTES,
   buildBaselineBundle,
@@ -760,7 +760,7 @@ async function benchBundles(): Promise<void> {
 
   // A fake AWS endpoint: Secrets Manager answers the API key; nothing else is called before the first answer.
   const apiKey = randomBytes(24).toString('base64url');
-  // Signatures are checked by the tests (test/unit/bundles.test.ts); here the fake answers at once.
+  // Signatures are checked by the tests (test/build/bundles.test.ts); here the fake answers at once.
   const secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN, { verifySignatures: false });
   cleanups.push(() => secrets.stop());
   seedDeployedSecrets(secrets, environments.mcp, apiKey);
@@ -930,11 +930,11 @@ async function benchBundles(): Promise<void> {
 async function benchLambdaEndToEnd(): Promise<void> {
   const { startDynamoDbLocal } = await import('../support/dynamodb-local');
   const { startFauxqs } = await import('../support/fauxqs');
-  const { pollOnce } = await import('../integration/support/event-source');
+  const { pollOnce } = await import('../support/event-source');
   const { localApiGateway } = await import('../support/apigw');
   const { mcpLambdaFromEnvironment } = await import('../../lambda/handlers/mcp-lambda');
   const { deliveryLambdaFromEnvironment } = await import('../../lambda/handlers/delivery-lambda');
-  const { testSecretsReader } = await import('../integration/support/fake-secrets-manager');
+  const { testSecretsReader } = await import('../support/fake-secrets-manager');
 
   // This process runs the Lambdas' code: keep the AWS SDK's Node 20 notice and the MCP SDK's
   // once-per-handler note on JSON response mode (dm-dot sends no mid-call notifications) off the output.

@@ -46,7 +46,7 @@ import { loadSettings, type Settings } from '../../lambda/config';
 import { startLocal, type LocalRuntime } from '../../lambda/local/runtime';
 import { createLogger } from '../../lambda/log';
 import type { WebhookClient, WebhookRequest, WebhookResponse } from '../../lambda/ports';
-import { echoing, newSecret, rpc, startReceiver, waitFor, type RunningServer } from './support';
+import { echoing, newSecret, rpc, startReceiver, waitFor, type RunningServer } from '../support/e2e';
 
 const PUBLIC_V4 = '93.184.216.34';
 const PUBLIC_V6 = '2606:2800:220:1:248:1893:25c8:1946';

@@ -16,7 +16,7 @@ import {
   type Experimental_MCPEvent as MCPEvent,
 } from '@ai-sdk/mcp';
 import { Webhook } from 'standardwebhooks';
-import { startServer, waitFor, type RunningServer } from './support';
+import { startServer, waitFor, type RunningServer } from '../support/e2e';
 
 function memoryStore(): MCPEventStore {
   const byKey = new Map<string, MCPEventSubscription>();

@@ -12,7 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor, type RunningServer } from './support';
+import { echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor, type RunningServer } from '../support/e2e';
 
 const CLI = join(ROOT, 'lambda/cli/dm-dot.mjs');
 

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from './support';
+import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from '../support/e2e';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {

@@ -24,7 +24,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, type RunningServer } from './support';
+import { startServer, type RunningServer } from '../support/e2e';
 import { startAuthProxy, type AuthProxy } from './conformance/proxy';
 import { assertSuiteOutcome, formatTable, runSuite, SUITES, type SuiteOutcome } from './conformance/suites';
 

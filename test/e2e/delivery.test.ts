@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from './support';
+import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from '../support/e2e';
 import { startLocal } from '../../lambda/local/runtime';
 import { loadSettings } from '../../lambda/config';
 import { createLogger } from '../../lambda/log';

@@ -24,7 +24,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { newSecret, rpc, startServer, verifies, waitFor, type ReceivedRequest } from './support';
+import { newSecret, rpc, startServer, verifies, waitFor, type ReceivedRequest } from '../support/e2e';
 
 const EVENTS = 1000;
 const SEND_PARALLELISM = 16;

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import * as z from 'zod';
-import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from './support';
+import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from '../support/e2e';
 
 const ListEvents = z.looseObject({ events: z.array(z.looseObject({ name: z.string() })), nextCursor: z.null() });
 const Subscribed = z.looseObject({ id: z.string(), refreshBefore: z.string(), cursor: z.null(), truncated: z.boolean() });

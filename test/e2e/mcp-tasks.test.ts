@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import * as z from 'zod';
-import { newSecret, startReceiver, startServer, waitFor, type RunningServer } from './support';
+import { newSecret, startReceiver, startServer, waitFor, type RunningServer } from '../support/e2e';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
 const WAIT_MS = 300;

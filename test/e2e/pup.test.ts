@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { newSecret, startServer, type RunningServer } from './support';
+import { newSecret, startServer, type RunningServer } from '../support/e2e';
 
 function sign(secret: string, id: string, ts: number, body: Buffer): string {
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');

@@ -9,7 +9,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor } from './support';
+import { echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor } from '../support/e2e';
 
 describe('local runtime', () => {
   it('generates the key on first start, prints only its file, reuses it, exits 0 on SIGINT', async () => {

@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { newSecret, rpc, startReceiver, startServer, waitFor, type ReceivedRequest, type RunningServer } from './support';
+import { newSecret, rpc, startReceiver, startServer, waitFor, type ReceivedRequest, type RunningServer } from '../support/e2e';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {

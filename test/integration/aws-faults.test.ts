@@ -43,8 +43,8 @@ import { localApiGateway } from '../support/apigw';
 import { rateRule, startFaultProxy, type FaultProxy, type Rule } from '../support/aws-fault-proxy';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
-import { sqsEventOf } from './support/event-source';
-import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from './support/fake-secrets-manager';
+import { sqsEventOf } from '../support/event-source';
+import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
 
 const SENDS = Number(process.env.DMDOT_AWS_FAULT_SENDS ?? 200);
 const SEED = Number(process.env.DMDOT_AWS_FAULT_SEED ?? 9);

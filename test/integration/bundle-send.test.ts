@@ -5,7 +5,7 @@
  * The first request that needs storage is what loads mcp-data.js, so this is the test that a split
  * which only worked in the source tree (tsx, Jest) would fail.
  *
- * Deliberately not here: sizes and aliases (test/unit/bundles.test.ts), timing (npm run bench).
+ * Deliberately not here: sizes and aliases (test/build/bundles.test.ts), timing (npm run bench).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -28,8 +28,8 @@ import {
 import { eventFromRequest } from '../support/apigw';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
-import { startFakeSecretsManager, type FakeSecretsManager } from './support/fake-secrets-manager';
-import { startReceiver, type Receiver } from './support/receiver';
+import { startFakeSecretsManager, type FakeSecretsManager } from '../support/fake-secrets-manager';
+import { startReceiver, type Receiver } from '../support/receiver';
 
 const TABLE = 'dm-dot-bundle-send';
 /** DynamoDB Local keeps one database per access key id: the child signs with the test client's. */

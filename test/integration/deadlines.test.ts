@@ -32,9 +32,9 @@ import { eventFromRequest, localApiGateway } from '../support/apigw';
 import { startFaultProxy, type FaultProxy } from '../support/aws-fault-proxy';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
-import { sqsEventOf } from './support/event-source';
-import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from './support/fake-secrets-manager';
-import { startReceiver, type Receiver } from './support/receiver';
+import { sqsEventOf } from '../support/event-source';
+import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
+import { startReceiver, type Receiver } from '../support/receiver';
 
 const TABLE = 'dm-dot-deadlines';
 const API_KEY = `dl-${randomBytes(24).toString('base64url')}`;
@@ -206,7 +206,7 @@ describe('MCP Lambda: a stalled dependency is an answer within 5 s', () => {
       headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
       body: JSON.stringify({ message: 'through the entry' }),
     });
-    const child = spawn(resolve(root, 'node_modules/.bin/tsx'), [resolve(__dirname, 'support/invoke-entry.ts'), resolve(root, 'lambda/handlers/mcp.ts')], {
+    const child = spawn(resolve(root, 'node_modules/.bin/tsx'), [resolve(__dirname, '../support/invoke-entry.ts'), resolve(root, 'lambda/handlers/mcp.ts')], {
       cwd: root,
       env: {
         PATH: process.env.PATH,

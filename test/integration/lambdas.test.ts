@@ -21,10 +21,10 @@ import { createLogger } from '../../lambda/log';
 import { eventFromRequest, localApiGateway } from '../support/apigw';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
-import { pollOnce, sqsEventOf } from './support/event-source';
-import { startFakeSecretsManager, TEST_CREDENTIALS, testSecretsReader, type FakeSecretsManager } from './support/fake-secrets-manager';
+import { pollOnce, sqsEventOf } from '../support/event-source';
+import { startFakeSecretsManager, TEST_CREDENTIALS, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
 import type { SecretsReader } from '../../lambda/adapters/secrets-manager';
-import { startReceiver, type Receiver } from './support/receiver';
+import { startReceiver, type Receiver } from '../support/receiver';
 
 const TABLE = 'dm-dot-integration';
 const API_KEY = `it-${randomBytes(24).toString('base64url')}`;
@@ -121,7 +121,7 @@ const ROOT = resolve(__dirname, '../..');
  * in a fresh tsx process; the AWS SDK finds the emulators through AWS_ENDPOINT_URL_* variables.
  */
 async function invokeEntry<T>(entry: string, env: NodeJS.ProcessEnv, events: unknown[]): Promise<T[]> {
-  const child = spawn(resolve(ROOT, 'node_modules/.bin/tsx'), [resolve(__dirname, 'support/invoke-entry.ts'), resolve(ROOT, entry)], {
+  const child = spawn(resolve(ROOT, 'node_modules/.bin/tsx'), [resolve(__dirname, '../support/invoke-entry.ts'), resolve(ROOT, entry)], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,

@@ -1,6 +1,6 @@
 /**
  * The pup door on the MCP Lambda as the stack wires it (`mcpLambdaFromEnvironment`): the shared
- * suite (test/unit/pup-suite.ts) through the local API Gateway (payload 2.0 events), with the
+ * suite (test/support/pup-suite.ts) through the local API Gateway (payload 2.0 events), with the
  * replay claims and stored event answers in DynamoDB Local and the pup secret read from a Secrets
  * Manager double by PUP_SECRET_ARN, as JSON `{"secrets":[…],"rotatedAt":"…"}`. Plus what only
  * this wiring has: a rotation written to Secrets Manager takes effect without a new Lambda, and
@@ -18,10 +18,10 @@ import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
 import { localApiGateway } from '../support/apigw';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
-import type { LogLine } from '../unit/app-support';
-import { FakeClock } from '../unit/fakes';
-import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, type PupTarget, type PupTargetOptions } from '../unit/pup-suite';
-import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from './support/fake-secrets-manager';
+import type { LogLine } from '../support/app';
+import { FakeClock } from '../support/fakes';
+import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, type PupTarget, type PupTargetOptions } from '../support/pup-suite';
+import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
 
 const PUP_ARN = 'arn:aws:secretsmanager:us-east-1:000000000000:secret:dm-dot-pup-TeSt02';
 

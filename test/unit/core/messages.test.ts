@@ -1,0 +1,309 @@
+/**
+ * The send use case (SPEC 6.1, 6.2 steps 1-3) against in-memory fakes: the event is recorded
+ * under a lease, its job enqueued delayed as a safety net, and the first attempt made inline
+ * through the scripted webhook client. The fake clock never moves unless a test moves it.
+ */
+import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
+import { buildEvent, sendMessage, type MessageDeps } from '../../../lambda/core/messages';
+import type { EventRecord, SubscriptionRecord } from '../../../lambda/ports';
+import { FakeClock, FakeQueue, FakeStore, respond, ScriptedWebhookClient, T0, transportFailure, type Scripted } from '../../support/fakes';
+
+const DAY = 24 * 60 * 60 * 1000;
+const PRINCIPAL = principalOf('test-api-key');
+const CALLBACK_URL = 'https://dot.example.com/hooks?b=2&a=1';
+const SUB_ID = subscriptionIdOf(PRINCIPAL, CALLBACK_URL, 'message.created', {});
+
+function liveSubscription(overrides: Partial<SubscriptionRecord> = {}): SubscriptionRecord {
+  return {
+    id: SUB_ID,
+    url: CALLBACK_URL,
+    name: 'message.created',
+    secret: `whsec_${Buffer.alloc(32, 1).toString('base64')}`,
+    principal: PRINCIPAL,
+    createdAt: T0 - DAY,
+    refreshedAt: T0 - DAY,
+    expiresAt: T0 + DAY,
+    ...overrides,
+  };
+}
+
+function world(options: { subscription?: Partial<SubscriptionRecord> | null; deliveryWaitMs?: number; answers?: Scripted[] } = {}) {
+  const clock = new FakeClock(T0);
+  const store = new FakeStore();
+  const queue = new FakeQueue();
+  const webhook = new ScriptedWebhookClient(...(options.answers ?? []));
+  if (options.subscription !== null) store.subscription = liveSubscription(options.subscription);
+  const deps: MessageDeps = { store, queue, clock, webhook, retryDelaysS: [1, 4, 30, 120, 600], deliveryWaitMs: options.deliveryWaitMs ?? 3_000 };
+  return { clock, store, queue, webhook, deps };
+}
+
+const onlyEvent = (store: FakeStore): EventRecord => {
+  const events = [...store.events.values()];
+  expect(events).toHaveLength(1);
+  return events[0]!;
+};
+
+describe('buildEvent', () => {
+  const EVENT_ID = 'evt_0123456789abcdef0123456789abcdef';
+
+  test('is exactly the SPEC 6.1 envelope, in order, serialized compactly', () => {
+    expect(buildEvent(EVENT_ID, 'hi', T0)).toBe(
+      '{"eventId":"evt_0123456789abcdef0123456789abcdef","name":"message.created","timestamp":"2026-11-03T10:30:00.123Z","data":{"message":"hi"},"cursor":null}',
+    );
+  });
+
+  test('has no top-level type (that marks control envelopes)', () => {
+    const event = JSON.parse(buildEvent(EVENT_ID, 'hi', T0)) as Record<string, unknown>;
+    expect(Object.keys(event).sort()).toEqual(['cursor', 'data', 'eventId', 'name', 'timestamp']);
+    expect('type' in event).toBe(false);
+  });
+
+  test('the timestamp is when the event was built, ISO 8601 UTC', () => {
+    const event = JSON.parse(buildEvent(EVENT_ID, 'hi', T0 + 5)) as { timestamp: string };
+    expect(event.timestamp).toBe(new Date(T0 + 5).toISOString());
+  });
+
+  test('the message round-trips byte for byte, quotes and multibyte characters included', () => {
+    const message = 'say "héllo" \\ 😀\nline two';
+    const event = JSON.parse(buildEvent(EVENT_ID, message, T0)) as { data: { message: string } };
+    expect(event.data).toEqual({ message });
+  });
+});
+
+describe('sendMessage', () => {
+  test('invalid input is refused with no store access and nothing queued', async () => {
+    const { store, queue, deps } = world();
+    const outcome = await sendMessage(deps, { message: '   ' });
+    expect(outcome.kind).toBe('invalid');
+    expect(store.calls).toEqual([]);
+    expect(queue.jobs).toEqual([]);
+  });
+
+  test('extra arguments are refused with no store writes', async () => {
+    const { store, queue, deps } = world();
+    expect((await sendMessage(deps, { message: 'hi', urgent: true })).kind).toBe('invalid');
+    expect(store.writes).toEqual([]);
+    expect(queue.jobs).toEqual([]);
+  });
+
+  test('no subscription: no_subscription, with no event recorded and nothing queued', async () => {
+    const { store, queue, deps } = world({ subscription: null });
+    await expect(sendMessage(deps, { message: 'hi' })).resolves.toEqual({ kind: 'no_subscription' });
+    expect(store.writes).toEqual([]);
+    expect(queue.jobs).toEqual([]);
+  });
+
+  test('an expired subscription counts as none', async () => {
+    const { queue, deps } = world({ subscription: { expiresAt: T0 - 1 } });
+    await expect(sendMessage(deps, { message: 'hi' })).resolves.toEqual({ kind: 'no_subscription' });
+    expect(queue.jobs).toEqual([]);
+  });
+
+  test('records the event as queued, under no lease, before enqueueing it when there is no wait', async () => {
+    const { store, queue, webhook, deps } = world({ deliveryWaitMs: 0 });
+    let statusAtEnqueue: string | undefined;
+    queue.onEnqueue = (job) => {
+      statusAtEnqueue = store.events.get(job.eventId)?.status;
+    };
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(statusAtEnqueue).toBe('queued');
+    const event = onlyEvent(store);
+    expect(outcome).toEqual({ kind: 'queued', eventId: event.eventId });
+    expect(event).toEqual({ eventId: event.eventId, status: 'queued', subscriptionId: SUB_ID, attempts: 0, createdAt: T0, expiresAt: T0 + 15 * DAY, notBefore: T0 });
+    // No wait window: no inline attempt, and the worker takes the job at once.
+    expect(webhook.requests).toEqual([]);
+    expect(queue.delays).toEqual([0]);
+  });
+
+  test('the job carries the event id, the subscription id and the exact event bytes of the trimmed message', async () => {
+    const { queue, deps } = world({ deliveryWaitMs: 0 });
+    const outcome = await sendMessage(deps, { message: '  hello dot \n' });
+    expect(queue.jobs).toHaveLength(1);
+    const job = queue.jobs[0]!;
+    expect(outcome).toMatchObject({ eventId: job.eventId });
+    expect(job.eventId).toMatch(/^evt_[0-9a-f]{32}$/);
+    expect(job.subscriptionId).toBe(SUB_ID);
+    expect(job.body).toBe(buildEvent(job.eventId, 'hello dot', T0));
+  });
+
+  test('the event is leased for the wait window plus a margin, and the safety net surfaces when attempt 2 would be due', async () => {
+    const { store, queue, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
+    let atEnqueue: EventRecord | undefined;
+    queue.onEnqueue = (job) => {
+      atEnqueue = { ...store.events.get(job.eventId)! };
+    };
+    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'delivered' });
+    expect(atEnqueue).toMatchObject({ status: 'queued', attempts: 0, notBefore: T0 + 3_000 + 1_000 });
+    expect(queue.delays).toEqual([1_000]);
+  });
+
+  test('delivered when the inline attempt gets a 2xx: one POST, the exact job bytes, attempt 1 recorded', async () => {
+    const { store, queue, webhook, deps } = world({ answers: [respond(202)] });
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    const event = onlyEvent(store);
+    expect(outcome).toEqual({ kind: 'delivered', eventId: event.eventId });
+    expect(event).toMatchObject({ status: 'delivered', attempts: 1, deliveredAt: T0, lastHttpStatus: 202 });
+    expect(webhook.requests).toHaveLength(1);
+    expect(Buffer.from(webhook.last.body).toString()).toBe(queue.jobs[0]!.body);
+    expect(webhook.last.headers['webhook-id']).toBe(event.eventId);
+  });
+
+  test('the inline POST gets what is left of the wait window, counted from the start of the send, as its deadline', async () => {
+    const { store, clock, webhook, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
+    // Storage takes 700 ms in all before the POST starts.
+    store.before.getSubscription = () => clock.advance(400);
+    store.before.putEvent = () => clock.advance(300);
+    await sendMessage(deps, { message: 'hi' });
+    expect(webhook.last.timeoutMs).toBe(3_000 - 700);
+  });
+
+  test('the window is capped so a request never runs past 5 s', async () => {
+    const { webhook, deps } = world({ deliveryWaitMs: 60_000, answers: [respond(200)] });
+    await sendMessage(deps, { message: 'hi' });
+    expect(webhook.last.timeoutMs).toBeLessThanOrEqual(4_000);
+  });
+
+  test('no inline attempt when storage used up the whole window: queued, and the worker sends', async () => {
+    const { store, clock, webhook, deps } = world({ deliveryWaitMs: 1_000 });
+    store.before.putEvent = () => clock.advance(1_500);
+    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'queued' });
+    expect(webhook.requests).toEqual([]);
+  });
+
+  test('a permanent failure answers failed with its category, and the event is failed after one attempt', async () => {
+    const { store, deps } = world({ answers: [respond(400)] });
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'failed', eventId: onlyEvent(store).eventId, reason: 'http_4xx' });
+    expect(onlyEvent(store)).toMatchObject({ status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400 });
+  });
+
+  test('a 410 answers failed and ends the subscription at once', async () => {
+    const { store, deps } = world({ answers: [respond(410)] });
+    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'failed', reason: 'http_4xx' });
+    expect(store.subscription).toBeUndefined();
+  });
+
+  test('a transient failure answers queued; attempt 1 counts and the lease moves to when attempt 2 is due', async () => {
+    const { store, clock, deps } = world({ answers: [() => (clock.advance(50), respond(503))] });
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx', notBefore: T0 + 50 + 1_000 });
+  });
+
+  test('an attempt cut short by the window counts nothing and releases the lease for the worker', async () => {
+    const { store, clock, deps } = world({ answers: [() => (clock.advance(3_000), transportFailure('timeout'))] });
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 0, notBefore: T0 + 3_000 });
+  });
+
+  test('failed with no reason when the subscription ended before the attempt: the event is dropped', async () => {
+    const { store, deps } = world();
+    store.before.putEvent = () => {
+      store.subscription = undefined;
+    };
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'failed', eventId: onlyEvent(store).eventId, reason: null });
+    expect(onlyEvent(store).status).toBe('dropped');
+  });
+
+  test('a storage failure during the inline attempt does not undo the accepted event: queued, and the job is there', async () => {
+    const { store, queue, deps } = world({ answers: [respond(200)] });
+    store.failing.add('updateEvent');
+    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'queued' });
+    expect(queue.jobs).toHaveLength(1);
+  });
+
+  test('with waitUntil, a 2xx is answered delivered at once and the writes that record it finish afterwards', async () => {
+    const { store, deps } = world({ answers: [respond(200)] });
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    store.before.updateEvent = () => gate;
+    const handedOver: Promise<unknown>[] = [];
+    const outcome = await sendMessage({ ...deps, waitUntil: (work) => void handedOver.push(work) }, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'delivered', eventId: onlyEvent(store).eventId });
+    // Answered while the record still says queued: the write is held at the gate.
+    expect(onlyEvent(store).status).toBe('queued');
+    expect(handedOver).toHaveLength(1);
+    release();
+    await handedOver[0];
+    expect(onlyEvent(store)).toMatchObject({ status: 'delivered', attempts: 1 });
+  });
+
+  test('with waitUntil, anything but a 2xx still waits for the attempt to be recorded', async () => {
+    const { store, deps } = world({ answers: [respond(503)] });
+    const handedOver: Promise<unknown>[] = [];
+    const outcome = await sendMessage({ ...deps, waitUntil: (work) => void handedOver.push(work) }, { message: 'hi' });
+    expect(outcome).toMatchObject({ kind: 'queued' });
+    expect(handedOver).toEqual([]);
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx' });
+  });
+
+  test('without waitUntil (Lambda), the delivered answer waits until the record says delivered', async () => {
+    const { store, deps } = world({ answers: [respond(200)] });
+    let release: () => void = () => undefined;
+    let writing: () => void = () => undefined;
+    const writeStarted = new Promise<void>((resolve) => (writing = resolve));
+    store.before.updateEvent = () => {
+      writing();
+      return new Promise<void>((resolve) => (release = resolve));
+    };
+    let settled = false;
+    const pending = sendMessage(deps, { message: 'hi' }).then((outcome) => ((settled = true), outcome));
+    await writeStarted;
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    expect(settled).toBe(false);
+    release();
+    await expect(pending).resolves.toMatchObject({ kind: 'delivered' });
+    expect(onlyEvent(store).status).toBe('delivered');
+  });
+
+  test('storage failure reading the subscription: unavailable storage, nothing queued', async () => {
+    const { store, queue, deps } = world();
+    store.failing.add('getSubscription');
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toMatchObject({ kind: 'unavailable', dependency: 'storage' });
+    expect(outcome).not.toHaveProperty('eventId');
+    expect(queue.jobs).toEqual([]);
+  });
+
+  test('storage failure recording the event: unavailable storage, nothing queued', async () => {
+    const { store, queue, deps } = world();
+    store.failing.add('putEvent');
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toMatchObject({ kind: 'unavailable', dependency: 'storage' });
+    expect(queue.jobs).toEqual([]);
+  });
+
+  test('queue failure: unavailable queue with the event id, and the record marked failed', async () => {
+    const { store, queue, deps } = world();
+    queue.fail = true;
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    const event = onlyEvent(store);
+    expect(outcome).toMatchObject({ kind: 'unavailable', dependency: 'queue', eventId: event.eventId });
+    expect(event.status).toBe('failed');
+  });
+
+  test('queue failure with storage failing too still reports unavailable queue with the event id', async () => {
+    const { store, queue, deps } = world();
+    queue.fail = true;
+    store.failing.add('updateEvent');
+    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'unavailable', dependency: 'queue', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
+  });
+
+  test('every send gets a fresh event id', async () => {
+    const { queue, deps } = world({ deliveryWaitMs: 0 });
+    await sendMessage(deps, { message: 'one' });
+    await sendMessage(deps, { message: 'two' });
+    expect(queue.jobs[0]!.eventId).not.toBe(queue.jobs[1]!.eventId);
+  });
+});
+
+describe('buildEvent and characters queues refuse', () => {
+  test('U+FFFE and U+FFFF are written as \\u escapes; the parsed message is unchanged', () => {
+    const json = buildEvent('evt_00000000000000000000000000000000', 'a\uFFFEb\uFFFF', 0);
+    expect(json).not.toMatch(/[\uFFFE\uFFFF]/);
+    expect(json).toContain('a\\ufffeb\\uffff');
+    expect(JSON.parse(json).data.message).toBe('a\uFFFEb\uFFFF');
+  });
+});

@@ -1,0 +1,115 @@
+/**
+ * The wire constants (SPEC 3, 4, 10) and the error types of the core.
+ */
+import { callbackEndpointError, DependencyUnavailable, guardDependency, invalidParams, ProtocolFault } from '../../../lambda/core/errors';
+import {
+  ErrorCodes,
+  FailureReasons,
+  Limits,
+  MESSAGE_CREATED_DEFINITION,
+  SERVER_CAPABILITIES,
+  WebhookHeaders,
+} from '../../../lambda/core/protocol';
+
+describe('protocol constants', () => {
+  test('error codes match SPEC 2-4', () => {
+    expect(ErrorCodes).toMatchObject({
+      parseError: -32700,
+      methodNotFound: -32601,
+      invalidParams: -32602,
+      internalError: -32603,
+      subscriptionConflict: -32000,
+      callbackEndpointError: -32015,
+      headerMismatch: -32020,
+      unsupportedProtocolVersion: -32022,
+    });
+  });
+
+  test('the failure categories are exactly those of SPEC 4.4', () => {
+    expect([...FailureReasons].sort()).toEqual(['challenge_failed', 'connection_refused', 'http_4xx', 'http_5xx', 'timeout', 'tls_error']);
+  });
+
+  test('events/list describes message.created exactly as SPEC 4.1', () => {
+    expect(JSON.parse(JSON.stringify(MESSAGE_CREATED_DEFINITION))).toEqual({
+      name: 'message.created',
+      description: 'A new message addressed to the single configured dot.',
+      delivery: ['webhook'],
+      inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+      payloadSchema: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'], additionalProperties: false },
+    });
+  });
+
+  test('capabilities announce events both ways and never listChanged: true', () => {
+    expect(JSON.parse(JSON.stringify(SERVER_CAPABILITIES))).toEqual({
+      tools: { listChanged: false },
+      events: {},
+      extensions: { 'io.modelcontextprotocol/events': {} },
+    });
+  });
+
+  test('header names are the Standard Webhooks and MCP ones, lower case', () => {
+    expect(WebhookHeaders).toEqual({
+      id: 'webhook-id',
+      timestamp: 'webhook-timestamp',
+      signature: 'webhook-signature',
+      subscriptionId: 'x-mcp-subscription-id',
+    });
+  });
+
+  test('limits match SPEC 10', () => {
+    expect(Limits).toMatchObject({
+      messageMaxBytes: 16_384,
+      requestBodyMaxBytes: 1_048_576,
+      outboundBodyMaxBytes: 262_144,
+      outboundDeadlineMs: 5_000,
+      outboundResponseMaxBytes: 1_048_576,
+      callbackUrlMaxChars: 2_048,
+      secretMinBytes: 24,
+      secretMaxBytes: 64,
+      ttlMinMs: 60_000,
+      ttlDefaultMs: 604_800_000,
+      ttlMaxMs: 604_800_000,
+      rotationOverlapMs: 600_000,
+      verificationCacheMs: 86_400_000,
+      inboundSignatureToleranceS: 300,
+      replayMemoryMs: 600_000,
+      deliveryWaitDefaultMs: 3_000,
+      deadLetterRetentionDays: 14,
+    });
+  });
+
+  test('the delivery wait cap keeps a request under 5 s', () => {
+    expect(Limits.deliveryWaitMaxMs).toBeLessThan(5_000);
+  });
+});
+
+describe('errors', () => {
+  test('invalidParams is a -32602 ProtocolFault with the given message', () => {
+    const fault = invalidParams('ttlMs must be null');
+    expect(fault).toBeInstanceOf(ProtocolFault);
+    expect(fault).toMatchObject({ code: -32602, message: 'ttlMs must be null', data: undefined });
+  });
+
+  test('callbackEndpointError is -32015 CallbackEndpointError with data.reason', () => {
+    expect(callbackEndpointError('timeout')).toMatchObject({ code: -32015, message: 'CallbackEndpointError', data: { reason: 'timeout' } });
+  });
+
+  test('guardDependency passes a result through', async () => {
+    await expect(guardDependency('storage', async () => 42)).resolves.toBe(42);
+  });
+
+  test('guardDependency turns any failure into DependencyUnavailable, keeping the cause', async () => {
+    const cause = new Error('ProvisionedThroughputExceededException');
+    const error = await guardDependency('queue', async () => {
+      throw cause;
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DependencyUnavailable);
+    expect(error).toMatchObject({ dependency: 'queue', cause });
+    expect((error as Error).message).toBe('queue unavailable');
+  });
+
+  test('guardDependency keeps an inner DependencyUnavailable as it is', async () => {
+    const inner = new DependencyUnavailable('storage');
+    await expect(guardDependency('queue', async () => Promise.reject(inner))).rejects.toBe(inner);
+  });
+});

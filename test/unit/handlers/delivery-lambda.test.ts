@@ -1,0 +1,289 @@
+/**
+ * The Delivery Lambda's handling of decisions and failures (lambda/handlers/delivery-lambda.ts)
+ * with an in-memory store, a scripted webhook and a recording queue: no network. The end-to-end
+ * path against fauxqs and DynamoDB Local is in test/integration/lambdas.test.ts.
+ */
+import type { SQSRecord } from 'aws-lambda';
+import { EventStatus, Limits } from '../../../lambda/core/protocol';
+import { createDeliveryLambda, type DeliveryQueue } from '../../../lambda/handlers/delivery-lambda';
+import type { Logger } from '../../../lambda/log';
+import type { EventExpectation, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../../../lambda/ports';
+
+const silentLog: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+const SUB_ID = `sub_${'b'.repeat(32)}`;
+const eventIdOf = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
+
+function memoryStore(options: { failReads?: boolean } = {}) {
+  const now = Date.now();
+  const subscription: SubscriptionRecord = {
+    id: SUB_ID,
+    url: 'https://dot.example/hook',
+    name: 'message.created',
+    secret: `whsec_${Buffer.alloc(32, 1).toString('base64')}`,
+    principal: 'p',
+    createdAt: now,
+    refreshedAt: now,
+    expiresAt: now + Limits.ttlDefaultMs,
+  };
+  const events = new Map<string, EventRecord>();
+  const store = {
+    events,
+    add(eventId: string, patch: Partial<EventRecord> = {}) {
+      events.set(eventId, { eventId, status: EventStatus.queued, subscriptionId: SUB_ID, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs, ...patch });
+    },
+    getSubscription: async () => subscription,
+    getEvent: async (id: string) => {
+      if (options.failReads) throw new Error('ProvisionedThroughputExceededException');
+      return events.get(id);
+    },
+    updateEvent: async (id: string, patch: Partial<EventRecord>, expected?: EventExpectation) => {
+      const event = events.get(id);
+      if (!event) return false;
+      if (expected && (event.status !== expected.status || (expected.attempts !== undefined && event.attempts !== expected.attempts))) return false;
+      Object.assign(event, patch);
+      return true;
+    },
+    restoreEvent: async (record: EventRecord) => {
+      if (events.has(record.eventId)) return false;
+      events.set(record.eventId, { ...record });
+      return true;
+    },
+    deleteSubscription: async () => false,
+    recordDeliveryOutcome: async () => undefined,
+  };
+  return store as typeof store & Store;
+}
+
+function recordingQueue(options: { failVisibility?: boolean; failDeadLetter?: boolean } = {}) {
+  const visibility: { receiptHandle: string; seconds: number }[] = [];
+  const deadLetters: { body: string; attributes: Record<string, string>; reason: string }[] = [];
+  const queue: DeliveryQueue = {
+    changeVisibility: async (receiptHandle, seconds) => {
+      if (options.failVisibility) throw new Error('sqs down');
+      visibility.push({ receiptHandle, seconds });
+    },
+    sendToDeadLetter: async (message, reason) => {
+      if (options.failDeadLetter) throw new Error('sqs down');
+      deadLetters.push({ ...message, reason });
+    },
+  };
+  return { queue, visibility, deadLetters };
+}
+
+function respond(status: number, retryAfter?: string): WebhookClient {
+  return { post: async () => ({ kind: 'response', status, body: new Uint8Array(), ...(retryAfter ? { retryAfter } : {}) }) };
+}
+
+function record(n: number, overrides: { attributes?: Record<string, string>; receives?: number; body?: string } = {}): SQSRecord {
+  const attributes = overrides.attributes ?? { eventId: eventIdOf(n), subscriptionId: SUB_ID };
+  return {
+    messageId: `m-${n}`,
+    receiptHandle: `rh-${n}`,
+    body: overrides.body ?? `{"eventId":"${eventIdOf(n)}"}`,
+    attributes: { ApproximateReceiveCount: String(overrides.receives ?? 1), SentTimestamp: '0', SenderId: 'x', ApproximateFirstReceiveTimestamp: '0' },
+    messageAttributes: Object.fromEntries(Object.entries(attributes).map(([k, v]) => [k, { dataType: 'String', stringValue: v }])),
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:q',
+    awsRegion: 'us-east-1',
+  };
+}
+
+function lambdaWith(store: Store, webhook: WebhookClient, queue: DeliveryQueue, retryDelaysS = [1, 4]) {
+  return createDeliveryLambda({ delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS }, queue, log: silentLog });
+}
+
+test('retry: visibility set to the delay rounded up to whole seconds, record listed as failed', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(1));
+  const q = recordingQueue();
+  const response = await lambdaWith(store, respond(503), q.queue, [2.5, 4])({ Records: [record(1)] });
+  expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-1' }]);
+  expect(q.visibility).toEqual([{ receiptHandle: 'rh-1', seconds: 3 }]);
+  expect(store.events.get(eventIdOf(1))).toMatchObject({ status: EventStatus.queued, attempts: 1, lastError: 'http_5xx' });
+});
+
+test('dead_letter: copy with the reason and the original attributes, then deleted', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(2));
+  const q = recordingQueue();
+  const response = await lambdaWith(store, respond(404), q.queue)({ Records: [record(2)] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.deadLetters).toEqual([{ body: `{"eventId":"${eventIdOf(2)}"}`, attributes: { eventId: eventIdOf(2), subscriptionId: SUB_ID }, reason: 'http_4xx' }]);
+});
+
+test.each([
+  ['no attributes', {}],
+  ['no subscriptionId', { eventId: eventIdOf(3) }],
+  ['an event id that is not ours', { eventId: 'evt_../../etc', subscriptionId: SUB_ID }],
+  ['a subscription id that is not ours', { eventId: eventIdOf(3), subscriptionId: 'sub_x' }],
+])('malformed record (%s): DLQ with reason malformed, never sent, not retried', async (_name, attributes) => {
+  const q = recordingQueue();
+  const webhook = { post: jest.fn() };
+  const response = await lambdaWith(memoryStore(), webhook, q.queue)({ Records: [record(3, { attributes })] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['malformed']);
+  expect(webhook.post).not.toHaveBeenCalled();
+});
+
+test('an exception (storage down) keeps the record for SQS to redeliver', async () => {
+  const q = recordingQueue();
+  const response = await lambdaWith(memoryStore({ failReads: true }), respond(200), q.queue)({ Records: [record(4)] });
+  expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-4' }]);
+  expect(q.deadLetters).toEqual([]);
+});
+
+test('on its receive limit (attempts + 4; the stack adds 5 more for SQS), a crashing record goes to the DLQ as receive_limit', async () => {
+  const q = recordingQueue();
+  const lambda = lambdaWith(memoryStore({ failReads: true }), respond(200), q.queue, [1, 4]);
+  // Two delays: three attempts, limit 7. Receive 6 is kept for SQS; receive 7 is dead-lettered.
+  expect((await lambda({ Records: [record(5, { receives: 6 })] })).batchItemFailures).toHaveLength(1);
+  expect(q.deadLetters).toEqual([]);
+  expect((await lambda({ Records: [record(5, { receives: 7 })] })).batchItemFailures).toEqual([]);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+});
+
+test('the receive limit holds on the retry path too: the event is marked failed and dead-lettered with a reason', async () => {
+  // Before: only a thrown error consulted the limit, so a retried record was kept until SQS's own
+  // redrive took it with no reason, leaving its event queued for ever.
+  const store = memoryStore();
+  store.add(eventIdOf(11), { attempts: 1 });
+  const q = recordingQueue();
+  const response = await lambdaWith(store, respond(503), q.queue, [1, 4])({ Records: [record(11, { receives: 7 })] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.visibility).toEqual([]);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+  expect(store.events.get(eventIdOf(11))?.status).toBe(EventStatus.failed);
+});
+
+test('a lease held by the inline attempt defers the record without a POST or a counted attempt', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(12), { notBefore: Date.now() + 2_500 });
+  const webhook = { post: jest.fn() };
+  const q = recordingQueue();
+  const response = await lambdaWith(store, webhook, q.queue)({ Records: [record(12)] });
+  expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-12' }]);
+  expect(q.visibility).toEqual([{ receiptHandle: 'rh-12', seconds: 3 }]);
+  expect(webhook.post).not.toHaveBeenCalled();
+  expect(store.events.get(eventIdOf(12))).toMatchObject({ status: EventStatus.queued, attempts: 0 });
+});
+
+test('a lease that ends within a second is waited out in place, then the attempt is made', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(13), { notBefore: Date.now() + 300 });
+  const slept: number[] = [];
+  const q = recordingQueue();
+  const lambda = createDeliveryLambda({
+    delivery: { store, webhook: respond(200), clock: { now: () => Date.now() + slept.reduce((a, b) => a + b, 0), sleep: async (ms) => void slept.push(ms) }, retryDelaysS: [1, 4] },
+    queue: q.queue,
+    log: silentLog,
+  });
+  expect((await lambda({ Records: [record(13)] })).batchItemFailures).toEqual([]);
+  expect(slept).toHaveLength(1);
+  expect(slept[0]).toBeLessThanOrEqual(300);
+  expect(store.events.get(eventIdOf(13))).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
+});
+
+test('two copies of one job at once commit one outcome: a later 404 never overwrites delivered, and nothing is dead-lettered', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(14));
+  const answers = [200, 404];
+  let arrived = 0;
+  let release: () => void = () => undefined;
+  const bothInFlight = new Promise<void>((resolve) => (release = resolve));
+  const webhook: WebhookClient = {
+    post: async () => {
+      const status = answers[arrived]!;
+      if (++arrived === 2) release();
+      await bothInFlight;
+      // The 200 is recorded first: the 404 copy finishes a tick later.
+      if (status === 404) await new Promise((resolve) => setTimeout(resolve, 5));
+      return { kind: 'response', status, body: new Uint8Array() };
+    },
+  };
+  const q = recordingQueue();
+  const response = await lambdaWith(store, webhook, q.queue)({ Records: [record(14), { ...record(14), messageId: 'm-14b', receiptHandle: 'rh-14b' }] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.deadLetters).toEqual([]);
+  expect(store.events.get(eventIdOf(14))).toMatchObject({ status: EventStatus.delivered, attempts: 1, lastHttpStatus: 200 });
+});
+
+test('a failed visibility change keeps the record (it returns after the queue default instead)', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(6));
+  const response = await lambdaWith(store, respond(503), recordingQueue({ failVisibility: true }).queue)({ Records: [record(6)] });
+  expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-6' }]);
+});
+
+test('a failed dead-letter send keeps the record; the redelivery dead-letters it without a second POST', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(7));
+  const webhook = { post: jest.fn(async (): Promise<WebhookResponse> => ({ kind: 'response', status: 410, body: new Uint8Array() })) };
+  expect((await lambdaWith(store, webhook, recordingQueue({ failDeadLetter: true }).queue)({ Records: [record(7)] })).batchItemFailures).toHaveLength(1);
+  const q = recordingQueue();
+  expect((await lambdaWith(store, webhook, q.queue)({ Records: [record(7, { receives: 2 })] })).batchItemFailures).toEqual([]);
+  expect(webhook.post).toHaveBeenCalledTimes(1);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['http_4xx']);
+});
+
+test('an event that failed without any attempt (the enqueue itself failed) is not dead-lettered again', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(8), { status: EventStatus.failed, attempts: 0 });
+  const q = recordingQueue();
+  expect((await lambdaWith(store, respond(200), q.queue)({ Records: [record(8)] })).batchItemFailures).toEqual([]);
+  expect(q.deadLetters).toEqual([]);
+});
+
+test('records of a batch are processed concurrently', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(9));
+  store.add(eventIdOf(10));
+  // Each POST waits until both are in flight: a sequential worker would never get there.
+  let arrived = 0;
+  let release: () => void = () => undefined;
+  const bothInFlight = new Promise<void>((resolve) => (release = resolve));
+  const webhook: WebhookClient = {
+    post: async () => {
+      if (++arrived === 2) release();
+      let timer: NodeJS.Timeout | undefined;
+      const stuck = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('records were processed one at a time')), 5_000)));
+      try {
+        await Promise.race([bothInFlight, stuck]);
+      } finally {
+        clearTimeout(timer);
+      }
+      return { kind: 'response', status: 200, body: new Uint8Array() };
+    },
+  };
+  const response = await lambdaWith(store, webhook, recordingQueue().queue)({ Records: [record(9), record(10)] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(store.events.get(eventIdOf(9))?.status).toBe(EventStatus.delivered);
+  expect(store.events.get(eventIdOf(10))?.status).toBe(EventStatus.delivered);
+});
+
+test('an empty batch is an empty answer', async () => {
+  expect(await lambdaWith(memoryStore(), respond(200), recordingQueue().queue)({ Records: [] })).toEqual({ batchItemFailures: [] });
+});
+
+test('redrive: a record carrying the DLQ reason attribute gives its failed event a new round', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(9));
+  store.events.set(eventIdOf(9), { ...store.events.get(eventIdOf(9))!, status: EventStatus.failed, attempts: 3, lastError: 'http_4xx' });
+  const q = recordingQueue();
+  const redriven = record(9, { attributes: { eventId: eventIdOf(9), subscriptionId: SUB_ID, reason: 'http_4xx' } });
+  const response = await lambdaWith(store, respond(200), q.queue)({ Records: [redriven] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(q.deadLetters).toEqual([]);
+  expect(store.events.get(eventIdOf(9))).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
+});
+
+test('no redrive mark: the same failed event is not sent again (it is only re-dead-lettered)', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(10));
+  store.events.set(eventIdOf(10), { ...store.events.get(eventIdOf(10))!, status: EventStatus.failed, attempts: 3, lastError: 'http_4xx' });
+  let posts = 0;
+  const q = recordingQueue();
+  await lambdaWith(store, { post: async () => ((posts += 1), { kind: 'response', status: 200, body: new Uint8Array() }) }, q.queue)({ Records: [record(10)] });
+  expect(posts).toBe(0);
+  expect(store.events.get(eventIdOf(10))).toMatchObject({ status: EventStatus.failed });
+});

@@ -1,0 +1,98 @@
+/**
+ * The MCP Lambda writes one embedded-metric-format line per request (lambda/metrics.ts): the route
+ * template API Gateway matched, the status class and the latency. Driven through the test API
+ * Gateway with stub ports; the lines are collected from the emitter's sink.
+ */
+import type { APIGatewayProxyEventV2 } from 'aws-lambda';
+import { createMcpLambda, mcpLambdaFromEnvironment } from '../../../lambda/handlers/mcp-lambda';
+import type { Logger } from '../../../lambda/log';
+import { createMetrics } from '../../../lambda/metrics';
+import type { Queue, Store, WebhookClient } from '../../../lambda/ports';
+import { eventFromRequest } from '../../support/apigw';
+
+const API_KEY = 'metrics-test-api-key-0123456789abcdef';
+const silentLog: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+function unusedPort<T extends object>(name: string): T {
+  return new Proxy({} as T, {
+    get: (_, prop) => () => Promise.reject(new Error(`${name}.${String(prop)} must not be called in this test`)),
+  });
+}
+
+function instrumented() {
+  const lines: string[] = [];
+  const lambda = createMcpLambda({
+    store: unusedPort<Store>('store'),
+    queue: unusedPort<Queue>('queue'),
+    webhook: unusedPort<WebhookClient>('webhook'),
+    apiKey: { get: async () => API_KEY, peek: () => API_KEY },
+    deliveryWaitMs: 0,
+    allowedOrigins: [],
+    allowLoopbackCallbacks: false,
+    log: silentLog,
+    metrics: createMetrics({ sink: (line) => lines.push(line) }),
+  });
+  return { lambda, lines };
+}
+
+/** An event as API Gateway sends it for a matched route. */
+async function event(routeKey: string, url: string, init: RequestInit = {}): Promise<APIGatewayProxyEventV2> {
+  const e = await eventFromRequest(new Request(url, init), { requestId: 'rid-1' });
+  return { ...e, routeKey, requestContext: { ...e.requestContext, routeKey } };
+}
+
+test('one line per request with the route template and the status class of the answer', async () => {
+  const { lambda, lines } = instrumented();
+  const health = await lambda(await event('GET /healthz', 'https://api.example/healthz'));
+  expect(health.statusCode).toBe(200);
+  const refused = await lambda(await event('POST /v1/messages', 'https://api.example/v1/messages', { method: 'POST', body: '{}' }));
+  expect(refused.statusCode).toBe(401);
+  expect(lines).toHaveLength(2);
+  const [first, second] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+  expect(first).toMatchObject({ Route: 'GET /healthz', StatusClass: '2xx', Requests: 1 });
+  expect(second).toMatchObject({ Route: 'POST /v1/messages', StatusClass: '4xx', Requests: 1 });
+  expect(typeof first?.RequestLatency).toBe('number');
+  expect(first?.RequestLatency as number).toBeGreaterThanOrEqual(0);
+});
+
+test('the key in the query string never reaches a metric line: the route is the template, not the path', async () => {
+  const { lambda, lines } = instrumented();
+  const result = await lambda(await event('GET /mcp', `https://api.example/mcp?key=${API_KEY}`));
+  expect(result.statusCode).toBe(405);
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).not.toContain(API_KEY);
+  expect(lines[0]).not.toContain('key=');
+  expect(JSON.parse(lines[0] as string)).toMatchObject({ Route: 'GET /mcp', StatusClass: '4xx' });
+});
+
+test('an event the translation refuses is counted as the 400 it is answered with', async () => {
+  const { lambda, lines } = instrumented();
+  const bad = await event('POST /mcp', 'https://api.example/mcp', { method: 'POST', body: '{}' });
+  bad.requestContext.http.method = 'CONNECT';
+  expect((await lambda(bad)).statusCode).toBe(400);
+  expect(JSON.parse(lines[0] as string)).toMatchObject({ Route: 'POST /mcp', StatusClass: '4xx' });
+});
+
+describe('mcpLambdaFromEnvironment', () => {
+  const env = { TABLE_NAME: 't', QUEUE_URL: 'https://q' };
+  const clients = { dynamodb: {} as never, sqs: {} as never, secrets: { getSecretValue: async () => ({}) } };
+
+  test.each([
+    ['outside Lambda (no AWS_LAMBDA_FUNCTION_NAME): no metric lines', {}, 0],
+    ['inside Lambda: one line on stdout per request', { AWS_LAMBDA_FUNCTION_NAME: 'DmDot-Mcp' }, 1],
+  ])('%s', async (_name, extra, expected) => {
+    const writes: string[] = [];
+    const spy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      writes.push(String(chunk));
+      return true;
+    });
+    try {
+      const lambda = mcpLambdaFromEnvironment({ ...env, ...extra }, clients, { log: silentLog });
+      expect((await lambda(await event('GET /healthz', 'https://api.example/healthz'))).statusCode).toBe(200);
+    } finally {
+      spy.mockRestore();
+    }
+    const emf = writes.filter((w) => w.includes('"_aws"'));
+    expect(emf).toHaveLength(expected);
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * Two rules of SPEC 2 at the door of the HTTP app, one failure mode per test:
+ * - the API key: either credential that matches authenticates, so an empty or stale `?key=` left
+ *   in a connector URL does not hide a valid `Authorization: Bearer` (issue 9 item 11), and a
+ *   wrong Bearer does not hide a valid `?key=`; two wrong ones are still 401;
+ * - the Origin: besides configured origins, the server's own origin (`http://` + one of its
+ *   allowed Host values) passes on the local runtime (issue 8); foreign origins, other schemes
+ *   and anything that is not a bare origin stay refused; behind API Gateway (no Host list) only
+ *   configured origins pass.
+ */
+import type { App } from '../../../lambda/http/app';
+import { API_KEY, buildApp, keyQuery, legacyHeaders, request, send } from '../../support/app';
+
+const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+describe('API key: either matching credential authenticates (issue 9 item 11)', () => {
+  const { app } = buildApp();
+
+  test('an empty ?key= does not hide a valid Bearer header', async () => {
+    const answer = await send(app, { query: 'key=', headers: legacyHeaders(bearer(API_KEY)), body: ping });
+    expect(answer.status).toBe(200);
+  });
+
+  test('a wrong ?key= does not hide a valid Bearer header', async () => {
+    const answer = await send(app, { query: keyQuery('stale-key'), headers: legacyHeaders(bearer(API_KEY)), body: ping });
+    expect(answer.status).toBe(200);
+  });
+
+  test('a wrong Bearer header does not hide a valid ?key=', async () => {
+    const answer = await send(app, { query: keyQuery(), headers: legacyHeaders(bearer('stale-key')), body: ping });
+    expect(answer.status).toBe(200);
+  });
+
+  test('a wrong ?key= and a wrong Bearer are 401', async () => {
+    const answer = await send(app, { query: keyQuery('wrong-1'), headers: legacyHeaders(bearer('wrong-2')), body: ping });
+    expect(answer.status).toBe(401);
+    expect(answer.headers.get('www-authenticate')).toBe('Bearer');
+  });
+
+  test('an empty ?key= and no Bearer is 401', async () => {
+    const answer = await send(app, { query: 'key=', headers: legacyHeaders(), body: ping });
+    expect(answer.status).toBe(401);
+  });
+
+  test('the same holds on the REST route', async () => {
+    const answer = await send(app, {
+      path: '/v1/messages',
+      query: 'key=',
+      headers: { 'content-type': 'application/json', ...bearer(API_KEY) },
+      body: '{"message":"hi"}',
+    });
+    // Authenticated: past the door, the fake store has no subscription (409), not 401.
+    expect(answer.status).toBe(409);
+  });
+});
+
+describe('Origin: the local runtime accepts its own origin (SPEC 2, issue 8)', () => {
+  const local = buildApp({ allowedHosts: ['127.0.0.1:8787', 'localhost:8787', '[::1]:8787', 'tunnel.example.com'] }).app;
+  async function status(app: App, origin: string, host = '127.0.0.1:8787'): Promise<number> {
+    const response = await app.handle(request({ headers: legacyHeaders({ origin }), body: ping }), { host });
+    return response.status;
+  }
+
+  test.each(['http://127.0.0.1:8787', 'http://localhost:8787', 'http://[::1]:8787', 'http://LOCALHOST:8787', 'http://tunnel.example.com'])(
+    'its own origin %s is accepted',
+    async (origin) => {
+      expect(await status(local, origin)).toBe(200);
+    },
+  );
+
+  test('the accepted own origin is echoed in the CORS headers', async () => {
+    const response = await local.handle(request({ headers: legacyHeaders({ origin: 'http://localhost:8787' }), body: ping }), { host: 'localhost:8787' });
+    expect(response.headers.get('access-control-allow-origin')).toBe('http://localhost:8787');
+  });
+
+  test.each([
+    ['a foreign host', 'http://evil.example.com'],
+    ['an allowed host on another port', 'http://127.0.0.1:9999'],
+    ['an allowed host name without its port', 'http://localhost'],
+    ['https instead of http (SPEC 2 says http://)', 'https://127.0.0.1:8787'],
+    ['an origin with a path', 'http://127.0.0.1:8787/mcp'],
+    ['user info in front of an allowed host', 'http://evil@127.0.0.1:8787'],
+    ['the literal null origin', 'null'],
+    ['an empty origin', ''],
+  ])('%s is refused with 403', async (_why, origin) => {
+    expect(await status(local, origin)).toBe(403);
+  });
+
+  test('behind API Gateway (no Host list) the own-origin rule does not apply: only configured origins pass', async () => {
+    const behindGateway = buildApp({ allowedHosts: undefined, allowedOrigins: ['https://inspector.example'] }).app;
+    expect(await status(behindGateway, 'http://127.0.0.1:8787')).toBe(403);
+    expect(await status(behindGateway, 'https://inspector.example')).toBe(200);
+  });
+
+  test('a configured origin still passes on the local runtime', async () => {
+    const configured = buildApp({ allowedHosts: ['127.0.0.1:8787'], allowedOrigins: ['https://inspector.example'] }).app;
+    expect(await status(configured, 'https://inspector.example')).toBe(200);
+  });
+});

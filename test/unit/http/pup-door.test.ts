@@ -1,0 +1,108 @@
+/**
+ * The pup door (SPEC 8) in-process: the shared suite (pup-suite.ts) against the HTTP app and
+ * against the MCP Lambda through the API Gateway translation, both over the in-memory fakes; plus
+ * what only fakes can show (a storage outage) and the route table's edges.
+ */
+import { buildApp, liveSubscription, modernHeaders, send } from '../../support/app';
+import { FakeClock, respond } from '../../support/fakes';
+import { asApp, buildLambda } from '../../support/lambda';
+import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, mcpBody, mcpHeaders, type PupTargetOptions } from '../../support/pup-suite';
+
+
+function pupConfig(options: PupTargetOptions, start: number) {
+  const secrets = secretsAt(options, start);
+  return { secrets: async () => secrets, ...(options.manifest !== undefined ? { manifest: options.manifest } : {}) };
+}
+
+describePupDoor('HTTP app', async (options) => {
+  const clock = new FakeClock();
+  const { app, logs } = buildApp({ pup: pupConfig(options, clock.now()) }, { clock });
+  return { app, clock, logs, cleanup: () => app.close() };
+});
+
+describePupDoor('MCP Lambda (API Gateway translation, fakes)', async (options) => {
+  const clock = new FakeClock();
+  const { lambda, logs } = buildLambda({ pup: pupConfig(options, clock.now()) }, { clock });
+  return { app: asApp(lambda), clock, logs };
+});
+
+describe('pup door: what only fakes show', () => {
+  const { secret, key } = newPupSecret();
+
+  test.each(['claimReplayId', 'putInboundAnswer'] as const)('storage down (%s) is 503 storage_unavailable, logged without the body', async (method) => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+    t.store.failing.add(method);
+    const target = { app: t.app, clock, logs: t.logs };
+    const id = newWebhookId();
+    const answer =
+      method === 'claimReplayId'
+        ? await signedPost(target, '/pup/mcp', mcpBody('server/discover'), key, { id, headers: mcpHeaders('server/discover') })
+        : await signedPost(target, '/pup/events', envelope(id, 'member.joined'), key, { id });
+    expect(answer.status).toBe(503);
+    expect(answer.json).toMatchObject({ error: { code: 'storage_unavailable' } });
+    expect(t.logs.some((l) => l.event === 'dependency_unavailable')).toBe(true);
+    expect(t.logs.some((l) => l.event === 'pup_member_event')).toBe(false);
+  });
+
+  test('a refused request never reaches the store', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+    await signedPost({ app: t.app, clock, logs: t.logs }, '/pup/events', envelope('x', 'member.joined'), newPupSecret().key, { id: 'x' });
+    expect(t.store.calls).toEqual([]);
+  });
+
+  test('the MCP call runs as the pup principal, not as the API key', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+    const target = { app: t.app, clock, logs: t.logs };
+    const body = mcpBody('events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: 'https://dot.example/hook', secret: `whsec_${Buffer.alloc(32, 9).toString('base64')}` } });
+    await signedPost(target, '/pup/mcp', body, key, { headers: mcpHeaders('events/subscribe', 'message.created') });
+    const { PUP_PRINCIPAL } = await import('../../../lambda/core/pup');
+    const { principalOf } = await import('../../../lambda/core/identity');
+    const verificationKeys = t.store.callsOf('isVerified').map((call) => call.args[0]);
+    const { verificationKeyOf } = await import('../../../lambda/core/identity');
+    expect(verificationKeys).toEqual([verificationKeyOf(PUP_PRINCIPAL, 'https://dot.example/hook')]);
+    expect(PUP_PRINCIPAL).not.toBe(principalOf('test-api-key-0123456789abcdef'));
+  });
+
+  test('/pup/ paths outside the four routes are 404', async () => {
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } });
+    const response = await t.app.handle(new Request('https://dmdot.example/pup/other', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }));
+    expect(response.status).toBe(404);
+  });
+
+  test('an Origin header from a browser is refused 403 before the door', async () => {
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } });
+    const response = await t.app.handle(new Request('https://dmdot.example/pup/manifest.json', { headers: { origin: 'https://evil.example' } }));
+    expect(response.status).toBe(403);
+  });
+
+  test('MCP Tasks work through the pup door too: a task for a slow delivery, read back with tasks/get, bound to the pup principal', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock, deliveryWaitMs: 0, webhook: { post: async () => respond(503) } });
+    t.store.subscription = liveSubscription(clock.now());
+    const target = { app: t.app, clock, logs: t.logs };
+    const withTasks = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } }, 'io.puphq/context': { installationId: 'inst_1' } };
+    const rpcBody = (method: string, params: Record<string, unknown>) => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: withTasks } });
+
+    const created = await signedPost(target, '/pup/mcp', rpcBody('tools/call', { name: 'send_to_dot', arguments: { message: 'slow dot' } }), key, { headers: mcpHeaders('tools/call', 'send_to_dot') });
+    const task = (created.json as { result: { resultType: string; taskId: string; status: string } }).result;
+    expect(task).toMatchObject({ resultType: 'task', status: 'working' });
+
+    const get = await signedPost(target, '/pup/mcp', rpcBody('tasks/get', { taskId: task.taskId }), key, { headers: mcpHeaders('tasks/get', task.taskId) });
+    expect((get.json as { result: { status: string } }).result.status).toBe('working');
+    const [eventId] = [...t.store.events.keys()];
+    Object.assign(t.store.events.get(eventId!)!, { status: 'delivered', deliveredAt: clock.now() + 1 });
+    const done = await signedPost(target, '/pup/mcp', rpcBody('tasks/get', { taskId: task.taskId }), key, { headers: mcpHeaders('tasks/get', task.taskId) });
+    expect((done.json as { result: { status: string; result: { content: { text: string }[] } } }).result).toMatchObject({ status: 'completed' });
+    expect(JSON.stringify(done.json)).toContain(`ChatGPT accepted event ${eventId}`);
+
+    // The same task id through /mcp with the API key is another principal: not found.
+    const viaKey = await send(t.app, {
+      headers: modernHeaders('tasks/get', { 'mcp-name': task.taskId }),
+      body: rpcBody('tasks/get', { taskId: task.taskId }),
+    });
+    expect(JSON.stringify(viaKey.json)).toContain('-32602');
+  });
+});
