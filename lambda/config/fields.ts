@@ -1,0 +1,190 @@
+/**
+ * Pure parsers for every setting dm-dot has, one per kind of field, each throwing the one error
+ * type `SettingsError` with a sentence that names the setting. The local runtime, both Lambdas
+ * and the CLI read their environment through them (lambda/config/settings.ts), and the CDK stack
+ * validates its context with the very same functions (lib/settings.ts): a value the stack accepts
+ * is one the Lambda accepts, with the same bounds.
+ *
+ * Every parser takes the text as it arrives (an environment variable, a CDK context value, which
+ * may also be a number) and the name to use in its message (`DMDOT_RETRY_DELAYS`, `context
+ * retryDelays`).
+ *
+ * Deliberately not here: reading the environment or files (settings.ts does, once per entry
+ * point), defaults of AWS resources (lib/), and quoting a secret in any message.
+ */
+import { inboundSecretsProblem, parseRotationTime, type InboundSecrets } from '../core/inbound';
+import { DEFAULT_RETRY_DELAYS_S, Limits } from '../core/protocol';
+import { ttlPolicyProblem, type TtlPolicy } from '../core/validation';
+
+export class SettingsError extends Error {
+  override name = 'SettingsError';
+}
+
+/** What a setting may arrive as: CDK context values from cdk.json may be numbers. */
+export type Raw = string | number | undefined | null;
+
+function text(value: Raw): string {
+  return value === undefined || value === null ? '' : String(value).trim();
+}
+
+export function isUnset(value: Raw): boolean {
+  return text(value) === '';
+}
+
+export function list(value: Raw): string[] {
+  return text(value)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+export function required(value: Raw, name: string): string {
+  const t = text(value);
+  if (t === '') throw new SettingsError(`${name} must be set (the stack sets it)`);
+  return t;
+}
+
+export function optional(value: Raw): string | undefined {
+  const t = text(value);
+  return t === '' ? undefined : t;
+}
+
+/** A switch: unset, `0` or `false` is off; `1` or `true` is on; anything else is refused. */
+export function flag(value: Raw, name: string): boolean {
+  const t = text(value).toLowerCase();
+  if (t === '' || t === '0' || t === 'false') return false;
+  if (t === '1' || t === 'true') return true;
+  throw new SettingsError(`${name} must be 1 (on) or 0 (off), got "${text(value).slice(0, 40)}"`);
+}
+
+export function integer(value: Raw, name: string, min: number, max: number, fallback?: number): number {
+  const t = text(value);
+  if (t === '' && fallback !== undefined) return fallback;
+  const n = Number(t);
+  if (t === '' || !/^-?\d+$/.test(t) || !Number.isSafeInteger(n) || n < min || n > max) {
+    throw new SettingsError(`${name} must be an integer from ${min} to ${max}, got "${t.slice(0, 40)}"`);
+  }
+  return n;
+}
+
+/**
+ * The longest delay between two attempts: 12 hours (SQS's visibility limit, counted from the
+ * receive) less 15 minutes for the time between the receive and the visibility change
+ * (adapters/sqs-queue.ts clamps at run time as well).
+ */
+export const MAX_RETRY_DELAY_S = 43_200 - 900;
+export const MAX_RETRY_DELAYS = 20;
+
+/** Seconds before attempts 2, 3, …: 1 to 20 numbers, each 0..42,300 (fractions allowed; SQS rounds them up). */
+export function retryDelays(value: Raw, name: string): number[] {
+  if (isUnset(value)) return [...DEFAULT_RETRY_DELAYS_S];
+  const delays = list(value).map(Number);
+  if (delays.length === 0 || delays.length > MAX_RETRY_DELAYS || delays.some((d) => !Number.isFinite(d) || d < 0 || d > MAX_RETRY_DELAY_S)) {
+    throw new SettingsError(
+      `${name} must be 1 to ${MAX_RETRY_DELAYS} comma-separated numbers of seconds, each 0..${MAX_RETRY_DELAY_S} (SQS visibility limit of 12 h from the receive, less 15 min), got "${text(value).slice(0, 80)}"`,
+    );
+  }
+  return delays;
+}
+
+/** The wait window of send_to_dot's inline first attempt: 0..4000 ms, so a request never exceeds 5 s. */
+export function deliveryWaitMs(value: Raw, name: string): number {
+  return integer(value, name, 0, Limits.deliveryWaitMaxMs, Limits.deliveryWaitDefaultMs);
+}
+
+/** The subscription TTL default and cap: both 60 s..7 days, default ≤ cap; a cap alone lowers the default to it. */
+export function ttlPolicy(defaultValue: Raw, maxValue: Raw, names: string): TtlPolicy {
+  const read = (value: Raw, fallback: number) => (isUnset(value) ? fallback : Number(text(value)));
+  const maxMs = read(maxValue, Limits.ttlMaxMs);
+  const policy = { maxMs, defaultMs: read(defaultValue, Math.min(Limits.ttlDefaultMs, maxMs)) };
+  const problem = ttlPolicyProblem(policy);
+  if (problem) throw new SettingsError(`${names}: ${problem}`);
+  return policy;
+}
+
+/** Browser origins, `scheme://host[:port]` each (a trailing slash is dropped), http or https. */
+export function origins(value: Raw, name: string): string[] {
+  return list(value).map((origin) => {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    const bare = origin.replace(/\/$/, '');
+    if (!parsed || parsed.origin !== bare || !/^https?:$/.test(parsed.protocol)) {
+      throw new SettingsError(`${name}: "${origin.slice(0, 80)}" is not an origin like https://example.com`);
+    }
+    return bare;
+  });
+}
+
+/** Extra `Host` values: `host` or `host:port`, no scheme, no path. */
+export function hosts(value: Raw, name: string): string[] {
+  return list(value).map((host) => {
+    if (!/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/i.test(host)) {
+      throw new SettingsError(`${name}: "${host.slice(0, 80)}" is not a host name like abc.example-tunnel.dev (no scheme, no path)`);
+    }
+    return host.toLowerCase();
+  });
+}
+
+export function email(value: Raw, name: string): string | undefined {
+  const t = text(value);
+  if (t === '') return undefined;
+  if (!/^[^\s@,]+@[^\s@,]+\.[^\s@,]+$/.test(t)) throw new SettingsError(`${name} must be one e-mail address, got "${t.slice(0, 80)}"`);
+  return t;
+}
+
+/**
+ * pup's signing secrets (comma-separated `whsec_` secrets, current first, at most two) and the
+ * rotation time (ISO 8601 with a zone; required with two secrets: the previous one is accepted
+ * until 10 minutes after it). Messages name the setting and a secret's position, never a secret.
+ */
+export function pupSecrets(secretsValue: Raw, rotatedAtValue: Raw, names = 'PUP_SIGNING_SECRETS / PUP_ROTATED_AT'): InboundSecrets {
+  const secrets = list(secretsValue);
+  let rotatedAt: number | undefined;
+  if (!isUnset(rotatedAtValue)) {
+    rotatedAt = parseRotationTime(text(rotatedAtValue));
+    if (rotatedAt === undefined) throw new SettingsError('PUP_ROTATED_AT must be an ISO 8601 time with a zone, like 2026-11-30T12:00:00Z');
+  }
+  const config: InboundSecrets = rotatedAt === undefined ? { secrets } : { secrets, rotatedAt };
+  const problem = inboundSecretsProblem(config);
+  if (problem) throw new SettingsError(`${names}: ${problem}`);
+  return config;
+}
+
+/** A pup manifest as served: the exact text, which must hold one JSON object of at most 1 MiB. */
+export function manifestText(content: string, name: string): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(content);
+  } catch {
+    throw new SettingsError(`${name} is not valid JSON`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new SettingsError(`${name} must hold a JSON object`);
+  if (Buffer.byteLength(content, 'utf8') > Limits.outboundResponseMaxBytes) throw new SettingsError(`${name} is over 1 MiB (pup reads at most 1 MiB)`);
+  return content;
+}
+
+/** Shorter than this, an API key is refused: it could be guessed. */
+export const API_KEY_MIN_CHARS = 16;
+/** Shorter than this, an API key is accepted with a warning (the generated ones have 43). */
+export const API_KEY_RECOMMENDED_CHARS = 32;
+
+/** An API key given by the operator (`MCP_API_KEY`): the key and, when it is short, a warning. Never quoted. */
+export function apiKey(value: Raw, name: string): { key: string; warning?: string } | undefined {
+  if (value === undefined || value === null || String(value) === '') return undefined;
+  const key = String(value);
+  if (key !== key.trim() || /\s/.test(key)) throw new SettingsError(`${name} must not contain spaces or line breaks`);
+  if (key.length < API_KEY_MIN_CHARS) {
+    throw new SettingsError(`${name} is ${key.length} characters; it must have at least ${API_KEY_MIN_CHARS} (leave it unset and a 43-character key is generated)`);
+  }
+  return key.length < API_KEY_RECOMMENDED_CHARS
+    ? { key, warning: `${name} has ${key.length} characters; ${API_KEY_RECOMMENDED_CHARS} or more are recommended (leave it unset and a 43-character key is generated)` }
+    : { key };
+}
+
+export function port(value: Raw, name: string): number {
+  return integer(value, name, 0, 65_535, 8787);
+}

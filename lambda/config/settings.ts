@@ -1,0 +1,212 @@
+/**
+ * The settings of each entry point, read once from its environment into a typed object: the local
+ * runtime (`npm start`), the MCP Lambda, the Delivery Lambda and the operator CLI. Everything
+ * below an entry point receives these objects; no handler or adapter reads `process.env`.
+ *
+ * Every value goes through the parsers of fields.ts, so a bad one stops the entry point with a
+ * SettingsError naming it (the local runtime exits 2, a Lambda fails its init).
+ *
+ * Deliberately not here: the API key and pup's secrets on AWS (Secrets Manager, read by the
+ * runtime that owns them; only their ARNs are settings), and CDK context (lib/settings.ts, which
+ * uses the same parsers).
+ */
+import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import type { InboundSecrets } from '../core/inbound';
+import type { TtlPolicy } from '../core/validation';
+import * as field from './fields';
+import { SettingsError } from './fields';
+
+export { SettingsError };
+
+/** The environment as an entry point hands it in (process.env, or a test's record). */
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/** What the MCP side needs wherever it runs. */
+export interface McpSettings {
+  retryDelaysS: number[];
+  deliveryWaitMs: number;
+  /** DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS. */
+  ttlPolicy: TtlPolicy;
+  allowedOrigins: string[];
+  /** DMDOT_ALLOW_LOOPBACK_CALLBACKS (SPEC 7): the CDK stack never sets it. */
+  allowLoopbackCallbacks: boolean;
+  /** PUP_MANIFEST_FILE's exact text, checked to be a JSON object; undefined: the default manifest. */
+  pupManifest?: string;
+}
+
+export interface LocalSettings extends McpSettings {
+  host: string;
+  port: number;
+  /** Absolute: a relative DMDOT_STATE_DIR is taken from the project root, as `npm start` runs. */
+  stateDir: string;
+  /** Delivery attempts the embedded worker runs at once (DMDOT_DELIVERY_CONCURRENCY). */
+  deliveryConcurrency: number;
+  allowedHosts: string[];
+  /** MCP_API_KEY when given; otherwise the key file in the state directory is used (or made). */
+  apiKey?: string;
+  /** PUP_SIGNING_SECRETS / PUP_ROTATED_AT; no secret: the pup POST routes answer 503. */
+  pupSecrets: InboundSecrets;
+  /** Sentences for the start-up lines: a short API key, a HOST other than loopback. */
+  warnings: string[];
+}
+
+/** The AWS runtime facts the Secrets Manager reader needs (what the SDK would read itself). */
+export interface AwsRuntime {
+  region: string;
+  /** AWS_ENDPOINT_URL_SECRETS_MANAGER, else AWS_ENDPOINT_URL, unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS. */
+  secretsManagerEndpoint?: string;
+  useFips: boolean;
+  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  /** Set inside Lambda: metrics are written only there. */
+  functionName?: string;
+}
+
+export interface McpLambdaSettings extends McpSettings {
+  tableName: string;
+  queueUrl: string;
+  /** Absent: every authenticated route answers 503 (SPEC 2). */
+  apiKeySecretArn?: string;
+  /** Absent: the pup POST routes answer 503. */
+  pupSecretArn?: string;
+  aws: AwsRuntime;
+}
+
+export interface DeliveryLambdaSettings {
+  tableName: string;
+  queueUrl: string;
+  deadLetterQueueUrl: string;
+  retryDelaysS: number[];
+  allowLoopbackCallbacks: boolean;
+  aws: AwsRuntime;
+}
+
+/** The ways the CLI points at AWS without `--table` and friends. */
+export interface CliAwsSettings {
+  region?: string;
+  table?: string;
+  queueUrl?: string;
+  deadLetterQueueUrl?: string;
+  stack: string;
+}
+
+/** Reads a file named by a setting; a test may pass its own. */
+export type ReadText = (path: string) => string;
+const readText: ReadText = (path) => readFileSync(path, 'utf8');
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost', '[::1]']);
+
+function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: ReadText } = {}): McpSettings {
+  const manifestFile = field.optional(env.PUP_MANIFEST_FILE);
+  let pupManifest: string | undefined;
+  if (manifestFile) {
+    const path = isAbsolute(manifestFile) || !options.manifestBase ? manifestFile : resolve(options.manifestBase, manifestFile);
+    const name = `PUP_MANIFEST_FILE (${path})`;
+    let content: string;
+    try {
+      content = (options.readFile ?? readText)(path);
+    } catch (error) {
+      throw new SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+    pupManifest = field.manifestText(content, name);
+  }
+  return {
+    retryDelaysS: field.retryDelays(env.DMDOT_RETRY_DELAYS, 'DMDOT_RETRY_DELAYS'),
+    deliveryWaitMs: field.deliveryWaitMs(env.DMDOT_DELIVERY_WAIT_MS, 'DMDOT_DELIVERY_WAIT_MS'),
+    ttlPolicy: field.ttlPolicy(env.DMDOT_TTL_DEFAULT_MS, env.DMDOT_TTL_MAX_MS, 'DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS'),
+    allowedOrigins: field.origins(env.DMDOT_ALLOWED_ORIGINS, 'DMDOT_ALLOWED_ORIGINS'),
+    allowLoopbackCallbacks: field.flag(env.DMDOT_ALLOW_LOOPBACK_CALLBACKS, 'DMDOT_ALLOW_LOOPBACK_CALLBACKS'),
+    ...(pupManifest !== undefined ? { pupManifest } : {}),
+  };
+}
+
+export const DEFAULT_DELIVERY_CONCURRENCY = 8;
+export const MAX_DELIVERY_CONCURRENCY = 256;
+
+/**
+ * `npm start`'s settings. `projectRoot` is where a relative DMDOT_STATE_DIR (default `.dm-dot`)
+ * and PUP_MANIFEST_FILE are taken from, so the CLI run from any folder of the project finds the
+ * same state directory as the server.
+ */
+export function localSettings(env: Env, options: { projectRoot: string; readFile?: ReadText }): LocalSettings {
+  const host = field.optional(env.HOST) ?? '127.0.0.1';
+  const key = field.apiKey(env.MCP_API_KEY, 'MCP_API_KEY');
+  const warnings: string[] = [];
+  if (key?.warning) warnings.push(key.warning);
+  if (!LOOPBACK_HOSTS.has(host.toLowerCase())) {
+    warnings.push(`HOST=${host} listens beyond this machine: anyone who can reach it and holds the API key can send to your dot; prefer 127.0.0.1 behind a tunnel`);
+  }
+  return {
+    ...mcpSettings(env, { manifestBase: options.projectRoot, ...(options.readFile ? { readFile: options.readFile } : {}) }),
+    host,
+    port: field.port(env.PORT, 'PORT'),
+    stateDir: resolve(options.projectRoot, field.optional(env.DMDOT_STATE_DIR) ?? '.dm-dot'),
+    deliveryConcurrency: field.integer(env.DMDOT_DELIVERY_CONCURRENCY, 'DMDOT_DELIVERY_CONCURRENCY', 1, MAX_DELIVERY_CONCURRENCY, DEFAULT_DELIVERY_CONCURRENCY),
+    allowedHosts: field.hosts(env.DMDOT_ALLOWED_HOSTS, 'DMDOT_ALLOWED_HOSTS'),
+    ...(key ? { apiKey: key.key } : {}),
+    pupSecrets: field.pupSecrets(env.PUP_SIGNING_SECRETS, env.PUP_ROTATED_AT),
+    warnings,
+  };
+}
+
+export function awsRuntime(env: Env): AwsRuntime {
+  const ignoreConfigured = field.optional(env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS)?.toLowerCase() === 'true';
+  const endpoint = ignoreConfigured ? undefined : (field.optional(env.AWS_ENDPOINT_URL_SECRETS_MANAGER) ?? field.optional(env.AWS_ENDPOINT_URL));
+  const sessionToken = field.optional(env.AWS_SESSION_TOKEN);
+  const functionName = field.optional(env.AWS_LAMBDA_FUNCTION_NAME);
+  return {
+    region: field.optional(env.AWS_REGION) ?? field.optional(env.AWS_DEFAULT_REGION) ?? 'us-east-1',
+    ...(endpoint ? { secretsManagerEndpoint: endpoint } : {}),
+    useFips: field.optional(env.AWS_USE_FIPS_ENDPOINT)?.toLowerCase() === 'true',
+    credentials: {
+      accessKeyId: field.optional(env.AWS_ACCESS_KEY_ID) ?? '',
+      secretAccessKey: field.optional(env.AWS_SECRET_ACCESS_KEY) ?? '',
+      ...(sessionToken ? { sessionToken } : {}),
+    },
+    ...(functionName ? { functionName } : {}),
+  };
+}
+
+/**
+ * The MCP Lambda's settings. PUP_MANIFEST_FILE names a file in the function's own asset (the stack
+ * ships the manifest there, out of the 4 KB environment); a relative path is taken from the task
+ * root.
+ */
+export function mcpLambdaSettings(env: Env, options: { readFile?: ReadText } = {}): McpLambdaSettings {
+  const apiKeySecretArn = field.optional(env.API_KEY_SECRET_ARN);
+  const pupSecretArn = field.optional(env.PUP_SECRET_ARN);
+  return {
+    ...mcpSettings(env, { manifestBase: field.optional(env.LAMBDA_TASK_ROOT) ?? process.cwd(), ...(options.readFile ? { readFile: options.readFile } : {}) }),
+    tableName: field.required(env.TABLE_NAME, 'TABLE_NAME'),
+    queueUrl: field.required(env.QUEUE_URL, 'QUEUE_URL'),
+    ...(apiKeySecretArn ? { apiKeySecretArn } : {}),
+    ...(pupSecretArn ? { pupSecretArn } : {}),
+    aws: awsRuntime(env),
+  };
+}
+
+export function deliveryLambdaSettings(env: Env): DeliveryLambdaSettings {
+  return {
+    tableName: field.required(env.TABLE_NAME, 'TABLE_NAME'),
+    queueUrl: field.required(env.QUEUE_URL, 'QUEUE_URL'),
+    deadLetterQueueUrl: field.required(env.DEAD_LETTER_QUEUE_URL, 'DEAD_LETTER_QUEUE_URL'),
+    retryDelaysS: field.retryDelays(env.DMDOT_RETRY_DELAYS, 'DMDOT_RETRY_DELAYS'),
+    allowLoopbackCallbacks: field.flag(env.DMDOT_ALLOW_LOOPBACK_CALLBACKS, 'DMDOT_ALLOW_LOOPBACK_CALLBACKS'),
+    aws: awsRuntime(env),
+  };
+}
+
+/** DMDOT_STACK, DMDOT_TABLE, DMDOT_QUEUE_URL, DMDOT_DLQ_URL and the region, for `--aws`. */
+export function cliAwsSettings(env: Env): CliAwsSettings {
+  const region = field.optional(env.AWS_REGION) ?? field.optional(env.AWS_DEFAULT_REGION);
+  const table = field.optional(env.DMDOT_TABLE);
+  const queueUrl = field.optional(env.DMDOT_QUEUE_URL);
+  const deadLetterQueueUrl = field.optional(env.DMDOT_DLQ_URL);
+  return {
+    ...(region ? { region } : {}),
+    ...(table ? { table } : {}),
+    ...(queueUrl ? { queueUrl } : {}),
+    ...(deadLetterQueueUrl ? { deadLetterQueueUrl } : {}),
+    stack: field.optional(env.DMDOT_STACK) ?? 'DmDot',
+  };
+}

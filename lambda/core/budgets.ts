@@ -1,0 +1,78 @@
+/**
+ * Every time budget dm-dot keeps, in one table: how a request's 5 s are split, what each AWS call
+ * and each secret read may take, how long the local runtime waits for a slow client. The wire
+ * contract's own limits (the 5 s request, the wait window's default and cap, the outbound 5 s
+ * deadline) are in protocol.ts `Limits`; this module holds how dm-dot fits its work inside them.
+ *
+ * Deliberately not here: behaviour. Nothing in this module computes anything but a sum.
+ */
+import { Limits } from './protocol';
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+
+export const Budgets = {
+  // --- One MCP request: at most Limits.requestMs (5 s), on AWS and locally alike.
+  /** Kept back for building the answer, the trip through API Gateway and a busy event loop. */
+  mcpAnswerReserveMs: 800,
+  /** Left after a callback POST on the request path (challenge, inline attempt) for the write after it. */
+  mcpRecordReserveMs: 700,
+  /** No POST starts with less than this to run: it could not tell a slow endpoint from a dead one. */
+  minPostMs: 1 * SECOND,
+  /**
+   * The inline attempt's lease runs this much past its wait window: long enough for the attempt to
+   * record its outcome after the POST ends, short enough that a process that died mid-attempt
+   * delays the worker's attempt by about a second.
+   */
+  inlineLeaseMarginMs: 1 * SECOND,
+
+  // --- One Delivery Lambda invocation: its context's remaining time.
+  /** Kept back from the remaining time, so the batch answer is always returned. */
+  deliveryEndReserveMs: 1 * SECOND,
+  /** A POST may only use time that leaves this much for recording its outcome (two or three writes). */
+  deliveryRecordReserveMs: 3 * SECOND,
+  /** A worker's deferral this short is slept in place instead of going back to the queue. */
+  deferInPlaceMaxMs: 1 * SECOND,
+
+  // --- AWS calls (SDK clients and the Secrets Manager reader), each inside the request deadline.
+  awsConnectMs: 1 * SECOND,
+  awsAttemptMs: 2 * SECOND,
+  awsMaxAttempts: 3,
+
+  // --- Secret reads on the MCP Lambda (the API key, pup's signing secrets).
+  /** The longest one read may take, retries included (a read at init or in the background has no request deadline). */
+  secretReadCapMs: 2_500,
+  /** After a read that really failed (access denied, not found, unusable value): no second read before this. */
+  secretRetryIntervalMs: 30 * SECOND,
+  /** pup's secrets are re-read this often while warm, so a rotation needs no deploy. */
+  pupSecretsRefreshMs: 2 * MINUTE,
+
+  // --- The local runtime's HTTP server (node:http), against slow or stalled clients.
+  /** A pup request, from its first byte to the answer (SPEC 8 gives pup 5 s). */
+  localPupRequestMs: 5 * SECOND,
+  /** Any other request, from its first byte to the answer: 10 s to arrive, then the 5 s of the request itself. */
+  localRequestMs: 15 * SECOND,
+  /** Request headers must be complete within this (node:http `headersTimeout`). */
+  localHeadersMs: 5 * SECOND,
+  /** An idle keep-alive connection is closed after this. */
+  localKeepAliveMs: 5 * SECOND,
+  /** How often node:http checks the two timeouts above (its default, 30 s, would let a slow client stay far longer). */
+  localTimeoutCheckMs: 1 * SECOND,
+
+  // --- The operator CLI.
+  /** One call of the CLI to a server or an AWS API. */
+  cliCallMs: 30 * SECOND,
+} as const;
+
+/** The deadline (epoch ms) of an MCP request that started at `startedAt`. */
+export function mcpDeadline(startedAt: number): number {
+  return startedAt + Limits.requestMs - Budgets.mcpAnswerReserveMs;
+}
+
+/** The deadline of a Delivery Lambda invocation, from the Lambda context's remaining time. */
+export function deliveryDeadline(startedAt: number, remainingMs: number | undefined): number {
+  // Outside Lambda (tests, a context without the method): the outbound deadline plus room.
+  const remaining =
+    remainingMs === undefined || !Number.isFinite(remainingMs) ? Limits.outboundDeadlineMs + Budgets.deliveryRecordReserveMs + Budgets.deliveryEndReserveMs : remainingMs;
+  return startedAt + remaining - Budgets.deliveryEndReserveMs;
+}
