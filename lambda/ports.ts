@@ -1,15 +1,24 @@
 /**
- * The ports the core talks through: storage, queue, outbound webhook client and clock. Adapters
- * live in lambda/adapters (embedded file store and in-process queue for the local runtime;
- * DynamoDB and SQS for AWS); the core only ever sees these interfaces.
+ * The ports the core talks through: storage, the outbox that records an event with its delivery
+ * job, the queue, the outbound webhook client, the clock and the logger. Adapters live in
+ * lambda/adapters (the embedded database of the local runtime; DynamoDB and SQS on AWS); the core
+ * only ever sees these interfaces.
  *
- * Deliberately not here: retries, timeouts or logging of the adapters themselves.
+ * Deliberately not here: retries, timeouts or logging of the adapters themselves, and any reading
+ * of settings (every adapter gets typed settings from its entry point).
  */
 import type { EventStatus, FailureReason } from './core/protocol';
 
 /** All times are epoch milliseconds. */
 export interface SubscriptionRecord {
   id: string;
+  /**
+   * Fixed when a subscribe finds no stored SUBSCRIPTION item; kept by a refresh and by a subscribe
+   * of the same URL after mere expiry. Jobs queued under another generation are dropped, so the
+   * events of an ended subscription never reach the next one on the same callback. Absent only on
+   * items written before generations existed.
+   */
+  generation?: string;
   url: string;
   name: string;
   secret: string;
@@ -23,10 +32,35 @@ export interface SubscriptionRecord {
   lastError?: FailureReason | null;
 }
 
+/** One POST to the callback, as the delivery log keeps it: never a body or a header. */
+export interface AttemptEntry {
+  at: number;
+  /** `delivered`, or the failure category of this POST. */
+  outcome: 'delivered' | FailureReason;
+  /** `2xx` … `5xx`, or null when no HTTP answer came (timeout, TLS, refused). */
+  statusClass: '1xx' | '2xx' | '3xx' | '4xx' | '5xx' | null;
+  durationMs: number;
+  /**
+   * False for an inline first attempt cut short by the wait window: the dot may have received it,
+   * but it is not counted against the schedule (the worker sends it again with the same id).
+   */
+  counted: boolean;
+}
+
+/** Something that happened to an event that is not a POST: an operator's resend or redrive, a cancel. */
+export interface EventNote {
+  at: number;
+  note: 'resent' | 'redriven' | 'cancelled';
+}
+
+export type LogEntry = AttemptEntry | EventNote;
+
 export interface EventRecord {
   eventId: string;
   status: EventStatus;
   subscriptionId: string;
+  /** The subscription generation the event was queued under (absent on records from before generations). */
+  generation?: string;
   attempts: number;
   lastError?: FailureReason | null;
   lastHttpStatus?: number | null;
@@ -39,24 +73,60 @@ export interface EventRecord {
    * attempt is due, so the schedule holds whichever copy of the job comes first.
    */
   notBefore?: number;
+  /**
+   * The event's exact bytes, kept until it is delivered so that a failed or dropped event can be
+   * sent again with the same id and bytes (`dm-dot events resend`). Removed when it is delivered.
+   */
+  body?: string;
+  /** The delivery log: every POST and every operator action, oldest first. */
+  log?: LogEntry[];
+  /** Set when its task was cancelled (tasks/cancel): the event is `dropped` and its task reads `cancelled`. */
+  cancelledAt?: number;
 }
 
-export type EventPatch = Partial<Pick<EventRecord, 'status' | 'attempts' | 'lastError' | 'lastHttpStatus' | 'deliveredAt' | 'notBefore'>>;
+export interface EventPatch {
+  status?: EventStatus;
+  attempts?: number;
+  lastError?: FailureReason | null;
+  lastHttpStatus?: number | null;
+  deliveredAt?: number;
+  notBefore?: number;
+  subscriptionId?: string;
+  generation?: string;
+  cancelledAt?: number;
+  /** A string sets the kept bytes; null removes them (the event was delivered). */
+  body?: string | null;
+  /** Appended to the log in the same conditional write. */
+  appendLog?: LogEntry;
+}
 
 /**
- * What an event update expects to find: the status it moves from and, where a second receipt of
- * the same job could race it, the attempt count it read. Two workers can then never both commit
- * an outcome for one attempt, and `failed` can never overwrite `delivered`.
+ * What an event update expects to find: the status it moves from (or one of several) and, where
+ * a second receipt of the same job could race it, the attempt count it read. Two workers can then
+ * never both commit an outcome for one attempt, and `failed` can never overwrite `delivered`.
  */
 export interface EventExpectation {
-  status: EventStatus;
+  status: EventStatus | readonly EventStatus[];
   attempts?: number;
 }
 
+/**
+ * What a subscribe read of the stored SUBSCRIPTION item, so that its conditional put applies only
+ * if nothing changed in between (an unsubscribe, a clear, another callback's subscribe):
+ * - `absent`: no item is stored;
+ * - `same`: the stored item has this URL and this generation (undefined: an item written before
+ *   generations existed);
+ * - `expired`: the stored item belongs to another URL and had expired at the put's `now`.
+ */
+export type SubscriptionExpectation =
+  | { kind: 'absent' }
+  | { kind: 'same'; url: string; generation: string | undefined }
+  | { kind: 'expired'; generation: string | undefined };
+
 export type PutSubscriptionResult =
   | { ok: true }
-  /** The live subscription that made the conditional put fail (ALL_OLD). */
-  | { ok: false; holder: SubscriptionRecord };
+  /** The stored item that made the conditional put fail (ALL_OLD), or undefined when none is stored. */
+  | { ok: false; holder: SubscriptionRecord | undefined };
 
 /**
  * Storage with the semantics of SPEC 5. Every read treats an item past its expiry as absent, and so
@@ -65,8 +135,13 @@ export type PutSubscriptionResult =
 export interface Store {
   /** Strongly consistent read of the live subscription, if any. */
   getSubscription(now: number): Promise<SubscriptionRecord | undefined>;
-  /** Put if there is no live subscription, or the live one has the same url. */
-  putSubscription(record: SubscriptionRecord, now: number): Promise<PutSubscriptionResult>;
+  /**
+   * Strongly consistent read of the stored SUBSCRIPTION item whether or not it has expired: only
+   * subscribe needs it, to keep a generation across mere expiry.
+   */
+  getStoredSubscription(): Promise<SubscriptionRecord | undefined>;
+  /** One conditional put: written only if the stored item is still what `expected` says. */
+  putSubscription(record: SubscriptionRecord, now: number, expected: SubscriptionExpectation): Promise<PutSubscriptionResult>;
   /** Delete only if the stored subscription has this url. True when something was deleted. */
   deleteSubscription(url: string): Promise<boolean>;
   /**
@@ -75,12 +150,15 @@ export interface Store {
    */
   recordDeliveryOutcome(subscriptionId: string, outcome: { deliveredAt?: number; error: FailureReason | null }): Promise<void>;
 
-  /** Creates an event record; fails if one with this id exists. */
+  /**
+   * Creates an event record; fails if a live one with this id exists. Only the outbox calls it
+   * (core/outbox.ts on AWS): a record always comes with its job.
+   */
   putEvent(record: EventRecord): Promise<void>;
   getEvent(eventId: string, now: number): Promise<EventRecord | undefined>;
   /**
-   * Applies the patch to a live record, only if it matches `expected` when given. True when the
-   * patch was written; false when the record is absent or expired or the expectation failed.
+   * Applies the patch to a stored record, only if it matches `expected` when given. True when the
+   * patch was written; false when the record is absent or the expectation failed.
    */
   updateEvent(eventId: string, patch: EventPatch, expected?: EventExpectation): Promise<boolean>;
   /**
@@ -93,7 +171,11 @@ export interface Store {
   isVerified(key: string, now: number): Promise<boolean>;
   markVerified(key: string, now: number): Promise<void>;
 
-  /** Claims an inbound webhook-id for the replay window; false when it was already claimed. */
+  /**
+   * Claims an inbound webhook-id for the replay window; false when it was already claimed. The
+   * claim holds up to and including `now + Limits.replayMemoryMs`, the last instant at which the
+   * inbound timestamp window could still accept the same request.
+   */
   claimReplayId(id: string, now: number): Promise<boolean>;
 
   /**
@@ -123,6 +205,8 @@ export type InboundAnswerResult = { stored: true } | { stored: false; answer: In
 export interface DeliveryJob {
   eventId: string;
   subscriptionId: string;
+  /** The subscription generation it was queued under (absent on jobs from before generations). */
+  generation?: string;
   body: string;
   /**
    * Set when an operator moved the job back from the dead-letter queue: a `failed` event then
@@ -138,6 +222,28 @@ export interface EnqueueOptions {
 
 export interface Queue {
   enqueue(job: DeliveryJob, options?: EnqueueOptions): Promise<void>;
+}
+
+/**
+ * Where a new event goes: its record and its delivery job, together. The embedded database writes
+ * both in one transaction (a job exists exactly when its record says `queued`); on AWS they are a
+ * DynamoDB write followed by an SQS send (core/outbox.ts composes them and says what happens when
+ * the second fails).
+ */
+export interface Outbox {
+  /**
+   * Records a new event (fails if one with this id exists) and queues its job. Throws
+   * DependencyUnavailable: `storage` when nothing was recorded, `queue` (with the event id) when
+   * the record exists but its job could not be queued (the record then says `failed`).
+   */
+  add(record: EventRecord, job: DeliveryJob, options?: EnqueueOptions): Promise<void>;
+  /**
+   * Gives a settled event another round (an operator's resend): applies `patch` if the record is
+   * still as `read` (same status and attempt count), and queues `job`. False when it changed in
+   * between; throws DependencyUnavailable like `add` (after a failed send the record is back as
+   * it was read).
+   */
+  reopen(read: EventRecord, patch: EventPatch, job: DeliveryJob): Promise<boolean>;
 }
 
 export interface WebhookRequest {
@@ -173,3 +279,13 @@ export const systemClock: Clock = {
   now: () => Date.now(),
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
 };
+
+/**
+ * Structured log lines. Callers pass only safe fields: ids, categories, codes, durations. The
+ * implementation (lambda/log.ts) also scrubs `whsec_` secrets and registered values.
+ */
+export interface Logger {
+  info(event: string, fields?: Record<string, unknown>): void;
+  warn(event: string, fields?: Record<string, unknown>): void;
+  error(event: string, fields?: Record<string, unknown>): void;
+}

@@ -1,13 +1,28 @@
 /**
- * One delivery attempt (SPEC 6.2 step 4): skip what is already delivered, drop what lost its
- * subscription, sign at send time with the current secret (and the previous one during its
- * rotation overlap), send through the guarded client, classify, and decide what the queue does
- * next. The returned decision is applied by the queue adapter (SQS visibility or the local timer).
+ * One delivery attempt (SPEC 6.2 step 4), in three steps that every caller runs in this order:
  *
- * Deliberately not here: the queue mechanics (visibility, dead-letter sends), and any reading of
- * a response body: a delivery only cares about the status line.
+ *   prepare  read the event and the live subscription: skip what is settled, defer behind the
+ *            lease, drop what lost its subscription (ended, replaced, or of another generation),
+ *            or hand back the event and subscription to send with
+ *   send     sign at send time (the current secret, plus the previous one during its overlap),
+ *            POST through the guarded client, classify the answer
+ *   commit   the compare-and-set writes for that outcome (event status, attempt count, log; the
+ *            subscription's delivery status; a 410 ends the subscription) and the decision the
+ *            queue applies (retry later, dead-letter, done)
+ *
+ * The delivery worker runs all three (`deliver`). The MCP side's inline first attempt already
+ * holds the subscription it read and the event it just wrote, so it runs `send` and `commit` only:
+ * nothing is read back that was just written.
+ *
+ * Every status change is a compare-and-set on the status (and attempt count) it moves from, so two
+ * copies of one job running at once commit one outcome between them, and `failed` never
+ * overwrites `delivered`. A 2xx is recorded even over `dropped`: the dot did receive it (an
+ * attempt in flight when its task was cancelled or its subscription ended lands as it settled).
+ *
+ * Deliberately not here: the queue mechanics (visibility, dead-letter sends, the local job
+ * table), and any reading of a response body: a delivery only cares about the status line.
  */
-import type { Clock, DeliveryJob, EventRecord, Store, WebhookClient, WebhookResponse } from '../ports';
+import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../ports';
 import { EventStatus, Limits, WebhookHeaders, type DeadLetterReason, type FailureReason } from './protocol';
 import { decodeSecret, signatureHeader } from './signing';
 
@@ -30,18 +45,40 @@ export type DeliveryDecision =
   /** Inline only: the wait window cut the POST short; not an attempt, and the lease is released. */
   | { action: 'abandoned' };
 
-export interface AttemptOptions {
-  /**
-   * The MCP side's inline first attempt (SPEC 6.2 step 3): it holds the event's lease, so it does
-   * not defer to it, and its POST must end within `timeoutMs` (what is left of the wait window).
-   */
-  inline?: { timeoutMs: number };
-}
-
 export type Classification =
   | { kind: 'delivered' }
   | { kind: 'transient'; reason: FailureReason; retryAfterMs?: number }
   | { kind: 'permanent'; reason: FailureReason };
+
+/** What `prepare` found. Only `ready` leads to a POST. */
+export type Prepared =
+  | { kind: 'skip' }
+  | { kind: 'defer'; delayMs: number }
+  /** Failed after attempts, yet a copy of its job is still queued: dead-letter that copy too. */
+  | { kind: 'dead_letter_again'; reason: DeadLetterReason; attempt: number }
+  | { kind: 'drop'; event: EventRecord }
+  | { kind: 'ready'; event: EventRecord; subscription: SubscriptionRecord };
+
+/** The event and subscription an attempt is made with. */
+export type Ready = Extract<Prepared, { kind: 'ready' }>;
+
+/** What `send` did: the answer, its classification, and the log entry for it. */
+export interface Sent {
+  response: WebhookResponse;
+  /** `cut_short`: an inline attempt ended by the wait window; it is not counted as an attempt. */
+  verdict: Classification | { kind: 'cut_short' };
+  httpStatus: number | null;
+  entry: AttemptEntry;
+  doneAt: number;
+}
+
+export interface SendOptions {
+  /**
+   * The MCP side's inline first attempt (SPEC 6.2 step 3): its POST must end within `timeoutMs`
+   * (what is left of the wait window), and a timeout then is the window's, not the dot's.
+   */
+  inline?: { timeoutMs: number };
+}
 
 const TRANSIENT_4XX = new Set([408, 425, 429]);
 
@@ -105,37 +142,42 @@ export async function failAtReceiveLimit(deps: Pick<DeliveryDeps, 'store'>, even
   await deps.store.updateEvent(eventId, { status: EventStatus.failed }, { status: EventStatus.queued });
 }
 
-/**
- * One attempt, or the reason there is none. Every status change is a compare-and-set on the
- * status (and attempt count) it moves from, so two copies of one job running at once commit one
- * outcome between them, and `failed` never overwrites `delivered`.
- */
-export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob, options: AttemptOptions = {}): Promise<DeliveryDecision> {
+/** True when a job queued under `job` may still be sent to `subscription`. */
+export function jobMatches(job: Pick<DeliveryJob, 'subscriptionId' | 'generation'>, subscription: SubscriptionRecord | undefined): subscription is SubscriptionRecord {
+  if (!subscription || subscription.id !== job.subscriptionId) return false;
+  // Jobs and items from before generations carry none: only the id can be compared then.
+  return job.generation === undefined || subscription.generation === undefined || job.generation === subscription.generation;
+}
+
+/** Step 1: what to do with this job now. The only write is a redrive's reopening of a failed event. */
+export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Prepared> {
   const now = deps.clock.now();
   let event = (await deps.store.getEvent(job.eventId, now)) ?? (await restore(deps, job, now));
   if (event.status === EventStatus.failed && job.redriven) {
     // Redriving is the operator's explicit choice to try again: a fresh round of the schedule, once
     // per redrive (a second copy redriven with it finds the event queued and races as a duplicate).
-    const reopened: Partial<EventRecord> = { status: EventStatus.queued, attempts: 0, lastError: null, notBefore: now };
-    if (await deps.store.updateEvent(job.eventId, reopened, { status: EventStatus.failed })) event = { ...event, ...reopened };
-    else event = (await deps.store.getEvent(job.eventId, now)) ?? event;
+    const reopened = { status: EventStatus.queued, attempts: 0, lastError: null, notBefore: now } as const;
+    const note = { at: now, note: 'redriven' } as const;
+    if (await deps.store.updateEvent(job.eventId, { ...reopened, appendLog: note }, { status: EventStatus.failed })) {
+      event = { ...event, ...reopened, log: [...(event.log ?? []), note] };
+    } else event = (await deps.store.getEvent(job.eventId, now)) ?? event;
   }
-  if (event.status === EventStatus.failed && event.attempts > 0 && !job.redriven && !options.inline) {
+  if (event.status === EventStatus.failed && event.attempts > 0 && !job.redriven) {
     // Failed after attempts, yet a copy of its job is still queued: an earlier dead-letter send
     // failed after the event was marked. A second copy in the DLQ beats an event that vanished.
-    return { action: 'dead_letter', reason: event.lastError ?? 'receive_limit', attempt: event.attempts };
+    return { kind: 'dead_letter_again', reason: event.lastError ?? 'receive_limit', attempt: event.attempts };
   }
-  if (event.status !== EventStatus.queued) return { action: 'done', status: 'already_final' };
-  if (!options.inline && event.notBefore !== undefined && event.notBefore > now) return { action: 'defer', delayMs: event.notBefore - now };
-
-  const expected = { status: EventStatus.queued, attempts: event.attempts };
+  if (event.status !== EventStatus.queued) return { kind: 'skip' };
+  if (event.notBefore !== undefined && event.notBefore > now) return { kind: 'defer', delayMs: event.notBefore - now };
   const subscription = await deps.store.getSubscription(now);
-  if (!subscription || subscription.id !== job.subscriptionId) {
-    const dropped = await deps.store.updateEvent(job.eventId, { status: EventStatus.dropped }, expected);
-    return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
-  }
+  if (!jobMatches(job, subscription)) return { kind: 'drop', event };
+  return { kind: 'ready', event, subscription };
+}
 
-  // Signed at send time: the storage reads above may have taken a while.
+/** Step 2: sign at send time, POST, classify. Throws only when no POST could be made at all. */
+export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: SendOptions = {}): Promise<Sent> {
+  const { subscription } = ready;
+  // Signed at send time: whatever came before (reads, the record write) may have taken a while.
   const sendAt = deps.clock.now();
   const keys = [subscription.secret];
   if (subscription.previousSecret && (subscription.previousSecretUntil ?? 0) > sendAt) keys.push(subscription.previousSecret);
@@ -145,7 +187,6 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob, opti
     // Cannot happen for records this service wrote; refuse loudly rather than send unsigned.
     throw new Error('delivery: unusable subscription secret or oversized event body');
   }
-
   const timestamp = Math.floor(sendAt / 1000);
   const timeoutMs = options.inline ? Math.max(0, Math.min(options.inline.timeoutMs, Limits.outboundDeadlineMs)) : undefined;
   const response = await deps.webhook.post({
@@ -160,30 +201,49 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob, opti
     },
     ...(timeoutMs !== undefined ? { timeoutMs } : {}),
   });
-
   const doneAt = deps.clock.now();
-  if (options.inline && response.kind === 'failure' && response.reason === 'timeout') {
+  const httpStatus = response.kind === 'response' ? response.status : null;
+  const cutShort = options.inline !== undefined && response.kind === 'failure' && response.reason === 'timeout';
+  const verdict = cutShort ? ({ kind: 'cut_short' } as const) : classify(response, doneAt);
+  const entry: AttemptEntry = {
+    at: sendAt,
+    outcome: verdict.kind === 'delivered' ? 'delivered' : verdict.kind === 'cut_short' ? 'timeout' : verdict.reason,
+    statusClass: httpStatus === null ? null : statusClassOf(httpStatus),
+    durationMs: Math.max(0, doneAt - sendAt),
+    counted: !cutShort,
+  };
+  return { response, verdict, httpStatus, entry, doneAt };
+}
+
+function statusClassOf(status: number): AttemptEntry['statusClass'] {
+  const hundreds = Math.floor(status / 100);
+  return hundreds >= 1 && hundreds <= 5 ? (`${hundreds}xx` as AttemptEntry['statusClass']) : null;
+}
+
+/** Step 3: record what `send` found and decide what the queue does next. */
+export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Promise<DeliveryDecision> {
+  const { event, subscription } = ready;
+  const { verdict, httpStatus, entry, doneAt } = sent;
+  const expected = { status: EventStatus.queued, attempts: event.attempts };
+  if (verdict.kind === 'cut_short') {
     // Cut short by the wait window, not by the dot: no attempt is counted, and the worker's copy
     // may send as soon as it surfaces. The dot may still have received it: the retry carries the
     // same webhook-id, which Standard Webhooks receivers deduplicate.
-    await deps.store.updateEvent(job.eventId, { notBefore: doneAt }, expected);
+    await deps.store.updateEvent(event.eventId, { notBefore: doneAt, appendLog: entry }, expected);
     return { action: 'abandoned' };
   }
-
   const attempt = event.attempts + 1;
-  const httpStatus = response.kind === 'response' ? response.status : null;
-  const verdict = classify(response, doneAt);
   if (verdict.kind === 'delivered') {
-    // Both writes at once: the send_to_dot answer waits for them. The subscription's delivery
-    // status holds even when this copy loses the race below, since the dot did answer 2xx. It is
-    // left alone when it already says "delivering fine" and is recent (Limits.deliveryStatusRefreshMs).
+    // The subscription's delivery status holds even when this copy loses the race below, since the
+    // dot did answer 2xx. It is left alone when it already says "delivering fine" and is recent
+    // (Limits.deliveryStatusRefreshMs): one write fewer on the path a send_to_dot answer waits for.
     const statusCurrent =
       subscription.lastError == null && subscription.lastDeliveryAt !== undefined && doneAt - subscription.lastDeliveryAt < Limits.deliveryStatusRefreshMs;
     const [recorded] = await Promise.all([
       deps.store.updateEvent(
-        job.eventId,
-        { status: EventStatus.delivered, attempts: attempt, deliveredAt: doneAt, lastHttpStatus: httpStatus, lastError: null },
-        expected,
+        event.eventId,
+        { status: EventStatus.delivered, attempts: attempt, deliveredAt: doneAt, lastHttpStatus: httpStatus, lastError: null, body: null, appendLog: entry },
+        { status: [EventStatus.queued, EventStatus.dropped], attempts: event.attempts },
       ),
       statusCurrent ? undefined : deps.store.recordDeliveryOutcome(subscription.id, { deliveredAt: doneAt, error: null }),
     ]);
@@ -192,8 +252,8 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob, opti
   const delayMs = verdict.kind === 'transient' ? nextDelayMs(deps.retryDelaysS, attempt, verdict.retryAfterMs) : undefined;
   if (delayMs === undefined) {
     const recorded = await deps.store.updateEvent(
-      job.eventId,
-      { status: EventStatus.failed, attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason },
+      event.eventId,
+      { status: EventStatus.failed, attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, appendLog: entry },
       expected,
     );
     if (!recorded) return { action: 'done', status: 'duplicate' };
@@ -205,13 +265,58 @@ export async function attemptDelivery(deps: DeliveryDeps, job: DeliveryJob, opti
   }
   // The lease moves to when the next attempt is due, so whichever copy surfaces first keeps to it.
   const recorded = await deps.store.updateEvent(
-    job.eventId,
-    { attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, notBefore: doneAt + delayMs },
+    event.eventId,
+    { attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, notBefore: doneAt + delayMs, appendLog: entry },
     expected,
   );
   if (!recorded) return { action: 'done', status: 'duplicate' };
   await deps.store.recordDeliveryOutcome(subscription.id, { error: verdict.reason });
   return { action: 'retry', delayMs, reason: verdict.reason, attempt };
+}
+
+/** The `drop` of `prepare`: the event's subscription ended; it is never sent. */
+export async function commitDrop(deps: DeliveryDeps, event: EventRecord): Promise<DeliveryDecision> {
+  const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: EventStatus.queued, attempts: event.attempts });
+  return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
+}
+
+/**
+ * A decision as the fields of one `delivery` log line (lambda/log.ts prints it for a person):
+ * `action` is what happened (delivered, retry, failed, dropped, cut_short) or the decision's own
+ * action when nothing was decided about the event (defer, done already_final, duplicate).
+ */
+export function decisionLogFields(decision: DeliveryDecision): Record<string, unknown> {
+  switch (decision.action) {
+    case 'done':
+      if (decision.status === 'delivered') return { action: 'delivered' };
+      if (decision.status === 'dropped') return { action: 'dropped' };
+      return { action: 'done', status: decision.status };
+    case 'retry':
+      return { action: 'retry', attempt: decision.attempt, reason: decision.reason, delayS: Math.ceil(decision.delayMs / 1000) };
+    case 'dead_letter':
+      return { action: 'failed', attempt: decision.attempt, reason: decision.reason, ...(decision.subscriptionEnded ? { subscriptionEnded: true } : {}) };
+    case 'abandoned':
+      return { action: 'cut_short' };
+    case 'defer':
+      return { action: 'defer', delayS: Math.ceil(decision.delayMs / 1000) };
+  }
+}
+
+/** The worker's attempt: prepare, then send and commit, or the reason there is none. */
+export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<DeliveryDecision> {
+  const prepared = await prepare(deps, job);
+  switch (prepared.kind) {
+    case 'skip':
+      return { action: 'done', status: 'already_final' };
+    case 'defer':
+      return { action: 'defer', delayMs: prepared.delayMs };
+    case 'dead_letter_again':
+      return { action: 'dead_letter', reason: prepared.reason, attempt: prepared.attempt };
+    case 'drop':
+      return commitDrop(deps, prepared.event);
+    case 'ready':
+      return commit(deps, prepared, await send(deps, prepared, job));
+  }
 }
 
 /**
@@ -223,9 +328,11 @@ async function restore(deps: DeliveryDeps, job: DeliveryJob, now: number): Promi
     eventId: job.eventId,
     status: EventStatus.queued,
     subscriptionId: job.subscriptionId,
+    ...(job.generation !== undefined ? { generation: job.generation } : {}),
     attempts: 0,
     createdAt: now,
     expiresAt: now + Limits.eventRecordMs,
+    body: job.body,
   };
   if (await deps.store.restoreEvent(record)) return record;
   // Another copy restored it first.

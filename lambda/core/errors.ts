@@ -30,13 +30,21 @@ export function callbackEndpointError(reason: FailureReason): ProtocolFault {
 
 export type Dependency = 'storage' | 'queue';
 
+/**
+ * A port failed. The one way the core reports it: every use case throws this, and one function at
+ * the edge (core/answers.ts `unavailableAnswer`) turns it into each surface's answer and logs it.
+ * `eventId` is set when an event exists anyway (its record was written, its job could not be
+ * queued), so that the answer can name it.
+ */
 export class DependencyUnavailable extends Error {
+  readonly eventId: string | undefined;
   constructor(
     readonly dependency: Dependency,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; eventId?: string },
   ) {
-    super(`${dependency} unavailable`, options);
+    super(`${dependency} unavailable`, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'DependencyUnavailable';
+    this.eventId = options?.eventId;
   }
 }
 

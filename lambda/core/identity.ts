@@ -43,9 +43,18 @@ export function subscriptionIdOf(principal: string, url: string, name: string, a
   return SUBSCRIPTION_ID_PREFIX + sha256Hex(canonicalJson([principal, url, name, args])).slice(0, 32);
 }
 
-/** Key of the verification cache entry for (principal, url). */
-export function verificationKeyOf(principal: string, url: string): string {
-  return sha256Hex(canonicalJson([principal, url]));
+/**
+ * Key of the verification cache entry for (principal, url, secret): a callback proved that it
+ * holds this secret, at this URL, for this caller. A new secret is a new key, so it is challenged
+ * before it signs anything. The secret enters only through a hash, like the rest of the key.
+ */
+export function verificationKeyOf(principal: string, url: string, secret: string): string {
+  return sha256Hex(canonicalJson([principal, url, sha256Hex(secret)]));
+}
+
+/** A new subscription generation: 64 random bits, hex. */
+export function newGeneration(): string {
+  return randomBytes(8).toString('hex');
 }
 
 export function newEventId(): string {

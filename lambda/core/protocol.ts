@@ -108,6 +108,7 @@ export const Limits = {
   rotationOverlapMs: 10 * MINUTE,
   verificationCacheMs: 24 * HOUR,
   inboundSignatureToleranceS: 5 * 60,
+  /** Inclusive: a claim made at t holds through t + 10 min, the last instant the 5-minute timestamp window (either way) can accept the same request. */
   replayMemoryMs: 10 * MINUTE,
   /**
    * How long the answer to a pup event delivery is kept for its retries (SPEC 8). pup's retry
@@ -118,7 +119,7 @@ export const Limits = {
   /**
    * Event records outlive every copy of their job: the dead-letter queue keeps a message 14 days
    * from its first enqueue, and the retry schedule adds at most its own length. A redrive within
-   * the DLQ's retention therefore always finds the record (SPEC 5 said 7 days; see README).
+   * the DLQ's retention therefore always finds the record.
    */
   eventRecordMs: 15 * DAY,
   /**
@@ -132,14 +133,10 @@ export const Limits = {
   deliveryWaitDefaultMs: 3 * SECOND,
   /** The wait for an outcome never holds a request longer than this. */
   deliveryWaitMaxMs: 4 * SECOND,
-  /**
-   * The inline attempt's lease runs this much past its wait window: long enough for the attempt to
-   * record its outcome after the POST ends, short enough that a process that died mid-attempt
-   * delays the worker's attempt by about a second.
-   */
-  inlineLeaseMarginMs: 1 * SECOND,
-  /** A worker's deferral this short is slept in place instead of going back to the queue. */
-  deferInPlaceMaxMs: 1 * SECOND,
+  /** No MCP or REST request takes longer than this, on AWS or locally (SPEC 6.2, 8). */
+  requestMs: 5 * SECOND,
+  /** JSON nested deeper than this is refused before any parser or schema walks it. */
+  jsonMaxDepth: 64,
   deadLetterRetentionDays: 14,
 } as const;
 
@@ -218,6 +215,18 @@ export type PupRefusal = (typeof PupRefusals)[keyof typeof PupRefusals];
 
 /** The `_meta` key under which pup sends its invocation context (installation, asker, channel). */
 export const PUP_CONTEXT_META_KEY = 'io.puphq/context';
+
+/**
+ * Where OAuth clients look for metadata after a 401 (RFC 9728 protected resource metadata, RFC 8414
+ * authorization server metadata, each with and without the MCP endpoint's path): dm-dot answers
+ * them with a 404 that says it takes an API key.
+ */
+export const OAUTH_DISCOVERY_PATHS: ReadonlySet<string> = new Set([
+  '/.well-known/oauth-protected-resource',
+  '/.well-known/oauth-protected-resource/mcp',
+  '/.well-known/oauth-authorization-server',
+  '/.well-known/oauth-authorization-server/mcp',
+]);
 
 /** Member events dm-dot understands on `/pup/events`; any other type is answered `{}` and logged. */
 export const PupMemberEvents = ['member.joined', 'member.left'] as const;

@@ -1,25 +1,34 @@
 /**
  * Subscribe, refresh and unsubscribe (SPEC 4.2-4.4): validation, the callback challenge with its
- * 24 h verification cache, the single-subscriber rule and the 10-minute secret rotation overlap.
+ * 24 h verification cache per (caller, URL, secret), the single-subscriber rule, the 10-minute
+ * secret rotation overlap, and the subscription's generation.
  *
- * Timeline of the one SUBSCRIPTION item (the conditional put enforces it):
+ * Timeline of the one SUBSCRIPTION item (each arrow is one conditional put or delete):
  *
- *   absent ──subscribe(url A)──> live(A) ──refresh(A)──> live(A, new secret; old secret signs
- *                                  │                       too until refreshedAt + 10 min)
+ *   absent ──subscribe(url A)──> live(A, generation g1) ──refresh(A)──> live(A, g1, new secret; the
+ *                                  │                       old one signs too until refreshedAt + 10 min)
  *                                  ├─subscribe(url B)──> -32000, A untouched
- *                                  ├─unsubscribe(A)────> absent
- *                                  ├─410 from A (delivery or refresh challenge)──> absent
- *                                  └─expiresAt passes──> counts as absent (DynamoDB deletes later)
+ *                                  ├─expiresAt passes──> stored, counts as absent
+ *                                  │     └─subscribe(A)──> live(A, g1): the same generation
+ *                                  │     └─subscribe(B)──> live(B, g2)
+ *                                  └─unsubscribe(A) / clear / 410──> absent
+ *                                        └─subscribe(A)──> live(A, g3): a new generation, so
+ *                                          the jobs queued under g1 are dropped, not sent
+ *
+ * The put is conditional on the stored item being what the subscribe read (its URL and
+ * generation, or its absence): an unsubscribe, a clear or another callback's subscribe that lands
+ * while the challenge runs makes the put fail, and the subscribe plans again from the item the
+ * failed put returned (ALL_OLD), without a second read.
  *
  * Deliberately not here: transport details of the challenge (the WebhookClient port), and
  * persistence of anything but the records of ports.ts.
  */
-import type { Clock, Store, SubscriptionRecord, WebhookClient } from '../ports';
+import type { Clock, Store, SubscriptionExpectation, SubscriptionRecord, WebhookClient } from '../ports';
 import { callbackEndpointError, guardDependency, ProtocolFault } from './errors';
-import { newChallengeNonce, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
+import { newChallengeNonce, newGeneration, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
 import { ErrorCodes, EVENT_NAME, Limits, WebhookHeaders, type FailureReason } from './protocol';
 import { constantTimeEqual, signatureHeader } from './signing';
-import { grantTtlMs, parseSubscribeParams, parseUnsubscribeParams, type TtlPolicy, type UrlPolicy } from './validation';
+import { grantTtlMs, parseSubscribeParams, parseUnsubscribeParams, type SubscribeRequest, type TtlPolicy, type UrlPolicy } from './validation';
 
 export interface SubscriptionDeps {
   store: Store;
@@ -41,19 +50,30 @@ export interface SubscribeResult {
 const CONFLICT_MESSAGE =
   'A subscription for another callback is active; unsubscribe it or wait for it to expire before subscribing a new callback.';
 
+/** How often a subscribe plans again after its put lost a race; more means something is wrong. */
+const MAX_PUT_ROUNDS = 3;
+
+function conflict(): ProtocolFault {
+  return new ProtocolFault(ErrorCodes.subscriptionConflict, CONFLICT_MESSAGE);
+}
+
+function isLive(record: SubscriptionRecord | undefined, now: number): record is SubscriptionRecord {
+  return record !== undefined && record.expiresAt > now;
+}
+
 export async function subscribe(deps: SubscriptionDeps, principal: string, params: unknown): Promise<SubscribeResult> {
   const request = parseSubscribeParams(params, deps.urlPolicy);
   const id = subscriptionIdOf(principal, request.url, EVENT_NAME, {});
-  const now = deps.clock.now();
 
   // Read first so a conflicting callback is refused before anything is sent to the new URL; the
   // conditional put below is what actually enforces the rule under concurrency.
-  const current = await guardDependency('storage', () => deps.store.getSubscription(now));
-  if (current && current.url !== request.url) throw new ProtocolFault(ErrorCodes.subscriptionConflict, CONFLICT_MESSAGE);
+  let stored = await guardDependency('storage', () => deps.store.getStoredSubscription());
+  if (isLive(stored, deps.clock.now()) && stored.url !== request.url) throw conflict();
 
-  const verificationKey = verificationKeyOf(principal, request.url);
-  const verified = await guardDependency('storage', () => deps.store.isVerified(verificationKey, now));
-  if (!verified) {
+  // A secret signs nothing before the callback proved it holds it: a new secret is challenged,
+  // signed with that new secret, even within 24 h of an earlier challenge of the same URL.
+  const verificationKey = verificationKeyOf(principal, request.url, request.secret);
+  if (!(await guardDependency('storage', () => deps.store.isVerified(verificationKey, deps.clock.now())))) {
     const failure = await runChallenge(deps, request.url, id, request.key);
     if (failure === GONE) {
       // Standard Webhooks: 410 Gone means the endpoint is gone for good. A live subscription of
@@ -65,34 +85,63 @@ export async function subscribe(deps: SubscriptionDeps, principal: string, param
     await guardDependency('storage', () => deps.store.markVerified(verificationKey, deps.clock.now()));
   }
 
-  const writtenAt = deps.clock.now();
-  const refreshing = current !== undefined;
-  const rotated = refreshing && current.secret !== request.secret;
+  for (let round = 0; round < MAX_PUT_ROUNDS; round++) {
+    const writtenAt = deps.clock.now();
+    if (isLive(stored, writtenAt) && stored.url !== request.url) throw conflict();
+    const { record, expected, refreshed } = plan(request, id, principal, stored, writtenAt, deps.ttlPolicy);
+    const put = await guardDependency('storage', () => deps.store.putSubscription(record, writtenAt, expected));
+    if (put.ok) return resultOf(record, refreshed);
+    stored = put.holder;
+  }
+  throw new Error('subscribe: the subscription kept changing under concurrent writers');
+}
+
+/** The record to write over what is stored, and the condition that it is still stored. */
+function plan(
+  request: SubscribeRequest,
+  id: string,
+  principal: string,
+  stored: SubscriptionRecord | undefined,
+  writtenAt: number,
+  ttlPolicy: TtlPolicy | undefined,
+): { record: SubscriptionRecord; expected: SubscriptionExpectation; refreshed: boolean } {
+  const sameUrl = stored !== undefined && stored.url === request.url;
+  const expected: SubscriptionExpectation = !stored
+    ? { kind: 'absent' }
+    : sameUrl
+      ? { kind: 'same', url: stored.url, generation: stored.generation }
+      : { kind: 'expired', generation: stored.generation };
+  // A refresh: this URL's subscription is still live. After mere expiry the generation is kept
+  // (its queued jobs still belong to this dot), but the subscription starts over otherwise.
+  const live = sameUrl && stored.expiresAt > writtenAt ? stored : undefined;
+  const rotated = live !== undefined && live.secret !== request.secret;
   const record: SubscriptionRecord = {
     id,
+    generation: (sameUrl && stored.generation) || newGeneration(),
     url: request.url,
     name: EVENT_NAME,
     secret: request.secret,
     principal,
-    createdAt: refreshing ? current.createdAt : writtenAt,
+    createdAt: live ? live.createdAt : writtenAt,
     refreshedAt: writtenAt,
-    expiresAt: writtenAt + grantTtlMs(request.ttlMs, deps.ttlPolicy),
+    expiresAt: writtenAt + grantTtlMs(request.ttlMs, ttlPolicy),
     ...(rotated
-      ? { previousSecret: current.secret, previousSecretUntil: writtenAt + Limits.rotationOverlapMs }
-      : refreshing && current.previousSecret
-        ? { previousSecret: current.previousSecret, previousSecretUntil: current.previousSecretUntil }
+      ? { previousSecret: live.secret, previousSecretUntil: writtenAt + Limits.rotationOverlapMs }
+      : live?.previousSecret
+        ? { previousSecret: live.previousSecret, previousSecretUntil: live.previousSecretUntil }
         : {}),
-    ...(refreshing ? { lastDeliveryAt: current.lastDeliveryAt, lastError: current.lastError ?? null } : {}),
+    ...(live ? { lastDeliveryAt: live.lastDeliveryAt, lastError: live.lastError ?? null } : {}),
   };
-  const put = await guardDependency('storage', () => deps.store.putSubscription(record, writtenAt));
-  if (!put.ok) throw new ProtocolFault(ErrorCodes.subscriptionConflict, CONFLICT_MESSAGE);
+  return { record, expected, refreshed: live !== undefined };
+}
 
+function resultOf(record: SubscriptionRecord, refreshed: boolean): SubscribeResult {
   return {
-    id,
+    id: record.id,
     refreshBefore: new Date(record.expiresAt).toISOString(),
     cursor: null,
     truncated: false,
-    ...(refreshing
+    ...(refreshed
       ? {
           deliveryStatus: {
             active: true,

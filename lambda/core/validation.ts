@@ -15,7 +15,17 @@ export type MessageCheck = { ok: true; message: string } | { ok: false; error: s
 
 const utf8 = new TextEncoder();
 
-/** `message` trimmed of surrounding whitespace, then 1..16,384 UTF-8 bytes. */
+/** A UTF-16 surrogate without its partner: text no UTF-8 encoding can carry. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The one sentence both send surfaces (the tool and POST /v1/messages) give for text that is not
+ * valid UTF-8: bytes that are not UTF-8 in the request body, or a lone surrogate written as a JSON
+ * escape (`\ud800`), which is valid JSON but not Unicode text.
+ */
+export const NOT_UTF8_MESSAGE = 'Invalid input: the message must be valid UTF-8 text (it holds bytes that are not UTF-8, or a lone surrogate).';
+
+/** `message` trimmed of surrounding whitespace, then valid Unicode text of 1..16,384 UTF-8 bytes. */
 export function checkMessage(args: unknown): MessageCheck {
   if (args === null || typeof args !== 'object' || Array.isArray(args)) {
     return { ok: false, error: 'Invalid input: send an object with a "message" string.' };
@@ -26,6 +36,7 @@ export function checkMessage(args: unknown): MessageCheck {
   }
   const raw = (args as { message?: unknown }).message;
   if (typeof raw !== 'string') return { ok: false, error: 'Invalid input: "message" is required and must be a string.' };
+  if (LONE_SURROGATE.test(raw)) return { ok: false, error: NOT_UTF8_MESSAGE };
   const message = raw.trim();
   const bytes = utf8.encode(message).byteLength;
   if (bytes === 0) return { ok: false, error: 'Invalid input: "message" is empty after trimming whitespace.' };

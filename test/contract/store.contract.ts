@@ -10,7 +10,7 @@
  * Deliberately not here: adapter internals (item shapes, TTL attributes); those are the adapters'
  * own tests.
  */
-import type { EventRecord, Store, SubscriptionRecord } from '../../lambda/ports';
+import type { EventRecord, LogEntry, Store, SubscriptionRecord } from '../../lambda/ports';
 import { Limits } from '../../lambda/core/protocol';
 
 export type StoreFactory = () => Promise<{ store: Store; cleanup(): Promise<void> }>;
@@ -26,6 +26,7 @@ const T0 = Math.floor(Date.now() / SECOND) * SECOND + 365 * DAY;
 export function subscription(overrides: Partial<SubscriptionRecord> = {}): SubscriptionRecord {
   return {
     id: 'sub_a',
+    generation: 'gen-a',
     url: 'https://a.example.com/hook',
     name: 'dot',
     secret: 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0',
@@ -63,9 +64,16 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       cleanup = undefined;
     });
 
+    /** A first subscribe: nothing stored. */
+    const first = (record: SubscriptionRecord, now = T0) => store.putSubscription(record, now, { kind: 'absent' });
+    /** A refresh (or a resubscribe after mere expiry) of the stored item of this URL and generation. */
+    const same = (record: SubscriptionRecord, now: number, ...expected: [generation: string | undefined] | []) =>
+      store.putSubscription(record, now, { kind: 'same', url: record.url, generation: expected.length > 0 ? expected[0] : record.generation });
+
     describe('subscription', () => {
       it('get on an empty store is undefined', async () => {
         await expect(store.getSubscription(T0)).resolves.toBeUndefined();
+        await expect(store.getStoredSubscription()).resolves.toBeUndefined();
       });
 
       it('put then get round-trips every field', async () => {
@@ -76,13 +84,13 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           lastDeliveryAt: T0 + 7 * SECOND,
           lastError: 'http_5xx',
         });
-        await expect(store.putSubscription(full, T0)).resolves.toEqual({ ok: true });
+        await expect(first(full)).resolves.toEqual({ ok: true });
         await expect(store.getSubscription(T0)).resolves.toStrictEqual(full);
       });
 
       it('keeps absent optional fields absent and null lastError null', async () => {
         const minimal = subscription({ lastError: null });
-        await store.putSubscription(minimal, T0);
+        await first(minimal);
         const read = await store.getSubscription(T0);
         expect(read).toStrictEqual(minimal);
         expect(Object.keys(read ?? {}).sort()).toEqual(Object.keys(minimal).sort());
@@ -90,42 +98,83 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
       it('a put for another url while one is live fails and returns the holder', async () => {
         const holder = subscription();
-        await store.putSubscription(holder, T0);
-        const result = await store.putSubscription(subscription({ id: 'sub_b', url: 'https://b.example.com/hook', secret: 'whsec_b' }), T0 + MINUTE);
-        expect(result).toStrictEqual({ ok: false, holder });
+        await first(holder);
+        const other = subscription({ id: 'sub_b', generation: 'gen-b', url: 'https://b.example.com/hook', secret: 'whsec_b' });
+        await expect(store.putSubscription(other, T0 + MINUTE, { kind: 'absent' })).resolves.toStrictEqual({ ok: false, holder });
+        // Believing it expired does not make it so: the condition judges expiry itself.
+        await expect(store.putSubscription(other, T0 + MINUTE, { kind: 'expired', generation: holder.generation })).resolves.toStrictEqual({ ok: false, holder });
         await expect(store.getSubscription(T0 + MINUTE)).resolves.toStrictEqual(holder);
       });
 
-      it('a put for the same url refreshes a live subscription', async () => {
-        await store.putSubscription(subscription(), T0);
+      it('a put for the same url and generation refreshes a live subscription', async () => {
+        await first(subscription());
         const refreshed = subscription({ id: 'sub_a2', secret: 'whsec_new', previousSecret: subscription().secret, previousSecretUntil: T0 + 11 * MINUTE, refreshedAt: T0 + MINUTE, expiresAt: T0 + 2 * HOUR });
-        await expect(store.putSubscription(refreshed, T0 + MINUTE)).resolves.toEqual({ ok: true });
+        await expect(same(refreshed, T0 + MINUTE)).resolves.toEqual({ ok: true });
         await expect(store.getSubscription(T0 + MINUTE)).resolves.toStrictEqual(refreshed);
       });
 
-      it('an expired subscription that is still stored is absent for get and for the conditional put', async () => {
+      it('a refresh planned against a generation that has since ended fails, and names what is stored now', async () => {
+        // Read at gen-a, then cleared and subscribed anew (gen-b) before the refresh's put.
+        await first(subscription({ generation: 'gen-b' }));
+        const late = subscription({ refreshedAt: T0 + MINUTE });
+        await expect(same(late, T0 + MINUTE, 'gen-a')).resolves.toStrictEqual({ ok: false, holder: subscription({ generation: 'gen-b' }) });
+        await expect(store.getSubscription(T0 + MINUTE)).resolves.toStrictEqual(subscription({ generation: 'gen-b' }));
+      });
+
+      it('a refresh planned against an item that was deleted in between fails with no holder', async () => {
+        await first(subscription());
+        await store.deleteSubscription(subscription().url);
+        await expect(same(subscription({ refreshedAt: T0 + MINUTE }), T0 + MINUTE)).resolves.toStrictEqual({ ok: false, holder: undefined });
+        await expect(store.getStoredSubscription()).resolves.toBeUndefined();
+      });
+
+      it('a first subscribe fails when an item is stored, even an expired one of the same url', async () => {
+        const old = subscription({ expiresAt: T0 + SECOND });
+        await first(old);
+        await expect(first(subscription({ generation: 'gen-new' }), T0 + HOUR)).resolves.toStrictEqual({ ok: false, holder: old });
+      });
+
+      it('an expired subscription that is still stored is absent for get, present for getStoredSubscription, and replaceable', async () => {
         const old = subscription({ createdAt: T0 - 2 * HOUR, refreshedAt: T0 - 2 * HOUR, expiresAt: T0 - SECOND });
-        await expect(store.putSubscription(old, T0 - 2 * HOUR)).resolves.toEqual({ ok: true });
+        await expect(first(old, T0 - 2 * HOUR)).resolves.toEqual({ ok: true });
         // Still stored: at a time before its expiry it is there.
         await expect(store.getSubscription(T0 - HOUR)).resolves.toStrictEqual(old);
 
         await expect(store.getSubscription(T0)).resolves.toBeUndefined();
-        const next = subscription({ id: 'sub_b', url: 'https://b.example.com/hook' });
-        await expect(store.putSubscription(next, T0)).resolves.toEqual({ ok: true });
+        await expect(store.getStoredSubscription()).resolves.toStrictEqual(old);
+        const next = subscription({ id: 'sub_b', generation: 'gen-b', url: 'https://b.example.com/hook' });
+        await expect(store.putSubscription(next, T0, { kind: 'expired', generation: 'gen-other' })).resolves.toStrictEqual({ ok: false, holder: old });
+        await expect(store.putSubscription(next, T0, { kind: 'expired', generation: old.generation })).resolves.toEqual({ ok: true });
         await expect(store.getSubscription(T0)).resolves.toStrictEqual(next);
       });
 
+      it('the same url after mere expiry keeps its generation', async () => {
+        await first(subscription({ expiresAt: T0 + SECOND }));
+        const again = subscription({ refreshedAt: T0 + HOUR, expiresAt: T0 + 2 * HOUR });
+        await expect(same(again, T0 + HOUR)).resolves.toEqual({ ok: true });
+        await expect(store.getSubscription(T0 + HOUR)).resolves.toStrictEqual(again);
+      });
+
+      it('an item from before generations is matched by an undefined generation only', async () => {
+        const { generation: _none, ...legacy } = subscription();
+        await first(legacy as SubscriptionRecord);
+        await expect(same(subscription({ generation: 'gen-new', refreshedAt: T0 + MINUTE }), T0 + MINUTE, 'gen-a')).resolves.toMatchObject({ ok: false });
+        await expect(same(subscription({ generation: 'gen-new', refreshedAt: T0 + MINUTE }), T0 + MINUTE, undefined)).resolves.toEqual({ ok: true });
+        await expect(store.getSubscription(T0 + MINUTE)).resolves.toMatchObject({ generation: 'gen-new' });
+      });
+
       it('at now == expiresAt the subscription is already expired, for get and for put alike', async () => {
-        await store.putSubscription(subscription({ expiresAt: T0 + HOUR }), T0);
+        await first(subscription({ expiresAt: T0 + HOUR }));
         await expect(store.getSubscription(T0 + HOUR - 1)).resolves.toBeDefined();
         await expect(store.getSubscription(T0 + HOUR)).resolves.toBeUndefined();
-        const next = subscription({ id: 'sub_b', url: 'https://b.example.com/hook', expiresAt: T0 + 2 * HOUR });
-        await expect(store.putSubscription(next, T0 + HOUR)).resolves.toEqual({ ok: true });
+        const next = subscription({ id: 'sub_b', generation: 'gen-b', url: 'https://b.example.com/hook', expiresAt: T0 + 2 * HOUR });
+        await expect(store.putSubscription(next, T0 + HOUR - 1, { kind: 'expired', generation: 'gen-a' })).resolves.toMatchObject({ ok: false });
+        await expect(store.putSubscription(next, T0 + HOUR, { kind: 'expired', generation: 'gen-a' })).resolves.toEqual({ ok: true });
       });
 
       it('50 concurrent puts for 50 distinct urls: exactly one wins and it is the one stored', async () => {
-        const records = Array.from({ length: 50 }, (_, i) => subscription({ id: `sub_${i}`, url: `https://c${i}.example.com/hook`, secret: `whsec_${i}` }));
-        const results = await Promise.all(records.map((record) => store.putSubscription(record, T0)));
+        const records = Array.from({ length: 50 }, (_, i) => subscription({ id: `sub_${i}`, generation: `gen-${i}`, url: `https://c${i}.example.com/hook`, secret: `whsec_${i}` }));
+        const results = await Promise.all(records.map((record) => first(record)));
         const winners = records.filter((_, i) => results[i]?.ok);
         expect(winners).toHaveLength(1);
         const winner = winners[0]!;
@@ -135,7 +184,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
       it('delete only with the stored url, and only once', async () => {
         const live = subscription();
-        await store.putSubscription(live, T0);
+        await first(live);
         await expect(store.deleteSubscription('https://b.example.com/hook')).resolves.toBe(false);
         await expect(store.getSubscription(T0)).resolves.toStrictEqual(live);
         await expect(store.deleteSubscription(live.url)).resolves.toBe(true);
@@ -149,7 +198,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
       it('recordDeliveryOutcome touches only the subscription with that id', async () => {
         const live = subscription({ lastError: null });
-        await store.putSubscription(live, T0);
+        await first(live);
 
         await store.recordDeliveryOutcome('sub_other', { deliveredAt: T0 + SECOND, error: 'timeout' });
         await expect(store.getSubscription(T0)).resolves.toStrictEqual(live);
@@ -165,7 +214,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('recordDeliveryOutcome with no subscription creates nothing that would block a subscribe', async () => {
         await store.recordDeliveryOutcome('sub_a', { deliveredAt: T0, error: null });
         await expect(store.getSubscription(T0)).resolves.toBeUndefined();
-        await expect(store.putSubscription(subscription({ url: 'https://b.example.com/hook' }), T0)).resolves.toEqual({ ok: true });
+        await expect(first(subscription({ url: 'https://b.example.com/hook' }))).resolves.toEqual({ ok: true });
       });
     });
 
@@ -194,6 +243,43 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           lastHttpStatus: 200,
           deliveredAt: T0 + 5 * SECOND,
         });
+      });
+
+      it('the kept bytes, the generation and the delivery log round-trip', async () => {
+        const log: LogEntry[] = [
+          { at: T0 + 1, outcome: 'timeout', statusClass: null, durationMs: 2999, counted: false },
+          { at: T0 + 2, note: 'resent' },
+        ];
+        const full = event({ generation: 'gen-a', body: '{"eventId":"evt_x","data":{"message":"é 😀 \\u0000"}}', log, notBefore: T0 + 5, cancelledAt: T0 + 6, status: 'dropped' });
+        await store.putEvent(full);
+        await expect(store.getEvent(full.eventId, T0)).resolves.toStrictEqual(full);
+      });
+
+      it('appendLog appends in order, and body: null removes the kept bytes', async () => {
+        const queued = event({ body: '{"a":1}' });
+        await store.putEvent(queued);
+        const first: LogEntry = { at: T0 + 1, outcome: 'http_5xx', statusClass: '5xx', durationMs: 12, counted: true };
+        const second: LogEntry = { at: T0 + 2, outcome: 'delivered', statusClass: '2xx', durationMs: 7, counted: true };
+        await expect(store.updateEvent(queued.eventId, { attempts: 1, appendLog: first }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
+        await expect(store.updateEvent(queued.eventId, { status: 'delivered', attempts: 2, body: null, appendLog: second }, { status: 'queued', attempts: 1 })).resolves.toBe(true);
+        const { body: _removed, ...withoutBody } = queued;
+        await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual({ ...withoutBody, status: 'delivered', attempts: 2, log: [first, second] });
+      });
+
+      it('a failed compare-and-set appends nothing to the log', async () => {
+        const queued = event();
+        await store.putEvent(queued);
+        const entry: LogEntry = { at: T0 + 1, outcome: 'http_5xx', statusClass: '5xx', durationMs: 12, counted: true };
+        await expect(store.updateEvent(queued.eventId, { attempts: 1, appendLog: entry }, { status: 'queued', attempts: 3 })).resolves.toBe(false);
+        await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual(queued);
+      });
+
+      it('an expectation may name several statuses: delivered replaces a dropped event (an attempt in flight landed)', async () => {
+        const dropped = event({ status: 'dropped', cancelledAt: T0 + 1 });
+        await store.putEvent(dropped);
+        await expect(store.updateEvent(dropped.eventId, { status: 'delivered', attempts: 1 }, { status: ['queued', 'dropped'], attempts: 0 })).resolves.toBe(true);
+        await expect(store.updateEvent(dropped.eventId, { status: 'failed' }, { status: ['queued', 'dropped'] })).resolves.toBe(false);
+        await expect(store.getEvent(dropped.eventId, T0)).resolves.toStrictEqual({ ...dropped, status: 'delivered', attempts: 1 });
       });
 
       it('updateEvent leaves out undefined patch fields', async () => {
@@ -298,13 +384,15 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     });
 
     describe('replay guard', () => {
-      it('claims an id once, refuses it within 10 min, and grants it again after', async () => {
+      it('claims an id once, refuses it up to and including 10 min later, and grants it again after', async () => {
         await expect(store.claimReplayId('msg_1', T0)).resolves.toBe(true);
         await expect(store.claimReplayId('msg_1', T0)).resolves.toBe(false);
         await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs - 1)).resolves.toBe(false);
+        // The last instant the timestamp window could still accept the request: still refused.
+        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs)).resolves.toBe(false);
         await expect(store.claimReplayId('msg_2', T0)).resolves.toBe(true);
 
-        const later = T0 + Limits.replayMemoryMs;
+        const later = T0 + Limits.replayMemoryMs + 1;
         await expect(store.claimReplayId('msg_1', later)).resolves.toBe(true);
         await expect(store.claimReplayId('msg_1', later + MINUTE)).resolves.toBe(false);
       });
@@ -358,7 +446,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       const id = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
 
       it('returns only live event records, newest first, and filters by status', async () => {
-        await store.putSubscription(subscription(), T0);
+        await first(subscription());
         await store.markVerified('some-key', T0);
         await store.claimReplayId('msg_1', T0);
         await store.putEvent(event({ eventId: id(1), createdAt: T0 }));

@@ -18,15 +18,18 @@ import type {
   EventRecord,
   InboundAnswer,
   InboundAnswerResult,
+  Outbox,
   PutSubscriptionResult,
   Queue,
   Store,
+  SubscriptionExpectation,
   SubscriptionRecord,
   TransportFailure,
   WebhookClient,
   WebhookRequest,
   WebhookResponse,
 } from '../../lambda/ports';
+import { sequentialOutbox } from '../../lambda/core/outbox';
 import { Limits, type FailureReason } from '../../lambda/core/protocol';
 
 const HOUR = 60 * 60 * 1000;
@@ -106,14 +109,25 @@ export class FakeStore implements Store {
     return item && isLive(item.expiresAt, now) ? clone(item) : undefined;
   }
 
-  async putSubscription(record: SubscriptionRecord, now: number): Promise<PutSubscriptionResult> {
-    await this.enter('putSubscription', [record, now]);
+  async getStoredSubscription(): Promise<SubscriptionRecord | undefined> {
+    await this.enter('getStoredSubscription', []);
+    return this.subscription ? clone(this.subscription) : undefined;
+  }
+
+  async putSubscription(record: SubscriptionRecord, now: number, expected: SubscriptionExpectation): Promise<PutSubscriptionResult> {
+    await this.enter('putSubscription', [record, now, expected]);
     const held = this.subscription;
-    if (held === undefined || held.url === record.url || !isLive(held.expiresAt, now)) {
+    const matches =
+      expected.kind === 'absent'
+        ? held === undefined
+        : expected.kind === 'same'
+          ? held !== undefined && held.url === expected.url && held.generation === expected.generation
+          : held !== undefined && !isLive(held.expiresAt, now) && held.generation === expected.generation;
+    if (matches) {
       this.subscription = clone(record);
       return { ok: true };
     }
-    return { ok: false, holder: clone(held) };
+    return { ok: false, holder: held ? clone(held) : undefined };
   }
 
   async deleteSubscription(url: string): Promise<boolean> {
@@ -132,7 +146,8 @@ export class FakeStore implements Store {
 
   async putEvent(record: EventRecord): Promise<void> {
     await this.enter('putEvent', [record]);
-    if (this.events.has(record.eventId)) throw new Error('fake store: event exists (conditional check failed)');
+    const existing = this.events.get(record.eventId);
+    if (existing && isLive(existing.expiresAt, record.createdAt)) throw new Error('fake store: event exists (conditional check failed)');
     this.events.set(record.eventId, clone(record));
   }
 
@@ -146,8 +161,15 @@ export class FakeStore implements Store {
     await this.enter('updateEvent', expected ? [eventId, patch, expected] : [eventId, patch]);
     const item = this.events.get(eventId);
     if (!item) return false;
-    if (expected && (item.status !== expected.status || (expected.attempts !== undefined && item.attempts !== expected.attempts))) return false;
-    Object.assign(item, clone(patch));
+    if (expected) {
+      const statuses: readonly string[] = typeof expected.status === 'string' ? [expected.status] : expected.status;
+      if (!statuses.includes(item.status) || (expected.attempts !== undefined && item.attempts !== expected.attempts)) return false;
+    }
+    const { body, appendLog, ...fields } = clone(patch);
+    for (const [name, value] of Object.entries(fields)) if (value !== undefined) (item as unknown as Record<string, unknown>)[name] = value;
+    if (body === null) delete item.body;
+    else if (body !== undefined) item.body = body;
+    if (appendLog) item.log = [...(item.log ?? []), appendLog];
     return true;
   }
 
@@ -173,7 +195,8 @@ export class FakeStore implements Store {
   async claimReplayId(id: string, now: number): Promise<boolean> {
     await this.enter('claimReplayId', [id, now]);
     const at = this.replayIds.get(id);
-    if (at !== undefined && now - at < REPLAY_MS) return false;
+    // Inclusive, as the real stores: the claim holds through at + 10 min.
+    if (at !== undefined && now - at <= REPLAY_MS) return false;
     this.replayIds.set(id, now);
     return true;
   }
@@ -195,6 +218,11 @@ export class FakeStore implements Store {
       .sort((a, b) => b.createdAt - a.createdAt)
       .map(clone);
   }
+}
+
+/** A FakeStore and a FakeQueue behind the outbox that AWS uses (record first, then the job). */
+export function fakeOutbox(store: Store, queue: Queue): Outbox {
+  return sequentialOutbox(store, queue);
 }
 
 export class FakeQueue implements Queue {

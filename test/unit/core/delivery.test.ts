@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { attemptDelivery, classify, nextDelayMs, parseRetryAfter, type DeliveryDeps } from '../../../lambda/core/delivery';
+import { classify, commit, deliver, nextDelayMs, parseRetryAfter, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent } from '../../../lambda/core/messages';
 import { DEFAULT_RETRY_DELAYS_S, FailureReasons } from '../../../lambda/core/protocol';
@@ -198,11 +198,11 @@ describe('nextDelayMs', () => {
   });
 });
 
-describe('attemptDelivery', () => {
+describe('deliver', () => {
   test('a 2xx marks the event delivered and records the outcome on the subscription', async () => {
     const { store, clock, webhook, deps, job } = world();
     webhook.add(respond(200));
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(webhook.requests).toHaveLength(1);
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1, deliveredAt: clock.now(), lastHttpStatus: 200, lastError: null });
     expect(store.subscription).toMatchObject({ lastDeliveryAt: clock.now(), lastError: null });
@@ -212,7 +212,7 @@ describe('attemptDelivery', () => {
     const start = Date.now();
     const { store, clock, webhook, deps, job } = world({ start, subscription: { lastDeliveryAt: start - 59_000, lastError: null } });
     webhook.add(respond(200));
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', deliveredAt: clock.now() });
     expect(store.subscription).toMatchObject({ lastDeliveryAt: start - 59_000, lastError: null });
     expect(store.callsOf('recordDeliveryOutcome')).toEqual([]);
@@ -225,14 +225,14 @@ describe('attemptDelivery', () => {
   ])('a success is written to the subscription when %s', async (_name, status) => {
     const { store, clock, webhook, deps, job } = world({ start: Date.now(), subscription: status });
     webhook.add(respond(200));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     expect(store.subscription).toMatchObject({ lastDeliveryAt: clock.now(), lastError: null });
   });
 
   test('the request goes to the subscription url exactly as given, with the exact event bytes', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(204));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     expect(webhook.last.url).toBe(CALLBACK_URL);
     expect(Buffer.from(webhook.last.body).toString('utf8')).toBe(job.body);
   });
@@ -240,7 +240,7 @@ describe('attemptDelivery', () => {
   test('headers: content-type, webhook-id = eventId, webhook-timestamp from the clock, x-mcp-subscription-id', async () => {
     const { clock, webhook, deps, job } = world();
     webhook.add(respond(200));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     const { headers } = webhook.last;
     expect(headers['content-type']).toBe('application/json');
     expect(headers['webhook-id']).toBe(EVENT_ID);
@@ -251,7 +251,7 @@ describe('attemptDelivery', () => {
   test('the signature verifies with standardwebhooks under the subscription secret', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(200));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     const { headers, body } = webhook.last;
     expect(signaturesOf(headers)).toHaveLength(1);
     expect(new Webhook(CURRENT_SECRET).verify(Buffer.from(body), headers)).toEqual(JSON.parse(job.body));
@@ -265,7 +265,7 @@ describe('attemptDelivery', () => {
       sentAt = clock.now();
       return respond(200);
     });
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     expect(webhook.last.headers['webhook-timestamp']).toBe(String(Math.floor(sentAt / 1000)));
     expect(webhook.last.headers['webhook-timestamp']).toBe(String(Math.floor((T0 + 7_000) / 1000)));
   });
@@ -275,17 +275,17 @@ describe('attemptDelivery', () => {
     const { store, clock, webhook, deps, job } = world({ start, subscription: { previousSecret: PREVIOUS_SECRET, previousSecretUntil: start + 5_000 } });
     store.before.getSubscription = () => clock.advance(6_000);
     webhook.add(respond(200));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     expect(signaturesOf(webhook.last.headers)).toHaveLength(1);
   });
 
   test('a retried attempt is signed with a new timestamp', async () => {
     const { clock, webhook, deps, job } = world();
     webhook.add(respond(503), respond(200));
-    const first = await attemptDelivery(deps, job);
+    const first = await deliver(deps, job);
     expect(first).toMatchObject({ action: 'retry', delayMs: 1_000 });
     clock.advance(30_000);
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     const [a, b] = webhook.requests;
     expect(Number(b!.headers['webhook-timestamp']) - Number(a!.headers['webhook-timestamp'])).toBe(30);
     expect(new Webhook(CURRENT_SECRET).verify(Buffer.from(b!.body), b!.headers)).toEqual(JSON.parse(job.body));
@@ -295,7 +295,7 @@ describe('attemptDelivery', () => {
     const start = Date.now();
     const { webhook, deps, job } = world({ start, subscription: { previousSecret: PREVIOUS_SECRET, previousSecretUntil: start + 10 * MINUTE - 1 } });
     webhook.add(respond(200));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     const { headers, body } = webhook.last;
     const [first, second, ...rest] = signaturesOf(headers);
     expect(rest).toEqual([]);
@@ -309,7 +309,7 @@ describe('attemptDelivery', () => {
     const start = Date.now();
     const { webhook, deps, job } = world({ start, subscription: { previousSecret: PREVIOUS_SECRET, previousSecretUntil: start } });
     webhook.add(respond(200));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     const { headers, body } = webhook.last;
     expect(signaturesOf(headers)).toHaveLength(1);
     expect(new Webhook(CURRENT_SECRET).verify(Buffer.from(body), headers)).toEqual(JSON.parse(job.body));
@@ -318,20 +318,20 @@ describe('attemptDelivery', () => {
 
   test('an event already delivered is skipped with no POST and no write', async () => {
     const { store, webhook, deps, job } = world({ event: { status: 'delivered', attempts: 1 } });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
     expect(webhook.requests).toHaveLength(0);
     expect(store.writes).toEqual([]);
   });
 
   test.each(['failed', 'dropped'] as const)('an event already %s is not sent again', async (status) => {
     const { webhook, deps, job } = world({ event: { status } });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
     expect(webhook.requests).toHaveLength(0);
   });
 
   test('no subscription: the event is dropped with no POST', async () => {
     const { store, webhook, deps, job } = world({ subscription: null });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
     expect(webhook.requests).toHaveLength(0);
     expect(store.events.get(EVENT_ID)?.status).toBe('dropped');
   });
@@ -339,14 +339,14 @@ describe('attemptDelivery', () => {
   test('an expired subscription: the event is dropped with no POST', async () => {
     const start = Date.now();
     const { store, webhook, deps, job } = world({ start, subscription: { expiresAt: start - 1 } });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
     expect(webhook.requests).toHaveLength(0);
     expect(store.events.get(EVENT_ID)?.status).toBe('dropped');
   });
 
   test('a subscription with a different id: the event is dropped with no POST', async () => {
     const { store, webhook, deps, job } = world({ subscription: { id: 'sub_ffffffffffffffffffffffffffffffff', url: 'https://other.example.com/cb' } });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
     expect(webhook.requests).toHaveLength(0);
     expect(store.events.get(EVENT_ID)?.status).toBe('dropped');
     expect(store.subscription?.lastError).toBeUndefined();
@@ -355,7 +355,7 @@ describe('attemptDelivery', () => {
   test('410 is permanent: dead_letter with status failed after exactly one POST', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(respond(410));
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1, subscriptionEnded: true });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1, subscriptionEnded: true });
     expect(webhook.requests).toHaveLength(1);
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'failed', attempts: 1, lastHttpStatus: 410, lastError: 'http_4xx' });
     // Standard Webhooks: 410 Gone ends the subscription, so a re-added dot can subscribe at once.
@@ -365,14 +365,14 @@ describe('attemptDelivery', () => {
   test('413 is permanent: dead_letter after one POST', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(413));
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1 });
     expect(webhook.requests).toHaveLength(1);
   });
 
   test('503 retries with the scheduled delay and keeps the event queued', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(respond(503));
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 1_000, reason: 'http_5xx', attempt: 1 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 1_000, reason: 'http_5xx', attempt: 1 });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 1, lastHttpStatus: 503, lastError: 'http_5xx' });
     expect(store.subscription?.lastError).toBe('http_5xx');
   });
@@ -380,14 +380,14 @@ describe('attemptDelivery', () => {
   test('a transport failure retries with its category and no HTTP status', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(transportFailure('timeout'));
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 1_000, reason: 'timeout', attempt: 1 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 1_000, reason: 'timeout', attempt: 1 });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', lastHttpStatus: null, lastError: 'timeout' });
   });
 
   test('503 with a longer Retry-After retries after the Retry-After', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(503, '', '120'));
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 120_000, reason: 'http_5xx', attempt: 1 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 120_000, reason: 'http_5xx', attempt: 1 });
   });
 
   test('the delays follow the schedule and the 6th transient failure goes to the dead letter', async () => {
@@ -395,7 +395,7 @@ describe('attemptDelivery', () => {
     const decisions = [];
     for (let i = 0; i < 6; i += 1) {
       webhook.add(respond(503));
-      const decision = await attemptDelivery(deps, job);
+      const decision = await deliver(deps, job);
       decisions.push(decision);
       if (decision.action === 'retry') clock.advance(decision.delayMs);
     }
@@ -408,9 +408,9 @@ describe('attemptDelivery', () => {
   test('a success after a transient failure is delivered on attempt 2', async () => {
     const { store, clock, webhook, deps, job } = world();
     webhook.add(transportFailure('connection_refused'), respond(200));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     clock.advance(1_000);
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 2, lastError: null });
     expect(store.subscription?.lastError).toBeNull();
   });
@@ -418,24 +418,24 @@ describe('attemptDelivery', () => {
   test('a second copy of a delivered job (SQS at-least-once) does not POST again', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(200));
-    await attemptDelivery(deps, job);
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    await deliver(deps, job);
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
     expect(webhook.requests).toHaveLength(1);
   });
 
   test('a body over 256 KiB is refused without a POST', async () => {
     const { webhook, deps, job } = world();
-    await expect(attemptDelivery(deps, { ...job, body: 'x'.repeat(256 * 1024 + 1) })).rejects.toThrow();
+    await expect(deliver(deps, { ...job, body: 'x'.repeat(256 * 1024 + 1) })).rejects.toThrow();
     expect(webhook.requests).toHaveLength(0);
   });
 });
 
-describe('attemptDelivery after an operator redrive', () => {
+describe('deliver after an operator redrive', () => {
   test('a redriven job of a failed event gets a new round: attempts restart at 1', async () => {
     const { store, webhook, deps, job } = world();
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
     webhook.add(respond(503));
-    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'retry', attempt: 1 });
+    await expect(deliver(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'retry', attempt: 1 });
     expect(webhook.requests).toHaveLength(1);
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx' });
   });
@@ -443,7 +443,7 @@ describe('attemptDelivery after an operator redrive', () => {
   test('the same failed event without the redrive mark stays final, nothing is sent, and the job goes back to the DLQ', async () => {
     const { store, webhook, deps, job } = world();
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_5xx', attempt: 6 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_5xx', attempt: 6 });
     expect(webhook.requests).toHaveLength(0);
     expect(store.events.get(EVENT_ID)?.status).toBe('failed');
   });
@@ -451,31 +451,36 @@ describe('attemptDelivery after an operator redrive', () => {
   test('a redriven job of a delivered event is still skipped', async () => {
     const { store, webhook, deps, job } = world();
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'delivered', attempts: 1 });
-    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'already_final' });
+    await expect(deliver(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'already_final' });
     expect(webhook.requests).toHaveLength(0);
   });
 });
 
-describe('attemptDelivery: leases, compare-and-set transitions and expired records', () => {
+describe('deliver: leases, compare-and-set transitions and expired records', () => {
   test('a lease in the future defers the worker: no POST, no attempt counted, the delay is what is left of it', async () => {
     const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 2_000 } });
     clock.advance(500);
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 1_500 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 1_500 });
     expect(webhook.requests).toHaveLength(0);
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 0 });
   });
 
-  test('the inline attempt holds the lease: it sends, with its own shorter deadline on the POST', async () => {
-    const { webhook, deps, job } = world({ event: { notBefore: Date.now() + 4_000 } });
+  test('the inline attempt holds the lease: send and commit only, with its own shorter deadline on the POST', async () => {
+    const { store, webhook, deps, job } = world({ event: { notBefore: Date.now() + 4_000 } });
     webhook.add(respond(200));
-    await expect(attemptDelivery(deps, job, { inline: { timeoutMs: 2_500 } })).resolves.toEqual({ action: 'done', status: 'delivered' });
+    const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
+    store.calls.length = 0;
+    const sent = await send(deps, ready, job, { inline: { timeoutMs: 2_500 } });
+    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(webhook.last.timeoutMs).toBe(2_500);
+    // Nothing is read back: the caller holds the event it wrote and the subscription it read.
+    expect(store.calls.map((c) => c.method).filter((m) => m.startsWith('get'))).toEqual([]);
   });
 
   test('the worker POST carries no deadline of its own (the guard applies its 5 s)', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(200));
-    await attemptDelivery(deps, job);
+    await deliver(deps, job);
     expect(webhook.last.timeoutMs).toBeUndefined();
   });
 
@@ -483,11 +488,11 @@ describe('attemptDelivery: leases, compare-and-set transitions and expired recor
     const { store, clock, webhook, deps, job } = world();
     const start = clock.now();
     webhook.add(respond(429, '', '7'));
-    await expect(attemptDelivery(deps, job)).resolves.toMatchObject({ action: 'retry', delayMs: 7_000 });
+    await expect(deliver(deps, job)).resolves.toMatchObject({ action: 'retry', delayMs: 7_000 });
     expect(store.events.get(EVENT_ID)?.notBefore).toBe(start + 7_000);
     // A duplicate copy surfacing early defers instead of sending attempt 2 ahead of time.
     clock.advance(1_000);
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 6_000 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 6_000 });
   });
 
   test('a copy that loses the race to commit its outcome is a duplicate: failed never overwrites delivered', async () => {
@@ -497,7 +502,7 @@ describe('attemptDelivery: leases, compare-and-set transitions and expired recor
       Object.assign(store.events.get(EVENT_ID)!, { status: 'delivered', attempts: 1 });
       return respond(404);
     });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'duplicate' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'duplicate' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1 });
   });
 
@@ -507,7 +512,7 @@ describe('attemptDelivery: leases, compare-and-set transitions and expired recor
       Object.assign(store.events.get(EVENT_ID)!, { attempts: 1, lastError: 'http_5xx' });
       return respond(503);
     });
-    await expect(attemptDelivery(deps, job)).resolves.toEqual({ action: 'done', status: 'duplicate' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'duplicate' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ attempts: 1 });
   });
 
@@ -515,10 +520,10 @@ describe('attemptDelivery: leases, compare-and-set transitions and expired recor
     const { store, webhook, deps, job } = world();
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
     webhook.add(respond(503), respond(503));
-    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'retry', attempt: 1 });
+    await expect(deliver(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'retry', attempt: 1 });
     // The second copy finds the event queued again, under the first copy's lease: it waits its turn
     // instead of resetting the round.
-    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'defer' });
+    await expect(deliver(deps, { ...job, redriven: true })).resolves.toMatchObject({ action: 'defer' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 1 });
     expect(webhook.requests).toHaveLength(1);
   });
@@ -526,7 +531,7 @@ describe('attemptDelivery: leases, compare-and-set transitions and expired recor
   test('a job whose record expired (redriven after the record lived out its days) is restored and delivered, not looped', async () => {
     const { store, clock, webhook, deps, job } = world({ event: { expiresAt: Date.now() - 1 } });
     webhook.add(respond(200));
-    await expect(attemptDelivery(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1, createdAt: clock.now() });
     expect(store.events.get(EVENT_ID)!.expiresAt).toBe(clock.now() + 15 * DAY);
   });
@@ -534,7 +539,97 @@ describe('attemptDelivery: leases, compare-and-set transitions and expired recor
   test('a job with no record at all gets one and its attempts count from 1', async () => {
     const { store, webhook, deps, job } = world({ event: null });
     webhook.add(respond(503));
-    await expect(attemptDelivery(deps, job)).resolves.toMatchObject({ action: 'retry', attempt: 1 });
+    await expect(deliver(deps, job)).resolves.toMatchObject({ action: 'retry', attempt: 1 });
     await expect(store.getEvent(EVENT_ID, Date.now())).resolves.toMatchObject({ status: 'queued', attempts: 1 });
+  });
+});
+
+describe('prepare: what a job may do now', () => {
+  test('a job of another generation of the same subscription is dropped, not sent (an ended subscription takes its queue with it)', async () => {
+    const { store, webhook, deps, job } = world({ subscription: { generation: 'gen-new' } });
+    const old = { ...job, generation: 'gen-old' };
+    await expect(prepare(deps, old)).resolves.toMatchObject({ kind: 'drop' });
+    await expect(deliver(deps, old)).resolves.toEqual({ action: 'done', status: 'dropped' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'dropped', attempts: 0 });
+    expect(webhook.requests).toHaveLength(0);
+  });
+
+  test('a job of the live generation is ready with the event and the subscription', async () => {
+    const { store, deps, job } = world({ subscription: { generation: 'gen-1' } });
+    await expect(prepare(deps, { ...job, generation: 'gen-1' })).resolves.toEqual({ kind: 'ready', event: store.events.get(EVENT_ID), subscription: store.subscription });
+  });
+
+  test('a job from before generations is judged by the subscription id alone', async () => {
+    const { deps, job } = world({ subscription: { generation: 'gen-1' } });
+    await expect(prepare(deps, job)).resolves.toMatchObject({ kind: 'ready' });
+  });
+
+  test('an event whose task was cancelled (dropped) is skipped: no further attempt', async () => {
+    const { webhook, deps, job } = world({ event: { status: 'dropped', cancelledAt: Date.now() } });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    expect(webhook.requests).toHaveLength(0);
+  });
+});
+
+describe('commit: the delivery log and the kept bytes', () => {
+  test('each attempt is logged with its time, outcome, status class and duration, and the bytes go once delivered', async () => {
+    const { store, clock, webhook, deps, job } = world({ event: { body: 'the bytes' } });
+    webhook.add(() => {
+      clock.advance(40);
+      return respond(503);
+    });
+    await deliver(deps, job);
+    clock.advance(1_000);
+    webhook.add(() => {
+      clock.advance(12);
+      return respond(204);
+    });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    const record = store.events.get(EVENT_ID)!;
+    expect(record.log).toEqual([
+      { at: expect.any(Number), outcome: 'http_5xx', statusClass: '5xx', durationMs: 40, counted: true },
+      { at: expect.any(Number), outcome: 'delivered', statusClass: '2xx', durationMs: 12, counted: true },
+    ]);
+    expect(record.body).toBeUndefined();
+  });
+
+  test('a transport failure is logged without a status class', async () => {
+    const { store, webhook, deps, job } = world();
+    webhook.add(transportFailure('connection_refused'));
+    await deliver(deps, job);
+    expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'connection_refused', statusClass: null, counted: true })]);
+  });
+
+  test('an inline attempt cut short by the wait window is logged as a timeout that does not count, and releases the lease', async () => {
+    const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 4_000 } });
+    webhook.add(() => {
+      clock.advance(2_500);
+      return transportFailure('timeout');
+    });
+    const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
+    const sent = await send(deps, ready, job, { inline: { timeoutMs: 2_500 } });
+    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'abandoned' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ attempts: 0, notBefore: clock.now() });
+    expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'timeout', statusClass: null, durationMs: 2_500, counted: false })]);
+  });
+
+  test('a 2xx that lands after the task was cancelled is recorded as delivered: the dot did get it', async () => {
+    const { store, webhook, deps, job } = world();
+    webhook.add(() => {
+      Object.assign(store.events.get(EVENT_ID)!, { status: 'dropped', cancelledAt: Date.now() });
+      return respond(200);
+    });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1 });
+  });
+
+  test('a failure that lands after the task was cancelled changes nothing: the event stays dropped', async () => {
+    const { store, webhook, deps, job } = world();
+    webhook.add(() => {
+      Object.assign(store.events.get(EVENT_ID)!, { status: 'dropped', cancelledAt: Date.now() });
+      return respond(503);
+    });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'duplicate' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'dropped', attempts: 0 });
   });
 });

@@ -213,12 +213,13 @@ describe('message byte limit', () => {
       }),
   );
 
-  test('checkMessage accepts exactly the strings whose trimmed UTF-8 byte length is 1..16,384', () => {
+  test('checkMessage accepts exactly the well-formed strings whose trimmed UTF-8 byte length is 1..16,384', () => {
     fc.assert(
       fc.property(message, (raw) => {
         const bytes = Buffer.byteLength(raw.trim(), 'utf8');
         const checked = checkMessage({ message: raw });
-        expect(checked.ok).toBe(bytes >= 1 && bytes <= 16_384);
+        // A lone surrogate cannot be encoded in UTF-8: such text is refused whatever its length.
+        expect(checked.ok).toBe(raw.isWellFormed() && bytes >= 1 && bytes <= 16_384);
         if (checked.ok) expect(checked.message).toBe(raw.trim());
         else expect(checked.error).toMatch(/^Invalid input: .*\.$/s);
       }),

@@ -117,14 +117,17 @@ describe('subscriptionIdOf', () => {
 });
 
 describe('verificationKeyOf', () => {
-  test('is the hex SHA-256 of the canonical [principal, url]', () => {
-    expect(verificationKeyOf(PRINCIPAL, URL_A)).toBe(sha256(`["${PRINCIPAL}","${URL_A}"]`));
+  const SECRET = `whsec_${Buffer.alloc(32, 3).toString('base64')}`;
+
+  test('is the hex SHA-256 of the canonical [principal, url, sha256(secret)]: the secret itself never enters the key', () => {
+    expect(verificationKeyOf(PRINCIPAL, URL_A, SECRET)).toBe(sha256(`["${PRINCIPAL}","${URL_A}","${sha256(SECRET)}"]`));
   });
 
-  test('differs per url and per principal', () => {
-    const base = verificationKeyOf(PRINCIPAL, URL_A);
-    expect(verificationKeyOf(PRINCIPAL, `${URL_A}&y=1`)).not.toBe(base);
-    expect(verificationKeyOf(principalOf('another key'), URL_A)).not.toBe(base);
+  test('differs per url, per principal and per secret', () => {
+    const base = verificationKeyOf(PRINCIPAL, URL_A, SECRET);
+    expect(verificationKeyOf(PRINCIPAL, `${URL_A}&y=1`, SECRET)).not.toBe(base);
+    expect(verificationKeyOf(principalOf('another key'), URL_A, SECRET)).not.toBe(base);
+    expect(verificationKeyOf(PRINCIPAL, URL_A, `whsec_${Buffer.alloc(32, 4).toString('base64')}`)).not.toBe(base);
   });
 });
 

@@ -1,10 +1,11 @@
 /**
- * The inbound verifier (SPEC 8), against signature vectors computed here with node:crypto,
- * independently of the production code (which goes through the `standardwebhooks` library). One
- * valid fixture; each test breaks exactly one thing and is named after the rule it pins.
+ * The inbound verifier (SPEC 8), against signature vectors computed here with node:crypto, and
+ * against the `standardwebhooks` library in both directions. One valid fixture; each test breaks
+ * exactly one thing and is named after the rule it pins.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import { acceptedSecrets, inboundSecretsProblem, verifyInbound, type InboundHeaders, type InboundSecrets } from '../../../lambda/core/inbound';
+import { Webhook } from 'standardwebhooks';
+import { acceptedSecrets, checkInboundHeaders, createInboundVerifier, inboundSecretsProblem, verifyInbound, type InboundHeaders, type InboundSecrets } from '../../../lambda/core/inbound';
 
 const utf8 = new TextEncoder();
 const MINUTE = 60_000;
@@ -182,5 +183,47 @@ describe('inboundSecretsProblem', () => {
 
   test('a rotation time that is not a number is refused', () => {
     expect(inboundSecretsProblem({ secrets: [current.secret], rotatedAt: Number.NaN })).toMatch(/rotation time/);
+  });
+});
+
+describe('the verifier against the standardwebhooks library, both ways', () => {
+  test('a request the library signs verifies here', () => {
+    const webhook = new Webhook(current.secret);
+    const at = new Date(NOW);
+    const signature = webhook.sign(ID, at, new TextDecoder().decode(BODY));
+    expect(verifyInbound(ONE, { id: ID, timestamp: String(NOW_S), signature }, BODY, NOW)).toEqual({ ok: true, webhookId: ID });
+  });
+
+  test('what this verifier accepts, the library accepts too (on its own clock)', () => {
+    const nowS = Math.floor(Date.now() / 1000);
+    const signature = independentSignature(current.key, ID, nowS, BODY);
+    expect(verifyInbound(ONE, { id: ID, timestamp: String(nowS), signature }, BODY, nowS * 1000)).toEqual({ ok: true, webhookId: ID });
+    expect(() => new Webhook(current.secret).verify(Buffer.from(BODY), { 'webhook-id': ID, 'webhook-timestamp': String(nowS), 'webhook-signature': signature })).not.toThrow();
+  });
+});
+
+describe('checkInboundHeaders: refusals made before the body is read', () => {
+  test.each([
+    ['no signature of version v1', 'v2,abc'],
+    ['a v1 signature that is not 32 bytes of base64', 'v1,c2hvcnQ='],
+    ['garbage', 'not a signature at all'],
+  ])('%s is invalid_signature', (_label, signature) => {
+    expect(checkInboundHeaders(ONE, { id: ID, timestamp: String(NOW_S), signature }, NOW)).toEqual({ ok: false, refusal: 'invalid_signature' });
+  });
+
+  test('a timestamp outside the window is stale_timestamp from the headers alone', () => {
+    expect(checkInboundHeaders(ONE, headers({}, NOW_S - 301), NOW)).toEqual({ ok: false, refusal: 'stale_timestamp' });
+  });
+
+  test('a well-formed request passes the header check; its body is judged as it streams in', () => {
+    const checked = checkInboundHeaders(ONE, headers(), NOW);
+    expect(checked.ok).toBe(true);
+    if (!checked.ok) return;
+    const verifier = createInboundVerifier(checked);
+    // Split inside a multibyte character: the UTF-8 check still sees one character.
+    const cut = BODY.indexOf(0xf0) + 2;
+    verifier.update(BODY.subarray(0, cut));
+    verifier.update(BODY.subarray(cut));
+    expect(verifier.verdict()).toEqual({ ok: true, webhookId: ID });
   });
 });

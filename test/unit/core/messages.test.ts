@@ -3,10 +3,11 @@
  * under a lease, its job enqueued delayed as a safety net, and the first attempt made inline
  * through the scripted webhook client. The fake clock never moves unless a test moves it.
  */
+import { DependencyUnavailable } from '../../../lambda/core/errors';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent, sendMessage, type MessageDeps } from '../../../lambda/core/messages';
 import type { EventRecord, SubscriptionRecord } from '../../../lambda/ports';
-import { FakeClock, FakeQueue, FakeStore, respond, ScriptedWebhookClient, T0, transportFailure, type Scripted } from '../../support/fakes';
+import { fakeOutbox, FakeClock, FakeQueue, FakeStore, respond, ScriptedWebhookClient, T0, transportFailure, type Scripted } from '../../support/fakes';
 
 const DAY = 24 * 60 * 60 * 1000;
 const PRINCIPAL = principalOf('test-api-key');
@@ -16,6 +17,7 @@ const SUB_ID = subscriptionIdOf(PRINCIPAL, CALLBACK_URL, 'message.created', {});
 function liveSubscription(overrides: Partial<SubscriptionRecord> = {}): SubscriptionRecord {
   return {
     id: SUB_ID,
+    generation: 'gen-1',
     url: CALLBACK_URL,
     name: 'message.created',
     secret: `whsec_${Buffer.alloc(32, 1).toString('base64')}`,
@@ -33,7 +35,7 @@ function world(options: { subscription?: Partial<SubscriptionRecord> | null; del
   const queue = new FakeQueue();
   const webhook = new ScriptedWebhookClient(...(options.answers ?? []));
   if (options.subscription !== null) store.subscription = liveSubscription(options.subscription);
-  const deps: MessageDeps = { store, queue, clock, webhook, retryDelaysS: [1, 4, 30, 120, 600], deliveryWaitMs: options.deliveryWaitMs ?? 3_000 };
+  const deps: MessageDeps = { store, outbox: fakeOutbox(store, queue), clock, webhook, retryDelaysS: [1, 4, 30, 120, 600], deliveryWaitMs: options.deliveryWaitMs ?? 3_000 };
   return { clock, store, queue, webhook, deps };
 }
 
@@ -109,7 +111,18 @@ describe('sendMessage', () => {
     expect(statusAtEnqueue).toBe('queued');
     const event = onlyEvent(store);
     expect(outcome).toEqual({ kind: 'queued', eventId: event.eventId });
-    expect(event).toEqual({ eventId: event.eventId, status: 'queued', subscriptionId: SUB_ID, attempts: 0, createdAt: T0, expiresAt: T0 + 15 * DAY, notBefore: T0 });
+    expect(event).toEqual({
+      eventId: event.eventId,
+      status: 'queued',
+      subscriptionId: SUB_ID,
+      generation: 'gen-1',
+      attempts: 0,
+      createdAt: T0,
+      expiresAt: T0 + 15 * DAY,
+      notBefore: T0,
+      // The exact bytes are kept with the record until it is delivered (for a resend).
+      body: queue.jobs[0]!.body,
+    });
     // No wait window: no inline attempt, and the worker takes the job at once.
     expect(webhook.requests).toEqual([]);
     expect(queue.delays).toEqual([0]);
@@ -123,6 +136,7 @@ describe('sendMessage', () => {
     expect(outcome).toMatchObject({ eventId: job.eventId });
     expect(job.eventId).toMatch(/^evt_[0-9a-f]{32}$/);
     expect(job.subscriptionId).toBe(SUB_ID);
+    expect(job.generation).toBe('gen-1');
     expect(job.body).toBe(buildEvent(job.eventId, 'hello dot', T0));
   });
 
@@ -146,6 +160,22 @@ describe('sendMessage', () => {
     expect(webhook.requests).toHaveLength(1);
     expect(Buffer.from(webhook.last.body).toString()).toBe(queue.jobs[0]!.body);
     expect(webhook.last.headers['webhook-id']).toBe(event.eventId);
+    expect(event.body).toBeUndefined();
+  });
+
+  test('a message delivered inline costs one read, one record write and one outcome write, and one queue send', async () => {
+    const { store, queue, deps } = world({ answers: [respond(200)] });
+    // The subscription's delivery status was written a moment ago: it is not rewritten.
+    store.subscription = { ...store.subscription!, lastDeliveryAt: T0 - 1_000, lastError: null };
+    await sendMessage(deps, { message: 'hi' });
+    expect(store.calls.map((c) => c.method)).toEqual(['getSubscription', 'putEvent', 'updateEvent']);
+    expect(queue.jobs).toHaveLength(1);
+  });
+
+  test('a message not valid as UTF-8 text (a lone surrogate) is refused with the one sentence both surfaces give', async () => {
+    const { store, deps } = world();
+    await expect(sendMessage(deps, { message: 'broken \ud800 text' })).resolves.toEqual({ kind: 'invalid', error: expect.stringMatching(/valid UTF-8/) });
+    expect(store.calls).toEqual([]);
   });
 
   test('the inline POST gets what is left of the wait window, counted from the start of the send, as its deadline', async () => {
@@ -197,14 +227,14 @@ describe('sendMessage', () => {
     expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 0, notBefore: T0 + 3_000 });
   });
 
-  test('failed with no reason when the subscription ended before the attempt: the event is dropped', async () => {
-    const { store, deps } = world();
+  test('the inline attempt sends to the subscription the send read, even one ended a moment later: nothing is read back', async () => {
+    const { store, webhook, deps } = world({ answers: [respond(200)] });
     store.before.putEvent = () => {
       store.subscription = undefined;
     };
     const outcome = await sendMessage(deps, { message: 'hi' });
-    expect(outcome).toEqual({ kind: 'failed', eventId: onlyEvent(store).eventId, reason: null });
-    expect(onlyEvent(store).status).toBe('dropped');
+    expect(outcome).toEqual({ kind: 'delivered', eventId: onlyEvent(store).eventId });
+    expect(webhook.requests).toHaveLength(1);
   });
 
   test('a storage failure during the inline attempt does not undo the accepted event: queued, and the job is there', async () => {
@@ -258,29 +288,28 @@ describe('sendMessage', () => {
     expect(onlyEvent(store).status).toBe('delivered');
   });
 
-  test('storage failure reading the subscription: unavailable storage, nothing queued', async () => {
+  test('storage failure reading the subscription: DependencyUnavailable(storage), no event id, nothing queued', async () => {
     const { store, queue, deps } = world();
     store.failing.add('getSubscription');
-    const outcome = await sendMessage(deps, { message: 'hi' });
-    expect(outcome).toMatchObject({ kind: 'unavailable', dependency: 'storage' });
-    expect(outcome).not.toHaveProperty('eventId');
+    const failure = await sendMessage(deps, { message: 'hi' }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(DependencyUnavailable);
+    expect(failure).toMatchObject({ dependency: 'storage', eventId: undefined });
     expect(queue.jobs).toEqual([]);
   });
 
-  test('storage failure recording the event: unavailable storage, nothing queued', async () => {
+  test('storage failure recording the event: DependencyUnavailable(storage), nothing queued', async () => {
     const { store, queue, deps } = world();
     store.failing.add('putEvent');
-    const outcome = await sendMessage(deps, { message: 'hi' });
-    expect(outcome).toMatchObject({ kind: 'unavailable', dependency: 'storage' });
+    await expect(sendMessage(deps, { message: 'hi' })).rejects.toMatchObject({ name: 'DependencyUnavailable', dependency: 'storage' });
     expect(queue.jobs).toEqual([]);
   });
 
-  test('queue failure: unavailable queue with the event id, and the record marked failed', async () => {
+  test('queue failure: DependencyUnavailable(queue) with the event id, and the record marked failed', async () => {
     const { store, queue, deps } = world();
     queue.fail = true;
-    const outcome = await sendMessage(deps, { message: 'hi' });
+    const failure = await sendMessage(deps, { message: 'hi' }).catch((error: unknown) => error);
     const event = onlyEvent(store);
-    expect(outcome).toMatchObject({ kind: 'unavailable', dependency: 'queue', eventId: event.eventId });
+    expect(failure).toMatchObject({ name: 'DependencyUnavailable', dependency: 'queue', eventId: event.eventId });
     expect(event.status).toBe('failed');
   });
 
@@ -288,7 +317,7 @@ describe('sendMessage', () => {
     const { store, queue, deps } = world();
     queue.fail = true;
     store.failing.add('updateEvent');
-    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'unavailable', dependency: 'queue', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
+    await expect(sendMessage(deps, { message: 'hi' })).rejects.toMatchObject({ dependency: 'queue', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
   });
 
   test('every send gets a fresh event id', async () => {

@@ -4,9 +4,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { attemptDelivery } from '../../../lambda/core/delivery';
+import { deliver } from '../../../lambda/core/delivery';
 import { DependencyUnavailable, ProtocolFault } from '../../../lambda/core/errors';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
+import { verifyInbound } from '../../../lambda/core/inbound';
 import { DEFAULT_RETRY_DELAYS_S, type FailureReason } from '../../../lambda/core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps } from '../../../lambda/core/subscriptions';
 import type { SubscriptionRecord, TransportFailure, WebhookResponse } from '../../../lambda/ports';
@@ -327,9 +328,10 @@ describe('refresh', () => {
   }
 
   test('a new secret moves the old one to previousSecret until now + 10 minutes', async () => {
-    const { store, clock, deps } = await subscribed();
+    const { store, clock, webhook, deps } = await subscribed();
     clock.advance(5 * MINUTE);
     const newer = newSecret();
+    webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params({ secret: newer }));
     expect(store.subscription).toMatchObject({ secret: newer, previousSecret: SECRET, previousSecretUntil: clock.now() + 10 * MINUTE });
   });
@@ -343,9 +345,10 @@ describe('refresh', () => {
   });
 
   test('refreshing with the same secret during an overlap keeps the overlap as it was', async () => {
-    const { store, clock, deps } = await subscribed();
+    const { store, clock, webhook, deps } = await subscribed();
     const newer = newSecret();
     clock.advance(MINUTE);
+    webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params({ secret: newer }));
     const until = clock.now() + 10 * MINUTE;
     clock.advance(MINUTE);
@@ -354,7 +357,8 @@ describe('refresh', () => {
   });
 
   test('a refresh returns deliveryStatus from the stored outcome', async () => {
-    const { store, clock, deps } = await subscribed();
+    const { store, clock, webhook, deps } = await subscribed();
+    webhook.add(echoChallenge);
     const deliveredAt = clock.now() + 1_000;
     store.subscription!.lastDeliveryAt = deliveredAt;
     store.subscription!.lastError = 'timeout';
@@ -426,7 +430,7 @@ describe('subscribe failures before any I/O', () => {
 
   test('storage unavailable on the read: DependencyUnavailable(storage) and no challenge', async () => {
     const { store, webhook, deps } = world();
-    store.failing.add('getSubscription');
+    store.failing.add('getStoredSubscription');
     await expect(subscribe(deps, PRINCIPAL, params())).rejects.toMatchObject({ name: 'DependencyUnavailable', dependency: 'storage' });
     expect(webhook.requests).toHaveLength(0);
   });
@@ -503,9 +507,119 @@ describe('unsubscribe', () => {
     const eventId = 'evt_00000000000000000000000000000001';
     store.events.set(eventId, { eventId, status: 'queued', subscriptionId: ID_A, attempts: 0, createdAt: clock.now(), expiresAt: clock.now() + 7 * DAY });
     await unsubscribe(deps, unsubscribeParams(URL_A));
-    const decision = await attemptDelivery({ store, webhook, clock, retryDelaysS: DEFAULT_RETRY_DELAYS_S }, { eventId, subscriptionId: ID_A, body: '{}' });
+    const decision = await deliver({ store, webhook, clock, retryDelaysS: DEFAULT_RETRY_DELAYS_S }, { eventId, subscriptionId: ID_A, body: '{}' });
     expect(decision).toEqual({ action: 'done', status: 'dropped' });
     expect(webhook.requests).toHaveLength(1);
     expect(store.events.get(eventId)?.status).toBe('dropped');
+  });
+});
+
+describe('a new secret is proven before it signs anything', () => {
+  test('a refresh with a new secret within 24 h is challenged, and the challenge is signed with the new secret', async () => {
+    const { store, clock, webhook, deps } = world();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    clock.advance(HOUR);
+    const newer = newSecret();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params({ secret: newer }));
+    expect(webhook.requests).toHaveLength(2);
+    const challenge = webhook.requests[1]!;
+    const headers = { id: challenge.headers['webhook-id'], timestamp: challenge.headers['webhook-timestamp'], signature: challenge.headers['webhook-signature'] };
+    expect(verifyInbound({ secrets: [newer] }, headers, challenge.body, clock.now())).toMatchObject({ ok: true });
+    expect(verifyInbound({ secrets: [SECRET] }, headers, challenge.body, clock.now())).toMatchObject({ ok: false });
+    expect(store.subscription?.secret).toBe(newer);
+  });
+
+  test('a refresh whose new secret the callback cannot prove is refused, and the old secret stays in force', async () => {
+    const { store, clock, webhook, deps } = world();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    clock.advance(HOUR);
+    // The real dot does not know this secret: it answers with a wrong echo.
+    webhook.add(respond(200, { challenge: 'not-the-nonce' }));
+    const fault = await faultOf(subscribe(deps, PRINCIPAL, params({ secret: newSecret() })));
+    expect(fault).toMatchObject({ code: -32015, data: { reason: 'challenge_failed' } });
+    expect(store.subscription).toMatchObject({ secret: SECRET });
+    expect(store.subscription?.previousSecret).toBeUndefined();
+  });
+
+  test('the same secret within 24 h is not challenged again', async () => {
+    const { clock, webhook, deps } = world();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    clock.advance(23 * HOUR);
+    await subscribe(deps, PRINCIPAL, params());
+    expect(webhook.requests).toHaveLength(1);
+  });
+});
+
+describe('generation', () => {
+  test('a first subscribe starts a generation; a refresh keeps it', async () => {
+    const { store, clock, webhook, deps } = world();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    const generation = store.subscription!.generation;
+    expect(generation).toMatch(/^[0-9a-f]{16}$/);
+    clock.advance(MINUTE);
+    await subscribe(deps, PRINCIPAL, params());
+    expect(store.subscription!.generation).toBe(generation);
+  });
+
+  test('after an unsubscribe the same callback gets a new generation (its old queue is dropped)', async () => {
+    const { store, webhook, deps } = world();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    const first = store.subscription!.generation;
+    await unsubscribe(deps, unsubscribeParams(URL_A));
+    await subscribe(deps, PRINCIPAL, params());
+    expect(store.subscription!.generation).not.toBe(first);
+    expect(store.subscription!.id).toBe(ID_A);
+  });
+
+  test('after mere expiry, with the item still stored, the same callback keeps its generation', async () => {
+    const { store, clock, webhook, deps } = world();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params({ ttlMs: 60_000 }));
+    const first = store.subscription!.generation;
+    clock.advance(2 * MINUTE);
+    const result = await subscribe(deps, PRINCIPAL, params());
+    expect(store.subscription!.generation).toBe(first);
+    // Not a refresh for everything else: the subscription starts over.
+    expect(result.deliveryStatus).toBeUndefined();
+  });
+
+  test('another callback over an expired item gets a generation of its own', async () => {
+    const { store, webhook, deps, start } = world();
+    store.subscription = otherSubscription(start, { expiresAt: start - 1, generation: 'gen-other' });
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    expect(store.subscription!.generation).not.toBe('gen-other');
+  });
+
+  test('an unsubscribe that lands while the refresh challenge runs is not undone: the refresh starts a new generation', async () => {
+    const { store, clock, webhook, deps } = world();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    const first = store.subscription!.generation;
+    clock.advance(MINUTE);
+    webhook.add((request) => {
+      // The operator clears the subscription while the (new secret's) challenge is in flight.
+      store.subscription = undefined;
+      return echoChallenge(request);
+    });
+    await subscribe(deps, PRINCIPAL, params({ secret: newSecret() }));
+    expect(store.subscription!.generation).not.toBe(first);
+    expect(store.callsOf('putSubscription')).toHaveLength(3);
+  });
+
+  test('a subscription item from before generations gets one at its next subscribe', async () => {
+    const { store, webhook, deps, start } = world();
+    webhook.add(echoChallenge);
+    await subscribe(deps, PRINCIPAL, params());
+    delete store.subscription!.generation;
+    void start;
+    await subscribe(deps, PRINCIPAL, params());
+    expect(store.subscription!.generation).toMatch(/^[0-9a-f]{16}$/);
   });
 });

@@ -1,0 +1,132 @@
+/**
+ * How dm-dot says what happened, on each surface: `send_to_dot` tool results (SPEC 3.1), the
+ * `POST /v1/messages` answers (SPEC 6.4), and the one mapping of a failed dependency (a port that
+ * threw DependencyUnavailable) to the answer of the surface that asked, logged once with the
+ * request id. One place, so every surface says the same thing.
+ *
+ * Deliberately not here: deciding outcomes (core/messages.ts), HTTP framing (lambda/http), and
+ * the SDK's error classes (lambda/mcp turns the JSON-RPC shape below into a ProtocolError).
+ */
+import type { Logger } from '../ports';
+import type { SendOutcome } from './messages';
+import { DependencyUnavailable } from './errors';
+import { ErrorCodes } from './protocol';
+
+export interface ToolResult {
+  [key: string]: unknown;
+  content: { type: 'text'; text: string }[];
+  isError: boolean;
+  structuredContent?: { eventId: string; status: 'delivered' | 'queued' | 'failed' };
+}
+
+export interface RestAnswer {
+  status: number;
+  body: unknown;
+}
+
+export interface RpcError {
+  code: number;
+  message: string;
+}
+
+const REASON_TEXT: Record<string, string> = {
+  http_4xx: 'the callback refused it (HTTP 4xx)',
+  http_5xx: 'the callback kept failing (HTTP 5xx or an unusable response)',
+  timeout: 'the callback did not answer in time',
+  tls_error: 'the TLS connection to the callback failed',
+  connection_refused: 'the callback could not be reached',
+  challenge_failed: 'the callback answered incorrectly',
+};
+
+export function describeReason(reason: string | null | undefined): string {
+  return (reason && REASON_TEXT[reason]) || 'its subscription ended before it could be delivered';
+}
+
+/** What a sender without a dot is told, on both surfaces: where a dot comes from. */
+export const NO_SUBSCRIPTION_TEXT =
+  'No dot is subscribed to message.created: connect a ChatGPT dot to this server (it subscribes by itself), or run `npx dm-dot dot` for a local stand-in; then send again.';
+
+function text(value: string, isError: boolean, structured?: ToolResult['structuredContent']): ToolResult {
+  return { content: [{ type: 'text', text: value }], isError, ...(structured ? { structuredContent: structured } : {}) };
+}
+
+export function toolResultOf(outcome: SendOutcome): ToolResult {
+  switch (outcome.kind) {
+    case 'invalid':
+      return text(outcome.error, true);
+    case 'no_subscription':
+      return text(NO_SUBSCRIPTION_TEXT, true);
+    case 'delivered':
+      return text(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, { eventId: outcome.eventId, status: 'delivered' });
+    case 'queued':
+      return text(
+        `Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`,
+        false,
+        { eventId: outcome.eventId, status: 'queued' },
+      );
+    case 'failed':
+      return text(`Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`, true, {
+        eventId: outcome.eventId,
+        status: 'failed',
+      });
+  }
+}
+
+function restError(status: number, code: string, message: string, extra: object = {}): RestAnswer {
+  return { status, body: { error: { code, message, ...extra } } };
+}
+
+export function restAnswerOf(outcome: SendOutcome): RestAnswer {
+  switch (outcome.kind) {
+    case 'invalid':
+      return restError(400, 'invalid_input', outcome.error);
+    case 'no_subscription':
+      return restError(409, 'no_subscription', NO_SUBSCRIPTION_TEXT);
+    case 'delivered':
+      return { status: 200, body: { eventId: outcome.eventId, status: 'delivered' } };
+    case 'queued':
+      return { status: 202, body: { eventId: outcome.eventId, status: 'queued' } };
+    case 'failed':
+      return restError(502, 'delivery_failed', `Delivery was rejected: ${describeReason(outcome.reason)}.`, {
+        eventId: outcome.eventId,
+        status: 'failed',
+        reason: outcome.reason ?? 'dropped',
+      });
+  }
+}
+
+/** The surfaces a failed dependency is answered on. */
+export type Surface = 'tool' | 'rest' | 'rpc';
+type AnswerOn<S extends Surface> = S extends 'tool' ? ToolResult : S extends 'rest' ? RestAnswer : RpcError;
+
+function unavailableText(error: DependencyUnavailable): string {
+  if (error.eventId) return `The delivery queue is unavailable, so event ${error.eventId} was not sent; try again shortly.`;
+  return `The ${error.dependency === 'queue' ? 'delivery queue' : 'storage'} is unavailable; nothing was sent. Try again shortly.`;
+}
+
+/**
+ * The one mapping of a failed dependency: logged here, once, with the request id and the cause
+ * (an error name and message of our own adapters, never a secret), and answered in the shape of
+ * the surface that asked. A tool gets a tool error (naming the event when one exists), REST and
+ * pup routes a 503, a JSON-RPC method -32603 with a generic sentence.
+ */
+export function answerUnavailable<S extends Surface>(
+  log: Logger,
+  surface: S,
+  error: DependencyUnavailable,
+  context: { requestId: string; where: string },
+): AnswerOn<S> {
+  log.error('dependency_unavailable', { requestId: context.requestId, where: context.where, dependency: error.dependency, ...(error.eventId ? { eventId: error.eventId } : {}), cause: describeCause(error.cause) });
+  const sentence = unavailableText(error);
+  if (surface === 'tool') {
+    return (error.eventId ? text(sentence, true, { eventId: error.eventId, status: 'failed' }) : text(sentence, true)) as AnswerOn<S>;
+  }
+  if (surface === 'rest') return restError(503, `${error.dependency}_unavailable`, sentence, error.eventId ? { eventId: error.eventId } : {}) as AnswerOn<S>;
+  return { code: ErrorCodes.internalError, message: `The ${error.dependency} is unavailable; try again shortly.` } as AnswerOn<S>;
+}
+
+/** A cause for a log line: its name and message, as our adapters word them. */
+export function describeCause(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}

@@ -1,0 +1,44 @@
+/**
+ * The outbox for storage that cannot share a transaction with its queue (DynamoDB and SQS): the
+ * record is written first, then its job is sent. A record therefore never waits for a job that
+ * was never sent without saying so: when the send fails, the record is marked `failed` (the event
+ * was never accepted) and the caller is told `queue` unavailable with the event id.
+ *
+ * The embedded database of the local runtime does not use this: it writes the record and its job
+ * in one transaction (lambda/adapters/embedded).
+ *
+ * Deliberately not here: retries (the SDK clients retry within the request deadline) and the
+ * attempt itself (core/delivery.ts).
+ */
+import type { DeliveryJob, EnqueueOptions, EventExpectation, EventPatch, EventRecord, Outbox, Queue, Store } from '../ports';
+import { DependencyUnavailable, guardDependency } from './errors';
+import { EventStatus } from './protocol';
+
+export function sequentialOutbox(store: Store, queue: Queue): Outbox {
+  return {
+    async add(record: EventRecord, job: DeliveryJob, options?: EnqueueOptions): Promise<void> {
+      await guardDependency('storage', () => store.putEvent(record));
+      try {
+        await queue.enqueue(job, options);
+      } catch (cause) {
+        // The record must not claim a delivery that can never happen.
+        await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued }).catch(() => undefined);
+        throw new DependencyUnavailable('queue', { cause, eventId: record.eventId });
+      }
+    },
+
+    async reopen(read: EventRecord, patch: EventPatch, job: DeliveryJob): Promise<boolean> {
+      const expected: EventExpectation = { status: read.status, attempts: read.attempts };
+      const reopened = await guardDependency('storage', () => store.updateEvent(read.eventId, patch, expected));
+      if (!reopened) return false;
+      try {
+        await queue.enqueue(job);
+      } catch (cause) {
+        // Back to where it was, so that the operator can simply try again.
+        await store.updateEvent(read.eventId, { status: read.status }, { status: EventStatus.queued }).catch(() => undefined);
+        throw new DependencyUnavailable('queue', { cause, eventId: read.eventId });
+      }
+      return true;
+    },
+  };
+}

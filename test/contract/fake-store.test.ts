@@ -1,0 +1,8 @@
+/**
+ * The unit tests' FakeStore (test/support/fakes.ts) passes the same contract as the real adapters,
+ * so a core test that passes against the fake means what it would mean against DynamoDB.
+ */
+import { FakeStore } from '../support/fakes';
+import { describeStoreContract } from './store.contract';
+
+describeStoreContract('FakeStore (the unit tests’ double)', async () => ({ store: new FakeStore(), cleanup: async () => undefined }));
