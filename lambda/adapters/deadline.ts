@@ -1,6 +1,7 @@
 /**
- * The request deadline of the AWS adapters (issue 9 item 2, SPEC 6.2 step 3): a Lambda handler
- * sets the time by which its work must be done (`runWithDeadline`), and every DynamoDB, SQS and
+ * The request deadline (SPEC 6.2 step 3: no request takes more than 5 s): an entry point sets the
+ * time by which its work must be done (`runWithDeadline`: each Lambda invocation, each request of
+ * the local runtime), and every DynamoDB, SQS and
  * Secrets Manager call made inside it, however deep, carries an abort signal for what is left
  * (`withDeadlines`, applied to each client once), so a stalled connection fails that call in time for the handler to answer.
  * The guarded webhook client reads the same deadline. The deadline travels in an
@@ -11,11 +12,14 @@
  * then each retry gets a fresh timeout; the abort signal bounds the whole call, retries and
  * backoff sleeps included (the SDK's retry middleware races its sleeps against it).
  *
- * Deliberately not here: the budgets themselves (handlers/aws.ts), retries (the SDK's), and any
+ * Deliberately not here: the budgets themselves (core/budgets.ts), retries (the SDK's), and any
  * reading of what a call did: an aborted write may or may not have been applied, and the caller
  * treats it as a failed dependency either way.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { Budgets } from '../core/budgets';
+import { Limits } from '../core/protocol';
+import type { WebhookClient } from '../ports';
 
 interface Deadline {
   /** Epoch ms (Date.now()) by which the work must be done. */
@@ -112,4 +116,24 @@ export async function withinDeadline<T, F>(promise: Promise<T>, fallback: F, cap
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The webhook client on a deadline: each POST gets `timeoutMs` = what is left of the deadline less
+ * `reserveMs` (never more than the request's own timeoutMs or the guard's 5 s), and no POST starts
+ * when the deadline leaves less than Budgets.minPostMs: it throws DeadlineExceeded instead, which
+ * the callers treat like any failure before a POST (nothing was sent, no attempt is counted).
+ * Outside a deadline the client is used as is.
+ */
+export function webhookWithinDeadline(inner: WebhookClient, reserveMs: number): WebhookClient {
+  return {
+    post: async (request) => {
+      const left = deadlineLeftMs();
+      if (left === undefined) return inner.post(request);
+      // The floor applies to what the deadline leaves, not to a caller's own shorter timeoutMs
+      // (the inline attempt's wait window may deliberately be short).
+      if (left - reserveMs < Budgets.minPostMs) throw new DeadlineExceeded('callback POST');
+      return inner.post({ ...request, timeoutMs: Math.min(left - reserveMs, request.timeoutMs ?? Limits.outboundDeadlineMs) });
+    },
+  };
 }

@@ -1,7 +1,7 @@
 /**
- * A Store and a Queue that load their real adapter on first use: the MCP Lambda's cold start
+ * A Store and an Outbox that load their real adapter on first use: the MCP Lambda's cold start
  * answers `initialize`, `tools/list` and `/healthz` without evaluating the DynamoDB and SQS
- * clients (issue 10, README "Performance"). The loader (lambda/handlers/mcp-lambda.ts) requires
+ * clients (docs/performance.md). The loader (lambda/handlers/mcp-lambda.ts) requires
  * a file of its own beside `index.js` (lib/bundling.ts): the first call that needs storage pays for
  * loading that code, once.
  *
@@ -10,7 +10,7 @@
  *
  * Deliberately not here: which adapters are built or how (the loader decides), and retries.
  */
-import type { Queue, Store } from '../ports';
+import type { Outbox, Store } from '../ports';
 
 /** One load shared by concurrent first calls; forgotten when it fails. */
 export function once<T>(load: () => Promise<T>): () => Promise<T> {
@@ -30,6 +30,7 @@ export function once<T>(load: () => Promise<T>): () => Promise<T> {
 export function deferredStore(load: () => Promise<Store>): Store {
   return {
     getSubscription: async (...args) => (await load()).getSubscription(...args),
+    getStoredSubscription: async (...args) => (await load()).getStoredSubscription(...args),
     putSubscription: async (...args) => (await load()).putSubscription(...args),
     deleteSubscription: async (...args) => (await load()).deleteSubscription(...args),
     recordDeliveryOutcome: async (...args) => (await load()).recordDeliveryOutcome(...args),
@@ -45,6 +46,9 @@ export function deferredStore(load: () => Promise<Store>): Store {
   };
 }
 
-export function deferredQueue(load: () => Promise<Queue>): Queue {
-  return { enqueue: async (...args) => (await load()).enqueue(...args) };
+export function deferredOutbox(load: () => Promise<Outbox>): Outbox {
+  return {
+    add: async (...args) => (await load()).add(...args),
+    reopen: async (...args) => (await load()).reopen(...args),
+  };
 }

@@ -9,8 +9,10 @@
  *   verifiedAt + 24 h) is treated as absent: DynamoDB's TTL deletion is lazy (up to days late);
  * - every check-and-set is a single conditional write whose condition treats an expired item as
  *   absent too, so no decision is ever taken from a read followed by a write;
- * - subscribe is ONE conditional PutItem with `ReturnValuesOnConditionCheckFailure: ALL_OLD`:
- *   the loser learns who holds the subscription from the failed write itself, no second read.
+ * - subscribe is ONE conditional PutItem with `ReturnValuesOnConditionCheckFailure: ALL_OLD`,
+ *   conditional on the stored item being what the subscribe read (absent; this URL with this
+ *   generation; or another URL's, expired): the loser learns what is stored from the failed write
+ *   itself, no second read.
  *
  * Deliberately not here: retries and timeouts (the SDK client's configuration, and the request
  * deadline every call of a Lambda's client carries: adapters/deadline.ts), logging (the
@@ -40,14 +42,26 @@ import {
   type CreateTableCommandInput,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
-import type { EventExpectation, EventPatch, EventRecord, InboundAnswer, InboundAnswerResult, PutSubscriptionResult, Store, SubscriptionRecord } from '../ports';
+import type {
+  EventExpectation,
+  EventPatch,
+  EventRecord,
+  InboundAnswer,
+  InboundAnswerResult,
+  PutSubscriptionResult,
+  Store,
+  SubscriptionExpectation,
+  SubscriptionRecord,
+} from '../ports';
 import { Limits, type EventStatus } from '../core/protocol';
 import { ItemKeys, isLive, newestFirst, ttlOfEvent, ttlOfSubscription } from './items';
 
 type Item = Record<string, AttributeValue>;
 
-/** The only fields an event update may touch (EventPatch); anything else is ignored at runtime too. */
-const EVENT_PATCH_FIELDS = ['status', 'attempts', 'lastError', 'lastHttpStatus', 'deliveredAt', 'notBefore'] as const satisfies readonly (keyof EventPatch)[];
+/** The fields an event update may set (EventPatch, but for `body` and `appendLog`, which have their own rules). */
+const EVENT_PATCH_FIELDS = ['status', 'attempts', 'lastError', 'lastHttpStatus', 'deliveredAt', 'notBefore', 'subscriptionId', 'generation', 'cancelledAt'] as const satisfies readonly (keyof EventPatch)[];
+/** What a restored record drops of an expired one it replaces, as a put would. */
+const EVENT_OPTIONAL_FIELDS = [...EVENT_PATCH_FIELDS, 'body', 'log'] as const;
 
 export interface DynamoDbStoreOptions {
   client: DynamoDBClient;
@@ -68,27 +82,53 @@ export class DynamoDbStore implements Store {
     return item && isLive(item.expiresAt, now) ? (item as unknown as SubscriptionRecord) : undefined;
   }
 
-  async putSubscription(record: SubscriptionRecord, now: number): Promise<PutSubscriptionResult> {
+  async getStoredSubscription(): Promise<SubscriptionRecord | undefined> {
+    return (await this.get(ItemKeys.subscription)) as SubscriptionRecord | undefined;
+  }
+
+  async putSubscription(record: SubscriptionRecord, now: number, expected: SubscriptionExpectation): Promise<PutSubscriptionResult> {
+    const names: Record<string, string> = {};
+    const values: Item = {};
+    const generationIs = (generation: string | undefined) => {
+      names['#generation'] = 'generation';
+      if (generation === undefined) return 'attribute_not_exists(#generation)';
+      values[':generation'] = { S: generation };
+      return '#generation = :generation';
+    };
+    let condition: string;
+    switch (expected.kind) {
+      case 'absent':
+        condition = 'attribute_not_exists(pk)';
+        break;
+      case 'same':
+        names['#url'] = 'url';
+        values[':url'] = { S: expected.url };
+        condition = `#url = :url AND ${generationIs(expected.generation)}`;
+        break;
+      case 'expired':
+        // `<=`: items.isLive calls a subscription expired at now == expiresAt, and the condition
+        // must agree with the reads at that instant.
+        names['#expiresAt'] = 'expiresAt';
+        values[':now'] = { N: String(now) };
+        condition = `#expiresAt <= :now AND ${generationIs(expected.generation)}`;
+        break;
+    }
     try {
       await this.client.send(
         new PutItemCommand({
           TableName: this.tableName,
           Item: toItem(ItemKeys.subscription, record, ttlOfSubscription(record.expiresAt)),
-          // `<=` rather than SPEC 5's literal `<`: items.isLive calls a subscription expired at
-          // now == expiresAt, and the condition must agree with the reads, or at that instant a put
-          // would fail with a holder that getSubscription already reports as absent.
-          ConditionExpression: 'attribute_not_exists(pk) OR #url = :url OR #expiresAt <= :now',
-          ExpressionAttributeNames: { '#url': 'url', '#expiresAt': 'expiresAt' },
-          ExpressionAttributeValues: { ':url': { S: record.url }, ':now': { N: String(now) } },
+          ConditionExpression: condition,
+          ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),
+          ...(Object.keys(values).length > 0 ? { ExpressionAttributeValues: values } : {}),
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
       return { ok: true };
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
-      // The condition only fails on a live item with another url, and ALL_OLD returns that item.
-      if (!error.Item) throw new Error('conditional put on SUBSCRIPTION failed without returning the holder');
-      return { ok: false, holder: fromItem(error.Item) as unknown as SubscriptionRecord };
+      // ALL_OLD returns what is stored; nothing when the item is gone (a same-URL put after a delete).
+      return { ok: false, holder: error.Item ? (fromItem(error.Item) as unknown as SubscriptionRecord) : undefined };
     }
   }
 
@@ -152,6 +192,7 @@ export class DynamoDbStore implements Store {
     const names: Record<string, string> = {};
     const values: Item = {};
     const sets: string[] = [];
+    const removes: string[] = [];
     for (const field of EVENT_PATCH_FIELDS) {
       const value = patch[field];
       if (value === undefined) continue;
@@ -159,21 +200,38 @@ export class DynamoDbStore implements Store {
       values[`:${field}`] = toAttr(value);
       sets.push(`#${field} = :${field}`);
     }
-    if (sets.length === 0) return false;
+    if (patch.body !== undefined) {
+      names['#body'] = 'body';
+      if (patch.body === null) removes.push('#body');
+      else {
+        values[':body'] = { S: patch.body };
+        sets.push('#body = :body');
+      }
+    }
+    if (patch.appendLog !== undefined) {
+      // Appended by DynamoDB itself: the compare-and-set below is what keeps one entry per attempt.
+      names['#log'] = 'log';
+      values[':logEntry'] = { L: [toAttr(patch.appendLog, 'log')] };
+      values[':emptyLog'] = { L: [] };
+      sets.push('#log = list_append(if_not_exists(#log, :emptyLog), :logEntry)');
+    }
+    if (sets.length === 0 && removes.length === 0) return false;
     // attribute_exists keeps UpdateItem from creating a stub item (no expiresAt, no ttl) for an
     // unknown id; the expectation makes the status transition a compare-and-set.
     const conditions = ['attribute_exists(pk)'];
     if (expected) {
       names['#status'] = 'status';
-      values[':expectedStatus'] = { S: expected.status };
-      conditions.push('#status = :expectedStatus');
+      const statuses = typeof expected.status === 'string' ? [expected.status] : [...expected.status];
+      statuses.forEach((status, i) => (values[`:expectedStatus${i}`] = { S: status }));
+      conditions.push(`#status IN (${statuses.map((_, i) => `:expectedStatus${i}`).join(', ')})`);
       if (expected.attempts !== undefined) {
         names['#attempts'] = 'attempts';
         values[':expectedAttempts'] = { N: String(expected.attempts) };
         conditions.push('#attempts = :expectedAttempts');
       }
     }
-    return this.updateIf(ItemKeys.event(eventId), `SET ${sets.join(', ')}`, conditions.join(' AND '), names, values);
+    const update = [sets.length > 0 ? `SET ${sets.join(', ')}` : '', removes.length > 0 ? `REMOVE ${removes.join(', ')}` : ''].filter(Boolean).join(' ');
+    return this.updateIf(ItemKeys.event(eventId), update, conditions.join(' AND '), names, values);
   }
 
   async restoreEvent(record: EventRecord): Promise<boolean> {
@@ -190,7 +248,7 @@ export class DynamoDbStore implements Store {
       sets.push(`#f_${name} = :f_${name}`);
     }
     // What the expired record had and the new one lacks must go, as a put would drop it.
-    for (const field of EVENT_PATCH_FIELDS) {
+    for (const field of EVENT_OPTIONAL_FIELDS) {
       if ((record as Partial<EventRecord>)[field] !== undefined) continue;
       names[`#r_${field}`] = field;
       removes.push(`#r_${field}`);
@@ -220,8 +278,10 @@ export class DynamoDbStore implements Store {
       await this.client.send(
         new PutItemCommand({
           TableName: this.tableName,
-          Item: toItem(ItemKeys.replay(id), { claimedAt: now, expiresAt }, Math.ceil(expiresAt / 1000)),
-          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now',
+          // TTL a second later than the claim's end, so DynamoDB never removes a claim still in force.
+          Item: toItem(ItemKeys.replay(id), { claimedAt: now, expiresAt }, Math.ceil(expiresAt / 1000) + 1),
+          // `<`: a claim holds through its expiresAt, the last instant the timestamp window accepts.
+          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt < :now',
           ExpressionAttributeNames: { '#expiresAt': 'expiresAt' },
           ExpressionAttributeValues: { ':now': { N: String(now) } },
         }),
@@ -347,12 +407,21 @@ function toItem(pk: string, record: object, ttl: number): Item {
   return item;
 }
 
-/** The few attribute types our records use. The error names the field, never the value (secrets). */
+/**
+ * The few attribute types our records use: scalars, and for the delivery log a list of small maps.
+ * The error names the field, never the value (secrets). Undefined members of a map are left out.
+ */
 function toAttr(value: unknown, field = 'value'): AttributeValue {
   if (value === null) return { NULL: true };
   if (typeof value === 'string') return { S: value };
   if (typeof value === 'number' && Number.isFinite(value)) return { N: String(value) };
   if (typeof value === 'boolean') return { BOOL: value };
+  if (Array.isArray(value)) return { L: value.map((member) => toAttr(member, field)) };
+  if (typeof value === 'object') {
+    const map: Record<string, AttributeValue> = {};
+    for (const [name, member] of Object.entries(value)) if (member !== undefined) map[name] = toAttr(member, `${field}.${name}`);
+    return { M: map };
+  }
   throw new TypeError(`cannot store ${field}: unsupported type ${typeof value}`);
 }
 
@@ -370,5 +439,7 @@ function fromAttr(value: AttributeValue, field: string): unknown {
   if (value.N !== undefined) return Number(value.N);
   if (value.BOOL !== undefined) return value.BOOL;
   if (value.NULL !== undefined) return null;
+  if (value.L !== undefined) return value.L.map((member) => fromAttr(member, field));
+  if (value.M !== undefined) return Object.fromEntries(Object.entries(value.M).map(([name, member]) => [name, fromAttr(member, `${field}.${name}`)]));
   throw new TypeError(`cannot read ${field}: unsupported attribute type`);
 }

@@ -1,9 +1,9 @@
 /**
  * Secrets Manager's `GetSecretValue`, the one Secrets Manager call dm-dot makes (the API key and
  * pup's signing secrets), over node:https and signed with Signature Version 4 by `aws4`: what the
- * MCP Lambda's cold start needs before its first answer, without the AWS SDK client (issue 10).
- * Loading and running `@aws-sdk/client-secrets-manager` for this one call took about a fifth of a
- * cold start (README "Performance"); the request itself is small and documented:
+ * MCP Lambda's cold start needs before its first answer, without the AWS SDK client. Loading and
+ * running `@aws-sdk/client-secrets-manager` for this one call took about a fifth of a cold start
+ * (docs/performance.md); the request itself is small and documented:
  *
  * - Protocol: AWS JSON 1.1, `POST /` with `X-Amz-Target: secretsmanager.GetSecretValue` and the
  *   JSON body `{"SecretId": …}`; the answer's `SecretBinary` is base64
@@ -23,7 +23,7 @@
  * - Credentials: the environment, where Lambda puts the execution role's
  *   (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime).
  *
- * Timeouts per attempt: 1 s to connect, 2 s in all (handlers/aws.ts has the same for the SDK
+ * Timeouts per attempt: 1 s to connect, 2 s in all (core/budgets.ts, the same as for the SDK
  * clients); the caller's abort signal (the request deadline, adapters/deadline.ts) bounds the
  * whole call, backoff included.
  *
@@ -35,6 +35,8 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sign } from 'aws4';
+import type { AwsRuntime } from '../config/settings';
+import { Budgets } from '../core/budgets';
 
 /** What a read answers: one of the two is set. */
 export interface SecretValue {
@@ -156,12 +158,6 @@ export function defaultEndpoint(region: string, useFips = false, partitionId?: s
   return `https://secretsmanager${useFips ? '-fips' : ''}.${region}.${dnsSuffixOf(region, partitionId)}`;
 }
 
-/** The endpoint an SDK would use from these variables, or undefined for the default one. */
-export function configuredEndpoint(env: NodeJS.ProcessEnv): string | undefined {
-  if (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS?.trim().toLowerCase() === 'true') return undefined;
-  return env.AWS_ENDPOINT_URL_SECRETS_MANAGER?.trim() || env.AWS_ENDPOINT_URL?.trim() || undefined;
-}
-
 function abortError(signal: AbortSignal): Error {
   const reason = signal.reason as { name?: unknown; message?: unknown } | undefined;
   if (reason instanceof Error) return reason;
@@ -173,9 +169,9 @@ function abortError(signal: AbortSignal): Error {
 }
 
 export function createSecretsManagerReader(options: SecretsManagerOptions): SecretsReader {
-  const maxAttempts = options.maxAttempts ?? 3;
-  const connectTimeoutMs = options.connectTimeoutMs ?? 1_000;
-  const attemptTimeoutMs = options.attemptTimeoutMs ?? 2_000;
+  const maxAttempts = options.maxAttempts ?? Budgets.awsMaxAttempts;
+  const connectTimeoutMs = options.connectTimeoutMs ?? Budgets.awsConnectMs;
+  const attemptTimeoutMs = options.attemptTimeoutMs ?? Budgets.awsAttemptMs;
   const random = options.random ?? Math.random;
   const configured = options.endpoint ? new URL(options.endpoint) : undefined;
 
@@ -301,17 +297,12 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
   };
 }
 
-/** The reader the MCP Lambda uses: region, endpoint, FIPS and credentials from its environment. */
-export function secretsManagerFromEnvironment(env: NodeJS.ProcessEnv): SecretsReader {
-  const endpoint = configuredEndpoint(env);
+/** The reader the MCP Lambda uses: region, endpoint, FIPS and credentials as its settings read them. */
+export function secretsManagerFromRuntime(aws: AwsRuntime): SecretsReader {
   return createSecretsManagerReader({
-    region: env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || 'us-east-1',
-    ...(endpoint ? { endpoint } : {}),
-    useFips: env.AWS_USE_FIPS_ENDPOINT?.trim().toLowerCase() === 'true',
-    credentials: () => ({
-      accessKeyId: env.AWS_ACCESS_KEY_ID ?? '',
-      secretAccessKey: env.AWS_SECRET_ACCESS_KEY ?? '',
-      ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
-    }),
+    region: aws.region,
+    ...(aws.secretsManagerEndpoint ? { endpoint: aws.secretsManagerEndpoint } : {}),
+    useFips: aws.useFips,
+    credentials: () => aws.credentials,
   });
 }

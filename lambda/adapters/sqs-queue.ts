@@ -5,8 +5,8 @@
  * final failure is a copy in the dead-letter queue that carries its reason.
  *
  * Message shape: the body is the event's exact serialized bytes (what every attempt signs and
- * sends), and the routing data travels as message attributes (`eventId`, `subscriptionId`), so
- * the body is never parsed or rewritten on the way.
+ * sends), and the routing data travels as message attributes (`eventId`, `subscriptionId`,
+ * `generation`), so the body is never parsed or rewritten on the way.
  *
  * Deliberately not here: receiving and deleting (the Lambda event source mapping does both; a
  * record left out of `batchItemFailures` is deleted by it), the retry decision
@@ -20,6 +20,8 @@ import type { DeliveryJob, EnqueueOptions, Queue } from '../ports';
 export const QueueAttributes = {
   eventId: 'eventId',
   subscriptionId: 'subscriptionId',
+  /** The subscription generation the job was queued under (absent on messages from before generations). */
+  generation: 'generation',
   /** Only on dead-lettered copies: the final failure category (or `malformed`, `receive_limit`). */
   reason: 'reason',
 } as const;
@@ -114,6 +116,7 @@ export class SqsQueue implements Queue {
         MessageAttributes: {
           [QueueAttributes.eventId]: stringAttribute(job.eventId),
           [QueueAttributes.subscriptionId]: stringAttribute(job.subscriptionId),
+          ...(job.generation !== undefined ? { [QueueAttributes.generation]: stringAttribute(job.generation) } : {}),
         },
       }),
     );

@@ -1,11 +1,12 @@
 /**
  * The options of every AWS SDK client dm-dot creates (DynamoDB and SQS in both Lambdas; the CLI has
- * its own). Kept apart from aws.ts so that importing the budgets does not import the SDK: the MCP
- * Lambda loads this module only with its storage (mcp-data.ts), after the first `tools/list`.
+ * its own). The MCP Lambda loads this module only with its storage (mcp-storage.ts), after the first
+ * `tools/list`, so that its cold start does not import the SDK.
  *
  * Deliberately not here: creating clients, and Secrets Manager (adapters/secrets-manager.ts, no SDK).
  */
 import { fromEnv } from '@aws-sdk/credential-provider-env';
+import { Budgets } from '../core/budgets';
 
 /** Options every SDK client of dm-dot gets. Region and credentials come from the Lambda environment. */
 export interface ClientOptions {
@@ -27,5 +28,9 @@ export interface ClientOptions {
  * all of it, so these settings only decide how a stall is split into attempts.
  */
 export function clientOptions(): ClientOptions {
-  return { maxAttempts: 3, requestHandler: { connectionTimeout: 1_000, requestTimeout: 2_000, throwOnRequestTimeout: true }, credentials: fromEnv() };
+  return {
+    maxAttempts: Budgets.awsMaxAttempts,
+    requestHandler: { connectionTimeout: Budgets.awsConnectMs, requestTimeout: Budgets.awsAttemptMs, throwOnRequestTimeout: true },
+    credentials: fromEnv(),
+  };
 }

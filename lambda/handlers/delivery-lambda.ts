@@ -23,32 +23,32 @@
  * record that carries a `reason` attribute came back from the DLQ (an operator's redrive): its
  * failed event gets a new round of the retry schedule, once per redrive.
  *
- * Deadlines (issue 9 item 2): an invocation runs under a deadline 1 s before the Lambda's own
- * timeout (aws.ts deliveryDeadline, from the context's remaining time). Every DynamoDB and SQS call
+ * Deadlines: an invocation runs under a deadline 1 s before the Lambda's own timeout
+ * (core/budgets.ts `deliveryDeadline`, from the context's remaining time). Every DynamoDB and SQS call
  * carries what is left, so a stalled table fails the records it holds up (they stay in SQS for a
  * later receive) and the batch still answers: a timed-out invocation would make SQS redeliver the
  * whole batch, POSTs that succeeded included. A POST only starts with time left to record its
- * outcome (DELIVERY_RECORD_RESERVE_MS), so a POST that succeeds is rarely sent again.
+ * outcome (Budgets.deliveryRecordReserveMs), so a POST that succeeds is rarely sent again.
  *
  * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size: this module and
  * everything it imports stay small, a test walks the import graph), the retry decision
- * (core/delivery.ts), and the environment (delivery.ts).
+ * (core/delivery.ts), and the environment (delivery.ts reads it once, through lambda/config).
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { runWithDeadline, withDeadlines } from '../adapters/deadline';
+import { runWithDeadline, webhookWithinDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
-import { parseRetryDelays } from '../config';
-import { attemptDelivery, failAtReceiveLimit, receiveLimit, type DeliveryDeps } from '../core/delivery';
-import { EVENT_ID_PREFIX, Limits, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
-import { createLogger, type Logger } from '../log';
+import { deliveryLambdaSettings, type DeliveryLambdaSettings, type Env } from '../config/settings';
+import { Budgets, deliveryDeadline } from '../core/budgets';
+import { deliver, failAtReceiveLimit, receiveLimit, type DeliveryDeps } from '../core/delivery';
+import { EVENT_ID_PREFIX, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
+import { createLogger } from '../log';
 import { createMetrics, type DeliveryOutcome, type Metrics } from '../metrics';
-import { systemClock, type Clock, type DeliveryJob, type WebhookClient } from '../ports';
+import { systemClock, type Clock, type DeliveryJob, type Logger, type WebhookClient } from '../ports';
 import { clientOptions } from './aws-clients';
-import { DELIVERY_RECORD_RESERVE_MS, deliveryDeadline, loopbackAllowed, required, webhookWithinDeadline } from './aws';
 
 /** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
 export interface DeliveryQueue {
@@ -93,7 +93,8 @@ export function jobOf(record: SQSRecord, attributes: Record<string, string>): De
   // The body exactly as enqueued: these are the bytes every attempt signs and sends. Only a copy
   // that went through the dead-letter queue carries `reason`, so its presence marks a redrive.
   const redriven = attributes[QueueAttributes.reason] !== undefined;
-  return { eventId, subscriptionId, body: record.body, ...(redriven ? { redriven } : {}) };
+  const generation = attributes[QueueAttributes.generation];
+  return { eventId, subscriptionId, ...(generation ? { generation } : {}), body: record.body, ...(redriven ? { redriven } : {}) };
 }
 
 function errorName(error: unknown): string {
@@ -142,12 +143,12 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
     }
 
     try {
-      let decision = await attemptDelivery(deps.delivery, job);
-      if (decision.action === 'defer' && decision.delayMs <= Limits.deferInPlaceMaxMs) {
+      let decision = await deliver(deps.delivery, job);
+      if (decision.action === 'defer' && decision.delayMs <= Budgets.deferInPlaceMaxMs) {
         // A lease about to run out (attempt 2 due a moment from now): wait here rather than pay a
         // receive and a whole second of SQS granularity.
         await deps.delivery.clock.sleep(decision.delayMs);
-        decision = await attemptDelivery(deps.delivery, job);
+        decision = await deliver(deps.delivery, job);
       }
       switch (decision.action) {
         case 'done':
@@ -234,26 +235,27 @@ export interface DeliveryLambdaOverrides {
   clock?: Clock;
 }
 
-/**
- * Settings: TABLE_NAME, QUEUE_URL, DEAD_LETTER_QUEUE_URL (required), DMDOT_RETRY_DELAYS
- * (default 1,4,30,120,600), DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only). Throws SettingsError.
- */
-export function deliveryLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: DeliveryAwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
-  const retryDelaysS = parseRetryDelays(env.DMDOT_RETRY_DELAYS);
-  const store = new DynamoDbStore({ client: clients.dynamodb, tableName: required(env, 'TABLE_NAME') });
-  const queue = new SqsQueue({ client: clients.sqs, queueUrl: required(env, 'QUEUE_URL'), deadLetterQueueUrl: required(env, 'DEAD_LETTER_QUEUE_URL') });
+/** The Delivery Lambda from its settings (lambda/config/settings.ts `deliveryLambdaSettings`). */
+export function deliveryLambdaFromSettings(settings: DeliveryLambdaSettings, clients: DeliveryAwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
+  const store = new DynamoDbStore({ client: clients.dynamodb, tableName: settings.tableName });
+  const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
   // Every call of these clients carries the invocation deadline (a no-op when already applied).
   withDeadlines(clients.dynamodb);
   withDeadlines(clients.sqs);
   return createDeliveryLambda({
     delivery: {
       store,
-      webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: loopbackAllowed(env) }), DELIVERY_RECORD_RESERVE_MS),
+      webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.deliveryRecordReserveMs),
       clock: overrides.clock ?? systemClock,
-      retryDelaysS,
+      retryDelaysS: settings.retryDelaysS,
     },
     queue,
     log: overrides.log ?? createLogger(),
-    metrics: overrides.metrics ?? createMetrics({ enabled: env.AWS_LAMBDA_FUNCTION_NAME !== undefined }),
+    metrics: overrides.metrics ?? createMetrics({ enabled: settings.aws.functionName !== undefined }),
   });
+}
+
+/** The same from an environment record: tests and the entry file. Throws SettingsError. */
+export function deliveryLambdaFromEnvironment(env: Env, clients: DeliveryAwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
+  return deliveryLambdaFromSettings(deliveryLambdaSettings(env), clients, overrides);
 }

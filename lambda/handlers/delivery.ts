@@ -10,9 +10,11 @@
  */
 import middy from '@middy/core';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { createDeliveryAwsClients, deliveryLambdaFromEnvironment } from './delivery-lambda';
+import { deliveryLambdaSettings } from '../config/settings';
+import { createDeliveryAwsClients, deliveryLambdaFromSettings } from './delivery-lambda';
 
-const lambda = deliveryLambdaFromEnvironment(process.env, createDeliveryAwsClients());
+// The one place the delivery function reads its environment.
+const lambda = deliveryLambdaFromSettings(deliveryLambdaSettings(process.env), createDeliveryAwsClients());
 
 // The context's remaining time sets the invocation deadline (see delivery-lambda.ts).
 export const handler = middy<SQSEvent, SQSBatchResponse>().handler((event, context) => lambda(event, context));

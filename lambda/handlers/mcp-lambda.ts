@@ -4,43 +4,43 @@
  * cold start; `createMcpLambda` takes the adapters, `mcpLambdaFromEnvironment` builds them from
  * the environment and the AWS clients it is given (tests pass clients with local endpoints).
  *
- * The API key comes from Secrets Manager through the loader (adapters/secrets.ts). The app holds
- * the key it was built with, so it is built once with the loaded key; while the key is
- * unavailable a keyless app answers 503 on authenticated routes (SPEC 2), and the loader retries
- * on a later request. `/healthz` never waits for the key (nor for Secrets Manager): it is answered
- * by whichever app exists.
+ * The API key comes from Secrets Manager through the secret loader (adapters/secret-loader.ts). The
+ * app holds the key it was built with, so it is built once with the loaded key; while the key is
+ * unavailable a keyless app answers 503 on authenticated routes (SPEC 2), and the loader reads
+ * again on a later request. `/healthz` never waits for the key (nor for Secrets Manager): it is
+ * answered by whichever app exists.
  *
- * Deadlines (issue 9 item 2): each invocation runs under a deadline 4.2 s after it starts
- * (aws.ts mcpDeadline); every DynamoDB, SQS and Secrets Manager call and every callback POST made
- * while answering it carries what is left (adapters/deadline.ts), so a stalled dependency becomes
- * an error answer (a tool error, 503, -32603) within SPEC's 5 s, not an API Gateway timeout.
+ * Deadlines: each invocation runs under a deadline 4.2 s after it starts (core/budgets.ts
+ * `mcpDeadline`); every DynamoDB, SQS and Secrets Manager call and every callback POST made while
+ * answering it carries what is left (adapters/deadline.ts), so a stalled dependency becomes an
+ * error answer (a tool error, 503, -32603) within SPEC's 5 s, not an API Gateway timeout.
  *
- * Deliberately not here: middy and the process environment (handlers/mcp.ts), event translation
- * details (handlers/apigw.ts), and any route, auth or MCP logic (the app).
+ * Deliberately not here: middy and the process environment (handlers/mcp.ts reads it once, through
+ * lambda/config/settings.ts), event translation details (handlers/apigw.ts), and any route, auth
+ * or MCP logic (the app).
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
-import { runWithDeadline } from '../adapters/deadline';
-import { deferredQueue, deferredStore, once } from '../adapters/deferred';
-import { createPupSecretsLoader } from '../adapters/pup-secrets';
-import { createApiKeyLoader, type ApiKeyLoader } from '../adapters/secrets';
-import { secretsManagerFromEnvironment, type SecretsReader } from '../adapters/secrets-manager';
-import { loadSettings } from '../config';
+import { runWithDeadline, webhookWithinDeadline } from '../adapters/deadline';
+import { deferredOutbox, deferredStore, once } from '../adapters/deferred';
+import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
+import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
+import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
+import { Budgets, mcpDeadline } from '../core/budgets';
 import { DEFAULT_RETRY_DELAYS_S } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
-import { createLogger, type Logger } from '../log';
+import { createLogger } from '../log';
 import { createMetrics, type Metrics } from '../metrics';
-import { systemClock, type Clock, type Queue, type Store, type WebhookClient } from '../ports';
+import { systemClock, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
-import { loopbackAllowed, MCP_RECORD_RESERVE_MS, mcpDeadline, required, webhookWithinDeadline } from './aws';
-import type { McpDataClients } from './mcp-data';
+import type { McpStorageClients } from './mcp-storage';
 
 export interface McpLambdaDeps {
   store: Store;
-  queue: Queue;
+  outbox: Outbox;
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
@@ -71,7 +71,7 @@ const BAD_EVENT: APIGatewayProxyStructuredResultV2 = {
 export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
   const appDeps = {
     store: deps.store,
-    queue: deps.queue,
+    outbox: deps.outbox,
     webhook: deps.webhook,
     clock: deps.clock ?? systemClock,
     deliveryWaitMs: deps.deliveryWaitMs,
@@ -130,7 +130,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
  * adapters/secrets-manager.ts, and the DynamoDB and SQS clients are created on first use. Tests pass
  * clients (and a reader) with local endpoints.
  */
-export interface McpAwsClients extends McpDataClients {
+export interface McpAwsClients extends McpStorageClients {
   secrets: SecretsReader;
 }
 
@@ -138,63 +138,54 @@ export interface McpLambdaOverrides {
   log?: Logger & { redact?(value: string): void };
   /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
   metrics?: Metrics;
-  /** Tests only: replaces the guarded client (the env switch below is how tests allow 127.0.0.1). */
+  /** Tests only: replaces the guarded client (the settings' loopback switch is how tests allow 127.0.0.1). */
   webhook?: WebhookClient;
   clock?: Clock;
 }
 
-/**
- * Settings: TABLE_NAME, QUEUE_URL (required), API_KEY_SECRET_ARN (absent: every authenticated
- * route answers 503), PUP_SECRET_ARN (absent: the pup POST routes answer 503), PUP_MANIFEST_JSON
- * (absent: the default manifest), DMDOT_DELIVERY_WAIT_MS, DMDOT_RETRY_DELAYS, DMDOT_TTL_DEFAULT_MS,
- * DMDOT_TTL_MAX_MS,
- * DMDOT_ALLOWED_ORIGINS, and
- * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 (tests only; the stack never sets it). Throws SettingsError.
- */
-export function mcpLambdaFromEnvironment(env: NodeJS.ProcessEnv, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
-  const settings = loadSettings(env);
-  const allowLoopback = loopbackAllowed(env);
-  const tableName = required(env, 'TABLE_NAME');
-  const queueUrl = required(env, 'QUEUE_URL');
+/** The MCP Lambda from its settings (lambda/config/settings.ts `mcpLambdaSettings`). */
+export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
   const given = clients.dynamodb && clients.sqs ? { dynamodb: clients.dynamodb, sqs: clients.sqs } : undefined;
   // Loaded on the first call that needs storage (adapters/deferred.ts): the cold start's first
   // tools/list neither parses nor evaluates DynamoDB or SQS code. A require, not import(): the
-  // bundle keeps `require("./mcp-data")`, which finds mcp-data.js beside index.js (lib/bundling.ts),
+  // bundle keeps `require("./mcp-storage")`, which finds mcp-storage.js beside index.js (lib/bundling.ts),
   // and Node's import() would not add the extension.
-  const data = once(async () => (require('./mcp-data') as typeof import('./mcp-data')).createMcpData(tableName, queueUrl, given));
-  const store = deferredStore(async () => (await data()).store);
-  const queue = deferredQueue(async () => (await data()).queue);
-  const secrets = clients.secrets ?? secretsManagerFromEnvironment(env);
+  const storage = once(async () => (require('./mcp-storage') as typeof import('./mcp-storage')).createMcpStorage(settings.tableName, settings.queueUrl, given));
+  const store = deferredStore(async () => (await storage()).store);
+  const outbox = deferredOutbox(async () => (await storage()).outbox);
+  const secrets = clients.secrets ?? secretsManagerFromRuntime(settings.aws);
   const log = overrides.log ?? createLogger();
-  const apiKey = createApiKeyLoader({
-    client: secrets,
-    secretArn: env.API_KEY_SECRET_ARN,
-    log,
-    onLoaded: (key) => log.redact?.(key),
-  });
+  const apiKey = createApiKeyLoader({ client: secrets, secretArn: settings.apiKeySecretArn, log, onLoaded: (key) => log.redact?.(key) });
   const pupSecrets = createPupSecretsLoader({
     client: secrets,
-    secretArn: env.PUP_SECRET_ARN,
+    secretArn: settings.pupSecretArn,
     log,
     onLoaded: (secret) => log.redact?.(secret),
     ...(overrides.clock ? { now: () => overrides.clock!.now() } : {}),
   });
-  // Start reading the key (and pup's secrets) during the init phase, so the first request rarely waits.
+  // Start reading the key (and pup's secrets) during the init phase, so the first request rarely
+  // waits. Such a read never starts the loaders' back-off (adapters/secret-loader.ts): if Lambda
+  // freezes the environment after init, a read that times out at thaw is simply read again.
   void apiKey.get();
   void pupSecrets.get();
   return createMcpLambda({
     store,
-    queue,
-    webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback }), MCP_RECORD_RESERVE_MS),
+    outbox,
+    webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.mcpRecordReserveMs),
     apiKey,
     deliveryWaitMs: settings.deliveryWaitMs,
     retryDelaysS: settings.retryDelaysS,
     ttlPolicy: settings.ttlPolicy,
     allowedOrigins: settings.allowedOrigins,
-    allowLoopbackCallbacks: allowLoopback,
+    allowLoopbackCallbacks: settings.allowLoopbackCallbacks,
     log,
-    metrics: overrides.metrics ?? createMetrics({ enabled: env.AWS_LAMBDA_FUNCTION_NAME !== undefined }),
+    metrics: overrides.metrics ?? createMetrics({ enabled: settings.aws.functionName !== undefined }),
     ...(overrides.clock ? { clock: overrides.clock } : {}),
-    pup: { secrets: () => pupSecrets.get(), ...(settings.pup.manifest !== undefined ? { manifest: settings.pup.manifest } : {}) },
+    pup: { secrets: () => pupSecrets.get(), ...(settings.pupManifest !== undefined ? { manifest: settings.pupManifest } : {}) },
   });
+}
+
+/** The same from an environment record: tests and the entry file. Throws SettingsError. */
+export function mcpLambdaFromEnvironment(env: Env, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
+  return mcpLambdaFromSettings(mcpLambdaSettings(env), clients, overrides);
 }

@@ -43,7 +43,7 @@ describe('DynamoDbStore items', () => {
   it('writes pk, ttl (expiresAt + 1 day, in seconds) and no attribute for undefined fields', async () => {
     const { store, tableName } = await freshStore();
     const sub = subscription({ previousSecret: undefined, lastError: null });
-    await store.putSubscription(sub, T0);
+    await store.putSubscription(sub, T0, { kind: 'absent' });
     const item = await raw(tableName, 'SUBSCRIPTION');
     expect(item?.pk).toEqual({ S: 'SUBSCRIPTION' });
     expect(item?.ttl).toEqual({ N: String(Math.ceil((sub.expiresAt + Limits.subscriptionItemGraceMs) / 1000)) });
@@ -58,7 +58,8 @@ describe('DynamoDbStore items', () => {
     await store.claimReplayId('msg_1', T0);
     expect((await raw(tableName, `EVENT#${event().eventId}`))?.ttl).toEqual({ N: String(Math.ceil(event().expiresAt / 1000)) });
     expect((await raw(tableName, 'VERIFIED#k1'))?.ttl).toEqual({ N: String(Math.ceil((T0 + Limits.verificationCacheMs) / 1000)) });
-    expect((await raw(tableName, 'REPLAY#msg_1'))?.ttl).toEqual({ N: String(Math.ceil((T0 + Limits.replayMemoryMs) / 1000)) });
+    // A second past the claim's inclusive end, so DynamoDB never deletes a claim still in force.
+    expect((await raw(tableName, 'REPLAY#msg_1'))?.ttl).toEqual({ N: String(Math.ceil((T0 + Limits.replayMemoryMs) / 1000) + 1) });
   });
 
   it('an inbound answer is one ANSWER# item with status, body and a ttl', async () => {
@@ -70,7 +71,7 @@ describe('DynamoDbStore items', () => {
 
   it('an expired subscription is still stored yet read as absent', async () => {
     const { store, tableName } = await freshStore();
-    await store.putSubscription(subscription({ expiresAt: T0 - 1 }), T0 - HOUR);
+    await store.putSubscription(subscription({ expiresAt: T0 - 1 }), T0 - HOUR, { kind: 'absent' });
     expect(await raw(tableName, 'SUBSCRIPTION')).toBeDefined();
     await expect(store.getSubscription(T0)).resolves.toBeUndefined();
   });
@@ -85,6 +86,18 @@ describe('DynamoDbStore items', () => {
 });
 
 describe('DynamoDbStore requests', () => {
+  it.each([
+    [{ kind: 'absent' } as const, 'attribute_not_exists(pk)'],
+    [{ kind: 'same', url: 'https://a.example.com/hook', generation: 'gen-a' } as const, '#url = :url AND #generation = :generation'],
+    [{ kind: 'same', url: 'https://a.example.com/hook', generation: undefined } as const, '#url = :url AND attribute_not_exists(#generation)'],
+    [{ kind: 'expired', generation: 'gen-a' } as const, '#expiresAt <= :now AND #generation = :generation'],
+  ])('a subscribe planned as %j is one PutItem with the condition %s', async (expected, condition) => {
+    const { store, sent } = recordingStore(() => ({}));
+    await expect(store.putSubscription(subscription(), T0, expected)).resolves.toEqual({ ok: true });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.input.ConditionExpression).toBe(condition);
+  });
+
   /** A client that records every command's input and answers with `respond`. */
   function recordingStore(respond: (name: string, input: Record<string, unknown>) => unknown) {
     const sent: { name: string; input: Record<string, unknown> }[] = [];
@@ -123,14 +136,14 @@ describe('DynamoDbStore requests', () => {
         },
       });
     });
-    await expect(store.putSubscription(subscription(), T0)).resolves.toStrictEqual({ ok: false, holder });
+    await expect(store.putSubscription(subscription(), T0, { kind: 'expired', generation: 'gen-b' })).resolves.toStrictEqual({ ok: false, holder });
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({
       name: 'PutItemCommand',
       input: {
-        ConditionExpression: 'attribute_not_exists(pk) OR #url = :url OR #expiresAt <= :now',
+        ConditionExpression: '#expiresAt <= :now AND #generation = :generation',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        ExpressionAttributeValues: { ':url': { S: subscription().url }, ':now': { N: String(T0) } },
+        ExpressionAttributeValues: { ':now': { N: String(T0) }, ':generation': { S: 'gen-b' } },
       },
     });
   });

@@ -34,7 +34,9 @@ import { DeleteMessageCommand, GetQueueAttributesCommand, SQSClient } from '@aws
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { EventStatus } from '../../lambda/core/protocol';
-import { MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws';
+import { Limits } from '../../lambda/core/protocol';
+
+const MCP_REQUEST_BUDGET_MS = Limits.requestMs;
 import { clientOptions } from '../../lambda/handlers/aws-clients';
 import { deliveryLambdaFromEnvironment, type DeliveryLambda } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';

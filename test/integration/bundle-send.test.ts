@@ -1,8 +1,8 @@
 /**
- * The MCP Lambda's deployed asset (index.js and the mcp-data.js beside it, built with the stack's
+ * The MCP Lambda's deployed asset (index.js and the mcp-storage.js beside it, built with the stack's
  * options) sending for real: a fresh Node 22 process with the synthesized environment, Secrets
  * Manager's signature checked, DynamoDB Local and fauxqs behind AWS_ENDPOINT_URL_*, a loopback dot.
- * The first request that needs storage is what loads mcp-data.js, so this is the test that a split
+ * The first request that needs storage is what loads mcp-storage.js, so this is the test that a split
  * which only worked in the source tree (tsx, Jest) would fail.
  *
  * Deliberately not here: sizes and aliases (test/build/bundles.test.ts), timing (npm run bench).
@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { lambdaBundle, MCP_DATA_CHUNK } from '../../lib/bundling';
+import { lambdaBundle, MCP_STORAGE_CHUNK } from '../../lib/bundling';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { principalOf, subscriptionIdOf } from '../../lambda/core/identity';
 import {
@@ -47,7 +47,7 @@ const apiKey = `bundle-${randomBytes(18).toString('base64url')}`;
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'dm-dot-bundle-send-'));
   [mcp, environments, ddb, fauxqs, receiver] = await Promise.all([
-    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_DATA_CHUNK])),
+    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK])),
     stackEnvironments(),
     startDynamoDbLocal(),
     startFauxqs(),
@@ -87,7 +87,7 @@ async function restSend(message: string): Promise<string> {
   return JSON.stringify(await eventFromRequest(request));
 }
 
-test('with no dot subscribed, the first send loads mcp-data.js, reads DynamoDB and answers 409 no_subscription', async () => {
+test('with no dot subscribed, the first send loads mcp-storage.js, reads DynamoDB and answers 409 no_subscription', async () => {
   const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await restSend('nobody home'), childEnvironment());
   expect(started.answer.status).toBe(409);
   expect(JSON.parse(started.answer.body)).toMatchObject({ error: { code: 'no_subscription' } });
@@ -100,8 +100,9 @@ test('with a dot subscribed, a cold send is signed, delivered inline and answere
   const now = Date.now();
   const store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
   await store.putSubscription(
-    { id: subscriptionIdOf(principal, receiver.url, 'message.created', {}), url: receiver.url, name: 'message.created', secret, principal, createdAt: now, refreshedAt: now, expiresAt: now + 3_600_000 },
+    { id: subscriptionIdOf(principal, receiver.url, 'message.created', {}), generation: 'gen-bundle', url: receiver.url, name: 'message.created', secret, principal, createdAt: now, refreshedAt: now, expiresAt: now + 3_600_000 },
     now,
+    { kind: 'absent' },
   );
   const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await restSend('through the deployed asset'), childEnvironment());
   expect({ status: started.answer.status, body: JSON.parse(started.answer.body) }).toMatchObject({ status: 200, body: { status: 'delivered' } });

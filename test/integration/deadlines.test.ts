@@ -23,7 +23,8 @@ import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { QueueAttributes } from '../../lambda/adapters/sqs-queue';
 import { buildEvent } from '../../lambda/core/messages';
 import { EventStatus, Limits } from '../../lambda/core/protocol';
-import { MCP_REQUEST_BUDGET_MS } from '../../lambda/handlers/aws';
+
+const MCP_REQUEST_BUDGET_MS = Limits.requestMs;
 import { clientOptions } from '../../lambda/handlers/aws-clients';
 import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment, type McpAwsClients } from '../../lambda/handlers/mcp-lambda';

@@ -9,6 +9,9 @@
  * No SQS is needed: no test here reaches the queue (no dot is subscribed), so QUEUE_URL points
  * nowhere.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -57,6 +60,12 @@ function parsedLogs(lines: string[]): LogLine[] {
   });
 }
 
+function manifestFile(text: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'dmdot-manifest-')), 'pup-manifest.json');
+  writeFileSync(file, text);
+  return file;
+}
+
 async function lambdaTarget(options: PupTargetOptions, clock = new FakeClock(Date.now())): Promise<PupTarget & { tableName: string; lines: string[] }> {
   const tableName = `dm-dot-pup-${++tables}`;
   await ddb.createTable(tableName);
@@ -69,7 +78,8 @@ async function lambdaTarget(options: PupTargetOptions, clock = new FakeClock(Dat
     API_KEY_SECRET_ARN: secrets.arn,
     DMDOT_DELIVERY_WAIT_MS: '0',
     ...(config ? { PUP_SECRET_ARN: PUP_ARN } : {}),
-    ...(options.manifest !== undefined ? { PUP_MANIFEST_JSON: options.manifest } : {}),
+    // The stack ships the manifest in the function's asset and names it; here a file of a task root.
+    ...(options.manifest !== undefined ? { PUP_MANIFEST_FILE: manifestFile(options.manifest), LAMBDA_TASK_ROOT: '/' } : {}),
   };
   const clients = {
     dynamodb: ddb.client,
@@ -122,7 +132,8 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     await signedPost(t, '/pup/events', envelope(eventId, 'member.joined'), key, { id: eventId });
     const item = async (pk: string) => (await ddb.client.send(new GetItemCommand({ TableName: t.tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
     const replay = await item(`REPLAY#${challengeId}`);
-    expect(Number(replay?.ttl?.N)).toBe(Math.ceil((t.clock.now() + Limits.replayMemoryMs) / 1000));
+    // A second past the claim's inclusive end (adapters/dynamodb-store.ts).
+    expect(Number(replay?.ttl?.N)).toBe(Math.ceil((t.clock.now() + Limits.replayMemoryMs) / 1000) + 1);
     const answer = await item(`ANSWER#${eventId}`);
     expect(answer).toMatchObject({ status: { N: '200' }, body: { S: '{}' } });
     expect(await item(`REPLAY#${eventId}`)).toBeUndefined();

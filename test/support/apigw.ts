@@ -12,6 +12,7 @@
  * Deliberately not here: the 10 MB payload limit, the 30 s integration timeout, authorizers,
  * routes (one `$default` route to one handler) and CORS.
  */
+import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 
@@ -42,7 +43,9 @@ export async function eventFromRequest(request: Request, options: EventOptions =
 
   const bytes = request.body ? Buffer.from(await request.arrayBuffer()) : undefined;
   const encoding = options.encoding ?? 'auto';
-  const asText = encoding === 'text' || (encoding === 'auto' && TEXTUAL.test(request.headers.get('content-type') ?? ''));
+  // A textual body that is not UTF-8 cannot travel as a JSON string without being changed: such a
+  // body goes base64, so the bytes the function sees are the bytes that were sent.
+  const asText = encoding === 'text' || (encoding === 'auto' && TEXTUAL.test(request.headers.get('content-type') ?? '') && (bytes === undefined || isUtf8(bytes)));
   if (bytes) headers['content-length'] = String(bytes.byteLength);
 
   const rawQueryString = url.search.startsWith('?') ? url.search.slice(1) : url.search;

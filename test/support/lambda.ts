@@ -16,7 +16,7 @@ import type { Logger } from '../../lambda/log';
 import type { WebhookClient } from '../../lambda/ports';
 import { localApiGateway, type EventOptions } from './apigw';
 import { API_KEY, type LogLine } from './app';
-import { FakeClock, FakeQueue, FakeStore, ScriptedWebhookClient } from './fakes';
+import { fakeOutbox, FakeClock, FakeQueue, FakeStore, ScriptedWebhookClient } from './fakes';
 
 export interface TestLambda {
   lambda: McpLambda;
@@ -50,7 +50,7 @@ export function buildLambda(config: LambdaConfig = {}, options: { webhook?: Webh
   const keyReads = { count: 0 };
   const lambda = createMcpLambda({
     store,
-    queue,
+    outbox: fakeOutbox(store, queue),
     webhook: options.webhook ?? new ScriptedWebhookClient(),
     apiKey: {
       get: async () => {

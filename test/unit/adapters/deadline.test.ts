@@ -1,12 +1,12 @@
 /**
- * The request deadline of the AWS adapters (lambda/adapters/deadline.ts) and the budgets of
- * handlers/aws.ts, one rule a test: calls inside a deadline carry an abort signal for what is left,
+ * The request deadline (lambda/adapters/deadline.ts) and the budgets of core/budgets.ts, one
+ * rule a test: calls inside a deadline carry an abort signal for what is left,
  * calls outside carry none, a call with nothing left never starts, a waiter gives up at the
  * deadline, and a POST only starts with time left to record its outcome.
  * The end-to-end behaviour against stalled endpoints is test/integration/deadlines.test.ts.
  */
-import { callOptions, DeadlineExceeded, deadlineLeftMs, runWithDeadline, withDeadlines, withinDeadline } from '../../../lambda/adapters/deadline';
-import { DELIVERY_END_RESERVE_MS, deliveryDeadline, MCP_REQUEST_BUDGET_MS, mcpDeadline, MIN_POST_MS, webhookWithinDeadline } from '../../../lambda/handlers/aws';
+import { callOptions, DeadlineExceeded, deadlineLeftMs, runWithDeadline, webhookWithinDeadline, withDeadlines, withinDeadline } from '../../../lambda/adapters/deadline';
+import { Budgets, deliveryDeadline, mcpDeadline } from '../../../lambda/core/budgets';
 import { Limits } from '../../../lambda/core/protocol';
 import type { WebhookRequest, WebhookResponse } from '../../../lambda/ports';
 
@@ -121,12 +121,12 @@ describe('withinDeadline: a shared wait ends at the caller deadline', () => {
 
 describe('budgets', () => {
   test('an MCP request must be done 800 ms before SPEC 6.2\'s 5 s', () => {
-    expect(MCP_REQUEST_BUDGET_MS).toBe(5_000);
+    expect(Limits.requestMs).toBe(5_000);
     expect(mcpDeadline(1_000)).toBe(1_000 + 4_200);
   });
 
   test('the delivery deadline is the Lambda context\'s remaining time less a reserve', () => {
-    expect(deliveryDeadline(1_000, 15_000)).toBe(1_000 + 15_000 - DELIVERY_END_RESERVE_MS);
+    expect(deliveryDeadline(1_000, 15_000)).toBe(1_000 + 15_000 - Budgets.deliveryEndReserveMs);
     // Without a context (tests, local use): room for one full POST and its writes.
     expect(deliveryDeadline(0, undefined)).toBeGreaterThan(Limits.outboundDeadlineMs);
   });
@@ -156,7 +156,7 @@ describe('webhookWithinDeadline: a POST gets the time left less the reserve, or 
     const inner = recordingWebhook();
     await runWithDeadline(Date.now() + 5_000, () => webhookWithinDeadline(inner.client, 3_000).post(request));
     expect(inner.requests[0]!.timeoutMs).toBeLessThanOrEqual(2_000);
-    expect(inner.requests[0]!.timeoutMs).toBeGreaterThanOrEqual(MIN_POST_MS);
+    expect(inner.requests[0]!.timeoutMs).toBeGreaterThanOrEqual(Budgets.minPostMs);
   });
 
   test('with too little left no POST starts: DeadlineExceeded, and nothing is sent', async () => {

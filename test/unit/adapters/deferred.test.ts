@@ -5,8 +5,8 @@
  * request deadline crosses into the separately bundled storage code (adapters/deadline.ts keeps
  * one store per process, not per copy of the module).
  */
-import { deferredQueue, deferredStore, once } from '../../../lambda/adapters/deferred';
-import type { Queue, Store } from '../../../lambda/ports';
+import { deferredOutbox, deferredStore, once } from '../../../lambda/adapters/deferred';
+import type { Outbox, Store } from '../../../lambda/ports';
 
 test('once: no load before the first call; concurrent first calls share one load', async () => {
   const load = jest.fn(async () => ({ ready: true }));
@@ -51,7 +51,7 @@ test('every Store method is forwarded with its arguments and its result, and onl
   const methods = Object.keys(store).sort();
   // The Store port's methods, as the type has them today (a new one fails to compile in deferred.ts).
   expect(methods).toEqual(
-    ['claimReplayId', 'deleteSubscription', 'getEvent', 'getSubscription', 'isVerified', 'listEvents', 'markVerified', 'putEvent', 'putInboundAnswer', 'putSubscription', 'recordDeliveryOutcome', 'restoreEvent', 'updateEvent'].sort(),
+    ['claimReplayId', 'deleteSubscription', 'getEvent', 'getStoredSubscription', 'getSubscription', 'isVerified', 'listEvents', 'markVerified', 'putEvent', 'putInboundAnswer', 'putSubscription', 'recordDeliveryOutcome', 'restoreEvent', 'updateEvent'].sort(),
   );
   for (const name of methods) {
     const args = [`${name}-a`, { n: name.length }];
@@ -61,15 +61,20 @@ test('every Store method is forwarded with its arguments and its result, and onl
   expect(load).toHaveBeenCalledTimes(methods.length);
 });
 
-test('the Queue forwards enqueue; a failed load fails the call like any storage error', async () => {
-  const enqueue = jest.fn(async () => undefined);
-  const queue = deferredQueue(async () => ({ enqueue }) as Queue);
-  await queue.enqueue({ eventId: 'e', subscriptionId: 's', body: '{}' }, { delayMs: 1000 });
-  expect(enqueue).toHaveBeenCalledWith({ eventId: 'e', subscriptionId: 's', body: '{}' }, { delayMs: 1000 });
-  const broken = deferredQueue(async () => {
+test('the Outbox forwards add and reopen; a failed load fails the call like any storage error', async () => {
+  const add = jest.fn(async () => undefined);
+  const reopen = jest.fn(async () => true);
+  const outbox = deferredOutbox(async () => ({ add, reopen }) as Outbox);
+  const record = { eventId: 'e', status: 'queued', subscriptionId: 's', attempts: 0, createdAt: 0, expiresAt: 1 } as const;
+  const job = { eventId: 'e', subscriptionId: 's', body: '{}' };
+  await outbox.add(record, job, { delayMs: 1000 });
+  expect(add).toHaveBeenCalledWith(record, job, { delayMs: 1000 });
+  await expect(outbox.reopen(record, { status: 'queued' }, job)).resolves.toBe(true);
+  expect(reopen).toHaveBeenCalledWith(record, { status: 'queued' }, job);
+  const broken = deferredOutbox(async () => {
     throw new Error('no chunk');
   });
-  await expect(broken.enqueue({ eventId: 'e', subscriptionId: 's', body: '{}' })).rejects.toThrow('no chunk');
+  await expect(broken.add(record, job)).rejects.toThrow('no chunk');
 });
 
 test('the deadline set in one copy of adapters/deadline.ts is seen by another copy (the storage file has its own)', async () => {

@@ -1,13 +1,18 @@
 /**
- * The pup secrets loader of the MCP Lambda (lambda/adapters/pup-secrets.ts): JSON
+ * pup's signing secrets, through the one secret loader (lambda/adapters/secret-loader.ts): JSON
  * `{"secrets":[…],"rotatedAt":"…"}` from Secrets Manager by ARN, refreshed while warm (2 min) in
  * the background so a rotation needs no deploy, the last good value kept through failures, and no
  * secret ever logged.
  */
 import { randomBytes } from 'node:crypto';
-import { createPupSecretsLoader, parsePupSecretString, PUP_SECRETS_REFRESH_MS, PUP_SECRETS_RETRY_INTERVAL_MS } from '../../../lambda/adapters/pup-secrets';
+import { createPupSecretsLoader, parsePupSecretString } from '../../../lambda/adapters/secret-loader';
+import { Budgets } from '../../../lambda/core/budgets';
 import type { Logger } from '../../../lambda/log';
 import { runWithDeadline } from '../../../lambda/adapters/deadline';
+
+const PUP_SECRETS_REFRESH_MS = Budgets.pupSecretsRefreshMs;
+const PUP_SECRETS_RETRY_INTERVAL_MS = Budgets.secretRetryIntervalMs;
+const inRequest = <T>(fn: () => Promise<T>) => runWithDeadline(Date.now() + 4_200, fn);
 import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from '../../support/secrets-manager-fake';
 
 /** A logger that keeps lines as given, with no redaction: what the loader itself passes is checked. */
@@ -74,17 +79,17 @@ test('a failed refresh keeps the last good value and retries at most every 30 s'
   const c = clock();
   const client = fakeClient([json([A]), awsError('InternalServiceError'), json([B])]);
   const loader = createPupSecretsLoader({ client: client as never, secretArn: ARN, now: c.now });
-  await loader.get();
+  await inRequest(() => loader.get());
   c.advance(PUP_SECRETS_REFRESH_MS);
-  await loader.get();
+  await inRequest(() => loader.get());
   await new Promise((done) => setImmediate(done));
-  expect(await loader.get()).toEqual({ secrets: [A] });
+  expect(await inRequest(() => loader.get())).toEqual({ secrets: [A] });
   expect(client.getSecretValue).toHaveBeenCalledTimes(2);
   c.advance(PUP_SECRETS_RETRY_INTERVAL_MS - 1);
-  await loader.get();
+  await inRequest(() => loader.get());
   expect(client.getSecretValue).toHaveBeenCalledTimes(2);
   c.advance(1);
-  await loader.get();
+  await inRequest(() => loader.get());
   await new Promise((done) => setImmediate(done));
   expect(await loader.get()).toEqual({ secrets: [B] });
 });
@@ -93,11 +98,11 @@ test('with no good value yet a failure answers undefined (503) and is retried af
   const c = clock();
   const client = fakeClient([awsError('AccessDeniedException'), json([A])]);
   const loader = createPupSecretsLoader({ client: client as never, secretArn: ARN, now: c.now });
-  expect(await loader.get()).toBeUndefined();
-  expect(await loader.get()).toBeUndefined();
+  expect(await inRequest(() => loader.get())).toBeUndefined();
+  expect(await inRequest(() => loader.get())).toBeUndefined();
   expect(client.getSecretValue).toHaveBeenCalledTimes(1);
   c.advance(PUP_SECRETS_RETRY_INTERVAL_MS);
-  expect(await loader.get()).toEqual({ secrets: [A] });
+  expect(await inRequest(() => loader.get())).toEqual({ secrets: [A] });
 });
 
 test('no ARN: undefined, no call', async () => {

@@ -4,16 +4,16 @@
  * answers and errors it reads, the SDK-like retries, timeouts and abort, and the endpoint it picks
  * (the partition table held to the SDK's).
  */
+import { awsRuntime } from '../../../lambda/config/settings';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { partition } from '@aws-sdk/core/client';
 import {
-  configuredEndpoint,
   createSecretsManagerReader,
   defaultEndpoint,
   dnsSuffixOf,
   PARTITIONS,
-  secretsManagerFromEnvironment,
+  secretsManagerFromRuntime,
   type SecretsManagerOptions,
 } from '../../../lambda/adapters/secrets-manager';
 import { startFakeSecretsManager, TEST_CREDENTIALS, testSecretsReader, type FakeSecretsManager } from '../../support/fake-secrets-manager';
@@ -88,7 +88,7 @@ describe('against the fake Secrets Manager (signatures recomputed with the SDK s
     expect((error as Error).message).not.toContain(ARN);
   });
 
-  test('secretsManagerFromEnvironment: AWS_ENDPOINT_URL_SECRETS_MANAGER and the credentials of the environment', async () => {
+  test('secretsManagerFromRuntime(awsRuntime(env)): AWS_ENDPOINT_URL_SECRETS_MANAGER and the credentials of the environment', async () => {
     fake.setSecret('from-env');
     const env = {
       AWS_REGION: 'us-east-1',
@@ -98,7 +98,7 @@ describe('against the fake Secrets Manager (signatures recomputed with the SDK s
       AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey,
       AWS_SESSION_TOKEN: TEST_CREDENTIALS.sessionToken,
     };
-    await expect(secretsManagerFromEnvironment(env).getSecretValue({ SecretId: ARN })).resolves.toEqual({ SecretString: 'from-env' });
+    await expect(secretsManagerFromRuntime(awsRuntime(env)).getSecretValue({ SecretId: ARN })).resolves.toEqual({ SecretString: 'from-env' });
   });
 });
 
@@ -152,7 +152,7 @@ describe('the request and the answer', () => {
 
   test('no credentials in the environment: CredentialsProviderError, and no request', async () => {
     await withScripted([{ status: 200, body: '{}' }], async (server) => {
-      const reader = secretsManagerFromEnvironment({ AWS_REGION: 'us-east-1', AWS_ENDPOINT_URL: server.endpoint });
+      const reader = secretsManagerFromRuntime(awsRuntime({ AWS_REGION: 'us-east-1', AWS_ENDPOINT_URL: server.endpoint }));
       await expect(reader.getSecretValue({ SecretId: ARN })).rejects.toMatchObject({ name: 'CredentialsProviderError' });
       expect(server.requests).toHaveLength(0);
     });
@@ -238,11 +238,13 @@ describe('endpoints', () => {
     expect(defaultEndpoint('us-gov-west-1', true, 'aws-us-gov')).toBe('https://secretsmanager-fips.us-gov-west-1.amazonaws.com');
   });
 
+  const endpointOf = (env: Record<string, string>) => awsRuntime(env).secretsManagerEndpoint;
+
   test('AWS_ENDPOINT_URL_SECRETS_MANAGER wins over AWS_ENDPOINT_URL; AWS_IGNORE_CONFIGURED_ENDPOINT_URLS turns both off', () => {
-    expect(configuredEndpoint({})).toBeUndefined();
-    expect(configuredEndpoint({ AWS_ENDPOINT_URL: 'http://all' })).toBe('http://all');
-    expect(configuredEndpoint({ AWS_ENDPOINT_URL: 'http://all', AWS_ENDPOINT_URL_SECRETS_MANAGER: 'http://sm' })).toBe('http://sm');
-    expect(configuredEndpoint({ AWS_ENDPOINT_URL_SECRETS_MANAGER: '  ' })).toBeUndefined();
-    expect(configuredEndpoint({ AWS_ENDPOINT_URL_SECRETS_MANAGER: 'http://sm', AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true' })).toBeUndefined();
+    expect(endpointOf({})).toBeUndefined();
+    expect(endpointOf({ AWS_ENDPOINT_URL: 'http://all' })).toBe('http://all');
+    expect(endpointOf({ AWS_ENDPOINT_URL: 'http://all', AWS_ENDPOINT_URL_SECRETS_MANAGER: 'http://sm' })).toBe('http://sm');
+    expect(endpointOf({ AWS_ENDPOINT_URL_SECRETS_MANAGER: '  ' })).toBeUndefined();
+    expect(endpointOf({ AWS_ENDPOINT_URL_SECRETS_MANAGER: 'http://sm', AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true' })).toBeUndefined();
   });
 });

@@ -1,11 +1,19 @@
 /**
- * The API key loader (lambda/adapters/secrets.ts): one read per cold start, cached; on failure
- * undefined (the app answers 503) and at most one new read per 30 s; never logs the value.
+ * The API key, through the one secret loader (lambda/adapters/secret-loader.ts): one read per cold
+ * start, cached; a read that really failed inside a request answers undefined (the app answers
+ * 503) and starts a 30 s back-off; a read that ended by its own timeout, or that started outside a
+ * request (init, and a freeze after it), starts none; the value is never logged.
  */
 import { runWithDeadline } from '../../../lambda/adapters/deadline';
-import { API_KEY_READ_CAP_MS, createApiKeyLoader } from '../../../lambda/adapters/secrets';
+import { createApiKeyLoader } from '../../../lambda/adapters/secret-loader';
+import { Budgets } from '../../../lambda/core/budgets';
 import { createLogger } from '../../../lambda/log';
+import { startFakeSecretsManager, testSecretsReader } from '../../support/fake-secrets-manager';
 import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from '../../support/secrets-manager-fake';
+
+const API_KEY_READ_CAP_MS = Budgets.secretReadCapMs;
+/** A request: the loader's reads inside it carry its deadline, and their real failures back off. */
+const inRequest = <T>(fn: () => Promise<T>) => runWithDeadline(Date.now() + 4_200, fn);
 
 const ARN = 'arn:aws:secretsmanager:eu-west-1:000000000000:secret:dm-dot-api-key-AbCdEf';
 const KEY = 'the-api-key-value-0123456789';
@@ -43,17 +51,76 @@ test('no ARN configured: undefined, and Secrets Manager is never called', async 
   expect(client.getSecretValue).not.toHaveBeenCalled();
 });
 
-test('a failed read answers undefined and is retried only after 30 s', async () => {
+test('a read that failed inside a request answers undefined and is retried only after 30 s', async () => {
   let now = 1_000_000;
   const client = fakeClient([awsError('AccessDeniedException'), { SecretString: KEY }]);
   const loader = createApiKeyLoader({ client: client as never, secretArn: ARN, now: () => now });
-  expect(await loader.get()).toBeUndefined();
+  expect(await inRequest(() => loader.get())).toBeUndefined();
   now += 29_999;
-  expect(await loader.get()).toBeUndefined();
+  expect(await inRequest(() => loader.get())).toBeUndefined();
   expect(client.getSecretValue).toHaveBeenCalledTimes(1);
   now += 1;
-  expect(await loader.get()).toBe(KEY);
+  expect(await inRequest(() => loader.get())).toBe(KEY);
   expect(client.getSecretValue).toHaveBeenCalledTimes(2);
+});
+
+test('a read started outside a request (init) starts no back-off when it fails: the next request reads at once', async () => {
+  const client = fakeClient([awsError('InternalServiceError'), { SecretString: KEY }]);
+  const loader = createApiKeyLoader({ client: client as never, secretArn: ARN, now: () => 0 });
+  expect(await loader.get()).toBeUndefined();
+  expect(await inRequest(() => loader.get())).toBe(KEY);
+  expect(client.getSecretValue).toHaveBeenCalledTimes(2);
+});
+
+test('a read that ended by its own timeout inside a request starts no back-off either', async () => {
+  const timeout = Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' });
+  const client = fakeClient([timeout, timeout, { SecretString: KEY }]);
+  const loader = createApiKeyLoader({ client: client as never, secretArn: ARN, now: () => 0 });
+  // The request that met the timeout reads once more within its own deadline, and meets it again.
+  expect(await inRequest(() => loader.get())).toBeUndefined();
+  expect(await inRequest(() => loader.get())).toBe(KEY);
+});
+
+test('a request that was waiting on a shared read that timed out starts a fresh read of its own', async () => {
+  const timeout = Object.assign(new Error('timeout'), { name: 'TimeoutError' });
+  let release: (value: unknown) => void = () => undefined;
+  const calls: number[] = [];
+  const client = {
+    getSecretValue: (_input: unknown) => {
+      calls.push(calls.length);
+      if (calls.length === 1) return new Promise((_, reject) => (release = () => reject(timeout)));
+      return Promise.resolve({ SecretString: KEY });
+    },
+  };
+  const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
+  void loader.get(); // the init-phase read
+  const request = inRequest(() => loader.get());
+  await new Promise((r) => setImmediate(r));
+  release(undefined);
+  await expect(request).resolves.toBe(KEY);
+  expect(calls).toHaveLength(2);
+});
+
+test('after a freeze right after init (its read overdue at thaw), the next requests get the key: no 503 at all', async () => {
+  const sm = await startFakeSecretsManager();
+  try {
+    sm.setSecret(KEY);
+    const loader = createApiKeyLoader({ client: testSecretsReader(sm.endpoint), secretArn: sm.arn });
+    void loader.get(); // the init-phase read, as the MCP Lambda starts it
+    // The freeze: nothing runs for 3 s, so every timer of that read is overdue at thaw.
+    const thaw = Date.now() + 3_000;
+    while (Date.now() < thaw) {
+      // busy: the event loop is held, as in a frozen execution environment
+    }
+    const answers: (string | undefined)[] = [];
+    for (const pause of [0, 100, 200]) {
+      await new Promise((r) => setTimeout(r, pause));
+      answers.push(await inRequest(() => loader.get()));
+    }
+    expect(answers).toEqual([KEY, KEY, KEY]);
+  } finally {
+    await sm.stop();
+  }
 });
 
 test('an empty or unusable secret counts as a failure', async () => {
@@ -72,10 +139,10 @@ test('a synchronous throw from the client is a failure too, not a stuck loader',
     }),
   };
   const loader = createApiKeyLoader({ client: client as never, secretArn: ARN, now: () => now });
-  expect(await loader.get()).toBeUndefined();
+  expect(await inRequest(() => loader.get())).toBeUndefined();
   fail = false;
   now += 30_000;
-  expect(await loader.get()).toBe(KEY);
+  expect(await inRequest(() => loader.get())).toBe(KEY);
 });
 
 test('never logs the value; registers it for redaction; logs only the error name on failure', async () => {
@@ -85,9 +152,9 @@ test('never logs the value; registers it for redaction; logs only the error name
   let now = 0;
   const client = fakeClient([awsError('ResourceNotFoundException'), { SecretString: KEY }]);
   const loader = createApiKeyLoader({ client: client as never, secretArn: ARN, log, now: () => now, onLoaded: (key) => redacted.push(key) });
-  await loader.get();
+  await inRequest(() => loader.get());
   now += 30_000;
-  await loader.get();
+  await inRequest(() => loader.get());
   expect(redacted).toEqual([KEY]);
   const all = lines.join('\n');
   expect(all).not.toContain(KEY);
@@ -96,7 +163,7 @@ test('never logs the value; registers it for redaction; logs only the error name
   expect(JSON.parse(lines[0]!).cause).toBe('ResourceNotFoundException');
 });
 
-describe('deadlines (issue 9 item 2)', () => {
+describe('deadlines', () => {
   /** A Secrets Manager that never answers, except by honouring the abort signal it is given. */
   function stalledClient() {
     const signals: (AbortSignal | undefined)[] = [];

@@ -15,7 +15,9 @@ import {
   SqsQueue,
   visibilityTimeoutFor,
 } from '../../../lambda/adapters/sqs-queue';
-import { MAX_RETRY_DELAY_S, parseRetryDelays, SettingsError } from '../../../lambda/config';
+import { MAX_RETRY_DELAY_S, retryDelays, SettingsError } from '../../../lambda/config/fields';
+
+const parseRetryDelays = (text: string) => retryDelays(text, 'DMDOT_RETRY_DELAYS');
 import { EventStatus, Limits } from '../../../lambda/core/protocol';
 import { createDeliveryLambda, type DeliveryQueue } from '../../../lambda/handlers/delivery-lambda';
 import { MAX_RETRY_DELAY_S as STACK_MAX_RETRY_DELAY_S } from '../../../lib/settings';

@@ -7,7 +7,7 @@ import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { isTextualContentType, requestFromEvent, resultFromResponse } from '../../../lambda/handlers/apigw';
 import { createMcpLambda } from '../../../lambda/handlers/mcp-lambda';
 import type { Logger } from '../../../lambda/log';
-import type { Queue, Store, WebhookClient } from '../../../lambda/ports';
+import type { Outbox, Store, WebhookClient } from '../../../lambda/ports';
 import { eventFromRequest, localApiGateway, responseFromResult } from '../../support/apigw';
 
 const MiB = 1024 * 1024;
@@ -52,7 +52,7 @@ function unusedPort<T extends object>(name: string): T {
 function stubLambda(apiKey: string | undefined = API_KEY, store: Store = unusedPort<Store>('store')) {
   return createMcpLambda({
     store,
-    queue: unusedPort<Queue>('queue'),
+    outbox: unusedPort<Outbox>('outbox'),
     webhook: unusedPort<WebhookClient>('webhook'),
     apiKey: { get: async () => apiKey, peek: () => apiKey },
     deliveryWaitMs: 0,
@@ -210,7 +210,7 @@ describe('the MCP Lambda around the app', () => {
     let key: string | undefined;
     const lambda = createMcpLambda({
       store: unusedPort<Store>('store'),
-      queue: unusedPort<Queue>('queue'),
+      outbox: unusedPort<Outbox>('outbox'),
       webhook: unusedPort<WebhookClient>('webhook'),
       apiKey: { get: async () => key, peek: () => key },
       deliveryWaitMs: 0,

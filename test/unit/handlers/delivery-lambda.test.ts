@@ -7,15 +7,18 @@ import type { SQSRecord } from 'aws-lambda';
 import { EventStatus, Limits } from '../../../lambda/core/protocol';
 import { createDeliveryLambda, type DeliveryQueue } from '../../../lambda/handlers/delivery-lambda';
 import type { Logger } from '../../../lambda/log';
-import type { EventExpectation, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../../../lambda/ports';
+import type { EventRecord, Store, WebhookClient, WebhookResponse } from '../../../lambda/ports';
+import { FakeStore } from '../../support/fakes';
 
 const silentLog: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const SUB_ID = `sub_${'b'.repeat(32)}`;
 const eventIdOf = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
 
+/** The shared FakeStore (test/support/fakes.ts), with one live subscription and a way to add events. */
 function memoryStore(options: { failReads?: boolean } = {}) {
   const now = Date.now();
-  const subscription: SubscriptionRecord = {
+  const store = new FakeStore() as FakeStore & { add(eventId: string, patch?: Partial<EventRecord>): void };
+  store.subscription = {
     id: SUB_ID,
     url: 'https://dot.example/hook',
     name: 'message.created',
@@ -25,33 +28,11 @@ function memoryStore(options: { failReads?: boolean } = {}) {
     refreshedAt: now,
     expiresAt: now + Limits.ttlDefaultMs,
   };
-  const events = new Map<string, EventRecord>();
-  const store = {
-    events,
-    add(eventId: string, patch: Partial<EventRecord> = {}) {
-      events.set(eventId, { eventId, status: EventStatus.queued, subscriptionId: SUB_ID, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs, ...patch });
-    },
-    getSubscription: async () => subscription,
-    getEvent: async (id: string) => {
-      if (options.failReads) throw new Error('ProvisionedThroughputExceededException');
-      return events.get(id);
-    },
-    updateEvent: async (id: string, patch: Partial<EventRecord>, expected?: EventExpectation) => {
-      const event = events.get(id);
-      if (!event) return false;
-      if (expected && (event.status !== expected.status || (expected.attempts !== undefined && event.attempts !== expected.attempts))) return false;
-      Object.assign(event, patch);
-      return true;
-    },
-    restoreEvent: async (record: EventRecord) => {
-      if (events.has(record.eventId)) return false;
-      events.set(record.eventId, { ...record });
-      return true;
-    },
-    deleteSubscription: async () => false,
-    recordDeliveryOutcome: async () => undefined,
+  store.add = (eventId, patch = {}) => {
+    store.events.set(eventId, { eventId, status: EventStatus.queued, subscriptionId: SUB_ID, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs, ...patch });
   };
-  return store as typeof store & Store;
+  if (options.failReads) store.failing.add('getEvent');
+  return store;
 }
 
 function recordingQueue(options: { failVisibility?: boolean; failDeadLetter?: boolean } = {}) {

@@ -7,7 +7,7 @@ import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { createMcpLambda, mcpLambdaFromEnvironment } from '../../../lambda/handlers/mcp-lambda';
 import type { Logger } from '../../../lambda/log';
 import { createMetrics } from '../../../lambda/metrics';
-import type { Queue, Store, WebhookClient } from '../../../lambda/ports';
+import type { Outbox, Store, WebhookClient } from '../../../lambda/ports';
 import { eventFromRequest } from '../../support/apigw';
 
 const API_KEY = 'metrics-test-api-key-0123456789abcdef';
@@ -23,7 +23,7 @@ function instrumented() {
   const lines: string[] = [];
   const lambda = createMcpLambda({
     store: unusedPort<Store>('store'),
-    queue: unusedPort<Queue>('queue'),
+    outbox: unusedPort<Outbox>('outbox'),
     webhook: unusedPort<WebhookClient>('webhook'),
     apiKey: { get: async () => API_KEY, peek: () => API_KEY },
     deliveryWaitMs: 0,

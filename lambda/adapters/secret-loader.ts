@@ -1,0 +1,225 @@
+/**
+ * The one secret loader of the MCP Lambda, configured twice: for the API key (read once per cold
+ * start, SPEC 1 and 2) and for pup's signing secrets (re-read every 2 minutes while warm, so a
+ * rotation needs no deploy, SPEC 8). Both read one Secrets Manager secret by ARN through
+ * adapters/secrets-manager.ts and follow the same rules:
+ *
+ * - A value, once loaded, is served from memory; `get()` never rejects, and answers undefined
+ *   while no value has loaded (the app then answers 503).
+ * - Concurrent requests share one read. A request waits for a read only until its own deadline
+ *   (adapters/deadline.ts), so a stalled Secrets Manager becomes a 503 in time, never a timeout.
+ * - With a refresh interval, a due refresh runs in the background while the cached value keeps
+ *   answering; a failed refresh keeps the last good value.
+ * - **The back-off** (no new read for 30 s) follows only a read that really failed: access
+ *   denied, not found, a server error after the SDK-style retries, an unusable value. A read that
+ *   ended by its own timeout or abort, or that started outside a request (during init, or a
+ *   background refresh), starts no back-off: Lambda may initialise an environment and freeze it
+ *   before any request, and at thaw that read's timer is long overdue though nothing failed. The
+ *   next request reads again at once, and a request that was waiting on such a read starts a
+ *   fresh one within its own deadline.
+ *
+ * Deliberately not here: logging a value (only an AWS error code or a sentence of ours that names
+ * no secret; the loaded values are handed to `onLoaded` for log redaction), and parsing beyond
+ * what each secret's `parse` does.
+ */
+import type { Logger } from '../ports';
+import { Budgets } from '../core/budgets';
+import { inboundSecretsProblem, parseRotationTime, type InboundSecrets } from '../core/inbound';
+import { callOptions, deadlineLeftMs, withinDeadline } from './deadline';
+import type { SecretsReader, SecretValue } from './secrets-manager';
+
+/** Why a value could not be used: a fixed sentence of ours, never the value. */
+export class UnusableSecret extends Error {
+  override readonly name = 'UnusableSecret';
+}
+
+export interface SecretLoaderOptions<T> {
+  client: SecretsReader;
+  /** Undefined or empty: not configured (always undefined, 503). */
+  secretArn: string | undefined;
+  /** Log event prefix: `<name>_loaded`, `<name>_unavailable`, `<name>_not_configured`. */
+  name: string;
+  parse(value: SecretValue): T;
+  /** Every secret inside a loaded value, handed to `onLoaded` (for log redaction). */
+  secretsOf(value: T): readonly string[];
+  /** Safe fields for the `<name>_loaded` line (counts, never values). */
+  describe?(value: T): Record<string, unknown>;
+  /** Re-read while warm this often; undefined: read once and keep it. */
+  refreshMs?: number;
+  retryIntervalMs?: number;
+  /** The longest one read may take, retries included. */
+  readCapMs?: number;
+  now?: () => number;
+  log?: Logger;
+  onLoaded?: (secret: string) => void;
+  /** The level of the one `<name>_not_configured` line. */
+  missingLevel?: 'warn' | 'error';
+}
+
+export interface SecretLoader<T> {
+  /** The value in force, or undefined when none could be loaded. Never rejects. */
+  get(): Promise<T | undefined>;
+  /** The value if it is already loaded; never starts or waits for a read. */
+  peek(): T | undefined;
+}
+
+type ReadOutcome<T> = { ok: true; value: T } | { ok: false; backOff: boolean };
+
+const TIMED_OUT = Symbol('timed out');
+
+function endedByItself(error: unknown): boolean {
+  const name = (error as { name?: unknown } | null)?.name;
+  return name === 'TimeoutError' || name === 'AbortError';
+}
+
+export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLoader<T> {
+  const now = options.now ?? Date.now;
+  const retryIntervalMs = options.retryIntervalMs ?? Budgets.secretRetryIntervalMs;
+  const readCapMs = options.readCapMs ?? Budgets.secretReadCapMs;
+  const secretArn = options.secretArn?.trim() || undefined;
+  let value: T | undefined;
+  let loadedAt: number | undefined;
+  let failedAt: number | undefined;
+  let inFlight: Promise<ReadOutcome<T>> | undefined;
+  let reportedMissing = false;
+
+  async function read(arn: string): Promise<ReadOutcome<T>> {
+    const inRequest = deadlineLeftMs() !== undefined;
+    try {
+      const answer = await options.client.getSecretValue({ SecretId: arn }, callOptions(readCapMs));
+      const loaded = options.parse(answer);
+      for (const secret of options.secretsOf(loaded)) options.onLoaded?.(secret);
+      value = loaded;
+      loadedAt = now();
+      failedAt = undefined;
+      options.log?.info(`${options.name}_loaded`, options.describe?.(loaded) ?? {});
+      return { ok: true, value: loaded };
+    } catch (error) {
+      const backOff = inRequest && !endedByItself(error);
+      if (backOff) failedAt = now();
+      // The error name (e.g. AccessDeniedException), or our own sentence: service messages may quote request data.
+      const cause = error instanceof UnusableSecret ? `${error.name}: ${error.message}` : error instanceof Error ? error.name : 'unknown';
+      options.log?.error(`${options.name}_unavailable`, { cause, keepingPrevious: value !== undefined, retryInMs: backOff ? retryIntervalMs : 0 });
+      return { ok: false, backOff };
+    }
+  }
+
+  function start(arn: string): Promise<ReadOutcome<T>> {
+    if (inFlight) return inFlight;
+    // Cleared in a later microtask, so even a synchronous failure cannot leave a stale promise.
+    const pending = Promise.resolve()
+      .then(() => read(arn))
+      .finally(() => {
+        inFlight = undefined;
+      });
+    inFlight = pending;
+    return pending;
+  }
+
+  const backingOff = () => failedAt !== undefined && now() - failedAt < retryIntervalMs;
+  const due = () => options.refreshMs !== undefined && (loadedAt === undefined || now() - loadedAt >= options.refreshMs);
+
+  return {
+    async get() {
+      if (!secretArn) {
+        if (!reportedMissing) options.log?.[options.missingLevel ?? 'error'](`${options.name}_not_configured`);
+        reportedMissing = true;
+        return undefined;
+      }
+      if (value !== undefined) {
+        if (due() && !backingOff()) void start(secretArn);
+        return value;
+      }
+      // Two rounds at most: a shared read that ended by itself (a timeout at thaw) is followed by
+      // one of this request's own, inside its deadline.
+      for (let round = 0; round < 2; round++) {
+        if (backingOff()) return undefined;
+        const outcome = await withinDeadline(start(secretArn), TIMED_OUT);
+        if (outcome === TIMED_OUT) return undefined;
+        if (outcome.ok) return outcome.value;
+        if (outcome.backOff) return undefined;
+        // Only a request reads again at once; a read outside one (init) just ends.
+        const left = deadlineLeftMs();
+        if (left === undefined || left < Budgets.minPostMs) return undefined;
+      }
+      return value;
+    },
+    peek: () => value,
+  };
+}
+
+/** Secret text from either field of a GetSecretValue answer. */
+function textOf(answer: SecretValue): string | undefined {
+  return answer.SecretString ?? (answer.SecretBinary ? Buffer.from(answer.SecretBinary).toString('utf8') : undefined);
+}
+
+/**
+ * The API key's secret: the plain key (what a generated CDK secret holds), or a JSON object with a
+ * string `apiKey` field. Surrounding whitespace is ignored.
+ */
+export function parseApiKeySecret(answer: SecretValue): string {
+  const raw = (textOf(answer) ?? '').trim();
+  if (raw.startsWith('{')) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch {
+      throw new UnusableSecret('secret is neither a plain key nor JSON');
+    }
+    const apiKey = (parsed as { apiKey?: unknown } | null)?.apiKey;
+    if (typeof apiKey !== 'string' || apiKey.trim() === '') throw new UnusableSecret('JSON secret has no string apiKey');
+    return apiKey.trim();
+  }
+  if (raw === '') throw new UnusableSecret('secret is empty');
+  return raw;
+}
+
+/**
+ * pup's secret: `{"secrets": ["whsec_current", "whsec_previous"], "rotatedAt": "2026-11-30T12:00:00Z"}`.
+ * `secrets` may be empty (not configured: the pup POST routes answer 503); two secrets need
+ * `rotatedAt` (the previous one is accepted until 10 minutes after it).
+ */
+export function parsePupSecretString(text: string | undefined): InboundSecrets {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text ?? '');
+  } catch {
+    throw new UnusableSecret('the secret is not JSON like {"secrets":["whsec_…"],"rotatedAt":"…"}');
+  }
+  const record = parsed as { secrets?: unknown; rotatedAt?: unknown } | null;
+  if (record === null || typeof record !== 'object' || !Array.isArray(record.secrets) || !record.secrets.every((s) => typeof s === 'string')) {
+    throw new UnusableSecret('the secret has no "secrets" array of strings');
+  }
+  let rotatedAt: number | undefined;
+  if (record.rotatedAt !== undefined && record.rotatedAt !== null) {
+    rotatedAt = typeof record.rotatedAt === 'string' ? parseRotationTime(record.rotatedAt) : undefined;
+    if (rotatedAt === undefined) throw new UnusableSecret('"rotatedAt" is not an ISO 8601 time with a zone');
+  }
+  const config: InboundSecrets = rotatedAt === undefined ? { secrets: record.secrets as string[] } : { secrets: record.secrets as string[], rotatedAt };
+  const problem = inboundSecretsProblem(config);
+  if (problem) throw new UnusableSecret(problem);
+  return config;
+}
+
+export type ApiKeyLoader = SecretLoader<string>;
+export type PupSecretsLoader = SecretLoader<InboundSecrets>;
+
+type LoaderOptions = Pick<SecretLoaderOptions<unknown>, 'client' | 'secretArn' | 'now' | 'log' | 'onLoaded' | 'retryIntervalMs' | 'readCapMs'>;
+
+/** The API key: read once per cold start (a rotated key takes effect when the environments are recycled). */
+export function createApiKeyLoader(options: LoaderOptions): ApiKeyLoader {
+  return createSecretLoader({ ...options, name: 'api_key', parse: parseApiKeySecret, secretsOf: (key) => [key] });
+}
+
+/** pup's signing secrets: refreshed every 2 minutes while warm. */
+export function createPupSecretsLoader(options: LoaderOptions & { refreshMs?: number }): PupSecretsLoader {
+  return createSecretLoader({
+    ...options,
+    name: 'pup_secrets',
+    parse: (answer) => parsePupSecretString(textOf(answer)),
+    secretsOf: (value) => value.secrets,
+    describe: (value) => ({ count: value.secrets.length }),
+    refreshMs: options.refreshMs ?? Budgets.pupSecretsRefreshMs,
+    missingLevel: 'warn',
+  });
+}
