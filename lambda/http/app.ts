@@ -2,22 +2,29 @@
  * The HTTP surface of SPEC 2 as one web-standard `handle(Request) -> Response`, shared by the local
  * runtime (node:http) and the MCP Lambda (API Gateway v2 events). Order of checks on an
  * authenticated route: Host (local runtime only), Origin, API key, method, Content-Type, body
- * size; only then is the body parsed. The pup routes (`/pup/*`, SPEC 8) pass the Host and Origin
- * checks and then belong to the pup door (pup.ts), which authenticates by signature instead of
- * the API key. Every answer is JSON; nothing a client sends yields a
- * stack trace, and the API key is compared in constant time and never logged.
+ * size; then the body's nesting depth and UTF-8 (core/json-text.ts); only then is it parsed. The
+ * pup routes (`/pup/*`, SPEC 8) pass the Host and Origin checks and then belong to the pup door
+ * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
+ * nothing a client sends yields a 5xx or internal text, and the API key is compared in constant
+ * time and never logged.
+ *
+ * MCP clients that get a 401 with `WWW-Authenticate: Bearer` look for OAuth metadata next; those
+ * discovery paths answer a 404 that says this server takes an API key, so the client's error says
+ * what to do instead of "dynamic client registration failed".
  *
  * Deliberately not here: MCP semantics (the SDK and mcp/server.ts), event shapes of a particular
  * runtime, and TLS (API Gateway or a tunnel terminates it).
  */
 import { randomUUID } from 'node:crypto';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
-import { sendMessage } from '../core/messages';
+import { answerUnavailable, describeCause, restAnswerOf } from '../core/answers';
+import { DependencyUnavailable } from '../core/errors';
 import { principalOf } from '../core/identity';
-import { ErrorCodes, Limits } from '../core/protocol';
+import { scanJsonText } from '../core/json-text';
+import { sendMessage } from '../core/messages';
+import { ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
-import { createMcpEndpoint, describe, type McpDeps } from '../mcp/server';
-import { restAnswerOf } from '../mcp/results';
+import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
@@ -51,6 +58,10 @@ function restError(status: number, code: string, message: string, headers: Recor
 function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
 }
+
+const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
+const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
+const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels; nothing dm-dot accepts is that deep.`;
 
 export function createApp(deps: McpDeps, config: HttpConfig): App {
   const mcp = createMcpEndpoint(deps);
@@ -104,9 +115,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const bearerOk = constantTimeEqual(bearer ?? '', config.apiKey);
     if (queryOk || bearerOk) return undefined;
     const headers = { 'www-authenticate': 'Bearer' };
-    return isMcp
-      ? rpcError(401, ErrorCodes.invalidRequest, 'Missing or wrong API key: pass it as ?key=… or Authorization: Bearer ….', headers)
-      : restError(401, 'unauthorized', 'Missing or wrong API key: pass it as ?key=… or Authorization: Bearer ….', headers);
+    return isMcp ? rpcError(401, ErrorCodes.invalidRequest, API_KEY_HINT, headers) : restError(401, 'unauthorized', API_KEY_HINT, headers);
   }
 
   async function route(request: Request, requestId: string, host: string | undefined): Promise<Response> {
@@ -117,6 +126,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     if (url.pathname === '/healthz') {
       return request.method === 'GET' || request.method === 'HEAD' ? json(200, { ok: true }) : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
     }
+    if (OAUTH_DISCOVERY_PATHS.has(url.pathname)) return restError(404, 'no_oauth', OAUTH_HINT);
     const isPup = isPupPath(url.pathname);
     if (!isMcp && !isRest && !isPup) return restError(404, 'not_found', 'No such route. The MCP endpoint is /mcp.');
 
@@ -145,14 +155,20 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     if (refusal) return refusal;
     if (request.method !== 'POST') return refuse(405, 'method_not_allowed', 'Method not allowed: use POST (no SSE stream, no sessions).', { allow: 'POST' });
     if (!isJsonContentType(request.headers.get('content-type'))) return refuse(415, 'unsupported_media_type', 'Content-Type must be application/json.');
-    const body = await readCapped(request, Limits.requestBodyMaxBytes);
-    if (!body) return refuse(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+    const raw = await readCapped(request, Limits.requestBodyMaxBytes);
+    if (!raw) return refuse(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+    const scanned = scanJsonText(raw);
+    if (scanned.tooDeep) {
+      return isMcp ? rpcError(400, ErrorCodes.invalidParams, TOO_DEEP) : restError(400, 'invalid_input', TOO_DEEP);
+    }
+    const body = scanned.bytes;
 
     if (isRest) return rest(body, requestId);
 
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
     headers.delete('authorization');
+    headers.delete('content-length');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
     return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { principal, requestId } } });
   }
@@ -160,15 +176,19 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   async function rest(body: Uint8Array, requestId: string): Promise<Response> {
     let parsed: unknown;
     try {
-      parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+      // Bytes that were not UTF-8 are lone surrogates by now (core/json-text.ts): the message
+      // check refuses them with the same sentence send_to_dot gives.
+      parsed = JSON.parse(new TextDecoder('utf-8').decode(body));
     } catch {
       return restError(400, 'invalid_json', 'The body is not valid JSON.');
     }
-    const outcome = await sendMessage(deps, parsed);
-    if (outcome.kind === 'unavailable') {
-      deps.log.error('dependency_unavailable', { requestId, method: 'POST /v1/messages', dependency: outcome.dependency, cause: describe(outcome.cause) });
+    let answer;
+    try {
+      answer = restAnswerOf(await sendMessage(deps, parsed));
+    } catch (error) {
+      if (!(error instanceof DependencyUnavailable)) throw error;
+      answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'POST /v1/messages' });
     }
-    const answer = restAnswerOf(outcome);
     return json(answer.status, answer.body);
   }
 
@@ -179,7 +199,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     try {
       response = await route(request, requestId, options.host);
     } catch (error) {
-      deps.log.error('internal_error', { requestId, cause: describe(error) });
+      deps.log.error('internal_error', { requestId, cause: describeCause(error) });
       response = rpcError(500, ErrorCodes.internalError, `Internal error (request ${requestId}).`);
     }
     const headers = new Headers(response.headers);

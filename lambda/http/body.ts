@@ -8,10 +8,18 @@
  * and any answer (the callers shape their own refusals).
  */
 
-/** Reads at most `max` bytes of the body; undefined when it is larger. */
-export async function readCapped(request: Request, max: number): Promise<Uint8Array | undefined> {
+/** True when the request declares a body longer than `max` (answered 413 before reading anything). */
+export function declaredTooLarge(request: Request, max: number): boolean {
   const declared = Number(request.headers.get('content-length'));
-  if (Number.isFinite(declared) && declared > max) return undefined;
+  return Number.isFinite(declared) && declared > max;
+}
+
+/**
+ * Reads at most `max` bytes of the body, handing each chunk to `onChunk` as it arrives (the pup
+ * door computes its HMAC that way); undefined when it is larger.
+ */
+export async function readStream(request: Request, max: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array | undefined> {
+  if (declaredTooLarge(request, max)) return undefined;
   if (!request.body) return new Uint8Array();
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -24,9 +32,15 @@ export async function readCapped(request: Request, max: number): Promise<Uint8Ar
       await reader.cancel().catch(() => undefined);
       return undefined;
     }
+    onChunk?.(value);
     chunks.push(value);
   }
   return Buffer.concat(chunks);
+}
+
+/** Reads at most `max` bytes of the body; undefined when it is larger. */
+export function readCapped(request: Request, max: number): Promise<Uint8Array | undefined> {
+  return readStream(request, max);
 }
 
 export function isJsonContentType(value: string | null): boolean {

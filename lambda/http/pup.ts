@@ -3,10 +3,18 @@
  * `POST /pup/events`, reached from the one route table of app.ts after its Host and Origin checks.
  *
  * Order on the POST routes: secrets configured (`503` otherwise; the manifest is served either
- * way), method (`405`), Content-Type (`415`), body at most 1 MiB (`413`), read once as raw bytes;
- * then the signature over those bytes (core/inbound.ts), and only then is anything parsed. A
- * refusal is `401 {"error":{"code":"invalid_signature"|"stale_timestamp"|"replayed","message"}}`
- * and nothing else: no hint of which secret, no echo of the body.
+ * way), method (`405`), Content-Type (`415`), declared body size at most 1 MiB (`413`), then the
+ * signature headers and their timestamp window (`401`), all before a byte of the body is read, so
+ * a request that can never verify costs nothing but its headers. Then the body is read once, at
+ * most 1 MiB, with the HMAC computed as it streams in, and only a verified body is parsed (after
+ * the nesting check of core/json-text.ts). A refusal is
+ * `401 {"error":{"code":"invalid_signature"|"stale_timestamp"|"replayed","message"}}` and nothing
+ * else: no hint of which secret, no echo of the body.
+ *
+ * At most `maxBodiesInFlight` bodies are read at once (the local runtime sets it; a Lambda serves
+ * one request at a time): past it, a signed-looking request is answered `503` at once with
+ * `Retry-After`, so a flood of slow bodies with forged signatures cannot hold the memory of
+ * hundreds of megabytes while it waits to be refused.
  *
  * - `/pup/mcp` and `/pup/challenge`: the `webhook-id` is claimed in the store's replay namespace
  *   (one conditional write, 10 minutes, shared by both routes); a second use is `replayed`.
@@ -24,11 +32,14 @@
  * server to server), and where the secrets come from (the local settings or the Lambda's Secrets
  * Manager loader hand them in through `PupConfig.secrets`).
  */
-import { verifyInbound, type InboundSecrets } from '../core/inbound';
+import { answerUnavailable } from '../core/answers';
+import { DependencyUnavailable } from '../core/errors';
+import { checkInboundHeaders, createInboundVerifier, type InboundSecrets } from '../core/inbound';
+import { scanJsonText } from '../core/json-text';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
 import { ErrorCodes, Limits, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
-import { createMcpEndpoint, describe, type McpDeps } from '../mcp/server';
-import { isJsonContentType, readCapped } from './body';
+import { createMcpEndpoint, type McpDeps } from '../mcp/server';
+import { declaredTooLarge, isJsonContentType, readStream } from './body';
 
 export interface PupConfig {
   /**
@@ -38,6 +49,8 @@ export interface PupConfig {
   secrets?: () => Promise<InboundSecrets | undefined>;
   /** The manifest's exact text (already validated as a JSON object); undefined: the default one. */
   manifest?: string;
+  /** Bodies read at once; past it a POST is answered 503 before its body is read. Default: no cap. */
+  maxBodiesInFlight?: number;
 }
 
 export interface PupDoor {
@@ -73,9 +86,12 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   const mcp = createMcpEndpoint(deps, { legacy: 'reject' });
   const manifest = config.manifest ?? JSON.stringify(defaultPupManifest(deps.version));
   const storageUnavailable = (requestId: string, route: string, error: unknown) => {
-    deps.log.error('dependency_unavailable', { requestId, method: `POST ${route}`, dependency: 'storage', cause: describe(error) });
-    return fail(503, 'storage_unavailable', 'Storage is unavailable; try again shortly.');
+    const unavailable = error instanceof DependencyUnavailable ? error : new DependencyUnavailable('storage', { cause: error });
+    const answer = answerUnavailable(deps.log, 'rest', unavailable, { requestId, where: `POST ${route}` });
+    return json(answer.status, answer.body);
   };
+  const maxBodies = config.maxBodiesInFlight ?? Number.POSITIVE_INFINITY;
+  let bodiesInFlight = 0;
 
   async function handle(request: Request, url: URL, requestId: string): Promise<Response> {
     if (url.pathname === PupRoutes.manifest) {
@@ -88,22 +104,39 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     }
     if (request.method !== 'POST') return fail(405, 'method_not_allowed', 'Method not allowed: use POST.', { allow: 'POST' });
     if (!isJsonContentType(request.headers.get('content-type'))) return fail(415, 'unsupported_media_type', 'Content-Type must be application/json.');
-    const body = await readCapped(request, Limits.requestBodyMaxBytes);
-    if (!body) return fail(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+    if (declaredTooLarge(request, Limits.requestBodyMaxBytes)) return fail(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
 
     const now = deps.clock.now();
-    const verdict = verifyInbound(
+    const checked = checkInboundHeaders(
       secrets,
       {
         id: request.headers.get(WebhookHeaders.id),
         timestamp: request.headers.get(WebhookHeaders.timestamp),
         signature: request.headers.get(WebhookHeaders.signature),
       },
-      body,
       now,
     );
+    if (!checked.ok) return fail(401, checked.refusal, REFUSAL_MESSAGES[checked.refusal]);
+    if (bodiesInFlight >= maxBodies) {
+      return fail(503, 'busy', 'Too many pup requests are being read at once; try again in a second.', { 'retry-after': '1' });
+    }
+    bodiesInFlight++;
+    let body: Uint8Array | undefined;
+    const verifier = createInboundVerifier(checked);
+    try {
+      body = await readStream(request, Limits.requestBodyMaxBytes, (chunk) => verifier.update(chunk));
+    } finally {
+      bodiesInFlight--;
+    }
+    if (!body) return fail(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+    const verdict = verifier.verdict();
     if (!verdict.ok) return fail(401, verdict.refusal, REFUSAL_MESSAGES[verdict.refusal]);
     const webhookId = verdict.webhookId;
+    if (scanJsonText(body).tooDeep) {
+      const why = `The body nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels.`;
+      if (url.pathname === PupRoutes.mcp) return json(400, { jsonrpc: '2.0', id: null, error: { code: ErrorCodes.invalidParams, message: why } });
+      return fail(400, url.pathname === PupRoutes.events ? 'invalid_envelope' : 'invalid_challenge', why);
+    }
     // Signed by pup, but logged: keep a line bounded whatever length pup chose.
     const loggedId = webhookId.slice(0, 128);
     // The verifier has checked that the body is UTF-8; this decoding cannot fail.

@@ -6,20 +6,27 @@
  * On the 2026-07-28 era it also serves the MCP Tasks extension (mcp/tasks.ts): a caller that
  * declares it gets a task instead of the queued text, and `tasks/get|update|cancel` read it.
  *
- * Errors: a core `ProtocolFault` goes out with its own code; a failing storage or queue is -32603
- * with a generic sentence; anything else is -32603 "Internal error" and is logged with a request
- * id, so no internal text ever reaches a client.
+ * Errors: a core `ProtocolFault` goes out with its own code; a failing storage or queue
+ * (DependencyUnavailable) is answered through core/answers.ts `answerUnavailable`, which logs it
+ * once: a tool error for send_to_dot, -32603 with a generic sentence for the other methods;
+ * anything else is -32603 "Internal error" and is logged with a request id, so no internal text
+ * ever reaches a client.
+ *
+ * Responses are plain JSON on the 2026-07-28 era: the SDK's default response mode answers JSON
+ * unless a handler emits a notification before its result, and dm-dot's handlers emit none (no
+ * progress, no logging notifications, no subscriptions/listen). Choosing `responseMode: 'json'`
+ * explicitly would say the same and make the SDK print a warning on every start.
  *
  * Deliberately not here: HTTP concerns (auth, limits, routing: http/app.ts) and any state: every
  * piece of state lives behind the ports.
  */
 import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
+import { answerUnavailable, describeCause, toolResultOf } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { sendMessage, type MessageDeps } from '../core/messages';
 import { ErrorCodes, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
-import type { Logger } from '../log';
-import { toolResultOf } from './results';
+import type { Logger } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
 
 export interface McpDeps extends MessageDeps, SubscriptionDeps {
@@ -77,45 +84,15 @@ const TOOL_DESCRIPTION =
 const LOOSE_PARAMS: StandardSchemaWithJSON = publishedSchema({ type: 'object' });
 
 /**
- * What `createMcpHandler` prints (console.warn, SDK 2.4.0) whenever `responseMode: 'json'` is
- * chosen: mid-call notifications are dropped. dm-dot sends none (no progress, no logging
- * notifications, no subscriptions/listen), so on every `npm start` and every Lambda cold start the
- * line would only be noise in the logs.
- */
-export const SDK_JSON_MODE_WARNING =
-  "responseMode: 'json' drops mid-call notifications. subscriptions/listen streams are always served over SSE regardless; other notifications emitted before a result are dropped.";
-
-/**
- * Runs `fn` with exactly that one warning filtered out: any other console.warn (of the SDK or
- * anyone) still goes through, and console.warn is restored when `fn` returns or throws. Scoped to
- * the one synchronous call that creates the handler, never the console as a whole.
- */
-export function withoutSdkJsonModeWarning<T>(fn: () => T): T {
-  const original = console.warn;
-  console.warn = (...args: unknown[]) => {
-    if (args.length === 1 && args[0] === SDK_JSON_MODE_WARNING) return;
-    original.apply(console, args);
-  };
-  try {
-    return fn();
-  } finally {
-    console.warn = original;
-  }
-}
-
-/**
  * `legacy: 'reject'` serves 2026-07-28 only (the pup door: pup speaks nothing else); the default
  * serves both eras (`/mcp`). Same factory either way: one tool, one set of events methods.
  */
 export function createMcpEndpoint(deps: McpDeps, options: { legacy?: 'stateless' | 'reject' } = {}): McpHttpHandler {
-  return withoutSdkJsonModeWarning(() =>
-    createMcpHandler((ctx) => buildServer(deps, ctx), {
-      legacy: options.legacy ?? 'stateless',
-      responseMode: 'json',
-      maxRequestBodySize: Limits.requestBodyMaxBytes,
-      onerror: (error) => deps.log.warn('mcp_transport_error', { error: error.message }),
-    }),
-  );
+  return createMcpHandler((ctx) => buildServer(deps, ctx), {
+    legacy: options.legacy ?? 'stateless',
+    maxRequestBodySize: Limits.requestBodyMaxBytes,
+    onerror: (error) => deps.log.warn('mcp_transport_error', { error: error.message }),
+  });
 }
 
 function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Record<string, unknown> } } }): Caller {
@@ -141,10 +118,10 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
     fn().catch((error: unknown) => {
       if (error instanceof ProtocolFault) throw new ProtocolError(error.code, error.message, error.data);
       if (error instanceof DependencyUnavailable) {
-        deps.log.error('dependency_unavailable', { requestId: caller.requestId, method, dependency: error.dependency, cause: describe(error.cause) });
-        throw new ProtocolError(ErrorCodes.internalError, `The ${error.dependency} is unavailable; try again shortly.`);
+        const answer = answerUnavailable(deps.log, 'rpc', error, { requestId: caller.requestId, where: method });
+        throw new ProtocolError(answer.code, answer.message);
       }
-      deps.log.error('internal_error', { requestId: caller.requestId, method, cause: describe(error) });
+      deps.log.error('internal_error', { requestId: caller.requestId, method, cause: describeCause(error) });
       throw new ProtocolError(ErrorCodes.internalError, `Internal error (request ${caller.requestId}).`);
     });
 
@@ -159,9 +136,12 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
     },
     (async (args: unknown, extra: HandlerContext) =>
       guarded('tools/call', async () => {
-        const outcome = await sendMessage(deps, args);
-        if (outcome.kind === 'unavailable') {
-          deps.log.error('dependency_unavailable', { requestId: caller.requestId, method: 'tools/call', dependency: outcome.dependency, cause: describe(outcome.cause) });
+        let outcome;
+        try {
+          outcome = await sendMessage(deps, args);
+        } catch (error) {
+          if (error instanceof DependencyUnavailable) return answerUnavailable(deps.log, 'tool', error, { requestId: caller.requestId, where: 'tools/call' });
+          throw error;
         }
         if (outcome.kind === 'queued' && modern && declaresTasks(extra?.mcpReq?.envelope)) {
           // SDK 2.4.0 passes a non-complete resultType through on tools/call only (TOOLCHAIN).
@@ -214,9 +194,4 @@ function withoutMeta(params: unknown): unknown {
   if (params === null || typeof params !== 'object' || Array.isArray(params)) return params;
   const { _meta: _ignored, ...rest } = params as Record<string, unknown>;
   return rest;
-}
-
-export function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
 }

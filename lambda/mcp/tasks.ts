@@ -4,20 +4,24 @@
  * (specification/draft/tasks.md). A caller that declares the extension in its per-request client
  * capabilities gets, instead of the queued text, a task (`resultType: "task"`, flat `taskId`,
  * `status`, `createdAt`, `lastUpdatedAt`, `ttlMs`, `pollIntervalMs`) when the delivery is not
- * settled within the wait window; `tasks/get` then reports `working` while the event is queued and
- * `completed` with the very tool result the synchronous path gives once it is settled.
+ * settled within the wait window; `tasks/get` then reports `working` while the event is queued,
+ * `completed` with the very tool result the synchronous path gives once it is settled, and
+ * `cancelled` after a `tasks/cancel` that found it unsettled.
  *
  * A task is a view of the event record `EVENT#evt_…`, nothing more: its id is derived from the
  * event id and the caller's principal (reversible, so no mapping is stored), its status and times
  * are read from the record on every `tasks/get`, and it lives exactly as long as the record.
  *
+ * `tasks/cancel` is cooperative and real: an event still `queued` is marked `dropped` (with
+ * `cancelledAt`) by one compare-and-set, so no further attempt is made (the worker skips it) and
+ * the task reads `cancelled`. An attempt already in flight may still land; its 2xx is recorded
+ * over `dropped` (core/delivery.ts), and the task then reads `completed` as it settled. Cancelling
+ * a settled task acknowledges and changes nothing.
+ *
  * Deliberately not here:
- * - storage of its own: no TASK# items, no writes at all;
+ * - storage of its own: no TASK# items; the only write is a cancel's, on the event record;
  * - `notifications/tasks` and `subscriptions/listen` (the extension makes them optional; a Lambda
  *   cannot hold a stream open), and `input_required` (send_to_dot never needs input);
- * - stopping a delivery: an event handed to the queue cannot be recalled, so `tasks/cancel` is
- *   acknowledged (cancellation is cooperative in the extension) and the task still ends
- *   `completed`;
  * - the legacy era: a 2025 client has no per-request capabilities to declare the extension with;
  * - the `failed` task status: the extension keeps it for JSON-RPC errors, and a rejected delivery
  *   is a tool result with `isError: true`, which the extension puts under `completed`.
@@ -25,7 +29,8 @@
 import type { EventRecord } from '../ports';
 import { guardDependency, invalidParams, ProtocolFault } from '../core/errors';
 import { canonicalJson, sha256Hex } from '../core/identity';
-import { outcomeOfRecord, type MessageDeps, type SendOutcome } from '../core/messages';
+import { toolResultOf, type ToolResult } from '../core/answers';
+import { outcomeOfRecord, type MessageDeps } from '../core/messages';
 import {
   CLIENT_CAPABILITIES_META_KEY,
   ErrorCodes,
@@ -38,12 +43,11 @@ import {
   TASKS_EXTENSION,
 } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
-import { toolResultOf, type ToolResult } from './results';
 
 /** The Task fields every task answer carries (the extension's `Task` interface). */
 export interface TaskFields {
   taskId: string;
-  status: 'working' | 'completed';
+  status: 'working' | 'completed' | 'cancelled';
   statusMessage?: string;
   createdAt: string;
   lastUpdatedAt: string;
@@ -52,7 +56,10 @@ export interface TaskFields {
 }
 
 /** What `tasks/get` answers (`DetailedTask`; the SDK adds `resultType: "complete"`). */
-export type DetailedTask = (TaskFields & { status: 'working' }) | (TaskFields & { status: 'completed'; result: ToolResult });
+export type DetailedTask =
+  | (TaskFields & { status: 'working' })
+  | (TaskFields & { status: 'cancelled' })
+  | (TaskFields & { status: 'completed'; result: ToolResult });
 
 /**
  * What `tools/call` answers instead of a tool result: the extension's `CreateTaskResult = Result &
@@ -111,11 +118,18 @@ function fieldsOf(record: EventRecord, principal: string, now: number): Omit<Tas
     createdAt: new Date(record.createdAt).toISOString(),
     // The record keeps when it was created and when it was delivered; a failure time is not
     // stored, so a task that ended in a rejection reports its creation time here.
-    lastUpdatedAt: new Date(record.deliveredAt ?? record.createdAt).toISOString(),
+    lastUpdatedAt: new Date(record.deliveredAt ?? record.cancelledAt ?? record.createdAt).toISOString(),
     // The task lives exactly as long as the event record it is a view of.
     ttlMs: Math.max(0, record.expiresAt - record.createdAt),
     pollIntervalMs: pollIntervalFor(Math.max(0, now - record.createdAt)),
   };
+}
+
+/** Dropped by a cancel, and not resent by an operator since. */
+function wasCancelled(record: EventRecord): boolean {
+  const at = record.cancelledAt;
+  if (record.status !== EventStatus.dropped || at === undefined) return false;
+  return !(record.log ?? []).some((entry) => 'note' in entry && entry.note === 'resent' && entry.at >= at);
 }
 
 /** The task view of an event record, as `tasks/get` answers it. */
@@ -123,7 +137,10 @@ export function taskOf(record: EventRecord, principal: string, now: number): Det
   const outcome = outcomeOfRecord(record);
   const fields = fieldsOf(record, principal, now);
   if (outcome.kind === 'queued') {
-    return { ...fields, status: 'working', statusMessage: `${toolResultOf(outcome).content[0]!.text} A sent event cannot be recalled.` };
+    return { ...fields, status: 'working', statusMessage: `${toolResultOf(outcome).content[0]!.text} tasks/cancel stops further attempts.` };
+  }
+  if (wasCancelled(record)) {
+    return { ...fields, status: 'cancelled', statusMessage: `Cancelled: event ${record.eventId} will not be attempted again.` };
   }
   return { ...fields, status: 'completed', result: toolResultOf(outcome) };
 }
@@ -142,6 +159,7 @@ export async function taskForQueued(deps: Pick<MessageDeps, 'store' | 'clock'>, 
   if (!record) return undefined;
   const task = taskOf(record, principal, now);
   if (task.status === 'completed') return task.result;
+  if (task.status === 'cancelled') return toolResultOf(outcomeOfRecord(record));
   const { content, structuredContent } = toolResultOf({ kind: 'queued', eventId });
   return { resultType: TASK_RESULT_TYPE, ...task, content, structuredContent };
 }
@@ -213,10 +231,14 @@ export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principa
       return {};
     },
     async cancel(request) {
-      // Acknowledged without effect: the event is already queued for the dot and cannot be
-      // unsent; the task goes on to `completed` (the extension allows a terminal status other
-      // than `cancelled` after a cancel).
-      await recordOf(deps, principal, begin(Methods.tasksCancel, request));
+      const record = await recordOf(deps, principal, begin(Methods.tasksCancel, request));
+      if (record.status !== EventStatus.queued) return {};
+      // One compare-and-set from `queued`: a delivery that settles meanwhile wins, and the task
+      // reads as it settled (the extension allows a terminal status other than `cancelled`).
+      const at = deps.clock.now();
+      await guardDependency('storage', () =>
+        deps.store.updateEvent(record.eventId, { status: EventStatus.dropped, cancelledAt: at, appendLog: { at, note: 'cancelled' } }, { status: EventStatus.queued }),
+      );
       return {};
     },
   };

@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { createApp, type App, type HttpConfig } from '../../lambda/http/app';
 import type { Logger } from '../../lambda/log';
-import { echoChallenge, FakeClock, FakeQueue, FakeStore, ScriptedWebhookClient, T0 } from './fakes';
+import { echoChallenge, fakeOutbox, FakeClock, FakeQueue, FakeStore, ScriptedWebhookClient, T0 } from './fakes';
 import type { SubscriptionRecord, WebhookClient } from '../../lambda/ports';
 
 export const API_KEY = 'test-api-key-0123456789abcdef';
@@ -49,9 +49,8 @@ export function buildApp(config: Partial<HttpConfig> = {}, options: { deliveryWa
     warn: (event, fields = {}) => void logs.push({ level: 'warn', event, fields }),
     error: (event, fields = {}) => void logs.push({ level: 'error', event, fields }),
   };
-  // createApp no longer prints the SDK's responseMode warning (mcp/server.ts filters exactly it).
   const app = createApp(
-    { store, queue, webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, retryDelaysS: [1, 4, 30, 120, 600], urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log },
+    { store, outbox: fakeOutbox(store, queue), webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, retryDelaysS: [1, 4, 30, 120, 600], urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log },
     { apiKey: API_KEY, allowedOrigins: [], allowedHosts: undefined, ...config },
   );
   return { app, store, queue, clock, webhook, logs };
@@ -61,6 +60,7 @@ export function buildApp(config: Partial<HttpConfig> = {}, options: { deliveryWa
 export function liveSubscription(now: number = T0): SubscriptionRecord {
   return {
     id: 'sub_0123456789abcdef0123456789abcdef',
+    generation: 'gen-live',
     url: 'https://dot.example/hook',
     name: 'message.created',
     secret: SECRET,

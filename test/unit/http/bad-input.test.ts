@@ -87,7 +87,8 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     status: 401,
     error: { rpc: -32600 },
     headers: { 'www-authenticate': 'Bearer' },
-    message: /API key/,
+    // The hint an OAuth-minded client needs: this is an API key server.
+    message: /this server takes an API key, not OAuth/,
     call: (app) => send(app, { query: '', headers: legacyHeaders(), body: ping }),
   },
   {
@@ -470,6 +471,96 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
       headers: { accept: 'application/json, text/event-stream' },
     }),
   },
+  // --- Nesting deep enough to break recursive code, on every route: a generic 400, never a 5xx.
+  {
+    klass: 'Deep nesting (2026-07-28)',
+    sent: '`tools/list` whose client capabilities nest 2,000 levels (12 KB)',
+    status: 400,
+    error: { rpc: -32602 },
+    message: /deeper than 64 levels/,
+    call: (app) =>
+      send(app, {
+        headers: modernHeaders('tools/list'),
+        body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"${MODERN}","io.modelcontextprotocol/clientCapabilities":${'{"a":'.repeat(2000)}{}${'}'.repeat(2000)}}}}`,
+      }),
+  },
+  {
+    klass: 'Deep nesting (legacy initialize)',
+    sent: '`initialize` whose capabilities nest 2,000 levels',
+    status: 400,
+    error: { rpc: -32602 },
+    message: /deeper than 64 levels/,
+    call: (app) =>
+      send(app, {
+        headers: legacyHeaders(),
+        body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"x","version":"1"},"capabilities":${'['.repeat(2000)}${']'.repeat(2000)}}}`,
+      }),
+  },
+  {
+    klass: 'REST: deep nesting',
+    sent: '`{"message":[[[[…` 5,000 levels',
+    status: 400,
+    error: { rest: 'invalid_input' },
+    message: /deeper than 64 levels/,
+    call: rest(`{"message":${'['.repeat(5000)}${']'.repeat(5000)}}`),
+  },
+  {
+    klass: 'pup: deep nesting',
+    sent: 'a challenge nested 5,000 levels, signed',
+    status: 400,
+    error: { rest: 'invalid_challenge' },
+    message: /deeper than 64 levels/,
+    config: PUP_CONFIG,
+    call: pupPost('/pup/challenge', `{"challenge":${'['.repeat(5000)}${']'.repeat(5000)}}`),
+  },
+  // --- Text that is not UTF-8: the same sentence on both send surfaces.
+  {
+    klass: 'Tool: message bytes not UTF-8',
+    sent: '`message` holding the byte `0xFF`',
+    status: 200,
+    error: { toolError: true },
+    message: /must be valid UTF-8 text/,
+    call: (app) => {
+      const body = Buffer.concat([Buffer.from(modernBody('tools/call', { name: TOOL, arguments: { message: 'a@b' } }).replace('a@b', 'a'), 'utf8')]);
+      const at = body.indexOf('"a"') + 2;
+      return send(app, { headers: modernHeaders('tools/call', { 'mcp-name': TOOL }), body: Buffer.concat([body.subarray(0, at), Buffer.from([0xff]), body.subarray(at)]) });
+    },
+  },
+  {
+    klass: 'Tool: message with a lone surrogate',
+    sent: '`{"message":"a\\ud800"}`',
+    status: 200,
+    error: { toolError: true },
+    message: /must be valid UTF-8 text/,
+    call: (app) => callTool(app, { message: 'a\ud800' }),
+  },
+  {
+    klass: 'REST: message bytes not UTF-8',
+    sent: '`{"message":"a<0xFF>"}`',
+    status: 400,
+    error: { rest: 'invalid_input' },
+    message: /must be valid UTF-8 text/,
+    call: (app) => send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: Buffer.concat([Buffer.from('{"message":"a'), Buffer.from([0xff]), Buffer.from('"}')]) }),
+  },
+  {
+    klass: 'REST: message with a lone surrogate',
+    sent: '`{"message":"a\\ud800"}`',
+    status: 400,
+    error: { rest: 'invalid_input' },
+    message: /must be valid UTF-8 text/,
+    call: rest('{"message":"a\\ud800"}'),
+  },
+  // --- OAuth discovery: MCP clients look for it after a 401; the answer says to use the API key.
+  ...['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-authorization-server', '/.well-known/oauth-authorization-server/mcp'].map(
+    (path): BadInputRow => ({
+      klass: `OAuth discovery: ${path}`,
+      sent: `\`GET ${path}\``,
+      status: 404,
+      error: { rest: 'no_oauth' },
+      message: /takes an API key, as \?key=… in the URL .* or as Authorization: Bearer/,
+      call: (app) => send(app, { method: 'GET', path, query: '' }),
+    }),
+  ),
 ];
 function errorLabel(error: Expected): string {
   if ('rpc' in error) return `JSON-RPC \`${error.rpc}\``;
@@ -559,6 +650,26 @@ suite('the same subscribe checks on the legacy era', () => {
     expect(rpcErrorCode(answer.json)).toBe(-32602);
     expect((answer.json as { error: { message: string } }).error.message).toMatch(row.message!);
     expect(answer.text).not.toContain(SECRET.slice(6));
+  });
+});
+
+suite('one validation for both send surfaces', () => {
+  test('bytes that are not UTF-8 are refused with the very same sentence by the tool and by REST', async () => {
+    const t = buildApp();
+    t.store.subscription = liveSubscription();
+    const withBadByte = (json: string, marker: string) => {
+      const at = Buffer.from(json).indexOf(marker);
+      return Buffer.concat([Buffer.from(json).subarray(0, at), Buffer.from([0xc3, 0x28]), Buffer.from(json).subarray(at + marker.length)]);
+    };
+    const tool = await send(t.app, { headers: modernHeaders('tools/call', { 'mcp-name': TOOL }), body: withBadByte(modernBody('tools/call', { name: TOOL, arguments: { message: 'x#y' } }), '#') });
+    const viaRest = await send(t.app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: withBadByte('{"message":"x#y"}', '#') });
+    const toolText = (tool.json as any).result.content[0].text;
+    expect((tool.json as any).result.isError).toBe(true);
+    expect(viaRest.status).toBe(400);
+    expect((viaRest.json as any).error.message).toBe(toolText);
+    // Nothing was queued: the message never became U+FFFD.
+    expect(t.queue.jobs).toEqual([]);
+    await t.app.close();
   });
 });
 

@@ -586,7 +586,8 @@ describe('fuzz: send_to_dot and POST /v1/messages with odd messages', () => {
         expectRpcAnswer(t, answer, JSON.parse(body));
         expect(answer.status).toBe(200);
         const result = (answer.json as { result: { isError: boolean; content: { text: string }[]; structuredContent?: { status: string; eventId: string } } }).result;
-        const valid = typeof msg === 'string' && Buffer.byteLength(msg.trim(), 'utf8') >= 1 && Buffer.byteLength(msg.trim(), 'utf8') <= 16_384;
+        // A lone surrogate travels as a JSON escape, parses, and is refused: not UTF-8 text.
+        const valid = typeof msg === 'string' && msg.isWellFormed() && Buffer.byteLength(msg.trim(), 'utf8') >= 1 && Buffer.byteLength(msg.trim(), 'utf8') <= 16_384;
         expect(valid).toBe(checkMessage(args).ok);
         const text = result.content[0]!.text;
         if (valid && subscribed) {

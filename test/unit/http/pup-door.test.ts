@@ -56,13 +56,14 @@ describe('pup door: what only fakes show', () => {
     const clock = new FakeClock();
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
     const target = { app: t.app, clock, logs: t.logs };
-    const body = mcpBody('events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: 'https://dot.example/hook', secret: `whsec_${Buffer.alloc(32, 9).toString('base64')}` } });
+    const dotSecret = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;
+    const body = mcpBody('events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: 'https://dot.example/hook', secret: dotSecret } });
     await signedPost(target, '/pup/mcp', body, key, { headers: mcpHeaders('events/subscribe', 'message.created') });
     const { PUP_PRINCIPAL } = await import('../../../lambda/core/pup');
     const { principalOf } = await import('../../../lambda/core/identity');
     const verificationKeys = t.store.callsOf('isVerified').map((call) => call.args[0]);
     const { verificationKeyOf } = await import('../../../lambda/core/identity');
-    expect(verificationKeys).toEqual([verificationKeyOf(PUP_PRINCIPAL, 'https://dot.example/hook')]);
+    expect(verificationKeys).toEqual([verificationKeyOf(PUP_PRINCIPAL, 'https://dot.example/hook', dotSecret)]);
     expect(PUP_PRINCIPAL).not.toBe(principalOf('test-api-key-0123456789abcdef'));
   });
 
@@ -104,5 +105,90 @@ describe('pup door: what only fakes show', () => {
       body: rpcBody('tasks/get', { taskId: task.taskId }),
     });
     expect(JSON.stringify(viaKey.json)).toContain('-32602');
+  });
+});
+
+describe('pup door: refusals before the body is read, and a cap on bodies in flight', () => {
+  const { secret, key } = newPupSecret();
+
+  /** A request whose body stream records whether anyone pulled from it. */
+  function streamingRequest(headers: Record<string, string>, path = '/pup/mcp') {
+    const pulled = { count: 0 };
+    // highWaterMark 0: nothing is pulled until someone reads.
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          pulled.count++;
+          controller.enqueue(new TextEncoder().encode('{"jsonrpc":"2.0","id":1,"method":"server/discover"}'));
+          controller.close();
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    return { pulled, request: new Request(`https://dmdot.example${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body, duplex: 'half' } as RequestInit) };
+  }
+
+  test.each([
+    ['every signature header missing', {}],
+    ['a malformed signature', { 'webhook-id': 'msg_1', 'webhook-timestamp': 'now', 'webhook-signature': 'v1,abc' }],
+    ['a signature of another version only', { 'webhook-id': 'msg_1', 'webhook-timestamp': '1', 'webhook-signature': `v2,${'A'.repeat(43)}=` }],
+  ])('%s: 401 invalid_signature without reading a byte of the body', async (_label, headers) => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+    const { pulled, request } = streamingRequest(headers);
+    const response = await t.app.handle(request);
+    expect(response.status).toBe(401);
+    expect(await response.json()).toMatchObject({ error: { code: 'invalid_signature' } });
+    expect(pulled.count).toBe(0);
+  });
+
+  test('a timestamp outside the window: 401 stale_timestamp without reading the body', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+    const ts = String(Math.floor(clock.now() / 1000) - 3600);
+    const { pulled, request } = streamingRequest({ 'webhook-id': 'msg_1', 'webhook-timestamp': ts, 'webhook-signature': `v1,${'A'.repeat(43)}=` });
+    const response = await t.app.handle(request);
+    expect(await response.json()).toMatchObject({ error: { code: 'stale_timestamp' } });
+    expect(pulled.count).toBe(0);
+  });
+
+  test('past the cap on bodies in flight a signed-looking POST is answered 503 busy at once, unread', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }), maxBodiesInFlight: 1 } }, { clock });
+    const ts = String(Math.floor(clock.now() / 1000));
+    const headers = { 'webhook-id': 'msg_1', 'webhook-timestamp': ts, 'webhook-signature': `v1,${'A'.repeat(43)}=` };
+    // One body that never ends holds the only slot.
+    const stalled = new Request('https://dmdot.example/pup/mcp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: new ReadableStream({ pull: () => new Promise(() => undefined) }),
+      duplex: 'half',
+    } as RequestInit);
+    const holding = t.app.handle(stalled);
+    await new Promise((r) => setImmediate(r));
+    const { pulled, request } = streamingRequest({ ...headers, 'webhook-id': 'msg_2' });
+    const response = await t.app.handle(request);
+    expect(response.status).toBe(503);
+    expect(response.headers.get('retry-after')).toBe('1');
+    expect(await response.json()).toMatchObject({ error: { code: 'busy' } });
+    expect(pulled.count).toBe(0);
+    void holding;
+  });
+
+  test('a validly signed body is verified as it streams in, and then served', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+    const answer = await signedPost({ app: t.app, clock, logs: t.logs }, '/pup/mcp', mcpBody('server/discover'), key, { headers: mcpHeaders('server/discover') });
+    expect(answer.status).toBe(200);
+  });
+
+  test('a signed challenge nested 5,000 deep is a 400 with a generic sentence, never a 5xx', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+    const deep = `{"challenge":${'['.repeat(5000)}${']'.repeat(5000)}}`;
+    const answer = await signedPost({ app: t.app, clock, logs: t.logs }, '/pup/challenge', deep, key);
+    expect(answer.status).toBe(400);
+    expect(answer.json).toMatchObject({ error: { code: 'invalid_challenge', message: expect.stringMatching(/deeper than 64 levels/) } });
+    expect(answer.text).not.toMatch(/RangeError|stack/);
   });
 });

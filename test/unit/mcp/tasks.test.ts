@@ -9,8 +9,8 @@ import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import * as z from 'zod';
 import { principalOf } from '../../../lambda/core/identity';
 import { Limits, TASKS_EXTENSION } from '../../../lambda/core/protocol';
-import { createMcpEndpoint, SDK_JSON_MODE_WARNING, withoutSdkJsonModeWarning } from '../../../lambda/mcp/server';
-import { toolResultOf } from '../../../lambda/mcp/results';
+import { createMcpEndpoint } from '../../../lambda/mcp/server';
+import { toolResultOf } from '../../../lambda/core/answers';
 import { declaresTasks, eventIdOfTask, pollIntervalFor, taskForQueued, taskIdOf, taskMethods, taskOf } from '../../../lambda/mcp/tasks';
 import type { EventRecord, WebhookClient } from '../../../lambda/ports';
 import { API_KEY, buildApp, liveSubscription, MODERN, rpcLegacy, send, modernHeaders, type TestApp } from '../../support/app';
@@ -107,7 +107,7 @@ describe('the task view of an event record', () => {
     expect(task).toEqual({
       taskId: taskIdOf(PRINCIPAL, EVENT_ID),
       status: 'working',
-      statusMessage: `Event ${EVENT_ID} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically. A sent event cannot be recalled.`,
+      statusMessage: `Event ${EVENT_ID} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically. tasks/cancel stops further attempts.`,
       createdAt: new Date(T0).toISOString(),
       lastUpdatedAt: new Date(T0).toISOString(),
       ttlMs: 7 * DAY,
@@ -333,7 +333,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     const { taskId } = await createdTask(t);
     t.store.failing.add('getEvent');
     expect(errorOf(await rpc(t, 'tasks/get', { taskId }))).toEqual({ code: -32603, message: 'The storage is unavailable; try again shortly.' });
-    expect(t.logs.some((l) => l.event === 'dependency_unavailable' && l.fields.method === 'tasks/get')).toBe(true);
+    expect(t.logs.some((l) => l.event === 'dependency_unavailable' && l.fields.where === 'tasks/get')).toBe(true);
   });
 
   test('the task id must match Mcp-Name (the extension\'s routing header, checked by the SDK)', async () => {
@@ -360,17 +360,34 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(errorOf(await rpc(t, 'tasks/update', { taskId: unknown, inputResponses: {} }))).toEqual({ code: -32602, message: 'Failed to retrieve task: Task not found' });
   });
 
-  test('tasks/cancel is acknowledged, cannot unsend the event, and the task still completes', async () => {
+  test('tasks/cancel of an unsettled task is an empty acknowledgement; the event is dropped and the task reads cancelled', async () => {
     const t = appWithSubscription();
     const { taskId, eventId } = await createdTask(t);
+    expect(resultOf(await rpc(t, 'tasks/cancel', { taskId }))).toEqual({ resultType: 'complete', _meta: expect.any(Object) });
+    expect(t.store.events.get(eventId)).toMatchObject({ status: 'dropped', cancelledAt: t.clock.now() });
+    expect(t.store.events.get(eventId)!.log).toEqual([{ at: t.clock.now(), note: 'cancelled' }]);
+    expect(resultOf(await rpc(t, 'tasks/get', { taskId }))).toMatchObject({ taskId, status: 'cancelled' });
+    const unknown = taskIdOf(PRINCIPAL, `evt_${'cd'.repeat(16)}`);
+    expect(errorOf(await rpc(t, 'tasks/cancel', { taskId: unknown }))).toEqual({ code: -32602, message: 'Failed to retrieve task: Task not found' });
+  });
+
+  test('tasks/cancel of a settled task is an empty acknowledgement that changes nothing', async () => {
+    const t = appWithSubscription();
+    const { taskId, eventId } = await createdTask(t);
+    Object.assign(t.store.events.get(eventId)!, { status: 'delivered', deliveredAt: t.clock.now() });
     const writes = t.store.writes.length;
     expect(resultOf(await rpc(t, 'tasks/cancel', { taskId }))).toEqual({ resultType: 'complete', _meta: expect.any(Object) });
     expect(t.store.writes.length).toBe(writes);
-    expect(t.store.events.get(eventId)!.status).toBe('queued');
-    Object.assign(t.store.events.get(eventId)!, { status: 'delivered', deliveredAt: t.clock.now() });
     expect(resultOf(await rpc(t, 'tasks/get', { taskId }))).toMatchObject({ status: 'completed' });
-    const unknown = taskIdOf(PRINCIPAL, `evt_${'cd'.repeat(16)}`);
-    expect(errorOf(await rpc(t, 'tasks/cancel', { taskId: unknown }))).toEqual({ code: -32602, message: 'Failed to retrieve task: Task not found' });
+  });
+
+  test('an attempt in flight when the task was cancelled lands as it settled: the task then reads completed', async () => {
+    const t = appWithSubscription();
+    const { taskId, eventId } = await createdTask(t);
+    await rpc(t, 'tasks/cancel', { taskId });
+    // The worker's POST was already out; its 2xx is recorded over dropped (core/delivery.ts).
+    Object.assign(t.store.events.get(eventId)!, { status: 'delivered', deliveredAt: t.clock.now(), attempts: 1 });
+    expect(resultOf(await rpc(t, 'tasks/get', { taskId }))).toMatchObject({ status: 'completed', result: { isError: false } });
   });
 
   test('when the record cannot be read back, the caller gets the queued text, not a task', async () => {
@@ -399,16 +416,19 @@ describe('legacy era: no tasks', () => {
   });
 });
 
-describe("the SDK's responseMode warning (issue 8)", () => {
+describe("the SDK's responseMode warning", () => {
   afterEach(() => jest.restoreAllMocks());
 
-  test('control: the SDK does print it when a JSON-mode handler is created', () => {
+  const SDK_JSON_MODE_WARNING =
+    "responseMode: 'json' drops mid-call notifications. subscriptions/listen streams are always served over SSE regardless; other notifications emitted before a result are dropped.";
+
+  test('control: the SDK prints it when a handler is created with responseMode json', () => {
     const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
     createMcpHandler(() => new McpServer({ name: 'x', version: '1' }), { responseMode: 'json' });
     expect(warn).toHaveBeenCalledWith(SDK_JSON_MODE_WARNING);
   });
 
-  test('createMcpEndpoint prints nothing', () => {
+  test('createMcpEndpoint prints nothing: it keeps the default response mode and needs no filter', () => {
     const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
     const log = jest.spyOn(console, 'log').mockImplementation(() => undefined);
     createMcpEndpoint({ ...buildApp(), deliveryWaitMs: 0, version: '0', log: { info() {}, warn() {}, error() {} } } as never);
@@ -416,26 +436,15 @@ describe("the SDK's responseMode warning (issue 8)", () => {
     expect(log).not.toHaveBeenCalled();
   });
 
-  test('the filter drops exactly that message; any other warning still goes out', () => {
-    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
-    withoutSdkJsonModeWarning(() => {
-      console.warn(SDK_JSON_MODE_WARNING);
-      console.warn('something else went wrong');
-      console.warn(`${SDK_JSON_MODE_WARNING} (and more)`);
-      console.warn(SDK_JSON_MODE_WARNING, 'with a second argument');
-    });
-    expect(warn.mock.calls).toEqual([['something else went wrong'], [`${SDK_JSON_MODE_WARNING} (and more)`], [SDK_JSON_MODE_WARNING, 'with a second argument']]);
-  });
-
-  test('console.warn is restored afterwards, also when the call throws', () => {
-    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
-    expect(() =>
-      withoutSdkJsonModeWarning(() => {
-        throw new Error('boom');
-      }),
-    ).toThrow('boom');
-    console.warn(SDK_JSON_MODE_WARNING);
-    expect(warn).toHaveBeenCalledWith(SDK_JSON_MODE_WARNING);
-    expect(console.warn).toBe(warn);
+  test('the default mode still answers plain JSON on 2026-07-28: dm-dot emits no notification before a result', async () => {
+    const t = appWithSubscription();
+    for (const [method, params] of [
+      ['tools/list', {}],
+      ['events/list', {}],
+      ['tools/call', { name: 'send_to_dot', arguments: { message: 'hi' } }],
+    ] as const) {
+      const answer = await rpc(t, method, params);
+      expect(answer.headers.get('content-type')).toMatch(/^application\/json/);
+    }
   });
 });
