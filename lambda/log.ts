@@ -1,24 +1,79 @@
 /**
- * Structured one-line JSON logs on stderr. Callers pass only safe fields: ids, categories, codes.
- * As a last line of defence every line is scrubbed of `whsec_` secrets and of the values
- * registered with `redact` (the API key).
+ * The logger behind the `Logger` port: one JSON line per event on stderr (what CloudWatch and log
+ * collectors read), or, on a terminal, one readable line per event for a person watching
+ * `npm start` (a request, a delivery decision). Callers pass only safe fields: ids, categories,
+ * codes, durations. As a last line of defence every line is scrubbed of `whsec_` secrets and of
+ * the values registered with `redact` (the API key, pup's secrets).
  *
  * Deliberately not here: log shipping, levels from configuration, request bodies.
  */
-export interface Logger {
-  info(event: string, fields?: Record<string, unknown>): void;
-  warn(event: string, fields?: Record<string, unknown>): void;
-  error(event: string, fields?: Record<string, unknown>): void;
-}
+import type { Logger } from './ports';
+
+export type { Logger };
 
 const SECRET_PATTERN = /whsec_[A-Za-z0-9+/=]*/g;
 
-export function createLogger(sink: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): Logger & { redact(value: string): void } {
+export type LogFormat = 'json' | 'text';
+
+export interface LoggerOptions {
+  format?: LogFormat;
+  sink?: (line: string) => void;
+  /** The clock of the time stamps (tests). */
+  now?: () => Date;
+}
+
+function clock(date: Date): string {
+  return date.toISOString().slice(11, 19);
+}
+
+/** The readable form of the two events a person watches for; anything else as `level event k=v`. */
+export function textLine(level: string, event: string, fields: Record<string, unknown>, at: Date): string {
+  const time = clock(at);
+  if (event === 'request') {
+    return `${time}  ${String(fields.method)} ${String(fields.path)} → ${String(fields.status)}  ${String(fields.ms)} ms`;
+  }
+  if (event === 'delivery') return `${time}  ${String(fields.eventId)}  ${describeDecision(fields)}`;
+  const rest = Object.entries(fields)
+    .filter(([, value]) => value !== undefined)
+    .map(([name, value]) => `${name}=${typeof value === 'string' ? value : JSON.stringify(value)}`)
+    .join(' ');
+  return `${time}  ${level === 'info' ? '' : `${level}  `}${event}${rest ? `  ${rest}` : ''}`;
+}
+
+/** `delivered (attempt 1, inline)`, `retry in 4 s (http_5xx, attempt 2)`, `failed: http_4xx …`, `dropped …`. */
+function describeDecision(fields: Record<string, unknown>): string {
+  const via = fields.via ? String(fields.via) : '';
+  const attempt = fields.attempt !== undefined ? `attempt ${String(fields.attempt)}` : '';
+  const note = (...parts: string[]) => (parts.filter(Boolean).length > 0 ? ` (${parts.filter(Boolean).join(', ')})` : '');
+  switch (fields.action) {
+    case 'delivered':
+      return `delivered${note(attempt, via)}`;
+    case 'retry':
+      return `retry in ${String(fields.delayS)} s${note(`${String(fields.reason)} on ${attempt}`, via)}`;
+    case 'failed':
+      return `failed: ${String(fields.reason)}${note(attempt, via)}; kept in the dead letters${fields.subscriptionEnded ? '; the 410 ended its subscription' : ''}`;
+    case 'dropped':
+      return `dropped: its subscription ended (or was replaced) before it could be delivered${note(via)}`;
+    case 'cut_short':
+      return `no answer within the wait window: answered "queued"; the worker sends it again${note(via)}`;
+    default:
+      return `${String(fields.action)}${fields.status ? ` ${String(fields.status)}` : ''}${note(via)}`;
+  }
+}
+
+export function createLogger(options: LoggerOptions | ((line: string) => void) = {}): Logger & { redact(value: string): void } {
+  const { format = 'json', sink = (line: string) => process.stderr.write(`${line}\n`), now = () => new Date() } =
+    typeof options === 'function' ? { sink: options } : options;
   const redacted = new Set<string>();
+  const scrub = (line: string) => {
+    let out = line.replace(SECRET_PATTERN, 'whsec_[redacted]');
+    for (const value of redacted) if (value) out = out.split(value).join('[redacted]');
+    return out;
+  };
   const emit = (level: string, event: string, fields: Record<string, unknown> = {}) => {
-    let line = JSON.stringify({ level, event, time: new Date().toISOString(), ...fields }).replace(SECRET_PATTERN, 'whsec_[redacted]');
-    for (const value of redacted) if (value) line = line.split(value).join('[redacted]');
-    sink(line);
+    const at = now();
+    const line = format === 'text' ? textLine(level, event, fields, at) : JSON.stringify({ level, event, time: at.toISOString(), ...fields });
+    sink(scrub(line));
   };
   return {
     info: (event, fields) => emit('info', event, fields),

@@ -1,176 +1,255 @@
 /**
- * The local runtime (SPEC 9): the same app and core as the Lambdas, on node:http, with the file
- * store and the file-backed delivery queue in the state directory. `startLocal` is what
- * `npm start` runs and what the end-to-end tests start on an ephemeral port.
+ * The local runtime (SPEC 9): the same app and core as the Lambdas, on node:http, over the embedded
+ * database of the state directory (lambda/adapters/embedded: the records, the delivery jobs and
+ * the dead letters in one LMDB file) and an in-process delivery worker (worker.ts) that runs the
+ * same retry schedule as AWS. `startLocal` is what `npm start` runs and what the end-to-end tests
+ * start on an ephemeral port.
  *
- * It also serves the operator's admin routes (lambda/local/admin.ts) on the same node:http server,
- * behind their own token, so that `dm-dot` commands never write the state directory under it.
+ * The order of start-up matters: the state directory is claimed first (the database's owner
+ * record), so a second server on the same directory refuses before it writes anything, and the
+ * first keeps serving undisturbed. Then the key, the worker, the HTTP server, and only then the
+ * admin token, which only the owning server ever writes.
  *
- * Deliberately not here: TLS (put a tunnel or proxy in front), and printing the API key: only the
- * path of the file that holds it.
+ * It also serves the operator's admin routes (admin-routes.ts) on the same server, behind their
+ * own token, so that `dm-dot` commands go through the running server.
+ *
+ * Deliberately not here: TLS (put a tunnel or proxy in front), reading the environment (main.ts
+ * does, once), and printing the API key: only the path of the file that holds it.
  */
-import { randomBytes } from 'node:crypto';
-import { readFile, writeFile, mkdir } from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { join, resolve } from 'node:path';
-import { Readable } from 'node:stream';
+import { mkdir } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { webhookWithinDeadline } from '../adapters/deadline';
+import { openEmbeddedDatabase, type EmbeddedDatabase } from '../adapters/embedded';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
-import { FileQueue } from '../adapters/file-queue';
-import { FileStore } from '../adapters/file-store';
-import type { Settings } from '../config';
+import type { LocalSettings } from '../config/settings';
+import { Budgets } from '../core/budgets';
+import { decisionLogFields } from '../core/delivery';
+import { describeCause } from '../core/answers';
 import { createApp, type App } from '../http/app';
-import { createLogger, type Logger } from '../log';
-import { handleAdmin, isAdminPath, publishAdmin, withdrawAdmin, type AdminDeps } from './admin';
-import { systemClock, type Clock, type WebhookClient } from '../ports';
+import { createLogger } from '../log';
+import { systemClock, type Clock, type Logger, type WebhookClient } from '../ports';
 import { version } from '../version';
+import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
+import { startLocalServer, type LocalServer } from './http-server';
+import { loadOrCreateApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from './state-dir';
+import { startDeliveryWorker, type DeliveryWorker } from './worker';
 
 export interface LocalRuntime {
   url: string;
   port: number;
-  app: App;
-  queue: FileQueue;
+  app(): App;
+  db: EmbeddedDatabase;
+  worker: DeliveryWorker;
   stop(): Promise<void>;
 }
 
 export interface LocalOptions {
-  settings: Settings;
-  apiKey?: string;
+  settings: LocalSettings;
   log?: Logger & { redact?(value: string): void };
   /** Tests may inject a webhook client; the default is the guarded client of SPEC 7. */
   webhook?: WebhookClient;
   clock?: Clock;
-  /** Called once with the startup lines (the listening line first). */
+  /** Called with each start-up line (the listening line first). */
   announce?: (line: string) => void;
 }
 
-/** Reads the key from MCP_API_KEY, else from `<state dir>/api-key`, generating it (0600) on first start. */
-export async function loadOrCreateApiKey(stateDir: string, fromEnv: string | undefined): Promise<{ key: string; generatedAt?: string }> {
-  if (fromEnv !== undefined && fromEnv !== '') return { key: fromEnv };
-  const file = resolve(stateDir, 'api-key');
-  try {
-    const stored = (await readFile(file, 'utf8')).trim();
-    if (stored) return { key: stored };
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-  }
-  await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  const key = randomBytes(32).toString('base64url');
-  await writeFile(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
-  return { key, generatedAt: file };
-}
+/** Connections open at once; past it a new one is answered 503 (http-server.ts). */
+export const MAX_CONNECTIONS = 256;
+/** pup bodies read at once; past it a pup POST is answered 503 before its body (http/pup.ts). */
+export const MAX_PUP_BODIES = 32;
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+/** Expired items are removed this often (and at every start). */
+const SWEEP_INTERVAL_MS = 10 * 60_000;
 
 export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   const { settings } = options;
   const log = options.log ?? createLogger();
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const { key, generatedAt } = await loadOrCreateApiKey(settings.stateDir, options.apiKey);
-  log.redact?.(key);
-  for (const secret of settings.pup.secrets.secrets) log.redact?.(secret);
   const clock = options.clock ?? systemClock;
-  const store = await FileStore.open(settings.stateDir);
-  const webhook = options.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks });
-  const deliveryDeps = { store, webhook, clock, retryDelaysS: settings.retryDelaysS };
-  const queue = await FileQueue.start({
-    stateDir: settings.stateDir,
-    deps: deliveryDeps,
-    concurrency: settings.deliveryConcurrency,
-    onError: (error, eventId) => log.error('delivery_worker_error', { eventId, cause: error instanceof Error ? error.message : String(error) }),
-  });
-  // Work that finishes after its answer (recording a delivery the dot already accepted); `stop`
-  // waits for it, so a clean shutdown never leaves an accepted delivery unrecorded.
-  const background = new Set<Promise<unknown>>();
-  const waitUntil = (work: Promise<unknown>): void => {
-    const tracked = work
-      .catch((error: unknown) => log.error('background_work_failed', { cause: error instanceof Error ? error.message : String(error) }))
-      .finally(() => background.delete(tracked));
-    background.add(tracked);
-  };
-  let ready: (app: App) => void = () => undefined;
-  const appReady = new Promise<App>((done) => (ready = done));
-  let admin: AdminDeps | undefined;
-  const server = http.createServer((req, res) => {
-    // Operator routes (lambda/local/admin.ts) exist only here, never in the app the Lambdas run.
-    if (isAdminPath(req.url)) {
-      void appReady.then(() => handleAdmin(admin!, req, res));
-      return;
-    }
-    void appReady.then((app) => serve(app, req, res));
-  });
-  server.requestTimeout = 30_000;
-  await new Promise<void>((resolveListen, reject) => {
-    server.once('error', reject);
-    server.listen(settings.port, settings.host, () => resolveListen());
-  });
-  const port = (server.address() as AddressInfo).port;
-  const shownHost = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
-  // DNS rebinding protection: only our own addresses (with the port) and DMDOT_ALLOWED_HOSTS.
-  const allowedHosts = [shownHost, '127.0.0.1', 'localhost', '[::1]'].map((h) => `${h}:${port}`).concat(settings.allowedHosts);
-  const app = createApp(
-    {
-      store,
-      queue,
-      webhook,
-      clock,
-      deliveryWaitMs: settings.deliveryWaitMs,
-      retryDelaysS: settings.retryDelaysS,
-      waitUntil,
-      urlPolicy: { allowLoopbackCallbacks: settings.allowLoopbackCallbacks },
-      ttlPolicy: settings.ttlPolicy,
-      version,
-      log,
-    },
-    {
-      apiKey: key,
-      allowedOrigins: settings.allowedOrigins,
-      allowedHosts,
-      // Read once at start: a pup secret rotation on the local runtime is a restart.
-      pup: { secrets: async () => settings.pup.secrets, ...(settings.pup.manifest !== undefined ? { manifest: settings.pup.manifest } : {}) },
-    },
-  );
-  const token = await publishAdmin(settings.stateDir, { pid: process.pid, url: `http://${shownHost}:${port}` });
-  admin = { store, token, now: () => clock.now(), redrive: () => queue.redrive() };
-  ready(app);
-  const url = `http://${shownHost}:${port}/mcp`;
-  announce(`dm-dot listening on ${url}`);
-  if (generatedAt) announce(`API key generated and stored in ${generatedAt} (mode 0600); connect with ${url}?key=<contents of that file>`);
 
-  let stopping: Promise<void> | undefined;
-  const stop = () =>
-    (stopping ??= (async () => {
-      await new Promise<void>((done) => {
-        server.close(() => done());
-        server.closeAllConnections();
-      });
-      await Promise.allSettled([...background]);
-      await queue.stop();
-      await app.close();
-      await withdrawAdmin(settings.stateDir, process.pid);
-    })());
-  return { url, port, app, queue, stop };
+  await mkdir(settings.stateDir, { recursive: true, mode: 0o700 });
+  // Claimed first: a second server on this directory stops here, before it writes anything.
+  const db = await openEmbeddedDatabase(settings.stateDir, { role: 'server', clock });
+  const cleanups: (() => Promise<unknown>)[] = [() => db.close()];
+  const unwind = async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  };
+  try {
+    for (const line of db.report.lines) log.info('state_dir', { note: line });
+    let key = await loadOrCreateApiKey(settings.stateDir, settings.apiKey);
+    log.redact?.(key.key);
+    for (const secret of settings.pupSecrets.secrets) log.redact?.(secret);
+
+    const guarded = options.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks });
+    const worker = startDeliveryWorker({
+      jobs: db.jobs,
+      deps: { store: db.store, webhook: guarded, clock, retryDelaysS: settings.retryDelaysS },
+      concurrency: settings.deliveryConcurrency,
+      onDecision: (eventId, decision) => {
+        const fields = decisionLogFields(decision);
+        // Nothing happened to the event: not worth a line.
+        if (fields.action === 'defer' || (fields.action === 'done' && fields.status !== undefined)) return;
+        log.info('delivery', { eventId, via: 'worker', ...fields });
+      },
+      onError: (error, eventId) => log.error('delivery_worker_error', { eventId, cause: describeCause(error) }),
+    });
+    cleanups.push(() => worker.stop());
+    const unsubscribe = db.onJobsChanged(() => worker.wake());
+    cleanups.push(async () => unsubscribe());
+
+    // Work that finishes after its answer (recording a delivery the dot already accepted); `stop`
+    // waits for it, so a clean shutdown never leaves an accepted delivery unrecorded.
+    const background = new Set<Promise<unknown>>();
+    const waitUntil = (work: Promise<unknown>): void => {
+      const tracked = work
+        .catch((error: unknown) => log.error('background_work_failed', { cause: describeCause(error) }))
+        .finally(() => background.delete(tracked));
+      background.add(tracked);
+    };
+    cleanups.push(() => Promise.allSettled([...background]));
+
+    let app: App | undefined;
+    let admin: AdminDeps | undefined;
+    const server: LocalServer = await startLocalServer(() => app!, {
+      host: settings.host,
+      port: settings.port,
+      maxConnections: MAX_CONNECTIONS,
+      // Operator routes exist only here, never in the app the Lambdas run.
+      intercept: (req, res) => (isAdminPath(req.url) ? handleAdmin(admin!, req, res) : undefined),
+      onTimeout: (path) => log.warn('request_timeout', { path }),
+    });
+    cleanups.push(() => server.close());
+    const { port } = server;
+    const shownHost = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
+    // DNS rebinding protection: only our own addresses (with the port) and DMDOT_ALLOWED_HOSTS.
+    const ownHosts = [shownHost, '127.0.0.1', 'localhost', '[::1]'].map((h) => `${h}:${port}`);
+    const allowedHosts = [...ownHosts, ...settings.allowedHosts];
+    const adminHosts = new Set(ownHosts.filter((h) => LOOPBACK.has(h.slice(0, h.lastIndexOf(':')).replace(/^\[|\]$/g, ''))));
+
+    const buildApp = (apiKey: string): App =>
+      createApp(
+        {
+          store: db.store,
+          outbox: db.outbox,
+          // Each request runs under its deadline (http-server.ts): the challenge and the inline
+          // attempt get what is left of the request's 5 s, as on AWS.
+          webhook: webhookWithinDeadline(guarded, Budgets.mcpRecordReserveMs),
+          clock,
+          deliveryWaitMs: settings.deliveryWaitMs,
+          retryDelaysS: settings.retryDelaysS,
+          waitUntil,
+          urlPolicy: { allowLoopbackCallbacks: settings.allowLoopbackCallbacks },
+          ttlPolicy: settings.ttlPolicy,
+          version,
+          log,
+        },
+        {
+          apiKey,
+          allowedOrigins: settings.allowedOrigins,
+          allowedHosts,
+          // Read once at start: a pup secret rotation on the local runtime is a restart.
+          pup: {
+            secrets: async () => settings.pupSecrets,
+            maxBodiesInFlight: MAX_PUP_BODIES,
+            ...(settings.pupManifest !== undefined ? { manifest: settings.pupManifest } : {}),
+          },
+        },
+      );
+    app = buildApp(key.key);
+    cleanups.push(() => app!.close());
+
+    const baseUrl = `http://${shownHost}:${port}`;
+    await db.setOwnerUrl(baseUrl);
+    const token = await publishAdminToken(settings.stateDir);
+    cleanups.push(() => withdrawAdminToken(settings.stateDir, token));
+    admin = {
+      store: db.store,
+      outbox: db.outbox,
+      token,
+      hosts: adminHosts,
+      now: () => clock.now(),
+      redrive: async () => {
+        const moved = await db.jobs.redrive(clock.now());
+        worker.wake();
+        return moved;
+      },
+      queueCounts: async () => {
+        const counts = await db.jobs.counts();
+        return { queued: counts.queued, deadLetters: counts.deadLetters };
+      },
+      describe: () => describeSwitches(settings, baseUrl, key),
+      wake: () => worker.wake(),
+      ...(key.file
+        ? {
+            rotateKey: async () => {
+              const rotated = await rotateApiKeyFile(settings.stateDir);
+              log.redact?.(rotated.key);
+              const previous = app!;
+              key = { key: rotated.key, file: rotated.file, generated: false };
+              app = buildApp(rotated.key);
+              void previous.close().catch(() => undefined);
+              log.warn('api_key_rotated', { keyFile: rotated.file });
+              return { keyFile: rotated.file };
+            },
+          }
+        : {}),
+    };
+
+    // Reads never depend on it (every read checks expiry itself); it only keeps the file small.
+    const sweeper = setInterval(() => {
+      db.sweepExpired(clock.now()).catch((error: unknown) => log.warn('sweep_failed', { cause: describeCause(error) }));
+    }, SWEEP_INTERVAL_MS);
+    sweeper.unref();
+    cleanups.push(async () => clearInterval(sweeper));
+
+    const url = `${baseUrl}/mcp`;
+    for (const line of startupLines(settings, url, key)) announce(line);
+
+    let stopping: Promise<void> | undefined;
+    const stop = () => (stopping ??= unwind());
+    return { url, port, app: () => app!, db, worker, stop };
+  } catch (error) {
+    await unwind();
+    throw error;
+  }
 }
 
-async function serve(app: App, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  try {
-    const headers = new Headers();
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (value === undefined) continue;
-      for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
-    }
-    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-    const request = new Request(`http://localhost${req.url ?? '/'}`, {
-      method: req.method ?? 'GET',
-      headers,
-      ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } : {}),
-    } as RequestInit);
-    const response = await app.handle(request, { host: req.headers.host ?? '' });
-    res.writeHead(response.status, Object.fromEntries(response.headers));
-    if (response.body) {
-      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) res.write(chunk);
-    }
-    res.end();
-  } catch {
-    if (!res.headersSent) res.writeHead(400, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ error: { code: 'bad_request', message: 'The request could not be read.' } }));
-  }
+/** What `dm-dot status` shows of the switches in force (never a secret). */
+function describeSwitches(settings: LocalSettings, url: string, key: { file?: string }) {
+  return {
+    server: { url, pid: process.pid, version },
+    stateDir: resolve(settings.stateDir),
+    apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
+    switches: {
+      loopbackCallbacks: settings.allowLoopbackCallbacks,
+      pup: settings.pupSecrets.secrets.length > 0 ? { secrets: settings.pupSecrets.secrets.length } : false,
+      allowedOrigins: settings.allowedOrigins,
+      allowedHosts: settings.allowedHosts,
+      retryDelaysS: settings.retryDelaysS,
+      deliveryWaitMs: settings.deliveryWaitMs,
+    },
+  };
+}
+
+/** The start-up lines: the listening line first (SPEC 9), then where the key is and which switches are on. */
+export function startupLines(settings: LocalSettings, url: string, key: { file?: string; generated: boolean }): string[] {
+  const lines = [`dm-dot listening on ${url}`];
+  if (key.generated) lines.push(`API key generated and stored in ${key.file} (mode 0600); \`npx dm-dot connect\` prints the connector URL`);
+  else if (key.file) lines.push(`API key in ${key.file}; \`npx dm-dot connect\` prints the connector URL`);
+  else lines.push('API key from MCP_API_KEY');
+  lines.push(
+    settings.allowLoopbackCallbacks
+      ? '  loopback callbacks: on (DMDOT_ALLOW_LOOPBACK_CALLBACKS): `npx dm-dot dot` can subscribe'
+      : '  loopback callbacks: off; start with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 to try `npx dm-dot dot`',
+  );
+  lines.push(
+    settings.pupSecrets.secrets.length > 0
+      ? `  pup door: on (${settings.pupSecrets.secrets.length} signing secret${settings.pupSecrets.secrets.length > 1 ? 's' : ''})`
+      : '  pup door: off (no PUP_SIGNING_SECRETS)',
+  );
+  lines.push(`  allowed origins: ${settings.allowedOrigins.join(', ') || 'none'}; extra hosts: ${settings.allowedHosts.join(', ') || 'none'}`);
+  lines.push(`  state directory: ${resolve(settings.stateDir)}`);
+  for (const warning of settings.warnings) lines.push(`warning: ${warning}`);
+  return lines;
 }

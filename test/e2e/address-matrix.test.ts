@@ -42,7 +42,8 @@ import {
   type ResolvedAddress,
   type Resolver,
 } from '../../lambda/adapters/guarded-https';
-import { loadSettings, type Settings } from '../../lambda/config';
+import type { LocalSettings as Settings } from '../../lambda/config/settings';
+import { testLocalSettings } from '../support/paths';
 import { startLocal, type LocalRuntime } from '../../lambda/local/runtime';
 import { createLogger } from '../../lambda/log';
 import type { WebhookClient, WebhookRequest, WebhookResponse } from '../../lambda/ports';
@@ -222,7 +223,7 @@ function assertSubscribeRefused(row: Row, body: any) {
 }
 
 function settingsFor(stateDir: string, overrides: Partial<Settings> = {}): Settings {
-  return { ...loadSettings({}), host: '127.0.0.1', port: 0, stateDir, allowLoopbackCallbacks: false, ...overrides };
+  return testLocalSettings({ host: '127.0.0.1', port: 0, stateDir, allowLoopbackCallbacks: false, ...overrides });
 }
 
 function familyOf(address: string): 4 | 6 {
@@ -310,8 +311,7 @@ describe('address matrix through the guard with a scripted resolver and a canary
       },
     };
     runtime = await startLocal({
-      settings: settingsFor(stateDir, { retryDelaysS: [0.1, 600], deliveryWaitMs: 250 }),
-      apiKey,
+      settings: settingsFor(stateDir, { retryDelaysS: [0.1, 600], deliveryWaitMs: 250, apiKey }),
       webhook,
       log: createLogger((line) => logLines.push(line)),
       announce: () => undefined,
@@ -397,7 +397,8 @@ describe('address matrix through the guard with a scripted resolver and a canary
 
         // Unsubscribe whatever happens, so one failing row cannot hold the single subscription.
         t.after(() => rpc(s, 'events/unsubscribe', unsubscribeParams(url)));
-        const subscribed = await rpc(s, 'events/subscribe', subscribeParams(url, newSecret()));
+        const secret = newSecret();
+        const subscribed = await rpc(s, 'events/subscribe', subscribeParams(url, secret));
         assert.ok(subscribed.body.result?.id, `subscribe while the name is public: ${JSON.stringify(subscribed.body)}`);
         assert.equal(canaryCalls.length, callsBefore + 1, 'the challenge went through the canary');
         assert.ok(PUBLIC.has(canaryCalls.at(-1)!.address));
@@ -418,7 +419,9 @@ describe('address matrix through the guard with a scripted resolver and a canary
         assert.equal(receiver.events().length, eventsBefore, 'nothing was delivered');
         assert.ok(rebinding.get(host)!.lookups >= 3, 'each attempt resolved again and was checked');
 
-        const refreshed = await rpc(s, 'events/subscribe', subscribeParams(url, newSecret()));
+        // The same secret: proven within 24 h, so the refresh sends no challenge (a new secret would
+        // be challenged, and the name now points at a forbidden address).
+        const refreshed = await rpc(s, 'events/subscribe', subscribeParams(url, secret));
         assert.equal(refreshed.body.result?.deliveryStatus?.lastError, 'connection_refused', JSON.stringify(refreshed.body));
         note(row.form, 'delivery', `transient ${refreshed.body.result.deliveryStatus.lastError} (${mine.length} attempts, 0 connections)`);
       });
@@ -479,8 +482,7 @@ describe('literal forms of this host with the real node connector and TCP canari
     canary6 = await canaryListener('::1', canary4.port);
     runtime = await startLocal({
       // Nothing injected: the default guarded client with the system resolver and node:http(s).
-      settings: settingsFor(stateDir),
-      apiKey,
+      settings: settingsFor(stateDir, { apiKey }),
       log: createLogger(() => undefined),
       announce: () => undefined,
     });

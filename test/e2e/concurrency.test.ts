@@ -10,10 +10,10 @@
  */
 import { afterEach, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from '../support/e2e';
+import { echoing, inspectState, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from '../support/e2e';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
@@ -108,8 +108,8 @@ it('200 concurrent send_to_dot calls: 200 distinct events, each delivered once a
   const perId = new Map<string, number>();
   for (const e of events) perId.set(String(e.headers['webhook-id']), (perId.get(String(e.headers['webhook-id'])) ?? 0) + 1);
   const badSignatures = events.filter((e) => !verifies(secret, e)).length;
-  const store = JSON.parse(readFileSync(join(stateDir, 'store.json'), 'utf8')) as { items: Record<string, any>[] };
-  const deliveredRecords = store.items.filter((i) => String(i.pk).startsWith('EVENT#') && ids.has(String(i.eventId)) && i.status === 'delivered').length;
+  const { events: records } = await inspectState(stateDir);
+  const deliveredRecords = records.filter((e) => ids.has(e.eventId) && e.status === 'delivered').length;
   console.log(
     `send race: calls=${CALLS} distinctEventIds=${ids.size} results=${[...statuses].map(([s, c]) => `${s}:${c}`).join(',')} ` +
       `webhookRequests=${events.length} distinctWebhookIds=${perId.size} badSignatures=${badSignatures} deliveredRecords=${deliveredRecords} callsMs=${callsMs} durationMs=${durationMs}`,

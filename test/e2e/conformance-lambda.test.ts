@@ -27,9 +27,10 @@ import { join } from 'node:path';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../../lambda/adapters/guarded-https';
-import { createApiKeyLoader } from '../../lambda/adapters/secrets';
+import { createApiKeyLoader } from '../../lambda/adapters/secret-loader';
 import { SqsQueue } from '../../lambda/adapters/sqs-queue';
-import { loadSettings } from '../../lambda/config';
+import { mcpLambdaSettings } from '../../lambda/config/settings';
+import { sequentialOutbox } from '../../lambda/core/outbox';
 import { createMcpLambda } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
 import { startApiGatewayServer, type ApiGatewayServer } from '../support/apigw-server';
@@ -77,10 +78,11 @@ describe('MCP conformance suites against the MCP Lambda behind a local API Gatew
 
       // No redaction registered on purpose: the key must stay out of every line on its own merits.
       const log = createLogger((line) => logLines.push(line));
-      const settings = loadSettings({});
+      const settings = mcpLambdaSettings({ TABLE_NAME: TABLE, QUEUE_URL: fauxqs.queueUrl });
+      const store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
       const lambda = createMcpLambda({
-        store: new DynamoDbStore({ client: ddb.client, tableName: TABLE }),
-        queue: new SqsQueue({ client: fauxqs.client, queueUrl: fauxqs.queueUrl }),
+        store,
+        outbox: sequentialOutbox(store, new SqsQueue({ client: fauxqs.client, queueUrl: fauxqs.queueUrl })),
         webhook: createGuardedWebhookClient({ allowLoopback: false }),
         apiKey: createApiKeyLoader({
           client: {

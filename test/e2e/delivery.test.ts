@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { echoing, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from '../support/e2e';
 import { startLocal } from '../../lambda/local/runtime';
-import { loadSettings } from '../../lambda/config';
+import { testLocalSettings } from '../support/paths';
 import { createLogger } from '../../lambda/log';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -150,8 +150,7 @@ describe('secret rotation', () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-rotation-'));
     let offsetMs = 0;
     const runtime = await startLocal({
-      settings: { ...loadSettings({}), port: 0, stateDir, allowLoopbackCallbacks: true },
-      apiKey: 'rotation-test-key-0123456789',
+      settings: testLocalSettings({ port: 0, stateDir, allowLoopbackCallbacks: true, apiKey: 'rotation-test-key-0123456789' }),
       clock: { now: () => Date.now() + offsetMs, sleep: (ms) => new Promise((done) => setTimeout(done, ms)) },
       log: createLogger(() => undefined),
       announce: () => undefined,

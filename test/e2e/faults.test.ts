@@ -19,12 +19,12 @@
 import { afterEach, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { newSecret, rpc, startServer, verifies, waitFor, type ReceivedRequest } from '../support/e2e';
+import { inspectState, newSecret, queueOf, rpc, startServer, until, verifies, waitFor, type ReceivedRequest } from '../support/e2e';
 
 const EVENTS = 1000;
 const SEND_PARALLELISM = 16;
@@ -190,7 +190,7 @@ it(`${EVENTS} events with ~30% transient faults and ~5% 404: none lost, none dou
 
   // Final at the receiver (accepted or gone) for every event, then nothing left in the local queue.
   await waitFor('every event answered 2xx or 404', () => [...sent.keys()].every((id) => receiver.accepted.has(id) || receiver.gone.has(id)), 150_000);
-  await waitFor('an empty local queue', () => readdirSync(join(stateDir, 'queue')).filter((n) => n.endsWith('.json')).length === 0, 20_000);
+  await until('an empty local queue', async () => (await queueOf(server)).queued === 0, 20_000);
   const attemptsBeforeStop = receiver.attempts.length;
   assert.equal(await server.stop(), 0, 'clean exit on SIGTERM');
   const durationMs = Date.now() - started;
@@ -200,10 +200,10 @@ it(`${EVENTS} events with ~30% transient faults and ~5% 404: none lost, none dou
   assert.equal(receiver.hungOpen(), 0, 'every hung request was closed by the sender');
 
   // The server's own record.
-  const store = JSON.parse(readFileSync(join(stateDir, 'store.json'), 'utf8')) as { items: Record<string, any>[] };
-  const records = new Map(store.items.filter((i) => String(i.pk).startsWith('EVENT#')).map((i) => [String(i.eventId), i]));
-  const deadLetters = readdirSync(join(stateDir, 'dead-letter')).filter((n) => n.endsWith('.json'));
-  const deadLetterReasons = new Map(deadLetters.map((n) => [n.slice(0, -5), JSON.parse(readFileSync(join(stateDir, 'dead-letter', n), 'utf8')).reason]));
+  const state = await inspectState(stateDir);
+  const records = new Map(state.events.map((e) => [e.eventId, e]));
+  const deadLetters = state.deadLetters;
+  const deadLetterReasons = new Map(deadLetters.map((d) => [d.eventId, d.reason]));
 
   const problems: string[] = [];
   let delivered = 0;
@@ -250,7 +250,7 @@ it(`${EVENTS} events with ~30% transient faults and ~5% 404: none lost, none dou
   console.log(
     `faults summary: seed=${SEED} events=${EVENTS} accepted=${sent.size} (${[...statuses].map(([s, c]) => `${s}:${c}`).join(',')}) ` +
       `attempts=${receiver.attempts.length} transient=${transient} (503=${byKind.http_503} 500=${byKind.http_500} reset=${byKind.reset} hang=${byKind.hang}) ` +
-      `gone410=${receiver.gone.size} delivered=${delivered} failed=${failed} deadLetterFiles=${deadLetters.length} ` +
+      `gone410=${receiver.gone.size} delivered=${delivered} failed=${failed} deadLetters=${deadLetters.length} ` +
       `duplicates=${receiver.attempts.filter((a) => a.verdict === 'duplicate').length} badSignatures=${badSignatures} workerErrors=${workerErrors} ` +
       `lost=${EVENTS - delivered - failed} sendMs=${sendMs} durationMs=${durationMs}`,
   );

@@ -1,15 +1,16 @@
 /**
  * The local runtime as `npm start` runs it (SPEC 9): the listening line, the generated key kept in
  * the state directory with mode 0600 and never printed, clean exit on SIGINT and SIGTERM, and
- * durability: events queued when the process is SIGKILLed are delivered after a restart.
+ * durability on the embedded database: events queued when the process is SIGKILLed are delivered
+ * after a restart, a second server on the same state directory refuses to start, and a request
+ * never outlives its 5 s.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor } from '../support/e2e';
+import { admin, echoing, inspectState, newSecret, queueOf, rpc, startReceiver, startServer, until, waitFor } from '../support/e2e';
 
 describe('local runtime', () => {
   it('generates the key on first start, prints only its file, reuses it, exits 0 on SIGINT', async () => {
@@ -110,7 +111,7 @@ describe('local runtime', () => {
       await waitFor('the same event delivered by the worker after restart', () => receiver.events().length === 2, 20_000);
       assert.equal(receiver.events()[1]!.headers['webhook-id'], eventId, 'same event id: a receiver deduplicates it');
       assert.ok(receiver.events()[1]!.raw.equals(receiver.events()[0]!.raw), 'same bytes');
-      await waitFor('queue drained', () => readdirSync(join(stateDir, 'queue')).length === 0);
+      await until('queue drained', async () => (await queueOf(second)).queued === 0);
       assert.equal(await second.stop(), 0);
     } finally {
       await receiver.close();
@@ -118,7 +119,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('npm run redrive (dm-dot redrive, server stopped) moves dead letters back; the next start delivers them with a new round', async () => {
+  it('dead letters moved back while no server runs (the operator redrive, through the database) are delivered by the next start', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-redrive-'));
     // 404: permanent, and unlike 410 it leaves the subscription in place for the redriven round.
     const receiver = await startReceiver(echoing([404]));
@@ -130,21 +131,129 @@ describe('local runtime', () => {
       assert.equal(body.result.structuredContent.status, 'failed');
       const eventId = body.result.structuredContent.eventId;
       // The inline attempt failed it; the job's safety-net copy then moves it to the dead letters.
-      await waitFor('the dead letter', () => readdirSync(join(stateDir, 'dead-letter')).length === 1);
-      assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), [`${eventId}.json`]);
-      await waitFor('queue drained', () => readdirSync(join(stateDir, 'queue')).length === 0);
+      await until('the dead letter', async () => (await queueOf(first)).deadLetters === 1);
+      await until('queue drained', async () => (await queueOf(first)).queued === 0);
       assert.equal(await first.stop(), 0);
+      assert.deepEqual((await inspectState(stateDir)).deadLetters.map((d) => d.eventId), [eventId]);
 
-      const out = execFileSync(process.execPath, [join(ROOT, 'lambda/cli/dm-dot.mjs'), 'redrive'], { cwd: ROOT, env: { ...process.env, DMDOT_STATE_DIR: stateDir } }).toString();
-      assert.match(out, /moved 1 dead letter/i);
-      assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), []);
+      const { openEmbeddedDatabase } = await import('../../lambda/adapters/embedded');
+      const db = await openEmbeddedDatabase(stateDir, { role: 'operator' });
+      assert.equal(await db.jobs.redrive(Date.now()), 1);
+      await db.close();
 
       const second = await startServer({}, { stateDir, key });
       await waitFor('the redriven event', () => receiver.events().length === 2);
       assert.equal(receiver.events()[1]!.headers['webhook-id'], eventId, 'same event, same id');
       assert.ok(receiver.events()[1]!.raw.equals(receiver.events()[0]!.raw), 'same bytes');
-      await waitFor('queue drained', () => readdirSync(join(stateDir, 'queue')).length === 0);
+      await until('queue drained', async () => (await queueOf(second)).queued === 0);
       assert.equal(await second.stop(), 0);
+    } finally {
+      await receiver.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a second server on the same state directory refuses to start (exit 2, naming the directory and the first), and the first keeps serving', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-two-'));
+    try {
+      const first = await startServer({}, { stateDir, key: 'first-server-key-0123456789abcdef' });
+      const token = readFileSync(join(stateDir, 'admin-token'), 'utf8');
+      await assert.rejects(startServer({}, { stateDir, key: 'second-server-key-0123456789abcdef' }), (error: Error) => {
+        assert.match(error.message, /exited with 2/);
+        assert.ok(error.message.includes(stateDir), 'names the state directory');
+        assert.ok(error.message.includes(first.url), 'names the running server');
+        return true;
+      });
+      // Nothing of the first was touched: its admin token still works, and so does it.
+      assert.equal(readFileSync(join(stateDir, 'admin-token'), 'utf8'), token);
+      assert.equal((await admin(first, 'GET', '/admin/status')).status, 200);
+      assert.equal((await rpc(first, 'tools/list')).status, 200);
+      assert.equal(await first.stop(), 0);
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a database file that cannot be read stops the start with exit 2, naming the file and what to do', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-corrupt-'));
+    try {
+      writeFileSync(join(stateDir, 'dm-dot.lmdb'), 'this is not a database');
+      await assert.rejects(startServer({}, { stateDir }), (error: Error) => {
+        assert.match(error.message, /exited with 2/);
+        assert.ok(error.message.includes(join(stateDir, 'dm-dot.lmdb')), 'names the file');
+        return true;
+      });
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('an empty api-key file is treated as absent: a new key is generated into it', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-emptykey-'));
+    try {
+      writeFileSync(join(stateDir, 'api-key'), '', { mode: 0o600 });
+      const s = await startServer({ MCP_API_KEY: '' }, { stateDir });
+      const key = readFileSync(join(stateDir, 'api-key'), 'utf8').trim();
+      assert.ok(key.length >= 32);
+      assert.equal((await rpc({ ...s, key }, 'tools/list')).status, 200);
+      await s.stop();
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a subscribe to a callback that never answers is answered within 5 s (the challenge gets what is left of the request)', async () => {
+    const receiver = await startReceiver(() => 'hang');
+    try {
+      const s = await startServer();
+      const started = Date.now();
+      const { body } = await rpc(s, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+      const tookMs = Date.now() - started;
+      assert.equal(body.error.code, -32015);
+      assert.equal(body.error.data.reason, 'timeout');
+      assert.ok(tookMs < 5_000, `answered in ${tookMs} ms`);
+      await s.stop();
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('kill -9 during 200 concurrent sends: every event a caller got an id for is delivered after the restart, and no record is left queued without a job', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-kill200-'));
+    const receiver = await startReceiver(echoing());
+    try {
+      const env = { DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_RETRY_DELAYS: '1' };
+      const key = 'kill-200-key-0123456789abcdef0123';
+      const first = await startServer(env, { stateDir, key });
+      await rpc(first, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+      const accepted = new Set<string>();
+      const sends = Array.from({ length: 200 }, async (_, i) => {
+        try {
+          const response = await fetch(`${first.url}/v1/messages`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+            body: JSON.stringify({ message: `m${i}` }),
+          });
+          const body = (await response.json()) as { eventId?: string };
+          if (body.eventId) accepted.add(body.eventId);
+        } catch {
+          // The process died under this request: no id was given, nothing is owed.
+        }
+      });
+      await waitFor('some sends answered', () => accepted.size >= 20, 20_000);
+      await first.stop('SIGKILL');
+      await Promise.all(sends);
+
+      // Straight after the kill: every queued record has its job (one transaction writes both).
+      const state = await inspectState(stateDir);
+      const jobs = new Set(state.jobs.map((j) => j.eventId));
+      const orphans = state.events.filter((e) => e.status === 'queued' && !jobs.has(e.eventId));
+      assert.deepEqual(orphans.map((e) => e.eventId), [], 'no record queued without a job');
+
+      const second = await startServer(env, { stateDir, key });
+      await waitFor('every accepted event delivered', () => [...accepted].every((id) => receiver.events().some((e) => e.headers['webhook-id'] === id)), 60_000);
+      await until('queue drained', async () => (await queueOf(second)).queued === 0, 30_000);
+      await second.stop();
     } finally {
       await receiver.close();
       rmSync(stateDir, { recursive: true, force: true });

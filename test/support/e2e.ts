@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -223,4 +223,44 @@ export async function rpc(server: RunningServer, method: string, params: Record<
     }),
   });
   return { status: response.status, body: (await response.json()) as any };
+}
+
+/** Waits for an async probe to hold. */
+export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** One call to the running server's admin routes, with the admin token it wrote (never the API key). */
+export async function admin(server: RunningServer, method: string, path: string): Promise<{ status: number; body: any }> {
+  const token = readFileSync(join(server.stateDir, 'admin-token'), 'utf8').trim();
+  const response = await fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${token}` } });
+  return { status: response.status, body: (await response.json()) as any };
+}
+
+/** The running server's queue counts: jobs waiting or retrying, and dead letters. */
+export async function queueOf(server: RunningServer): Promise<{ queued: number; deadLetters: number }> {
+  return (await admin(server, 'GET', '/admin/status')).body.queue;
+}
+
+/**
+ * The state directory's database opened as the operator does, for a look after the server
+ * stopped: every event record and every job. Closed before it returns.
+ */
+export async function inspectState(stateDir: string) {
+  const { openEmbeddedDatabase } = await import('../../lambda/adapters/embedded');
+  const db = await openEmbeddedDatabase(stateDir, { role: 'operator' });
+  try {
+    const events = await db.store.listEvents(Date.now());
+    const jobs = await db.jobs.all();
+    const deadLetters = await db.jobs.deadLetters();
+    return { events, jobs, deadLetters };
+  } finally {
+    await db.close();
+  }
 }

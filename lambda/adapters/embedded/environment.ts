@@ -1,0 +1,437 @@
+/**
+ * The LMDB environment of the local runtime: one file, `<state dir>/dm-dot.lmdb` (plus LMDB's lock
+ * file `dm-dot.lmdb-lock` beside it), holding these sub-databases:
+ *
+ *   items          pk (the DynamoDB item keys of adapters/items.ts) -> the record and its `ttl`
+ *   expiry         [ttl seconds, pk] -> 1: finds expired items for the sweep without a scan
+ *   jobs           [dueAt ms, eventId] -> JobRow: the delivery schedule, ordered by due time
+ *   jobs-by-event  eventId -> dueAt: finds an event's job (at most one per event)
+ *   dead-letters   eventId -> DeadLetterRow
+ *   queued         the items keys of `queued` events: the start-up repair reads these, not every event
+ *   leases         eventId -> leasedUntil of jobs a worker holds: released at a server's start
+ *   meta           'schema', 'owner'
+ *
+ * Before LMDB maps the file, its header is checked here: LMDB itself crashes the process (SIGSEGV,
+ * SIGBUS) on a file that is not an LMDB environment or is truncated, so a bad file must be refused
+ * before it is mapped, with a sentence naming it. A new file is created under a temporary name and
+ * published with link(), so no process ever sees a half-created one. All handles of one process
+ * share one lmdb root per file (see `shared` below).
+ *
+ * Every write goes through `write` (an LMDB child transaction inside lmdb-js's batched write
+ * transaction): the callback's reads and writes are one atomic step, serialized with every other
+ * writer of the environment in this process and in any other (LMDB's writer lock), and its promise
+ * resolves once the batch is committed and fsynced (`overlappingSync: false`: the commit promise is
+ * then the durability promise; concurrent writes share one commit).
+ *
+ * Deliberately not here: what the records mean (store.ts, jobs.ts, outbox.ts), and a page-by-page
+ * verification of healthy-looking files (a damaged page inside an intact file is LMDB's to report,
+ * as an error from the operation that reads it).
+ */
+import { spawnSync } from 'node:child_process';
+import { createHash, randomUUID } from 'node:crypto';
+import { chmodSync, constants as fsConstants } from 'node:fs';
+import { chmod, copyFile, link, mkdir, open as openFile, rm, stat } from 'node:fs/promises';
+import { endianness } from 'node:os';
+import { join } from 'node:path';
+import { open, type Database, type RootDatabase } from 'lmdb';
+import type { DeadLetterReason } from '../../core/protocol';
+import type { DeliveryJob } from '../../ports';
+import { StateUnreadable } from './errors';
+
+export const DATABASE_FILE = 'dm-dot.lmdb';
+/** Bumped when the layout of the sub-databases changes; a newer file is refused, never rewritten. */
+export const SCHEMA_VERSION = 1;
+
+/** A store item as kept in `items`: the record's own fields plus its `ttl` (epoch seconds). */
+export type StoredItem = Record<string, unknown> & { ttl: number };
+
+export interface JobRow {
+  /** Changes whenever the row is replaced by a new job for the same event: a receipt for the worker. */
+  jobId: string;
+  job: DeliveryJob;
+  dueAt: number;
+  /** Times a worker picked the job up (the safety net of SQS maxReceiveCount). */
+  receives: number;
+  enqueuedAt: number;
+  /** Set while a worker holds it: the row's key has moved to this time (a visibility timeout). */
+  leasedUntil?: number;
+}
+
+export interface DeadLetterRow {
+  job: DeliveryJob;
+  reason: DeadLetterReason;
+  receives: number;
+  deadLetteredAt: number;
+}
+
+export type JobKey = [number, string];
+
+export interface Databases {
+  file: string;
+  root: RootDatabase;
+  items: Database<StoredItem, string>;
+  expiry: Database<number, [number, string]>;
+  jobs: Database<JobRow, JobKey>;
+  jobIndex: Database<number, string>;
+  deadLetters: Database<DeadLetterRow, string>;
+  queued: Database<number, string>;
+  leases: Database<number, string>;
+  meta: Database<unknown, string>;
+}
+
+export function databaseFile(stateDir: string): string {
+  return join(stateDir, DATABASE_FILE);
+}
+
+export function moveAsideRemedy(file: string): string {
+  return `Move it aside (mv '${file}' '${file}.broken') to start with an empty state directory, or restore it from a backup; dm-dot never overwrites it`;
+}
+
+// One lmdb root per file and process, shared by every handle of this process. lmdb-js runs some
+// writes synchronously on the main thread (opening a sub-database is one); with a second root on
+// the same file they would wait for LMDB's writer lock while the first root's batch holds it,
+// itself waiting for the main thread: a deadlock. A shared root hands its own batch over instead.
+const shared = new Map<string, { dbs: Promise<Databases | undefined>; users: number }>();
+const closing = new Map<string, Promise<void>>();
+
+/**
+ * Opens the environment of `stateDir`. Undefined when there is none and `create` is false.
+ * Throws StateUnreadable for a file that is not usable, before LMDB ever maps it. Every
+ * successful open is matched by one `closeDatabases`.
+ */
+export async function openDatabases(stateDir: string, options: { create: boolean }): Promise<Databases | undefined> {
+  const file = databaseFile(stateDir);
+  await closing.get(file);
+  const entry = shared.get(file);
+  if (entry) {
+    entry.users++;
+    const dbs = await entry.dbs.catch(() => undefined);
+    if (dbs) return dbs;
+    // The first open failed or found nothing: this one tries for itself.
+    entry.users--;
+    if (entry.users === 0 && shared.get(file) === entry) shared.delete(file);
+    return openDatabases(stateDir, options);
+  }
+  const opening = { dbs: openRoot(stateDir, file, options), users: 1 };
+  shared.set(file, opening);
+  try {
+    const dbs = await opening.dbs;
+    if (!dbs && shared.get(file) === opening) shared.delete(file);
+    return dbs;
+  } catch (error) {
+    if (shared.get(file) === opening) shared.delete(file);
+    throw error;
+  }
+}
+
+/** Gives back one open of `openDatabases`; the last one closes the environment. */
+export async function closeDatabases(dbs: Databases): Promise<void> {
+  const entry = shared.get(dbs.file);
+  if (entry && --entry.users > 0) return;
+  if (entry) shared.delete(dbs.file);
+  const done = dbs.root.close().finally(() => closing.delete(dbs.file));
+  closing.set(dbs.file, done);
+  await done;
+}
+
+async function openRoot(stateDir: string, file: string, options: { create: boolean }): Promise<Databases | undefined> {
+  let exists = true;
+  try {
+    const info = await stat(file);
+    if (!info.isFile()) throw new StateUnreadable(file, 'it is not a regular file', moveAsideRemedy(file));
+  } catch (error) {
+    if (error instanceof StateUnreadable) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT') throw unreadable(file, error);
+    exists = false;
+  }
+  if (!exists) {
+    if (!options.create) return undefined;
+    await mkdir(stateDir, { recursive: true, mode: 0o700 });
+    await createEnvironment(stateDir, file);
+  }
+  const header = await checkHeader(file);
+  if (header === 'suspect') probeInChild(file);
+  let root: RootDatabase;
+  try {
+    root = open(file, {
+      // The commit promise must be the durability promise (see the module header).
+      overlappingSync: false,
+      maxDbs: 12,
+      noSubdir: true,
+    });
+  } catch (error) {
+    throw unreadable(file, error);
+  }
+  // LMDB creates its files 0664 less the umask; the items hold the subscription's signing secret.
+  for (const path of [file, `${file}-lock`]) {
+    try {
+      chmodSync(path, 0o600);
+    } catch {
+      // Not ours to change (another user's file we may read): leave its mode alone.
+    }
+  }
+  const json = { encoding: 'json' } as const;
+  const dbs: Databases = {
+    file,
+    root,
+    items: root.openDB<StoredItem, string>('items', json),
+    expiry: root.openDB<number, [number, string]>('expiry', json),
+    jobs: root.openDB<JobRow, JobKey>('jobs', json),
+    jobIndex: root.openDB<number, string>('jobs-by-event', json),
+    deadLetters: root.openDB<DeadLetterRow, string>('dead-letters', json),
+    queued: root.openDB<number, string>('queued', json),
+    leases: root.openDB<number, string>('leases', json),
+    meta: root.openDB<unknown, string>('meta', json),
+  };
+  try {
+    const schema = dbs.meta.get('schema');
+    if (schema === undefined) {
+      await write(dbs, () => {
+        if (dbs.meta.get('schema') === undefined) void dbs.meta.put('schema', SCHEMA_VERSION);
+      });
+    } else if (typeof schema !== 'number' || schema > SCHEMA_VERSION) {
+      await root.close().catch(() => undefined);
+      throw new StateUnreadable(
+        file,
+        `it was written by a newer dm-dot (layout ${String(schema)}, this one reads ${SCHEMA_VERSION})`,
+        'Run the dm-dot version that wrote it, or move it aside to start empty',
+      );
+    }
+  } catch (error) {
+    if (error instanceof StateUnreadable) throw error;
+    await root.close().catch(() => undefined);
+    throw unreadable(file, error);
+  }
+  return dbs;
+}
+
+/**
+ * Creates the environment under a temporary name and publishes it with link(), which fails when
+ * the name exists: a process starting at the same moment never sees a half-created file (which
+ * would look like a broken one), and of two creators exactly one file wins, the other's is dropped.
+ */
+async function createEnvironment(stateDir: string, file: string): Promise<void> {
+  const temp = join(stateDir, `.${DATABASE_FILE}.new-${process.pid}-${randomUUID()}`);
+  try {
+    const root = open(temp, { overlappingSync: false, maxDbs: 12, noSubdir: true });
+    try {
+      await root.openDB<unknown, string>('meta', { encoding: 'json' }).put('schema', SCHEMA_VERSION);
+    } finally {
+      await root.close();
+    }
+    await chmod(temp, 0o600);
+    try {
+      await link(temp, file);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return;
+      // No hard links on this file system: an exclusive copy still never replaces a winner's file.
+      if (code === 'EPERM' || code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'EXDEV') await copyFile(temp, file, fsConstants.COPYFILE_EXCL).catch(ignoreExists);
+      else throw error;
+    }
+  } catch (error) {
+    throw unreadable(file, error);
+  } finally {
+    await rm(temp, { force: true });
+    await rm(`${temp}-lock`, { force: true });
+  }
+}
+
+function ignoreExists(error: unknown): void {
+  if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+}
+
+function unreadable(file: string, error: unknown): StateUnreadable {
+  const code = (error as NodeJS.ErrnoException | null)?.code;
+  if (code === 'EACCES' || code === 'EPERM') {
+    return new StateUnreadable(file, 'permission denied', 'Give the user running dm-dot read and write access to it and to its directory (mode 0600 for the files)', { cause: error });
+  }
+  const detail = error instanceof Error ? error.message : String(error);
+  return new StateUnreadable(file, `it could not be opened (${detail})`, moveAsideRemedy(file), { cause: error });
+}
+
+/**
+ * Runs `fn` as one atomic, durable write; resolves with its result once committed. Always the
+ * asynchronous kind: a synchronous transaction blocks the main thread on LMDB's writer lock, which
+ * another lmdb root on the same file may hold while its batch waits for the main thread.
+ */
+export function write<T>(dbs: Databases, fn: () => T): Promise<T> {
+  return dbs.root.childTransaction(fn);
+}
+
+// LMDB keys are at most 1978 bytes and lmdb-js keys cannot hold NUL. Inbound ids (REPLAY#, ANSWER#)
+// come from a request header of any length, so an oversized or odd one is kept under its hash:
+// the same id always maps to the same key, which is all a claim needs.
+const MAX_PLAIN_KEY_BYTES = 1024;
+
+export function storageKey(pk: string): string {
+  if (Buffer.byteLength(pk, 'utf8') <= MAX_PLAIN_KEY_BYTES && !pk.includes('\u0000')) return pk;
+  const prefix = pk.slice(0, pk.indexOf('#') + 1);
+  return `${prefix}~sha256~${createHash('sha256').update(pk, 'utf8').digest('hex')}`;
+}
+
+/** Inside a write: the item stored under `pk`, expired or not. */
+export function getItem(dbs: Databases, pk: string): StoredItem | undefined {
+  return dbs.items.get(storageKey(pk));
+}
+
+const EVENT_PREFIX = 'EVENT#';
+
+/** Inside a write: stores the item and keeps the expiry and queued indexes in step with it. */
+export function putItem(dbs: Databases, pk: string, fields: object, ttl: number): void {
+  const key = storageKey(pk);
+  const old = dbs.items.get(key);
+  if (old && old.ttl !== ttl) void dbs.expiry.remove([old.ttl, key]);
+  void dbs.expiry.put([ttl, key], 1);
+  const item: StoredItem = { ...withoutUndefined(fields), ttl };
+  void dbs.items.put(key, item);
+  if (key.startsWith(EVENT_PREFIX)) {
+    if (item.status === 'queued') void dbs.queued.put(key, 1);
+    else if (old?.status === 'queued') void dbs.queued.remove(key);
+  }
+}
+
+export function removeItem(dbs: Databases, pk: string): void {
+  const key = storageKey(pk);
+  const old = dbs.items.get(key);
+  if (!old) return;
+  void dbs.expiry.remove([old.ttl, key]);
+  void dbs.items.remove(key);
+  if (old.status === 'queued') void dbs.queued.remove(key);
+}
+
+/**
+ * Deletes items whose ttl has passed at `now` (the DynamoDB TTL sweeper's job), at most `batch`
+ * per transaction so that no writer waits long. Reads never depend on it: they judge expiry
+ * themselves. Returns how many were deleted.
+ */
+export async function sweepExpired(dbs: Databases, now: number, batch = 5000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const deleted = await write(dbs, () => {
+      // Collected first: deleting under a live cursor would move it.
+      const keys = [...dbs.expiry.getKeys({ end: [now / 1000], limit: batch })];
+      for (const key of keys) {
+        const [ttl, pk] = key;
+        const item = dbs.items.get(pk);
+        if (item && item.ttl === ttl) {
+          void dbs.items.remove(pk);
+          if (item.status === 'queued') void dbs.queued.remove(pk);
+        }
+        void dbs.expiry.remove(key);
+      }
+      return keys.length;
+    });
+    total += deleted;
+    if (deleted < batch) return total;
+  }
+}
+
+/** Event ids for a log line: all of a few, the first ten of many. */
+export function idList(ids: readonly string[]): string {
+  return ids.length <= 10 ? ids.join(', ') : `${ids.slice(0, 10).join(', ')} and ${ids.length - 10} more`;
+}
+
+export function withoutUndefined(value: object): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined));
+}
+
+/** An item as a record: without the storage-only `ttl`, and a copy the caller may keep. */
+export function recordOf<T>(item: StoredItem): T {
+  const { ttl: _ttl, ...rest } = item;
+  return rest as T;
+}
+
+// ---- the header check ---------------------------------------------------------------------------
+
+// LMDB data format 2 (the lmdb-js build), 64-bit little-endian: a 24-byte page header, then MDB_meta.
+const PAGE_HEADER_BYTES = 24;
+const P_META = 0x08;
+const MDB_MAGIC = 0xbeefc0de;
+const MDB_DATA_VERSION = 2;
+const META_BYTES = 144;
+
+/**
+ * Checks both meta pages of an existing file. Throws StateUnreadable when it is not an LMDB
+ * environment of this format; 'suspect' when it is shorter than its newest meta page says (LMDB
+ * may legitimately leave freed trailing pages unwritten, so only a read can tell).
+ */
+async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
+  // The layout below is that of 64-bit little-endian builds, the only ones lmdb ships prebuilt.
+  if (endianness() !== 'LE' || !['x64', 'arm64'].includes(process.arch)) return 'ok';
+  let handle;
+  try {
+    handle = await openFile(file, fsConstants.O_RDONLY);
+  } catch (error) {
+    throw unreadable(file, error);
+  }
+  try {
+    const size = (await handle.stat()).size;
+    const notLmdb = (why: string) => new StateUnreadable(file, `it is not a dm-dot database (${why})`, moveAsideRemedy(file));
+    if (size === 0) throw notLmdb('the file is empty');
+    const first = await readAt(handle, 0, PAGE_HEADER_BYTES + META_BYTES);
+    if (first.length < PAGE_HEADER_BYTES + META_BYTES) throw notLmdb('the file is too short');
+    const meta0 = parseMeta(first);
+    if (meta0 === 'not_meta') throw notLmdb('no LMDB header');
+    if (meta0 === 'bad_version') {
+      throw new StateUnreadable(file, 'it was written by an incompatible LMDB version', 'Open it with the dm-dot version that wrote it, or move it aside to start empty');
+    }
+    const second = await readAt(handle, meta0.pageSize, PAGE_HEADER_BYTES + META_BYTES);
+    const meta1 = second.length === PAGE_HEADER_BYTES + META_BYTES ? parseMeta(second) : 'not_meta';
+    if (typeof meta1 === 'string') throw new StateUnreadable(file, 'it is damaged or truncated (its second header page is missing)', moveAsideRemedy(file));
+    const newest = meta1.txnId > meta0.txnId ? meta1 : meta0;
+    return size < (newest.lastPage + 1) * newest.pageSize ? 'suspect' : 'ok';
+  } finally {
+    await handle.close();
+  }
+}
+
+async function readAt(handle: Awaited<ReturnType<typeof openFile>>, position: number, length: number): Promise<Buffer> {
+  const buffer = Buffer.alloc(length);
+  const { bytesRead } = await handle.read(buffer, 0, length, position);
+  return buffer.subarray(0, bytesRead);
+}
+
+function parseMeta(page: Buffer): { pageSize: number; lastPage: number; txnId: bigint } | 'not_meta' | 'bad_version' {
+  const flags = page.readUInt16LE(18);
+  if ((flags & P_META) === 0 || page.readUInt32LE(PAGE_HEADER_BYTES) !== MDB_MAGIC) return 'not_meta';
+  if ((page.readUInt32LE(PAGE_HEADER_BYTES + 4) & 0xffff) !== MDB_DATA_VERSION) return 'bad_version';
+  const pageSize = page.readUInt32LE(PAGE_HEADER_BYTES + 24);
+  if (pageSize < 512 || pageSize > 65536 || (pageSize & (pageSize - 1)) !== 0) return 'not_meta';
+  const lastPage = Number(page.readBigUInt64LE(PAGE_HEADER_BYTES + 120));
+  return { pageSize, lastPage, txnId: page.readBigUInt64LE(PAGE_HEADER_BYTES + 128) };
+}
+
+// Reads every entry of every sub-database (each leaf and overflow page) in a throwaway process:
+// if the file is truncated under its data, the crash happens there, not in the server.
+const PROBE = `
+const { open } = require(process.env.DMDOT_PROBE_MODULE);
+const env = open(process.env.DMDOT_PROBE_FILE, { readOnly: true, noSubdir: true, maxDbs: 12 });
+for (const name of env.getKeys({ snapshot: true })) {
+  if (typeof name !== 'string') continue;
+  const db = env.openDB(name, { encoding: 'binary', keyEncoding: 'binary' });
+  for (const entry of db.getRange({ snapshot: true })) void entry.value.length;
+}
+process.exit(0);
+`;
+
+function probeInChild(file: string): void {
+  let module = 'lmdb';
+  try {
+    module = require.resolve('lmdb');
+  } catch {
+    // Resolved from the working directory instead.
+  }
+  const result = spawnSync(process.execPath, ['-e', PROBE], {
+    env: { ...process.env, DMDOT_PROBE_FILE: file, DMDOT_PROBE_MODULE: module },
+    stdio: 'pipe',
+    timeout: 120_000,
+  });
+  if (result.status === 0) return;
+  const firstLine = result.stderr?.toString('utf8').split('\n').find((line) => line.trim() !== '')?.slice(0, 200);
+  const how = result.signal
+    ? `reading it crashed the reader (${result.signal})`
+    : `reading it failed (exit ${String(result.status)}${firstLine ? `: ${firstLine}` : ''})`;
+  throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
+}

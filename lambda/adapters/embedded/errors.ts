@@ -1,0 +1,48 @@
+/**
+ * The two ways opening the embedded database refuses, each with a sentence for the operator:
+ *
+ * - `StateDirInUse`: a live server owns the state directory (one server per directory). It names
+ *   the owner's pid and, once known, its URL, so a second server can say who holds it and exit 2,
+ *   and the operator CLI can go through that server instead.
+ * - `StateUnreadable`: a file of the state directory cannot be opened or read (not an LMDB file,
+ *   truncated, wrong permissions, a legacy file that does not parse). It names the file and what
+ *   to do; nothing is ever skipped silently.
+ *
+ * Deliberately not here: printing or exit codes (the entry point decides), and any file content
+ * in a message (a store file holds the subscription's signing secret).
+ */
+
+export interface OwnerSummary {
+  pid: number;
+  /** The server's base URL, once it listens (absent while it is starting). */
+  url?: string;
+  startedAt: number;
+}
+
+export class StateDirInUse extends Error {
+  constructor(
+    readonly stateDir: string,
+    readonly owner: OwnerSummary,
+  ) {
+    super(
+      `the state directory ${stateDir} is in use by another dm-dot server (pid ${owner.pid}${owner.url ? `, ${owner.url}` : ', still starting'}): ` +
+        'stop that server first, or give this one its own directory with DMDOT_STATE_DIR',
+    );
+    this.name = 'StateDirInUse';
+  }
+}
+
+export class StateUnreadable extends Error {
+  constructor(
+    /** The file (or directory) that could not be used. */
+    readonly file: string,
+    /** What is wrong with it, in a few words. */
+    readonly problem: string,
+    /** What the operator can do about it. */
+    readonly remedy: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`cannot use ${file}: ${problem}. ${remedy}`, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'StateUnreadable';
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * The embedded database of the local runtime (SPEC 9): one LMDB environment,
+ * `<state dir>/dm-dot.lmdb`, holding every store item, the delivery jobs (written in the same
+ * transaction as their event record), the dead letters and the owner record.
+ *
+ * `openEmbeddedDatabase(stateDir, { role })`:
+ * - `server`: claims the state directory (StateDirInUse when a live server owns it), puts jobs a
+ *   dead owner's worker held back in the schedule, imports the earlier file layout if it is there
+ *   (legacy.ts), repairs queued records without a job (repair.ts) and sweeps expired items. What
+ *   it did is in `report.lines`, one line each, for the caller to log.
+ * - `operator`: claims nothing, imports nothing. When a live server owns the directory it throws
+ *   StateDirInUse naming it (go through that server); otherwise the database is the operator's to
+ *   use directly, transactionally safe even if a server starts meanwhile (its worker polls for
+ *   jobs written by other processes).
+ *
+ * A file that cannot be used throws StateUnreadable naming it; nothing is skipped silently.
+ *
+ * Deliberately not here: the delivery worker (lambda/local/worker.ts), settings, printing.
+ */
+import { resolve } from 'node:path';
+import { systemClock, type Clock } from '../../ports';
+import { StateDirInUse, type OwnerSummary } from './errors';
+import { closeDatabases, openDatabases, sweepExpired, type Databases } from './environment';
+import { JobTable } from './jobs';
+import { importLegacyLayout, legacyLayoutPresent, type LegacyImport } from './legacy';
+import { EmbeddedOutbox } from './outbox';
+import { claimOwnership, isAlive, readOwner as readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord } from './ownership';
+import { repairQueuedWithoutJobs, type RepairReport } from './repair';
+import { EmbeddedStore } from './store';
+
+export { DATABASE_FILE } from './environment';
+export { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
+export type { DeadLetter, DueJob, JobCounts, JobTable } from './jobs';
+export type { LegacyImport } from './legacy';
+export type { RepairReport } from './repair';
+export type { EmbeddedOutbox } from './outbox';
+export type { EmbeddedStore } from './store';
+
+export type DatabaseRole = 'server' | 'operator';
+
+export interface OpenEmbeddedOptions {
+  role: DatabaseRole;
+  /** The clock of job due times, the owner's start time and the sweep; default the system clock. */
+  clock?: Clock;
+}
+
+export interface OpenReport {
+  /** Server: the dead owner whose record this server replaced. */
+  tookOverFrom?: OwnerSummary;
+  /** Server: jobs a dead owner's worker held, due again now. */
+  releasedLeases: number;
+  imported?: LegacyImport;
+  repaired?: RepairReport;
+  /** Server: expired items removed at open. */
+  swept: number;
+  /** Operator: the earlier file layout is still there (a server imports it at its next start). */
+  legacyPending: boolean;
+  /** What opening did, one line each, for the log. */
+  lines: string[];
+}
+
+export interface EmbeddedDatabase {
+  readonly stateDir: string;
+  /** The LMDB file. */
+  readonly file: string;
+  readonly role: DatabaseRole;
+  readonly store: EmbeddedStore;
+  readonly outbox: EmbeddedOutbox;
+  readonly jobs: JobTable;
+  readonly report: OpenReport;
+  /** Server: records the URL it listens on in the owner record (for StateDirInUse and the CLI). */
+  setOwnerUrl(url: string): Promise<void>;
+  /** The owner record as stored now, live or not (for status output). */
+  owner(): (OwnerSummary & { alive: boolean }) | undefined;
+  /** Called after each commit of this handle that added or moved a job earlier; returns an unsubscribe. */
+  onJobsChanged(listener: () => void): () => void;
+  /** Removes items whose ttl has passed at `now` (reads never depend on it). Returns how many. */
+  sweepExpired(now: number): Promise<number>;
+  /** Server: clears the owner record if it is still ours. Also part of `close`. */
+  release(): Promise<boolean>;
+  /** Releases (server) and closes the environment. Stop the worker first. */
+  close(): Promise<void>;
+}
+
+export async function openEmbeddedDatabase(stateDir: string, options: OpenEmbeddedOptions): Promise<EmbeddedDatabase> {
+  const dir = resolve(stateDir);
+  const clock = options.clock ?? systemClock;
+  const dbs = (await openDatabases(dir, { create: true }))!;
+  const listeners = new Set<() => void>();
+  const changed = () => {
+    for (const listener of [...listeners]) listener();
+  };
+  let mine: OwnerRecord | undefined;
+  const report: OpenReport = { releasedLeases: 0, swept: 0, legacyPending: false, lines: [] };
+  const jobs = new JobTable(dbs, clock, changed);
+  try {
+    if (options.role === 'server') {
+      const now = clock.now();
+      const claimed = await claimOwnership(dbs, dir, now);
+      mine = claimed.mine;
+      if (claimed.replaced) {
+        report.tookOverFrom = summary(claimed.replaced);
+        report.lines.push(`took over ${dir} from a server that is gone (pid ${claimed.replaced.pid})`);
+      }
+      report.releasedLeases = await jobs.releaseLeases(now);
+      if (report.releasedLeases > 0) report.lines.push(`${report.releasedLeases} delivery jobs that the previous server was attempting are due again`);
+      const imported = await importLegacyLayout(dbs, dir, now);
+      if (imported) {
+        report.imported = imported;
+        report.lines.push(imported.line);
+      }
+      report.repaired = await repairQueuedWithoutJobs(dbs, now);
+      if (report.repaired.line) report.lines.push(report.repaired.line);
+      report.swept = await sweepExpired(dbs, now);
+    } else {
+      const owner = readOwnerRecord(dbs);
+      if (owner && isAlive(owner)) throw new StateDirInUse(dir, summary(owner));
+      report.legacyPending = await legacyLayoutPresent(dir);
+      if (report.legacyPending) report.lines.push(`${dir} still holds the earlier file layout: start the server once to import it`);
+    }
+  } catch (error) {
+    if (mine) await releaseOwnership(dbs, mine.token).catch(() => undefined);
+    await closeDatabases(dbs).catch(() => undefined);
+    throw error;
+  }
+  return handle(dir, dbs, options.role, clock, jobs, changed, listeners, report, mine);
+}
+
+/**
+ * The live server owning `stateDir`, if any, without opening the database for use (and without
+ * creating one where there is none): how the operator CLI finds the server to go through.
+ */
+export async function readOwner(stateDir: string): Promise<OwnerSummary | undefined> {
+  const dbs = await openDatabases(resolve(stateDir), { create: false });
+  if (!dbs) return undefined;
+  try {
+    const owner = readOwnerRecord(dbs);
+    return owner && isAlive(owner) ? summary(owner) : undefined;
+  } finally {
+    await closeDatabases(dbs);
+  }
+}
+
+function handle(
+  stateDir: string,
+  dbs: Databases,
+  role: DatabaseRole,
+  clock: Clock,
+  jobs: JobTable,
+  changed: () => void,
+  listeners: Set<() => void>,
+  report: OpenReport,
+  mine: OwnerRecord | undefined,
+): EmbeddedDatabase {
+  let closing: Promise<void> | undefined;
+  const release = async () => (mine ? releaseOwnership(dbs, mine.token) : false);
+  return {
+    stateDir,
+    file: dbs.file,
+    role,
+    store: new EmbeddedStore(dbs),
+    outbox: new EmbeddedOutbox(dbs, clock, changed),
+    jobs,
+    report,
+    async setOwnerUrl(url: string) {
+      if (!mine) throw new Error('only a server records its URL in the owner record');
+      if (!(await setOwnerUrl(dbs, mine.token, url))) throw new Error(`the state directory ${stateDir} is no longer owned by this server`);
+    },
+    owner() {
+      const owner = readOwnerRecord(dbs);
+      return owner ? { ...summary(owner), alive: isAlive(owner) } : undefined;
+    },
+    onJobsChanged(listener: () => void) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    sweepExpired: (now: number) => sweepExpired(dbs, now),
+    release,
+    close() {
+      return (closing ??= (async () => {
+        listeners.clear();
+        try {
+          await release();
+        } finally {
+          await closeDatabases(dbs);
+        }
+      })());
+    },
+  };
+}

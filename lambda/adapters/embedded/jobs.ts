@@ -1,0 +1,231 @@
+/**
+ * The job table of the embedded database: the local twin of the SQS queue and its dead-letter
+ * queue. One row per event with a delivery in play, keyed by `[dueAt, eventId]` in an ordered
+ * sub-database, so "what is due now" is a range read of the due rows only (never a scan of the
+ * schedule or of the event records), plus an index by event id.
+ *
+ * The worker (lambda/local/worker.ts) receives a row (its receive count goes up and the row moves
+ * to the end of a lease, as an SQS visibility timeout would hide it), then completes, reschedules
+ * or dead-letters it. Each of those takes the row's `jobId` as a receipt: when an operator's resend
+ * replaced the job in between, the stale receipt changes nothing.
+ *
+ * Deliberately not here: the decision what to do with a job (core/delivery.ts and the worker),
+ * and inserting a job without its record (the outbox does both in one transaction).
+ */
+import { randomUUID } from 'node:crypto';
+import type { DeadLetterReason } from '../../core/protocol';
+import type { Clock, DeliveryJob } from '../../ports';
+import { withoutUndefined, write, type Databases, type DeadLetterRow, type JobKey, type JobRow } from './environment';
+
+export interface DueJob {
+  eventId: string;
+  job: DeliveryJob;
+  dueAt: number;
+  receives: number;
+  /** The receipt of this row: pass it back to complete, reschedule or dead-letter this very job. */
+  jobId: string;
+  /** Set while a worker holds it (or held it when its process died). */
+  leasedUntil?: number;
+}
+
+export interface DeadLetter {
+  eventId: string;
+  job: DeliveryJob;
+  reason: DeadLetterReason;
+  receives: number;
+  deadLetteredAt: number;
+}
+
+export interface JobCounts {
+  /** Jobs waiting, retrying or being attempted. */
+  queued: number;
+  deadLetters: number;
+}
+
+export class JobTable {
+  constructor(
+    private readonly dbs: Databases,
+    private readonly clock: Clock,
+    private readonly changed: () => void,
+  ) {}
+
+  /** Jobs due at `now` (dueAt <= now), earliest first, at most `limit`. */
+  async due(now: number, limit = 100): Promise<DueJob[]> {
+    const rows: DueJob[] = [];
+    for (const { value } of this.dbs.jobs.getRange({ end: [Math.floor(now) + 1], limit })) rows.push(dueJob(value));
+    return rows;
+  }
+
+  /** When the earliest job is due, or undefined when there is none. */
+  async nextDueAt(): Promise<number | undefined> {
+    for (const key of this.dbs.jobs.getKeys({ limit: 1 })) return key[0];
+    return undefined;
+  }
+
+  async get(eventId: string): Promise<DueJob | undefined> {
+    const row = rowOf(this.dbs, eventId);
+    return row ? dueJob(row) : undefined;
+  }
+
+  /** Every job, earliest first (for inspection and tests). */
+  async all(): Promise<DueJob[]> {
+    return [...this.dbs.jobs.getRange()].map(({ value }) => dueJob(value));
+  }
+
+  /**
+   * A worker takes the job: its receive count goes up (persisted before any attempt) and it is
+   * hidden until `now + leaseMs`. Undefined when the job is gone (or is not `jobId` any more).
+   */
+  receive(eventId: string, now: number, leaseMs: number, jobId?: string): Promise<DueJob | undefined> {
+    return write(this.dbs, () => {
+      const row = rowOf(this.dbs, eventId);
+      if (!row || (jobId !== undefined && row.jobId !== jobId)) return undefined;
+      const leasedUntil = Math.ceil(now + leaseMs);
+      const next = moveRow(this.dbs, row, leasedUntil, { receives: row.receives + 1, leasedUntil });
+      return dueJob(next);
+    });
+  }
+
+  /** Due again at `dueAt` with this receive count. False when the job is gone or was replaced. */
+  async reschedule(eventId: string, dueAt: number, receives: number, jobId?: string): Promise<boolean> {
+    const moved = await write(this.dbs, () => {
+      const row = rowOf(this.dbs, eventId);
+      if (!row || (jobId !== undefined && row.jobId !== jobId)) return false;
+      const { leasedUntil: _released, ...rest } = row;
+      moveRow(this.dbs, rest, Math.ceil(dueAt), { receives });
+      return true;
+    });
+    if (moved) this.changed();
+    return moved;
+  }
+
+  /** The job reached a final state: its row goes. False when it was gone or replaced already. */
+  complete(eventId: string, jobId?: string): Promise<boolean> {
+    return write(this.dbs, () => {
+      const row = rowOf(this.dbs, eventId);
+      if (!row || (jobId !== undefined && row.jobId !== jobId)) return false;
+      removeJobInTxn(this.dbs, eventId);
+      return true;
+    });
+  }
+
+  /** Moves the job to the dead letters with why (the local dead-letter queue). */
+  deadLetter(eventId: string, reason: DeadLetterReason, receives: number, jobId?: string): Promise<boolean> {
+    const at = this.clock.now();
+    return write(this.dbs, () => {
+      const row = rowOf(this.dbs, eventId);
+      if (!row || (jobId !== undefined && row.jobId !== jobId)) return false;
+      removeJobInTxn(this.dbs, eventId);
+      void this.dbs.deadLetters.put(eventId, { job: row.job, reason, receives, deadLetteredAt: at });
+      return true;
+    });
+  }
+
+  /**
+   * The operator's redrive: every dead letter back as a job, due at `now`, with a fresh receive
+   * count and `redriven: true` (a failed event then gets a new round of the schedule). An event
+   * that has a job again already (an operator's resend) keeps that one. Returns how many.
+   */
+  async redrive(now: number): Promise<number> {
+    const count = await write(this.dbs, () => {
+      const letters = [...this.dbs.deadLetters.getRange()];
+      for (const { key, value } of letters) {
+        if (rowOf(this.dbs, key) === undefined) putJobInTxn(this.dbs, { ...value.job, redriven: true }, now, now);
+        void this.dbs.deadLetters.remove(key);
+      }
+      return letters.length;
+    });
+    if (count > 0) this.changed();
+    return count;
+  }
+
+  async counts(): Promise<JobCounts> {
+    return { queued: entryCount(this.dbs.jobIndex), deadLetters: entryCount(this.dbs.deadLetters) };
+  }
+
+  async deadLetters(): Promise<DeadLetter[]> {
+    return [...this.dbs.deadLetters.getRange()].map(({ key, value }) => ({ eventId: key, ...value }));
+  }
+
+  /**
+   * Jobs a worker held when its process stopped (only the owner's worker takes leases, and a new
+   * owner runs this before its worker starts): due at `now`, their receive counts kept.
+   */
+  async releaseLeases(now: number): Promise<number> {
+    const released = await write(this.dbs, () => {
+      const leased = [...this.dbs.leases.getKeys()];
+      for (const eventId of leased) {
+        const row = rowOf(this.dbs, eventId);
+        if (!row) {
+          void this.dbs.leases.remove(eventId);
+          continue;
+        }
+        const { leasedUntil: _released, ...rest } = row;
+        moveRow(this.dbs, rest, Math.min(Math.ceil(now), row.dueAt), {});
+      }
+      return leased.length;
+    });
+    if (released > 0) this.changed();
+    return released;
+  }
+}
+
+function dueJob(row: JobRow): DueJob {
+  return {
+    eventId: row.job.eventId,
+    job: row.job,
+    dueAt: row.dueAt,
+    receives: row.receives,
+    jobId: row.jobId,
+    ...(row.leasedUntil !== undefined ? { leasedUntil: row.leasedUntil } : {}),
+  };
+}
+
+function entryCount(db: Databases['jobIndex'] | Databases['deadLetters']): number {
+  const stats = db.getStats() as { entryCount?: unknown };
+  return typeof stats.entryCount === 'number' ? stats.entryCount : db.getCount();
+}
+
+function rowOf(dbs: Databases, eventId: string): JobRow | undefined {
+  const dueAt = dbs.jobIndex.get(eventId);
+  return dueAt === undefined ? undefined : dbs.jobs.get([dueAt, eventId]);
+}
+
+/** Inside a write: the row under its new due time, with `changes` applied. */
+function moveRow(dbs: Databases, row: JobRow, dueAt: number, changes: Partial<JobRow>): JobRow {
+  const eventId = row.job.eventId;
+  void dbs.jobs.remove([row.dueAt, eventId]);
+  const next: JobRow = { ...row, ...changes, dueAt };
+  void dbs.jobs.put([dueAt, eventId] satisfies JobKey, next);
+  void dbs.jobIndex.put(eventId, dueAt);
+  if (next.leasedUntil !== undefined) void dbs.leases.put(eventId, next.leasedUntil);
+  else if (row.leasedUntil !== undefined || dbs.leases.get(eventId) !== undefined) void dbs.leases.remove(eventId);
+  return next;
+}
+
+/**
+ * Inside a write: the event's job, due at `dueAt`, replacing any job the event had (one per event:
+ * the newer intent wins, and the replaced row's receipt stops working).
+ */
+export function putJobInTxn(dbs: Databases, job: DeliveryJob, dueAt: number, now: number, receives = 0): JobRow {
+  removeJobInTxn(dbs, job.eventId);
+  const row: JobRow = { jobId: randomUUID(), job: withoutUndefined(job) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives, enqueuedAt: now };
+  void dbs.jobs.put([row.dueAt, job.eventId] satisfies JobKey, row);
+  void dbs.jobIndex.put(job.eventId, row.dueAt);
+  return row;
+}
+
+/** Inside a write: removes the event's job, if any. */
+export function removeJobInTxn(dbs: Databases, eventId: string): JobRow | undefined {
+  const dueAt = dbs.jobIndex.get(eventId);
+  if (dueAt === undefined) return undefined;
+  const row = dbs.jobs.get([dueAt, eventId]);
+  void dbs.jobs.remove([dueAt, eventId]);
+  void dbs.jobIndex.remove(eventId);
+  if (row?.leasedUntil !== undefined) void dbs.leases.remove(eventId);
+  return row;
+}
+
+export function hasJobInTxn(dbs: Databases, eventId: string): boolean {
+  return dbs.jobIndex.get(eventId) !== undefined;
+}

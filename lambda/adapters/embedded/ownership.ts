@@ -1,0 +1,134 @@
+/**
+ * One server per state directory. A server claims the owner record (`meta/owner`) in a write
+ * transaction: LMDB serializes writers across processes, so of two servers starting at once
+ * exactly one finds no live owner and writes itself. The record names the process (pid, and on
+ * Linux its start time and the boot id, so that a pid reused by another process after a crash or
+ * a reboot is not mistaken for the owner), its URL once it listens, and when it started.
+ *
+ * A record whose process is gone (kill -9, a crash) is taken over. A server clears the record at
+ * stop only while it is still its own (the `token` is per open, so two servers in one process are
+ * told apart too). The operator role never writes it.
+ *
+ * Deliberately not here: what the caller does about a live owner (print, exit 2, or go through
+ * that server's admin routes), and any locking beyond LMDB's own writer lock.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { StateDirInUse, type OwnerSummary } from './errors';
+import { write, type Databases } from './environment';
+
+export interface OwnerRecord {
+  /** Unique per open: "still ours" means this token, never merely this pid. */
+  token: string;
+  pid: number;
+  /** Linux: field 22 of /proc/<pid>/stat (clock ticks after boot). */
+  startTime?: string;
+  /** Linux: /proc/sys/kernel/random/boot_id. */
+  bootId?: string;
+  hostname: string;
+  startedAt: number;
+  url?: string;
+}
+
+const OWNER_KEY = 'owner';
+
+export function readOwner(dbs: Databases): OwnerRecord | undefined {
+  return ownerOf(dbs.meta.get(OWNER_KEY));
+}
+
+export function summary(owner: OwnerRecord): OwnerSummary {
+  return { pid: owner.pid, startedAt: owner.startedAt, ...(owner.url !== undefined ? { url: owner.url } : {}) };
+}
+
+/**
+ * Claims the state directory for this process (a server starts nothing else before it owns the
+ * directory). Throws StateDirInUse when a live process owns it. Returns the record written and
+ * the dead owner it replaced, if any.
+ */
+export async function claimOwnership(dbs: Databases, stateDir: string, now: number): Promise<{ mine: OwnerRecord; replaced?: OwnerRecord }> {
+  const { startTime, bootId } = processIdentity(process.pid);
+  const mine: OwnerRecord = {
+    token: randomUUID(),
+    pid: process.pid,
+    hostname: hostname(),
+    startedAt: now,
+    ...(startTime !== undefined ? { startTime } : {}),
+    ...(bootId !== undefined ? { bootId } : {}),
+  };
+  const outcome = await write(dbs, () => {
+    const current = readOwner(dbs);
+    if (current && isAlive(current)) return { ok: false as const, current };
+    void dbs.meta.put(OWNER_KEY, mine);
+    return { ok: true as const, replaced: current };
+  });
+  if (!outcome.ok) throw new StateDirInUse(stateDir, summary(outcome.current));
+  return { mine, ...(outcome.replaced ? { replaced: outcome.replaced } : {}) };
+}
+
+/** Records the server's URL in its owner record; false when the record is not ours any more. */
+export function setOwnerUrl(dbs: Databases, token: string, url: string): Promise<boolean> {
+  return write(dbs, () => {
+    const current = readOwner(dbs);
+    if (!current || current.token !== token) return false;
+    void dbs.meta.put(OWNER_KEY, { ...current, url });
+    return true;
+  });
+}
+
+/** Clears the owner record only if it is still ours (a takeover since must not be undone). */
+export function releaseOwnership(dbs: Databases, token: string): Promise<boolean> {
+  return write(dbs, () => {
+    const current = readOwner(dbs);
+    if (!current || current.token !== token) return false;
+    void dbs.meta.remove(OWNER_KEY);
+    return true;
+  });
+}
+
+/** True while the process that wrote `owner` still runs. */
+export function isAlive(owner: Pick<OwnerRecord, 'pid' | 'startTime' | 'bootId'>): boolean {
+  // process.kill(0) and negative pids address process groups: never a valid owner.
+  if (!Number.isSafeInteger(owner.pid) || owner.pid <= 0) return false;
+  try {
+    process.kill(owner.pid, 0);
+  } catch (error) {
+    // EPERM: it exists but belongs to another user; it still holds the directory.
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  if (process.platform !== 'linux') return true;
+  const now = processIdentity(owner.pid);
+  if (owner.bootId !== undefined && now.bootId !== undefined && owner.bootId !== now.bootId) return false;
+  if (now.zombie) return false;
+  return owner.startTime === undefined || now.startTime === undefined || owner.startTime === now.startTime;
+}
+
+/** What tells this process apart from a later one with the same pid (Linux only; empty elsewhere). */
+export function processIdentity(pid: number): { startTime?: string; bootId?: string; zombie?: boolean } {
+  if (process.platform !== 'linux') return {};
+  const identity: { startTime?: string; bootId?: string; zombie?: boolean } = {};
+  try {
+    identity.bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    // No procfs boot id (some containers): the start time alone must do.
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so split after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // fields[0] is field 3 (state); starttime is field 22.
+    const startTime = fields[19];
+    if (startTime !== undefined && /^\d+$/.test(startTime)) identity.startTime = startTime;
+    if (fields[0] === 'Z' || fields[0] === 'X') identity.zombie = true;
+  } catch {
+    // Gone between the signal check and this read, or no procfs.
+  }
+  return identity;
+}
+
+function ownerOf(value: unknown): OwnerRecord | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const record = value as Partial<OwnerRecord>;
+  if (typeof record.token !== 'string' || typeof record.pid !== 'number' || typeof record.startedAt !== 'number') return undefined;
+  return record as OwnerRecord;
+}

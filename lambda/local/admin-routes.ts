@@ -1,0 +1,151 @@
+/**
+ * The admin routes of the local runtime (`/admin/...`), through which the operator CLI acts on a
+ * running server instead of opening its database beside it: the delivery log and one event,
+ * resend, the subscription and its clear, redrive, status, key rotation. Each route runs the
+ * shared operator actions (lambda/operator) over the server's own ports.
+ *
+ * They are for this machine only, and say so at every request:
+ * - the `Host` must be one of the server's own loopback addresses with its port (not a tunnel's
+ *   host from DMDOT_ALLOWED_HOSTS);
+ * - a request carrying forwarding headers (`Forwarded`, `X-Forwarded-For`, `X-Forwarded-Host`,
+ *   `X-Forwarded-Proto`, `X-Real-IP`, `Via`), which a tunnel or proxy adds, is refused, so they
+ *   stay local even with a tunnel in front;
+ * - a request carrying an `Origin` (a browser page) is refused;
+ * - the admin token from `<state dir>/admin-token` is required; the shared API key is not accepted:
+ *   whoever holds the API key (ChatGPT, pup, any sender) must not be able to end the subscription
+ *   or move dead letters.
+ *
+ * Deliberately not here: the admin routes on AWS (lambda/http/app.ts never has them; there the
+ * operator's IAM credentials are the admin credential), and request bodies (no route takes one).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type http from 'node:http';
+import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription } from '../operator/actions';
+import { EVENT_STATUSES, isEventStatus } from '../operator/views';
+import type { Outbox, Store } from '../ports';
+import { pathOf } from './http-server';
+
+export const ADMIN_PREFIX = '/admin/';
+
+export interface AdminStatus {
+  [key: string]: unknown;
+}
+
+export interface AdminDeps {
+  store: Store;
+  outbox: Outbox;
+  now(): number;
+  token: string;
+  /** The Host values that reach the admin routes: the server's own loopback addresses with the port. */
+  hosts: ReadonlySet<string>;
+  /** Moves the dead letters back into the job table; resolves with how many moved. */
+  redrive(): Promise<number>;
+  /** Jobs waiting and dead letters. */
+  queueCounts(): Promise<{ queued: number; deadLetters: number }>;
+  /** The switches in force and where things are (never a secret). */
+  describe(): AdminStatus;
+  /** Rotates the API key; undefined when the key comes from MCP_API_KEY and cannot be rotated here. */
+  rotateKey?(): Promise<{ keyFile: string }>;
+  /** Called after a resend, so the worker looks at once. */
+  wake(): void;
+}
+
+const FORWARDING_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via'] as const;
+
+function sha256(value: string): Buffer {
+  return createHash('sha256').update(value, 'utf8').digest();
+}
+
+/** Constant time whatever the lengths: both sides are hashed first. */
+function tokenMatches(offered: string | undefined, token: string): boolean {
+  return offered !== undefined && timingSafeEqual(sha256(offered), sha256(token));
+}
+
+function answer(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+function refuse(res: http.ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+  answer(res, status, { error: { code, message } }, headers);
+}
+
+export function isAdminPath(url: string | undefined): boolean {
+  const path = pathOf(url);
+  return path === '/admin' || path.startsWith(ADMIN_PREFIX);
+}
+
+const EVENT_ROUTE = /^\/admin\/events\/(evt_[0-9a-f]{32})(\/resend)?$/;
+
+/** Serves `/admin/...`. The request body, if any, is never read: no admin route takes one. */
+export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  if (!deps.hosts.has((req.headers.host ?? '').toLowerCase())) {
+    return refuse(res, 403, 'forbidden_host', 'Admin routes answer on the server’s own loopback address only.');
+  }
+  if (FORWARDING_HEADERS.some((name) => req.headers[name] !== undefined)) {
+    return refuse(res, 403, 'forwarded', 'Admin routes refuse requests that came through a proxy or tunnel.');
+  }
+  // A browser page never gets here: no admin route answers a request that carries an Origin.
+  if (req.headers.origin !== undefined) return refuse(res, 403, 'forbidden_origin', 'Admin routes refuse cross-origin requests.');
+  const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim();
+  if (!tokenMatches(bearer, deps.token)) {
+    return refuse(res, 401, 'unauthorized', 'Admin routes need the admin token from <state dir>/admin-token (the API key is not accepted).', {
+      'www-authenticate': 'Bearer',
+    });
+  }
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  const method = req.method ?? 'GET';
+  const only = (allowed: string) => {
+    refuse(res, 405, 'method_not_allowed', `Use ${allowed}.`, { allow: allowed });
+  };
+  try {
+    const event = EVENT_ROUTE.exec(url.pathname);
+    if (event) {
+      const eventId = event[1]!;
+      if (event[2]) {
+        if (method !== 'POST') return only('POST');
+        const result = await resendEvent(deps, deps.now(), eventId);
+        if (result.resent) deps.wake();
+        return answer(res, 200, result);
+      }
+      if (method !== 'GET') return only('GET');
+      const detail = await showEvent(deps.store, deps.now(), eventId);
+      return detail ? answer(res, 200, { event: detail }) : refuse(res, 404, 'not_found', `No event ${eventId} in the delivery log.`);
+    }
+    switch (url.pathname) {
+      case '/admin/events': {
+        if (method !== 'GET') return only('GET');
+        const status = url.searchParams.get('status') ?? undefined;
+        if (status !== undefined && !isEventStatus(status)) {
+          return refuse(res, 400, 'invalid_status', `status must be one of ${EVENT_STATUSES.join(', ')}`);
+        }
+        return answer(res, 200, { events: await listEventViews(deps.store, deps.now(), status) });
+      }
+      case '/admin/subscription': {
+        if (method === 'GET') return answer(res, 200, { subscription: await showSubscription(deps.store, deps.now()) });
+        if (method === 'DELETE') return answer(res, 200, await clearSubscription(deps.store, deps.now(), url.searchParams.get('id') ?? undefined));
+        return only('GET, DELETE');
+      }
+      case '/admin/redrive': {
+        if (method !== 'POST') return only('POST');
+        return answer(res, 200, { moved: await deps.redrive() });
+      }
+      case '/admin/status': {
+        if (method !== 'GET') return only('GET');
+        const [subscription, events, queue] = await Promise.all([showSubscription(deps.store, deps.now()), eventCounts(deps.store, deps.now()), deps.queueCounts()]);
+        return answer(res, 200, { ...deps.describe(), subscription, events, queue });
+      }
+      case '/admin/key': {
+        if (method !== 'POST') return only('POST');
+        if (!deps.rotateKey) return refuse(res, 409, 'key_from_environment', 'The key comes from MCP_API_KEY: change it there and restart the server.');
+        return answer(res, 200, { rotated: true, ...(await deps.rotateKey()) });
+      }
+      default:
+        return refuse(res, 404, 'not_found', 'No such admin route.');
+    }
+  } catch {
+    // Storage or disk trouble; the detail stays out of the answer, as on the public routes.
+    if (!res.headersSent) refuse(res, 503, 'unavailable', 'The operation failed: storage unavailable.');
+    else res.end();
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * The local runtime's node:http server, hardened for a port that may sit behind a tunnel on the
+ * internet: node:http requests become web-standard Requests for the app (lambda/http/app.ts), and
+ * nothing a slow or hostile client does can hold the server open.
+ *
+ * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` (SPEC 8 gives
+ *   pup 5 s) and 15 s for any other route (10 s to arrive, then the 5 s of the request itself;
+ *   core/budgets.ts). A request still unanswered then gets `408` (or, if its answer had begun,
+ *   a closed connection), and its connection is closed: a body trickling one byte every few
+ *   seconds ends there. node:http's own `headersTimeout` and `requestTimeout` are set too, and
+ *   checked every second instead of every 30.
+ * - **The request's own deadline** (adapters/deadline.ts): each request runs under the deadline of
+ *   its route (the MCP budget, or less when the body took long to arrive), so the callback
+ *   challenge and the inline attempt get what is left, as on AWS.
+ * - **A cap on connections**: past `maxConnections` open at once, a new connection gets a
+ *   `503` with `Retry-After` and is closed, instead of an unanswered socket.
+ * - A request whose body was not read (refused before it) is answered with `Connection: close`.
+ *
+ * Deliberately not here: routes, auth and limits of the HTTP surface (the app), admin routes
+ * (admin-routes.ts), and TLS (a tunnel or proxy terminates it).
+ */
+import http from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { Readable } from 'node:stream';
+import { runWithDeadline } from '../adapters/deadline';
+import { Budgets, mcpDeadline } from '../core/budgets';
+import { PupRoutes } from '../core/protocol';
+import type { App } from '../http/app';
+
+export interface LocalServerOptions {
+  host: string;
+  port: number;
+  /** Connections open at once; past it a new one is answered 503 and closed. */
+  maxConnections: number;
+  /** Requests that are not the app's (the admin routes): served as they are, under the same deadlines. */
+  intercept?: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void> | undefined;
+  /** Called with every request the deadline ended (path only, never the query: it may hold the key). */
+  onTimeout?: (path: string) => void;
+  /** How long a request may take, by path; default `requestBudgetMs` (tests shorten it). */
+  budgetOf?: (path: string) => number;
+}
+
+export interface LocalServer {
+  server: http.Server;
+  port: number;
+  close(): Promise<void>;
+}
+
+const PUP_PATHS: ReadonlySet<string> = new Set(Object.values(PupRoutes));
+
+export function pathOf(url: string | undefined): string {
+  const raw = url ?? '/';
+  const end = raw.search(/[?#]/);
+  return end < 0 ? raw : raw.slice(0, end);
+}
+
+/** How long a request may take, from its first byte to its answer. */
+export function requestBudgetMs(path: string): number {
+  return PUP_PATHS.has(path) ? Budgets.localPupRequestMs : Budgets.localRequestMs;
+}
+
+const BUSY =
+  'HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 86\r\n\r\n' +
+  '{"error":{"code":"busy","message":"Too many open connections; try again in a second."}}';
+
+export async function startLocalServer(appOf: () => App, options: LocalServerOptions): Promise<LocalServer> {
+  const server = http.createServer((req, res) => void handle(appOf, options, req, res));
+  server.headersTimeout = Budgets.localHeadersMs;
+  server.requestTimeout = Budgets.localRequestMs;
+  server.keepAliveTimeout = Budgets.localKeepAliveMs;
+  // node:http checks the two timeouts above on this interval (30 s by default).
+  (server as http.Server & { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Budgets.localTimeoutCheckMs;
+
+  const open = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    if (open.size >= options.maxConnections) {
+      socket.end(BUSY);
+      return;
+    }
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
+  });
+  // A client that sends garbage gets node's 400 and a closed socket, never an exception.
+  server.on('clientError', (_error, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    else socket.destroy();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    server,
+    port,
+    close: () =>
+      new Promise<void>((done) => {
+        server.close(() => done());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+async function handle(appOf: () => App, options: LocalServerOptions, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const started = Date.now();
+  const path = pathOf(req.url);
+  const endsAt = started + (options.budgetOf ?? requestBudgetMs)(path);
+  const timer = setTimeout(() => {
+    options.onTimeout?.(path);
+    if (!res.headersSent) {
+      res.writeHead(408, { 'content-type': 'application/json', connection: 'close' });
+      res.end(JSON.stringify({ error: { code: 'request_timeout', message: 'The request took too long to arrive or to answer; the connection is closed.' } }));
+    }
+    // Whatever was still trickling in ends here.
+    setImmediate(() => req.socket.destroy());
+  }, endsAt - started);
+  timer.unref();
+  res.once('close', () => clearTimeout(timer));
+  try {
+    const intercepted = options.intercept?.(req, res);
+    if (intercepted) {
+      await intercepted;
+      return;
+    }
+    // The request's own deadline: the MCP budget from now, and never past the connection's end.
+    const deadline = Math.min(mcpDeadline(Date.now()), endsAt - Budgets.mcpAnswerReserveMs);
+    await runWithDeadline(deadline, () => serve(appOf(), req, res));
+  } catch {
+    if (!res.headersSent) {
+      res.writeHead(400, { 'content-type': 'application/json', connection: 'close' });
+      res.end(JSON.stringify({ error: { code: 'bad_request', message: 'The request could not be read.' } }));
+    } else res.destroy();
+  }
+}
+
+async function serve(app: App, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+  }
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  const request = new Request(`http://localhost${req.url ?? '/'}`, {
+    method: req.method ?? 'GET',
+    headers,
+    ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } : {}),
+  } as RequestInit);
+  const response = await app.handle(request, { host: req.headers.host ?? '' });
+  if (res.writableEnded || res.destroyed) return;
+  const out = Object.fromEntries(response.headers);
+  // A body left unread (the request was refused before it): the connection cannot be reused.
+  if (hasBody && !req.readableEnded) out.connection = 'close';
+  res.writeHead(response.status, out);
+  if (response.body) {
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      if (res.destroyed) return;
+      res.write(chunk);
+    }
+  }
+  // node:http closes the connection after an answer that says `Connection: close`.
+  res.end();
+}

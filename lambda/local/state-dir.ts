@@ -1,0 +1,98 @@
+/**
+ * The small files of a local state directory besides its database: `api-key` (the API key when
+ * MCP_API_KEY is not set: generated on first start, mode 0600) and `admin-token` (a random token
+ * the running server writes at every start, for the CLI's admin calls; mode 0600).
+ *
+ * Every write is a temporary file renamed into place, so a crash leaves the old file or the new
+ * one, never half of one. A file this process did not write is never deleted by it: the admin
+ * token is removed at stop only if it still holds this server's token.
+ *
+ * Deliberately not here: the database and its owner record (lambda/adapters/embedded), and
+ * printing a key or token (callers print the file's path only).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { API_KEY_MIN_CHARS } from '../config/fields';
+
+export const API_KEY_FILE = 'api-key';
+export const ADMIN_TOKEN_FILE = 'admin-token';
+
+/** A file of the state directory that cannot be used as it is: the sentence names it and what to do. */
+export class StateFileError extends Error {
+  override name = 'StateFileError';
+}
+
+/** A new API key: 32 random bytes, base64url (43 characters). */
+export function newApiKey(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** Writes `text` to `file` (mode 0600) through a temporary file, flushed before the rename. */
+export async function writeFileAtomic(file: string, text: string): Promise<void> {
+  const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  const handle = await open(tmp, 'w', 0o600);
+  try {
+    await handle.writeFile(text, 'utf8');
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(tmp, file);
+}
+
+async function readIfPresent(file: string): Promise<string | undefined> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    throw new StateFileError(`${file} cannot be read (${code ?? 'error'}): fix its permissions, or remove it to have a new key generated`);
+  }
+}
+
+/**
+ * The API key: MCP_API_KEY when set, else `<state dir>/api-key`, generated on first start. An
+ * empty key file (a crash while it was first written, or a user who emptied it) is treated as
+ * absent and replaced by a new key; a key file that holds something unusable is named in the error.
+ */
+export async function loadOrCreateApiKey(stateDir: string, fromEnv: string | undefined): Promise<{ key: string; file?: string; generated: boolean }> {
+  if (fromEnv !== undefined && fromEnv !== '') return { key: fromEnv, generated: false };
+  const file = resolve(stateDir, API_KEY_FILE);
+  const stored = (await readIfPresent(file))?.trim();
+  if (stored) {
+    if (stored.length < API_KEY_MIN_CHARS || /\s/.test(stored)) {
+      throw new StateFileError(`${file} does not hold a usable key (at least ${API_KEY_MIN_CHARS} characters, no spaces): remove it to have a new key generated`);
+    }
+    return { key: stored, file, generated: false };
+  }
+  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  const key = newApiKey();
+  await writeFileAtomic(file, `${key}\n`);
+  return { key, file, generated: true };
+}
+
+/** Writes a new key into `<state dir>/api-key`; the caller swaps it in. */
+export async function rotateApiKeyFile(stateDir: string): Promise<{ key: string; file: string }> {
+  const file = resolve(stateDir, API_KEY_FILE);
+  const key = newApiKey();
+  await writeFileAtomic(file, `${key}\n`);
+  return { key, file };
+}
+
+/** Writes a fresh admin token; a token from an earlier run stops working. */
+export async function publishAdminToken(stateDir: string): Promise<string> {
+  const token = randomBytes(32).toString('base64url');
+  await writeFileAtomic(join(stateDir, ADMIN_TOKEN_FILE), `${token}\n`);
+  return token;
+}
+
+/** Removes the admin token at stop, only if it is still this server's. */
+export async function withdrawAdminToken(stateDir: string, token: string): Promise<void> {
+  const current = (await readIfPresent(join(stateDir, ADMIN_TOKEN_FILE)).catch(() => undefined))?.trim();
+  if (current === token) await rm(join(stateDir, ADMIN_TOKEN_FILE), { force: true });
+}
+
+export async function readAdminToken(stateDir: string): Promise<string | undefined> {
+  return (await readIfPresent(join(stateDir, ADMIN_TOKEN_FILE)).catch(() => undefined))?.trim() || undefined;
+}

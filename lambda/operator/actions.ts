@@ -1,0 +1,80 @@
+/**
+ * The operator's actions over the ports (SPEC 9.1): show and clear the subscription, list the
+ * delivery log, show one event, resend one event. The CLI runs them against the stack's table
+ * (`--aws`) or a stopped local server's database; the running local server runs the very same
+ * functions behind its admin routes, so the two never disagree.
+ *
+ * Deliberately not here: how the CLI reaches them (lambda/cli), the admin routes' HTTP
+ * (lambda/local/admin-routes.ts), and redrive (the queue's own mechanics: SQS move tasks, or the
+ * embedded job table).
+ */
+import { EventStatus } from '../core/protocol';
+import type { DeliveryJob, EventPatch, Outbox, Store } from '../ports';
+import { eventDetail, eventView, isResendable, subscriptionView, type EventDetail, type EventView, type SubscriptionView } from './views';
+
+export async function showSubscription(store: Store, now: number): Promise<SubscriptionView | null> {
+  const record = await store.getSubscription(now);
+  return record ? subscriptionView(record) : null;
+}
+
+/**
+ * Ends the live subscription so that another callback can subscribe at once. With `expectedId`
+ * (the one the operator was shown and confirmed) nothing else is ever deleted; and the delete is
+ * conditional on the URL just read, so a subscription that replaced it in between is left alone.
+ * Its queued deliveries are dropped by the worker: the next subscribe starts a new generation.
+ */
+export async function clearSubscription(store: Store, now: number, expectedId?: string): Promise<{ cleared: boolean; id: string | null }> {
+  const record = await store.getSubscription(now);
+  if (!record) return { cleared: false, id: null };
+  if (expectedId !== undefined && record.id !== expectedId) return { cleared: false, id: record.id };
+  const cleared = await store.deleteSubscription(record.url);
+  return { cleared, id: record.id };
+}
+
+export async function listEventViews(store: Store, now: number, status?: EventStatus): Promise<EventView[]> {
+  return (await store.listEvents(now, status === undefined ? {} : { status })).map(eventView);
+}
+
+export async function showEvent(store: Store, now: number, eventId: string): Promise<EventDetail | null> {
+  const record = await store.getEvent(eventId, now);
+  return record ? eventDetail(record) : null;
+}
+
+export type ResendResult =
+  | { resent: true; eventId: string; subscriptionId: string }
+  | { resent: false; eventId: string; why: 'not_found' | 'not_settled' | 'delivered' | 'no_bytes' | 'no_subscription' | 'changed' };
+
+/**
+ * Gives one failed or dropped event another round of the retry schedule, with the same id and the
+ * same bytes, to the subscription that is live now (a deployment has one dot; the event was for
+ * it). One compare-and-set from the status just read, and its job queued with it (the outbox).
+ */
+export async function resendEvent(deps: { store: Store; outbox: Outbox }, now: number, eventId: string): Promise<ResendResult> {
+  const record = await deps.store.getEvent(eventId, now);
+  if (!record) return { resent: false, eventId, why: 'not_found' };
+  if (record.status === EventStatus.delivered) return { resent: false, eventId, why: 'delivered' };
+  if (record.status === EventStatus.queued) return { resent: false, eventId, why: 'not_settled' };
+  if (!isResendable(record) || record.body === undefined) return { resent: false, eventId, why: 'no_bytes' };
+  const subscription = await deps.store.getSubscription(now);
+  if (!subscription) return { resent: false, eventId, why: 'no_subscription' };
+  const generation = subscription.generation;
+  const patch: EventPatch = {
+    status: EventStatus.queued,
+    attempts: 0,
+    lastError: null,
+    notBefore: now,
+    subscriptionId: subscription.id,
+    ...(generation !== undefined ? { generation } : {}),
+    appendLog: { at: now, note: 'resent' },
+  };
+  const job: DeliveryJob = { eventId, subscriptionId: subscription.id, ...(generation !== undefined ? { generation } : {}), body: record.body };
+  const reopened = await deps.outbox.reopen(record, patch, job);
+  return reopened ? { resent: true, eventId, subscriptionId: subscription.id } : { resent: false, eventId, why: 'changed' };
+}
+
+/** How many events of each status the log holds (for `dm-dot status`). */
+export async function eventCounts(store: Store, now: number): Promise<Record<EventStatus, number>> {
+  const counts = { queued: 0, delivered: 0, failed: 0, dropped: 0 } as Record<EventStatus, number>;
+  for (const event of await store.listEvents(now)) counts[event.status]++;
+  return counts;
+}

@@ -1,0 +1,94 @@
+/**
+ * What an operator sees of the state: the subscription, the delivery log and one event's attempts,
+ * as plain JSON-ready views. The CLI prints them (as tables, or as JSON with `--json`) and the local
+ * runtime's admin routes answer them, so both show exactly the same fields.
+ *
+ * Deliberately not here: the signing secret (never shown), the full callback URL (a view carries
+ * the callback's host only: its path and query may carry the dot's own tokens), and message texts
+ * (an event's kept bytes are for resending, not for reading).
+ */
+import { EventStatus, type FailureReason } from '../core/protocol';
+import type { EventRecord, LogEntry, SubscriptionRecord } from '../ports';
+
+export interface SubscriptionView {
+  id: string;
+  callbackHost: string;
+  createdAt: string;
+  refreshedAt: string;
+  expiresAt: string;
+  lastDeliveryAt: string | null;
+  lastError: FailureReason | null;
+}
+
+/** One line of the delivery log. */
+export interface EventView {
+  eventId: string;
+  status: EventStatus;
+  attempts: number;
+  lastError: FailureReason | null;
+  lastHttpStatus: number | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+/** One entry of an event's own log: a POST, or an operator's resend or redrive, or a cancel. */
+export type LogEntryView =
+  | { at: string; kind: 'attempt'; outcome: string; statusClass: string | null; durationMs: number; counted: boolean }
+  | { at: string; kind: 'note'; note: string };
+
+export interface EventDetail extends EventView {
+  log: LogEntryView[];
+  /** True when `dm-dot events resend` can give it another round: failed or dropped, bytes kept. */
+  resendable: boolean;
+}
+
+const iso = (ms: number | undefined | null): string | null => (ms === undefined || ms === null ? null : new Date(ms).toISOString());
+
+export function subscriptionView(record: SubscriptionRecord): SubscriptionView {
+  let callbackHost: string;
+  try {
+    callbackHost = new URL(record.url).host;
+  } catch {
+    callbackHost = '(unparseable)';
+  }
+  return {
+    id: record.id,
+    callbackHost,
+    createdAt: iso(record.createdAt)!,
+    refreshedAt: iso(record.refreshedAt)!,
+    expiresAt: iso(record.expiresAt)!,
+    lastDeliveryAt: iso(record.lastDeliveryAt),
+    lastError: record.lastError ?? null,
+  };
+}
+
+export function eventView(record: EventRecord): EventView {
+  return {
+    eventId: record.eventId,
+    status: record.status,
+    attempts: record.attempts,
+    lastError: record.lastError ?? null,
+    lastHttpStatus: record.lastHttpStatus ?? null,
+    createdAt: iso(record.createdAt)!,
+    deliveredAt: iso(record.deliveredAt),
+  };
+}
+
+function entryView(entry: LogEntry): LogEntryView {
+  if ('note' in entry) return { at: iso(entry.at)!, kind: 'note', note: entry.note };
+  return { at: iso(entry.at)!, kind: 'attempt', outcome: entry.outcome, statusClass: entry.statusClass, durationMs: entry.durationMs, counted: entry.counted };
+}
+
+export function isResendable(record: EventRecord): boolean {
+  return (record.status === EventStatus.failed || record.status === EventStatus.dropped) && typeof record.body === 'string';
+}
+
+export function eventDetail(record: EventRecord): EventDetail {
+  return { ...eventView(record), log: (record.log ?? []).map(entryView), resendable: isResendable(record) };
+}
+
+export const EVENT_STATUSES: readonly EventStatus[] = Object.values(EventStatus);
+
+export function isEventStatus(value: string): value is EventStatus {
+  return (EVENT_STATUSES as readonly string[]).includes(value);
+}

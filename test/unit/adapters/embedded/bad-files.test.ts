@@ -1,0 +1,186 @@
+/**
+ * Bad files are loud: a database or legacy file that cannot be used makes the open throw
+ * StateUnreadable naming that file, leaves the file as it was, and imports nothing. (LMDB itself
+ * would crash the process on most of these, so each test is also proof that it did not.)
+ */
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { open } from 'lmdb';
+import { DATABASE_FILE, openEmbeddedDatabase, StateUnreadable } from '../../../../lambda/adapters/embedded';
+import { Limits } from '../../../../lambda/core/protocol';
+
+const T0 = Date.UTC(2030, 0, 1);
+const EVENT_ID = 'evt_0123456789abcdef0123456789abcdef';
+
+let dir: string;
+let file: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'dm-dot-bad-'));
+  file = join(dir, DATABASE_FILE);
+});
+
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function refusal(role: 'server' | 'operator' = 'server'): Promise<StateUnreadable> {
+  const error = await openEmbeddedDatabase(dir, { role }).then(
+    async (db) => {
+      await db.close();
+      return undefined;
+    },
+    (thrown: unknown) => thrown,
+  );
+  expect(error).toBeInstanceOf(StateUnreadable);
+  return error as StateUnreadable;
+}
+
+describe('the database file', () => {
+  it('a file of garbage in its place is refused, named, and left as it was', async () => {
+    const garbage = Buffer.from('garbage'.repeat(1000));
+    await writeFile(file, garbage);
+    const error = await refusal();
+    expect(error.file).toBe(file);
+    expect(error.message).toContain(file);
+    expect(error.message).toMatch(/not a dm-dot database/);
+    expect(error.message).toMatch(/Move it aside/);
+    await expect(readFile(file)).resolves.toEqual(garbage);
+  });
+
+  it('a file of zeros (no LMDB header) is refused, for the operator too', async () => {
+    await writeFile(file, Buffer.alloc(8192));
+    const error = await refusal('operator');
+    expect(error.file).toBe(file);
+  });
+
+  it('an empty file is refused rather than silently initialized', async () => {
+    await writeFile(file, '');
+    await refusal();
+    await expect(stat(file)).resolves.toMatchObject({ size: 0 });
+  });
+
+  it('a database truncated under its data is refused, and reading it never crashes this process', async () => {
+    const db = await openEmbeddedDatabase(dir, { role: 'server' });
+    for (let i = 0; i < 20; i++) {
+      await Promise.all(
+        Array.from({ length: 100 }, (_, j) =>
+          db.store.putEvent({
+            eventId: `evt_${(i * 100 + j).toString(16).padStart(32, '0')}`,
+            status: 'delivered',
+            subscriptionId: 'sub_a',
+            attempts: 1,
+            createdAt: T0,
+            expiresAt: T0 + Limits.eventRecordMs,
+            log: [{ at: T0, outcome: 'delivered', statusClass: '2xx', durationMs: 1, counted: true }],
+          }),
+        ),
+      );
+    }
+    await db.close();
+    const size = (await stat(file)).size;
+    await truncate(file, Math.floor(size / 2));
+    const error = await refusal();
+    expect(error.file).toBe(file);
+    expect(error.message).toMatch(/damaged or truncated/);
+  }, 30_000);
+
+  it('a database written by a newer dm-dot is refused, not rewritten', async () => {
+    await openEmbeddedDatabase(dir, { role: 'server' }).then((db) => db.close());
+    const env = open(file, { overlappingSync: false, noSubdir: true, maxDbs: 12 });
+    await env.openDB('meta', { encoding: 'json' }).put('schema', 99);
+    await env.close();
+    const error = await refusal();
+    expect(error.message).toMatch(/newer dm-dot \(layout 99/);
+    const again = open(file, { overlappingSync: false, noSubdir: true, maxDbs: 12 });
+    expect(again.openDB('meta', { encoding: 'json' }).get('schema')).toBe(99);
+    await again.close();
+  });
+
+  it('a directory in its place is refused', async () => {
+    await mkdir(file);
+    const error = await refusal();
+    expect(error.file).toBe(file);
+    expect(error.message).toMatch(/not a regular file/);
+  });
+
+  const asRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  (asRoot ? it.skip : it)('a file this user may not read is refused as a permission problem', async () => {
+    await openEmbeddedDatabase(dir, { role: 'server' }).then((db) => db.close());
+    await chmod(file, 0o000);
+    try {
+      const error = await refusal();
+      expect(error.message).toMatch(/permission denied/);
+    } finally {
+      await chmod(file, 0o600);
+    }
+  });
+});
+
+describe('the earlier file layout', () => {
+  const job = (overrides: Record<string, unknown> = {}) =>
+    JSON.stringify({ job: { eventId: EVENT_ID, subscriptionId: 'sub_a', body: '{}' }, receives: 0, dueAt: T0, ...overrides });
+  const storeFile = () =>
+    JSON.stringify({ version: 1, items: [{ pk: `EVENT#${EVENT_ID}`, ttl: Math.ceil((T0 + Limits.eventRecordMs) / 1000), eventId: EVENT_ID, status: 'queued', subscriptionId: 'sub_a', attempts: 0, createdAt: T0, expiresAt: T0 + Limits.eventRecordMs }] });
+
+  /** Nothing was imported, and every legacy file is still where it was. */
+  async function expectNothingImported(): Promise<void> {
+    const db = await openEmbeddedDatabase(dir, { role: 'operator' });
+    try {
+      await expect(db.store.getEvent(EVENT_ID, T0)).resolves.toBeUndefined();
+      await expect(db.jobs.counts()).resolves.toEqual({ queued: 0, deadLetters: 0 });
+      expect(db.report.legacyPending).toBe(true);
+    } finally {
+      await db.close();
+    }
+  }
+
+  it('a store.json that does not parse is refused, named, and nothing is imported', async () => {
+    await writeFile(join(dir, 'store.json'), '{"version":1,"items":[{"pk":"SUBSCRIPTION"');
+    await mkdir(join(dir, 'queue'));
+    await writeFile(join(dir, 'queue', `${EVENT_ID}.json`), job());
+    const error = await refusal();
+    expect(error.file).toBe(join(dir, 'store.json'));
+    expect(error.message).toMatch(/not valid JSON.*nothing was/);
+    await expectNothingImported();
+    await expect(readFile(join(dir, 'store.json'), 'utf8')).resolves.toContain('"SUBSCRIPTION"');
+  });
+
+  it('an empty queued-job file is refused, named, and nothing is imported', async () => {
+    await writeFile(join(dir, 'store.json'), storeFile());
+    await mkdir(join(dir, 'queue'));
+    await writeFile(join(dir, 'queue', `${EVENT_ID}.json`), '');
+    const error = await refusal();
+    expect(error.file).toBe(join(dir, 'queue', `${EVENT_ID}.json`));
+    expect(error.message).toMatch(/it is empty/);
+    await expectNothingImported();
+  });
+
+  it('a truncated queued-job file is refused, named, and nothing is imported', async () => {
+    await writeFile(join(dir, 'store.json'), storeFile());
+    await mkdir(join(dir, 'queue'));
+    await writeFile(join(dir, 'queue', `${EVENT_ID}.json`), job().slice(0, 30));
+    const error = await refusal();
+    expect(error.file).toBe(join(dir, 'queue', `${EVENT_ID}.json`));
+    await expectNothingImported();
+  });
+
+  it('a job file whose job is of another event than its name is refused', async () => {
+    await mkdir(join(dir, 'queue'));
+    const other = 'evt_ffffffffffffffffffffffffffffffff';
+    await writeFile(join(dir, 'queue', `${other}.json`), job());
+    const error = await refusal();
+    expect(error.file).toBe(join(dir, 'queue', `${other}.json`));
+    expect(error.message).toMatch(/another event/);
+  });
+
+  it('a dead letter that does not parse is refused, named, and nothing is imported', async () => {
+    await writeFile(join(dir, 'store.json'), storeFile());
+    await mkdir(join(dir, 'dead-letter'));
+    await writeFile(join(dir, 'dead-letter', `${EVENT_ID}.json`), '{"job":');
+    const error = await refusal();
+    expect(error.file).toBe(join(dir, 'dead-letter', `${EVENT_ID}.json`));
+    await expectNothingImported();
+  });
+});

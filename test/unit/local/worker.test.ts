@@ -1,0 +1,330 @@
+/**
+ * The in-process delivery worker over the embedded database's job table, with the real delivery
+ * core and a scripted callback endpoint. The schedule tests drive passes by hand (`runDue`) on a
+ * fake clock, so every due time is checked to the millisecond; the loop tests (polling, waking,
+ * stopping) run the worker's own loop on the real clock with short intervals.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openEmbeddedDatabase, type EmbeddedDatabase } from '../../../lambda/adapters/embedded';
+import { receiveLimit, type DeliveryDecision, type DeliveryDeps } from '../../../lambda/core/delivery';
+import { Limits } from '../../../lambda/core/protocol';
+import { createDeliveryWorker, startDeliveryWorker, type DeliveryWorker } from '../../../lambda/local/worker';
+import { systemClock, type Clock, type DeliveryJob, type EventRecord, type Store, type SubscriptionRecord, type WebhookResponse } from '../../../lambda/ports';
+import { FakeClock, respond, ScriptedWebhookClient } from '../../support/fakes';
+
+const T0 = Date.UTC(2030, 0, 1);
+const DELAYS = [1, 4, 30, 120, 600] as const;
+const LIMIT = receiveLimit(DELAYS);
+const id = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
+
+const subscriptionAt = (now: number): SubscriptionRecord => ({
+  id: 'sub_a',
+  generation: 'gen-a',
+  url: 'https://dot.example.com/hook',
+  name: 'dot',
+  secret: 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0',
+  principal: 'principal-a',
+  createdAt: now,
+  refreshedAt: now,
+  expiresAt: now + 3_600_000,
+});
+const recordAt = (now: number, n: number, overrides: Partial<EventRecord> = {}): EventRecord => ({
+  eventId: id(n),
+  status: 'queued',
+  subscriptionId: 'sub_a',
+  generation: 'gen-a',
+  attempts: 0,
+  createdAt: now,
+  expiresAt: now + Limits.eventRecordMs,
+  body: `{"eventId":"${id(n)}"}`,
+  ...overrides,
+});
+const job = (n: number): DeliveryJob => ({ eventId: id(n), subscriptionId: 'sub_a', generation: 'gen-a', body: `{"eventId":"${id(n)}"}` });
+
+let dir: string;
+const opened: EmbeddedDatabase[] = [];
+const workers: DeliveryWorker[] = [];
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'dm-dot-worker-'));
+});
+
+afterEach(async () => {
+  for (const worker of workers.splice(0)) await worker.stop();
+  for (const db of opened.splice(0)) await db.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function database(clock: Clock, role: 'server' | 'operator' = 'server'): Promise<EmbeddedDatabase> {
+  const db = await openEmbeddedDatabase(dir, { role, clock });
+  opened.push(db);
+  return db;
+}
+
+/** A gate a scripted POST waits on, and a way to learn that a POST has started. */
+function gate() {
+  let open: () => void = () => undefined;
+  const opened = new Promise<void>((done) => (open = done));
+  return { open, opened };
+}
+
+function signal<T = void>() {
+  let fire: (value: T) => void = () => undefined;
+  const fired = new Promise<T>((done) => (fire = done));
+  return { fire, fired };
+}
+
+describe('the schedule (fake clock, one pass at a time)', () => {
+  let clock: FakeClock;
+  let db: EmbeddedDatabase;
+  let webhook: ScriptedWebhookClient;
+  let deps: DeliveryDeps;
+  let decisions: { eventId: string; decision: DeliveryDecision; receives: number }[];
+  let errors: { error: unknown; eventId: string | undefined }[];
+
+  beforeEach(async () => {
+    clock = new FakeClock(T0);
+    db = await database(clock);
+    await db.store.putSubscription(subscriptionAt(T0), T0, { kind: 'absent' });
+    webhook = new ScriptedWebhookClient();
+    deps = { store: db.store, webhook, clock, retryDelaysS: DELAYS };
+    decisions = [];
+    errors = [];
+  });
+
+  const worker = (overrides: Partial<Parameters<typeof createDeliveryWorker>[0]> = {}) =>
+    createDeliveryWorker({
+      jobs: db.jobs,
+      deps,
+      onDecision: (eventId, decision, context) => decisions.push({ eventId, decision, receives: context.receives }),
+      onError: (error, eventId) => errors.push({ error, eventId }),
+      ...overrides,
+    });
+
+  it('a due job is attempted; once delivered its job is gone and the decision reported', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    webhook.add(respond(200));
+    await expect(worker().runDue()).resolves.toBe(1);
+    expect(webhook.last.headers['webhook-id']).toBe(id(1));
+    await expect(db.store.getEvent(id(1), T0)).resolves.toMatchObject({ status: 'delivered', attempts: 1 });
+    await expect(db.jobs.all()).resolves.toEqual([]);
+    expect(decisions).toEqual([{ eventId: id(1), decision: { action: 'done', status: 'delivered' }, receives: 1 }]);
+  });
+
+  it('a job is not attempted before it is due', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1), { delayMs: 5000 });
+    const pass = worker();
+    clock.advance(4999);
+    await expect(pass.runDue()).resolves.toBe(0);
+    expect(webhook.requests).toHaveLength(0);
+    clock.advance(1);
+    webhook.add(respond(200));
+    await expect(pass.runDue()).resolves.toBe(1);
+  });
+
+  it('a transient failure reschedules the job exactly one retry delay later, then the next delay', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    webhook.add(respond(503), respond(503), respond(200));
+    const pass = worker();
+    await pass.runDue();
+    await expect(db.jobs.get(id(1))).resolves.toMatchObject({ dueAt: T0 + 1000, receives: 1 });
+    clock.advance(999);
+    await expect(pass.runDue()).resolves.toBe(0);
+    clock.advance(1);
+    await expect(pass.runDue()).resolves.toBe(1);
+    await expect(db.jobs.get(id(1))).resolves.toMatchObject({ dueAt: T0 + 1000 + 4000, receives: 2 });
+    clock.advance(4000);
+    await pass.runDue();
+    await expect(db.store.getEvent(id(1), clock.now())).resolves.toMatchObject({ status: 'delivered', attempts: 3 });
+    expect(decisions.map((d) => d.decision.action)).toEqual(['retry', 'retry', 'done']);
+  });
+
+  it('the receive count is persisted before the attempt is made', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    let seen: number | undefined;
+    webhook.add(async (): Promise<WebhookResponse> => {
+      seen = (await db.jobs.get(id(1)))?.receives;
+      return respond(200);
+    });
+    await worker().runDue();
+    expect(seen).toBe(1);
+  });
+
+  it('a job received more often than the limit is failed and dead-lettered with receive_limit, without an attempt', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    // Received LIMIT times already (the process kept dying mid-attempt): a lease of 0 leaves it due.
+    for (let i = 0; i < LIMIT; i++) await db.jobs.receive(id(1), T0, 0);
+    await worker().runDue();
+    expect(webhook.requests).toHaveLength(0);
+    await expect(db.store.getEvent(id(1), T0)).resolves.toMatchObject({ status: 'failed' });
+    await expect(db.jobs.deadLetters()).resolves.toMatchObject([{ eventId: id(1), reason: 'receive_limit', receives: LIMIT + 1 }]);
+    expect(decisions).toEqual([{ eventId: id(1), decision: { action: 'dead_letter', reason: 'receive_limit', attempt: 0 }, receives: LIMIT + 1 }]);
+  });
+
+  it('at the receive limit a decision that is not final gives the job up with receive_limit', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    for (let i = 0; i < LIMIT - 1; i++) await db.jobs.receive(id(1), T0, 0);
+    webhook.add(respond(503));
+    await worker().runDue();
+    expect(webhook.requests).toHaveLength(1);
+    await expect(db.jobs.get(id(1))).resolves.toBeUndefined();
+    await expect(db.jobs.deadLetters()).resolves.toMatchObject([{ eventId: id(1), reason: 'receive_limit', receives: LIMIT }]);
+    await expect(db.store.getEvent(id(1), T0)).resolves.toMatchObject({ status: 'failed', attempts: 1 });
+  });
+
+  it('a permanent failure dead-letters the job with its reason', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    webhook.add(respond(404));
+    await worker().runDue();
+    await expect(db.jobs.deadLetters()).resolves.toMatchObject([{ eventId: id(1), job: job(1), reason: 'http_4xx', receives: 1, deadLetteredAt: T0 }]);
+    await expect(db.store.getEvent(id(1), T0)).resolves.toMatchObject({ status: 'failed', lastError: 'http_4xx' });
+    await expect(db.jobs.counts()).resolves.toEqual({ queued: 0, deadLetters: 1 });
+  });
+
+  it('behind the inline attempt\'s lease the job is deferred to the lease\'s end, counting no attempt', async () => {
+    await db.outbox.add(recordAt(T0, 1, { notBefore: T0 + 3000 }), job(1));
+    await worker().runDue();
+    expect(webhook.requests).toHaveLength(0);
+    await expect(db.jobs.get(id(1))).resolves.toMatchObject({ dueAt: T0 + 3000, receives: 1 });
+    await expect(db.store.getEvent(id(1), T0)).resolves.toMatchObject({ status: 'queued', attempts: 0 });
+    expect(decisions[0]?.decision).toEqual({ action: 'defer', delayMs: 3000 });
+  });
+
+  it('a thrown error (storage down) reschedules the job after the first retry delay and is reported', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    const failing: Store = Object.create(db.store) as Store;
+    failing.getEvent = async () => {
+      throw new Error('storage down');
+    };
+    await worker({ deps: { ...deps, store: failing } }).runDue();
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ eventId: id(1), error: new Error('storage down') });
+    await expect(db.jobs.get(id(1))).resolves.toMatchObject({ dueAt: T0 + 1000, receives: 1 });
+    await expect(db.jobs.deadLetters()).resolves.toEqual([]);
+  });
+
+  it('a redriven dead letter runs as redriven: its failed event gets a new round and is delivered', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    webhook.add(respond(404), respond(200));
+    const pass = worker();
+    await pass.runDue();
+    await expect(db.jobs.redrive(clock.now())).resolves.toBe(1);
+    await expect(db.jobs.get(id(1))).resolves.toMatchObject({ job: { ...job(1), redriven: true }, receives: 0 });
+    await pass.runDue();
+    const event = await db.store.getEvent(id(1), clock.now());
+    expect(event).toMatchObject({ status: 'delivered' });
+    expect(event?.log?.some((entry) => 'note' in entry && entry.note === 'redriven')).toBe(true);
+  });
+
+  it('runs at most `concurrency` attempts at once', async () => {
+    for (let n = 1; n <= 5; n++) await db.outbox.add(recordAt(T0, n), job(n));
+    let running = 0;
+    let most = 0;
+    const release = gate();
+    for (let n = 1; n <= 5; n++) {
+      webhook.add(async () => {
+        most = Math.max(most, ++running);
+        await release.opened;
+        running--;
+        return respond(200);
+      });
+    }
+    const pass = worker({ concurrency: 2 });
+    const first = pass.runDue();
+    await new Promise((done) => setTimeout(done, 50));
+    expect(pass.inFlight).toBe(2);
+    release.open();
+    await expect(first).resolves.toBe(2);
+    await expect(pass.runDue()).resolves.toBe(2);
+    await expect(pass.runDue()).resolves.toBe(1);
+    expect(most).toBe(2);
+  });
+});
+
+describe('the loop (real clock)', () => {
+  async function setup(): Promise<{ db: EmbeddedDatabase; webhook: ScriptedWebhookClient; deps: DeliveryDeps }> {
+    const db = await database(systemClock);
+    await db.store.putSubscription(subscriptionAt(Date.now()), Date.now(), { kind: 'absent' });
+    const webhook = new ScriptedWebhookClient();
+    return { db, webhook, deps: { store: db.store, webhook, clock: systemClock, retryDelaysS: DELAYS } };
+  }
+
+  it('a job another process added (no wake) is picked up by polling', async () => {
+    // The operator opened first, while no server ran; it writes after the server started.
+    const operator = await database(systemClock, 'operator');
+    const { webhook, deps, db } = await setup();
+    const posted = signal();
+    webhook.add(() => {
+      posted.fire();
+      return respond(200);
+    });
+    const worker = startDeliveryWorker({ jobs: db.jobs, deps, pollIntervalMs: 100 });
+    workers.push(worker);
+    await new Promise((done) => setTimeout(done, 150));
+    await operator.outbox.add(recordAt(Date.now(), 1), job(1));
+    const started = Date.now();
+    await posted.fired;
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it('a wake after an in-process add starts the attempt without waiting for the poll', async () => {
+    const { webhook, deps, db } = await setup();
+    const posted = signal();
+    webhook.add(() => {
+      posted.fire();
+      return respond(200);
+    });
+    const worker = startDeliveryWorker({ jobs: db.jobs, deps, pollIntervalMs: 60_000 });
+    workers.push(worker);
+    db.onJobsChanged(() => worker.wake());
+    await new Promise((done) => setTimeout(done, 100));
+    const started = Date.now();
+    await db.outbox.add(recordAt(Date.now(), 1), job(1));
+    await posted.fired;
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it('a retry is attempted again when it falls due, without a wake', async () => {
+    const { webhook, deps, db } = await setup();
+    const second = signal<number>();
+    webhook.add(respond(503), () => {
+      second.fire(Date.now());
+      return respond(200);
+    });
+    const worker = startDeliveryWorker({ jobs: db.jobs, deps: { ...deps, retryDelaysS: [0.2, 1] }, pollIntervalMs: 5000 });
+    workers.push(worker);
+    const added = Date.now();
+    await db.outbox.add(recordAt(Date.now(), 1), job(1));
+    worker.wake();
+    const at = await second.fired;
+    expect(at - added).toBeGreaterThanOrEqual(200);
+    expect(at - added).toBeLessThan(2000);
+  });
+
+  it('stop waits for the attempt in flight, takes no more work, and leaves queued jobs for the next start', async () => {
+    const { webhook, deps, db } = await setup();
+    const release = gate();
+    const inFlight = signal();
+    webhook.add(async () => {
+      inFlight.fire();
+      await release.opened;
+      return respond(200);
+    });
+    const worker = startDeliveryWorker({ jobs: db.jobs, deps, concurrency: 1, pollIntervalMs: 20 });
+    await db.outbox.add(recordAt(Date.now(), 1), job(1));
+    worker.wake();
+    await inFlight.fired;
+    await db.outbox.add(recordAt(Date.now(), 2), job(2));
+    let stopped = false;
+    const stopping = worker.stop().then(() => (stopped = true));
+    await new Promise((done) => setTimeout(done, 100));
+    expect(stopped).toBe(false);
+    release.open();
+    await stopping;
+    expect(webhook.requests).toHaveLength(1);
+    await expect(db.store.getEvent(id(1), Date.now())).resolves.toMatchObject({ status: 'delivered' });
+    await expect(db.jobs.all()).resolves.toMatchObject([{ eventId: id(2), receives: 0 }]);
+  });
+});
