@@ -1,7 +1,7 @@
 /**
- * How both Lambda bundles are built: one description that lib/handler-function.ts turns into
- * `NodejsFunction` bundling options and that the bench and the bundle test turn into esbuild API
- * options, so what is measured and asserted is what the stack deploys (issue 10).
+ * How both Lambda bundles are built: one description that lib/constructs/handler-function.ts turns
+ * into `NodejsFunction` bundling options and that the bench and the bundle test turn into esbuild
+ * API options, so what is measured and asserted is what the stack deploys, not a look-alike.
  *
  * What each choice buys (README "Performance" has the measured figures):
  * - Source maps are written next to `index.js` (linked, without sources) but never loaded at run
@@ -22,17 +22,17 @@
  *   alias keeps its SSO, INI, process, web identity and metadata providers (and their STS and SSO
  *   clients) out of both bundles.
  *
- * - The MCP function's storage code (DynamoDB and SQS clients and adapters, lambda/handlers/mcp-data.ts)
- *   is a file of its own beside `index.js` (`mcp-data.js`): `index.js` keeps `require("./mcp-data")`
+ * - The MCP function's storage code (DynamoDB and SQS clients and adapters, lambda/handlers/mcp-storage.ts)
+ *   is a file of its own beside `index.js` (`mcp-storage.js`): `index.js` keeps `require("./mcp-storage")`
  *   (an external path), which runs on the first request that needs storage. A cold start's first
  *   `tools/list` then neither parses nor evaluates that code. Built as one more esbuild entry with
  *   the same options, so it is tree-shaken like `index.js` (a lazily evaluated part of one bundle is
  *   not: esbuild keeps every export of a package barrel it has to initialise lazily).
  *
  * Deliberately not here: anything of CDK (this module is imported by the bench and by tests, which
- * must not load aws-cdk-lib), the asset's `package.json` (handler-function.ts writes it; the bench
- * and the test mirror it with `ASSET_PACKAGE_JSON`), and externals (the AWS SDK is bundled at the
- * locked versions).
+ * must not load aws-cdk-lib), the asset's `package.json` and other copied files (handler-function.ts
+ * writes them; the bench and the test mirror the `package.json` with `ASSET_PACKAGE_JSON`), and
+ * externals (the AWS SDK is bundled at the locked versions).
  */
 import * as path from 'node:path';
 
@@ -53,7 +53,7 @@ export const ASSET_PACKAGE_JSON = '{"type":"commonjs"}\n';
 
 /** Code of a function built as a file of its own and loaded with `require()` on first use. */
 export interface LambdaChunk {
-  /** The import path as written in the source (`require('./mcp-data')`): external in `index.js`. */
+  /** The import path as written in the source (`require('./mcp-storage')`): external in `index.js`. */
   readonly importPath: string;
   /** Its entry, relative to the repository root. */
   readonly entry: string;
@@ -62,7 +62,7 @@ export interface LambdaChunk {
 }
 
 /** The MCP function's storage: loaded by lambda/handlers/mcp-lambda.ts on the first request that needs it. */
-export const MCP_DATA_CHUNK: LambdaChunk = { importPath: './mcp-data', entry: 'lambda/handlers/mcp-data.ts', file: 'mcp-data.js' };
+export const MCP_STORAGE_CHUNK: LambdaChunk = { importPath: './mcp-storage', entry: 'lambda/handlers/mcp-storage.ts', file: 'mcp-storage.js' };
 
 export interface LambdaBundle {
   readonly platform: 'node';
@@ -131,21 +131,28 @@ export function chunkEsbuildOptionsOf(spec: LambdaBundle, chunk: LambdaChunk, ou
  * command line for `index.js` with the same options: aws-lambda-nodejs's `buildEsbuildArgs`).
  */
 export function chunkEsbuildCommand(spec: LambdaBundle, chunk: LambdaChunk, inputDir: string, outputDir: string): string {
-  const quote = (value: string) => `"${value.replace(/(["\\$`])/g, '\\$1')}"`;
   const args = [
-    quote(path.join(inputDir, 'node_modules', '.bin', 'esbuild')),
-    quote(path.join(inputDir, chunk.entry)),
+    shellQuote(path.join(inputDir, 'node_modules', '.bin', 'esbuild')),
+    shellQuote(path.join(inputDir, chunk.entry)),
     '--bundle',
     `--target=${spec.target}`,
     `--platform=${spec.platform}`,
     `--format=${spec.format}`,
-    quote(`--outfile=${path.join(outputDir, chunk.file)}`),
+    shellQuote(`--outfile=${path.join(outputDir, chunk.file)}`),
     ...(spec.minify ? ['--minify'] : []),
     ...(spec.sourceMap ? ['--sourcemap'] : []),
     ...(spec.sourcesContent ? [] : ['--sources-content=false']),
     `--main-fields=${spec.mainFields.join(',')}`,
-    ...Object.entries(spec.alias).map(([from, to]) => quote(`--alias:${from}=${to}`)),
+    ...Object.entries(spec.alias).map(([from, to]) => shellQuote(`--alias:${from}=${to}`)),
     '--log-level=warning',
   ];
   return args.join(' ');
+}
+
+/**
+ * One argument for the shell that runs the bundling hooks (bash for local bundling, sh in a
+ * container): double quotes, with the four characters that stay special inside them escaped.
+ */
+export function shellQuote(value: string): string {
+  return `"${value.replace(/(["\\$`])/g, '\\$1')}"`;
 }

@@ -10,8 +10,8 @@
  *
  * The maps are the deployed asset's: `cdk.out/asset.<hash>/index.js.map` from the synth that
  * deployed it, or from the function's code package (`aws lambda get-function --query
- * Code.Location` is a download URL of the zip). The MCP function has a second file, mcp-data.js
- * (its storage code): give `mcp-data.js.map` too and frames in either file are decoded. Each map
+ * Code.Location` is a download URL of the zip). The MCP function has a second file, mcp-storage.js
+ * (its storage code): give `mcp-storage.js.map` too and frames in either file are decoded. Each map
  * decodes the positions in the file it belongs to (its `file` field, else its own name less `.map`). Lines no map covers stay as they are.
  *
  * Deliberately not here: fetching logs or code from AWS, and any dependency: `node:module`'s

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { AWS_CREDENTIAL_CHAIN, AWS_CREDENTIAL_CHAIN_REPLACEMENT, lambdaBundle, MCP_DATA_CHUNK, MCP_SDK_SHIMS, MCP_SDK_SHIMS_REPLACEMENT } from '../../lib/bundling';
+import { AWS_CREDENTIAL_CHAIN, AWS_CREDENTIAL_CHAIN_REPLACEMENT, lambdaBundle, MCP_STORAGE_CHUNK, MCP_SDK_SHIMS, MCP_SDK_SHIMS_REPLACEMENT } from '../../lib/bundling';
 import {
   BUNDLE_BUDGET_BYTES,
   buildLambdaBundle,
@@ -50,7 +50,7 @@ let environments: StackEnvironments;
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'dm-dot-bundles-'));
   [mcp, delivery, environments] = await Promise.all([
-    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_DATA_CHUNK])),
+    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK])),
     buildLambdaBundle(join(root, 'delivery'), { file: 'lambda/handlers/delivery.ts' }, lambdaBundle()),
     stackEnvironments(),
   ]);
@@ -69,15 +69,15 @@ describe('size budgets (issue 10)', () => {
     expect(delivery.bytes).toBeLessThanOrEqual(BUNDLE_BUDGET_BYTES.delivery);
   });
 
-  test('the MCP storage code is a file of its own: index.js holds no DynamoDB or SQS client, mcp-data.js holds both', () => {
+  test('the MCP storage code is a file of its own: index.js holds no DynamoDB or SQS client, mcp-storage.js holds both', () => {
     const inputsOf = (file: string) => Object.keys(Object.entries(mcp.metafile.outputs).find(([out]) => out.endsWith(file))![1].inputs);
     const sdk = /node_modules\/@(aws-sdk\/client-(dynamodb|sqs)|smithy)\//;
-    expect(mcp.chunkFiles.map((f) => f.split('/').pop())).toEqual(['mcp-data.js']);
+    expect(mcp.chunkFiles.map((f) => f.split('/').pop())).toEqual(['mcp-storage.js']);
     expect(inputsOf('/index.js').filter((i) => sdk.test(i))).toEqual([]);
-    expect(inputsOf('/mcp-data.js').filter((i) => /client-dynamodb\//.test(i)).length).toBeGreaterThan(0);
-    expect(inputsOf('/mcp-data.js').filter((i) => /client-sqs\//.test(i)).length).toBeGreaterThan(0);
+    expect(inputsOf('/mcp-storage.js').filter((i) => /client-dynamodb\//.test(i)).length).toBeGreaterThan(0);
+    expect(inputsOf('/mcp-storage.js').filter((i) => /client-sqs\//.test(i)).length).toBeGreaterThan(0);
     // index.js loads it by the path the stack's asset has beside it.
-    expect(readFileSync(mcp.file, 'utf8')).toContain('require("./mcp-data")');
+    expect(readFileSync(mcp.file, 'utf8')).toContain('require("./mcp-storage")');
   });
 
   test('Secrets Manager is read without the AWS SDK: no Secrets Manager client in either file', () => {
@@ -169,7 +169,7 @@ describe('source maps: written, never loaded at run time', () => {
       expect(bundle.text).not.toContain('setSourceMapsEnabled');
       expect(inputsMatching(bundle, /node_modules\/source-map-support\//)).toEqual([]);
       expect(readFileSync(bundle.file, 'utf8')).toMatch(/\/\/# sourceMappingURL=index\.js\.map\s*$/);
-      for (const chunk of bundle.chunkFiles) expect(readFileSync(chunk, 'utf8')).toMatch(/\/\/# sourceMappingURL=mcp-data\.js\.map\s*$/);
+      for (const chunk of bundle.chunkFiles) expect(readFileSync(chunk, 'utf8')).toMatch(/\/\/# sourceMappingURL=mcp-storage\.js\.map\s*$/);
     }
   });
 });

@@ -73,20 +73,20 @@ test('the trace may come from a file, and lines the map does not cover stay as t
   expect(result.stdout).toContain(foreign);
 });
 
-test('several maps: frames of each file are decoded by its own map (the MCP asset has index.js and mcp-data.js)', async () => {
+test('several maps: frames of each file are decoded by its own map (the MCP asset has index.js and mcp-storage.js)', async () => {
   const { build } = await import('esbuild');
   const other = join(dir, 'other-src', 'other.ts');
   mkdirSync(join(dir, 'other-src'));
   writeFileSync(other, "\nexport const handler = () => {\n  throw new Error('from the other file');\n};\n");
-  const outfile = join(dir, 'asset', 'mcp-data.js');
+  const outfile = join(dir, 'asset', 'mcp-storage.js');
   await build({ entryPoints: [other], bundle: true, platform: 'node', format: 'cjs', minify: true, sourcemap: 'linked', sourcesContent: false, outfile, logLevel: 'warning' });
   const run = spawnSync(process.execPath, ['-e', `try { require(${JSON.stringify(outfile)}).handler() } catch (e) { process.stdout.write(e.stack) }`], { encoding: 'utf8' });
-  expect(run.stdout).toMatch(/mcp-data\.js:1:\d+/);
+  expect(run.stdout).toMatch(/mcp-storage\.js:1:\d+/);
   const result = decode([`${bundle.file}.map`, `${outfile}.map`], `${stack}\n${run.stdout}`);
   expect(result.status).toBe(0);
   expect(result.stdout).toMatch(/src\/thrower\.ts:4:\d+/);
   expect(result.stdout).toMatch(/other-src\/other\.ts:3:\d+/);
-  expect(result.stdout).not.toMatch(/(index|mcp-data)\.js:1:\d+/);
+  expect(result.stdout).not.toMatch(/(index|mcp-storage)\.js:1:\d+/);
 });
 
 test('two trace files: a clear error, exit 2', () => {

@@ -1,16 +1,23 @@
 /**
- * CDK context settings: documented defaults (cdk.json repeats lib/settings.ts), validation with one
- * clear message per bad value, and what the non-default values change in the template. The
- * template checks synthesize once without bundling: they read resources, not code.
+ * CDK context settings: documented defaults (cdk.json repeats lib/settings.ts, and both agree with
+ * the functions' own defaults), validation through the functions' own parsers with one clear
+ * message per bad value naming the context key, and what the non-default values change in the
+ * template. The template checks synthesize once without bundling: they read resources, not code.
  */
-import { App, Token } from 'aws-cdk-lib';
+import { App, Stack, Tokenization } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import * as fields from '../../lambda/config/fields';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
-import { LAMBDA_ENVIRONMENT_MAX_BYTES, TOKEN_ESTIMATE_BYTES, assertEnvironmentFits, environmentBytes } from '../../lib/lambda-environment';
+import { DEFAULT_RETRY_DELAYS_S, Limits } from '../../lambda/core/protocol';
+import { PUP_MANIFEST_ASSET_FILE } from '../../lib/constructs/mcp-function';
+import { LAMBDA_ENVIRONMENT_MAX_BYTES, assertEnvironmentFits, environmentBytes, referenceMaxLength, worstCaseValue } from '../../lib/lambda-environment';
 import { DEFAULTS, MAX_RETRY_DELAY_S, type ContextKey, SettingsError, readSettings } from '../../lib/settings';
 import { type Json, type Synthesized, cdkJson, cdkJsonContext, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
 
@@ -41,19 +48,35 @@ describe('defaults', () => {
   });
 
   test('no context at all gives the defaults', () => {
-    expect(settingsWith({})).toEqual({
+    const settings = settingsWith({});
+    expect(settings).toEqual({
       retryDelaysS: [1, 4, 30, 120, 600],
       deliveryWaitMs: 3000,
       allowedOrigins: [],
-      alarmEmail: undefined,
       logRetention: RetentionDays.ONE_MONTH,
       throttleRateLimit: 10,
       throttleBurstLimit: 20,
       ttlDefaultMs: 604_800_000,
       ttlMaxMs: 604_800_000,
       deliveryMaxConcurrency: 2,
-      pupManifestJson: undefined,
     });
+    expect(settings.alarmEmail).toBeUndefined();
+    expect(settings.pupManifest).toBeUndefined();
+  });
+
+  test('the stack`s defaults are the functions` own defaults (lambda/core/protocol.ts, lambda/config/fields.ts)', () => {
+    // A stack left at its defaults configures the functions exactly as an empty environment would.
+    expect(DEFAULTS.retryDelays).toBe(DEFAULT_RETRY_DELAYS_S.join(','));
+    expect(fields.retryDelays(undefined, 'X')).toEqual(settingsWith({}).retryDelaysS);
+    expect(DEFAULTS.deliveryWaitMs).toBe(Limits.deliveryWaitDefaultMs);
+    expect(DEFAULTS.ttlDefaultMs).toBe(Limits.ttlDefaultMs);
+    expect(DEFAULTS.ttlMaxMs).toBe(Limits.ttlMaxMs);
+    expect(MAX_RETRY_DELAY_S).toBe(fields.MAX_RETRY_DELAY_S);
+  });
+
+  test('an empty value means the default, as for the functions` environment variables', () => {
+    const empty = Object.fromEntries((Object.keys(DEFAULTS) as ContextKey[]).map((key) => [key, ' ']));
+    expect(settingsWith(empty)).toEqual(settingsWith({}));
   });
 });
 
@@ -85,8 +108,12 @@ describe('values from -c arrive as strings and are parsed', () => {
       ttlMaxMs: 86_400_000,
       deliveryMaxConcurrency: 5,
       // Byte for byte, whitespace included: SPEC 8 serves the operator's manifest as is.
-      pupManifestJson: MANIFEST,
+      pupManifest: { file: path.join(scratch, 'manifest.json'), text: MANIFEST },
     });
+  });
+
+  test('retryDelays: fractions of a second are accepted, as the functions accept them (SQS rounds a delay up)', () => {
+    expect(settingsWith({ retryDelays: '0.5,1.5,30' }).retryDelaysS).toEqual([0.5, 1.5, 30]);
   });
 
   test('deliveryMaxConcurrency accepts what SQS event sources accept, 2 and 1000 included', () => {
@@ -99,7 +126,7 @@ describe('values from -c arrive as strings and are parsed', () => {
     file('relative.json', '{"name":"x"}');
     process.chdir(scratch);
     try {
-      expect(settingsWith({ pupManifestFile: 'relative.json' }).pupManifestJson).toBe('{"name":"x"}');
+      expect(settingsWith({ pupManifestFile: 'relative.json' }).pupManifest).toEqual({ file: path.join(scratch, 'relative.json'), text: '{"name":"x"}' });
     } finally {
       process.chdir(cwd);
     }
@@ -108,15 +135,17 @@ describe('values from -c arrive as strings and are parsed', () => {
 
 describe('bad values fail synth with a message naming the key', () => {
   test.each([
-    ['retryDelays', '', /retryDelays/],
+    ['retryDelays', ',', /^context retryDelays must be 1 to 20 comma-separated numbers of seconds/],
     ['retryDelays', '1,x', /retryDelays/],
+    ['retryDelays', '1,-1', /retryDelays/],
     ['retryDelays', '1,50000', /retryDelays/],
     ['retryDelays', Array.from({ length: 21 }, () => '1').join(','), /retryDelays/],
     ['deliveryWaitMs', '5000', /deliveryWaitMs .*0 to 4000/],
     ['deliveryWaitMs', '1.5', /deliveryWaitMs/],
-    ['ttlMaxMs', '604800001', /ttlMaxMs .*60000 to 604800000/],
-    ['ttlMaxMs', '59999', /ttlMaxMs/],
-    ['ttlDefaultMs', '59999', /ttlDefaultMs/],
+    ['ttlMaxMs', '604800001', /^context ttlMaxMs .*60000 to 604800000/],
+    ['ttlMaxMs', '59999', /^context ttlMaxMs/],
+    ['ttlDefaultMs', '59999', /^context ttlDefaultMs/],
+    ['ttlDefaultMs', '1.5e6', /^context ttlDefaultMs/],
     ['allowedOrigins', 'https://example.com/path', /allowedOrigins/],
     ['allowedOrigins', '*', /allowedOrigins/],
     ['alarmEmail', 'not-an-address', /alarmEmail/],
@@ -128,15 +157,19 @@ describe('bad values fail synth with a message naming the key', () => {
     ['deliveryMaxConcurrency', '1', /deliveryMaxConcurrency must be an integer from 2 to 1000/],
     ['deliveryMaxConcurrency', '1001', /deliveryMaxConcurrency must be an integer from 2 to 1000/],
     ['deliveryMaxConcurrency', 'many', /deliveryMaxConcurrency/],
+    ['alarmEmail', true, /^context alarmEmail must be a string or a number/],
   ])('%s = %j', (key, value, message) => {
-    expect(() => settingsWith({ [key]: value })).toThrow(message);
+    const run = () => settingsWith({ [key]: value });
+    // The functions' own error type: one parser for both (lambda/config/fields.ts).
+    expect(run).toThrow(fields.SettingsError);
+    expect(run).toThrow(message);
   });
 
   test.each([
-    ['a file that does not exist', () => path.join(scratch, 'missing.json'), /pupManifestFile: cannot read .*missing\.json.*ENOENT/],
-    ['a file that is not JSON', () => file('broken.json', '{"name": '), /pupManifestFile: .*broken\.json" is not JSON/],
-    ['JSON that is not an object', () => file('list.json', '["a"]'), /pupManifestFile: .*list\.json" must hold one JSON object/],
-    ['a directory', () => scratch, /pupManifestFile: cannot read/],
+    ['a file that does not exist', () => path.join(scratch, 'missing.json'), /^context pupManifestFile \(.*missing\.json\) cannot be read \(ENOENT\)/],
+    ['a file that is not JSON', () => file('broken.json', '{"name": '), /^context pupManifestFile \(.*broken\.json\) is not valid JSON/],
+    ['JSON that is not an object', () => file('list.json', '["a"]'), /^context pupManifestFile \(.*list\.json\) must hold a JSON object/],
+    ['a directory', () => scratch, /^context pupManifestFile \(.*\) cannot be read/],
   ])('pupManifestFile: %s fails synth naming the setting', (_name, make, message) => {
     const run = () => settingsWith({ pupManifestFile: make() });
     expect(run).toThrow(SettingsError);
@@ -253,11 +286,14 @@ describe('non-default settings in the template', () => {
     expect(mapping.ScalingConfig).toEqual({ MaximumConcurrency: 7 });
   });
 
-  test('pupManifestFile: its text reaches the MCP function as PUP_MANIFEST_JSON, unchanged; the delivery function never sees it', () => {
+  test('pupManifestFile: the MCP function is told the file`s name in its asset (PUP_MANIFEST_FILE), never its text', () => {
     const mcp = resource(template, 'AWS::Lambda::Function', 'McpFunction');
-    expect(mcp.Properties.Environment.Variables.PUP_MANIFEST_JSON).toBe(MANIFEST);
+    expect(mcp.Properties.Environment.Variables.PUP_MANIFEST_FILE).toBe(PUP_MANIFEST_ASSET_FILE);
+    expect(PUP_MANIFEST_ASSET_FILE).toBe('pup-manifest.json');
+    expect(JSON.stringify(template)).not.toContain('PUP_MANIFEST_JSON');
+    expect(JSON.stringify(template)).not.toContain('"tools"');
     const delivery = resource(template, 'AWS::Lambda::Function', 'DeliveryFunction');
-    expect(delivery.Properties.Environment.Variables.PUP_MANIFEST_JSON).toBeUndefined();
+    expect(Object.keys(delivery.Properties.Environment.Variables)).not.toContain('PUP_MANIFEST_FILE');
   });
 
   test('/healthz route throttle never exceeds the stage`s own limits', () => {
@@ -299,37 +335,85 @@ describe('non-default settings in the template', () => {
   });
 });
 
-describe('Lambda`s 4 KB environment limit (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html)', () => {
-  /** A JSON object of about `bytes` bytes. */
-  const manifestOf = (bytes: number) => JSON.stringify({ name: 'dm-dot', description: 'x'.repeat(bytes - 30) });
+describe('Lambda`s 4 KB environment limit, measured as Lambda measures it (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html)', () => {
+  test('the count: the variables as compact JSON in UTF-8 bytes, names, quotes, commas and braces included', () => {
+    // {"A":"bc","É":"é"}: 14 ASCII characters and two of two bytes each.
+    expect(environmentBytes({ A: 'bc', É: 'é' })).toBe(20);
+    expect(environmentBytes({})).toBe(2);
+  });
 
-  test('a manifest too big for the MCP function`s environment fails synth naming pupManifestFile', () => {
-    const big = file('big.json', manifestOf(LAMBDA_ENVIRONMENT_MAX_BYTES));
-    expect(() => synthesize({ bundle: false, context: { pupManifestFile: big } })).toThrow(
-      /MCP function: its environment variables take about \d+ bytes, Lambda allows 4096 in total; context pupManifestFile \(PUP_MANIFEST_JSON\) takes \d+ bytes/,
+  test('a quote-heavy value counts with its escapes, as in the string Lambda measures', () => {
+    // {"Q":"\"\"\\"}: each quote and the backslash take two bytes once escaped.
+    expect(environmentBytes({ Q: '""\\' })).toBe(8 + 2 * 3);
+    expect(environmentBytes({ Q: '"'.repeat(100) })).toBe(8 + 200);
+    // Control characters take six (\u0001) or two (\n).
+    expect(environmentBytes({ C: '\u0001\n' })).toBe(8 + 6 + 2);
+    const quoted = 'x'.repeat(2000) + '"'.repeat(1100);
+    expect(Buffer.byteLength(quoted)).toBeLessThan(LAMBDA_ENVIRONMENT_MAX_BYTES);
+    expect(() => assertEnvironmentFits('X', { DMDOT_ALLOWED_ORIGINS: quoted }, { DMDOT_ALLOWED_ORIGINS: 'allowedOrigins' })).toThrow(
+      /X function: .* measure 4228 bytes .*context allowedOrigins \(DMDOT_ALLOWED_ORIGINS\)/,
     );
   });
 
-  test('the count: UTF-8 bytes of names and values, each CloudFormation reference counted as 256 bytes', () => {
-    expect(environmentBytes({ A: 'bc', É: 'é' })).toBe(1 + 2 + 2 + 2);
-    expect(environmentBytes({ TABLE: Token.asString({ Ref: 'Table' }) })).toBe(5 + TOKEN_ESTIMATE_BYTES);
-    expect(() => assertEnvironmentFits('X', { A: 'a'.repeat(LAMBDA_ENVIRONMENT_MAX_BYTES - 1) }, {})).not.toThrow();
-    expect(() => assertEnvironmentFits('X', { AB: 'a'.repeat(LAMBDA_ENVIRONMENT_MAX_BYTES - 1) }, { AB: 'someKey' })).toThrow(
-      /X function: .*4097 bytes.*context someKey \(AB\)/,
-    );
+  test('the limit itself: 4096 bytes fit, 4097 do not', () => {
+    const of = (bytes: number) => ({ A: 'a'.repeat(bytes - '{"A":""}'.length) });
+    expect(assertEnvironmentFits('X', of(4096), {})).toBe(4096);
+    expect(() => assertEnvironmentFits('X', of(4097), { A: 'someKey' })).toThrow(/X function: .*4097 bytes.*Lambda allows 4096.*context someKey \(A\)/);
   });
 
-  test('too many allowed origins fail synth naming allowedOrigins', () => {
+  describe('references count at the longest text CloudFormation can give them, by what they refer to', () => {
+    const stack = new Stack(new App(), 'DmDot');
+    const table = new dynamodb.Table(stack, 'Table', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
+    const queue = new sqs.Queue(stack, 'DeliveryQueue');
+    const secret = new secretsmanager.Secret(stack, 'PupSigningSecrets');
+    const longest = (value: string) => worstCaseValue(value).length;
+
+    test('a table name: <stack>-<logical ID>-<13 random>, at most 255', () => {
+      // DmDot-TableCD117FA1-XXXXXXXXXXXXX
+      expect(longest(table.tableName)).toBe('DmDot'.length + 1 + 'TableCD117FA1'.length + 1 + 13);
+      const long = new Stack(new App(), 'S'.repeat(128));
+      const longTable = new dynamodb.Table(long, 'Table'.repeat(30), { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
+      expect(longest(longTable.tableName)).toBe(255);
+    });
+
+    test('a queue URL: https://sqs.<longest region>.<amazonaws.com.cn>/<account>/<generated name, at most 80>', () => {
+      const name = 'DmDot'.length + 1 + 'DeliveryQueueA11633D0'.length + 1 + 13;
+      expect(longest(queue.queueUrl)).toBe('https://sqs.'.length + 15 + 1 + 'amazonaws.com.cn'.length + 1 + 12 + 1 + name);
+      const long = new Stack(new App(), 'S'.repeat(128));
+      // At most 80 for the name: 138 characters for any queue URL.
+      expect(longest(new sqs.Queue(long, 'Queue').queueUrl)).toBe(12 + 15 + 1 + 16 + 1 + 12 + 1 + 80);
+    });
+
+    test('a generated secret ARN: arn:<aws-us-gov>:secretsmanager:<region>:<account>:secret:<logical ID>-<12>-<6>', () => {
+      const arn = longest(secret.secretArn);
+      expect(arn).toBe('arn:aws-us-gov:secretsmanager:'.length + 15 + 1 + 12 + ':secret:'.length + 'PupSigningSecretsDEB7DA65'.length + 13 + 7);
+      expect(arn).toBeGreaterThanOrEqual(90);
+      expect(arn).toBeLessThanOrEqual(130);
+    });
+
+    test('text around a reference counts as it is; a reference of a kind without a bound fails the check instead of being guessed', () => {
+      expect(longest(`name=${table.tableName};`)).toBe(6 + longest(table.tableName));
+      expect(() => worstCaseValue(table.tableArn)).toThrow(/no longest length is known for AWS::DynamoDB::Table/);
+      const token = Tokenization.reverseString(queue.queueArn).firstToken;
+      expect(token).toBeDefined();
+      expect(() => referenceMaxLength(token!)).toThrow(/REFERENCE_BOUNDS/);
+    });
+  });
+
+  test('too many allowed origins fail synth naming allowedOrigins, the one sizable setting left in the environment', () => {
     const origins = Array.from({ length: 200 }, (_, i) => `https://app${i}.example.com`).join(',');
-    expect(() => synthesize({ bundle: false, context: { allowedOrigins: origins } })).toThrow(/context allowedOrigins \(DMDOT_ALLOWED_ORIGINS\)/);
+    expect(() => synthesize({ bundle: false, context: { allowedOrigins: origins } })).toThrow(
+      /^MCP function: its environment variables measure \d+ bytes .*Lambda allows 4096; context allowedOrigins \(DMDOT_ALLOWED_ORIGINS\) takes \d+ bytes/,
+    );
   });
 
-  test('a manifest that fits with room for the references synthesizes', () => {
-    const fits = file('fits.json', manifestOf(2000));
-    const ok = synthesize({ bundle: false, context: { pupManifestFile: fits } });
+  test('a pup manifest far larger than the environment could hold synthesizes: it travels in the asset, not the environment', () => {
+    const big = file('big.json', JSON.stringify({ name: 'dm-dot', description: 'x'.repeat(64 * 1024) }));
+    const ok = synthesize({ bundle: false, context: { pupManifestFile: big } });
     try {
       const fn = resource(ok.template, 'AWS::Lambda::Function', 'McpFunction');
-      expect(fn.Properties.Environment.Variables.PUP_MANIFEST_JSON).toBe(fs.readFileSync(fits, 'utf8'));
+      expect(fn.Properties.Environment.Variables.PUP_MANIFEST_FILE).toBe('pup-manifest.json');
+      expect(JSON.stringify(ok.template).length).toBeLessThan(64 * 1024);
     } finally {
       ok.cleanup();
     }

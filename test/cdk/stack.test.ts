@@ -1,6 +1,7 @@
 /**
  * The dm-dot stack with cdk.json's defaults, synthesized once (esbuild bundles included) and checked
- * rule by rule against SPEC 1, 2, 5, 6, 7, 8 and 10 and the stack's own contract with the handlers.
+ * rule by rule against SPEC 1, 2, 5, 6, 7, 8 and 10, the stack's own contract with the handlers,
+ * and the logical IDs earlier deployments hold their resources under.
  */
 import { Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
@@ -10,9 +11,12 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
+import { ItemKeys } from '../../lambda/adapters/items';
+import { OAUTH_DISCOVERY_PATHS } from '../../lambda/core/protocol';
 import { DELIVERY_OUTCOMES, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
-import { PUP_SECRET_TEMPLATE } from '../../lib/dm-dot-stack';
-import { ACCESS_LOG_FIELDS, HEALTHZ_ROUTE, HEALTHZ_THROTTLE, ROUTES } from '../../lib/http-api';
+import { ACCESS_LOG_FIELDS, ACCESS_LOG_VARIABLES, HEALTHZ_ROUTE, HEALTHZ_THROTTLE, ROUTES } from '../../lib/constructs/http-api';
+import { PUP_SECRET_TEMPLATE } from '../../lib/constructs/secrets';
+import { LAMBDA_ENVIRONMENT_MAX_BYTES } from '../../lib/lambda-environment';
 import { DEFAULTS } from '../../lib/settings';
 import {
   type Json,
@@ -75,15 +79,24 @@ function statementsOf(roleId: string): Json[] {
     .flatMap((p) => p.PolicyDocument.Statement);
 }
 
-/** `action -> resources` for a role, so a test can state exactly what a function may do. */
+/** `action -> resources` for a role, so a test can state exactly what a function may do (conditions: conditionsOf). */
 function permissions(roleId: string): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const s of statementsOf(roleId)) {
     expect(s.Effect).toBe('Allow');
-    expect(s.Condition).toBeUndefined();
     const actions: string[] = [s.Action].flat();
     const resources: string[] = [s.Resource].flat().map((r: Json) => JSON.stringify(r));
     for (const a of actions) out[a] = [...(out[a] ?? []), ...resources].sort();
+  }
+  return out;
+}
+
+/** `action -> condition` for every action of a role whose statement has a condition. */
+function conditionsOf(roleId: string): Record<string, Json> {
+  const out: Record<string, Json> = {};
+  for (const s of statementsOf(roleId)) {
+    if (s.Condition === undefined) continue;
+    for (const a of [s.Action].flat() as string[]) out[a] = s.Condition;
   }
   return out;
 }
@@ -121,6 +134,70 @@ describe('storage (SPEC 5)', () => {
       KMSMasterKeyId: getAtt(ids.key, 'Arn'),
     });
     expect(props(ids.key).EnableKeyRotation).toBe(true);
+  });
+});
+
+describe('upgrades keep what earlier deployments created', () => {
+  test('the retained table and its KMS key keep their logical IDs (a new ID would orphan them and start an empty table)', () => {
+    expect(template.Resources.TableCD117FA1?.Type).toBe('AWS::DynamoDB::Table');
+    expect(template.Resources.TableKeyF581D96F?.Type).toBe('AWS::KMS::Key');
+    expect(ids.table).toBe('TableCD117FA1');
+    expect(ids.key).toBe('TableKeyF581D96F');
+    expect(props(ids.table).SSESpecification.KMSMasterKeyId).toEqual(getAtt('TableKeyF581D96F', 'Arn'));
+  });
+
+  test('every resource of the stack before its split into constructs is still there under the same logical ID and type', () => {
+    // The template of the flat stack (every resource directly under it), with cdk.json's defaults.
+    const before: [string, string][] = [
+      ['TableKeyF581D96F', 'AWS::KMS::Key'],
+      ['TableCD117FA1', 'AWS::DynamoDB::Table'],
+      ['DeadLetterQueue9F481546', 'AWS::SQS::Queue'],
+      ['DeadLetterQueuePolicyB1FB890C', 'AWS::SQS::QueuePolicy'],
+      ['DeliveryQueueA11633D0', 'AWS::SQS::Queue'],
+      ['DeliveryQueuePolicy260ED33F', 'AWS::SQS::QueuePolicy'],
+      ['ApiKeyF9DDEE66', 'AWS::SecretsManager::Secret'],
+      ['PupSigningSecretsDEB7DA65', 'AWS::SecretsManager::Secret'],
+      ['McpLogs4DA55288', 'AWS::Logs::LogGroup'],
+      ['McpRole6F59AEDA', 'AWS::IAM::Role'],
+      ['McpRoleDefaultPolicyF6B7EA15', 'AWS::IAM::Policy'],
+      ['McpFunctionD30E3E93', 'AWS::Lambda::Function'],
+      ['DeliveryLogsE7964E8F', 'AWS::Logs::LogGroup'],
+      ['DeliveryRole959799AB', 'AWS::IAM::Role'],
+      ['DeliveryRoleDefaultPolicy9C3998AE', 'AWS::IAM::Policy'],
+      ['DeliveryFunction8263A102', 'AWS::Lambda::Function'],
+      ['DeliveryFunctionSqsEventSourceDmDotDeliveryQueue23F9F5BE7182868E', 'AWS::Lambda::EventSourceMapping'],
+      ['HttpApi4E1D4184', 'AWS::ApiGatewayV2::Api'],
+      ['HttpApiPOSTmcpMcpCF2556A3', 'AWS::ApiGatewayV2::Integration'],
+      ['HttpApiPOSTmcpMcpPermission5370955E', 'AWS::Lambda::Permission'],
+      ['HttpApiPOSTmcp0A657EA5', 'AWS::ApiGatewayV2::Route'],
+      ['HttpApiGETmcpMcpPermissionC7315C7A', 'AWS::Lambda::Permission'],
+      ['HttpApiGETmcp54561DD7', 'AWS::ApiGatewayV2::Route'],
+      ['HttpApiDELETEmcpMcpPermissionE8DA2B1D', 'AWS::Lambda::Permission'],
+      ['HttpApiDELETEmcp89102728', 'AWS::ApiGatewayV2::Route'],
+      ['HttpApiPOSTv1messagesMcpPermission561542F8', 'AWS::Lambda::Permission'],
+      ['HttpApiPOSTv1messagesCFCC7AA6', 'AWS::ApiGatewayV2::Route'],
+      ['HttpApiGEThealthzMcpPermission0089C06C', 'AWS::Lambda::Permission'],
+      ['HttpApiGEThealthz73BDA3DD', 'AWS::ApiGatewayV2::Route'],
+      ['HttpApiGETpupmanifestjsonMcpPermissionE25AB948', 'AWS::Lambda::Permission'],
+      ['HttpApiGETpupmanifestjsonACB78C02', 'AWS::ApiGatewayV2::Route'],
+      ['HttpApiPOSTpupmcpMcpPermissionFBF28D98', 'AWS::Lambda::Permission'],
+      ['HttpApiPOSTpupmcp755A9C00', 'AWS::ApiGatewayV2::Route'],
+      ['HttpApiPOSTpupchallengeMcpPermission754596C8', 'AWS::Lambda::Permission'],
+      ['HttpApiPOSTpupchallenge403DA061', 'AWS::ApiGatewayV2::Route'],
+      ['HttpApiPOSTpupeventsMcpPermission2934D536', 'AWS::Lambda::Permission'],
+      ['HttpApiPOSTpupevents111E62B7', 'AWS::ApiGatewayV2::Route'],
+      ['HttpAccessLogs1CB64BE3', 'AWS::Logs::LogGroup'],
+      ['HttpDefaultStageE6653C08', 'AWS::ApiGatewayV2::Stage'],
+      ['DeadLetterAlarmBB7AE56D', 'AWS::CloudWatch::Alarm'],
+      ['DeliveryErrorsAlarm913F5D82', 'AWS::CloudWatch::Alarm'],
+      ['Api5xxAlarm31F257DC', 'AWS::CloudWatch::Alarm'],
+      ['Dashboard7A714131', 'AWS::CloudWatch::Dashboard'],
+    ];
+    const now = Object.entries(template.Resources as Record<string, { Type: string }>).map(([id, r]) => [id, r.Type]);
+    expect(now).toEqual(expect.arrayContaining(before));
+    // Everything else is new since: the OAuth discovery routes and their invoke permissions.
+    const added = now.filter(([id]) => id !== 'CDKMetadata' && !before.some(([old]) => old === id)).map(([, type]) => type);
+    expect(added.sort()).toEqual([...Array(4).fill('AWS::ApiGatewayV2::Route'), ...Array(4).fill('AWS::Lambda::Permission')].sort());
   });
 });
 
@@ -204,7 +281,7 @@ describe('API key (SPEC 1, 2)', () => {
 });
 
 describe('functions', () => {
-  test('both run nodejs22.x on arm64 and never load source maps at run time (issue 10: decoded offline)', () => {
+  test('both run nodejs22.x on arm64 and never load source maps at run time (stack traces are decoded offline)', () => {
     for (const id of [ids.mcpFn, ids.deliveryFn]) {
       expect(props(id)).toEqual(
         expect.objectContaining({ Runtime: 'nodejs22.x', Architectures: ['arm64'], Handler: 'index.handler' }),
@@ -236,6 +313,17 @@ describe('functions', () => {
       DEAD_LETTER_QUEUE_URL: ref(ids.dlq),
       DMDOT_RETRY_DELAYS: DEFAULTS.retryDelays,
     });
+  });
+
+  test('no pup manifest configured: no PUP_MANIFEST_FILE, and no PUP_MANIFEST_JSON anywhere in the template', () => {
+    expect(props(ids.mcpFn).Environment.Variables.PUP_MANIFEST_FILE).toBeUndefined();
+    expect(JSON.stringify(template)).not.toContain('PUP_MANIFEST_JSON');
+  });
+
+  test('the MCP environment, measured as Lambda measures it with references at their longest, leaves most of the 4 KB free', () => {
+    // About 580 bytes today; far more would mean something large moved into the environment again.
+    expect(synth.stack.mcp.environmentBytes).toBeGreaterThan(400);
+    expect(synth.stack.mcp.environmentBytes).toBeLessThan(LAMBDA_ENVIRONMENT_MAX_BYTES / 4);
   });
 
   test('DMDOT_ALLOW_LOOPBACK_CALLBACKS is never set (SPEC 7)', () => {
@@ -288,6 +376,34 @@ describe('least privilege', () => {
       'secretsmanager:GetSecretValue': [JSON.stringify(ref(ids.secret)), JSON.stringify(ref(ids.pupSecret))].sort(),
       'secretsmanager:DescribeSecret': [JSON.stringify(ref(ids.secret)), JSON.stringify(ref(ids.pupSecret))].sort(),
     });
+  });
+
+  const kmsActions = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey*', 'kms:ReEncrypt*'];
+  /** kms:ViaService = dynamodb.<the stack's region>.amazonaws.com: the key works only through DynamoDB in this region. */
+  const viaDynamoDb = { StringEquals: { 'kms:ViaService': { 'Fn::Join': ['', ['dynamodb.', ref('AWS::Region'), '.amazonaws.com']] } } };
+
+  test('both roles may use the table key only through DynamoDB in the stack`s region (kms:ViaService)', () => {
+    for (const roleId of [ids.mcpRole, ids.deliveryRole]) {
+      const conditions = conditionsOf(roleId);
+      for (const action of kmsActions) expect({ action, condition: conditions[action] }).toEqual({ action, condition: viaDynamoDb });
+    }
+  });
+
+  test('delivery role: item actions only on SUBSCRIPTION and EVENT#* items (dynamodb:LeadingKeys, every key of a request)', () => {
+    const conditions = conditionsOf(ids.deliveryRole);
+    const leadingKeys = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SUBSCRIPTION', 'EVENT#*'] } };
+    for (const action of ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']) {
+      expect({ action, condition: conditions[action] }).toEqual({ action, condition: leadingKeys });
+    }
+    // The patterns are the keys the storage adapter writes (lambda/adapters/items.ts), not look-alikes.
+    expect(ItemKeys.subscription).toBe('SUBSCRIPTION');
+    expect(ItemKeys.event('evt_0')).toBe('EVENT#evt_0');
+    // Nothing else of the delivery role is conditional, nothing is left unconditional on the table or key.
+    expect(Object.keys(conditions).sort()).toEqual([...kmsActions, 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:UpdateItem'].sort());
+  });
+
+  test('MCP role: every item kind (no LeadingKeys), so only its key use carries a condition', () => {
+    expect(Object.keys(conditionsOf(ids.mcpRole)).sort()).toEqual([...kmsActions].sort());
   });
 
   test('pup`s secret: readable by the MCP role only, and no resource policy opens it to anyone else', () => {
@@ -345,7 +461,7 @@ describe('least privilege', () => {
 });
 
 describe('HTTP API (SPEC 2)', () => {
-  test('exactly the nine routes (SPEC 2 and the pup door of SPEC 8), each to the MCP function with payload format 2.0', () => {
+  test('exactly the thirteen routes (SPEC 2, the pup door of SPEC 8, OAuth discovery), each to the MCP function with payload format 2.0', () => {
     const routes = logicalIds(template, 'AWS::ApiGatewayV2::Route').map(props);
     expect(routes.map((r) => r.RouteKey).sort()).toEqual(Object.keys(ROUTES).sort());
     expect(Object.keys(ROUTES).sort()).toEqual(
@@ -359,6 +475,10 @@ describe('HTTP API (SPEC 2)', () => {
         'POST /pup/mcp',
         'POST /pup/challenge',
         'POST /pup/events',
+        'GET /.well-known/oauth-protected-resource',
+        'GET /.well-known/oauth-protected-resource/mcp',
+        'GET /.well-known/oauth-authorization-server',
+        'GET /.well-known/oauth-authorization-server/mcp',
       ].sort(),
     );
     const integrations = logicalIds(template, 'AWS::ApiGatewayV2::Integration');
@@ -375,6 +495,17 @@ describe('HTTP API (SPEC 2)', () => {
       expect(r.Target).toEqual({ 'Fn::Join': ['', ['integrations/', ref(integrations[0] as string)]] });
       expect(r.AuthorizationType ?? 'NONE').toBe('NONE');
     }
+  });
+
+  test('the OAuth discovery paths an MCP client probes after a 401 reach the function: the paths the app answers', () => {
+    // Without these routes API Gateway answers them itself, with a bare 404 that explains nothing.
+    const routed = Object.keys(ROUTES)
+      .filter((key) => key.startsWith('GET /.well-known/'))
+      .map((key) => key.slice('GET '.length));
+    expect(routed.sort()).toEqual([...OAUTH_DISCOVERY_PATHS].sort());
+    // Public like /healthz, and throttled by the stage's default, not the health check's own limit.
+    const stage = props(resource(template, 'AWS::ApiGatewayV2::Stage', 'HttpDefaultStage').id);
+    expect(Object.keys(stage.RouteSettings)).toEqual([HEALTHZ_ROUTE]);
   });
 
   test('default stage is throttled with the context defaults', () => {
@@ -416,6 +547,36 @@ describe('HTTP API (SPEC 2)', () => {
     }
     expect(settings.Format).not.toMatch(/\$input|\$request|querystring|rawQueryString|\$context\.path/i);
     expect(props(ids.accessLogs).RetentionInDays).toBe(DEFAULTS.logRetentionDays);
+  });
+
+  test('access logs stay JSON whatever a client sends: every $context variable is on the allow-list of text API Gateway produces itself', () => {
+    // API Gateway writes a variable's text into the format unescaped: a user agent holding `"` or `\`
+    // would break the line. So only these may appear (reviewed one by one; lib/constructs/http-api.ts says why each is safe).
+    const allowed = [
+      '$context.requestId',
+      '$context.requestTimeEpoch',
+      '$context.identity.sourceIp',
+      '$context.routeKey',
+      '$context.protocol',
+      '$context.status',
+      '$context.responseLength',
+      '$context.responseLatency',
+      '$context.integrationStatus',
+      '$context.integrationLatency',
+      '$context.error.message',
+    ];
+    expect([...ACCESS_LOG_VARIABLES].sort()).toEqual([...allowed].sort());
+    const format: string = props(resource(template, 'AWS::ApiGatewayV2::Stage', 'HttpDefaultStage').id).AccessLogSettings.Format;
+    const used = [...format.matchAll(/\$context\.[A-Za-z0-9_.]+/g)].map((m) => m[0]);
+    expect(used.length).toBe(Object.keys(ACCESS_LOG_FIELDS).length);
+    for (const variable of used) expect(allowed).toContain(variable);
+    // Each value is exactly one variable inside quotes: nothing else is spliced into the JSON.
+    for (const value of Object.values(JSON.parse(format) as Record<string, string>)) expect(allowed).toContain(value);
+    // No client text: no user agent, no path, no query string, no header, no request or integration error text.
+    expect(format).not.toMatch(/userAgent|\.path|querystring|header|integrationErrorMessage|integration\.error|\$input|\$request/i);
+    // Filled with values of the shapes these variables take, the line parses.
+    const sample = format.replace(/\$context\.[A-Za-z0-9_.]+/g, (v) => (v === '$context.error.message' ? 'Not Found' : v.endsWith('sourceIp') ? '203.0.113.7' : '-'));
+    expect(() => JSON.parse(sample)).not.toThrow();
   });
 
   test('no CORS configuration while no browser origin is allowed', () => {
@@ -474,7 +635,7 @@ describe('alarms', () => {
   });
 });
 
-describe('dashboard (issue 8)', () => {
+describe('dashboard', () => {
   /** The dashboard body with each CloudFormation reference replaced by a readable placeholder. */
   function body(): Json {
     const join = props(ids.dashboard).DashboardBody['Fn::Join'] as [string, Json[]];
@@ -566,10 +727,32 @@ describe('outputs', () => {
     expect(JSON.stringify(template.Outputs)).not.toContain('key=');
   });
 
+  test('McpFunctionName and AlarmNames, for the operator CLI: the MCP function, and every alarm of the stack comma-separated', () => {
+    const o = template.Outputs;
+    // dm-dot key rotate --aws recycles this function's execution environments.
+    expect(o.McpFunctionName.Value).toEqual(ref(ids.mcpFn));
+    // dm-dot status --aws reads these alarms' state.
+    const alarmIds = logicalIds(template, 'AWS::CloudWatch::Alarm');
+    expect(alarmIds).toHaveLength(3);
+    expect(o.AlarmNames.Value).toEqual({ 'Fn::Join': [',', alarmIds.map(ref)] });
+  });
+
   test('ApiKeySecretArn, GetApiKeyCommand, PupSecretArn, DashboardUrl, TableName, DeliveryQueueUrl, DeadLetterQueueUrl and RedriveCommand are there', () => {
     const o = template.Outputs;
     expect(Object.keys(o).sort()).toEqual(
-      ['ApiKeySecretArn', 'DashboardUrl', 'DeadLetterQueueUrl', 'DeliveryQueueUrl', 'GetApiKeyCommand', 'McpEndpoint', 'PupSecretArn', 'RedriveCommand', 'TableName'].sort(),
+      [
+        'AlarmNames',
+        'ApiKeySecretArn',
+        'DashboardUrl',
+        'DeadLetterQueueUrl',
+        'DeliveryQueueUrl',
+        'GetApiKeyCommand',
+        'McpEndpoint',
+        'McpFunctionName',
+        'PupSecretArn',
+        'RedriveCommand',
+        'TableName',
+      ].sort(),
     );
     // What `dm-dot <command> --aws --stack NAME` reads.
     expect(o.TableName.Value).toEqual(ref(ids.table));
@@ -642,15 +825,15 @@ describe('cdk-nag (AWS Solutions)', () => {
     walk(synth.app);
     expect(acknowledged.sort()).toEqual(
       [
-        'DmDot/ApiKey AwsSolutions-SMG4',
-        'DmDot/Delivery/Function AwsSolutions-L1',
-        'DmDot/Delivery/Role AwsSolutions-IAM5[Action::kms:GenerateDataKey*]',
-        'DmDot/Delivery/Role AwsSolutions-IAM5[Action::kms:ReEncrypt*]',
+        'DmDot/Secrets/ApiKey AwsSolutions-SMG4',
+        'DmDot/Delivery/Function/Function AwsSolutions-L1',
+        'DmDot/Delivery/Function/Role AwsSolutions-IAM5[Action::kms:GenerateDataKey*]',
+        'DmDot/Delivery/Function/Role AwsSolutions-IAM5[Action::kms:ReEncrypt*]',
         'DmDot/Http/Api AwsSolutions-APIG4',
         'DmDot/Mcp/Function AwsSolutions-L1',
         'DmDot/Mcp/Role AwsSolutions-IAM5[Action::kms:GenerateDataKey*]',
         'DmDot/Mcp/Role AwsSolutions-IAM5[Action::kms:ReEncrypt*]',
-        'DmDot/PupSigningSecrets AwsSolutions-SMG4',
+        'DmDot/Secrets/PupSigningSecrets AwsSolutions-SMG4',
       ].sort(),
     );
   });
@@ -668,7 +851,7 @@ describe('bundles (read from the synthesized cloud assembly)', () => {
 
   test('each asset is a minified CommonJS index.js with its source map and a package.json naming the format', () => {
     for (const [id, chunks] of [
-      [ids.mcpFn, ['mcp-data.js', 'mcp-data.js.map']],
+      [ids.mcpFn, ['mcp-storage.js', 'mcp-storage.js.map']],
       [ids.deliveryFn, []],
     ] as const) {
       const { dir, code } = files(id);
@@ -682,10 +865,10 @@ describe('bundles (read from the synthesized cloud assembly)', () => {
 
   test("the MCP asset's storage chunk (built by the afterBundling hook) is minified, tree-shaken and loaded by index.js", () => {
     const { dir, code } = files(ids.mcpFn);
-    const chunk = fs.readFileSync(path.join(dir, 'mcp-data.js'), 'utf8');
-    const chunkSources = (JSON.parse(fs.readFileSync(path.join(dir, 'mcp-data.js.map'), 'utf8')) as { sources: string[] }).sources;
-    expect(code).toContain('require("./mcp-data")');
-    expect(chunk).toMatch(/\/\/# sourceMappingURL=mcp-data\.js\.map\s*$/);
+    const chunk = fs.readFileSync(path.join(dir, 'mcp-storage.js'), 'utf8');
+    const chunkSources = (JSON.parse(fs.readFileSync(path.join(dir, 'mcp-storage.js.map'), 'utf8')) as { sources: string[] }).sources;
+    expect(code).toContain('require("./mcp-storage")');
+    expect(chunk).toMatch(/\/\/# sourceMappingURL=mcp-storage\.js\.map\s*$/);
     expect(chunk).not.toMatch(/^\s*\/\/ (lambda|node_modules)\//m);
     expect(chunkSources.some((s) => s.includes('@aws-sdk/client-dynamodb/dist-es/'))).toBe(true);
     // Tree-shaken: a DynamoDB command dm-dot never sends is not in it.

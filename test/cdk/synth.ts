@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DmDotStack } from '../../lib/dm-dot-stack';
-import { PROJECT_ROOT } from '../../lib/handler-function';
+import { PROJECT_ROOT } from '../../lib/constructs/handler-function';
 import { readSettings } from '../../lib/settings';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

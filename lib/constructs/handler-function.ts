@@ -10,8 +10,12 @@
  * `logs:CreateLogStream` / `logs:PutLogEvents` on this function's own log group. Callers add the
  * data-plane grants.
  *
- * The MCP function's asset also holds its storage chunk (`mcp-data.js`), built by the afterBundling
- * hook with the same options (lib/bundling.ts says why it is a file of its own).
+ * The MCP function's asset also holds its storage chunk (`mcp-storage.js`), built by the afterBundling
+ * hook with the same options (lib/bundling.ts says why it is a file of its own), and, when the
+ * operator configured one, a copy of the pup manifest (`assetFiles`): a file known at synth belongs
+ * in the code, not in the 4 KB environment. The asset is hashed from the bundling output
+ * (`NodejsFunction`'s default, AssetHashType.OUTPUT), so a changed file is a new asset and a new
+ * deployment of the code.
  *
  * The asset gets a `package.json` that names its module type. Without it the runtime looks for the
  * nearest one and Node has to work out the format of `index.js` itself (TOOLCHAIN: about 1.3x
@@ -32,7 +36,7 @@ import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-n
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import * as path from 'node:path';
-import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, type LambdaBundle, type LambdaChunk } from './bundling';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, shellQuote, type LambdaBundle, type LambdaChunk } from '../bundling';
 
 /** The repository root: bundling resolves entries, the lock file and tsconfig from here. */
 export const PROJECT_ROOT = BUNDLE_ROOT;
@@ -65,6 +69,26 @@ export interface HandlerFunctionProps {
   readonly logRetention: logs.RetentionDays;
   /** Parts of the code built as files of their own beside index.js (lib/bundling.ts). */
   readonly chunks?: readonly LambdaChunk[];
+  /**
+   * Files copied into the asset beside index.js: name in the asset -> absolute path of the source.
+   * The function finds them relative to its task root (`LAMBDA_TASK_ROOT`).
+   */
+  readonly assetFiles?: Readonly<Record<string, string>>;
+}
+
+/** Names the bundling output already uses, which an extra file must not replace. */
+const RESERVED_ASSET_NAMES = new Set(['index.js', 'index.js.map', 'package.json']);
+
+/**
+ * The shell command that copies one file into the bundling output. A source inside the project is
+ * addressed through `inputDir` (what bundling in a container sees as the project), anything else by
+ * its absolute path (local bundling, the way this project builds: esbuild is a dev dependency).
+ */
+export function copyIntoAssetCommand(source: string, name: string, inputDir: string, outputDir: string): string {
+  const relative = path.relative(PROJECT_ROOT, source);
+  const inside = relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
+  const from = inside ? path.posix.join(inputDir, ...relative.split(path.sep)) : source;
+  return `cp ${shellQuote(from)} ${shellQuote(path.posix.join(outputDir, name))}`;
 }
 
 export class HandlerFunction extends Construct {
@@ -88,6 +112,12 @@ export class HandlerFunction extends Construct {
     this.logGroup.grantWrite(this.role);
 
     const spec = lambdaBundle(PROJECT_ROOT, props.chunks ?? []);
+    const assetFiles = Object.entries(props.assetFiles ?? {});
+    const taken = new Set([...RESERVED_ASSET_NAMES, ...spec.chunks.flatMap((chunk) => [chunk.file, `${chunk.file}.map`])]);
+    for (const [name, source] of assetFiles) {
+      if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name) || taken.has(name)) throw new Error(`${this.node.path}: "${name}" cannot be a file of the asset`);
+      if (!path.isAbsolute(source)) throw new Error(`${this.node.path}: the source of ${name} must be an absolute path`);
+    }
     this.function = new NodejsFunction(this, 'Function', {
       entry: path.join(PROJECT_ROOT, props.entry),
       handler: 'handler',
@@ -110,6 +140,7 @@ export class HandlerFunction extends Construct {
           afterBundling: (inputDir: string, outputDir: string) => [
             `echo '${ASSET_PACKAGE_JSON.trim()}' > "${outputDir}/package.json"`,
             ...spec.chunks.map((chunk) => chunkEsbuildCommand(spec, chunk, inputDir, outputDir)),
+            ...assetFiles.map(([name, source]) => copyIntoAssetCommand(source, name, inputDir, outputDir)),
           ],
         },
       },

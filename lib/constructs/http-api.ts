@@ -2,13 +2,22 @@
  * The public HTTP surface (SPEC 2, SPEC 8): an API Gateway HTTP API whose routes all go to the MCP
  * function with payload format 2.0, one throttled `$default` stage, and JSON access logs.
  *
- * Access logs record the route key (method and route template), never the path as sent nor the
- * query string: the API key travels as `?key=` (ChatGPT connectors) and must not reach a log.
+ * Access logs hold only what API Gateway produces itself (ACCESS_LOG_FIELDS): ids, times, numbers,
+ * the source address of the connection and the route key (method and route template, from this
+ * construct's own route table). Never the path as sent nor the query string (the API key travels as
+ * `?key=` for ChatGPT connectors and must not reach a log), nor a header, nor the user agent:
+ * API Gateway writes a variable's text into the format as it is, without escaping, so a client text
+ * holding `"` or `\` would break the JSON of its own log line.
  *
  * Authentication is the handler's job (API key in the query or a Bearer header, compared in
  * constant time, SPEC 2; pup's Standard Webhooks signature on `/pup/*`, SPEC 8), so the routes carry
  * no API Gateway authorizer. CORS is configured only when browser origins are allowed; the handler
  * refuses other origins itself.
+ *
+ * The OAuth discovery paths are routes too: an MCP client that gets a 401 looks for OAuth metadata
+ * there (RFC 9728 protected resource metadata, RFC 8414 authorization server metadata, each with and
+ * without the endpoint's path), and the function answers with a 404 that explains this server takes
+ * an API key. Without the routes API Gateway itself would answer a bare `{"message":"Not Found"}`.
  *
  * Throttling: the stage's default applies to every route except `GET /healthz`, which is public and
  * gets its own, lower route throttle (HTTP API route settings,
@@ -16,6 +25,9 @@
  * anonymous health polling cannot spend the budget ChatGPT's calls draw from. The stage depends on
  * that route: API Gateway refuses route settings for a route key that does not exist yet ("Unable to
  * find Route by key ... within the provided RouteSettings").
+ *
+ * The construct keeps the id `Http` at the stack's top level: the API's logical ID is its endpoint,
+ * the URL every connected dot was given.
  *
  * Deliberately not here: custom domains and AWS WAF. WAF cannot be attached to an HTTP API (it
  * protects REST APIs, CloudFront, ALB and others; the README's "Public exposure" says how to put one
@@ -37,7 +49,11 @@ import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 
-/** Route key (`METHOD /path`) -> what it serves. The keys are the only routes the API has. */
+/**
+ * Route key (`METHOD /path`) -> what it serves. The keys are the only routes the API has. The one
+ * integration is created with the first route and takes its logical ID from it, so new routes go at
+ * the end.
+ */
 export const ROUTES = {
   'POST /mcp': 'MCP Streamable HTTP endpoint',
   'GET /mcp': '405 Allow: POST',
@@ -48,6 +64,10 @@ export const ROUTES = {
   'POST /pup/mcp': 'MCP for pup, Standard Webhooks signature',
   'POST /pup/challenge': 'pup challenge echo, Standard Webhooks signature',
   'POST /pup/events': 'pup member events, Standard Webhooks signature',
+  'GET /.well-known/oauth-protected-resource': 'OAuth discovery after a 401: 404, this server takes an API key',
+  'GET /.well-known/oauth-protected-resource/mcp': 'OAuth discovery after a 401: 404, this server takes an API key',
+  'GET /.well-known/oauth-authorization-server': 'OAuth discovery after a 401: 404, this server takes an API key',
+  'GET /.well-known/oauth-authorization-server/mcp': 'OAuth discovery after a 401: 404, this server takes an API key',
 } as const;
 
 export type RouteKey = keyof typeof ROUTES;
@@ -66,14 +86,37 @@ export const HEALTHZ_THROTTLE = { rateLimit: 1, burstLimit: 2 } as const;
 export const CORS_EXPOSE_HEADERS = ['mcp-session-id', 'mcp-protocol-version', 'www-authenticate', 'x-request-id'] as const;
 
 /**
- * One JSON object per request. Only `$context` variables that cannot carry the query string or
- * request content: no `$context.path`, no request parameters, no overrides.
+ * The `$context` variables an access log line may hold: each is text API Gateway produces itself,
+ * none of it sent by the client: ids, epoch times, numbers (or `-`), the source address of the TCP
+ * connection (not X-Forwarded-For), the protocol, the matched route key (a key of ROUTES), and API
+ * Gateway's own error message ("Not Found", "Too Many Requests" and the like). Variables for HTTP
+ * API access logs: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html
+ *
+ * Left out on purpose: `$context.identity.userAgent` and every header (client text), `$context.path`
+ * and anything of the query string (the API key), `$context.integrationErrorMessage` and
+ * `$context.integration.error` (they can quote the function's own error text).
  */
-export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
+export const ACCESS_LOG_VARIABLES = [
+  '$context.requestId',
+  '$context.requestTimeEpoch',
+  '$context.identity.sourceIp',
+  '$context.routeKey',
+  '$context.protocol',
+  '$context.status',
+  '$context.responseLength',
+  '$context.responseLatency',
+  '$context.integrationStatus',
+  '$context.integrationLatency',
+  '$context.error.message',
+] as const;
+
+export type AccessLogVariable = (typeof ACCESS_LOG_VARIABLES)[number];
+
+/** One JSON object per request: field name -> the variable API Gateway writes there. */
+export const ACCESS_LOG_FIELDS: Readonly<Record<string, AccessLogVariable>> = {
   requestId: '$context.requestId',
   requestTimeEpoch: '$context.requestTimeEpoch',
   ip: '$context.identity.sourceIp',
-  userAgent: '$context.identity.userAgent',
   routeKey: '$context.routeKey',
   protocol: '$context.protocol',
   status: '$context.status',
@@ -81,7 +124,6 @@ export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
   responseLatency: '$context.responseLatency',
   integrationStatus: '$context.integrationStatus',
   integrationLatency: '$context.integrationLatency',
-  integrationErrorMessage: '$context.integrationErrorMessage',
   errorMessage: '$context.error.message',
 };
 
@@ -166,7 +208,8 @@ export class McpHttpApi extends Construct {
         'Authorization is done in the MCP function: the API key (query parameter `key` or Bearer header) ' +
         'is checked before the body is parsed and compared in constant time, with the 401/503 answers SPEC 2 ' +
         'defines. An API Gateway Lambda authorizer would repeat that check in a second invocation per request. ' +
-        'GET /healthz is public by design and reveals nothing.',
+        'GET /healthz, GET /pup/manifest.json and the OAuth discovery paths are public by design and reveal nothing ' +
+        'beyond health, the manifest and the fact that this server takes an API key.',
     });
   }
 

@@ -1,13 +1,14 @@
 /**
- * One CloudWatch dashboard that answers "is dm-dot delivering?" at a glance (issue 8): deliveries
- * by outcome, delivery latency and attempts, dead letters, MCP requests and errors, and throttles.
+ * One CloudWatch dashboard that answers "is dm-dot delivering?" at a glance, without opening the
+ * consoles of four services: deliveries by outcome, delivery latency and attempts, dead letters,
+ * MCP requests and errors, and throttles.
  *
  * The dm-dot graphs read the metrics the functions write in embedded metric format
  * (lambda/metrics.ts: names, dimensions and the outcome list come from there, so the two cannot
  * drift apart); the rest are the metrics AWS publishes for SQS, Lambda, API Gateway and DynamoDB.
  * Nothing here calls an API or adds a metric: a dashboard only reads.
  *
- * Deliberately not here: alarms (dm-dot-stack.ts owns them; the dashboard shows their metrics),
+ * Deliberately not here: alarms (observability.ts owns them; the dashboard shows their metrics),
  * cross-region or cross-account widgets, and Logs Insights widgets (they bill per GB scanned on
  * every view).
  */
@@ -18,7 +19,7 @@ import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { DELIVERY_OUTCOMES, DimensionName, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../lambda/metrics';
+import { DELIVERY_OUTCOMES, DimensionName, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
 
 export interface DmDotDashboardProps {
   readonly mcp: IFunction;

@@ -1,0 +1,90 @@
+/**
+ * The MCP function (SPEC 2, 3, 4, 8): every HTTP route of the API reaches it. It authenticates,
+ * speaks MCP, manages the subscription, builds and records each event, enqueues it and makes the
+ * first attempt inline; it serves pup's routes and the manifest.
+ *
+ * Its environment is the contract of lambda/config/settings.ts `mcpLambdaSettings`, checked against
+ * Lambda's 4 KB limit as Lambda measures it (lib/lambda-environment.ts). The pup manifest is known
+ * at synth, so it travels inside the code asset as `pup-manifest.json` and the environment only
+ * names it (`PUP_MANIFEST_FILE`, relative to the task root); with no manifest configured neither
+ * the file nor the variable exists and the function serves its default manifest. The only sizable
+ * setting left in the environment is `allowedOrigins`.
+ *
+ * Grants: every item action on the table but Scan and Query. It touches every kind of item the
+ * table holds (SUBSCRIPTION, EVENT#, VERIFIED#, REPLAY#, ANSWER#: lambda/adapters/items.ts), so a
+ * `dynamodb:LeadingKeys` list would name the whole key space: it would deny nothing today and would
+ * turn the next kind of item into a failure that shows only on AWS. Also the table key through
+ * DynamoDB, SendMessage on the delivery queue (nothing on the dead-letter queue) and read access to
+ * the API key and pup's signing secrets.
+ *
+ * It extends HandlerFunction rather than wrapping one, so that its resources keep the paths, and
+ * the logical IDs, the first deployments gave them (`Mcp/Function`, `Mcp/Role`, `Mcp/Logs`).
+ *
+ * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (SPEC 7: local runtime only), any secret
+ * value (only the secrets' ARNs are in the environment), and the routes (http-api.ts).
+ */
+import { Duration } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+import { MCP_STORAGE_CHUNK } from '../bundling';
+import { assertEnvironmentFits } from '../lambda-environment';
+import type { DmDotSettings } from '../settings';
+import type { DeliveryPipeline } from './delivery-pipeline';
+import { HandlerFunction } from './handler-function';
+import type { Secrets } from './secrets';
+import type { ItemAction, Storage } from './storage';
+
+/** Auth + Secrets Manager at cold start + store + enqueue + at most 4 s of waiting (SPEC 6.2). */
+export const MCP_TIMEOUT = Duration.seconds(10);
+export const MCP_MEMORY_MIB = 512;
+/** The manifest's name inside the asset, and the value of PUP_MANIFEST_FILE. */
+export const PUP_MANIFEST_ASSET_FILE = 'pup-manifest.json';
+export const MCP_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'];
+
+export interface McpFunctionProps {
+  readonly storage: Storage;
+  readonly delivery: DeliveryPipeline;
+  readonly secrets: Secrets;
+  readonly settings: DmDotSettings;
+}
+
+export class McpFunction extends HandlerFunction {
+  /** The environment's size as Lambda measures it (references at their longest), in bytes. */
+  readonly environmentBytes: number;
+
+  constructor(scope: Construct, id: string, props: McpFunctionProps) {
+    const { settings } = props;
+    const environment: Record<string, string> = {
+      TABLE_NAME: props.storage.table.tableName,
+      QUEUE_URL: props.delivery.queue.queueUrl,
+      API_KEY_SECRET_ARN: props.secrets.apiKey.secretArn,
+      PUP_SECRET_ARN: props.secrets.pupSigningSecrets.secretArn,
+      DMDOT_DELIVERY_WAIT_MS: String(settings.deliveryWaitMs),
+      // The inline first attempt times attempt 2 from the schedule (SPEC 6.2 step 3).
+      DMDOT_RETRY_DELAYS: settings.retryDelaysS.join(','),
+      DMDOT_TTL_DEFAULT_MS: String(settings.ttlDefaultMs),
+      DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),
+      DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),
+      ...(settings.pupManifest ? { PUP_MANIFEST_FILE: PUP_MANIFEST_ASSET_FILE } : {}),
+    };
+    // HandlerFunction adds nothing to it (source maps are not loaded at run time).
+    const environmentBytes = assertEnvironmentFits('MCP', environment, {
+      DMDOT_ALLOWED_ORIGINS: 'allowedOrigins',
+      DMDOT_RETRY_DELAYS: 'retryDelays',
+    });
+    super(scope, id, {
+      entry: 'lambda/handlers/mcp.ts',
+      description: 'dm-dot: MCP endpoint, send_to_dot and MCP Events subscriptions',
+      memorySize: MCP_MEMORY_MIB,
+      timeout: MCP_TIMEOUT,
+      logRetention: settings.logRetention,
+      environment,
+      chunks: [MCP_STORAGE_CHUNK],
+      ...(settings.pupManifest ? { assetFiles: { [PUP_MANIFEST_ASSET_FILE]: settings.pupManifest.file } } : {}),
+    });
+    this.environmentBytes = environmentBytes;
+
+    props.storage.grantItems(this.role, MCP_ITEM_ACTIONS);
+    props.delivery.grantEnqueue(this.role);
+    props.secrets.grantRead(this.role);
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * Storage (SPEC 5): the one DynamoDB table (partition key `pk`, no sort key, TTL attribute `ttl`,
+ * on demand, point-in-time recovery) and the KMS key it is encrypted with, a key of the stack's own
+ * because the table holds the dots' signing secrets. Both are retained when the stack is deleted or
+ * replaced, and both keep the logical IDs of the first deployments (logical-ids.ts): a new ID
+ * would orphan them and start an empty table.
+ *
+ * `grantItems` is the only way in: item actions on this table, optionally only on items whose
+ * partition key matches given patterns (`dynamodb:LeadingKeys`), together with the key permissions
+ * DynamoDB needs to use the key on the caller's behalf, valid only when the request comes through
+ * DynamoDB in this region (`kms:ViaService`): a role allowed to read the table cannot use the key
+ * to decrypt anything else, or call KMS with it directly.
+ *
+ * Deliberately not here: which actions or items a function needs (its construct says), indexes,
+ * streams, backups beyond point-in-time recovery, replicas, and access for people (the operator
+ * CLI uses the operator's own credentials).
+ */
+import { Fn, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import { Construct } from 'constructs';
+import { keepLogicalId } from './logical-ids';
+
+/** The item-level DynamoDB actions a function may be granted (none of them reads more than one item). */
+export type ItemAction = 'dynamodb:GetItem' | 'dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:DeleteItem';
+
+/**
+ * The key permissions aws-cdk-lib's `grantReadWriteData` gives for a table encrypted with a
+ * customer-managed key, the set AWS's own example key policy allows through DynamoDB (less
+ * `kms:CreateGrant`, which only table administration needs): "How Amazon DynamoDB uses AWS KMS",
+ * https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html.
+ */
+export const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'] as const;
+
+export interface ItemGrantOptions {
+  /**
+   * Partition key patterns the role may touch (`SUBSCRIPTION`, `EVENT#*`): every key of a request
+   * must match one of them. Absent: every item of the table.
+   */
+  readonly leadingKeys?: readonly string[];
+}
+
+export class Storage extends Construct {
+  readonly table: dynamodb.Table;
+  readonly key: kms.Key;
+
+  constructor(scope: Construct, id: string) {
+    super(scope, id);
+
+    this.key = new kms.Key(this, 'Key', {
+      description: 'dm-dot: encrypts the subscription and delivery table',
+      enableKeyRotation: true,
+      // The table is retained; its key must outlive the stack with it or the data is unreadable.
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    keepLogicalId(this.key, ['TableKey', 'Resource']);
+
+    this.table = new dynamodb.Table(this, 'Table', {
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: 'ttl',
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
+      encryptionKey: this.key,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    keepLogicalId(this.table, ['Table', 'Resource']);
+  }
+
+  /** Item actions on the table and the use of its key through DynamoDB, for one function's role. */
+  grantItems(role: iam.Role, actions: readonly ItemAction[], options: ItemGrantOptions = {}): void {
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: [...actions],
+        resources: [this.table.tableArn],
+        // "ForAllValues": every partition key the request names must match one of the patterns
+        // (a GetItem, PutItem, UpdateItem or DeleteItem always names exactly one). "Using IAM policy
+        // conditions for fine-grained access control", dynamodb:LeadingKeys:
+        // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html
+        ...(options.leadingKeys
+          ? { conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [...options.leadingKeys] } } }
+          : {}),
+      }),
+    );
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: [...TABLE_KEY_ACTIONS],
+        resources: [this.key.keyArn],
+        // Only when DynamoDB in this region uses the key on the role's behalf: kms:ViaService,
+        // https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html#conditions-kms-via-service
+        // (AWS's example key policy for DynamoDB uses the same condition). The value is the service's
+        // endpoint name as the aws and aws-us-gov partitions spell it; the China regions' endpoints end
+        // in amazonaws.com.cn, which a deployment there would have to check first.
+        conditions: { StringEquals: { 'kms:ViaService': Fn.join('', ['dynamodb.', Stack.of(this).region, '.amazonaws.com']) } },
+      }),
+    );
+    for (const action of ['kms:ReEncrypt*', 'kms:GenerateDataKey*']) {
+      Validations.of(role).acknowledge({
+        id: `AwsSolutions-IAM5[Action::${action}]`,
+        reason:
+          'The key permissions aws-cdk-lib grants for reading and writing a DynamoDB table encrypted with a ' +
+          'customer-managed key, limited to that one key (the resource is its ARN, not a wildcard) and to requests DynamoDB makes.',
+      });
+    }
+  }
+}
