@@ -266,6 +266,22 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expectRefusal(await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: second, headers: mcpHeaders('server/discover') }), 'replayed');
       });
 
+      test('the two windows agree at their edges: a replay is refused until the timestamp window closes, then it is stale', async () => {
+        const t = await build({ secrets: { secrets: [current.secret] } });
+        const id = newWebhookId();
+        // On a whole second, so that the window's edges fall on whole milliseconds.
+        t.clock.advance((1000 - (t.clock.now() % 1000)) % 1000);
+        // Signed 300 s in the future: first used at the earliest instant the window accepts it.
+        const ts = t.clock.now() / 1000 + 300;
+        expect((await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts })).status).toBe(200);
+        // 600,000 ms later the timestamp is 300 s old: still inside the window, so still a replay.
+        t.clock.advance(600_000);
+        expectRefusal(await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts }), 'replayed');
+        // One millisecond later the window has closed: stale, never accepted.
+        t.clock.advance(1);
+        expectRefusal(await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts }), 'stale_timestamp');
+      });
+
       test('the same signed request sent twice: the second is replayed', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
