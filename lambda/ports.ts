@@ -129,7 +129,7 @@ export type PutSubscriptionResult =
   | { ok: false; holder: SubscriptionRecord | undefined };
 
 /**
- * Storage with the semantics of SPEC 5. Every read treats an item past its expiry as absent, and so
+ * Storage with the semantics of docs/contract/storage.md. Every read treats an item past its expiry as absent, and so
  * do the conditions of the conditional writes.
  */
 export interface Store {

@@ -1,5 +1,5 @@
 /**
- * The dm-dot AWS stack (SPEC 1): HTTP API -> MCP function -> DynamoDB table and SQS delivery queue
+ * The dm-dot AWS stack (docs/contract/architecture.md): HTTP API -> MCP function -> DynamoDB table and SQS delivery queue
  * -> delivery function -> dot callback, with a dead-letter queue, alarms, a dashboard and the
  * outputs the operator and the operator CLI (`dm-dot <command> --aws`) read. This file is wiring
  * only; each part is a construct of lib/constructs/ whose header says what it grants and why:
@@ -14,7 +14,7 @@
  * Resources that hold data, a secret or an identity keep the logical IDs earlier deployments gave
  * them (constructs/logical-ids.ts), so an upgrade replaces none of them.
  *
- * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (SPEC 7, local runtime only), any secret
+ * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md, local runtime only), any secret
  * value (Secrets Manager generates the API key and holds pup's secrets; none appears in the
  * template), cross-region or multi-account concerns (the stack is environment-agnostic).
  */

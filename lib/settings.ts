@@ -15,7 +15,7 @@
  * default, as it does for the functions' environment variables.
  *
  * Deliberately not here: anything that must never be configurable on AWS, such as
- * `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (SPEC 7: the stack never sets it), and the API key (generated
+ * `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md: the stack never sets it), and the API key (generated
  * by Secrets Manager, never a context value).
  */
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -30,7 +30,7 @@ export { SettingsError };
 /** The longest delay between two attempts (SQS's visibility limit); one constant for the stack and the functions. */
 export const MAX_RETRY_DELAY_S = field.MAX_RETRY_DELAY_S;
 
-/** The operator's pup manifest (SPEC 8), checked at synth to hold one JSON object. */
+/** The operator's pup manifest (docs/contract/pup.md), checked at synth to hold one JSON object. */
 export interface PupManifest {
   /** Absolute path of the operator's file: the MCP function's asset gets a copy of it. */
   readonly file: string;
@@ -45,7 +45,7 @@ export interface DmDotSettings {
   readonly deliveryWaitMs: number;
   /** Subscription TTL granted when a subscriber asks for none (`DMDOT_TTL_DEFAULT_MS`). */
   readonly ttlDefaultMs: number;
-  /** Longest subscription TTL granted (`DMDOT_TTL_MAX_MS`); at most 7 days (SPEC 4.2). */
+  /** Longest subscription TTL granted (`DMDOT_TTL_MAX_MS`); at most 7 days (docs/contract/events.md). */
   readonly ttlMaxMs: number;
   /** Browser origins allowed to call the API (`DMDOT_ALLOWED_ORIGINS`); none by default. */
   readonly allowedOrigins: readonly string[];
@@ -110,7 +110,7 @@ const integer = (node: Node, key: ContextKey, min: number, max: number) => field
 
 /**
  * Reads the pup manifest at synth and checks it with the functions' own rule (one JSON object of at
- * most 1 MiB, served as is: SPEC 8). A relative path is taken from the directory `cdk` runs in.
+ * most 1 MiB, served as is: docs/contract/pup.md). A relative path is taken from the directory `cdk` runs in.
  */
 function readManifest(value: Raw): PupManifest | undefined {
   const file = field.optional(value);

@@ -1,5 +1,5 @@
 /**
- * Which IP addresses an outbound callback may reach (SPEC 7): only globally routable unicast.
+ * Which IP addresses an outbound callback may reach (docs/contract/outbound-guard.md): only globally routable unicast.
  * IPv4-mapped IPv6 is judged as the IPv4 address it carries. With the local switch, exactly the
  * loopback literals 127.0.0.1 and ::1 are also allowed, and only when the URL names them
  * literally (a DNS name resolving to loopback stays refused).
@@ -17,7 +17,7 @@ const FORBIDDEN_V4 = [
 const FORBIDDEN_V6 = [
   '::/128', '::1/128', '::ffff:0:0/96', '64:ff9b::/96', '100::/64', '2001:db8::/32', 'fc00::/7',
   'fe80::/10', 'ff00::/8',
-  // Beyond the SPEC list: the deprecated IPv4-compatible block (RFC 4291 2.5.5.1, `[::127.0.0.1]`).
+  // Beyond the contract's list: the deprecated IPv4-compatible block (RFC 4291 2.5.5.1, `[::127.0.0.1]`).
   // ipaddr.js calls it plain "unicast", it is not globally routable, and some stacks carry it to
   // the embedded IPv4 address.
   '::/96',
@@ -34,7 +34,7 @@ export function isForbiddenAddress(address: string): boolean {
   }
   const v6 = ip as ipaddr.IPv6;
   if (v6.zoneId) return true;
-  // Beyond the SPEC list, ipaddr.js's non-unicast classes (6to4, Teredo, ORCHID, ...) can tunnel
+  // Beyond the contract's list, ipaddr.js's non-unicast classes (6to4, Teredo, ORCHID, ...) can tunnel
   // to addresses the list forbids, so they are refused as well.
   return FORBIDDEN_V6.some((range) => v6.match(range)) || v6.range() !== 'unicast';
 }

@@ -1,5 +1,5 @@
 /**
- * The request deadline (SPEC 6.2 step 3: no request takes more than 5 s): an entry point sets the
+ * The request deadline (docs/contract/delivery.md: no request takes more than 5 s): an entry point sets the
  * time by which its work must be done (`runWithDeadline`: each Lambda invocation, each request of
  * the local runtime), and every DynamoDB, SQS and
  * Secrets Manager call made inside it, however deep, carries an abort signal for what is left

@@ -1,5 +1,5 @@
 /**
- * The DynamoDB storage adapter (SPEC 5): one table, partition key `pk` (S), no sort key, TTL
+ * The DynamoDB storage adapter (docs/contract/storage.md): one table, partition key `pk` (S), no sort key, TTL
  * attribute `ttl` (epoch seconds) on every item. Item keys and TTL rules come from ./items, so
  * this adapter and the embedded file store write the same item shapes and pass one contract suite
  * (test/contract).

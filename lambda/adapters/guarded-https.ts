@@ -1,12 +1,12 @@
 /**
- * The outbound guard (SPEC 7): the only way dm-dot sends anything to a callback, used by the
+ * The outbound guard (docs/contract/outbound-guard.md): the only way dm-dot sends anything to a callback, used by the
  * challenge and by every delivery. It checks the URL, resolves the host once, refuses the request
  * if any answer is not globally routable, then connects to a checked address with the original
  * host name kept for SNI and certificate checks, so DNS rebinding cannot move the connection. No
  * redirects, `Accept-Encoding: identity`, one 5 s deadline for everything (shorter when the
  * request says so: `timeoutMs`), at most 1 MiB read.
  *
- * Several answers (issue 9 item 10): when connecting to one fails before the connection is made
+ * Several answers (a name with several addresses must not fail on the first dead one): when connecting to one fails before the connection is made
  * (refused, unreachable, or no answer within its share of the deadline), the next checked answer
  * is tried, all within the same deadline. Nothing was sent on a connection that was never made,
  * so this cannot deliver twice; once connected, the outcome of that connection is final. IPv4

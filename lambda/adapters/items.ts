@@ -1,5 +1,5 @@
 /**
- * Item keys and TTL rules shared by the storage adapters (SPEC 5): one table, partition key `pk`,
+ * Item keys and TTL rules shared by the storage adapters (docs/contract/storage.md): one table, partition key `pk`,
  * TTL attribute `ttl` in epoch seconds. DynamoDB deletes expired items lazily, so liveness is
  * always decided from the record's own expiry, never from the item's presence.
  *
@@ -12,7 +12,7 @@ export const ItemKeys = {
   event: (eventId: string) => `EVENT#${eventId}`,
   verified: (key: string) => `VERIFIED#${key}`,
   replay: (webhookId: string) => `REPLAY#${webhookId}`,
-  /** The stored answer to an inbound (pup) event delivery, by its webhook-id (SPEC 8). */
+  /** The stored answer to an inbound (pup) event delivery, by its webhook-id (docs/contract/pup.md). */
   inboundAnswer: (deliveryId: string) => `ANSWER#${deliveryId}`,
 } as const;
 

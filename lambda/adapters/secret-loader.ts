@@ -1,7 +1,7 @@
 /**
  * The one secret loader of the MCP Lambda, configured twice: for the API key (read once per cold
- * start, SPEC 1 and 2) and for pup's signing secrets (re-read every 2 minutes while warm, so a
- * rotation needs no deploy, SPEC 8). Both read one Secrets Manager secret by ARN through
+ * start, docs/contract/architecture.md and 2) and for pup's signing secrets (re-read every 2 minutes while warm, so a
+ * rotation needs no deploy, docs/contract/pup.md). Both read one Secrets Manager secret by ARN through
  * adapters/secrets-manager.ts and follow the same rules:
  *
  * - A value, once loaded, is served from memory; `get()` never rejects, and answers undefined

@@ -13,7 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { API_KEY_MIN_CHARS } from '../config/fields';
+import { Limits } from '../core/protocol';
 
 export const API_KEY_FILE = 'api-key';
 export const ADMIN_TOKEN_FILE = 'admin-token';
@@ -61,8 +61,8 @@ export async function loadOrCreateApiKey(stateDir: string, fromEnv: string | und
   const file = resolve(stateDir, API_KEY_FILE);
   const stored = (await readIfPresent(file))?.trim();
   if (stored) {
-    if (stored.length < API_KEY_MIN_CHARS || /\s/.test(stored)) {
-      throw new StateFileError(`${file} does not hold a usable key (at least ${API_KEY_MIN_CHARS} characters, no spaces): remove it to have a new key generated`);
+    if (stored.length < Limits.apiKeyMinChars || /\s/.test(stored)) {
+      throw new StateFileError(`${file} does not hold a usable key (at least ${Limits.apiKeyMinChars} characters, no spaces): remove it to have a new key generated`);
     }
     return { key: stored, file, generated: false };
   }

@@ -29,7 +29,7 @@ export interface McpSettings {
   /** DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS. */
   ttlPolicy: TtlPolicy;
   allowedOrigins: string[];
-  /** DMDOT_ALLOW_LOOPBACK_CALLBACKS (SPEC 7): the CDK stack never sets it. */
+  /** DMDOT_ALLOW_LOOPBACK_CALLBACKS (docs/contract/outbound-guard.md): the CDK stack never sets it. */
   allowLoopbackCallbacks: boolean;
   /** PUP_MANIFEST_FILE's exact text, checked to be a JSON object; undefined: the default manifest. */
   pupManifest?: string;
@@ -65,7 +65,7 @@ export interface AwsRuntime {
 export interface McpLambdaSettings extends McpSettings {
   tableName: string;
   queueUrl: string;
-  /** Absent: every authenticated route answers 503 (SPEC 2). */
+  /** Absent: every authenticated route answers 503 (docs/contract/http.md). */
   apiKeySecretArn?: string;
   /** Absent: the pup POST routes answer 503. */
   pupSecretArn?: string;

@@ -1,6 +1,6 @@
 /**
- * How dm-dot says what happened, on each surface: `send_to_dot` tool results (SPEC 3.1), the
- * `POST /v1/messages` answers (SPEC 6.4), and the one mapping of a failed dependency (a port that
+ * How dm-dot says what happened, on each surface: `send_to_dot` tool results (docs/contract/mcp.md), the
+ * `POST /v1/messages` answers (docs/contract/delivery.md), and the one mapping of a failed dependency (a port that
  * threw DependencyUnavailable) to the answer of the surface that asked, logged once with the
  * request id. One place, so every surface says the same thing.
  *

@@ -48,7 +48,7 @@ export const Budgets = {
   pupSecretsRefreshMs: 2 * MINUTE,
 
   // --- The local runtime's HTTP server (node:http), against slow or stalled clients.
-  /** A pup request, from its first byte to the answer (SPEC 8 gives pup 5 s). */
+  /** A pup request, from its first byte to the answer (docs/contract/pup.md gives pup 5 s). */
   localPupRequestMs: 5 * SECOND,
   /** Any other request, from its first byte to the answer: 10 s to arrive, then the 5 s of the request itself. */
   localRequestMs: 15 * SECOND,

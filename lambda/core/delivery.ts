@@ -1,5 +1,5 @@
 /**
- * One delivery attempt (SPEC 6.2 step 4), in three steps that every caller runs in this order:
+ * One delivery attempt (docs/contract/delivery.md), in three steps that every caller runs in this order:
  *
  *   prepare  read the event and the live subscription: skip what is settled, defer behind the
  *            lease, drop what lost its subscription (ended, replaced, or of another generation),
@@ -74,7 +74,7 @@ export interface Sent {
 
 export interface SendOptions {
   /**
-   * The MCP side's inline first attempt (SPEC 6.2 step 3): its POST must end within `timeoutMs`
+   * The MCP side's inline first attempt (docs/contract/delivery.md): its POST must end within `timeoutMs`
    * (what is left of the wait window), and a timeout then is the window's, not the dot's.
    */
   inline?: { timeoutMs: number };

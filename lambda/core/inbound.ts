@@ -1,5 +1,5 @@
 /**
- * The one verifier of signed inbound requests (SPEC 8: every pup POST, MCP, challenge and events
+ * The one verifier of signed inbound requests (docs/contract/pup.md: every pup POST, MCP, challenge and events
  * alike): Standard Webhooks, `v1,<base64 HMAC-SHA256(secret, id.timestamp.body)>`, over the exact
  * body bytes, with node:crypto's HMAC (native code: a 1 MiB body costs about a millisecond and
  * never holds the event loop the way a JavaScript HMAC does). Tests check it against the

@@ -1,5 +1,5 @@
 /**
- * The send use case behind `send_to_dot` and `POST /v1/messages` (SPEC 6.2 steps 1-3): validate,
+ * The send use case behind `send_to_dot` and `POST /v1/messages` (docs/contract/delivery.md steps 1-3): validate,
  * read the live subscription, hand the event to the outbox (its record, queued under a lease, and
  * its job, delayed as a safety net), then make the first attempt inline with the subscription just
  * read and the record just written (core/delivery.ts `send` and `commit`: the same code the worker
@@ -55,7 +55,7 @@ export type SendOutcome =
   | { kind: 'queued'; eventId: string }
   | { kind: 'failed'; eventId: string; reason: FailureReason | null };
 
-/** The event envelope of SPEC 6.1, serialized once; these bytes are what every attempt sends. */
+/** The event envelope of docs/contract/delivery.md, serialized once; these bytes are what every attempt sends. */
 export function buildEvent(eventId: string, message: string, at: number): string {
   const json = JSON.stringify({ eventId, name: EVENT_NAME, timestamp: new Date(at).toISOString(), data: { message }, cursor: null });
   // U+FFFE and U+FFFF are valid in JSON strings but refused in SQS message bodies; as \u escapes

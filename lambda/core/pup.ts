@@ -1,11 +1,11 @@
 /**
- * What the pup door means once a request's signature has verified (SPEC 8), as pure functions:
+ * What the pup door means once a request's signature has verified (docs/contract/pup.md), as pure functions:
  * the challenge echo, the member-event envelope, the invocation context pup puts in
  * `params._meta["io.puphq/context"]`, the principal pup callers act as, and the default manifest.
  *
  * pup's exact shapes are not public. Each reading here is the documented one (README, "Using
  * dm-dot from pup") and is deliberately lenient where pup may differ (extra fields are allowed,
- * ids may be strings or numbers), strict only where SPEC is explicit (the envelope's fields, `id`
+ * ids may be strings or numbers), strict only where the contract is explicit (the envelope's fields, `id`
  * equal to `webhook-id`).
  *
  * Deliberately not here: signature checks (core/inbound.ts), the replay guard and stored answers

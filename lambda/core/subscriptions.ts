@@ -1,5 +1,5 @@
 /**
- * Subscribe, refresh and unsubscribe (SPEC 4.2-4.4): validation, the callback challenge with its
+ * Subscribe, refresh and unsubscribe (docs/contract/events.md): validation, the callback challenge with its
  * 24 h verification cache per (caller, URL, secret), the single-subscriber rule, the 10-minute
  * secret rotation overlap, and the subscription's generation.
  *

@@ -1,6 +1,6 @@
 /**
  * Validation of everything a caller sends: the `send_to_dot` message, `events/subscribe` and
- * `events/unsubscribe` params (checked in the order of SPEC 4.2, each failure naming its field),
+ * `events/unsubscribe` params (checked in the order of docs/contract/events.md, each failure naming its field),
  * callback URLs and TTL grants. Pure functions; messages never echo a secret.
  *
  * Deliberately not here: address checks of the callback host (the outbound guard does those at
@@ -87,7 +87,7 @@ export interface SubscribeRequest {
   ttlMs: number | null;
 }
 
-// Shape only: each field's rule is checked below in SPEC order so the first failure names its field.
+// Shape only: each field's rule is checked below in the contract's order so the first failure names its field.
 const SubscribeShape = z.looseObject({
   name: z.optional(z.unknown()),
   arguments: z.optional(z.unknown()),
@@ -109,7 +109,7 @@ function asObject(value: unknown): Record<string, unknown> | undefined {
   return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
-/** `events/subscribe` params, in the order of SPEC 4.2. Throws ProtocolFault(-32602). */
+/** `events/subscribe` params, in the order of docs/contract/events.md. Throws ProtocolFault(-32602). */
 export function parseSubscribeParams(params: unknown, policy: UrlPolicy): SubscribeRequest {
   const shape = SubscribeShape.safeParse(params);
   if (!shape.success) throw invalidParams('params must be an object');
@@ -146,7 +146,7 @@ export function parseUnsubscribeParams(params: unknown): { url: string } {
 
 /**
  * The operator's TTL policy: a default for requests without ttlMs and a cap, both within
- * 60 s .. 7 days (SPEC 4.2 allows granting less than asked, never more than 7 days).
+ * 60 s .. 7 days (docs/contract/events.md allows granting less than asked, never more than 7 days).
  */
 export interface TtlPolicy {
   defaultMs: number;

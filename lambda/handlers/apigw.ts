@@ -28,7 +28,7 @@ export interface TranslatedRequest {
 }
 
 export interface TranslateOptions {
-  /** Default 1 MiB (SPEC 2). */
+  /** Default 1 MiB (docs/contract/http.md). */
   maxBodyBytes?: number;
 }
 

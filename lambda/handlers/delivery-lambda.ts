@@ -1,5 +1,5 @@
 /**
- * The Delivery Lambda without its entry file (SPEC 6.2 step 4): each SQS record is one delivery
+ * The Delivery Lambda without its entry file (docs/contract/delivery.md): each SQS record is one delivery
  * job; the delivery core makes one attempt and returns a decision, and this module applies it to
  * the queue. Records of a batch are processed concurrently; the answer lists the records SQS must
  * keep (partial batch response, `ReportBatchItemFailures`).

@@ -1,5 +1,5 @@
 /**
- * Reading a request body the way every POST route of the HTTP surface does (SPEC 2): the raw
+ * Reading a request body the way every POST route of the HTTP surface does (docs/contract/http.md): the raw
  * bytes, read once, at most 1 MiB (`413` above), after a `Content-Type: application/json` check
  * (`415` otherwise). Shared by the API key routes (app.ts) and the pup door (pup.ts), which must
  * verify a signature over exactly these bytes.

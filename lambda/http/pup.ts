@@ -1,5 +1,5 @@
 /**
- * The pup door (SPEC 8): `GET /pup/manifest.json`, `POST /pup/mcp`, `POST /pup/challenge`,
+ * The pup door (docs/contract/pup.md): `GET /pup/manifest.json`, `POST /pup/mcp`, `POST /pup/challenge`,
  * `POST /pup/events`, reached from the one route table of app.ts after its Host and Origin checks.
  *
  * Order on the POST routes: secrets configured (`503` otherwise; the manifest is served either

@@ -3,7 +3,7 @@
  * internet: node:http requests become web-standard Requests for the app (lambda/http/app.ts), and
  * nothing a slow or hostile client does can hold the server open.
  *
- * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` (SPEC 8 gives
+ * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` (docs/contract/pup.md gives
  *   pup 5 s) and 15 s for any other route (10 s to arrive, then the 5 s of the request itself;
  *   core/budgets.ts). A request still unanswered then gets `408` (or, if its answer had begun,
  *   a closed connection), and its connection is closed: a body trickling one byte every few

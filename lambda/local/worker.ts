@@ -254,7 +254,7 @@ class Worker implements DeliveryWorker {
     }
   }
 
-  /** The receive limit of SPEC 6.2's safety net: the event is failed and dead-lettered with why. */
+  /** The receive limit of docs/contract/delivery.md's safety net: the event is failed and dead-lettered with why. */
   private async giveUp(received: WorkerJob): Promise<void> {
     const { jobs, deps } = this.options;
     await failAtReceiveLimit(deps, received.eventId);

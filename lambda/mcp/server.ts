@@ -42,7 +42,7 @@ export interface Caller {
 
 /**
  * A schema that publishes fixed JSON Schema and accepts any value: the core validates, so that
- * bad input becomes a tool result with `isError: true` and a sentence, as SPEC 3.1 requires.
+ * bad input becomes a tool result with `isError: true` and a sentence, as docs/contract/mcp.md requires.
  */
 function publishedSchema(jsonSchema: Record<string, unknown>): StandardSchemaWithJSON {
   return {

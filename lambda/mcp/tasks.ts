@@ -65,7 +65,7 @@ export type DetailedTask =
  * What `tools/call` answers instead of a tool result: the extension's `CreateTaskResult = Result &
  * Task`, plus the queued tool result's `content` and `structuredContent`. `Result` is open, so
  * the two extra keys are allowed, and SDK 2.4.0 needs them: its McpServer refuses a result without
- * `structuredContent` for a tool that declares an output schema (send_to_dot does, SPEC 3.1), and
+ * `structuredContent` for a tool that declares an output schema (send_to_dot does, docs/contract/mcp.md), and
  * adds `content: []` to any tools/call result without content. Filling them with the queued
  * answer keeps them truthful and tells a host that reads only `content` what happened.
  */

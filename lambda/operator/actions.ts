@@ -1,5 +1,5 @@
 /**
- * The operator's actions over the ports (SPEC 9.1): show and clear the subscription, list the
+ * The operator's actions over the ports (docs/contract/local-runtime.md): show and clear the subscription, list the
  * delivery log, show one event, resend one event. The CLI runs them against the stack's table
  * (`--aws`) or a stopped local server's database; the running local server runs the very same
  * functions behind its admin routes, so the two never disagree.

@@ -1,5 +1,5 @@
 /**
- * The delivery pipeline (SPEC 6.2 step 4): the SQS delivery queue the MCP function enqueues into,
+ * The delivery pipeline (docs/contract/delivery.md): the SQS delivery queue the MCP function enqueues into,
  * its dead-letter queue (14 days), and the delivery function that consumes the queue (batches of
  * 10, partial batch failures reported, a capped number of instances at once), signs each event and
  * posts it to the dot.
@@ -38,7 +38,7 @@ import type { ItemAction, Storage } from './storage';
 
 /** Timeouts and sizes of the pipeline. */
 export const DeliverySizing = {
-  /** A batch of 10 is sent concurrently, each request with a 5 s deadline (SPEC 7), plus margin. */
+  /** A batch of 10 is sent concurrently, each request with a 5 s deadline (docs/contract/outbound-guard.md), plus margin. */
   timeout: Duration.seconds(15),
   memoryMiB: 256,
   /** AWS's guidance for an SQS event source: visibility timeout of at least 6x the function timeout. */

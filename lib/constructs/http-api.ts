@@ -1,5 +1,5 @@
 /**
- * The public HTTP surface (SPEC 2, SPEC 8): an API Gateway HTTP API whose routes all go to the MCP
+ * The public HTTP surface (docs/contract/http.md, docs/contract/pup.md): an API Gateway HTTP API whose routes all go to the MCP
  * function with payload format 2.0, one throttled `$default` stage, and JSON access logs.
  *
  * Access logs hold only what API Gateway produces itself (ACCESS_LOG_FIELDS): ids, times, numbers,
@@ -10,7 +10,7 @@
  * holding `"` or `\` would break the JSON of its own log line.
  *
  * Authentication is the handler's job (API key in the query or a Bearer header, compared in
- * constant time, SPEC 2; pup's Standard Webhooks signature on `/pup/*`, SPEC 8), so the routes carry
+ * constant time, docs/contract/http.md; pup's Standard Webhooks signature on `/pup/*`, docs/contract/pup.md), so the routes carry
  * no API Gateway authorizer. CORS is configured only when browser origins are allowed; the handler
  * refuses other origins itself.
  *
@@ -206,7 +206,7 @@ export class McpHttpApi extends Construct {
       id: 'AwsSolutions-APIG4',
       reason:
         'Authorization is done in the MCP function: the API key (query parameter `key` or Bearer header) ' +
-        'is checked before the body is parsed and compared in constant time, with the 401/503 answers SPEC 2 ' +
+        'is checked before the body is parsed and compared in constant time, with the 401/503 answers docs/contract/http.md ' +
         'defines. An API Gateway Lambda authorizer would repeat that check in a second invocation per request. ' +
         'GET /healthz, GET /pup/manifest.json and the OAuth discovery paths are public by design and reveal nothing ' +
         'beyond health, the manifest and the fact that this server takes an API key.',

@@ -1,5 +1,5 @@
 /**
- * The MCP function (SPEC 2, 3, 4, 8): every HTTP route of the API reaches it. It authenticates,
+ * The MCP function (docs/contract/http.md, 3, 4, 8): every HTTP route of the API reaches it. It authenticates,
  * speaks MCP, manages the subscription, builds and records each event, enqueues it and makes the
  * first attempt inline; it serves pup's routes and the manifest.
  *
@@ -20,7 +20,7 @@
  * It extends HandlerFunction rather than wrapping one, so that its resources keep the paths, and
  * the logical IDs, the first deployments gave them (`Mcp/Function`, `Mcp/Role`, `Mcp/Logs`).
  *
- * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (SPEC 7: local runtime only), any secret
+ * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md: local runtime only), any secret
  * value (only the secrets' ARNs are in the environment), and the routes (http-api.ts).
  */
 import { Duration } from 'aws-cdk-lib';
@@ -33,7 +33,7 @@ import { HandlerFunction } from './handler-function';
 import type { Secrets } from './secrets';
 import type { ItemAction, Storage } from './storage';
 
-/** Auth + Secrets Manager at cold start + store + enqueue + at most 4 s of waiting (SPEC 6.2). */
+/** Auth + Secrets Manager at cold start + store + enqueue + at most 4 s of waiting (docs/contract/delivery.md). */
 export const MCP_TIMEOUT = Duration.seconds(10);
 export const MCP_MEMORY_MIB = 512;
 /** The manifest's name inside the asset, and the value of PUP_MANIFEST_FILE. */
@@ -59,7 +59,7 @@ export class McpFunction extends HandlerFunction {
       API_KEY_SECRET_ARN: props.secrets.apiKey.secretArn,
       PUP_SECRET_ARN: props.secrets.pupSigningSecrets.secretArn,
       DMDOT_DELIVERY_WAIT_MS: String(settings.deliveryWaitMs),
-      // The inline first attempt times attempt 2 from the schedule (SPEC 6.2 step 3).
+      // The inline first attempt times attempt 2 from the schedule (docs/contract/delivery.md).
       DMDOT_RETRY_DELAYS: settings.retryDelaysS.join(','),
       DMDOT_TTL_DEFAULT_MS: String(settings.ttlDefaultMs),
       DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),

@@ -1,5 +1,5 @@
 /**
- * Storage (SPEC 5): the one DynamoDB table (partition key `pk`, no sort key, TTL attribute `ttl`,
+ * Storage (docs/contract/storage.md): the one DynamoDB table (partition key `pk`, no sort key, TTL attribute `ttl`,
  * on demand, point-in-time recovery) and the KMS key it is encrypted with, a key of the stack's own
  * because the table holds the dots' signing secrets. Both are retained when the stack is deleted or
  * replaced, and both keep the logical IDs of the first deployments (logical-ids.ts): a new ID

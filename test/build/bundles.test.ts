@@ -1,5 +1,5 @@
 /**
- * Issue 10's budgets for the Lambda bundles, built once each with the options the stack deploys
+ * The size budgets of the Lambda bundles (cold start grows with the bytes loaded), built once each with the options the stack deploys
  * (lib/bundling.ts) into the asset layout: MCP at most 700 KiB, delivery at most 300 KiB; no ajv
  * in the MCP bundle (the `_shims` alias), none of the default credential chain beyond the
  * environment (the credential alias), and no source maps loaded at run time (no NODE_OPTIONS in
@@ -58,7 +58,7 @@ beforeAll(async () => {
 
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-describe('size budgets (issue 10)', () => {
+describe('size budgets', () => {
   test(`the MCP bundle is at most ${BUNDLE_BUDGET_BYTES.mcp / 1024} KiB`, () => {
     expect(mcp.bytes).toBeGreaterThan(100 * 1024); // it really is the MCP Lambda (SDK, AWS clients)
     expect(mcp.bytes).toBeLessThanOrEqual(BUNDLE_BUDGET_BYTES.mcp);

@@ -1,5 +1,5 @@
 /**
- * The operator's pup manifest (SPEC 8) travels inside the MCP function's code asset, not in its
+ * The operator's pup manifest (docs/contract/pup.md) travels inside the MCP function's code asset, not in its
  * environment: synthesized twice with esbuild bundling, with two manifests, the asset holds a
  * byte-for-byte copy as `pup-manifest.json`, the environment only names it, the asset hash (and so
  * the deployed code) follows the manifest, and the bundled function finds the file from its task

@@ -107,7 +107,7 @@ describe('values from -c arrive as strings and are parsed', () => {
       ttlDefaultMs: 3_600_000,
       ttlMaxMs: 86_400_000,
       deliveryMaxConcurrency: 5,
-      // Byte for byte, whitespace included: SPEC 8 serves the operator's manifest as is.
+      // Byte for byte, whitespace included: docs/contract/pup.md serves the operator's manifest as is.
       pupManifest: { file: path.join(scratch, 'manifest.json'), text: MANIFEST },
     });
   });

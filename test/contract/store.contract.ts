@@ -1,5 +1,5 @@
 /**
- * The storage contract (SPEC 5, ports.Store) that every adapter passes: the embedded file store
+ * The storage contract (docs/contract/storage.md, ports.Store) that every adapter passes: the embedded file store
  * and the DynamoDB adapter run this same suite, so the local runtime behaves as AWS does.
  *
  * Every time is an explicit `now` on the caller's clock, never a sleep. The clock starts a year

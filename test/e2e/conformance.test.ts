@@ -9,7 +9,7 @@
  *
  * The suites cannot send credentials, so they talk to a loopback proxy that adds the API key as
  * `Authorization: Bearer` and forwards Host and Origin unchanged; the runtime is started with the
- * proxy's own address in DMDOT_ALLOWED_HOSTS (as a user lists a tunnel's host name, SPEC 2) and no
+ * proxy's own address in DMDOT_ALLOWED_HOSTS (as a user lists a tunnel's host name, docs/contract/http.md) and no
  * allowed origin: the scenario's `Origin: http://<that host>` passes as the server's own origin,
  * so `dns-rebinding-protection` tests the runtime's own acceptance and refusal of Host/Origin.
  *

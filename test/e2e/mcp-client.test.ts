@@ -43,7 +43,7 @@ for (const mode of ['modern', 'legacy'] as const) {
       assert.equal(await server.stop(), 0, 'the runtime exits cleanly on SIGTERM');
     });
 
-    it('negotiates, sees the capabilities of SPEC 3 and the server info', async () => {
+    it('negotiates, sees the capabilities of docs/contract/mcp.md and the server info', async () => {
       const client = await connect(server, mode);
       const caps = client.getServerCapabilities() as Record<string, unknown>;
       assert.deepEqual(caps.tools, { listChanged: false });
@@ -134,7 +134,7 @@ for (const mode of ['modern', 'legacy'] as const) {
   });
 }
 
-describe('HTTP surface of SPEC 2 against the running server', () => {
+describe('HTTP surface of docs/contract/http.md against the running server', () => {
   let server: RunningServer;
   before(async () => {
     server = await startServer();

@@ -1,5 +1,5 @@
 /**
- * The local runtime as `npm start` runs it (SPEC 9): the listening line, the generated key kept in
+ * The local runtime as `npm start` runs it (docs/contract/local-runtime.md): the listening line, the generated key kept in
  * the state directory with mode 0600 and never printed, clean exit on SIGINT and SIGTERM, and
  * durability on the embedded database: events queued when the process is SIGKILLed are delivered
  * after a restart, a second server on the same state directory refuses to start, and a request
@@ -80,7 +80,7 @@ describe('local runtime', () => {
   });
 
   it('SIGKILL in the middle of the inline first attempt: the delayed safety-net job delivers the event after restart', async () => {
-    // SPEC 6.2 step 2-3: the job is enqueued (delayed) before the inline POST starts, and the
+    // docs/contract/delivery.md-3: the job is enqueued (delayed) before the inline POST starts, and the
     // event's lease runs out if the process that holds it dies. Nothing is lost.
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-inline-kill-'));
     let firstEvent = true;

@@ -1,5 +1,5 @@
 /**
- * The AWS side of the fault suite (issue 9): both Lambdas in-process, wired from their environment
+ * The AWS side of the fault suite: both Lambdas in-process, wired from their environment
  * with dm-dot's own SDK client options, against DynamoDB Local, fauxqs and the fake Secrets
  * Manager, each behind a fault proxy (test/support/aws-fault-proxy.ts) that at set rates stalls
  * (no answer), loses the answer of a call it applied, throttles (ThrottlingException,
@@ -16,7 +16,7 @@
  * 400 (permanent) at seeded rates and records every POST by webhook-id.
  *
  * What must hold, whatever the faults:
- * - every MCP request is answered within SPEC's 5 s (an error where a dependency failed);
+ * - every MCP request is answered within the contract's 5 s (an error where a dependency failed);
  * - every Delivery invocation answers before its Lambda timeout;
  * - every accepted event (the caller got an event id with delivered/queued/failed) ends
  *   `delivered` or `failed` with a copy in the dead-letter queue: none lost, none left queued;

@@ -110,7 +110,7 @@ test('with a dot subscribed, a cold send is signed, delivered inline and answere
   const delivery = receiver.events[0]!;
   const payload = new Webhook(secret).verify(delivery.raw.toString('utf8'), delivery.headers) as { data?: { message?: string } };
   expect(payload.data?.message).toBe('through the deployed asset');
-  // The safety-net job went through SQS too (SPEC 6.2), delayed until attempt 2's time.
+  // The safety-net job went through SQS too (docs/contract/delivery.md), delayed until attempt 2's time.
   const eventId = (JSON.parse(started.answer.body) as { eventId: string }).eventId;
   const jobs = await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 10_000 });
   expect(jobs.map((job) => job.MessageAttributes?.eventId?.StringValue)).toEqual([eventId]);

@@ -1,5 +1,5 @@
 /**
- * Issue 9 item 2: every AWS call on a request path has a deadline. Both Lambdas run in-process,
+ * Every AWS call on a request path has a deadline. Both Lambdas run in-process,
  * wired from their environment with dm-dot's own SDK client options (handlers/aws.ts), against
  * DynamoDB Local, fauxqs and the fake Secrets Manager, each behind a fault proxy
  * (test/support/aws-fault-proxy.ts) whose `stall` accepts the connection and never answers: the
@@ -7,12 +7,12 @@
  * node-http-handler only warns unless `throwOnRequestTimeout` is set).
  *
  * What is pinned, one failure mode a test: a stalled table gives `/v1/messages` a 503 and
- * `send_to_dot` an isError result within SPEC's 5 s; `/healthz` answers while Secrets Manager is
+ * `send_to_dot` an isError result within the contract's 5 s; `/healthz` answers while Secrets Manager is
  * stalled (it never waits for the key); a stalled table cannot hold a delivery batch past the
  * Lambda's timeout (each record answers failure and stays in SQS); a write stalled after a
  * successful POST fails only its own record, so the other records' POSTs are not repeated.
  *
- * Timing: only upper bounds on stalls are asserted (SPEC's 5 s; the Lambda's remaining time).
+ * Timing: only upper bounds on stalls are asserted (the contract's 5 s; the Lambda's remaining time).
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

@@ -5,7 +5,7 @@
  * reached through a tiny local API Gateway (payload 2.0 events); the Delivery Lambda through a
  * tiny local SQS event source (receive, invoke, delete what succeeded).
  *
- * Each test pins one rule of SPEC 2 or 6.2. No timing assertions: waits are bounded polls.
+ * Each test pins one rule of docs/contract/http.md or 6.2. No timing assertions: waits are bounded polls.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -180,7 +180,7 @@ afterEach(() => {
   expect(logLines.join('\n')).not.toContain(API_KEY);
 });
 
-describe('MCP Lambda: authentication (SPEC 2)', () => {
+describe('MCP Lambda: authentication (docs/contract/http.md)', () => {
   test('a missing key is 401 with WWW-Authenticate: Bearer', async () => {
     const response = await mcpGateway().fetch('https://api.example/v1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}' });
     expect(response.status).toBe(401);
@@ -244,7 +244,7 @@ describe('MCP Lambda: authentication (SPEC 2)', () => {
   });
 });
 
-describe('subscribe, send, deliver (SPEC 4.2, 6.2)', () => {
+describe('subscribe, send, deliver (docs/contract/events.md, 6.2)', () => {
   let secret: string;
   let gateway: ReturnType<typeof mcpGateway>;
   let delivery: ReturnType<typeof deliveryLambda>;

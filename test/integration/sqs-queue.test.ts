@@ -73,7 +73,7 @@ test('a fractional delay is rounded up to whole seconds, never to zero', async (
   expect(await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 10_000 })).toHaveLength(1);
 });
 
-test('a 12-hour backoff late in the 12 hours since the receive asks only for what is left (issue 9 item 4)', async () => {
+test('a 12-hour backoff late in the 12 hours since the receive asks only for what is left', async () => {
   // SQS refuses more than what is left of 12 h since the receive (fauxqs does not model that rule;
   // test/unit/adapters/sqs-visibility.test.ts does). Here: received "11 h 59 min 57 s ago", so at most 3 s
   // are left, and the message is visible again within seconds instead of the call failing.
@@ -104,7 +104,7 @@ test('sendToDeadLetter without a DLQ URL is a programming error', async () => {
 
 test('an exhausted retry schedule lands in the DLQ with its reason, and leaves the main queue', async () => {
   {
-    // The store is not what this test is about: the unit tests' double keeps SPEC 5's semantics.
+    // The store is not what this test is about: the unit tests' double keeps docs/contract/storage.md's semantics.
     const store = new FakeStore();
     const now = Date.now();
     await store.putSubscription(

@@ -243,17 +243,17 @@ export function expectRpcResponses(answer: Answer, parsed: unknown): void {
  */
 export function expectGenericInternalErrors(answer: Answer, requestId: string): number {
   const generic = new RegExp(`^(Internal error \\(request ${requestId}\\)\\.|The (storage|queue) is unavailable; try again shortly\\.)$`);
-  let sdkIssue2284 = 0;
+  let sdkSchemaAnswers = 0;
   for (const value of Array.isArray(answer.json) ? answer.json : [answer.json]) {
     if (rpcErrorCode(value) !== -32603) continue;
     const message = (value as { error: { message: string } }).error.message;
     if (/^\[\s*\{[\s\S]*"code": "invalid_type"/.test(message)) {
-      sdkIssue2284++;
+      sdkSchemaAnswers++;
       continue;
     }
     expect(message).toMatch(generic);
   }
-  return sdkIssue2284;
+  return sdkSchemaAnswers;
 }
 
 /** The fast-check seed of the fuzz and property tests: fixed, or FC_SEED=<n> to explore others. */

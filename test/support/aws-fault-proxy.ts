@@ -1,5 +1,5 @@
 /**
- * A fault-injecting endpoint for the AWS SDK (issue 9, "the AWS side of the fault suite"): an HTTP
+ * A fault-injecting endpoint for the AWS SDK (the AWS side of the fault suite): an HTTP
  * server on 127.0.0.1 that stands in front of DynamoDB Local, fauxqs or the fake Secrets Manager
  * (point the client's `endpoint`, or `AWS_ENDPOINT_URL_*`, at it) and, per call, as a rule decides:
  *

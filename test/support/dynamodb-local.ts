@@ -19,7 +19,7 @@ import { tableDefinition } from '../../lambda/adapters/dynamodb-store';
 export interface DynamoDbLocal {
   endpoint: string;
   client: DynamoDBClient;
-  /** Creates the single table of SPEC 5 (pk S, no sort key) with TTL on `ttl`. */
+  /** Creates the single table of docs/contract/storage.md (pk S, no sort key) with TTL on `ttl`. */
   createTable(name: string): Promise<void>;
   stop(): Promise<void>;
 }

@@ -1,7 +1,7 @@
 /**
  * In-memory fakes of the ports (lambda/ports.ts) for the core's unit tests.
  *
- * - FakeStore keeps the semantics of SPEC 5: every read treats an item at or past its expiry as absent,
+ * - FakeStore keeps the semantics of docs/contract/storage.md: every read treats an item at or past its expiry as absent,
  *   the subscription put is conditional (absent, same url, or expired), the delete is conditional
  *   on the url, event creation fails when the id exists, verifications last 24 h and replay ids
  *   10 minutes. Every call is logged, and any method can be made to fail.

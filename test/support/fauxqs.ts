@@ -45,7 +45,7 @@ export interface Fauxqs {
 export interface FauxqsOptions {
   queueName?: string;
   deadLetterQueueName?: string;
-  /** Redrive safety net of the main queue (SPEC 6.2: a little above the attempt count). */
+  /** Redrive safety net of the main queue (docs/contract/delivery.md: a little above the attempt count). */
   maxReceiveCount?: number;
   /** Default visibility timeout of the main queue, seconds. */
   visibilityTimeout?: number;

@@ -1,5 +1,5 @@
 /**
- * Shared helpers for the outbound guard tests (SPEC 7): a canary connector and resolver that record
+ * Shared helpers for the outbound guard tests (docs/contract/outbound-guard.md): a canary connector and resolver that record
  * every call (so a refusal can be shown to have attempted nothing), real node:http(s) servers bound
  * to 127.0.0.1 on ephemeral ports, and a throwaway self-signed certificate made with openssl.
  *

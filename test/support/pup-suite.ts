@@ -1,5 +1,5 @@
 /**
- * The pup door's behaviour (SPEC 8) as one suite that runs against every way dm-dot is served:
+ * The pup door's behaviour (docs/contract/pup.md) as one suite that runs against every way dm-dot is served:
  * the HTTP app in-process (pup-door.test.ts), the MCP Lambda through the API Gateway translation
  * over fakes (pup-door.test.ts) and over DynamoDB Local with a Secrets Manager double
  * (test/integration/pup-lambda.test.ts).

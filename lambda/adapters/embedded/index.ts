@@ -1,5 +1,5 @@
 /**
- * The embedded database of the local runtime (SPEC 9): one LMDB environment,
+ * The embedded database of the local runtime (docs/contract/local-runtime.md): one LMDB environment,
  * `<state dir>/dm-dot.lmdb`, holding every store item, the delivery jobs (written in the same
  * transaction as their event record), the dead letters and the owner record.
  *

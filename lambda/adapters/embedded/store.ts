@@ -1,5 +1,5 @@
 /**
- * The Store port (SPEC 5) on the embedded database: the same items, keys and TTL rules as the
+ * The Store port (docs/contract/storage.md) on the embedded database: the same items, keys and TTL rules as the
  * DynamoDB adapter (adapters/items.ts), so that both pass one contract suite
  * (test/contract/store.contract.ts).
  *

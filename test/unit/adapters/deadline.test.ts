@@ -120,7 +120,7 @@ describe('withinDeadline: a shared wait ends at the caller deadline', () => {
 });
 
 describe('budgets', () => {
-  test('an MCP request must be done 800 ms before SPEC 6.2\'s 5 s', () => {
+  test('an MCP request must be done 800 ms before docs/contract/delivery.md\'s 5 s', () => {
     expect(Limits.requestMs).toBe(5_000);
     expect(mcpDeadline(1_000)).toBe(1_000 + 4_200);
   });

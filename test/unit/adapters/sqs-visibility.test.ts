@@ -1,5 +1,5 @@
 /**
- * Issue 9 item 4: SQS counts a message's 12-hour visibility limit from the receive, and refuses a
+ * SQS counts a message's 12-hour visibility limit from the receive, and refuses a
  * ChangeMessageVisibility that asks for more than what is left of it ("If you attempt to set the
  * VisibilityTimeout to a value greater than the maximum time left, Amazon SQS returns an error",
  * https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html).

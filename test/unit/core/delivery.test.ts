@@ -1,5 +1,5 @@
 /**
- * Delivery (SPEC 6.2 step 4): classification, the backoff schedule with Retry-After, and one
+ * Delivery (docs/contract/delivery.md): classification, the backoff schedule with Retry-After, and one
  * attempt against in-memory fakes of the store, the clock and the webhook client.
  */
 import { randomBytes } from 'node:crypto';

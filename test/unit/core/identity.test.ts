@@ -1,5 +1,5 @@
 /**
- * Identity (SPEC 4.2): canonical JSON, principal, subscription ids and the random ids. Expected
+ * Identity (docs/contract/events.md): canonical JSON, principal, subscription ids and the random ids. Expected
  * values are computed independently with node:crypto over canonical strings written out by hand.
  */
 import { execFileSync } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * The inbound verifier (SPEC 8), against signature vectors computed here with node:crypto, and
+ * The inbound verifier (docs/contract/pup.md), against signature vectors computed here with node:crypto, and
  * against the `standardwebhooks` library in both directions. One valid fixture; each test breaks
  * exactly one thing and is named after the rule it pins.
  */

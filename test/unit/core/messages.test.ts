@@ -1,5 +1,5 @@
 /**
- * The send use case (SPEC 6.1, 6.2 steps 1-3) against in-memory fakes: the event is recorded
+ * The send use case (docs/contract/delivery.md, 6.2 steps 1-3) against in-memory fakes: the event is recorded
  * under a lease, its job enqueued delayed as a safety net, and the first attempt made inline
  * through the scripted webhook client. The fake clock never moves unless a test moves it.
  */
@@ -48,7 +48,7 @@ const onlyEvent = (store: FakeStore): EventRecord => {
 describe('buildEvent', () => {
   const EVENT_ID = 'evt_0123456789abcdef0123456789abcdef';
 
-  test('is exactly the SPEC 6.1 envelope, in order, serialized compactly', () => {
+  test('is exactly the docs/contract/delivery.md envelope, in order, serialized compactly', () => {
     expect(buildEvent(EVENT_ID, 'hi', T0)).toBe(
       '{"eventId":"evt_0123456789abcdef0123456789abcdef","name":"message.created","timestamp":"2026-11-03T10:30:00.123Z","data":{"message":"hi"},"cursor":null}',
     );

@@ -1,5 +1,5 @@
 /**
- * The wire constants (SPEC 3, 4, 10) and the error types of the core.
+ * The wire constants (docs/contract/mcp.md, 4, 10) and the error types of the core.
  */
 import { callbackEndpointError, DependencyUnavailable, guardDependency, invalidParams, ProtocolFault } from '../../../lambda/core/errors';
 import {
@@ -12,7 +12,7 @@ import {
 } from '../../../lambda/core/protocol';
 
 describe('protocol constants', () => {
-  test('error codes match SPEC 2-4', () => {
+  test('error codes match docs/contract/http.md-4', () => {
     expect(ErrorCodes).toMatchObject({
       parseError: -32700,
       methodNotFound: -32601,
@@ -25,11 +25,11 @@ describe('protocol constants', () => {
     });
   });
 
-  test('the failure categories are exactly those of SPEC 4.4', () => {
+  test('the failure categories are exactly those of docs/contract/events.md', () => {
     expect([...FailureReasons].sort()).toEqual(['challenge_failed', 'connection_refused', 'http_4xx', 'http_5xx', 'timeout', 'tls_error']);
   });
 
-  test('events/list describes message.created exactly as SPEC 4.1', () => {
+  test('events/list describes message.created exactly as docs/contract/events.md', () => {
     expect(JSON.parse(JSON.stringify(MESSAGE_CREATED_DEFINITION))).toEqual({
       name: 'message.created',
       description: 'A new message addressed to the single configured dot.',
@@ -56,7 +56,7 @@ describe('protocol constants', () => {
     });
   });
 
-  test('limits match SPEC 10', () => {
+  test('limits match docs/contract/limits.md', () => {
     expect(Limits).toMatchObject({
       messageMaxBytes: 16_384,
       requestBodyMaxBytes: 1_048_576,

@@ -1,5 +1,5 @@
 /**
- * Subscribe, refresh and unsubscribe (SPEC 4.2-4.4) against in-memory fakes: the callback
+ * Subscribe, refresh and unsubscribe (docs/contract/events.md) against in-memory fakes: the callback
  * challenge, the 24 h verification cache, the single-subscriber rule and secret rotation.
  */
 import { randomBytes } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * Validation rules of SPEC 3.1 (message) and 4.2/4.3 (subscribe/unsubscribe params): one valid
+ * Validation rules of docs/contract/mcp.md (message) and 4.2/4.3 (subscribe/unsubscribe params): one valid
  * fixture per function, then exactly one thing broken per test.
  */
 import { ProtocolFault } from '../../../lambda/core/errors';
@@ -516,7 +516,7 @@ describe('parseSubscribeParams', () => {
     });
   });
 
-  describe('order of checks (SPEC 4.2): a request broken in two fields reports the earlier one', () => {
+  describe('order of checks (docs/contract/events.md): a request broken in two fields reports the earlier one', () => {
     const breakers: Array<[string, (p: ReturnType<typeof validParams>) => void]> = [
       ['name', (p) => void (p.name = 'message.deleted')],
       ['arguments', (p) => void (p.arguments = { channel: 'general' })],

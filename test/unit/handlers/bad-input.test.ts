@@ -8,7 +8,7 @@
  * header on SSE answers.
  *
  * Rows that only apply to the local runtime are skipped: a row configured with `allowedHosts`
- * (the Host check is the local runtime's DNS rebinding protection, SPEC 2; behind API Gateway the
+ * (the Host check is the local runtime's DNS rebinding protection, docs/contract/http.md; behind API Gateway the
  * Lambda has no Host allow-list). None of today's rows is such a row.
  *
  * Then a few classes that only exist on the Lambda: events API Gateway would not send but the

@@ -1,10 +1,10 @@
 /**
- * Two rules of SPEC 2 at the door of the HTTP app, one failure mode per test:
+ * Two rules of docs/contract/http.md at the door of the HTTP app, one failure mode per test:
  * - the API key: either credential that matches authenticates, so an empty or stale `?key=` left
- *   in a connector URL does not hide a valid `Authorization: Bearer` (issue 9 item 11), and a
+ *   in a connector URL does not hide a valid `Authorization: Bearer`, and a
  *   wrong Bearer does not hide a valid `?key=`; two wrong ones are still 401;
  * - the Origin: besides configured origins, the server's own origin (`http://` + one of its
- *   allowed Host values) passes on the local runtime (issue 8); foreign origins, other schemes
+ *   allowed Host values) passes on the local runtime; foreign origins, other schemes
  *   and anything that is not a bare origin stay refused; behind API Gateway (no Host list) only
  *   configured origins pass.
  */
@@ -14,7 +14,7 @@ import { API_KEY, buildApp, keyQuery, legacyHeaders, request, send } from '../..
 const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
-describe('API key: either matching credential authenticates (issue 9 item 11)', () => {
+describe('API key: either matching credential authenticates', () => {
   const { app } = buildApp();
 
   test('an empty ?key= does not hide a valid Bearer header', async () => {
@@ -55,7 +55,7 @@ describe('API key: either matching credential authenticates (issue 9 item 11)', 
   });
 });
 
-describe('Origin: the local runtime accepts its own origin (SPEC 2, issue 8)', () => {
+describe('Origin: the local runtime accepts its own origin (docs/contract/http.md)', () => {
   const local = buildApp({ allowedHosts: ['127.0.0.1:8787', 'localhost:8787', '[::1]:8787', 'tunnel.example.com'] }).app;
   async function status(app: App, origin: string, host = '127.0.0.1:8787'): Promise<number> {
     const response = await app.handle(request({ headers: legacyHeaders({ origin }), body: ping }), { host });
@@ -78,7 +78,7 @@ describe('Origin: the local runtime accepts its own origin (SPEC 2, issue 8)', (
     ['a foreign host', 'http://evil.example.com'],
     ['an allowed host on another port', 'http://127.0.0.1:9999'],
     ['an allowed host name without its port', 'http://localhost'],
-    ['https instead of http (SPEC 2 says http://)', 'https://127.0.0.1:8787'],
+    ['https instead of http (docs/contract/http.md says http://)', 'https://127.0.0.1:8787'],
     ['an origin with a path', 'http://127.0.0.1:8787/mcp'],
     ['user info in front of an allowed host', 'http://evil@127.0.0.1:8787'],
     ['the literal null origin', 'null'],

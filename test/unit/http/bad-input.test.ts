@@ -1,9 +1,9 @@
 /**
- * One row per malformed-request class of SPEC 2, 3, 3.1, 4.2, 6.4 and 8 (the pup door), each answered with its own
+ * One row per malformed-request class of docs/contract/http.md, 3, 3.1, 4.2, 6.4 and 8 (the pup door), each answered with its own
  * status and error code, always as JSON and never with a stack trace. The rows are exported and,
  * with DMDOT_PRINT_TABLE=1, printed as a markdown table for the README.
  *
- * Pinned behaviour of the SDK where SPEC is silent: on the legacy era, malformed JSON is also
+ * Pinned behaviour of the SDK where the contract is silent: on the legacy era, malformed JSON is also
  * HTTP 400 -32700 (plain JSON), and an unknown method is HTTP 200 with -32601 in an SSE event.
  */
 import type { App, HttpConfig } from '../../../lambda/http/app';
@@ -63,7 +63,7 @@ const rest = (body: string, extra: Record<string, string> = {}) => (app: App) =>
   send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json', ...extra }, body });
 const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
 
-// --- The pup door (SPEC 8): requests signed with node:crypto at the fake clock's now (T0).
+// --- The pup door (docs/contract/pup.md): requests signed with node:crypto at the fake clock's now (T0).
 const PUP = newPupSecret();
 const PUP_CONFIG: Partial<HttpConfig> = { pup: { secrets: async () => ({ secrets: [PUP.secret] }) } };
 const PUP_ID = 'msg_bad_input_0001';
@@ -80,7 +80,7 @@ const pupPost =
   };
 
 export const BAD_INPUT_ROWS: BadInputRow[] = [
-  // --- Authentication and transport (SPEC 2), checked before the body is parsed.
+  // --- Authentication and transport (docs/contract/http.md), checked before the body is parsed.
   {
     klass: 'No API key',
     sent: '`POST /mcp` without `?key=` or `Authorization`',
@@ -186,7 +186,7 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     error: { rest: 'payload_too_large' },
     call: (app) => send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: streamOf(MiB + 1) }),
   },
-  // --- JSON-RPC and MCP envelope (SPEC 2, 3).
+  // --- JSON-RPC and MCP envelope (docs/contract/http.md, 3).
   {
     klass: 'Malformed JSON (2026-07-28)',
     sent: '`{"jsonrpc":"2.0",` with the modern headers',
@@ -267,7 +267,7 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     error: { rpc: -32600 },
     call: (app) => send(app, { headers: legacyHeaders(), body: '{"jsonrpc":"1.0","id":1,"method":"ping"}' }),
   },
-  // --- events/subscribe (SPEC 4.2): each field, in order, -32602 naming it.
+  // --- events/subscribe (docs/contract/events.md): each field, in order, -32602 naming it.
   ...(
     [
       ['name', 'unknown event', '`name: "message.deleted"`', { ...SUBSCRIBE, name: 'message.deleted' }, /^name: /],
@@ -308,7 +308,7 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     message: /^delivery\.url is required/,
     call: (app) => rpcModern(app, 'events/unsubscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook' } }),
   },
-  // --- send_to_dot (SPEC 3.1): failures are tool results, never JSON-RPC errors.
+  // --- send_to_dot (docs/contract/mcp.md): failures are tool results, never JSON-RPC errors.
   {
     klass: 'send_to_dot: empty message',
     sent: '`{"message":"  \\n "}`',
@@ -349,7 +349,7 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     message: /No dot is subscribed/,
     call: (app) => callTool(app, { message: 'hi' }),
   },
-  // --- POST /v1/messages (SPEC 6.4) and the other routes.
+  // --- POST /v1/messages (docs/contract/delivery.md) and the other routes.
   { klass: 'REST: malformed JSON', sent: '`{"message":`', status: 400, error: { rest: 'invalid_json' }, call: rest('{"message":') },
   { klass: 'REST: invalid UTF-8', sent: 'bytes `FF FE`', status: 400, error: { rest: 'invalid_json' }, call: (app) => send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: new Uint8Array([0xff, 0xfe]) }) },
   { klass: 'REST: empty message', sent: '`{"message":""}`', status: 400, error: { rest: 'invalid_input' }, message: /empty/, call: rest('{"message":""}') },
@@ -382,7 +382,7 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     headers: { allow: 'GET' },
     call: (app) => send(app, { path: '/healthz', query: '', headers: { 'content-type': 'application/json' }, body: '{}' }),
   },
-  // --- The pup door (SPEC 8): signature first; nothing else is said about a refusal.
+  // --- The pup door (docs/contract/pup.md): signature first; nothing else is said about a refusal.
   {
     klass: 'pup: API key instead of a signature',
     sent: '`POST /pup/mcp?key=KEY`, unsigned',

@@ -9,7 +9,7 @@
  * - every 4xx answer has a JSON body; every non-empty body is JSON (or SSE whose data is JSON);
  * - POST /mcp with a valid key and a JSON content type always answers JSON-RPC responses (an
  *   error or a result), or 202 with an empty body for notifications and responses;
- * - the checks before the body is parsed (Origin, key, method, Content-Type, size) follow SPEC 2.
+ * - the checks before the body is parsed (Origin, key, method, Content-Type, size) follow docs/contract/http.md.
  *
  * Fixed seed by default; FC_SEED=<n> overrides it. A failure names the seed and path to replay;
  * FC_SHRINK=1 shrinks counterexamples (slow with 100 KB strings); FUZZ_STATS=1 prints the outcomes.
@@ -387,7 +387,7 @@ async function handle(t: TestApp, request: Request): Promise<Answer> {
 afterAll(() => {
   if (process.env.FUZZ_STATS === '1') {
     const rows = [...outcomes.entries()].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${String(n).padStart(6)}  ${k}`);
-    process.stdout.write(`\nfuzz-http outcomes (${requestsSent} requests; ${sdkIssue2284} hit SDK issue #2284):\n${rows.join('\n')}\n`);
+    process.stdout.write(`\nfuzz-http outcomes (${requestsSent} requests; ${sdkSchemaAnswers} were the SDK schema-error answer):\n${rows.join('\n')}\n`);
   }
 });
 
@@ -401,7 +401,7 @@ function mcpRequest(c: { headers: Record<string, string>; body: string | Uint8Ar
 }
 
 const VALID_SECRETS = [SECRET, `whsec_${b64(24)}`, `whsec_${b64(64)}`];
-let sdkIssue2284 = 0;
+let sdkSchemaAnswers = 0;
 
 /** Invariants every answer keeps, whatever was sent. */
 function expectSane(t: TestApp, answer: Answer): void {
@@ -416,7 +416,7 @@ function expectSane(t: TestApp, answer: Answer): void {
     expect(logText).not.toContain(secret);
   }
   expect(answer.unreadable).toBe(false);
-  sdkIssue2284 += expectGenericInternalErrors(answer, '[0-9a-f-]{36}');
+  sdkSchemaAnswers += expectGenericInternalErrors(answer, '[0-9a-f-]{36}');
   if (answer.status >= 400) {
     expect(answer.headers.get('content-type')).toMatch(/^application\/json/);
     expect(() => JSON.parse(answer.text)).not.toThrow();
@@ -725,7 +725,7 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
     { label: 'wrong query', valid: false, query: `key=${wrong}` },
     { label: 'empty query', valid: false, query: 'key=' },
     { label: 'wrong bearer', valid: false, query: '', authorization: `Bearer ${wrong}` },
-    // Either credential that matches authenticates (issue 9 item 11).
+    // Either credential that matches authenticates.
     { label: 'a wrong query does not hide a valid bearer', valid: true, query: `key=${wrong}`, authorization: `Bearer ${API_KEY}` },
     { label: 'an empty query does not hide a valid bearer', valid: true, query: 'key=', authorization: `Bearer ${API_KEY}` },
     { label: 'key with a suffix', valid: false, query: `key=${API_KEY}x` },
@@ -776,7 +776,7 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
 
   const isJsonType = (value: string | null) => (value ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
 
-  test(`${RUNS.anyRequest} requests: no 5xx, JSON bodies, and the checks of SPEC 2 in order`, async () => {
+  test(`${RUNS.anyRequest} requests: no 5xx, JSON bodies, and the checks of docs/contract/http.md in order`, async () => {
     await fc.assert(
       fc.asyncProperty(anyCase, async (c) => {
         resetState(t);

@@ -1,5 +1,5 @@
 /**
- * The pup door (SPEC 8) in-process: the shared suite (pup-suite.ts) against the HTTP app and
+ * The pup door (docs/contract/pup.md) in-process: the shared suite (pup-suite.ts) against the HTTP app and
  * against the MCP Lambda through the API Gateway translation, both over the in-memory fakes; plus
  * what only fakes can show (a storage outage) and the route table's edges.
  */

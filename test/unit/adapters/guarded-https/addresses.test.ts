@@ -1,5 +1,5 @@
 /**
- * SPEC 7, address rules of the outbound guard: every address that is not globally routable is
+ * docs/contract/outbound-guard.md, address rules of the outbound guard: every address that is not globally routable is
  * refused, whether it is an IP literal in the URL or an answer of the resolver, every resolver
  * answer is checked, and a refusal attempts no connection at all (the canary connector stays
  * untouched). A public answer is connected to as is, host name kept, with no second lookup.
@@ -9,7 +9,7 @@
 import { createGuardedWebhookClient } from '../../../../lambda/adapters/guarded-https';
 import { canaryConnector, fixedResolver, forbiddenResolver, REFUSED, urlHost, webhookRequest } from '../../../support/guard';
 
-/** [SPEC range, addresses inside it]: first/last addresses where that is meaningful. */
+/** [contract range, addresses inside it]: first/last addresses where that is meaningful. */
 const FORBIDDEN: Array<[string, string[]]> = [
   ['0.0.0.0/8', ['0.0.0.0', '0.0.0.1', '0.255.255.255']],
   ['10.0.0.0/8', ['10.0.0.1', '10.255.255.255']],
@@ -39,7 +39,7 @@ const FORBIDDEN: Array<[string, string[]]> = [
 
 const CASES = FORBIDDEN.flatMap(([range, addresses]) => addresses.map((address) => ({ range, address })));
 
-describe('guard refuses every address SPEC 7 forbids', () => {
+describe('guard refuses every address docs/contract/outbound-guard.md forbids', () => {
   describe('as an IP literal in the URL', () => {
     it.each(CASES)('refuses $address ($range) without resolving or connecting', async ({ address }) => {
       const canary = canaryConnector();

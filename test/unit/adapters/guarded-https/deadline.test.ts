@@ -1,5 +1,5 @@
 /**
- * SPEC 7, the single outbound deadline (connect, TLS, headers, body), exercised through the
+ * docs/contract/outbound-guard.md, the single outbound deadline (connect, TLS, headers, body), exercised through the
  * injectable `timers` option: the default delay is Limits.outboundDeadlineMs, the timer is cleared
  * when the request ends, and firing it during any stage yields 'timeout'. No real waiting, no network.
  */

@@ -1,5 +1,5 @@
 /**
- * SPEC 7 / issue 9 item 10: the outbound guard tries the other checked DNS answers when a
+ * docs/contract/outbound-guard.md: the outbound guard tries the other checked DNS answers when a
  * connection to one is never made (refused, unreachable, no answer within its share of the
  * deadline), all within one deadline, IPv4 first when the machine has no IPv6 route; and a request
  * may ask for a shorter deadline than 5 s (`timeoutMs`), never a longer one.

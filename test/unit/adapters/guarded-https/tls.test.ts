@@ -1,5 +1,5 @@
 /**
- * SPEC 7, TLS: the guard verifies certificates (a self-signed one is a tls_error, the server's
+ * docs/contract/outbound-guard.md, TLS: the guard verifies certificates (a self-signed one is a tls_error, the server's
  * handler never runs), and nodeConnector keeps the URL host name for SNI while connecting to the
  * checked address. The certificate is made fresh by openssl; only 127.0.0.1 is contacted.
  */

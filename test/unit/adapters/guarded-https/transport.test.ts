@@ -1,5 +1,5 @@
 /**
- * SPEC 7, transport rules of the outbound guard, against real node:http servers on 127.0.0.1
+ * docs/contract/outbound-guard.md, transport rules of the outbound guard, against real node:http servers on 127.0.0.1
  * (ephemeral ports) with the default nodeConnector and the loopback switch on: no redirects,
  * Accept-Encoding: identity and compressed responses refused, the 1 MiB response cap, the
  * deadline, refused connections, Retry-After passed through. Also nodeConnector's pinning: it

@@ -1,5 +1,5 @@
 /**
- * SPEC 7, URL rules of the outbound guard: HTTPS only, no user info, no fragment, and the local
+ * docs/contract/outbound-guard.md, URL rules of the outbound guard: HTTPS only, no user info, no fragment, and the local
  * switch (DMDOT_ALLOW_LOOPBACK_CALLBACKS) that additionally allows http: and https: to exactly the
  * literal hosts 127.0.0.1 and [::1], nothing else. A refusal attempts no connection.
  *
