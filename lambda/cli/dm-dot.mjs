@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// The `dm-dot` executable (package.json "bin"): loads the TypeScript CLI through tsx, runs it,
-// and exits with its code. Deliberately nothing else: see lambda/cli/main.ts.
-import { tsImport } from 'tsx/esm/api';
+// The `dm-dot` executable (package.json "bin"): runs the built CLI, dist/cli/dm-dot.cjs, made by
+// `npm run build` (and by `npm ci` through the prepare script). When it is missing it is built
+// once here; without esbuild, one line says to run `npm run build`.
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 
-const cli = await tsImport('./main.ts', import.meta.url);
-const { main, processIo } = cli.main ? cli : cli.default;
-const io = processIo();
-const code = await main(process.argv.slice(2), io);
-// Flush stdout before leaving (a pipe may still hold output), then exit even if a handle lingers.
-process.stdout.write('', () => process.exit(code));
+const bundle = fileURLToPath(new URL('../../dist/cli/dm-dot.cjs', import.meta.url));
+if (!existsSync(bundle) && !(await import('./build.mjs')).buildOnce()) process.exit(1);
+createRequire(import.meta.url)(bundle);

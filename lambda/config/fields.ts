@@ -167,10 +167,8 @@ export function manifestText(content: string, name: string): string {
   return content;
 }
 
-/** Shorter than this, an API key is refused: it could be guessed. */
-export const API_KEY_MIN_CHARS = 16;
-/** Shorter than this, an API key is accepted with a warning (the generated ones have 43). */
-export const API_KEY_RECOMMENDED_CHARS = 32;
+const API_KEY_MIN_CHARS = Limits.apiKeyMinChars;
+const API_KEY_RECOMMENDED_CHARS = Limits.apiKeyRecommendedChars;
 
 /** An API key given by the operator (`MCP_API_KEY`): the key and, when it is short, a warning. Never quoted. */
 export function apiKey(value: Raw, name: string): { key: string; warning?: string } | undefined {

@@ -1,6 +1,6 @@
 /**
  * Every protocol constant dm-dot uses: names, methods, error codes, failure reasons, header names
- * and limits. One module so that the wire contract (SPEC.md) can be read in one place and no
+ * and limits. One module so that the wire contract (docs/contract) can be read in one place and no
  * literal is spelled twice.
  *
  * Deliberately not here: behaviour. Nothing in this module computes anything.
@@ -9,6 +9,32 @@
 export const SERVER_NAME = 'dm-dot';
 export const TOOL_NAME = 'send_to_dot';
 export const EVENT_NAME = 'message.created';
+
+/** The routes of the HTTP surface (docs/contract/http.md); the pup door's are PupRoutes below. */
+export const Routes = {
+  mcp: '/mcp',
+  messages: '/v1/messages',
+  health: '/healthz',
+  /** Local runtime only, loopback only, with the admin token (docs/contract/local-runtime.md). */
+  admin: '/admin',
+} as const;
+
+/** The local runtime's admin routes, shared by the server and the operator CLI. */
+export const AdminRoutes = {
+  events: '/admin/events',
+  subscription: '/admin/subscription',
+  redrive: '/admin/redrive',
+  status: '/admin/status',
+  key: '/admin/key',
+} as const;
+
+/** The stateless MCP revision; the legacy era is whatever the SDK negotiates on `initialize`. */
+export const MCP_PROTOCOL_VERSION = '2026-07-28';
+/** Per-request `_meta` keys of MCP 2026-07-28 that every stateless request carries. */
+export const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
+export const CLIENT_INFO_META_KEY = 'io.modelcontextprotocol/clientInfo';
+/** Request headers of the 2026-07-28 era (lower case, as node and API Gateway present them). */
+export const McpHeaders = { protocolVersion: 'mcp-protocol-version', method: 'mcp-method', name: 'mcp-name', sessionId: 'mcp-session-id' } as const;
 
 export const Methods = {
   eventsList: 'events/list',
@@ -100,6 +126,10 @@ export const Limits = {
   outboundDeadlineMs: 5 * SECOND,
   outboundResponseMaxBytes: 1024 * 1024,
   callbackUrlMaxChars: 2048,
+  /** Shorter than this, an API key is refused: it could be guessed. */
+  apiKeyMinChars: 16,
+  /** Shorter than this, an API key is accepted with a warning (the generated ones have 43). */
+  apiKeyRecommendedChars: 32,
   secretMinBytes: 24,
   secretMaxBytes: 64,
   ttlMinMs: 60 * SECOND,
@@ -111,7 +141,7 @@ export const Limits = {
   /** Inclusive: a claim made at t holds through t + 10 min, the last instant the 5-minute timestamp window (either way) can accept the same request. */
   replayMemoryMs: 10 * MINUTE,
   /**
-   * How long the answer to a pup event delivery is kept for its retries (SPEC 8). pup's retry
+   * How long the answer to a pup event delivery is kept for its retries (docs/contract/pup.md). pup's retry
    * schedule is not public; Standard Webhooks senders commonly retry for about a day (Svix:
    * 5 s .. 10 h, about 28 h in all), so three days covers that with room.
    */
@@ -124,7 +154,7 @@ export const Limits = {
   eventRecordMs: 15 * DAY,
   /**
    * While deliveries keep succeeding, the subscription's `lastDeliveryAt` is rewritten at most this
-   * often (SPEC 6.2 step 5): a first success, a success after an error, and every failure are
+   * often (docs/contract/delivery.md): a first success, a success after an error, and every failure are
    * written at once. It saves one write per delivered event, on the path a send_to_dot answer waits for.
    */
   deliveryStatusRefreshMs: MINUTE,
@@ -133,7 +163,7 @@ export const Limits = {
   deliveryWaitDefaultMs: 3 * SECOND,
   /** The wait for an outcome never holds a request longer than this. */
   deliveryWaitMaxMs: 4 * SECOND,
-  /** No MCP or REST request takes longer than this, on AWS or locally (SPEC 6.2, 8). */
+  /** No MCP or REST request takes longer than this, on AWS or locally (docs/contract/delivery.md and pup.md). */
   requestMs: 5 * SECOND,
   /** JSON nested deeper than this is refused before any parser or schema walks it. */
   jsonMaxDepth: 64,
@@ -176,7 +206,7 @@ export const MESSAGE_CREATED_DEFINITION = {
   },
 } as const;
 
-/** Capabilities for legacy `initialize` (SPEC 3); the 2026-07-28 era adds the Tasks extension. */
+/** Capabilities for legacy `initialize` (docs/contract/mcp.md); the 2026-07-28 era adds the Tasks extension. */
 export const SERVER_CAPABILITIES = {
   tools: { listChanged: false },
   events: {},
@@ -184,7 +214,7 @@ export const SERVER_CAPABILITIES = {
 } as const;
 
 /**
- * Capabilities for `server/discover` (2026-07-28): SPEC 3's, plus the Tasks extension where the
+ * Capabilities for `server/discover` (2026-07-28): docs/contract/mcp.md's, plus the Tasks extension where the
  * extension text says to advertise it. Not on the legacy era: a 2025 client has no per-request
  * capabilities to declare the extension with, so no legacy request could ever be given a task.
  */
@@ -194,7 +224,7 @@ export const MODERN_SERVER_CAPABILITIES = {
 } as const;
 
 /**
- * The pup door (SPEC 8): routes, the codes of its refusals, the context key of `_meta`, the
+ * The pup door (docs/contract/pup.md): routes, the codes of its refusals, the context key of `_meta`, the
  * member events it knows. pup signs every request with Standard Webhooks (same header names and
  * `v1,` scheme as WebhookHeaders / SIGNATURE_VERSION above).
  */
@@ -232,7 +262,7 @@ export const OAUTH_DISCOVERY_PATHS: ReadonlySet<string> = new Set([
 export const PupMemberEvents = ['member.joined', 'member.left'] as const;
 
 /** The only MCP protocol revision `/pup/mcp` serves (pup speaks 2026-07-28 stateless only). */
-export const PUP_PROTOCOL_VERSION = '2026-07-28';
+export const PUP_PROTOCOL_VERSION = MCP_PROTOCOL_VERSION;
 
 /** At most this many pup signing secrets are configured: the current one and the previous one. */
 export const PUP_MAX_SECRETS = 2;

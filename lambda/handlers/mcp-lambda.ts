@@ -6,14 +6,14 @@
  *
  * The API key comes from Secrets Manager through the secret loader (adapters/secret-loader.ts). The
  * app holds the key it was built with, so it is built once with the loaded key; while the key is
- * unavailable a keyless app answers 503 on authenticated routes (SPEC 2), and the loader reads
+ * unavailable a keyless app answers 503 on authenticated routes (docs/contract/http.md), and the loader reads
  * again on a later request. `/healthz` never waits for the key (nor for Secrets Manager): it is
  * answered by whichever app exists.
  *
  * Deadlines: each invocation runs under a deadline 4.2 s after it starts (core/budgets.ts
  * `mcpDeadline`); every DynamoDB, SQS and Secrets Manager call and every callback POST made while
  * answering it carries what is left (adapters/deadline.ts), so a stalled dependency becomes an
- * error answer (a tool error, 503, -32603) within SPEC's 5 s, not an API Gateway timeout.
+ * error answer (a tool error, 503, -32603) within the contract's 5 s, not an API Gateway timeout.
  *
  * Deliberately not here: middy and the process environment (handlers/mcp.ts reads it once, through
  * lambda/config/settings.ts), event translation details (handlers/apigw.ts), and any route, auth
@@ -27,7 +27,7 @@ import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '.
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
 import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
 import { Budgets, mcpDeadline } from '../core/budgets';
-import { DEFAULT_RETRY_DELAYS_S } from '../core/protocol';
+import { DEFAULT_RETRY_DELAYS_S, Routes } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
@@ -44,7 +44,7 @@ export interface McpLambdaDeps {
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
-  /** The retry schedule: the inline first attempt times attempt 2 from it. Default: SPEC's. */
+  /** The retry schedule: the inline first attempt times attempt 2 from it. Default: the contract's. */
   retryDelaysS?: readonly number[];
   ttlPolicy?: TtlPolicy;
   allowedOrigins: readonly string[];
@@ -103,7 +103,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     }
     const { request, requestId } = translated;
     return runWithDeadline(mcpDeadline(Date.now()), async () => {
-      const health = new URL(request.url).pathname === '/healthz';
+      const health = new URL(request.url).pathname === Routes.health;
       const app = appFor(health ? deps.apiKey.peek() : await deps.apiKey.get());
       const response = await app.handle(request, requestId ? { requestId } : {});
       return resultFromResponse(response);

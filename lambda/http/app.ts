@@ -1,9 +1,9 @@
 /**
- * The HTTP surface of SPEC 2 as one web-standard `handle(Request) -> Response`, shared by the local
+ * The HTTP surface of docs/contract/http.md as one web-standard `handle(Request) -> Response`, shared by the local
  * runtime (node:http) and the MCP Lambda (API Gateway v2 events). Order of checks on an
  * authenticated route: Host (local runtime only), Origin, API key, method, Content-Type, body
  * size; then the body's nesting depth and UTF-8 (core/json-text.ts); only then is it parsed. The
- * pup routes (`/pup/*`, SPEC 8) pass the Host and Origin checks and then belong to the pup door
+ * pup routes (`/pup/*`, docs/contract/pup.md) pass the Host and Origin checks and then belong to the pup door
  * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
  * nothing a client sends yields a 5xx or internal text, and the API key is compared in constant
  * time and never logged.
@@ -22,7 +22,7 @@ import { DependencyUnavailable } from '../core/errors';
 import { principalOf } from '../core/identity';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
-import { ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS } from '../core/protocol';
+import { ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
@@ -35,7 +35,7 @@ export interface HttpConfig {
   allowedOrigins: readonly string[];
   /** Host header values accepted (host[:port] or bare host name); undefined disables the check (behind API Gateway). */
   allowedHosts?: readonly string[];
-  /** The pup door (SPEC 8): its signing secrets and manifest. Absent: its POST routes answer 503. */
+  /** The pup door (docs/contract/pup.md): its signing secrets and manifest. Absent: its POST routes answer 503. */
   pup?: PupConfig;
 }
 
@@ -79,7 +79,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   }
 
   /**
-   * SPEC 2: a configured origin, or the server's own: `http://` plus one of its allowed Host values
+   * docs/contract/http.md: a configured origin, or the server's own: `http://` plus one of its allowed Host values
    * (a page the local runtime would serve, or a local tool on the same address; the MCP
    * conformance check for localhost servers sends exactly that). Behind API Gateway there is no
    * Host list, so only configured origins pass there.
@@ -120,10 +120,10 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
 
   async function route(request: Request, requestId: string, host: string | undefined): Promise<Response> {
     const url = new URL(request.url);
-    const isMcp = url.pathname === '/mcp';
-    const isRest = url.pathname === '/v1/messages';
+    const isMcp = url.pathname === Routes.mcp;
+    const isRest = url.pathname === Routes.messages;
 
-    if (url.pathname === '/healthz') {
+    if (url.pathname === Routes.health) {
       return request.method === 'GET' || request.method === 'HEAD' ? json(200, { ok: true }) : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
     }
     if (OAUTH_DISCOVERY_PATHS.has(url.pathname)) return restError(404, 'no_oauth', OAUTH_HINT);

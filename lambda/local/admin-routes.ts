@@ -20,12 +20,13 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type http from 'node:http';
+import { AdminRoutes, Routes } from '../core/protocol';
 import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription } from '../operator/actions';
 import { EVENT_STATUSES, isEventStatus } from '../operator/views';
 import type { Outbox, Store } from '../ports';
 import { pathOf } from './http-server';
 
-export const ADMIN_PREFIX = '/admin/';
+export const ADMIN_PREFIX = `${Routes.admin}/`;
 
 export interface AdminStatus {
   [key: string]: unknown;
@@ -72,7 +73,7 @@ function refuse(res: http.ServerResponse, status: number, code: string, message:
 
 export function isAdminPath(url: string | undefined): boolean {
   const path = pathOf(url);
-  return path === '/admin' || path.startsWith(ADMIN_PREFIX);
+  return path === Routes.admin || path.startsWith(ADMIN_PREFIX);
 }
 
 const EVENT_ROUTE = /^\/admin\/events\/(evt_[0-9a-f]{32})(\/resend)?$/;
@@ -113,7 +114,7 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
       return detail ? answer(res, 200, { event: detail }) : refuse(res, 404, 'not_found', `No event ${eventId} in the delivery log.`);
     }
     switch (url.pathname) {
-      case '/admin/events': {
+      case AdminRoutes.events: {
         if (method !== 'GET') return only('GET');
         const status = url.searchParams.get('status') ?? undefined;
         if (status !== undefined && !isEventStatus(status)) {
@@ -121,21 +122,21 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
         }
         return answer(res, 200, { events: await listEventViews(deps.store, deps.now(), status) });
       }
-      case '/admin/subscription': {
+      case AdminRoutes.subscription: {
         if (method === 'GET') return answer(res, 200, { subscription: await showSubscription(deps.store, deps.now()) });
         if (method === 'DELETE') return answer(res, 200, await clearSubscription(deps.store, deps.now(), url.searchParams.get('id') ?? undefined));
         return only('GET, DELETE');
       }
-      case '/admin/redrive': {
+      case AdminRoutes.redrive: {
         if (method !== 'POST') return only('POST');
         return answer(res, 200, { moved: await deps.redrive() });
       }
-      case '/admin/status': {
+      case AdminRoutes.status: {
         if (method !== 'GET') return only('GET');
         const [subscription, events, queue] = await Promise.all([showSubscription(deps.store, deps.now()), eventCounts(deps.store, deps.now()), deps.queueCounts()]);
         return answer(res, 200, { ...deps.describe(), subscription, events, queue });
       }
-      case '/admin/key': {
+      case AdminRoutes.key: {
         if (method !== 'POST') return only('POST');
         if (!deps.rotateKey) return refuse(res, 409, 'key_from_environment', 'The key comes from MCP_API_KEY: change it there and restart the server.');
         return answer(res, 200, { rotated: true, ...(await deps.rotateKey()) });

@@ -14,7 +14,7 @@ import { StateDirInUse, StateUnreadable } from '../adapters/embedded';
 import { localSettings, SettingsError } from '../config/settings';
 import { createLogger } from '../log';
 import { startLocal } from './runtime';
-import { StateFileError } from './state-dir';
+import { StateFileError } from '../adapters/state-files';
 
 /** The project root: a relative DMDOT_STATE_DIR is taken from here, wherever the command runs. */
 const PROJECT_ROOT = resolve(__dirname, '..', '..');

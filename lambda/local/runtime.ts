@@ -1,5 +1,5 @@
 /**
- * The local runtime (SPEC 9): the same app and core as the Lambdas, on node:http, over the embedded
+ * The local runtime (docs/contract/local-runtime.md): the same app and core as the Lambdas, on node:http, over the embedded
  * database of the state directory (lambda/adapters/embedded: the records, the delivery jobs and
  * the dead letters in one LMDB file) and an in-process delivery worker (worker.ts) that runs the
  * same retry schedule as AWS. `startLocal` is what `npm start` runs and what the end-to-end tests
@@ -31,7 +31,7 @@ import { systemClock, type Clock, type Logger, type WebhookClient } from '../por
 import { version } from '../version';
 import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
 import { startLocalServer, type LocalServer } from './http-server';
-import { loadOrCreateApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from './state-dir';
+import { loadOrCreateApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import { startDeliveryWorker, type DeliveryWorker } from './worker';
 
 export interface LocalRuntime {
@@ -46,7 +46,7 @@ export interface LocalRuntime {
 export interface LocalOptions {
   settings: LocalSettings;
   log?: Logger & { redact?(value: string): void };
-  /** Tests may inject a webhook client; the default is the guarded client of SPEC 7. */
+  /** Tests may inject a webhook client; the default is the guarded client of docs/contract/outbound-guard.md. */
   webhook?: WebhookClient;
   clock?: Clock;
   /** Called with each start-up line (the listening line first). */
@@ -232,7 +232,7 @@ function describeSwitches(settings: LocalSettings, url: string, key: { file?: st
   };
 }
 
-/** The start-up lines: the listening line first (SPEC 9), then where the key is and which switches are on. */
+/** The start-up lines: the listening line first (docs/contract/local-runtime.md), then where the key is and which switches are on. */
 export function startupLines(settings: LocalSettings, url: string, key: { file?: string; generated: boolean }): string[] {
   const lines = [`dm-dot listening on ${url}`];
   if (key.generated) lines.push(`API key generated and stored in ${key.file} (mode 0600); \`npx dm-dot connect\` prints the connector URL`);

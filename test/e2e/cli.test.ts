@@ -1,20 +1,28 @@
 /**
- * The `dm-dot` operator CLI end to end (SPEC 9.1), run as the executable (`lambda/cli/dm-dot.mjs`)
- * against the local runtime started as `npm start` does: `dot` receives and verifies what `send`
- * sends; a receiver answering 500 leaves a `failed` event in `events` and `redrive` delivers it
- * once the receiver recovers; `subscription clear` lets a second callback subscribe at once; the
- * admin routes refuse the API key; a stopped server's state directory is read and written
- * directly. No output of any command ever holds the API key, the admin token or a `whsec_` secret.
+ * The `dm-dot` operator CLI end to end (docs/contract/local-runtime.md), run as the executable (the bin,
+ * `lambda/cli/dm-dot.mjs`, over the built bundle) against the local runtime started as `npm start`
+ * does: the two-terminal walkthrough (`dot` receives and verifies what `send` sends and what is
+ * typed on its own standard input); a receiver answering 500 leaves a failed, dead-lettered event
+ * and `redrive` delivers it once the receiver recovers; `subscription clear` lets a second
+ * callback subscribe at once; the admin routes refuse the API key; a stopped server's database is
+ * read and written directly; the project's state directory is found from a subfolder. No output
+ * of any command ever holds the API key, the admin token or a `whsec_` secret.
  */
-import { afterEach, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor, type RunningServer } from '../support/e2e';
 
 const CLI = join(ROOT, 'lambda/cli/dm-dot.mjs');
+
+before(() => {
+  // What npm run build (and npm ci, through prepare) does: the bin runs this bundle.
+  const built = spawnSync(process.execPath, [join(ROOT, 'lambda/cli/build.mjs')], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(built.status, 0, built.stderr);
+});
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -30,6 +38,9 @@ function assertNothingSecretPrinted(server: RunningServer) {
   assert.ok(!token || !all.includes(token), 'the admin token is never printed');
   assert.ok(!/whsec_/.test(all), 'no signing secret is ever printed');
 }
+after(() => {
+  printed.length = 0;
+});
 
 interface Run {
   code: number | null;
@@ -41,9 +52,9 @@ function envOf(server: RunningServer, extra: Record<string, string> = {}): Recor
   return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: server.stateDir, MCP_API_KEY: server.key, ...extra };
 }
 
-function cli(args: string[], env: Record<string, string>): Promise<Run> {
+function cli(args: string[], env: Record<string, string>, options: { cwd?: string } = {}): Promise<Run> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
@@ -58,9 +69,9 @@ function cli(args: string[], env: Record<string, string>): Promise<Run> {
   });
 }
 
-/** `dm-dot dot` as a child process; resolves once it has subscribed. */
+/** `dm-dot dot` as a child process with a pipe for its standard input; resolves once it has subscribed. */
 async function startDot(args: string[], env: Record<string, string>) {
-  const child: ChildProcess = spawn(process.execPath, [CLI, 'dot', '--port', '0', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [CLI, 'dot', '--port', '0', ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
@@ -69,6 +80,7 @@ async function startDot(args: string[], env: Record<string, string>) {
   cleanups.push(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
+    printed.push(out, err);
   });
   const callback = await Promise.race([
     waitFor('dot subscribed', () => /subscribed sub_[0-9a-f]{32} for (http:\/\/127\.0\.0\.1:\d+\/dot)/.exec(err)?.[1], 30_000),
@@ -80,11 +92,12 @@ async function startDot(args: string[], env: Record<string, string>) {
     callback,
     out: () => out,
     err: () => err,
+    type: (line: string) => child.stdin!.write(`${line}\n`),
+    endInput: () => child.stdin!.end(),
+    exited,
     async stop(): Promise<number | null> {
       child.kill('SIGINT');
-      const code = await exited;
-      printed.push(out, err);
-      return code;
+      return exited;
     },
   };
 }
@@ -99,18 +112,24 @@ function subscribeParams(url: string, secret = newSecret()) {
   return { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url, secret } };
 }
 
-describe('dm-dot dot and send', () => {
-  it('dot receives and verifies a message sent with send, refuses a forged one, and unsubscribes on Ctrl-C', async () => {
+describe('dm-dot dot and send: the walkthrough in two terminals', () => {
+  it('dot receives and verifies what send sends and what is typed on its standard input, refuses a forged request, and unsubscribes on Ctrl-C', async () => {
     const s = await server();
     const env = envOf(s);
     const dot = await startDot([], env);
 
     const sent = await cli(['send', 'hello from the CLI'], env);
     assert.equal(sent.code, 0, sent.err);
-    const eventId = /^delivered (evt_[0-9a-f]{32})/.exec(sent.out)?.[1];
+    const eventId = /^delivered (evt_[0-9a-f]{32}): the dot accepted it$/m.exec(sent.out)?.[1];
     assert.ok(eventId, sent.out);
     await waitFor('the dot prints the message', () => dot.out().includes(eventId!));
     assert.match(dot.out(), new RegExp(`^${eventId}  \\d+ ms  hello from the CLI$`, 'm'));
+
+    dot.type('typed in the dot terminal');
+    const typedId = await waitFor('the typed line sent', () => /sent: delivered (evt_[0-9a-f]{32})/.exec(dot.err())?.[1]);
+    await waitFor('the typed line received', () => dot.out().includes(typedId));
+    assert.match(dot.out(), new RegExp(`^${typedId}  \\d+ ms  typed in the dot terminal$`, 'm'));
+    dot.endInput();
 
     // A request the server did not sign is refused and never printed as a message.
     const forged = await fetch(dot.callback, {
@@ -121,37 +140,36 @@ describe('dm-dot dot and send', () => {
     assert.equal(forged.status, 401);
     assert.ok(!dot.out().includes('forged'));
 
-    const json = await cli(['send', 'second', '--json'], env);
+    const json = await cli(['send', 'after the end of its input', '--json'], env);
     assert.equal(json.code, 0, json.err);
     const answer = JSON.parse(json.out);
     assert.equal(answer.status, 'delivered');
-    await waitFor('the second message', () => dot.out().includes(answer.eventId));
+    await waitFor('still receiving after the end of its input', () => dot.out().includes(answer.eventId));
 
     assert.equal(await dot.stop(), 0);
-    assert.match(dot.err(), /unsubscribed/);
+    assert.match(dot.err(), /unsubscribed sub_[0-9a-f]{32}; the server drops the events still queued for it/);
     const show = await cli(['subscription', '--json'], env);
     assert.deepEqual(JSON.parse(show.out), { subscription: null }, 'Ctrl-C ended the subscription');
 
     const noDot = await cli(['send', 'nobody listens'], env);
     assert.equal(noDot.code, 1);
-    assert.match(noDot.err, /no dot is subscribed/);
+    assert.match(noDot.err, /^dm-dot send: not accepted: no dot is subscribed/);
     assertNothingSecretPrinted(s);
   });
 
-  it('dot --status 410: send reports failed (exit 1) and the subscription is gone, the second way out of the lock-out', async () => {
+  it('dot --status 410: send reports failed (exit 1), the dot says its subscription ended and stops (exit 1), and the subscription is gone', async () => {
     const s = await server();
     const env = envOf(s);
     const dot = await startDot(['--status', '410'], env);
     const sent = await cli(['send', 'are you there?'], env);
     assert.equal(sent.code, 1, sent.out + sent.err);
-    assert.match(sent.out, /^failed evt_[0-9a-f]{32}: http_4xx\./);
-    await waitFor('the dot saw it', () => /answered 410 \(attempt 1\)/.test(dot.out()));
-    const show = await cli(['subscription', '--json'], env);
-    assert.deepEqual(JSON.parse(show.out), { subscription: null });
-    const failed = JSON.parse((await cli(['events', '--json'], env)).out);
-    assert.equal(failed[0].status, 'failed');
-    assert.equal(failed[0].lastError, 'http_4xx');
-    assert.equal(await dot.stop(), 0, 'unsubscribing what is already gone is fine');
+    assert.match(sent.out, /^failed evt_[0-9a-f]{32}: the delivery failed for good \(http_4xx\)/);
+    assert.equal(await dot.exited, 1);
+    assert.match(dot.err(), /the subscription ended: this dot answered 410 Gone to evt_[0-9a-f]{32}, and the server ends the subscription on a 410/);
+    assert.deepEqual(JSON.parse((await cli(['subscription', '--json'], env)).out), { subscription: null });
+    const [failed] = JSON.parse((await cli(['events', '--json'], env)).out).events;
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.lastError, 'http_4xx');
     assertNothingSecretPrinted(s);
   });
 
@@ -171,8 +189,7 @@ describe('dm-dot dot and send', () => {
     assert.ok(!wrongKey.err.includes('not-the-key-0123456789'));
     const empty = await cli(['send', '   '], envOf(s));
     assert.equal(empty.code, 2);
-    assert.match(empty.err, /message is empty/);
-    // A port that was free a moment ago (fetch refuses some well-known ports outright).
+    assert.equal(empty.err, 'dm-dot send: the message is empty\nRun dm-dot send --help for usage.\n');
     const closed = await startReceiver();
     await closed.close();
     const nobody = await cli(['send', 'hi', '--url', `http://127.0.0.1:${closed.port}/mcp`], envOf(s));
@@ -182,8 +199,8 @@ describe('dm-dot dot and send', () => {
   });
 });
 
-describe('dm-dot events and redrive', () => {
-  it('a receiver answering 500 leaves a failed event in events; redrive delivers it after the receiver recovers', async () => {
+describe('dm-dot events, status and redrive', () => {
+  it('a receiver answering 500 leaves a failed, dead-lettered event; redrive delivers it after the receiver recovers; a stopped server is read directly', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-cli-'));
     cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
     // The wait window (200 ms) ends well before the second attempt (1 s later): send says queued.
@@ -197,20 +214,27 @@ describe('dm-dot events and redrive', () => {
     assert.equal(sent.code, 0, sent.out + sent.err);
     const eventId = /^queued (evt_[0-9a-f]{32})/.exec(sent.out)?.[1];
     assert.ok(eventId, `a 500 leaves the event queued: ${sent.out}`);
-    await waitFor('the dead letter', () => readdirSync(join(stateDir, 'dead-letter')).includes(`${eventId}.json`), 20_000);
+    let status: any;
+    for (let i = 0; i < 100 && status?.jobs?.deadLetters !== 1; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 200));
+      status = JSON.parse((await cli(['status', '--json'], env)).out);
+    }
+    assert.equal(status.jobs.deadLetters, 1, 'dead-lettered after the last attempt');
+    assert.equal(status.events.failed, 1);
+    assert.equal(status.server.running, true);
 
     const failed = await cli(['events', '--status', 'failed', '--json'], env);
     assert.equal(failed.code, 0, failed.err);
-    const [row, ...others] = JSON.parse(failed.out);
+    const [row, ...others] = JSON.parse(failed.out).events;
     assert.equal(others.length, 0);
     assert.equal(row.eventId, eventId);
-    assert.equal(row.status, 'failed');
     assert.equal(row.attempts, 3, 'three attempts with DMDOT_RETRY_DELAYS=1,1');
     assert.equal(row.lastError, 'http_5xx');
-    assert.equal(row.deliveredAt, null);
     const table = await cli(['events'], env);
     assert.match(table.out, /^EVENT +STATUS +ATTEMPTS +LAST ERROR +CREATED +DELIVERED$/m);
     assert.match(table.out, new RegExp(`^${eventId}  failed +3 +http_5xx +\\S+Z +-$`, 'm'));
+    const show = await cli(['events', 'show', eventId!], env);
+    assert.equal((show.out.match(/^\S+Z +http_5xx +5xx +\d+ ms +(yes|no)/gm) ?? []).length, 3, show.out);
 
     receiver.setResponder(echoing());
     const redrive = await cli(['redrive'], env);
@@ -218,31 +242,27 @@ describe('dm-dot events and redrive', () => {
     assert.match(redrive.out, /Moved 1 dead letter\(s\) back; the running server .* is delivering them now/);
     await waitFor('the redriven delivery', () => receiver.events().length === 4, 20_000);
     assert.equal(receiver.events()[3]!.headers['webhook-id'], eventId, 'the same event, the same webhook-id');
-    let delivered: { eventId: string; status: string; deliveredAt: string | null } | undefined;
+    let delivered: { eventId: string; status: string } | undefined;
     for (let i = 0; i < 50 && delivered?.status !== 'delivered'; i++) {
       if (i > 0) await new Promise((r) => setTimeout(r, 200));
-      delivered = JSON.parse((await cli(['events', '--json', '--last', '1'], env)).out)[0];
+      delivered = JSON.parse((await cli(['events', '--json', '--last', '1'], env)).out).events[0];
     }
-    assert.ok(delivered);
-    assert.equal(delivered.eventId, eventId);
-    assert.equal(delivered.status, 'delivered');
-    assert.ok(delivered.deliveredAt);
-    assert.deepEqual(readdirSync(join(stateDir, 'dead-letter')), []);
+    assert.equal(delivered?.status, 'delivered');
 
-    // With the server stopped, the CLI reads the state directory itself.
+    // With the server stopped, the CLI reads the database itself.
     assert.equal(await s.stop(), 0);
-    assert.ok(!existsSync(join(stateDir, 'runtime.json')) && !existsSync(join(stateDir, 'admin-token')), 'stop withdraws the admin files');
+    assert.ok(!existsSync(join(stateDir, 'admin-token')), 'stop withdraws the admin token');
     const offline = await cli(['events', '--json'], env);
     assert.equal(offline.code, 0, offline.err);
-    assert.equal(JSON.parse(offline.out)[0].status, 'delivered');
-    const offlineTable = await cli(['events'], env);
-    assert.match(offlineTable.out, new RegExp(`^${eventId}  delivered`, 'm'));
+    assert.equal(JSON.parse(offline.out).events[0].status, 'delivered');
+    const offlineStatus = await cli(['status'], env);
+    assert.match(offlineStatus.out, /^server +not running \(what follows is read from its database/m);
     assertNothingSecretPrinted(s);
   });
 });
 
 describe('dm-dot subscription', () => {
-  it('show names the callback host only; clear asks, --yes clears, and a second callback subscribes at once', async () => {
+  it('show names the callback host only; clear without a terminal needs --yes; --yes clears, and a second callback subscribes at once', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-cli-'));
     cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
     const s = await server({}, { stateDir });
@@ -259,23 +279,25 @@ describe('dm-dot subscription', () => {
     assert.match(show.out, new RegExp(`^id +${id}$`, 'm'));
     assert.match(show.out, new RegExp(`^callback host +127\\.0\\.0\\.1:${first.port}$`, 'm'));
     assert.ok(!show.out.includes('path-secret') && !show.out.includes('token=abc'), 'never the path or query of the callback');
-    assert.ok(!show.out.includes(firstSecret.slice(6)), 'never the secret');
 
     const unconfirmed = await cli(['subscription', 'clear'], env);
-    assert.equal(unconfirmed.code, 2, 'no terminal to confirm on: --yes is required');
-    assert.match(unconfirmed.err, /--yes/);
-    assert.equal((await cli(['subscription', '--json'], env)).out.includes(id), true, 'still there');
+    assert.equal(unconfirmed.code, 1);
+    assert.equal(unconfirmed.err, 'dm-dot subscription clear: not cleared: there is no terminal to confirm on; pass --yes to do it without asking\n');
+    assert.equal(unconfirmed.out, '');
+    assert.ok((await cli(['subscription', '--json'], env)).out.includes(id), 'still there');
 
     const cleared = await cli(['subscription', 'clear', '--yes'], env);
     assert.equal(cleared.code, 0, cleared.err);
     assert.match(cleared.out, new RegExp(`Cleared subscription ${id}`));
     assert.ok((await rpc(s, 'events/subscribe', subscribeParams(second.url()))).body.result.id, 'the second callback subscribes at once');
 
-    // Stopped server: clear writes the state directory itself, and the next start sees it.
+    // Stopped server: clear writes the database itself, and the next start sees it.
     assert.equal(await s.stop(), 0);
     const offline = await cli(['subscription', 'clear', '--yes', '--json'], env);
     assert.equal(offline.code, 0, offline.err);
     assert.equal(JSON.parse(offline.out).cleared, true);
+    const nothing = await cli(['subscription', 'clear', '--yes'], env);
+    assert.equal(nothing.code, 1, 'nothing to clear');
     const again = await server({}, { stateDir });
     assert.ok((await rpc(again, 'events/subscribe', subscribeParams(first.url()))).body.result.id, 'the first callback can subscribe again');
     assertNothingSecretPrinted(s);
@@ -294,12 +316,27 @@ describe('dm-dot subscription', () => {
     assert.equal(none.status, 401);
     const ok = await fetch(`${s.url}/admin/events`, { headers: { authorization: `Bearer ${token}` } });
     assert.equal(ok.status, 200);
-    assert.deepEqual(await ok.json(), { events: [] });
     const crossOrigin = await fetch(`${s.url}/admin/events`, { headers: { authorization: `Bearer ${token}`, origin: 'http://evil.example' } });
     assert.equal(crossOrigin.status, 403);
-    const badStatus = await fetch(`${s.url}/admin/events?status=lost`, { headers: { authorization: `Bearer ${token}` } });
-    assert.equal(badStatus.status, 400);
-    const wrongMethod = await fetch(`${s.url}/admin/redrive`, { headers: { authorization: `Bearer ${token}` } });
-    assert.equal(wrongMethod.status, 405);
+  });
+});
+
+describe('the project state directory', () => {
+  it('a relative DMDOT_STATE_DIR is taken from the project root, as npm start takes it: the CLI finds the running server from a subfolder', async () => {
+    const name = `.dm-dot-e2e-${process.pid}`;
+    const stateDir = join(ROOT, name);
+    cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
+    const s = await server({ DMDOT_STATE_DIR: name }, { stateDir });
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: name };
+    for (const cwd of [join(ROOT, 'lambda'), join(ROOT, 'test', 'e2e')]) {
+      const status = await cli(['status', '--json'], env, { cwd });
+      assert.equal(status.code, 0, status.err);
+      const doc = JSON.parse(status.out);
+      assert.equal(doc.stateDir, stateDir);
+      assert.deepEqual(doc.server, { running: true, url: s.url, pid: s.child.pid, version: doc.server.version });
+      const connect = await cli(['connect'], env, { cwd });
+      assert.ok(connect.out.includes(`  ${s.url}/mcp?key=<KEY>\n`), connect.out);
+    }
+    assertNothingSecretPrinted(s);
   });
 });

@@ -1,7 +1,9 @@
 /**
  * The `--aws` variants of the operator CLI, in-process through `main`, against DynamoDB Local (the
- * table read with the same DynamoDbStore the Lambdas use) and fauxqs (the queues):
- * `events --aws` (a paged Scan), `subscription show|clear --aws`, `redrive --aws`.
+ * table, read and written with the same DynamoDbStore the Lambdas use) and fauxqs (the queues):
+ * `events`, `events show`, `events resend`, `subscription show|clear`, `redrive`, `status`,
+ * `connect` and `key rotate`. DescribeStacks, CloudWatch, Lambda and Secrets Manager are fakes (an
+ * object with `send`) injected through the CLI's io, as the SDK clients would be.
  *
  * fauxqs 1.9.2 does not implement StartMessageMoveTask / ListMessageMoveTasks (its README lists
  * them as unsupported), so `MoveTaskSqs` below plays SQS's part for those two actions, as the API
@@ -20,15 +22,18 @@ import {
   StartMessageMoveTaskCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { QueueAttributes, SqsQueue } from '../../lambda/adapters/sqs-queue';
+import { movePoll } from '../../lambda/cli/aws/redrive';
+import type { AwsClients, SendsCommands } from '../../lambda/cli/io';
 import { Limits } from '../../lambda/core/protocol';
-import { main } from '../../lambda/cli/main';
-import { movePoll } from '../../lambda/cli/redrive';
-import type { AwsClients, CliIo } from '../../lambda/cli/common';
 import type { EventRecord, SubscriptionRecord } from '../../lambda/ports';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
+import { ROOT } from '../support/paths';
+import { run as runCli } from '../unit/cli/support';
 
 let dynamo: DynamoDbLocal;
 let fauxqs: Fauxqs;
@@ -43,19 +48,10 @@ afterAll(async () => {
   await Promise.all([dynamo?.stop(), fauxqs?.stop()]);
 });
 
+/** No AWS_REGION, no DMDOT_TABLE: everything comes from the flags, the injected clients and the stack outputs. */
 async function run(argv: string[], aws: AwsClients, answer?: string) {
-  let out = '';
-  let err = '';
-  const io: CliIo = {
-    out: (t) => (out += t),
-    err: (t) => (err += t),
-    // No AWS_REGION, no DMDOT_TABLE: everything comes from the flags.
-    env: {},
-    aws,
-    ...(answer !== undefined ? { ask: async () => answer } : {}),
-  };
-  const code = await main(argv, io);
-  return { code, out, err };
+  const r = await runCli(argv, { aws, env: {}, ...(answer !== undefined ? { answer } : {}) });
+  return { code: r.code, out: r.out, err: r.err };
 }
 
 const NOW = Date.now();
@@ -115,7 +111,7 @@ function smallPages(client: DynamoDBClient): { client: DynamoDBClient; scans: ()
 describe('dm-dot events --aws', () => {
   it('lists the live events of the table, newest first, through a paged Scan; filters by status; --last', async () => {
     const { tableName, store } = await seededTable();
-    await store.putSubscription(subscription(), NOW);
+    await store.putSubscription(subscription(), NOW, { kind: 'absent' });
     for (let n = 1; n <= 5; n++) await store.putEvent(event(n));
     await store.putEvent(event(6, { status: 'failed', attempts: 6, lastError: 'http_5xx', lastHttpStatus: 503, deliveredAt: undefined }));
     await store.putEvent(event(7, { createdAt: NOW - Limits.eventRecordMs - 1000, expiresAt: NOW - 1000 })); // expired, TTL not yet run
@@ -123,7 +119,7 @@ describe('dm-dot events --aws', () => {
 
     const all = await run(['events', '--aws', '--table', tableName, '--json', '--last', '100'], { dynamodb: paged.client });
     expect(all.code).toBe(0);
-    const listed = JSON.parse(all.out) as { eventId: string; status: string }[];
+    const listed = JSON.parse(all.out).events as { eventId: string; status: string }[];
     expect(listed.map((e) => e.eventId)).toEqual([6, 5, 4, 3, 2, 1].map((n) => event(n).eventId));
     expect(paged.scans()).toBeGreaterThanOrEqual(4); // 8 items in pages of 2
 
@@ -134,7 +130,7 @@ describe('dm-dot events --aws', () => {
     expect(failed.out.trim().split('\n')).toHaveLength(2);
 
     const last = await run(['events', '--aws', '--table', tableName, '--last', '2', '--json'], { dynamodb: dynamo.client });
-    expect(JSON.parse(last.out).map((e: { eventId: string }) => e.eventId)).toEqual([event(6).eventId, event(5).eventId]);
+    expect(JSON.parse(last.out).events.map((e: { eventId: string }) => e.eventId)).toEqual([event(6).eventId, event(5).eventId]);
   }, 30_000);
 
   it('is read-only: the table holds the same items after listing', async () => {
@@ -150,7 +146,7 @@ describe('dm-dot events --aws', () => {
 describe('dm-dot subscription --aws', () => {
   it('show never prints the secret or the callback path; clear asks (no keeps it, yes ends it) and another callback subscribes at once', async () => {
     const { tableName, store } = await seededTable();
-    await store.putSubscription(subscription(), NOW);
+    await store.putSubscription(subscription(), NOW, { kind: 'absent' });
     const aws = { dynamodb: dynamo.client };
 
     const show = await run(['subscription', 'show', '--aws', '--table', tableName], aws);
@@ -174,14 +170,14 @@ describe('dm-dot subscription --aws', () => {
     expect(refused.code).toBe(1);
     expect(await store.getSubscription(Date.now())).toBeDefined();
 
-    const blocked = await store.putSubscription(subscription({ id: `sub_${'2'.repeat(32)}`, url: 'https://new-dot.example.com/hook' }), Date.now());
+    const blocked = await store.putSubscription(subscription({ id: `sub_${'2'.repeat(32)}`, url: 'https://new-dot.example.com/hook' }), Date.now(), { kind: 'absent' });
     expect(blocked.ok).toBe(false);
 
     const cleared = await run(['subscription', 'clear', '--aws', '--table', tableName], aws, 'yes');
     expect(cleared.code).toBe(0);
     expect(cleared.out).toContain(`Cleared subscription ${subscription().id}`);
     expect(await store.getSubscription(Date.now())).toBeUndefined();
-    const next = await store.putSubscription(subscription({ id: `sub_${'2'.repeat(32)}`, url: 'https://new-dot.example.com/hook' }), Date.now());
+    const next = await store.putSubscription(subscription({ id: `sub_${'2'.repeat(32)}`, url: 'https://new-dot.example.com/hook' }), Date.now(), { kind: 'absent' });
     expect(next).toEqual({ ok: true });
 
     const nothing = await run(['subscription', 'clear', '--yes', '--aws', '--table', `${tableName}-missing`], aws);
@@ -261,7 +257,7 @@ describe('dm-dot redrive --aws', () => {
 
     const result = await run(['redrive', ...flags()], { sqs: sqs as unknown as SQSClient });
     expect(result.code).toBe(0);
-    expect(result.out).toBe('Moved 2 message(s) from the dead-letter queue back to the delivery queue.\n');
+    expect(result.out).toBe('Moved 2 messages from the dead-letter queue back to the delivery queue.\n');
     const arns = await Promise.all(
       [fauxqs.deadLetterQueueUrl, fauxqs.queueUrl].map(async (url) => (await fauxqs.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn),
     );
@@ -279,7 +275,7 @@ describe('dm-dot redrive --aws', () => {
     const sqs = new MoveTaskSqs(fauxqs.client);
     const result = await run(['redrive', ...flags(), '--json'], { sqs: sqs as unknown as SQSClient });
     expect(result.code).toBe(0);
-    expect(JSON.parse(result.out)).toEqual({ moved: 0, status: 'NOTHING_TO_MOVE' });
+    expect(JSON.parse(result.out)).toEqual({ moved: 0, toMove: 0, status: 'NOTHING_TO_MOVE', failureReason: null });
     expect(sqs.started).toEqual([]);
   });
 
@@ -338,11 +334,9 @@ describe('the executable with --aws', () => {
   it('builds its own clients from the environment (region, credentials, AWS_ENDPOINT_URL_DYNAMODB) like any AWS tool', async () => {
     const { tableName, store } = await seededTable();
     await store.putEvent(event(1, { status: 'dropped' }));
-    const { spawnSync } = await import('node:child_process');
-    const { join } = await import('node:path');
-    const root = join(__dirname, '..', '..');
-    const result = spawnSync(process.execPath, [join(root, 'lambda/cli/dm-dot.mjs'), 'events', '--aws', '--json'], {
-      cwd: root,
+    // The bin, as npx dm-dot runs it (it builds the bundle once if it is missing).
+    const result = spawnSync(process.execPath, [join(ROOT, 'lambda/cli/dm-dot.mjs'), 'events', '--aws', '--json'], {
+      cwd: ROOT,
       encoding: 'utf8',
       timeout: 60_000,
       env: {
@@ -358,6 +352,253 @@ describe('the executable with --aws', () => {
     });
     expect(result.stderr).not.toMatch(/dm-dot events:/);
     expect(result.status).toBe(0);
-    expect(JSON.parse(result.stdout)).toEqual([expect.objectContaining({ eventId: event(1).eventId, status: 'dropped' })]);
+    expect(JSON.parse(result.stdout).events).toEqual([expect.objectContaining({ eventId: event(1).eventId, status: 'dropped' })]);
   }, 60_000);
+});
+
+/** The stack's outputs as DescribeStacks answers them, and the stack names it was asked for. */
+function stackOf(outputs: Record<string, string>) {
+  const asked: string[] = [];
+  const cloudformation: SendsCommands = {
+    send: async (command: { constructor: { name: string }; input: { StackName?: string } }) => {
+      expect(command.constructor.name).toBe('DescribeStacksCommand');
+      asked.push(command.input.StackName!);
+      return { Stacks: [{ Outputs: Object.entries(outputs).map(([OutputKey, OutputValue]) => ({ OutputKey, OutputValue })) }] };
+    },
+  };
+  return { cloudformation, asked };
+}
+
+/** A fake AWS client: answers each command by its name, and keeps what it was sent. */
+function fakeClient(answers: Record<string, (input: any) => unknown>) {
+  const sent: { name: string; input: any }[] = [];
+  const client: SendsCommands = {
+    send: async (command: { constructor: { name: string }; input: unknown }) => {
+      sent.push({ name: command.constructor.name, input: command.input });
+      const answer = answers[command.constructor.name];
+      if (!answer) throw Object.assign(new Error(`unexpected ${command.constructor.name}`), { name: 'UnexpectedCommand' });
+      return answer(command.input);
+    },
+  };
+  return { client, sent };
+}
+
+const MCP_ENDPOINT = 'https://abc123.execute-api.eu-west-1.amazonaws.com/mcp';
+const SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:DmDotApiKey-AbCdEf';
+const FUNCTION = 'DmDot-McpFunction-1A2B3C';
+
+describe('dm-dot events show --aws and events resend --aws', () => {
+  beforeEach(() => fauxqs.purge());
+
+  it('events show lists the attempts kept in the table', async () => {
+    const { tableName, store } = await seededTable();
+    await store.putEvent(
+      event(20, {
+        status: 'failed',
+        attempts: 1,
+        lastError: 'http_4xx',
+        lastHttpStatus: 404,
+        deliveredAt: undefined,
+        body: '{"eventId":"x"}',
+        log: [{ at: NOW - 5000, outcome: 'http_4xx', statusClass: '4xx', durationMs: 12, counted: true }],
+      }),
+    );
+    const r = await run(['events', 'show', event(20).eventId, '--aws', '--table', tableName], { dynamodb: dynamo.client });
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^\S+Z +http_4xx +4xx +12 ms +yes$/m);
+    expect(r.out).toMatch(/^resendable +yes/m);
+    const missing = await run(['events', 'show', event(21).eventId, '--aws', '--table', tableName], { dynamodb: dynamo.client });
+    expect(missing.code).toBe(1);
+    expect(missing.err).toMatch(/no event evt_0+15 in the delivery log \(table /);
+  });
+
+  it('events resend reopens a failed event and queues its exact bytes on the delivery queue (same id), for the live subscription', async () => {
+    const { tableName, store } = await seededTable();
+    await store.putSubscription(subscription({ generation: 'gen-2' }), NOW, { kind: 'absent' });
+    const body = JSON.stringify({ eventId: event(22).eventId, name: 'message.created', timestamp: new Date(NOW).toISOString(), data: { message: 'again' }, cursor: null });
+    await store.putEvent(event(22, { status: 'failed', attempts: 6, lastError: 'http_5xx', deliveredAt: undefined, body }));
+    const r = await run(['events', 'resend', event(22).eventId, '--aws', '--table', tableName, '--queue-url', fauxqs.queueUrl, '--json'], {
+      dynamodb: dynamo.client,
+      sqs: fauxqs.client,
+    });
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toEqual({ resent: true, eventId: event(22).eventId, subscriptionId: subscription().id });
+    const [message, ...others] = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
+    expect(others).toEqual([]);
+    expect(message!.Body).toBe(body);
+    expect(message!.MessageAttributes?.[QueueAttributes.eventId]?.StringValue).toBe(event(22).eventId);
+    expect(message!.MessageAttributes?.[QueueAttributes.generation]?.StringValue).toBe('gen-2');
+    const record = await store.getEvent(event(22).eventId, Date.now());
+    expect(record).toMatchObject({ status: 'queued', attempts: 0, generation: 'gen-2' });
+    expect(record!.log?.at(-1)).toMatchObject({ note: 'resent' });
+  });
+
+  it('events resend of a delivered event is exit 1 and queues nothing', async () => {
+    const { tableName, store } = await seededTable();
+    await store.putSubscription(subscription(), NOW, { kind: 'absent' });
+    await store.putEvent(event(23));
+    const r = await run(['events', 'resend', event(23).eventId, '--aws', '--table', tableName, '--queue-url', fauxqs.queueUrl], { dynamodb: dynamo.client, sqs: fauxqs.client });
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/not resent: evt_0+17 was delivered already/);
+    expect(await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 300 })).toEqual([]);
+  });
+});
+
+describe('dm-dot status --aws', () => {
+  beforeEach(() => fauxqs.purge());
+
+  async function stackWithTable() {
+    const { tableName, store } = await seededTable();
+    await store.putSubscription(subscription(), NOW, { kind: 'absent' });
+    const dlq = new SqsQueue({ client: fauxqs.client, queueUrl: fauxqs.queueUrl, deadLetterQueueUrl: fauxqs.deadLetterQueueUrl });
+    await dlq.sendToDeadLetter({ body: '{}', attributes: { eventId: 'evt_a' } }, 'http_5xx');
+    await dlq.sendToDeadLetter({ body: '{}', attributes: { eventId: 'evt_b' } }, 'http_4xx');
+    return stackOf({
+      TableName: tableName,
+      DeliveryQueueUrl: fauxqs.queueUrl,
+      DeadLetterQueueUrl: fauxqs.deadLetterQueueUrl,
+      McpEndpoint: MCP_ENDPOINT,
+      ApiKeySecretArn: SECRET_ARN,
+      McpFunctionName: FUNCTION,
+      AlarmNames: 'DmDot-DeadLetters,DmDot-Errors',
+    });
+  }
+
+  const cloudwatch = () =>
+    fakeClient({
+      DescribeAlarmsCommand: (input: { AlarmNames: string[] }) => ({
+        MetricAlarms: input.AlarmNames.map((name) => ({ AlarmName: name, StateValue: name.endsWith('DeadLetters') ? 'ALARM' : 'OK', StateReason: 'threshold', StateUpdatedTimestamp: new Date(NOW) })),
+      }),
+    });
+
+  it('shows the stack outputs, the alarm states (DescribeAlarms on AlarmNames), the queue depths and the subscription; exit 0', async () => {
+    const stack = await stackWithTable();
+    const watch = cloudwatch();
+    const r = await run(['status', '--aws', '--stack', 'MyDot', '--json'], { cloudformation: stack.cloudformation, cloudwatch: watch.client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    expect(r.code).toBe(0);
+    expect(stack.asked).toEqual(['MyDot']);
+    expect(watch.sent).toEqual([{ name: 'DescribeAlarmsCommand', input: { AlarmNames: ['DmDot-DeadLetters', 'DmDot-Errors'], MaxRecords: 100 } }]);
+    const doc = JSON.parse(r.out);
+    expect(doc).toMatchObject({
+      mode: 'aws',
+      stack: 'MyDot',
+      outputs: { McpEndpoint: MCP_ENDPOINT, McpFunctionName: FUNCTION },
+      alarms: [
+        { name: 'DmDot-DeadLetters', state: 'ALARM' },
+        { name: 'DmDot-Errors', state: 'OK' },
+      ],
+      queues: { delivery: { visible: 0 }, deadLetter: { visible: 2 } },
+      subscription: { id: subscription().id, callbackHost: 'dot.example.com' },
+      problems: [],
+    });
+    const text = await run(['status', '--aws', '--stack', 'MyDot'], { cloudformation: (await stackWithTable()).cloudformation, cloudwatch: cloudwatch().client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    expect(text.out).toMatch(/^alarms +DmDot-DeadLetters: ALARM; DmDot-Errors: OK$/m);
+    expect(text.out).toMatch(/^dead letters +[1-9]\d* \(dm-dot redrive --aws\)$/m);
+    expect(text.out).not.toMatch(/private-path|token=abc|whsec_/);
+  });
+
+  it('exit 1 when it could not look at everything (alarms unreadable), still one JSON document naming the problem', async () => {
+    const stack = await stackWithTable();
+    const denied = fakeClient({});
+    const r = await run(['status', '--aws', '--json'], { cloudformation: stack.cloudformation, cloudwatch: denied.client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    expect(r.code).toBe(1);
+    const doc = JSON.parse(r.out);
+    expect(doc.alarms).toBeNull();
+    expect(doc.problems).toEqual([expect.stringMatching(/^could not read the alarms: UnexpectedCommand/)]);
+    expect(r.err).toMatch(/^dm-dot status: could not look at everything: could not read the alarms/);
+  });
+
+  it('exit 1 when the stack cannot be read at all', async () => {
+    const broken: SendsCommands = { send: async () => Promise.reject(Object.assign(new Error('Stack with id Nope does not exist'), { name: 'ValidationError' })) };
+    const r = await run(['status', '--aws', '--stack', 'Nope'], { cloudformation: broken });
+    expect(r.code).toBe(1);
+    expect(r.err).toBe('dm-dot status: could not read stack Nope: ValidationError: Stack with id Nope does not exist (name another with --stack or DMDOT_STACK)\n');
+  });
+});
+
+describe('dm-dot connect --aws', () => {
+  const KEY = 'A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4';
+
+  it('prints McpEndpoint?key=<KEY> and the pup manifest URL without reading the secret', async () => {
+    const stack = stackOf({ McpEndpoint: MCP_ENDPOINT, ApiKeySecretArn: SECRET_ARN, PupSecretArn: 'arn:pup' });
+    const secrets = fakeClient({ GetSecretValueCommand: () => ({ SecretString: KEY }) });
+    const r = await run(['connect', '--aws'], { cloudformation: stack.cloudformation, secretsManager: secrets.client });
+    expect(r.code).toBe(0);
+    expect(r.out).toContain(`  ${MCP_ENDPOINT}?key=<KEY>\n`);
+    expect(r.out).toContain(`<KEY> is the API key in the Secrets Manager secret ${SECRET_ARN}; dm-dot connect --aws --show-key prints the URL with it.`);
+    expect(r.out).toContain('  https://abc123.execute-api.eu-west-1.amazonaws.com/pup/manifest.json');
+    expect(secrets.sent).toEqual([]);
+    expect(r.err).toBe('');
+  });
+
+  it('--show-key reads the key from Secrets Manager (ApiKeySecretArn) and prints it after the notice', async () => {
+    const stack = stackOf({ McpEndpoint: MCP_ENDPOINT, ApiKeySecretArn: SECRET_ARN });
+    const secrets = fakeClient({ GetSecretValueCommand: () => ({ SecretString: KEY }) });
+    const r = await run(['connect', '--aws', '--show-key', '--json'], { cloudformation: stack.cloudformation, secretsManager: secrets.client });
+    expect(r.code).toBe(0);
+    expect(secrets.sent).toEqual([{ name: 'GetSecretValueCommand', input: { SecretId: SECRET_ARN } }]);
+    expect(r.err).toBe('dm-dot connect: --show-key prints the API key: a secret; keep this output out of logs, screenshots and shared terminals\n');
+    expect(JSON.parse(r.out)).toMatchObject({ mode: 'aws', keyShown: true, connectorUrl: `${MCP_ENDPOINT}?key=${KEY}`, key: { from: 'secretsManager', secretArn: SECRET_ARN } });
+  });
+
+  it('a secret that cannot be read is exit 1 naming it, never a key', async () => {
+    const stack = stackOf({ McpEndpoint: MCP_ENDPOINT, ApiKeySecretArn: SECRET_ARN });
+    const secrets = fakeClient({ GetSecretValueCommand: () => Promise.reject(Object.assign(new Error('not allowed'), { name: 'AccessDeniedException' })) });
+    const r = await run(['connect', '--aws', '--show-key'], { cloudformation: stack.cloudformation, secretsManager: secrets.client });
+    expect(r.code).toBe(1);
+    expect(r.err).toBe(`dm-dot connect: could not read the API key from ${SECRET_ARN}: AccessDeniedException: not allowed\n`);
+    expect(r.out).toBe('');
+  });
+});
+
+describe('dm-dot key rotate --aws', () => {
+  const outputs = { McpEndpoint: MCP_ENDPOINT, ApiKeySecretArn: SECRET_ARN, McpFunctionName: FUNCTION };
+
+  function fakes(lambdaFails = false) {
+    const secrets = fakeClient({ PutSecretValueCommand: () => ({ ARN: SECRET_ARN, VersionId: 'v2' }) });
+    const lambda = fakeClient({
+      GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Description: 'dm-dot MCP endpoint (API key rotated 2026-01-01T00:00:00.000Z)' }),
+      UpdateFunctionConfigurationCommand: () => (lambdaFails ? Promise.reject(Object.assign(new Error('rate exceeded'), { name: 'TooManyRequestsException' })) : { LastUpdateStatus: 'InProgress' }),
+    });
+    return { secrets, lambda, aws: { cloudformation: stackOf(outputs).cloudformation, secretsManager: secrets.client, lambda: lambda.client } };
+  }
+
+  it('puts a new 48-character key into the secret, recycles the MCP function with a changed description, and says what to update; never prints the key', async () => {
+    const { secrets, lambda, aws } = fakes();
+    const r = await run(['key', 'rotate', '--aws', '--yes'], aws);
+    expect(r.code).toBe(0);
+    expect(secrets.sent).toEqual([{ name: 'PutSecretValueCommand', input: { SecretId: SECRET_ARN, SecretString: expect.stringMatching(/^[A-Za-z0-9]{48}$/) } }]);
+    const key = secrets.sent[0]!.input.SecretString as string;
+    expect(lambda.sent.map((c) => c.name)).toEqual(['GetFunctionConfigurationCommand', 'UpdateFunctionConfigurationCommand']);
+    expect(lambda.sent[1]!.input).toEqual({ FunctionName: FUNCTION, Description: expect.stringMatching(/^dm-dot MCP endpoint \(API key rotated \d{4}-\d\d-\d\dT[\d:.]+Z\)$/) });
+    expect(lambda.sent[1]!.input.Description).not.toContain('2026-01-01T00:00:00.000Z');
+    expect(r.out).toContain(`Rotated the API key in ${SECRET_ARN}.`);
+    expect(r.out).toMatch(/Reconnect it with the new URL \(dm-dot connect --aws prints it/);
+    expect(r.out + r.err).not.toContain(key);
+  });
+
+  it('--show-key prints the key it put, after the notice', async () => {
+    const { secrets, aws } = fakes();
+    const r = await run(['key', 'rotate', '--aws', '--yes', '--show-key', '--json'], aws);
+    expect(r.code).toBe(0);
+    expect(r.err).toMatch(/^dm-dot key rotate: --show-key prints the API key: a secret/);
+    expect(JSON.parse(r.out)).toMatchObject({ rotated: true, mode: 'aws', secretArn: SECRET_ARN, functionName: FUNCTION, key: secrets.sent[0]!.input.SecretString });
+  });
+
+  it('without --yes and no terminal it changes nothing', async () => {
+    const { secrets, lambda, aws } = fakes();
+    const r = await run(['key', 'rotate', '--aws'], aws);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe('dm-dot key rotate: not rotated: there is no terminal to confirm on; pass --yes to do it without asking\n');
+    expect(secrets.sent).toEqual([]);
+    expect(lambda.sent).toEqual([]);
+  });
+
+  it('a function that cannot be recycled is exit 1 saying the new key is in the secret but warm environments still take the old one', async () => {
+    const { aws, secrets } = fakes(true);
+    const r = await run(['key', 'rotate', '--aws', '--yes'], aws);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(new RegExp(`the new key is in ${SECRET_ARN}, but the MCP function ${FUNCTION} could not be recycled \\(TooManyRequestsException: rate exceeded\\)`));
+    expect(r.err).not.toContain(secrets.sent[0]!.input.SecretString);
+  });
 });

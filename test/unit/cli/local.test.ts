@@ -1,160 +1,363 @@
 /**
- * How the local CLI picks where to read and write (lambda/cli/operator.ts): the state directory
- * itself when no server runs, when `runtime.json` names a dead process, or when the recorded
- * server does not answer (it died without cleaning up); the running server's admin routes, with
- * the admin token, when it does. And `subscription clear` asks before it deletes.
+ * The local operator commands against a real local server started in-process (`startLocal` with
+ * settings from `localSettings`, as `npm start` runs it): through its admin routes while it runs,
+ * and through its database, opened as operator, once it has stopped. status, connect, key rotate,
+ * events show, events resend, subscription show/clear and redrive, and that nothing prints the API
+ * key, the admin token or a `whsec_` secret unless `--show-key` asks for the key.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { FileStore } from '../../../lambda/adapters/file-store';
-import { main } from '../../../lambda/cli/main';
-import { clearSubscription } from '../../../lambda/local/admin';
-import type { CliIo } from '../../../lambda/cli/common';
-import type { SubscriptionRecord } from '../../../lambda/ports';
-import { API_KEY, BASE, buildApp } from '../../support/app';
+import { startReceiver, type Receiver } from '../../support/receiver';
+import { expectNoSecrets, keyOf, postMessage, run, startLocalServer, subscribe, tempDir, until, type LocalServer } from './support';
 
-let stateDir: string;
+let dir: Awaited<ReturnType<typeof tempDir>>;
+let server: LocalServer | undefined;
+let receiver: Receiver | undefined;
+const printed: string[] = [];
+
 beforeEach(async () => {
-  stateDir = await mkdtemp(join(tmpdir(), 'dmdot-cli-local-'));
+  dir = await tempDir();
+  printed.length = 0;
 });
-afterEach(() => rm(stateDir, { recursive: true, force: true }));
-
-const NOW = Date.now();
-const record: SubscriptionRecord = {
-  id: `sub_${'c'.repeat(32)}`,
-  url: 'http://127.0.0.1:1234/dot',
-  name: 'message.created',
-  secret: 'whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0',
-  principal: 'p',
-  createdAt: NOW,
-  refreshedAt: NOW,
-  expiresAt: NOW + 3_600_000,
-};
-
-async function run(argv: string[], answer?: string) {
-  let out = '';
-  let err = '';
-  const io: CliIo = { out: (t) => (out += t), err: (t) => (err += t), env: { DMDOT_STATE_DIR: stateDir }, ...(answer !== undefined ? { ask: async () => answer } : {}) };
-  return { code: await main(argv, io), out, err };
-}
-
-async function seed() {
-  const store = await FileStore.open(stateDir);
-  await store.putSubscription(record, NOW);
-}
-
-/** A pid that existed a moment ago and no longer does. */
-function deadPid(): number {
-  return spawnSync(process.execPath, ['-e', '0']).pid!;
-}
-
-describe('local CLI without a running server', () => {
-  it('reads and clears the state directory itself; clear asks first', async () => {
-    await seed();
-    const show = await run(['subscription', '--json']);
-    expect(show.code).toBe(0);
-    expect(JSON.parse(show.out).subscription.id).toBe(record.id);
-
-    const declined = await run(['subscription', 'clear'], 'no');
-    expect(declined.code).toBe(1);
-    expect(declined.err).toMatch(/not cleared/);
-    expect((await (await FileStore.open(stateDir)).getSubscription(Date.now()))?.id).toBe(record.id);
-
-    const accepted = await run(['subscription', 'clear'], 'y');
-    expect(accepted.code).toBe(0);
-    expect(accepted.out).toMatch(/Cleared subscription sub_c{32}/);
-    expect(await (await FileStore.open(stateDir)).getSubscription(Date.now())).toBeUndefined();
-    expect(JSON.stringify(JSON.parse(await readFile(join(stateDir, 'store.json'), 'utf8')))).not.toContain('SUBSCRIPTION');
-  });
-
-  it('a runtime.json naming a dead process is ignored', async () => {
-    await seed();
-    await writeFile(join(stateDir, 'runtime.json'), JSON.stringify({ pid: deadPid(), url: 'http://127.0.0.1:1' }));
-    const events = await run(['events']);
-    expect(events.code).toBe(0);
-    expect(events.out).toMatch(/No events \(state directory .* \(no server running\)\)/);
-  });
-
-  it('a live pid whose server does not answer falls back to the state directory', async () => {
-    await seed();
-    const closed = http.createServer();
-    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise<void>((r) => closed.close(() => r()));
-    await writeFile(join(stateDir, 'runtime.json'), JSON.stringify({ pid: process.pid, url: `http://127.0.0.1:${port}` }));
-    await writeFile(join(stateDir, 'admin-token'), 'some-token\n');
-    const show = await run(['subscription', '--json']);
-    expect(show.code).toBe(0);
-    expect(JSON.parse(show.out).subscription.id).toBe(record.id);
-  });
-
-  it('a missing state directory is 1 and names it', async () => {
-    await rm(stateDir, { recursive: true, force: true });
-    const r = await run(['events']);
-    expect(r.code).toBe(1);
-    expect(r.err).toContain(`no state directory at ${stateDir}`);
-  });
+afterEach(async () => {
+  await server?.stop();
+  server = undefined;
+  await receiver?.stop();
+  receiver = undefined;
+  await dir.remove();
 });
 
-describe('local CLI with a running server', () => {
-  it('asks the server with the admin token and never opens store.json', async () => {
-    const seen: { method?: string; url?: string; auth?: string }[] = [];
-    const server = http.createServer((req, res) => {
-      seen.push({ method: req.method, url: req.url, auth: req.headers.authorization });
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(req.url === '/admin/redrive' ? { moved: 3 } : { events: [] }));
+async function cli(argv: string[], options: Parameters<typeof run>[1] = {}) {
+  const r = await run(argv, { env: { DMDOT_STATE_DIR: dir.dir }, ...options });
+  printed.push(r.out, r.err);
+  return r;
+}
+
+async function serve(env: Record<string, string> = {}) {
+  server = await startLocalServer(dir.dir, env);
+  return server;
+}
+
+function adminToken(): string | undefined {
+  const file = join(dir.dir, 'admin-token');
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
+}
+
+/** A subscribed receiver and one event it refused for good (404): failed, dead-lettered. */
+async function failedEvent(s: LocalServer) {
+  const key = await keyOf(s);
+  receiver = await startReceiver();
+  expect((await subscribe(s, key, receiver.url)).body.result.id).toMatch(/^sub_/);
+  receiver.setDefaultStatus(404);
+  const sent = await postMessage(s, key, 'refused once');
+  expect(sent.status).toBe(502);
+  const eventId: string = sent.body.error.eventId;
+  await until('the dead letter', async () => (await s.runtime.db.jobs.counts()).deadLetters === 1);
+  return { key, eventId };
+}
+
+describe('through the running server', () => {
+  it('status names the running server, its address, the switches, the subscription host and the counts', async () => {
+    const s = await serve({ DMDOT_ALLOWED_HOSTS: 'tunnel.example.dev' });
+    const { eventId } = await failedEvent(s);
+    expect(eventId).toMatch(/^evt_/);
+    const r = await cli(['status']);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(new RegExp(`^server +running at ${s.base.replace(/\./g, '\\.')} \\(pid ${process.pid}, dm-dot `, 'm'));
+    expect(r.out).toMatch(/^loopback callbacks +on/m);
+    expect(r.out).toMatch(/^pup +not configured/m);
+    expect(r.out).toMatch(/^allowed hosts +the server's own addresses and tunnel\.example\.dev$/m);
+    expect(r.out).toMatch(/^subscription +sub_[0-9a-f]{32} for callback host 127\.0\.0\.1:\d+;.* last error http_4xx$/m);
+    expect(r.out).toMatch(/^events +0 queued, 1 failed, 0 delivered, 0 dropped$/m);
+    expect(r.out).toMatch(/^delivery jobs +0 waiting, 1 dead-lettered \(dm-dot redrive\)$/m);
+    expect(r.out).not.toContain('/hooks/dot');
+    expectNoSecrets(printed.join(''), [await keyOf(s), adminToken()]);
+  });
+
+  it('status --json is one document: the server, the switches, the subscription and the counts', async () => {
+    const s = await serve();
+    await failedEvent(s);
+    const doc = JSON.parse((await cli(['status', '--json'])).out);
+    expect(doc).toMatchObject({
+      mode: 'local',
+      server: { running: true, url: s.base, pid: process.pid },
+      stateDir: dir.dir,
+      readFrom: 'server',
+      apiKey: { from: 'file', file: join(dir.dir, 'api-key') },
+      switches: { loopbackCallbacks: true, pup: false, allowedOrigins: [], allowedHosts: [] },
+      subscription: { id: expect.stringMatching(/^sub_/), callbackHost: expect.stringMatching(/^127\.0\.0\.1:\d+$/), lastError: 'http_4xx' },
+      events: { queued: 0, failed: 1, delivered: 0, dropped: 0 },
+      jobs: { queued: 0, deadLetters: 1 },
     });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    try {
-      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      await writeFile(join(stateDir, 'runtime.json'), JSON.stringify({ pid: process.pid, url }));
-      await writeFile(join(stateDir, 'admin-token'), 'the-admin-token\n');
-      // A store.json the CLI must not read: the running server owns the state.
-      await writeFile(join(stateDir, 'store.json'), 'not json at all');
+  });
 
-      const events = await run(['events', '--status', 'failed']);
-      expect(events.code).toBe(0);
-      expect(events.out).toBe(`No events with status failed (the running server at ${url}).\n`);
-      const redrive = await run(['redrive', '--json']);
-      expect(JSON.parse(redrive.out)).toEqual({ moved: 3, deliveredBy: 'running server' });
-      expect(seen).toEqual([
-        { method: 'GET', url: '/admin/events?status=failed', auth: 'Bearer the-admin-token' },
-        { method: 'POST', url: '/admin/redrive', auth: 'Bearer the-admin-token' },
-      ]);
-      expect(events.out + events.err + redrive.out + redrive.err).not.toContain('the-admin-token');
-    } finally {
-      server.close();
-    }
+  it('events show lists the attempts of an event: time, outcome, status class, duration, counted', async () => {
+    const s = await serve();
+    const { eventId } = await failedEvent(s);
+    const r = await cli(['events', 'show', eventId]);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(new RegExp(`^event +${eventId}$`, 'm'));
+    expect(r.out).toMatch(/^status +failed$/m);
+    expect(r.out).toMatch(/^last HTTP status +404$/m);
+    expect(r.out).toMatch(/^AT +OUTCOME +STATUS +DURATION +COUNTED$/m);
+    expect(r.out).toMatch(/^\S+Z +http_4xx +4xx +\d+ ms +yes$/m);
+    const json = JSON.parse((await cli(['events', 'show', eventId, '--json'])).out);
+    expect(json.event).toMatchObject({ eventId, status: 'failed', resendable: true, log: [{ kind: 'attempt', outcome: 'http_4xx', statusClass: '4xx', counted: true }] });
+  });
+
+  it('events show of an event not in the log is exit 1 naming it', async () => {
+    await serve();
+    const missing = `evt_${'f'.repeat(32)}`;
+    const r = await cli(['events', 'show', missing]);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(new RegExp(`^dm-dot events show: no event ${missing} in the delivery log`));
+  });
+
+  it('events resend gives a failed event another round with the same id and bytes, and its log says resent', async () => {
+    const s = await serve();
+    const { eventId } = await failedEvent(s);
+    receiver!.setDefaultStatus(200);
+    const r = await cli(['events', 'resend', eventId]);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(new RegExp(`^Resent ${eventId} to subscription sub_[0-9a-f]{32}`));
+    await until('the second delivery', () => receiver!.events.length === 2);
+    const [first, second] = receiver!.events;
+    expect(second!.headers['webhook-id']).toBe(eventId);
+    expect(second!.raw.equals(first!.raw)).toBe(true);
+    const detail = await until('delivered', async () => {
+      const d = JSON.parse((await cli(['events', 'show', eventId, '--json'])).out).event;
+      return d.status === 'delivered' ? d : undefined;
+    });
+    expect(detail.log.map((e: { kind: string; note?: string; outcome?: string }) => e.note ?? e.outcome)).toEqual(['http_4xx', 'resent', 'delivered']);
+  });
+
+  it('events resend of a delivered event is exit 1 and says why; --json is the result', async () => {
+    const s = await serve();
+    const key = await keyOf(s);
+    receiver = await startReceiver();
+    await subscribe(s, key, receiver.url);
+    const sent = await postMessage(s, key, 'fine');
+    expect(sent.body.status).toBe('delivered');
+    // The delivery is recorded just after the answer.
+    await until('recorded', async () => (await s.runtime.db.store.getEvent(sent.body.eventId, Date.now()))?.status === 'delivered');
+    const r = await cli(['events', 'resend', sent.body.eventId]);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe(`dm-dot events resend: not resent: ${sent.body.eventId} was delivered already; nothing to resend\n`);
+    const json = await cli(['events', 'resend', sent.body.eventId, '--json']);
+    expect(JSON.parse(json.out)).toEqual({ resent: false, eventId: sent.body.eventId, why: 'delivered' });
+  });
+
+  it('redrive moves the dead letters back through the server, which delivers them at once', async () => {
+    const s = await serve();
+    const { eventId } = await failedEvent(s);
+    receiver!.setDefaultStatus(200);
+    const r = await cli(['redrive']);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^Moved 1 dead letter\(s\) back; the running server at http:\/\/127\.0\.0\.1:\d+ is delivering them now/);
+    await until('the redriven delivery', () => receiver!.events.length === 2);
+    expect(receiver!.events[1]!.headers['webhook-id']).toBe(eventId);
+    expect(JSON.parse((await cli(['redrive', '--json'])).out)).toEqual({ moved: 0, via: 'server' });
+  });
+
+  it('subscription clear with nothing subscribed exits 1', async () => {
+    await serve();
+    const r = await cli(['subscription', 'clear', '--yes']);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/^dm-dot subscription clear: nothing to clear: no live subscription \(the running server at /);
+  });
+
+  it('subscription clear without a terminal refuses in one clean line unless --yes, and clears nothing', async () => {
+    const s = await serve();
+    const key = await keyOf(s);
+    receiver = await startReceiver();
+    const id = (await subscribe(s, key, receiver.url)).body.result.id;
+    const refused = await cli(['subscription', 'clear']);
+    expect(refused).toEqual({ code: 1, out: '', err: 'dm-dot subscription clear: not cleared: there is no terminal to confirm on; pass --yes to do it without asking\n', asked: [] });
+    expect(JSON.parse((await cli(['subscription', '--json'])).out).subscription.id).toBe(id);
+    const cleared = await cli(['subscription', 'clear', '--yes']);
+    expect(cleared.code).toBe(0);
+    expect(cleared.out).toMatch(new RegExp(`^Cleared subscription ${id}\\.`));
+    expect(JSON.parse((await cli(['subscription', '--json'])).out)).toEqual({ subscription: null });
+  });
+
+  it('subscription clear asks on a terminal: no keeps it (exit 1), yes clears it', async () => {
+    const s = await serve();
+    const key = await keyOf(s);
+    receiver = await startReceiver();
+    const id = (await subscribe(s, key, receiver.url)).body.result.id;
+    const declined = await cli(['subscription', 'clear'], { answer: 'n' });
+    expect(declined.code).toBe(1);
+    expect(declined.asked).toEqual([expect.stringMatching(new RegExp(`^End subscription ${id} \\(callback host 127\\.0\\.0\\.1:\\d+\\)\\?.*\\[y/N\\] $`))]);
+    expect(declined.err).toMatch(/dm-dot subscription clear: not cleared\n$/);
+    expect(JSON.parse((await cli(['subscription', '--json'])).out).subscription.id).toBe(id);
+    expect((await cli(['subscription', 'clear'], { answer: 'yes' })).code).toBe(0);
+    expect(JSON.parse((await cli(['subscription', '--json'])).out)).toEqual({ subscription: null });
+  });
+
+  it('admin actions are not reachable with the API key alone: without the admin token, clear fails and nothing is cleared', async () => {
+    const s = await serve();
+    const key = await keyOf(s);
+    receiver = await startReceiver();
+    const id = (await subscribe(s, key, receiver.url)).body.result.id;
+    rmSync(join(dir.dir, 'admin-token'));
+    const r = await cli(['subscription', 'clear', '--yes'], { env: { DMDOT_STATE_DIR: dir.dir, MCP_API_KEY: key } });
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/admin token .* is not readable/);
+    expect((await s.runtime.db.store.getSubscription(Date.now()))?.id).toBe(id);
+    expectNoSecrets(r.out + r.err, [key]);
+  });
+
+  it('connect prints the connector URL with a placeholder and where the key is, never the key', async () => {
+    const s = await serve();
+    const key = await keyOf(s);
+    const r = await cli(['connect']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain(`  ${s.base}/mcp?key=<KEY>\n`);
+    expect(r.out).toContain(`<KEY> is the API key in ${join(dir.dir, 'api-key')}`);
+    expect(r.out).toContain(`  ${s.base}/pup/manifest.json`);
+    expect(r.err).toBe('');
+    expect(JSON.parse((await cli(['connect', '--json'])).out)).toEqual({
+      mode: 'local',
+      mcpUrl: `${s.base}/mcp`,
+      connectorUrl: `${s.base}/mcp?key=<KEY>`,
+      keyShown: false,
+      key: { from: 'file', file: join(dir.dir, 'api-key') },
+      pupManifestUrl: `${s.base}/pup/manifest.json`,
+      pupConfigured: false,
+      serverRunning: true,
+    });
+    expectNoSecrets(printed.join(''), [key, adminToken()]);
+  });
+
+  it('connect --show-key prints the key in the URL, after a one-line notice on stderr that it prints a secret', async () => {
+    const s = await serve();
+    const key = await keyOf(s);
+    const r = await cli(['connect', '--show-key']);
+    expect(r.code).toBe(0);
+    expect(r.err).toBe('dm-dot connect: --show-key prints the API key: a secret; keep this output out of logs, screenshots and shared terminals\n');
+    expect(r.out).toContain(`  ${s.base}/mcp?key=${encodeURIComponent(key)}\n`);
+    const json = JSON.parse((await cli(['connect', '--show-key', '--json'])).out);
+    expect(json).toMatchObject({ keyShown: true, connectorUrl: `${s.base}/mcp?key=${encodeURIComponent(key)}` });
+    // The URL it printed works.
+    expect((await fetch(`${s.base}/mcp?key=${encodeURIComponent(key)}`, { method: 'GET' })).status).toBe(405);
+  });
+
+  it('key rotate through the server swaps the key at once: the old one gets 401, the new one works, and it says what to do', async () => {
+    const s = await serve();
+    const old = await keyOf(s);
+    const r = await cli(['key', 'rotate', '--yes']);
+    expect(r.code).toBe(0);
+    const fresh = await keyOf(s);
+    expect(fresh).not.toBe(old);
+    expect(r.out).toContain(`Rotated the API key: the new key is in ${join(dir.dir, 'api-key')}.`);
+    expect(r.out).toContain('The old key stopped working at once.');
+    expect(r.out).toMatch(/its next MCP call \(its subscription refresh\) gets 401\. Reconnect it with the new URL \(dm-dot connect/);
+    expect(r.out).toMatch(/Its subscription id changes with the key, so the dot subscribes anew/);
+    expect((await postMessage(s, old, 'old key')).status).toBe(401);
+    expect((await postMessage(s, fresh, 'new key')).status).toBe(409);
+    expectNoSecrets(printed.join(''), [old, fresh, adminToken()]);
+  });
+
+  it('key rotate without a terminal needs --yes; the key stays as it was', async () => {
+    const s = await serve();
+    const old = await keyOf(s);
+    const r = await cli(['key', 'rotate']);
+    expect(r).toEqual({ code: 1, out: '', err: 'dm-dot key rotate: not rotated: there is no terminal to confirm on; pass --yes to do it without asking\n', asked: [] });
+    expect(await keyOf(s)).toBe(old);
+  });
+
+  it('key rotate --show-key prints the new key after the notice, and only then', async () => {
+    const s = await serve();
+    const r = await cli(['key', 'rotate', '--yes', '--show-key']);
+    expect(r.code).toBe(0);
+    expect(r.err).toMatch(/^dm-dot key rotate: --show-key prints the API key: a secret/);
+    expect(r.out).toContain(`New key: ${await keyOf(s)}\n`);
+  });
+
+  it('key rotate is refused when the server takes its key from MCP_API_KEY', async () => {
+    const key = 'env-key-0123456789abcdef0123456789abcdef';
+    const s = await serve({ MCP_API_KEY: key });
+    const r = await cli(['key', 'rotate', '--yes']);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe(
+      'dm-dot key rotate: the API key comes from MCP_API_KEY, so there is no key file to rotate: put a new value in MCP_API_KEY (at least 32 characters) and restart the server\n',
+    );
+    expect((await postMessage(s, key, 'still works')).status).toBe(409);
   });
 });
 
-describe('the app the Lambdas run', () => {
-  it('has no admin routes: /admin/* is 404 even with the API key, and touches no storage', async () => {
-    const { app, store } = buildApp();
-    for (const [method, path] of [
-      ['GET', '/admin/events'],
-      ['GET', '/admin/subscription'],
-      ['DELETE', '/admin/subscription'],
-      ['POST', '/admin/redrive'],
-    ] as const) {
-      const response = await app.handle(new Request(`${BASE}${path}`, { method, headers: { authorization: `Bearer ${API_KEY}` } }));
-      expect(response.status).toBe(404);
-    }
-    expect(store.calls).toEqual([]);
+describe('with no server running: the database, opened as operator', () => {
+  it('status says the server is not running and shows what the database holds', async () => {
+    const s = await serve();
+    await failedEvent(s);
+    await s.stop();
+    server = undefined;
+    const r = await cli(['status']);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^server +not running \(what follows is read from its database/m);
+    expect(r.out).toMatch(/^events +0 queued, 1 failed/m);
+    expect(r.out).toMatch(/^delivery jobs +0 waiting, 1 dead-lettered/m);
+    expect(JSON.parse((await cli(['status', '--json'])).out)).toMatchObject({ server: { running: false }, readFrom: 'database' });
   });
-});
 
-describe('clearSubscription', () => {
-  it('clears only the subscription the operator confirmed', async () => {
-    await seed();
-    const store = await FileStore.open(stateDir);
-    await expect(clearSubscription(store, Date.now(), `sub_${'d'.repeat(32)}`)).resolves.toEqual({ cleared: false, id: record.id });
-    expect((await store.getSubscription(Date.now()))?.id).toBe(record.id);
-    await expect(clearSubscription(store, Date.now(), record.id)).resolves.toEqual({ cleared: true, id: record.id });
-    await expect(clearSubscription(store, Date.now(), record.id)).resolves.toEqual({ cleared: false, id: null });
+  it('events, events show and subscription read the database directly', async () => {
+    const s = await serve();
+    const { eventId } = await failedEvent(s);
+    await s.stop();
+    server = undefined;
+    const events = await cli(['events']);
+    expect(events.out).toMatch(new RegExp(`^${eventId}  failed +1 +http_4xx +\\S+Z +-$`, 'm'));
+    expect((await cli(['events', 'show', eventId, '--json'])).code).toBe(0);
+    expect(JSON.parse((await cli(['subscription', '--json'])).out).subscription.callbackHost).toMatch(/^127\.0\.0\.1:/);
+  });
+
+  it('redrive moves the dead letters back in the database; the next start delivers them', async () => {
+    const s = await serve();
+    const { eventId } = await failedEvent(s);
+    await s.stop();
+    server = undefined;
+    receiver!.setDefaultStatus(200);
+    const r = await cli(['redrive']);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^Moved 1 dead letter\(s\) back in the database in .* \(no server running\); the next npm start delivers them\.$/m);
+    await serve();
+    await until('the redriven delivery', () => receiver!.events.length === 2);
+    expect(receiver!.events[1]!.headers['webhook-id']).toBe(eventId);
+  });
+
+  it('key rotate writes a new key file, which the next start uses', async () => {
+    const s = await serve();
+    const old = await keyOf(s);
+    await s.stop();
+    server = undefined;
+    const r = await cli(['key', 'rotate', '--yes']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('The old key stops working when the server next starts.');
+    const again = await serve();
+    const fresh = await keyOf(again);
+    expect(fresh).not.toBe(old);
+    expect((await postMessage(again, old, 'x')).status).toBe(401);
+    expect((await postMessage(again, fresh, 'x')).status).toBe(409);
+  });
+
+  it('key rotate is refused when MCP_API_KEY is set in the environment', async () => {
+    const s = await serve();
+    const old = await keyOf(s);
+    await s.stop();
+    server = undefined;
+    const r = await cli(['key', 'rotate', '--yes'], { env: { DMDOT_STATE_DIR: dir.dir, MCP_API_KEY: 'x'.repeat(40) } });
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/^dm-dot key rotate: MCP_API_KEY is set in this environment: the API key comes from MCP_API_KEY/);
+    expect(readFileSync(join(dir.dir, 'api-key'), 'utf8').trim()).toBe(old);
+  });
+
+  it('connect without a server takes HOST/PORT and says the server is not running', async () => {
+    const s = await serve();
+    await s.stop();
+    server = undefined;
+    const r = await cli(['connect'], { env: { DMDOT_STATE_DIR: dir.dir, PORT: '9999' } });
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('  http://127.0.0.1:9999/mcp?key=<KEY>\n');
+    expect(r.out).toContain('The server is not running: start it with npm start');
   });
 });

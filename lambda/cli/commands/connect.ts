@@ -1,0 +1,171 @@
+/**
+ * `dm-dot connect`: the URL to paste into a ChatGPT connector (`<mcp url>?key=<KEY>`) and, for
+ * pup, the manifest URL. Locally from the running server's URL (else HOST/PORT); with `--aws`
+ * from the stack's McpEndpoint. The key is left out, shown as a placeholder with where to find it,
+ * unless `--show-key` is given: then a one-line notice on stderr says a secret follows, and the
+ * key comes from the key file or MCP_API_KEY, or with `--aws` from Secrets Manager
+ * (ApiKeySecretArn).
+ */
+import { PupRoutes } from '../../core/protocol';
+import { AWS_STACK_OPTIONS, SHOW_KEY_OPTION, wantsAws } from '../args';
+import { describeAwsError, withAws } from '../aws/session';
+import { defineCommand } from '../command';
+import type { Context } from '../context';
+import { OperationError } from '../errors';
+import { keySourceOf, switchesOf, withLocalOperator, type KeySource, type LocalStatus } from '../local/operator';
+import { reachable } from '../local/server';
+import { configuredBase, readKeyFile } from '../local/target';
+
+export const KEY_PLACEHOLDER = '<KEY>';
+
+export const command = defineCommand({
+  spec: {
+    name: 'connect',
+    summary: 'the connector URL for ChatGPT and the pup manifest URL',
+    description:
+      "The URL to paste into a ChatGPT connector, <mcp url>?key=<KEY>, and pup's manifest URL. The key is left out unless --show-key is given. " +
+      'Locally the URL is the running server\'s (else HOST/PORT); ChatGPT and pup reach it only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS. ' +
+      "With --aws it is the stack's McpEndpoint, and --show-key reads the key from Secrets Manager (ApiKeySecretArn).",
+    options: { ...SHOW_KEY_OPTION, ...AWS_STACK_OPTIONS },
+    json:
+      '{"mode": "local" | "aws", "mcpUrl", "connectorUrl" (with <KEY> in place of the key unless --show-key), "keyShown": bool, ' +
+      '"key": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"} | {"from": "secretsManager", "secretArn"}, "pupManifestUrl", "pupConfigured": bool | null, "serverRunning": bool | null}.',
+  },
+  async run(ctx, { values }) {
+    if (wantsAws(values)) return connectAws(ctx, values, !!values['show-key']);
+    return connectLocal(ctx, !!values['show-key']);
+  },
+});
+
+function connectorUrl(mcpUrl: string, key: string | undefined): string {
+  return `${mcpUrl}?key=${key === undefined ? KEY_PLACEHOLDER : encodeURIComponent(key)}`;
+}
+
+function manifestUrlOf(mcpUrl: string): string {
+  return mcpUrl.replace(/\/mcp\/?$/, '') + PupRoutes.manifest;
+}
+
+function whereKeyIs(key: KeySource | { from: 'secretsManager'; secretArn: string }): string {
+  switch (key.from) {
+    case 'file':
+      return `the API key in ${key.file}`;
+    case 'MCP_API_KEY':
+      return 'the value of MCP_API_KEY the server runs with';
+    case 'none':
+      return `the API key npm start generates into ${key.file} on its first start`;
+    case 'secretsManager':
+      return `the API key in the Secrets Manager secret ${key.secretArn}`;
+  }
+}
+
+interface ConnectDoc {
+  mode: 'local' | 'aws';
+  mcpUrl: string;
+  connectorUrl: string;
+  keyShown: boolean;
+  key: KeySource | { from: 'secretsManager'; secretArn: string };
+  pupManifestUrl: string;
+  pupConfigured: boolean | null;
+  serverRunning: boolean | null;
+}
+
+function text(doc: ConnectDoc, notes: string[]): string {
+  const lines = [
+    'Connector URL (paste it into ChatGPT as the MCP server URL of a new connector, no authentication):',
+    `  ${doc.connectorUrl}`,
+  ];
+  if (!doc.keyShown) lines.push(`  ${KEY_PLACEHOLDER} is ${whereKeyIs(doc.key)}; dm-dot connect${doc.mode === 'aws' ? ' --aws' : ''} --show-key prints the URL with it.`);
+  lines.push('pup manifest URL:', `  ${doc.pupManifestUrl}${doc.pupConfigured === false ? '   (pup is not configured: no signing secrets yet)' : ''}`);
+  return `${[...lines, ...notes].join('\n')}\n`;
+}
+
+function print(ctx: Context, doc: ConnectDoc, notes: string[]): void {
+  if (doc.keyShown) ctx.reveal(text(doc, notes), doc);
+  else ctx.result(doc, text(doc, notes));
+}
+
+async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
+  const settings = ctx.settings.local();
+  const status: LocalStatus = await withLocalOperator(ctx, (op) => op.status(), {
+    whenNothing: async (stateDir) => {
+      const { API_KEY_FILE } = await import('../../adapters/state-files');
+      return {
+        server: { running: false },
+        stateDir,
+        readFrom: 'nothing',
+        apiKey: keySourceOf(settings, `${stateDir}/${API_KEY_FILE}`),
+        switches: switchesOf(settings),
+        subscription: null,
+        events: null,
+        jobs: null,
+      };
+    },
+  });
+  const mcpUrl = `${status.server.running ? displayBase(status.server.url) : configuredBase(settings)}/mcp`;
+  let key: string | undefined;
+  if (showKey) {
+    if (status.apiKey.from === 'MCP_API_KEY') {
+      key = settings.apiKey;
+      if (!key) throw new OperationError('the server takes its key from MCP_API_KEY, which this environment does not have: the key is the value you gave it there', 'key_from_environment');
+    } else {
+      key = (await readKeyFile(status.stateDir)).key;
+      if (!key) throw new OperationError(`there is no key yet: npm start generates one into ${status.apiKey.file}`, 'no_key');
+    }
+    ctx.keepSecret(key);
+  }
+  const doc: ConnectDoc = {
+    mode: 'local',
+    mcpUrl,
+    connectorUrl: connectorUrl(mcpUrl, key),
+    keyShown: key !== undefined,
+    key: status.apiKey,
+    pupManifestUrl: manifestUrlOf(mcpUrl),
+    pupConfigured: status.switches.pup !== false,
+    serverRunning: status.server.running,
+  };
+  const origin = new URL(mcpUrl).origin;
+  const notes = [
+    ...(status.server.running ? [] : [`The server is not running: start it with npm start (it listens on ${origin}).`]),
+    `ChatGPT and pup reach this machine only through an HTTPS tunnel: use the tunnel's URL in place of ${origin}, and add its host to DMDOT_ALLOWED_HOSTS.`,
+  ];
+  print(ctx, doc, notes);
+  return 0;
+}
+
+/** The recorded URL as a person uses it: 0.0.0.0 and :: are reached on 127.0.0.1. */
+function displayBase(url: string): string {
+  return reachable(url).connectUrl;
+}
+
+async function connectAws(ctx: Context, values: { stack?: string; region?: string }, showKey: boolean): Promise<number> {
+  return withAws(ctx, values, async (session) => {
+    const mcpUrl = (await session.output('McpEndpoint')).replace(/\/$/, '');
+    const secretArn = await session.output('ApiKeySecretArn');
+    const outputs = await session.outputs();
+    let key: string | undefined;
+    if (showKey) {
+      const { GetSecretValueCommand } = await import('@aws-sdk/client-secrets-manager');
+      const client = await session.client('secretsManager');
+      try {
+        const secret = (await client.send(new GetSecretValueCommand({ SecretId: secretArn }))) as { SecretString?: string };
+        key = secret.SecretString?.trim();
+      } catch (error) {
+        throw new OperationError(`could not read the API key from ${secretArn}: ${describeAwsError(error)}`, 'secret_unreadable');
+      }
+      if (!key) throw new OperationError(`the secret ${secretArn} holds no API key`, 'secret_empty');
+      ctx.keepSecret(key);
+    }
+    const doc: ConnectDoc = {
+      mode: 'aws',
+      mcpUrl,
+      connectorUrl: connectorUrl(mcpUrl, key),
+      keyShown: key !== undefined,
+      key: { from: 'secretsManager', secretArn },
+      pupManifestUrl: manifestUrlOf(mcpUrl),
+      pupConfigured: outputs.PupSecretArn ? null : false,
+      serverRunning: null,
+    };
+    print(ctx, doc, []);
+    return 0;
+  });
+}

@@ -1,0 +1,34 @@
+/**
+ * Every command, by the words that name it, loaded only when it runs (so `dm-dot --version`
+ * loads none), and the command groups with their actions: `events [show|resend]`,
+ * `subscription [show|clear]`, `key rotate`.
+ */
+import type { Command } from '../command';
+
+type Loader = () => Promise<Command>;
+
+export const COMMANDS: Readonly<Record<string, Loader>> = {
+  dot: async () => (await import('./dot')).command as unknown as Command,
+  send: async () => (await import('./send')).command as unknown as Command,
+  events: async () => (await import('./events')).command as unknown as Command,
+  'events show': async () => (await import('./events-show')).command as unknown as Command,
+  'events resend': async () => (await import('./events-resend')).command as unknown as Command,
+  'subscription show': async () => (await import('./subscription-show')).command as unknown as Command,
+  'subscription clear': async () => (await import('./subscription-clear')).command as unknown as Command,
+  redrive: async () => (await import('./redrive')).command as unknown as Command,
+  status: async () => (await import('./status')).command as unknown as Command,
+  connect: async () => (await import('./connect')).command as unknown as Command,
+  'key rotate': async () => (await import('./key-rotate')).command as unknown as Command,
+};
+
+export interface Group {
+  /** The command the group's name alone runs; none: an action is required. */
+  default?: string;
+  actions: readonly string[];
+}
+
+export const GROUPS: Readonly<Record<string, Group>> = {
+  events: { default: 'events', actions: ['list', 'show', 'resend'] },
+  subscription: { default: 'subscription show', actions: ['show', 'clear'] },
+  key: { actions: ['rotate'] },
+};

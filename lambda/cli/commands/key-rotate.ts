@@ -1,0 +1,128 @@
+/**
+ * `dm-dot key rotate`: a new API key. Locally through the running server (POST /admin/key: it
+ * writes a new key file and swaps it in at once) or, with no server, by writing a new key file;
+ * refused when the key comes from MCP_API_KEY. With `--aws`: a new random value in the API key
+ * secret (PutSecretValue; 48 letters and digits from node:crypto, like the stack's), then the MCP
+ * function's execution environments are recycled (UpdateFunctionConfiguration with a changed
+ * description on McpFunctionName: each reads the key once, at cold start).
+ *
+ * Then it says what happens next: the old key stops at once; the dot's connector URL holds the
+ * old key, so its next MCP call (its subscription refresh) gets 401 and the dot must be
+ * reconnected with the new URL (`dm-dot connect`); its subscription id changes with the key
+ * (docs/contract/events.md), so it subscribes anew. Asks first (`--yes` to skip). Never prints the key unless
+ * `--show-key`.
+ */
+import { randomInt } from 'node:crypto';
+import { AWS_STACK_OPTIONS, SHOW_KEY_OPTION, wantsAws, YES_OPTION } from '../args';
+import { describeAwsError, withAws, type AwsSession } from '../aws/session';
+import { defineCommand } from '../command';
+import { confirm } from '../confirm';
+import type { Context } from '../context';
+import { OperationError } from '../errors';
+import { withLocalOperator } from '../local/operator';
+import { readKeyFile } from '../local/target';
+
+/** The stack generates 48 letters and digits (lib/constructs/secrets.ts); so does a rotation. */
+export const AWS_KEY_LENGTH = 48;
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+export function newAwsApiKey(): string {
+  let key = '';
+  for (let i = 0; i < AWS_KEY_LENGTH; i++) key += ALPHABET[randomInt(ALPHABET.length)];
+  return key;
+}
+
+/** What to do after a rotation, the same sentences locally and on AWS. */
+export function nextSteps(mode: 'local' | 'aws', immediate: boolean): string[] {
+  const connect = mode === 'aws' ? 'dm-dot connect --aws' : 'dm-dot connect';
+  return [
+    immediate ? 'The old key stopped working at once.' : 'The old key stops working when the server next starts.',
+    `The dot's connector URL in ChatGPT holds the old key: its next MCP call (its subscription refresh) gets 401. Reconnect it with the new URL (${connect} prints it; --show-key puts the key in).`,
+    'Its subscription id changes with the key, so the dot subscribes anew once reconnected; anything that sends with the old key (POST /v1/messages, dm-dot send --key) needs the new one too.',
+  ];
+}
+
+export const command = defineCommand({
+  spec: {
+    name: 'key rotate',
+    summary: 'replace the API key and say what to update',
+    description:
+      'A new random key; the old one stops working, and the dot must be reconnected with the new connector URL. ' +
+      'Locally through the running server (it swaps the new key in at once) or, with no server running, by writing a new <state dir>/api-key; refused when the key comes from MCP_API_KEY. ' +
+      "With --aws: a new value in the stack's API key secret, then the MCP function's execution environments are recycled so that they read it. " +
+      'Asks for confirmation on a terminal; without one, pass --yes.',
+    options: { ...YES_OPTION, ...SHOW_KEY_OPTION, ...AWS_STACK_OPTIONS },
+    json:
+      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
+      'with --aws {"rotated": true, "mode": "aws", "secretArn", "functionName", "recycled": true, "key"?: only with --show-key, "next": [...]}.',
+  },
+  async run(ctx, { values }) {
+    const showKey = !!values['show-key'];
+    if (wantsAws(values)) return withAws(ctx, values, (session) => rotateAws(ctx, session, !!values.yes, showKey));
+    return withLocalOperator(ctx, async (op) => {
+      await confirm(ctx, {
+        yes: values.yes,
+        what: 'rotated',
+        question: `Replace the API key of ${op.where}? The dot must then be reconnected with the new connector URL.`,
+      });
+      const { keyFile } = await ctx.progress(`rotating the key through ${op.where}`, op.rotateKey());
+      const immediate = op.via === 'server';
+      const next = nextSteps('local', immediate);
+      const doc = { rotated: true, mode: 'local', via: op.via, keyFile, immediate, next };
+      const text = `Rotated the API key: the new key is in ${keyFile}.\n${next.join('\n')}\n`;
+      if (!showKey) {
+        ctx.result(doc, text);
+        return 0;
+      }
+      const key = (await readKeyFile(ctx.settings.local().stateDir)).key;
+      if (!key) throw new OperationError(`rotated, but ${keyFile} cannot be read back`, 'key_unreadable');
+      ctx.keepSecret(key);
+      ctx.reveal(`${text}New key: ${key}\n`, { ...doc, key });
+      return 0;
+    });
+  },
+});
+
+async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKey: boolean): Promise<number> {
+  const secretArn = await session.output('ApiKeySecretArn');
+  const functionName = await session.output('McpFunctionName');
+  await confirm(ctx, {
+    yes,
+    what: 'rotated',
+    question: `Replace the API key of stack ${session.stack}? The dot must then be reconnected with the new connector URL.`,
+  });
+  const key = newAwsApiKey();
+  ctx.keepSecret(key);
+  const [{ PutSecretValueCommand }, { GetFunctionConfigurationCommand, UpdateFunctionConfigurationCommand }] = await Promise.all([
+    import('@aws-sdk/client-secrets-manager'),
+    import('@aws-sdk/client-lambda'),
+  ]);
+  const secrets = await session.client('secretsManager');
+  try {
+    await ctx.progress('writing the new key into Secrets Manager', secrets.send(new PutSecretValueCommand({ SecretId: secretArn, SecretString: key })));
+  } catch (error) {
+    throw new OperationError(`could not put the new key into ${secretArn}: ${describeAwsError(error)}; the old key still works`, 'secret_unwritable');
+  }
+  const lambda = await session.client('lambda');
+  try {
+    const current = (await lambda.send(new GetFunctionConfigurationCommand({ FunctionName: functionName }))) as { Description?: string };
+    const base = (current.Description ?? '').replace(/ \(API key rotated [^)]*\)$/, '');
+    const description = `${base} (API key rotated ${new Date().toISOString()})`.trim().slice(-256);
+    await ctx.progress('recycling the MCP function', lambda.send(new UpdateFunctionConfigurationCommand({ FunctionName: functionName, Description: description })));
+  } catch (error) {
+    throw new OperationError(
+      `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${describeAwsError(error)}): its warm environments accept the old key until they are replaced. ` +
+        'Run dm-dot key rotate --aws again, or change the function\'s configuration',
+      'recycle_failed',
+    );
+  }
+  const next = [
+    `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key, and the old key stops working.`,
+    ...nextSteps('aws', true).slice(1),
+  ];
+  const doc = { rotated: true, mode: 'aws', secretArn, functionName, recycled: true, next };
+  const text = `Rotated the API key in ${secretArn}.\n${next.join('\n')}\n`;
+  if (showKey) ctx.reveal(`${text}New key: ${key}\n`, { ...doc, key });
+  else ctx.result(doc, text);
+  return 0;
+}

@@ -1,0 +1,39 @@
+/**
+ * `dm-dot send "text"`: one message to the dot (POST /v1/messages) on the local server, found as
+ * `npm start` runs it, or on any deployment (`--url`, `--key`). Prints delivered, queued or failed
+ * with its category, and the event id. Exit 1 when the message was not accepted or its delivery
+ * failed.
+ */
+import { TARGET_OPTIONS } from '../args';
+import { defineCommand } from '../command';
+import { OperationError, UsageError } from '../errors';
+import { target } from '../local/target';
+import { outcomeLine, sendMessage } from '../messages';
+
+export const command = defineCommand({
+  spec: {
+    name: 'send',
+    summary: 'send one message to the dot and print its outcome',
+    description:
+      'POST /v1/messages, then the outcome with the event id: delivered, queued (not acknowledged yet; retries continue) or failed with its category. ' +
+      'Exit 1 when the message was not accepted (no dot subscribed, a refused key, an invalid message) or its delivery failed.',
+    positionals: [{ name: 'MESSAGE', description: 'the message, quoted; - reads it from standard input' }],
+    options: { ...TARGET_OPTIONS },
+    json: '{"status": "delivered" | "queued" | "failed" | "not_accepted", "eventId": "evt_…" | null, "reason": category or error code | null, "httpStatus": N | null, "message": sentence}.',
+  },
+  async run(ctx, { values, positionals }) {
+    let message = positionals[0]!;
+    if (message === '-') {
+      if (!ctx.io.readStdin) throw new UsageError('cannot read the message from standard input here');
+      message = await ctx.io.readStdin();
+    }
+    if (message.trim() === '') throw new UsageError('the message is empty');
+    const to = await target(ctx, values);
+    const outcome = await ctx.progress('waiting for the dot to answer', sendMessage(ctx, to, message));
+    if (ctx.json) ctx.printJson(outcome);
+    // Not accepted: no event to speak of, a refusal on stderr. Otherwise the outcome is the result.
+    if (outcome.status === 'not_accepted') throw new OperationError(outcomeLine(outcome), outcome.reason ?? 'not_accepted');
+    if (!ctx.json) ctx.print(`${outcomeLine(outcome)}\n`);
+    return outcome.status === 'failed' ? 1 : 0;
+  },
+});

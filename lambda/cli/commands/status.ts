@@ -1,0 +1,198 @@
+/**
+ * `dm-dot status`: everything at a glance. Locally: whether the server runs and where, the
+ * switches in force (loopback callbacks, pup, allowed origins and hosts), the subscription
+ * (callback host only) and its delivery status, and the counts of queued, failed and
+ * dead-lettered events; from the running server (admin routes) or, when none runs, from the
+ * database, saying so. With `--aws`: the stack's outputs, the state of its alarms (CloudWatch
+ * DescribeAlarms on AlarmNames), the depths of its queues (GetQueueAttributes) and the
+ * subscription. Exit 0 when it could look, 1 when it could not (or could not look at everything).
+ */
+import { AWS_STACK_OPTIONS, wantsAws } from '../args';
+import { queueAttributes } from '../aws/redrive';
+import { describeAwsError, withAws, type AwsSession } from '../aws/session';
+import { storeOf } from '../aws/operator';
+import { defineCommand } from '../command';
+import type { Context } from '../context';
+import { OperationError } from '../errors';
+import { keySourceOf, switchesOf, withLocalOperator, type LocalStatus } from '../local/operator';
+import { fields, relative, shortTime } from '../output';
+import { subscriptionView, type SubscriptionView } from '../../operator/views';
+import { SUBSCRIPTION_JSON } from './subscription-show';
+
+export const command = defineCommand({
+  spec: {
+    name: 'status',
+    summary: 'everything at a glance',
+    description:
+      'The server and its address, the switches in force, the subscription and its delivery status, and how many events are queued, failed and dead-lettered. ' +
+      'Locally it asks the running server, or reads the database when none runs (and says so). ' +
+      'With --aws: the stack outputs, the state of its CloudWatch alarms, the depths of its queues and the subscription. ' +
+      'Exit 0 when it could look, 1 when it could not.',
+    options: { ...AWS_STACK_OPTIONS },
+    json:
+      'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | "database" | "nothing", ' +
+      '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": {"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs"}, ' +
+      `"subscription": ${SUBSCRIPTION_JSON} | null, "events": {"queued", "delivered", "failed", "dropped"} | null, "jobs": {"queued", "deadLetters"} | null}; ` +
+      'with --aws {"mode": "aws", "stack", "region", "outputs": {name: value}, "alarms": [{"name", "state", "reason", "updatedAt"}] | null, ' +
+      '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "problems": [sentence, ...]}.',
+  },
+  async run(ctx, { values }) {
+    if (wantsAws(values)) return withAws(ctx, values, (session) => awsStatus(ctx, session));
+    const status = await withLocalOperator(ctx, (op) => ctx.progress(`reading the status from ${op.where}`, op.status()), {
+      whenNothing: async (stateDir) => nothingYet(ctx, stateDir),
+    });
+    ctx.result({ mode: 'local', ...status }, () => describeLocal(status));
+    return 0;
+  },
+});
+
+async function nothingYet(ctx: Context, stateDir: string): Promise<LocalStatus> {
+  const settings = ctx.settings.local();
+  const { API_KEY_FILE } = await import('../../adapters/state-files');
+  return {
+    server: { running: false },
+    stateDir,
+    readFrom: 'nothing',
+    apiKey: keySourceOf(settings, `${stateDir}/${API_KEY_FILE}`),
+    switches: switchesOf(settings),
+    subscription: null,
+    events: null,
+    jobs: null,
+  };
+}
+
+function describeSubscriptionLine(s: SubscriptionView | null): string {
+  if (!s) return 'none (no dot is subscribed)';
+  const delivery = s.lastError ? `last error ${s.lastError}` : s.lastDeliveryAt ? 'delivering' : 'nothing delivered yet';
+  return `${s.id} for callback host ${s.callbackHost}; expires ${shortTime(s.expiresAt)} (${relative(s.expiresAt)}); last delivery ${shortTime(s.lastDeliveryAt)}; ${delivery}`;
+}
+
+export function describeLocal(status: LocalStatus): string {
+  const s = status.switches;
+  const server = status.server.running
+    ? `running at ${status.server.url} (pid ${status.server.pid}${status.server.version ? `, dm-dot ${status.server.version}` : ''})`
+    : status.readFrom === 'database'
+      ? `not running (what follows is read from its database; the switches are those npm start would use in this environment)`
+      : `not running, and nothing is recorded yet (npm start creates the state directory)`;
+  const key =
+    status.apiKey.from === 'MCP_API_KEY'
+      ? 'from MCP_API_KEY'
+      : status.apiKey.from === 'file'
+        ? `in ${status.apiKey.file} (dm-dot connect prints the connector URL)`
+        : `none yet (npm start generates ${status.apiKey.file})`;
+  const rows: [string, string][] = [
+    ['server', server],
+    ['state directory', status.stateDir],
+    ['API key', key],
+    ['loopback callbacks', s.loopbackCallbacks ? 'on (dm-dot dot can subscribe)' : 'off (DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start lets dm-dot dot subscribe)'],
+    ['pup', s.pup ? `configured (${s.pup.secrets} signing secret${s.pup.secrets > 1 ? 's' : ''})` : 'not configured (no PUP_SIGNING_SECRETS: its POST routes answer 503)'],
+    ['allowed origins', s.allowedOrigins.join(', ') || 'none (requests with an Origin are refused, except the server\'s own)'],
+    ['allowed hosts', s.allowedHosts.length ? `the server's own addresses and ${s.allowedHosts.join(', ')}` : "the server's own addresses only"],
+    ['subscription', describeSubscriptionLine(status.subscription)],
+  ];
+  if (status.events) {
+    const e = status.events;
+    rows.push(['events', `${e.queued} queued, ${e.failed} failed, ${e.delivered} delivered, ${e.dropped} dropped`]);
+  }
+  if (status.jobs) rows.push(['delivery jobs', `${status.jobs.queued} waiting, ${status.jobs.deadLetters} dead-lettered${status.jobs.deadLetters ? ' (dm-dot redrive)' : ''}`]);
+  return fields(rows);
+}
+
+interface QueueDepth {
+  visible: number;
+  inFlight: number;
+  delayed: number;
+}
+
+async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string): Promise<QueueDepth | null> {
+  if (!url) return null;
+  try {
+    const a = await queueAttributes(await session.client('sqs'), url, ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed']);
+    return { visible: Number(a.ApproximateNumberOfMessages ?? 0), inFlight: Number(a.ApproximateNumberOfMessagesNotVisible ?? 0), delayed: Number(a.ApproximateNumberOfMessagesDelayed ?? 0) };
+  } catch (error) {
+    problems.push(`${what}: ${(error as Error).message}`);
+    return null;
+  }
+}
+
+interface AlarmState {
+  name: string;
+  state: string;
+  reason: string | null;
+  updatedAt: string | null;
+}
+
+async function alarmsOf(session: AwsSession, names: string[], problems: string[]): Promise<AlarmState[] | null> {
+  if (names.length === 0) return [];
+  const { DescribeAlarmsCommand } = await import('@aws-sdk/client-cloudwatch');
+  const client = await session.client('cloudwatch');
+  const found: AlarmState[] = [];
+  try {
+    // DescribeAlarms takes at most 100 names per call.
+    for (let i = 0; i < names.length; i += 100) {
+      const result = (await client.send(new DescribeAlarmsCommand({ AlarmNames: names.slice(i, i + 100), MaxRecords: 100 }))) as {
+        MetricAlarms?: { AlarmName?: string; StateValue?: string; StateReason?: string; StateUpdatedTimestamp?: Date }[];
+        CompositeAlarms?: { AlarmName?: string; StateValue?: string; StateReason?: string; StateUpdatedTimestamp?: Date }[];
+      };
+      for (const alarm of [...(result.MetricAlarms ?? []), ...(result.CompositeAlarms ?? [])]) {
+        found.push({
+          name: alarm.AlarmName ?? '?',
+          state: alarm.StateValue ?? 'UNKNOWN',
+          reason: alarm.StateReason ?? null,
+          updatedAt: alarm.StateUpdatedTimestamp ? new Date(alarm.StateUpdatedTimestamp).toISOString() : null,
+        });
+      }
+    }
+  } catch (error) {
+    problems.push(`could not read the alarms: ${describeAwsError(error)}`);
+    return null;
+  }
+  for (const name of names) if (!found.some((a) => a.name === name)) found.push({ name, state: 'MISSING', reason: 'no such alarm', updatedAt: null });
+  return found;
+}
+
+async function awsStatus(ctx: Context, session: AwsSession): Promise<number> {
+  const outputs = await session.outputs();
+  const problems: string[] = [];
+  const alarmNames = (outputs.AlarmNames ?? '').split(',').map((n) => n.trim()).filter(Boolean);
+  if (!outputs.AlarmNames) problems.push(`stack ${session.stack} has no output AlarmNames (deploy the current version of the stack)`);
+  const subscription = async (): Promise<SubscriptionView | null> => {
+    if (!outputs.TableName) {
+      problems.push(`stack ${session.stack} has no output TableName`);
+      return null;
+    }
+    try {
+      const { store } = await storeOf(session);
+      const record = await store.getSubscription(Date.now());
+      return record ? subscriptionView(record) : null;
+    } catch (error) {
+      problems.push(`could not read the subscription in table ${outputs.TableName}: ${describeAwsError(error)}`);
+      return null;
+    }
+  };
+  const [alarms, delivery, deadLetter, sub] = await ctx.progress(
+    'reading alarms, queues and the subscription',
+    Promise.all([
+      alarmsOf(session, alarmNames, problems),
+      depth(session, outputs.DeliveryQueueUrl, problems, 'delivery queue'),
+      depth(session, outputs.DeadLetterQueueUrl, problems, 'dead-letter queue'),
+      subscription(),
+    ]),
+  );
+  const doc = { mode: 'aws', stack: session.stack, region: session.region ?? null, outputs, alarms, queues: { delivery, deadLetter }, subscription: sub, problems };
+  ctx.result(doc, () => {
+    const rows: [string, string][] = [
+      ['stack', `${session.stack}${session.region ? ` (${session.region})` : ''}`],
+      ['MCP endpoint', outputs.McpEndpoint ?? '-'],
+      ['subscription', describeSubscriptionLine(sub)],
+      ['alarms', alarms === null ? 'unreadable' : alarms.length === 0 ? 'none' : alarms.map((a) => `${a.name}: ${a.state}`).join('; ')],
+      ['delivery queue', delivery ? `${delivery.visible} waiting, ${delivery.inFlight} in flight, ${delivery.delayed} delayed` : 'unreadable'],
+      ['dead letters', deadLetter ? `${deadLetter.visible}${deadLetter.visible ? ' (dm-dot redrive --aws)' : ''}` : 'unreadable'],
+    ];
+    const outputRows = Object.entries(outputs).map(([k, v]) => [`  ${k}`, v] as [string, string]);
+    return `${fields(rows)}\noutputs:\n${fields(outputRows)}${problems.length ? `\nproblems:\n${problems.map((p) => `  ${p}\n`).join('')}` : ''}`;
+  });
+  if (problems.length) throw new OperationError(`could not look at everything: ${problems.join('; ')}`, 'partial');
+  return 0;
+}
+

@@ -1,0 +1,94 @@
+/**
+ * What a running command is handed: its name (for messages), the typed settings main.ts read from
+ * the environment, the io, and one printer that every line goes through. The printer scrubs the
+ * secrets the command has met (the API key, the admin token, any `whsec_` secret) from whatever
+ * it prints, except the one line a `--show-key` asks for; it prints `--json` as exactly one
+ * document; and it keeps progress notes on stderr.
+ *
+ * Deliberately not here: reading the environment (main.ts) or any command's logic.
+ */
+import type { CliAwsSettings, LocalSettings } from '../config/settings';
+import { scrub } from './errors';
+import type { CliIo } from './io';
+import { jsonText } from './output';
+
+/** Settings read from the environment on first use, once (main.ts). */
+export interface CliSettings {
+  local(): LocalSettings;
+  aws(): CliAwsSettings;
+}
+
+export class Context {
+  private readonly secrets = new Set<string>();
+  private jsonPrinted = false;
+  /** Set by main.ts once the command's flags are parsed. */
+  json = false;
+
+  constructor(
+    readonly io: CliIo,
+    /** `events show`: what messages name. */
+    readonly command: string,
+    readonly settings: CliSettings,
+    readonly projectRoot: string,
+  ) {}
+
+  get signal(): AbortSignal | undefined {
+    return this.io.signal;
+  }
+
+  /** Never printed from now on (the API key, the admin token). */
+  keepSecret(value: string | undefined): void {
+    if (value) this.secrets.add(value);
+  }
+
+  scrub(text: string): string {
+    return scrub(text, this.secrets);
+  }
+
+  /** Text for stdout (not with --json). */
+  print(text: string): void {
+    this.io.out(this.scrub(text));
+  }
+
+  /** The one `--json` document of this run. */
+  printJson(doc: unknown): void {
+    if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
+    this.jsonPrinted = true;
+    this.io.out(this.scrub(jsonText(doc)));
+  }
+
+  get printedJson(): boolean {
+    return this.jsonPrinted;
+  }
+
+  /** The JSON document, or the text: one of the two, as `--json` says. */
+  result(doc: unknown, text: string | (() => string)): void {
+    if (this.json) this.printJson(doc);
+    else this.print(typeof text === 'string' ? text : text());
+  }
+
+  /** A secret asked for with --show-key: printed as is, after a notice on stderr. */
+  reveal(text: string, doc?: unknown): void {
+    this.io.err(`dm-dot ${this.command}: --show-key prints the API key: a secret; keep this output out of logs, screenshots and shared terminals\n`);
+    if (this.json) {
+      if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
+      this.jsonPrinted = true;
+      this.io.out(jsonText(doc));
+    } else this.io.out(text);
+  }
+
+  /** A progress note or remark on stderr: `dm-dot <command>: <line>`. */
+  note(line: string): void {
+    this.io.err(this.scrub(`dm-dot ${this.command}: ${line}\n`));
+  }
+
+  /** Runs `work`; if it takes more than a second, says what it waits for on stderr. */
+  async progress<T>(label: string, work: Promise<T>): Promise<T> {
+    const timer = setTimeout(() => this.note(`${label}...`), 1000);
+    try {
+      return await work;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

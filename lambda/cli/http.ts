@@ -1,0 +1,105 @@
+/**
+ * The CLI's one HTTP client, over node:http and node:https (no fetch: loading undici costs more
+ * start-up time than the request itself, and the admin routes need a `Host` of our choosing).
+ * Reads at most 1 MiB of an answer. A connection that never opened is `Unreachable` with its
+ * code, so callers can tell "nobody listens" (nothing was done) from a failure mid-request.
+ *
+ * Deliberately not here: retries (a second POST of a message is a second event) and what any
+ * answer means.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { Limits } from '../core/protocol';
+
+export interface HttpAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+}
+
+export interface HttpRequest {
+  method: string;
+  headers?: Record<string, string>;
+  body?: string;
+  /** Default 30 s. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/** No connection could be made; nothing reached the server. */
+export class Unreachable extends Error {
+  override name = 'Unreachable';
+  constructor(
+    readonly origin: string,
+    readonly code: string,
+  ) {
+    super(`could not connect to ${origin} (${code})`);
+  }
+}
+
+/** The server took longer than the timeout to answer. */
+export class TimedOut extends Error {
+  override name = 'TimedOut';
+  constructor(readonly origin: string) {
+    super(`${origin} did not answer in time`);
+  }
+}
+
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
+
+export async function httpRequest(url: string, request: HttpRequest): Promise<HttpAnswer> {
+  const target = new URL(url);
+  const client = target.protocol === 'https:' ? await import('node:https') : await import('node:http');
+  const body = request.body === undefined ? undefined : Buffer.from(request.body, 'utf8');
+  return new Promise<HttpAnswer>((done, fail) => {
+    let connected = false;
+    const req = client.request(
+      target,
+      {
+        method: request.method,
+        headers: { ...(request.headers ?? {}), ...(body ? { 'content-length': String(body.length) } : {}) },
+        ...(request.signal ? { signal: request.signal } : {}),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > Limits.outboundResponseMaxBytes) {
+            req.destroy(new Error(`the answer of ${target.origin} is over 1 MiB`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on('end', () => {
+          clearTimeout(timer);
+          done({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') });
+        });
+        res.on('error', (error) => {
+          clearTimeout(timer);
+          fail(error);
+        });
+      },
+    );
+    const timer = setTimeout(() => req.destroy(new TimedOut(target.origin)), request.timeoutMs ?? 30_000);
+    req.on('socket', (socket) => {
+      if (!socket.connecting) connected = true;
+      else socket.once('connect', () => (connected = true));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      if (!connected && error.code && NOT_CONNECTED.has(error.code)) fail(new Unreachable(target.origin, error.code));
+      else fail(error);
+    });
+    req.end(body);
+  });
+}
+
+/** The JSON body of an answer, or undefined when it is not JSON. */
+export function jsonOf<T = Record<string, unknown>>(answer: HttpAnswer): T | undefined {
+  try {
+    const parsed = JSON.parse(answer.text) as unknown;
+    return parsed !== null && typeof parsed === 'object' ? (parsed as T) : undefined;
+  } catch {
+    return undefined;
+  }
+}

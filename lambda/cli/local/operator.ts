@@ -1,0 +1,228 @@
+/**
+ * The local backing of every operator command: through the running server's admin routes when a
+ * server owns the state directory (it is the only writer then), else the embedded database
+ * opened as operator (`openEmbeddedDatabase(stateDir, { role: 'operator' })`), which refuses with
+ * StateDirInUse if a server started meanwhile: then the command goes through that server after
+ * all. A recorded server that accepts no connection (it died a moment ago) falls back to the
+ * database the same way; nothing was done through it, so nothing is done twice.
+ *
+ * Both backings run the same functions (lambda/operator), so they answer the same views.
+ *
+ * Deliberately not here: AWS (aws/operator.ts) and printing.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { LocalSettings } from '../../config/settings';
+import { AdminRoutes, type EventStatus } from '../../core/protocol';
+import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription, type ResendResult } from '../../operator/actions';
+import type { EventDetail, EventView, SubscriptionView } from '../../operator/views';
+import type { Context } from '../context';
+import { OperationError, ServerGone } from '../errors';
+import type { Operator } from '../operator';
+import { AdminClient, findServer, type RunningServer } from './server';
+
+/** The switches in force, as the admin status route and `dm-dot status` show them (never a secret). */
+export interface Switches {
+  loopbackCallbacks: boolean;
+  pup: { secrets: number } | false;
+  allowedOrigins: string[];
+  allowedHosts: string[];
+  retryDelaysS: number[];
+  deliveryWaitMs: number;
+}
+
+export type KeySource = { from: 'file'; file: string } | { from: 'MCP_API_KEY' } | { from: 'none'; file: string };
+
+export interface LocalStatus {
+  server: { running: true; url: string; pid: number; version: string | null } | { running: false };
+  stateDir: string;
+  /** Where the figures come from: the running server, the database itself, or nowhere yet. */
+  readFrom: 'server' | 'database' | 'nothing';
+  apiKey: KeySource;
+  /** The running server's, or (no server) those npm start would use with this environment. */
+  switches: Switches;
+  subscription: SubscriptionView | null;
+  events: Record<EventStatus, number> | null;
+  jobs: { queued: number; deadLetters: number } | null;
+}
+
+export interface LocalOperator extends Operator {
+  via: 'server' | 'database';
+  server?: RunningServer;
+  redrive(): Promise<number>;
+  status(): Promise<LocalStatus>;
+  /** Writes a new key file (and, through a running server, swaps it in at once). */
+  rotateKey(): Promise<{ keyFile: string }>;
+}
+
+export function switchesOf(settings: LocalSettings): Switches {
+  return {
+    loopbackCallbacks: settings.allowLoopbackCallbacks,
+    pup: settings.pupSecrets.secrets.length > 0 ? { secrets: settings.pupSecrets.secrets.length } : false,
+    allowedOrigins: settings.allowedOrigins,
+    allowedHosts: settings.allowedHosts,
+    retryDelaysS: settings.retryDelaysS,
+    deliveryWaitMs: settings.deliveryWaitMs,
+  };
+}
+
+export function keySourceOf(settings: LocalSettings, apiKeyFile: string): KeySource {
+  if (settings.apiKey) return { from: 'MCP_API_KEY' };
+  return existsSync(apiKeyFile) ? { from: 'file', file: apiKeyFile } : { from: 'none', file: apiKeyFile };
+}
+
+async function keyFileOf(stateDir: string): Promise<string> {
+  const { API_KEY_FILE } = await import('../../adapters/state-files');
+  return join(stateDir, API_KEY_FILE);
+}
+
+const KEY_FROM_ENV =
+  'the API key comes from MCP_API_KEY, so there is no key file to rotate: put a new value in MCP_API_KEY (at least 32 characters) and restart the server';
+
+function serverOperator(ctx: Context, server: RunningServer, stateDir: string, settings: LocalSettings): LocalOperator {
+  const admin = new AdminClient(server, stateDir, ctx);
+  return {
+    via: 'server',
+    server,
+    where: `the running server at ${server.url}`,
+    async listEvents(status) {
+      return (await admin.call<{ events: EventView[] }>('GET', `${AdminRoutes.events}${status ? `?status=${status}` : ''}`)).body.events;
+    },
+    async showEvent(eventId) {
+      const answer = await admin.call<{ event: EventDetail }>('GET', `${AdminRoutes.events}/${eventId}`);
+      return answer.status === 404 ? null : answer.body.event;
+    },
+    async resendEvent(eventId) {
+      return (await admin.call<ResendResult>('POST', `${AdminRoutes.events}/${eventId}/resend`)).body;
+    },
+    async showSubscription() {
+      return (await admin.call<{ subscription: SubscriptionView | null }>('GET', AdminRoutes.subscription)).body.subscription;
+    },
+    async clearSubscription(expectedId) {
+      return (await admin.call<{ cleared: boolean; id: string | null }>('DELETE', `${AdminRoutes.subscription}?id=${encodeURIComponent(expectedId)}`)).body;
+    },
+    async redrive() {
+      return (await admin.call<{ moved: number }>('POST', AdminRoutes.redrive)).body.moved;
+    },
+    async status() {
+      type Answer = {
+        server?: { url?: string; pid?: number; version?: string };
+        stateDir?: string;
+        apiKey?: { from?: string; file?: string };
+        switches?: Switches;
+        subscription?: SubscriptionView | null;
+        events?: Record<EventStatus, number>;
+        queue?: { queued: number; deadLetters: number };
+      };
+      const { body } = await admin.call<Answer>('GET', AdminRoutes.status);
+      const keyFile = body.apiKey?.file ?? (await keyFileOf(stateDir));
+      return {
+        server: { running: true, url: body.server?.url ?? server.url, pid: body.server?.pid ?? server.pid, version: body.server?.version ?? null },
+        stateDir: body.stateDir ?? stateDir,
+        readFrom: 'server',
+        apiKey: body.apiKey?.from === 'MCP_API_KEY' ? { from: 'MCP_API_KEY' } : { from: 'file', file: keyFile },
+        switches: body.switches ?? switchesOf(settings),
+        subscription: body.subscription ?? null,
+        events: body.events ?? null,
+        jobs: body.queue ?? null,
+      };
+    },
+    async rotateKey() {
+      const answer = await admin.call<{ rotated?: boolean; keyFile?: string }>('POST', AdminRoutes.key);
+      if (answer.status === 409) throw new OperationError(KEY_FROM_ENV, 'key_from_environment');
+      return { keyFile: answer.body.keyFile ?? (await keyFileOf(stateDir)) };
+    },
+  };
+}
+
+type Database = Awaited<ReturnType<typeof import('../../adapters/embedded').openEmbeddedDatabase>>;
+
+function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, keyFile: string): LocalOperator {
+  const now = () => Date.now();
+  return {
+    via: 'database',
+    where: `the database in ${db.stateDir} (no server running)`,
+    listEvents: (status) => listEventViews(db.store, now(), status),
+    showEvent: (eventId) => showEvent(db.store, now(), eventId),
+    resendEvent: (eventId) => resendEvent({ store: db.store, outbox: db.outbox }, now(), eventId),
+    showSubscription: () => showSubscription(db.store, now()),
+    clearSubscription: (expectedId) => clearSubscription(db.store, now(), expectedId),
+    redrive: () => db.jobs.redrive(now()),
+    async status() {
+      const [subscription, events, jobs] = await Promise.all([showSubscription(db.store, now()), eventCounts(db.store, now()), db.jobs.counts()]);
+      return {
+        server: { running: false },
+        stateDir: db.stateDir,
+        readFrom: 'database',
+        apiKey: keySourceOf(settings, keyFile),
+        switches: switchesOf(settings),
+        subscription,
+        events,
+        jobs: { queued: jobs.queued, deadLetters: jobs.deadLetters },
+      };
+    },
+    async rotateKey() {
+      if (settings.apiKey) throw new OperationError(`MCP_API_KEY is set in this environment: ${KEY_FROM_ENV}`, 'key_from_environment');
+      if (!existsSync(keyFile)) throw new OperationError(`there is no key to rotate: ${keyFile} does not exist (npm start generates it)`, 'no_key');
+      const { rotateApiKeyFile } = await import('../../adapters/state-files');
+      const rotated = await rotateApiKeyFile(db.stateDir);
+      ctx.keepSecret(rotated.key);
+      return { keyFile: rotated.file };
+    },
+  };
+}
+
+export interface LocalOptions<T> {
+  /** When the state directory holds no database yet; default: fail with a sentence saying so. */
+  whenNothing?: (stateDir: string) => Promise<T>;
+}
+
+/**
+ * Runs `work` against the running server, or (none runs) the database opened as operator, closed
+ * afterwards. A server that started in between, or one recorded but not answering, is handled as
+ * the module header says.
+ */
+export async function withLocalOperator<T>(ctx: Context, work: (op: LocalOperator) => Promise<T>, options: LocalOptions<T> = {}): Promise<T> {
+  const settings = ctx.settings.local();
+  const { stateDir } = settings;
+  const keyFile = await keyFileOf(stateDir);
+  let triedServer: string | undefined;
+  for (let round = 0; round < 3; round++) {
+    const server = await findServer(stateDir);
+    if (server && server.url !== triedServer) {
+      try {
+        return await work(serverOperator(ctx, server, stateDir, settings));
+      } catch (error) {
+        if (!(error instanceof ServerGone)) throw error;
+        triedServer = server.url;
+        ctx.note(`the server at ${server.url} (pid ${server.pid}) does not answer; using the database directly`);
+      }
+    }
+    const embedded = await import('../../adapters/embedded');
+    if (!existsSync(join(stateDir, embedded.DATABASE_FILE))) {
+      if (options.whenNothing) return options.whenNothing(stateDir);
+      throw new OperationError(`no database in ${stateDir} yet: start the server once with npm start (it creates one, importing an earlier layout if there is one), or point DMDOT_STATE_DIR at its state directory`, 'no_state');
+    }
+    let db: Database;
+    try {
+      db = await embedded.openEmbeddedDatabase(stateDir, { role: 'operator' });
+    } catch (error) {
+      if (error instanceof embedded.StateDirInUse) {
+        // A server owns it after all: go through it (next round), unless it is the one that did not answer.
+        if (error.owner.url !== undefined && error.owner.url === triedServer) {
+          throw new OperationError(`the server (pid ${error.owner.pid}, ${error.owner.url}) owns ${stateDir} but does not answer: stop it, or wait until it is up`, 'server_unreachable');
+        }
+        continue;
+      }
+      if (error instanceof embedded.StateUnreadable) throw new OperationError(error.message, 'state_unreadable');
+      throw error;
+    }
+    try {
+      for (const line of db.report.lines) ctx.note(line);
+      return await work(databaseOperator(ctx, db, settings, keyFile));
+    } finally {
+      await db.close();
+    }
+  }
+  throw new OperationError(`the state directory ${stateDir} changed hands several times while this command ran; try again`, 'busy');
+}

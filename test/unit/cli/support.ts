@@ -1,0 +1,192 @@
+/**
+ * Running the CLI in-process for the tests of test/unit/cli and test/integration/cli-aws.test.ts:
+ * `main` with an io that captures stdout and stderr, a controllable Ctrl-C, scripted answers to a
+ * confirmation, typed standard-input lines, injected AWS clients, and (for the local tests) a real
+ * local server started in-process with `startLocal` over its own state directory.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { main } from '../../../lambda/cli/main';
+import type { AwsClients, CliIo } from '../../../lambda/cli/io';
+import { localSettings } from '../../../lambda/config/settings';
+import { startLocal, type LocalRuntime } from '../../../lambda/local/runtime';
+import type { Logger } from '../../../lambda/ports';
+import { ROOT } from '../../support/paths';
+
+export interface RunOptions {
+  env?: Record<string, string | undefined>;
+  aws?: AwsClients;
+  /** An answer to a confirmation: the io then has a terminal to ask on. */
+  answer?: string;
+  /** Lines "typed" on standard input; the iterator ends (EOF) after them unless `keepOpen`. */
+  stdin?: StdinScript;
+  readStdin?: string;
+  projectRoot?: string;
+}
+
+export interface Running {
+  code: Promise<number>;
+  out(): string;
+  err(): string;
+  /** Ctrl-C. */
+  interrupt(): void;
+  asked: string[];
+}
+
+/** Standard input a test types into. */
+export class StdinScript {
+  private readonly queue: string[] = [];
+  private waiting: ((value: IteratorResult<string>) => void) | undefined;
+  private ended = false;
+  type(line: string): void {
+    if (this.waiting) {
+      const w = this.waiting;
+      this.waiting = undefined;
+      w({ value: line, done: false });
+    } else this.queue.push(line);
+  }
+  end(): void {
+    this.ended = true;
+    if (this.waiting) {
+      const w = this.waiting;
+      this.waiting = undefined;
+      w({ value: undefined, done: true });
+    }
+  }
+  [Symbol.asyncIterator](): AsyncIterator<string> {
+    return {
+      next: () => {
+        if (this.queue.length) return Promise.resolve({ value: this.queue.shift()!, done: false });
+        if (this.ended) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((done) => (this.waiting = done));
+      },
+    };
+  }
+}
+
+export function start(argv: string[], options: RunOptions = {}): Running {
+  let out = '';
+  let err = '';
+  const asked: string[] = [];
+  const controller = new AbortController();
+  const io: CliIo = {
+    out: (t) => void (out += t),
+    err: (t) => void (err += t),
+    env: options.env ?? {},
+    signal: controller.signal,
+    projectRoot: options.projectRoot ?? ROOT,
+    ...(options.aws ? { aws: options.aws } : {}),
+    ...(options.answer !== undefined
+      ? {
+          ask: async (question: string) => {
+            asked.push(question);
+            return options.answer;
+          },
+        }
+      : {}),
+    ...(options.stdin ? { stdinLines: () => options.stdin! } : {}),
+    ...(options.readStdin !== undefined ? { readStdin: async () => options.readStdin! } : {}),
+  };
+  return { code: main(argv, io), out: () => out, err: () => err, interrupt: () => controller.abort(), asked };
+}
+
+export async function run(argv: string[], options: RunOptions = {}) {
+  const running = start(argv, options);
+  const code = await running.code;
+  return { code, out: running.out(), err: running.err(), asked: running.asked };
+}
+
+export async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export const silentLog: Logger = { info() {}, warn() {}, error() {} };
+
+export async function tempDir(prefix = 'dmdot-cli-'): Promise<{ dir: string; remove(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+export interface LocalServer {
+  runtime: LocalRuntime;
+  stateDir: string;
+  /** The environment the CLI sees for this server: its state directory only (the key is in the key file). */
+  env: Record<string, string>;
+  /** The base URL (no /mcp). */
+  base: string;
+  stop(): Promise<void>;
+}
+
+/** A real local server, in-process, on an ephemeral loopback port, as `npm start` runs it. */
+export async function startLocalServer(stateDir: string, env: Record<string, string> = {}): Promise<LocalServer> {
+  const serverEnv = { HOST: '127.0.0.1', PORT: '0', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1', ...env };
+  const settings = localSettings(serverEnv, { projectRoot: ROOT });
+  const runtime = await startLocal({ settings, log: silentLog, announce: () => undefined });
+  return {
+    runtime,
+    stateDir,
+    env: { DMDOT_STATE_DIR: stateDir },
+    base: runtime.url.replace(/\/mcp$/, ''),
+    stop: () => runtime.stop(),
+  };
+}
+
+/** The local server's API key, from its key file. */
+export async function keyOf(server: LocalServer): Promise<string> {
+  return (await readFile(join(server.stateDir, 'api-key'), 'utf8')).trim();
+}
+
+/** One JSON-RPC call on the 2026-07-28 era, as a ChatGPT-like client sends it. */
+export async function rpcCall(server: LocalServer, key: string, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${server.base}/mcp`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${key}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method,
+      params: {
+        ...params,
+        _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} },
+      },
+    }),
+  });
+  return { status: response.status, body: response.status === 401 ? undefined : await response.json() };
+}
+
+export function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+export async function subscribe(server: LocalServer, key: string, url: string, secret = newSecret()) {
+  return rpcCall(server, key, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url, secret } });
+}
+
+export async function postMessage(server: LocalServer, key: string, message: string): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${server.base}/v1/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ message }),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+/** Everything printed must hold none of these. */
+export function expectNoSecrets(text: string, secrets: (string | undefined)[]): void {
+  for (const secret of secrets) if (secret) expect(text).not.toContain(secret);
+  expect(text).not.toMatch(/whsec_/);
+}
