@@ -35,7 +35,6 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sign } from 'aws4';
-import type { AwsRuntime } from '../config/settings';
 import { Budgets } from '../core/budgets';
 
 /** What a read answers: one of the two is set. */
@@ -297,8 +296,16 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
   };
 }
 
+/** What the reader needs of the runtime's AWS settings (config/settings' AwsRuntime has this shape; an adapter does not import config). */
+export interface SecretsManagerRuntime {
+  region: string;
+  secretsManagerEndpoint?: string;
+  useFips: boolean;
+  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+}
+
 /** The reader the MCP Lambda uses: region, endpoint, FIPS and credentials as its settings read them. */
-export function secretsManagerFromRuntime(aws: AwsRuntime): SecretsReader {
+export function secretsManagerFromRuntime(aws: SecretsManagerRuntime): SecretsReader {
   return createSecretsManagerReader({
     region: aws.region,
     ...(aws.secretsManagerEndpoint ? { endpoint: aws.secretsManagerEndpoint } : {}),
