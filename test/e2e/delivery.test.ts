@@ -1,7 +1,8 @@
 /**
  * Delivery behaviour end to end against the local runtime with a real receiver: the
  * single-subscriber rule, challenge failures, retries with the same webhook-id, permanent
- * failures, unsubscribe dropping queued deliveries, and dual signatures during secret rotation.
+ * failures, unsubscribe dropping queued deliveries (also when the same URL subscribes again: the
+ * generation rule), and dual signatures during secret rotation.
  * A short retry schedule (DMDOT_RETRY_DELAYS) keeps it fast; no assertion is about elapsed time.
  */
 import { afterEach, describe, it } from 'node:test';
@@ -126,6 +127,36 @@ describe('retries and failures', () => {
     const again = await send(s, 'nobody');
     assert.equal(again.isError, true);
     assert.equal(r.events().length, 1);
+  });
+
+  it('EV-GEN: an event queued for an ended subscription is dropped, not delivered to the next subscription on the same URL', async () => {
+    const s = await server({ DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_RETRY_DELAYS: '3,3,3' });
+    const r = await receiver(echoing([503]));
+    const url = r.url();
+    const oldSecret = newSecret();
+    await rpc(s, 'events/subscribe', subscribeParams(url, oldSecret));
+    const queued = await send(s, 'for the old subscription');
+    assert.equal(queued.structuredContent?.status, 'queued');
+    const oldEvent = queued.structuredContent!.eventId;
+    await waitFor('first attempt', () => r.events().length === 1);
+
+    // Same principal, same URL: the same subscription id, a new generation and a new secret.
+    await rpc(s, 'events/unsubscribe', { name: 'message.created', arguments: {}, delivery: { url } });
+    const newSecretValue = newSecret();
+    const { body } = await rpc(s, 'events/subscribe', subscribeParams(url, newSecretValue));
+    assert.ok(body.result?.id, JSON.stringify(body));
+
+    // Past the old event's retry: it would have arrived by now, signed with the new secret.
+    await new Promise((done) => setTimeout(done, 4_500));
+    assert.deepEqual(r.events().map((e) => e.json.eventId), [oldEvent], 'the old event reached the dot only once, before the unsubscribe');
+
+    // The wait window is 0, so the new event is answered queued and delivered by the worker.
+    const fresh = await send(s, 'for the new subscription');
+    await waitFor('the new event', () => r.events().length === 2);
+    const last = r.events().at(-1)!;
+    assert.equal(last.json.eventId, fresh.structuredContent!.eventId);
+    assert.ok(verifies(newSecretValue, last), 'signed with the new secret');
+    assert.ok(!verifies(oldSecret, last), 'not with the old one');
   });
 
   it('POST /v1/messages answers 200 delivered with the event id', async () => {

@@ -167,3 +167,55 @@ describe('MCP Tasks: a slow dot and a short wait window', () => {
     assert.ok(server.stderr.some((line) => line.includes('"event":"request"')), 'the request log lines still go to stderr');
   });
 });
+
+describe('MCP Tasks: tasks/cancel of an unsettled task (TASK-8)', () => {
+  const RETRY_S = 2;
+  let server: RunningServer;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+  before(async () => {
+    server = await startServer({ DMDOT_DELIVERY_WAIT_MS: String(WAIT_MS), DMDOT_RETRY_DELAYS: `${RETRY_S},${RETRY_S},${RETRY_S}` });
+    // The dot refuses every message with 503: the event stays queued for a retry RETRY_S later.
+    receiver = await startReceiver((r) =>
+      r.json?.type === 'verification' ? { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) } : { status: 503 },
+    );
+    const { client } = await connect(server, false);
+    await client.request(
+      { method: 'events/subscribe', params: { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url('/dot'), secret: newSecret() } } },
+      Subscribed,
+    );
+    await client.close();
+  });
+
+  after(async () => {
+    await receiver.close();
+    assert.equal(await server.stop(), 0);
+  });
+
+  it('the task reads cancelled, the answer is an empty acknowledgement, and the dot gets no further attempt', async () => {
+    const { client, wire } = await connect(server, true);
+    await client.callTool({ name: 'send_to_dot', arguments: { message: 'never mind' } }).catch(() => undefined);
+    const call = wire.find((w) => w.method === 'tools/call');
+    assert.ok(call, 'the tools/call answer was seen on the wire');
+    const task = Task.parse(call.body.result);
+    assert.equal(task.status, 'working');
+    const eventId: string = call.body.result.structuredContent.eventId;
+    await waitFor('the first (refused) attempt', () => receiver.events().filter((e) => e.json?.eventId === eventId).length === 1, 10_000);
+
+    const ack = await client.request({ method: 'tasks/cancel', params: { taskId: task.taskId } }, z.looseObject({}));
+    assert.deepEqual(Object.keys(ack).filter((key) => key !== '_meta'), [], 'an empty acknowledgement');
+    const cancelled = await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, TaskAnswer);
+    assert.equal(cancelled.status, 'cancelled');
+    assert.equal(cancelled.taskId, task.taskId);
+
+    // Three retry delays pass: a retry would have reached the dot by now.
+    await new Promise((r) => setTimeout(r, 3 * RETRY_S * 1_000 + 1_000));
+    assert.equal(receiver.events().filter((e) => e.json?.eventId === eventId).length, 1, 'no attempt after the cancel');
+    assert.equal((await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, TaskAnswer)).status, 'cancelled');
+
+    // A second cancel is acknowledged and changes nothing.
+    await client.request({ method: 'tasks/cancel', params: { taskId: task.taskId } }, z.looseObject({}));
+    assert.equal((await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, TaskAnswer)).status, 'cancelled');
+    await client.close();
+  });
+});
