@@ -5,15 +5,15 @@
  * secret ever logged.
  */
 import { randomBytes } from 'node:crypto';
-import { createPupSecretsLoader, parsePupSecretString } from '../../../lambda/adapters/secret-loader';
-import { Budgets } from '../../../lambda/core/budgets';
-import type { Logger } from '../../../lambda/log';
-import { runWithDeadline } from '../../../lambda/adapters/deadline';
+import { createPupSecretsLoader, parsePupSecretString } from '../../../../lambda/adapters/secret-loader';
+import { Budgets } from '../../../../lambda/core/budgets';
+import type { Logger } from '../../../../lambda/log';
+import { runWithDeadline } from '../../../../lambda/adapters/deadline';
 
 const PUP_SECRETS_REFRESH_MS = Budgets.pupSecretsRefreshMs;
 const PUP_SECRETS_RETRY_INTERVAL_MS = Budgets.secretRetryIntervalMs;
 const inRequest = <T>(fn: () => Promise<T>) => runWithDeadline(Date.now() + 4_200, fn);
-import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from '../../support/secrets-manager-fake';
+import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from '../../../support/scripted-secrets-reader';
 
 /** A logger that keeps lines as given, with no redaction: what the loader itself passes is checked. */
 function rawLog(lines: string[]): Logger {

@@ -4,12 +4,12 @@
  * 503) and starts a 30 s back-off; a read that ended by its own timeout, or that started outside a
  * request (init, and a freeze after it), starts none; the value is never logged.
  */
-import { runWithDeadline } from '../../../lambda/adapters/deadline';
-import { createApiKeyLoader } from '../../../lambda/adapters/secret-loader';
-import { Budgets } from '../../../lambda/core/budgets';
-import { createLogger } from '../../../lambda/log';
-import { startFakeSecretsManager, testSecretsReader } from '../../support/fake-secrets-manager';
-import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from '../../support/secrets-manager-fake';
+import { runWithDeadline } from '../../../../lambda/adapters/deadline';
+import { createApiKeyLoader } from '../../../../lambda/adapters/secret-loader';
+import { Budgets } from '../../../../lambda/core/budgets';
+import { createLogger } from '../../../../lambda/log';
+import { startFakeSecretsManager, testSecretsReader } from '../../../support/fake-secrets-manager';
+import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from '../../../support/scripted-secrets-reader';
 
 const API_KEY_READ_CAP_MS = Budgets.secretReadCapMs;
 /** A request: the loader's reads inside it carry its deadline, and their real failures back off. */
