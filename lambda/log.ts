@@ -26,18 +26,33 @@ function clock(date: Date): string {
   return date.toISOString().slice(11, 19);
 }
 
+/** One value on a text line: strings as they are, but a line break never starts a second line. */
+function shown(value: unknown): string {
+  const text = typeof value === 'string' ? value : safeJson(value);
+  return text.replace(/[\r\n\u2028\u2029]/g, (c) => JSON.stringify(c).slice(1, -1));
+}
+
+/** JSON.stringify that never throws (a BigInt, a cycle): a log line must not fail its caller. */
+function safeJson(value: unknown): string {
+  try {
+    return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) ?? String(value);
+  } catch {
+    return '"[unserializable]"';
+  }
+}
+
 /** The readable form of the two events a person watches for; anything else as `level event k=v`. */
 export function textLine(level: string, event: string, fields: Record<string, unknown>, at: Date): string {
   const time = clock(at);
   if (event === 'request') {
-    return `${time}  ${String(fields.method)} ${String(fields.path)} → ${String(fields.status)}  ${String(fields.ms)} ms`;
+    return shown(`${time}  ${String(fields.method)} ${String(fields.path)} → ${String(fields.status)}  ${String(fields.ms)} ms`);
   }
-  if (event === 'delivery') return `${time}  ${String(fields.eventId)}  ${describeDecision(fields)}`;
+  if (event === 'delivery') return shown(`${time}  ${String(fields.eventId)}  ${describeDecision(fields)}`);
   const rest = Object.entries(fields)
     .filter(([, value]) => value !== undefined)
-    .map(([name, value]) => `${name}=${typeof value === 'string' ? value : JSON.stringify(value)}`)
+    .map(([name, value]) => `${name}=${shown(value)}`)
     .join(' ');
-  return `${time}  ${level === 'info' ? '' : `${level}  `}${event}${rest ? `  ${rest}` : ''}`;
+  return shown(`${time}  ${level === 'info' ? '' : `${level}  `}${event}${rest ? `  ${rest}` : ''}`);
 }
 
 /** `delivered (attempt 1, inline)`, `retry in 4 s (http_5xx, attempt 2)`, `failed: http_4xx …`, `dropped …`. */
@@ -67,12 +82,17 @@ export function createLogger(options: LoggerOptions | ((line: string) => void) =
   const redacted = new Set<string>();
   const scrub = (line: string) => {
     let out = line.replace(SECRET_PATTERN, 'whsec_[redacted]');
-    for (const value of redacted) if (value) out = out.split(value).join('[redacted]');
+    for (const value of redacted) {
+      // As written and as JSON escapes it (a key may hold a quote or a backslash).
+      for (const form of new Set([value, JSON.stringify(value).slice(1, -1)])) out = out.split(form).join('[redacted]');
+    }
     return out;
   };
   const emit = (level: string, event: string, fields: Record<string, unknown> = {}) => {
     const at = now();
-    const line = format === 'text' ? textLine(level, event, fields, at) : JSON.stringify({ level, event, time: at.toISOString(), ...fields });
+    // A caller's field never passes for the logger's own level, event or time.
+    const { level: _level, event: _event, time: _time, ...rest } = fields;
+    const line = format === 'text' ? textLine(level, event, rest, at) : safeJson({ level, event, time: at.toISOString(), ...rest });
     sink(scrub(line));
   };
   return {

@@ -33,12 +33,18 @@ export async function writeFileAtomic(file: string, text: string): Promise<void>
   const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
   const handle = await open(tmp, 'w', 0o600);
   try {
-    await handle.writeFile(text, 'utf8');
-    await handle.sync();
-  } finally {
-    await handle.close();
+    try {
+      await handle.writeFile(text, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, file);
+  } catch (error) {
+    // The temporary file may hold a new key: never leave it behind.
+    await rm(tmp, { force: true }).catch(() => undefined);
+    throw error;
   }
-  await rename(tmp, file);
 }
 
 async function readIfPresent(file: string): Promise<string | undefined> {

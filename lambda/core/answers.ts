@@ -39,7 +39,7 @@ const REASON_TEXT: Record<string, string> = {
 };
 
 export function describeReason(reason: string | null | undefined): string {
-  return (reason && REASON_TEXT[reason]) || 'its subscription ended before it could be delivered';
+  return (reason && Object.hasOwn(REASON_TEXT, reason) && REASON_TEXT[reason]) || 'its subscription ended before it could be delivered';
 }
 
 /** What a sender without a dot is told, on both surfaces: where a dot comes from. */
@@ -128,5 +128,9 @@ export function answerUnavailable<S extends Surface>(
 /** A cause for a log line: its name and message, as our adapters word them. */
 export function describeCause(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
+  try {
+    return String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
+  }
 }

@@ -14,6 +14,21 @@ import type { DeliveryJob, EnqueueOptions, EventExpectation, EventPatch, EventRe
 import { DependencyUnavailable, guardDependency } from './errors';
 import { EventStatus } from './protocol';
 
+const ALL_STATUSES = Object.values(EventStatus);
+
+/** The patch that puts back what `fields` changed, from the record as it was read. */
+function restoring(read: EventRecord, fields: Omit<EventPatch, 'appendLog'>): EventPatch {
+  const back: EventPatch = {};
+  for (const key of Object.keys(fields) as (keyof typeof fields)[]) {
+    const value = read[key as keyof EventRecord];
+    if (value !== undefined) (back as Record<string, unknown>)[key] = value;
+    // A field the record did not have: lastError and lastHttpStatus go back to null; any other
+    // (notBefore, generation) keeps the new value, which means nothing on a settled record.
+    else if (key === 'lastError' || key === 'lastHttpStatus') (back as Record<string, unknown>)[key] = null;
+  }
+  return back;
+}
+
 export function sequentialOutbox(store: Store, queue: Queue): Outbox {
   return {
     async add(record: EventRecord, job: DeliveryJob, options?: EnqueueOptions): Promise<void> {
@@ -28,15 +43,22 @@ export function sequentialOutbox(store: Store, queue: Queue): Outbox {
     },
 
     async reopen(read: EventRecord, patch: EventPatch, job: DeliveryJob): Promise<boolean> {
+      if (job.eventId !== read.eventId) throw new Error('outbox: the job belongs to another event than the record');
+      // The note goes in only once the job is out: a resend that never happened leaves no trace.
+      const { appendLog, ...fields } = patch;
       const expected: EventExpectation = { status: read.status, attempts: read.attempts };
-      const reopened = await guardDependency('storage', () => store.updateEvent(read.eventId, patch, expected));
+      const reopened = await guardDependency('storage', () => store.updateEvent(read.eventId, fields, expected));
       if (!reopened) return false;
       try {
         await queue.enqueue(job);
       } catch (cause) {
         // Back to where it was, so that the operator can simply try again.
-        await store.updateEvent(read.eventId, { status: read.status }, { status: EventStatus.queued }).catch(() => undefined);
+        await store.updateEvent(read.eventId, restoring(read, fields), { status: EventStatus.queued }).catch(() => undefined);
         throw new DependencyUnavailable('queue', { cause, eventId: read.eventId });
+      }
+      if (appendLog) {
+        // Whatever the worker did meanwhile, the note belongs to the log; a lost note loses no delivery.
+        await store.updateEvent(read.eventId, { appendLog }, { status: ALL_STATUSES }).catch(() => undefined);
       }
       return true;
     },

@@ -62,6 +62,7 @@ export async function resendEvent(deps: { store: Store; outbox: Outbox }, now: n
     status: EventStatus.queued,
     attempts: 0,
     lastError: null,
+    lastHttpStatus: null,
     notBefore: now,
     subscriptionId: subscription.id,
     ...(generation !== undefined ? { generation } : {}),
