@@ -112,8 +112,8 @@ async function handle(appOf: () => App, options: LocalServerOptions, req: http.I
       res.writeHead(408, { 'content-type': 'application/json', connection: 'close' });
       res.end(JSON.stringify({ error: { code: 'request_timeout', message: 'The request took too long to arrive or to answer; the connection is closed.' } }));
     }
-    // Whatever was still trickling in ends here.
-    setImmediate(() => req.socket.destroy());
+    // Whatever was still trickling in ends here, and whoever is reading the body is told so.
+    setImmediate(() => req.destroy(new Error('request deadline passed')));
   }, endsAt - started);
   timer.unref();
   res.once('close', () => clearTimeout(timer));
@@ -134,6 +134,45 @@ async function handle(appOf: () => App, options: LocalServerOptions, req: http.I
   }
 }
 
+/**
+ * The request body as a web stream that always settles: it closes at the body's end and errors
+ * when the request is destroyed or its connection closes first. (`Readable.toWeb` can leave a
+ * reader waiting for ever once the deadline's 408 has ended the exchange, and a reader that never
+ * returns holds whatever it counted, such as one of the pup door's reading slots.)
+ */
+export function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
+  let settled = false;
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        const settle = (error?: Error) => {
+          if (settled) return;
+          settled = true;
+          if (error) controller.error(error);
+          else controller.close();
+        };
+        req.on('data', (chunk: Buffer) => {
+          if (settled) return;
+          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+          if ((controller.desiredSize ?? 1) <= 0) req.pause();
+        });
+        req.once('end', () => settle());
+        req.once('error', (error) => settle(error));
+        req.once('close', () => settle(req.readableEnded ? undefined : new Error('the request ended before its body')));
+        req.pause();
+      },
+      pull() {
+        req.resume();
+      },
+      cancel() {
+        settled = true;
+        req.destroy();
+      },
+    },
+    { highWaterMark: 64 * 1024, size: (chunk) => chunk.byteLength },
+  );
+}
+
 async function serve(app: App, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
@@ -144,7 +183,7 @@ async function serve(app: App, req: http.IncomingMessage, res: http.ServerRespon
   const request = new Request(`http://localhost${req.url ?? '/'}`, {
     method: req.method ?? 'GET',
     headers,
-    ...(hasBody ? { body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } : {}),
+    ...(hasBody ? { body: webBody(req), duplex: 'half' } : {}),
   } as RequestInit);
   const response = await app.handle(request, { host: req.headers.host ?? '' });
   if (res.writableEnded || res.destroyed) return;

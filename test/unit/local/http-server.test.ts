@@ -72,6 +72,35 @@ test('a body trickling in past the deadline gets 408 and its connection is close
   });
 });
 
+test('a body cut off by the deadline ends its reader too: nothing it counted stays held', async () => {
+  // As the pup door counts the bodies it is reading: a reader that never returns would hold its slot for ever.
+  let reading = 0;
+  let settled = 0;
+  const counting: App = {
+    handle: async (request) => {
+      reading++;
+      try {
+        await request.arrayBuffer();
+      } catch {
+        // the body ended early: expected here
+      } finally {
+        reading--;
+        settled++;
+      }
+      return new Response('{}', { headers: { 'content-type': 'application/json' } });
+    },
+    close: async () => undefined,
+  };
+  await withServer(counting, { budgetMs: 300 }, async ({ port }) => {
+    const head = `POST /pup/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n`;
+    const answers = await Promise.all(Array.from({ length: 5 }, () => raw(port, [head, ...Array.from({ length: 12 }, () => 'x')], 100)));
+    for (const { text } of answers) expect(text).toMatch(/^HTTP\/1\.1 408 /);
+    for (let i = 0; i < 50 && settled < 5; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(settled).toBe(5);
+    expect(reading).toBe(0);
+  });
+});
+
 test('headers trickling in never reach the app and the connection is closed', async () => {
   let reached = 0;
   const counting: App = { handle: async () => (reached++, new Response('{}')), close: async () => undefined };
