@@ -30,6 +30,11 @@ export const AdminRoutes = {
 
 /** The stateless MCP revision; the legacy era is whatever the SDK negotiates on `initialize`. */
 export const MCP_PROTOCOL_VERSION = '2026-07-28';
+/**
+ * The legacy (`initialize`) revisions dm-dot serves, newest first: a client that asks for another
+ * (the SDK also knows 2024-11-05 and 2024-10-07) is offered the first of these instead.
+ */
+export const LEGACY_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18', '2025-03-26'];
 /** Per-request `_meta` keys of MCP 2026-07-28 that every stateless request carries. */
 export const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
 export const CLIENT_INFO_META_KEY = 'io.modelcontextprotocol/clientInfo';

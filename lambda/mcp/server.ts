@@ -24,7 +24,7 @@ import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type M
 import { answerUnavailable, describeCause, toolResultOf } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { sendMessage, type MessageDeps } from '../core/messages';
-import { ErrorCodes, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
+import { ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
 import type { Logger } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
@@ -110,6 +110,8 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
     {
       // The SDK's ServerCapabilities type has no `events` key yet; ChatGPT and the AI SDK read it.
       capabilities: (modern ? MODERN_SERVER_CAPABILITIES : SERVER_CAPABILITIES) as unknown as Record<string, never>,
+      // The SDK adds the 2026-07-28 revision itself when it serves that era.
+      supportedProtocolVersions: [...LEGACY_PROTOCOL_VERSIONS],
       cacheHints: { 'tools/list': { ttlMs: 300_000, cacheScope: 'private' }, 'server/discover': { ttlMs: 300_000, cacheScope: 'private' } },
     },
   );
