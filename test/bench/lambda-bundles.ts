@@ -1,7 +1,8 @@
 /**
- * The Lambda bundles as the stack deploys them, for the bench (test/bench/run.ts) and the bundle
- * test (test/build/bundles.test.ts): built with lib/bundling.ts's options into the asset layout
- * (`index.js`, its map, `package.json` naming CommonJS), and started cold in a fresh Node process
+ * The Lambda bundles as the stack deploys them, for the bench (test/bench/sections/bundles.ts and
+ * aws-calls.ts) and the tests of the built assets (test/build/bundles.test.ts,
+ * test/integration/bundle-send.test.ts): built with lib/bundling.ts's options into the asset
+ * layout (`index.js`, its chunks, their maps, `package.json` naming CommonJS), and started cold in a fresh Node process
  * with the environment the synthesized template gives each function plus the variables Lambda
  * itself sets, against a fake AWS endpoint (127.0.0.1; Secrets Manager answers the API key).
  *
@@ -25,7 +26,7 @@ import { eventFromRequest } from '../support/apigw';
 export const ROOT = BUNDLE_ROOT;
 export const MODERN_PROTOCOL = '2026-07-28';
 
-/** Budgets of issue 10, in bytes of `index.js`. */
+/** The size budgets of the two bundles, in bytes of every JavaScript file of the asset (`index.js` and its chunks). */
 export const BUNDLE_BUDGET_BYTES = { mcp: 700 * 1024, delivery: 300 * 1024 } as const;
 
 export interface BuiltBundle {

@@ -1,0 +1,155 @@
+/**
+ * The operator CLI's start-up: the wall time of `dm-dot --version` and of `dm-dot events --json`
+ * run as processes (`node <bin> ...`, the bin of package.json, with DMDOT_STATE_DIR on a temp state
+ * directory that holds a small database and no server), against `node -e 0` in the same run,
+ * rounds alternating the three. Target: each at most 4× the bare Node start.
+ *
+ * If the built CLI is missing or does not run, `npm run build` is run once; if it still does not
+ * run, the section fails saying so (and results.json says why under `cliMs`).
+ *
+ * Deliberately not here: commands that go through a running server or AWS, and a large history
+ * (`events` reads every record; the scale section has 200,000 of them for the server).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { openEmbeddedDatabase } from '../../../lambda/adapters/embedded';
+import { newEventId } from '../../../lambda/core/identity';
+import { EventStatus, Limits } from '../../../lambda/core/protocol';
+import { errorText, progress, ratio, ratioOf, ROOT, stats, type Section } from '../support';
+
+/** Records in the CLI's state directory: enough for `events` to list something. */
+const RECORDS = 20;
+const ROUNDS = 12;
+const PER_ROUND = 3;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** `node <args>` (this Node), timed from spawn to exit. */
+function run(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 20_000, command = process.execPath): Promise<Run> {
+  return new Promise((done, fail) => {
+    const t0 = performance.now();
+    const child = spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      fail(error);
+    });
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      done({ code, stdout, stderr, ms: performance.now() - t0 });
+    });
+  });
+}
+
+/** package.json's `bin["dm-dot"]`, absolute, read now (the CLI's layout may change under us). */
+function binPath(): string {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin?: string | Record<string, string> };
+  const bin = typeof pkg.bin === 'string' ? pkg.bin : pkg.bin?.['dm-dot'];
+  if (!bin) throw new Error('package.json names no bin "dm-dot"');
+  return join(ROOT, bin);
+}
+
+export const cliSection: Section = {
+  key: 'cli',
+  title: 'operator CLI start-up',
+  budgetMs: 120_000,
+  async run(bench) {
+    const stateDir = bench.tempDir('cli-state');
+    const db = await openEmbeddedDatabase(stateDir, { role: 'operator' });
+    try {
+      const now = Date.now();
+      for (let i = 0; i < RECORDS; i++) {
+        const createdAt = now - i * 60_000;
+        await db.store.putEvent({
+          eventId: newEventId(),
+          status: EventStatus.delivered,
+          subscriptionId: 'sub_cli',
+          attempts: 1,
+          lastError: null,
+          lastHttpStatus: 200,
+          createdAt,
+          deliveredAt: createdAt + 40,
+          expiresAt: createdAt + Limits.eventRecordMs,
+        });
+      }
+    } finally {
+      await db.close();
+    }
+    // Only what the CLI needs: no NODE_OPTIONS or loaders of this process, no AWS settings.
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? stateDir, LANG: 'C.UTF-8', DMDOT_STATE_DIR: stateDir, NO_COLOR: '1' };
+
+    let bin = binPath();
+    const check = async (): Promise<string | undefined> => {
+      if (!existsSync(bin)) return `${bin} does not exist`;
+      const version = await run([bin, '--version'], env);
+      if (version.code !== 0) return `\`dm-dot --version\` exited ${version.code}: ${(version.stderr || version.stdout).trim().slice(0, 200)}`;
+      const events = await run([bin, 'events', '--json'], env);
+      if (events.code !== 0) return `\`dm-dot events --json\` exited ${events.code}: ${(events.stderr || events.stdout).trim().slice(0, 200)}`;
+      let listed: unknown;
+      try {
+        listed = (JSON.parse(events.stdout) as { events?: unknown }).events;
+      } catch {
+        return `\`dm-dot events --json\` printed no JSON: ${events.stdout.slice(0, 200)}`;
+      }
+      // Its shape belongs to the CLI: a different one is worth a note, not a failure.
+      if (!Array.isArray(listed) || listed.length !== RECORDS) bench.note(`cli: \`dm-dot events --json\` did not list the ${RECORDS} records as an "events" array (${Array.isArray(listed) ? `${listed.length} listed` : 'no such array'}).`);
+      return undefined;
+    };
+    let problem = await check();
+    if (problem) {
+      progress(`cli: ${problem}; running npm run build once`);
+      const built = await run(['run', 'build'], process.env, 90_000, 'npm').catch((error: unknown) => ({ code: null, stdout: '', stderr: errorText(error), ms: 0 }));
+      bin = binPath();
+      problem = await check();
+      if (problem) {
+        const why = `the built CLI could not be measured: ${problem} (npm run build exited ${built.code}${built.code === 0 ? '' : `: ${built.stderr.trim().slice(-200)}`})`;
+        bench.record({ cliMs: { measured: false, reason: why } });
+        throw new Error(why);
+      }
+    }
+
+    const jobs: Array<{ key: 'node' | 'version' | 'events'; args: string[] }> = [
+      { key: 'node', args: ['-e', '0'] },
+      { key: 'version', args: [bin, '--version'] },
+      { key: 'events', args: [bin, 'events', '--json'] },
+    ];
+    const samples = { node: [] as number[], version: [] as number[], events: [] as number[] };
+    // One unrecorded pass warms the page cache; then rounds rotate which job goes first.
+    for (const job of jobs) await run(job.args, env);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (let i = 0; i < jobs.length; i++) {
+        const job = jobs[(i + round) % jobs.length]!;
+        for (let s = 0; s < PER_ROUND; s++) {
+          const result = await run(job.args, env);
+          if (result.code !== 0) throw new Error(`${job.args.slice(1).join(' ') || job.args.join(' ')} exited ${result.code}: ${result.stderr.trim().slice(0, 200)}`);
+          samples[job.key].push(result.ms);
+        }
+      }
+    }
+    const node = stats(samples.node);
+    const version = stats(samples.version);
+    const events = stats(samples.events);
+    bench.timeRow('dm-dot --version, a process (target ≤ 4×)', version, 'node -e 0', node);
+    bench.timeRow(`dm-dot events --json, a process, ${RECORDS} records, no server (target ≤ 4×)`, events, 'node -e 0', node);
+    bench.record({
+      cliMs: { version: version.median, events: events.median },
+      cliP90Ms: { version: version.p90, events: events.p90 },
+      nodeBaselineMs: node.median,
+      cliRatio: { version: ratioOf(version.median, node.median), events: ratioOf(events.median, node.median) },
+      cliSamples: version.n,
+      cliBin: bin.slice(ROOT.length + 1),
+    });
+    bench.note(`cli: ${bin.slice(ROOT.length + 1)} run by this Node (${process.version}) with a minimal environment; ratios ${ratio(version.median, node.median)} (--version) and ${ratio(events.median, node.median)} (events --json).`);
+  },
+};

@@ -1,0 +1,80 @@
+/**
+ * The local runtime as `npm start` runs it, in a child process of its own
+ * (`node --import tsx lambda/local/main.ts`, PORT=0), so that its memory can be read apart from
+ * the bench's: `rssBytes()` reads VmRSS from /proc/<pid>/status (Linux). The port comes from the
+ * listening line the server prints first.
+ *
+ * Deliberately not here: settings beyond the environment the caller passes, and any request.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { ROOT } from './support';
+
+export interface ServerProcess {
+  pid: number;
+  port: number;
+  /** http://127.0.0.1:<port> */
+  origin: string;
+  /** The server's resident set size now, from /proc/<pid>/status (NaN when it cannot be read). */
+  rssBytes(): number;
+  /** The last 4,000 characters the server wrote to stderr. */
+  stderr(): string;
+  stop(): Promise<void>;
+}
+
+export function rssOf(pid: number): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return match ? Number(match[1]) * 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+export async function startServerProcess(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'lambda/local/main.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  // Both pipes are drained for the server's whole life: a full pipe would block its writes.
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err = (err + chunk).slice(-4000)));
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  const port = await new Promise<number>((done, fail) => {
+    const timer = setTimeout(() => fail(new Error(`the server did not print its listening line within ${timeoutMs} ms: ${err.trim().slice(-400)}`)), timeoutMs);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      fail(error);
+    });
+    void exited.then(() => {
+      clearTimeout(timer);
+      fail(new Error(`the server exited during start (${child.exitCode ?? child.signalCode}): ${err.trim().slice(-400)}`));
+    });
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      if (out.length < 10_000) out += chunk;
+      const match = /dm-dot listening on http:\/\/[^:]+:(\d+)\//.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        done(Number(match[1]));
+      }
+    });
+  });
+  const pid = child.pid!;
+  return {
+    pid,
+    port,
+    origin: `http://127.0.0.1:${port}`,
+    rssBytes: () => rssOf(pid),
+    stderr: () => err,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
