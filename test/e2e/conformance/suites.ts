@@ -300,3 +300,64 @@ export function assertSuiteOutcome(outcome: SuiteOutcome | undefined, target: st
   assert.deepEqual(judgement.stale, [], `${suite.name}: stale entries in ${expectedFile} (remove them)`);
   assert.ok(judgement.rows.reduce((n, r) => n + r.passed, 0) > 0, 'some checks passed');
 }
+
+/**
+ * A suite whose scenarios no `--suite` selects (the server side has no extensions suite), so each
+ * one is run on its own with `--scenario`: `list --server <listArgs>` names them, `select` keeps
+ * those that apply, and `runArgs` follow `--scenario <name>`.
+ */
+export interface ScenarioSuiteSpec extends SuiteSpec {
+  select: (scenario: string) => boolean;
+}
+
+/**
+ * The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) scenarios of the newer suite,
+ * every `tasks-*` one. Its fixture tools are stood in for by conformance/fixture-proxy.ts.
+ */
+export const TASKS_SUITE: ScenarioSuiteSpec = {
+  name: 'tasks',
+  label: '@modelcontextprotocol/conformance@0.2.0-alpha.12, Tasks extension scenarios',
+  cli: join(TOOLS, 'conformance-next', 'dist', 'index.js'),
+  listArgs: [],
+  // The scenario's own deadline; its polls of tasks/get give up after 10 s each.
+  runArgs: ['--timeout', '45000'],
+  required: ['tasks-lifecycle', 'tasks-capability-negotiation'],
+  expectedFile: join(HERE, 'expected-failures.tasks.txt'),
+  timeoutMs: 60_000,
+  select: (scenario) => scenario.startsWith('tasks-'),
+};
+
+/**
+ * Like runSuite, for a suite run one scenario at a time (one CLI run each, one after the other,
+ * results in `<workDir>/<suite>/results`); the CLI results are merged into one: it timed out when
+ * any run did, and its code is the first that is neither 0 nor 1, else the highest.
+ */
+export async function runEachScenario(
+  suite: ScenarioSuiteSpec,
+  mcpUrl: string,
+  workDir: string,
+  expectedFile: string = suite.expectedFile,
+): Promise<SuiteOutcome> {
+  const started = Date.now();
+  const dir = join(workDir, suite.name);
+  mkdirSync(dir);
+  const expected = parseExpected(readFileSync(expectedFile, 'utf8'), expectedFile);
+  const scenarios = (await listScenarios(suite, dir)).filter(suite.select);
+  const runs: CliResult[] = [];
+  for (const scenario of scenarios) {
+    const run = await runCli(suite.cli, ['server', '--url', mcpUrl, '-o', join(dir, 'results'), '--scenario', scenario, ...suite.runArgs], {
+      cwd: dir,
+      timeoutMs: suite.timeoutMs,
+    });
+    runs.push({ ...run, stdout: `=== ${scenario} ===\n${run.stdout}`, stderr: run.stderr === '' ? '' : `=== ${scenario} ===\n${run.stderr}` });
+  }
+  const odd = runs.find((r) => r.code !== 0 && r.code !== 1);
+  const cli: CliResult = {
+    code: odd ? odd.code : runs.reduce<number>((code, r) => Math.max(code, r.code ?? 0), 0),
+    timedOut: runs.some((r) => r.timedOut),
+    stdout: runs.map((r) => r.stdout).join('\n'),
+    stderr: runs.map((r) => r.stderr).filter(Boolean).join('\n'),
+  };
+  const results = existsSync(join(dir, 'results')) ? readResults(join(dir, 'results')) : new Map<string, Check[]>();
+  return { suite, expectedFile, scenarios, cli, judgement: judge(scenarios, results, expected), ms: Date.now() - started };
+}
