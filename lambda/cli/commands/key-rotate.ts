@@ -112,7 +112,7 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
   } catch (error) {
     throw new OperationError(
       `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${describeAwsError(error)}): its warm environments accept the old key until they are replaced. ` +
-        'Run dm-dot key rotate --aws again, or change the function\'s configuration',
+        `To finish without another new key, change any setting of ${functionName} (for example its description in the Lambda console); running key rotate again would write yet another key`,
       'recycle_failed',
     );
   }
