@@ -3,11 +3,11 @@
  * into `NodejsFunction` bundling options and that the bench and the bundle test turn into esbuild
  * API options, so what is measured and asserted is what the stack deploys, not a look-alike.
  *
- * What each choice buys (README "Performance" has the measured figures):
+ * What each choice buys (docs/performance.md has the measured figures):
  * - Source maps are written next to `index.js` (linked, without sources) but never loaded at run
  *   time: no `NODE_OPTIONS=--enable-source-maps`. With that flag the first request of every cold
  *   start parsed the whole map (the MCP SDK formats an error stack while reading a request body);
- *   stack traces are decoded offline instead (scripts/decode-stack.mjs).
+ *   stack traces are decoded offline instead (test/tools/decode-stack.mjs).
  * - `mainFields: ['module', 'main']`: the AWS SDK's ES builds, which esbuild can tree-shake (its
  *   CommonJS builds cannot be).
  * - The MCP SDK's runtime shim module is aliased to lambda/mcp/sdk-shims.ts, which picks the SDK's

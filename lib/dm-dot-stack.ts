@@ -76,7 +76,7 @@ export class DmDotStack extends Stack {
     this.addOutputs();
   }
 
-  /** README "Deploy to AWS"; `dm-dot <command> --aws --stack NAME` reads them with DescribeStacks. */
+  /** docs/deploying-aws.md; `dm-dot <command> --aws --stack NAME` reads them with DescribeStacks. */
   private addOutputs(): void {
     const { apiKey, pupSigningSecrets } = this.secrets;
     const { queue, deadLetterQueue } = this.delivery;

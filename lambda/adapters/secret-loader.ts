@@ -1,6 +1,6 @@
 /**
  * The one secret loader of the MCP Lambda, configured twice: for the API key (read once per cold
- * start, docs/contract/architecture.md and 2) and for pup's signing secrets (re-read every 2 minutes while warm, so a
+ * start, docs/contract: architecture, http) and for pup's signing secrets (re-read every 2 minutes while warm, so a
  * rotation needs no deploy, docs/contract/pup.md). Both read one Secrets Manager secret by ARN through
  * adapters/secrets-manager.ts and follow the same rules:
  *

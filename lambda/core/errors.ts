@@ -32,7 +32,7 @@ export type Dependency = 'storage' | 'queue';
 
 /**
  * A port failed. The one way the core reports it: every use case throws this, and one function at
- * the edge (core/answers.ts `unavailableAnswer`) turns it into each surface's answer and logs it.
+ * the edge (core/answers.ts `answerUnavailable`) turns it into each surface's answer and logs it.
  * `eventId` is set when an event exists anyway (its record was written, its job could not be
  * queued), so that the answer can name it.
  */

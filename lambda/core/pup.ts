@@ -3,8 +3,8 @@
  * the challenge echo, the member-event envelope, the invocation context pup puts in
  * `params._meta["io.puphq/context"]`, the principal pup callers act as, and the default manifest.
  *
- * pup's exact shapes are not public. Each reading here is the documented one (README, "Using
- * dm-dot from pup") and is deliberately lenient where pup may differ (extra fields are allowed,
+ * pup's exact shapes are not public. Each reading here is the documented one (docs/pup.md, "What
+ * is inferred") and is deliberately lenient where pup may differ (extra fields are allowed,
  * ids may be strings or numbers), strict only where the contract is explicit (the envelope's fields, `id`
  * equal to `webhook-id`).
  *

@@ -15,7 +15,7 @@ export interface ClientOptions {
   /**
    * The environment only: Lambda puts the execution role's credentials there
    * (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime),
-   * and the bundles carry no other provider (handlers/env-credentials.ts, README "Performance").
+   * and the bundles carry no other provider (handlers/env-credentials.ts, docs/performance.md).
    */
   credentials: ReturnType<typeof fromEnv>;
 }

@@ -22,8 +22,8 @@
  * slower to import).
  *
  * No `NODE_OPTIONS=--enable-source-maps`: with it, the first request of every cold start parsed
- * the whole source map (about 40% of the cold start, README "Performance"). The map stays in the
- * asset for decoding stack traces offline (scripts/decode-stack.mjs).
+ * the whole source map (about 40% of the cold start, docs/performance.md). The map stays in the
+ * asset for decoding stack traces offline (test/tools/decode-stack.mjs).
  *
  * Deliberately not here: VPC attachment (the MCP function calls dot callbacks on the internet),
  * X-Ray tracing, reserved concurrency (new accounts often have a concurrency quota of 10, and

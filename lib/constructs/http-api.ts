@@ -30,7 +30,7 @@
  * the URL every connected dot was given.
  *
  * Deliberately not here: custom domains and AWS WAF. WAF cannot be attached to an HTTP API (it
- * protects REST APIs, CloudFront, ALB and others; the README's "Public exposure" says how to put one
+ * protects REST APIs, CloudFront, ALB and others; docs/deploying-aws.md ("Public exposure") says how to put one
  * in front).
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';

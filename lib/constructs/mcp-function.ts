@@ -1,5 +1,5 @@
 /**
- * The MCP function (docs/contract/http.md, 3, 4, 8): every HTTP route of the API reaches it. It authenticates,
+ * The MCP function (docs/contract: http, mcp, events, pup): every HTTP route of the API reaches it. It authenticates,
  * speaks MCP, manages the subscription, builds and records each event, enqueues it and makes the
  * first attempt inline; it serves pup's routes and the manifest.
  *

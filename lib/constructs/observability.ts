@@ -1,5 +1,5 @@
 /**
- * What tells the operator that something is wrong, and where to look (README "Operating dm-dot"):
+ * What tells the operator that something is wrong, and where to look (docs/deploying-aws.md, "Alarms" and "Dashboard and metrics"):
  *
  * - three alarms, each firing on one breaching period, no data not being a breach: an event waits in
  *   the dead-letter queue; the delivery function failed (a crash or a timeout, not a refused

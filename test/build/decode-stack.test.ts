@@ -1,5 +1,5 @@
 /**
- * scripts/decode-stack.mjs, as the README tells operators to use it: a small entry that throws is
+ * test/tools/decode-stack.mjs, as docs/performance.md tells operators to use it: a small entry that throws is
  * bundled with the stack's options (lib/bundling.ts: minified, linked map without sources), run
  * without --enable-source-maps as on Lambda, and its stack trace, which points into the minified
  * index.js, is decoded back to the TypeScript file, line and column. Bad input gets a clear error.
@@ -12,7 +12,7 @@ import { lambdaBundle } from '../../lib/bundling';
 import { buildLambdaBundle, type BuiltBundle } from '../bench/lambda-bundles';
 
 const ROOT = resolve(__dirname, '../..');
-const SCRIPT = join(ROOT, 'scripts/decode-stack.mjs');
+const SCRIPT = join(ROOT, 'test/tools/decode-stack.mjs');
 
 // The error is made on line 4: the line the decoded trace must name.
 const THROWER = [

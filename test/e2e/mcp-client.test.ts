@@ -54,7 +54,7 @@ for (const mode of ['modern', 'legacy'] as const) {
         mode === 'modern'
           ? (await rpc(server, 'server/discover')).body.result
           : await legacyInitialize(server);
-      // The 2026-07-28 era also advertises the MCP Tasks extension (README, MCP Tasks); legacy cannot offer it.
+      // The 2026-07-28 era also advertises the MCP Tasks extension (docs/http-and-errors.md, MCP Tasks); legacy cannot offer it.
       const extensions = mode === 'modern' ? { 'io.modelcontextprotocol/events': {}, 'io.modelcontextprotocol/tasks': {} } : { 'io.modelcontextprotocol/events': {} };
       assert.deepEqual(wire.capabilities, { tools: { listChanged: false }, events: {}, extensions });
       assert.equal(wire.serverInfo?.name ?? wire._meta['io.modelcontextprotocol/serverInfo'].name, 'dm-dot');

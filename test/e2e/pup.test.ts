@@ -1,5 +1,5 @@
 /**
- * The pup door on `npm start` (docs/contract/pup.md, 9): the settings PUP_SIGNING_SECRETS, PUP_ROTATED_AT and
+ * The pup door on `npm start` (docs/contract: pup, local-runtime): the settings PUP_SIGNING_SECRETS, PUP_ROTATED_AT and
  * PUP_MANIFEST_FILE (a bad one stops the server with exit code 2 and a sentence naming it), and
  * signed requests over real HTTP: the raw bytes reach the verifier unchanged through node:http.
  * Requests are signed here with node:crypto, independently of the production code.

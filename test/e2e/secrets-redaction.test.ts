@@ -1,5 +1,5 @@
 /**
- * Secrets never reach a log line (docs/contract/http.md, 4.2, 9): every stdout and stderr byte of a full
+ * Secrets never reach a log line (docs/contract: http, events, local-runtime): every stdout and stderr byte of a full
  * end-to-end run of the child-process runtime is captured (start, subscribe, refresh with a
  * rotated secret, deliveries that succeed, retry after 503 and fail with 410, wrong keys,
  * invalid secrets, a failed challenge, unsubscribe, stop) and searched for the API key, every

@@ -23,7 +23,7 @@
  * - no event is delivered twice after deduplication by webhook-id, and every `delivered` record
  *   was answered 2xx by the dot.
  *
- * The count is a setting: DMDOT_AWS_FAULT_SENDS (default 200 for CI; the README's figures are
+ * The count is a setting: DMDOT_AWS_FAULT_SENDS (default 200 for CI; docs/reliability.md's figures are
  * from a run with 1,000), DMDOT_AWS_FAULT_SEED (default 9). The figures are printed as one JSON line.
  */
 import http from 'node:http';

@@ -5,7 +5,7 @@
  * reached through a tiny local API Gateway (payload 2.0 events); the Delivery Lambda through a
  * tiny local SQS event source (receive, invoke, delete what succeeded).
  *
- * Each test pins one rule of docs/contract/http.md or 6.2. No timing assertions: waits are bounded polls.
+ * Each test pins one rule of docs/contract: http, delivery. No timing assertions: waits are bounded polls.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -244,7 +244,7 @@ describe('MCP Lambda: authentication (docs/contract/http.md)', () => {
   });
 });
 
-describe('subscribe, send, deliver (docs/contract/events.md, 6.2)', () => {
+describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
   let secret: string;
   let gateway: ReturnType<typeof mcpGateway>;
   let delivery: ReturnType<typeof deliveryLambda>;

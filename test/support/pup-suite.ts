@@ -5,7 +5,7 @@
  * (test/integration/pup-lambda.test.ts).
  *
  * Every request is signed here with node:crypto, independently of the production code (which
- * signs and verifies through `standardwebhooks`). Timestamps follow the target's clock, which the
+ * verifies with its own streaming node:crypto verifier, itself tested against `standardwebhooks`). Timestamps follow the target's clock, which the
  * rotation tests move in-process.
  */
 import { createHmac, randomBytes } from 'node:crypto';

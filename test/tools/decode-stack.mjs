@@ -6,7 +6,7 @@
  * `--enable-source-maps` (README "Performance": loading the map cost about 40% of a cold start),
  * so their traces point into the minified bundle.
  *
- *   node scripts/decode-stack.mjs <index.js.map> [more.js.map ...] [file with the stack trace]   (stdin without it)
+ *   node test/tools/decode-stack.mjs <index.js.map> [more.js.map ...] [file with the stack trace]   (stdin without it)
  *
  * The maps are the deployed asset's: `cdk.out/asset.<hash>/index.js.map` from the synth that
  * deployed it, or from the function's code package (`aws lambda get-function --query
@@ -22,7 +22,7 @@ import { SourceMap } from 'node:module';
 import { basename } from 'node:path';
 
 function usage(message) {
-  process.stderr.write(`${message}\nusage: node scripts/decode-stack.mjs <index.js.map> [more.js.map ...] [stack.txt]\n`);
+  process.stderr.write(`${message}\nusage: node test/tools/decode-stack.mjs <index.js.map> [more.js.map ...] [stack.txt]\n`);
   process.exit(2);
 }
 

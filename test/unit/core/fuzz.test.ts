@@ -1,6 +1,6 @@
 /**
  * Property tests of the pure rules behind the wire: subscription ids and canonical JSON
- * (docs/contract/events.md Identity), TTL grants (docs/contract/events.md, 10) and the message byte limit (docs/contract/mcp.md), each
+ * (docs/contract/events.md Identity), TTL grants (docs/contract: events, limits) and the message byte limit (docs/contract/mcp.md), each
  * checked against an independent oracle. Fixed seed by default; FC_SEED=<n> overrides it.
  */
 import fc from 'fast-check';

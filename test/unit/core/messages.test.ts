@@ -1,5 +1,5 @@
 /**
- * The send use case (docs/contract/delivery.md, 6.2 steps 1-3) against in-memory fakes: the event is recorded
+ * The send use case (docs/contract/delivery.md) against in-memory fakes: the event is recorded
  * under a lease, its job enqueued delayed as a safety net, and the first attempt made inline
  * through the scripted webhook client. The fake clock never moves unless a test moves it.
  */

@@ -1,5 +1,5 @@
 /**
- * The wire constants (docs/contract/mcp.md, 4, 10) and the error types of the core.
+ * The wire constants (docs/contract: mcp, events, limits) and the error types of the core.
  */
 import { callbackEndpointError, DependencyUnavailable, guardDependency, invalidParams, ProtocolFault } from '../../../lambda/core/errors';
 import {

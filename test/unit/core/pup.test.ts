@@ -1,7 +1,7 @@
 /**
  * What pup's requests mean once verified (lambda/core/pup.ts): both readings of the challenge,
  * the member-event envelope and the forms of `event`, the invocation context, the principal and
- * the default manifest. Each test pins one reading documented in the README ("What is inferred").
+ * the default manifest. Each test pins one reading documented in docs/pup.md ("What is inferred").
  */
 import { principalOf } from '../../../lambda/core/identity';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../../../lambda/core/pup';

@@ -1,5 +1,5 @@
 /**
- * Standard Webhooks signing (docs/contract/events.md, 6.2). Production signs through the `standardwebhooks`
+ * Standard Webhooks signing (docs/contract: events, delivery). Production signs through the `standardwebhooks`
  * library; these tests check it against an HMAC computed here with node:crypto, independently,
  * and against the library's own verifier. Inbound verification: core-inbound.test.ts.
  */

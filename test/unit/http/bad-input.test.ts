@@ -1,7 +1,7 @@
 /**
- * One row per malformed-request class of docs/contract/http.md, 3, 3.1, 4.2, 6.4 and 8 (the pup door), each answered with its own
+ * One row per malformed-request class of docs/contract: http, mcp, events, delivery, pup (the pup door), each answered with its own
  * status and error code, always as JSON and never with a stack trace. The rows are exported and,
- * with DMDOT_PRINT_TABLE=1, printed as a markdown table for the README.
+ * with DMDOT_PRINT_TABLE=1, printed as a markdown table for docs/http-and-errors.md.
  *
  * Pinned behaviour of the SDK where the contract is silent: on the legacy era, malformed JSON is also
  * HTTP 400 -32700 (plain JSON), and an unknown method is HTTP 200 with -32601 in an SSE event.
@@ -39,7 +39,7 @@ const b64 = (bytes: number) => Buffer.alloc(bytes, 0x5a).toString('base64');
 type Expected = { rpc: number } | { rest: string } | { toolError: true };
 
 export interface BadInputRow {
-  /** The malformed-request class, as the README names it. */
+  /** The malformed-request class, as docs/http-and-errors.md names it. */
   klass: string;
   /** What is sent, in a few words (markdown). */
   sent: string;
@@ -186,7 +186,7 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     error: { rest: 'payload_too_large' },
     call: (app) => send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: streamOf(MiB + 1) }),
   },
-  // --- JSON-RPC and MCP envelope (docs/contract/http.md, 3).
+  // --- JSON-RPC and MCP envelope (docs/contract: http, mcp).
   {
     klass: 'Malformed JSON (2026-07-28)',
     sent: '`{"jsonrpc":"2.0",` with the modern headers',
@@ -568,7 +568,7 @@ function errorLabel(error: Expected): string {
   return 'tool result `isError: true`';
 }
 
-/** The rows as a markdown table (what the README shows). */
+/** The rows as a markdown table (what docs/http-and-errors.md shows). */
 export function badInputMarkdown(rows: readonly BadInputRow[] = BAD_INPUT_ROWS): string {
   const cell = (s: string) => s.replace(/\|/g, '\\|');
   const lines = ['| Malformed request | Example | HTTP | Error |', '|---|---|---|---|'];
