@@ -54,3 +54,8 @@ test('node test/tools/cdk.mjs synth --quiet exits 0 with no credentials and no n
   expect(result.stdout.trim()).toBe('');
   expect(result.stderr).not.toMatch(/warning|error|notice/i);
 }, 180_000);
+
+test('npm run synth is that same quiet synth: the template goes to cdk.out, not the terminal', () => {
+  const scripts = (JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  expect(scripts.synth).toBe('node test/tools/cdk.mjs synth --quiet');
+});
