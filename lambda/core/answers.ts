@@ -100,6 +100,9 @@ export type Surface = 'tool' | 'rest' | 'rpc';
 type AnswerOn<S extends Surface> = S extends 'tool' ? ToolResult : S extends 'rest' ? RestAnswer : RpcError;
 
 function unavailableText(error: DependencyUnavailable): string {
+  if (error.eventId && error.undecided) {
+    return `The delivery queue did not confirm event ${error.eventId}, and its record could not be marked failed: it may still be delivered. Check with npx dm-dot events show ${error.eventId} before sending it again.`;
+  }
   if (error.eventId) return `The delivery queue is unavailable, so event ${error.eventId} was not sent; try again shortly.`;
   return `The ${error.dependency === 'queue' ? 'delivery queue' : 'storage'} is unavailable; nothing was sent. Try again shortly.`;
 }
@@ -116,10 +119,17 @@ export function answerUnavailable<S extends Surface>(
   error: DependencyUnavailable,
   context: { requestId: string; where: string },
 ): AnswerOn<S> {
-  log.error('dependency_unavailable', { requestId: context.requestId, where: context.where, dependency: error.dependency, ...(error.eventId ? { eventId: error.eventId } : {}), cause: describeCause(error.cause) });
+  log.error('dependency_unavailable', {
+    requestId: context.requestId,
+    where: context.where,
+    dependency: error.dependency,
+    ...(error.eventId ? { eventId: error.eventId } : {}),
+    ...(error.undecided ? { undecided: true } : {}),
+    cause: describeCause(error.cause),
+  });
   const sentence = unavailableText(error);
   if (surface === 'tool') {
-    return (error.eventId ? text(sentence, true, { eventId: error.eventId, status: 'failed' }) : text(sentence, true)) as AnswerOn<S>;
+    return (error.eventId ? text(sentence, true, { eventId: error.eventId, status: error.undecided ? 'queued' : 'failed' }) : text(sentence, true)) as AnswerOn<S>;
   }
   if (surface === 'rest') return restError(503, `${error.dependency}_unavailable`, sentence, error.eventId ? { eventId: error.eventId } : {}) as AnswerOn<S>;
   return { code: ErrorCodes.internalError, message: `The ${error.dependency} is unavailable; try again shortly.` } as AnswerOn<S>;

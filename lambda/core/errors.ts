@@ -38,13 +38,19 @@ export type Dependency = 'storage' | 'queue';
  */
 export class DependencyUnavailable extends Error {
   readonly eventId: string | undefined;
+  /**
+   * The event's fate is not known: the queue failed to confirm its job (which it may have taken
+   * all the same) and the record could not be marked failed, so it may still be delivered.
+   */
+  readonly undecided: boolean;
   constructor(
     readonly dependency: Dependency,
-    options?: { cause?: unknown; eventId?: string },
+    options?: { cause?: unknown; eventId?: string; undecided?: boolean },
   ) {
     super(`${dependency} unavailable`, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'DependencyUnavailable';
     this.eventId = options?.eventId;
+    this.undecided = options?.undecided ?? false;
   }
 }
 

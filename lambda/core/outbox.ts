@@ -36,9 +36,11 @@ export function sequentialOutbox(store: Store, queue: Queue): Outbox {
       try {
         await queue.enqueue(job, options);
       } catch (cause) {
-        // The record must not claim a delivery that can never happen.
-        await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued }).catch(() => undefined);
-        throw new DependencyUnavailable('queue', { cause, eventId: record.eventId });
+        // The record must not claim a delivery that can never happen. A send that timed out may
+        // have been applied all the same; only a record marked failed makes "not sent" true (the
+        // worker never sends a failed event that did not come through the dead-letter queue).
+        const marked = await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued }).catch(() => false);
+        throw new DependencyUnavailable('queue', { cause, eventId: record.eventId, ...(marked ? {} : { undecided: true }) });
       }
     },
 

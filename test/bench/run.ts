@@ -11,7 +11,7 @@
  * asserted against a number: absolute figures differ from one machine to the next, ratios much less. Each section's
  * module header says what it measures and what it deliberately does not.
  *
- * results.json holds the figures the README quotes (bundle bytes, cold starts and their baseline,
+ * results.json holds the figures docs/performance.md quotes (bundle bytes, cold starts and their baseline,
  * the "delivered" answer and arrival medians on both paths, the per-change cold start variants,
  * AWS calls per delivered send, the local runtime at 200,000 records, CLI start-up, the slow-body
  * attack) and the machine they were measured on.
@@ -36,7 +36,7 @@ import { localScaleSection } from './sections/local-scale';
 import { slowBodySection } from './sections/slow-body';
 import { Bench, errorText, progress, ROOT, withTimeout, type Row, type Section } from './support';
 
-/** Where the figures go for tools and the README (ignored by git). */
+/** Where the figures go for tools and docs/performance.md (ignored by git). */
 const RESULTS_FILE = join(ROOT, 'bench', 'results.json');
 /** Added to the selected sections' budgets: the whole run is cut short (partial table, exit 1) past their sum. */
 const WATCHDOG_MARGIN_MS = 30_000;

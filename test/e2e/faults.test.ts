@@ -9,7 +9,7 @@
  * keeps every non-404 event inside the 6-attempt schedule. "0 lost" then means: every accepted
  * non-404 event was answered 2xx exactly once (dedup on webhook-id) and its record ends
  * `delivered`; every 404 event had exactly one attempt, its record ends `failed` and it sits in
- * `<state dir>/dead-letter/`. Every signature of every attempt is checked with the
+ * the dead letters of the embedded database. Every signature of every attempt is checked with the
  * standardwebhooks library over the raw bytes.
  *
  * Bounded: 1,000 sends, the receiver's own cap of 4 failures per event, a hang rate of a few % of
@@ -232,7 +232,7 @@ it(`${EVENTS} events with ~30% transient faults and ~5% 404: none lost, none dou
       if (record?.status !== 'delivered' || record.attempts !== tries.length) {
         problems.push(`${id}: record ${JSON.stringify(record)} after ${tries.length} attempts`);
       }
-      if (deadLetterReasons.has(id)) problems.push(`${id}: delivered event is in the dead-letter directory`);
+      if (deadLetterReasons.has(id)) problems.push(`${id}: delivered event is among the dead letters`);
       if (record?.status === 'delivered') delivered++;
     }
     // After a hang the next attempt cannot start before the 5 s deadline has passed.
@@ -250,7 +250,7 @@ it(`${EVENTS} events with ~30% transient faults and ~5% 404: none lost, none dou
   console.log(
     `faults summary: seed=${SEED} events=${EVENTS} accepted=${sent.size} (${[...statuses].map(([s, c]) => `${s}:${c}`).join(',')}) ` +
       `attempts=${receiver.attempts.length} transient=${transient} (503=${byKind.http_503} 500=${byKind.http_500} reset=${byKind.reset} hang=${byKind.hang}) ` +
-      `gone410=${receiver.gone.size} delivered=${delivered} failed=${failed} deadLetters=${deadLetters.length} ` +
+      `gone404=${receiver.gone.size} delivered=${delivered} failed=${failed} deadLetters=${deadLetters.length} ` +
       `duplicates=${receiver.attempts.filter((a) => a.verdict === 'duplicate').length} badSignatures=${badSignatures} workerErrors=${workerErrors} ` +
       `lost=${EVENTS - delivered - failed} sendMs=${sendMs} durationMs=${durationMs}`,
   );

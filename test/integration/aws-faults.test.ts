@@ -20,6 +20,8 @@
  * - every Delivery invocation answers before its Lambda timeout;
  * - every accepted event (the caller got an event id with delivered/queued/failed) ends
  *   `delivered` or `failed` with a copy in the dead-letter queue: none lost, none left queued;
+ * - what each caller was told holds: a "delivered" answer ends delivered, a "failed" one never
+ *   reaches the dot;
  * - no event is delivered twice after deduplication by webhook-id, and every `delivered` record
  *   was answered 2xx by the dot.
  *
@@ -406,6 +408,13 @@ test(
       expect([eventId, status]).toEqual([eventId, expect.stringMatching(/^(delivered|failed)$/)]);
       if (status === EventStatus.failed) expect([eventId, deadLetters.has(eventId)]).toEqual([eventId, true]);
       if (status === EventStatus.delivered) expect([eventId, okPosts.has(eventId)]).toEqual([eventId, true]);
+    }
+    // What each caller was told holds: "delivered" ended delivered, and "failed" (rejected, or
+    // not sent) never reached the dot. An answer the outbox could not decide says "queued".
+    for (const r of accepted) {
+      const end = finals.get(r.eventId!);
+      if (r.outcome === 'delivered') expect([r.eventId, r.outcome, end]).toEqual([r.eventId, r.outcome, EventStatus.delivered]);
+      if (r.outcome === 'failed') expect([r.eventId, r.outcome, okPosts.has(r.eventId!)]).toEqual([r.eventId, r.outcome, false]);
     }
     // None delivered twice after deduplication by webhook-id: one event per id, one body per id.
     for (const [webhookId, posts] of okPosts) {

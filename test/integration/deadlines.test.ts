@@ -1,6 +1,6 @@
 /**
  * Every AWS call on a request path has a deadline. Both Lambdas run in-process,
- * wired from their environment with dm-dot's own SDK client options (handlers/aws.ts), against
+ * wired from their environment with dm-dot's own SDK client options (handlers/aws-clients.ts), against
  * DynamoDB Local, fauxqs and the fake Secrets Manager, each behind a fault proxy
  * (test/support/aws-fault-proxy.ts) whose `stall` accepts the connection and never answers: the
  * behaviour that, with `requestTimeout` alone, held a Lambda until its own timeout (the SDK's

@@ -3,7 +3,7 @@
  * Decodes a stack trace of a dm-dot Lambda offline: every `index.js:LINE:COLUMN` in the text
  * (as CloudWatch Logs shows it) becomes the original `source:LINE:COLUMN` from the bundle's
  * source map, with the original name when the map has one. The functions run without
- * `--enable-source-maps` (README "Performance": loading the map cost about 40% of a cold start),
+ * `--enable-source-maps` (docs/performance.md: loading the map cost about 40% of a cold start),
  * so their traces point into the minified bundle.
  *
  *   node test/tools/decode-stack.mjs <index.js.map> [more.js.map ...] [file with the stack trace]   (stdin without it)

@@ -42,7 +42,7 @@ export const localE2eSection: Section = {
     };
     await measureSends(bench, 'local', call, receiver);
     bench.note(
-      'e2e: the first attempt is made inline (SPEC 6.2 step 3): the "delivered" answer comes when the receiver answers; the "event at receiver" row shows the pipeline itself.',
+      'e2e: the first attempt is made inline (DEL-PIPE-5): the "delivered" answer comes when the receiver answers; the "event at receiver" row shows the pipeline itself.',
     );
   },
 };

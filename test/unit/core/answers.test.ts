@@ -174,6 +174,21 @@ describe('answerUnavailable', () => {
     });
   });
 
+  it('TOOL-8: a queue that did not confirm, and a record that could not be marked: "may still be delivered", never "not sent"', () => {
+    const { log } = recordingLog();
+    const error = new DependencyUnavailable('queue', { cause: new Error(CAUSE_TEXT), eventId: EVENT_ID, undecided: true });
+    const result = answerUnavailable(log, 'tool', error, context);
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toStrictEqual({ eventId: EVENT_ID, status: 'queued' });
+    expect(result.content[0]!.text).toBe(
+      `The delivery queue did not confirm event ${EVENT_ID}, and its record could not be marked failed: it may still be delivered. Check with npx dm-dot events show ${EVENT_ID} before sending it again.`,
+    );
+    expect(result.content[0]!.text).not.toContain('was not sent');
+    const rest = answerUnavailable(log, 'rest', error, context);
+    expect(rest.status).toBe(503);
+    expect(JSON.stringify(rest.body)).toContain('may still be delivered');
+  });
+
   it('queue unavailable without an event: the delivery queue, nothing was sent', () => {
     const { log } = recordingLog();
     const result = answerUnavailable(log, 'tool', new DependencyUnavailable('queue'), context);

@@ -98,6 +98,7 @@ describe('add', () => {
     expect(error.eventId).toBe(EVENT_ID);
     expect((error.cause as Error).message).toBe('fake queue: unavailable');
     expect(store.events.get(EVENT_ID)?.status).toBe('failed');
+    expect(error.undecided).toBe(false);
     // The compensation is conditional: it only ever moves a record that still says queued.
     expect(store.callsOf('updateEvent').map((call) => call.args)).toStrictEqual([[EVENT_ID, { status: 'failed' }, { status: 'queued' }]]);
   });
@@ -108,15 +109,19 @@ describe('add', () => {
     store.before.updateEvent = () => {
       store.events.get(EVENT_ID)!.status = EventStatus.delivered;
     };
-    await unavailable(sequentialOutbox(store, queue).add(record(), job()));
+    const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
     expect(store.events.get(EVENT_ID)?.status).toBe('delivered');
+    // The job did go out (a send whose answer was lost): the caller must not be told "not sent".
+    expect(error.undecided).toBe(true);
   });
 
   it('a compensation that fails as well still reports the queue, not the storage', async () => {
     queue.fail = true;
     store.failing.add('updateEvent');
     const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
-    expect(error).toMatchObject({ dependency: 'queue', eventId: EVENT_ID });
+    expect(error).toMatchObject({ dependency: 'queue', eventId: EVENT_ID, undecided: true });
+    // Still queued: if the queue took the job after all, it is delivered; nobody may say otherwise.
+    expect(store.events.get(EVENT_ID)?.status).toBe('queued');
   });
 
   it('a DependencyUnavailable from the store itself passes through as it is', async () => {

@@ -1,7 +1,7 @@
 /**
  * Fuzzing of the MCP Lambda: over 3,000 generated payload 2.0 events sent straight into
  * `createMcpLambda` (over the in-memory fakes and a fake key loader), the way API Gateway invokes
- * it. fuzz-http.test.ts fuzzes the app behind it with web Requests; this file adds what only the
+ * it. test/unit/http/fuzz.test.ts fuzzes the app behind it with web Requests; this file adds what only the
  * Lambda sees: the event itself. Header names in any case (and the same name twice in different
  * cases), no `headers` object at all, `cookies` arrays, `rawQueryString` with repeated, empty or
  * bare `key`, `isBase64Encoded` bodies that are not base64, base64 bodies over 1 MiB, odd methods,
@@ -18,7 +18,7 @@
  * - differential: for any web Request, the Lambda behind the local API Gateway and the local app
  *   answer the same (status, headers but `x-request-id` and hop-by-hop ones, JSON body).
  *
- * The JSON-RPC generators here are this file's own: fuzz-http.test.ts keeps its arbitraries inside
+ * The JSON-RPC generators here are this file's own: test/unit/http/fuzz.test.ts keeps its arbitraries inside
  * the test file, which cannot be imported without running its tests.
  *
  * Fixed seed by default; FC_SEED=<n> overrides it; FUZZ_STATS=1 prints the outcomes.

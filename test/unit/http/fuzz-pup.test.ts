@@ -12,7 +12,7 @@
  *   nothing in the store;
  * - `/pup/events` answers a repeated id with the very bytes it gave first.
  *
- * Fixed seed by default; FC_SEED=<n> overrides it (see app-support.ts `fuzzParams`).
+ * Fixed seed by default; FC_SEED=<n> overrides it (see test/support/app.ts `fuzzParams`).
  */
 import fc from 'fast-check';
 import { buildApp, fuzzParams, hasStackTrace, readAnswer } from '../../support/app';
