@@ -21,6 +21,7 @@ import { resolve } from 'node:path';
 import { webhookWithinDeadline } from '../adapters/deadline';
 import { openEmbeddedDatabase, type EmbeddedDatabase } from '../adapters/embedded';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
+import { loadOrCreateApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import type { LocalSettings } from '../config/settings';
 import { Budgets } from '../core/budgets';
 import { decisionLogFields } from '../core/delivery';
@@ -28,10 +29,10 @@ import { describeCause } from '../core/answers';
 import { createApp, type App } from '../http/app';
 import { createLogger } from '../log';
 import { systemClock, type Clock, type Logger, type WebhookClient } from '../ports';
+import { switchesOf } from '../operator/views';
 import { version } from '../version';
 import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
 import { startLocalServer, type LocalServer } from './http-server';
-import { loadOrCreateApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import { startDeliveryWorker, type DeliveryWorker } from './worker';
 
 export interface LocalRuntime {
@@ -221,14 +222,7 @@ function describeSwitches(settings: LocalSettings, url: string, key: { file?: st
     server: { url, pid: process.pid, version },
     stateDir: resolve(settings.stateDir),
     apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
-    switches: {
-      loopbackCallbacks: settings.allowLoopbackCallbacks,
-      pup: settings.pupSecrets.secrets.length > 0 ? { secrets: settings.pupSecrets.secrets.length } : false,
-      allowedOrigins: settings.allowedOrigins,
-      allowedHosts: settings.allowedHosts,
-      retryDelaysS: settings.retryDelaysS,
-      deliveryWaitMs: settings.deliveryWaitMs,
-    },
+    switches: switchesOf(settings),
   };
 }
 

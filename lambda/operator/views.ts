@@ -92,3 +92,34 @@ export const EVENT_STATUSES: readonly EventStatus[] = Object.values(EventStatus)
 export function isEventStatus(value: string): value is EventStatus {
   return (EVENT_STATUSES as readonly string[]).includes(value);
 }
+
+/** The switches in force, as the admin status route and `dm-dot status` show them (never a secret). */
+export interface Switches {
+  loopbackCallbacks: boolean;
+  pup: { secrets: number } | false;
+  allowedOrigins: string[];
+  allowedHosts: string[];
+  retryDelaysS: number[];
+  deliveryWaitMs: number;
+}
+
+/** What `switchesOf` reads of the local settings (config/settings' LocalSettings has this shape). */
+export interface SwitchSettings {
+  allowLoopbackCallbacks: boolean;
+  pupSecrets: { secrets: readonly unknown[] };
+  allowedOrigins: string[];
+  allowedHosts: string[];
+  retryDelaysS: number[];
+  deliveryWaitMs: number;
+}
+
+export function switchesOf(settings: SwitchSettings): Switches {
+  return {
+    loopbackCallbacks: settings.allowLoopbackCallbacks,
+    pup: settings.pupSecrets.secrets.length > 0 ? { secrets: settings.pupSecrets.secrets.length } : false,
+    allowedOrigins: settings.allowedOrigins,
+    allowedHosts: settings.allowedHosts,
+    retryDelaysS: settings.retryDelaysS,
+    deliveryWaitMs: settings.deliveryWaitMs,
+  };
+}

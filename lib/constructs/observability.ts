@@ -19,26 +19,17 @@
  * carry alarm names and metric values only), and any other kind of notification.
  */
 import { Duration, Fn, Stack } from 'aws-cdk-lib';
-import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
-import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
-import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { DmDotDashboard } from './dashboard';
+import { DmDotDashboard, type DmDotDashboardProps } from './dashboard';
 import { keepLogicalId } from './logical-ids';
 
-export interface ObservabilityProps {
-  readonly mcp: IFunction;
-  readonly delivery: IFunction;
-  readonly api: HttpApi;
-  readonly queue: sqs.IQueue;
-  readonly deadLetterQueue: sqs.IQueue;
-  readonly table: dynamodb.ITable;
+/** What is watched: the same resources the dashboard shows, plus where alarms go. */
+export interface ObservabilityProps extends DmDotDashboardProps {
   /** Mailed on every alarm; no topic without it. */
   readonly alarmEmail?: string;
 }

@@ -12,7 +12,7 @@ import { describeAwsError, withAws } from '../aws/session';
 import { defineCommand } from '../command';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
-import { keySourceOf, switchesOf, withLocalOperator, type KeySource, type LocalStatus } from '../local/operator';
+import { statusWithoutServer, withLocalOperator, type KeySource, type LocalStatus } from '../local/operator';
 import { reachable } from '../local/server';
 import { configuredBase, readKeyFile } from '../local/target';
 
@@ -87,19 +87,7 @@ function print(ctx: Context, doc: ConnectDoc, notes: string[]): void {
 async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
   const settings = ctx.settings.local();
   const status: LocalStatus = await withLocalOperator(ctx, (op) => op.status(), {
-    whenNothing: async (stateDir) => {
-      const { API_KEY_FILE } = await import('../../adapters/state-files');
-      return {
-        server: { running: false },
-        stateDir,
-        readFrom: 'nothing',
-        apiKey: keySourceOf(settings, `${stateDir}/${API_KEY_FILE}`),
-        switches: switchesOf(settings),
-        subscription: null,
-        events: null,
-        jobs: null,
-      };
-    },
+    whenNothing: (stateDir) => statusWithoutServer(settings, stateDir),
   });
   const mcpUrl = `${status.server.running ? displayBase(status.server.url) : configuredBase(settings)}/mcp`;
   let key: string | undefined;

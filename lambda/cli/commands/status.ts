@@ -14,7 +14,7 @@ import { storeOf } from '../aws/operator';
 import { defineCommand } from '../command';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
-import { keySourceOf, switchesOf, withLocalOperator, type LocalStatus } from '../local/operator';
+import { statusWithoutServer, withLocalOperator, type LocalStatus } from '../local/operator';
 import { fields, relative, shortTime } from '../output';
 import { subscriptionView, type SubscriptionView } from '../../operator/views';
 import { SUBSCRIPTION_JSON } from './subscription-show';
@@ -39,27 +39,12 @@ export const command = defineCommand({
   async run(ctx, { values }) {
     if (wantsAws(values)) return withAws(ctx, values, (session) => awsStatus(ctx, session));
     const status = await withLocalOperator(ctx, (op) => ctx.progress(`reading the status from ${op.where}`, op.status()), {
-      whenNothing: async (stateDir) => nothingYet(ctx, stateDir),
+      whenNothing: (stateDir) => statusWithoutServer(ctx.settings.local(), stateDir),
     });
     ctx.result({ mode: 'local', ...status }, () => describeLocal(status));
     return 0;
   },
 });
-
-async function nothingYet(ctx: Context, stateDir: string): Promise<LocalStatus> {
-  const settings = ctx.settings.local();
-  const { API_KEY_FILE } = await import('../../adapters/state-files');
-  return {
-    server: { running: false },
-    stateDir,
-    readFrom: 'nothing',
-    apiKey: keySourceOf(settings, `${stateDir}/${API_KEY_FILE}`),
-    switches: switchesOf(settings),
-    subscription: null,
-    events: null,
-    jobs: null,
-  };
-}
 
 function describeSubscriptionLine(s: SubscriptionView | null): string {
   if (!s) return 'none (no dot is subscribed)';

@@ -15,21 +15,11 @@ import { join } from 'node:path';
 import type { LocalSettings } from '../../config/settings';
 import { AdminRoutes, type EventStatus } from '../../core/protocol';
 import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription, type ResendResult } from '../../operator/actions';
-import type { EventDetail, EventView, SubscriptionView } from '../../operator/views';
+import { switchesOf, type EventDetail, type EventView, type SubscriptionView, type Switches } from '../../operator/views';
 import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
 import type { Operator } from '../operator';
 import { AdminClient, findServer, type RunningServer } from './server';
-
-/** The switches in force, as the admin status route and `dm-dot status` show them (never a secret). */
-export interface Switches {
-  loopbackCallbacks: boolean;
-  pup: { secrets: number } | false;
-  allowedOrigins: string[];
-  allowedHosts: string[];
-  retryDelaysS: number[];
-  deliveryWaitMs: number;
-}
 
 export type KeySource = { from: 'file'; file: string } | { from: 'MCP_API_KEY' } | { from: 'none'; file: string };
 
@@ -55,14 +45,18 @@ export interface LocalOperator extends Operator {
   rotateKey(): Promise<{ keyFile: string }>;
 }
 
-export function switchesOf(settings: LocalSettings): Switches {
+/** What `status` and `connect` report when there is neither a server nor a database yet. */
+export async function statusWithoutServer(settings: LocalSettings, stateDir: string): Promise<LocalStatus> {
+  const { API_KEY_FILE } = await import('../../adapters/state-files');
   return {
-    loopbackCallbacks: settings.allowLoopbackCallbacks,
-    pup: settings.pupSecrets.secrets.length > 0 ? { secrets: settings.pupSecrets.secrets.length } : false,
-    allowedOrigins: settings.allowedOrigins,
-    allowedHosts: settings.allowedHosts,
-    retryDelaysS: settings.retryDelaysS,
-    deliveryWaitMs: settings.deliveryWaitMs,
+    server: { running: false },
+    stateDir,
+    readFrom: 'nothing',
+    apiKey: keySourceOf(settings, join(stateDir, API_KEY_FILE)),
+    switches: switchesOf(settings),
+    subscription: null,
+    events: null,
+    jobs: null,
   };
 }
 
