@@ -58,6 +58,13 @@ async function connect(server: RunningServer, declareTasks: boolean) {
   return { client, wire };
 }
 
+/** Subscribes the dot at `url` through the official client, without the extension. */
+async function subscribeDot(server: RunningServer, url: string): Promise<void> {
+  const { client } = await connect(server, false);
+  await client.request({ method: 'events/subscribe', params: { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url, secret: newSecret() } } }, Subscribed);
+  await client.close();
+}
+
 describe('MCP Tasks: a slow dot and a short wait window', () => {
   let server: RunningServer;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
@@ -67,12 +74,7 @@ describe('MCP Tasks: a slow dot and a short wait window', () => {
     receiver = await startReceiver((r) =>
       r.json?.type === 'verification' ? { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) } : { status: 200, delayMs: DOT_DELAY_MS },
     );
-    const { client } = await connect(server, false);
-    await client.request(
-      { method: 'events/subscribe', params: { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url('/dot'), secret: newSecret() } } },
-      Subscribed,
-    );
-    await client.close();
+    await subscribeDot(server, receiver.url('/dot'));
   });
 
   after(async () => {
@@ -179,12 +181,7 @@ describe('MCP Tasks: tasks/cancel of an unsettled task (TASK-8)', () => {
     receiver = await startReceiver((r) =>
       r.json?.type === 'verification' ? { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) } : { status: 503 },
     );
-    const { client } = await connect(server, false);
-    await client.request(
-      { method: 'events/subscribe', params: { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url('/dot'), secret: newSecret() } } },
-      Subscribed,
-    );
-    await client.close();
+    await subscribeDot(server, receiver.url('/dot'));
   });
 
   after(async () => {
