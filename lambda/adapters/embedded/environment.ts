@@ -406,8 +406,9 @@ function parseMeta(page: Buffer): { pageSize: number; lastPage: number; txnId: b
 // Reads every entry of every sub-database (each leaf and overflow page) in a throwaway process:
 // if the file is truncated under its data, the crash happens there, not in the server.
 const PROBE = `
-const { open } = require(process.env.DMDOT_PROBE_MODULE);
-const env = open(process.env.DMDOT_PROBE_FILE, { readOnly: true, noSubdir: true, maxDbs: 12 });
+const [, moduleId, file] = process.argv;
+const { open } = require(moduleId);
+const env = open(file, { readOnly: true, noSubdir: true, maxDbs: 12 });
 for (const name of env.getKeys({ snapshot: true })) {
   if (typeof name !== 'string') continue;
   const db = env.openDB(name, { encoding: 'binary', keyEncoding: 'binary' });
@@ -423,8 +424,9 @@ function probeInChild(file: string): void {
   } catch {
     // Resolved from the working directory instead.
   }
-  const result = spawnSync(process.execPath, ['-e', PROBE], {
-    env: { ...process.env, DMDOT_PROBE_FILE: file, DMDOT_PROBE_MODULE: module },
+  // The file and the module travel as arguments: the probe needs nothing of this process's environment.
+  const result = spawnSync(process.execPath, ['-e', PROBE, module, file], {
+    env: {},
     stdio: 'pipe',
     timeout: 120_000,
   });
