@@ -264,9 +264,8 @@ describe('the loop (real clock)', () => {
     workers.push(worker);
     await new Promise((done) => setTimeout(done, 150));
     await operator.outbox.add(recordAt(Date.now(), 1), job(1));
-    const started = Date.now();
+    // Nothing wakes this worker: without its poll the attempt never comes and the test times out.
     await posted.fired;
-    expect(Date.now() - started).toBeLessThan(2000);
   });
 
   it('a wake after an in-process add starts the attempt without waiting for the poll', async () => {
@@ -276,14 +275,13 @@ describe('the loop (real clock)', () => {
       posted.fire();
       return respond(200);
     });
-    const worker = startDeliveryWorker({ jobs: db.jobs, deps, pollIntervalMs: 60_000 });
+    // The poll is far longer than the test's timeout: only the wake can start the attempt in time.
+    const worker = startDeliveryWorker({ jobs: db.jobs, deps, pollIntervalMs: 600_000 });
     workers.push(worker);
     db.onJobsChanged(() => worker.wake());
     await new Promise((done) => setTimeout(done, 100));
-    const started = Date.now();
     await db.outbox.add(recordAt(Date.now(), 1), job(1));
     await posted.fired;
-    expect(Date.now() - started).toBeLessThan(1000);
   });
 
   it('a retry is attempted again when it falls due, without a wake', async () => {
@@ -293,15 +291,17 @@ describe('the loop (real clock)', () => {
       second.fire(Date.now());
       return respond(200);
     });
-    const worker = startDeliveryWorker({ jobs: db.jobs, deps: { ...deps, retryDelaysS: [0.2, 1] }, pollIntervalMs: 5000 });
+    // The poll is far longer than this test may run: only the worker's own timer for the retry's
+    // due time can bring the second attempt (no upper bound on speed is asserted, so a loaded
+    // machine whose fsyncs stall cannot fail it).
+    const worker = startDeliveryWorker({ jobs: db.jobs, deps: { ...deps, retryDelaysS: [0.2, 1] }, pollIntervalMs: 600_000 });
     workers.push(worker);
     const added = Date.now();
     await db.outbox.add(recordAt(Date.now(), 1), job(1));
     worker.wake();
     const at = await second.fired;
     expect(at - added).toBeGreaterThanOrEqual(200);
-    expect(at - added).toBeLessThan(2000);
-  });
+  }, 60_000);
 
   it('stop waits for the attempt in flight, takes no more work, and leaves queued jobs for the next start', async () => {
     const { webhook, deps, db } = await setup();
