@@ -26,9 +26,8 @@ function clock(date: Date): string {
   return date.toISOString().slice(11, 19);
 }
 
-/** One value on a text line: strings as they are, but a line break never starts a second line. */
-function shown(value: unknown): string {
-  const text = typeof value === 'string' ? value : safeJson(value);
+/** A line break in a value never starts a second line: it is written as its JSON escape. */
+function oneLine(text: string): string {
   return text.replace(/[\r\n\u2028\u2029]/g, (c) => JSON.stringify(c).slice(1, -1));
 }
 
@@ -43,16 +42,17 @@ function safeJson(value: unknown): string {
 
 /** The readable form of the two events a person watches for; anything else as `level event k=v`. */
 export function textLine(level: string, event: string, fields: Record<string, unknown>, at: Date): string {
-  const time = clock(at);
-  if (event === 'request') {
-    return shown(`${time}  ${String(fields.method)} ${String(fields.path)} → ${String(fields.status)}  ${String(fields.ms)} ms`);
-  }
-  if (event === 'delivery') return shown(`${time}  ${String(fields.eventId)}  ${describeDecision(fields)}`);
+  return oneLine(`${clock(at)}  ${textBody(level, event, fields)}`);
+}
+
+function textBody(level: string, event: string, fields: Record<string, unknown>): string {
+  if (event === 'request') return `${String(fields.method)} ${String(fields.path)} → ${String(fields.status)}  ${String(fields.ms)} ms`;
+  if (event === 'delivery') return `${String(fields.eventId)}  ${describeDecision(fields)}`;
   const rest = Object.entries(fields)
     .filter(([, value]) => value !== undefined)
-    .map(([name, value]) => `${name}=${shown(value)}`)
+    .map(([name, value]) => `${name}=${typeof value === 'string' ? value : safeJson(value)}`)
     .join(' ');
-  return shown(`${time}  ${level === 'info' ? '' : `${level}  `}${event}${rest ? `  ${rest}` : ''}`);
+  return `${level === 'info' ? '' : `${level}  `}${event}${rest ? `  ${rest}` : ''}`;
 }
 
 /** `delivered (attempt 1, inline)`, `retry in 4 s (http_5xx, attempt 2)`, `failed: http_4xx …`, `dropped …`. */

@@ -383,21 +383,12 @@ class Dot {
   }
 }
 
-function isLoopbackBase(base: string): boolean {
-  try {
-    const host = new URL(base).hostname.toLowerCase();
-    return host === '127.0.0.1' || host === 'localhost' || host === '[::1]' || host.startsWith('127.');
-  } catch {
-    return false;
-  }
-}
-
 /** What a refused first subscribe means for someone running `dm-dot dot`, and what to do about it. */
-export function subscribeRefusal(error: unknown, target?: { base: string }): unknown {
+export function subscribeRefusal(error: unknown, target?: Pick<Target, 'base' | 'local'>): unknown {
   if (error instanceof KeyRefused) return new OperationError(error.message, 'key_refused');
   if (!(error instanceof RpcError)) return error;
   if (error.code === ErrorCodes.invalidParams && /https/.test(error.rpcMessage)) {
-    if (target && !isLoopbackBase(target.base)) {
+    if (target && !target.local) {
       return new OperationError(
         `${target.base} refuses callbacks to this machine, as a deployed server must: dm-dot dot only works against a local server started with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. Against AWS, connect a real ChatGPT dot (npx dm-dot connect --aws)`,
         'loopback_refused',

@@ -22,7 +22,8 @@ export interface RunningServer {
   hostHeader: string;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
+/** Host names that are this machine, as a URL's `hostname` spells them. */
+export const LOOPBACK_HOSTNAMES: ReadonlySet<string> = new Set(['127.0.0.1', 'localhost', '[::1]']);
 const UNSPECIFIED = new Set(['0.0.0.0', '[::]']);
 
 /** How to reach a server that recorded `url`, with a Host its admin routes accept. */
@@ -30,7 +31,7 @@ export function reachable(url: string): { connectUrl: string; hostHeader: string
   const parsed = new URL(url);
   const port = parsed.port || '80';
   const host = parsed.hostname.toLowerCase();
-  if (LOOPBACK.has(host)) return { connectUrl: parsed.origin, hostHeader: `${host}:${port}` };
+  if (LOOPBACK_HOSTNAMES.has(host)) return { connectUrl: parsed.origin, hostHeader: `${host}:${port}` };
   if (UNSPECIFIED.has(host)) return { connectUrl: `http://127.0.0.1:${port}`, hostHeader: `127.0.0.1:${port}` };
   return { connectUrl: parsed.origin, hostHeader: `127.0.0.1:${port}` };
 }

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { LocalSettings } from '../../config/settings';
 import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
-import { findServer, reachable } from './server';
+import { findServer, LOOPBACK_HOSTNAMES, reachable } from './server';
 
 export interface Target {
   /** The server's base URL, without `/mcp`. */
@@ -20,8 +20,6 @@ export interface Target {
   /** True when the target is this machine's server (its key file may be used). */
   local: boolean;
 }
-
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
 /** `--url` as given: the MCP endpoint as printed by npm start or the stack, or the bare origin. */
 export function baseOfUrl(url: string): string {
@@ -68,7 +66,7 @@ export async function target(ctx: Context, values: { url?: string; key?: string 
   let local: boolean;
   if (values.url !== undefined) {
     base = baseOfUrl(values.url);
-    local = LOOPBACK_HOSTS.has(new URL(base).hostname.toLowerCase());
+    local = LOOPBACK_HOSTNAMES.has(new URL(base).hostname.toLowerCase());
   } else {
     base = (await localBase(ctx)).base;
     local = true;
