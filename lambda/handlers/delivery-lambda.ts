@@ -255,7 +255,7 @@ export function deliveryLambdaFromSettings(settings: DeliveryLambdaSettings, cli
   });
 }
 
-/** The same from an environment record: tests and the entry file. Throws SettingsError. */
+/** The same from an environment record, for tests that set the environment as the stack does. Throws SettingsError. */
 export function deliveryLambdaFromEnvironment(env: Env, clients: DeliveryAwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
   return deliveryLambdaFromSettings(deliveryLambdaSettings(env), clients, overrides);
 }

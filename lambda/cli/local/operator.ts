@@ -20,6 +20,7 @@ import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
 import type { Operator } from '../operator';
 import { AdminClient, findServer, type RunningServer } from './server';
+import { keyFileOf } from './target';
 
 export type KeySource = { from: 'file'; file: string } | { from: 'MCP_API_KEY' } | { from: 'none'; file: string };
 
@@ -47,12 +48,11 @@ export interface LocalOperator extends Operator {
 
 /** What `status` and `connect` report when there is neither a server nor a database yet. */
 export async function statusWithoutServer(settings: LocalSettings, stateDir: string): Promise<LocalStatus> {
-  const { API_KEY_FILE } = await import('../../adapters/state-files');
   return {
     server: { running: false },
     stateDir,
     readFrom: 'nothing',
-    apiKey: keySourceOf(settings, join(stateDir, API_KEY_FILE)),
+    apiKey: keySourceOf(settings, await keyFileOf(stateDir)),
     switches: switchesOf(settings),
     subscription: null,
     events: null,
@@ -63,11 +63,6 @@ export async function statusWithoutServer(settings: LocalSettings, stateDir: str
 export function keySourceOf(settings: LocalSettings, apiKeyFile: string): KeySource {
   if (settings.apiKey) return { from: 'MCP_API_KEY' };
   return existsSync(apiKeyFile) ? { from: 'file', file: apiKeyFile } : { from: 'none', file: apiKeyFile };
-}
-
-async function keyFileOf(stateDir: string): Promise<string> {
-  const { API_KEY_FILE } = await import('../../adapters/state-files');
-  return join(stateDir, API_KEY_FILE);
 }
 
 const KEY_FROM_ENV =

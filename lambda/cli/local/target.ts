@@ -49,10 +49,15 @@ export async function localBase(ctx: Context): Promise<{ base: string; running: 
   return server ? { base: server.connectUrl, running: true, recorded: server.url } : { base: configuredBase(settings), running: false };
 }
 
+/** Where a state directory keeps its API key (loaded on use: `--version` and `--help` load nothing). */
+export async function keyFileOf(stateDir: string): Promise<string> {
+  const { API_KEY_FILE } = await import('../../adapters/state-files');
+  return join(stateDir, API_KEY_FILE);
+}
+
 /** The local key file's key, or undefined when there is none. */
 export async function readKeyFile(stateDir: string): Promise<{ key?: string; file: string }> {
-  const { API_KEY_FILE } = await import('../../adapters/state-files');
-  const file = join(stateDir, API_KEY_FILE);
+  const file = await keyFileOf(stateDir);
   try {
     const key = (await readFile(file, 'utf8')).trim();
     return key ? { key, file } : { file };
