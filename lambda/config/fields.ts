@@ -167,19 +167,17 @@ export function manifestText(content: string, name: string): string {
   return content;
 }
 
-const API_KEY_MIN_CHARS = Limits.apiKeyMinChars;
-const API_KEY_RECOMMENDED_CHARS = Limits.apiKeyRecommendedChars;
 
 /** An API key given by the operator (`MCP_API_KEY`): the key and, when it is short, a warning. Never quoted. */
 export function apiKey(value: Raw, name: string): { key: string; warning?: string } | undefined {
   if (value === undefined || value === null || String(value) === '') return undefined;
   const key = String(value);
   if (key !== key.trim() || /\s/.test(key)) throw new SettingsError(`${name} must not contain spaces or line breaks`);
-  if (key.length < API_KEY_MIN_CHARS) {
-    throw new SettingsError(`${name} is ${key.length} characters; it must have at least ${API_KEY_MIN_CHARS} (leave it unset and a 43-character key is generated)`);
+  if (key.length < Limits.apiKeyMinChars) {
+    throw new SettingsError(`${name} is ${key.length} characters; it must have at least ${Limits.apiKeyMinChars} (leave it unset and a 43-character key is generated)`);
   }
-  return key.length < API_KEY_RECOMMENDED_CHARS
-    ? { key, warning: `${name} has ${key.length} characters; ${API_KEY_RECOMMENDED_CHARS} or more are recommended (leave it unset and a 43-character key is generated)` }
+  return key.length < Limits.apiKeyRecommendedChars
+    ? { key, warning: `${name} has ${key.length} characters; ${Limits.apiKeyRecommendedChars} or more are recommended (leave it unset and a 43-character key is generated)` }
     : { key };
 }
 

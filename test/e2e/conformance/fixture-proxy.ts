@@ -30,6 +30,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { forward } from './proxy';
 
 export interface Rewrite {
   /** The fixture tool the client called. */
@@ -115,26 +116,17 @@ export async function startFixtureProxy(key: string): Promise<FixtureProxy> {
       }
       delete headers['transfer-encoding'];
       headers['content-length'] = String(body.length);
-      const upstream = http.request(
-        { host: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent },
-        (answer) => {
-          if (rewrite) rewrite.status = answer.statusCode ?? 0;
-          res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.headers);
-          answer.pipe(res);
+      forward({
+        target,
+        agent,
+        req,
+        res,
+        headers,
+        body,
+        onStatus: (status) => {
+          if (rewrite) rewrite.status = status;
         },
-      );
-      upstream.on('error', () => {
-        if (res.headersSent) {
-          res.destroy();
-          return;
-        }
-        if (rewrite) rewrite.status = 502;
-        res.writeHead(502, { 'content-type': 'application/json' }).end('{"error":"runtime unreachable"}');
       });
-      res.on('close', () => {
-        if (!res.writableFinished) upstream.destroy();
-      });
-      upstream.end(body);
     });
   });
 

@@ -35,6 +35,41 @@ export interface AuthProxy {
   close(): Promise<void>;
 }
 
+/**
+ * Sends one request on to the runtime and its answer back: the body streamed (`req` itself) or
+ * given whole; `onStatus` gets the runtime's status, or 502 when it could not be reached. A client
+ * that goes away (an SSE stream it stops reading) takes the upstream request with it.
+ */
+export function forward(options: {
+  target: URL;
+  agent: http.Agent;
+  req: http.IncomingMessage;
+  res: http.ServerResponse;
+  headers: http.OutgoingHttpHeaders;
+  body: http.IncomingMessage | Buffer;
+  onStatus: (status: number) => void;
+}): void {
+  const { target, agent, req, res, headers, body, onStatus } = options;
+  const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent }, (answer) => {
+    onStatus(answer.statusCode ?? 0);
+    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.headers);
+    answer.pipe(res);
+  });
+  upstream.on('error', () => {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    onStatus(502);
+    res.writeHead(502, { 'content-type': 'application/json' }).end('{"error":"runtime unreachable"}');
+  });
+  res.on('close', () => {
+    if (!res.writableFinished) upstream.destroy();
+  });
+  if (Buffer.isBuffer(body)) upstream.end(body);
+  else body.pipe(upstream);
+}
+
 export async function startAuthProxy(key: string): Promise<AuthProxy> {
   let target: URL | undefined;
   const forwarded: ForwardedRequest[] = [];
@@ -55,28 +90,7 @@ export async function startAuthProxy(key: string): Promise<AuthProxy> {
       return;
     }
     // Host and Origin travel unchanged (an explicit `host` header overrides Node's default).
-    const headers: http.OutgoingHttpHeaders = { ...req.headers, authorization: `Bearer ${key}` };
-    const upstream = http.request(
-      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent },
-      (answer) => {
-        record(answer.statusCode ?? 0);
-        res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    upstream.on('error', () => {
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      record(502);
-      res.writeHead(502, { 'content-type': 'application/json' }).end('{"error":"runtime unreachable"}');
-    });
-    // A client that goes away (an SSE stream it stops reading) takes the upstream request with it.
-    res.on('close', () => {
-      if (!res.writableFinished) upstream.destroy();
-    });
-    req.pipe(upstream);
+    forward({ target, agent, req, res, headers: { ...req.headers, authorization: `Bearer ${key}` }, body: req, onStatus: record });
   });
 
   await new Promise<void>((done, fail) => {
