@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { open } from 'lmdb';
 import { DATABASE_FILE, openEmbeddedDatabase, StateUnreadable } from '../../../../lambda/adapters/embedded';
 import { Limits } from '../../../../lambda/core/protocol';
+import { probeInChild } from '../../../../lambda/adapters/embedded/environment';
 
 const T0 = Date.UTC(2030, 0, 1);
 const EVENT_ID = 'evt_0123456789abcdef0123456789abcdef';
@@ -84,6 +85,16 @@ describe('the database file', () => {
     const error = await refusal();
     expect(error.file).toBe(file);
     expect(error.message).toMatch(/damaged or truncated/);
+  }, 30_000);
+
+  it('the child-process read that settles a suspect header passes a healthy database, open in another process or not', async () => {
+    // It used to open sub-databases while listing them, which ends the listing's read (MDB_BAD_TXN):
+    // a server starting beside another one that was still growing a new file called it damaged.
+    const db = await openEmbeddedDatabase(dir, { role: 'server' });
+    await db.store.putEvent({ eventId: `evt_${'1'.repeat(32)}`, status: 'queued', subscriptionId: 'sub_a', attempts: 0, createdAt: T0, expiresAt: T0 + Limits.eventRecordMs });
+    expect(() => probeInChild(file)).not.toThrow();
+    await db.close();
+    expect(() => probeInChild(file)).not.toThrow();
   }, 30_000);
 
   it('a database written by a newer dm-dot is refused, not rewritten', async () => {
