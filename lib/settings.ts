@@ -144,7 +144,8 @@ const named = (key: ContextKey) => `context ${key}`;
 function raw(node: Node, key: ContextKey): Raw {
   const value: unknown = node.tryGetContext(key);
   if (value === undefined || value === null) return DEFAULTS[key];
-  if (typeof value === 'boolean') return String(value);
+  // A switch may be a JSON boolean in cdk.json; any other key takes text or a number only.
+  if (typeof value === 'boolean' && key === 'disableDefaultEndpoint') return String(value);
   if (typeof value !== 'string' && typeof value !== 'number') throw new SettingsError(`${named(key)} must be a string or a number`);
   return field.isUnset(value) ? DEFAULTS[key] : value;
 }
