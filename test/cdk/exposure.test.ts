@@ -40,7 +40,7 @@ function logConfigs(template: Json): Json[] {
 }
 
 describe('stages: -c stage=NAME deploys DmDot-NAME beside the others', () => {
-  test('no stage keeps the stack named DmDot (existing deployments are not replaced); a stage names it DmDot-<stage>', () => {
+  test('EXPO-3: no stage keeps the stack named DmDot (existing deployments are not replaced); a stage names it DmDot-<stage>', () => {
     expect(stackNameOf(undefined)).toBe('DmDot');
     const nameWith = (context: Record<string, unknown>) => addDmDot(new App({ context: { ...context, 'aws:cdk:bundling-stacks': [] } })).stack.stackName;
     expect(nameWith({})).toBe('DmDot');
@@ -48,12 +48,12 @@ describe('stages: -c stage=NAME deploys DmDot-NAME beside the others', () => {
     expect(nameWith({ stage: '' })).toBe('DmDot');
   });
 
-  test.each(['-dev', 'dev_1', 'dev.1', '1dev', 'a--b', 'dev-', 'x'.repeat(25), 'dév'])('stage %p is refused with a sentence naming the key', (stage) => {
+  test.each(['-dev', 'dev_1', 'dev.1', '1dev', 'a--b', 'dev-', 'x'.repeat(25), 'dév'])('EXPO-3: stage %p is refused with a sentence naming the key', (stage) => {
     expect(() => settingsWith({ stage })).toThrow(SettingsError);
     expect(() => settingsWith({ stage })).toThrow(/context stage must be 1 to 24 letters/);
   });
 
-  test('a stage is carried in the settings, and nothing else changes', () => {
+  test('EXPO-3: a stage is carried in the settings, and nothing else changes', () => {
     const { stage, ...rest } = settingsWith({ stage: 'prod-eu' });
     expect(stage).toBe('prod-eu');
     expect(rest).toEqual(settingsWith({}));
@@ -78,7 +78,7 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
     expect(acl.DefaultAction).toEqual({ Allow: {} });
   });
 
-  test('one rate-based rule per client IP (the connection`s address, no forwarded header), 429 with Retry-After past the limit', () => {
+  test('EXPO-1: one rate-based rule per client IP (the connection`s address, no forwarded header), 429 with Retry-After past the limit', () => {
     const acl = resource(edge, 'AWS::WAFv2::WebACL', 'AclWebAcl').Properties;
     expect(acl.Rules).toHaveLength(1);
     const [rule] = acl.Rules;
@@ -105,7 +105,7 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
     expect(settingsWith({ protection: 'none' }).protection).toBeUndefined();
   });
 
-  test('the distribution carries the web ACL, read across regions from the edge stack`s output', () => {
+  test('EXPO-1: the distribution carries the web ACL, read across regions from the edge stack`s output', () => {
     const dist = resource(main, 'AWS::CloudFront::Distribution', 'EdgeDistribution').Properties.DistributionConfig;
     const acl = resource(edge, 'AWS::WAFv2::WebACL', 'AclWebAcl');
     const getStackOutput = dist.WebACLId['Fn::GetStackOutput'];
@@ -113,7 +113,7 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
     expect(edge.Outputs[getStackOutput.OutputName].Value).toEqual({ 'Fn::GetAtt': [acl.id, 'Arn'] });
   });
 
-  test('its one origin is the HTTP API, over TLS 1.2: the WAF rule meets every request before API Gateway`s stage throttle does', () => {
+  test('EXPO-1: its one origin is the HTTP API, over TLS 1.2: the WAF rule meets every request before API Gateway`s stage throttle does', () => {
     const dist = resource(main, 'AWS::CloudFront::Distribution', 'EdgeDistribution').Properties.DistributionConfig;
     const api = resource(main, 'AWS::ApiGatewayV2::Api', 'HttpApi').id;
     expect(dist.Origins).toHaveLength(1);
@@ -139,7 +139,7 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
     expect(config.ParametersInCacheKeyAndForwardedToOrigin.QueryStringsConfig).toEqual({ QueryStringBehavior: 'all' });
   });
 
-  test('no log records the query string: WAF redacts it and Authorization, samples are off, CloudFront logs nothing, the access log has no path or query', () => {
+  test('EXPO-2, HTTP-10: no log records the query string: WAF redacts it and Authorization, samples are off, CloudFront logs nothing, the access log has no path or query', () => {
     const logging = resource(edge, 'AWS::WAFv2::LoggingConfiguration', 'AclLogging').Properties;
     expect(logging.RedactedFields).toEqual([{ QueryString: {} }, { SingleHeader: { Name: 'authorization' } }]);
     expect(logging.ResourceArn).toEqual({ 'Fn::GetAtt': [resource(edge, 'AWS::WAFv2::WebACL', 'AclWebAcl').id, 'Arn'] });
@@ -166,7 +166,7 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
     expect(configs[1]).toBeNull();
   });
 
-  test('the connector URL is CloudFront`s, and no output names the execute-api address that bypasses the rule', () => {
+  test('EXPO-1: the connector URL is CloudFront`s, and no output names the execute-api address that bypasses the rule', () => {
     const dist = resource(main, 'AWS::CloudFront::Distribution', 'EdgeDistribution').id;
     expect(main.Outputs.McpEndpoint.Value).toEqual({ 'Fn::Join': ['', ['https://', { 'Fn::GetAtt': [dist, 'DomainName'] }, '/mcp']] });
     expect(JSON.stringify(main.Outputs)).not.toMatch(/ApiEndpoint|execute-api/);
@@ -197,7 +197,7 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
     expect(() => addDmDot(new App({ context: { protection: 'waf' } }))).toThrow(/protection=waf needs the stack's region at synth \(set AWS_REGION\)/);
   });
 
-  test('the default stack has no CloudFront, no WAF and no second stack', () => {
+  test('EXPO-1: the default stack has no CloudFront, no WAF and no second stack', () => {
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const built = addDmDot(app, { region: 'eu-west-1' });
     expect(built.edge).toBeUndefined();
@@ -207,7 +207,7 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
 });
 
 describe('custom domain: a stable connector URL', () => {
-  test('without protection: an API Gateway regional domain (TLS 1.2) mapped to the $default stage; McpEndpoint on the domain', () => {
+  test('EXPO-4: without protection: an API Gateway regional domain (TLS 1.2) mapped to the $default stage; McpEndpoint on the domain', () => {
     const { template } = synth({ domainName: 'MCP.Example.com', certificateArn: CERT_EU_WEST_1 });
     const domain = resource(template, 'AWS::ApiGatewayV2::DomainName', 'DomainDomainName');
     expect(domain.Properties).toEqual({
@@ -226,7 +226,7 @@ describe('custom domain: a stable connector URL', () => {
     expect(resource(template, 'AWS::ApiGatewayV2::Api', 'HttpApi').Properties.DisableExecuteApiEndpoint).toBeUndefined();
   });
 
-  test('a certificate from another region than the stack`s is refused: at synth when the region is known, by a template rule when it is not', () => {
+  test('EXPO-4: a certificate from another region than the stack`s is refused: at synth when the region is known, by a template rule when it is not', () => {
     const { template } = synth({ domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 });
     const rule = Object.values(template.Rules as Record<string, Json>)[0];
     expect(rule.Assertions[0].Assert).toEqual({ 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'eu-west-1'] });
@@ -234,13 +234,13 @@ describe('custom domain: a stable connector URL', () => {
     expect(() => synth({ domainName: 'mcp.example.com', certificateArn: CERT_US_EAST_1, stage: 'x1' }, { region: 'eu-west-1' })).not.toThrow();
   });
 
-  test('disableDefaultEndpoint=true turns the execute-api address off; the domain is then the only way in', () => {
+  test('EXPO-4: disableDefaultEndpoint=true turns the execute-api address off; the domain is then the only way in', () => {
     const { template } = synth({ domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1, disableDefaultEndpoint: 'true' });
     expect(resource(template, 'AWS::ApiGatewayV2::Api', 'HttpApi').Properties.DisableExecuteApiEndpoint).toBe(true);
     expect(template.Outputs.McpEndpoint.Value).toBe('https://mcp.example.com/mcp');
   });
 
-  test('with protection: the domain is an alias of the distribution with a us-east-1 certificate and TLS 1.2; no API Gateway domain', () => {
+  test('EXPO-4: with protection: the domain is an alias of the distribution with a us-east-1 certificate and TLS 1.2; no API Gateway domain', () => {
     const s = synth({ protection: 'waf', domainName: 'mcp.example.com', certificateArn: CERT_US_EAST_1 }, { region: 'eu-west-1' });
     const dist = resource(s.template, 'AWS::CloudFront::Distribution', 'EdgeDistribution');
     expect(dist.Properties.DistributionConfig.Aliases).toEqual(['mcp.example.com']);
@@ -265,12 +265,12 @@ describe('custom domain: a stable connector URL', () => {
     [{ domainName: '*.example.com', certificateArn: CERT_EU_WEST_1 }, /context domainName must be a DNS name/],
     [{ domainName: 'mcp.example.com', certificateArn: 'arn:aws:iam::123456789012:role/x' }, /context certificateArn must be an ACM certificate ARN/],
     [{ disableDefaultEndpoint: 'yes', domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /context disableDefaultEndpoint must be 1 \(on\) or 0 \(off\)/],
-  ])('a bad or incomplete combination fails synth with one sentence: %p', (context, message) => {
+  ])('EXPO-4: a bad or incomplete combination fails synth with one sentence: %p', (context, message) => {
     expect(() => settingsWith(context)).toThrow(SettingsError);
     expect(() => settingsWith(context)).toThrow(message);
   });
 
-  test('an API Gateway certificate from another region fails synth when the stack`s region is known', () => {
+  test('EXPO-4: an API Gateway certificate from another region fails synth when the stack`s region is known', () => {
     const app = new App({ context: { domainName: 'mcp.example.com', certificateArn: CERT_US_EAST_1, 'aws:cdk:bundling-stacks': [] } });
     const settings = readSettings(app.node);
     // The stack is environment-agnostic without protection; with a region given it is checked at once.

@@ -23,7 +23,7 @@ function session(flags: AwsFlags, envStack = 'DmDot') {
   return { make: () => new AwsSession(ctx, flags), asked };
 }
 
-test('--stage dev reads the stack DmDot-dev, the name -c stage=dev deploys', async () => {
+test('EXPO-3: --stage dev reads the stack DmDot-dev, the name -c stage=dev deploys', async () => {
   const s = session({ stage: 'dev' });
   const aws = s.make();
   expect(aws.stack).toBe('DmDot-dev');
@@ -32,7 +32,7 @@ test('--stage dev reads the stack DmDot-dev, the name -c stage=dev deploys', asy
   expect(s.asked).toEqual(['DmDot-dev']);
 });
 
-test('--stack DmDot-dev finds the same stack; without either, DMDOT_STACK, else DmDot', async () => {
+test('EXPO-3: --stack DmDot-dev finds the same stack; without either, DMDOT_STACK, else DmDot', async () => {
   expect(session({ stack: 'DmDot-dev' }).make().stack).toBe('DmDot-dev');
   expect(session({}, 'DmDot-prod').make().stack).toBe('DmDot-prod');
   expect(session({}).make().stack).toBe('DmDot');
