@@ -50,6 +50,8 @@ export class DmDotStack extends Stack {
   readonly edge?: EdgeDistribution;
   /** `-c domainName` without protection: the API's custom domain. */
   readonly customDomain?: ApiCustomDomain;
+  /** `protection=waf` with the origin settings: the mutual-TLS domain only CloudFront can reach. */
+  readonly lockedOrigin?: ApiCustomDomain;
   private readonly settings: DmDotSettings;
 
   constructor(scope: Construct, id: string, props: DmDotStackProps) {
@@ -75,15 +77,29 @@ export class DmDotStack extends Stack {
       throttleRateLimit: settings.throttleRateLimit,
       throttleBurstLimit: settings.throttleBurstLimit,
       logRetention: settings.logRetention,
-      ...(settings.disableDefaultEndpoint ? { disableExecuteApiEndpoint: true } : {}),
+      // The locked origin exists to leave CloudFront the only way in: the execute-api address goes.
+      ...(settings.disableDefaultEndpoint || settings.protection?.lockedOrigin ? { disableExecuteApiEndpoint: true } : {}),
     });
     if (settings.protection) {
       if (props.webAclArn === undefined) throw new Error('protection is set but no web ACL was given (lib/app.ts creates the edge stack)');
+      const locked = settings.protection.lockedOrigin;
+      if (locked) {
+        this.lockedOrigin = new ApiCustomDomain(this, 'Origin', {
+          api: this.http.api,
+          stage: this.http.stage,
+          domain: locked,
+          truststore: locked.truststore,
+          certificateSetting: 'originCertificateArn',
+        });
+      }
       this.edge = new EdgeDistribution(this, 'Edge', {
         api: this.http.api,
         webAclArn: props.webAclArn,
         ...(settings.customDomain ? { customDomain: settings.customDomain } : {}),
+        ...(locked ? { lockedOrigin: { domainName: locked.domainName, clientCertificateArn: locked.clientCertificateArn } } : {}),
       });
+      // CloudFront connects only after the domain exists and maps the stage.
+      if (this.lockedOrigin) this.edge.node.addDependency(this.lockedOrigin);
     } else if (settings.customDomain) {
       this.customDomain = new ApiCustomDomain(this, 'Domain', { api: this.http.api, stage: this.http.stage, domain: settings.customDomain });
     }
@@ -113,6 +129,9 @@ export class DmDotStack extends Stack {
     if (domain) {
       const target = this.edge ? this.edge.distribution.domainName : (this.customDomain as ApiCustomDomain).domainName.regionalDomainName;
       output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, target);
+    }
+    if (this.lockedOrigin) {
+      output('OriginDomainTarget', `Point ${this.lockedOrigin.domainName.name} here (CNAME or alias record): CloudFront's origin, mutual TLS only`, this.lockedOrigin.domainName.regionalDomainName);
     }
     output('ApiKeySecretArn', 'Secrets Manager secret that holds the API key', apiKey.secretArn);
     output(

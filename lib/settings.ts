@@ -81,6 +81,25 @@ export interface EdgeProtection {
   readonly requestsPerClient: number;
   /** The rate-based rule's evaluation window in seconds (one of 60, 120, 300, 600). */
   readonly windowS: number;
+  /** The origin that only CloudFront can reach (origin mutual TLS); absent: the execute-api address, which stays reachable. */
+  readonly lockedOrigin?: LockedOrigin;
+}
+
+/**
+ * `-c originDomainName=… -c originCertificateArn=… -c originTruststoreUri=… -c originClientCertificateArn=…`:
+ * CloudFront reaches the API through an API Gateway custom domain that requires a client
+ * certificate, and the execute-api address is off, so no request can skip the web ACL.
+ */
+export interface LockedOrigin {
+  /** The API Gateway custom domain CloudFront connects to, e.g. `origin.mcp.example.com`. */
+  readonly domainName: string;
+  /** Its server certificate, in the stack's region. */
+  readonly certificateArn: string;
+  readonly certificateRegion: string;
+  /** The trust store (PEM of the CA that issued the client certificate) API Gateway checks clients against. */
+  readonly truststore: { readonly bucket: string; readonly key: string; readonly version?: string };
+  /** The client certificate CloudFront presents, imported into ACM in us-east-1. */
+  readonly clientCertificateArn: string;
 }
 
 export interface CustomDomain {
@@ -121,6 +140,10 @@ export const DEFAULTS = {
   domainName: '',
   certificateArn: '',
   disableDefaultEndpoint: 'false',
+  originDomainName: '',
+  originCertificateArn: '',
+  originTruststoreUri: '',
+  originClientCertificateArn: '',
 } as const;
 
 export type ContextKey = keyof typeof DEFAULTS;
@@ -202,19 +225,41 @@ function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 
   if (disableDefaultEndpoint && domainName === undefined) {
     throw new SettingsError(`${named('disableDefaultEndpoint')} needs ${named('domainName')} and ${named('certificateArn')}: without them the API would have no address at all`);
   }
-  if (disableDefaultEndpoint && kind === 'waf') {
+  const lockedOrigin = readLockedOrigin(node);
+  if (lockedOrigin !== undefined && kind !== 'waf') {
+    throw new SettingsError(`${named('originDomainName')} and the other origin settings only apply with protection=waf: they lock the API to CloudFront`);
+  }
+  if (disableDefaultEndpoint && kind === 'waf' && lockedOrigin === undefined) {
     throw new SettingsError(
-      `${named('disableDefaultEndpoint')} cannot be combined with protection=waf: CloudFront reaches the API through its execute-api address (docs/deploying-aws.md, "Exposure and protection")`,
+      `${named('disableDefaultEndpoint')} with protection=waf needs the locked origin (originDomainName, originCertificateArn, originTruststoreUri, originClientCertificateArn): otherwise CloudFront reaches the API through the execute-api address`,
     );
   }
   return {
     ...(stage === undefined ? {} : { stage }),
-    ...(kind === 'waf' ? { protection: { kind, requestsPerClient, windowS } } : {}),
+    ...(kind === 'waf' ? { protection: { kind, requestsPerClient, windowS, ...(lockedOrigin ? { lockedOrigin } : {}) } } : {}),
     ...(domainName !== undefined && certificate !== undefined
       ? { customDomain: { domainName, certificateArn: certificate.arn, certificateRegion: certificate.region } }
       : {}),
     ...(disableDefaultEndpoint ? { disableDefaultEndpoint: true as const } : {}),
   };
+}
+
+/** The four origin settings: all or none, each through its parser, the client certificate in us-east-1. */
+function readLockedOrigin(node: Node): LockedOrigin | undefined {
+  const domainName = field.dnsName(raw(node, 'originDomainName'), named('originDomainName'));
+  const certificate = field.certificateArn(raw(node, 'originCertificateArn'), named('originCertificateArn'));
+  const truststore = field.s3Uri(raw(node, 'originTruststoreUri'), named('originTruststoreUri'));
+  const client = field.certificateArn(raw(node, 'originClientCertificateArn'), named('originClientCertificateArn'));
+  if (domainName === undefined || certificate === undefined || truststore === undefined || client === undefined) {
+    const given = { originDomainName: domainName, originCertificateArn: certificate, originTruststoreUri: truststore, originClientCertificateArn: client };
+    const missing = Object.entries(given).filter(([, v]) => v === undefined).map(([k]) => `context ${k}`);
+    if (missing.length === 4) return undefined;
+    throw new SettingsError(`the locked origin needs all four origin settings; missing ${missing.join(', ')}`);
+  }
+  if (client.region !== CLOUDFRONT_REGION) {
+    throw new SettingsError(`${named('originClientCertificateArn')} is in ${client.region}, but CloudFront presents client certificates from ACM in ${CLOUDFRONT_REGION} only`);
+  }
+  return { domainName, certificateArn: certificate.arn, certificateRegion: certificate.region, truststore, clientCertificateArn: client.arn };
 }
 
 /** Reads and validates every setting; throws SettingsError naming the bad key. */

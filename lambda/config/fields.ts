@@ -236,3 +236,12 @@ export function certificateArn(value: Raw, name: string): { arn: string; region:
   if (!match) throw new SettingsError(`${name} must be an ACM certificate ARN like arn:aws:acm:us-east-1:123456789012:certificate/<uuid>, got "${t.slice(0, 100)}"`);
   return { arn: t, region: match[1] as string };
 }
+
+/** An S3 object as `s3://bucket/key` (API Gateway's mutual TLS trust store), optionally `?versionId=…`. */
+export function s3Uri(value: Raw, name: string): { bucket: string; key: string; version?: string } | undefined {
+  const t = text(value);
+  if (t === '') return undefined;
+  const match = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/([^?#\s]+?)(?:\?versionId=([^&#\s]+))?$/.exec(t);
+  if (!match) throw new SettingsError(`${name} must be an S3 object like s3://my-bucket/truststore.pem, got "${t.slice(0, 100)}"`);
+  return { bucket: match[1] as string, key: match[2] as string, ...(match[3] ? { version: match[3] } : {}) };
+}

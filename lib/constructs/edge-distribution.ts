@@ -13,10 +13,14 @@
  * (`cs-uri-query`), so the distribution has none; the WAF log (query string and Authorization
  * redacted) and API Gateway's access log (no path, no query) record each request.
  *
+ * The origin is the API's execute-api address, which stays reachable around the web ACL, unless the
+ * locked origin is configured: then it is an API Gateway custom domain that requires mutual TLS,
+ * CloudFront presents its client certificate (origin mTLS), and the execute-api address is off
+ * (http-api.ts), so no request reaches API Gateway without passing the web ACL.
+ *
  * Deliberately not here: a custom origin header as an "only from CloudFront" check (an HTTP API
- * cannot refuse a request before its throttle on a header; docs/deploying-aws.md, "Exposure and
- * protection", says what this leaves open), compression (the API's answers are small JSON) and
- * CloudFront Functions.
+ * cannot refuse a request on a header before its throttle), compression (the API's answers are
+ * small JSON) and CloudFront Functions.
  */
 import { Duration, Fn, Stack, Validations } from 'aws-cdk-lib';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
@@ -32,6 +36,8 @@ export interface EdgeDistributionProps {
   readonly webAclArn: string;
   /** The connector's domain, an alias of the distribution; its certificate is in us-east-1. */
   readonly customDomain?: CustomDomain;
+  /** The locked origin: its host name and the client certificate CloudFront presents to it. */
+  readonly lockedOrigin?: { readonly domainName: string; readonly clientCertificateArn: string };
 }
 
 export class EdgeDistribution extends Construct {
@@ -39,8 +45,8 @@ export class EdgeDistribution extends Construct {
 
   constructor(scope: Construct, id: string, props: EdgeDistributionProps) {
     super(scope, id);
-    // `https://<id>.execute-api.<region>.amazonaws.com` -> its host name.
-    const apiHost = Fn.select(2, Fn.split('/', props.api.apiEndpoint));
+    // The locked origin's name, else `https://<id>.execute-api.<region>.amazonaws.com` -> its host name.
+    const apiHost = props.lockedOrigin?.domainName ?? Fn.select(2, Fn.split('/', props.api.apiEndpoint));
 
     const cachePolicy = new cloudfront.CachePolicy(this, 'NoCache', {
       comment: 'dm-dot: nothing cached; Authorization and the query string in the key so they reach the API',
@@ -80,6 +86,14 @@ export class EdgeDistribution extends Construct {
         compress: false,
       },
     });
+
+    if (props.lockedOrigin) {
+      // The HttpOrigin L2 has no origin mTLS property yet: CloudFormation's CustomOriginConfig.OriginMtlsConfig.
+      (this.distribution.node.defaultChild as cloudfront.CfnDistribution).addPropertyOverride(
+        'DistributionConfig.Origins.0.CustomOriginConfig.OriginMtlsConfig',
+        { ClientCertificateArn: props.lockedOrigin.clientCertificateArn },
+      );
+    }
 
     Validations.of(this.distribution).acknowledge(
       {

@@ -206,6 +206,66 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
   });
 });
 
+describe('protection=waf with the locked origin: nothing reaches API Gateway around the web ACL', () => {
+  const ORIGIN = {
+    protection: 'waf',
+    originDomainName: 'origin.mcp.example.com',
+    originCertificateArn: CERT_EU_WEST_1,
+    originTruststoreUri: 's3://dm-dot-truststore/cloudfront-ca.pem',
+    originClientCertificateArn: CERT_US_EAST_1,
+  };
+  let s: Synthesized;
+  beforeAll(() => {
+    s = synth(ORIGIN, { region: 'eu-west-1' });
+  }, 120_000);
+
+  test('EXPO-1: the execute-api address is off, and the API`s only way in is a custom domain that requires mutual TLS against the operator`s trust store', () => {
+    const api = resource(s.template, 'AWS::ApiGatewayV2::Api', 'HttpApi');
+    expect(api.Properties.DisableExecuteApiEndpoint).toBe(true);
+    const domain = resource(s.template, 'AWS::ApiGatewayV2::DomainName', 'OriginDomainName');
+    expect(domain.Properties).toEqual({
+      DomainName: 'origin.mcp.example.com',
+      DomainNameConfigurations: [{ CertificateArn: CERT_EU_WEST_1, EndpointType: 'REGIONAL', SecurityPolicy: 'TLS_1_2' }],
+      MutualTlsAuthentication: { TruststoreUri: 's3://dm-dot-truststore/cloudfront-ca.pem' },
+    });
+    expect(logicalIds(s.template, 'AWS::ApiGatewayV2::DomainName')).toHaveLength(1);
+    expect(resource(s.template, 'AWS::ApiGatewayV2::ApiMapping', 'OriginMapping').Properties.ApiId).toEqual({ Ref: api.id });
+  });
+
+  test('EXPO-1: CloudFront connects to that domain and presents the us-east-1 client certificate (origin mTLS); the connector URL is CloudFront`s', () => {
+    const dist = resource(s.template, 'AWS::CloudFront::Distribution', 'EdgeDistribution');
+    const [origin] = dist.Properties.DistributionConfig.Origins;
+    expect(origin.DomainName).toBe('origin.mcp.example.com');
+    expect(origin.CustomOriginConfig).toEqual({
+      OriginProtocolPolicy: 'https-only',
+      OriginSSLProtocols: ['TLSv1.2'],
+      OriginMtlsConfig: { ClientCertificateArn: CERT_US_EAST_1 },
+    });
+    expect(s.template.Resources[dist.id].DependsOn).toEqual(expect.arrayContaining([resource(s.template, 'AWS::ApiGatewayV2::DomainName', 'OriginDomainName').id]));
+    expect(s.template.Outputs.McpEndpoint.Value).toEqual({ 'Fn::Join': ['', ['https://', { 'Fn::GetAtt': [dist.id, 'DomainName'] }, '/mcp']] });
+    expect(s.template.Outputs.OriginDomainTarget.Value).toEqual({
+      'Fn::GetAtt': [resource(s.template, 'AWS::ApiGatewayV2::DomainName', 'OriginDomainName').id, 'RegionalDomainName'],
+    });
+    expect(unacknowledgedViolations(s.validationReport)).toEqual([]);
+  });
+
+  test.each([
+    [{ ...ORIGIN, originTruststoreUri: '' }, /the locked origin needs all four origin settings; missing context originTruststoreUri$/],
+    [{ ...ORIGIN, originClientCertificateArn: CERT_EU_WEST_1 }, /originClientCertificateArn is in eu-west-1, but CloudFront presents client certificates from ACM in us-east-1 only/],
+    [{ ...ORIGIN, protection: 'none' }, /only apply with protection=waf/],
+    [{ ...ORIGIN, originTruststoreUri: 'https://bucket.s3.amazonaws.com/ca.pem' }, /context originTruststoreUri must be an S3 object like s3:\/\/my-bucket\/truststore.pem/],
+  ])('EXPO-4: an incomplete or inconsistent locked origin fails synth with one sentence: %p', (context, message) => {
+    expect(() => settingsWith(context)).toThrow(SettingsError);
+    expect(() => settingsWith(context)).toThrow(message);
+  });
+
+  test('EXPO-4: an origin certificate from another region than the stack`s fails synth', () => {
+    expect(() => synth({ ...ORIGIN, originCertificateArn: CERT_US_EAST_1 }, { region: 'eu-west-1' })).toThrow(
+      /context originCertificateArn is in us-east-1, but API Gateway takes a certificate from the API's own region \(eu-west-1\)/,
+    );
+  });
+});
+
 describe('custom domain: a stable connector URL', () => {
   test('EXPO-4: without protection: an API Gateway regional domain (TLS 1.2) mapped to the $default stage; McpEndpoint on the domain', () => {
     const { template } = synth({ domainName: 'MCP.Example.com', certificateArn: CERT_EU_WEST_1 });
@@ -260,7 +320,7 @@ describe('custom domain: a stable connector URL', () => {
     [{ certificateArn: CERT_EU_WEST_1 }, /context certificateArn needs context domainName/],
     [{ protection: 'waf', domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /certificateArn is in eu-west-1, but with protection=waf .* us-east-1 only/],
     [{ disableDefaultEndpoint: 'true' }, /context disableDefaultEndpoint needs context domainName/],
-    [{ disableDefaultEndpoint: true, protection: 'waf', domainName: 'mcp.example.com', certificateArn: CERT_US_EAST_1 }, /cannot be combined with protection=waf/],
+    [{ disableDefaultEndpoint: true, protection: 'waf', domainName: 'mcp.example.com', certificateArn: CERT_US_EAST_1 }, /disableDefaultEndpoint with protection=waf needs the locked origin/],
     [{ domainName: 'https://mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /context domainName must be a DNS name/],
     [{ domainName: '*.example.com', certificateArn: CERT_EU_WEST_1 }, /context domainName must be a DNS name/],
     [{ domainName: 'mcp.example.com', certificateArn: 'arn:aws:iam::123456789012:role/x' }, /context certificateArn must be an ACM certificate ARN/],
