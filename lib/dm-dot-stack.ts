@@ -130,8 +130,10 @@ export class DmDotStack extends Stack {
       const target = this.edge ? this.edge.distribution.domainName : (this.customDomain as ApiCustomDomain).domainName.regionalDomainName;
       output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, target);
     }
-    if (this.lockedOrigin) {
-      output('OriginDomainTarget', `Point ${this.lockedOrigin.domainName.name} here (CNAME or alias record): CloudFront's origin, mutual TLS only`, this.lockedOrigin.domainName.regionalDomainName);
+    const locked = this.settings.protection?.lockedOrigin;
+    if (this.lockedOrigin && locked) {
+      // A description must be literal text: the name as configured, not the resource's Ref.
+      output('OriginDomainTarget', `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`, this.lockedOrigin.domainName.regionalDomainName);
     }
     output('ApiKeySecretArn', 'Secrets Manager secret that holds the API key', apiKey.secretArn);
     output(

@@ -219,7 +219,7 @@ describe('protection=waf with the locked origin: nothing reaches API Gateway aro
     s = synth(ORIGIN, { region: 'eu-west-1' });
   }, 120_000);
 
-  test('EXPO-1: the execute-api address is off, and the API`s only way in is a custom domain that requires mutual TLS against the operator`s trust store', () => {
+  test('EXPO-5: the execute-api address is off, and the API`s only way in is a custom domain that requires mutual TLS against the operator`s trust store', () => {
     const api = resource(s.template, 'AWS::ApiGatewayV2::Api', 'HttpApi');
     expect(api.Properties.DisableExecuteApiEndpoint).toBe(true);
     const domain = resource(s.template, 'AWS::ApiGatewayV2::DomainName', 'OriginDomainName');
@@ -232,7 +232,7 @@ describe('protection=waf with the locked origin: nothing reaches API Gateway aro
     expect(resource(s.template, 'AWS::ApiGatewayV2::ApiMapping', 'OriginMapping').Properties.ApiId).toEqual({ Ref: api.id });
   });
 
-  test('EXPO-1: CloudFront connects to that domain and presents the us-east-1 client certificate (origin mTLS); the connector URL is CloudFront`s', () => {
+  test('EXPO-5: CloudFront connects to that domain and presents the us-east-1 client certificate (origin mTLS); the connector URL is CloudFront`s', () => {
     const dist = resource(s.template, 'AWS::CloudFront::Distribution', 'EdgeDistribution');
     const [origin] = dist.Properties.DistributionConfig.Origins;
     expect(origin.DomainName).toBe('origin.mcp.example.com');
@@ -243,6 +243,9 @@ describe('protection=waf with the locked origin: nothing reaches API Gateway aro
     });
     expect(s.template.Resources[dist.id].DependsOn).toEqual(expect.arrayContaining([resource(s.template, 'AWS::ApiGatewayV2::DomainName', 'OriginDomainName').id]));
     expect(s.template.Outputs.McpEndpoint.Value).toEqual({ 'Fn::Join': ['', ['https://', { 'Fn::GetAtt': [dist.id, 'DomainName'] }, '/mcp']] });
+    // CloudFormation takes only literal text as an output's description.
+    for (const output of Object.values(s.template.Outputs as Record<string, Json>)) expect(typeof output.Description).toBe('string');
+    expect(s.template.Outputs.OriginDomainTarget.Description).toMatch(/^Point origin\.mcp\.example\.com here/);
     expect(s.template.Outputs.OriginDomainTarget.Value).toEqual({
       'Fn::GetAtt': [resource(s.template, 'AWS::ApiGatewayV2::DomainName', 'OriginDomainName').id, 'RegionalDomainName'],
     });
