@@ -9,7 +9,7 @@
  *   delivery-pipeline.ts  the delivery queue, the dead-letter queue and the delivery function
  *   mcp-function.ts       the MCP function, its environment and its grants
  *   http-api.ts           the HTTP API, its routes, throttling and access logs
- *   custom-domain.ts      `-c domainName`: the API's custom domain and mapping (without protection)
+ *   custom-domain.ts      `-c domainName` without protection, and the locked origin: an API custom domain and mapping
  *   edge-distribution.ts  `-c protection=waf`: CloudFront with the web ACL of edge-acl.ts (a us-east-1 stack)
  *   observability.ts      the alarms, the optional e-mail topic and the dashboard
  *
