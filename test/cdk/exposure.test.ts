@@ -6,6 +6,11 @@
  * template is synthesized once without bundling: these tests read resources, not code.
  */
 import { App, Validations } from 'aws-cdk-lib';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { PROJECT_ROOT } from '../../lib/constructs/handler-function';
 import type { IConstruct } from 'constructs';
 import { stackNameOf } from '../../lambda/config/fields';
 import { addDmDot } from '../../lib/app';
@@ -13,7 +18,7 @@ import { EDGE_RATE_LIMITED_BODY } from '../../lib/constructs/edge-acl';
 import { ACCESS_LOG_FIELDS } from '../../lib/constructs/http-api';
 import { DmDotStack } from '../../lib/dm-dot-stack';
 import { DEFAULTS, SettingsError, readSettings } from '../../lib/settings';
-import { type Json, type Synthesized, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
+import { type Json, type Synthesized, cdkJsonContext, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
 
 const CERT_US_EAST_1 = 'arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012';
 const CERT_EU_WEST_1 = 'arn:aws:acm:eu-west-1:123456789012:certificate/87654321-4321-4321-4321-210987654321';
@@ -58,6 +63,48 @@ describe('stages: -c stage=NAME deploys DmDot-NAME beside the others', () => {
     expect(stage).toBe('prod-eu');
     expect(rest).toEqual(settingsWith({}));
   });
+});
+
+describe('the app entry (bin/dm-dot.ts) builds what the CLI deploys', () => {
+  /** Runs the app as the CDK CLI does (context and region through the environment), without bundling; the stacks of its cloud assembly. */
+  function appStacks(context: Record<string, unknown>, region?: string): Record<string, string> {
+    const outdir = fs.mkdtempSync(path.join(os.tmpdir(), 'dm-dot-app-'));
+    try {
+      const result = spawnSync(path.join(PROJECT_ROOT, 'node_modules/.bin/tsx'), [path.join(PROJECT_ROOT, 'bin/dm-dot.ts')], {
+        cwd: PROJECT_ROOT,
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          CDK_OUTDIR: outdir,
+          CDK_CONTEXT_JSON: JSON.stringify({ ...cdkJsonContext(), 'aws:cdk:bundling-stacks': [], ...context }),
+          CDK_VALIDATION: 'false',
+          ...(region ? { CDK_DEFAULT_REGION: region } : {}),
+        },
+        encoding: 'utf8',
+        timeout: 90_000,
+      });
+      expect({ status: result.status, stderr: result.stderr.split('\n').filter((l) => /Error/.test(l)) }).toEqual({ status: 0, stderr: [] });
+      const manifest = JSON.parse(fs.readFileSync(path.join(outdir, 'manifest.json'), 'utf8')) as { artifacts: Record<string, { type: string; environment?: string }> };
+      return Object.fromEntries(
+        Object.entries(manifest.artifacts)
+          .filter(([, a]) => a.type === 'aws:cloudformation:stack')
+          .map(([id, a]) => [id, a.environment ?? '']),
+      );
+    } finally {
+      fs.rmSync(outdir, { recursive: true, force: true });
+    }
+  }
+
+  test('EXPO-3: -c stage=dev is the stack DmDot-dev, environment-agnostic like DmDot', () => {
+    expect(appStacks({ stage: 'dev' })).toEqual({ 'DmDot-dev': 'aws://unknown-account/unknown-region' });
+  }, 120_000);
+
+  test('EXPO-1: -c protection=waf adds <stack>-Edge in us-east-1, and the main stack takes the region the CLI found', () => {
+    expect(appStacks({ stage: 'dev', protection: 'waf' }, 'eu-west-1')).toEqual({
+      'DmDot-dev-Edge': 'aws://unknown-account/us-east-1',
+      'DmDot-dev': 'aws://unknown-account/eu-west-1',
+    });
+  }, 120_000);
 });
 
 describe('protection=waf: a per-client limit before the shared throttle', () => {
@@ -289,12 +336,15 @@ describe('custom domain: a stable connector URL', () => {
     expect(resource(template, 'AWS::ApiGatewayV2::Api', 'HttpApi').Properties.DisableExecuteApiEndpoint).toBeUndefined();
   });
 
-  test('EXPO-4: a certificate from another region than the stack`s is refused: at synth when the region is known, by a template rule when it is not', () => {
+  test('EXPO-4: the environment-agnostic stack carries a rule that refuses a deploy outside the certificate`s region', () => {
+    // Without protection the stack names no region at synth, so the template checks it at deploy.
     const { template } = synth({ domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 });
-    const rule = Object.values(template.Rules as Record<string, Json>)[0];
-    expect(rule.Assertions[0].Assert).toEqual({ 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'eu-west-1'] });
-    expect(rule.Assertions[0].AssertDescription).toMatch(/certificateArn is in eu-west-1/);
-    expect(() => synth({ domainName: 'mcp.example.com', certificateArn: CERT_US_EAST_1, stage: 'x1' }, { region: 'eu-west-1' })).not.toThrow();
+    // CDK's own CheckBootstrapVersion rule sits beside it.
+    const rules = Object.entries(template.Rules as Record<string, Json>).filter(([id]) => id.startsWith('DomainCertificateInStackRegion'));
+    expect(rules).toHaveLength(1);
+    expect(rules[0]?.[1].Assertions).toEqual([
+      { Assert: { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'eu-west-1'] }, AssertDescription: expect.stringMatching(/^certificateArn is in eu-west-1: deploy this stack there/) },
+    ]);
   });
 
   test('EXPO-4: disableDefaultEndpoint=true turns the execute-api address off; the domain is then the only way in', () => {
