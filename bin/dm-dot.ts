@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 /**
- * CDK app entry: reads the settings from context, creates the stack, registers the cdk-nag
- * AWS Solutions checks. Nothing else; see lib/ for what gets built and cdk.json for the defaults.
+ * CDK app entry: builds the stacks (lib/app.ts: the settings from context, the stack named after
+ * `-c stage`, the us-east-1 edge stack with `-c protection=waf`) and registers the cdk-nag AWS
+ * Solutions checks. Nothing else; see lib/ for what gets built and cdk.json for the defaults.
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { DmDotStack } from '../lib/dm-dot-stack';
-import { readSettings } from '../lib/settings';
+import { addDmDot } from '../lib/app';
 
 const app = new App();
-new DmDotStack(app, 'DmDot', { settings: readSettings(app.node) });
+const account = process.env.CDK_DEFAULT_ACCOUNT;
+const region = process.env.CDK_DEFAULT_REGION;
+addDmDot(app, { ...(account ? { account } : {}), ...(region ? { region } : {}) });
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

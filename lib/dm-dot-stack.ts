@@ -9,6 +9,8 @@
  *   delivery-pipeline.ts  the delivery queue, the dead-letter queue and the delivery function
  *   mcp-function.ts       the MCP function, its environment and its grants
  *   http-api.ts           the HTTP API, its routes, throttling and access logs
+ *   custom-domain.ts      `-c domainName` without protection, and the locked origin: an API custom domain and mapping
+ *   edge-distribution.ts  `-c protection=waf`: CloudFront with the web ACL of edge-acl.ts (a us-east-1 stack)
  *   observability.ts      the alarms, the optional e-mail topic and the dashboard
  *
  * Resources that hold data, a secret or an identity keep the logical IDs earlier deployments gave
@@ -16,11 +18,14 @@
  *
  * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md, local runtime only), any secret
  * value (Secrets Manager generates the API key and holds pup's secrets; none appears in the
- * template), cross-region or multi-account concerns (the stack is environment-agnostic).
+ * template), and multi-account concerns. The stack is environment-agnostic unless `protection` is
+ * on: its web ACL must live in us-east-1, so lib/app.ts gives both stacks an explicit region.
  */
 import { CfnOutput, Fn, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
+import { ApiCustomDomain } from './constructs/custom-domain';
 import { DeliveryPipeline } from './constructs/delivery-pipeline';
+import { EdgeDistribution } from './constructs/edge-distribution';
 import { McpHttpApi } from './constructs/http-api';
 import { McpFunction } from './constructs/mcp-function';
 import { Observability } from './constructs/observability';
@@ -30,6 +35,8 @@ import type { DmDotSettings } from './settings';
 
 export interface DmDotStackProps extends StackProps {
   readonly settings: DmDotSettings;
+  /** With `protection` set: the ARN of the CLOUDFRONT-scope web ACL (the edge stack's, lib/app.ts). */
+  readonly webAclArn?: string;
 }
 
 export class DmDotStack extends Stack {
@@ -39,6 +46,13 @@ export class DmDotStack extends Stack {
   readonly mcp: McpFunction;
   readonly http: McpHttpApi;
   readonly observability: Observability;
+  /** `-c protection=waf`: CloudFront in front of the API. */
+  readonly edge?: EdgeDistribution;
+  /** `-c domainName` without protection: the API's custom domain. */
+  readonly customDomain?: ApiCustomDomain;
+  /** `protection=waf` with the origin settings: the mutual-TLS domain only CloudFront can reach. */
+  readonly lockedOrigin?: ApiCustomDomain;
+  private readonly settings: DmDotSettings;
 
   constructor(scope: Construct, id: string, props: DmDotStackProps) {
     super(scope, id, {
@@ -46,6 +60,7 @@ export class DmDotStack extends Stack {
       ...props,
     });
     const { settings } = props;
+    this.settings = settings;
 
     this.storage = new Storage(this, 'Storage');
     this.secrets = new Secrets(this, 'Secrets');
@@ -62,7 +77,32 @@ export class DmDotStack extends Stack {
       throttleRateLimit: settings.throttleRateLimit,
       throttleBurstLimit: settings.throttleBurstLimit,
       logRetention: settings.logRetention,
+      // The locked origin exists to leave CloudFront the only way in: the execute-api address goes.
+      ...(settings.disableDefaultEndpoint || settings.protection?.lockedOrigin ? { disableExecuteApiEndpoint: true } : {}),
     });
+    if (settings.protection) {
+      if (props.webAclArn === undefined) throw new Error('protection is set but no web ACL was given (lib/app.ts creates the edge stack)');
+      const locked = settings.protection.lockedOrigin;
+      if (locked) {
+        this.lockedOrigin = new ApiCustomDomain(this, 'Origin', {
+          api: this.http.api,
+          stage: this.http.stage,
+          domain: locked,
+          truststore: locked.truststore,
+          certificateSetting: 'originCertificateArn',
+        });
+      }
+      this.edge = new EdgeDistribution(this, 'Edge', {
+        api: this.http.api,
+        webAclArn: props.webAclArn,
+        ...(settings.customDomain ? { customDomain: settings.customDomain } : {}),
+        ...(locked ? { lockedOrigin: { domainName: locked.domainName, clientCertificateArn: locked.clientCertificateArn } } : {}),
+      });
+      // CloudFront connects only after the domain exists and maps the stage.
+      if (this.lockedOrigin) this.edge.node.addDependency(this.lockedOrigin);
+    } else if (settings.customDomain) {
+      this.customDomain = new ApiCustomDomain(this, 'Domain', { api: this.http.api, stage: this.http.stage, domain: settings.customDomain });
+    }
     this.observability = new Observability(this, 'Observability', {
       mcp: this.mcp.function,
       delivery: this.delivery.worker.function,
@@ -82,7 +122,19 @@ export class DmDotStack extends Stack {
     const { queue, deadLetterQueue } = this.delivery;
     const output = (id: string, description: string, value: string) => new CfnOutput(this, id, { description, value });
 
-    output('McpEndpoint', 'MCP endpoint (no key in it): ChatGPT connects with the API key added as the query parameter "key"', this.http.mcpUrl);
+    // The connector's address: the custom domain when there is one, else CloudFront's with protection on, else the API's.
+    const domain = this.settings.customDomain;
+    const mcpUrl = domain ? `https://${domain.domainName}/mcp` : (this.edge?.mcpUrl ?? this.http.mcpUrl);
+    output('McpEndpoint', 'MCP endpoint (no key in it): ChatGPT connects with the API key added as the query parameter "key"', mcpUrl);
+    if (domain) {
+      const target = this.edge ? this.edge.distribution.domainName : (this.customDomain as ApiCustomDomain).domainName.regionalDomainName;
+      output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, target);
+    }
+    const locked = this.settings.protection?.lockedOrigin;
+    if (this.lockedOrigin && locked) {
+      // A description must be literal text: the name as configured, not the resource's Ref.
+      output('OriginDomainTarget', `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`, this.lockedOrigin.domainName.regionalDomainName);
+    }
     output('ApiKeySecretArn', 'Secrets Manager secret that holds the API key', apiKey.secretArn);
     output(
       'GetApiKeyCommand',

@@ -64,7 +64,61 @@ export interface DmDotSettings {
   readonly deliveryMaxConcurrency: number;
   /** The pup manifest when `pupManifestFile` is set; undefined: the MCP function serves its default. */
   readonly pupManifest?: PupManifest;
+  /** `-c stage=NAME`: the stack is `DmDot-NAME` (stackNameOf); absent: `DmDot`, as before stages existed. */
+  readonly stage?: string;
+  /** `-c protection=waf`: the per-client limit in front of the API (docs/deploying-aws.md, "Exposure and protection"); absent: none. */
+  readonly protection?: EdgeProtection;
+  /** `-c domainName=… -c certificateArn=…`: the stable connector URL; absent: the API's (or CloudFront's) own address. */
+  readonly customDomain?: CustomDomain;
+  /** `-c disableDefaultEndpoint=true`: the execute-api address answers nothing, only the custom domain does. */
+  readonly disableDefaultEndpoint?: true;
 }
+
+/** CloudFront with an AWS WAF web ACL in front of the HTTP API, limiting requests per client IP. */
+export interface EdgeProtection {
+  readonly kind: 'waf';
+  /** Requests one client IP may make per window before WAF answers 429 (WAF's lowest limit is 10). */
+  readonly requestsPerClient: number;
+  /** The rate-based rule's evaluation window in seconds (one of 60, 120, 300, 600). */
+  readonly windowS: number;
+  /** The origin that only CloudFront can reach (origin mutual TLS); absent: the execute-api address, which stays reachable. */
+  readonly lockedOrigin?: LockedOrigin;
+}
+
+/**
+ * `-c originDomainName=… -c originCertificateArn=… -c originTruststoreUri=… -c originClientCertificateArn=…`:
+ * CloudFront reaches the API through an API Gateway custom domain that requires a client
+ * certificate, and the execute-api address is off, so no request can skip the web ACL.
+ */
+export interface LockedOrigin {
+  /** The API Gateway custom domain CloudFront connects to, e.g. `origin.mcp.example.com`. */
+  readonly domainName: string;
+  /** Its server certificate, in the stack's region. */
+  readonly certificateArn: string;
+  readonly certificateRegion: string;
+  /** The trust store (PEM of the CA that issued the client certificate) API Gateway checks clients against. */
+  readonly truststore: { readonly bucket: string; readonly key: string; readonly version?: string };
+  /** The client certificate CloudFront presents, imported into ACM in us-east-1. */
+  readonly clientCertificateArn: string;
+}
+
+export interface CustomDomain {
+  /** Lower-cased DNS name, e.g. `mcp.example.com`. */
+  readonly domainName: string;
+  readonly certificateArn: string;
+  /** Region of the certificate: us-east-1 for CloudFront, the stack's own region for API Gateway. */
+  readonly certificateRegion: string;
+}
+
+/** The values `protection` takes; the first is the default. */
+export const PROTECTIONS = ['none', 'waf'] as const;
+/** CloudFront reads certificates and CLOUDFRONT-scope web ACLs from this region only. */
+export const CLOUDFRONT_REGION = 'us-east-1';
+/** The evaluation windows AWS WAF's rate-based rules accept. */
+export const WAF_RATE_WINDOWS_S = [60, 120, 300, 600] as const;
+/** AWS WAF's bounds of a rate-based rule's limit. */
+const WAF_RATE_LIMIT_MIN = 10;
+const WAF_RATE_LIMIT_MAX = 2_000_000_000;
 
 /** Context keys and their defaults, exactly as they appear in `cdk.json`. */
 export const DEFAULTS = {
@@ -79,6 +133,17 @@ export const DEFAULTS = {
   throttleBurstLimit: 20,
   deliveryMaxConcurrency: 2,
   pupManifestFile: '',
+  stage: '',
+  protection: 'none',
+  wafRateLimit: 100,
+  wafRateWindowSeconds: 60,
+  domainName: '',
+  certificateArn: '',
+  disableDefaultEndpoint: 'false',
+  originDomainName: '',
+  originCertificateArn: '',
+  originTruststoreUri: '',
+  originClientCertificateArn: '',
 } as const;
 
 export type ContextKey = keyof typeof DEFAULTS;
@@ -102,6 +167,8 @@ const named = (key: ContextKey) => `context ${key}`;
 function raw(node: Node, key: ContextKey): Raw {
   const value: unknown = node.tryGetContext(key);
   if (value === undefined || value === null) return DEFAULTS[key];
+  // A switch may be a JSON boolean in cdk.json; any other key takes text or a number only.
+  if (typeof value === 'boolean' && key === 'disableDefaultEndpoint') return String(value);
   if (typeof value !== 'string' && typeof value !== 'number') throw new SettingsError(`${named(key)} must be a string or a number`);
   return field.isUnset(value) ? DEFAULTS[key] : value;
 }
@@ -124,6 +191,75 @@ function readManifest(value: Raw): PupManifest | undefined {
     throw new SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
   }
   return { file: resolved, text: field.manifestText(content, name) };
+}
+
+/**
+ * The exposure settings: stage, protection, custom domain, default endpoint. Each value through its
+ * field parser first, then the combinations, each refused with a sentence that says what to add or
+ * drop. What needs the stack's region (an API Gateway certificate in that region) is checked by the
+ * stack itself, where the region is known.
+ */
+function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 'customDomain' | 'disableDefaultEndpoint'> {
+  const stage = field.stageName(raw(node, 'stage'), named('stage'));
+  const kind = field.choice(raw(node, 'protection'), named('protection'), PROTECTIONS);
+  const requestsPerClient = integer(node, 'wafRateLimit', WAF_RATE_LIMIT_MIN, WAF_RATE_LIMIT_MAX);
+  const windowS = integer(node, 'wafRateWindowSeconds', WAF_RATE_WINDOWS_S[0], WAF_RATE_WINDOWS_S[WAF_RATE_WINDOWS_S.length - 1] as number);
+  if (!(WAF_RATE_WINDOWS_S as readonly number[]).includes(windowS)) {
+    throw new SettingsError(`${named('wafRateWindowSeconds')} must be one of AWS WAF's evaluation windows (${WAF_RATE_WINDOWS_S.join(', ')}), got ${windowS}`);
+  }
+  const domainName = field.dnsName(raw(node, 'domainName'), named('domainName'));
+  const certificate = field.certificateArn(raw(node, 'certificateArn'), named('certificateArn'));
+  const disableDefaultEndpoint = field.flag(raw(node, 'disableDefaultEndpoint'), named('disableDefaultEndpoint'));
+
+  if (domainName !== undefined && certificate === undefined) {
+    throw new SettingsError(`${named('domainName')} needs ${named('certificateArn')}: an ACM certificate for ${domainName} (in us-east-1 with protection=waf, else in the stack's region)`);
+  }
+  if (certificate !== undefined && domainName === undefined) {
+    throw new SettingsError(`${named('certificateArn')} needs ${named('domainName')}: the name the certificate is for`);
+  }
+  if (kind === 'waf' && certificate !== undefined && certificate.region !== CLOUDFRONT_REGION) {
+    throw new SettingsError(
+      `${named('certificateArn')} is in ${certificate.region}, but with protection=waf the domain is CloudFront's, which takes certificates from ${CLOUDFRONT_REGION} only`,
+    );
+  }
+  if (disableDefaultEndpoint && domainName === undefined) {
+    throw new SettingsError(`${named('disableDefaultEndpoint')} needs ${named('domainName')} and ${named('certificateArn')}: without them the API would have no address at all`);
+  }
+  const lockedOrigin = readLockedOrigin(node);
+  if (lockedOrigin !== undefined && kind !== 'waf') {
+    throw new SettingsError(`${named('originDomainName')} and the other origin settings only apply with protection=waf: they lock the API to CloudFront`);
+  }
+  if (disableDefaultEndpoint && kind === 'waf' && lockedOrigin === undefined) {
+    throw new SettingsError(
+      `${named('disableDefaultEndpoint')} with protection=waf needs the locked origin (originDomainName, originCertificateArn, originTruststoreUri, originClientCertificateArn): otherwise CloudFront reaches the API through the execute-api address`,
+    );
+  }
+  return {
+    ...(stage === undefined ? {} : { stage }),
+    ...(kind === 'waf' ? { protection: { kind, requestsPerClient, windowS, ...(lockedOrigin ? { lockedOrigin } : {}) } } : {}),
+    ...(domainName !== undefined && certificate !== undefined
+      ? { customDomain: { domainName, certificateArn: certificate.arn, certificateRegion: certificate.region } }
+      : {}),
+    ...(disableDefaultEndpoint ? { disableDefaultEndpoint: true as const } : {}),
+  };
+}
+
+/** The four origin settings: all or none, each through its parser, the client certificate in us-east-1. */
+function readLockedOrigin(node: Node): LockedOrigin | undefined {
+  const domainName = field.dnsName(raw(node, 'originDomainName'), named('originDomainName'));
+  const certificate = field.certificateArn(raw(node, 'originCertificateArn'), named('originCertificateArn'));
+  const truststore = field.s3Uri(raw(node, 'originTruststoreUri'), named('originTruststoreUri'));
+  const client = field.certificateArn(raw(node, 'originClientCertificateArn'), named('originClientCertificateArn'));
+  if (domainName === undefined || certificate === undefined || truststore === undefined || client === undefined) {
+    const given = { originDomainName: domainName, originCertificateArn: certificate, originTruststoreUri: truststore, originClientCertificateArn: client };
+    const missing = Object.entries(given).filter(([, v]) => v === undefined).map(([k]) => `context ${k}`);
+    if (missing.length === 4) return undefined;
+    throw new SettingsError(`the locked origin needs all four origin settings; missing ${missing.join(', ')}`);
+  }
+  if (client.region !== CLOUDFRONT_REGION) {
+    throw new SettingsError(`${named('originClientCertificateArn')} is in ${client.region}, but CloudFront presents client certificates from ACM in ${CLOUDFRONT_REGION} only`);
+  }
+  return { domainName, certificateArn: certificate.arn, certificateRegion: certificate.region, truststore, clientCertificateArn: client.arn };
 }
 
 /** Reads and validates every setting; throws SettingsError naming the bad key. */
@@ -153,5 +289,6 @@ export function readSettings(node: Node): DmDotSettings {
     throttleBurstLimit: integer(node, 'throttleBurstLimit', 1, 5_000),
     deliveryMaxConcurrency: integer(node, 'deliveryMaxConcurrency', MIN_DELIVERY_CONCURRENCY, MAX_DELIVERY_CONCURRENCY),
     ...(pupManifest === undefined ? {} : { pupManifest }),
+    ...readExposure(node),
   };
 }

@@ -184,3 +184,64 @@ export function apiKey(value: Raw, name: string): { key: string; warning?: strin
 export function port(value: Raw, name: string): number {
   return integer(value, name, 0, 65_535, 8787);
 }
+
+/** The CloudFormation stack of the default deployment; `-c stage=NAME` deploys `DmDot-NAME` beside it. */
+export const DEFAULT_STACK_NAME = 'DmDot';
+
+/**
+ * A stage name (`-c stage=NAME`, the CLI's `--stage`): a letter, then letters, digits or hyphens, at
+ * most 24 in all, so `DmDot-NAME` is a valid stack name and the names derived from it (the dashboard's
+ * `<stack>-<region>`, the edge stack's `<stack>-Edge`) stay within their limits.
+ */
+export function stageName(value: Raw, name: string): string | undefined {
+  const t = text(value);
+  if (t === '') return undefined;
+  if (!/^[A-Za-z][A-Za-z0-9-]{0,23}$/.test(t) || t.endsWith('-') || t.includes('--')) {
+    throw new SettingsError(`${name} must be 1 to 24 letters, digits or single hyphens, starting with a letter (the stack is named DmDot-<stage>), got "${t.slice(0, 40)}"`);
+  }
+  return t;
+}
+
+/** The stack a stage is deployed as: `DmDot` without one, `DmDot-<stage>` with one. */
+export function stackNameOf(stage: string | undefined): string {
+  return stage === undefined ? DEFAULT_STACK_NAME : `${DEFAULT_STACK_NAME}-${stage}`;
+}
+
+/** One of a fixed set of words (case-insensitive); unset gives the first. */
+export function choice<T extends string>(value: Raw, name: string, options: readonly [T, ...T[]]): T {
+  const t = text(value).toLowerCase();
+  if (t === '') return options[0];
+  const found = options.find((o) => o === t);
+  if (found === undefined) throw new SettingsError(`${name} must be one of ${options.join(', ')}, got "${text(value).slice(0, 40)}"`);
+  return found;
+}
+
+/** A fully qualified DNS name for a custom domain (`mcp.example.com`): lower-cased, no scheme, port, path or wildcard. */
+export function dnsName(value: Raw, name: string): string | undefined {
+  const t = text(value).toLowerCase().replace(/\.$/, '');
+  if (t === '') return undefined;
+  const label = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+  const labels = t.split('.');
+  if (t.length > 253 || labels.length < 2 || !labels.every((l) => label.test(l)) || /^\d+$/.test(labels[labels.length - 1] ?? '')) {
+    throw new SettingsError(`${name} must be a DNS name like mcp.example.com (no scheme, port, path or wildcard), got "${text(value).slice(0, 80)}"`);
+  }
+  return t;
+}
+
+/** An ACM certificate ARN, and the region it lives in (CloudFront takes only us-east-1 certificates, API Gateway the API's own region). */
+export function certificateArn(value: Raw, name: string): { arn: string; region: string } | undefined {
+  const t = text(value);
+  if (t === '') return undefined;
+  const match = /^arn:aws[a-z-]*:acm:([a-z]{2}(?:-[a-z]+)+-\d):\d{12}:certificate\/[0-9a-f-]{36}$/.exec(t);
+  if (!match) throw new SettingsError(`${name} must be an ACM certificate ARN like arn:aws:acm:us-east-1:123456789012:certificate/<uuid>, got "${t.slice(0, 100)}"`);
+  return { arn: t, region: match[1] as string };
+}
+
+/** An S3 object as `s3://bucket/key` (API Gateway's mutual TLS trust store), optionally `?versionId=…`. */
+export function s3Uri(value: Raw, name: string): { bucket: string; key: string; version?: string } | undefined {
+  const t = text(value);
+  if (t === '') return undefined;
+  const match = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/([^?#\s]+?)(?:\?versionId=([^&#\s]+))?$/.exec(t);
+  if (!match) throw new SettingsError(`${name} must be an S3 object like s3://my-bucket/truststore.pem, got "${t.slice(0, 100)}"`);
+  return { bucket: match[1] as string, key: match[2] as string, ...(match[3] ? { version: match[3] } : {}) };
+}

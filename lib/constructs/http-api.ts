@@ -29,9 +29,9 @@
  * The construct keeps the id `Http` at the stack's top level: the API's logical ID is its endpoint,
  * the URL every connected dot was given.
  *
- * Deliberately not here: custom domains and AWS WAF. WAF cannot be attached to an HTTP API (it
- * protects REST APIs, CloudFront, ALB and others; docs/deploying-aws.md ("Public exposure") says how to put one
- * in front).
+ * Deliberately not here: custom domains (custom-domain.ts) and AWS WAF. WAF cannot be attached to
+ * an HTTP API (it protects REST APIs, CloudFront, ALB and others); `-c protection=waf` puts CloudFront
+ * with a web ACL in front (edge-distribution.ts, edge-acl.ts).
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
@@ -134,6 +134,8 @@ export interface McpHttpApiProps {
   readonly throttleRateLimit: number;
   readonly throttleBurstLimit: number;
   readonly logRetention: logs.RetentionDays;
+  /** Turns off the `execute-api` address (`-c disableDefaultEndpoint=true`); only a custom domain then reaches the API. */
+  readonly disableExecuteApiEndpoint?: boolean;
 }
 
 export class McpHttpApi extends Construct {
@@ -147,6 +149,7 @@ export class McpHttpApi extends Construct {
     this.api = new HttpApi(this, 'Api', {
       description: 'dm-dot: MCP endpoint and message API',
       createDefaultStage: false,
+      ...(props.disableExecuteApiEndpoint ? { disableExecuteApiEndpoint: true } : {}),
       corsPreflight:
         props.allowedOrigins.length === 0
           ? undefined

@@ -6,14 +6,15 @@
  * Each test file synthesizes once and shares the result. The built-in CloudFormation validation is
  * skipped here (CDK_VALIDATION=false, about 5 s); offline-synth.test.ts runs the real CLI with it on.
  */
-import { App, Validations } from 'aws-cdk-lib';
+import { App, type Environment, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DmDotStack } from '../../lib/dm-dot-stack';
+import { addDmDot } from '../../lib/app';
+import type { EdgeStack } from '../../lib/constructs/edge-acl';
+import type { DmDotStack } from '../../lib/dm-dot-stack';
 import { PROJECT_ROOT } from '../../lib/constructs/handler-function';
-import { readSettings } from '../../lib/settings';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Json = any;
@@ -22,6 +23,9 @@ export interface Synthesized {
   readonly app: App;
   readonly stack: DmDotStack;
   readonly template: Json;
+  /** The us-east-1 edge stack and its template, with `protection` only. */
+  readonly edge?: EdgeStack;
+  readonly edgeTemplate?: Json;
   readonly outdir: string;
   /** Directory of the bundled code of the Lambda function with this logical id. */
   assetDir(functionLogicalId: string): string;
@@ -36,6 +40,8 @@ export interface SynthOptions {
   readonly context?: Record<string, unknown>;
   /** false skips esbuild (assets are empty placeholders): for tests that only read the template. */
   readonly bundle?: boolean;
+  /** What the CDK CLI would find as CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION (needed with protection on). */
+  readonly env?: Environment;
 }
 
 export function cdkJson(): { app: string; notices?: boolean; context: Record<string, unknown> } {
@@ -61,15 +67,17 @@ export function synthesize(options: SynthOptions = {}): Synthesized {
         ...options.context,
       },
     });
-    const stack = new DmDotStack(app, 'DmDot', { settings: readSettings(app.node) });
+    const { stack, edge } = addDmDot(app, options.env);
     Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
     const assembly = app.synth();
     const template: Json = assembly.getStackByName(stack.stackName).template;
+    const edgeTemplate: Json = edge ? assembly.getStackByName(edge.stackName).template : undefined;
     const reportFile = path.join(outdir, 'validation-report.json');
     return {
       app,
       stack,
       template,
+      ...(edge ? { edge, edgeTemplate } : {}),
       outdir,
       validationReport: fs.existsSync(reportFile) ? JSON.parse(fs.readFileSync(reportFile, 'utf8')) : { pluginReports: [] },
       assetDir(functionLogicalId: string): string {

@@ -3,22 +3,27 @@
  * (loaded only then: nothing of the AWS SDK is on the start-up path of the CLI), with the
  * operator's own credentials and region as any AWS tool finds them, unless a test injected its
  * own through the io; reads the stack's outputs once (DescribeStacks); and finds each resource:
- * its flag, then its DMDOT_* setting, then the stack output.
+ * its flag, then its DMDOT_* setting, then the stack output. The stack is `--stack NAME`, or
+ * `--stage NAME` for the stack `-c stage=NAME` deployed (`DmDot-NAME`, the name lib/app.ts gives it,
+ * from the same stackNameOf), else DMDOT_STACK, else `DmDot`.
  *
  * Outputs the stack has (lib/dm-dot-stack.ts): TableName, DeliveryQueueUrl, DeadLetterQueueUrl,
  * McpEndpoint, ApiKeySecretArn, PupSecretArn, McpFunctionName, AlarmNames.
  *
  * Deliberately not here: what a command does with them, and credentials (the SDK's own chain).
  */
+import { SettingsError, stackNameOf, stageName } from '../../config/fields';
 import type { CliAwsSettings } from '../../config/settings';
 import type { Context } from '../context';
-import { OperationError } from '../errors';
+import { OperationError, UsageError } from '../errors';
 import type { AwsClients, SendsCommands } from '../io';
 
 export type OutputName = 'TableName' | 'DeliveryQueueUrl' | 'DeadLetterQueueUrl' | 'McpEndpoint' | 'ApiKeySecretArn' | 'PupSecretArn' | 'McpFunctionName' | 'AlarmNames';
 
 export interface AwsFlags {
   stack?: string;
+  /** The stage a stack was deployed as (`-c stage=NAME`): the stack `DmDot-NAME`. */
+  stage?: string;
   region?: string;
   table?: string;
   'queue-url'?: string;
@@ -62,7 +67,8 @@ export class AwsSession {
     private readonly flags: AwsFlags,
     private readonly settings: CliAwsSettings = ctx.settings.aws(),
   ) {
-    this.stack = flags.stack ?? settings.stack;
+    const ofStage = stackOfStage(flags);
+    this.stack = flags.stack ?? ofStage ?? settings.stack;
     this.region = flags.region ?? settings.region;
   }
 
@@ -120,6 +126,18 @@ export class AwsSession {
   async close(): Promise<void> {
     for (const client of this.clients.values()) (await client.catch(() => undefined))?.destroy?.();
     this.clients.clear();
+  }
+}
+
+/** `--stage NAME` as the stack name it stands for; refused beside `--stack`, or when it is no stage name. */
+function stackOfStage(flags: AwsFlags): string | undefined {
+  if (flags.stage === undefined) return undefined;
+  if (flags.stack !== undefined) throw new UsageError('give --stack or --stage, not both (--stage NAME is --stack DmDot-NAME)');
+  try {
+    return stackNameOf(stageName(flags.stage, '--stage'));
+  } catch (error) {
+    if (error instanceof SettingsError) throw new UsageError(error.message.replace(' (the stack is named DmDot-<stage>)', ''));
+    throw error;
   }
 }
 

@@ -1,0 +1,47 @@
+/**
+ * The dm-dot app's stacks, built the same way by `cdk` (bin/dm-dot.ts) and by the template tests:
+ * read the settings once, name the stack after the stage (`DmDot`, or `DmDot-<stage>` with
+ * `-c stage=NAME`, so a dev and a prod stack live side by side and an existing `DmDot` is never
+ * replaced), and with `-c protection=waf` add the companion stack `<stack>-Edge` in us-east-1 that
+ * holds the web ACL (AWS accepts CLOUDFRONT-scope web ACLs only there).
+ *
+ * The main stack reads the web ACL's ARN across regions with `Fn::GetStackOutput` (cdk.json makes
+ * cross-stack references weak, so there is no export lock and no custom resource); that needs both
+ * stacks to name their region, so protection requires one (AWS_REGION or the CLI profile's).
+ *
+ * Deliberately not here: cdk-nag (the caller registers it), and any resource.
+ */
+import type { App, Environment } from 'aws-cdk-lib';
+import { stackNameOf } from '../lambda/config/fields';
+import { DmDotStack } from './dm-dot-stack';
+import { EdgeStack } from './constructs/edge-acl';
+import { CLOUDFRONT_REGION, SettingsError, readSettings } from './settings';
+
+export interface DmDotApp {
+  readonly stack: DmDotStack;
+  /** With `protection` only. */
+  readonly edge?: EdgeStack;
+}
+
+/** `account`/`region` as the CDK CLI found them (CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION); only used with protection on. */
+export function addDmDot(app: App, found: Environment = {}): DmDotApp {
+  const settings = readSettings(app.node);
+  const name = stackNameOf(settings.stage);
+  if (!settings.protection) return { stack: new DmDotStack(app, name, { settings }) };
+
+  if (!found.region) {
+    throw new SettingsError('context protection=waf needs the stack\'s region at synth (set AWS_REGION): its web ACL lives in us-east-1 and the stack reads it across regions');
+  }
+  const account = found.account ? { account: found.account } : {};
+  const edge = new EdgeStack(app, `${name}-Edge`, {
+    env: { ...account, region: CLOUDFRONT_REGION },
+    acl: { protection: settings.protection, logRetention: settings.logRetention, name },
+  });
+  // The reference to the ARN makes the main stack depend on the edge stack: `cdk deploy --all` creates the web ACL first.
+  const stack = new DmDotStack(app, name, {
+    settings,
+    env: { ...account, region: found.region },
+    webAclArn: edge.acl.webAcl.attrArn,
+  });
+  return { stack, edge };
+}

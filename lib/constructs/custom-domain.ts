@@ -1,0 +1,81 @@
+/**
+ * The connector's stable address without CloudFront (`-c domainName=… -c certificateArn=…`): an
+ * API Gateway regional custom domain with the operator's ACM certificate and an API mapping of the
+ * `$default` stage, so the connector URL outlives the API (a replaced API is mapped again, the URL
+ * stays). The operator points the name at `RegionalDomainName` (the `CustomDomainTarget` output)
+ * with a CNAME or an alias record; the stack manages no DNS zone.
+ *
+ * API Gateway takes a regional certificate from the API's own region only; the template carries a
+ * rule that refuses a deploy in any other region before anything is created, and synth refuses it
+ * already when the stack's region is known.
+ *
+ * The same construct is the locked origin of `protection=waf` (settings.ts, LockedOrigin): then the
+ * domain requires mutual TLS against the operator's trust store, so only a client holding a
+ * certificate that CA issued (CloudFront, presenting the one imported for it) completes the TLS
+ * handshake, before API Gateway routes or throttles anything.
+ *
+ * Deliberately not here: DNS records (the zone may live anywhere) and certificate requests (ACM
+ * validation waits on DNS the operator controls).
+ */
+import { CfnRule, Fn, Stack, Token } from 'aws-cdk-lib';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as acm from 'aws-cdk-lib/aws-certificatemanager';
+import { ApiMapping, DomainName, EndpointType, SecurityPolicy, type HttpApi, type HttpStage } from 'aws-cdk-lib/aws-apigatewayv2';
+import { Construct } from 'constructs';
+import { SettingsError, type CustomDomain } from '../settings';
+
+export interface ApiCustomDomainProps {
+  readonly api: HttpApi;
+  readonly stage: HttpStage;
+  readonly domain: CustomDomain;
+  /** Require mutual TLS against this trust store (the locked origin). */
+  readonly truststore?: { readonly bucket: string; readonly key: string; readonly version?: string };
+  /** Which setting names the certificate, for messages. */
+  readonly certificateSetting?: string;
+}
+
+export class ApiCustomDomain extends Construct {
+  readonly domainName: DomainName;
+
+  constructor(scope: Construct, id: string, props: ApiCustomDomainProps) {
+    super(scope, id);
+    const { domain } = props;
+    const setting = props.certificateSetting ?? 'certificateArn';
+    const stack = Stack.of(this);
+    if (!Token.isUnresolved(stack.region) && stack.region !== domain.certificateRegion) {
+      throw new SettingsError(
+        `context ${setting} is in ${domain.certificateRegion}, but API Gateway takes a certificate from the API's own region (${stack.region})`,
+      );
+    }
+    const truststore = props.truststore;
+    this.domainName = new DomainName(this, 'DomainName', {
+      domainName: domain.domainName,
+      certificate: acm.Certificate.fromCertificateArn(this, 'Certificate', domain.certificateArn),
+      endpointType: EndpointType.REGIONAL,
+      securityPolicy: SecurityPolicy.TLS_1_2,
+      ...(truststore
+        ? {
+            mtls: {
+              bucket: s3.Bucket.fromBucketName(this, 'Truststore', truststore.bucket),
+              key: truststore.key,
+              ...(truststore.version ? { version: truststore.version } : {}),
+            },
+          }
+        : {}),
+    });
+    // The mapping names the stage by its name (`$default`), so CloudFormation must create the stage first.
+    new ApiMapping(this, 'Mapping', { api: props.api, domainName: this.domainName, stage: props.stage }).node.addDependency(props.stage);
+    new CfnRule(this, 'CertificateInStackRegion', {
+      assertions: [
+        {
+          assert: Fn.conditionEquals(Fn.ref('AWS::Region'), domain.certificateRegion),
+          assertDescription: `${setting} is in ${domain.certificateRegion}: deploy this stack there, or use a certificate of the stack's region (API Gateway takes none from another region)`,
+        },
+      ],
+    });
+  }
+
+  get mcpUrl(): string {
+    return `https://${this.domainName.name}/mcp`;
+  }
+}
