@@ -390,7 +390,7 @@ export function subscribeRefusal(error: unknown, target?: Pick<Target, 'base' | 
   if (error.code === ErrorCodes.invalidParams && /https/.test(error.rpcMessage)) {
     if (target && !target.local) {
       return new OperationError(
-        `${target.base} refuses callbacks to this machine, as a deployed server must: dm-dot dot only works against a local server started with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. Against AWS, connect a real ChatGPT dot (npx dm-dot connect --aws)`,
+        `${target.base} refuses callbacks to this machine, as a deployed server must: dm-dot dot only works against a local server started with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. Against AWS, connect a real ChatGPT dot (dm-dot connect --aws)`,
         'loopback_refused',
       );
     }
