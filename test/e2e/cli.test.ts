@@ -340,3 +340,49 @@ describe('the project state directory', () => {
     assertNothingSecretPrinted(s);
   });
 });
+
+describe('--aws says what is wrong when no AWS call can be made, and connect goes through the tunnel', () => {
+  /** An environment with no AWS configuration at all: no profile files, no instance metadata. */
+  function bareAws(extra: Record<string, string> = {}): Record<string, string> {
+    const home = mkdtempSync(join(tmpdir(), 'dmdot-cli-home-'));
+    cleanups.push(async () => rmSync(home, { recursive: true, force: true }));
+    return {
+      PATH: process.env.PATH ?? '',
+      HOME: home,
+      AWS_CONFIG_FILE: join(home, 'no-config'),
+      AWS_SHARED_CREDENTIALS_FILE: join(home, 'no-credentials'),
+      AWS_EC2_METADATA_DISABLED: 'true',
+      ...extra,
+    };
+  }
+
+  it('CLI-13: no region, no credentials and an unreachable endpoint each say so, never "name another stack"', async () => {
+    const noRegion = await cli(['status', '--aws'], bareAws());
+    assert.equal(noRegion.code, 1);
+    assert.match(noRegion.err, /^dm-dot status: could not read stack DmDot: no AWS region: pass --region, or set AWS_REGION/m);
+
+    const noCredentials = await cli(['status', '--aws', '--json'], bareAws({ AWS_REGION: 'eu-west-1' }));
+    assert.equal(noCredentials.code, 1);
+    assert.match(noCredentials.err, /^dm-dot status: could not read stack DmDot: no AWS credentials found \(.*\): set AWS_PROFILE/m);
+    assert.equal(JSON.parse(noCredentials.out).error.code, 'no_credentials');
+
+    const closed = await startReceiver();
+    await closed.close();
+    const unreachable = await cli(
+      ['events', 'show', `evt_${'0'.repeat(32)}`, '--aws'],
+      bareAws({ AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret-example', AWS_ENDPOINT_URL: `http://127.0.0.1:${closed.port}` }),
+    );
+    assert.equal(unreachable.code, 1);
+    assert.match(unreachable.err, new RegExp(`^dm-dot events show: could not read stack DmDot: the AWS endpoint cannot be reached \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${closed.port}\\): check the network`, 'm'));
+    for (const r of [noRegion, noCredentials, unreachable]) assert.doesNotMatch(r.err, /name another with --stack/);
+  });
+
+  it('CLI-8: with a tunnel host in DMDOT_ALLOWED_HOSTS, connect prints https://<host>/mcp?key=<KEY>', async () => {
+    const s = await server({ DMDOT_ALLOWED_HOSTS: 'abc.example-tunnel.dev' });
+    const connect = await cli(['connect'], envOf(s));
+    assert.equal(connect.code, 0, connect.err);
+    assert.ok(connect.out.includes('  https://abc.example-tunnel.dev/mcp?key=<KEY>\n'), connect.out);
+    assert.ok(connect.out.includes(`the tunnel must forward https://abc.example-tunnel.dev to ${s.url}`), connect.out);
+    assertNothingSecretPrinted(s);
+  });
+});

@@ -225,8 +225,20 @@ describe('through the running server', () => {
       pupManifestUrl: `${s.base}/pup/manifest.json`,
       pupConfigured: false,
       serverRunning: true,
+      tunnelHost: null,
+      serverUrl: s.base,
     });
     expectNoSecrets(printed.join(''), [key, adminToken()]);
+  });
+
+  it('CLI-8: connect with a tunnel host in DMDOT_ALLOWED_HOSTS prints https://<host>/mcp?key=<KEY>, and says where the tunnel must forward', async () => {
+    const s = await serve({ DMDOT_ALLOWED_HOSTS: '127.0.0.2,abc.example-tunnel.dev,other.example' });
+    const r = await cli(['connect']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('  https://abc.example-tunnel.dev/mcp?key=<KEY>\n');
+    expect(r.out).toContain('  https://abc.example-tunnel.dev/pup/manifest.json');
+    expect(r.out).toContain(`the tunnel must forward https://abc.example-tunnel.dev to ${s.base}, where the server listens`);
+    expect(JSON.parse((await cli(['connect', '--json'])).out)).toMatchObject({ mcpUrl: 'https://abc.example-tunnel.dev/mcp', tunnelHost: 'abc.example-tunnel.dev', serverUrl: s.base });
   });
 
   it('connect --show-key prints the key in the URL, after a one-line notice on stderr that it prints a secret', async () => {
