@@ -377,6 +377,17 @@ describe('--aws says what is wrong when no AWS call can be made, and connect goe
     for (const r of [noRegion, noCredentials, unreachable]) assert.doesNotMatch(r.err, /name another with --stack/);
   });
 
+  it('CLI-12: a switch set to a word it does not take is bad usage (exit 2), and the message lists exactly what it takes', async () => {
+    for (const word of ['yes', 'on']) {
+      const r = await cli(['status'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_ALLOW_LOOPBACK_CALLBACKS: word });
+      assert.equal(r.code, 2);
+      assert.equal(r.err, `dm-dot status: DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 or true (on), or 0, false or empty (off), got "${word}"\nRun dm-dot status --help for usage.\n`);
+    }
+    const accepted = await cli(['status', '--json'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: mkdtempSync(join(tmpdir(), 'dmdot-cli-')), DMDOT_ALLOW_LOOPBACK_CALLBACKS: 'true' });
+    assert.equal(accepted.code, 0, accepted.err);
+    assert.equal(JSON.parse(accepted.out).switches.loopbackCallbacks, true);
+  });
+
   it('CLI-8: with a tunnel host in DMDOT_ALLOWED_HOSTS, connect prints https://<host>/mcp?key=<KEY>', async () => {
     const s = await server({ DMDOT_ALLOWED_HOSTS: 'abc.example-tunnel.dev' });
     const connect = await cli(['connect'], envOf(s));
