@@ -383,7 +383,9 @@ describe('--aws says what is wrong when no AWS call can be made, and connect goe
       assert.equal(r.code, 2);
       assert.equal(r.err, `dm-dot status: DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 or true (on), or 0, false or empty (off), got "${word}"\nRun dm-dot status --help for usage.\n`);
     }
-    const accepted = await cli(['status', '--json'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: mkdtempSync(join(tmpdir(), 'dmdot-cli-')), DMDOT_ALLOW_LOOPBACK_CALLBACKS: 'true' });
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-cli-'));
+    cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
+    const accepted = await cli(['status', '--json'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: 'true' });
     assert.equal(accepted.code, 0, accepted.err);
     assert.equal(JSON.parse(accepted.out).switches.loopbackCallbacks, true);
   });
@@ -394,6 +396,57 @@ describe('--aws says what is wrong when no AWS call can be made, and connect goe
     assert.equal(connect.code, 0, connect.err);
     assert.ok(connect.out.includes('  https://abc.example-tunnel.dev/mcp?key=<KEY>\n'), connect.out);
     assert.ok(connect.out.includes(`the tunnel must forward https://abc.example-tunnel.dev to ${s.url}`), connect.out);
+    assertNothingSecretPrinted(s);
+  });
+});
+
+describe('redrive and dot tell the truth about an ended subscription', () => {
+  /** waitFor for a probe that has to ask a process. */
+  async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await probe())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  it('CLI-9: redrive after restarting the stand-in dot says its dead letters are dropped, not sent, and the resend it prints delivers one', async () => {
+    const s = await server({ DMDOT_RETRY_DELAYS: '0.2', DMDOT_DELIVERY_WAIT_MS: '200' });
+    const env = envOf(s);
+    const first = await startDot(['--status', '500'], env);
+    const sent = await cli(['send', 'refused twice', '--json'], env);
+    const { eventId } = JSON.parse(sent.out);
+    await until('dead-lettered', async () => JSON.parse((await cli(['status', '--json'], env)).out).jobs.deadLetters === 1, 20_000);
+    assert.equal(await first.stop(), 0);
+    const second = await startDot([], env);
+
+    const redrive = await cli(['redrive'], env);
+    assert.equal(redrive.code, 0, redrive.err);
+    assert.doesNotMatch(redrive.out, /delivering/);
+    assert.match(redrive.out, /^1 of them was queued for an earlier subscription, which has ended .*: it is dropped, not sent\.$/m);
+    const resend = new RegExp(`^  dm-dot events resend (${eventId})$`, 'm').exec(redrive.out)?.[1];
+    assert.equal(resend, eventId);
+    await until('dropped', async () => JSON.parse((await cli(['events', 'show', eventId, '--json'], env)).out).event.status === 'dropped', 20_000);
+    assert.ok(!second.out().includes(eventId), 'the redriven event was not sent to the new subscription');
+
+    const resent = await cli(['events', 'resend', eventId], env);
+    assert.equal(resent.code, 0, resent.err);
+    await waitFor('the resent event at the new dot', () => second.out().includes(`${eventId}  `), 20_000);
+    assert.match(second.out(), new RegExp(`^${eventId}  \\d+ ms  refused twice$`, 'm'));
+    assertNothingSecretPrinted(s);
+  });
+
+  it('CLI-2: a running dot notices a subscription clear within its check interval, says so and stops (exit 1)', async () => {
+    const s = await server();
+    const env = envOf(s);
+    const dot = await startDot(['--check', '1000'], env);
+    assert.match(dot.err(), /it checks the subscription every 1 s/);
+    const cleared = await cli(['subscription', 'clear', '--yes'], env);
+    assert.equal(cleared.code, 0, cleared.err);
+    const code = await Promise.race([dot.exited, new Promise((r) => setTimeout(() => r('still running'), 10_000))]);
+    assert.equal(code, 1);
+    assert.match(dot.err(), /the subscription had ended \(cleared with dm-dot subscription clear, or ended by a 410\): this dot's check found none/);
+    assert.deepEqual(JSON.parse((await cli(['subscription', '--json'], env)).out), { subscription: null }, 'what its check created is removed');
     assertNothingSecretPrinted(s);
   });
 });
