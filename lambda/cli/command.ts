@@ -1,7 +1,7 @@
 /**
  * What a command is: its declarations (name, summary, arguments, options, the shape of its JSON),
- * from which both its parser and its `--help` are made, and the function that runs it. One file
- * per command under commands/; main.ts loads only the one that runs.
+ * from which program.ts makes both its commander parser and its `--help`, and the function that
+ * runs it. One file per command under commands/; only the modules the command line needs load.
  */
 import type { HelpSpec, OptionSpecs, Parsed } from './args';
 import type { Context } from './context';

@@ -54,7 +54,8 @@ export function flag(value: Raw, name: string): boolean {
   const t = text(value).toLowerCase();
   if (t === '' || t === '0' || t === 'false') return false;
   if (t === '1' || t === 'true') return true;
-  throw new SettingsError(`${name} must be 1 (on) or 0 (off), got "${text(value).slice(0, 40)}"`);
+  // Exactly what is accepted, so that "yes" or "on" is not guessed at twice.
+  throw new SettingsError(`${name} must be 1 or true (on), or 0, false or empty (off), got "${text(value).slice(0, 40)}"`);
 }
 
 export function integer(value: Raw, name: string, min: number, max: number, fallback?: number): number {

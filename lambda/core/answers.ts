@@ -44,7 +44,7 @@ export function describeReason(reason: string | null | undefined): string {
 
 /** What a sender without a dot is told, on both surfaces: where a dot comes from. */
 export const NO_SUBSCRIPTION_TEXT =
-  'No dot is subscribed to message.created: connect a ChatGPT dot to this server (it subscribes by itself), or run `npx dm-dot dot` for a local stand-in; then send again.';
+  'No dot is subscribed to message.created: connect a ChatGPT dot to this server (it subscribes by itself), or run `dm-dot dot` for a local stand-in; then send again.';
 
 function text(value: string, isError: boolean, structured?: ToolResult['structuredContent']): ToolResult {
   return { content: [{ type: 'text', text: value }], isError, ...(structured ? { structuredContent: structured } : {}) };
@@ -101,7 +101,7 @@ type AnswerOn<S extends Surface> = S extends 'tool' ? ToolResult : S extends 're
 
 function unavailableText(error: DependencyUnavailable): string {
   if (error.eventId && error.undecided) {
-    return `The delivery queue did not confirm event ${error.eventId}, and its record could not be marked failed: it may still be delivered. Check with npx dm-dot events show ${error.eventId} before sending it again.`;
+    return `The delivery queue did not confirm event ${error.eventId}, and its record could not be marked failed: it may still be delivered. Check with dm-dot events show ${error.eventId} before sending it again.`;
   }
   if (error.eventId) return `The delivery queue is unavailable, so event ${error.eventId} was not sent; try again shortly.`;
   return `The ${error.dependency === 'queue' ? 'delivery queue' : 'storage'} is unavailable; nothing was sent. Try again shortly.`;

@@ -229,13 +229,13 @@ function describeSwitches(settings: LocalSettings, url: string, key: { file?: st
 /** The start-up lines: the listening line first (docs/contract/local-runtime.md), then where the key is and which switches are on. */
 export function startupLines(settings: LocalSettings, url: string, key: { file?: string; generated: boolean }): string[] {
   const lines = [`dm-dot listening on ${url}`];
-  if (key.generated) lines.push(`API key generated and stored in ${key.file} (mode 0600); \`npx dm-dot connect\` prints the connector URL`);
-  else if (key.file) lines.push(`API key in ${key.file}; \`npx dm-dot connect\` prints the connector URL`);
+  if (key.generated) lines.push(`API key generated and stored in ${key.file} (mode 0600); \`dm-dot connect\` prints the connector URL`);
+  else if (key.file) lines.push(`API key in ${key.file}; \`dm-dot connect\` prints the connector URL`);
   else lines.push('API key from MCP_API_KEY');
   lines.push(
     settings.allowLoopbackCallbacks
-      ? '  loopback callbacks: on (DMDOT_ALLOW_LOOPBACK_CALLBACKS): `npx dm-dot dot` can subscribe'
-      : '  loopback callbacks: off; start with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 to try `npx dm-dot dot`',
+      ? '  loopback callbacks: on (DMDOT_ALLOW_LOOPBACK_CALLBACKS): `dm-dot dot` can subscribe'
+      : '  loopback callbacks: off; start with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 to try `dm-dot dot`',
   );
   lines.push(
     settings.pupSecrets.secrets.length > 0

@@ -340,3 +340,113 @@ describe('the project state directory', () => {
     assertNothingSecretPrinted(s);
   });
 });
+
+describe('--aws says what is wrong when no AWS call can be made, and connect goes through the tunnel', () => {
+  /** An environment with no AWS configuration at all: no profile files, no instance metadata. */
+  function bareAws(extra: Record<string, string> = {}): Record<string, string> {
+    const home = mkdtempSync(join(tmpdir(), 'dmdot-cli-home-'));
+    cleanups.push(async () => rmSync(home, { recursive: true, force: true }));
+    return {
+      PATH: process.env.PATH ?? '',
+      HOME: home,
+      AWS_CONFIG_FILE: join(home, 'no-config'),
+      AWS_SHARED_CREDENTIALS_FILE: join(home, 'no-credentials'),
+      AWS_EC2_METADATA_DISABLED: 'true',
+      ...extra,
+    };
+  }
+
+  it('CLI-13: no region, no credentials and an unreachable endpoint each say so, never "name another stack"', async () => {
+    const noRegion = await cli(['status', '--aws'], bareAws());
+    assert.equal(noRegion.code, 1);
+    assert.match(noRegion.err, /^dm-dot status: could not read stack DmDot: no AWS region: pass --region, or set AWS_REGION/m);
+
+    const noCredentials = await cli(['status', '--aws', '--json'], bareAws({ AWS_REGION: 'eu-west-1' }));
+    assert.equal(noCredentials.code, 1);
+    assert.match(noCredentials.err, /^dm-dot status: could not read stack DmDot: no AWS credentials found \(.*\): set AWS_PROFILE/m);
+    assert.equal(JSON.parse(noCredentials.out).error.code, 'no_credentials');
+
+    const closed = await startReceiver();
+    await closed.close();
+    const unreachable = await cli(
+      ['events', 'show', `evt_${'0'.repeat(32)}`, '--aws'],
+      bareAws({ AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret-example', AWS_ENDPOINT_URL: `http://127.0.0.1:${closed.port}` }),
+    );
+    assert.equal(unreachable.code, 1);
+    assert.match(unreachable.err, new RegExp(`^dm-dot events show: could not read stack DmDot: the AWS endpoint cannot be reached \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${closed.port}\\): check the network`, 'm'));
+    for (const r of [noRegion, noCredentials, unreachable]) assert.doesNotMatch(r.err, /name another with --stack/);
+  });
+
+  it('CLI-12: a switch set to a word it does not take is bad usage (exit 2), and the message lists exactly what it takes', async () => {
+    for (const word of ['yes', 'on']) {
+      const r = await cli(['status'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_ALLOW_LOOPBACK_CALLBACKS: word });
+      assert.equal(r.code, 2);
+      assert.equal(r.err, `dm-dot status: DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 or true (on), or 0, false or empty (off), got "${word}"\nRun dm-dot status --help for usage.\n`);
+    }
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-cli-'));
+    cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
+    const accepted = await cli(['status', '--json'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: 'true' });
+    assert.equal(accepted.code, 0, accepted.err);
+    assert.equal(JSON.parse(accepted.out).switches.loopbackCallbacks, true);
+  });
+
+  it('CLI-8: with a tunnel host in DMDOT_ALLOWED_HOSTS, connect prints https://<host>/mcp?key=<KEY>', async () => {
+    const s = await server({ DMDOT_ALLOWED_HOSTS: 'abc.example-tunnel.dev' });
+    const connect = await cli(['connect'], envOf(s));
+    assert.equal(connect.code, 0, connect.err);
+    assert.ok(connect.out.includes('  https://abc.example-tunnel.dev/mcp?key=<KEY>\n'), connect.out);
+    assert.ok(connect.out.includes(`the tunnel must forward https://abc.example-tunnel.dev to ${s.url}`), connect.out);
+    assertNothingSecretPrinted(s);
+  });
+});
+
+describe('redrive and dot tell the truth about an ended subscription', () => {
+  /** waitFor for a probe that has to ask a process. */
+  async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await probe())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  it('CLI-9: redrive after restarting the stand-in dot says its dead letters are dropped, not sent, and the resend it prints delivers one', async () => {
+    const s = await server({ DMDOT_RETRY_DELAYS: '0.2', DMDOT_DELIVERY_WAIT_MS: '200' });
+    const env = envOf(s);
+    const first = await startDot(['--status', '500'], env);
+    const sent = await cli(['send', 'refused twice', '--json'], env);
+    const { eventId } = JSON.parse(sent.out);
+    await until('dead-lettered', async () => JSON.parse((await cli(['status', '--json'], env)).out).jobs.deadLetters === 1, 20_000);
+    assert.equal(await first.stop(), 0);
+    const second = await startDot([], env);
+
+    const redrive = await cli(['redrive'], env);
+    assert.equal(redrive.code, 0, redrive.err);
+    assert.doesNotMatch(redrive.out, /delivering/);
+    assert.match(redrive.out, /^1 of them was queued for an earlier subscription, which has ended .*: it is dropped, not sent\.$/m);
+    const resend = new RegExp(`^  dm-dot events resend (${eventId})$`, 'm').exec(redrive.out)?.[1];
+    assert.equal(resend, eventId);
+    await until('dropped', async () => JSON.parse((await cli(['events', 'show', eventId, '--json'], env)).out).event.status === 'dropped', 20_000);
+    assert.ok(!second.out().includes(eventId), 'the redriven event was not sent to the new subscription');
+
+    const resent = await cli(['events', 'resend', eventId], env);
+    assert.equal(resent.code, 0, resent.err);
+    await waitFor('the resent event at the new dot', () => second.out().includes(`${eventId}  `), 20_000);
+    assert.match(second.out(), new RegExp(`^${eventId}  \\d+ ms  refused twice$`, 'm'));
+    assertNothingSecretPrinted(s);
+  });
+
+  it('CLI-2: a running dot notices a subscription clear within its check interval, says so and stops (exit 1)', async () => {
+    const s = await server();
+    const env = envOf(s);
+    const dot = await startDot(['--check', '1000'], env);
+    assert.match(dot.err(), /it checks the subscription every 1 s/);
+    const cleared = await cli(['subscription', 'clear', '--yes'], env);
+    assert.equal(cleared.code, 0, cleared.err);
+    const code = await Promise.race([dot.exited, new Promise((r) => setTimeout(() => r('still running'), 10_000))]);
+    assert.equal(code, 1);
+    assert.match(dot.err(), /the subscription had ended \(cleared with dm-dot subscription clear, or ended by a 410\): this dot's check found none/);
+    assert.deepEqual(JSON.parse((await cli(['subscription', '--json'], env)).out), { subscription: null }, 'what its check created is removed');
+    assertNothingSecretPrinted(s);
+  });
+});

@@ -12,7 +12,7 @@ import { clearSubscription, listEventViews, resendEvent, showEvent, showSubscrip
 import type { Store } from '../../ports';
 import { OperationError } from '../errors';
 import type { Operator } from '../operator';
-import { describeAwsError, type AwsSession } from './session';
+import { describeAwsError, unusableAws, type AwsSession } from './session';
 
 async function guarded<T>(what: string, work: () => Promise<T>): Promise<T> {
   try {
@@ -23,7 +23,7 @@ async function guarded<T>(what: string, work: () => Promise<T>): Promise<T> {
     if ((error as Error).name === 'DependencyUnavailable' && dependency) {
       throw new OperationError(`${what}: the ${dependency === 'queue' ? 'delivery queue' : 'table'} is unavailable (${describeAwsError((error as { cause?: unknown }).cause ?? error)})`, `${dependency}_unavailable`);
     }
-    throw new OperationError(`${what}: ${describeAwsError(error)}`, 'aws_error');
+    throw new OperationError(`${what}: ${describeAwsError(error)}`, unusableAws(error)?.code ?? 'aws_error');
   }
 }
 

@@ -30,8 +30,37 @@ export interface AwsFlags {
   'dlq-url'?: string;
 }
 
-/** AWS SDK errors as one line naming the error; the context scrubs it before printing. */
+const NETWORK = /\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNRESET|EHOSTUNREACH|ENETUNREACH|EPIPE)\b/;
+
+/**
+ * When no AWS call could be made at all, what is wrong and what to do: no region, no credentials
+ * (or expired ones), or an endpoint that cannot be reached. Undefined for an answer from AWS.
+ */
+export function unusableAws(error: unknown): { code: string; message: string } | undefined {
+  const e = error as { name?: string; message?: string; code?: string };
+  const message = e.message ?? String(error);
+  if (/^Region is missing/i.test(message)) {
+    return { code: 'no_region', message: 'no AWS region: pass --region, or set AWS_REGION (or a region in your AWS profile)' };
+  }
+  if (e.name === 'CredentialsProviderError') {
+    return {
+      code: 'no_credentials',
+      message: `no AWS credentials found (${message}): set AWS_PROFILE, sign in (aws sso login, or aws configure), or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`,
+    };
+  }
+  if (e.name === 'ExpiredTokenException' || e.name === 'ExpiredToken') {
+    return { code: 'credentials_expired', message: `your AWS credentials have expired (${e.name}): sign in again (aws sso login) or renew them` };
+  }
+  if (e.name === 'TimeoutError' || NETWORK.test(`${e.code ?? ''} ${message}`)) {
+    return { code: 'aws_unreachable', message: `the AWS endpoint cannot be reached (${message}): check the network or proxy, the region, and any AWS_ENDPOINT_URL setting` };
+  }
+  return undefined;
+}
+
+/** AWS SDK errors as one line: what is wrong when no call could be made, else the error's name and message. The context scrubs it before printing. */
 export function describeAwsError(error: unknown): string {
+  const unusable = unusableAws(error);
+  if (unusable) return unusable.message;
   const e = error as { name?: string; message?: string };
   return `${e.name ?? 'Error'}: ${e.message ?? String(error)}`;
 }
@@ -92,6 +121,9 @@ export class AwsSession {
       try {
         result = await this.ctx.progress(`reading the outputs of stack ${this.stack}`, client.send(new DescribeStacksCommand({ StackName: this.stack })));
       } catch (error) {
+        // Only a refusal that is about the stack is answered by naming another one.
+        const unusable = unusableAws(error);
+        if (unusable) throw new OperationError(`could not read stack ${this.stack}: ${unusable.message}`, unusable.code);
         throw new OperationError(`could not read stack ${this.stack}: ${describeAwsError(error)} (name another with --stack or DMDOT_STACK)`, 'stack_unreadable');
       }
       const outputs: Record<string, string> = {};

@@ -1,7 +1,8 @@
 /**
  * `dm-dot connect`: the URL to paste into a ChatGPT connector (`<mcp url>?key=<KEY>`) and, for
- * pup, the manifest URL. Locally from the running server's URL (else HOST/PORT); with `--aws`
- * from the stack's McpEndpoint. The key is left out, shown as a placeholder with where to find it,
+ * pup, the manifest URL. Locally through the tunnel whose host is in DMDOT_ALLOWED_HOSTS
+ * (`https://<host>/mcp`: ChatGPT and pup cannot reach this machine otherwise), else the running
+ * server's URL (else HOST/PORT); with `--aws` from the stack's McpEndpoint. The key is left out, shown as a placeholder with where to find it,
  * unless `--show-key` is given: then a one-line notice on stderr says a secret follows, and the
  * key comes from the key file or MCP_API_KEY, or with `--aws` from Secrets Manager
  * (ApiKeySecretArn).
@@ -13,7 +14,7 @@ import { defineCommand } from '../command';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
 import { statusWithoutServer, withLocalOperator, type KeySource, type LocalStatus } from '../local/operator';
-import { reachable } from '../local/server';
+import { LOOPBACK_HOSTNAMES, reachable } from '../local/server';
 import { configuredBase, readKeyFile } from '../local/target';
 
 export const KEY_PLACEHOLDER = '<KEY>';
@@ -24,12 +25,13 @@ export const command = defineCommand({
     summary: 'the connector URL for ChatGPT and the pup manifest URL',
     description:
       "The URL to paste into a ChatGPT connector, <mcp url>?key=<KEY>, and pup's manifest URL. The key is left out unless --show-key is given. " +
-      'Locally the URL is the running server\'s (else HOST/PORT); ChatGPT and pup reach it only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS. ' +
+      'Locally ChatGPT and pup reach the server only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS: with one there, the URL is https://<that host>/mcp; without, the running server\'s own (else HOST/PORT). ' +
       "With --aws it is the stack's McpEndpoint, and --show-key reads the key from Secrets Manager (ApiKeySecretArn).",
     options: { ...SHOW_KEY_OPTION, ...AWS_STACK_OPTIONS },
     json:
       '{"mode": "local" | "aws", "mcpUrl", "connectorUrl" (with <KEY> in place of the key unless --show-key), "keyShown": bool, ' +
-      '"key": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"} | {"from": "secretsManager", "secretArn"}, "pupManifestUrl", "pupConfigured": bool | null, "serverRunning": bool | null}.',
+      '"key": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"} | {"from": "secretsManager", "secretArn"}, "pupManifestUrl", "pupConfigured": bool | null, "serverRunning": bool | null, ' +
+      '"tunnelHost": the DMDOT_ALLOWED_HOSTS host the URLs use | null, "serverUrl": where the local server listens | null}.',
   },
   async run(ctx, { values }) {
     if (wantsAws(values)) return connectAws(ctx, values, !!values['show-key']);
@@ -67,6 +69,8 @@ interface ConnectDoc {
   pupManifestUrl: string;
   pupConfigured: boolean | null;
   serverRunning: boolean | null;
+  tunnelHost: string | null;
+  serverUrl: string | null;
 }
 
 function text(doc: ConnectDoc, notes: string[]): string {
@@ -89,7 +93,9 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
   const status: LocalStatus = await withLocalOperator(ctx, (op) => op.status(), {
     whenNothing: (stateDir) => statusWithoutServer(settings, stateDir),
   });
-  const mcpUrl = `${status.server.running ? displayBase(status.server.url) : configuredBase(settings)}/mcp`;
+  const origin = status.server.running ? displayBase(status.server.url) : configuredBase(settings);
+  const tunnelHost = tunnelHostOf(status.switches.allowedHosts);
+  const mcpUrl = `${tunnelHost ? `https://${tunnelHost}` : origin}/mcp`;
   let key: string | undefined;
   if (showKey) {
     if (status.apiKey.from === 'MCP_API_KEY') {
@@ -110,14 +116,25 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
     pupManifestUrl: manifestUrlOf(mcpUrl),
     pupConfigured: status.switches.pup !== false,
     serverRunning: status.server.running,
+    tunnelHost: tunnelHost ?? null,
+    serverUrl: origin,
   };
-  const origin = new URL(mcpUrl).origin;
   const notes = [
     ...(status.server.running ? [] : [`The server is not running: start it with npm start (it listens on ${origin}).`]),
-    `ChatGPT and pup reach this machine only through an HTTPS tunnel: use the tunnel's URL in place of ${origin}, and add its host to DMDOT_ALLOWED_HOSTS.`,
+    tunnelHost
+      ? `These URLs go through the tunnel host ${tunnelHost} (from DMDOT_ALLOWED_HOSTS): the tunnel must forward https://${tunnelHost} to ${origin}, where the server listens.`
+      : `ChatGPT and pup reach this machine only through an HTTPS tunnel: use the tunnel's URL in place of ${origin}, and add its host to DMDOT_ALLOWED_HOSTS.`,
   ];
   print(ctx, doc, notes);
   return 0;
+}
+
+/** The first host in DMDOT_ALLOWED_HOSTS that names a tunnel: a host name, not an address of this machine. */
+export function tunnelHostOf(allowedHosts: readonly string[]): string | undefined {
+  return allowedHosts.find((host) => {
+    const name = host.replace(/:\d+$/, '');
+    return !name.startsWith('[') && !/^\d+(\.\d+){3}$/.test(name) && !LOOPBACK_HOSTNAMES.has(name);
+  });
 }
 
 /** The recorded URL as a person uses it: 0.0.0.0 and :: are reached on 127.0.0.1. */
@@ -152,6 +169,8 @@ async function connectAws(ctx: Context, values: { stack?: string; region?: strin
       pupManifestUrl: manifestUrlOf(mcpUrl),
       pupConfigured: outputs.PupSecretArn ? null : false,
       serverRunning: null,
+      tunnelHost: null,
+      serverUrl: null,
     };
     print(ctx, doc, []);
     return 0;

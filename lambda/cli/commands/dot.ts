@@ -12,7 +12,11 @@
  * on a 410), a refresh was refused with -32000 (another callback holds it now) or with 401 (the
  * key was rotated), the refresh kept failing until the expiry, or a refresh came back without
  * `deliveryStatus`, which means the subscription had ended before it (cleared, or ended by a 410)
- * and the refresh created a new one: that new one is removed at once. With `--delay` past the
+ * and the refresh created a new one: that new one is removed at once. Besides the refresh that
+ * rotates its secret (at 80% of the lifetime), it checks its subscription every minute
+ * (`--check`) by subscribing again with the same secret (a refresh that is not challenged again),
+ * so that a `subscription clear`, a `key rotate` or another dot taking over is noticed within that
+ * time, not days later. With `--delay` past the
  * server's deadline, a delivery whose request the server closed before the answer is reported as
  * such (the server counts it as a timeout and retries), never as received.
  *
@@ -33,6 +37,8 @@ import { outcomeLine, sendMessage, type SendOutcome } from '../messages';
 import { relative, shortTime } from '../output';
 
 export const DEFAULT_PORT = 8788;
+/** How often a running dot checks that its subscription still stands: the most a clear or a key rotation goes unnoticed. */
+export const DEFAULT_CHECK_MS = 60_000;
 const PATH = '/dot';
 
 export const command = defineCommand({
@@ -43,13 +49,15 @@ export const command = defineCommand({
       'Listens on http://127.0.0.1:PORT/dot, subscribes to message.created with a fresh signing secret, verifies every delivery, prints each message with its event id and latency, and sends each line typed on its standard input as a message. ' +
       'The server must allow loopback callbacks: DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. ' +
       'It refreshes the subscription before it expires and unsubscribes on Ctrl-C (exit 0); the server then drops the queued events of that subscription. ' +
-      'It stops with exit 1 and says why when its subscription ended: it answered 410, another callback took it, the key was rotated, or the subscription had ended before a refresh. ' +
+      'It stops with exit 1 and says why when its subscription ended: it answered 410, another callback took it, the key was rotated, or the subscription had been cleared; ' +
+      `it checks its subscription every ${DEFAULT_CHECK_MS / 1000} s (--check), so none of these goes unnoticed for longer. ` +
       'Messages go to stdout, everything else to stderr.',
     options: {
       port: { type: 'string', value: 'N', description: `receiver port on 127.0.0.1 (default ${DEFAULT_PORT}; 0 picks a free one)` },
       status: { type: 'string', value: 'N', description: 'answer deliveries with HTTP status N (default 200): 500 to watch retries, 400 for a permanent failure, 410 to end the subscription' },
       delay: { type: 'string', value: 'MS', description: 'wait MS milliseconds before answering (0..60000); past the server\'s 5 s deadline the server hangs up first and retries' },
       ttl: { type: 'string', value: 'MS', description: `ask for this subscription lifetime (${Limits.ttlMinMs}..${Limits.ttlMaxMs}; default: the server's, 7 days)` },
+      check: { type: 'string', value: 'MS', description: `check that the subscription still stands every MS milliseconds (1000..3600000; default ${DEFAULT_CHECK_MS})` },
       ...TARGET_OPTIONS,
     },
     json:
@@ -62,6 +70,7 @@ export const command = defineCommand({
       status: integerValue(values.status, 'status', 200, 599) ?? 200,
       delayMs: integerValue(values.delay, 'delay', 0, 60_000) ?? 0,
       ttlMs: integerValue(values.ttl, 'ttl', Limits.ttlMinMs, Limits.ttlMaxMs),
+      checkMs: integerValue(values.check, 'check', 1000, 3_600_000) ?? DEFAULT_CHECK_MS,
     };
     const to = await findTarget(ctx, values);
     return new Dot(ctx, to, options).run();
@@ -73,6 +82,7 @@ interface DotOptions {
   status: number;
   delayMs: number;
   ttlMs: number | undefined;
+  checkMs: number;
 }
 
 export type EndReason = 'interrupted' | 'gone' | 'ended_before_refresh' | 'conflict' | 'key_refused' | 'expired';
@@ -117,6 +127,9 @@ class Dot {
   private expiresAt = 0;
   private refreshAt = 0;
   private refreshTimer: NodeJS.Timeout | undefined;
+  private checkTimer: NodeJS.Timeout | undefined;
+  /** A refresh or a check is under way: the other waits for its next turn. */
+  private busy = false;
   private stopping = false;
   private Webhook!: Verifier;
   private finish!: (end: { reason: EndReason; message: string }) => void;
@@ -160,7 +173,9 @@ class Dot {
       this.granted(granted);
       this.say(`subscribed ${granted.id} for ${this.callbackUrl}${granted.deliveryStatus ? ' (it took over the live subscription an earlier dm-dot dot left on this URL)' : ''}`);
       this.say(`the subscription expires at ${shortTime(granted.refreshBefore)} (${relative(granted.refreshBefore)}) unless refreshed; this dot refreshes it at ${shortTime(new Date(this.refreshAt).toISOString())}`);
+      this.say(`it checks the subscription every ${formatMs(this.options.checkMs)}: a subscription clear, a key rotation or another dot taking over is noticed within that`);
       this.say('waiting for messages; type a line to send it as a message; Ctrl-C unsubscribes and stops');
+      this.checkTimer = setInterval(() => void this.check(), this.options.checkMs);
     } catch (error) {
       await close();
       throw subscribeRefusal(error, this.target);
@@ -174,6 +189,7 @@ class Dot {
     const end = await this.ended;
     signal?.removeEventListener('abort', onAbort);
     clearTimeout(this.refreshTimer);
+    clearInterval(this.checkTimer);
     let unsubscribed = false;
     let code = 1;
     if (end.reason === 'interrupted' || end.reason === 'ended_before_refresh') {
@@ -233,9 +249,50 @@ class Dot {
     this.refreshTimer = setTimeout(() => void this.refresh(), Math.min(Math.max(0, inMs), 2 ** 31 - 1));
   }
 
+  /**
+   * Same URL, same secret: the server refreshes a live subscription without a new challenge, and
+   * answers how its delivery goes. Without that answer, the subscription had ended (cleared, or
+   * ended by a 410) and this call created a new one; refused, the key was rotated or another dot
+   * holds it. A failure to reach the server is left to the refresh schedule.
+   */
+  private async check(): Promise<void> {
+    if (this.stopping || this.busy) return;
+    this.busy = true;
+    let granted: Granted;
+    try {
+      granted = await this.subscribe();
+    } catch (error) {
+      if (this.stopping) return;
+      if (error instanceof RpcError && error.code === ErrorCodes.subscriptionConflict) return this.end('conflict', CONFLICT);
+      if (error instanceof KeyRefused) return this.end('key_refused', KEY_ROTATED);
+      return;
+    } finally {
+      this.busy = false;
+    }
+    if (this.stopping) return;
+    if (granted.deliveryStatus === undefined) {
+      this.subscriptionId = granted.id;
+      return this.end(
+        'ended_before_refresh',
+        `the subscription had ended (cleared with dm-dot subscription clear, or ended by a 410): this dot's check found none, and its check created a new one; ${ENDED_TAIL}`,
+      );
+    }
+    this.expiresAt = Date.parse(granted.refreshBefore);
+  }
+
   /** Same URL, new secret. The old secret stays accepted during the server's overlap. */
   private async refresh(): Promise<void> {
     if (this.stopping) return;
+    if (this.busy) return this.scheduleRefresh(1000);
+    this.busy = true;
+    try {
+      await this.rotate();
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private async rotate(): Promise<void> {
     const old = this.secret;
     this.secret = newSecret();
     this.ctx.keepSecret(this.secret);
@@ -245,11 +302,9 @@ class Dot {
     } catch (error) {
       if (this.stopping) return;
       if (error instanceof RpcError && error.code === ErrorCodes.subscriptionConflict) {
-        return this.end('conflict', 'the subscription ended: another callback holds the subscription now (one dot per deployment), so this dot stops; it does not take it back. Run dm-dot subscription show to see it');
+        return this.end('conflict', CONFLICT);
       }
-      if (error instanceof KeyRefused) {
-        return this.end('key_refused', 'the subscription can no longer be refreshed: the server refused the API key (rotated with dm-dot key rotate?). Run dm-dot dot again with the new key; its subscription id changes with the key');
-      }
+      if (error instanceof KeyRefused) return this.end('key_refused', KEY_ROTATED);
       // The server may or may not hold the new secret now: accept both until the overlap ends.
       const fresh = this.secret;
       this.secret = old;
@@ -271,8 +326,7 @@ class Dot {
       this.expiresAt = Date.parse(granted.refreshBefore);
       return this.end(
         'ended_before_refresh',
-        'the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh created a new one; ' +
-          'this dot removes it instead of re-subscribing quietly, and stops. Its queued events were dropped with the old subscription. Run dm-dot dot again to subscribe anew',
+        `the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh created a new one; ${ENDED_TAIL}`,
       );
     }
     this.granted(granted);
@@ -383,6 +437,18 @@ class Dot {
   }
 }
 
+const CONFLICT =
+  'the subscription ended: another callback holds the subscription now (one dot per deployment), so this dot stops; it does not take it back. Run dm-dot subscription show to see it';
+const KEY_ROTATED =
+  'the subscription can no longer be refreshed: the server refused the API key (rotated with dm-dot key rotate?). Run dm-dot dot again with the new key; its subscription id changes with the key';
+const ENDED_TAIL =
+  'this dot removes it instead of re-subscribing quietly, and stops. Its queued events were dropped with the old subscription. Run dm-dot dot again to subscribe anew';
+
+/** 60000 as "60 s", 1500 as "1500 ms". */
+function formatMs(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}
+
 /** What a refused first subscribe means for someone running `dm-dot dot`, and what to do about it. */
 export function subscribeRefusal(error: unknown, target?: Pick<Target, 'base' | 'local'>): unknown {
   if (error instanceof KeyRefused) return new OperationError(error.message, 'key_refused');
@@ -390,7 +456,7 @@ export function subscribeRefusal(error: unknown, target?: Pick<Target, 'base' | 
   if (error.code === ErrorCodes.invalidParams && /https/.test(error.rpcMessage)) {
     if (target && !target.local) {
       return new OperationError(
-        `${target.base} refuses callbacks to this machine, as a deployed server must: dm-dot dot only works against a local server started with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. Against AWS, connect a real ChatGPT dot (npx dm-dot connect --aws)`,
+        `${target.base} refuses callbacks to this machine, as a deployed server must: dm-dot dot only works against a local server started with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. Against AWS, connect a real ChatGPT dot (dm-dot connect --aws)`,
         'loopback_refused',
       );
     }

@@ -16,10 +16,6 @@ export const command = defineCommand({
       'Event id, status, attempts, last error category, created and delivered times. ' +
       'Locally it asks the running server (npm start) or, when none runs, reads its database in the state directory ' +
       '(DMDOT_STATE_DIR, default .dm-dot in the project). With --aws it reads the stack\'s table (a paged Scan).',
-    actions: [
-      { name: 'show evt_…', summary: "one event and its attempts (dm-dot events show --help)" },
-      { name: 'resend evt_…', summary: 'give one failed or dropped event another round (dm-dot events resend --help)' },
-    ],
     options: {
       last: { type: 'string', value: 'N', description: 'show the N newest events (default 20, 1..10000)' },
       status: { type: 'string', value: 'S', description: `only events in status S: ${EVENT_STATUSES.join(', ')}` },

@@ -27,10 +27,6 @@ export const command = defineCommand({
     name: 'subscription show',
     summary: 'the live subscription (the default action)',
     description: 'Id, callback host, created, refreshed, expires, last delivery and last error. Never the secret, never the callback path or query.',
-    actions: [
-      { name: 'show', summary: 'the live subscription (the default)' },
-      { name: 'clear', summary: 'end it now, so that another callback can subscribe at once (dm-dot subscription clear --help)' },
-    ],
     options: { ...AWS_TABLE_OPTIONS },
     json: `{"subscription": ${SUBSCRIPTION_JSON} | null}`,
   },

@@ -7,8 +7,13 @@
  * If the built CLI is missing or does not run, `npm run build` is run once; if it still does not
  * run, the section fails saying so (and results.json says why under `cliMs`).
  *
- * Deliberately not here: commands that go through a running server or AWS, and a large history
- * (`events` reads every record; the scale section has 200,000 of them for the server).
+ * Then the CLI as the README teaches it (`cliTaughtMs`): the command its `alias dm-dot="…"` line
+ * names, with `$PWD` standing for the clone, run from a folder outside the clone for `status`,
+ * `send` and `events`, against a local server started in this process with a subscribed receiver
+ * (the walkthrough's terminal 1 and 2), alternating with `node -e 0` (target: each ≤ 4×).
+ *
+ * Deliberately not here: AWS, and a large history (`events` reads every record; the scale section
+ * has 200,000 of them for the server).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -17,7 +22,10 @@ import { performance } from 'node:perf_hooks';
 import { openEmbeddedDatabase } from '../../../lambda/adapters/embedded';
 import { newEventId } from '../../../lambda/core/identity';
 import { EventStatus, Limits } from '../../../lambda/core/protocol';
-import { errorText, progress, ratio, ratioOf, ROOT, stats, type Section } from '../support';
+import { localSettings } from '../../../lambda/config/settings';
+import { startLocal } from '../../../lambda/local/runtime';
+import { startReceiver, subscribe, type RpcCall } from '../sends';
+import { errorText, progress, ratio, ratioOf, ROOT, rpcBody, rpcHeaders, silentLog, stats, type Bench, type Section } from '../support';
 
 /** Records in the CLI's state directory: enough for `events` to list something. */
 const RECORDS = 20;
@@ -151,5 +159,78 @@ export const cliSection: Section = {
       cliBin: bin.slice(ROOT.length + 1),
     });
     bench.note(`cli: ${bin.slice(ROOT.length + 1)} run by this Node (${process.version}) with a minimal environment; ratios ${ratio(version.median, node.median)} (--version) and ${ratio(events.median, node.median)} (events --json).`);
+    await measureTaught(bench, env);
   },
 };
+
+/** The command the README's `alias dm-dot="…"` line names, `$PWD` being the clone's root. */
+export function taughtCommand(readme: string): string[] {
+  const line = /^alias dm-dot="([^"]+)"/m.exec(readme);
+  if (!line) throw new Error('the README teaches no `alias dm-dot="…"` line');
+  return line[1]!.replace(/\$PWD\b|\$\{PWD\}/g, ROOT).split(/\s+/);
+}
+
+async function measureTaught(bench: Bench, baseEnv: NodeJS.ProcessEnv): Promise<void> {
+  const [command, ...prefix] = taughtCommand(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+  const stateDir = bench.tempDir('cli-taught');
+  const elsewhere = bench.tempDir('cli-elsewhere');
+  const runtime = await startLocal({
+    settings: localSettings({ HOST: '127.0.0.1', PORT: '0', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1' }, { projectRoot: ROOT }),
+    log: silentLog,
+    announce: () => undefined,
+  });
+  bench.cleanup(() => runtime.stop());
+  const receiver = await startReceiver();
+  bench.cleanup(() => receiver.close());
+  const key = readFileSync(join(stateDir, 'api-key'), 'utf8').trim();
+  const call: RpcCall = async (method, params, name) => {
+    const response = await fetch(runtime.url, { method: 'POST', headers: rpcHeaders(method, key, name), body: rpcBody(method, params), signal: AbortSignal.timeout(10_000) });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+  await subscribe(call, receiver);
+
+  // The key comes from the state directory's key file, as the walkthrough's does.
+  const env: NodeJS.ProcessEnv = { ...baseEnv, DMDOT_STATE_DIR: stateDir };
+  const inFolder = (args: string[], cmd = command!) =>
+    new Promise<Run>((done, fail) => {
+      const t0 = performance.now();
+      const child = spawn(cmd, args, { cwd: elsewhere, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+      child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+      child.once('error', fail);
+      child.once('close', (code) => done({ code, stdout, stderr, ms: performance.now() - t0 }));
+    });
+  const jobs: Array<{ key: 'node' | 'status' | 'send' | 'events'; args: string[]; cmd?: string }> = [
+    // The same `node` the alias names, found on PATH the same way.
+    { key: 'node', args: ['-e', '0'], cmd: command },
+    { key: 'status', args: [...prefix, 'status'] },
+    { key: 'send', args: [...prefix, 'send', 'from the taught CLI'] },
+    { key: 'events', args: [...prefix, 'events'] },
+  ];
+  const samples = { node: [] as number[], status: [] as number[], send: [] as number[], events: [] as number[] };
+  for (const job of jobs) {
+    const first = await inFolder(job.args, job.cmd);
+    if (first.code !== 0) throw new Error(`the taught \`${[command, ...job.args].join(' ')}\` exited ${first.code}: ${first.stderr.trim().slice(0, 200)}`);
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let i = 0; i < jobs.length; i++) {
+      const job = jobs[(i + round) % jobs.length]!;
+      for (let s = 0; s < PER_ROUND; s++) {
+        const result = await inFolder(job.args, job.cmd);
+        if (result.code !== 0) throw new Error(`the taught \`dm-dot ${job.args.slice(prefix.length).join(' ')}\` exited ${result.code}: ${result.stderr.trim().slice(0, 200)}`);
+        samples[job.key].push(result.ms);
+      }
+    }
+  }
+  const node = stats(samples.node);
+  const figures = { status: stats(samples.status), send: stats(samples.send), events: stats(samples.events) };
+  for (const [name, figure] of Object.entries(figures)) bench.timeRow(`dm-dot ${name} as the README teaches it, a running server (target ≤ 4×)`, figure, 'node -e 0', node);
+  bench.record({
+    cliTaughtMs: { status: figures.status.median, send: figures.send.median, events: figures.events.median },
+    cliTaughtBaselineMs: node.median,
+    cliTaughtRatio: { status: ratioOf(figures.status.median, node.median), send: ratioOf(figures.send.median, node.median), events: ratioOf(figures.events.median, node.median) },
+    cliTaughtCommand: `${[command, ...prefix].join(' ').replace(ROOT, '$PWD')} (from a folder outside the clone)`,
+  });
+}

@@ -5,7 +5,7 @@
  * of the project. No timing is asserted: what is loaded at start-up is.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { version } from '../../../lambda/version';
 import { ROOT } from '../../support/paths';
@@ -91,7 +91,27 @@ describe('the built CLI', () => {
     expect(r.err).toBe('dm-dot: the CLI is not built (dist/cli/dm-dot.cjs is missing): run npm run build\n');
   });
 
-  it('npx dm-dot runs it from the project root', () => {
+  it("CLI-1: the README's alias line runs this clone's CLI from a folder outside the clone, with no registry involved", () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const alias = /^alias dm-dot="([^"]+)"/m.exec(readme)?.[1];
+    expect(alias).toBeDefined();
+    // $PWD is expanded where the README says to run it: the clone's root.
+    const [command, ...args] = alias!.replace(/\$PWD\b/g, ROOT).split(/\s+/);
+    expect(command).toBe('node');
+    const outside = join(dir.dir, 'elsewhere');
+    mkdirSync(outside, { recursive: true });
+    // No npm on PATH: nothing but node and the clone's file can answer.
+    const r = spawnSync(process.execPath, [...args, '--version'], { cwd: outside, encoding: 'utf8', timeout: 30_000, env: { PATH: '', HOME: outside } });
+    expect({ code: r.status, out: r.stdout, err: r.stderr }).toEqual({ code: 0, out: `${version}\n`, err: '' });
+  });
+
+  it('CLI-1: nothing in README.md or docs/ runs the CLI through npx (outside the clone npx asks the public registry)', () => {
+    const files = ['README.md', ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+    const found = files.filter((file) => /npx\s+dm-dot/.test(readFileSync(join(ROOT, file), 'utf8')));
+    expect(found).toEqual([]);
+  });
+
+  it('the bin runs through npx from the project root (npm link and package managers use it too)', () => {
     const r = spawnSync('npx', ['--no-install', 'dm-dot', '--version'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
     expect(r.stdout).toBe(`${version}\n`);
     expect(r.status).toBe(0);

@@ -1,6 +1,6 @@
 /**
- * The one convention of every `dm-dot` command, in-process through `main`: `--help` made from the
- * declarations and listing every option, `-V` everywhere, one message form for bad usage (exit 2)
+ * The one convention of every `dm-dot` command, in-process through `main`: `--help` made by
+ * commander from the declarations and listing every option, `-V` everywhere, one message form for bad usage (exit 2)
  * that names the flag, and `--json` as exactly one document pretty-printed the same way.
  */
 import { COMMANDS, GROUPS } from '../../../lambda/cli/commands';
@@ -35,7 +35,8 @@ describe('help', () => {
     expect(r.out.startsWith(`Usage: dm-dot ${name}`)).toBe(true);
     for (const [option, declared] of Object.entries<OptionSpec>({ ...spec.options, ...COMMON_OPTIONS })) {
       const flag = declared.short ? `-${declared.short}, --${option}` : `--${option}`;
-      expect(r.out).toContain(declared.type === 'string' ? `${flag} ${declared.value}` : flag);
+      // commander's layout: a value placeholder in angle brackets.
+      expect(r.out).toContain(declared.type === 'string' ? `${flag} <${declared.value}>` : flag);
       expect(flat(r.out)).toContain(flat(declared.description));
     }
     expect(flat(r.out)).toContain(flat(spec.json));
@@ -100,6 +101,8 @@ describe('bad usage: exit 2, one message form naming the flag, nothing on stdout
     [['events', 'show'], 'events show', 'missing evt_…'],
     [['events', 'show', 'evt_x'], 'events show', 'the event id must be evt_ followed by 32 hex digits, got "evt_x"'],
     [['events', 'show', EVT, 'more'], 'events show', 'unexpected argument "more" (expected evt_…)'],
+    [['events', 'show', EVT, '--last', '5'], 'events show', 'unknown option --last'],
+    [['events', 'list', '--last', '0'], 'events list', '--last must be an integer from 1 to 10000'],
     [['events', 'resend', 'nope'], 'events resend', 'the event id must be evt_ followed by 32 hex digits, got "nope"'],
     [['events', 'resend', EVT, '--queue-url', 'https://q'], 'events resend', '--queue-url needs --aws'],
     [['subscription', 'remove'], 'subscription', 'unknown action "remove": use show or clear'],

@@ -8,7 +8,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { expectNoSecrets, keyOf, postMessage, start, startLocalServer, StdinScript, tempDir, until, type LocalServer } from './support';
+import { expectNoSecrets, keyOf, postMessage, run, start, startLocalServer, StdinScript, tempDir, until, type LocalServer } from './support';
 
 const KEY = `test-key-${randomBytes(12).toString('hex')}`;
 const SUB = `sub_${'a'.repeat(32)}`;
@@ -352,6 +352,24 @@ describe('dm-dot dot against a real local server', () => {
     expect(dot.out()).not.toMatch(new RegExp(`^${sent.body.eventId}  \\d+ ms  slow$`, 'm'));
     dot.interrupt();
     await dot.code;
+  });
+
+  it('CLI-2: a subscription clear is noticed by its check within --check: it says so, removes what the check created, stops with exit 1', async () => {
+    const dot = await dotOn(['--check', '1000']);
+    expect(dot.err()).toContain('it checks the subscription every 1 s: a subscription clear, a key rotation or another dot taking over is noticed within that');
+    const cleared = await run(['subscription', 'clear', '--yes'], { env: server.env });
+    expect(cleared.code).toBe(0);
+    expect(await Promise.race([dot.code, new Promise((r) => setTimeout(() => r('still running'), 5000))])).toBe(1);
+    expect(dot.err()).toContain("the subscription had ended (cleared with dm-dot subscription clear, or ended by a 410): this dot's check found none");
+    expect(await server.runtime.db.store.getSubscription(Date.now())).toBeUndefined();
+  });
+
+  it('CLI-2: a key rotation is noticed by its check within --check: it says the key was refused and stops with exit 1', async () => {
+    const dot = await dotOn(['--check', '1000']);
+    const rotated = await run(['key', 'rotate', '--yes'], { env: server.env });
+    expect(rotated.code).toBe(0);
+    expect(await Promise.race([dot.code, new Promise((r) => setTimeout(() => r('still running'), 5000))])).toBe(1);
+    expect(dot.err()).toContain('the server refused the API key (rotated with dm-dot key rotate?)');
   });
 
   it('Ctrl-C unsubscribes: the subscription is gone and its queued events are dropped', async () => {

@@ -8,7 +8,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { startReceiver, type Receiver } from '../../support/receiver';
-import { expectNoSecrets, keyOf, postMessage, run, startLocalServer, subscribe, tempDir, until, type LocalServer } from './support';
+import { expectNoSecrets, keyOf, postMessage, rpcCall, run, startLocalServer, subscribe, tempDir, until, type LocalServer } from './support';
 
 let dir: Awaited<ReturnType<typeof tempDir>>;
 let server: LocalServer | undefined;
@@ -156,7 +156,28 @@ describe('through the running server', () => {
     expect(r.out).toMatch(/^Moved 1 dead letter\(s\) back; the running server at http:\/\/127\.0\.0\.1:\d+ is delivering them now/);
     await until('the redriven delivery', () => receiver!.events.length === 2);
     expect(receiver!.events[1]!.headers['webhook-id']).toBe(eventId);
-    expect(JSON.parse((await cli(['redrive', '--json'])).out)).toEqual({ moved: 0, via: 'server' });
+    expect(JSON.parse((await cli(['redrive', '--json'])).out)).toEqual({ moved: 0, via: 'server', subscriptionId: expect.stringMatching(/^sub_/), endedSubscription: [] });
+  });
+
+  it('CLI-9: redrive after the dot subscribed anew says the dead letters of the ended subscription are dropped, not sent, and how to resend them', async () => {
+    const s = await serve();
+    const { key, eventId } = await failedEvent(s);
+    receiver!.setDefaultStatus(200);
+    // The stand-in dot restarted: it unsubscribed, then subscribed again (a new generation).
+    await rpcCall(s, key, 'events/unsubscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver!.url } });
+    await new Promise((r) => setTimeout(r, 5));
+    expect((await subscribe(s, key, receiver!.url)).body.result.id).toMatch(/^sub_/);
+    const r = await cli(['redrive']);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^Moved 1 dead letter\(s\) back to the running server at http:\/\/127\.0\.0\.1:\d+\.$/m);
+    expect(r.out).toMatch(/^1 of them was queued for an earlier subscription, which has ended \(the dot was restarted, cleared or replaced; the live one began at .*\): it is dropped, not sent\.$/m);
+    expect(r.out).toContain(`  dm-dot events resend ${eventId}\n`);
+    expect(r.out).not.toContain('delivering');
+    await until('dropped', async () => (await s.runtime.db.store.getEvent(eventId, Date.now()))?.status === 'dropped');
+    // What it says to do works: the resend goes to the live subscription.
+    expect((await cli(['events', 'resend', eventId])).code).toBe(0);
+    await until('delivered', async () => (await s.runtime.db.store.getEvent(eventId, Date.now()))?.status === 'delivered');
+    expect(receiver!.events.at(-1)!.headers['webhook-id']).toBe(eventId);
   });
 
   it('subscription clear with nothing subscribed exits 1', async () => {
@@ -225,8 +246,20 @@ describe('through the running server', () => {
       pupManifestUrl: `${s.base}/pup/manifest.json`,
       pupConfigured: false,
       serverRunning: true,
+      tunnelHost: null,
+      serverUrl: s.base,
     });
     expectNoSecrets(printed.join(''), [key, adminToken()]);
+  });
+
+  it('CLI-8: connect with a tunnel host in DMDOT_ALLOWED_HOSTS prints https://<host>/mcp?key=<KEY>, and says where the tunnel must forward', async () => {
+    const s = await serve({ DMDOT_ALLOWED_HOSTS: '127.0.0.2,abc.example-tunnel.dev,other.example' });
+    const r = await cli(['connect']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('  https://abc.example-tunnel.dev/mcp?key=<KEY>\n');
+    expect(r.out).toContain('  https://abc.example-tunnel.dev/pup/manifest.json');
+    expect(r.out).toContain(`the tunnel must forward https://abc.example-tunnel.dev to ${s.base}, where the server listens`);
+    expect(JSON.parse((await cli(['connect', '--json'])).out)).toMatchObject({ mcpUrl: 'https://abc.example-tunnel.dev/mcp', tunnelHost: 'abc.example-tunnel.dev', serverUrl: s.base });
   });
 
   it('connect --show-key prints the key in the URL, after a one-line notice on stderr that it prints a secret', async () => {

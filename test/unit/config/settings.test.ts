@@ -37,7 +37,7 @@ describe('switches: one rule everywhere', () => {
   });
 
   test.each(['yes', 'on', '2', 'enabled'])('%j is refused with the setting named, not read as off', (value) => {
-    expect(() => local({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: value })).toThrow(/DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 \(on\) or 0 \(off\)/);
+    expect(() => local({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: value })).toThrow(`DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 or true (on), or 0, false or empty (off), got "${value}"`);
   });
 });
 

@@ -39,7 +39,7 @@ describe('toolResultOf', () => {
     const result = toolResultOf({ kind: 'no_subscription' });
     expect(result).toStrictEqual({ content: [{ type: 'text', text: NO_SUBSCRIPTION_TEXT }], isError: true });
     expect(NO_SUBSCRIPTION_TEXT).toMatch(/No dot is subscribed/);
-    expect(NO_SUBSCRIPTION_TEXT).toContain('npx dm-dot dot');
+    expect(NO_SUBSCRIPTION_TEXT).toContain('dm-dot dot');
   });
 
   it('TOOL-10: delivered is exactly the sentence of the contract, with structured content', () => {
@@ -181,7 +181,7 @@ describe('answerUnavailable', () => {
     expect(result.isError).toBe(true);
     expect(result.structuredContent).toStrictEqual({ eventId: EVENT_ID, status: 'queued' });
     expect(result.content[0]!.text).toBe(
-      `The delivery queue did not confirm event ${EVENT_ID}, and its record could not be marked failed: it may still be delivered. Check with npx dm-dot events show ${EVENT_ID} before sending it again.`,
+      `The delivery queue did not confirm event ${EVENT_ID}, and its record could not be marked failed: it may still be delivered. Check with dm-dot events show ${EVENT_ID} before sending it again.`,
     );
     expect(result.content[0]!.text).not.toContain('was not sent');
     const rest = answerUnavailable(log, 'rest', error, context);
