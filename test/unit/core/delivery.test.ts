@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { classify, commit, deliver, nextDelayMs, parseRetryAfter, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
+import { classify, commit, commitInline, deliver, nextDelayMs, parseRetryAfter, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent } from '../../../lambda/core/messages';
 import { DEFAULT_RETRY_DELAYS_S, FailureReasons } from '../../../lambda/core/protocol';
@@ -471,7 +471,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
     store.calls.length = 0;
     const sent = await send(deps, ready, job, { inline: { timeoutMs: 2_500 } });
-    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(commitInline(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(webhook.last.timeoutMs).toBe(2_500);
     // Nothing is read back: the caller holds the event it wrote and the subscription it read.
     expect(store.calls.map((c) => c.method).filter((m) => m.startsWith('get'))).toEqual([]);
@@ -608,7 +608,7 @@ describe('commit: the delivery log and the kept bytes', () => {
     });
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
     const sent = await send(deps, ready, job, { inline: { timeoutMs: 2_500 } });
-    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'abandoned' });
+    await expect(commitInline(deps, ready, sent)).resolves.toEqual({ action: 'abandoned' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ attempts: 0, notBefore: clock.now() });
     expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'timeout', statusClass: null, durationMs: 2_500, counted: false })]);
   });
