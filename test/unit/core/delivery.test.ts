@@ -323,9 +323,15 @@ describe('deliver', () => {
     expect(store.writes).toEqual([]);
   });
 
-  test.each(['failed', 'dropped'] as const)('an event already %s is not sent again', async (status) => {
-    const { webhook, deps, job } = world({ event: { status } });
+  test('an event already dropped is not sent again', async () => {
+    const { webhook, deps, job } = world({ event: { status: 'dropped' } });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    expect(webhook.requests).toHaveLength(0);
+  });
+
+  test('DEL-RUN-4: an event already failed (even with no attempt: a receive limit whose dead-letter send failed) is not sent again; its job becomes its dead-letter copy', async () => {
+    const { webhook, deps, job } = world({ event: { status: 'failed' } });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'receive_limit', attempt: 0, copy: true });
     expect(webhook.requests).toHaveLength(0);
   });
 
@@ -443,7 +449,7 @@ describe('deliver after an operator redrive', () => {
   test('the same failed event without the redrive mark stays final, nothing is sent, and the job goes back to the DLQ', async () => {
     const { store, webhook, deps, job } = world();
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
-    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_5xx', attempt: 6 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_5xx', attempt: 6, copy: true });
     expect(webhook.requests).toHaveLength(0);
     expect(store.events.get(EVENT_ID)?.status).toBe('failed');
   });

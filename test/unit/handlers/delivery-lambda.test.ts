@@ -4,6 +4,7 @@
  * path against fauxqs and DynamoDB Local is in test/integration/lambdas.test.ts.
  */
 import type { SQSRecord } from 'aws-lambda';
+import { Budgets } from '../../../lambda/core/budgets';
 import { EventStatus, Limits } from '../../../lambda/core/protocol';
 import { createDeliveryLambda, type DeliveryQueue } from '../../../lambda/handlers/delivery-lambda';
 import type { Logger } from '../../../lambda/log';
@@ -165,28 +166,27 @@ test('a lease that ends within a second is waited out in place, then the attempt
   expect(store.events.get(eventIdOf(13))).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
 });
 
-test('two copies of one job at once commit one outcome: a later 404 never overwrites delivered, and nothing is dead-lettered', async () => {
+test('DEL-LEASE-2: three copies of one job in one batch make one POST (the lease before it), one outcome, nothing dead-lettered', async () => {
   const store = memoryStore();
   store.add(eventIdOf(14));
-  const answers = [200, 404];
-  let arrived = 0;
-  let release: () => void = () => undefined;
-  const bothInFlight = new Promise<void>((resolve) => (release = resolve));
+  let posts = 0;
   const webhook: WebhookClient = {
     post: async () => {
-      const status = answers[arrived]!;
-      if (++arrived === 2) release();
-      await bothInFlight;
-      // The 200 is recorded first: the 404 copy finishes a tick later.
-      if (status === 404) await new Promise((resolve) => setTimeout(resolve, 5));
-      return { kind: 'response', status, body: new Uint8Array() };
+      posts++;
+      // Slow enough that every copy has read the record while the first POST is in flight.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return { kind: 'response', status: 200, body: new Uint8Array() };
     },
   };
   const q = recordingQueue();
-  const response = await lambdaWith(store, webhook, q.queue)({ Records: [record(14), { ...record(14), messageId: 'm-14b', receiptHandle: 'rh-14b' }] });
-  expect(response.batchItemFailures).toEqual([]);
+  const copy = (suffix: string) => ({ ...record(14), messageId: `m-14${suffix}`, receiptHandle: `rh-14${suffix}` });
+  const response = await lambdaWith(store, webhook, q.queue)({ Records: [copy('a'), copy('b'), copy('c')] });
+  expect(posts).toBe(1);
   expect(q.deadLetters).toEqual([]);
   expect(store.events.get(eventIdOf(14))).toMatchObject({ status: EventStatus.delivered, attempts: 1, lastHttpStatus: 200 });
+  // The copies that met the lease are kept until it runs out; then they find the event delivered.
+  expect(response.batchItemFailures).toHaveLength(2);
+  expect(q.visibility.map((v) => v.seconds)).toEqual([Math.ceil(Budgets.workerLeaseMs / 1000), Math.ceil(Budgets.workerLeaseMs / 1000)]);
 });
 
 test('a failed visibility change keeps the record (it returns after the queue default instead)', async () => {
@@ -207,12 +207,14 @@ test('a failed dead-letter send keeps the record; the redelivery dead-letters it
   expect(q.deadLetters.map((d) => d.reason)).toEqual(['http_4xx']);
 });
 
-test('an event that failed without any attempt (the enqueue itself failed) is not dead-lettered again', async () => {
+test('DEL-RUN-4: a job of an event that failed with no attempt (its enqueue answer was lost) becomes its dead-letter copy', async () => {
   const store = memoryStore();
   store.add(eventIdOf(8), { status: EventStatus.failed, attempts: 0 });
   const q = recordingQueue();
-  expect((await lambdaWith(store, respond(200), q.queue)({ Records: [record(8)] })).batchItemFailures).toEqual([]);
-  expect(q.deadLetters).toEqual([]);
+  const webhook = { post: jest.fn() };
+  expect((await lambdaWith(store, webhook, q.queue)({ Records: [record(8)] })).batchItemFailures).toEqual([]);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+  expect(webhook.post).not.toHaveBeenCalled();
 });
 
 test('records of a batch are processed concurrently', async () => {
