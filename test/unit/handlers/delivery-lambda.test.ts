@@ -125,6 +125,57 @@ test('on its receive limit (attempts + 4; the stack adds 5 more for SQS), a cras
   expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
 });
 
+test('DEL-RUN-1: a record received past its limit (the worker kept dying mid-attempt) is failed and dead-lettered without a POST', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(15));
+  const webhook = { post: jest.fn() };
+  const q = recordingQueue();
+  // Two delays: limit 7. Receive 8 means seven receives ended without an outcome.
+  const response = await lambdaWith(store, webhook, q.queue, [1, 4])({ Records: [record(15, { receives: 8 })] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(webhook.post).not.toHaveBeenCalled();
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+  expect(store.events.get(eventIdOf(15))?.status).toBe(EventStatus.failed);
+});
+
+test('DEL-RUN-4: at the receive limit with no attempt made, a dead-letter send that fails twice still ends with a dead-letter copy', async () => {
+  const store = memoryStore();
+  // Deferred on every receive (a lease far ahead): no attempt was ever made.
+  store.add(eventIdOf(16), { notBefore: Date.now() + 60_000 });
+  const down = recordingQueue({ failDeadLetter: true });
+  const first = await lambdaWith(store, respond(200), down.queue, [1, 4])({ Records: [record(16, { receives: 7 })] });
+  // Both dead-letter sends failed: the record stays in SQS, its event already failed.
+  expect(first.batchItemFailures).toEqual([{ itemIdentifier: 'm-16' }]);
+  expect(store.events.get(eventIdOf(16))).toMatchObject({ status: EventStatus.failed, attempts: 0 });
+  const up = recordingQueue();
+  const second = await lambdaWith(store, respond(200), up.queue, [1, 4])({ Records: [record(16, { receives: 8 })] });
+  expect(second.batchItemFailures).toEqual([]);
+  expect(up.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+});
+
+test('DEL-RUN-5: each record decision is one `delivery` line with via=worker (the inline attempt\'s vocabulary), with the SQS message id', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(17));
+  store.add(eventIdOf(18));
+  const lines: { level: string; event: string; fields?: Record<string, unknown> }[] = [];
+  const log: Logger = {
+    info: (event, fields) => void lines.push({ level: 'info', event, ...(fields ? { fields } : {}) }),
+    warn: (event, fields) => void lines.push({ level: 'warn', event, ...(fields ? { fields } : {}) }),
+    error: (event, fields) => void lines.push({ level: 'error', event, ...(fields ? { fields } : {}) }),
+  };
+  const answers: Record<string, number> = { [eventIdOf(17)]: 200, [eventIdOf(18)]: 404 };
+  const webhook: WebhookClient = { post: async (request) => ({ kind: 'response', status: answers[request.headers['webhook-id']!]!, body: new Uint8Array() }) };
+  const lambda = createDeliveryLambda({ delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS: [1, 4] }, queue: recordingQueue().queue, log });
+  await lambda({ Records: [record(17), record(18)] });
+  expect(lines).toEqual(
+    expect.arrayContaining([
+      { level: 'info', event: 'delivery', fields: { eventId: eventIdOf(17), via: 'worker', action: 'delivered', messageId: 'm-17', receives: 1 } },
+      { level: 'warn', event: 'delivery', fields: { eventId: eventIdOf(18), via: 'worker', action: 'failed', attempt: 1, reason: 'http_4xx', messageId: 'm-18', receives: 1 } },
+    ]),
+  );
+  expect(lines).toHaveLength(2);
+});
+
 test('the receive limit holds on the retry path too: the event is marked failed and dead-lettered with a reason', async () => {
   // Before: only a thrown error consulted the limit, so a retried record was kept until SQS's own
   // redrive took it with no reason, leaving its event queued for ever.
