@@ -454,6 +454,16 @@ describe('deliver after an operator redrive', () => {
     expect(store.events.get(EVENT_ID)?.status).toBe('failed');
   });
 
+  test('DEL-PIPE-12: a redriven failed event whose subscription ended is dropped as it failed: nothing is reopened, its attempts, last error and log stay', async () => {
+    const { store, webhook, deps, job } = world();
+    const attemptLog = [{ at: T0, outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true }] as const;
+    store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400, log: [...attemptLog] });
+    store.subscription = { ...store.subscription!, id: `sub_${'e'.repeat(32)}`, generation: 'another' };
+    await expect(deliver(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'dropped' });
+    expect(webhook.requests).toHaveLength(0);
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'dropped', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400, log: [...attemptLog] });
+  });
+
   test('a redriven job of a delivered event is still skipped', async () => {
     const { store, webhook, deps, job } = world();
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'delivered', attempts: 1 });

@@ -228,6 +228,17 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     expect(lines).toEqual([{ level: 'info', event: 'delivery', fields: { eventId: id(1), via: 'worker', action: 'retry', attempt: 1, reason: 'http_5xx', delayS: 1, receives: 1 } }]);
   });
 
+  it('DEL-RUN-4: the safety-net job of an event that failed inline is its dead-letter copy, logged as that, not as a second failure', async () => {
+    // The inline attempt got a 400: one POST, the event failed on attempt 1.
+    await db.outbox.add(recordAt(T0, 1, { status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400 }), job(1));
+    const lines: { event: string; fields: Record<string, unknown> | undefined }[] = [];
+    const log = { info: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, fields }), warn: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, fields }), error: () => undefined };
+    await worker({ log }).runDue();
+    expect(webhook.requests).toHaveLength(0);
+    expect(lines).toEqual([{ event: 'delivery', fields: { eventId: id(1), via: 'worker', action: 'dead_letter_copy', attempt: 1, reason: 'http_4xx', receives: 1 } }]);
+    await expect(db.jobs.deadLetters()).resolves.toMatchObject([{ eventId: id(1), reason: 'http_4xx' }]);
+  });
+
   it('DEL-LEASE-3: two workers over one job table make one POST for one job (the lease before it)', async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     const release = gate();
