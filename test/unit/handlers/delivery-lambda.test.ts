@@ -108,11 +108,12 @@ test.each([
   expect(webhook.post).not.toHaveBeenCalled();
 });
 
-test('an exception (storage down) keeps the record for SQS to redeliver', async () => {
+test('DEL-RUN-3: an exception (storage down) keeps the record for SQS to redeliver, with no visibility change', async () => {
   const q = recordingQueue();
   const response = await lambdaWith(memoryStore({ failReads: true }), respond(200), q.queue)({ Records: [record(4)] });
   expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-4' }]);
   expect(q.deadLetters).toEqual([]);
+  expect(q.visibility).toEqual([]);
 });
 
 test('on its receive limit (attempts + 4; the stack adds 5 more for SQS), a crashing record goes to the DLQ as receive_limit', async () => {
@@ -176,7 +177,7 @@ test('DEL-RUN-5: each record decision is one `delivery` line with via=worker (th
   expect(lines).toHaveLength(2);
 });
 
-test('the receive limit holds on the retry path too: the event is marked failed and dead-lettered with a reason', async () => {
+test('DEL-RUN-1: the receive limit holds on the retry path too: the event is marked failed and dead-lettered with a reason', async () => {
   // Before: only a thrown error consulted the limit, so a retried record was kept until SQS's own
   // redrive took it with no reason, leaving its event queued for ever.
   const store = memoryStore();
@@ -201,7 +202,7 @@ test('a lease held by the inline attempt defers the record without a POST or a c
   expect(store.events.get(eventIdOf(12))).toMatchObject({ status: EventStatus.queued, attempts: 0 });
 });
 
-test('a lease that ends within a second is waited out in place, then the attempt is made', async () => {
+test('DEL-RUN-2: a lease that ends within a second is waited out in place, then the attempt is made', async () => {
   const store = memoryStore();
   store.add(eventIdOf(13), { notBefore: Date.now() + 300 });
   const slept: number[] = [];

@@ -152,7 +152,7 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     expect(seen).toBe(1);
   });
 
-  it('a job received more often than the limit is failed and dead-lettered with receive_limit, without an attempt', async () => {
+  it('DEL-RUN-1: a job received more often than the limit is failed and dead-lettered with receive_limit, without an attempt', async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     // Received LIMIT times already (the process kept dying mid-attempt): a lease of 0 leaves it due.
     for (let i = 0; i < LIMIT; i++) await db.jobs.receive(id(1), T0, 0);
@@ -163,7 +163,7 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     expect(decisions).toEqual([{ eventId: id(1), decision: { action: 'dead_letter', reason: 'receive_limit', attempt: 0 }, receives: LIMIT + 1 }]);
   });
 
-  it('at the receive limit a decision that is not final gives the job up with receive_limit', async () => {
+  it('DEL-RUN-1: at the receive limit a decision that is not final gives the job up with receive_limit', async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     for (let i = 0; i < LIMIT - 1; i++) await db.jobs.receive(id(1), T0, 0);
     webhook.add(respond(503));
