@@ -55,7 +55,7 @@ function textBody(level: string, event: string, fields: Record<string, unknown>)
   return `${level === 'info' ? '' : `${level}  `}${event}${rest ? `  ${rest}` : ''}`;
 }
 
-/** `delivered (attempt 1, inline)`, `retry in 4 s (http_5xx, attempt 2)`, `failed: http_4xx …`, `dropped …`. */
+/** `delivered (attempt 1, inline)`, `retry in 4 s (http_5xx, attempt 2)`, `failed: http_4xx …`, `dropped …`, a dead-letter copy. */
 function describeDecision(fields: Record<string, unknown>): string {
   const via = fields.via ? String(fields.via) : '';
   const attempt = fields.attempt !== undefined ? `attempt ${String(fields.attempt)}` : '';
@@ -67,6 +67,11 @@ function describeDecision(fields: Record<string, unknown>): string {
       return `retry in ${String(fields.delayS)} s${note(`${String(fields.reason)} on ${attempt}`, via)}`;
     case 'failed':
       return `failed: ${String(fields.reason)}${note(attempt, via)}; kept in the dead letters${fields.subscriptionEnded ? '; the 410 ended its subscription' : ''}`;
+    case 'dead_letter_copy':
+      // The job of an event that failed already (inline, or a dead-letter send that failed): no POST now.
+      return `its copy kept in the dead letters: it failed before (${String(fields.reason)}${fields.attempt ? ` on ${attempt}` : ''}), no new attempt${note(via)}`;
+    case 'malformed':
+      return `a queued message that is not a delivery job: kept in the dead letters as malformed${note(via)}`;
     case 'dropped':
       return `dropped: its subscription ended (or was replaced) before it could be delivered${note(via)}`;
     case 'cut_short':

@@ -20,14 +20,16 @@
  * A metric must never break a request: bad values are dropped, and a failing sink is ignored.
  */
 
+import type { DeliveryMetrics } from './ports';
+
 export const METRICS_NAMESPACE = 'DmDot';
 
 export const MetricName = {
-  /** One per delivery decision of the worker, by `Outcome`. */
+  /** One per delivery decision, by `Outcome`, and by `Outcome` and `Via` (inline or worker). */
   deliveries: 'Deliveries',
   /** The attempt number a decision was made at (1 = first attempt). */
   deliveryAttempt: 'DeliveryAttempt',
-  /** How long the worker spent on one record (storage reads, the POST, the queue call). */
+  /** How long one decision took (worker: storage reads, the POST, the queue call; inline: the POST and its record). */
   deliveryDuration: 'DeliveryDuration',
   /** From the message's enqueue to its delivery: what the dot experienced. Delivered records only. */
   deliveryLatency: 'DeliveryLatency',
@@ -37,42 +39,15 @@ export const MetricName = {
   requestLatency: 'RequestLatency',
 } as const;
 
-export const DimensionName = { outcome: 'Outcome', route: 'Route', statusClass: 'StatusClass' } as const;
+export const DimensionName = { outcome: 'Outcome', via: 'Via', route: 'Route', statusClass: 'StatusClass' } as const;
 
-/**
- * Every outcome a delivery decision can have (the core's decisions and statuses, plus what the
- * handler decides itself: `receive_limit`, `malformed`, `worker_error`). `already_final` is also how
- * a message whose first attempt was made inline by the MCP side shows up when its safety-net copy
- * reaches the worker; `duplicate` is a second copy of a job that lost the race to commit.
- */
-export const DELIVERY_OUTCOMES = [
-  'delivered',
-  'retry',
-  'defer',
-  'dead_letter',
-  'receive_limit',
-  'dropped',
-  'already_final',
-  'duplicate',
-  'abandoned',
-  'malformed',
-  'worker_error',
-] as const;
-export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
+// The delivery vocabulary is the ports' (the core reports decisions through them); the dashboard reads it here.
+export { DELIVERY_OUTCOMES, DELIVERY_VIAS, type DeliveryMetric, type DeliveryOutcome, type DeliveryVia } from './ports';
 
 export const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const;
 
 /** Units dm-dot uses (a subset of CloudWatch's; the spec's schema lists them all). */
 export type MetricUnit = 'Count' | 'Milliseconds';
-
-export interface DeliveryMetric {
-  outcome: DeliveryOutcome;
-  /** The attempt the decision was made at, when the decision knows it. */
-  attempt?: number;
-  durationMs: number;
-  /** Enqueue to delivery; only for `delivered`. */
-  latencyMs?: number;
-}
 
 export interface RequestMetric {
   /** The route template (`POST /mcp`), never the path as sent: it could carry the key. */
@@ -81,8 +56,7 @@ export interface RequestMetric {
   durationMs: number;
 }
 
-export interface Metrics {
-  delivery(metric: DeliveryMetric): void;
+export interface Metrics extends DeliveryMetrics {
   request(metric: RequestMetric): void;
 }
 
@@ -149,9 +123,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }
   };
   return {
-    delivery({ outcome, attempt, durationMs, latencyMs }) {
-      write({ [DimensionName.outcome]: outcome }, [
-        { dimensionSets: [[DimensionName.outcome]], metrics: [{ name: MetricName.deliveries, unit: 'Count', value: 1 }] },
+    delivery({ outcome, via, attempt, durationMs, latencyMs }) {
+      // By Outcome alone too: the totals (and the alarms on them) need no sum over Via.
+      write({ [DimensionName.outcome]: outcome, [DimensionName.via]: via }, [
+        { dimensionSets: [[DimensionName.outcome], [DimensionName.outcome, DimensionName.via]], metrics: [{ name: MetricName.deliveries, unit: 'Count', value: 1 }] },
         {
           dimensionSets: [[]],
           metrics: [

@@ -7,7 +7,7 @@
  * Deliberately not here: retries, timeouts or logging of the adapters themselves, and any reading
  * of settings (every adapter gets typed settings from its entry point).
  */
-import type { EventStatus, FailureReason } from './core/protocol';
+import type { DeadLetterReason, EventStatus, FailureReason } from './core/protocol';
 
 /** All times are epoch milliseconds. */
 export interface SubscriptionRecord {
@@ -108,6 +108,12 @@ export interface EventPatch {
 export interface EventExpectation {
   status: EventStatus | readonly EventStatus[];
   attempts?: number;
+  /**
+   * The lease it read: `null` when the record had none, a time when it had that one; left out, the
+   * lease is not compared. The worker's lease before a POST is a compare-and-set on all three, so
+   * two copies of one job that read the same record cannot both take it.
+   */
+  notBefore?: number | null;
 }
 
 /**
@@ -222,6 +228,66 @@ export interface EnqueueOptions {
 
 export interface Queue {
   enqueue(job: DeliveryJob, options?: EnqueueOptions): Promise<void>;
+}
+
+/**
+ * What the delivery runner (core/runner.ts) can do with one received job: the queue effects of a
+ * decision. SQS implements it in the Delivery Lambda (delete by leaving the record out of
+ * `batchItemFailures`, ChangeMessageVisibility, a send to the dead-letter queue), the embedded job
+ * table in the local worker.
+ */
+export interface JobEffects {
+  /** The job is finished: it goes. */
+  complete(): Promise<void>;
+  /**
+   * The job stays and is seen again after `delayMs`; without a delay, when the queue's own
+   * redelivery brings it back (SQS's visibility timeout, the job table's lease).
+   */
+  keepFor(delayMs?: number): Promise<void>;
+  /** The job goes to the dead letters, with why. */
+  deadLetter(reason: DeadLetterReason): Promise<void>;
+}
+
+/** Who made a delivery decision: the MCP side's inline first attempt, or the delivery worker. */
+export const DELIVERY_VIAS = ['inline', 'worker'] as const;
+export type DeliveryVia = (typeof DELIVERY_VIAS)[number];
+
+/**
+ * Every outcome a delivery decision can have: the core's decisions and statuses, plus what the
+ * runner decides itself (`receive_limit`, `malformed`, `worker_error`). `already_final` is how a
+ * message whose first attempt was made inline shows up when its safety-net copy reaches the
+ * worker; `dead_letter_copy` is that copy of an event that failed already; `duplicate` a second
+ * copy of a job that lost the race to commit; `abandoned` an inline attempt the wait window cut.
+ */
+export const DELIVERY_OUTCOMES = [
+  'delivered',
+  'retry',
+  'defer',
+  'dead_letter',
+  'dead_letter_copy',
+  'receive_limit',
+  'dropped',
+  'already_final',
+  'duplicate',
+  'abandoned',
+  'malformed',
+  'worker_error',
+] as const;
+export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
+
+/** One delivery decision, as a metric (lambda/metrics.ts writes it; the core only reports it). */
+export interface DeliveryMetric {
+  outcome: DeliveryOutcome;
+  via: DeliveryVia;
+  /** The attempt the decision was made at, when the decision knows it. */
+  attempt?: number;
+  durationMs: number;
+  /** Enqueue to delivery; only for `delivered`. */
+  latencyMs?: number;
+}
+
+export interface DeliveryMetrics {
+  delivery(metric: DeliveryMetric): void;
 }
 
 /**

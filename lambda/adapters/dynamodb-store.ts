@@ -229,6 +229,15 @@ export class DynamoDbStore implements Store {
         values[':expectedAttempts'] = { N: String(expected.attempts) };
         conditions.push('#attempts = :expectedAttempts');
       }
+      if (expected.notBefore !== undefined) {
+        // The lease as it was read: absent, or exactly that time (the worker's lease before a POST).
+        names['#notBefore'] = 'notBefore';
+        if (expected.notBefore === null) conditions.push('attribute_not_exists(#notBefore)');
+        else {
+          values[':expectedNotBefore'] = { N: String(expected.notBefore) };
+          conditions.push('#notBefore = :expectedNotBefore');
+        }
+      }
     }
     const update = [sets.length > 0 ? `SET ${sets.join(', ')}` : '', removes.length > 0 ? `REMOVE ${removes.join(', ')}` : ''].filter(Boolean).join(' ');
     return this.updateIf(ItemKeys.event(eventId), update, conditions.join(' AND '), names, values);

@@ -33,6 +33,12 @@ export const Budgets = {
   deliveryRecordReserveMs: 3 * SECOND,
   /** A worker's deferral this short is slept in place instead of going back to the queue. */
   deferInPlaceMaxMs: 1 * SECOND,
+  /**
+   * The worker's lease on an event before its POST (core/delivery.ts): the POST's own 5 s plus the
+   * time kept for recording its outcome. Another copy of the job meets it and defers, so duplicate
+   * jobs make one POST; a worker that died mid-attempt delays the next copy by at most this.
+   */
+  workerLeaseMs: Limits.outboundDeadlineMs + 3 * SECOND,
 
   // --- AWS calls (SDK clients and the Secrets Manager reader), each inside the request deadline.
   awsConnectMs: 1 * SECOND,

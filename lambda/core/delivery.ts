@@ -23,6 +23,7 @@
  * table), and any reading of a response body: a delivery only cares about the status line.
  */
 import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../ports';
+import { Budgets } from './budgets';
 import { EventStatus, Limits, WebhookHeaders, type DeadLetterReason, type FailureReason } from './protocol';
 import { decodeSecret, signatureHeader } from './signing';
 
@@ -34,15 +35,24 @@ export interface DeliveryDeps {
   retryDelaysS: readonly number[];
 }
 
+/** What the worker's attempt (`deliver`) decided: the delivery runner (core/runner.ts) applies it to the queue. */
 export type DeliveryDecision =
   /** `duplicate`: another copy of the job committed this attempt's outcome first; this copy ends. */
   | { action: 'done'; status: 'delivered' | 'already_final' | 'dropped' | 'duplicate' }
   | { action: 'retry'; delayMs: number; reason: FailureReason; attempt: number }
-  /** The event's lease holds: no attempt was made and none is counted; look again after delayMs. */
+  /** A lease holds (the inline attempt's, another copy's): no attempt was made and none is counted; look again after delayMs. */
   | { action: 'defer'; delayMs: number }
-  /** Final failure. `subscriptionEnded`: the endpoint answered 410 and its subscription is gone. */
-  | { action: 'dead_letter'; reason: DeadLetterReason; attempt: number; subscriptionEnded?: boolean }
-  /** Inline only: the wait window cut the POST short; not an attempt, and the lease is released. */
+  /**
+   * Final failure. `subscriptionEnded`: the endpoint answered 410 and its subscription is gone.
+   * `copy`: no attempt now; the event had failed already (inline, or a dead-letter send that failed)
+   * and this job becomes its dead-letter copy.
+   */
+  | { action: 'dead_letter'; reason: DeadLetterReason; attempt: number; subscriptionEnded?: boolean; copy?: true };
+
+/** The inline first attempt's decisions: the worker's, plus `abandoned`, which only the wait window causes. */
+export type InlineDecision =
+  | DeliveryDecision
+  /** The wait window cut the POST short; not an attempt, and the lease is released. */
   | { action: 'abandoned' };
 
 export type Classification =
@@ -54,7 +64,7 @@ export type Classification =
 export type Prepared =
   | { kind: 'skip' }
   | { kind: 'defer'; delayMs: number }
-  /** Failed after attempts, yet a copy of its job is still queued: dead-letter that copy too. */
+  /** Failed already, yet a copy of its job is still queued: that copy becomes its dead-letter copy. */
   | { kind: 'dead_letter_again'; reason: DeadLetterReason; attempt: number }
   | { kind: 'drop'; event: EventRecord }
   | { kind: 'ready'; event: EventRecord; subscription: SubscriptionRecord };
@@ -63,10 +73,10 @@ export type Prepared =
 export type Ready = Extract<Prepared, { kind: 'ready' }>;
 
 /** What `send` did: the answer, its classification, and the log entry for it. */
-export interface Sent {
+export interface Sent<V extends Classification | CutShort = Classification | CutShort> {
   response: WebhookResponse;
   /** `cut_short`: an inline attempt ended by the wait window; it is not counted as an attempt. */
-  verdict: Classification | { kind: 'cut_short' };
+  verdict: V;
   httpStatus: number | null;
   entry: AttemptEntry;
   doneAt: number;
@@ -78,6 +88,11 @@ export interface SendOptions {
    * (what is left of the wait window), and a timeout then is the window's, not the dot's.
    */
   inline?: { timeoutMs: number };
+}
+
+/** An inline attempt ended by the wait window: only `send` with the `inline` option gives it. */
+export interface CutShort {
+  kind: 'cut_short';
 }
 
 const TRANSIENT_4XX = new Set([408, 425, 429]);
@@ -153,7 +168,12 @@ export function jobMatches(job: Pick<DeliveryJob, 'subscriptionId' | 'generation
 export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Prepared> {
   const now = deps.clock.now();
   let event = (await deps.store.getEvent(job.eventId, now)) ?? (await restore(deps, job, now));
+  let subscription: SubscriptionRecord | undefined;
   if (event.status === EventStatus.failed && job.redriven) {
+    // A redrive that cannot be attempted (its subscription ended meanwhile) reopens nothing: the
+    // event is dropped as it failed, its attempts and last error still there to read.
+    subscription = await deps.store.getSubscription(now);
+    if (!jobMatches(job, subscription)) return { kind: 'drop', event };
     // Redriving is the operator's explicit choice to try again: a fresh round of the schedule, once
     // per redrive (a second copy redriven with it finds the event queued and races as a duplicate).
     const reopened = { status: EventStatus.queued, attempts: 0, lastError: null, notBefore: now } as const;
@@ -162,19 +182,36 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
       event = { ...event, ...reopened, log: [...(event.log ?? []), note] };
     } else event = (await deps.store.getEvent(job.eventId, now)) ?? event;
   }
-  if (event.status === EventStatus.failed && event.attempts > 0 && !job.redriven) {
-    // Failed after attempts, yet a copy of its job is still queued: an earlier dead-letter send
-    // failed after the event was marked. A second copy in the DLQ beats an event that vanished.
+  if (event.status === EventStatus.failed && !job.redriven) {
+    // Failed, yet a copy of its job is still queued: the inline attempt failed it (this is its
+    // safety-net job), or an earlier dead-letter send failed after the event was marked (at the
+    // receive limit too, with no attempt made). A copy in the DLQ beats an event that vanished.
     return { kind: 'dead_letter_again', reason: event.lastError ?? 'receive_limit', attempt: event.attempts };
   }
   if (event.status !== EventStatus.queued) return { kind: 'skip' };
   if (event.notBefore !== undefined && event.notBefore > now) return { kind: 'defer', delayMs: event.notBefore - now };
-  const subscription = await deps.store.getSubscription(now);
+  subscription ??= await deps.store.getSubscription(now);
   if (!jobMatches(job, subscription)) return { kind: 'drop', event };
   return { kind: 'ready', event, subscription };
 }
 
+/**
+ * The worker's lease before its POST: a compare-and-set on the status, attempt count and lease it
+ * read, moving the lease Budgets.workerLeaseMs ahead. False when another copy of the job took it
+ * (or settled the event) since: that copy makes the POST, this one defers. The inline attempt
+ * needs none: its record was written with its lease.
+ */
+export async function takeLease(deps: Pick<DeliveryDeps, 'store' | 'clock'>, event: EventRecord): Promise<boolean> {
+  return deps.store.updateEvent(
+    event.eventId,
+    { notBefore: deps.clock.now() + Budgets.workerLeaseMs },
+    { status: EventStatus.queued, attempts: event.attempts, notBefore: event.notBefore ?? null },
+  );
+}
+
 /** Step 2: sign at send time, POST, classify. Throws only when no POST could be made at all. */
+export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob): Promise<Sent<Classification>>;
+export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: SendOptions): Promise<Sent>;
 export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: SendOptions = {}): Promise<Sent> {
   const { subscription } = ready;
   // Signed at send time: whatever came before (reads, the record write) may have taken a while.
@@ -220,18 +257,26 @@ function statusClassOf(status: number): AttemptEntry['statusClass'] {
   return hundreds >= 1 && hundreds <= 5 ? (`${hundreds}xx` as AttemptEntry['statusClass']) : null;
 }
 
+/** Step 3 of the inline attempt: `commit`, or, when the wait window cut the POST short, its release. */
+export async function commitInline(deps: DeliveryDeps, ready: Ready, sent: Sent): Promise<InlineDecision> {
+  if (isCounted(sent)) return commit(deps, ready, sent);
+  // Cut short by the wait window, not by the dot: no attempt is counted, and the worker's copy
+  // may send as soon as it surfaces. The dot may still have received it: the retry carries the
+  // same webhook-id, which Standard Webhooks receivers deduplicate.
+  const { event } = ready;
+  await deps.store.updateEvent(event.eventId, { notBefore: sent.doneAt, appendLog: sent.entry }, { status: EventStatus.queued, attempts: event.attempts });
+  return { action: 'abandoned' };
+}
+
+function isCounted(sent: Sent): sent is Sent<Classification> {
+  return sent.verdict.kind !== 'cut_short';
+}
+
 /** Step 3: record what `send` found and decide what the queue does next. */
-export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Promise<DeliveryDecision> {
+export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent<Classification>): Promise<DeliveryDecision> {
   const { event, subscription } = ready;
   const { verdict, httpStatus, entry, doneAt } = sent;
   const expected = { status: EventStatus.queued, attempts: event.attempts };
-  if (verdict.kind === 'cut_short') {
-    // Cut short by the wait window, not by the dot: no attempt is counted, and the worker's copy
-    // may send as soon as it surfaces. The dot may still have received it: the retry carries the
-    // same webhook-id, which Standard Webhooks receivers deduplicate.
-    await deps.store.updateEvent(event.eventId, { notBefore: doneAt, appendLog: entry }, expected);
-    return { action: 'abandoned' };
-  }
   const attempt = event.attempts + 1;
   if (verdict.kind === 'delivered') {
     // The subscription's delivery status holds even when this copy loses the race below, since the
@@ -257,7 +302,7 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
       expected,
     );
     if (!recorded) return { action: 'done', status: 'duplicate' };
-    await deps.store.recordDeliveryOutcome(subscription.id, { error: verdict.reason });
+    await recordFailure(deps, subscription, verdict.reason);
     // Standard Webhooks: 410 Gone means the endpoint is gone for good. Ending its subscription
     // lets a re-added dot (a new callback URL) subscribe at once instead of waiting out the TTL.
     const subscriptionEnded = httpStatus === 410 && (await deps.store.deleteSubscription(subscription.url));
@@ -270,13 +315,23 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
     expected,
   );
   if (!recorded) return { action: 'done', status: 'duplicate' };
-  await deps.store.recordDeliveryOutcome(subscription.id, { error: verdict.reason });
+  await recordFailure(deps, subscription, verdict.reason);
   return { action: 'retry', delayMs, reason: verdict.reason, attempt };
 }
 
-/** The `drop` of `prepare`: the event's subscription ended; it is never sent. */
+/**
+ * The subscription's delivery status after a failed POST, written only when it changes: the item
+ * is one key, and rewriting it on every failure made it hot (DynamoDB takes about 1,000 writes a
+ * second per item). The status carries no time of its own, so an unchanged error needs no refresh.
+ */
+async function recordFailure(deps: DeliveryDeps, subscription: SubscriptionRecord, reason: FailureReason): Promise<void> {
+  if (subscription.lastError === reason) return;
+  await deps.store.recordDeliveryOutcome(subscription.id, { error: reason });
+}
+
+/** The `drop` of `prepare`: the event's subscription ended; it is never sent (a redriven failed event keeps its history). */
 export async function commitDrop(deps: DeliveryDeps, event: EventRecord): Promise<DeliveryDecision> {
-  const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: EventStatus.queued, attempts: event.attempts });
+  const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: event.status, attempts: event.attempts });
   return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
 }
 
@@ -285,7 +340,7 @@ export async function commitDrop(deps: DeliveryDeps, event: EventRecord): Promis
  * `action` is what happened (delivered, retry, failed, dropped, cut_short) or the decision's own
  * action when nothing was decided about the event (defer, done already_final, duplicate).
  */
-export function decisionLogFields(decision: DeliveryDecision): Record<string, unknown> {
+export function decisionLogFields(decision: InlineDecision): Record<string, unknown> {
   switch (decision.action) {
     case 'done':
       if (decision.status === 'delivered') return { action: 'delivered' };
@@ -294,6 +349,7 @@ export function decisionLogFields(decision: DeliveryDecision): Record<string, un
     case 'retry':
       return { action: 'retry', attempt: decision.attempt, reason: decision.reason, delayS: Math.ceil(decision.delayMs / 1000) };
     case 'dead_letter':
+      if (decision.copy) return { action: 'dead_letter_copy', attempt: decision.attempt, reason: decision.reason };
       return { action: 'failed', attempt: decision.attempt, reason: decision.reason, ...(decision.subscriptionEnded ? { subscriptionEnded: true } : {}) };
     case 'abandoned':
       return { action: 'cut_short' };
@@ -311,10 +367,12 @@ export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<Del
     case 'defer':
       return { action: 'defer', delayMs: prepared.delayMs };
     case 'dead_letter_again':
-      return { action: 'dead_letter', reason: prepared.reason, attempt: prepared.attempt };
+      return { action: 'dead_letter', reason: prepared.reason, attempt: prepared.attempt, copy: true };
     case 'drop':
       return commitDrop(deps, prepared.event);
     case 'ready':
+      // One POST per attempt: a copy that loses the lease defers for as long as the lease runs.
+      if (!(await takeLease(deps, prepared.event))) return { action: 'defer', delayMs: Budgets.workerLeaseMs };
       return commit(deps, prepared, await send(deps, prepared, job));
   }
 }

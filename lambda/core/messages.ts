@@ -24,12 +24,13 @@
  * Deliberately not here: the attempt itself (core/delivery.ts), and wording of results for a
  * particular surface (core/answers.ts).
  */
-import type { DeliveryJob, EventRecord, Logger, Outbox } from '../ports';
+import type { DeliveryJob, DeliveryMetrics, EventRecord, Logger, Outbox } from '../ports';
 import { Budgets } from './budgets';
-import { commit, decisionLogFields, send, type DeliveryDecision, type DeliveryDeps, type Ready } from './delivery';
+import { commitInline, send, type DeliveryDeps, type InlineDecision, type Ready, type Sent } from './delivery';
 import { guardDependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
+import { reportDecision } from './runner';
 import { checkMessage } from './validation';
 
 export interface MessageDeps extends DeliveryDeps {
@@ -43,8 +44,10 @@ export interface MessageDeps extends DeliveryDeps {
    * returns) the answer waits for it.
    */
   waitUntil?: (work: Promise<unknown>) => void;
-  /** One `delivery` line per inline decision (ids and categories only). */
+  /** One `delivery` line per inline decision (ids and categories only), as the worker's (core/runner.ts). */
   log?: Logger;
+  /** One metric per inline decision, `Via` inline; none when absent. */
+  metrics?: DeliveryMetrics;
 }
 
 /** What a send came to. A failing port is not an outcome: it throws DependencyUnavailable. */
@@ -91,18 +94,18 @@ export async function sendMessage(deps: MessageDeps, args: unknown): Promise<Sen
   const left = now + windowMs - deps.clock.now();
   if (windowMs === 0 || left <= 0) return { kind: 'queued', eventId };
   const ready: Ready = { kind: 'ready', event: record, subscription };
-  let decision: DeliveryDecision;
+  let decision: InlineDecision;
   try {
     const sent = await send(deps, ready, job, { inline: { timeoutMs: left } });
     if (deps.waitUntil && sent.verdict.kind === 'delivered') {
       // The dot answered 2xx: that is the answer. Were the process to die before the write, the
       // event stays queued under its lease and the safety-net job sends it again with the same
       // webhook-id, which the dot deduplicates.
-      deps.waitUntil(commit(deps, ready, sent).then((settled) => logInline(deps, eventId, settled)));
+      deps.waitUntil(commitInline(deps, ready, sent).then((settled) => reportInline(deps, record, sent, settled)));
       return { kind: 'delivered', eventId };
     }
-    decision = await commit(deps, ready, sent);
-    logInline(deps, eventId, decision);
+    decision = await commitInline(deps, ready, sent);
+    reportInline(deps, record, sent, decision);
   } catch {
     // The event is recorded and its job queued: the worker attempts it once the lease runs out.
     return { kind: 'queued', eventId };
@@ -110,10 +113,19 @@ export async function sendMessage(deps: MessageDeps, args: unknown): Promise<Sen
   return outcomeOf(deps, eventId, decision);
 }
 
-function logInline(deps: MessageDeps, eventId: string, decision: DeliveryDecision): void {
-  const fields = decisionLogFields(decision);
-  // The first attempt is attempt 1 whatever it decided.
-  deps.log?.info('delivery', { eventId, via: 'inline', ...fields, ...(fields.action === 'delivered' ? { attempt: 1 } : {}) });
+/** The inline decision in the worker's vocabulary: one `delivery` line and one metric, `via` inline. */
+function reportInline(deps: MessageDeps, record: EventRecord, sent: Sent, decision: InlineDecision): void {
+  const done = deps.clock.now();
+  reportDecision(deps, {
+    via: 'inline',
+    eventId: record.eventId,
+    decision,
+    // From the POST to its record; the latency from the event's recording to its delivery.
+    durationMs: Math.max(0, done - sent.entry.at),
+    latencyMs: sent.doneAt - record.createdAt,
+    // The first attempt is attempt 1 whatever it decided.
+    ...(decision.action === 'done' && decision.status === 'delivered' ? { fields: { attempt: 1 } } : {}),
+  });
 }
 
 /**
@@ -127,7 +139,7 @@ function safetyNetDelayMs(deps: MessageDeps, windowMs: number): number {
   return first === undefined ? windowMs + Budgets.inlineLeaseMarginMs : first * 1000;
 }
 
-async function outcomeOf(deps: MessageDeps, eventId: string, decision: DeliveryDecision): Promise<SendOutcome> {
+async function outcomeOf(deps: MessageDeps, eventId: string, decision: InlineDecision): Promise<SendOutcome> {
   switch (decision.action) {
     case 'dead_letter':
       return { kind: 'failed', eventId, reason: isFailureReason(decision.reason) ? decision.reason : null };

@@ -1,27 +1,18 @@
 /**
  * The Delivery Lambda without its entry file (docs/contract/delivery.md): each SQS record is one delivery
- * job; the delivery core makes one attempt and returns a decision, and this module applies it to
- * the queue. Records of a batch are processed concurrently; the answer lists the records SQS must
- * keep (partial batch response, `ReportBatchItemFailures`).
+ * job, handed to the one delivery runner (core/runner.ts), which runs the delivery core and applies
+ * its decision through the queue effects this module makes on SQS. Records of a batch are
+ * processed concurrently; the answer lists the records SQS must keep (partial batch response,
+ * `ReportBatchItemFailures`).
  *
- *   decision / outcome        queue effect                                   batchItemFailures
- *   done (delivered, dropped,  none: the event source mapping deletes it      -
- *     already final, duplicate)
- *   retry(delayMs)            ChangeMessageVisibility ceil(delayMs / 1000) s  listed (SQS keeps it)
- *   defer(delayMs) (lease)    slept in place when <= 1 s, else as retry;      listed when kept
- *                             no attempt is counted
- *   dead_letter(reason)       copy to the DLQ with `reason`, then deleted    -
- *   malformed record          copy to the DLQ with `malformed`, then deleted -
- *   exception (storage down)  none: visible again after the queue's          listed
- *                             visibility timeout
- *   any kept record on its    event marked failed, copy to the DLQ with      -
- *     receive limit           `receive_limit`, then deleted
+ *   effect (ports.ts JobEffects)   on SQS
+ *   complete                       none: left out of batchItemFailures, the event source mapping deletes it
+ *   keepFor(delayMs)               ChangeMessageVisibility ceil(delayMs / 1000) s, listed in batchItemFailures
+ *   keepFor()                      listed: visible again after the queue's visibility timeout
+ *   deadLetter(reason)             a copy to the DLQ with `reason`, then left out (deleted)
  *
- * A record of an event that is already `failed` after delivery attempts is copied to the DLQ
- * again (the core decides so): that happens when an earlier dead-letter send failed after the
- * event was marked, and a duplicate copy in the DLQ is better than an event that vanished. A
- * record that carries a `reason` attribute came back from the DLQ (an operator's redrive): its
- * failed event gets a new round of the retry schedule, once per redrive.
+ * A record that carries a `reason` attribute came back from the DLQ (an operator's redrive): its
+ * failed event gets a new round of the retry schedule, once per redrive (core/delivery.ts).
  *
  * Deadlines: an invocation runs under a deadline 1 s before the Lambda's own timeout
  * (core/budgets.ts `deliveryDeadline`, from the context's remaining time). Every DynamoDB and SQS call
@@ -31,8 +22,9 @@
  * outcome (Budgets.deliveryRecordReserveMs), so a POST that succeeds is rarely sent again.
  *
  * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size: this module and
- * everything it imports stay small, a test walks the import graph), the retry decision
- * (core/delivery.ts), and the environment (delivery.ts reads it once, through lambda/config).
+ * everything it imports stay small, a test walks the import graph), the decision and its mapping
+ * to queue effects (core/delivery.ts, core/runner.ts), and the environment (delivery.ts reads it
+ * once, through lambda/config).
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -43,11 +35,12 @@ import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
 import { deliveryLambdaSettings, type DeliveryLambdaSettings, type Env } from '../config/settings';
 import { Budgets, deliveryDeadline } from '../core/budgets';
-import { deliver, failAtReceiveLimit, receiveLimit, type DeliveryDeps } from '../core/delivery';
+import type { DeliveryDeps } from '../core/delivery';
+import { createDeliveryRunner } from '../core/runner';
 import { EVENT_ID_PREFIX, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
 import { createLogger } from '../log';
-import { createMetrics, type DeliveryOutcome, type Metrics } from '../metrics';
-import { systemClock, type Clock, type DeliveryJob, type Logger, type WebhookClient } from '../ports';
+import { createMetrics, type Metrics } from '../metrics';
+import { systemClock, type Clock, type DeliveryJob, type JobEffects, type Logger, type WebhookClient } from '../ports';
 import { clientOptions } from './aws-clients';
 
 /** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
@@ -61,7 +54,7 @@ export interface DeliveryLambdaDeps {
   delivery: DeliveryDeps;
   queue: DeliveryQueue;
   log: Logger;
-  /** One EMF line per record decision (outcome, attempt, time); none when absent. */
+  /** One EMF line per record decision (outcome, via, attempt, time); none when absent. */
   metrics?: Metrics;
 }
 
@@ -101,98 +94,45 @@ function errorName(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
+/** The queue effects of one SQS record, and whether SQS must keep it (listed in batchItemFailures). */
+export function sqsJobEffects(queue: DeliveryQueue, record: SQSRecord, message: DeadLetterMessage, invokedAt: number): { effects: JobEffects; kept(): boolean } {
+  // Kept until an effect says otherwise: a dead-letter send that fails leaves the record in SQS.
+  let kept = true;
+  const effects: JobEffects = {
+    complete: async () => {
+      kept = false;
+    },
+    keepFor: async (delayMs) => {
+      kept = true;
+      if (delayMs !== undefined) await queue.changeVisibility(record.receiptHandle, Math.ceil(delayMs / 1000), receivedAtOf(record.attributes, invokedAt));
+    },
+    deadLetter: async (reason) => {
+      kept = true;
+      await queue.sendToDeadLetter(message, reason);
+      kept = false;
+    },
+  };
+  return { effects, kept: () => kept };
+}
+
 export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   const { queue, log } = deps;
-  // On this receive a record without an outcome is dead-lettered by the handler, with a reason,
-  // and its event marked failed: one rule for retries, deferrals and worker errors alike. The
-  // stack's maxReceiveCount sits RECEIVE_LIMIT_AWS_MARGIN above it, so SQS's own redrive (which
-  // carries no reason) only takes what the handler never got to see.
-  const limit = receiveLimit(deps.delivery.retryDelaysS);
+  const run = createDeliveryRunner({ delivery: deps.delivery, log, ...(deps.metrics ? { metrics: deps.metrics } : {}) });
 
   /** True when SQS must keep the record (listed in batchItemFailures). */
   async function processRecord(record: SQSRecord, invokedAt: number): Promise<boolean> {
-    const started = performance.now();
-    // One metric per record decision. Latency is from the enqueue (SQS SentTimestamp) to delivery.
-    const decided = (outcome: DeliveryOutcome, attempt?: number) => {
-      const sentAt = Number(record.attributes?.SentTimestamp);
-      const latencyMs = outcome === 'delivered' && sentAt > 0 ? Math.max(0, deps.delivery.clock.now() - sentAt) : undefined;
-      deps.metrics?.delivery({ outcome, durationMs: performance.now() - started, ...(attempt === undefined ? {} : { attempt }), ...(latencyMs === undefined ? {} : { latencyMs }) });
-    };
     const attributes = stringAttributesOf(record);
-    const message: DeadLetterMessage = { body: record.body, attributes };
-    const job = jobOf(record, attributes);
-    if (!job) {
-      log.warn('delivery_malformed', { messageId: record.messageId });
-      await queue.sendToDeadLetter(message, 'malformed');
-      decided('malformed');
-      return false;
-    }
-    const ids = { messageId: record.messageId, eventId: job.eventId };
-    const receives = Number(record.attributes?.ApproximateReceiveCount ?? 0);
-
-    /** Keeps the record for later, unless it reached the receive limit. */
-    async function keepOrGiveUp(delayS: number | undefined): Promise<boolean> {
-      if (receives >= limit) {
-        await failAtReceiveLimit(deps.delivery, job!.eventId);
-        await queue.sendToDeadLetter(message, 'receive_limit');
-        log.warn('delivery_dead_lettered', { ...ids, reason: 'receive_limit', receives });
-        return false;
-      }
-      if (delayS !== undefined) await queue.changeVisibility(record.receiptHandle, delayS, receivedAtOf(record.attributes, invokedAt));
-      return true;
-    }
-
-    try {
-      let decision = await deliver(deps.delivery, job);
-      if (decision.action === 'defer' && decision.delayMs <= Budgets.deferInPlaceMaxMs) {
-        // A lease about to run out (attempt 2 due a moment from now): wait here rather than pay a
-        // receive and a whole second of SQS granularity.
-        await deps.delivery.clock.sleep(decision.delayMs);
-        decision = await deliver(deps.delivery, job);
-      }
-      switch (decision.action) {
-        case 'done':
-          log.info('delivery_done', { ...ids, status: decision.status });
-          decided(decision.status);
-          return false;
-        case 'dead_letter':
-          await queue.sendToDeadLetter(message, decision.reason);
-          log.warn('delivery_dead_lettered', { ...ids, attempt: decision.attempt, reason: decision.reason, ...(decision.subscriptionEnded ? { subscriptionEnded: true } : {}) });
-          decided('dead_letter', decision.attempt);
-          return false;
-        case 'retry': {
-          const delayS = Math.ceil(decision.delayMs / 1000);
-          log.info('delivery_retry', { ...ids, attempt: decision.attempt, reason: decision.reason, delayS });
-          const kept = await keepOrGiveUp(delayS);
-          decided(kept ? 'retry' : 'receive_limit', decision.attempt);
-          return kept;
-        }
-        case 'defer': {
-          const delayS = Math.ceil(decision.delayMs / 1000);
-          log.info('delivery_deferred', { ...ids, delayS });
-          const kept = await keepOrGiveUp(delayS);
-          decided(kept ? 'defer' : 'receive_limit');
-          return kept;
-        }
-        case 'abandoned': {
-          // Only the inline attempt abandons; keep the record if it ever gets here.
-          const kept = await keepOrGiveUp(0);
-          decided(kept ? 'abandoned' : 'receive_limit');
-          return kept;
-        }
-      }
-    } catch (error) {
-      log.error('delivery_worker_error', { ...ids, cause: errorName(error) });
-      try {
-        const kept = await keepOrGiveUp(undefined);
-        decided(kept ? 'worker_error' : 'receive_limit');
-        return kept;
-      } catch (dlqError) {
-        log.error('delivery_worker_error', { ...ids, cause: errorName(dlqError) });
-        decided('worker_error');
-        return true;
-      }
-    }
+    const { effects, kept } = sqsJobEffects(queue, record, { body: record.body, attributes }, invokedAt);
+    const sentAt = Number(record.attributes?.SentTimestamp);
+    await run({
+      job: jobOf(record, attributes),
+      receives: Number(record.attributes?.ApproximateReceiveCount ?? 0),
+      effects,
+      ids: { messageId: record.messageId },
+      // Latency is from the enqueue (SQS SentTimestamp) to delivery.
+      ...(sentAt > 0 ? { enqueuedAt: sentAt } : {}),
+    });
+    return kept();
   }
 
   return async (event, context) => {

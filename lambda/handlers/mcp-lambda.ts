@@ -53,7 +53,7 @@ export interface McpLambdaDeps {
   log: Logger;
   clock?: Clock;
   version?: string;
-  /** One EMF line per request (route template, status class, latency); none when absent. */
+  /** One EMF line per request (route template, status class, latency) and per inline delivery decision; none when absent. */
   metrics?: Metrics;
   /** The pup door: secrets (re-read while warm) and manifest. Absent: its POST routes answer 503. */
   pup?: PupConfig;
@@ -80,6 +80,8 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
     log: deps.log,
+    // The inline first attempt's decisions, in the worker's vocabulary (Via inline).
+    ...(deps.metrics ? { metrics: deps.metrics } : {}),
   };
   let built: { key: string | undefined; app: App } | undefined;
 

@@ -24,7 +24,6 @@ import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { loadOrCreateApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import type { LocalSettings } from '../config/settings';
 import { Budgets } from '../core/budgets';
-import { decisionLogFields } from '../core/delivery';
 import { describeCause } from '../core/answers';
 import { createApp, type App } from '../http/app';
 import { createLogger } from '../log';
@@ -87,13 +86,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       jobs: db.jobs,
       deps: { store: db.store, webhook: guarded, clock, retryDelaysS: settings.retryDelaysS },
       concurrency: settings.deliveryConcurrency,
-      onDecision: (eventId, decision) => {
-        const fields = decisionLogFields(decision);
-        // Nothing happened to the event: not worth a line.
-        if (fields.action === 'defer' || (fields.action === 'done' && fields.status !== undefined)) return;
-        log.info('delivery', { eventId, via: 'worker', ...fields });
-      },
-      onError: (error, eventId) => log.error('delivery_worker_error', { eventId, cause: describeCause(error) }),
+      log: withoutQuietDecisions(log),
     });
     cleanups.push(() => worker.stop());
     const unsubscribe = db.onJobsChanged(() => worker.wake());
@@ -214,6 +207,21 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     await unwind();
     throw error;
   }
+}
+
+/**
+ * The worker's lines for a person watching `npm start`: a decision that changed nothing about the
+ * event (a deferral, a copy that found it settled or lost the race) is not worth a line.
+ */
+function withoutQuietDecisions(log: Logger): Logger {
+  return {
+    info: (event, fields) => {
+      if (event === 'delivery' && (fields?.action === 'defer' || fields?.action === 'done')) return;
+      log.info(event, fields);
+    },
+    warn: (event, fields) => log.warn(event, fields),
+    error: (event, fields) => log.error(event, fields),
+  };
 }
 
 /** What `dm-dot status` shows of the switches in force (never a secret). */

@@ -8,22 +8,20 @@
  * `onJobsChanged` also calls) and otherwise polls at least every `pollIntervalMs`, so jobs written
  * by another process (the operator CLI's redrive while no server ran) are picked up too.
  *
- * Per job, as SQS and the Delivery Lambda do it:
- * - the receive count goes up and is persisted before the attempt (and the job is hidden for a
- *   lease, a visibility timeout); past `receiveLimit` the event is failed and dead-lettered with
- *   `receive_limit`, without an attempt;
- * - `done` completes the job; `dead_letter` dead-letters it with its reason; `retry` and `defer`
- *   reschedule it after their delay (`abandoned`: at once), unless the receive limit is reached,
- *   which gives it up as above;
- * - a thrown error (storage down) reschedules it after the first retry delay and is reported
- *   through `onError`.
+ * Per job, the receive count goes up and is persisted before the attempt (and the job is hidden
+ * for a lease, a visibility timeout); then the one delivery runner (core/runner.ts), the Delivery
+ * Lambda's too, decides, and its effects are made on the table here: `complete` removes the row,
+ * `keepFor(delay)` reschedules it (without a delay the lease brings it back), `deadLetter` moves it
+ * to the dead letters.
  *
- * Deliberately not here: the decision itself (core/delivery.ts), the job table's storage, and
- * printing (decisions and errors go to the callbacks).
+ * Deliberately not here: the decision and its mapping to effects (core/delivery.ts,
+ * core/runner.ts), the job table's storage, and printing (the runner's log lines go to `log`).
  */
-import { deliver, failAtReceiveLimit, receiveLimit, type DeliveryDecision, type DeliveryDeps } from '../core/delivery';
+import { describeCause } from '../core/answers';
+import type { DeliveryDecision, DeliveryDeps } from '../core/delivery';
 import type { DeadLetterReason } from '../core/protocol';
-import type { DeliveryJob } from '../ports';
+import { createDeliveryRunner, type DeliveryRunner } from '../core/runner';
+import type { DeliveryJob, DeliveryMetrics, JobEffects, Logger } from '../ports';
 
 /** What the worker needs of a job table (adapters/embedded JobTable). */
 export interface WorkerJobTable {
@@ -52,9 +50,12 @@ export interface DeliveryWorkerOptions {
   pollIntervalMs?: number;
   /** How long a received job stays hidden from the schedule; default 60 s (a crashed attempt's job resurfaces after it). */
   leaseMs?: number;
-  /** Every decision, including giving up at the receive limit. */
+  /** The runner's `delivery` lines (one per decision) and its worker errors. */
+  log?: Logger;
+  metrics?: DeliveryMetrics;
+  /** Every decision, including giving up at the receive limit (tests, and whoever watches). */
   onDecision?: (eventId: string, decision: DeliveryDecision, context: { receives: number }) => void;
-  /** Each failure of the worker itself (never endpoint text). `eventId` is absent when reading the schedule failed. */
+  /** Each failure of the worker (never endpoint text; also logged to `log`). `eventId` is absent when reading the schedule failed. */
   onError?: (error: unknown, eventId: string | undefined) => void;
 }
 
@@ -87,7 +88,7 @@ class Worker implements DeliveryWorker {
   private readonly concurrency: number;
   private readonly pollIntervalMs: number;
   private readonly leaseMs: number;
-  private readonly limit: number;
+  private readonly runJob: DeliveryRunner;
   private readonly running = new Map<string, Promise<void>>();
   /** Jobs whose receive failed (storage down): not looked at again before this time. */
   private readonly coolingUntil = new Map<string, number>();
@@ -102,7 +103,11 @@ class Worker implements DeliveryWorker {
     this.concurrency = Math.max(1, options.concurrency ?? 8);
     this.pollIntervalMs = Math.max(1, options.pollIntervalMs ?? 1000);
     this.leaseMs = options.leaseMs ?? 60_000;
-    this.limit = receiveLimit(options.deps.retryDelaysS);
+    this.runJob = createDeliveryRunner({
+      delivery: options.deps,
+      ...(options.log ? { log: options.log } : {}),
+      ...(options.metrics ? { metrics: options.metrics } : {}),
+    });
   }
 
   get inFlight(): number {
@@ -203,7 +208,7 @@ class Worker implements DeliveryWorker {
       .catch((error: unknown) => this.reportError(error, row.eventId))
       .finally(() => {
         this.running.delete(row.eventId);
-        // A slot is free (and the job may be due again at once, e.g. `abandoned`).
+        // A slot is free (and the job may be due again at once).
         this.wake();
       });
     this.running.set(row.eventId, work);
@@ -216,51 +221,18 @@ class Worker implements DeliveryWorker {
     let received: WorkerJob | undefined;
     try {
       received = await jobs.receive(eventId, deps.clock.now(), this.leaseMs, row.jobId);
-      // Completed or replaced since the schedule was read (an operator's resend): nothing to do.
-      if (!received) return;
-      if (received.receives > this.limit) {
-        // Picked up this often without an outcome (the process kept dying mid-attempt).
-        await this.giveUp(received);
-        return;
-      }
-      const decision = await deliver(deps, received.job);
-      this.reportDecision(eventId, decision, received.receives);
-      switch (decision.action) {
-        case 'done':
-          await jobs.complete(eventId, received.jobId);
-          return;
-        case 'dead_letter':
-          await jobs.deadLetter(eventId, decision.reason, received.receives, received.jobId);
-          return;
-        default:
-          if (received.receives >= this.limit) {
-            await this.giveUp(received);
-            return;
-          }
-          // retry, or defer behind the inline attempt's lease (which counts no attempt), or
-          // abandoned (at once): the same schedule either way.
-          await jobs.reschedule(eventId, deps.clock.now() + (decision.action === 'abandoned' ? 0 : decision.delayMs), received.receives, received.jobId);
-      }
     } catch (error) {
+      // Nothing received (storage, disk): not looked at again before the first retry delay.
       this.reportError(error, eventId);
-      // The worker itself failed (storage, disk): try again after the first delay, like a crashed Lambda.
-      const retryAt = deps.clock.now() + (deps.retryDelaysS[0] ?? 1) * 1000;
-      if (!received) {
-        this.coolingUntil.set(eventId, retryAt);
-        return;
-      }
-      // If this fails too, the lease still brings the job back.
-      await jobs.reschedule(eventId, retryAt, received.receives, received.jobId).catch(() => undefined);
+      this.coolingUntil.set(eventId, deps.clock.now() + (deps.retryDelaysS[0] ?? 1) * 1000);
+      return;
     }
-  }
-
-  /** The receive limit of docs/contract/delivery.md's safety net: the event is failed and dead-lettered with why. */
-  private async giveUp(received: WorkerJob): Promise<void> {
-    const { jobs, deps } = this.options;
-    await failAtReceiveLimit(deps, received.eventId);
-    const event = await deps.store.getEvent(received.eventId, deps.clock.now()).catch(() => undefined);
-    this.reportDecision(received.eventId, { action: 'dead_letter', reason: 'receive_limit', attempt: event?.attempts ?? 0 }, received.receives);
-    await jobs.deadLetter(received.eventId, 'receive_limit', received.receives, received.jobId);
+    // Completed or replaced since the schedule was read (an operator's resend): nothing to do.
+    if (!received) return;
+    const result = await this.runJob({ job: received.job, receives: received.receives, effects: tableEffects(jobs, received, deps.clock) });
+    if (result.decision) this.reportDecision(eventId, result.decision, received.receives);
+    // Already logged by the runner: only the hook hears of it.
+    if (result.error !== undefined) this.reportError(result.error, eventId, false);
   }
 
   // A callback that throws must not change what happens to the job (it is the runtime's printing).
@@ -272,11 +244,25 @@ class Worker implements DeliveryWorker {
     }
   }
 
-  private reportError(error: unknown, eventId: string | undefined): void {
+  private reportError(error: unknown, eventId: string | undefined, log = true): void {
     try {
+      if (log) this.options.log?.error('delivery_worker_error', { ...(eventId ? { eventId } : {}), cause: describeCause(error) });
       this.options.onError?.(error, eventId);
     } catch {
       // Ignored: see above.
     }
   }
+}
+
+/** The queue effects of one received row of the job table; its jobId is the receipt. */
+function tableEffects(jobs: WorkerJobTable, received: WorkerJob, clock: { now(): number }): JobEffects {
+  const { eventId, receives, jobId } = received;
+  return {
+    complete: async () => void (await jobs.complete(eventId, jobId)),
+    // Without a delay the lease (hidden until its end) brings the job back, as a visibility timeout would.
+    keepFor: async (delayMs) => {
+      if (delayMs !== undefined) await jobs.reschedule(eventId, clock.now() + delayMs, receives, jobId);
+    },
+    deadLetter: async (reason) => void (await jobs.deadLetter(eventId, reason, receives, jobId)),
+  };
 }

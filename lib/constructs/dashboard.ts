@@ -19,7 +19,7 @@ import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { DELIVERY_OUTCOMES, DimensionName, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
+import { DELIVERY_OUTCOMES, DELIVERY_VIAS, DimensionName, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
 
 export interface DmDotDashboardProps {
   readonly mcp: IFunction;
@@ -69,8 +69,8 @@ export class DmDotDashboard extends Construct {
         height: 2,
         markdown:
           '## dm-dot\n' +
-          'Deliveries come from the delivery function; a message the MCP function delivered inline shows up as ' +
-          '`already_final` when its safety-net copy reaches the worker. Dead letters wait 14 days: see the stack output `RedriveCommand`.',
+          'Deliveries count every decision, inline (the MCP function\'s first attempt) and worker (the delivery function) alike; ' +
+          'a message delivered inline shows up again as `already_final` when its safety-net copy reaches the worker. Dead letters wait 14 days: see the stack output `RedriveCommand`.',
       }),
     );
 
@@ -95,14 +95,17 @@ export class DmDotDashboard extends Construct {
         ],
       }),
       new cloudwatch.GraphWidget({
-        title: 'Attempts',
+        title: 'Attempts, and who delivered',
         width: WIDTH,
         height: HEIGHT,
         left: [
           dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.AVERAGE, undefined, 'attempt number, average'),
           dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.MAXIMUM, undefined, 'attempt number, highest'),
         ],
-        right: [dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'retry' }, 'retries scheduled')],
+        right: [
+          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'retry' }, 'retries scheduled'),
+          ...DELIVERY_VIAS.map((via) => dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'delivered', [DimensionName.via]: via }, `delivered, ${via}`)),
+        ],
       }),
     );
 

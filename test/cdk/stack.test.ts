@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { ItemKeys } from '../../lambda/adapters/items';
 import { OAUTH_DISCOVERY_PATHS } from '../../lambda/core/protocol';
-import { DELIVERY_OUTCOMES, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
+import { DELIVERY_OUTCOMES, DELIVERY_VIAS, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
 import { ACCESS_LOG_FIELDS, ACCESS_LOG_VARIABLES, HEALTHZ_ROUTE, HEALTHZ_THROTTLE, ROUTES } from '../../lib/constructs/http-api';
 import { PUP_SECRET_TEMPLATE } from '../../lib/constructs/secrets';
 import { LAMBDA_ENVIRONMENT_MAX_BYTES } from '../../lib/lambda-environment';
@@ -686,6 +686,12 @@ describe('dashboard', () => {
     ]);
     expect(graph(/^Delivery latency/).metrics.map((m: Json[]) => (m[m.length - 1] as Json).stat)).toEqual(['p50', 'p99', 'p99']);
     expect(lines(graph(/^Attempts/))).toContain(`${METRICS_NAMESPACE} ${MetricName.deliveryAttempt}`);
+  });
+
+  test('DEL-RUN-6: who delivered, inline or worker: one line per Via, from the EMF metrics; the totals by outcome stay on Outcome alone', () => {
+    expect(lines(graph(/^Attempts/))).toEqual(
+      expect.arrayContaining(DELIVERY_VIAS.map((via) => `${METRICS_NAMESPACE} ${MetricName.deliveries} Outcome=delivered Via=${via}`)),
+    );
   });
 
   test('dead-letter queue depth next to the delivery queue', () => {

@@ -330,6 +330,21 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual({ ...queued, attempts: 1, notBefore: T0 + SECOND });
       });
 
+      it('DEL-LEASE-1: updateEvent with an expected lease (absent or a time) takes it for one of two copies that read the same record', async () => {
+        const none = event();
+        await store.putEvent(none);
+        const lease = (until: number) => store.updateEvent(none.eventId, { notBefore: until }, { status: 'queued', attempts: 0, notBefore: null });
+        const results = await Promise.all([lease(T0 + 8 * SECOND), lease(T0 + 9 * SECOND)]);
+        expect(results.filter(Boolean)).toHaveLength(1);
+        // Now it has one: an expectation of none, or of another time, no longer holds.
+        await expect(lease(T0 + 10 * SECOND)).resolves.toBe(false);
+        const held = (await store.getEvent(none.eventId, T0))?.notBefore;
+        expect([T0 + 8 * SECOND, T0 + 9 * SECOND]).toContain(held);
+        await expect(store.updateEvent(none.eventId, { notBefore: T0 + 20 * SECOND }, { status: 'queued', attempts: 0, notBefore: held! + 1 })).resolves.toBe(false);
+        await expect(store.updateEvent(none.eventId, { notBefore: T0 + 20 * SECOND }, { status: 'queued', attempts: 0, notBefore: held! })).resolves.toBe(true);
+        await expect(store.getEvent(none.eventId, T0)).resolves.toMatchObject({ notBefore: T0 + 20 * SECOND });
+      });
+
       it('a redrive reopens a failed event once: failed -> queued succeeds for one of two racing copies', async () => {
         await store.putEvent(event({ status: 'failed', attempts: 6, lastError: 'http_5xx' }));
         const reopen = () => store.updateEvent(event().eventId, { status: 'queued', attempts: 0, lastError: null }, { status: 'failed' });

@@ -113,6 +113,27 @@ describe('retries and failures', () => {
     assert.equal(r.events().length, 1);
   });
 
+  it('DEL-RUN-4: a 400 to the inline attempt is one failure for its one POST; the worker logs its safety-net job as the dead-letter copy', async () => {
+    const s = await server();
+    const r = await receiver(echoing([400]));
+    await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
+    const sent = await send(s, 'refused');
+    assert.equal(sent.structuredContent?.status, 'failed');
+    const eventId = sent.structuredContent!.eventId;
+    const decisions = () =>
+      s.stderr
+        .flatMap((line) => line.split('\n'))
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { event: string; eventId?: string; via?: string; action?: string })
+        .filter((line) => line.event === 'delivery' && line.eventId === eventId);
+    await waitFor('the worker\'s line', () => decisions().some((d) => d.via === 'worker'), 10_000);
+    assert.deepEqual(
+      decisions().map((d) => `${d.action} ${d.via}`),
+      ['failed inline', 'dead_letter_copy worker'],
+    );
+    assert.equal(r.events().length, 1);
+  });
+
   it('after unsubscribe a queued delivery is dropped and nothing more is sent', async () => {
     const s = await server({ DMDOT_DELIVERY_WAIT_MS: '0' });
     const r = await receiver(echoing([503]));

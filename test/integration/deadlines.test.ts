@@ -294,10 +294,11 @@ describe('Delivery Lambda: a stalled table cannot time out the batch', () => {
     const fine = await queuedJob('fine');
     const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
     expect(messages).toHaveLength(2);
-    // Only the update that records `stuck` as delivered stalls.
+    // Only the update that records `stuck` as delivered stalls (its lease before the POST, which
+    // sets no status, passes; it runs out before the invocation's deadline).
     ddbProxy.setRule((call) => {
-      const key = (call.body as { Key?: { pk?: { S?: string } } } | undefined)?.Key?.pk?.S;
-      return call.action === 'UpdateItem' && key === `EVENT#${stuck}` ? 'stall' : 'pass';
+      const body = call.body as { Key?: { pk?: { S?: string } }; UpdateExpression?: string } | undefined;
+      return call.action === 'UpdateItem' && body?.Key?.pk?.S === `EVENT#${stuck}` && body.UpdateExpression?.includes('#status =') ? 'stall' : 'pass';
     });
     const remainingMs = 10_000;
     const lambda = deliveryLambda();
@@ -311,6 +312,14 @@ describe('Delivery Lambda: a stalled table cannot time out the batch', () => {
     // SQS hands back only the record that was listed; the table recovers; `fine` is never sent again.
     ddbProxy.setRule(() => 'pass');
     ddbProxy.releaseHeld();
+    // Its lease before the POST still holds (DEL-LEASE-2): until it ends no copy POSTs again.
+    const leasedUntil = (await store.getEvent(stuck, Date.now()))?.notBefore ?? 0;
+    if (leasedUntil > Date.now() + 1_000) {
+      const early = await lambda(sqsEventOf([stuckMessage]), contextWith(remainingMs));
+      expect(early).toEqual({ batchItemFailures: [{ itemIdentifier: stuckMessage.MessageId }] });
+      expect(receiver.events.filter((e) => e.headers['webhook-id'] === stuck)).toHaveLength(1);
+    }
+    await new Promise((done) => setTimeout(done, Math.max(0, leasedUntil - Date.now()) + 50));
     const again = await lambda(sqsEventOf([stuckMessage]), contextWith(remainingMs));
     expect(again).toEqual({ batchItemFailures: [] });
     const ids = receiver.events.map((e) => e.headers['webhook-id']);

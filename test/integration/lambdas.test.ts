@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { APIGatewayProxyStructuredResultV2, SQSBatchResponse } from 'aws-lambda';
-import { GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { DeleteMessageCommand, GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { Webhook } from 'standardwebhooks';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { EventStatus } from '../../lambda/core/protocol';
@@ -406,6 +406,28 @@ describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
     const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
     expect(dead?.MessageAttributes?.reason?.StringValue).toBe('http_4xx');
     expect(dead?.MessageAttributes?.eventId?.StringValue).toBe(sent.body.eventId);
+  });
+
+  test('DEL-LEASE-2: three SendMessage copies of one job (retries that were all applied) in one batch make one POST', async () => {
+    const sent = await send(gateway, 'three copies, one POST');
+    const [original] = await fauxqs.receive(fauxqs.queueUrl);
+    expect(original?.MessageAttributes?.eventId?.StringValue).toBe(sent.body.eventId);
+    for (let copy = 0; copy < 2; copy++) {
+      await fauxqs.client.send(new SendMessageCommand({ QueueUrl: fauxqs.queueUrl, MessageBody: original!.Body!, MessageAttributes: original!.MessageAttributes! }));
+    }
+    const copies = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
+    if (copies.length < 2) copies.push(...(await fauxqs.receive(fauxqs.queueUrl, { max: 10 })));
+    expect(copies).toHaveLength(2);
+    const event = sqsEventOf([original!, ...copies]);
+    const response = await delivery(event);
+    expect(receiver.events).toHaveLength(1);
+    expect(receiver.events[0]!.headers['webhook-id']).toBe(sent.body.eventId);
+    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
+    // The two that met the lease are kept until it runs out; when they surface they find it delivered.
+    expect(response.batchItemFailures).toHaveLength(2);
+    expect(await delivery(event)).toEqual({ batchItemFailures: [] });
+    expect(receiver.events).toHaveLength(1);
+    for (const record of event.Records) await fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: fauxqs.queueUrl, ReceiptHandle: record.receiptHandle }));
   });
 
   test('a batch is processed record by record: one failure does not fail the others', async () => {

@@ -164,6 +164,7 @@ export class FakeStore implements Store {
     if (expected) {
       const statuses: readonly string[] = typeof expected.status === 'string' ? [expected.status] : expected.status;
       if (!statuses.includes(item.status) || (expected.attempts !== undefined && item.attempts !== expected.attempts)) return false;
+      if (expected.notBefore !== undefined && (item.notBefore ?? null) !== expected.notBefore) return false;
     }
     const { body, appendLog, ...fields } = clone(patch);
     for (const [name, value] of Object.entries(fields)) if (value !== undefined) (item as unknown as Record<string, unknown>)[name] = value;

@@ -132,9 +132,9 @@ describe('the validator itself catches what the spec forbids', () => {
 });
 
 describe('delivery decisions', () => {
-  test('a delivered record: one line, valid EMF, Deliveries by Outcome plus attempt, duration and latency without dimensions', () => {
+  test('a delivered record: one line, valid EMF, Deliveries by Outcome and by Outcome and Via, plus attempt, duration and latency without dimensions', () => {
     const { metrics, lines } = recording();
-    metrics.delivery({ outcome: 'delivered', attempt: 2, durationMs: 312, latencyMs: 4_321 });
+    metrics.delivery({ outcome: 'delivered', via: 'worker', attempt: 2, durationMs: 312, latencyMs: 4_321 });
     expect(lines).toHaveLength(1);
     const line = lines[0] as string;
     expect(emfViolations(line)).toEqual([]);
@@ -142,6 +142,7 @@ describe('delivery decisions', () => {
     expect(extracted(line)).toEqual(
       [
         `${METRICS_NAMESPACE}/${MetricName.deliveries}{Outcome=delivered} = 1 Count`,
+        `${METRICS_NAMESPACE}/${MetricName.deliveries}{Outcome=delivered,Via=worker} = 1 Count`,
         `${METRICS_NAMESPACE}/${MetricName.deliveryAttempt}{} = 2 Count`,
         `${METRICS_NAMESPACE}/${MetricName.deliveryDuration}{} = 312 Milliseconds`,
         `${METRICS_NAMESPACE}/${MetricName.deliveryLatency}{} = 4321 Milliseconds`,
@@ -151,19 +152,19 @@ describe('delivery decisions', () => {
 
   test('a decision without attempt or latency leaves those metrics out instead of inventing values', () => {
     const { metrics, lines } = recording();
-    metrics.delivery({ outcome: 'malformed', durationMs: 3 });
+    metrics.delivery({ outcome: 'malformed', via: 'worker', durationMs: 3 });
     expect(emfViolations(lines[0] as string)).toEqual([]);
     expect(extracted(lines[0] as string)).toEqual(
-      [`DmDot/Deliveries{Outcome=malformed} = 1 Count`, `DmDot/DeliveryDuration{} = 3 Milliseconds`].sort(),
+      [`DmDot/Deliveries{Outcome=malformed} = 1 Count`, `DmDot/Deliveries{Outcome=malformed,Via=worker} = 1 Count`, `DmDot/DeliveryDuration{} = 3 Milliseconds`].sort(),
     );
   });
 
   test('unusable numbers are dropped, never written as null (which would break the whole line)', () => {
     const { metrics, lines } = recording();
-    metrics.delivery({ outcome: 'retry', attempt: Number.NaN, durationMs: Number.POSITIVE_INFINITY, latencyMs: 5 });
+    metrics.delivery({ outcome: 'retry', via: 'inline', attempt: Number.NaN, durationMs: Number.POSITIVE_INFINITY, latencyMs: 5 });
     expect(emfViolations(lines[0] as string)).toEqual([]);
     expect(extracted(lines[0] as string)).toEqual(
-      [`DmDot/Deliveries{Outcome=retry} = 1 Count`, `DmDot/DeliveryLatency{} = 5 Milliseconds`].sort(),
+      [`DmDot/Deliveries{Outcome=retry} = 1 Count`, `DmDot/Deliveries{Outcome=retry,Via=inline} = 1 Count`, `DmDot/DeliveryLatency{} = 5 Milliseconds`].sort(),
     );
   });
 });
@@ -225,7 +226,7 @@ describe('the emitter', () => {
   test('disabled: writes nothing', () => {
     const lines: string[] = [];
     const metrics = createMetrics({ enabled: false, sink: (l) => lines.push(l) });
-    metrics.delivery({ outcome: 'delivered', durationMs: 1 });
+    metrics.delivery({ outcome: 'delivered', via: 'worker', durationMs: 1 });
     metrics.request({ route: 'POST /mcp', status: 200, durationMs: 1 });
     expect(lines).toEqual([]);
   });
@@ -236,7 +237,7 @@ describe('the emitter', () => {
         throw new Error('EPIPE');
       },
     });
-    expect(() => metrics.delivery({ outcome: 'delivered', durationMs: 1 })).not.toThrow();
+    expect(() => metrics.delivery({ outcome: 'delivered', via: 'worker', durationMs: 1 })).not.toThrow();
     expect(() => metrics.request({ route: 'POST /mcp', status: 500, durationMs: 1 })).not.toThrow();
   });
 

@@ -196,6 +196,7 @@ export function updateEventInTxn(dbs: Databases, eventId: string, patch: EventPa
 export function eventExpectationHolds(item: Record<string, unknown>, expected: EventExpectation): boolean {
   const statuses: readonly unknown[] = typeof expected.status === 'string' ? [expected.status] : expected.status;
   if (!statuses.includes(item.status)) return false;
+  if (expected.notBefore !== undefined && (item.notBefore ?? null) !== expected.notBefore) return false;
   return expected.attempts === undefined || item.attempts === expected.attempts;
 }
 

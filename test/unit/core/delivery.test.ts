@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { classify, commit, deliver, nextDelayMs, parseRetryAfter, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
+import { classify, commit, commitInline, deliver, nextDelayMs, parseRetryAfter, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent } from '../../../lambda/core/messages';
 import { DEFAULT_RETRY_DELAYS_S, FailureReasons } from '../../../lambda/core/protocol';
@@ -323,9 +323,15 @@ describe('deliver', () => {
     expect(store.writes).toEqual([]);
   });
 
-  test.each(['failed', 'dropped'] as const)('an event already %s is not sent again', async (status) => {
-    const { webhook, deps, job } = world({ event: { status } });
+  test('an event already dropped is not sent again', async () => {
+    const { webhook, deps, job } = world({ event: { status: 'dropped' } });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    expect(webhook.requests).toHaveLength(0);
+  });
+
+  test('DEL-RUN-4: an event already failed (even with no attempt: a receive limit whose dead-letter send failed) is not sent again; its job becomes its dead-letter copy', async () => {
+    const { webhook, deps, job } = world({ event: { status: 'failed' } });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'receive_limit', attempt: 0, copy: true });
     expect(webhook.requests).toHaveLength(0);
   });
 
@@ -443,9 +449,19 @@ describe('deliver after an operator redrive', () => {
   test('the same failed event without the redrive mark stays final, nothing is sent, and the job goes back to the DLQ', async () => {
     const { store, webhook, deps, job } = world();
     store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 6, lastError: 'http_5xx' });
-    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_5xx', attempt: 6 });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_5xx', attempt: 6, copy: true });
     expect(webhook.requests).toHaveLength(0);
     expect(store.events.get(EVENT_ID)?.status).toBe('failed');
+  });
+
+  test('DEL-PIPE-12: a redriven failed event whose subscription ended is dropped as it failed: nothing is reopened, its attempts, last error and log stay', async () => {
+    const { store, webhook, deps, job } = world();
+    const attemptLog = [{ at: T0, outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true }] as const;
+    store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400, log: [...attemptLog] });
+    store.subscription = { ...store.subscription!, id: `sub_${'e'.repeat(32)}`, generation: 'another' };
+    await expect(deliver(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'dropped' });
+    expect(webhook.requests).toHaveLength(0);
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'dropped', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400, log: [...attemptLog] });
   });
 
   test('a redriven job of a delivered event is still skipped', async () => {
@@ -471,7 +487,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
     store.calls.length = 0;
     const sent = await send(deps, ready, job, { inline: { timeoutMs: 2_500 } });
-    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(commitInline(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(webhook.last.timeoutMs).toBe(2_500);
     // Nothing is read back: the caller holds the event it wrote and the subscription it read.
     expect(store.calls.map((c) => c.method).filter((m) => m.startsWith('get'))).toEqual([]);
@@ -608,7 +624,7 @@ describe('commit: the delivery log and the kept bytes', () => {
     });
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
     const sent = await send(deps, ready, job, { inline: { timeoutMs: 2_500 } });
-    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'abandoned' });
+    await expect(commitInline(deps, ready, sent)).resolves.toEqual({ action: 'abandoned' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ attempts: 0, notBefore: clock.now() });
     expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'timeout', statusClass: null, durationMs: 2_500, counted: false })]);
   });

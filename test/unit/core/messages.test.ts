@@ -6,7 +6,7 @@
 import { DependencyUnavailable } from '../../../lambda/core/errors';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent, sendMessage, type MessageDeps } from '../../../lambda/core/messages';
-import type { EventRecord, SubscriptionRecord } from '../../../lambda/ports';
+import type { DeliveryMetric, EventRecord, SubscriptionRecord } from '../../../lambda/ports';
 import { fakeOutbox, FakeClock, FakeQueue, FakeStore, respond, ScriptedWebhookClient, T0, transportFailure, type Scripted } from '../../support/fakes';
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -170,6 +170,44 @@ describe('sendMessage', () => {
     await sendMessage(deps, { message: 'hi' });
     expect(store.calls.map((c) => c.method)).toEqual(['getSubscription', 'putEvent', 'updateEvent']);
     expect(queue.jobs).toHaveLength(1);
+  });
+
+  test('DEL-RUN-6: an inline decision emits the worker\'s metric with Via inline, and the worker\'s `delivery` line with via inline', async () => {
+    const { store, clock, deps } = world({ answers: [() => (clock.advance(120), respond(200)), () => (clock.advance(30), respond(503))] });
+    const metrics: DeliveryMetric[] = [];
+    const lines: { level: string; event: string; fields?: Record<string, unknown> }[] = [];
+    const log = {
+      info: (event: string, fields?: Record<string, unknown>) => void lines.push({ level: 'info', event, ...(fields ? { fields } : {}) }),
+      warn: (event: string, fields?: Record<string, unknown>) => void lines.push({ level: 'warn', event, ...(fields ? { fields } : {}) }),
+      error: (event: string, fields?: Record<string, unknown>) => void lines.push({ level: 'error', event, ...(fields ? { fields } : {}) }),
+    };
+    const observed: MessageDeps = { ...deps, log, metrics: { delivery: (metric) => void metrics.push(metric) } };
+    const delivered = await sendMessage(observed, { message: 'one' });
+    const retried = await sendMessage(observed, { message: 'two' });
+    expect(metrics).toEqual([
+      { outcome: 'delivered', via: 'inline', durationMs: 120, latencyMs: 120 },
+      { outcome: 'retry', via: 'inline', attempt: 1, durationMs: 30 },
+    ]);
+    expect(lines).toEqual([
+      { level: 'info', event: 'delivery', fields: { eventId: (delivered as { eventId: string }).eventId, via: 'inline', action: 'delivered', attempt: 1 } },
+      { level: 'info', event: 'delivery', fields: { eventId: (retried as { eventId: string }).eventId, via: 'inline', action: 'retry', attempt: 1, reason: 'http_5xx', delayS: 1 } },
+    ]);
+    // Still one read and two writes per message delivered inline: the metric costs no storage call.
+    expect(store.calls.slice(0, 3).map((c) => c.method)).toEqual(['getSubscription', 'putEvent', 'updateEvent']);
+  });
+
+  test('DEL-PIPE-20: a failed inline POST rewrites the subscription\'s delivery status only when it changes (the item must not become hot)', async () => {
+    const { store, deps } = world({ answers: [respond(503), respond(503), respond(400)] });
+    store.subscription = { ...store.subscription!, lastDeliveryAt: T0 - 1_000, lastError: null };
+    await sendMessage(deps, { message: 'one' });
+    expect(store.calls.filter((c) => c.method === 'recordDeliveryOutcome')).toHaveLength(1);
+    expect(store.subscription?.lastError).toBe('http_5xx');
+    store.calls.length = 0;
+    await sendMessage(deps, { message: 'two' });
+    // The same error again: nothing to write; 3 storage calls as on the success path.
+    expect(store.calls.map((c) => c.method)).toEqual(['getSubscription', 'putEvent', 'updateEvent']);
+    await sendMessage(deps, { message: 'three' });
+    expect(store.subscription?.lastError).toBe('http_4xx');
   });
 
   test('a message not valid as UTF-8 text (a lone surrogate) is refused with the one sentence both surfaces give', async () => {

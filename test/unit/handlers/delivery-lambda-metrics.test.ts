@@ -91,7 +91,7 @@ test('delivered: outcome, attempt 1, worker time, and the latency from the enque
   await lambda({ Records: [record(1, { sentAt: NOW - 1_500 })] });
   expect(docs()).toHaveLength(1);
   const [doc] = docs();
-  expect(doc).toMatchObject({ [DimensionName.outcome]: 'delivered', [MetricName.deliveries]: 1, [MetricName.deliveryLatency]: 1_500 });
+  expect(doc).toMatchObject({ [DimensionName.outcome]: 'delivered', [DimensionName.via]: 'worker', [MetricName.deliveries]: 1, [MetricName.deliveryLatency]: 1_500 });
   expect(doc?.[MetricName.deliveryDuration]).toEqual(expect.any(Number));
 });
 

@@ -4,6 +4,7 @@
  * path against fauxqs and DynamoDB Local is in test/integration/lambdas.test.ts.
  */
 import type { SQSRecord } from 'aws-lambda';
+import { Budgets } from '../../../lambda/core/budgets';
 import { EventStatus, Limits } from '../../../lambda/core/protocol';
 import { createDeliveryLambda, type DeliveryQueue } from '../../../lambda/handlers/delivery-lambda';
 import type { Logger } from '../../../lambda/log';
@@ -107,11 +108,12 @@ test.each([
   expect(webhook.post).not.toHaveBeenCalled();
 });
 
-test('an exception (storage down) keeps the record for SQS to redeliver', async () => {
+test('DEL-RUN-3: an exception (storage down) keeps the record for SQS to redeliver, with no visibility change', async () => {
   const q = recordingQueue();
   const response = await lambdaWith(memoryStore({ failReads: true }), respond(200), q.queue)({ Records: [record(4)] });
   expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'm-4' }]);
   expect(q.deadLetters).toEqual([]);
+  expect(q.visibility).toEqual([]);
 });
 
 test('on its receive limit (attempts + 4; the stack adds 5 more for SQS), a crashing record goes to the DLQ as receive_limit', async () => {
@@ -124,7 +126,58 @@ test('on its receive limit (attempts + 4; the stack adds 5 more for SQS), a cras
   expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
 });
 
-test('the receive limit holds on the retry path too: the event is marked failed and dead-lettered with a reason', async () => {
+test('DEL-RUN-1: a record received past its limit (the worker kept dying mid-attempt) is failed and dead-lettered without a POST', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(15));
+  const webhook = { post: jest.fn() };
+  const q = recordingQueue();
+  // Two delays: limit 7. Receive 8 means seven receives ended without an outcome.
+  const response = await lambdaWith(store, webhook, q.queue, [1, 4])({ Records: [record(15, { receives: 8 })] });
+  expect(response.batchItemFailures).toEqual([]);
+  expect(webhook.post).not.toHaveBeenCalled();
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+  expect(store.events.get(eventIdOf(15))?.status).toBe(EventStatus.failed);
+});
+
+test('DEL-RUN-4: at the receive limit with no attempt made, a dead-letter send that fails twice still ends with a dead-letter copy', async () => {
+  const store = memoryStore();
+  // Deferred on every receive (a lease far ahead): no attempt was ever made.
+  store.add(eventIdOf(16), { notBefore: Date.now() + 60_000 });
+  const down = recordingQueue({ failDeadLetter: true });
+  const first = await lambdaWith(store, respond(200), down.queue, [1, 4])({ Records: [record(16, { receives: 7 })] });
+  // Both dead-letter sends failed: the record stays in SQS, its event already failed.
+  expect(first.batchItemFailures).toEqual([{ itemIdentifier: 'm-16' }]);
+  expect(store.events.get(eventIdOf(16))).toMatchObject({ status: EventStatus.failed, attempts: 0 });
+  const up = recordingQueue();
+  const second = await lambdaWith(store, respond(200), up.queue, [1, 4])({ Records: [record(16, { receives: 8 })] });
+  expect(second.batchItemFailures).toEqual([]);
+  expect(up.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+});
+
+test('DEL-RUN-5: each record decision is one `delivery` line with via=worker (the inline attempt\'s vocabulary), with the SQS message id', async () => {
+  const store = memoryStore();
+  store.add(eventIdOf(17));
+  store.add(eventIdOf(18));
+  const lines: { level: string; event: string; fields?: Record<string, unknown> }[] = [];
+  const log: Logger = {
+    info: (event, fields) => void lines.push({ level: 'info', event, ...(fields ? { fields } : {}) }),
+    warn: (event, fields) => void lines.push({ level: 'warn', event, ...(fields ? { fields } : {}) }),
+    error: (event, fields) => void lines.push({ level: 'error', event, ...(fields ? { fields } : {}) }),
+  };
+  const answers: Record<string, number> = { [eventIdOf(17)]: 200, [eventIdOf(18)]: 404 };
+  const webhook: WebhookClient = { post: async (request) => ({ kind: 'response', status: answers[request.headers['webhook-id']!]!, body: new Uint8Array() }) };
+  const lambda = createDeliveryLambda({ delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS: [1, 4] }, queue: recordingQueue().queue, log });
+  await lambda({ Records: [record(17), record(18)] });
+  expect(lines).toEqual(
+    expect.arrayContaining([
+      { level: 'info', event: 'delivery', fields: { eventId: eventIdOf(17), via: 'worker', action: 'delivered', messageId: 'm-17', receives: 1 } },
+      { level: 'warn', event: 'delivery', fields: { eventId: eventIdOf(18), via: 'worker', action: 'failed', attempt: 1, reason: 'http_4xx', messageId: 'm-18', receives: 1 } },
+    ]),
+  );
+  expect(lines).toHaveLength(2);
+});
+
+test('DEL-RUN-1: the receive limit holds on the retry path too: the event is marked failed and dead-lettered with a reason', async () => {
   // Before: only a thrown error consulted the limit, so a retried record was kept until SQS's own
   // redrive took it with no reason, leaving its event queued for ever.
   const store = memoryStore();
@@ -149,7 +202,7 @@ test('a lease held by the inline attempt defers the record without a POST or a c
   expect(store.events.get(eventIdOf(12))).toMatchObject({ status: EventStatus.queued, attempts: 0 });
 });
 
-test('a lease that ends within a second is waited out in place, then the attempt is made', async () => {
+test('DEL-RUN-2: a lease that ends within a second is waited out in place, then the attempt is made', async () => {
   const store = memoryStore();
   store.add(eventIdOf(13), { notBefore: Date.now() + 300 });
   const slept: number[] = [];
@@ -165,28 +218,27 @@ test('a lease that ends within a second is waited out in place, then the attempt
   expect(store.events.get(eventIdOf(13))).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
 });
 
-test('two copies of one job at once commit one outcome: a later 404 never overwrites delivered, and nothing is dead-lettered', async () => {
+test('DEL-LEASE-2: three copies of one job in one batch make one POST (the lease before it), one outcome, nothing dead-lettered', async () => {
   const store = memoryStore();
   store.add(eventIdOf(14));
-  const answers = [200, 404];
-  let arrived = 0;
-  let release: () => void = () => undefined;
-  const bothInFlight = new Promise<void>((resolve) => (release = resolve));
+  let posts = 0;
   const webhook: WebhookClient = {
     post: async () => {
-      const status = answers[arrived]!;
-      if (++arrived === 2) release();
-      await bothInFlight;
-      // The 200 is recorded first: the 404 copy finishes a tick later.
-      if (status === 404) await new Promise((resolve) => setTimeout(resolve, 5));
-      return { kind: 'response', status, body: new Uint8Array() };
+      posts++;
+      // Slow enough that every copy has read the record while the first POST is in flight.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return { kind: 'response', status: 200, body: new Uint8Array() };
     },
   };
   const q = recordingQueue();
-  const response = await lambdaWith(store, webhook, q.queue)({ Records: [record(14), { ...record(14), messageId: 'm-14b', receiptHandle: 'rh-14b' }] });
-  expect(response.batchItemFailures).toEqual([]);
+  const copy = (suffix: string) => ({ ...record(14), messageId: `m-14${suffix}`, receiptHandle: `rh-14${suffix}` });
+  const response = await lambdaWith(store, webhook, q.queue)({ Records: [copy('a'), copy('b'), copy('c')] });
+  expect(posts).toBe(1);
   expect(q.deadLetters).toEqual([]);
   expect(store.events.get(eventIdOf(14))).toMatchObject({ status: EventStatus.delivered, attempts: 1, lastHttpStatus: 200 });
+  // The copies that met the lease are kept until it runs out; then they find the event delivered.
+  expect(response.batchItemFailures).toHaveLength(2);
+  expect(q.visibility.map((v) => v.seconds)).toEqual([Math.ceil(Budgets.workerLeaseMs / 1000), Math.ceil(Budgets.workerLeaseMs / 1000)]);
 });
 
 test('a failed visibility change keeps the record (it returns after the queue default instead)', async () => {
@@ -207,12 +259,14 @@ test('a failed dead-letter send keeps the record; the redelivery dead-letters it
   expect(q.deadLetters.map((d) => d.reason)).toEqual(['http_4xx']);
 });
 
-test('an event that failed without any attempt (the enqueue itself failed) is not dead-lettered again', async () => {
+test('DEL-RUN-4: a job of an event that failed with no attempt (its enqueue answer was lost) becomes its dead-letter copy', async () => {
   const store = memoryStore();
   store.add(eventIdOf(8), { status: EventStatus.failed, attempts: 0 });
   const q = recordingQueue();
-  expect((await lambdaWith(store, respond(200), q.queue)({ Records: [record(8)] })).batchItemFailures).toEqual([]);
-  expect(q.deadLetters).toEqual([]);
+  const webhook = { post: jest.fn() };
+  expect((await lambdaWith(store, webhook, q.queue)({ Records: [record(8)] })).batchItemFailures).toEqual([]);
+  expect(q.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
+  expect(webhook.post).not.toHaveBeenCalled();
 });
 
 test('records of a batch are processed concurrently', async () => {

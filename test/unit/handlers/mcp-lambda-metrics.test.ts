@@ -9,6 +9,7 @@ import type { Logger } from '../../../lambda/log';
 import { createMetrics } from '../../../lambda/metrics';
 import type { Outbox, Store, WebhookClient } from '../../../lambda/ports';
 import { eventFromRequest } from '../../support/apigw';
+import { fakeOutbox, FakeQueue, FakeStore, respond, ScriptedWebhookClient } from '../../support/fakes';
 
 const API_KEY = 'metrics-test-api-key-0123456789abcdef';
 const silentLog: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -95,4 +96,37 @@ describe('mcpLambdaFromEnvironment', () => {
     const emf = writes.filter((w) => w.includes('"_aws"'));
     expect(emf).toHaveLength(expected);
   });
+});
+
+test('DEL-RUN-6: a message delivered inline through POST /v1/messages is counted as Deliveries{Outcome=delivered, Via=inline}', async () => {
+  const store = new FakeStore();
+  const now = Date.now();
+  store.subscription = {
+    id: `sub_${'d'.repeat(32)}`,
+    url: 'https://dot.example/hook',
+    name: 'message.created',
+    secret: `whsec_${Buffer.alloc(32, 3).toString('base64')}`,
+    principal: 'p',
+    createdAt: now,
+    refreshedAt: now,
+    expiresAt: now + 3_600_000,
+  };
+  const lines: string[] = [];
+  const lambda = createMcpLambda({
+    store,
+    outbox: fakeOutbox(store, new FakeQueue()),
+    webhook: new ScriptedWebhookClient(respond(200)),
+    apiKey: { get: async () => API_KEY, peek: () => API_KEY },
+    deliveryWaitMs: 3_000,
+    allowedOrigins: [],
+    allowLoopbackCallbacks: false,
+    log: silentLog,
+    metrics: createMetrics({ sink: (line) => lines.push(line) }),
+  });
+  const answer = await lambda(
+    await event('POST /v1/messages', 'https://api.example/v1/messages', { method: 'POST', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' }, body: '{"message":"hi"}' }),
+  );
+  expect(answer.statusCode).toBe(200);
+  const deliveries = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => 'Deliveries' in l);
+  expect(deliveries).toEqual([expect.objectContaining({ Outcome: 'delivered', Via: 'inline', Deliveries: 1 })]);
 });

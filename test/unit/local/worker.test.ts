@@ -152,7 +152,7 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     expect(seen).toBe(1);
   });
 
-  it('a job received more often than the limit is failed and dead-lettered with receive_limit, without an attempt', async () => {
+  it('DEL-RUN-1: a job received more often than the limit is failed and dead-lettered with receive_limit, without an attempt', async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     // Received LIMIT times already (the process kept dying mid-attempt): a lease of 0 leaves it due.
     for (let i = 0; i < LIMIT; i++) await db.jobs.receive(id(1), T0, 0);
@@ -163,7 +163,7 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     expect(decisions).toEqual([{ eventId: id(1), decision: { action: 'dead_letter', reason: 'receive_limit', attempt: 0 }, receives: LIMIT + 1 }]);
   });
 
-  it('at the receive limit a decision that is not final gives the job up with receive_limit', async () => {
+  it('DEL-RUN-1: at the receive limit a decision that is not final gives the job up with receive_limit', async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     for (let i = 0; i < LIMIT - 1; i++) await db.jobs.receive(id(1), T0, 0);
     webhook.add(respond(503));
@@ -192,17 +192,73 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     expect(decisions[0]?.decision).toEqual({ action: 'defer', delayMs: 3000 });
   });
 
-  it('a thrown error (storage down) reschedules the job after the first retry delay and is reported', async () => {
+  it('DEL-RUN-3: a thrown error (storage down) leaves the job to come back when its lease ends, as SQS\'s visibility timeout does, and is reported', async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     const failing: Store = Object.create(db.store) as Store;
     failing.getEvent = async () => {
       throw new Error('storage down');
     };
-    await worker({ deps: { ...deps, store: failing } }).runDue();
+    await worker({ deps: { ...deps, store: failing }, leaseMs: 60_000 }).runDue();
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ eventId: id(1), error: new Error('storage down') });
-    await expect(db.jobs.get(id(1))).resolves.toMatchObject({ dueAt: T0 + 1000, receives: 1 });
+    await expect(db.jobs.get(id(1))).resolves.toMatchObject({ dueAt: T0 + 60_000, receives: 1 });
     await expect(db.jobs.deadLetters()).resolves.toEqual([]);
+  });
+
+  it('DEL-RUN-2: a deferral shorter than Budgets.deferInPlaceMaxMs is slept in place, then the attempt is made (as on Lambda)', async () => {
+    await db.outbox.add(recordAt(T0, 1, { notBefore: T0 + 400 }), job(1));
+    webhook.add(respond(200));
+    await worker().runDue();
+    expect(clock.sleeps).toEqual([400]);
+    expect(webhook.requests).toHaveLength(1);
+    await expect(db.store.getEvent(id(1), clock.now())).resolves.toMatchObject({ status: 'delivered', attempts: 1 });
+    await expect(db.jobs.all()).resolves.toEqual([]);
+  });
+
+  it('DEL-RUN-5: every decision is one `delivery` line with via=worker, in the vocabulary of the inline attempt and of the Lambda', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    webhook.add(respond(503));
+    const lines: { level: string; event: string; fields: Record<string, unknown> | undefined }[] = [];
+    const log = {
+      info: (event: string, fields?: Record<string, unknown>) => void lines.push({ level: 'info', event, fields }),
+      warn: (event: string, fields?: Record<string, unknown>) => void lines.push({ level: 'warn', event, fields }),
+      error: (event: string, fields?: Record<string, unknown>) => void lines.push({ level: 'error', event, fields }),
+    };
+    await worker({ log }).runDue();
+    expect(lines).toEqual([{ level: 'info', event: 'delivery', fields: { eventId: id(1), via: 'worker', action: 'retry', attempt: 1, reason: 'http_5xx', delayS: 1, receives: 1 } }]);
+  });
+
+  it('DEL-RUN-4: the safety-net job of an event that failed inline is its dead-letter copy, logged as that, not as a second failure', async () => {
+    // The inline attempt got a 400: one POST, the event failed on attempt 1.
+    await db.outbox.add(recordAt(T0, 1, { status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400 }), job(1));
+    const lines: { event: string; fields: Record<string, unknown> | undefined }[] = [];
+    const log = { info: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, fields }), warn: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, fields }), error: () => undefined };
+    await worker({ log }).runDue();
+    expect(webhook.requests).toHaveLength(0);
+    expect(lines).toEqual([{ event: 'delivery', fields: { eventId: id(1), via: 'worker', action: 'dead_letter_copy', attempt: 1, reason: 'http_4xx', receives: 1 } }]);
+    await expect(db.jobs.deadLetters()).resolves.toMatchObject([{ eventId: id(1), reason: 'http_4xx' }]);
+  });
+
+  it('DEL-LEASE-3: two workers over one job table make one POST for one job (the lease before it)', async () => {
+    await db.outbox.add(recordAt(T0, 1), job(1));
+    const release = gate();
+    const posting = signal();
+    webhook.add(async () => {
+      posting.fire();
+      await release.opened;
+      return respond(200);
+    });
+    // The first worker's job-table lease runs out while its POST is still in flight (lease 0), so
+    // the second worker (another process on the same database) sees the job due and receives it.
+    const first = worker({ leaseMs: 0 }).runDue();
+    await posting.fired;
+    const second = worker().runDue();
+    await expect(second).resolves.toBe(1);
+    release.open();
+    await first;
+    expect(webhook.requests).toHaveLength(1);
+    await expect(db.store.getEvent(id(1), clock.now())).resolves.toMatchObject({ status: 'delivered', attempts: 1 });
+    await expect(db.jobs.all()).resolves.toEqual([]);
   });
 
   it('a redriven dead letter runs as redriven: its failed event gets a new round and is delivered', async () => {

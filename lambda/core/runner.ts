@@ -1,0 +1,187 @@
+/**
+ * The one delivery runner (docs/contract/delivery.md, "The delivery runner"): what both delivery
+ * workers, the Delivery Lambda over SQS and the local worker over the embedded job table, do with
+ * one received job. It runs the delivery core (`deliver`) and turns its decision into the effects
+ * of the job's queue (ports.ts `JobEffects`: complete, keep for a delay, dead-letter). This is the
+ * only place a decision becomes queue effects; the runtimes only say how each effect is made.
+ *
+ *   decision / outcome          effect                         rule
+ *   done (delivered, dropped,   complete
+ *     already final, duplicate)
+ *   dead_letter(reason)         dead-letter with the reason    (a copy of an event failed already too)
+ *   retry(delayMs)              keep for delayMs               DEL-RUN-1: at the receive limit, give up
+ *   defer(delayMs)              slept in place when short      DEL-RUN-2
+ *                               (Budgets.deferInPlaceMaxMs),
+ *                               else keep for delayMs
+ *   received past the limit     give up, without an attempt    DEL-RUN-1
+ *   a thrown error              keep, back by the queue's own  DEL-RUN-3
+ *     (storage down)              redelivery; give up at the limit
+ *   a job that is not one       dead-letter with `malformed`
+ *
+ * Giving up fails the event (from `queued` only) and dead-letters the job with `receive_limit`.
+ *
+ * One vocabulary for every decision, inline or worker (`reportDecision`, which the inline first
+ * attempt in core/messages.ts calls too): one `delivery` log line with `via`, and one metric with
+ * its outcome and `via`.
+ *
+ * Deliberately not here: how a queue makes an effect (SQS calls, the job table's rows), reading
+ * a queue's messages, and the decision itself (core/delivery.ts).
+ */
+import type { DeliveryJob, DeliveryMetrics, DeliveryOutcome, DeliveryVia, JobEffects, Logger } from '../ports';
+import { describeCause } from './answers';
+import { Budgets } from './budgets';
+import { decisionLogFields, deliver, failAtReceiveLimit, receiveLimit, type DeliveryDecision, type DeliveryDeps, type InlineDecision } from './delivery';
+
+/** One job as its queue handed it over. */
+export interface ReceivedJob {
+  /** The job; undefined when the message cannot be one of ours (it must not loop forever). */
+  job: DeliveryJob | undefined;
+  /** How often the queue has handed this job out, this time included (1 on the first receive). */
+  receives: number;
+  effects: JobEffects;
+  /** When the job was enqueued (epoch ms): the delivery latency's start. */
+  enqueuedAt?: number;
+  /** The queue's own ids for the log line (an SQS message id). */
+  ids?: Record<string, string>;
+}
+
+export interface RunnerDeps {
+  delivery: DeliveryDeps;
+  log?: Logger;
+  metrics?: DeliveryMetrics;
+}
+
+/** What the runner did with one job: its outcome and the decision it applied, when there was one. */
+export interface RunResult {
+  outcome: DeliveryOutcome;
+  decision?: DeliveryDecision;
+  /** The worker's own failure, when there was one (already logged). */
+  error?: unknown;
+}
+
+export type DeliveryRunner = (received: ReceivedJob) => Promise<RunResult>;
+
+/** The metric outcome of a decision. */
+export function outcomeOfDecision(decision: InlineDecision): DeliveryOutcome {
+  switch (decision.action) {
+    case 'done':
+      return decision.status;
+    case 'dead_letter':
+      return decision.copy ? 'dead_letter_copy' : 'dead_letter';
+    default:
+      return decision.action;
+  }
+}
+
+export interface DecisionReport {
+  via: DeliveryVia;
+  eventId: string;
+  decision: InlineDecision;
+  /** Overrides the decision's outcome (the runner's own: `receive_limit`). */
+  outcome?: DeliveryOutcome;
+  durationMs: number;
+  latencyMs?: number;
+  /** More fields for the log line (ids, the receive count). */
+  fields?: Record<string, unknown>;
+}
+
+/** The one log line and the one metric of a delivery decision, inline or worker. Never throws. */
+export function reportDecision(deps: Pick<RunnerDeps, 'log' | 'metrics'>, report: DecisionReport): void {
+  const { decision } = report;
+  const outcome = report.outcome ?? outcomeOfDecision(decision);
+  const attempt = attemptOf(decision);
+  try {
+    const line = { eventId: report.eventId, via: report.via, ...decisionLogFields(decision), ...(report.fields ?? {}) };
+    if (outcome === 'dead_letter' || outcome === 'receive_limit') deps.log?.warn('delivery', line);
+    else deps.log?.info('delivery', line);
+    deps.metrics?.delivery({
+      outcome,
+      via: report.via,
+      durationMs: report.durationMs,
+      ...(attempt === undefined ? {} : { attempt }),
+      ...(outcome === 'delivered' && report.latencyMs !== undefined ? { latencyMs: Math.max(0, report.latencyMs) } : {}),
+    });
+  } catch {
+    // A log or metric sink that fails must not change what happens to the job.
+  }
+}
+
+function attemptOf(decision: InlineDecision): number | undefined {
+  return decision.action === 'retry' || decision.action === 'dead_letter' ? decision.attempt : undefined;
+}
+
+export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
+  const { delivery } = deps;
+  const clock = delivery.clock;
+  const limit = receiveLimit(delivery.retryDelaysS);
+
+  return async (received) => {
+    const started = clock.now();
+    const { job, effects, receives } = received;
+    const fields = { ...(received.ids ?? {}), receives };
+    const report = (eventId: string, decision: DeliveryDecision, outcome?: DeliveryOutcome) => {
+      const latencyMs = received.enqueuedAt === undefined ? undefined : clock.now() - received.enqueuedAt;
+      reportDecision(deps, { via: 'worker', eventId, decision, durationMs: clock.now() - started, fields, ...(outcome ? { outcome } : {}), ...(latencyMs === undefined ? {} : { latencyMs }) });
+    };
+    if (!job) {
+      deps.log?.warn('delivery', { via: 'worker', action: 'malformed', ...fields });
+      deps.metrics?.delivery({ outcome: 'malformed', via: 'worker', durationMs: clock.now() - started });
+      try {
+        await effects.deadLetter('malformed');
+      } catch (error) {
+        deps.log?.error('delivery_worker_error', { ...fields, cause: describeCause(error) });
+        await effects.keepFor(undefined).catch(() => undefined);
+      }
+      return { outcome: 'malformed' };
+    }
+
+    /** DEL-RUN-1: the event is failed and the job dead-lettered with why, whatever the decision was. */
+    const giveUp = async (attempt: number | undefined): Promise<RunResult> => {
+      await failAtReceiveLimit(delivery, job.eventId);
+      const decision: DeliveryDecision = { action: 'dead_letter', reason: 'receive_limit', attempt: attempt ?? 0 };
+      report(job.eventId, decision, 'receive_limit');
+      await effects.deadLetter('receive_limit');
+      return { outcome: 'receive_limit', decision };
+    };
+
+    try {
+      // Handed out this often without an outcome (the worker kept dying mid-attempt): no attempt.
+      if (receives > limit) return await giveUp(undefined);
+      let decision = await deliver(delivery, job);
+      if (decision.action === 'defer' && decision.delayMs <= Budgets.deferInPlaceMaxMs) {
+        // DEL-RUN-2: a lease about to run out (attempt 2 due a moment from now): wait here rather
+        // than pay a receive and, on SQS, a whole second of its granularity.
+        await clock.sleep(decision.delayMs);
+        decision = await deliver(delivery, job);
+      }
+      switch (decision.action) {
+        case 'done':
+          report(job.eventId, decision);
+          await effects.complete();
+          return { outcome: outcomeOfDecision(decision), decision };
+        case 'dead_letter':
+          report(job.eventId, decision);
+          await effects.deadLetter(decision.reason);
+          return { outcome: outcomeOfDecision(decision), decision };
+        case 'retry':
+        case 'defer':
+          if (receives >= limit) return await giveUp(decision.action === 'retry' ? decision.attempt : undefined);
+          report(job.eventId, decision);
+          await effects.keepFor(decision.delayMs);
+          return { outcome: decision.action, decision };
+      }
+    } catch (error) {
+      // DEL-RUN-3: the worker itself failed (storage, the queue). The job stays and comes back by
+      // the queue's own redelivery, so an outage is not hammered; at the limit it is given up.
+      deps.log?.error('delivery_worker_error', { eventId: job.eventId, ...fields, cause: describeCause(error) });
+      try {
+        if (receives >= limit) return await giveUp(undefined);
+      } catch (again) {
+        deps.log?.error('delivery_worker_error', { eventId: job.eventId, ...fields, cause: describeCause(again) });
+      }
+      deps.metrics?.delivery({ outcome: 'worker_error', via: 'worker', durationMs: clock.now() - started });
+      await effects.keepFor(undefined).catch(() => undefined);
+      return { outcome: 'worker_error', error };
+    }
+  };
+}
