@@ -377,7 +377,7 @@ describe('custom domain: a stable connector URL', () => {
     [{ domainName: 'https://mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /context domainName must be a DNS name/],
     [{ domainName: '*.example.com', certificateArn: CERT_EU_WEST_1 }, /context domainName must be a DNS name/],
     [{ domainName: 'mcp.example.com', certificateArn: 'arn:aws:iam::123456789012:role/x' }, /context certificateArn must be an ACM certificate ARN/],
-    [{ disableDefaultEndpoint: 'yes', domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /context disableDefaultEndpoint must be 1 \(on\) or 0 \(off\)/],
+    [{ disableDefaultEndpoint: 'yes', domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /context disableDefaultEndpoint must be 1 or true \(on\), or 0, false or empty \(off\)/],
   ])('EXPO-4: a bad or incomplete combination fails synth with one sentence: %p', (context, message) => {
     expect(() => settingsWith(context)).toThrow(SettingsError);
     expect(() => settingsWith(context)).toThrow(message);
