@@ -68,7 +68,7 @@ beforeAll(async () => {
   secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN, { credentials: [LAMBDA_TEST_CREDENTIALS, LOCAL_CREDENTIALS] });
   secrets.setSecret(apiKey, environments.mcp.API_KEY_SECRET_ARN);
   await ddb.createTable(TABLE);
-  [ddbProxy, sqsProxy] = await Promise.all([startFaultProxy('dynamodb', ddb.endpoint), startFaultProxy('sqs', fauxqs.endpoint)]);
+  [ddbProxy, sqsProxy] = await Promise.all([startFaultProxy('dynamodb', ddb.endpoint), startFaultProxy('sqs', fauxqs.endpoint, { rewriteOwnOrigin: true })]);
 }, 180_000);
 
 afterAll(async () => {
@@ -86,7 +86,8 @@ function childEnvironment(through?: { dynamodb: string; sqs: string }): Record<s
     AWS_ENDPOINT_URL_DYNAMODB: through?.dynamodb ?? ddb.endpoint,
     AWS_ENDPOINT_URL_SQS: through?.sqs ?? fauxqs.endpoint,
     TABLE_NAME: TABLE,
-    QUEUE_URL: fauxqs.queueUrl,
+    // The SDK sends to the queue URL's host: through the proxy, the queue URL is on its origin.
+    QUEUE_URL: through ? fauxqs.queueUrl.replace(new URL(fauxqs.queueUrl).origin, through.sqs) : fauxqs.queueUrl,
     // The one change from the stack's environment: the dot is on 127.0.0.1 here.
     DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
   };
@@ -134,6 +135,19 @@ test('with a dot subscribed, a cold send is signed, delivered inline and answere
 describe('the built bundle under one fault: answered within 5 s, nothing left queued that nothing will deliver', () => {
   const through = () => ({ dynamodb: ddbProxy.endpoint, sqs: sqsProxy.endpoint });
 
+  beforeAll(async () => {
+    // The dot of the test above, or one of these tests' own when they run alone.
+    const store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
+    const now = Date.now();
+    if (await store.getStoredSubscription()) return;
+    const principal = principalOf(apiKey);
+    await store.putSubscription(
+      { id: subscriptionIdOf(principal, receiver.url, 'message.created', {}), generation: 'gen-faults', url: receiver.url, name: 'message.created', secret: `whsec_${randomBytes(32).toString('base64')}`, principal, createdAt: now, refreshedAt: now, expiresAt: now + 3_600_000 },
+      now,
+      { kind: 'absent' },
+    );
+  });
+
   /** The reconciler, in-process on the emulators, with its clock past the stranded threshold. */
   async function reconcileNow() {
     const settings = deliveryLambdaSettings({ TABLE_NAME: TABLE, QUEUE_URL: fauxqs.queueUrl, DEAD_LETTER_QUEUE_URL: fauxqs.deadLetterQueueUrl });
@@ -163,7 +177,7 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
   test('DEL-OUT-2: SendMessage stalled on every attempt: "not sent" with the event id within 5 s, and the record is failed', async () => {
     sqsProxy.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
     const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await restSend('queue stalled, deployed asset'), childEnvironment(through()));
-    process.stdout.write(`\nbundle, SendMessage stalled: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms\n`);
+    process.stdout.write(`\nbundle, SendMessage stalled: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms: ${started.answer.body} ${JSON.stringify([ddbProxy.counts(), sqsProxy.counts()])}\n`);
     expect(started.firstRequestMs).toBeLessThan(Limits.requestMs);
     expect(started.answer.status).toBe(503);
     const eventId = (JSON.parse(started.answer.body) as { error: { eventId: string } }).error.eventId;
@@ -181,7 +195,7 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
       return call.action === 'PutItem' && pk?.startsWith('EVENT#') && lost++ === 0 ? 'lost' : 'pass';
     });
     const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await restSend('put answer lost, deployed asset'), childEnvironment(through()));
-    process.stdout.write(`\nbundle, PutItem answer lost: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms\n`);
+    process.stdout.write(`\nbundle, PutItem answer lost: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms: ${started.answer.body}\n`);
     expect(started.firstRequestMs).toBeLessThan(Limits.requestMs);
     expect(lost).toBe(2);
     expect([200, 202]).toContain(started.answer.status);
