@@ -340,6 +340,22 @@ describe('the reconciler', () => {
     expect(jobs.map((job) => job.MessageAttributes?.[QueueAttributes.eventId]?.StringValue)).toContain(eventId);
   }, 30_000);
 
+  test('DEL-OUT-5: what the reconciler costs, counted at the wire: an idle run is one Query per shard; a requeue adds GetItem, SendMessage and UpdateItem', async () => {
+    const delta = (before: Record<string, number>, after: Record<string, number>) =>
+      Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]).filter(([, v]) => v !== 0));
+    const counts = () => ({ ...ddbProxy.counts(), ...sqsProxy.counts() });
+    let before = counts();
+    await reconciler()();
+    const idle = delta(before, counts());
+    expect(idle).toEqual({ 'Query:pass': QueuedIndex.shards });
+    await strandedRecord(staleMs + 60_000, 'counted');
+    before = counts();
+    await reconciler()();
+    const repaired = delta(before, counts());
+    expect(repaired).toEqual({ 'Query:pass': QueuedIndex.shards, 'GetItem:pass': 1, 'SendMessage:pass': 1, 'UpdateItem:pass': 1 });
+    process.stdout.write(`\nreconciler calls: idle run ${JSON.stringify(idle)}, run with one requeue ${JSON.stringify(repaired)}\n`);
+  }, 30_000);
+
   test('STORE-IDX-1: the queued index is keys only, and a record leaves it with every status but queued', async () => {
     const described = await ddb.client.send(new DescribeTableCommand({ TableName: TABLE }));
     const index = described.Table?.GlobalSecondaryIndexes?.find((i) => i.IndexName === QueuedIndex.name);
