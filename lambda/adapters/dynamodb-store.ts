@@ -20,7 +20,9 @@
  * attribute value), table creation (CDK owns the table; `tableDefinition` exists for tests), and
  * scans or queries on any request or delivery path (every access there is by key). The one Scan,
  * `listEvents`, is operator-only (`dm-dot events --aws`): read-only, paged, filtered to EVENT#
- * items, never called by a Lambda.
+ * items, never called by a Lambda. The one Query, `listQueuedBefore`, is the reconciler's, on the
+ * sparse keys-only `queued` index (adapters/queued-index.ts), whose attributes every event write
+ * that sets `status` keeps in step (`queuedIndexUpdate`).
  *
  * When the SUBSCRIPTION item counts as live (epoch ms on the caller's clock `now`):
  *
