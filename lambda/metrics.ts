@@ -37,6 +37,7 @@ export const MetricName = {
   requests: 'Requests',
   /** How long the MCP function took to answer one request. */
   requestLatency: 'RequestLatency',
+  recordsRepaired: 'RecordsRepaired',
 } as const;
 
 export const DimensionName = { outcome: 'Outcome', via: 'Via', route: 'Route', statusClass: 'StatusClass' } as const;
@@ -145,6 +146,27 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         },
         { dimensionSets: [[]], metrics: [{ name: MetricName.requestLatency, unit: 'Milliseconds', value: durationMs }] },
       ]);
+    },
+  };
+}
+
+/**
+ * The reconciler's metric (core/reconcile.ts): per run, how many `queued` records nothing would
+ * have delivered it had to requeue or fail, by `Action`. Written on every run, 0 included, so an
+ * alarm on it sees data while all is well.
+ */
+export function createRepairMetrics(options: MetricsOptions = {}): { repaired(action: 'requeued' | 'failed', count: number): void } {
+  if (options.enabled === false) return { repaired: () => undefined };
+  const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
+  const clock = options.clock ?? Date.now;
+  return {
+    repaired(action, count) {
+      try {
+        const line = emfLine(clock(), { Action: action }, [{ dimensionSets: [['Action']], metrics: [{ name: MetricName.recordsRepaired, unit: 'Count', value: count }] }]);
+        if (line !== undefined) sink(line);
+      } catch {
+        // A metric is never worth a failed run.
+      }
     },
   };
 }

@@ -82,6 +82,17 @@ export interface EventRecord {
   log?: LogEntry[];
   /** Set when its task was cancelled (tasks/cancel): the event is `dropped` and its task reads `cancelled`. */
   cancelledAt?: number;
+  /**
+   * Set when the reconciler re-enqueued the record because nothing would deliver it (once per
+   * time it is queued; removed when it leaves `queued`). A record stranded again is failed.
+   */
+  repairedAt?: number;
+}
+
+/** A `queued` record as the reconciler finds it: its id and since when it has been queued. */
+export interface QueuedEntry {
+  eventId: string;
+  queuedSince: number;
 }
 
 export interface EventPatch {
@@ -157,8 +168,10 @@ export interface Store {
   recordDeliveryOutcome(subscriptionId: string, outcome: { deliveredAt?: number; error: FailureReason | null }): Promise<void>;
 
   /**
-   * Creates an event record; fails if a live one with this id exists. Only the outbox calls it
-   * (core/outbox.ts on AWS): a record always comes with its job.
+   * Creates an event record; fails if a live one with this id exists. A store whose writes can
+   * lose their answer (DynamoDB: the SDK retries, and the retry meets the first try's record)
+   * counts this very record (same id, body and creation time) as written. Only the outbox calls
+   * it (core/outbox.ts on AWS): a record always comes with its job.
    */
   putEvent(record: EventRecord): Promise<void>;
   getEvent(eventId: string, now: number): Promise<EventRecord | undefined>;
@@ -197,6 +210,19 @@ export interface Store {
    * no request or delivery path ever calls it.
    */
   listEvents(now: number, filter?: { status?: EventStatus }): Promise<EventRecord[]>;
+
+  /**
+   * The reconciler's reads and its one write of its own (core/reconcile.ts). Only a store whose
+   * record and job are written apart has them (DynamoDB with SQS); the embedded database writes
+   * both in one transaction, so nothing there can strand and it leaves them out.
+   *
+   * `listQueuedBefore`: records `queued` since before `before`, oldest first, at most `limit`
+   * (from an eventually consistent index: the caller reads each record before deciding).
+   * `markRequeued`: marks a record re-enqueued (sets `repairedAt`, and restarts its queued time)
+   * if it is still `queued` with `attempts` and was not re-enqueued before. True when written.
+   */
+  listQueuedBefore?(before: number, limit: number): Promise<QueuedEntry[]>;
+  markRequeued?(eventId: string, attempts: number, now: number): Promise<boolean>;
 }
 
 /** An HTTP answer kept for retries of one inbound delivery: status and the exact body text. */

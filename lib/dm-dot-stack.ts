@@ -7,6 +7,7 @@
  *   storage.ts            the table and its KMS key, and `grantItems` (key usable through DynamoDB only)
  *   secrets.ts            the API key (generated) and pup's signing secrets (empty until configured)
  *   delivery-pipeline.ts  the delivery queue, the dead-letter queue and the delivery function
+ *   reconciler.ts         the scheduled function that settles event records nothing would deliver
  *   mcp-function.ts       the MCP function, its environment and its grants
  *   http-api.ts           the HTTP API, its routes, throttling and access logs
  *   custom-domain.ts      `-c domainName` without protection, and the locked origin: an API custom domain and mapping
@@ -29,6 +30,7 @@ import { EdgeDistribution } from './constructs/edge-distribution';
 import { McpHttpApi } from './constructs/http-api';
 import { McpFunction } from './constructs/mcp-function';
 import { Observability } from './constructs/observability';
+import { Reconciler } from './constructs/reconciler';
 import { Secrets } from './constructs/secrets';
 import { Storage } from './constructs/storage';
 import type { DmDotSettings } from './settings';
@@ -43,6 +45,7 @@ export class DmDotStack extends Stack {
   readonly storage: Storage;
   readonly secrets: Secrets;
   readonly delivery: DeliveryPipeline;
+  readonly reconciler: Reconciler;
   readonly mcp: McpFunction;
   readonly http: McpHttpApi;
   readonly observability: Observability;
@@ -68,6 +71,12 @@ export class DmDotStack extends Stack {
       storage: this.storage,
       retryDelaysS: settings.retryDelaysS,
       maxConcurrency: settings.deliveryMaxConcurrency,
+      logRetention: settings.logRetention,
+    });
+    this.reconciler = new Reconciler(this, 'Reconciler', {
+      storage: this.storage,
+      delivery: this.delivery,
+      retryDelaysS: settings.retryDelaysS,
       logRetention: settings.logRetention,
     });
     this.mcp = new McpFunction(this, 'Mcp', { storage: this.storage, delivery: this.delivery, secrets: this.secrets, settings });

@@ -24,6 +24,8 @@ import type { WebhookClient } from '../ports';
 interface Deadline {
   /** Epoch ms (Date.now()) by which the work must be done. */
   at: number;
+  /** When set, each SDK attempt inside gives up after this long (the client's requestTimeout for these calls). */
+  attemptMs?: number;
 }
 
 /**
@@ -47,22 +49,37 @@ export function runWithDeadline<T>(at: number, fn: () => Promise<T>): Promise<T>
   return current.run({ at }, fn);
 }
 
+/**
+ * Runs `fn` so that `reserveMs` of the current deadline is left when it ends: its calls see a
+ * deadline that much earlier, and each SDK attempt inside gives up after `attemptMs`. What is
+ * kept back belongs to the caller's next step (the outbox's compensating write). Outside a
+ * deadline only the attempt cap applies.
+ */
+export function keepingBack<T>(reserveMs: number, attemptMs: number, fn: () => Promise<T>): Promise<T> {
+  const outer = current.getStore();
+  return current.run({ at: outer === undefined ? Number.POSITIVE_INFINITY : outer.at - reserveMs, attemptMs }, fn);
+}
+
 /** Milliseconds left before the current deadline, or undefined outside any deadline. Never negative. */
 export function deadlineLeftMs(now: number = Date.now()): number | undefined {
   const deadline = current.getStore();
-  return deadline === undefined ? undefined : Math.max(0, deadline.at - now);
+  return deadline === undefined || deadline.at === Number.POSITIVE_INFINITY ? undefined : Math.max(0, deadline.at - now);
 }
 
 /**
  * The SDK call options for a call made now: an abort signal that fires when the deadline passes,
  * or after `capMs` when that comes first. Throws DeadlineExceeded when nothing is left.
  */
-export function callOptions(capMs?: number): { abortSignal?: AbortSignal } {
+export function callOptions(capMs?: number): { abortSignal?: AbortSignal; requestTimeout?: number } {
   const left = deadlineLeftMs();
   const limit = left === undefined ? capMs : capMs === undefined ? left : Math.min(left, capMs);
-  if (limit === undefined) return {};
+  // `requestTimeout` per call: @smithy/node-http-handler's `handle(request, { requestTimeout })`
+  // prefers it to the client's own for each attempt.
+  const attemptMs = current.getStore()?.attemptMs;
+  const attempt = attemptMs === undefined ? {} : { requestTimeout: attemptMs };
+  if (limit === undefined) return attempt;
   if (limit <= 0) throw new DeadlineExceeded();
-  return { abortSignal: AbortSignal.timeout(limit) };
+  return { abortSignal: AbortSignal.timeout(limit), ...attempt };
 }
 
 const BOUNDED = Symbol.for('dm-dot.deadline-bounded');

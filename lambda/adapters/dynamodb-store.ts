@@ -20,7 +20,9 @@
  * attribute value), table creation (CDK owns the table; `tableDefinition` exists for tests), and
  * scans or queries on any request or delivery path (every access there is by key). The one Scan,
  * `listEvents`, is operator-only (`dm-dot events --aws`): read-only, paged, filtered to EVENT#
- * items, never called by a Lambda.
+ * items, never called by a Lambda. The one Query, `listQueuedBefore`, is the reconciler's, on the
+ * sparse keys-only `queued` index (adapters/queued-index.ts), whose attributes every event write
+ * that sets `status` keeps in step (`queuedIndexUpdate`).
  *
  * When the SUBSCRIPTION item counts as live (epoch ms on the caller's clock `now`):
  *
@@ -36,6 +38,7 @@ import {
   DeleteItemCommand,
   GetItemCommand,
   PutItemCommand,
+  QueryCommand,
   ScanCommand,
   UpdateItemCommand,
   type AttributeValue,
@@ -49,12 +52,14 @@ import type {
   InboundAnswer,
   InboundAnswerResult,
   PutSubscriptionResult,
+  QueuedEntry,
   Store,
   SubscriptionExpectation,
   SubscriptionRecord,
 } from '../ports';
-import { Limits, type EventStatus } from '../core/protocol';
+import { EventStatus as EventStatuses, Limits, type EventStatus } from '../core/protocol';
 import { ItemKeys, isLive, newestFirst, ttlOfEvent, ttlOfSubscription } from './items';
+import { QueuedIndex, queuedShardOf, queuedShards } from './queued-index';
 
 type Item = Record<string, AttributeValue>;
 
@@ -169,23 +174,27 @@ export class DynamoDbStore implements Store {
       await this.client.send(
         new PutItemCommand({
           TableName: this.tableName,
-          Item: toItem(ItemKeys.event(record.eventId), record, ttlOfEvent(record.expiresAt)),
+          Item: withQueuedIndex(toItem(ItemKeys.event(record.eventId), record, ttlOfEvent(record.expiresAt)), record, record.createdAt),
           // The record's own createdAt is the writer's "now": it keeps the decision on the caller's
           // clock (as every other method) instead of this process's wall clock.
           ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now',
           ExpressionAttributeNames: { '#expiresAt': 'expiresAt' },
           ExpressionAttributeValues: { ':now': { N: String(record.createdAt) } },
+          // A retry of this very put (the SDK's, after an answer was lost) learns from the failed
+          // write itself that its first try was applied.
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
     } catch (error) {
-      if (isConditionFailure(error)) throw new Error(`event ${record.eventId} already exists`);
-      throw error;
+      if (!isConditionFailure(error)) throw error;
+      if (isSameEvent(error.Item, record)) return;
+      throw new Error(`event ${record.eventId} already exists`);
     }
   }
 
   async getEvent(eventId: string, now: number): Promise<EventRecord | undefined> {
     const item = await this.get(ItemKeys.event(eventId));
-    return item && isLive(item.expiresAt, now) ? (item as unknown as EventRecord) : undefined;
+    return item && isLive(item.expiresAt, now) ? eventOf(item) : undefined;
   }
 
   async updateEvent(eventId: string, patch: EventPatch, expected?: EventExpectation): Promise<boolean> {
@@ -216,6 +225,7 @@ export class DynamoDbStore implements Store {
       sets.push('#log = list_append(if_not_exists(#log, :emptyLog), :logEntry)');
     }
     if (sets.length === 0 && removes.length === 0) return false;
+    queuedIndexUpdate(eventId, patch.status, names, values, sets, removes);
     // attribute_exists keeps UpdateItem from creating a stub item (no expiresAt, no ttl) for an
     // unknown id; the expectation makes the status transition a compare-and-set.
     const conditions = ['attribute_exists(pk)'];
@@ -262,6 +272,7 @@ export class DynamoDbStore implements Store {
       names[`#r_${field}`] = field;
       removes.push(`#r_${field}`);
     }
+    queuedIndexUpdate(record.eventId, record.status, names, values, sets, removes, { restart: true });
     const update = `SET ${sets.join(', ')}${removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : ''}`;
     return this.updateIf(ItemKeys.event(record.eventId), update, 'attribute_not_exists(pk) OR #expiresAt <= :now', names, values);
   }
@@ -353,10 +364,55 @@ export class DynamoDbStore implements Store {
           ...(startKey ? { ExclusiveStartKey: startKey } : {}),
         }),
       );
-      for (const item of page.Items ?? []) events.push(fromItem(item) as unknown as EventRecord);
+      for (const item of page.Items ?? []) events.push(eventOf(fromItem(item)));
       startKey = page.LastEvaluatedKey;
     } while (startKey);
     return newestFirst(events);
+  }
+
+  // --- The reconciler's reads and its one write (core/reconcile.ts), over the sparse index of
+  // queued records (adapters/queued-index.ts).
+
+  async listQueuedBefore(before: number, limit: number): Promise<QueuedEntry[]> {
+    const found: QueuedEntry[] = [];
+    // One Query per shard, oldest first; each stops at `limit`, so the merge below is exact.
+    for (const shard of queuedShards()) {
+      let startKey: Item | undefined;
+      let taken = 0;
+      do {
+        const page = await this.client.send(
+          new QueryCommand({
+            TableName: this.tableName,
+            IndexName: QueuedIndex.name,
+            KeyConditionExpression: '#shard = :shard AND #since < :before',
+            ExpressionAttributeNames: { '#shard': QueuedIndex.shardAttribute, '#since': QueuedIndex.sinceAttribute },
+            ExpressionAttributeValues: { ':shard': { S: shard }, ':before': { N: String(before) } },
+            ScanIndexForward: true,
+            Limit: limit - taken,
+            ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+          }),
+        );
+        for (const item of page.Items ?? []) {
+          const pk = item.pk?.S;
+          const since = Number(item[QueuedIndex.sinceAttribute]?.N);
+          if (!pk?.startsWith(ItemKeys.event('')) || !Number.isFinite(since)) continue;
+          found.push({ eventId: pk.slice(ItemKeys.event('').length), queuedSince: since });
+          taken++;
+        }
+        startKey = page.LastEvaluatedKey;
+      } while (startKey && taken < limit);
+    }
+    return found.sort((a, b) => a.queuedSince - b.queuedSince).slice(0, limit);
+  }
+
+  async markRequeued(eventId: string, attempts: number, now: number): Promise<boolean> {
+    return this.updateIf(
+      ItemKeys.event(eventId),
+      'SET #repairedAt = :now, #since = :now',
+      'attribute_exists(pk) AND #status = :queued AND #attempts = :attempts AND attribute_not_exists(#repairedAt)',
+      { '#repairedAt': 'repairedAt', '#since': QueuedIndex.sinceAttribute, '#status': 'status', '#attempts': 'attempts' },
+      { ':now': { N: String(now) }, ':queued': { S: EventStatuses.queued }, ':attempts': { N: String(attempts) } },
+    );
   }
 
   /** One conditional UpdateItem: true when it was applied, false when its condition failed. */
@@ -390,10 +446,77 @@ export class DynamoDbStore implements Store {
 export function tableDefinition(tableName: string): CreateTableCommandInput {
   return {
     TableName: tableName,
-    AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+    AttributeDefinitions: [
+      { AttributeName: 'pk', AttributeType: 'S' },
+      { AttributeName: QueuedIndex.shardAttribute, AttributeType: 'S' },
+      { AttributeName: QueuedIndex.sinceAttribute, AttributeType: 'N' },
+    ],
     KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: QueuedIndex.name,
+        KeySchema: [
+          { AttributeName: QueuedIndex.shardAttribute, KeyType: 'HASH' },
+          { AttributeName: QueuedIndex.sinceAttribute, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'KEYS_ONLY' },
+      },
+    ],
     BillingMode: 'PAY_PER_REQUEST',
   };
+}
+
+// --- The sparse index of queued records (adapters/queued-index.ts): set while `queued`, gone after.
+
+/** A put's item with the index attributes when the record is queued. */
+function withQueuedIndex(item: Item, record: EventRecord, since: number): Item {
+  if (record.status !== EventStatuses.queued) return item;
+  return { ...item, [QueuedIndex.shardAttribute]: { S: queuedShardOf(record.eventId) }, [QueuedIndex.sinceAttribute]: { N: String(since) } };
+}
+
+/**
+ * The index part of an update that sets `status`: to `queued`, the shard and (when absent: a
+ * record that stays queued keeps its time) since when; to anything else, both removed with
+ * `repairedAt`. `restart`: a restored record is queued from now, whatever an expired one said.
+ * The time is this process's clock: the index only orders records for the reconciler, which
+ * runs on the same wall clock.
+ */
+function queuedIndexUpdate(
+  eventId: string,
+  status: EventStatus | undefined,
+  names: Record<string, string>,
+  values: Item,
+  sets: string[],
+  removes: string[],
+  options: { restart?: boolean } = {},
+): void {
+  if (status === undefined) return;
+  names['#q_shard'] = QueuedIndex.shardAttribute;
+  names['#q_since'] = QueuedIndex.sinceAttribute;
+  if (status === EventStatuses.queued) {
+    values[':q_shard'] = { S: queuedShardOf(eventId) };
+    values[':q_since'] = { N: String(Date.now()) };
+    sets.push('#q_shard = :q_shard', options.restart ? '#q_since = :q_since' : '#q_since = if_not_exists(#q_since, :q_since)');
+    return;
+  }
+  names['#q_repairedAt'] = 'repairedAt';
+  removes.push('#q_shard', '#q_since', '#q_repairedAt');
+}
+
+/** An event record as stored, without the index's attributes (they are the store's, not the record's). */
+function eventOf(item: Record<string, unknown>): EventRecord {
+  const record = { ...item };
+  delete record[QueuedIndex.shardAttribute];
+  delete record[QueuedIndex.sinceAttribute];
+  return record as unknown as EventRecord;
+}
+
+/** True when a stored item (ALL_OLD of a failed put) is this very record: our own earlier try. */
+function isSameEvent(stored: Item | undefined, record: EventRecord): boolean {
+  if (!stored) return false;
+  const old = fromItem(stored);
+  // Event ids are 128 random bits: the same id with the same bytes and creation time is this put.
+  return old.eventId === record.eventId && old.body === record.body && old.createdAt === record.createdAt;
 }
 
 function isConditionFailure(error: unknown): error is ConditionalCheckFailedException {

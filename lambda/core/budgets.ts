@@ -45,6 +45,20 @@ export const Budgets = {
   awsAttemptMs: 2 * SECOND,
   awsMaxAttempts: 3,
 
+  // --- The outbox on AWS (core/outbox.ts): the record's PutItem, the job's SendMessage, and the
+  // compensating write when either fails. docs/decisions.md says how these were measured.
+  /**
+   * One attempt of the outbox's PutItem or SendMessage. Healthy, either answers in tens of
+   * milliseconds; a stalled attempt is given up after this, so two stalled attempts and their
+   * backoff fit before the compensation's reserve.
+   */
+  outboxAttemptMs: 800,
+  /**
+   * Kept back from the request deadline while the record is put and its job sent: the time of
+   * the compensating write that marks the record failed when they do not come back.
+   */
+  outboxCompensationReserveMs: 1_000,
+
   // --- Secret reads on the MCP Lambda (the API key, pup's signing secrets).
   /** The longest one read may take, retries included (a read at init or in the background has no request deadline). */
   secretReadCapMs: 2_500,
@@ -64,6 +78,18 @@ export const Budgets = {
   localKeepAliveMs: 5 * SECOND,
   /** How often node:http checks the two timeouts above (its default, 30 s, would let a slow client stay far longer). */
   localTimeoutCheckMs: 1 * SECOND,
+
+  // --- The reconciler (core/reconcile.ts): what settles a record left `queued` with no job.
+  /** How often the scheduled reconciler runs. */
+  reconcileEveryMs: 5 * MINUTE,
+  /**
+   * Added to the retry schedule before a `queued` record counts as stranded: the inline window and
+   * its lease, SQS's DelaySeconds, the receives that are not attempts (up to four, each up to the
+   * queue's 90 s visibility timeout), Retry-After within the schedule, and a busy event source.
+   */
+  reconcileMarginMs: 15 * MINUTE,
+  /** Kept back from the reconciler's own timeout, so a run always ends with its metric written. */
+  reconcileEndReserveMs: 5 * SECOND,
 
   // --- The operator CLI.
   /** One call of the CLI to a server or an AWS API. */

@@ -36,7 +36,18 @@ export type Dependency = 'storage' | 'queue';
  * `eventId` is set when an event exists anyway (its record was written, its job could not be
  * queued), so that the answer can name it.
  */
+const DEPENDENCY_UNAVAILABLE = Symbol.for('dm-dot.dependency-unavailable');
+
 export class DependencyUnavailable extends Error {
+  /**
+   * `instanceof` by brand, not by class: the MCP Lambda's storage code is a file of its own with
+   * its own copy of this module (lib/bundling.ts), and an outbox error thrown there must still be
+   * recognised in index.js, or its event id and "undecided" are lost to a generic storage error.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[DEPENDENCY_UNAVAILABLE] === true;
+  }
+  readonly [DEPENDENCY_UNAVAILABLE] = true;
   readonly eventId: string | undefined;
   /**
    * The event's fate is not known: the queue failed to confirm its job (which it may have taken

@@ -27,7 +27,7 @@
 import type { DeliveryJob, DeliveryMetrics, EventRecord, Logger, Outbox } from '../ports';
 import { Budgets } from './budgets';
 import { commitInline, send, type DeliveryDeps, type InlineDecision, type Ready, type Sent } from './delivery';
-import { guardDependency } from './errors';
+import { DependencyUnavailable, guardDependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
 import { reportDecision } from './runner';
@@ -89,7 +89,17 @@ export async function sendMessage(deps: MessageDeps, args: unknown): Promise<Sen
     notBefore: windowMs > 0 ? now + windowMs + Budgets.inlineLeaseMarginMs : now,
     body,
   };
-  await guardDependency('storage', () => deps.outbox.add(record, job, { delayMs: safetyNetDelayMs(deps, windowMs) }));
+  try {
+    await guardDependency('storage', () => deps.outbox.add(record, job, { delayMs: safetyNetDelayMs(deps, windowMs) }));
+  } catch (error) {
+    // The record is stored and `queued`, and its job may or may not be out: the reconciler
+    // (core/reconcile.ts) re-enqueues or fails such a record, so "queued" is what is true.
+    if (error instanceof DependencyUnavailable && error.dependency === 'queue' && error.undecided && error.eventId === eventId) {
+      deps.log?.warn('outbox_undecided', { eventId, cause: error.cause instanceof Error ? error.cause.name : 'unknown' });
+      return { kind: 'queued', eventId };
+    }
+    throw error;
+  }
 
   const left = now + windowMs - deps.clock.now();
   if (windowMs === 0 || left <= 0) return { kind: 'queued', eventId };

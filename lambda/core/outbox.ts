@@ -1,14 +1,28 @@
 /**
  * The outbox for storage that cannot share a transaction with its queue (DynamoDB and SQS): the
- * record is written first, then its job is sent. A record therefore never waits for a job that
- * was never sent without saying so: when the send fails, the record is marked `failed` (the event
- * was never accepted) and the caller is told `queue` unavailable with the event id.
+ * record is written first, then its job is sent. A record therefore never waits silently for a
+ * job that was never sent:
+ *
+ *   put record   fails, nothing stored     ─> storage unavailable, "nothing was sent"
+ *                fails, maybe stored       ─> compensate: a `failed` record in its place (or the
+ *                                             stored one marked failed) ─> "nothing was sent";
+ *                                             compensation fails too ─> undecided, with the event id
+ *   send job     fails                     ─> compensate: record `queued -> failed`, then "not
+ *                                             sent" with the event id; compensation fails too
+ *                                             ─> undecided: the record stays `queued`, and the
+ *                                             reconciler (core/reconcile.ts) re-enqueues or
+ *                                             fails it, so the caller is told `queued`
+ *
+ * The compensating write needs time of its own: `keepBack` (the AWS wiring passes one from
+ * adapters/deadline.ts) runs the put and the send so that Budgets.outboxCompensationReserveMs of
+ * the request is left when they give up.
  *
  * The embedded database of the local runtime does not use this: it writes the record and its job
  * in one transaction (lambda/adapters/embedded).
  *
- * Deliberately not here: retries (the SDK clients retry within the request deadline) and the
- * attempt itself (core/delivery.ts).
+ * Deliberately not here: retries (the SDK clients retry within the request deadline), the
+ * attempt itself (core/delivery.ts), and records stranded by a process that died between the two
+ * writes (the reconciler).
  */
 import type { DeliveryJob, EnqueueOptions, EventExpectation, EventPatch, EventRecord, Outbox, Queue, Store } from '../ports';
 import { DependencyUnavailable, guardDependency } from './errors';
@@ -29,17 +43,49 @@ function restoring(read: EventRecord, fields: Omit<EventPatch, 'appendLog'>): Ev
   return back;
 }
 
-export function sequentialOutbox(store: Store, queue: Queue): Outbox {
+export interface SequentialOutboxOptions {
+  /**
+   * Runs the record's put and the job's send so that time is left after them for the
+   * compensating write. Default: runs them as they are.
+   */
+  keepBack?: <T>(fn: () => Promise<T>) => Promise<T>;
+}
+
+const asIs = <T>(fn: () => Promise<T>): Promise<T> => fn();
+
+/**
+ * True when nothing of `record` can be stored any more: a `failed` record is in its place, or the
+ * stored one was marked failed. A put that failed may have been applied (its answer lost), and a
+ * request DynamoDB has not yet applied could still arrive after this: the failed record in its
+ * place makes that late put fail its condition.
+ */
+async function settleUnsent(store: Store, record: EventRecord): Promise<boolean> {
+  if (await store.restoreEvent({ ...record, status: EventStatus.failed })) return true;
+  return store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued });
+}
+
+export function sequentialOutbox(store: Store, queue: Queue, options: SequentialOutboxOptions = {}): Outbox {
+  const keepBack = options.keepBack ?? asIs;
   return {
-    async add(record: EventRecord, job: DeliveryJob, options?: EnqueueOptions): Promise<void> {
-      await guardDependency('storage', () => store.putEvent(record));
+    async add(record: EventRecord, job: DeliveryJob, enqueueOptions?: EnqueueOptions): Promise<void> {
       try {
-        await queue.enqueue(job, options);
+        // putEvent is idempotent for this very record: a retry whose first try was applied succeeds.
+        await keepBack(() => store.putEvent(record));
+      } catch (cause) {
+        const settled = await settleUnsent(store, record).catch(() => false);
+        // Settled: nothing was recorded that anything could ever deliver.
+        if (settled) throw cause instanceof DependencyUnavailable ? cause : new DependencyUnavailable('storage', { cause });
+        throw new DependencyUnavailable('storage', { cause, eventId: record.eventId, undecided: true });
+      }
+      try {
+        await keepBack(() => queue.enqueue(job, enqueueOptions));
       } catch (cause) {
         // The record must not claim a delivery that can never happen. A send that timed out may
         // have been applied all the same; only a record marked failed makes "not sent" true (the
         // worker never sends a failed event that did not come through the dead-letter queue).
         const marked = await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued }).catch(() => false);
+        // Not marked: the record stays `queued` (with or without a job), and the reconciler
+        // re-enqueues or fails it, so "queued" is a true answer for the caller (core/messages.ts).
         throw new DependencyUnavailable('queue', { cause, eventId: record.eventId, ...(marked ? {} : { undecided: true }) });
       }
     },

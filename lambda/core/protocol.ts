@@ -101,9 +101,9 @@ export type FailureReason = (typeof FailureReasons)[number];
 /**
  * The `reason` a dead-lettered job carries: its final failure category, or why the worker gave up
  * on it without one (`receive_limit`: received too often without an outcome; `malformed`: not a
- * job of ours).
+ * job of ours; `stranded`: the reconciler found it `queued` with nothing left to deliver it).
  */
-export type DeadLetterReason = FailureReason | 'receive_limit' | 'malformed';
+export type DeadLetterReason = FailureReason | 'receive_limit' | 'malformed' | 'stranded';
 
 /** Standard Webhooks and MCP Events header names (lower case: HTTP header names are case-insensitive). */
 export const WebhookHeaders = {

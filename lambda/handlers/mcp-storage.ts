@@ -10,9 +10,10 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { withDeadlines } from '../adapters/deadline';
+import { keepingBack, withDeadlines } from '../adapters/deadline';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { SqsQueue } from '../adapters/sqs-queue';
+import { Budgets } from '../core/budgets';
 import { sequentialOutbox } from '../core/outbox';
 import type { Outbox, Store } from '../ports';
 import { clientOptions } from './aws-clients';
@@ -30,5 +31,8 @@ export function createMcpStorage(tableName: string, queueUrl: string, clients?: 
   withDeadlines(dynamodb);
   withDeadlines(sqs);
   const store = new DynamoDbStore({ client: dynamodb, tableName });
-  return { store, outbox: sequentialOutbox(store, new SqsQueue({ client: sqs, queueUrl })) };
+  // The record's put and the job's send give up in time for the compensating write
+  // (docs/decisions.md, "The outbox keeps time for its compensation").
+  const keepBack = <T>(fn: () => Promise<T>) => keepingBack(Budgets.outboxCompensationReserveMs, Budgets.outboxAttemptMs, fn);
+  return { store, outbox: sequentialOutbox(store, new SqsQueue({ client: sqs, queueUrl }), { keepBack }) };
 }

@@ -11,15 +11,21 @@
  * DynamoDB in this region (`kms:ViaService`): a role allowed to read the table cannot use the key
  * to decrypt anything else, or call KMS with it directly.
  *
- * Deliberately not here: which actions or items a function needs (its construct says), indexes,
- * streams, backups beyond point-in-time recovery, replicas, and access for people (the operator
- * CLI uses the operator's own credentials).
+ * The one index, `queued` (lambda/adapters/queued-index.ts), is sparse and keys only: an event
+ * record is in it only while `queued`, and nothing but its keys is projected, so neither a body
+ * nor the subscription's secret (whose item never carries the index's attributes) flows into
+ * it. The reconciler is its only reader (`grantQueuedIndex`).
+ *
+ * Deliberately not here: which actions or items a function needs (its construct says), other
+ * indexes, streams, backups beyond point-in-time recovery, replicas, and access for people (the
+ * operator CLI uses the operator's own credentials).
  */
 import { Fn, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
+import { QueuedIndex } from '../../lambda/adapters/queued-index';
 import { keepLogicalId } from './logical-ids';
 
 /** The item-level DynamoDB actions a function may be granted (none of them reads more than one item). */
@@ -66,6 +72,26 @@ export class Storage extends Construct {
       removalPolicy: RemovalPolicy.RETAIN,
     });
     keepLogicalId(this.table, ['Table', 'Resource']);
+
+    this.table.addGlobalSecondaryIndex({
+      indexName: QueuedIndex.name,
+      partitionKey: { name: QueuedIndex.shardAttribute, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: QueuedIndex.sinceAttribute, type: dynamodb.AttributeType.NUMBER },
+      projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+    });
+  }
+
+  /**
+   * Query on the `queued` index (keys only): the reconciler's read. The key's use comes with the
+   * role's `grantItems` (the reconciler reads and updates event records too).
+   */
+  grantQueuedIndex(role: iam.Role): void {
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:Query'],
+        resources: [Fn.join('', [this.table.tableArn, `/index/${QueuedIndex.name}`])],
+      }),
+    );
   }
 
   /** Item actions on the table and the use of its key through DynamoDB, for one function's role. */

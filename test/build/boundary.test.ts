@@ -60,7 +60,7 @@ const FORBIDDEN_PACKAGES: Record<Layer, RegExp[]> = {
 };
 
 /** The modules something outside runs: a Lambda handler, `npm start`, the CLI bundle and its launcher. */
-export const ENTRY_POINTS = ['handlers/mcp.ts', 'handlers/delivery.ts', 'local/main.ts', 'cli/entry.ts', 'cli/dm-dot.mjs'];
+export const ENTRY_POINTS = ['handlers/mcp.ts', 'handlers/delivery.ts', 'handlers/reconciler.ts', 'local/main.ts', 'cli/entry.ts', 'cli/dm-dot.mjs'];
 
 const SUPPORT_FILES = new Set(['log', 'metrics', 'version']);
 

@@ -45,13 +45,15 @@ const CHAIN_INPUTS = /@aws-sdk\/(credential-provider-(node|ini|sso|process|web-i
 let root: string;
 let mcp: BuiltBundle;
 let delivery: BuiltBundle;
+let reconciler: BuiltBundle;
 let environments: StackEnvironments;
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'dm-dot-bundles-'));
-  [mcp, delivery, environments] = await Promise.all([
+  [mcp, delivery, reconciler, environments] = await Promise.all([
     buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK])),
     buildLambdaBundle(join(root, 'delivery'), { file: 'lambda/handlers/delivery.ts' }, lambdaBundle()),
+    buildLambdaBundle(join(root, 'reconciler'), { file: 'lambda/handlers/reconciler.ts' }, lambdaBundle()),
     stackEnvironments(),
   ]);
 }, 120_000);
@@ -67,6 +69,12 @@ describe('size budgets', () => {
   test(`the delivery bundle is at most ${BUNDLE_BUDGET_BYTES.delivery / 1024} KiB`, () => {
     expect(delivery.bytes).toBeGreaterThan(50 * 1024);
     expect(delivery.bytes).toBeLessThanOrEqual(BUNDLE_BUDGET_BYTES.delivery);
+  });
+
+  test(`the reconciler bundle is at most ${BUNDLE_BUDGET_BYTES.reconciler / 1024} KiB, with neither the MCP SDK nor the HTTP app in it`, () => {
+    expect(reconciler.bytes).toBeGreaterThan(50 * 1024); // the DynamoDB and SQS clients
+    expect(reconciler.bytes).toBeLessThanOrEqual(BUNDLE_BUDGET_BYTES.reconciler);
+    expect(inputsMatching(reconciler, /@modelcontextprotocol\/|lambda\/http\/|lambda\/mcp\//)).toEqual([]);
   });
 
   test('the MCP storage code is a file of its own: index.js holds no DynamoDB or SQS client, mcp-storage.js holds both', () => {

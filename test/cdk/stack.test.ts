@@ -111,9 +111,26 @@ describe('storage (docs/contract/storage.md)', () => {
   test('table: pk string partition key only, on demand, TTL on `ttl`', () => {
     const table = props(ids.table);
     expect(table.KeySchema).toEqual([{ AttributeName: 'pk', KeyType: 'HASH' }]);
-    expect(table.AttributeDefinitions).toEqual([{ AttributeName: 'pk', AttributeType: 'S' }]);
+    expect(table.AttributeDefinitions).toEqual([
+      { AttributeName: 'pk', AttributeType: 'S' },
+      { AttributeName: 'queuedShard', AttributeType: 'S' },
+      { AttributeName: 'queuedSince', AttributeType: 'N' },
+    ]);
     expect(table.BillingMode).toBe('PAY_PER_REQUEST');
     expect(table.TimeToLiveSpecification).toEqual({ AttributeName: 'ttl', Enabled: true });
+  });
+
+  test('STORE-IDX-1: one index, `queued`: sharded partition key, sorted by queued time, keys only (no body, no secret flows into it)', () => {
+    expect(props(ids.table).GlobalSecondaryIndexes).toEqual([
+      {
+        IndexName: 'queued',
+        KeySchema: [
+          { AttributeName: 'queuedShard', KeyType: 'HASH' },
+          { AttributeName: 'queuedSince', KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'KEYS_ONLY' },
+      },
+    ]);
   });
 
   test('table: point-in-time recovery is on', () => {
@@ -195,9 +212,20 @@ describe('upgrades keep what earlier deployments created', () => {
     ];
     const now = Object.entries(template.Resources as Record<string, { Type: string }>).map(([id, r]) => [id, r.Type]);
     expect(now).toEqual(expect.arrayContaining(before));
-    // Everything else is new since: the OAuth discovery routes and their invoke permissions.
+    // Everything else is new since: the OAuth discovery routes and their invoke permissions, and the
+    // reconciler (its function, role, policy, log group, schedule rule and the rule's invoke permission).
     const added = now.filter(([id]) => id !== 'CDKMetadata' && !before.some(([old]) => old === id)).map(([, type]) => type);
-    expect(added.sort()).toEqual([...Array(4).fill('AWS::ApiGatewayV2::Route'), ...Array(4).fill('AWS::Lambda::Permission')].sort());
+    expect(added.sort()).toEqual(
+      [
+        ...Array(4).fill('AWS::ApiGatewayV2::Route'),
+        ...Array(5).fill('AWS::Lambda::Permission'),
+        'AWS::Events::Rule',
+        'AWS::IAM::Policy',
+        'AWS::IAM::Role',
+        'AWS::Lambda::Function',
+        'AWS::Logs::LogGroup',
+      ].sort(),
+    );
   });
 });
 
@@ -449,8 +477,50 @@ describe('least privilege', () => {
     expect(JSON.stringify(statementsOf(ids.deliveryRole))).not.toContain('dynamodb:PutItem');
   });
 
+  test('DEL-OUT-4: reconciler role: its logs, Query on the queued index only, Get/Update on EVENT# items only, the key through DynamoDB, send to both queues; nothing else', () => {
+    const role = resource(template, 'AWS::IAM::Role', 'ReconcilerFunctionRole').id;
+    const key = at(ids.key);
+    const logGroup = at(resource(template, 'AWS::Logs::LogGroup', 'ReconcilerFunctionLogs').id);
+    expect(props(role).ManagedPolicyArns).toBeUndefined();
+    expect(permissions(role)).toEqual({
+      'logs:CreateLogStream': [logGroup],
+      'logs:PutLogEvents': [logGroup],
+      'dynamodb:Query': [JSON.stringify({ 'Fn::Join': ['', [getAtt(ids.table, 'Arn'), '/index/queued']] })],
+      'dynamodb:GetItem': [at(ids.table)],
+      'dynamodb:UpdateItem': [at(ids.table)],
+      'kms:Decrypt': [key],
+      'kms:DescribeKey': [key],
+      'kms:Encrypt': [key],
+      'kms:GenerateDataKey*': [key],
+      'kms:ReEncrypt*': [key],
+      'sqs:SendMessage': [at(ids.dlq), at(ids.queue)].sort(),
+      'sqs:GetQueueAttributes': [at(ids.dlq), at(ids.queue)].sort(),
+      'sqs:GetQueueUrl': [at(ids.dlq), at(ids.queue)].sort(),
+    });
+    const conditions = conditionsOf(role);
+    const leadingKeys = { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['EVENT#*'] } };
+    for (const action of ['dynamodb:GetItem', 'dynamodb:UpdateItem']) expect({ action, condition: conditions[action] }).toEqual({ action, condition: leadingKeys });
+    for (const action of kmsActions) expect({ action, condition: conditions[action] }).toEqual({ action, condition: viaDynamoDb });
+  });
+
+  test('DEL-OUT-4: the reconciler runs every 5 minutes from a schedule rule, without retries, and only that rule may invoke it', () => {
+    const fn = resource(template, 'AWS::Lambda::Function', 'ReconcilerFunction').id;
+    const rule = resource(template, 'AWS::Events::Rule', 'ReconcilerSchedule').id;
+    expect(props(rule).ScheduleExpression).toBe('rate(5 minutes)');
+    expect(props(rule).Targets).toEqual([expect.objectContaining({ Arn: getAtt(fn, 'Arn'), RetryPolicy: { MaximumRetryAttempts: 0, MaximumEventAgeInSeconds: 60 } })]);
+    const invokers = logicalIds(template, 'AWS::Lambda::Permission')
+      .map(props)
+      .filter((p) => JSON.stringify(p.FunctionName) === JSON.stringify(getAtt(fn, 'Arn')));
+    expect(invokers).toEqual([expect.objectContaining({ Principal: 'events.amazonaws.com', SourceArn: getAtt(rule, 'Arn') })]);
+    expect(props(fn).Timeout).toBe(60);
+    expect(Object.keys(props(fn).Environment.Variables).sort()).toEqual(['DEAD_LETTER_QUEUE_URL', 'DMDOT_RETRY_DELAYS', 'QUEUE_URL', 'TABLE_NAME']);
+  });
+
   test('only API Gateway may invoke the MCP function, only for this API', () => {
-    const permissionsOfMcp = logicalIds(template, 'AWS::Lambda::Permission').map(props);
+    const reconcilerFn = resource(template, 'AWS::Lambda::Function', 'ReconcilerFunction').id;
+    const permissionsOfMcp = logicalIds(template, 'AWS::Lambda::Permission')
+      .map(props)
+      .filter((p) => JSON.stringify(p.FunctionName) !== JSON.stringify(getAtt(reconcilerFn, 'Arn')));
     expect(permissionsOfMcp.length).toBeGreaterThan(0);
     for (const p of permissionsOfMcp) {
       expect(p.FunctionName).toEqual(getAtt(ids.mcpFn, 'Arn'));
@@ -839,6 +909,9 @@ describe('cdk-nag (AWS Solutions)', () => {
         'DmDot/Mcp/Function AwsSolutions-L1',
         'DmDot/Mcp/Role AwsSolutions-IAM5[Action::kms:GenerateDataKey*]',
         'DmDot/Mcp/Role AwsSolutions-IAM5[Action::kms:ReEncrypt*]',
+        'DmDot/Reconciler/Function/Function AwsSolutions-L1',
+        'DmDot/Reconciler/Function/Role AwsSolutions-IAM5[Action::kms:GenerateDataKey*]',
+        'DmDot/Reconciler/Function/Role AwsSolutions-IAM5[Action::kms:ReEncrypt*]',
         'DmDot/Secrets/PupSigningSecrets AwsSolutions-SMG4',
       ].sort(),
     );

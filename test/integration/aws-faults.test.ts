@@ -19,7 +19,8 @@
  * - every MCP request is answered within the contract's 5 s (an error where a dependency failed);
  * - every Delivery invocation answers before its Lambda timeout;
  * - every accepted event (the caller got an event id with delivered/queued/failed) ends
- *   `delivered` or `failed` with a copy in the dead-letter queue: none lost, none left queued;
+ *   `delivered` or `failed` with a copy in the dead-letter queue: none lost, none left queued,
+ *   once the reconciler has run as its schedule would (what it settled is in the figures);
  * - what each caller was told holds: a "delivered" answer ends delivered, a "failed" one never
  *   reaches the dot;
  * - no event is delivered twice after deduplication by webhook-id, and every `delivered` record
@@ -40,6 +41,9 @@ import { Limits } from '../../lambda/core/protocol';
 
 const MCP_REQUEST_BUDGET_MS = Limits.requestMs;
 import { clientOptions } from '../../lambda/handlers/aws-clients';
+import { deliveryLambdaSettings } from '../../lambda/config/settings';
+import { strandedAfterMs } from '../../lambda/core/reconcile';
+import { reconcilerLambdaFromSettings } from '../../lambda/handlers/reconciler-lambda';
 import { deliveryLambdaFromEnvironment, type DeliveryLambda } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
@@ -357,6 +361,23 @@ test(
       proxy.releaseHeld();
     }
     const store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
+    // What one fault can still leave `queued` with no job (a failed send whose compensation failed
+    // too) is the reconciler's (DEL-OUT-4): run it as its schedule would, past the stranded
+    // threshold; what it requeues is delivered by the pollers, and what strands again is failed
+    // one bound later.
+    const repairs = { requeued: 0, failed: 0 };
+    const strandedMs = strandedAfterMs(RETRY_DELAYS) + 60_000;
+    for (const ahead of [strandedMs, 2 * strandedMs + 120_000]) {
+      const report = await reconcilerLambdaFromSettings(deliveryLambdaSettings(env()), { dynamodb: ddb.client, sqs: fauxqs.client }, {
+        log: createLogger((line) => logLines.push(line)),
+        metrics: { repaired: () => undefined },
+        clock: { now: () => Date.now() + ahead, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
+      })();
+      repairs.requeued += report.requeued;
+      repairs.failed += report.failed;
+      if (report.requeued === 0) break;
+      while ((await queueDepth(fauxqs.queueUrl)) > 0) await poll(deliveryLambdas[0]!, invocations);
+    }
     const deadLetters = await drainDeadLetters();
     const accepted = results.filter((r) => r.eventId !== undefined);
     const finals = new Map<string, string | undefined>();
@@ -389,6 +410,7 @@ test(
       deadLetterReasons: [...deadLetters.values()].flat().reduce<Record<string, number>>((acc, r) => ((acc[r] = (acc[r] ?? 0) + 1), acc), {}),
       dotPosts: dot.posts.length,
       duplicatePostsBeforeDedup: [...okPosts.values()].reduce((sum, list) => sum + list.length - 1, 0),
+      reconciled: repairs,
       deliveryInvocations: invocations.length,
       slowestInvocationMs: Math.max(0, ...invocations),
       receivedButRecordedFailed: [...finals.entries()].filter(([id, s]) => s === EventStatus.failed && okPosts.has(id)).length,

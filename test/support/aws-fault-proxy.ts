@@ -70,8 +70,19 @@ const MESSAGES: Record<string, string> = {
   ProvisionedThroughputExceededException: 'The level of configured provisioned throughput for the table was exceeded.',
 };
 
-export async function startFaultProxy(service: Service, upstream: string): Promise<FaultProxy> {
+export interface FaultProxyOptions {
+  /**
+   * SQS: replace this proxy's own origin in request bodies with the emulator's. The SDK sends each
+   * call to the host of its queue URL, so a client that must go through the proxy is given a queue
+   * URL on the proxy's origin, while fauxqs knows the queue by its own URL (as the counting proxy's
+   * option of the same name).
+   */
+  rewriteOwnOrigin?: boolean;
+}
+
+export async function startFaultProxy(service: Service, upstream: string, options: FaultProxyOptions = {}): Promise<FaultProxy> {
   let rule: Rule = () => 'pass';
+  let ownOrigin = '';
   const counts: Record<string, number> = {};
   const held = new Set<http.ServerResponse>();
   const shape = SHAPES[service];
@@ -107,7 +118,8 @@ export async function startFaultProxy(service: Service, upstream: string): Promi
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const raw = Buffer.concat(chunks);
+      const received = Buffer.concat(chunks);
+      const raw = options.rewriteOwnOrigin && ownOrigin ? Buffer.from(received.toString('utf8').replaceAll(ownOrigin, target.origin), 'utf8') : received;
       const action = String(req.headers['x-amz-target'] ?? '').split('.').pop() ?? '';
       let body: unknown;
       try {
@@ -153,6 +165,7 @@ export async function startFaultProxy(service: Service, upstream: string): Promi
   server.keepAliveTimeout = 1_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
+  ownOrigin = `http://127.0.0.1:${port}`;
 
   return {
     endpoint: `http://127.0.0.1:${port}`,

@@ -5,7 +5,7 @@
  * deadline, and a POST only starts with time left to record its outcome.
  * The end-to-end behaviour against stalled endpoints is test/integration/deadlines.test.ts.
  */
-import { callOptions, DeadlineExceeded, deadlineLeftMs, runWithDeadline, webhookWithinDeadline, withDeadlines, withinDeadline } from '../../../lambda/adapters/deadline';
+import { callOptions, DeadlineExceeded, deadlineLeftMs, keepingBack, runWithDeadline, webhookWithinDeadline, withDeadlines, withinDeadline } from '../../../lambda/adapters/deadline';
 import { Budgets, deliveryDeadline, mcpDeadline } from '../../../lambda/core/budgets';
 import { Limits } from '../../../lambda/core/protocol';
 import type { WebhookRequest, WebhookResponse } from '../../../lambda/ports';
@@ -175,5 +175,45 @@ describe('webhookWithinDeadline: a POST gets the time left less the reserve, or 
     const inner = recordingWebhook();
     await runWithDeadline(Date.now() + 60_000, () => webhookWithinDeadline(inner.client, 3_000).post({ ...request, timeoutMs: 1_500 }));
     expect(inner.requests[0]!.timeoutMs).toBe(1_500);
+  });
+});
+
+describe('keepingBack: the outbox keeps time for its compensation (DEL-OUT-2)', () => {
+  test('calls inside see a deadline reserveMs earlier and a per-attempt requestTimeout; the caller keeps the rest', async () => {
+    const { client, seen } = recordingClient();
+    withDeadlines(client);
+    await runWithDeadline(Date.now() + 3_000, async () => {
+      await keepingBack(1_000, Budgets.outboxAttemptMs, async () => {
+        expect(deadlineLeftMs()).toBeLessThanOrEqual(2_000);
+        expect(deadlineLeftMs()).toBeGreaterThan(1_500);
+        await client.send('PutItem');
+      });
+      // After it, the whole deadline again: the compensation's own time.
+      expect(deadlineLeftMs()).toBeGreaterThan(2_500);
+      await client.send('UpdateItem');
+    });
+    expect(seen[0]).toEqual({ abortSignal: expect.any(AbortSignal), requestTimeout: Budgets.outboxAttemptMs });
+    expect(seen[1]).toEqual({ abortSignal: expect.any(AbortSignal) });
+  });
+
+  test('with less than the reserve left, nothing inside starts', async () => {
+    const { client } = recordingClient();
+    withDeadlines(client);
+    await runWithDeadline(Date.now() + 500, async () => {
+      await expect(keepingBack(1_000, Budgets.outboxAttemptMs, () => client.send('SendMessage'))).rejects.toBeInstanceOf(DeadlineExceeded);
+    });
+  });
+
+  test('outside a deadline only the attempt cap applies', async () => {
+    const { client, seen } = recordingClient();
+    withDeadlines(client);
+    await keepingBack(1_000, 800, () => client.send('SendMessage'));
+    expect(seen[0]).toEqual({ requestTimeout: 800 });
+    expect(deadlineLeftMs()).toBeUndefined();
+  });
+
+  test('the split fits: two attempts and the reserve inside the MCP deadline, after the answer reserve', () => {
+    const mcpBudget = Limits.requestMs - Budgets.mcpAnswerReserveMs;
+    expect(2 * Budgets.outboxAttemptMs + Budgets.outboxCompensationReserveMs).toBeLessThan(mcpBudget);
   });
 });

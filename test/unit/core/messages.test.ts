@@ -351,11 +351,13 @@ describe('sendMessage', () => {
     expect(event.status).toBe('failed');
   });
 
-  test('queue failure with storage failing too still reports unavailable queue with the event id', async () => {
+  test('DEL-OUT-2: queue failure with storage failing too: queued with the event id (the record stays queued, and the reconciler settles it)', async () => {
     const { store, queue, deps } = world();
     queue.fail = true;
     store.failing.add('updateEvent');
-    await expect(sendMessage(deps, { message: 'hi' })).rejects.toMatchObject({ dependency: 'queue', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'queued', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
+    expect(store.events.get((outcome as { eventId: string }).eventId)?.status).toBe('queued');
   });
 
   test('every send gets a fresh event id', async () => {

@@ -72,14 +72,37 @@ describe('add', () => {
     expect(queue.delays).toStrictEqual([undefined]);
   });
 
-  it('a record that cannot be written: storage unavailable, with the cause kept, and nothing is sent', async () => {
+  it('DEL-OUT-3: a record that cannot be written: storage unavailable, with the cause kept, nothing is sent, and a failed record stands in its place', async () => {
     store.failing.add('putEvent');
     const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
     expect(error.dependency).toBe('storage');
     expect(error.eventId).toBeUndefined();
     expect((error.cause as Error).message).toBe('fake store: putEvent failed');
     expect(queue.jobs).toEqual([]);
-    expect(store.events.size).toBe(0);
+    // The put may have been applied with its answer lost: a failed record keeps a late one out.
+    expect(store.events.get(EVENT_ID)?.status).toBe(EventStatus.failed);
+  });
+
+  it('DEL-OUT-3: a put that failed and a compensation that failed too: undecided, with the event id', async () => {
+    store.failing.add('putEvent');
+    store.failing.add('restoreEvent');
+    const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
+    expect(error).toMatchObject({ dependency: 'storage', eventId: EVENT_ID, undecided: true });
+    expect(queue.jobs).toEqual([]);
+  });
+
+  it('DEL-OUT-2: keepBack runs the put and the send, and not the compensation', async () => {
+    queue.fail = true;
+    const kept: string[] = [];
+    const outbox = sequentialOutbox(store, queue, {
+      keepBack: async (fn) => {
+        kept.push(`${store.calls.length}`);
+        return fn();
+      },
+    });
+    await unavailable(outbox.add(record(), job()));
+    expect(kept).toHaveLength(2);
+    expect(store.events.get(EVENT_ID)?.status).toBe(EventStatus.failed);
   });
 
   it('an event id that exists: storage unavailable; the first record and its job stay as they were', async () => {

@@ -1,0 +1,94 @@
+/**
+ * The Reconciler Lambda without its entry file: one scheduled run of the reconciler
+ * (core/reconcile.ts) over the table's sparse index of queued records, with the delivery queue
+ * for a requeue and the dead-letter queue for a copy of what it fails. Its deadline is the
+ * context's remaining time less Budgets.reconcileEndReserveMs: every DynamoDB and SQS call carries
+ * what is left (adapters/deadline.ts), and no new repair starts after it, so a run always ends
+ * with its metric written.
+ *
+ * It reads the same settings as the Delivery Lambda (TABLE_NAME, QUEUE_URL, DEAD_LETTER_QUEUE_URL,
+ * DMDOT_RETRY_DELAYS): the stranded threshold follows from the same retry schedule.
+ *
+ * Deliberately not here: the decisions (core/reconcile.ts), the schedule (lib/constructs/reconciler.ts),
+ * and the environment (reconciler.ts reads it once, through lambda/config).
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { runWithDeadline, withDeadlines } from '../adapters/deadline';
+import { DynamoDbStore } from '../adapters/dynamodb-store';
+import { QueueAttributes, SqsQueue } from '../adapters/sqs-queue';
+import type { DeliveryLambdaSettings } from '../config/settings';
+import { Budgets } from '../core/budgets';
+import { reconcile, type ReconcileDeps, type ReconcileReport, type RepairQueue } from '../core/reconcile';
+import { createLogger } from '../log';
+import { createRepairMetrics } from '../metrics';
+import { systemClock, type Clock, type Logger } from '../ports';
+import type { InvocationContext } from './delivery-lambda';
+import { clientOptions } from './aws-clients';
+
+export type ReconcilerLambda = (event?: unknown, context?: InvocationContext) => Promise<ReconcileReport>;
+
+/** Without a Lambda context (tests): a minute, the function's own timeout. */
+const DEFAULT_RUN_MS = 60_000;
+
+export function createReconcilerLambda(deps: ReconcileDeps): ReconcilerLambda {
+  return async (_event, context) => {
+    const startedAt = Date.now();
+    const remaining = typeof context?.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : DEFAULT_RUN_MS;
+    const deadline = startedAt + remaining - Budgets.reconcileEndReserveMs;
+    const until = deps.clock.now() + (deadline - startedAt) - Budgets.reconcileEndReserveMs;
+    return runWithDeadline(deadline, () => reconcile(deps, { until }));
+  };
+}
+
+/** The delivery queue and the dead-letter queue as the reconciler uses them. */
+export function repairQueueOf(queue: SqsQueue): RepairQueue {
+  return {
+    enqueue: (job) => queue.enqueue(job),
+    deadLetter: (job, reason) =>
+      queue.sendToDeadLetter(
+        {
+          body: job.body,
+          attributes: {
+            [QueueAttributes.eventId]: job.eventId,
+            [QueueAttributes.subscriptionId]: job.subscriptionId,
+            ...(job.generation !== undefined ? { [QueueAttributes.generation]: job.generation } : {}),
+          },
+        },
+        reason,
+      ),
+  };
+}
+
+export interface ReconcilerAwsClients {
+  dynamodb: DynamoDBClient;
+  sqs: SQSClient;
+}
+
+export function createReconcilerAwsClients(): ReconcilerAwsClients {
+  return { dynamodb: new DynamoDBClient(clientOptions()), sqs: new SQSClient(clientOptions()) };
+}
+
+export interface ReconcilerLambdaOverrides {
+  log?: Logger;
+  /** Default: EMF on stdout when running in Lambda, nothing elsewhere. */
+  metrics?: ReturnType<typeof createRepairMetrics>;
+  clock?: Clock;
+}
+
+/** The Reconciler Lambda from the delivery settings (lambda/config/settings.ts `deliveryLambdaSettings`). */
+export function reconcilerLambdaFromSettings(settings: DeliveryLambdaSettings, clients: ReconcilerAwsClients, overrides: ReconcilerLambdaOverrides = {}): ReconcilerLambda {
+  withDeadlines(clients.dynamodb);
+  withDeadlines(clients.sqs);
+  const store = new DynamoDbStore({ client: clients.dynamodb, tableName: settings.tableName });
+  const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
+  const metrics = overrides.metrics ?? createRepairMetrics({ enabled: settings.aws.functionName !== undefined });
+  return createReconcilerLambda({
+    store,
+    queue: repairQueueOf(queue),
+    clock: overrides.clock ?? systemClock,
+    retryDelaysS: settings.retryDelaysS,
+    log: overrides.log ?? createLogger(),
+    repaired: (action, count) => metrics.repaired(action, count),
+  });
+}

@@ -1,0 +1,14 @@
+/**
+ * Entry of the Reconciler Lambda (an EventBridge Scheduler schedule invokes it every few minutes).
+ * Module scope runs once per cold start: settings from the environment (the Delivery Lambda's
+ * variables), one DynamoDB and one SQS client, the run (see reconciler-lambda.ts).
+ *
+ * Deliberately not here: the MCP SDK, the HTTP app, Secrets Manager, and any logic.
+ */
+import middy from '@middy/core';
+import { deliveryLambdaSettings } from '../config/settings';
+import { createReconcilerAwsClients, reconcilerLambdaFromSettings } from './reconciler-lambda';
+
+const run = reconcilerLambdaFromSettings(deliveryLambdaSettings(process.env), createReconcilerAwsClients());
+
+export const handler = middy().handler((event: unknown, context) => run(event, context));

@@ -1,0 +1,88 @@
+/**
+ * The reconciler (docs/contract/delivery.md, "Nothing strands"): a small function that an
+ * EventBridge schedule rule runs every Budgets.reconcileEveryMs (5 minutes), over the
+ * table's sparse `queued` index (keys only). It requeues, once, or fails with a dead-letter copy
+ * (reason `stranded`) what has been queued longer than the retry schedule plus a margin
+ * (lambda/core/reconcile.ts), and writes `RecordsRepaired` (EMF, by `Action`) on every run.
+ *
+ * Least privilege: Query on the `queued` index only; GetItem and UpdateItem on `EVENT#` items
+ * only (`dynamodb:LeadingKeys`: never the subscription, whose item holds the secret); SendMessage
+ * on the delivery queue and the dead-letter queue. No PutItem, DeleteItem, Scan or secret.
+ *
+ * The schedule does not retry a failed run (the next one comes 5 minutes later and finds the
+ * same records), and a run's timeout (1 minute) is far shorter than the period, so two runs do
+ * not overlap.
+ *
+ * Deliberately not here: the alarm on `RecordsRepaired` (observability.ts), and the decisions
+ * (lambda/core/reconcile.ts).
+ */
+import { Duration } from 'aws-cdk-lib';
+import type * as logs from 'aws-cdk-lib/aws-logs';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import { Construct } from 'constructs';
+import { ItemKeys } from '../../lambda/adapters/items';
+import { Budgets } from '../../lambda/core/budgets';
+import { assertEnvironmentFits } from '../lambda-environment';
+import type { DeliveryPipeline } from './delivery-pipeline';
+import { HandlerFunction } from './handler-function';
+import type { ItemAction, Storage } from './storage';
+
+export const ReconcilerSizing = {
+  timeout: Duration.minutes(1),
+  memoryMiB: 256,
+  every: Duration.millis(Budgets.reconcileEveryMs),
+} as const;
+
+/** GetItem and UpdateItem, on event records only. */
+export const RECONCILER_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:UpdateItem'];
+export const RECONCILER_LEADING_KEYS: readonly string[] = [ItemKeys.event('*')];
+
+export interface ReconcilerProps {
+  readonly storage: Storage;
+  readonly delivery: DeliveryPipeline;
+  /** The same schedule the delivery function runs (DMDOT_RETRY_DELAYS): the stranded threshold follows from it. */
+  readonly retryDelaysS: readonly number[];
+  readonly logRetention: logs.RetentionDays;
+}
+
+export class Reconciler extends Construct {
+  readonly worker: HandlerFunction;
+  readonly schedule: events.Rule;
+
+  constructor(scope: Construct, id: string, props: ReconcilerProps) {
+    super(scope, id);
+    const { queue, deadLetterQueue } = props.delivery;
+
+    // The variables lambda/config/settings.ts `deliveryLambdaSettings` reads (the reconciler shares them).
+    const environment: Record<string, string> = {
+      TABLE_NAME: props.storage.table.tableName,
+      QUEUE_URL: queue.queueUrl,
+      DEAD_LETTER_QUEUE_URL: deadLetterQueue.queueUrl,
+      DMDOT_RETRY_DELAYS: props.retryDelaysS.join(','),
+    };
+    assertEnvironmentFits('Reconciler', environment, { DMDOT_RETRY_DELAYS: 'retryDelays' });
+    this.worker = new HandlerFunction(this, 'Function', {
+      entry: 'lambda/handlers/reconciler.ts',
+      description: 'dm-dot: requeues or fails event records left queued with nothing to deliver them',
+      memorySize: ReconcilerSizing.memoryMiB,
+      timeout: ReconcilerSizing.timeout,
+      logRetention: props.logRetention,
+      environment,
+    });
+
+    props.storage.grantItems(this.worker.role, RECONCILER_ITEM_ACTIONS, { leadingKeys: RECONCILER_LEADING_KEYS });
+    props.storage.grantQueuedIndex(this.worker.role);
+    queue.grantSendMessages(this.worker.role);
+    deadLetterQueue.grantSendMessages(this.worker.role);
+
+    // An EventBridge rule rather than an EventBridge Scheduler schedule: the rule invokes through
+    // the function's resource policy (this rule's ARN only), so no role is needed, where the
+    // Scheduler's target role would be granted the function's ARN and `:*` (every version).
+    this.schedule = new events.Rule(this, 'Schedule', {
+      description: 'dm-dot: runs the reconciler of queued event records',
+      schedule: events.Schedule.rate(ReconcilerSizing.every),
+      targets: [new targets.LambdaFunction(this.worker.function, { retryAttempts: 0, maxEventAge: Duration.minutes(1) })],
+    });
+  }
+}
