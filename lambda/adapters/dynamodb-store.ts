@@ -58,6 +58,7 @@ import type {
   SubscriptionRecord,
 } from '../ports';
 import { EventStatus as EventStatuses, Limits, type EventStatus } from '../core/protocol';
+import { EventExists } from '../core/errors';
 import { ItemKeys, isLive, newestFirst, ttlOfEvent, ttlOfSubscription } from './items';
 import { QueuedIndex, queuedShardOf, queuedShards } from './queued-index';
 
@@ -188,7 +189,7 @@ export class DynamoDbStore implements Store {
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
       if (isSameEvent(error.Item, record)) return;
-      throw new Error(`event ${record.eventId} already exists`);
+      throw new EventExists(record.eventId);
     }
   }
 

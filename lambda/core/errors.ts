@@ -65,6 +65,25 @@ export class DependencyUnavailable extends Error {
   }
 }
 
+const EVENT_EXISTS = Symbol.for('dm-dot.event-exists');
+
+/**
+ * A store refused to create an event record because another live record has its id. Event ids are
+ * random, so this is never a retry of our own put (that one succeeds): nothing of this event was
+ * stored, and nothing may be compensated on the record that holds the id. Recognised by brand,
+ * like DependencyUnavailable, because the stores may run from a file of their own.
+ */
+export class EventExists extends Error {
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[EVENT_EXISTS] === true;
+  }
+  readonly [EVENT_EXISTS] = true;
+  constructor(eventId: string) {
+    super(`event ${eventId} already exists`);
+    this.name = 'EventExists';
+  }
+}
+
 /** Runs `fn`, turning any failure into `DependencyUnavailable(dependency)` with the cause kept for logs. */
 export async function guardDependency<T>(dependency: Dependency, fn: () => Promise<T>): Promise<T> {
   try {

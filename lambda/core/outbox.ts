@@ -25,7 +25,7 @@
  * writes (the reconciler).
  */
 import type { DeliveryJob, EnqueueOptions, EventExpectation, EventPatch, EventRecord, Outbox, Queue, Store } from '../ports';
-import { DependencyUnavailable, guardDependency } from './errors';
+import { DependencyUnavailable, EventExists, guardDependency } from './errors';
 import { EventStatus } from './protocol';
 
 const ALL_STATUSES = Object.values(EventStatus);
@@ -72,6 +72,8 @@ export function sequentialOutbox(store: Store, queue: Queue, options: Sequential
         // putEvent is idempotent for this very record: a retry whose first try was applied succeeds.
         await keepBack(() => store.putEvent(record));
       } catch (cause) {
+        // Another record holds the id: nothing of ours is stored, and that record is not ours to fail.
+        if (cause instanceof EventExists) throw new DependencyUnavailable('storage', { cause });
         const settled = await settleUnsent(store, record).catch(() => false);
         // Settled: nothing was recorded that anything could ever deliver.
         if (settled) throw cause instanceof DependencyUnavailable ? cause : new DependencyUnavailable('storage', { cause });

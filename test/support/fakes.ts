@@ -29,6 +29,7 @@ import type {
   WebhookRequest,
   WebhookResponse,
 } from '../../lambda/ports';
+import { EventExists } from '../../lambda/core/errors';
 import { sequentialOutbox } from '../../lambda/core/outbox';
 import { Limits, type FailureReason } from '../../lambda/core/protocol';
 
@@ -147,7 +148,7 @@ export class FakeStore implements Store {
   async putEvent(record: EventRecord): Promise<void> {
     await this.enter('putEvent', [record]);
     const existing = this.events.get(record.eventId);
-    if (existing && isLive(existing.expiresAt, record.createdAt)) throw new Error('fake store: event exists (conditional check failed)');
+    if (existing && isLive(existing.expiresAt, record.createdAt)) throw new EventExists(record.eventId);
     this.events.set(record.eventId, clone(record));
   }
 

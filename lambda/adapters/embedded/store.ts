@@ -15,6 +15,7 @@
  * schedule, and any logging (the subscription item holds the signing secret).
  */
 import { Limits, type EventStatus } from '../../core/protocol';
+import { EventExists } from '../../core/errors';
 import type {
   EventExpectation,
   EventPatch,
@@ -87,7 +88,7 @@ export class EmbeddedStore implements Store {
 
   async putEvent(record: EventRecord): Promise<void> {
     const written = await write(this.dbs, () => putEventIfAbsent(this.dbs, record));
-    if (!written) throw new Error(`event ${record.eventId} already exists`);
+    if (!written) throw new EventExists(record.eventId);
   }
 
   async getEvent(eventId: string, now: number): Promise<EventRecord | undefined> {
