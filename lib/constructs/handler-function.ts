@@ -124,7 +124,7 @@ export class HandlerFunction extends Construct {
       projectRoot: PROJECT_ROOT,
       depsLockFilePath: path.join(PROJECT_ROOT, 'package-lock.json'),
       description: props.description,
-      runtime: lambda.Runtime.NODEJS_22_X,
+      runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize,
       timeout: props.timeout,
@@ -149,7 +149,7 @@ export class HandlerFunction extends Construct {
     Validations.of(this.function).acknowledge({
       id: 'AwsSolutions-L1',
       reason:
-        'Pinned to nodejs22.x on purpose: the Node version the handlers and their end-to-end tests run on. ' +
+        'Pinned to nodejs24.x on purpose: the Node version the bundles target and their tests start them on. ' +
         'Moving to a newer runtime is a tested change, not an automatic one.',
     });
   }
