@@ -34,6 +34,11 @@ export function describeAwsError(error: unknown): string {
 type Kind = keyof AwsClients;
 
 async function build(kind: Kind, region: string | undefined): Promise<SendsCommands & { destroy?(): void }> {
+  // On Node 20 the SDK warns, nine lines per process, that its releases after early January 2027
+  // need Node 22. dm-dot pins every SDK package to an exact version, so no later release reaches
+  // it unnoticed: the pins move together with the engines field (docs/decisions.md). The SDK's
+  // own switch for it; an operator who set it to anything else still sees the warning.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const config = region ? { region } : {};
   switch (kind) {
     case 'dynamodb':
