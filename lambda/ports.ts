@@ -7,7 +7,29 @@
  * Deliberately not here: retries, timeouts or logging of the adapters themselves, and any reading
  * of settings (every adapter gets typed settings from its entry point).
  */
-import type { EventStatus, FailureReason } from './core/protocol';
+
+/**
+ * Why a callback (challenge or delivery) failed. Only these categories are ever stored or
+ * returned: never a status line, header or body of the endpoint. (Re-exported by core/protocol.ts.)
+ */
+export const FailureReasons = [
+  'challenge_failed',
+  'http_4xx',
+  'http_5xx',
+  'timeout',
+  'tls_error',
+  'connection_refused',
+] as const;
+export type FailureReason = (typeof FailureReasons)[number];
+
+/** An event's delivery status, as stored and as `events/list` returns it. (Re-exported by core/protocol.ts.) */
+export const EventStatus = {
+  queued: 'queued',
+  delivered: 'delivered',
+  failed: 'failed',
+  dropped: 'dropped',
+} as const;
+export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
 
 /** All times are epoch milliseconds. */
 export interface SubscriptionRecord {

@@ -84,19 +84,11 @@ export const ErrorCodes = {
 /** The message of a -32015 error; the reason travels in data. */
 export const CALLBACK_ENDPOINT_ERROR_MESSAGE = 'CallbackEndpointError';
 
-/**
- * Why a callback (challenge or delivery) failed. Only these categories are ever stored or
- * returned: never a status line, header or body of the endpoint.
- */
-export const FailureReasons = [
-  'challenge_failed',
-  'http_4xx',
-  'http_5xx',
-  'timeout',
-  'tls_error',
-  'connection_refused',
-] as const;
-export type FailureReason = (typeof FailureReasons)[number];
+// Why a callback failed (FailureReasons) and an event's status (EventStatus) are defined in
+// ports.ts, beside the records that store them, so that the ports import nothing of ours; they
+// are part of the wire contract too, so the contract still reads in one place here.
+import { EventStatus, FailureReasons, type FailureReason } from '../ports';
+export { EventStatus, FailureReasons, type FailureReason };
 
 /**
  * The `reason` a dead-lettered job carries: its final failure category, or why the worker gave up
@@ -188,14 +180,6 @@ export const TASK_POLL_INTERVALS: readonly { untilAgeMs: number; pollMs: number 
   { untilAgeMs: 2 * MINUTE, pollMs: 5 * SECOND },
   { untilAgeMs: Number.POSITIVE_INFINITY, pollMs: 30 * SECOND },
 ];
-
-export const EventStatus = {
-  queued: 'queued',
-  delivered: 'delivered',
-  failed: 'failed',
-  dropped: 'dropped',
-} as const;
-export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
 
 /** The one event dm-dot publishes, as `events/list` returns it. */
 export const MESSAGE_CREATED_DEFINITION = {
