@@ -53,8 +53,5 @@ export function scrub(text: string, secrets: Iterable<string>): string {
   return out;
 }
 
-/** One line naming an unexpected error, for "failed: …" (scrubbed by the caller). */
-export function describeError(error: unknown): string {
-  if (error instanceof Error) return `${error.name || 'Error'}: ${error.message}`;
-  return String(error);
-}
+/** One line naming an unexpected error, for "failed: …" (scrubbed by the caller): the core's one description. */
+export { describeCause as describeError } from '../core/answers';

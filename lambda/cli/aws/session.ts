@@ -25,11 +25,9 @@ export interface AwsFlags {
   'dlq-url'?: string;
 }
 
-/** AWS SDK errors as one line naming the error; the context scrubs it before printing. */
-export function describeAwsError(error: unknown): string {
-  const e = error as { name?: string; message?: string };
-  return `${e.name ?? 'Error'}: ${e.message ?? String(error)}`;
-}
+/** AWS SDK errors as one line naming the error (the core's one description); the context scrubs it before printing. */
+import { describeCause as describeAwsError } from '../../core/answers';
+export { describeAwsError };
 
 type Kind = keyof AwsClients;
 
