@@ -41,6 +41,21 @@ export const CLIENT_INFO_META_KEY = 'io.modelcontextprotocol/clientInfo';
 /** Request headers of the 2026-07-28 era (lower case, as node and API Gateway present them). */
 export const McpHeaders = { protocolVersion: 'mcp-protocol-version', method: 'mcp-method', name: 'mcp-name', sessionId: 'mcp-session-id' } as const;
 
+/**
+ * The one CORS policy of the MCP and message endpoints, for the origins the operator allows: the
+ * local app answers it (lambda/http/app.ts) and API Gateway answers it on AWS
+ * (lib/constructs/http-api.ts, whose headers replace the app's there). GET and DELETE pass the
+ * preflight so that a browser client reads the 405 that says "no stream, no session" instead of
+ * failing on CORS.
+ */
+export const CorsPolicy = {
+  allowMethods: ['GET', 'POST', 'DELETE'],
+  allowHeaders: ['authorization', 'content-type', 'accept', McpHeaders.protocolVersion, McpHeaders.method, McpHeaders.name, McpHeaders.sessionId, 'last-event-id'],
+  /** Response headers a browser script may read. */
+  exposeHeaders: [McpHeaders.sessionId, McpHeaders.protocolVersion, 'www-authenticate', 'x-request-id'],
+  maxAgeS: 3600,
+} as const;
+
 export const Methods = {
   eventsList: 'events/list',
   eventsSubscribe: 'events/subscribe',
