@@ -898,7 +898,7 @@ describe('bundles (read from the synthesized cloud assembly)', () => {
     expect(sources.filter((s) => s.includes('@modelcontextprotocol'))).toEqual([]);
   });
 
-  test('the delivery bundle carries no classic zod (TOOLCHAIN: about 425 KiB of bundle)', () => {
+  test('the delivery bundle carries no classic zod (about 425 KiB of a bundle that uses it)', () => {
     const { sources } = files(ids.deliveryFn);
     expect(sources.filter((s) => /node_modules\/zod\/(v4\/classic|v3)\//.test(s))).toEqual([]);
   });
