@@ -11,7 +11,13 @@ import type { Logger } from './ports';
 
 export type { Logger };
 
-const SECRET_PATTERN = /whsec_[A-Za-z0-9+/=]*/g;
+/** A `whsec_` secret in standard or URL-safe base64: every character either alphabet uses. */
+const WEBHOOK_SECRET = /whsec_[A-Za-z0-9+/=_-]*/g;
+
+/** Replaces every `whsec_` secret in `text`: the one scrubber of them, for log lines and the CLI's output. */
+export function scrubWebhookSecrets(text: string): string {
+  return text.replace(WEBHOOK_SECRET, 'whsec_[redacted]');
+}
 
 export type LogFormat = 'json' | 'text';
 
@@ -86,7 +92,7 @@ export function createLogger(options: LoggerOptions | ((line: string) => void) =
     typeof options === 'function' ? { sink: options } : options;
   const redacted = new Set<string>();
   const scrub = (line: string) => {
-    let out = line.replace(SECRET_PATTERN, 'whsec_[redacted]');
+    let out = scrubWebhookSecrets(line);
     for (const value of redacted) {
       // As written and as JSON escapes it (a key may hold a quote or a backslash).
       for (const form of new Set([value, JSON.stringify(value).slice(1, -1)])) out = out.split(form).join('[redacted]');

@@ -13,7 +13,7 @@
  * Dimensions are chosen for a bill that stays small: every distinct combination of dimension values
  * is one custom metric, priced per month. Only bounded values become dimensions (an outcome from a
  * fixed list, a route template, a status class); ids, URLs, hosts and the API key never do. The
- * stack's dashboard (lib/dashboard.ts) reads the names below, so they are defined once, here.
+ * stack's dashboard (lib/constructs/dashboard.ts) reads the names below, so they are defined once, here.
  *
  * Deliberately not here: the AWS SDK or PutMetricData, buffering across invocations, high-resolution
  * metrics, and any value that could carry a secret (callers pass outcomes, routes and numbers).

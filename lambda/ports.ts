@@ -7,7 +7,32 @@
  * Deliberately not here: retries, timeouts or logging of the adapters themselves, and any reading
  * of settings (every adapter gets typed settings from its entry point).
  */
-import type { DeadLetterReason, EventStatus, FailureReason } from './core/protocol';
+
+/**
+ * Why a callback (challenge or delivery) failed. Only these categories are ever stored or
+ * returned: never a status line, header or body of the endpoint. (Re-exported by core/protocol.ts.)
+ */
+export const FailureReasons = [
+  'challenge_failed',
+  'http_4xx',
+  'http_5xx',
+  'timeout',
+  'tls_error',
+  'connection_refused',
+] as const;
+export type FailureReason = (typeof FailureReasons)[number];
+
+/** An event's delivery status, as stored and as `events/list` returns it. (Re-exported by core/protocol.ts.) */
+export const EventStatus = {
+  queued: 'queued',
+  delivered: 'delivered',
+  failed: 'failed',
+  dropped: 'dropped',
+} as const;
+export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
+
+/** The `reason` a dead-lettered job carries (core/protocol.ts re-exports it and says what each means). */
+export type DeadLetterReason = FailureReason | 'receive_limit' | 'malformed' | 'stranded';
 
 /** All times are epoch milliseconds. */
 export interface SubscriptionRecord {

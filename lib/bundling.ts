@@ -67,7 +67,7 @@ export const MCP_STORAGE_CHUNK: LambdaChunk = { importPath: './mcp-storage', ent
 export interface LambdaBundle {
   readonly platform: 'node';
   readonly format: 'cjs';
-  readonly target: 'node22';
+  readonly target: 'node24';
   readonly minify: true;
   /** Linked external source map: `index.js.map` next to `index.js`, found by `--enable-source-maps` when decoding locally. */
   readonly sourceMap: true;
@@ -86,7 +86,7 @@ export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly Lambda
     chunks,
     platform: 'node',
     format: 'cjs',
-    target: 'node22',
+    target: 'node24',
     minify: true,
     sourceMap: true,
     sourcesContent: false,

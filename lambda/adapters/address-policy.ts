@@ -7,6 +7,7 @@
  * Deliberately not here: DNS resolution and connecting (guarded-https.ts).
  */
 import ipaddr from 'ipaddr.js';
+import { LOOPBACK_ADDRESSES } from '../core/loopback';
 
 const FORBIDDEN_V4 = [
   '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12',
@@ -39,8 +40,6 @@ export function isForbiddenAddress(address: string): boolean {
   return FORBIDDEN_V6.some((range) => v6.match(range)) || v6.range() !== 'unicast';
 }
 
-const LOOPBACK_ALLOWED = new Set(['127.0.0.1', '::1']);
-
 export function isAllowedLoopback(address: string, allowLoopback: boolean): boolean {
-  return allowLoopback && LOOPBACK_ALLOWED.has(address);
+  return allowLoopback && LOOPBACK_ADDRESSES.has(address);
 }

@@ -6,6 +6,7 @@
  *
  * Deliberately not here: how the errors are printed (main.ts, one form for every command).
  */
+import { scrubWebhookSecrets } from '../log';
 
 export const ExitCode = { ok: 0, failed: 1, usage: 2 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
@@ -37,11 +38,9 @@ export class ServerGone extends Error {
   }
 }
 
-const WHSEC = /whsec_[A-Za-z0-9+/=_-]*/g;
-
 /** Replaces every registered secret (8 characters or more) and every `whsec_` secret in `text`. */
 export function scrub(text: string, secrets: Iterable<string>): string {
-  let out = text.replace(WHSEC, 'whsec_[redacted]');
+  let out = scrubWebhookSecrets(text);
   for (const secret of secrets) {
     if (secret.length >= 8) {
       out = out.split(secret).join('[redacted]');
@@ -53,8 +52,5 @@ export function scrub(text: string, secrets: Iterable<string>): string {
   return out;
 }
 
-/** One line naming an unexpected error, for "failed: …" (scrubbed by the caller). */
-export function describeError(error: unknown): string {
-  if (error instanceof Error) return `${error.name || 'Error'}: ${error.message}`;
-  return String(error);
-}
+/** One line naming an unexpected error, for "failed: …" (scrubbed by the caller): the core's one description. */
+export { describeCause as describeError } from '../core/answers';

@@ -8,6 +8,7 @@
  * answer means.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { Budgets } from '../core/budgets';
 import { Limits } from '../core/protocol';
 
 export interface HttpAnswer {
@@ -80,7 +81,7 @@ export async function httpRequest(url: string, request: HttpRequest): Promise<Ht
         });
       },
     );
-    const timer = setTimeout(() => req.destroy(new TimedOut(target.origin)), request.timeoutMs ?? 30_000);
+    const timer = setTimeout(() => req.destroy(new TimedOut(target.origin)), request.timeoutMs ?? Budgets.cliCallMs);
     req.on('socket', (socket) => {
       if (!socket.connecting) connected = true;
       else socket.once('connect', () => (connected = true));

@@ -7,6 +7,7 @@
  * Deliberately not here: retrying the POST (a second POST would be a second event) and any
  * validation of the message beyond "there is one" (the server's rules are the only rules).
  */
+import { Budgets } from '../core/budgets';
 import { Routes } from '../core/protocol';
 import type { Context } from './context';
 import { httpRequest, jsonOf, TimedOut, Unreachable } from './http';
@@ -35,8 +36,7 @@ export async function sendMessage(ctx: Context, target: Target, message: string)
       method: 'POST',
       headers: { authorization: `Bearer ${target.key}`, 'content-type': 'application/json', accept: 'application/json' },
       body: JSON.stringify({ message }),
-      // The server answers within 5 s (docs/contract/delivery.md); a little more for the network.
-      timeoutMs: 15_000,
+      timeoutMs: Budgets.cliAnsweredCallMs,
     });
   } catch (error) {
     const origin = new URL(target.base).origin;

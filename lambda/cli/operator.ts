@@ -1,31 +1,19 @@
 /**
- * The operator surface every backing offers the commands: the running local server's admin
- * routes, a stopped server's database opened as operator (local/operator.ts), or the stack's
- * table and queue with `--aws` (aws/operator.ts). Each backing runs the shared actions of
- * lambda/operator over its ports, so the three never disagree on what a view holds.
+ * Picks the operator backing a command runs on (the surface itself, `Operator`, is in
+ * lambda/operator/operator.ts): the running local server's admin routes, a stopped server's
+ * database opened as operator (local/operator.ts), or the stack's table and queue with `--aws`
+ * (aws/operator.ts). Each backing runs the shared actions of lambda/operator over its ports, so
+ * the three never disagree on what a view holds.
  *
  * Deliberately not here: redrive on AWS (an SQS move task, aws/redrive.ts) and any printing.
  */
-import { EVENT_ID_PREFIX, type EventStatus } from '../core/protocol';
-import type { ResendResult } from '../operator/actions';
-import type { EventDetail, EventView, SubscriptionView } from '../operator/views';
+import { EVENT_ID_PREFIX } from '../core/protocol';
+import type { Operator } from '../operator/operator';
 import { AWS_STACK_OPTIONS, TABLE_OPTION, wantsAws } from './args';
 import { awsOperator } from './aws/operator';
 import { withAws, type AwsFlags } from './aws/session';
 import type { Context } from './context';
 import { withLocalOperator } from './local/operator';
-
-export interface Operator {
-  via: 'server' | 'database' | 'aws';
-  /** Where the answers come from, for the text output: "the running server at http://…". */
-  where: string;
-  listEvents(status?: EventStatus): Promise<EventView[]>;
-  showEvent(eventId: string): Promise<EventDetail | null>;
-  resendEvent(eventId: string): Promise<ResendResult>;
-  showSubscription(): Promise<SubscriptionView | null>;
-  /** Clears only the subscription `expectedId` (the one shown and confirmed). */
-  clearSubscription(expectedId: string): Promise<{ cleared: boolean; id: string | null }>;
-}
 
 /** An event id as the log keys it: `evt_` and 32 hex digits. */
 export const EVENT_ID = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);

@@ -13,6 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import type { InboundSecrets } from '../core/inbound';
+import { isLoopbackHostname } from '../core/loopback';
 import type { TtlPolicy } from '../core/validation';
 import * as field from './fields';
 import { SettingsError } from './fields';
@@ -94,8 +95,6 @@ export interface CliAwsSettings {
 export type ReadText = (path: string) => string;
 const readText: ReadText = (path) => readFileSync(path, 'utf8');
 
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '::1', 'localhost', '[::1]']);
-
 function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: ReadText } = {}): McpSettings {
   const manifestFile = field.optional(env.PUP_MANIFEST_FILE);
   let pupManifest: string | undefined;
@@ -133,7 +132,7 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
   const key = field.apiKey(env.MCP_API_KEY, 'MCP_API_KEY');
   const warnings: string[] = [];
   if (key?.warning) warnings.push(key.warning);
-  if (!LOOPBACK_HOSTS.has(host.toLowerCase())) {
+  if (!isLoopbackHostname(host)) {
     warnings.push(`HOST=${host} listens beyond this machine: anyone who can reach it and holds the API key can send to your dot; prefer 127.0.0.1 behind a tunnel`);
   }
   return {

@@ -92,8 +92,10 @@ export const Budgets = {
   reconcileEndReserveMs: 5 * SECOND,
 
   // --- The operator CLI.
-  /** One call of the CLI to a server or an AWS API. */
+  /** One call of the CLI to a server, unless a shorter budget below applies (its HTTP client's default). */
   cliCallMs: 30 * SECOND,
+  /** One call of the CLI to a route that answers within Limits.requestMs (a send, an MCP request): that, and room for the network. */
+  cliAnsweredCallMs: 15 * SECOND,
 } as const;
 
 /** The deadline (epoch ms) of an MCP request that started at `startedAt`. */

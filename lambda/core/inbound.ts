@@ -28,9 +28,9 @@
  * caller hands in already-validated secrets (`inboundSecretsProblem` says what is wrong with a
  * configuration, without ever quoting a secret).
  */
-import { createHmac, timingSafeEqual, type Hmac } from 'node:crypto';
+import { createHmac, type Hmac } from 'node:crypto';
 import { Limits, PUP_MAX_SECRETS, PupRefusals, SIGNATURE_VERSION, type PupRefusal } from './protocol';
-import { decodeSecret } from './signing';
+import { constantTimeEqual, decodeSecret } from './signing';
 
 /** The configured secrets: `whsec_` texts, current first; the previous one ends at `rotatedAt` + 10 min. */
 export interface InboundSecrets {
@@ -150,7 +150,7 @@ export function createInboundVerifier(checked: Extract<HeaderCheck, { ok: true }
       // Every digest is computed and compared, so the time taken does not tell which secret matched.
       const matched = macs
         .map((mac) => mac.digest())
-        .map((digest) => checked.signatures.some((offered) => offered.length === digest.length && timingSafeEqual(offered, digest)));
+        .map((digest) => checked.signatures.some((offered) => constantTimeEqual(offered, digest)));
       return utf8Ok && matched.some(Boolean) ? { ok: true, webhookId: checked.webhookId } : { ok: false, refusal: PupRefusals.invalidSignature };
     },
   };

@@ -41,6 +41,21 @@ export const CLIENT_INFO_META_KEY = 'io.modelcontextprotocol/clientInfo';
 /** Request headers of the 2026-07-28 era (lower case, as node and API Gateway present them). */
 export const McpHeaders = { protocolVersion: 'mcp-protocol-version', method: 'mcp-method', name: 'mcp-name', sessionId: 'mcp-session-id' } as const;
 
+/**
+ * The one CORS policy of the MCP and message endpoints, for the origins the operator allows: the
+ * local app answers it (lambda/http/app.ts) and API Gateway answers it on AWS
+ * (lib/constructs/http-api.ts, whose headers replace the app's there). GET and DELETE pass the
+ * preflight so that a browser client reads the 405 that says "no stream, no session" instead of
+ * failing on CORS.
+ */
+export const CorsPolicy = {
+  allowMethods: ['GET', 'POST', 'DELETE'],
+  allowHeaders: ['authorization', 'content-type', 'accept', McpHeaders.protocolVersion, McpHeaders.method, McpHeaders.name, McpHeaders.sessionId, 'last-event-id'],
+  /** Response headers a browser script may read. */
+  exposeHeaders: [McpHeaders.sessionId, McpHeaders.protocolVersion, 'www-authenticate', 'x-request-id'],
+  maxAgeS: 3600,
+} as const;
+
 export const Methods = {
   eventsList: 'events/list',
   eventsSubscribe: 'events/subscribe',
@@ -84,26 +99,15 @@ export const ErrorCodes = {
 /** The message of a -32015 error; the reason travels in data. */
 export const CALLBACK_ENDPOINT_ERROR_MESSAGE = 'CallbackEndpointError';
 
-/**
- * Why a callback (challenge or delivery) failed. Only these categories are ever stored or
- * returned: never a status line, header or body of the endpoint.
- */
-export const FailureReasons = [
-  'challenge_failed',
-  'http_4xx',
-  'http_5xx',
-  'timeout',
-  'tls_error',
-  'connection_refused',
-] as const;
-export type FailureReason = (typeof FailureReasons)[number];
-
-/**
- * The `reason` a dead-lettered job carries: its final failure category, or why the worker gave up
- * on it without one (`receive_limit`: received too often without an outcome; `malformed`: not a
- * job of ours; `stranded`: the reconciler found it `queued` with nothing left to deliver it).
- */
-export type DeadLetterReason = FailureReason | 'receive_limit' | 'malformed' | 'stranded';
+// Why a callback failed (FailureReasons) and an event's status (EventStatus) are defined in
+// ports.ts, beside the records that store them, so that the ports import nothing of ours; they
+// are part of the wire contract too, so the contract still reads in one place here.
+// So is the `reason` a dead-lettered job carries (DeadLetterReason): its final failure category,
+// or why the pipeline gave up on it without one (`receive_limit`: received too often without an
+// outcome; `malformed`: not a job of ours; `stranded`: the reconciler found it `queued` with
+// nothing left to deliver it).
+import { EventStatus, FailureReasons, type DeadLetterReason, type FailureReason } from '../ports';
+export { EventStatus, FailureReasons, type DeadLetterReason, type FailureReason };
 
 /** Standard Webhooks and MCP Events header names (lower case: HTTP header names are case-insensitive). */
 export const WebhookHeaders = {
@@ -188,14 +192,6 @@ export const TASK_POLL_INTERVALS: readonly { untilAgeMs: number; pollMs: number 
   { untilAgeMs: 2 * MINUTE, pollMs: 5 * SECOND },
   { untilAgeMs: Number.POSITIVE_INFINITY, pollMs: 30 * SECOND },
 ];
-
-export const EventStatus = {
-  queued: 'queued',
-  delivered: 'delivered',
-  failed: 'failed',
-  dropped: 'dropped',
-} as const;
-export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
 
 /** The one event dm-dot publishes, as `events/list` returns it. */
 export const MESSAGE_CREATED_DEFINITION = {

@@ -4,8 +4,8 @@
  * library (the design's chosen implementation; tests check it against node:crypto). Also the
  * `whsec_` secret decoding and the constant-time string comparison the rest of the core uses.
  *
- * Deliberately not here: verification of inbound requests (core/inbound.ts, through the same
- * library), headers other than the signature, and any clock (callers pass the timestamp they sign).
+ * Deliberately not here: verification of inbound requests (core/inbound.ts, with node:crypto's
+ * HMAC, checked against this library by the tests), headers other than the signature, and any clock (callers pass the timestamp they sign).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
@@ -56,9 +56,12 @@ export function signatureHeader(keys: readonly Uint8Array[], msgId: string, time
   return keys.map((key) => sign(key, msgId, timestampS, body)).join(' ');
 }
 
-/** Compares two strings in time independent of where they differ (length differences included). */
-export function constantTimeEqual(a: string, b: string): boolean {
-  const ha = createHash('sha256').update(a, 'utf8').digest();
-  const hb = createHash('sha256').update(b, 'utf8').digest();
+/**
+ * Compares two strings (UTF-8) or byte strings in time independent of where they differ, length
+ * differences included: both sides are hashed first. The one constant-time comparison of dm-dot.
+ */
+export function constantTimeEqual(a: string | Uint8Array, b: string | Uint8Array): boolean {
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
   return timingSafeEqual(ha, hb) && a.length === b.length;
 }

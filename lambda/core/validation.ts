@@ -8,6 +8,7 @@
  */
 import * as z from 'zod/mini';
 import { decodeSecret } from './signing';
+import { LOOPBACK_LITERAL_HOSTNAMES } from './loopback';
 import { EVENT_NAME, Limits } from './protocol';
 import { invalidParams } from './errors';
 
@@ -51,13 +52,12 @@ export interface UrlPolicy {
   allowLoopbackCallbacks: boolean;
 }
 
-const LOOPBACK_LITERALS = new Set(['127.0.0.1', '[::1]']);
 const HAS_USERINFO = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i;
 // C0 controls, space, DEL: the URL parser would strip or re-encode them, changing the bytes.
 const UNSAFE_URL_CHARS = /[\u0000-\u0020\u007f]/;
 
 export function isLoopbackLiteralHost(hostname: string): boolean {
-  return LOOPBACK_LITERALS.has(hostname);
+  return LOOPBACK_LITERAL_HOSTNAMES.has(hostname);
 }
 
 /** Returns an error sentence for an unacceptable callback URL, or undefined. The URL is kept byte-exact. */

@@ -22,7 +22,7 @@ import { DependencyUnavailable } from '../core/errors';
 import { principalOf } from '../core/identity';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
-import { ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
+import { CorsPolicy, ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
@@ -96,7 +96,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   function corsHeaders(request: Request): Record<string, string> {
     const origin = request.headers.get('origin');
     return origin && originAllowed(origin)
-      ? { 'access-control-allow-origin': origin, vary: 'Origin', 'access-control-expose-headers': 'mcp-protocol-version, x-request-id' }
+      ? { 'access-control-allow-origin': origin, vary: 'Origin', 'access-control-expose-headers': CorsPolicy.exposeHeaders.join(', ') }
       : {};
   }
 
@@ -145,9 +145,9 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         status: 204,
         headers: {
           ...corsHeaders(request),
-          'access-control-allow-methods': 'POST, OPTIONS',
-          'access-control-allow-headers': 'authorization, content-type, mcp-protocol-version, mcp-method, mcp-name, last-event-id',
-          'access-control-max-age': '600',
+          'access-control-allow-methods': CorsPolicy.allowMethods.join(', '),
+          'access-control-allow-headers': CorsPolicy.allowHeaders.join(', '),
+          'access-control-max-age': String(CorsPolicy.maxAgeS),
         },
       });
     }

@@ -18,8 +18,8 @@
  * Deliberately not here: the admin routes on AWS (lambda/http/app.ts never has them; there the
  * operator's IAM credentials are the admin credential), and request bodies (no route takes one).
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type http from 'node:http';
+import { constantTimeEqual } from '../core/signing';
 import { AdminRoutes, Routes } from '../core/protocol';
 import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription } from '../operator/actions';
 import { EVENT_STATUSES, isEventStatus } from '../operator/views';
@@ -53,13 +53,9 @@ export interface AdminDeps {
 
 const FORWARDING_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via'] as const;
 
-function sha256(value: string): Buffer {
-  return createHash('sha256').update(value, 'utf8').digest();
-}
-
-/** Constant time whatever the lengths: both sides are hashed first. */
+/** Constant time whatever the lengths (core/signing.ts hashes both sides first). */
 function tokenMatches(offered: string | undefined, token: string): boolean {
-  return offered !== undefined && timingSafeEqual(sha256(offered), sha256(token));
+  return offered !== undefined && constantTimeEqual(offered, token);
 }
 
 function answer(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

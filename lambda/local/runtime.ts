@@ -24,6 +24,7 @@ import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { loadOrCreateApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import type { LocalSettings } from '../config/settings';
 import { Budgets } from '../core/budgets';
+import { isLoopbackHostname, LOOPBACK_HOSTNAMES } from '../core/loopback';
 import { describeCause } from '../core/answers';
 import { createApp, type App } from '../http/app';
 import { createLogger } from '../log';
@@ -58,7 +59,6 @@ export const MAX_CONNECTIONS = 256;
 /** pup bodies read at once; past it a pup POST is answered 503 before its body (http/pup.ts). */
 export const MAX_PUP_BODIES = 32;
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 /** Expired items are removed this often (and at every start). */
 const SWEEP_INTERVAL_MS = 10 * 60_000;
 
@@ -117,9 +117,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     const { port } = server;
     const shownHost = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
     // DNS rebinding protection: only our own addresses (with the port) and DMDOT_ALLOWED_HOSTS.
-    const ownHosts = [shownHost, '127.0.0.1', 'localhost', '[::1]'].map((h) => `${h}:${port}`);
+    const ownHosts = [shownHost, ...LOOPBACK_HOSTNAMES].map((h) => `${h}:${port}`);
     const allowedHosts = [...ownHosts, ...settings.allowedHosts];
-    const adminHosts = new Set(ownHosts.filter((h) => LOOPBACK.has(h.slice(0, h.lastIndexOf(':')).replace(/^\[|\]$/g, ''))));
+    const adminHosts = new Set(ownHosts.filter((h) => isLoopbackHostname(h.slice(0, h.lastIndexOf(':')))));
 
     const buildApp = (apiKey: string): App =>
       createApp(

@@ -146,7 +146,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
           throw error;
         }
         if (outcome.kind === 'queued' && modern && declaresTasks(extra?.mcpReq?.envelope)) {
-          // SDK 2.4.0 passes a non-complete resultType through on tools/call only (TOOLCHAIN).
+          // SDK 2.4.0 passes a non-complete resultType through on tools/call only (checked in its built source).
           const answer = await taskForQueued(deps, caller.principal, outcome.eventId);
           if (answer) return answer;
           deps.log.warn('task_not_created', { requestId: caller.requestId, eventId: outcome.eventId });

@@ -48,7 +48,7 @@ import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
-import { McpHeaders } from '../../lambda/core/protocol';
+import { CorsPolicy } from '../../lambda/core/protocol';
 
 /**
  * Route key (`METHOD /path`) -> what it serves. The keys are the only routes the API has. The one
@@ -84,7 +84,7 @@ export const HEALTHZ_THROTTLE = { rateLimit: 1, burstLimit: 2 } as const;
  * (https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-cors.html), so every
  * header the app exposes must be listed here too.
  */
-export const CORS_EXPOSE_HEADERS = [McpHeaders.sessionId, McpHeaders.protocolVersion, 'www-authenticate', 'x-request-id'] as const;
+export const CORS_EXPOSE_HEADERS = CorsPolicy.exposeHeaders;
 
 /**
  * The `$context` variables an access log line may hold: each is text API Gateway produces itself,
@@ -155,19 +155,10 @@ export class McpHttpApi extends Construct {
           ? undefined
           : {
               allowOrigins: [...props.allowedOrigins],
-              allowMethods: [CorsHttpMethod.GET, CorsHttpMethod.POST, CorsHttpMethod.DELETE],
-              allowHeaders: [
-                'authorization',
-                'content-type',
-                'accept',
-                McpHeaders.protocolVersion,
-                McpHeaders.method,
-                McpHeaders.name,
-                McpHeaders.sessionId,
-                'last-event-id',
-              ],
+              allowMethods: CorsPolicy.allowMethods.map((method) => CorsHttpMethod[method]),
+              allowHeaders: [...CorsPolicy.allowHeaders],
               exposeHeaders: [...CORS_EXPOSE_HEADERS],
-              maxAge: Duration.hours(1),
+              maxAge: Duration.seconds(CorsPolicy.maxAgeS),
             },
     });
 

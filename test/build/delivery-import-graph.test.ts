@@ -1,5 +1,5 @@
 /**
- * The Delivery Lambda stays small (TOOLCHAIN "Bundles"): nothing reachable from
+ * The Delivery Lambda stays small (docs/performance.md, cold start and bundle sizes): nothing reachable from
  * lambda/handlers/delivery.ts may import the MCP SDK, classic zod (`zod`, `zod/v4`; `zod/mini`
  * is fine), the HTTP app or the MCP server. Two checks: a walk of our own sources (read each
  * file, follow relative imports; type-only imports are erased and skipped), and what esbuild

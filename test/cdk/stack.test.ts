@@ -16,6 +16,7 @@ import { OAUTH_DISCOVERY_PATHS } from '../../lambda/core/protocol';
 import { DELIVERY_OUTCOMES, DELIVERY_VIAS, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
 import { ACCESS_LOG_FIELDS, ACCESS_LOG_VARIABLES, HEALTHZ_ROUTE, HEALTHZ_THROTTLE, ROUTES } from '../../lib/constructs/http-api';
 import { PUP_SECRET_TEMPLATE } from '../../lib/constructs/secrets';
+import { lambdaBundle } from '../../lib/bundling';
 import { LAMBDA_ENVIRONMENT_MAX_BYTES } from '../../lib/lambda-environment';
 import { DEFAULTS } from '../../lib/settings';
 import {
@@ -309,13 +310,22 @@ describe('API key (docs/contract: architecture, http)', () => {
 });
 
 describe('functions', () => {
-  test('both run nodejs22.x on arm64 and never load source maps at run time (stack traces are decoded offline)', () => {
+  test('both run nodejs24.x on arm64 and never load source maps at run time (stack traces are decoded offline)', () => {
     for (const id of [ids.mcpFn, ids.deliveryFn]) {
       expect(props(id)).toEqual(
-        expect.objectContaining({ Runtime: 'nodejs22.x', Architectures: ['arm64'], Handler: 'index.handler' }),
+        expect.objectContaining({ Runtime: 'nodejs24.x', Architectures: ['arm64'], Handler: 'index.handler' }),
       );
       expect(props(id).Environment.Variables.NODE_OPTIONS).toBeUndefined();
     }
+  });
+
+  test('the bundles target the runtime\'s Node major, and test/tools installs that major to start them on', () => {
+    const major = (props(ids.mcpFn).Runtime as string).replace(/^nodejs(\d+)\.x$/, '$1');
+    expect(lambdaBundle().target).toBe(`node${major}`);
+    const tools = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'tools', 'package.json'), 'utf8'));
+    const nodes = Object.entries({ ...tools.dependencies, ...tools.devDependencies, ...tools.optionalDependencies }).filter(([name]) => /^node-/.test(name));
+    expect(nodes.length).toBeGreaterThan(0);
+    for (const [name, version] of nodes) expect(`${name}@${String(version).split('.')[0]}`).toBe(`${name}@${major}`);
   });
 
   test('timeouts and memory: MCP 10 s (the wait never passes 5 s), delivery 15 s (5 s deadline per request)', () => {
@@ -967,7 +977,7 @@ describe('bundles (read from the synthesized cloud assembly)', () => {
     expect(sources.filter((s) => s.includes('@modelcontextprotocol'))).toEqual([]);
   });
 
-  test('the delivery bundle carries no classic zod (TOOLCHAIN: about 425 KiB of bundle)', () => {
+  test('the delivery bundle carries no classic zod (about 425 KiB of a bundle that uses it)', () => {
     const { sources } = files(ids.deliveryFn);
     expect(sources.filter((s) => /node_modules\/zod\/(v4\/classic|v3)\//.test(s))).toEqual([]);
   });

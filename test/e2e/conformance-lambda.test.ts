@@ -73,7 +73,15 @@ describe('MCP conformance suites against the MCP Lambda behind a local API Gatew
     async () => {
       workDir = mkdtempSync(join(tmpdir(), 'dmdot-conformance-lambda-'));
       key = randomBytes(24).toString('base64url');
-      [ddb, fauxqs, proxy] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startAuthProxy(key)]);
+      // Each one kept as soon as it is up, so that `after` stops it even when another failed to
+      // start (a fauxqs child left running would keep this file's process alive for ever).
+      const started = await Promise.allSettled([
+        startDynamoDbLocal().then((x) => (ddb = x)),
+        startFauxqs().then((x) => (fauxqs = x)),
+        startAuthProxy(key).then((x) => (proxy = x)),
+      ]);
+      for (const outcome of started) if (outcome.status === 'rejected') throw outcome.reason;
+      if (!ddb || !fauxqs || !proxy) throw new Error('unreachable: every start settled');
       await ddb.createTable(TABLE);
 
       // No redaction registered on purpose: the key must stay out of every line on its own merits.

@@ -1,6 +1,6 @@
 /**
  * The MCP Lambda's deployed asset (index.js and the mcp-storage.js beside it, built with the stack's
- * options) sending for real: a fresh Node 22 process with the synthesized environment, Secrets
+ * options) sending for real: a fresh process on the Lambda runtime's Node major with the synthesized environment, Secrets
  * Manager's signature checked, DynamoDB Local and fauxqs behind AWS_ENDPOINT_URL_*, a loopback dot.
  * The first request that needs storage is what loads mcp-storage.js, so this is the test that a split
  * which only worked in the source tree (tsx, Jest) would fail.
@@ -30,7 +30,7 @@ import {
   coldStart,
   LAMBDA_TEST_CREDENTIALS,
   lambdaRuntimeEnvironment,
-  node22Binary,
+  lambdaNodeBinary,
   stackEnvironments,
   type BuiltBundle,
   type StackEnvironments,
@@ -103,7 +103,7 @@ async function restSend(message: string): Promise<string> {
 }
 
 test('with no dot subscribed, the first send loads mcp-storage.js, reads DynamoDB and answers 409 no_subscription', async () => {
-  const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await restSend('nobody home'), childEnvironment());
+  const started = await coldStart(lambdaNodeBinary().path, mcp.file, 'apigw', await restSend('nobody home'), childEnvironment());
   expect(started.answer.status).toBe(409);
   expect(JSON.parse(started.answer.body)).toMatchObject({ error: { code: 'no_subscription' } });
   expect(secrets.badSignatures()).toBe(0);
@@ -119,7 +119,7 @@ test('with a dot subscribed, a cold send is signed, delivered inline and answere
     now,
     { kind: 'absent' },
   );
-  const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await restSend('through the deployed asset'), childEnvironment());
+  const started = await coldStart(lambdaNodeBinary().path, mcp.file, 'apigw', await restSend('through the deployed asset'), childEnvironment());
   expect({ status: started.answer.status, body: JSON.parse(started.answer.body) }).toMatchObject({ status: 200, body: { status: 'delivered' } });
   expect(receiver.events).toHaveLength(1);
   const delivery = receiver.events[0]!;

@@ -24,7 +24,8 @@ export interface DynamoDbLocal {
   stop(): Promise<void>;
 }
 
-const STARTUP_TIMEOUT_MS = 30_000;
+// Generous: a JVM starting beside a parallel npm test on a busy 2-core machine can take most of a minute (kept under the 60 s of the files' beforeAll hooks).
+const STARTUP_TIMEOUT_MS = 50_000;
 const POLL_MS = 100;
 const PORT_ATTEMPTS = 3;
 

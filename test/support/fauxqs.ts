@@ -52,7 +52,8 @@ export interface FauxqsOptions {
 }
 
 const REGION = 'us-east-1';
-const STARTUP_TIMEOUT_MS = 15_000;
+// Generous: a start beside a parallel npm test on a busy 2-core machine is slow; this is no measurement.
+const STARTUP_TIMEOUT_MS = 40_000;
 
 /** Runs in the child (ESM): builds the fauxqs app and prints its address as one JSON line. */
 function childScript(fauxqsDist: string): string {

@@ -8,6 +8,7 @@
  *
  * The sink and the clock are injected; the default sink is checked against a spy on stderr.
  */
+import { scrub } from '../../lambda/cli/errors';
 import { createLogger, textLine, type LoggerOptions } from '../../lambda/log';
 
 /** 2026-11-03T10:30:00.123Z */
@@ -198,6 +199,15 @@ describe('scrubbing (the last line of defence)', () => {
       expect(line).not.toContain('MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw');
       expect(line).toContain('whsec_[redacted]');
     }
+  });
+
+  it.each(['json', 'text'] as const)('%s: a whsec_ secret in URL-safe base64 is replaced whole, as the CLI scrubs it (one scrubber)', (format) => {
+    const { log, lines } = capture({ format });
+    const urlSafe = 'whsec_MfKQ9r8G_KYqrTwj-UPD8ILPZIo2LaLaSw';
+    log.info('oops', { urlSafe });
+    expect(lines[0]).not.toContain('KYqrTwj');
+    expect(lines[0]).not.toContain('UPD8ILPZ');
+    expect(scrub(`dot said ${urlSafe}`, [])).toBe('dot said whsec_[redacted]');
   });
 
   it.each(['json', 'text'] as const)('HTTP-10 (%s): a registered value (the API key) never appears in a line', (format) => {

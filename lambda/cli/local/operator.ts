@@ -18,7 +18,7 @@ import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent,
 import { switchesOf, type EventDetail, type EventView, type SubscriptionView, type Switches } from '../../operator/views';
 import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
-import type { Operator } from '../operator';
+import type { Operator } from '../../operator/operator';
 import { AdminClient, findServer, type RunningServer } from './server';
 import { keyFileOf } from './target';
 

@@ -7,6 +7,7 @@
  * Deliberately not here: what each route answers means for a command (local/operator.ts), and
  * printing the token (registered with the context as a secret the moment it is read).
  */
+import { LOOPBACK_HOSTNAMES } from '../../core/loopback';
 import { AdminRoutes } from '../../core/protocol';
 import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
@@ -22,8 +23,6 @@ export interface RunningServer {
   hostHeader: string;
 }
 
-/** Host names that are this machine, as a URL's `hostname` spells them. */
-export const LOOPBACK_HOSTNAMES: ReadonlySet<string> = new Set(['127.0.0.1', 'localhost', '[::1]']);
 const UNSPECIFIED = new Set(['0.0.0.0', '[::]']);
 
 /** How to reach a server that recorded `url`, with a Host its admin routes accept. */

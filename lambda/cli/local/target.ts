@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import type { LocalSettings } from '../../config/settings';
 import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
-import { findServer, LOOPBACK_HOSTNAMES, reachable } from './server';
+import { LOOPBACK_HOSTNAMES } from '../../core/loopback';
+import { findServer, reachable } from './server';
 
 export interface Target {
   /** The server's base URL, without `/mcp`. */

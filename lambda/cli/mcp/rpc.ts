@@ -6,6 +6,7 @@
  * Deliberately not here: what a refusal means for the dot (commands/dot.ts).
  */
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, MCP_PROTOCOL_VERSION, McpHeaders, PROTOCOL_VERSION_META_KEY, Routes } from '../../core/protocol';
+import { Budgets } from '../../core/budgets';
 import { version } from '../../version';
 import { OperationError } from '../errors';
 import { httpRequest, TimedOut, Unreachable } from '../http';
@@ -76,7 +77,7 @@ export async function rpc(target: Target, method: string, params: Record<string,
           },
         },
       }),
-      timeoutMs: 15_000,
+      timeoutMs: Budgets.cliAnsweredCallMs,
     });
   } catch (error) {
     const origin = new URL(target.base).origin;

@@ -1,7 +1,7 @@
 /**
  * AWS calls per message delivered inline by the MCP Lambda, counted at the wire on the asset the
  * stack deploys: `index.js` and `mcp-storage.js` built with lib/bundling.ts's options, kept warm in
- * one Node 22 process (warm-lambda.ts) with the synthesized environment, against DynamoDB Local and
+ * one process on the Lambda runtime's Node major (warm-lambda.ts) with the synthesized environment, against DynamoDB Local and
  * fauxqs behind counting proxies (counting-proxy.ts: `AWS_ENDPOINT_URL_DYNAMODB`, and QUEUE_URL on
  * the SQS proxy's address, since the SDK sends to the queue URL's host) and a fake Secrets Manager.
  * A first send_to_dot warms the process (it loads mcp-storage.js and writes the subscription's
@@ -23,7 +23,7 @@ import { EVENT_NAME, TOOL_NAME } from '../../../lambda/core/protocol';
 import { eventFromRequest } from '../../support/apigw';
 import { startFakeSecretsManager } from '../../support/fake-secrets-manager';
 import { startCountingProxy, type CountedCall } from '../counting-proxy';
-import { buildLambdaBundle, LAMBDA_TEST_CREDENTIALS, lambdaRuntimeEnvironment, node22Binary, seedDeployedSecrets } from '../lambda-bundles';
+import { buildLambdaBundle, LAMBDA_TEST_CREDENTIALS, lambdaRuntimeEnvironment, lambdaNodeBinary, seedDeployedSecrets } from '../lambda-bundles';
 import { startReceiver } from '../sends';
 import { newApiKey, newSecret, quantile, rpcBody, rpcHeaders, sleep, type Section } from '../support';
 import { startWarmLambda } from '../warm-lambda';
@@ -110,7 +110,7 @@ export const awsCallsSection: Section = {
       // The one change from the stack's environment: the dot is on 127.0.0.1 here.
       DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
     };
-    const node = node22Binary();
+    const node = lambdaNodeBinary();
     const lambda = await startWarmLambda(node.path, mcp.file, env);
     bench.cleanup(() => lambda.stop());
 
@@ -166,7 +166,7 @@ export const awsCallsSection: Section = {
     };
     const varied = new Set(measured.map((m) => describe(m.byOperation))).size > 1;
     const how =
-      `Counted at the wire: counting HTTP proxies in front of DynamoDB Local and fauxqs recorded each request's X-Amz-Target (or SQS Action) while the built MCP asset (index.js + mcp-storage.js, lib/bundling.ts options) ran warm in one ${node.isNode22 ? 'Node 22' : 'Node'} process with the synthesized environment; ` +
+      `Counted at the wire: counting HTTP proxies in front of DynamoDB Local and fauxqs recorded each request's X-Amz-Target (or SQS Action) while the built MCP asset (index.js + mcp-storage.js, lib/bundling.ts options) ran warm in one Node ${node.version} process with the synthesized environment; ` +
       `the figure is the median over ${MEASURED_SENDS} send_to_dot calls, each delivered inline to a loopback dot and counted alone, after one warm-up send had loaded mcp-storage.js and made the subscription's delivery status current.`;
 
     const target = { dynamodb: 3, sqs: 1 };

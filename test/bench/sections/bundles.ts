@@ -1,7 +1,7 @@
 /**
  * Bundles and cold start: both Lambda entries built with the stack's own options
  * (lib/bundling.ts) as they were before the bundle tuning and after each of its changes, their
- * sizes against the budgets, and the cold start (a fresh Node 22 process: load + first request,
+ * sizes against the budgets, and the cold start (a fresh process on the Lambda runtime's Node major: load + first request,
  * the synthesized environment, a fake AWS endpoint) against a bare MCP SDK server bundled the
  * usual way. The headline ratio is the median of back-to-back pairs (baseline and as deployed,
  * their order alternating), so a shared machine's noise hits both sides of a pair alike.
@@ -22,7 +22,8 @@ import {
   coldStart,
   inputsMatching,
   lambdaRuntimeEnvironment,
-  node22Binary,
+  LAMBDA_RUNTIME_MAJOR,
+  lambdaNodeBinary,
   seedDeployedSecrets,
   toolNames,
   toolsListEvent,
@@ -97,9 +98,9 @@ export const bundlesSection: Section = {
     const event = await toolsListEvent(apiKey);
     const bareRequest = JSON.stringify(toolsListRequest('http://localhost/mcp'));
     const emptyBatch = JSON.stringify({ Records: [] });
-    const node = node22Binary();
+    const node = lambdaNodeBinary();
     const nodeVersion = await versionOf(node.path);
-    bench.recordMachine({ coldStartNode: nodeVersion, coldStartNodeIsLambdaMajor: node.isNode22 });
+    bench.recordMachine({ coldStartNode: nodeVersion, coldStartNodeIsLambdaMajor: node.isLambdaMajor });
 
     const envOf = (base: Record<string, string>, nodeOptions?: string) => (nodeOptions ? { ...base, NODE_OPTIONS: nodeOptions } : base);
     const checkMcp = (label: string, answer: { status: number; body: string }, expected: string) => {
@@ -229,7 +230,7 @@ export const bundlesSection: Section = {
       coldStartVariants: variantResults,
     });
     bench.note(
-      `bundles: built with lib/bundling.ts's options (the stack's) into the asset layout; cold start = require(index.js) + first invocation, timed in a fresh ${nodeVersion} process (${node.isNode22 ? 'test/tools Node 22, the Lambda runtime major' : 'this Node: test/tools Node 22 is missing'}) with the synthesized environment, Lambda's own variables and a fake Secrets Manager on 127.0.0.1; the baseline gets the same tools/list as a web Request.`,
+      `bundles: built with lib/bundling.ts's options (the stack's) into the asset layout; cold start = require(index.js) + first invocation, timed in a fresh ${nodeVersion} process (${node.isLambdaMajor ? 'the Lambda runtime major' : `not the Lambda runtime's major, Node ${LAMBDA_RUNTIME_MAJOR}: test/tools has none for this machine`}) with the synthesized environment, Lambda's own variables and a fake Secrets Manager on 127.0.0.1; the baseline gets the same tools/list as a web Request.`,
     );
     bench.note(
       `bundles: as deployed, MCP load ${ms(last.loadMs)} + first request ${ms(last.firstRequestMs)}; before the bundle tuning ${ms(variantResults[0]!.loadMs)} + ${ms(variantResults[0]!.firstRequestMs)}; baseline ${ms(part('baseline', 'loadMs'))} + ${ms(part('baseline', 'firstRequestMs'))}. Source maps (written, not loaded): ${kib(statSync(`${deployed.mcp.file}.map`).size)} (mcp), ${kib(statSync(`${deployed.delivery.file}.map`).size)} (delivery).`,

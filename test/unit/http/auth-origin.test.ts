@@ -8,6 +8,7 @@
  *   and anything that is not a bare origin stay refused; behind API Gateway (no Host list) only
  *   configured origins pass.
  */
+import { CorsPolicy } from '../../../lambda/core/protocol';
 import type { App } from '../../../lambda/http/app';
 import { API_KEY, buildApp, keyQuery, legacyHeaders, request, send } from '../../support/app';
 
@@ -91,6 +92,18 @@ describe('Origin: the local runtime accepts its own origin (docs/contract/http.m
     const behindGateway = buildApp({ allowedHosts: undefined, allowedOrigins: ['https://inspector.example'] }).app;
     expect(await status(behindGateway, 'http://127.0.0.1:8787')).toBe(403);
     expect(await status(behindGateway, 'https://inspector.example')).toBe(200);
+  });
+
+  test('a preflight from an allowed origin answers the one CORS policy (core/protocol CorsPolicy), the one API Gateway answers', async () => {
+    const { app } = buildApp({ allowedHosts: ['127.0.0.1:8787'], allowedOrigins: ['https://inspector.example'] });
+    const answer = await app.handle(request({ method: 'OPTIONS', headers: { origin: 'https://inspector.example', 'access-control-request-method': 'GET' } }), { host: '127.0.0.1:8787' });
+    expect(answer.status).toBe(204);
+    const list = (name: string) => (answer.headers.get(name) ?? '').split(',').map((item) => item.trim());
+    expect(answer.headers.get('access-control-allow-origin')).toBe('https://inspector.example');
+    expect(list('access-control-allow-methods')).toEqual([...CorsPolicy.allowMethods]);
+    expect(list('access-control-allow-headers')).toEqual([...CorsPolicy.allowHeaders]);
+    expect(list('access-control-expose-headers')).toEqual([...CorsPolicy.exposeHeaders]);
+    expect(answer.headers.get('access-control-max-age')).toBe(String(CorsPolicy.maxAgeS));
   });
 
   test('a configured origin still passes on the local runtime', async () => {
