@@ -93,3 +93,21 @@ export async function guardDependency<T>(dependency: Dependency, fn: () => Promi
     throw new DependencyUnavailable(dependency, { cause: error });
   }
 }
+
+/**
+ * An error as one line, its name and message, as our adapters and the AWS SDK word them: the one
+ * description for log lines and the CLI's "failed: …" and AWS errors alike (callers scrub secrets).
+ * An object that is not an Error but carries a message (an SDK error from another realm) reads the same.
+ */
+export function describeCause(error: unknown): string {
+  if (error instanceof Error) return `${error.name || 'Error'}: ${error.message}`;
+  const named = error as { name?: unknown; message?: unknown } | null;
+  if (typeof named === 'object' && named !== null && typeof named.message === 'string') {
+    return `${typeof named.name === 'string' && named.name ? named.name : 'Error'}: ${named.message}`;
+  }
+  try {
+    return String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
+  }
+}

@@ -28,7 +28,7 @@
  * a queue's messages, and the decision itself (core/delivery.ts).
  */
 import type { DeliveryJob, DeliveryMetrics, DeliveryOutcome, DeliveryVia, JobEffects, Logger } from '../ports';
-import { describeCause } from './answers';
+import { describeCause } from './errors';
 import { Budgets } from './budgets';
 import { decisionLogFields, deliver, failAtReceiveLimit, receiveLimit, type DeliveryDecision, type DeliveryDeps, type InlineDecision } from './delivery';
 

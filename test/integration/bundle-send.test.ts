@@ -176,7 +176,7 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
 
   test('DEL-OUT-2: SendMessage stalled on every attempt: "not sent" with the event id within 5 s, and the record is failed', async () => {
     sqsProxy.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
-    const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await restSend('queue stalled, deployed asset'), childEnvironment(through()));
+    const started = await coldStart(lambdaNodeBinary().path, mcp.file, 'apigw', await restSend('queue stalled, deployed asset'), childEnvironment(through()));
     process.stdout.write(`\nbundle, SendMessage stalled: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms: ${started.answer.body} ${JSON.stringify([ddbProxy.counts(), sqsProxy.counts()])}\n`);
     expect(started.firstRequestMs).toBeLessThan(Limits.requestMs);
     expect(started.answer.status).toBe(503);
@@ -194,7 +194,7 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
       const pk = (call.body as { Item?: { pk?: { S?: string } } } | undefined)?.Item?.pk?.S;
       return call.action === 'PutItem' && pk?.startsWith('EVENT#') && lost++ === 0 ? 'lost' : 'pass';
     });
-    const started = await coldStart(node22Binary().path, mcp.file, 'apigw', await restSend('put answer lost, deployed asset'), childEnvironment(through()));
+    const started = await coldStart(lambdaNodeBinary().path, mcp.file, 'apigw', await restSend('put answer lost, deployed asset'), childEnvironment(through()));
     process.stdout.write(`\nbundle, PutItem answer lost: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms: ${started.answer.body}\n`);
     expect(started.firstRequestMs).toBeLessThan(Limits.requestMs);
     expect(lost).toBe(2);

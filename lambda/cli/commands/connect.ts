@@ -14,7 +14,8 @@ import { defineCommand } from '../command';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
 import { statusWithoutServer, withLocalOperator, type KeySource, type LocalStatus } from '../local/operator';
-import { LOOPBACK_HOSTNAMES, reachable } from '../local/server';
+import { LOOPBACK_HOSTNAMES } from '../../core/loopback';
+import { reachable } from '../local/server';
 import { configuredBase, readKeyFile } from '../local/target';
 
 export const KEY_PLACEHOLDER = '<KEY>';
