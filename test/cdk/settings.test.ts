@@ -248,14 +248,14 @@ describe('non-default settings in the template', () => {
     for (const alarm of alarms) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);
   });
 
-  test('ALARM-6: alarmEmail: every alarm also mails when it returns to OK (an OK action on the same topic)', () => {
+  test('ARCH-ALARM-6: alarmEmail: every alarm also mails when it returns to OK (an OK action on the same topic)', () => {
     const topic = logicalIds(template, 'AWS::SNS::Topic')[0] as string;
     const alarms = logicalIds(template, 'AWS::CloudWatch::Alarm').map((id) => props(id));
     expect(alarms).toHaveLength(7);
     for (const alarm of alarms) expect(alarm.OKActions).toEqual([{ Ref: topic }]);
   });
 
-  test('ALARM-2: retryDelays: the delivery queue`s age alarm follows the schedule (1+2+3 s, plus 90 s and 4 x 15 s)', () => {
+  test('ARCH-ALARM-2: retryDelays: the delivery queue`s age alarm follows the schedule (1+2+3 s, plus 90 s and 4 x 15 s)', () => {
     const queue = resource(template, 'AWS::SQS::Queue', 'DeliveryQueue').id;
     const alarm = logicalIds(template, 'AWS::CloudWatch::Alarm')
       .map((id) => props(id))

@@ -623,7 +623,7 @@ describe('alarms', () => {
     }
   });
 
-  test('ALARM-3: a dead letter fires the alarm for each new letter and it returns to OK: new letters per minute, never the standing count', () => {
+  test('ARCH-ALARM-3: a dead letter fires the alarm for each new letter and it returns to OK: new letters per minute, never the standing count', () => {
     const alarm = mathAlarm('NumberOfMessagesSent', 'AWS/SQS');
     const { metrics, expressions, returned } = queries(alarm);
     const dlq = JSON.stringify(getAtt(ids.dlq, 'QueueName'));
@@ -643,13 +643,13 @@ describe('alarms', () => {
     expect(alarms().filter((a: Json) => a.MetricName === 'ApproximateNumberOfMessagesVisible')).toEqual([]);
   });
 
-  test('ALARM-3: the dead-letter alarm keeps the logical ID the first deployments gave it (its state and history)', () => {
+  test('ARCH-ALARM-3: the dead-letter alarm keeps the logical ID the first deployments gave it (its state and history)', () => {
     // The ID the upgrade test below pins, now holding the per-letter metric math.
     expect(template.Resources.DeadLetterAlarmBB7AE56D?.Type).toBe('AWS::CloudWatch::Alarm');
     expect(template.Resources.DeadLetterAlarmBB7AE56D.Properties.Metrics.some((m: Json) => m.MetricStat?.Metric.MetricName === 'NumberOfMessagesSent')).toBe(true);
   });
 
-  test('ALARM-4: the oldest dead letter alarms about 2 days before its 14-day retention ends', () => {
+  test('ARCH-ALARM-4: the oldest dead letter alarms about 2 days before its 14-day retention ends', () => {
     const alarm = alarms().find((a: Json) => a.MetricName === 'ApproximateAgeOfOldestMessage' && JSON.stringify(a.Dimensions).includes(ids.dlq));
     const threshold = deadLetterAgeAlarmThresholdS(defaultDelays);
     expect(alarm).toMatchObject({
@@ -665,7 +665,7 @@ describe('alarms', () => {
     expect(threshold).toBeGreaterThan(11.9 * 86_400);
   });
 
-  test('ALARM-2: the delivery queue`s oldest job above the retry schedule`s length (from retryDelays, not a literal)', () => {
+  test('ARCH-ALARM-2: the delivery queue`s oldest job above the retry schedule`s length (from retryDelays, not a literal)', () => {
     const alarm = alarms().find((a: Json) => a.MetricName === 'ApproximateAgeOfOldestMessage' && JSON.stringify(a.Dimensions).includes(ids.queue));
     const scheduleS = defaultDelays.reduce((a, b) => a + b, 0);
     expect(alarm).toMatchObject({
@@ -682,7 +682,7 @@ describe('alarms', () => {
     expect(queueAgeAlarmThresholdS(defaultDelays)).toBe(755 + 90 + 6 * 15);
   });
 
-  test('ALARM-1: the MCP function`s DependencyUnavailable, summed over every Dependency value it writes, >= 1 in 5 minutes', () => {
+  test('ARCH-ALARM-1: the MCP function`s DependencyUnavailable, summed over every Dependency value it writes, >= 1 in 5 minutes', () => {
     const alarm = mathAlarm(MetricName.dependencyUnavailable, METRICS_NAMESPACE);
     const { metrics, returned } = queries(alarm);
     expect(Object.values(metrics).sort()).toEqual(
@@ -693,7 +693,7 @@ describe('alarms', () => {
     expect(alarm).toMatchObject({ ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, EvaluationPeriods: 1, TreatMissingData: 'notBreaching' });
   });
 
-  test('ALARM-5: the reconciler`s RecordsRepaired, both actions summed, >= 1 in 5 minutes', () => {
+  test('ARCH-ALARM-5: the reconciler`s RecordsRepaired, both actions summed, >= 1 in 5 minutes', () => {
     const alarm = mathAlarm(MetricName.recordsRepaired, METRICS_NAMESPACE);
     const { metrics, returned } = queries(alarm);
     expect(Object.values(metrics).sort()).toEqual(
@@ -740,7 +740,7 @@ describe('alarms', () => {
     expect(logicalIds(template, 'AWS::SNS::Topic')).toEqual([]);
   });
 
-  test('ALARM-6: every alarm has its runbook paragraph in docs/deploying-aws.md "Alarms and what to do"', () => {
+  test('ARCH-ALARM-6: every alarm has its runbook paragraph in docs/deploying-aws.md "Alarms and what to do"', () => {
     const doc = fs.readFileSync(path.join(__dirname, '../../docs/deploying-aws.md'), 'utf8');
     const section = /\n## Alarms and what to do\n([\s\S]*?)\n## /.exec(doc)?.[1] ?? '';
     const names = synth.stack.observability.alarms.map((a) => a.node.id);

@@ -101,7 +101,7 @@ afterAll(async () => {
   await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), receiver?.stop()]);
 });
 
-describe('ALARM-1: a stalled table on the MCP path moves DependencyUnavailable, and the answers stay as they were', () => {
+describe('ARCH-ALARM-1: a stalled table on the MCP path moves DependencyUnavailable, and the answers stay as they were', () => {
   test('send_to_dot: HTTP 200 with isError, within 5 s, and one line with Dependency=storage', async () => {
     const { api, metricLines } = gateway();
     // The key loads first (Secrets Manager answers), then every table call stalls.

@@ -207,7 +207,7 @@ describe('requests', () => {
 });
 
 describe('failed dependencies', () => {
-  test.each(DEPENDENCIES)('ALARM-1: %s: one valid line, DependencyUnavailable by Dependency only (a bounded dimension)', (dependency) => {
+  test.each(DEPENDENCIES)('ARCH-ALARM-1: %s: one valid line, DependencyUnavailable by Dependency only (a bounded dimension)', (dependency) => {
     const { metrics, lines } = recording();
     metrics.dependencyUnavailable(dependency);
     expect(lines).toHaveLength(1);

@@ -74,7 +74,7 @@ test('an event the translation refuses is counted as the 400 it is answered with
   expect(JSON.parse(lines[0] as string)).toMatchObject({ Route: 'POST /mcp', StatusClass: '4xx' });
 });
 
-describe('ALARM-1: every answer a failed dependency forces is counted as DependencyUnavailable, by Dependency', () => {
+describe('ARCH-ALARM-1: every answer a failed dependency forces is counted as DependencyUnavailable, by Dependency', () => {
   const MODERN = '2026-07-28';
   /** A JSON-RPC request on /mcp as ChatGPT sends it (2026-07-28, stateless). */
   function rpc(method: string, params: Record<string, unknown>) {
