@@ -138,6 +138,38 @@ describe('storage (docs/contract/storage.md)', () => {
   });
 });
 
+describe('tearing down (docs/deploying-aws.md "Tearing down")', () => {
+  const policies = () =>
+    Object.entries(template.Resources as Record<string, Json>).map(([id, r]) => ({ id, type: r.Type as string, deletion: r.DeletionPolicy, replace: r.UpdateReplacePolicy }));
+
+  test('cdk destroy keeps exactly the table and its KMS key (Retain on delete and on replace), the logical IDs the reattach procedure names', () => {
+    const retained = policies().filter((p) => p.deletion === 'Retain' || p.replace === 'Retain');
+    expect(retained.map((p) => [p.id, p.type, p.deletion, p.replace]).sort()).toEqual([
+      ['TableCD117FA1', 'AWS::DynamoDB::Table', 'Retain', 'Retain'],
+      ['TableKeyF581D96F', 'AWS::KMS::Key', 'Retain', 'Retain'],
+    ]);
+  });
+
+  test('the queues, the secrets and the log groups are deleted with the stack (Delete), as the doc says', () => {
+    for (const type of ['AWS::SQS::Queue', 'AWS::SecretsManager::Secret', 'AWS::Logs::LogGroup']) {
+      const ofType = policies().filter((p) => p.type === type);
+      expect(ofType.length).toBeGreaterThan(0);
+      for (const p of ofType) expect([p.id, p.deletion, p.replace]).toEqual([p.id, 'Delete', 'Delete']);
+    }
+  });
+
+  test('the doc`s table and reattach procedure name what the template holds', () => {
+    const doc = fs.readFileSync(path.join(__dirname, '../../docs/deploying-aws.md'), 'utf8');
+    const section = /\n## Tearing down\n([\s\S]*?)\n## /.exec(doc)?.[1] ?? '';
+    expect(section).toMatch(/DynamoDB table[^\n]*`Retain`[^\n]*\*\*kept\*\*/);
+    expect(section).toMatch(/KMS key[^\n]*`Retain`[^\n]*\*\*kept\*\*/);
+    expect(section).toMatch(/queue[^\n]*`Delete`[^\n]*deleted/);
+    expect(section).toMatch(/secrets[^\n]*`Delete`[^\n]*deleted/);
+    expect(section).toMatch(/log groups[^\n]*`Delete`[^\n]*deleted/);
+    for (const id of [ids.table, ids.key]) expect(section).toContain(id);
+  });
+});
+
 describe('upgrades keep what earlier deployments created', () => {
   test('the retained table and its KMS key keep their logical IDs (a new ID would orphan them and start an empty table)', () => {
     expect(template.Resources.TableCD117FA1?.Type).toBe('AWS::DynamoDB::Table');
