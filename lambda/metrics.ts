@@ -1,8 +1,8 @@
 /**
  * Metrics in CloudWatch embedded metric format (EMF): one JSON line on stdout per delivery decision
- * and per HTTP request, which CloudWatch Logs turns into metrics in the `DmDot` namespace. No API
- * call, no dependency, nothing to flush: on Lambda "write embedded metric format logs to STDOUT"
- * (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Lambda.html),
+ * and per HTTP request (and per answer a failed dependency forced), which CloudWatch Logs turns into
+ * metrics in the `DmDot` namespace. No API call, no dependency, nothing to flush: on Lambda
+ * "write embedded metric format logs to STDOUT" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Lambda.html),
  * against the spec at
  * https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html.
  *
@@ -37,10 +37,25 @@ export const MetricName = {
   requests: 'Requests',
   /** How long the MCP function took to answer one request. */
   requestLatency: 'RequestLatency',
+  /**
+   * One per answer the MCP function gave because a dependency failed (a tool error, -32603 or 503),
+   * by `Dependency`: ChatGPT's path answers HTTP 200 with the error inside, so API Gateway's 5xx
+   * never sees it. Alarmed (lib/constructs/observability.ts).
+   */
+  dependencyUnavailable: 'DependencyUnavailable',
+  /** Records the reconciler had to repair (re-enqueued or failed), by `Action`: emitted by the reconciler, alarmed. */
   recordsRepaired: 'RecordsRepaired',
 } as const;
 
-export const DimensionName = { outcome: 'Outcome', via: 'Via', route: 'Route', statusClass: 'StatusClass' } as const;
+export const DimensionName = { outcome: 'Outcome', via: 'Via', route: 'Route', statusClass: 'StatusClass', dependency: 'Dependency' } as const;
+
+/**
+ * The values of `Dependency`: the ports whose failure is answered as "unavailable" (core/errors.ts
+ * `Dependency`) and the Secrets Manager read of the API key. A fixed list, so the alarm can sum
+ * exactly these and the bill stays bounded.
+ */
+export const DEPENDENCIES = ['storage', 'queue', 'secrets'] as const;
+export type MetricDependency = (typeof DEPENDENCIES)[number];
 
 // The delivery vocabulary is the ports' (the core reports decisions through them); the dashboard reads it here.
 export { DELIVERY_OUTCOMES, DELIVERY_VIAS, type DeliveryMetric, type DeliveryOutcome, type DeliveryVia } from './ports';
@@ -59,6 +74,8 @@ export interface RequestMetric {
 
 export interface Metrics extends DeliveryMetrics {
   request(metric: RequestMetric): void;
+  /** One request was answered "unavailable" because this dependency failed. */
+  dependencyUnavailable(dependency: MetricDependency): void;
 }
 
 /** One metric directive: the dimension sets it applies to and the metrics it extracts. */
@@ -112,7 +129,7 @@ export interface MetricsOptions {
 }
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
-  if (options.enabled === false) return { delivery: () => undefined, request: () => undefined };
+  if (options.enabled === false) return { delivery: () => undefined, request: () => undefined, dependencyUnavailable: () => undefined };
   const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
   const clock = options.clock ?? Date.now;
   const write = (dimensions: Record<string, string>, directives: Directive[]) => {
@@ -145,6 +162,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
           metrics: [{ name: MetricName.requests, unit: 'Count', value: 1 }],
         },
         { dimensionSets: [[]], metrics: [{ name: MetricName.requestLatency, unit: 'Milliseconds', value: durationMs }] },
+      ]);
+    },
+    dependencyUnavailable(dependency) {
+      write({ [DimensionName.dependency]: dependency }, [
+        { dimensionSets: [[DimensionName.dependency]], metrics: [{ name: MetricName.dependencyUnavailable, unit: 'Count', value: 1 }] },
       ]);
     },
   };

@@ -216,11 +216,24 @@ export interface Store {
   markVerified(key: string, now: number): Promise<void>;
 
   /**
-   * Claims an inbound webhook-id for the replay window; false when it was already claimed. The
-   * claim holds up to and including `now + Limits.replayMemoryMs`, the last instant at which the
-   * inbound timestamp window could still accept the same request.
+   * Claims an inbound webhook-id (pup's `/pup/mcp` and `/pup/challenge`) with one conditional write
+   * that carries `token`, a value new to this request, and `request`, what identifies the request
+   * itself (its route and a digest of its body: a retry sends the same). The claim holds a lease of
+   * `Limits.replayLeaseMs` while the request is answered; `settleReplayId` then either keeps the
+   * answer for replays of the id, up to and including `now + Limits.replayMemoryMs` (the last
+   * instant the inbound timestamp window could still accept the same request), or releases the
+   * claim so a retry is processed. A claim whose lease ran out unsettled (its request died) may be
+   * taken again. When the write fails, the stored claim it returns (ALL_OLD) decides: carrying
+   * `token`, it is this request's own (a write applied whose answer was lost, retried); otherwise it
+   * tells whether it holds the same request and, once settled, its answer.
    */
-  claimReplayId(id: string, now: number): Promise<boolean>;
+  claimReplayId(id: string, now: number, token: string, request: string): Promise<ReplayClaim>;
+  /**
+   * Settles this request's claim (only if it still carries `token`): with an answer, keeps it for
+   * replays of the id until the claim's end; without, deletes the claim, so a retry of a request
+   * that failed is processed like its first try.
+   */
+  settleReplayId(id: string, token: string, answer: InboundAnswer | undefined): Promise<void>;
 
   /**
    * Stores the answer to an inbound event delivery under its delivery id (pup's `webhook-id`), kept
@@ -257,6 +270,16 @@ export interface InboundAnswer {
 }
 
 export type InboundAnswerResult = { stored: true } | { stored: false; answer: InboundAnswer };
+
+/** What claiming an inbound webhook-id found (Store.claimReplayId). */
+export type ReplayClaim =
+  /** This request holds the id (perhaps through its own earlier write whose answer was lost). */
+  | { claimed: true }
+  /**
+   * Another request holds it. `sameRequest`: the same route and body (a retry, or a true replay);
+   * then `answer` is what it was answered, to repeat, absent while it is still being answered.
+   */
+  | { claimed: false; sameRequest: boolean; answer?: InboundAnswer };
 
 /** What the delivery worker needs to send one event; `body` is the exact bytes of every attempt. */
 export interface DeliveryJob {

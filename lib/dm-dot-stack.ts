@@ -119,6 +119,7 @@ export class DmDotStack extends Stack {
       queue: this.delivery.queue,
       deadLetterQueue: this.delivery.deadLetterQueue,
       table: this.storage.table,
+      retryDelaysS: settings.retryDelaysS,
       ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
     });
 

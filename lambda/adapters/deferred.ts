@@ -41,6 +41,7 @@ export function deferredStore(load: () => Promise<Store>): Store {
     isVerified: async (...args) => (await load()).isVerified(...args),
     markVerified: async (...args) => (await load()).markVerified(...args),
     claimReplayId: async (...args) => (await load()).claimReplayId(...args),
+    settleReplayId: async (...args) => (await load()).settleReplayId(...args),
     putInboundAnswer: async (...args) => (await load()).putInboundAnswer(...args),
     listEvents: async (...args) => (await load()).listEvents(...args),
   };

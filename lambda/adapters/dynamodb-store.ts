@@ -53,13 +53,14 @@ import type {
   InboundAnswerResult,
   PutSubscriptionResult,
   QueuedEntry,
+  ReplayClaim,
   Store,
   SubscriptionExpectation,
   SubscriptionRecord,
 } from '../ports';
 import { EventStatus as EventStatuses, Limits, type EventStatus } from '../core/protocol';
 import { EventExists } from '../core/errors';
-import { ItemKeys, isLive, newestFirst, ttlOfEvent, ttlOfSubscription } from './items';
+import { ItemKeys, isLive, newestFirst, replayClaimOf, ttlOfEvent, ttlOfSubscription } from './items';
 import { QueuedIndex, queuedShardOf, queuedShards } from './queued-index';
 
 type Item = Record<string, AttributeValue>;
@@ -293,24 +294,53 @@ export class DynamoDbStore implements Store {
     );
   }
 
-  async claimReplayId(id: string, now: number): Promise<boolean> {
+  async claimReplayId(id: string, now: number, token: string, request: string): Promise<ReplayClaim> {
     const expiresAt = now + Limits.replayMemoryMs;
     try {
       await this.client.send(
         new PutItemCommand({
           TableName: this.tableName,
           // TTL a second later than the claim's end, so DynamoDB never removes a claim still in force.
-          Item: toItem(ItemKeys.replay(id), { claimedAt: now, expiresAt }, Math.ceil(expiresAt / 1000) + 1),
-          // `<`: a claim holds through its expiresAt, the last instant the timestamp window accepts.
-          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt < :now',
-          ExpressionAttributeNames: { '#expiresAt': 'expiresAt' },
+          Item: toItem(ItemKeys.replay(id), { claimedAt: now, expiresAt, leaseUntil: now + Limits.replayLeaseMs, token, request }, Math.ceil(expiresAt / 1000) + 1),
+          // `<`: a claim holds through its expiresAt, the last instant the timestamp window accepts;
+          // an unsettled one (no answer) only through its lease.
+          ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt < :now OR (attribute_not_exists(#answerStatus) AND #leaseUntil < :now)',
+          ExpressionAttributeNames: { '#expiresAt': 'expiresAt', '#answerStatus': 'answerStatus', '#leaseUntil': 'leaseUntil' },
           ExpressionAttributeValues: { ':now': { N: String(now) } },
+          // The claim that blocked the write comes back with the failure: ours (the SDK retried a
+          // put whose answer was lost), settled with an answer, or still running.
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
-      return true;
+      return { claimed: true };
     } catch (error) {
-      if (isConditionFailure(error)) return false;
-      throw error;
+      if (!isConditionFailure(error)) throw error;
+      return replayClaimOf(error.Item ? fromItem(error.Item) : undefined, token, request);
+    }
+  }
+
+  async settleReplayId(id: string, token: string, answer: InboundAnswer | undefined): Promise<void> {
+    const condition = { ConditionExpression: '#token = :token', ExpressionAttributeNames: { '#token': 'token' } };
+    try {
+      if (answer) {
+        await this.client.send(
+          new UpdateItemCommand({
+            TableName: this.tableName,
+            Key: key(ItemKeys.replay(id)),
+            UpdateExpression: 'SET #answerStatus = :status, #answerBody = :body',
+            ...condition,
+            ExpressionAttributeNames: { ...condition.ExpressionAttributeNames, '#answerStatus': 'answerStatus', '#answerBody': 'answerBody' },
+            ExpressionAttributeValues: { ':token': { S: token }, ':status': { N: String(answer.status) }, ':body': { S: answer.body } },
+          }),
+        );
+      } else {
+        await this.client.send(
+          new DeleteItemCommand({ TableName: this.tableName, Key: key(ItemKeys.replay(id)), ...condition, ExpressionAttributeValues: { ':token': { S: token } } }),
+        );
+      }
+    } catch (error) {
+      // Another request took the id over after this one's lease: its claim is not ours to settle.
+      if (!isConditionFailure(error)) throw error;
     }
   }
 

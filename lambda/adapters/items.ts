@@ -6,6 +6,7 @@
  * Deliberately not here: any I/O.
  */
 import { Limits } from '../core/protocol';
+import type { ReplayClaim } from '../ports';
 
 export const ItemKeys = {
   subscription: 'SUBSCRIPTION',
@@ -31,4 +32,17 @@ export function ttlOfEvent(expiresAt: number): number {
 /** The order `Store.listEvents` returns: newest first, ties broken by id so the order is stable. */
 export function newestFirst<T extends { createdAt: number; eventId: string }>(events: T[]): T[] {
   return events.sort((a, b) => b.createdAt - a.createdAt || (a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0));
+}
+
+/**
+ * What a claim of an inbound id that is held found (Store.claimReplayId), from the stored claim (on
+ * DynamoDB the ALL_OLD of the failed put): this request's own when it carries this token.
+ */
+export function replayClaimOf(stored: Record<string, unknown> | undefined, token: string, request: string): ReplayClaim {
+  if (stored?.token === token) return { claimed: true };
+  if (stored?.request !== request) return { claimed: false, sameRequest: false };
+  if (typeof stored.answerStatus === 'number' && typeof stored.answerBody === 'string') {
+    return { claimed: false, sameRequest: true, answer: { status: stored.answerStatus, body: stored.answerBody } };
+  }
+  return { claimed: false, sameRequest: true };
 }

@@ -111,6 +111,13 @@ function unavailableText(error: DependencyUnavailable): string {
 }
 
 /**
+ * The log event of that mapping, one line per answer it gave. On Lambda the MCP function's logger
+ * also counts each one as the DependencyUnavailable metric (handlers/mcp-lambda.ts), which an alarm
+ * watches: the core stays free of metrics, and every surface that answers through here is counted.
+ */
+export const DEPENDENCY_UNAVAILABLE_EVENT = 'dependency_unavailable';
+
+/**
  * The one mapping of a failed dependency: logged here, once, with the request id and the cause
  * (an error name and message of our own adapters, never a secret), and answered in the shape of
  * the surface that asked. A tool gets a tool error (naming the event when one exists), REST and
@@ -122,7 +129,7 @@ export function answerUnavailable<S extends Surface>(
   error: DependencyUnavailable,
   context: { requestId: string; where: string },
 ): AnswerOn<S> {
-  log.error('dependency_unavailable', {
+  log.error(DEPENDENCY_UNAVAILABLE_EVENT, {
     requestId: context.requestId,
     where: context.where,
     dependency: error.dependency,

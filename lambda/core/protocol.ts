@@ -150,6 +150,14 @@ export const Limits = {
   /** Inclusive: a claim made at t holds through t + 10 min, the last instant the 5-minute timestamp window (either way) can accept the same request. */
   replayMemoryMs: 10 * MINUTE,
   /**
+   * How long a claim of an inbound webhook-id holds while its request is answered, before a retry
+   * may take it over: twice a pup request's 5 s, so a request that is still running is never
+   * overtaken, and one that died frees its id soon.
+   */
+  replayLeaseMs: 10 * SECOND,
+  /** The longest answer kept for replays of a pup MCP or challenge request; a longer one is refused on replay instead. */
+  replayAnswerMaxBytes: 64 * 1024,
+  /**
    * How long the answer to a pup event delivery is kept for its retries (docs/contract/pup.md). pup's retry
    * schedule is not public; Standard Webhooks senders commonly retry for about a day (Svix:
    * 5 s .. 10 h, about 28 h in all), so three days covers that with room.

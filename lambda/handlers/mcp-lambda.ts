@@ -26,13 +26,15 @@ import { deferredOutbox, deferredStore, once } from '../adapters/deferred';
 import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
 import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
+import { DEPENDENCY_UNAVAILABLE_EVENT } from '../core/answers';
 import { Budgets, mcpDeadline } from '../core/budgets';
+import type { Dependency } from '../core/errors';
 import { DEFAULT_RETRY_DELAYS_S, Routes } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
 import { createLogger } from '../log';
-import { createMetrics, type Metrics } from '../metrics';
+import { createMetrics, DEPENDENCIES, type MetricDependency, type Metrics } from '../metrics';
 import { systemClock, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
@@ -53,7 +55,10 @@ export interface McpLambdaDeps {
   log: Logger;
   clock?: Clock;
   version?: string;
-  /** One EMF line per request (route template, status class, latency) and per inline delivery decision; none when absent. */
+  /**
+   * One EMF line per request (route template, status class, latency), per inline delivery decision,
+   * and per answer a failed dependency forced (DependencyUnavailable); none when absent.
+   */
   metrics?: Metrics;
   /** The pup door: secrets (re-read while warm) and manifest. Absent: its POST routes answer 503. */
   pup?: PupConfig;
@@ -68,6 +73,33 @@ const BAD_EVENT: APIGatewayProxyStructuredResultV2 = {
   body: JSON.stringify({ error: { code: 'bad_request', message: 'The request could not be read.' } }),
 };
 
+// Every dependency the core can report unavailable has a value of the metric's Dependency dimension
+// (the alarm sums exactly those): a new one fails the type check here until lambda/metrics.ts lists it.
+const everyDependencyCounted: Exclude<Dependency, MetricDependency> extends never ? true : never = true;
+void everyDependencyCounted;
+
+function metricDependency(value: unknown): MetricDependency {
+  return (DEPENDENCIES as readonly unknown[]).includes(value) ? (value as MetricDependency) : 'storage';
+}
+
+/**
+ * The logger the app gets: each `dependency_unavailable` line (core/answers.ts `answerUnavailable`,
+ * the one place a failed dependency becomes an answer, on every surface: tool error, -32603, 503)
+ * is also counted as DependencyUnavailable. Through the Logger port, so the core never knows a
+ * metric exists.
+ */
+export function countingUnavailable(log: Logger, metrics: Metrics | undefined): Logger {
+  if (!metrics) return log;
+  return {
+    info: (event, fields) => log.info(event, fields),
+    warn: (event, fields) => log.warn(event, fields),
+    error: (event, fields) => {
+      log.error(event, fields);
+      if (event === DEPENDENCY_UNAVAILABLE_EVENT) metrics.dependencyUnavailable(metricDependency(fields?.dependency));
+    },
+  };
+}
+
 export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
   const appDeps = {
     store: deps.store,
@@ -79,7 +111,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     ...(deps.ttlPolicy ? { ttlPolicy: deps.ttlPolicy } : {}),
     urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
-    log: deps.log,
+    log: countingUnavailable(deps.log, deps.metrics),
     // The inline first attempt's decisions, in the worker's vocabulary (Via inline).
     ...(deps.metrics ? { metrics: deps.metrics } : {}),
   };
@@ -106,7 +138,11 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     const { request, requestId } = translated;
     return runWithDeadline(mcpDeadline(Date.now()), async () => {
       const health = new URL(request.url).pathname === Routes.health;
-      const app = appFor(health ? deps.apiKey.peek() : await deps.apiKey.get());
+      const key = health ? deps.apiKey.peek() : await deps.apiKey.get();
+      // No key for a request that needs one: Secrets Manager could not be read (the stack always
+      // configures the secret), and the keyless app answers 503.
+      if (!health && key === undefined) deps.metrics?.dependencyUnavailable('secrets');
+      const app = appFor(key);
       const response = await app.handle(request, requestId ? { requestId } : {});
       return resultFromResponse(response);
     });

@@ -17,7 +17,10 @@
  * hundreds of megabytes while it waits to be refused.
  *
  * - `/pup/mcp` and `/pup/challenge`: the `webhook-id` is claimed in the store's replay namespace
- *   (one conditional write, 10 minutes, shared by both routes); a second use is `replayed`.
+ *   (one conditional write with a token of the request's own, shared by both routes) before the
+ *   work, and settled after it: a success is kept and repeated to a retry of the same request for
+ *   10 minutes; a failure releases the id, so the retry is processed like the first try. The id
+ *   used for another request (the other route, other bytes) is `replayed`.
  * - `/pup/mcp`: `params._meta["io.puphq/context"]` is validated (core/pup.ts), logged as ids only,
  *   and then the request goes to the same MCP server factory as `/mcp`, 2026-07-28 only, as the
  *   principal PUP_PRINCIPAL. The context grants nothing: it is not passed on.
@@ -32,13 +35,15 @@
  * server to server), and where the secrets come from (the local settings or the Lambda's Secrets
  * Manager loader hand them in through `PupConfig.secrets`).
  */
-import { answerUnavailable } from '../core/answers';
+import { createHash, randomBytes } from 'node:crypto';
+import { answerUnavailable, DEPENDENCY_UNAVAILABLE_EVENT, describeCause } from '../core/answers';
 import { DependencyUnavailable } from '../core/errors';
 import { checkInboundHeaders, createInboundVerifier, type InboundSecrets } from '../core/inbound';
 import { scanJsonText } from '../core/json-text';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
 import { ErrorCodes, Limits, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
+import type { InboundAnswer, Logger } from '../ports';
 import { declaredTooLarge, isJsonContentType, readStream } from './body';
 
 export interface PupConfig {
@@ -83,7 +88,18 @@ function fail(status: number, code: string, message: string, headers: Record<str
 }
 
 export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
-  const mcp = createMcpEndpoint(deps, { legacy: 'reject' });
+  // Requests whose MCP answer hid a failed dependency (an HTTP 200 tool error or -32603 from
+  // core/answers.ts `answerUnavailable`, which logs each with its request id): not kept for replays.
+  const dependencyFailed = new Set<string>();
+  const log: Logger = {
+    info: (event, fields) => deps.log.info(event, fields),
+    warn: (event, fields) => deps.log.warn(event, fields),
+    error: (event, fields) => {
+      deps.log.error(event, fields);
+      if (event === DEPENDENCY_UNAVAILABLE_EVENT && typeof fields?.requestId === 'string') dependencyFailed.add(fields.requestId);
+    },
+  };
+  const mcp = createMcpEndpoint({ ...deps, log }, { legacy: 'reject' });
   const manifest = config.manifest ?? JSON.stringify(defaultPupManifest(deps.version));
   const storageUnavailable = (requestId: string, route: string, error: unknown) => {
     const unavailable = error instanceof DependencyUnavailable ? error : new DependencyUnavailable('storage', { cause: error });
@@ -144,19 +160,85 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
 
     if (url.pathname === PupRoutes.events) return events(bodyText, webhookId, loggedId, now, requestId);
 
-    let fresh: boolean;
+    return once(url, webhookId, loggedId, now, requestId, body, () =>
+      url.pathname === PupRoutes.challenge ? Promise.resolve(challenge(bodyText)) : mcpCall(request, url, body, bodyText, requestId),
+    );
+  }
+
+  function challenge(bodyText: string): Response {
+    const answer = challengeAnswer(bodyText);
+    return answer.ok ? text(200, answer.body) : fail(400, 'invalid_challenge', answer.message);
+  }
+
+  /**
+   * `/pup/mcp` and `/pup/challenge`: the request's work runs at most once per webhook-id, and a
+   * retry (the same route and bytes under the same id) is treated as its first try was; the id used
+   * for anything else is `401 replayed`. The id is claimed with a token of this request's own
+   * (a claim whose write applied but whose answer was lost is recognised as ours, not as a replay);
+   * a success (an answer below 400 with no failed dependency) is kept under the claim and repeated
+   * to a replay byte for byte; a failure (400, 5xx, a dependency that failed inside an HTTP 200
+   * tool result) releases the claim, so the retry is processed. While the first request is still
+   * being answered, a retry is told to come back (`503 in_progress`, `Retry-After: 1`).
+   */
+  async function once(
+    url: URL,
+    webhookId: string,
+    loggedId: string,
+    now: number,
+    requestId: string,
+    body: Uint8Array,
+    work: () => Promise<Response>,
+  ): Promise<Response> {
+    const token = randomBytes(16).toString('hex');
+    // What makes a retry the same request: its route and its exact bytes (the signature's headers differ).
+    const fingerprint = `POST ${url.pathname} ${createHash('sha256').update(body).digest('base64url')}`;
+    let claim;
     try {
-      fresh = await deps.store.claimReplayId(webhookId, now);
+      claim = await deps.store.claimReplayId(webhookId, now, token, fingerprint);
     } catch (error) {
+      // Nothing was processed; a claim this write may still have made lapses with its lease.
       return storageUnavailable(requestId, url.pathname, error);
     }
-    if (!fresh) return fail(401, PupRefusals.replayed, REFUSAL_MESSAGES.replayed);
-
-    if (url.pathname === PupRoutes.challenge) {
-      const answer = challengeAnswer(bodyText);
-      return answer.ok ? text(200, answer.body) : fail(400, 'invalid_challenge', answer.message);
+    if (!claim.claimed) {
+      // The id was used for another request (the other route, or other bytes): a replay, refused.
+      if (!claim.sameRequest) return fail(401, PupRefusals.replayed, REFUSAL_MESSAGES.replayed);
+      if (claim.answer) {
+        deps.log.info('pup_request_repeated', { requestId, webhookId: loggedId, route: url.pathname });
+        return text(claim.answer.status, claim.answer.body);
+      }
+      return fail(503, 'in_progress', 'A request with this webhook-id is still being answered; try again in a second.', { 'retry-after': '1' });
     }
-    return mcpCall(request, url, body, bodyText, requestId);
+    let response: Response;
+    let bodyText: string;
+    try {
+      response = await work();
+      bodyText = await response.text();
+    } catch (error) {
+      dependencyFailed.delete(requestId);
+      await settle(webhookId, token, undefined, requestId, loggedId);
+      throw error;
+    }
+    const failed = dependencyFailed.delete(requestId) || response.status >= 400;
+    let kept: InboundAnswer | undefined;
+    if (!failed) {
+      // Too long to keep (no pup MCP answer comes near it): a replay is refused instead of repeated.
+      kept =
+        Buffer.byteLength(bodyText, 'utf8') <= Limits.replayAnswerMaxBytes
+          ? { status: response.status, body: bodyText }
+          : { status: 401, body: JSON.stringify({ error: { code: PupRefusals.replayed, message: REFUSAL_MESSAGES.replayed } }) };
+    }
+    await settle(webhookId, token, kept, requestId, loggedId);
+    return new Response(bodyText, { status: response.status, headers: response.headers });
+  }
+
+  async function settle(webhookId: string, token: string, kept: InboundAnswer | undefined, requestId: string, loggedId: string): Promise<void> {
+    try {
+      await deps.store.settleReplayId(webhookId, token, kept);
+    } catch (error) {
+      // The answer stands. Unsettled, the claim lapses with its lease: a retry after it is processed
+      // again (after a success, a second time: the one case the store cannot prevent).
+      deps.log.warn('pup_claim_not_settled', { requestId, webhookId: loggedId, kept: kept !== undefined, cause: describeCause(error) });
+    }
   }
 
   async function mcpCall(request: Request, url: URL, body: Uint8Array, bodyText: string, requestId: string): Promise<Response> {

@@ -1,15 +1,24 @@
 /**
- * What tells the operator that something is wrong, and where to look (docs/deploying-aws.md, "Alarms" and "Dashboard and metrics"):
+ * What tells the operator that something is wrong, and where to look (docs/deploying-aws.md, "Alarms
+ * and what to do", which has a paragraph per alarm, and "Dashboard and metrics"):
  *
- * - three alarms, each firing on one breaching period, no data not being a breach: an event waits in
- *   the dead-letter queue; the delivery function failed (a crash or a timeout, not a refused
- *   callback); the API answered 5xx at least 5 times in 5 minutes;
- * - with `alarmEmail` set, an SNS topic that mails them, whose policy lets CloudWatch publish for
- *   these alarms of this account only;
+ * - seven alarms, each firing on one breaching period, no data not being a breach:
+ *   - a new dead letter (each one: the count of new letters per minute, so the alarm returns to OK
+ *     and fires again for the next, instead of staying in ALARM while any letter waits);
+ *   - the oldest dead letter nearing the end of its retention;
+ *   - a job older in the delivery queue than the retry schedule allows (nothing consumes the queue);
+ *   - the delivery function failed (a crash or a timeout, not a refused callback);
+ *   - the API answered 5xx at least 5 times in 5 minutes;
+ *   - the MCP function answered "unavailable" (a failed DynamoDB, SQS or Secrets Manager call):
+ *     ChatGPT's path answers that with HTTP 200 and the error inside, which API Gateway's 5xx
+ *     never sees, so the function counts it itself (DependencyUnavailable, lambda/metrics.ts);
+ *   - the reconciler had to repair records (RecordsRepaired, both actions summed);
+ * - with `alarmEmail` set, an SNS topic that mails them when they fire and when they clear, whose
+ *   policy lets CloudWatch publish for these alarms of this account only;
  * - the dashboard (dashboard.ts).
  *
- * `alarmNames` is what `dm-dot status --aws` reads (the stack output AlarmNames). The alarms, the
- * topic, its policy, its e-mail subscription and the dashboard keep the logical IDs of the first
+ * `alarmNames` is what `dm-dot status --aws` reads (the stack output AlarmNames). The first three
+ * alarms, the topic, its policy, its e-mail subscription and the dashboard keep the logical IDs of the first
  * deployments (logical-ids.ts): a new subscription would wait for the operator to confirm it again,
  * and the dashboard's name is fixed.
  *
@@ -24,14 +33,62 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName } from '../../lambda/metrics';
 import { DmDotDashboard, type DmDotDashboardProps } from './dashboard';
+import { DeliverySizing, redriveMaxReceiveCount } from './delivery-pipeline';
 import { keepLogicalId } from './logical-ids';
 
 /** What is watched: the same resources the dashboard shows, plus where alarms go. */
 export interface ObservabilityProps extends DmDotDashboardProps {
   /** Mailed on every alarm; no topic without it. */
   readonly alarmEmail?: string;
+  /** Seconds between attempts after the first (the stack's `retryDelays`): the queue-age alarm's threshold follows it. */
+  readonly retryDelaysS: readonly number[];
+}
+
+/** SQS publishes its queue metrics once a minute: each alarm on a queue looks at one minute. */
+const QUEUE_PERIOD = Duration.minutes(1);
+/** The dm-dot counts (EMF) and API Gateway's are summed over five minutes: one mail per brown-out, not one per minute of it. */
+const COUNT_PERIOD = Duration.minutes(5);
+
+/**
+ * The reconciler's `RecordsRepaired` (docs/reliability.md) is counted by `Action`; the alarm sums
+ * these two values and assumes nothing more of its dimensions.
+ */
+export const REPAIR_ACTION_DIMENSION = 'Action';
+export const REPAIR_ACTIONS = ['requeued', 'failed'] as const;
+
+/**
+ * The longest a job waits in the delivery queue when everything works: the whole retry schedule,
+ * plus one visibility timeout (a crashed or timed-out worker's receive hides the job that long)
+ * and one function timeout per attempt (each attempt holds the job while it runs). Older than
+ * this, nothing is taking jobs off the queue (a disabled or failing event source, a throttled
+ * function): the delivery queue's age alarm fires. Whole seconds.
+ */
+export function queueAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
+  const scheduleS = retryDelaysS.reduce((sum, d) => sum + d, 0);
+  const attempts = retryDelaysS.length + 1;
+  return Math.ceil(scheduleS + visibilityTimeoutS() + attempts * DeliverySizing.timeout.toSeconds());
+}
+
+/**
+ * The dead-letter queue's age alarm fires this long after the oldest dead letter arrived: two days
+ * before the queue's 14-day retention deletes it, and earlier still by the longest a job can spend
+ * in the delivery queue before SQS's own redrive moves it (a job SQS moves keeps its first enqueue
+ * time, from which its retention counts, while the metric counts from its arrival in the
+ * dead-letter queue): the schedule plus maxReceiveCount visibility timeouts. Whole seconds.
+ */
+export function deadLetterAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
+  const retentionS = DeliverySizing.deadLetterRetention.toSeconds();
+  const scheduleS = retryDelaysS.reduce((sum, d) => sum + d, 0);
+  const beforeRedriveS = scheduleS + redriveMaxReceiveCount(retryDelaysS) * visibilityTimeoutS();
+  return Math.floor(retentionS - Duration.days(2).toSeconds() - beforeRedriveS);
+}
+
+function visibilityTimeoutS(): number {
+  return DeliverySizing.timeout.toSeconds() * DeliverySizing.visibilityTimeoutFactor;
 }
 
 export class Observability extends Construct {
@@ -42,37 +99,77 @@ export class Observability extends Construct {
   constructor(scope: Construct, id: string, props: ObservabilityProps) {
     super(scope, id);
 
-    const alarm = (alarmId: string, alarmDescription: string, metric: cloudwatch.IMetric, threshold: number) => {
+    const alarm = (
+      alarmId: string,
+      alarmDescription: string,
+      metric: cloudwatch.IMetric,
+      threshold: number,
+      options: { comparison?: cloudwatch.ComparisonOperator; firstDeployed?: boolean } = {},
+    ) => {
       const created = new cloudwatch.Alarm(this, alarmId, {
         alarmDescription,
         metric,
         threshold,
         evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        comparisonOperator: options.comparison ?? cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       });
-      // An alarm's state and history live with it.
-      keepLogicalId(created, [alarmId, 'Resource']);
+      // An alarm's state and history live with it: the first deployments' alarms keep their IDs.
+      if (options.firstDeployed) keepLogicalId(created, [alarmId, 'Resource']);
       return created;
     };
+    const dlq = props.deadLetterQueue;
     this.alarms = [
       alarm(
         'DeadLetterAlarm',
-        'dm-dot: an event could not be delivered and waits in the dead-letter queue (14 days). See RedriveCommand.',
-        props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: cloudwatch.Stats.MAXIMUM }),
+        'dm-dot: a new event could not be delivered and waits in the dead-letter queue (14 days); returns to OK a minute later. ' +
+          'docs/deploying-aws.md "Alarms and what to do". See RedriveCommand.',
+        newDeadLetters(dlq),
         1,
+        { firstDeployed: true },
       ),
       alarm(
         'DeliveryErrorsAlarm',
         'dm-dot: the delivery function failed (crash or timeout), not a refused callback.',
-        props.delivery.metricErrors({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+        props.delivery.metricErrors({ period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM }),
         1,
+        { firstDeployed: true },
       ),
       alarm(
         'Api5xxAlarm',
         'dm-dot: the HTTP API answered 5xx at least 5 times in 5 minutes.',
-        props.api.metricServerError({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+        props.api.metricServerError({ period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM }),
         5,
+        { firstDeployed: true },
+      ),
+      alarm(
+        'DependencyUnavailableAlarm',
+        'dm-dot: the MCP function answered a request "unavailable" (DynamoDB, SQS or Secrets Manager failed) in the last 5 minutes; ' +
+          'ChatGPT got HTTP 200 with the error inside. docs/deploying-aws.md "Alarms and what to do".',
+        dependencyUnavailable(),
+        1,
+      ),
+      alarm(
+        'DeliveryQueueAgeAlarm',
+        `dm-dot: a job has waited in the delivery queue longer than the retry schedule allows (${queueAgeAlarmThresholdS(props.retryDelaysS)} s): ` +
+          'nothing is consuming the queue. docs/deploying-aws.md "Alarms and what to do".',
+        props.queue.metricApproximateAgeOfOldestMessage({ period: QUEUE_PERIOD, statistic: cloudwatch.Stats.MAXIMUM }),
+        queueAgeAlarmThresholdS(props.retryDelaysS),
+        { comparison: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD },
+      ),
+      alarm(
+        'DeadLetterAgeAlarm',
+        'dm-dot: the oldest dead letter is about 2 days from the end of its 14-day retention: redrive it or copy it before SQS deletes it. ' +
+          'docs/deploying-aws.md "Alarms and what to do".',
+        dlq.metricApproximateAgeOfOldestMessage({ period: QUEUE_PERIOD, statistic: cloudwatch.Stats.MAXIMUM }),
+        deadLetterAgeAlarmThresholdS(props.retryDelaysS),
+      ),
+      alarm(
+        'RecordsRepairedAlarm',
+        'dm-dot: the reconciler had to repair event records (re-enqueued or failed) in the last 5 minutes: some write or send was lost. ' +
+          'docs/deploying-aws.md "Alarms and what to do".',
+        recordsRepaired(),
+        1,
       ),
     ];
 
@@ -101,7 +198,11 @@ export class Observability extends Construct {
     keepLogicalId(topic, ['AlarmTopic', 'Resource']);
     const subscription = topic.addSubscription(new EmailSubscription(email));
     keepLogicalId(subscription, ['AlarmTopic', email, 'Resource']);
-    for (const a of this.alarms) a.addAlarmAction(new SnsAction(topic));
+    // OK actions too: the mail also says when it cleared.
+    for (const a of this.alarms) {
+      a.addAlarmAction(new SnsAction(topic));
+      a.addOkAction(new SnsAction(topic));
+    }
     // enforceSSL gives the topic a policy of its own, and a topic policy replaces the default one that
     // let the account's services publish: without this Allow every alarm fails with "not authorized to
     // perform: SNS:Publish" and no mail is ever sent
@@ -124,4 +225,75 @@ export class Observability extends Construct {
     keepLogicalId(topic.node.findChild('Policy'), ['AlarmTopic', 'Policy', 'Resource']);
     return topic;
   }
+}
+
+/**
+ * New dead letters per minute, from two sources, because SQS counts them apart: the worker's own
+ * dead-lettering is a SendMessage (the queue's NumberOfMessagesSent), while a job SQS's redrive
+ * moves at maxReceiveCount is not counted as sent
+ * (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html)
+ * and shows only as a rise of the visible count. The larger of the two per minute: a letter the
+ * worker sends raises both. A minute with no new letter is 0, so the alarm returns to OK and fires
+ * again for the next one, however many wait in the queue; an operator's redrive out of the queue
+ * lowers the count and is not a rise.
+ */
+function newDeadLetters(dlq: sqs.IQueue): cloudwatch.IMetric {
+  const sent = dlq.metricNumberOfMessagesSent({ period: QUEUE_PERIOD, statistic: cloudwatch.Stats.SUM });
+  const visible = dlq.metricApproximateNumberOfMessagesVisible({ period: QUEUE_PERIOD, statistic: cloudwatch.Stats.MAXIMUM });
+  const risen = new cloudwatch.MathExpression({
+    expression: 'IF(DIFF(visible) > 0, DIFF(visible), 0)',
+    usingMetrics: { visible },
+    period: QUEUE_PERIOD,
+    label: 'rise of the visible count (SQS redrive)',
+  });
+  return new cloudwatch.MathExpression({
+    expression: 'IF(FILL(sent, 0) > FILL(risen, 0), FILL(sent, 0), FILL(risen, 0))',
+    usingMetrics: { sent, risen },
+    period: QUEUE_PERIOD,
+    label: 'new dead letters',
+  });
+}
+
+/** DependencyUnavailable summed over every value of its `Dependency` dimension (lambda/metrics.ts lists them). */
+function dependencyUnavailable(): cloudwatch.IMetric {
+  const usingMetrics = Object.fromEntries(
+    DEPENDENCIES.map((dependency) => [
+      dependency,
+      new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: MetricName.dependencyUnavailable,
+        dimensionsMap: { [DimensionName.dependency]: dependency },
+        statistic: cloudwatch.Stats.SUM,
+        period: COUNT_PERIOD,
+      }),
+    ]),
+  );
+  return new cloudwatch.MathExpression({
+    expression: DEPENDENCIES.map((d) => `FILL(${d}, 0)`).join(' + '),
+    usingMetrics,
+    period: COUNT_PERIOD,
+    label: 'answers "unavailable"',
+  });
+}
+
+/** RecordsRepaired summed over both actions (an alarm cannot use SEARCH). */
+function recordsRepaired(): cloudwatch.IMetric {
+  const usingMetrics = Object.fromEntries(
+    REPAIR_ACTIONS.map((action) => [
+      action,
+      new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: MetricName.recordsRepaired,
+        dimensionsMap: { [REPAIR_ACTION_DIMENSION]: action },
+        statistic: cloudwatch.Stats.SUM,
+        period: COUNT_PERIOD,
+      }),
+    ]),
+  );
+  return new cloudwatch.MathExpression({
+    expression: REPAIR_ACTIONS.map((a) => `FILL(${a}, 0)`).join(' + '),
+    usingMetrics,
+    period: COUNT_PERIOD,
+    label: 'records repaired',
+  });
 }

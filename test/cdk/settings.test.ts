@@ -17,6 +17,7 @@ import * as fields from '../../lambda/config/fields';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { CorsPolicy, DEFAULT_RETRY_DELAYS_S, Limits } from '../../lambda/core/protocol';
 import { PUP_MANIFEST_ASSET_FILE } from '../../lib/constructs/mcp-function';
+import { queueAgeAlarmThresholdS } from '../../lib/constructs/observability';
 import { LAMBDA_ENVIRONMENT_MAX_BYTES, assertEnvironmentFits, environmentBytes, referenceMaxLength, worstCaseValue } from '../../lib/lambda-environment';
 import { DEFAULTS, MAX_RETRY_DELAY_S, type ContextKey, SettingsError, readSettings } from '../../lib/settings';
 import { type Json, type Synthesized, cdkJson, cdkJsonContext, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
@@ -215,7 +216,7 @@ describe('non-default settings in the template', () => {
     expect(policies[0].Topics).toEqual([{ Ref: topic }]);
     const allows = policies[0].PolicyDocument.Statement.filter((s: Json) => s.Effect === 'Allow');
     const alarmArns = logicalIds(template, 'AWS::CloudWatch::Alarm').map((id) => ({ 'Fn::GetAtt': [id, 'Arn'] }));
-    expect(alarmArns).toHaveLength(3);
+    expect(alarmArns).toHaveLength(synth.stack.observability.alarms.length);
     expect(allows).toEqual([
       {
         Sid: 'AllowThisStacksAlarmsToPublish',
@@ -243,8 +244,24 @@ describe('non-default settings in the template', () => {
       { Protocol: 'email', Endpoint: email, TopicArn: { Ref: topic } },
     ]);
     const alarms = logicalIds(template, 'AWS::CloudWatch::Alarm').map((id) => props(id));
-    expect(alarms).toHaveLength(3);
+    expect(alarms).toHaveLength(7);
     for (const alarm of alarms) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);
+  });
+
+  test('ARCH-ALARM-6: alarmEmail: every alarm also mails when it returns to OK (an OK action on the same topic)', () => {
+    const topic = logicalIds(template, 'AWS::SNS::Topic')[0] as string;
+    const alarms = logicalIds(template, 'AWS::CloudWatch::Alarm').map((id) => props(id));
+    expect(alarms).toHaveLength(7);
+    for (const alarm of alarms) expect(alarm.OKActions).toEqual([{ Ref: topic }]);
+  });
+
+  test('ARCH-ALARM-2: retryDelays: the delivery queue`s age alarm follows the schedule (1+2+3 s, plus 90 s and 4 x 15 s)', () => {
+    const queue = resource(template, 'AWS::SQS::Queue', 'DeliveryQueue').id;
+    const alarm = logicalIds(template, 'AWS::CloudWatch::Alarm')
+      .map((id) => props(id))
+      .find((a: Json) => a.MetricName === 'ApproximateAgeOfOldestMessage' && JSON.stringify(a.Dimensions).includes(queue));
+    expect(alarm.Threshold).toBe(queueAgeAlarmThresholdS([1, 2, 3]));
+    expect(alarm.Threshold).toBe(6 + 90 + 4 * 15);
     const policy = logicalIds(template, 'AWS::SNS::TopicPolicy').map((id) => props(id))[0];
     expect(policy.PolicyDocument.Statement).toContainEqual(
       expect.objectContaining({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),

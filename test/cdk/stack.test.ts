@@ -13,8 +13,9 @@ import * as path from 'node:path';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { ItemKeys } from '../../lambda/adapters/items';
 import { OAUTH_DISCOVERY_PATHS } from '../../lambda/core/protocol';
-import { DELIVERY_OUTCOMES, DELIVERY_VIAS, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
+import { DELIVERY_OUTCOMES, DELIVERY_VIAS, DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
 import { ACCESS_LOG_FIELDS, ACCESS_LOG_VARIABLES, HEALTHZ_ROUTE, HEALTHZ_THROTTLE, ROUTES } from '../../lib/constructs/http-api';
+import { deadLetterAgeAlarmThresholdS, queueAgeAlarmThresholdS } from '../../lib/constructs/observability';
 import { PUP_SECRET_TEMPLATE } from '../../lib/constructs/secrets';
 import { lambdaBundle } from '../../lib/bundling';
 import { LAMBDA_ENVIRONMENT_MAX_BYTES } from '../../lib/lambda-environment';
@@ -155,6 +156,38 @@ describe('storage (docs/contract/storage.md)', () => {
   });
 });
 
+describe('tearing down (docs/deploying-aws.md "Tearing down")', () => {
+  const policies = () =>
+    Object.entries(template.Resources as Record<string, Json>).map(([id, r]) => ({ id, type: r.Type as string, deletion: r.DeletionPolicy, replace: r.UpdateReplacePolicy }));
+
+  test('cdk destroy keeps exactly the table and its KMS key (Retain on delete and on replace), the logical IDs the reattach procedure names', () => {
+    const retained = policies().filter((p) => p.deletion === 'Retain' || p.replace === 'Retain');
+    expect(retained.map((p) => [p.id, p.type, p.deletion, p.replace]).sort()).toEqual([
+      ['TableCD117FA1', 'AWS::DynamoDB::Table', 'Retain', 'Retain'],
+      ['TableKeyF581D96F', 'AWS::KMS::Key', 'Retain', 'Retain'],
+    ]);
+  });
+
+  test('the queues, the secrets and the log groups are deleted with the stack (Delete), as the doc says', () => {
+    for (const type of ['AWS::SQS::Queue', 'AWS::SecretsManager::Secret', 'AWS::Logs::LogGroup']) {
+      const ofType = policies().filter((p) => p.type === type);
+      expect(ofType.length).toBeGreaterThan(0);
+      for (const p of ofType) expect([p.id, p.deletion, p.replace]).toEqual([p.id, 'Delete', 'Delete']);
+    }
+  });
+
+  test('the doc`s table and reattach procedure name what the template holds', () => {
+    const doc = fs.readFileSync(path.join(__dirname, '../../docs/deploying-aws.md'), 'utf8');
+    const section = /\n## Tearing down\n([\s\S]*?)\n## /.exec(doc)?.[1] ?? '';
+    expect(section).toMatch(/DynamoDB table[^\n]*`Retain`[^\n]*\*\*kept\*\*/);
+    expect(section).toMatch(/KMS key[^\n]*`Retain`[^\n]*\*\*kept\*\*/);
+    expect(section).toMatch(/queue[^\n]*`Delete`[^\n]*deleted/);
+    expect(section).toMatch(/secrets[^\n]*`Delete`[^\n]*deleted/);
+    expect(section).toMatch(/log groups[^\n]*`Delete`[^\n]*deleted/);
+    for (const id of [ids.table, ids.key]) expect(section).toContain(id);
+  });
+});
+
 describe('upgrades keep what earlier deployments created', () => {
   test('the retained table and its KMS key keep their logical IDs (a new ID would orphan them and start an empty table)', () => {
     expect(template.Resources.TableCD117FA1?.Type).toBe('AWS::DynamoDB::Table');
@@ -214,12 +247,14 @@ describe('upgrades keep what earlier deployments created', () => {
     const now = Object.entries(template.Resources as Record<string, { Type: string }>).map(([id, r]) => [id, r.Type]);
     expect(now).toEqual(expect.arrayContaining(before));
     // Everything else is new since: the OAuth discovery routes and their invoke permissions, and the
+    // alarms on dependency failures, the two queue ages and repaired records, and the
     // reconciler (its function, role, policy, log group, schedule rule and the rule's invoke permission).
     const added = now.filter(([id]) => id !== 'CDKMetadata' && !before.some(([old]) => old === id)).map(([, type]) => type);
     expect(added.sort()).toEqual(
       [
         ...Array(4).fill('AWS::ApiGatewayV2::Route'),
         ...Array(5).fill('AWS::Lambda::Permission'),
+        ...Array(4).fill('AWS::CloudWatch::Alarm'),
         'AWS::Events::Rule',
         'AWS::IAM::Policy',
         'AWS::IAM::Role',
@@ -666,18 +701,117 @@ describe('HTTP API (docs/contract/http.md)', () => {
 
 describe('alarms', () => {
   const alarms = () => logicalIds(template, 'AWS::CloudWatch::Alarm').map(props);
-
-  test('dead-letter queue: ApproximateNumberOfMessagesVisible >= 1', () => {
-    expect(alarms()).toContainEqual(
-      expect.objectContaining({
-        Namespace: 'AWS/SQS',
-        MetricName: 'ApproximateNumberOfMessagesVisible',
-        Dimensions: [{ Name: 'QueueName', Value: getAtt(ids.dlq, 'QueueName') }],
-        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
-        Threshold: 1,
-        EvaluationPeriods: 1,
-      }),
+  /** The alarm built from metric math whose metrics include one with this name (each name is watched by one alarm). */
+  const mathAlarm = (metricName: string, namespace: string): Json => {
+    const found = alarms().filter((a: Json) =>
+      (a.Metrics ?? []).some((m: Json) => m.MetricStat?.Metric.MetricName === metricName && m.MetricStat?.Metric.Namespace === namespace),
     );
+    expect(found).toHaveLength(1);
+    return found[0];
+  };
+  /** `id -> "namespace name dim=value stat period"` for the metrics of a math alarm, and its returned expression. */
+  const queries = (alarm: Json) => {
+    const metrics: Record<string, string> = {};
+    const expressions: Record<string, string> = {};
+    for (const m of alarm.Metrics as Json[]) {
+      if (m.Expression) expressions[m.Id] = m.Expression;
+      else {
+        const dims = (m.MetricStat.Metric.Dimensions ?? []).map((d: Json) => `${d.Name}=${JSON.stringify(d.Value)}`);
+        metrics[m.Id] = [m.MetricStat.Metric.Namespace, m.MetricStat.Metric.MetricName, ...dims, m.MetricStat.Stat, m.MetricStat.Period].join(' ');
+      }
+    }
+    const returned = (alarm.Metrics as Json[]).filter((m) => m.ReturnData !== false);
+    expect(returned).toHaveLength(1);
+    return { metrics, expressions, returned: returned[0].Expression as string };
+  };
+  const defaultDelays = DEFAULTS.retryDelays.split(',').map(Number);
+
+  test('seven alarms, each firing on one breaching period; missing data is never a breach', () => {
+    expect(alarms()).toHaveLength(7);
+    for (const alarm of alarms()) {
+      expect(alarm.EvaluationPeriods).toBe(1);
+      expect(alarm.TreatMissingData).toBe('notBreaching');
+    }
+  });
+
+  test('ARCH-ALARM-3: a dead letter fires the alarm for each new letter and it returns to OK: new letters per minute, never the standing count', () => {
+    const alarm = mathAlarm('NumberOfMessagesSent', 'AWS/SQS');
+    const { metrics, expressions, returned } = queries(alarm);
+    const dlq = JSON.stringify(getAtt(ids.dlq, 'QueueName'));
+    // The worker's own dead-lettering is a SendMessage; a job SQS's redrive moves is not counted as
+    // sent and shows only as a rise of the visible count: both are watched.
+    expect(Object.values(metrics).sort()).toEqual(
+      [`AWS/SQS ApproximateNumberOfMessagesVisible QueueName=${dlq} Maximum 60`, `AWS/SQS NumberOfMessagesSent QueueName=${dlq} Sum 60`].sort(),
+    );
+    const idOf = (name: string) => Object.keys(metrics).find((id) => metrics[id]!.includes(` ${name} `)) as string;
+    const rise = Object.entries(expressions).find(([, e]) => e.includes(`DIFF(${idOf('ApproximateNumberOfMessagesVisible')})`));
+    expect(rise?.[1]).toBe(`IF(DIFF(${idOf('ApproximateNumberOfMessagesVisible')}) > 0, DIFF(${idOf('ApproximateNumberOfMessagesVisible')}), 0)`);
+    // A quiet minute is 0 (not "no data" held over): the larger of sent and risen, each filled with 0.
+    expect(returned).toContain(`FILL(${idOf('NumberOfMessagesSent')}, 0)`);
+    expect(returned).toContain(`FILL(${rise?.[0]}, 0)`);
+    expect(alarm).toMatchObject({ ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, EvaluationPeriods: 1, TreatMissingData: 'notBreaching' });
+    // The standing count alone (fires once, stays in ALARM for 14 days) is watched by no alarm.
+    expect(alarms().filter((a: Json) => a.MetricName === 'ApproximateNumberOfMessagesVisible')).toEqual([]);
+  });
+
+  test('ARCH-ALARM-3: the dead-letter alarm keeps the logical ID the first deployments gave it (its state and history)', () => {
+    // The ID the upgrade test below pins, now holding the per-letter metric math.
+    expect(template.Resources.DeadLetterAlarmBB7AE56D?.Type).toBe('AWS::CloudWatch::Alarm');
+    expect(template.Resources.DeadLetterAlarmBB7AE56D.Properties.Metrics.some((m: Json) => m.MetricStat?.Metric.MetricName === 'NumberOfMessagesSent')).toBe(true);
+  });
+
+  test('ARCH-ALARM-4: the oldest dead letter alarms about 2 days before its 14-day retention ends', () => {
+    const alarm = alarms().find((a: Json) => a.MetricName === 'ApproximateAgeOfOldestMessage' && JSON.stringify(a.Dimensions).includes(ids.dlq));
+    const threshold = deadLetterAgeAlarmThresholdS(defaultDelays);
+    expect(alarm).toMatchObject({
+      Namespace: 'AWS/SQS',
+      Dimensions: [{ Name: 'QueueName', Value: getAtt(ids.dlq, 'QueueName') }],
+      Statistic: 'Maximum',
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      Threshold: threshold,
+      TreatMissingData: 'notBreaching',
+    });
+    // With the default schedule: 12 days less the hour at most a job spends on the queue before SQS moves it.
+    expect(threshold).toBeLessThanOrEqual(12 * 86_400);
+    expect(threshold).toBeGreaterThan(11.9 * 86_400);
+  });
+
+  test('ARCH-ALARM-2: the delivery queue`s oldest job above the retry schedule`s length (from retryDelays, not a literal)', () => {
+    const alarm = alarms().find((a: Json) => a.MetricName === 'ApproximateAgeOfOldestMessage' && JSON.stringify(a.Dimensions).includes(ids.queue));
+    const scheduleS = defaultDelays.reduce((a, b) => a + b, 0);
+    expect(alarm).toMatchObject({
+      Namespace: 'AWS/SQS',
+      Dimensions: [{ Name: 'QueueName', Value: getAtt(ids.queue, 'QueueName') }],
+      Statistic: 'Maximum',
+      Period: 60,
+      ComparisonOperator: 'GreaterThanThreshold',
+      Threshold: queueAgeAlarmThresholdS(defaultDelays),
+      TreatMissingData: 'notBreaching',
+    });
+    // The schedule (755 s) plus one visibility timeout (90 s) and one function timeout per attempt (6 x 15 s).
+    expect(scheduleS).toBe(755);
+    expect(queueAgeAlarmThresholdS(defaultDelays)).toBe(755 + 90 + 6 * 15);
+  });
+
+  test('ARCH-ALARM-1: the MCP function`s DependencyUnavailable, summed over every Dependency value it writes, >= 1 in 5 minutes', () => {
+    const alarm = mathAlarm(MetricName.dependencyUnavailable, METRICS_NAMESPACE);
+    const { metrics, returned } = queries(alarm);
+    expect(Object.values(metrics).sort()).toEqual(
+      DEPENDENCIES.map((d) => `${METRICS_NAMESPACE} ${MetricName.dependencyUnavailable} ${DimensionName.dependency}="${d}" Sum 300`).sort(),
+    );
+    for (const id of Object.keys(metrics)) expect(returned).toContain(`FILL(${id}, 0)`);
+    expect(returned.split('+')).toHaveLength(DEPENDENCIES.length);
+    expect(alarm).toMatchObject({ ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, EvaluationPeriods: 1, TreatMissingData: 'notBreaching' });
+  });
+
+  test('ARCH-ALARM-5: the reconciler`s RecordsRepaired, both actions summed, >= 1 in 5 minutes', () => {
+    const alarm = mathAlarm(MetricName.recordsRepaired, METRICS_NAMESPACE);
+    const { metrics, returned } = queries(alarm);
+    expect(Object.values(metrics).sort()).toEqual(
+      ['requeued', 'failed'].map((a) => `${METRICS_NAMESPACE} ${MetricName.recordsRepaired} Action="${a}" Sum 300`).sort(),
+    );
+    for (const id of Object.keys(metrics)) expect(returned).toContain(`FILL(${id}, 0)`);
+    expect(alarm).toMatchObject({ ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, TreatMissingData: 'notBreaching' });
   });
 
   test('delivery function: Errors >= 1', () => {
@@ -709,9 +843,20 @@ describe('alarms', () => {
   });
 
   test('no e-mail topic and no alarm actions without alarmEmail', () => {
-    expect(alarms()).toHaveLength(3);
-    for (const alarm of alarms()) expect(alarm.AlarmActions).toBeUndefined();
+    expect(alarms()).toHaveLength(7);
+    for (const alarm of alarms()) {
+      expect(alarm.AlarmActions).toBeUndefined();
+      expect(alarm.OKActions).toBeUndefined();
+    }
     expect(logicalIds(template, 'AWS::SNS::Topic')).toEqual([]);
+  });
+
+  test('ARCH-ALARM-6: every alarm has its runbook paragraph in docs/deploying-aws.md "Alarms and what to do"', () => {
+    const doc = fs.readFileSync(path.join(__dirname, '../../docs/deploying-aws.md'), 'utf8');
+    const section = /\n## Alarms and what to do\n([\s\S]*?)\n## /.exec(doc)?.[1] ?? '';
+    const names = synth.stack.observability.alarms.map((a) => a.node.id);
+    expect(names).toHaveLength(7);
+    for (const name of names) expect(section).toMatch(new RegExp(`\\*\\*${name}\\*\\*`));
   });
 });
 
@@ -819,7 +964,7 @@ describe('outputs', () => {
     expect(o.McpFunctionName.Value).toEqual(ref(ids.mcpFn));
     // dm-dot status --aws reads these alarms' state.
     const alarmIds = logicalIds(template, 'AWS::CloudWatch::Alarm');
-    expect(alarmIds).toHaveLength(3);
+    expect(alarmIds).toHaveLength(7);
     expect(o.AlarmNames.Value).toEqual({ 'Fn::Join': [',', alarmIds.map(ref)] });
   });
 

@@ -55,7 +55,7 @@ describe('DynamoDbStore items', () => {
     const { store, tableName } = await freshStore();
     await store.putEvent(event());
     await store.markVerified('k1', T0);
-    await store.claimReplayId('msg_1', T0);
+    await store.claimReplayId('msg_1', T0, 'token', 'POST /pup/challenge');
     expect((await raw(tableName, `EVENT#${event().eventId}`))?.ttl).toEqual({ N: String(Math.ceil(event().expiresAt / 1000)) });
     expect((await raw(tableName, 'VERIFIED#k1'))?.ttl).toEqual({ N: String(Math.ceil((T0 + Limits.verificationCacheMs) / 1000)) });
     // A second past the claim's inclusive end, so DynamoDB never deletes a claim still in force.

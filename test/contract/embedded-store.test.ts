@@ -48,7 +48,7 @@ describe('embedded database persistence', () => {
     // Settled: a queued record without a job would be repaired at the reopen (tested elsewhere).
     const delivered = event({ status: 'delivered', attempts: 1, deliveredAt: T0 });
     await first.store.putEvent(delivered);
-    await first.store.claimReplayId('msg_1', T0);
+    await first.store.claimReplayId('msg_1', T0, 'first', 'POST /pup/challenge');
     await first.store.putInboundAnswer('msg_evt', { status: 200, body: '{}' }, T0);
     await first.store.markVerified('k1', T0);
     await first.close();
@@ -57,7 +57,7 @@ describe('embedded database persistence', () => {
     open.push(reopened);
     await expect(reopened.store.getSubscription(T0)).resolves.toStrictEqual(sub);
     await expect(reopened.store.getEvent(delivered.eventId, T0)).resolves.toStrictEqual(delivered);
-    await expect(reopened.store.claimReplayId('msg_1', T0)).resolves.toBe(false);
+    await expect(reopened.store.claimReplayId('msg_1', T0, 'second', 'POST /pup/challenge')).resolves.toMatchObject({ claimed: false });
     await expect(reopened.store.putInboundAnswer('msg_evt', { status: 200, body: '{"x":1}' }, T0)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{}' } });
     await expect(reopened.store.isVerified('k1', T0)).resolves.toBe(true);
   });
@@ -74,17 +74,17 @@ describe('embedded database persistence', () => {
     const a = await openEmbeddedDatabase(dir, { role: 'operator' });
     const b = await openEmbeddedDatabase(dir, { role: 'operator' });
     open.push(a, b);
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).store.claimReplayId('msg_race', T0)));
-    expect(results.filter(Boolean)).toHaveLength(1);
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).store.claimReplayId('msg_race', T0, `t${i}`, 'POST /pup/challenge')));
+    expect(results.filter((r) => r.claimed)).toHaveLength(1);
   });
 
   it('an id longer than an LMDB key is kept under its hash and still claimed once', async () => {
     const db = await openEmbeddedDatabase(dir, { role: 'server' });
     open.push(db);
     const long = `msg_${'x'.repeat(5000)}`;
-    await expect(db.store.claimReplayId(long, T0)).resolves.toBe(true);
-    await expect(db.store.claimReplayId(long, T0 + 1)).resolves.toBe(false);
-    await expect(db.store.claimReplayId(`${long}y`, T0)).resolves.toBe(true);
+    await expect(db.store.claimReplayId(long, T0, 'a', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: true });
+    await expect(db.store.claimReplayId(long, T0 + 1, 'b', 'POST /pup/challenge')).resolves.toMatchObject({ claimed: false });
+    await expect(db.store.claimReplayId(`${long}y`, T0, 'c', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: true });
   });
 
   it('the sweep removes only items whose ttl has passed at the time it is given, and reads never needed it', async () => {

@@ -399,26 +399,70 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     });
 
     describe('replay guard', () => {
-      it('claims an id once, refuses it up to and including 10 min later, and grants it again after', async () => {
-        await expect(store.claimReplayId('msg_1', T0)).resolves.toBe(true);
-        await expect(store.claimReplayId('msg_1', T0)).resolves.toBe(false);
-        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs - 1)).resolves.toBe(false);
-        // The last instant the timestamp window could still accept the request: still refused.
-        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs)).resolves.toBe(false);
-        await expect(store.claimReplayId('msg_2', T0)).resolves.toBe(true);
+      const CLAIMED = { claimed: true };
+      const HELD = { claimed: false, sameRequest: true };
+      const ANSWER = { status: 200, body: '{ "jsonrpc":"2.0","id":1,"result":{"x":"\u00e9 é"} }' };
+
+      it('claims an id once; a settled answer is kept for replays up to and including 10 min later, then the id is free again', async () => {
+        await expect(store.claimReplayId('msg_1', T0, 'a', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
+        await store.settleReplayId('msg_1', 'a', ANSWER);
+        await expect(store.claimReplayId('msg_1', T0, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
+        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs - 1, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
+        // The last instant the timestamp window could still accept the request: still held.
+        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
+        await expect(store.claimReplayId('msg_2', T0, 'c', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
 
         const later = T0 + Limits.replayMemoryMs + 1;
-        await expect(store.claimReplayId('msg_1', later)).resolves.toBe(true);
-        await expect(store.claimReplayId('msg_1', later + MINUTE)).resolves.toBe(false);
+        await expect(store.claimReplayId('msg_1', later, 'd', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
+        await expect(store.claimReplayId('msg_1', later + SECOND, 'e', 'POST /pup/challenge')).resolves.toStrictEqual(HELD);
+      });
+
+      it('PUP-20: a claim presented again with its own token is still this request`s (a write whose answer was lost, retried)', async () => {
+        await expect(store.claimReplayId('msg_lost', T0, 'mine', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
+        await expect(store.claimReplayId('msg_lost', T0 + 50, 'mine', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
+        await expect(store.claimReplayId('msg_lost', T0 + 50, 'theirs', 'POST /pup/challenge')).resolves.toStrictEqual(HELD);
+      });
+
+      it('PUP-21: an unsettled claim holds through its lease only; a released one is free at once', async () => {
+        await store.claimReplayId('msg_died', T0, 'first', 'POST /pup/challenge');
+        await expect(store.claimReplayId('msg_died', T0 + Limits.replayLeaseMs, 'retry', 'POST /pup/challenge')).resolves.toStrictEqual(HELD);
+        await expect(store.claimReplayId('msg_died', T0 + Limits.replayLeaseMs + 1, 'retry', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
+
+        await store.claimReplayId('msg_failed', T0, 'first', 'POST /pup/challenge');
+        await store.settleReplayId('msg_failed', 'first', undefined);
+        await expect(store.claimReplayId('msg_failed', T0 + 1, 'retry', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
+      });
+
+      it('PUP-21: settling with another request`s token changes nothing', async () => {
+        await store.claimReplayId('msg_taken', T0, 'first', 'POST /pup/challenge');
+        // The first request's lease ran out and a retry took the id over.
+        await expect(store.claimReplayId('msg_taken', T0 + Limits.replayLeaseMs + 1, 'retry', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
+        await store.settleReplayId('msg_taken', 'first', undefined);
+        await store.settleReplayId('msg_taken', 'first', ANSWER);
+        await expect(store.claimReplayId('msg_taken', T0 + Limits.replayLeaseMs + 2, 'third', 'POST /pup/challenge')).resolves.toStrictEqual(HELD);
+        await store.settleReplayId('msg_taken', 'retry', ANSWER);
+        await expect(store.claimReplayId('msg_taken', T0 + Limits.replayLeaseMs + 3, 'third', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
+      });
+
+      it('PUP-22: an id held by a different request (another route or body) says so, and never hands over its answer', async () => {
+        await store.claimReplayId('msg_other', T0, 'a', 'POST /pup/challenge');
+        await store.settleReplayId('msg_other', 'a', ANSWER);
+        await expect(store.claimReplayId('msg_other', T0 + 1, 'b', 'POST /pup/mcp')).resolves.toStrictEqual({ claimed: false, sameRequest: false });
+      });
+
+      it('a settled answer outlives the lease', async () => {
+        await store.claimReplayId('msg_kept', T0, 'a', 'POST /pup/challenge');
+        await store.settleReplayId('msg_kept', 'a', ANSWER);
+        await expect(store.claimReplayId('msg_kept', T0 + Limits.replayLeaseMs + MINUTE, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
       });
 
       it('20 concurrent claims of one id: exactly one succeeds', async () => {
-        const results = await Promise.all(Array.from({ length: 20 }, () => store.claimReplayId('msg_race', T0)));
-        expect(results.filter(Boolean)).toHaveLength(1);
+        const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.claimReplayId('msg_race', T0, `t${i}`, 'POST /pup/challenge')));
+        expect(results.filter((r) => r.claimed)).toHaveLength(1);
       });
 
       it('replay ids and inbound answers are separate namespaces', async () => {
-        await expect(store.claimReplayId('msg_shared', T0)).resolves.toBe(true);
+        await expect(store.claimReplayId('msg_shared', T0, 'a', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
         await expect(store.putInboundAnswer('msg_shared', { status: 200, body: '{}' }, T0)).resolves.toEqual({ stored: true });
       });
     });
@@ -463,7 +507,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('returns only live event records, newest first, and filters by status', async () => {
         await first(subscription());
         await store.markVerified('some-key', T0);
-        await store.claimReplayId('msg_1', T0);
+        await store.claimReplayId('msg_1', T0, 'token', 'POST /pup/challenge');
         await store.putEvent(event({ eventId: id(1), createdAt: T0 }));
         await store.putEvent(event({ eventId: id(2), createdAt: T0 + 2 * SECOND, status: 'failed', attempts: 6, lastError: 'http_5xx' }));
         await store.putEvent(event({ eventId: id(3), createdAt: T0 + SECOND, status: 'delivered', deliveredAt: T0 + SECOND }));

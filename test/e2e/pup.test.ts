@@ -97,4 +97,29 @@ describe('pup door on the local runtime', () => {
       }
     }
   });
+
+  it('PUP-10, PUP-21: over real HTTP a retry is answered as its first try was: a success repeated and run once, a failure processed again', async () => {
+    const secret = newSecret();
+    const server = await startServer({ PUP_SIGNING_SECRETS: secret });
+    try {
+      const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+      const call = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message: 'only once' }, _meta: meta } });
+      const mcpHeaders = { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' };
+      const id = `msg_${randomBytes(8).toString('hex')}`;
+      const first = await signedPost(server, '/pup/mcp', call, secret, id, mcpHeaders);
+      assert.equal(first.status, 200, first.text);
+      const retried = await signedPost(server, '/pup/mcp', call, secret, id, mcpHeaders);
+      assert.deepEqual(retried, first);
+
+      const bad = `msg_${randomBytes(8).toString('hex')}`;
+      assert.equal((await signedPost(server, '/pup/challenge', '{"challenge":null}', secret, bad)).status, 400);
+      assert.equal((await signedPost(server, '/pup/challenge', '{"challenge":null}', secret, bad)).status, 400, 'processed again, not refused as replayed');
+      assert.equal(JSON.parse((await signedPost(server, '/pup/challenge', '"other"', secret, id)).text).error.code, 'replayed', 'the id reused for another request');
+    } finally {
+      await server.stop();
+    }
+    const logs = server.stderr.join('\n').split('\n');
+    assert.equal(logs.filter((line) => line.includes('"pup_request"')).length, 1, 'the MCP call ran once');
+    assert.equal(logs.filter((line) => line.includes('"pup_request_repeated"')).length, 1);
+  });
 });

@@ -13,17 +13,19 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { InboundSecrets } from '../../lambda/core/inbound';
 import { Limits } from '../../lambda/core/protocol';
+import { clientOptions } from '../../lambda/handlers/aws-clients';
 import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
 import { localApiGateway } from '../support/apigw';
+import { startFaultProxy } from '../support/aws-fault-proxy';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import type { LogLine } from '../support/app';
 import { FakeClock } from '../support/fakes';
-import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, type PupTarget, type PupTargetOptions } from '../support/pup-suite';
+import { describePupDoor, envelope, mcpBody, mcpHeaders, newPupSecret, newWebhookId, secretsAt, signedPost, type PupTarget, type PupTargetOptions } from '../support/pup-suite';
 import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
 
 const PUP_ARN = 'arn:aws:secretsmanager:us-east-1:000000000000:secret:dm-dot-pup-TeSt02';
@@ -66,7 +68,11 @@ function manifestFile(text: string): string {
   return file;
 }
 
-async function lambdaTarget(options: PupTargetOptions, clock = new FakeClock(Date.now())): Promise<PupTarget & { tableName: string; lines: string[] }> {
+async function lambdaTarget(
+  options: PupTargetOptions,
+  clock = new FakeClock(Date.now()),
+  dynamodb: DynamoDBClient = ddb.client,
+): Promise<PupTarget & { tableName: string; lines: string[] }> {
   const tableName = `dm-dot-pup-${++tables}`;
   await ddb.createTable(tableName);
   const config = secretsAt(options, clock.now());
@@ -82,7 +88,7 @@ async function lambdaTarget(options: PupTargetOptions, clock = new FakeClock(Dat
     ...(options.manifest !== undefined ? { PUP_MANIFEST_FILE: manifestFile(options.manifest), LAMBDA_TASK_ROOT: '/' } : {}),
   };
   const clients = {
-    dynamodb: ddb.client,
+    dynamodb,
     sqs: new SQSClient({ endpoint: 'http://127.0.0.1:9', region: 'us-east-1', credentials: { accessKeyId: 'x', secretAccessKey: 'x' }, maxAttempts: 1 }),
     secrets: testSecretsReader(secrets.endpoint, { maxAttempts: 1 }),
   };
@@ -123,7 +129,7 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     expect(t.lines.join('\n')).not.toContain(old.secret.slice(6, 30));
   });
 
-  test('the table holds a REPLAY# item (10 min) per MCP/challenge id and an ANSWER# item per event id', async () => {
+  test('the table holds a REPLAY# item (10 min, with the answer kept) per MCP/challenge id and an ANSWER# item per event id', async () => {
     const { secret, key } = newPupSecret();
     const t = await lambdaTarget({ secrets: { secrets: [secret] } });
     const challengeId = newWebhookId();
@@ -134,8 +140,51 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     const replay = await item(`REPLAY#${challengeId}`);
     // A second past the claim's inclusive end (adapters/dynamodb-store.ts).
     expect(Number(replay?.ttl?.N)).toBe(Math.ceil((t.clock.now() + Limits.replayMemoryMs) / 1000) + 1);
+    expect(replay).toMatchObject({ answerStatus: { N: '200' }, answerBody: { S: '"x"' } });
     const answer = await item(`ANSWER#${eventId}`);
     expect(answer).toMatchObject({ status: { N: '200' }, body: { S: '{}' } });
     expect(await item(`REPLAY#${eventId}`)).toBeUndefined();
+  });
+
+  test('PUP-20: the claim`s PutItem applied but its answer was lost: the SDK`s retry finds its own claim, and the request is answered, not refused', async () => {
+    const { secret, key } = newPupSecret();
+    const proxy = await startFaultProxy('dynamodb', ddb.endpoint);
+    const client = new DynamoDBClient({ ...clientOptions(), endpoint: proxy.endpoint, region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+    try {
+      let lost = false;
+      // The first PutItem of a REPLAY# item reaches DynamoDB Local and is applied; its answer never comes.
+      proxy.setRule((call) => {
+        const pk = (call.body as { Item?: { pk?: { S?: string } } } | undefined)?.Item?.pk?.S ?? '';
+        if (call.action === 'PutItem' && pk.startsWith('REPLAY#') && !lost) {
+          lost = true;
+          return 'lost';
+        }
+        return 'pass';
+      });
+      const t = await lambdaTarget({ secrets: { secrets: [secret] } }, new FakeClock(Date.now()), client);
+      const id = newWebhookId();
+      const answer = await signedPost(t, '/pup/mcp', mcpBody('server/discover'), key, { id, headers: mcpHeaders('server/discover') });
+      expect(proxy.counts()['PutItem:lost']).toBe(1);
+      expect(proxy.counts()['PutItem:pass']).toBeGreaterThanOrEqual(1);
+      expect(answer.status).toBe(200);
+      expect((answer.json as { result?: unknown }).result).toBeDefined();
+      // And pup's own retry of it gets that answer again.
+      const retry = await signedPost(t, '/pup/mcp', mcpBody('server/discover'), key, { id, headers: mcpHeaders('server/discover') });
+      expect([retry.status, retry.text]).toEqual([200, answer.text]);
+    } finally {
+      proxy.releaseHeld();
+      client.destroy();
+      await proxy.stop();
+    }
+  }, 30_000);
+
+  test('PUP-21: a challenge whose first try failed (400) leaves no claim behind: the item is gone and the retry is processed', async () => {
+    const { secret, key } = newPupSecret();
+    const t = await lambdaTarget({ secrets: { secrets: [secret] } });
+    const id = newWebhookId();
+    expect((await signedPost(t, '/pup/challenge', '{"nope":1}', key, { id })).status).toBe(400);
+    const stored = await ddb.client.send(new GetItemCommand({ TableName: t.tableName, Key: { pk: { S: `REPLAY#${id}` } }, ConsistentRead: true }));
+    expect(stored.Item).toBeUndefined();
+    expect((await signedPost(t, '/pup/challenge', '{"nope":1}', key, { id })).status).toBe(400);
   });
 });

@@ -21,6 +21,7 @@ import type {
   Outbox,
   PutSubscriptionResult,
   Queue,
+  ReplayClaim,
   Store,
   SubscriptionExpectation,
   SubscriptionRecord,
@@ -66,6 +67,7 @@ const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
   'restoreEvent',
   'markVerified',
   'claimReplayId',
+  'settleReplayId',
   'putInboundAnswer',
 ]);
 
@@ -83,7 +85,7 @@ export class FakeStore implements Store {
   subscription: SubscriptionRecord | undefined;
   readonly events = new Map<string, EventRecord>();
   readonly verified = new Map<string, number>();
-  readonly replayIds = new Map<string, number>();
+  readonly replayIds = new Map<string, { claimedAt: number; token: string; request: string; answer?: InboundAnswer }>();
   readonly calls: StoreCall[] = [];
   /** Methods that throw (a storage outage). */
   readonly failing = new Set<StoreMethod>();
@@ -194,13 +196,25 @@ export class FakeStore implements Store {
     this.verified.set(key, now);
   }
 
-  async claimReplayId(id: string, now: number): Promise<boolean> {
-    await this.enter('claimReplayId', [id, now]);
-    const at = this.replayIds.get(id);
-    // Inclusive, as the real stores: the claim holds through at + 10 min.
-    if (at !== undefined && now - at <= REPLAY_MS) return false;
-    this.replayIds.set(id, now);
-    return true;
+  async claimReplayId(id: string, now: number, token: string, request: string): Promise<ReplayClaim> {
+    await this.enter('claimReplayId', [id, now, token, request]);
+    const held = this.replayIds.get(id);
+    // Inclusive, as the real stores: the claim holds through at + 10 min; unsettled, through its lease.
+    if (held && now - held.claimedAt <= REPLAY_MS && (held.answer || now - held.claimedAt <= Limits.replayLeaseMs)) {
+      if (held.token === token) return { claimed: true };
+      if (held.request !== request) return { claimed: false, sameRequest: false };
+      return held.answer ? { claimed: false, sameRequest: true, answer: clone(held.answer) } : { claimed: false, sameRequest: true };
+    }
+    this.replayIds.set(id, { claimedAt: now, token, request });
+    return { claimed: true };
+  }
+
+  async settleReplayId(id: string, token: string, answer: InboundAnswer | undefined): Promise<void> {
+    await this.enter('settleReplayId', [id, token, answer]);
+    const held = this.replayIds.get(id);
+    if (!held || held.token !== token) return;
+    if (answer) held.answer = clone(answer);
+    else this.replayIds.delete(id);
   }
 
   readonly inboundAnswers = new Map<string, { answer: InboundAnswer; expiresAt: number }>();

@@ -255,7 +255,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
     });
 
     describe('replay (/pup/mcp and /pup/challenge share one namespace)', () => {
-      test('an id used on /pup/mcp is refused on /pup/challenge, and the other way round', async () => {
+      test('PUP-22: an id used on /pup/mcp is refused on /pup/challenge, and the other way round', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const first = newWebhookId();
         expect((await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: first, headers: mcpHeaders('server/discover') })).status).toBe(200);
@@ -266,28 +266,65 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expectRefusal(await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: second, headers: mcpHeaders('server/discover') }), 'replayed');
       });
 
-      test('the two windows agree at their edges: a replay is refused until the timestamp window closes, then it is stale', async () => {
+      test('PUP-10: the two windows agree at their edges: a replay gets the first answer until the timestamp window closes, then it is stale', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
         // On a whole second, so that the window's edges fall on whole milliseconds.
         t.clock.advance((1000 - (t.clock.now() % 1000)) % 1000);
         // Signed 300 s in the future: first used at the earliest instant the window accepts it.
         const ts = t.clock.now() / 1000 + 300;
-        expect((await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts })).status).toBe(200);
+        const first = await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts });
+        expect(first.status).toBe(200);
         // 600,000 ms later the timestamp is 300 s old: still inside the window, so still a replay.
         t.clock.advance(600_000);
-        expectRefusal(await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts }), 'replayed');
+        const replay = await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts });
+        expect([replay.status, replay.text]).toEqual([200, first.text]);
         // One millisecond later the window has closed: stale, never accepted.
         t.clock.advance(1);
         expectRefusal(await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts }), 'stale_timestamp');
       });
 
-      test('the same signed request sent twice: the second is replayed', async () => {
+      test('PUP-10: the same signed request sent twice: the second gets the first answer byte for byte, and is not processed again', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
         const ts = Math.floor(t.clock.now() / 1000);
-        expect((await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts })).status).toBe(200);
-        expectRefusal(await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts }), 'replayed');
+        const first = await signedPost(t, '/pup/challenge', '{ "challenge": "n-1" }', current.key, { id, ts });
+        expect(first.status).toBe(200);
+        const second = await signedPost(t, '/pup/challenge', '{ "challenge": "n-1" }', current.key, { id, ts });
+        expect([second.status, second.text]).toEqual([200, first.text]);
+        expect(t.logs.filter((l) => l.event === 'pup_request_repeated')).toHaveLength(1);
+      });
+
+      test('PUP-10: an MCP call retried with its id is answered as the first was and runs once', async () => {
+        const t = await build({ secrets: { secrets: [current.secret] } });
+        const id = newWebhookId();
+        const body = mcpBody('tools/call', { name: 'send_to_dot', arguments: { message: 'once only' } }, CONTEXT);
+        const headers = mcpHeaders('tools/call', 'send_to_dot');
+        const first = await signedPost(t, '/pup/mcp', body, current.key, { id, headers });
+        expect(first.status).toBe(200);
+        // Signed anew (a later timestamp), as a retry is: the same bytes under the same id.
+        t.clock.advance(30_000);
+        const retry = await signedPost(t, '/pup/mcp', body, current.key, { id, headers });
+        expect([retry.status, retry.text]).toEqual([first.status, first.text]);
+        expect(t.logs.filter((l) => l.event === 'pup_request')).toHaveLength(1);
+      });
+
+      test('PUP-21: a request whose first try failed (a malformed challenge, 400) is processed again when retried with its id', async () => {
+        const t = await build({ secrets: { secrets: [current.secret] } });
+        const id = newWebhookId();
+        const first = await signedPost(t, '/pup/challenge', '{"challenge":null}', current.key, { id });
+        expect(first.status).toBe(400);
+        expect(first.json).toMatchObject({ error: { code: 'invalid_challenge' } });
+        const retry = await signedPost(t, '/pup/challenge', '{"challenge":null}', current.key, { id });
+        expect(retry.status).toBe(400);
+        expect(retry.json).toMatchObject({ error: { code: 'invalid_challenge' } });
+      });
+
+      test('PUP-22: the id reused for other bytes on the same route is refused as replayed', async () => {
+        const t = await build({ secrets: { secrets: [current.secret] } });
+        const id = newWebhookId();
+        expect((await signedPost(t, '/pup/challenge', '"x"', current.key, { id })).status).toBe(200);
+        expectRefusal(await signedPost(t, '/pup/challenge', '"other"', current.key, { id }), 'replayed');
       });
     });
 

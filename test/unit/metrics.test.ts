@@ -14,6 +14,7 @@
  * The values are checked too: what the handler passed in is what CloudWatch would extract.
  */
 import {
+  DEPENDENCIES,
   DimensionName,
   METRICS_NAMESPACE,
   MetricName,
@@ -206,6 +207,16 @@ describe('requests', () => {
   });
 });
 
+describe('failed dependencies', () => {
+  test.each(DEPENDENCIES)('ARCH-ALARM-1: %s: one valid line, DependencyUnavailable by Dependency only (a bounded dimension)', (dependency) => {
+    const { metrics, lines } = recording();
+    metrics.dependencyUnavailable(dependency);
+    expect(lines).toHaveLength(1);
+    expect(emfViolations(lines[0] as string)).toEqual([]);
+    expect(extracted(lines[0] as string)).toEqual([`DmDot/DependencyUnavailable{Dependency=${dependency}} = 1 Count`]);
+  });
+});
+
 describe('the emitter', () => {
   test('writes to stdout with a newline and nothing else by default (no console prefix)', () => {
     const writes: string[] = [];
@@ -228,6 +239,7 @@ describe('the emitter', () => {
     const metrics = createMetrics({ enabled: false, sink: (l) => lines.push(l) });
     metrics.delivery({ outcome: 'delivered', via: 'worker', durationMs: 1 });
     metrics.request({ route: 'POST /mcp', status: 200, durationMs: 1 });
+    metrics.dependencyUnavailable('storage');
     expect(lines).toEqual([]);
   });
 

@@ -23,11 +23,12 @@ import type {
   InboundAnswer,
   InboundAnswerResult,
   PutSubscriptionResult,
+  ReplayClaim,
   Store,
   SubscriptionExpectation,
   SubscriptionRecord,
 } from '../../ports';
-import { ItemKeys, isLive, newestFirst, ttlOfEvent, ttlOfSubscription } from '../items';
+import { ItemKeys, isLive, newestFirst, replayClaimOf, ttlOfEvent, ttlOfSubscription } from '../items';
 import { getItem, putItem, recordOf, removeItem, storageKey, write, type Databases, type StoredItem } from './environment';
 
 /** The fields a patch may set; anything else in a patch object is ignored, as on DynamoDB. */
@@ -114,15 +115,35 @@ export class EmbeddedStore implements Store {
     await write(this.dbs, () => putItem(this.dbs, ItemKeys.verified(key), { verifiedAt: now }, Math.ceil((now + Limits.verificationCacheMs) / 1000)));
   }
 
-  claimReplayId(id: string, now: number): Promise<boolean> {
+  claimReplayId(id: string, now: number, token: string, request: string): Promise<ReplayClaim> {
     const pk = ItemKeys.replay(id);
-    return write(this.dbs, () => {
+    return write(this.dbs, (): ReplayClaim => {
       const existing = getItem(this.dbs, pk);
-      // Held up to and including its expiresAt (the port's inclusive window), unlike other items.
-      if (existing && typeof existing.expiresAt === 'number' && now <= existing.expiresAt) return false;
+      // Held up to and including its expiresAt (the port's inclusive window), unlike other items;
+      // an unsettled claim only through its lease.
+      const held =
+        existing &&
+        typeof existing.expiresAt === 'number' &&
+        now <= existing.expiresAt &&
+        (typeof existing.answerStatus === 'number' || typeof existing.leaseUntil !== 'number' || now <= existing.leaseUntil);
+      if (held) return replayClaimOf(existing, token, request);
       const expiresAt = now + Limits.replayMemoryMs;
-      putItem(this.dbs, pk, { claimedAt: now, expiresAt }, Math.ceil(expiresAt / 1000));
-      return true;
+      putItem(this.dbs, pk, { claimedAt: now, expiresAt, leaseUntil: now + Limits.replayLeaseMs, token, request }, Math.ceil(expiresAt / 1000));
+      return { claimed: true };
+    });
+  }
+
+  async settleReplayId(id: string, token: string, answer: InboundAnswer | undefined): Promise<void> {
+    const pk = ItemKeys.replay(id);
+    await write(this.dbs, () => {
+      const existing = getItem(this.dbs, pk);
+      if (!existing || existing.token !== token) return;
+      if (answer) {
+        const { ttl, ...fields } = existing;
+        putItem(this.dbs, pk, { ...fields, answerStatus: answer.status, answerBody: answer.body }, ttl);
+      } else {
+        removeItem(this.dbs, pk);
+      }
     });
   }
 

@@ -6,7 +6,7 @@
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { createMcpLambda, mcpLambdaFromEnvironment } from '../../../lambda/handlers/mcp-lambda';
 import type { Logger } from '../../../lambda/log';
-import { createMetrics } from '../../../lambda/metrics';
+import { createMetrics, DimensionName, METRICS_NAMESPACE, MetricName } from '../../../lambda/metrics';
 import type { Outbox, Store, WebhookClient } from '../../../lambda/ports';
 import { eventFromRequest } from '../../support/apigw';
 import { fakeOutbox, FakeQueue, FakeStore, respond, ScriptedWebhookClient } from '../../support/fakes';
@@ -20,13 +20,14 @@ function unusedPort<T extends object>(name: string): T {
   });
 }
 
-function instrumented() {
+function instrumented({ keyLoaded = true } = {}) {
+  const key = keyLoaded ? API_KEY : undefined;
   const lines: string[] = [];
   const lambda = createMcpLambda({
     store: unusedPort<Store>('store'),
     outbox: unusedPort<Outbox>('outbox'),
     webhook: unusedPort<WebhookClient>('webhook'),
-    apiKey: { get: async () => API_KEY, peek: () => API_KEY },
+    apiKey: { get: async () => key, peek: () => key },
     deliveryWaitMs: 0,
     allowedOrigins: [],
     allowLoopbackCallbacks: false,
@@ -72,6 +73,93 @@ test('an event the translation refuses is counted as the 400 it is answered with
   bad.requestContext.http.method = 'CONNECT';
   expect((await lambda(bad)).statusCode).toBe(400);
   expect(JSON.parse(lines[0] as string)).toMatchObject({ Route: 'POST /mcp', StatusClass: '4xx' });
+});
+
+describe('ARCH-ALARM-1: every answer a failed dependency forces is counted as DependencyUnavailable, by Dependency', () => {
+  const MODERN = '2026-07-28';
+  /** A JSON-RPC request on /mcp as ChatGPT sends it (2026-07-28, stateless). */
+  function rpc(method: string, params: Record<string, unknown>) {
+    return event('POST /mcp', `https://api.example/mcp?key=${API_KEY}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN,
+        'mcp-method': method,
+        ...(method === 'tools/call' ? { 'mcp-name': String(params.name) } : {}),
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method,
+        params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+      }),
+    });
+  }
+  const unavailableLines = (lines: string[]) =>
+    lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => MetricName.dependencyUnavailable in l);
+
+  test('send_to_dot with the table failing: still an isError tool result on HTTP 200, and one line with Dependency=storage', async () => {
+    const { lambda, lines } = instrumented();
+    const result = await lambda(await rpc('tools/call', { name: 'send_to_dot', arguments: { message: 'hello' } }));
+    expect(result.statusCode).toBe(200);
+    expect(JSON.parse(String(result.body))).toMatchObject({ result: { isError: true } });
+    const counted = unavailableLines(lines);
+    expect(counted).toHaveLength(1);
+    expect(counted[0]).toMatchObject({ Dependency: 'storage', DependencyUnavailable: 1 });
+    expect((counted[0]?._aws as { CloudWatchMetrics: unknown[] }).CloudWatchMetrics).toEqual([
+      { Namespace: METRICS_NAMESPACE, Dimensions: [[DimensionName.dependency]], Metrics: [{ Name: MetricName.dependencyUnavailable, Unit: 'Count' }] },
+    ]);
+  });
+
+  test('events/subscribe with the table failing: -32603 on HTTP 200, counted', async () => {
+    const { lambda, lines } = instrumented();
+    const result = await lambda(
+      await rpc('events/subscribe', {
+        name: 'message.created',
+        arguments: {},
+        delivery: { mode: 'webhook', url: 'https://dot.example/hook', secret: `whsec_${Buffer.alloc(32, 7).toString('base64')}` },
+      }),
+    );
+    expect(result.statusCode).toBe(200);
+    expect(JSON.parse(String(result.body))).toMatchObject({ error: { code: -32603 } });
+    expect(unavailableLines(lines)).toEqual([expect.objectContaining({ Dependency: 'storage', DependencyUnavailable: 1 })]);
+  });
+
+  test('POST /v1/messages with the table failing: 503, counted once', async () => {
+    const { lambda, lines } = instrumented();
+    const result = await lambda(
+      await event('POST /v1/messages', 'https://api.example/v1/messages', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+        body: JSON.stringify({ message: 'hello' }),
+      }),
+    );
+    expect(result.statusCode).toBe(503);
+    expect(unavailableLines(lines)).toEqual([expect.objectContaining({ Dependency: 'storage' })]);
+  });
+
+  test('no API key loaded (Secrets Manager failed): the 503 is counted with Dependency=secrets; /healthz is not', async () => {
+    const { lambda, lines } = instrumented({ keyLoaded: false });
+    expect((await lambda(await event('GET /healthz', 'https://api.example/healthz'))).statusCode).toBe(200);
+    expect(unavailableLines(lines)).toEqual([]);
+    const result = await lambda(
+      await event('POST /v1/messages', 'https://api.example/v1/messages', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+        body: JSON.stringify({ message: 'hello' }),
+      }),
+    );
+    expect(result.statusCode).toBe(503);
+    expect(unavailableLines(lines)).toEqual([expect.objectContaining({ Dependency: 'secrets', DependencyUnavailable: 1 })]);
+  });
+
+  test('a request that needs no dependency writes no such line', async () => {
+    const { lambda, lines } = instrumented();
+    await lambda(await event('POST /v1/messages', 'https://api.example/v1/messages', { method: 'POST', body: '{}' }));
+    expect(lines).toHaveLength(1);
+    expect(unavailableLines(lines)).toEqual([]);
+  });
 });
 
 describe('mcpLambdaFromEnvironment', () => {

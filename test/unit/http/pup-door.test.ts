@@ -4,6 +4,7 @@
  * what only fakes can show (a storage outage) and the route table's edges.
  */
 import { buildApp, liveSubscription, modernHeaders, send } from '../../support/app';
+import { Limits } from '../../../lambda/core/protocol';
 import { FakeClock, respond } from '../../support/fakes';
 import { asApp, buildLambda } from '../../support/lambda';
 import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, mcpBody, mcpHeaders, type PupTargetOptions } from '../../support/pup-suite';
@@ -43,6 +44,82 @@ describe('pup door: what only fakes show', () => {
     expect(answer.json).toMatchObject({ error: { code: 'storage_unavailable' } });
     expect(t.logs.some((l) => l.event === 'dependency_unavailable')).toBe(true);
     expect(t.logs.some((l) => l.event === 'pup_member_event')).toBe(false);
+  });
+
+  describe('PUP-21: a retry gets the same treatment as its first try', () => {
+    function door() {
+      const clock = new FakeClock();
+      const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+      return { ...t, target: { app: t.app, clock, logs: t.logs } };
+    }
+    const sendBody = mcpBody('tools/call', { name: 'send_to_dot', arguments: { message: 'retry me' } });
+    const sendHeaders = mcpHeaders('tools/call', 'send_to_dot');
+
+    test('the claim was written but its answer lost (503): the retry waits out the lease, then is processed', async () => {
+      const t = door();
+      const id = newWebhookId();
+      const claim = t.store.claimReplayId.bind(t.store);
+      let lose = true;
+      t.store.claimReplayId = async (...args) => {
+        const result = await claim(...args);
+        if (lose) {
+          lose = false;
+          throw new Error('fake store: the answer to claimReplayId was lost');
+        }
+        return result;
+      };
+      expect((await signedPost(t.target, '/pup/challenge', '"n"', key, { id })).status).toBe(503);
+      const soon = await signedPost(t.target, '/pup/challenge', '"n"', key, { id });
+      expect([soon.status, soon.headers.get('retry-after')]).toEqual([503, '1']);
+      t.target.clock.advance(Limits.replayLeaseMs + 1);
+      const retry = await signedPost(t.target, '/pup/challenge', '"n"', key, { id });
+      expect([retry.status, retry.text]).toEqual([200, '"n"']);
+    });
+
+    test('a dependency failed inside the MCP answer (HTTP 200 tool error): the answer is not kept, and the retry is processed', async () => {
+      const t = door();
+      const id = newWebhookId();
+      t.store.failing.add('getSubscription');
+      const first = await signedPost(t.target, '/pup/mcp', sendBody, key, { id, headers: sendHeaders });
+      expect(first.status).toBe(200);
+      expect(first.json).toMatchObject({ result: { isError: true } });
+      expect(first.text).toContain('storage is unavailable');
+      t.store.failing.delete('getSubscription');
+      const retry = await signedPost(t.target, '/pup/mcp', sendBody, key, { id, headers: sendHeaders });
+      expect(retry.status).toBe(200);
+      // Processed this time: the table answers, and nobody is subscribed.
+      expect(retry.text).not.toContain('storage is unavailable');
+      expect(retry.text).toContain('No dot is subscribed');
+      expect(t.logs.filter((l) => l.event === 'pup_request')).toHaveLength(2);
+    });
+
+    test('a retry while the first try is still being answered is told to come back (503 in_progress, Retry-After), and nothing runs twice', async () => {
+      const t = door();
+      const id = newWebhookId();
+      let release!: () => void;
+      const held = new Promise<void>((done) => (release = done));
+      t.store.before.getSubscription = () => held;
+      const first = signedPost(t.target, '/pup/mcp', sendBody, key, { id, headers: sendHeaders });
+      for (let i = 0; i < 100 && !t.store.calls.some((c) => c.method === 'getSubscription'); i++) await new Promise((done) => setTimeout(done, 5));
+      const during = await signedPost(t.target, '/pup/mcp', sendBody, key, { id, headers: sendHeaders });
+      expect(during.status).toBe(503);
+      expect(during.headers.get('retry-after')).toBe('1');
+      expect(during.json).toMatchObject({ error: { code: 'in_progress' } });
+      release();
+      const answered = await first;
+      expect(answered.status).toBe(200);
+      const after = await signedPost(t.target, '/pup/mcp', sendBody, key, { id, headers: sendHeaders });
+      expect([after.status, after.text]).toEqual([200, answered.text]);
+      expect(t.logs.filter((l) => l.event === 'pup_request')).toHaveLength(1);
+    });
+
+    test('the answer could not be kept: it is given all the same, and the failure is logged', async () => {
+      const t = door();
+      t.store.failing.add('settleReplayId');
+      const answer = await signedPost(t.target, '/pup/challenge', '"kept?"', key);
+      expect([answer.status, answer.text]).toEqual([200, '"kept?"']);
+      expect(t.logs.some((l) => l.event === 'pup_claim_not_settled')).toBe(true);
+    });
   });
 
   test('a refused request never reaches the store', async () => {

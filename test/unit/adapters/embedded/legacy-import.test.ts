@@ -111,7 +111,7 @@ describe('the first server start on an earlier layout', () => {
     await expect(db.store.getEvent(id(1), T0)).resolves.toStrictEqual(record(1));
     await expect(db.store.getEvent(id(7), T0)).resolves.toStrictEqual(record(7, { status: 'delivered', attempts: 1, deliveredAt: T0 - 500, body: undefined }));
     await expect(db.store.isVerified('k1', T0)).resolves.toBe(true);
-    await expect(db.store.claimReplayId('msg_1', T0)).resolves.toBe(false);
+    await expect(db.store.claimReplayId('msg_1', T0, 'new', 'POST /pup/challenge')).resolves.toMatchObject({ claimed: false });
     await expect(db.store.putInboundAnswer('msg_evt', { status: 200, body: '{}' }, T0)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{ "a":1 }' } });
     expect(db.report.imported?.items).toEqual({ subscription: 1, events: 8, verified: 1, replay: 1, answers: 1, other: 0 });
   });

@@ -163,7 +163,7 @@ async function main(): Promise<void> {
   await nextLine();
   const won: string[] = [];
   await Promise.all(Array.from({ length: Number(arg) }, async (_, i) => {
-    if (await db.store.claimReplayId('msg_' + i, ${T0})) won.push('msg_' + i);
+    if ((await db.store.claimReplayId('msg_' + i, ${T0}, 'child', 'POST /pup/challenge')).claimed) won.push('msg_' + i);
   }));
   await db.close();
   say({ won });
@@ -238,7 +238,7 @@ describe('across processes', () => {
     const mine: string[] = [];
     await Promise.all(
       Array.from({ length: n }, async (_, i) => {
-        if (await operator.store.claimReplayId(`msg_${i}`, T0)) mine.push(`msg_${i}`);
+        if ((await operator.store.claimReplayId(`msg_${i}`, T0, 'parent', 'POST /pup/challenge')).claimed) mine.push(`msg_${i}`);
       }),
     );
     const theirs = ((await other.next()).won as string[]) ?? [];
