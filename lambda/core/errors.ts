@@ -54,14 +54,21 @@ export class DependencyUnavailable extends Error {
    * all the same) and the record could not be marked failed, so it may still be delivered.
    */
   readonly undecided: boolean;
+  /**
+   * Undecided, yet something will settle the event: its record is stored and the reconciler
+   * re-enqueues or fails it, or its job is out and the worker restores a record that never landed.
+   * The caller may then answer "queued" with the event id.
+   */
+  readonly willSettle: boolean;
   constructor(
     readonly dependency: Dependency,
-    options?: { cause?: unknown; eventId?: string; undecided?: boolean },
+    options?: { cause?: unknown; eventId?: string; undecided?: boolean; willSettle?: boolean },
   ) {
     super(`${dependency} unavailable`, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'DependencyUnavailable';
     this.eventId = options?.eventId;
     this.undecided = options?.undecided ?? false;
+    this.willSettle = this.undecided && (options?.willSettle ?? false);
   }
 }
 

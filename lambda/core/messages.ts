@@ -92,9 +92,10 @@ export async function sendMessage(deps: MessageDeps, args: unknown): Promise<Sen
   try {
     await guardDependency('storage', () => deps.outbox.add(record, job, { delayMs: safetyNetDelayMs(deps, windowMs) }));
   } catch (error) {
-    // The record is stored and `queued`, and its job may or may not be out: the reconciler
-    // (core/reconcile.ts) re-enqueues or fails such a record, so "queued" is what is true.
-    if (error instanceof DependencyUnavailable && error.dependency === 'queue' && error.undecided && error.eventId === eventId) {
+    // Undecided, yet something will settle it (core/outbox.ts): a stored `queued` record that the
+    // reconciler (core/reconcile.ts) re-enqueues or fails, or a job whose worker restores the
+    // record. "queued" is what is true.
+    if (error instanceof DependencyUnavailable && error.willSettle && error.eventId === eventId) {
       deps.log?.warn('outbox_undecided', { eventId, cause: error.cause instanceof Error ? error.cause.name : 'unknown' });
       return { kind: 'queued', eventId };
     }

@@ -6,7 +6,10 @@
  *   put record   fails, nothing stored     ─> storage unavailable, "nothing was sent"
  *                fails, maybe stored       ─> compensate: a `failed` record in its place (or the
  *                                             stored one marked failed) ─> "nothing was sent";
- *                                             compensation fails too ─> undecided, with the event id
+ *                                             compensation fails too ─> send the job anyway: the
+ *                                             worker delivers the record, or restores one that
+ *                                             never landed, so the caller is told `queued`
+ *                                             (undecided only when that send fails as well)
  *   send job     fails                     ─> compensate: record `queued -> failed`, then "not
  *                                             sent" with the event id; compensation fails too
  *                                             ─> undecided: the record stays `queued`, and the
@@ -77,7 +80,15 @@ export function sequentialOutbox(store: Store, queue: Queue, options: Sequential
         const settled = await settleUnsent(store, record).catch(() => false);
         // Settled: nothing was recorded that anything could ever deliver.
         if (settled) throw cause instanceof DependencyUnavailable ? cause : new DependencyUnavailable('storage', { cause });
-        throw new DependencyUnavailable('storage', { cause, eventId: record.eventId, undecided: true });
+        // Neither the put's fate nor the compensation's is known: send the job all the same. The
+        // worker delivers the record if the put landed and restores it from the job if it did not
+        // (core/delivery.ts `prepare`), so the event will be settled either way and the caller may be
+        // told "queued". Only when this send fails too is the event's fate really unknown.
+        const jobOut = await queue.enqueue(job, enqueueOptions).then(
+          () => true,
+          () => false,
+        );
+        throw new DependencyUnavailable('storage', { cause, eventId: record.eventId, undecided: true, willSettle: jobOut });
       }
       try {
         await keepBack(() => queue.enqueue(job, enqueueOptions));
@@ -88,7 +99,7 @@ export function sequentialOutbox(store: Store, queue: Queue, options: Sequential
         const marked = await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued }).catch(() => false);
         // Not marked: the record stays `queued` (with or without a job), and the reconciler
         // re-enqueues or fails it, so "queued" is a true answer for the caller (core/messages.ts).
-        throw new DependencyUnavailable('queue', { cause, eventId: record.eventId, ...(marked ? {} : { undecided: true }) });
+        throw new DependencyUnavailable('queue', { cause, eventId: record.eventId, ...(marked ? {} : { undecided: true, willSettle: true }) });
       }
     },
 

@@ -3,6 +3,7 @@
  * under a lease, its job enqueued delayed as a safety net, and the first attempt made inline
  * through the scripted webhook client. The fake clock never moves unless a test moves it.
  */
+import { deliver } from '../../../lambda/core/delivery';
 import { DependencyUnavailable } from '../../../lambda/core/errors';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent, sendMessage, type MessageDeps } from '../../../lambda/core/messages';
@@ -374,5 +375,26 @@ describe('buildEvent and characters queues refuse', () => {
     expect(json).not.toMatch(/[\uFFFE\uFFFF]/);
     expect(json).toContain('a\\ufffeb\\uffff');
     expect(JSON.parse(json).data.message).toBe('a\uFFFEb\uFFFF');
+  });
+});
+
+describe('DEL-OUT-3: a put whose fate is unknown', () => {
+  test('the put and its settling write both fail: the answer is queued with the event id, and the job sent anyway delivers it', async () => {
+    const { store, queue, webhook, deps, clock } = world({ answers: [respond(204)] });
+    store.failing.add('putEvent');
+    store.failing.add('restoreEvent');
+    const outcome = await sendMessage(deps, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'queued', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
+    const eventId = (outcome as { eventId: string }).eventId;
+    // No record landed and no inline attempt was made; the job is out.
+    expect(store.events.has(eventId)).toBe(false);
+    expect(webhook.requests).toHaveLength(0);
+    expect(queue.jobs.map((job) => job.eventId)).toEqual([eventId]);
+    // The storage recovers; the worker finds no record, restores it from the job and delivers it.
+    store.failing.clear();
+    clock.advance(5_000);
+    await expect(deliver(deps, queue.jobs[0]!)).resolves.toMatchObject({ action: 'done', status: 'delivered' });
+    expect(store.events.get(eventId)?.status).toBe('delivered');
+    expect(webhook.requests).toHaveLength(1);
   });
 });

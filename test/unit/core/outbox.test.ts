@@ -83,12 +83,21 @@ describe('add', () => {
     expect(store.events.get(EVENT_ID)?.status).toBe(EventStatus.failed);
   });
 
-  it('DEL-OUT-3: a put that failed and a compensation that failed too: undecided, with the event id', async () => {
+  it('DEL-OUT-3: a put that failed and a compensation that failed too: the job is sent anyway, so the event will be settled (queued, with the event id)', async () => {
     store.failing.add('putEvent');
     store.failing.add('restoreEvent');
     const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
-    expect(error).toMatchObject({ dependency: 'storage', eventId: EVENT_ID, undecided: true });
-    expect(queue.jobs).toEqual([]);
+    expect(error).toMatchObject({ dependency: 'storage', eventId: EVENT_ID, undecided: true, willSettle: true });
+    // The worker delivers the record if the put landed, or restores it from this job if it did not.
+    expect(queue.jobs.map((queued) => queued.eventId)).toEqual([EVENT_ID]);
+  });
+
+  it('DEL-OUT-3: a put, its compensation and the job all failing: undecided and nothing will settle it for sure', async () => {
+    store.failing.add('putEvent');
+    store.failing.add('restoreEvent');
+    queue.fail = true;
+    const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
+    expect(error).toMatchObject({ dependency: 'storage', eventId: EVENT_ID, undecided: true, willSettle: false });
   });
 
   it('DEL-OUT-2: keepBack runs the put and the send, and not the compensation', async () => {
