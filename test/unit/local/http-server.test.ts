@@ -6,7 +6,7 @@
  */
 import net from 'node:net';
 import { deadlineLeftMs } from '../../../lambda/adapters/deadline';
-import { requestBudgetMs, startLocalServer, type LocalServer } from '../../../lambda/local/http-server';
+import { BUSY, REFUSED_LINGER_MS, requestBudgetMs, startLocalServer, type LocalServer } from '../../../lambda/local/http-server';
 import type { App } from '../../../lambda/http/app';
 
 const ok: App = { handle: async () => new Response('{"ok":true}', { headers: { 'content-type': 'application/json' } }), close: async () => undefined };
@@ -124,6 +124,40 @@ test('past the connection cap a new connection is answered 503 with Retry-After,
     expect(text).toContain('"code":"busy"');
     for (const socket of held) socket.destroy();
   });
+});
+
+test('LOCAL-FAULT-1: a request sent on a connection answered 503 busy never reaches the app, and the refused connection is closed even if the client never closes its side', async () => {
+  let reached = 0;
+  const counting: App = { handle: async (request) => (reached++, await request.text(), new Response('{}')), close: async () => undefined };
+  await withServer(counting, { maxConnections: 2 }, async ({ server, port }) => {
+    const held = [net.connect(port, '127.0.0.1'), net.connect(port, '127.0.0.1')];
+    await Promise.all(held.map((socket) => new Promise((r) => socket.once('connect', r))));
+    await new Promise((r) => setTimeout(r, 50));
+    const started = Date.now();
+    // allowHalfOpen: this client never ends its side, as a half-open client does.
+    const refused = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    let text = '';
+    refused.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+    refused.on('error', () => undefined);
+    refused.once('connect', () => refused.write('POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'));
+    // The server's side ends: the client reads its end of stream (it keeps its own side open).
+    await new Promise((r) => refused.once('end', r));
+    expect(Date.now() - started).toBeLessThan(REFUSED_LINGER_MS);
+    expect(text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(reached).toBe(0);
+    const connections = () => new Promise<number>((r) => server.getConnections((_e, n) => r(n)));
+    // While it lingers it still counts: a descriptor the server holds.
+    expect(await connections()).toBe(3);
+    await new Promise((r) => setTimeout(r, REFUSED_LINGER_MS + 200));
+    expect(await connections()).toBe(2);
+    refused.destroy();
+    for (const socket of held) socket.destroy();
+  });
+});
+
+test('LOCAL-FAULT-2: the Content-Length of the busy answer is the byte length of its body', () => {
+  const [head, body] = BUSY.split('\r\n\r\n');
+  expect(Number(/Content-Length: (\d+)/.exec(head!)![1])).toBe(Buffer.byteLength(body!));
 });
 
 test('a request answered without its body being read closes its connection', async () => {
