@@ -78,11 +78,18 @@ export async function startLocalServer(appOf: () => App, options: LocalServerOpt
   // Connections answered 503: node:http has already attached its parser when `connection` fires,
   // so a request they carry is still parsed; it must never reach the app.
   const refused = new WeakSet<Socket>();
+  // Requests being served, so that a stop can wait for their answers (a clean stop drains).
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
   const server = http.createServer((req, res) => {
     if (refused.has(req.socket)) {
       req.resume();
       return;
     }
+    inFlight++;
+    res.once('close', () => {
+      if (--inFlight === 0) drained?.();
+    });
     void handle(appOf, options, req, res);
   });
   server.headersTimeout = Budgets.localHeadersMs;
@@ -121,14 +128,26 @@ export async function startLocalServer(appOf: () => App, options: LocalServerOpt
     server.listen(options.port, options.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
+  let closing: Promise<void> | undefined;
   return {
     server,
     port,
+    // Stops accepting at once, lets every request in flight finish within its own deadline (the
+    // longest route budget bounds the wait), then closes whatever connections remain.
     close: () =>
-      new Promise<void>((done) => {
+      (closing ??= new Promise<void>((done) => {
         server.close(() => done());
-        server.closeAllConnections();
-      }),
+        server.closeIdleConnections();
+        const finish = () => {
+          clearTimeout(limit);
+          drained = undefined;
+          server.closeAllConnections();
+        };
+        const limit = setTimeout(finish, Budgets.localRequestMs);
+        limit.unref();
+        if (inFlight === 0) finish();
+        else drained = finish;
+      })),
   };
 }
 

@@ -208,7 +208,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     for (const line of startupLines(settings, url, key)) announce(line);
 
     let stopping: Promise<void> | undefined;
-    const stop = () => (stopping ??= unwind());
+    // A clean stop drains: the server stops accepting and answers what it holds before anything
+    // it uses is closed.
+    const stop = () => (stopping ??= server.close().then(unwind));
     return { url, port, app: () => app!, db, worker, stop };
   } catch (error) {
     await unwind();
