@@ -6,7 +6,10 @@
  */
 import { it } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { echoing, newSecret, rpc, startReceiver, startServer, waitFor } from '../support/e2e';
 
 /** The runtime's cap (lambda/local/runtime.ts MAX_CONNECTIONS). */
@@ -90,5 +93,19 @@ it('LOCAL-FAULT-1, LOCAL-FAULT-2: past a full connection cap, /v1/messages and s
     for (const socket of held) socket.destroy();
     await receiver.close();
     await server.stop();
+  }
+});
+
+it('LOCAL-9: a start that fails on a port in use writes no new API key', { timeout: 30_000 }, async () => {
+  const holder = net.createServer();
+  await new Promise<void>((done) => holder.listen(0, '127.0.0.1', done));
+  const port = (holder.address() as net.AddressInfo).port;
+  const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-busyport-'));
+  try {
+    await assert.rejects(startServer({ MCP_API_KEY: '', PORT: String(port) }, { stateDir }), /exited with 1.*in use/s);
+    assert.ok(!existsSync(join(stateDir, 'api-key')), 'no key file was written');
+  } finally {
+    holder.close();
+    rmSync(stateDir, { recursive: true, force: true });
   }
 });
