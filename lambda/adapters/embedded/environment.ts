@@ -364,6 +364,9 @@ export async function sweepExpired(dbs: Databases, now: number, batch = 5000): P
         if (item && item.ttl === ttl) {
           void dbs.items.remove(pk);
           if (item.status === 'queued') void dbs.queued.remove(pk);
+          // Retention removes a record and its job together: a job left behind would come back
+          // later as a delivery of a record that is gone (`dropped`).
+          if (pk.startsWith(EVENT_PREFIX) && typeof item.eventId === 'string') removeJobOf(dbs, item.eventId);
         }
         void dbs.expiry.remove(key);
       }
@@ -372,6 +375,15 @@ export async function sweepExpired(dbs: Databases, now: number, batch = 5000): P
     total += deleted;
     if (deleted < batch) return total;
   }
+}
+
+/** Inside a write: the event's job row, its index entry and its lease (jobs.ts keeps them; this is the sweep's part). */
+function removeJobOf(dbs: Databases, eventId: string): void {
+  const dueAt = dbs.jobIndex.get(eventId);
+  if (dueAt === undefined) return;
+  void dbs.jobs.remove([dueAt, eventId]);
+  void dbs.jobIndex.remove(eventId);
+  if (dbs.leases.get(eventId) !== undefined) void dbs.leases.remove(eventId);
 }
 
 /** Event ids for a log line: all of a few, the first ten of many. */
