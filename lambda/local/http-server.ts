@@ -27,6 +27,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { runWithDeadline } from '../adapters/deadline';
 import { Budgets, mcpDeadline } from '../core/budgets';
+import { ClientAborted } from '../core/errors';
 import { PupRoutes } from '../core/protocol';
 import type { App } from '../http/app';
 
@@ -206,8 +207,8 @@ export function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
           if ((controller.desiredSize ?? 1) <= 0) req.pause();
         });
         req.once('end', () => settle());
-        req.once('error', (error) => settle(error));
-        req.once('close', () => settle(req.readableEnded ? undefined : new Error('the request ended before its body')));
+        req.once('error', (error) => settle(new ClientAborted(`the request ended before its body (${error.message})`)));
+        req.once('close', () => settle(req.readableEnded ? undefined : new ClientAborted()));
         req.pause();
       },
       pull() {

@@ -8,6 +8,7 @@ import net from 'node:net';
 import { deadlineLeftMs } from '../../../lambda/adapters/deadline';
 import { BUSY, REFUSED_LINGER_MS, requestBudgetMs, startLocalServer, type LocalServer } from '../../../lambda/local/http-server';
 import type { App } from '../../../lambda/http/app';
+import { API_KEY, buildApp } from '../../support/app';
 
 const ok: App = { handle: async () => new Response('{"ok":true}', { headers: { 'content-type': 'application/json' } }), close: async () => undefined };
 
@@ -178,4 +179,24 @@ test('each request runs under a deadline within the MCP budget', async () => {
     expect(left).toBeGreaterThan(3_000);
     expect(left).toBeLessThanOrEqual(4_200);
   });
+});
+
+test('LOCAL-FAULT-8: a client that leaves mid-body is logged at info as client_aborted, never as an error-level internal_error', async () => {
+  const { app, logs } = buildApp();
+  const server = await startLocalServer(() => app, { host: '127.0.0.1', port: 0, maxConnections: 16 });
+  try {
+    for (const path of ['/v1/messages', '/mcp']) {
+      const socket = net.connect(server.port, '127.0.0.1');
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(`POST ${path}?key=${API_KEY} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{"message":`);
+      await new Promise((r) => setTimeout(r, 100));
+      socket.destroy();
+    }
+    const deadline = Date.now() + 3_000;
+    while (logs.filter((l) => l.event === 'client_aborted').length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    expect(logs.filter((l) => l.level === 'error')).toEqual([]);
+    expect(logs.filter((l) => l.event === 'client_aborted').map((l) => l.level)).toEqual(['info', 'info']);
+  } finally {
+    await server.close();
+  }
 });
