@@ -238,6 +238,11 @@ async function serve(app: App, req: http.IncomingMessage, res: http.ServerRespon
   const response = await app.handle(request, { host: req.headers.host ?? '' });
   if (res.writableEnded || res.destroyed) return;
   const out = Object.fromEntries(response.headers);
+  // Hop-by-hop headers are this server's to set, not the app's: the SDK's SSE answers carry
+  // `Connection: keep-alive`, which would override a client's `Connection: close`.
+  delete out.connection;
+  delete out['keep-alive'];
+  if (/\bclose\b/i.test(req.headers.connection ?? '')) out.connection = 'close';
   // A body left unread (the request was refused before it): the connection cannot be reused.
   if (hasBody && !req.readableEnded) out.connection = 'close';
   res.writeHead(response.status, out);

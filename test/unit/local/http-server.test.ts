@@ -200,3 +200,19 @@ test('LOCAL-FAULT-8: a client that leaves mid-body is logged at info as client_a
     await server.close();
   }
 });
+
+test('LOCAL-FAULT-9: Connection: close is honoured on an SSE answer, whatever connection header the app set', async () => {
+  const sse: App = {
+    handle: async (request) => {
+      await request.text();
+      return new Response('event: message\ndata: {}\n\n', { headers: { 'content-type': 'text/event-stream', connection: 'keep-alive' } });
+    },
+    close: async () => undefined,
+  };
+  await withServer(sse, {}, async ({ port }) => {
+    const { text, closedAfterMs } = await raw(port, ['POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'], 0);
+    expect(text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(text).toMatch(/Connection: close/i);
+    expect(closedAfterMs).toBeLessThan(1_000);
+  });
+});
