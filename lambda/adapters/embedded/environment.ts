@@ -151,6 +151,7 @@ async function openRoot(stateDir: string, file: string, options: { create: boole
     await refuseFullDisk(stateDir, file);
     await createEnvironment(stateDir, file);
   } else await refuseFullDisk(stateDir, file);
+  await checkLockFile(`${file}-lock`);
   const header = await checkHeader(file);
   if (header === 'suspect') probeInChild(file);
   let root: RootDatabase;
@@ -205,6 +206,23 @@ async function openRoot(stateDir: string, file: string, options: { create: boole
     throw unreadable(file, error);
   }
   return dbs;
+}
+
+/** LMDB maps its lock file too: anything but a regular file there crashes the process (SIGSEGV). */
+async function checkLockFile(lock: string): Promise<void> {
+  let info;
+  try {
+    info = await stat(lock);
+  } catch {
+    // Absent: LMDB creates it.
+    return;
+  }
+  if (info.isFile()) return;
+  throw new StateUnreadable(
+    lock,
+    "it is not a regular file (it is LMDB's lock file)",
+    `Stop any dm-dot using this directory, remove it (rm -r '${lock}'); it is recreated at the next start and holds no data`,
+  );
 }
 
 /** Below this much free space a start is refused: LMDB maps its file and dies by SIGBUS when a page cannot be backed. */
