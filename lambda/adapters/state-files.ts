@@ -11,7 +11,7 @@
  * printing a key or token (callers print the file's path only).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Limits } from '../core/protocol';
 
@@ -62,19 +62,37 @@ async function readIfPresent(file: string): Promise<string | undefined> {
  * empty key file (a crash while it was first written, or a user who emptied it) is treated as
  * absent and replaced by a new key; a key file that holds something unusable is named in the error.
  */
-export async function loadOrCreateApiKey(stateDir: string, fromEnv: string | undefined): Promise<{ key: string; file?: string; generated: boolean }> {
+export async function loadOrCreateApiKey(
+  stateDir: string,
+  fromEnv: string | undefined,
+  options: { deferWrite?: boolean } = {},
+): Promise<{ key: string; file?: string; generated: boolean; tightenedFrom?: number; save?: () => Promise<void> }> {
   if (fromEnv !== undefined && fromEnv !== '') return { key: fromEnv, generated: false };
   const file = resolve(stateDir, API_KEY_FILE);
   const stored = (await readIfPresent(file))?.trim();
   if (stored) {
-    if (stored.length < Limits.apiKeyMinChars || /\s/.test(stored)) {
-      throw new StateFileError(`${file} does not hold a usable key (at least ${Limits.apiKeyMinChars} characters, no spaces): remove it to have a new key generated`);
+    // Printable ASCII only: binary garbage decoded as text is not a key anyone could type or send.
+    if (stored.length < Limits.apiKeyMinChars || !/^[\x21-\x7e]+$/.test(stored)) {
+      throw new StateFileError(
+        `${file} does not hold a usable key (at least ${Limits.apiKeyMinChars} printable characters, no spaces): remove it to have a new key generated`,
+      );
+    }
+    // A key others can read is fixed, not merely warned about: the caller logs that it was.
+    const mode = (await stat(file)).mode & 0o777;
+    if ((mode & 0o077) !== 0) {
+      await chmod(file, 0o600);
+      return { key: stored, file, generated: false, tightenedFrom: mode };
     }
     return { key: stored, file, generated: false };
   }
-  await mkdir(stateDir, { recursive: true, mode: 0o700 });
   const key = newApiKey();
-  await writeFileAtomic(file, `${key}\n`);
+  const save = async () => {
+    await mkdir(stateDir, { recursive: true, mode: 0o700 });
+    await writeFileAtomic(file, `${key}\n`);
+  };
+  // Deferred: a server writes a new key only once it listens, so a start that fails leaves none.
+  if (options.deferWrite) return { key, file, generated: true, save };
+  await save();
   return { key, file, generated: true };
 }
 

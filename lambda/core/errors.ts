@@ -118,3 +118,21 @@ export function describeCause(error: unknown): string {
     return Object.prototype.toString.call(error);
   }
 }
+
+/**
+ * The client went away before its request's body had arrived (a closed connection, a deadline
+ * that ended the exchange). Nothing failed on our side: it is logged at info, never as an internal
+ * error, and no answer can reach the client anyway.
+ */
+export class ClientAborted extends Error {
+  constructor(message = 'the request ended before its body') {
+    super(message);
+    this.name = 'ClientAborted';
+  }
+}
+
+/** True when `error`, or any cause in its chain, is a ClientAborted. */
+export function isClientAbort(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) if (e instanceof ClientAborted) return true;
+  return false;
+}

@@ -18,7 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { answerUnavailable, describeCause, restAnswerOf } from '../core/answers';
-import { DependencyUnavailable } from '../core/errors';
+import { DependencyUnavailable, isClientAbort } from '../core/errors';
 import { principalOf } from '../core/identity';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
@@ -199,7 +199,9 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     try {
       response = await route(request, requestId, options.host);
     } catch (error) {
-      deps.log.error('internal_error', { requestId, cause: describeCause(error) });
+      // A client that left mid-body is not a fault of ours (and cannot read an answer).
+      if (isClientAbort(error)) deps.log.info('client_aborted', { requestId, path: new URL(request.url).pathname });
+      else deps.log.error('internal_error', { requestId, cause: describeCause(error) });
       response = rpcError(500, ErrorCodes.internalError, `Internal error (request ${requestId}).`);
     }
     const headers = new Headers(response.headers);

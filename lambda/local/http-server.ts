@@ -12,8 +12,11 @@
  * - **The request's own deadline** (adapters/deadline.ts): each request runs under the deadline of
  *   its route (the MCP budget, or less when the body took long to arrive), so the callback
  *   challenge and the inline attempt get what is left, as on AWS.
- * - **A cap on connections**: past `maxConnections` open at once, a new connection gets a
- *   `503` with `Retry-After` and is closed, instead of an unanswered socket.
+ * - **A cap on connections**: past `maxConnections` descriptors held at once (refused connections
+ *   still lingering included), a new connection gets a `503` with `Retry-After` and is closed,
+ *   instead of an unanswered socket. A refusal is a refusal: whatever a refused connection sends
+ *   is read and dropped, never given to the app, and it is destroyed within `REFUSED_LINGER_MS`
+ *   (a half-open client cannot hold it). Past twice the cap a connection is destroyed unanswered.
  * - A request whose body was not read (refused before it) is answered with `Connection: close`.
  *
  * Deliberately not here: routes, auth and limits of the HTTP surface (the app), admin routes
@@ -24,6 +27,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { runWithDeadline } from '../adapters/deadline';
 import { Budgets, mcpDeadline } from '../core/budgets';
+import { ClientAborted } from '../core/errors';
 import { PupRoutes } from '../core/protocol';
 import type { App } from '../http/app';
 
@@ -59,22 +63,56 @@ export function requestBudgetMs(path: string): number {
   return PUP_PATHS.has(path) ? Budgets.localPupRequestMs : Budgets.localRequestMs;
 }
 
-const BUSY =
-  'HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 86\r\n\r\n' +
-  '{"error":{"code":"busy","message":"Too many open connections; try again in a second."}}';
+const BUSY_BODY = '{"error":{"code":"busy","message":"Too many open connections; try again in a second."}}';
+/** The answer past the cap; its Content-Length is its body's byte length, computed, never typed. */
+export const BUSY =
+  'HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n' +
+  `Content-Length: ${Buffer.byteLength(BUSY_BODY)}\r\n\r\n${BUSY_BODY}`;
+/**
+ * How long a refused connection is kept after its 503 before it is destroyed: long enough for the
+ * client to read the answer (destroying at once can reset the connection before it does), short
+ * enough that refused clients never pile up.
+ */
+export const REFUSED_LINGER_MS = 1_000;
 
 export async function startLocalServer(appOf: () => App, options: LocalServerOptions): Promise<LocalServer> {
-  const server = http.createServer((req, res) => void handle(appOf, options, req, res));
+  // Connections answered 503: node:http has already attached its parser when `connection` fires,
+  // so a request they carry is still parsed; it must never reach the app.
+  const refused = new WeakSet<Socket>();
+  // Requests being served, so that a stop can wait for their answers (a clean stop drains).
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  const server = http.createServer((req, res) => {
+    if (refused.has(req.socket)) {
+      req.resume();
+      return;
+    }
+    inFlight++;
+    res.once('close', () => {
+      if (--inFlight === 0) drained?.();
+    });
+    void handle(appOf, options, req, res);
+  });
   server.headersTimeout = Budgets.localHeadersMs;
   server.requestTimeout = Budgets.localRequestMs;
   server.keepAliveTimeout = Budgets.localKeepAliveMs;
   // node:http checks the two timeouts above on this interval (30 s by default).
   (server as http.Server & { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Budgets.localTimeoutCheckMs;
 
+  // Every descriptor the server holds: served connections and refused ones still lingering.
   const open = new Set<Socket>();
   server.on('connection', (socket: Socket) => {
     if (open.size >= options.maxConnections) {
+      refused.add(socket);
+      if (open.size >= 2 * options.maxConnections) {
+        socket.destroy();
+        return;
+      }
+      open.add(socket);
+      socket.once('close', () => open.delete(socket));
+      socket.on('error', () => undefined);
       socket.end(BUSY);
+      setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
       return;
     }
     open.add(socket);
@@ -91,14 +129,26 @@ export async function startLocalServer(appOf: () => App, options: LocalServerOpt
     server.listen(options.port, options.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
+  let closing: Promise<void> | undefined;
   return {
     server,
     port,
+    // Stops accepting at once, lets every request in flight finish within its own deadline (the
+    // longest route budget bounds the wait), then closes whatever connections remain.
     close: () =>
-      new Promise<void>((done) => {
+      (closing ??= new Promise<void>((done) => {
         server.close(() => done());
-        server.closeAllConnections();
-      }),
+        server.closeIdleConnections();
+        const finish = () => {
+          clearTimeout(limit);
+          drained = undefined;
+          server.closeAllConnections();
+        };
+        const limit = setTimeout(finish, Budgets.localRequestMs);
+        limit.unref();
+        if (inFlight === 0) finish();
+        else drained = finish;
+      })),
   };
 }
 
@@ -157,8 +207,8 @@ export function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
           if ((controller.desiredSize ?? 1) <= 0) req.pause();
         });
         req.once('end', () => settle());
-        req.once('error', (error) => settle(error));
-        req.once('close', () => settle(req.readableEnded ? undefined : new Error('the request ended before its body')));
+        req.once('error', (error) => settle(new ClientAborted(`the request ended before its body (${error.message})`)));
+        req.once('close', () => settle(req.readableEnded ? undefined : new ClientAborted()));
         req.pause();
       },
       pull() {
@@ -188,6 +238,11 @@ async function serve(app: App, req: http.IncomingMessage, res: http.ServerRespon
   const response = await app.handle(request, { host: req.headers.host ?? '' });
   if (res.writableEnded || res.destroyed) return;
   const out = Object.fromEntries(response.headers);
+  // Hop-by-hop headers are this server's to set, not the app's: the SDK's SSE answers carry
+  // `Connection: keep-alive`, which would override a client's `Connection: close`.
+  delete out.connection;
+  delete out['keep-alive'];
+  if (/\bclose\b/i.test(req.headers.connection ?? '')) out.connection = 'close';
   // A body left unread (the request was refused before it): the connection cannot be reused.
   if (hasBody && !req.readableEnded) out.connection = 'close';
   res.writeHead(response.status, out);

@@ -77,7 +77,10 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   };
   try {
     for (const line of db.report.lines) log.info('state_dir', { note: line });
-    let key = await loadOrCreateApiKey(settings.stateDir, settings.apiKey);
+    let key: { key: string; file?: string; generated: boolean } = await loadOrCreateApiKey(settings.stateDir, settings.apiKey, { deferWrite: true });
+    const saveKey = (key as { save?: () => Promise<void> }).save;
+    const tightenedFrom = (key as { tightenedFrom?: number }).tightenedFrom;
+    if (tightenedFrom !== undefined) log.warn('api_key_file_mode_fixed', { keyFile: key.file, was: tightenedFrom.toString(8), now: '600' });
     log.redact?.(key.key);
     for (const secret of settings.pupSecrets.secrets) log.redact?.(secret);
 
@@ -114,6 +117,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       onTimeout: (path) => log.warn('request_timeout', { path }),
     });
     cleanups.push(() => server.close());
+    // Only now that it listens: a start that fails (a port in use) writes no new key.
+    await saveKey?.();
     const { port } = server;
     const shownHost = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
     // DNS rebinding protection: only our own addresses (with the port) and DMDOT_ALLOWED_HOSTS.
@@ -201,7 +206,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     for (const line of startupLines(settings, url, key)) announce(line);
 
     let stopping: Promise<void> | undefined;
-    const stop = () => (stopping ??= unwind());
+    // A clean stop drains: the server stops accepting and answers what it holds before anything
+    // it uses is closed.
+    const stop = () => (stopping ??= server.close().then(unwind));
     return { url, port, app: () => app!, db, worker, stop };
   } catch (error) {
     await unwind();

@@ -30,7 +30,7 @@
 import { spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { chmodSync, constants as fsConstants } from 'node:fs';
-import { chmod, copyFile, link, mkdir, open as openFile, rm, stat } from 'node:fs/promises';
+import { chmod, copyFile, link, mkdir, open as openFile, rm, stat, statfs } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
@@ -148,8 +148,10 @@ async function openRoot(stateDir: string, file: string, options: { create: boole
   if (!exists) {
     if (!options.create) return undefined;
     await mkdir(stateDir, { recursive: true, mode: 0o700 });
+    await refuseFullDisk(stateDir, file);
     await createEnvironment(stateDir, file);
-  }
+  } else await refuseFullDisk(stateDir, file);
+  await checkLockFile(`${file}-lock`);
   const header = await checkHeader(file);
   if (header === 'suspect') probeInChild(file);
   let root: RootDatabase;
@@ -206,6 +208,43 @@ async function openRoot(stateDir: string, file: string, options: { create: boole
   return dbs;
 }
 
+/** LMDB maps its lock file too: anything but a regular file there crashes the process (SIGSEGV). */
+async function checkLockFile(lock: string): Promise<void> {
+  let info;
+  try {
+    info = await stat(lock);
+  } catch {
+    // Absent: LMDB creates it.
+    return;
+  }
+  if (info.isFile()) return;
+  throw new StateUnreadable(
+    lock,
+    "it is not a regular file (it is LMDB's lock file)",
+    `Stop any dm-dot using this directory, remove it (rm -r '${lock}'); it is recreated at the next start and holds no data`,
+  );
+}
+
+/** Below this much free space a start is refused: LMDB maps its file and dies by SIGBUS when a page cannot be backed. */
+export const MIN_FREE_BYTES = 1024 * 1024;
+
+async function refuseFullDisk(stateDir: string, file: string): Promise<void> {
+  let free: number;
+  try {
+    const info = await statfs(stateDir);
+    free = Number(info.bavail) * Number(info.bsize);
+  } catch {
+    // No statfs here: LMDB's own write errors must do.
+    return;
+  }
+  if (free >= MIN_FREE_BYTES) return;
+  throw new StateUnreadable(
+    file,
+    `the disk holding it is full (${Math.floor(free / 1024)} KiB free)`,
+    `Free some space on the file system of ${stateDir} (at least ${MIN_FREE_BYTES / 1024 / 1024} MiB), then start again`,
+  );
+}
+
 /**
  * Creates the environment under a temporary name and publishes it with link(), which fails when
  * the name exists: a process starting at the same moment never sees a half-created file (which
@@ -257,7 +296,32 @@ function unreadable(file: string, error: unknown): StateUnreadable {
  * another lmdb root on the same file may hold while its batch waits for the main thread.
  */
 export function write<T>(dbs: Databases, fn: () => T): Promise<T> {
-  return dbs.root.childTransaction(fn);
+  ignoreOrphanCommitRejections();
+  return dbs.root.childTransaction(fn).catch((error: unknown) => {
+    // lmdb-js rejects a second promise with the real cause (ENOSPC, EIO, MDB_MAP_FULL) a moment later.
+    const cause = (error as { commitError?: Promise<unknown> } | null)?.commitError;
+    if (cause && typeof cause.then === 'function') cause.then(undefined, () => undefined);
+    throw error;
+  });
+}
+
+const ORPHAN_COMMIT_FAILURE = /^Commit failed \(see commitError for details\)$/;
+let orphanGuard = false;
+
+/**
+ * A failed commit (a full disk) makes lmdb-js reject, besides the promise of every transaction in
+ * the batch (which `write` callers hold and answer as `storage unavailable`), internal promises of
+ * the same batch that no caller can reach; unheld, each would end the process as an unhandled
+ * rejection. Those, and only those, are dropped here: every one has a held twin that reports it.
+ * Any other unhandled rejection still ends the process, as it would without this listener.
+ */
+function ignoreOrphanCommitRejections(): void {
+  if (orphanGuard) return;
+  orphanGuard = true;
+  process.on('unhandledRejection', (reason) => {
+    if (reason instanceof Error && ORPHAN_COMMIT_FAILURE.test(reason.message)) return;
+    throw reason;
+  });
 }
 
 // LMDB keys are at most 1978 bytes and lmdb-js keys cannot hold NUL. Inbound ids (REPLAY#, ANSWER#)
@@ -318,6 +382,9 @@ export async function sweepExpired(dbs: Databases, now: number, batch = 5000): P
         if (item && item.ttl === ttl) {
           void dbs.items.remove(pk);
           if (item.status === 'queued') void dbs.queued.remove(pk);
+          // Retention removes a record and its job together: a job left behind would come back
+          // later as a delivery of a record that is gone (`dropped`).
+          if (pk.startsWith(EVENT_PREFIX) && typeof item.eventId === 'string') removeJobOf(dbs, item.eventId);
         }
         void dbs.expiry.remove(key);
       }
@@ -326,6 +393,15 @@ export async function sweepExpired(dbs: Databases, now: number, batch = 5000): P
     total += deleted;
     if (deleted < batch) return total;
   }
+}
+
+/** Inside a write: the event's job row, its index entry and its lease (jobs.ts keeps them; this is the sweep's part). */
+function removeJobOf(dbs: Databases, eventId: string): void {
+  const dueAt = dbs.jobIndex.get(eventId);
+  if (dueAt === undefined) return;
+  void dbs.jobs.remove([dueAt, eventId]);
+  void dbs.jobIndex.remove(eventId);
+  if (dbs.leases.get(eventId) !== undefined) void dbs.leases.remove(eventId);
 }
 
 /** Event ids for a log line: all of a few, the first ten of many. */

@@ -24,7 +24,7 @@ import { closeDatabases, openDatabases, sweepExpired, type Databases } from './e
 import { JobTable } from './jobs';
 import { importLegacyLayout, legacyLayoutPresent, type LegacyImport } from './legacy';
 import { EmbeddedOutbox } from './outbox';
-import { claimOwnership, isAlive, readOwner as readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord } from './ownership';
+import { claimOwnership, isAlive, ownerAlive, readOwner as readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord, type OwnerSocket } from './ownership';
 import { repairQueuedWithoutJobs, type RepairReport } from './repair';
 import { EmbeddedStore } from './store';
 
@@ -91,6 +91,7 @@ export async function openEmbeddedDatabase(stateDir: string, options: OpenEmbedd
     for (const listener of [...listeners]) listener();
   };
   let mine: OwnerRecord | undefined;
+  let ownerSocket: OwnerSocket | undefined;
   const report: OpenReport = { releasedLeases: 0, swept: 0, legacyPending: false, lines: [] };
   const jobs = new JobTable(dbs, clock, changed);
   try {
@@ -98,6 +99,7 @@ export async function openEmbeddedDatabase(stateDir: string, options: OpenEmbedd
       const now = clock.now();
       const claimed = await claimOwnership(dbs, dir, now);
       mine = claimed.mine;
+      ownerSocket = claimed.socket;
       if (claimed.replaced) {
         report.tookOverFrom = summary(claimed.replaced);
         report.lines.push(`took over ${dir} from a server that is gone (pid ${claimed.replaced.pid})`);
@@ -114,16 +116,17 @@ export async function openEmbeddedDatabase(stateDir: string, options: OpenEmbedd
       report.swept = await sweepExpired(dbs, now);
     } else {
       const owner = readOwnerRecord(dbs);
-      if (owner && isAlive(owner)) throw new StateDirInUse(dir, summary(owner));
+      if (owner && (await ownerAlive(dir, owner))) throw new StateDirInUse(dir, summary(owner));
       report.legacyPending = await legacyLayoutPresent(dir);
       if (report.legacyPending) report.lines.push(`${dir} still holds the earlier file layout: start the server once to import it`);
     }
   } catch (error) {
     if (mine) await releaseOwnership(dbs, mine.token).catch(() => undefined);
+    ownerSocket?.close();
     await closeDatabases(dbs).catch(() => undefined);
     throw error;
   }
-  return handle(dir, dbs, options.role, clock, jobs, changed, listeners, report, mine);
+  return handle(dir, dbs, options.role, clock, jobs, changed, listeners, report, mine, ownerSocket);
 }
 
 /**
@@ -135,7 +138,7 @@ export async function readOwner(stateDir: string): Promise<OwnerSummary | undefi
   if (!dbs) return undefined;
   try {
     const owner = readOwnerRecord(dbs);
-    return owner && isAlive(owner) ? summary(owner) : undefined;
+    return owner && (await ownerAlive(resolve(stateDir), owner)) ? summary(owner) : undefined;
   } finally {
     await closeDatabases(dbs);
   }
@@ -151,6 +154,7 @@ function handle(
   listeners: Set<() => void>,
   report: OpenReport,
   mine: OwnerRecord | undefined,
+  ownerSocket?: OwnerSocket,
 ): EmbeddedDatabase {
   let closing: Promise<void> | undefined;
   const release = async () => (mine ? releaseOwnership(dbs, mine.token) : false);
@@ -182,6 +186,7 @@ function handle(
         try {
           await release();
         } finally {
+          ownerSocket?.close();
           await closeDatabases(dbs);
         }
       })());

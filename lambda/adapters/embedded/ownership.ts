@@ -9,12 +9,23 @@
  * stop only while it is still its own (the `token` is per open, so two servers in one process are
  * told apart too). The operator role never writes it.
  *
+ * Liveness is an OS-level fact, not a pid: the owner listens on a Unix-domain socket in the state
+ * directory (`.owner-<token>.sock`, named in the record). While the owner lives a connect to it
+ * succeeds, from any PID namespace that shares the directory (containers sharing a volume); once
+ * it is gone the connect is refused and the record is stale, whatever its pid now names. The
+ * claim is a check-and-set: the record is probed outside the transaction, then replaced only if
+ * it is still the record that was probed, so of two racing starts exactly one wins. A record
+ * without a socket (written by an earlier dm-dot, or where the path is too long for a socket)
+ * falls back to the pid check below.
+ *
  * Deliberately not here: what the caller does about a live owner (print, exit 2, or go through
  * that server's admin routes), and any locking beyond LMDB's own writer lock.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { StateDirInUse, type OwnerSummary } from './errors';
 import { write, type Databases } from './environment';
 
@@ -29,6 +40,50 @@ export interface OwnerRecord {
   hostname: string;
   startedAt: number;
   url?: string;
+  /** The socket the owner listens on while it lives (a file name in the state directory). */
+  socket?: string;
+}
+
+/** A live owner's socket: closing it (at stop, or by the kernel when the process dies) is what frees the directory. */
+export interface OwnerSocket {
+  name: string;
+  close(): void;
+}
+
+/** Listens on a fresh socket in the state directory; undefined where no socket can be made there. */
+export async function listenOwnerSocket(stateDir: string, token: string): Promise<OwnerSocket | undefined> {
+  const name = `.owner-${token.slice(0, 8)}.sock`;
+  const path = join(stateDir, name);
+  const server = net.createServer((socket) => socket.destroy());
+  try {
+    await new Promise<void>((done, fail) => {
+      server.once('error', fail);
+      server.listen(path, () => done());
+    });
+  } catch {
+    return undefined;
+  }
+  server.unref();
+  return {
+    name,
+    close: () => {
+      server.close();
+      rmSync(path, { force: true });
+    },
+  };
+}
+
+/** True while the owner lives: its socket accepts a connection (any PID namespace), else its pid runs. */
+export async function ownerAlive(stateDir: string, owner: OwnerRecord): Promise<boolean> {
+  if (owner.socket === undefined) return isAlive(owner);
+  const path = join(stateDir, owner.socket);
+  return new Promise<boolean>((done) => {
+    const socket = net.connect(path);
+    const timer = setTimeout(() => (socket.destroy(), done(true)), 2_000);
+    socket.once('connect', () => (clearTimeout(timer), socket.destroy(), done(true)));
+    // ECONNREFUSED (nobody listens), ENOENT (the file is gone): the owner is gone.
+    socket.once('error', () => (clearTimeout(timer), done(false)));
+  });
 }
 
 const OWNER_KEY = 'owner';
@@ -46,24 +101,39 @@ export function summary(owner: OwnerRecord): OwnerSummary {
  * directory). Throws StateDirInUse when a live process owns it. Returns the record written and
  * the dead owner it replaced, if any.
  */
-export async function claimOwnership(dbs: Databases, stateDir: string, now: number): Promise<{ mine: OwnerRecord; replaced?: OwnerRecord }> {
+export async function claimOwnership(dbs: Databases, stateDir: string, now: number): Promise<{ mine: OwnerRecord; replaced?: OwnerRecord; socket?: OwnerSocket }> {
   const { startTime, bootId } = processIdentity(process.pid);
+  const token = randomUUID();
+  const socket = await listenOwnerSocket(stateDir, token);
   const mine: OwnerRecord = {
-    token: randomUUID(),
+    token,
     pid: process.pid,
     hostname: hostname(),
     startedAt: now,
     ...(startTime !== undefined ? { startTime } : {}),
     ...(bootId !== undefined ? { bootId } : {}),
+    ...(socket ? { socket: socket.name } : {}),
   };
-  const outcome = await write(dbs, () => {
-    const current = readOwner(dbs);
-    if (current && isAlive(current)) return { ok: false as const, current };
-    void dbs.meta.put(OWNER_KEY, mine);
-    return { ok: true as const, replaced: current };
-  });
-  if (!outcome.ok) throw new StateDirInUse(stateDir, summary(outcome.current));
-  return { mine, ...(outcome.replaced ? { replaced: outcome.replaced } : {}) };
+  try {
+    for (;;) {
+      // Probed outside the transaction (a connect is asynchronous), replaced only if unchanged since.
+      const seen = readOwner(dbs);
+      if (seen && (await ownerAlive(stateDir, seen))) throw new StateDirInUse(stateDir, summary(seen));
+      const outcome = await write(dbs, () => {
+        const current = readOwner(dbs);
+        if (current?.token !== seen?.token) return 'changed' as const;
+        void dbs.meta.put(OWNER_KEY, mine);
+        return 'mine' as const;
+      });
+      if (outcome === 'mine') {
+        if (seen?.socket !== undefined) rmSync(join(stateDir, seen.socket), { force: true });
+        return { mine, ...(seen ? { replaced: seen } : {}), ...(socket ? { socket } : {}) };
+      }
+    }
+  } catch (error) {
+    socket?.close();
+    throw error;
+  }
 }
 
 /** Records the server's URL in its owner record; false when the record is not ours any more. */

@@ -152,6 +152,34 @@ describe('loadOrCreateApiKey', () => {
     await expect(readFile(file, 'utf8')).resolves.toBe(content);
   });
 
+  it('LOCAL-9: a key file of binary garbage is refused like a short one, naming the file', async () => {
+    await mkdir(stateDir);
+    const file = join(stateDir, API_KEY_FILE);
+    const garbage = Buffer.from(Array.from({ length: 48 }, (_, i) => 0x80 + ((i * 37) % 120)));
+    await writeFile(file, garbage);
+    const error = await stateFileError(loadOrCreateApiKey(stateDir, undefined));
+    expect(error.message).toContain(file);
+    expect(error.message).toMatch(/printable/);
+    await expect(readFile(file)).resolves.toEqual(garbage);
+  });
+
+  it('LOCAL-9: a key file readable by others is fixed to mode 0600, and the caller is told it was', async () => {
+    await mkdir(stateDir);
+    const file = join(stateDir, API_KEY_FILE);
+    await writeFile(file, 'a-key-written-by-hand-0123456789abcdef\n');
+    await chmod(file, 0o644);
+    await expect(loadOrCreateApiKey(stateDir, undefined)).resolves.toMatchObject({ key: 'a-key-written-by-hand-0123456789abcdef', tightenedFrom: 0o644 });
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+  });
+
+  it('LOCAL-9: with the write deferred, a generated key is written only when saved (a start that fails to listen leaves none)', async () => {
+    const result = await loadOrCreateApiKey(stateDir, undefined, { deferWrite: true });
+    expect(result.generated).toBe(true);
+    await expect(stat(join(stateDir, API_KEY_FILE))).rejects.toMatchObject({ code: 'ENOENT' });
+    await result.save!();
+    await expect(readFile(join(stateDir, API_KEY_FILE), 'utf8')).resolves.toBe(`${result.key}\n`);
+  });
+
   it('a directory where the key file should be is refused, naming the file and the reason', async () => {
     const file = join(stateDir, API_KEY_FILE);
     await mkdir(file, { recursive: true });

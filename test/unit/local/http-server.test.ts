@@ -6,8 +6,9 @@
  */
 import net from 'node:net';
 import { deadlineLeftMs } from '../../../lambda/adapters/deadline';
-import { requestBudgetMs, startLocalServer, type LocalServer } from '../../../lambda/local/http-server';
+import { BUSY, REFUSED_LINGER_MS, requestBudgetMs, startLocalServer, type LocalServer } from '../../../lambda/local/http-server';
 import type { App } from '../../../lambda/http/app';
+import { API_KEY, buildApp } from '../../support/app';
 
 const ok: App = { handle: async () => new Response('{"ok":true}', { headers: { 'content-type': 'application/json' } }), close: async () => undefined };
 
@@ -126,6 +127,40 @@ test('past the connection cap a new connection is answered 503 with Retry-After,
   });
 });
 
+test('LOCAL-FAULT-1: a request sent on a connection answered 503 busy never reaches the app, and the refused connection is closed even if the client never closes its side', async () => {
+  let reached = 0;
+  const counting: App = { handle: async (request) => (reached++, await request.text(), new Response('{}')), close: async () => undefined };
+  await withServer(counting, { maxConnections: 2 }, async ({ server, port }) => {
+    const held = [net.connect(port, '127.0.0.1'), net.connect(port, '127.0.0.1')];
+    await Promise.all(held.map((socket) => new Promise((r) => socket.once('connect', r))));
+    await new Promise((r) => setTimeout(r, 50));
+    const started = Date.now();
+    // allowHalfOpen: this client never ends its side, as a half-open client does.
+    const refused = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    let text = '';
+    refused.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+    refused.on('error', () => undefined);
+    refused.once('connect', () => refused.write('POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'));
+    // The server's side ends: the client reads its end of stream (it keeps its own side open).
+    await new Promise((r) => refused.once('end', r));
+    expect(Date.now() - started).toBeLessThan(REFUSED_LINGER_MS);
+    expect(text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(reached).toBe(0);
+    const connections = () => new Promise<number>((r) => server.getConnections((_e, n) => r(n)));
+    // While it lingers it still counts: a descriptor the server holds.
+    expect(await connections()).toBe(3);
+    await new Promise((r) => setTimeout(r, REFUSED_LINGER_MS + 200));
+    expect(await connections()).toBe(2);
+    refused.destroy();
+    for (const socket of held) socket.destroy();
+  });
+});
+
+test('LOCAL-FAULT-2: the Content-Length of the busy answer is the byte length of its body', () => {
+  const [head, body] = BUSY.split('\r\n\r\n');
+  expect(Number(/Content-Length: (\d+)/.exec(head!)![1])).toBe(Buffer.byteLength(body!));
+});
+
 test('a request answered without its body being read closes its connection', async () => {
   const refuser: App = { handle: async () => new Response('{"error":{}}', { status: 401, headers: { 'content-type': 'application/json' } }), close: async () => undefined };
   await withServer(refuser, {}, async ({ port }) => {
@@ -143,5 +178,41 @@ test('each request runs under a deadline within the MCP budget', async () => {
     await fetch(`http://127.0.0.1:${port}/mcp`);
     expect(left).toBeGreaterThan(3_000);
     expect(left).toBeLessThanOrEqual(4_200);
+  });
+});
+
+test('LOCAL-FAULT-8: a client that leaves mid-body is logged at info as client_aborted, never as an error-level internal_error', async () => {
+  const { app, logs } = buildApp();
+  const server = await startLocalServer(() => app, { host: '127.0.0.1', port: 0, maxConnections: 16 });
+  try {
+    for (const path of ['/v1/messages', '/mcp']) {
+      const socket = net.connect(server.port, '127.0.0.1');
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(`POST ${path}?key=${API_KEY} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{"message":`);
+      await new Promise((r) => setTimeout(r, 100));
+      socket.destroy();
+    }
+    const deadline = Date.now() + 3_000;
+    while (logs.filter((l) => l.event === 'client_aborted').length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    expect(logs.filter((l) => l.level === 'error')).toEqual([]);
+    expect(logs.filter((l) => l.event === 'client_aborted').map((l) => l.level)).toEqual(['info', 'info']);
+  } finally {
+    await server.close();
+  }
+});
+
+test('LOCAL-FAULT-9: Connection: close is honoured on an SSE answer, whatever connection header the app set', async () => {
+  const sse: App = {
+    handle: async (request) => {
+      await request.text();
+      return new Response('event: message\ndata: {}\n\n', { headers: { 'content-type': 'text/event-stream', connection: 'keep-alive' } });
+    },
+    close: async () => undefined,
+  };
+  await withServer(sse, {}, async ({ port }) => {
+    const { text, closedAfterMs } = await raw(port, ['POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'], 0);
+    expect(text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(text).toMatch(/Connection: close/i);
+    expect(closedAfterMs).toBeLessThan(1_000);
   });
 });

@@ -116,6 +116,16 @@ describe('the database file', () => {
     expect(error.message).toMatch(/not a regular file/);
   });
 
+  it('LOCAL-FAULT-4: a lock file that is not a file (a directory) is refused, named, with what to do, before LMDB maps it', async () => {
+    await openEmbeddedDatabase(dir, { role: 'server' }).then((db) => db.close());
+    await rm(`${file}-lock`, { force: true });
+    await mkdir(`${file}-lock`);
+    const error = await refusal();
+    expect(error.file).toBe(`${file}-lock`);
+    expect(error.message).toMatch(/not a regular file/);
+    expect(error.message).toMatch(/remove it/);
+  });
+
   const asRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   (asRoot ? it.skip : it)('a file this user may not read is refused as a permission problem', async () => {
     await openEmbeddedDatabase(dir, { role: 'server' }).then((db) => db.close());

@@ -162,3 +162,16 @@ describe('a job a dead server was attempting', () => {
     expect((await db.jobs.get(id(1)))?.leasedUntil).toBeUndefined();
   });
 });
+
+describe('retention', () => {
+  it('LOCAL-3, LOCAL-FAULT-7: the sweep removes an expired record and its job together, so no leftover job outlives its record', async () => {
+    await add(1, 60 * 60_000);
+    await add(2);
+    const later = T0 + Limits.eventRecordMs + 30 * 24 * 60 * 60_000;
+    const swept = await db.sweepExpired(later);
+    expect(swept).toBeGreaterThanOrEqual(2);
+    await expect(db.store.getEvent(id(1), later)).resolves.toBeUndefined();
+    await expect(db.jobs.counts()).resolves.toEqual({ queued: 0, deadLetters: 0 });
+    await expect(db.jobs.due(later, 10)).resolves.toEqual([]);
+  });
+});

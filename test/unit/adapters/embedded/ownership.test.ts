@@ -3,7 +3,7 @@
  * process (two opens) and across real processes (children run through tsx), including a server
  * killed with SIGKILL, and the operator role, which never claims.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -179,9 +179,15 @@ interface Child {
 }
 
 async function child(...args: string[]): Promise<Child> {
+  return childUnder([], ...args);
+}
+
+/** A child run under a command prefix (`unshare --pid --fork`: another PID namespace). */
+async function childUnder(prefix: string[], ...args: string[]): Promise<Child> {
   const script = join(dir, 'child.ts');
   if (!existsSync(script)) await writeFile(script, CHILD);
-  const proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const command = [...prefix, process.execPath, '--import', 'tsx', script, ...args];
+  const proc = spawn(command[0]!, command.slice(1), { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
   children.push(proc);
   let stderr = '';
   proc.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -200,6 +206,53 @@ async function child(...args: string[]): Promise<Child> {
     });
   return { process: proc, next, exited };
 }
+
+/** Whether this machine lets us start a process in a new PID namespace (root, as on CI). */
+const unshareWorks = (() => {
+  const result = spawnSync('unshare', ['--pid', '--fork', 'true']);
+  return result.status === 0;
+})();
+const inNamespaces = unshareWorks ? it : it.skip;
+
+describe('across PID namespaces (containers sharing a volume)', () => {
+  inNamespaces('LOCAL-6, LOCAL-FAULT-6: a server in another PID namespace refuses a directory whose owner lives, names it, and leaves its record alone', async () => {
+    const first = await server();
+    await first.setOwnerUrl('http://127.0.0.1:8787');
+    const before = first.owner();
+    const other = await childUnder(['unshare', '--pid', '--fork'], 'server', dir);
+    // The other namespace's pid for itself is small (it is pid 1 or 2 there): the pid check could not tell.
+    await expect(other.next()).resolves.toMatchObject({ owner: false, name: 'StateDirInUse', ownerPid: process.pid });
+    expect(first.owner()).toStrictEqual(before);
+    await expect(first.setOwnerUrl('http://127.0.0.1:8787')).resolves.toBeUndefined();
+  }, 30_000);
+
+  inNamespaces('LOCAL-FAULT-6: the owner in another PID namespace holds the directory against this one, and once it is gone its record never blocks', async () => {
+    const holder = await childUnder(['unshare', '--pid', '--fork', '--kill-child'], 'server', dir, 'http://127.0.0.1:8788');
+    await expect(holder.next()).resolves.toMatchObject({ owner: true });
+    await expect(openEmbeddedDatabase(dir, { role: 'server' })).rejects.toMatchObject({ name: 'StateDirInUse', owner: { url: 'http://127.0.0.1:8788' } });
+    holder.process.kill('SIGKILL');
+    await holder.exited;
+    // unshare's child (pid 1 of its namespace) is killed by the kernel when unshare dies, a moment later.
+    let db: EmbeddedDatabase | undefined;
+    for (let tries = 0; !db && tries < 50; tries++) {
+      db = await server().catch(async (error: unknown) => {
+        if (!(error instanceof StateDirInUse)) throw error;
+        await new Promise((r) => setTimeout(r, 100));
+        return undefined;
+      });
+    }
+    expect(db?.report.tookOverFrom).toMatchObject({ url: 'http://127.0.0.1:8788' });
+  }, 30_000);
+});
+
+describe('a stale record', () => {
+  it('LOCAL-FAULT-6: a record naming a live pid (pid 1, a container\'s) whose socket nobody listens on never blocks a start', async () => {
+    await server().then((db) => db.close());
+    await writeOwnerRecord({ token: 'stale-owner', pid: 1, hostname: 'h', startedAt: T0, socket: '.owner-stale000.sock' });
+    const db = await server();
+    expect(db.report.tookOverFrom).toMatchObject({ pid: 1 });
+  });
+});
 
 describe('across processes', () => {
   it('a server in another process holds the directory; once it is killed with SIGKILL, the next server takes over', async () => {
