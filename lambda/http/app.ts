@@ -22,7 +22,7 @@ import { DependencyUnavailable } from '../core/errors';
 import { principalOf } from '../core/identity';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
-import { ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
+import { BATCH_PROTOCOL_VERSION, ErrorCodes, Limits, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
@@ -62,6 +62,20 @@ function rpcError(status: number, code: number, message: string, headers: Record
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
 const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels; nothing dm-dot accepts is that deep.`;
+
+/**
+ * A JSON-RPC batch on a revision that has none: refused as one error before anything in it runs
+ * (the SDK would serve it on every revision it knows).
+ */
+function batchRefusal(body: Uint8Array, version: string | null): Response | undefined {
+  if ((version ?? BATCH_PROTOCOL_VERSION) === BATCH_PROTOCOL_VERSION) return undefined;
+  // The first byte that is not JSON whitespace says whether the body is an array.
+  const first = body.find((byte) => byte !== 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d);
+  if (first !== 0x5b) return undefined;
+  // The header is the client's: only a date-shaped revision is echoed back.
+  const named = /^\d{4}-\d{2}-\d{2}$/.test(version ?? '') ? `MCP ${version}` : 'this MCP revision';
+  return rpcError(400, ErrorCodes.invalidRequest, `JSON-RPC batches are not part of ${named}: send one request per POST (only ${BATCH_PROTOCOL_VERSION} takes batches).`);
+}
 
 export function createApp(deps: McpDeps, config: HttpConfig): App {
   const mcp = createMcpEndpoint(deps);
@@ -164,6 +178,8 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const body = scanned.bytes;
 
     if (isRest) return rest(body, requestId);
+    const batchRefused = batchRefusal(body, request.headers.get(McpHeaders.protocolVersion));
+    if (batchRefused) return batchRefused;
 
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
