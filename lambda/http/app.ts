@@ -22,7 +22,7 @@ import { DependencyUnavailable } from '../core/errors';
 import { principalOf } from '../core/identity';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
-import { BATCH_PROTOCOL_VERSION, ErrorCodes, Limits, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
+import { BATCH_PROTOCOL_VERSION, ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
@@ -67,14 +67,15 @@ const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonM
  * A JSON-RPC batch on a revision that has none: refused as one error before anything in it runs
  * (the SDK would serve it on every revision it knows).
  */
+const SERVED_REVISIONS: ReadonlySet<string> = new Set([MCP_PROTOCOL_VERSION, ...LEGACY_PROTOCOL_VERSIONS]);
+
 function batchRefusal(body: Uint8Array, version: string | null): Response | undefined {
-  if ((version ?? BATCH_PROTOCOL_VERSION) === BATCH_PROTOCOL_VERSION) return undefined;
+  // A revision dm-dot does not serve is the SDK's to refuse, as an unsupported version.
+  if (version === null || version === BATCH_PROTOCOL_VERSION || !SERVED_REVISIONS.has(version)) return undefined;
   // The first byte that is not JSON whitespace says whether the body is an array.
   const first = body.find((byte) => byte !== 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d);
   if (first !== 0x5b) return undefined;
-  // The header is the client's: only a date-shaped revision is echoed back.
-  const named = /^\d{4}-\d{2}-\d{2}$/.test(version ?? '') ? `MCP ${version}` : 'this MCP revision';
-  return rpcError(400, ErrorCodes.invalidRequest, `JSON-RPC batches are not part of ${named}: send one request per POST (only ${BATCH_PROTOCOL_VERSION} takes batches).`);
+  return rpcError(400, ErrorCodes.invalidRequest, `JSON-RPC batches are not part of MCP ${version}: send one request per POST (only ${BATCH_PROTOCOL_VERSION} takes batches).`);
 }
 
 export function createApp(deps: McpDeps, config: HttpConfig): App {
