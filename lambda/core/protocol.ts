@@ -35,6 +35,12 @@ export const MCP_PROTOCOL_VERSION = '2026-07-28';
  * (the SDK also knows 2024-11-05 and 2024-10-07) is offered the first of these instead.
  */
 export const LEGACY_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18', '2025-03-26'];
+/**
+ * The one revision whose transport takes JSON-RPC batches (2025-06-18 removed them, and no later
+ * revision brought them back). A POST without `MCP-Protocol-Version` is of this revision, as that
+ * transport says.
+ */
+export const BATCH_PROTOCOL_VERSION = '2025-03-26';
 /** Per-request `_meta` keys of MCP 2026-07-28 that every stateless request carries. */
 export const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
 export const CLIENT_INFO_META_KEY = 'io.modelcontextprotocol/clientInfo';

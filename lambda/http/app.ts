@@ -2,7 +2,8 @@
  * The HTTP surface of docs/contract/http.md as one web-standard `handle(Request) -> Response`, shared by the local
  * runtime (node:http) and the MCP Lambda (API Gateway v2 events). Order of checks on an
  * authenticated route: Host (local runtime only), Origin, API key, method, Content-Type, body
- * size; then the body's nesting depth and UTF-8 (core/json-text.ts); only then is it parsed. The
+ * size; then the body's nesting depth and UTF-8 (core/json-text.ts), and a JSON-RPC batch on a
+ * revision without batches; only then is it parsed. The
  * pup routes (`/pup/*`, docs/contract/pup.md) pass the Host and Origin checks and then belong to the pup door
  * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
  * nothing a client sends yields a 5xx or internal text, and the API key is compared in constant
@@ -22,7 +23,7 @@ import { DependencyUnavailable, isClientAbort } from '../core/errors';
 import { principalOf } from '../core/identity';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
-import { CorsPolicy, ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
+import { BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
@@ -62,6 +63,21 @@ function rpcError(status: number, code: number, message: string, headers: Record
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
 const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels; nothing dm-dot accepts is that deep.`;
+
+/**
+ * A JSON-RPC batch on a revision that has none: refused as one error before anything in it runs
+ * (the SDK would serve it on every revision it knows).
+ */
+const SERVED_REVISIONS: ReadonlySet<string> = new Set([MCP_PROTOCOL_VERSION, ...LEGACY_PROTOCOL_VERSIONS]);
+
+function batchRefusal(body: Uint8Array, version: string | null): Response | undefined {
+  // A revision dm-dot does not serve is the SDK's to refuse, as an unsupported version.
+  if (version === null || version === BATCH_PROTOCOL_VERSION || !SERVED_REVISIONS.has(version)) return undefined;
+  // The first byte that is not JSON whitespace says whether the body is an array.
+  const first = body.find((byte) => byte !== 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d);
+  if (first !== 0x5b) return undefined;
+  return rpcError(400, ErrorCodes.invalidRequest, `JSON-RPC batches are not part of MCP ${version}: send one request per POST (only ${BATCH_PROTOCOL_VERSION} takes batches).`);
+}
 
 export function createApp(deps: McpDeps, config: HttpConfig): App {
   const mcp = createMcpEndpoint(deps);
@@ -164,6 +180,8 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const body = scanned.bytes;
 
     if (isRest) return rest(body, requestId);
+    const batchRefused = batchRefusal(body, request.headers.get(McpHeaders.protocolVersion));
+    if (batchRefused) return batchRefused;
 
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);

@@ -251,6 +251,18 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
       }),
   },
   {
+    klass: 'JSON-RPC batch on a revision without batches',
+    sent: 'an array of two `ping`s with `MCP-Protocol-Version: 2025-06-18` (MCP-15)',
+    status: 400,
+    error: { rpc: -32600 },
+    message: /batches are not part of MCP 2025-06-18/,
+    call: (app) =>
+      send(app, {
+        headers: legacyHeaders({ 'mcp-protocol-version': '2025-06-18' }),
+        body: JSON.stringify([JSON.parse(ping), { ...JSON.parse(ping), id: 2 }]),
+      }),
+  },
+  {
     klass: 'Missing `_meta` (2026-07-28)',
     sent: '`tools/list` with the modern headers and no `_meta`',
     status: 400,
