@@ -425,6 +425,12 @@ test(
     expect(Math.max(0, ...invocations)).toBeLessThan(DELIVERY_TIMEOUT_MS);
     // The faults really happened, on every service.
     for (const counts of Object.values(faultCounts)) expect(Object.keys(counts).some((k) => !k.endsWith(':pass'))).toBe(true);
+    // What went wrong for an event that ends against the rule below, to debug a failing run.
+    for (const [eventId, status] of finals) {
+      if (status === EventStatus.failed ? deadLetters.has(eventId) : status === EventStatus.delivered) continue;
+      const record = await store.getEvent(eventId, Date.now());
+      process.stdout.write(`\naws-faults ${eventId}: ${JSON.stringify({ ...record, body: undefined })}\n${logLines.filter((line) => line.includes(eventId)).join('\n')}\n`);
+    }
     // Every accepted event ends delivered, or failed with a dead letter: none lost, none left queued.
     for (const [eventId, status] of finals) {
       expect([eventId, status]).toEqual([eventId, expect.stringMatching(/^(delivered|failed)$/)]);
