@@ -22,18 +22,18 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { runWithDeadline, webhookWithinDeadline } from '../adapters/deadline';
-import { deferredOutbox, deferredStore, once } from '../adapters/deferred';
+import { deferredAccessStore, deferredOutbox, deferredStore, once } from '../adapters/deferred';
 import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
 import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
 import { Budgets, mcpDeadline } from '../core/budgets';
-import { DEFAULT_RETRY_DELAYS_S, Routes } from '../core/protocol';
+import { DEFAULT_RETRY_DELAYS_S, EventsProfiles, Routes, type EventsProfileName } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
 import { createLogger } from '../log';
 import { createMetrics, type Metrics } from '../metrics';
-import { systemClock, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
+import { systemClock, type AccessStore, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
 import type { McpStorageClients } from './mcp-storage';
@@ -41,6 +41,10 @@ import type { McpStorageClients } from './mcp-storage';
 export interface McpLambdaDeps {
   store: Store;
   outbox: Outbox;
+  /** The DEPLOYMENT and SENDER# items (core/access.ts); absent: only the configured key, hashed, is the principal. */
+  access?: AccessStore;
+  /** DMDOT_EVENTS_PROFILE; chatgpt when absent. */
+  eventsProfile?: EventsProfileName;
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
@@ -80,6 +84,8 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
     log: deps.log,
+    ...(deps.access ? { access: deps.access } : {}),
+    ...(deps.eventsProfile ? { eventsProfile: EventsProfiles[deps.eventsProfile] } : {}),
   };
   let built: { key: string | undefined; app: App } | undefined;
 
@@ -153,6 +159,7 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   const storage = once(async () => (require('./mcp-storage') as typeof import('./mcp-storage')).createMcpStorage(settings.tableName, settings.queueUrl, given));
   const store = deferredStore(async () => (await storage()).store);
   const outbox = deferredOutbox(async () => (await storage()).outbox);
+  const access = deferredAccessStore(async () => (await storage()).access);
   const secrets = clients.secrets ?? secretsManagerFromRuntime(settings.aws);
   const log = overrides.log ?? createLogger();
   const apiKey = createApiKeyLoader({ client: secrets, secretArn: settings.apiKeySecretArn, log, onLoaded: (key) => log.redact?.(key) });
@@ -171,6 +178,8 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   return createMcpLambda({
     store,
     outbox,
+    access,
+    eventsProfile: settings.eventsProfile,
     webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.mcpRecordReserveMs),
     apiKey,
     deliveryWaitMs: settings.deliveryWaitMs,

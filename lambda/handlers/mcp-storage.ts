@@ -14,7 +14,7 @@ import { withDeadlines } from '../adapters/deadline';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { sequentialOutbox } from '../core/outbox';
-import type { Outbox, Store } from '../ports';
+import type { AccessStore, Outbox, Store } from '../ports';
 import { clientOptions } from './aws-clients';
 
 export interface McpStorageClients {
@@ -23,12 +23,12 @@ export interface McpStorageClients {
 }
 
 /** The store and outbox on the given clients (tests pass clients with local endpoints), or on new ones. */
-export function createMcpStorage(tableName: string, queueUrl: string, clients?: McpStorageClients): { store: Store; outbox: Outbox } {
+export function createMcpStorage(tableName: string, queueUrl: string, clients?: McpStorageClients): { store: Store; outbox: Outbox; access: AccessStore } {
   const dynamodb = clients?.dynamodb ?? new DynamoDBClient(clientOptions());
   const sqs = clients?.sqs ?? new SQSClient(clientOptions());
   // Every call of these clients carries the request deadline (a no-op when already applied).
   withDeadlines(dynamodb);
   withDeadlines(sqs);
   const store = new DynamoDbStore({ client: dynamodb, tableName });
-  return { store, outbox: sequentialOutbox(store, new SqsQueue({ client: sqs, queueUrl })) };
+  return { store, outbox: sequentialOutbox(store, new SqsQueue({ client: sqs, queueUrl })), access: store };
 }

@@ -19,11 +19,10 @@ import { randomUUID } from 'node:crypto';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { answerUnavailable, describeCause, restAnswerOf } from '../core/answers';
 import { DependencyUnavailable } from '../core/errors';
-import { principalOf } from '../core/identity';
+import { admitSend, createAuthenticator, type Identity } from '../core/access';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
 import { ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
-import { constantTimeEqual } from '../core/signing';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
@@ -66,7 +65,7 @@ const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonM
 export function createApp(deps: McpDeps, config: HttpConfig): App {
   const mcp = createMcpEndpoint(deps);
   const pup = createPupDoor(deps, config.pup ?? {});
-  const principal = config.apiKey ? principalOf(config.apiKey) : undefined;
+  const authenticator = config.apiKey ? createAuthenticator({ apiKey: config.apiKey, clock: deps.clock, ...(deps.access ? { access: deps.access } : {}) }) : undefined;
   const allowedOrigins = new Set(config.allowedOrigins.map((o) => o.toLowerCase()));
   const allowedHosts = config.allowedHosts ? new Set(config.allowedHosts.map((h) => h.toLowerCase())) : undefined;
 
@@ -100,20 +99,29 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
       : {};
   }
 
-  /** undefined when authenticated; otherwise the refusal. */
-  function authRefusal(request: Request, url: URL, isMcp: boolean): Response | undefined {
-    if (!config.apiKey) {
+  /** The caller's identity when authenticated; otherwise the refusal. */
+  async function authenticate(request: Request, url: URL, isMcp: boolean, requestId: string): Promise<Identity | Response> {
+    if (!authenticator) {
       return isMcp
         ? rpcError(503, ErrorCodes.internalError, 'The API key is not configured; the server cannot accept requests.')
         : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
     }
     const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
     // Either credential that matches authenticates: an empty or stale `?key=` left in a connector
-    // URL must not hide a valid Bearer header (or the other way round). Both are compared, always,
-    // so the time taken does not tell which one was wrong.
-    const queryOk = constantTimeEqual(url.searchParams.get('key') ?? '', config.apiKey);
-    const bearerOk = constantTimeEqual(bearer ?? '', config.apiKey);
-    if (queryOk || bearerOk) return undefined;
+    // URL must not hide a valid Bearer header (or the other way round).
+    let identity: Identity | undefined;
+    try {
+      identity = await authenticator.identify([url.searchParams.get('key') ?? '', bearer ?? '']);
+    } catch (error) {
+      if (!(error instanceof DependencyUnavailable)) throw error;
+      if (isMcp) {
+        const answer = answerUnavailable(deps.log, 'rpc', error, { requestId, where: 'authentication' });
+        return rpcError(503, answer.code, answer.message);
+      }
+      const answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'authentication' });
+      return json(answer.status, answer.body);
+    }
+    if (identity) return identity;
     const headers = { 'www-authenticate': 'Bearer' };
     return isMcp ? rpcError(401, ErrorCodes.invalidRequest, API_KEY_HINT, headers) : restError(401, 'unauthorized', API_KEY_HINT, headers);
   }
@@ -151,8 +159,8 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         },
       });
     }
-    const refusal = authRefusal(request, url, isMcp);
-    if (refusal) return refusal;
+    const identity = await authenticate(request, url, isMcp, requestId);
+    if (identity instanceof Response) return identity;
     if (request.method !== 'POST') return refuse(405, 'method_not_allowed', 'Method not allowed: use POST (no SSE stream, no sessions).', { allow: 'POST' });
     if (!isJsonContentType(request.headers.get('content-type'))) return refuse(415, 'unsupported_media_type', 'Content-Type must be application/json.');
     const raw = await readCapped(request, Limits.requestBodyMaxBytes);
@@ -163,17 +171,17 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
     const body = scanned.bytes;
 
-    if (isRest) return rest(body, requestId);
+    if (isRest) return rest(body, requestId, identity);
 
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
     headers.delete('authorization');
     headers.delete('content-length');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
-    return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { principal, requestId } } });
+    return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } } });
   }
 
-  async function rest(body: Uint8Array, requestId: string): Promise<Response> {
+  async function rest(body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
     let parsed: unknown;
     try {
       // Bytes that were not UTF-8 are lone surrogates by now (core/json-text.ts): the message
@@ -184,7 +192,14 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
     let answer;
     try {
-      answer = restAnswerOf(await sendMessage(deps, parsed));
+      // Past the sender's rate nothing is recorded or sent: 429 with the seconds to the next window.
+      const admission = await admitSend(deps.access, identity, deps.clock.now());
+      if (!admission.ok) {
+        return restError(429, 'rate_limited', `This sender's rate (${identity.rate} messages per minute) is used up; try again in ${admission.retryAfterSeconds} s.`, {
+          'retry-after': String(admission.retryAfterSeconds),
+        });
+      }
+      answer = restAnswerOf(await sendMessage(deps, parsed, { sender: identity.sender }));
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
       answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'POST /v1/messages' });
