@@ -24,7 +24,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as field from '../lambda/config/fields';
 import { SettingsError, type Raw } from '../lambda/config/fields';
-import { Limits } from '../lambda/core/protocol';
+import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, Limits, type EventsProfileName } from '../lambda/core/protocol';
 
 export { SettingsError };
 /** The longest delay between two attempts (SQS's visibility limit); one constant for the stack and the functions. */
@@ -64,6 +64,8 @@ export interface DmDotSettings {
   readonly deliveryMaxConcurrency: number;
   /** The pup manifest when `pupManifestFile` is set; undefined: the MCP function serves its default. */
   readonly pupManifest?: PupManifest;
+  /** The MCP Events profile (`DMDOT_EVENTS_PROFILE`): `chatgpt` (default) or `sep-3415`. */
+  readonly eventsProfile: EventsProfileName;
 }
 
 /** Context keys and their defaults, exactly as they appear in `cdk.json`. */
@@ -79,6 +81,7 @@ export const DEFAULTS = {
   throttleBurstLimit: 20,
   deliveryMaxConcurrency: 2,
   pupManifestFile: '',
+  eventsProfile: 'chatgpt',
 } as const;
 
 export type ContextKey = keyof typeof DEFAULTS;
@@ -153,5 +156,6 @@ export function readSettings(node: Node): DmDotSettings {
     throttleBurstLimit: integer(node, 'throttleBurstLimit', 1, 5_000),
     deliveryMaxConcurrency: integer(node, 'deliveryMaxConcurrency', MIN_DELIVERY_CONCURRENCY, MAX_DELIVERY_CONCURRENCY),
     ...(pupManifest === undefined ? {} : { pupManifest }),
+    eventsProfile: field.oneOf(raw(node, 'eventsProfile'), named('eventsProfile'), EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
   };
 }

@@ -31,7 +31,7 @@ export const command = defineCommand({
     options: { ...AWS_STACK_OPTIONS },
     json:
       'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | "database" | "nothing", ' +
-      '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": {"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs"}, ' +
+      '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": {"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs", "eventsProfile": "chatgpt" | "sep-3415"}, ' +
       `"subscription": ${SUBSCRIPTION_JSON} | null, "events": {"queued", "delivered", "failed", "dropped"} | null, "jobs": {"queued", "deadLetters"} | null}; ` +
       'with --aws {"mode": "aws", "stack", "region", "outputs": {name: value}, "alarms": [{"name", "state", "reason", "updatedAt"}] | null, ' +
       '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "problems": [sentence, ...]}.',
@@ -71,6 +71,7 @@ export function describeLocal(status: LocalStatus): string {
     ['API key', key],
     ['loopback callbacks', s.loopbackCallbacks ? 'on (dm-dot dot can subscribe)' : 'off (DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start lets dm-dot dot subscribe)'],
     ['pup', s.pup ? `configured (${s.pup.secrets} signing secret${s.pup.secrets > 1 ? 's' : ''})` : 'not configured (no PUP_SIGNING_SECRETS: its POST routes answer 503)'],
+    ['events profile', `${s.eventsProfile ?? 'chatgpt'}${s.eventsProfile === 'sep-3415' ? ' (SEP-3415 codes -32023..-32027)' : ' (ChatGPT codes -32011..-32015; DMDOT_EVENTS_PROFILE=sep-3415 for SEP-3415)'}`],
     ['allowed origins', s.allowedOrigins.join(', ') || 'none (requests with an Origin are refused, except the server\'s own)'],
     ['allowed hosts', s.allowedHosts.length ? `the server's own addresses and ${s.allowedHosts.join(', ')}` : "the server's own addresses only"],
     ['subscription', describeSubscriptionLine(status.subscription)],
