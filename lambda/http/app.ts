@@ -22,7 +22,7 @@ import { DependencyUnavailable } from '../core/errors';
 import { admitSend, createAuthenticator, type Identity } from '../core/access';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
-import { ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
+import { ErrorCodes, Limits, OAUTH_DISCOVERY_PATHS, RATE_LIMITED_CODE, Routes } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
@@ -57,6 +57,9 @@ function restError(status: number, code: string, message: string, headers: Recor
 function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
 }
+
+const rateMessage = (identity: Identity, seconds: number) =>
+  `This sender's rate (${identity.rate} messages per minute) is used up; nothing was sent. Try again in ${seconds} s.`;
 
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
@@ -172,6 +175,10 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const body = scanned.bytes;
 
     if (isRest) return rest(body, requestId, identity);
+    if (identity.rate !== undefined) {
+      const refused = await rateRefusal(body, requestId, identity);
+      if (refused) return refused;
+    }
 
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
@@ -179,6 +186,41 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     headers.delete('content-length');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
     return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } } });
+  }
+
+  /**
+   * A sender with a rate: a `tools/call` (alone or in a batch) counts one send. Counted here, before
+   * the SDK, so that past the rate the answer is HTTP 429 with Retry-After and a JSON-RPC error
+   * (the SDK would turn any error of a tool into a tool result) and nothing is recorded.
+   */
+  async function rateRefusal(body: Uint8Array, requestId: string, identity: Identity): Promise<Response | undefined> {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(new TextDecoder('utf-8').decode(body));
+    } catch {
+      return undefined; // the SDK answers -32700
+    }
+    const calls = (Array.isArray(parsed) ? parsed : [parsed]).filter((m) => (m as { method?: unknown } | null)?.method === 'tools/call');
+    if (calls.length === 0) return undefined;
+    let admission;
+    try {
+      admission = await admitSend(deps.access, identity, deps.clock.now());
+    } catch (error) {
+      if (!(error instanceof DependencyUnavailable)) throw error;
+      const answer = answerUnavailable(deps.log, 'rpc', error, { requestId, where: 'rate' });
+      return rpcError(503, answer.code, answer.message);
+    }
+    if (admission.ok) return undefined;
+    const id = (calls[0] as { id?: unknown }).id;
+    return json(
+      429,
+      {
+        jsonrpc: '2.0',
+        id: typeof id === 'string' || typeof id === 'number' ? id : null,
+        error: { code: RATE_LIMITED_CODE, message: rateMessage(identity, admission.retryAfterSeconds), data: { retryAfterSeconds: admission.retryAfterSeconds } },
+      },
+      { 'retry-after': String(admission.retryAfterSeconds) },
+    );
   }
 
   async function rest(body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
@@ -195,7 +237,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
       // Past the sender's rate nothing is recorded or sent: 429 with the seconds to the next window.
       const admission = await admitSend(deps.access, identity, deps.clock.now());
       if (!admission.ok) {
-        return restError(429, 'rate_limited', `This sender's rate (${identity.rate} messages per minute) is used up; try again in ${admission.retryAfterSeconds} s.`, {
+        return restError(429, 'rate_limited', rateMessage(identity, admission.retryAfterSeconds), {
           'retry-after': String(admission.retryAfterSeconds),
         });
       }

@@ -21,11 +21,11 @@
  * piece of state lives behind the ports.
  */
 import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
-import { admitSend, type Identity } from '../core/access';
+import type { Identity } from '../core/access';
 import { answerUnavailable, describeCause, toolResultOf } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { sendMessage, type MessageDeps } from '../core/messages';
-import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EventsProfiles, RATE_LIMITED_CODE, LEGACY_PROTOCOL_VERSIONS, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
+import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EventsProfiles, LEGACY_PROTOCOL_VERSIONS, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
 import type { AccessStore, Logger } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
@@ -159,13 +159,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       guarded('tools/call', async () => {
         let outcome;
         try {
-          // Past the sender's rate nothing is recorded or sent: the /mcp twin of HTTP 429.
-          const admission = await admitSend(deps.access, caller.identity, deps.clock.now());
-          if (!admission.ok) {
-            throw new ProtocolFault(RATE_LIMITED_CODE, `This sender's rate (${caller.identity.rate} messages per minute) is used up; try again in ${admission.retryAfterSeconds} s.`, {
-              retryAfterSeconds: admission.retryAfterSeconds,
-            });
-          }
+          // A sender's rate was counted at the door (http/app.ts), before the SDK saw the request.
           outcome = await sendMessage(deps, args, { sender: caller.identity.sender });
         } catch (error) {
           if (error instanceof DependencyUnavailable) return answerUnavailable(deps.log, 'tool', error, { requestId: caller.requestId, where: 'tools/call' });
