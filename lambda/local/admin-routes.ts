@@ -25,6 +25,7 @@ import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent,
 import { EVENT_STATUSES, isEventStatus } from '../operator/views';
 import type { AccessStore, Outbox, Store } from '../ports';
 import { addSender, listSenders, revokeSender } from '../operator/access';
+import { senderNameOf } from '../core/access';
 import { pathOf } from './http-server';
 
 export const ADMIN_PREFIX = `${Routes.admin}/`;
@@ -92,6 +93,10 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
   // A browser page never gets here: no admin route answers a request that carries an Origin.
   if (req.headers.origin !== undefined) return refuse(res, 403, 'forbidden_origin', 'Admin routes refuse cross-origin requests.');
   const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim();
+  // A sender key is a real credential that may never run an operator action: Forbidden, as on /mcp.
+  if (bearer !== undefined && senderNameOf(bearer) !== undefined) {
+    return refuse(res, 403, 'forbidden_sender', 'A sender key may only send; operator actions need the admin token.');
+  }
   if (!tokenMatches(bearer, deps.token)) {
     return refuse(res, 401, 'unauthorized', 'Admin routes need the admin token from <state dir>/admin-token (the API key is not accepted).', {
       'www-authenticate': 'Bearer',
