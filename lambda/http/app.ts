@@ -1,8 +1,10 @@
 /**
  * The HTTP surface of docs/contract/http.md as one web-standard `handle(Request) -> Response`, shared by the local
  * runtime (node:http) and the MCP Lambda (API Gateway v2 events). Order of checks on an
- * authenticated route: Host (local runtime only), Origin, API key, method, Content-Type, body
- * size; then the body's nesting depth and UTF-8 (core/json-text.ts); only then is it parsed. The
+ * authenticated route: Host (local runtime only), Origin, API key (the connector key, the previous
+ * one during a rotation's overlap, or a sender key: core/access.ts), method, Content-Type, body
+ * size; then the body's nesting depth and UTF-8 (core/json-text.ts); only then is it parsed, and a
+ * sender with a rate has its send counted (429 past it) before the MCP SDK or the send runs. The
  * pup routes (`/pup/*`, docs/contract/pup.md) pass the Host and Origin checks and then belong to the pup door
  * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
  * nothing a client sends yields a 5xx or internal text, and the API key is compared in constant
