@@ -53,7 +53,7 @@ function cli(args: string[], stateDir: string, extra: Record<string, string> = {
 }
 
 async function mcp(server: RunningServer, key: string, method: string, params: Record<string, unknown> = {}) {
-  const name = method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
+  const name: Record<string, string> = method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
   const response = await fetch(server.mcpUrl, {
     method: 'POST',
     headers: {
