@@ -465,6 +465,10 @@ describe('dm-dot status --aws', () => {
     });
   }
 
+  /** The MCP function's configuration: DMDOT_EVENTS_PROFILE only when the stack set it. */
+  const mcpFunction = (profile?: string) =>
+    fakeClient({ GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Environment: { Variables: profile ? { DMDOT_EVENTS_PROFILE: profile } : {} } }) });
+
   const cloudwatch = () =>
     fakeClient({
       DescribeAlarmsCommand: (input: { AlarmNames: string[] }) => ({
@@ -475,7 +479,7 @@ describe('dm-dot status --aws', () => {
   it('shows the stack outputs, the alarm states (DescribeAlarms on AlarmNames), the queue depths and the subscription; exit 0', async () => {
     const stack = await stackWithTable();
     const watch = cloudwatch();
-    const r = await run(['status', '--aws', '--stack', 'MyDot', '--json'], { cloudformation: stack.cloudformation, cloudwatch: watch.client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    const r = await run(['status', '--aws', '--stack', 'MyDot', '--json'], { cloudformation: stack.cloudformation, cloudwatch: watch.client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction('sep-3415').client });
     expect(r.code).toBe(0);
     expect(stack.asked).toEqual(['MyDot']);
     expect(watch.sent).toEqual([{ name: 'DescribeAlarmsCommand', input: { AlarmNames: ['DmDot-DeadLetters', 'DmDot-Errors'], MaxRecords: 100 } }]);
@@ -490,9 +494,11 @@ describe('dm-dot status --aws', () => {
       ],
       queues: { delivery: { visible: 0 }, deadLetter: { visible: 2 } },
       subscription: { id: subscription().id, callbackHost: 'dot.example.com' },
+      eventsProfile: 'sep-3415',
       problems: [],
     });
-    const text = await run(['status', '--aws', '--stack', 'MyDot'], { cloudformation: (await stackWithTable()).cloudformation, cloudwatch: cloudwatch().client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    const text = await run(['status', '--aws', '--stack', 'MyDot'], { cloudformation: (await stackWithTable()).cloudformation, cloudwatch: cloudwatch().client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction().client });
+    expect(text.out).toMatch(/^events profile +chatgpt$/m);
     expect(text.out).toMatch(/^alarms +DmDot-DeadLetters: ALARM; DmDot-Errors: OK$/m);
     expect(text.out).toMatch(/^dead letters +[1-9]\d* \(dm-dot redrive --aws\)$/m);
     expect(text.out).not.toMatch(/private-path|token=abc|whsec_/);
@@ -501,7 +507,7 @@ describe('dm-dot status --aws', () => {
   it('exit 1 when it could not look at everything (alarms unreadable), still one JSON document naming the problem', async () => {
     const stack = await stackWithTable();
     const denied = fakeClient({});
-    const r = await run(['status', '--aws', '--json'], { cloudformation: stack.cloudformation, cloudwatch: denied.client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    const r = await run(['status', '--aws', '--json'], { cloudformation: stack.cloudformation, cloudwatch: denied.client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction().client });
     expect(r.code).toBe(1);
     const doc = JSON.parse(r.out);
     expect(doc.alarms).toBeNull();
