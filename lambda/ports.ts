@@ -112,6 +112,8 @@ export interface EventRecord {
    * time it is queued; removed when it leaves `queued`). A record stranded again is failed.
    */
   repairedAt?: number;
+  /** Who sent it: `connector` (the connector key) or a sender's name; absent on records from before senders. */
+  sender?: string;
 }
 
 /** A `queued` record as the reconciler finds it: its id and since when it has been queued. */
@@ -262,6 +264,72 @@ export interface Store {
   listQueuedBefore?(before: number, limit: number): Promise<QueuedEntry[]>;
   markRequeued?(eventId: string, attempts: number, now: number): Promise<boolean>;
 }
+
+// ---- Access: the deployment's identity, sender keys and their rate counters ----------------------
+
+/**
+ * The one DEPLOYMENT item: the principal behind every subscription id (created once, never
+ * changed), the hash of the connector key in force and, during a rotation's overlap, the previous
+ * key's hash with the end of its overlap.
+ */
+export interface DeploymentRecord {
+  principal: string;
+  keyHash: string;
+  previousKeyHash?: string;
+  previousKeyUntil?: number;
+  createdAt: number;
+  rotatedAt?: number;
+}
+
+/** The connector keys a rotation leaves in force. Absent previous fields: no overlap. */
+export interface DeploymentKeys {
+  keyHash: string;
+  previousKeyHash?: string;
+  previousKeyUntil?: number;
+  rotatedAt: number;
+}
+
+/** One `SENDER#<name>` item: never the key, only its hash. */
+export interface SenderRecord {
+  name: string;
+  keyHash: string;
+  /** Messages per minute; null: no limit. */
+  rate: number | null;
+  createdAt: number;
+  lastUsedAt?: number;
+  revokedAt?: number;
+}
+
+/**
+ * Storage of who may call: the deployment's identity, the sender keys and the per-minute send
+ * counters. Every access is by key (the listing is operator-only), so the request path never scans.
+ */
+export interface AccessStore {
+  getDeployment(): Promise<DeploymentRecord | undefined>;
+  /**
+   * Creates the DEPLOYMENT item unless one exists (one conditional put) and returns the one stored:
+   * two first requests racing agree on the winner's principal.
+   */
+  createDeployment(record: DeploymentRecord): Promise<DeploymentRecord>;
+  /** Replaces the key hashes of the existing DEPLOYMENT item (its principal stays). False when absent. */
+  setDeploymentKeys(keys: DeploymentKeys): Promise<boolean>;
+  /** Creates a sender; false when the name is taken (revoked names stay taken). */
+  addSender(record: SenderRecord): Promise<boolean>;
+  getSender(name: string): Promise<SenderRecord | undefined>;
+  /** Operator-only: every sender, by name. */
+  listSenders(): Promise<SenderRecord[]>;
+  /** Sets revokedAt on a sender not yet revoked; false when absent or already revoked. */
+  revokeSender(name: string, at: number): Promise<boolean>;
+  /** Sets lastUsedAt = at only if it is unset or older than `at - minIntervalMs` (at most one write a window). */
+  touchSender(name: string, at: number, minIntervalMs: number): Promise<void>;
+  /**
+   * Counts one send in the counter `window` (RATE#<name>#<window>), only if it holds fewer than
+   * `limit`; the counter expires at `expiresAt`. False: the limit was reached, nothing counted.
+   */
+  countSend(name: string, window: number, limit: number, expiresAt: number): Promise<boolean>;
+}
+
+// ---- end of Access ------------------------------------------------------------------------------
 
 /** An HTTP answer kept for retries of one inbound delivery: status and the exact body text. */
 export interface InboundAnswer {

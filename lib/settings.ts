@@ -24,7 +24,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as field from '../lambda/config/fields';
 import { SettingsError, type Raw } from '../lambda/config/fields';
-import { Limits } from '../lambda/core/protocol';
+import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, Limits, type EventsProfileName } from '../lambda/core/protocol';
 
 export { SettingsError };
 /** The longest delay between two attempts (SQS's visibility limit); one constant for the stack and the functions. */
@@ -72,6 +72,8 @@ export interface DmDotSettings {
   readonly customDomain?: CustomDomain;
   /** `-c disableDefaultEndpoint=true`: the execute-api address answers nothing, only the custom domain does. */
   readonly disableDefaultEndpoint?: true;
+  /** The MCP Events profile (`DMDOT_EVENTS_PROFILE`): `chatgpt` (default) or `sep-3415`. */
+  readonly eventsProfile: EventsProfileName;
 }
 
 /** CloudFront with an AWS WAF web ACL in front of the HTTP API, limiting requests per client IP. */
@@ -144,6 +146,7 @@ export const DEFAULTS = {
   originCertificateArn: '',
   originTruststoreUri: '',
   originClientCertificateArn: '',
+  eventsProfile: 'chatgpt',
 } as const;
 
 export type ContextKey = keyof typeof DEFAULTS;
@@ -290,5 +293,6 @@ export function readSettings(node: Node): DmDotSettings {
     deliveryMaxConcurrency: integer(node, 'deliveryMaxConcurrency', MIN_DELIVERY_CONCURRENCY, MAX_DELIVERY_CONCURRENCY),
     ...(pupManifest === undefined ? {} : { pupManifest }),
     ...readExposure(node),
+    eventsProfile: field.oneOf(raw(node, 'eventsProfile'), named('eventsProfile'), EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
   };
 }

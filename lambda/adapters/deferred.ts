@@ -10,7 +10,7 @@
  *
  * Deliberately not here: which adapters are built or how (the loader decides), and retries.
  */
-import type { Outbox, Store } from '../ports';
+import type { AccessStore, Outbox, Store } from '../ports';
 
 /** One load shared by concurrent first calls; forgotten when it fails. */
 export function once<T>(load: () => Promise<T>): () => Promise<T> {
@@ -44,6 +44,21 @@ export function deferredStore(load: () => Promise<Store>): Store {
     settleReplayId: async (...args) => (await load()).settleReplayId(...args),
     putInboundAnswer: async (...args) => (await load()).putInboundAnswer(...args),
     listEvents: async (...args) => (await load()).listEvents(...args),
+  };
+}
+
+/** Every method of the AccessStore, forwarded once `load` has given the real one. */
+export function deferredAccessStore(load: () => Promise<AccessStore>): AccessStore {
+  return {
+    getDeployment: async (...args) => (await load()).getDeployment(...args),
+    createDeployment: async (...args) => (await load()).createDeployment(...args),
+    setDeploymentKeys: async (...args) => (await load()).setDeploymentKeys(...args),
+    addSender: async (...args) => (await load()).addSender(...args),
+    getSender: async (...args) => (await load()).getSender(...args),
+    listSenders: async (...args) => (await load()).listSenders(...args),
+    revokeSender: async (...args) => (await load()).revokeSender(...args),
+    touchSender: async (...args) => (await load()).touchSender(...args),
+    countSend: async (...args) => (await load()).countSend(...args),
   };
 }
 

@@ -46,6 +46,10 @@ import {
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
 import type {
+  AccessStore,
+  DeploymentKeys,
+  DeploymentRecord,
+  SenderRecord,
   EventExpectation,
   EventPatch,
   EventRecord,
@@ -60,7 +64,7 @@ import type {
 } from '../ports';
 import { EventStatus as EventStatuses, Limits, type EventStatus } from '../core/protocol';
 import { EventExists } from '../core/errors';
-import { ItemKeys, isLive, newestFirst, replayClaimOf, ttlOfEvent, ttlOfSubscription } from './items';
+import { byName, ItemKeys, isLive, newestFirst, replayClaimOf, ttlOfEvent, ttlOfSubscription } from './items';
 import { QueuedIndex, queuedShardOf, queuedShards } from './queued-index';
 
 type Item = Record<string, AttributeValue>;
@@ -75,7 +79,7 @@ export interface DynamoDbStoreOptions {
   tableName: string;
 }
 
-export class DynamoDbStore implements Store {
+export class DynamoDbStore implements Store, AccessStore {
   private readonly client: DynamoDBClient;
   private readonly tableName: string;
 
@@ -446,6 +450,115 @@ export class DynamoDbStore implements Store {
     );
   }
 
+  // ---- Access (ports.AccessStore): DEPLOYMENT, SENDER#, RATE# -------------------------------------
+  // DEPLOYMENT and SENDER# items carry no `ttl`: they never expire. Every request-path access is a
+  // GetItem or a conditional write by key; listSenders is operator-only (a Scan, like listEvents).
+
+  async getDeployment(): Promise<DeploymentRecord | undefined> {
+    return (await this.get(ItemKeys.deployment)) as DeploymentRecord | undefined;
+  }
+
+  async createDeployment(record: DeploymentRecord): Promise<DeploymentRecord> {
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.tableName,
+          Item: withoutTtl(toItem(ItemKeys.deployment, record, 0)),
+          ConditionExpression: 'attribute_not_exists(pk)',
+          // The loser of two first requests learns the winner's principal from this failed write.
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { ...record };
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      if (error.Item) return fromItem(error.Item) as unknown as DeploymentRecord;
+      const stored = await this.getDeployment();
+      if (!stored) throw new Error('conditional put of the deployment failed, yet none is stored');
+      return stored;
+    }
+  }
+
+  async setDeploymentKeys(keys: DeploymentKeys): Promise<boolean> {
+    const names: Record<string, string> = { '#keyHash': 'keyHash', '#rotatedAt': 'rotatedAt', '#previousKeyHash': 'previousKeyHash', '#previousKeyUntil': 'previousKeyUntil' };
+    const values: Item = { ':keyHash': { S: keys.keyHash }, ':rotatedAt': { N: String(keys.rotatedAt) } };
+    let update = 'SET #keyHash = :keyHash, #rotatedAt = :rotatedAt';
+    if (keys.previousKeyHash !== undefined && keys.previousKeyUntil !== undefined) {
+      values[':previousKeyHash'] = { S: keys.previousKeyHash };
+      values[':previousKeyUntil'] = { N: String(keys.previousKeyUntil) };
+      update += ', #previousKeyHash = :previousKeyHash, #previousKeyUntil = :previousKeyUntil';
+    } else {
+      update += ' REMOVE #previousKeyHash, #previousKeyUntil';
+    }
+    return this.updateIf(ItemKeys.deployment, update, 'attribute_exists(pk)', names, values);
+  }
+
+  async addSender(record: SenderRecord): Promise<boolean> {
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.tableName,
+          Item: withoutTtl(toItem(ItemKeys.sender(record.name), record, 0)),
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  async getSender(name: string): Promise<SenderRecord | undefined> {
+    return (await this.get(ItemKeys.sender(name))) as SenderRecord | undefined;
+  }
+
+  async listSenders(): Promise<SenderRecord[]> {
+    const senders: SenderRecord[] = [];
+    let startKey: Item | undefined;
+    do {
+      const page = await this.client.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          FilterExpression: 'begins_with(#pk, :prefix)',
+          ExpressionAttributeNames: { '#pk': 'pk' },
+          ExpressionAttributeValues: { ':prefix': { S: ItemKeys.sender('') } },
+          ConsistentRead: true,
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      for (const item of page.Items ?? []) senders.push(fromItem(item) as unknown as SenderRecord);
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return byName(senders);
+  }
+
+  async revokeSender(name: string, at: number): Promise<boolean> {
+    return this.updateIf(ItemKeys.sender(name), 'SET #revokedAt = :at', 'attribute_exists(pk) AND attribute_not_exists(#revokedAt)', { '#revokedAt': 'revokedAt' }, { ':at': { N: String(at) } });
+  }
+
+  async touchSender(name: string, at: number, minIntervalMs: number): Promise<void> {
+    await this.updateIf(
+      ItemKeys.sender(name),
+      'SET #lastUsedAt = :at',
+      'attribute_exists(pk) AND (attribute_not_exists(#lastUsedAt) OR #lastUsedAt <= :before)',
+      { '#lastUsedAt': 'lastUsedAt' },
+      { ':at': { N: String(at) }, ':before': { N: String(at - minIntervalMs) } },
+    );
+  }
+
+  async countSend(name: string, window: number, limit: number, expiresAt: number): Promise<boolean> {
+    // One conditional UpdateItem per send: ADD creates the counter at 1, the condition stops it at the limit.
+    return this.updateIf(
+      ItemKeys.rate(name, window),
+      'ADD #count :one SET #expiresAt = :expiresAt, #ttl = :ttl',
+      'attribute_not_exists(#count) OR #count < :limit',
+      { '#count': 'count', '#expiresAt': 'expiresAt', '#ttl': 'ttl' },
+      { ':one': { N: '1' }, ':limit': { N: String(limit) }, ':expiresAt': { N: String(expiresAt) }, ':ttl': { N: String(Math.ceil(expiresAt / 1000)) } },
+    );
+  }
+  // ---- end of Access ------------------------------------------------------------------------------
+
   /** One conditional UpdateItem: true when it was applied, false when its condition failed. */
   private async updateIf(pk: string, update: string, condition: string, names: Record<string, string>, values: Item): Promise<boolean> {
     try {
@@ -548,6 +661,12 @@ function isSameEvent(stored: Item | undefined, record: EventRecord): boolean {
   const old = fromItem(stored);
   // Event ids are 128 random bits: the same id with the same bytes and creation time is this put.
   return old.eventId === record.eventId && old.body === record.body && old.createdAt === record.createdAt;
+}
+
+/** An item that never expires: no `ttl` attribute at all. */
+function withoutTtl(item: Item): Item {
+  const { ttl: _ttl, ...rest } = item;
+  return rest;
 }
 
 function isConditionFailure(error: unknown): error is ConditionalCheckFailedException {

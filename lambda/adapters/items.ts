@@ -15,7 +15,16 @@ export const ItemKeys = {
   replay: (webhookId: string) => `REPLAY#${webhookId}`,
   /** The stored answer to an inbound (pup) event delivery, by its webhook-id (docs/contract/pup.md). */
   inboundAnswer: (deliveryId: string) => `ANSWER#${deliveryId}`,
+  // Access (core/access.ts): the deployment's identity, the senders, their per-minute counters.
+  deployment: 'DEPLOYMENT',
+  sender: (name: string) => `SENDER#${name}`,
+  rate: (name: string, window: number) => `RATE#${name}#${window}`,
 } as const;
+
+/** The fields of a SENDER# item, in the order a listing shows them. */
+export function byName<T extends { name: string }>(senders: T[]): T[] {
+  return senders.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
 
 export function isLive(expiresAt: unknown, now: number): boolean {
   return typeof expiresAt === 'number' && expiresAt > now;

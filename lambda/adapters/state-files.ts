@@ -97,9 +97,9 @@ export async function loadOrCreateApiKey(
 }
 
 /** Writes a new key into `<state dir>/api-key`; the caller swaps it in. */
-export async function rotateApiKeyFile(stateDir: string): Promise<{ key: string; file: string }> {
+/** `key`: the new key when the caller made it first (a rotation records its hash before the file changes). */
+export async function rotateApiKeyFile(stateDir: string, key: string = newApiKey()): Promise<{ key: string; file: string }> {
   const file = resolve(stateDir, API_KEY_FILE);
-  const key = newApiKey();
   await writeFileAtomic(file, `${key}\n`);
   return { key, file };
 }

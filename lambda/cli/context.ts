@@ -68,8 +68,8 @@ export class Context {
   }
 
   /** A secret asked for with --show-key: printed as is, after a notice on stderr. */
-  reveal(text: string, doc?: unknown): void {
-    this.io.err(`dm-dot ${this.command}: --show-key prints the API key: a secret; keep this output out of logs, screenshots and shared terminals\n`);
+  reveal(text: string, doc?: unknown, what = '--show-key prints the API key'): void {
+    this.io.err(`dm-dot ${this.command}: ${what}: a secret; keep this output out of logs, screenshots and shared terminals\n`);
     if (this.json) {
       if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
       this.jsonPrinted = true;

@@ -58,6 +58,14 @@ export function flag(value: Raw, name: string): boolean {
   throw new SettingsError(`${name} must be 1 or true (on), or 0, false or empty (off), got "${text(value).slice(0, 40)}"`);
 }
 
+/** One of a fixed set of words; unset: the fallback. */
+export function oneOf<T extends string>(value: Raw, name: string, allowed: readonly T[], fallback: T): T {
+  const t = text(value).toLowerCase();
+  if (t === '') return fallback;
+  if ((allowed as readonly string[]).includes(t)) return t as T;
+  throw new SettingsError(`${name} must be one of ${allowed.join(', ')}, got "${text(value).slice(0, 40)}"`);
+}
+
 export function integer(value: Raw, name: string, min: number, max: number, fallback?: number): number {
   const t = text(value);
   if (t === '' && fallback !== undefined) return fallback;

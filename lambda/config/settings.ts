@@ -15,6 +15,7 @@ import { isAbsolute, resolve } from 'node:path';
 import type { InboundSecrets } from '../core/inbound';
 import { isLoopbackHostname } from '../core/loopback';
 import type { TtlPolicy } from '../core/validation';
+import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, type EventsProfileName } from '../core/protocol';
 import * as field from './fields';
 import { SettingsError } from './fields';
 
@@ -34,6 +35,8 @@ export interface McpSettings {
   allowLoopbackCallbacks: boolean;
   /** PUP_MANIFEST_FILE's exact text, checked to be a JSON object; undefined: the default manifest. */
   pupManifest?: string;
+  /** DMDOT_EVENTS_PROFILE: `chatgpt` (the default) or `sep-3415` (docs/contract/events.md). */
+  eventsProfile: EventsProfileName;
 }
 
 export interface LocalSettings extends McpSettings {
@@ -116,6 +119,7 @@ function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: Read
     allowedOrigins: field.origins(env.DMDOT_ALLOWED_ORIGINS, 'DMDOT_ALLOWED_ORIGINS'),
     allowLoopbackCallbacks: field.flag(env.DMDOT_ALLOW_LOOPBACK_CALLBACKS, 'DMDOT_ALLOW_LOOPBACK_CALLBACKS'),
     ...(pupManifest !== undefined ? { pupManifest } : {}),
+    eventsProfile: field.oneOf(env.DMDOT_EVENTS_PROFILE, 'DMDOT_EVENTS_PROFILE', EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
   };
 }
 

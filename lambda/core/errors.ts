@@ -24,8 +24,9 @@ export function invalidParams(message: string): ProtocolFault {
   return new ProtocolFault(ErrorCodes.invalidParams, message);
 }
 
-export function callbackEndpointError(reason: FailureReason): ProtocolFault {
-  return new ProtocolFault(ErrorCodes.callbackEndpointError, CALLBACK_ENDPOINT_ERROR_MESSAGE, { reason });
+/** `code`: the events profile's CallbackEndpointError (-32015 under chatgpt, -32027 under sep-3415). */
+export function callbackEndpointError(reason: FailureReason, code: number = ErrorCodes.callbackEndpointError): ProtocolFault {
+  return new ProtocolFault(code, CALLBACK_ENDPOINT_ERROR_MESSAGE, { reason });
 }
 
 export type Dependency = 'storage' | 'queue';

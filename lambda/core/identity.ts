@@ -1,7 +1,8 @@
 /**
- * Identity: canonical JSON, the principal behind an API key, subscription ids, event ids and the
+ * Identity: canonical JSON, the hash a principal is made from, subscription ids, event ids and the
  * random values the challenge needs. Ids are pure functions of their inputs so they are stable
- * across restarts and deploys (changing the API key changes every subscription id).
+ * across restarts and deploys; the principal itself is the deployment's, kept in its DEPLOYMENT
+ * item (core/access.ts), so a key rotation changes no subscription id.
  *
  * Deliberately not here: storage of any id, and comparison of secrets (see signing.ts).
  */
@@ -34,7 +35,10 @@ export function sha256Hex(input: string | Uint8Array): string {
   return createHash('sha256').update(input).digest('hex');
 }
 
-/** The principal is the hex SHA-256 of the API key: the key itself is never stored. */
+/**
+ * The hex SHA-256 of a connector key: the principal a deployment gets when its DEPLOYMENT item is
+ * created (core/access.ts), which is what every id was made from before that item existed.
+ */
 export function principalOf(apiKey: string): string {
   return sha256Hex(apiKey);
 }

@@ -66,7 +66,12 @@ export function buildEvent(eventId: string, message: string, at: number): string
   return json.replace(/[\uFFFE\uFFFF]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
 }
 
-export async function sendMessage(deps: MessageDeps, args: unknown): Promise<SendOutcome> {
+/** Who sends: what the event records as its sender (`connector` or a sender's name). */
+export interface SendOrigin {
+  sender?: string;
+}
+
+export async function sendMessage(deps: MessageDeps, args: unknown, origin: SendOrigin = {}): Promise<SendOutcome> {
   const checked = checkMessage(args);
   if (!checked.ok) return { kind: 'invalid', error: checked.error };
   const now = deps.clock.now();
@@ -88,6 +93,7 @@ export async function sendMessage(deps: MessageDeps, args: unknown): Promise<Sen
     expiresAt: now + Limits.eventRecordMs,
     notBefore: windowMs > 0 ? now + windowMs + Budgets.inlineLeaseMarginMs : now,
     body,
+    ...(origin.sender !== undefined ? { sender: origin.sender } : {}),
   };
   try {
     await guardDependency('storage', () => deps.outbox.add(record, job, { delayMs: safetyNetDelayMs(deps, windowMs) }));

@@ -26,6 +26,7 @@ export const AdminRoutes = {
   redrive: '/admin/redrive',
   status: '/admin/status',
   key: '/admin/key',
+  senders: '/admin/senders',
 } as const;
 
 /** The stateless MCP revision; the legacy era is whatever the SDK negotiates on `initialize`. */
@@ -100,6 +101,71 @@ export const ErrorCodes = {
   /** MCP 2026-07-28 Missing Required Client Capability; the Tasks extension uses it for tasks/* from a client that did not declare it. */
   missingRequiredClientCapability: -32021,
   unsupportedProtocolVersion: -32022,
+} as const;
+
+/**
+ * The events profiles (docs/contract/events.md): `chatgpt` keeps the codes ChatGPT documents
+ * (-32011..-32015) and the behaviours written in the contract; `sep-3415` follows the final
+ * SEP-3415 (-32023..-32027, NotFound for an unknown unsubscribe or event name, a short ttlMs
+ * clamped). Chosen with DMDOT_EVENTS_PROFILE (CDK context `eventsProfile`).
+ */
+export const EVENTS_PROFILES = ['chatgpt', 'sep-3415'] as const;
+export type EventsProfileName = (typeof EVENTS_PROFILES)[number];
+export const DEFAULT_EVENTS_PROFILE: EventsProfileName = 'chatgpt';
+
+export interface EventsProfile {
+  name: EventsProfileName;
+  codes: { notFound: number; forbidden: number; resourceExhausted: number; unsupported: number; callbackEndpointError: number };
+  /** `events/unsubscribe` of a subscription that does not exist answers NotFound (else `complete`). */
+  unsubscribeNotFound: boolean;
+  /** An unknown event name answers NotFound with `data.kind: "event"` (else -32602). */
+  unknownEventNotFound: boolean;
+  /** A `ttlMs` below Limits.ttlMinMs is raised to it (else refused with -32602). */
+  clampShortTtl: boolean;
+}
+
+export const EventsProfiles: Readonly<Record<EventsProfileName, EventsProfile>> = {
+  chatgpt: {
+    name: 'chatgpt',
+    codes: { notFound: -32011, forbidden: -32012, resourceExhausted: -32013, unsupported: -32014, callbackEndpointError: -32015 },
+    unsubscribeNotFound: false,
+    unknownEventNotFound: false,
+    clampShortTtl: false,
+  },
+  'sep-3415': {
+    name: 'sep-3415',
+    codes: { notFound: -32023, forbidden: -32024, resourceExhausted: -32025, unsupported: -32026, callbackEndpointError: -32027 },
+    unsubscribeNotFound: true,
+    unknownEventNotFound: true,
+    clampShortTtl: true,
+  },
+};
+
+/**
+ * Sender keys and the connector key's rotation (docs/contract/http.md): a sender key is
+ * `dmsk_<name>_<43 base64url characters: 32 random bytes>`; the name routes the lookup to its
+ * SENDER# item without a scan, the random part is what authenticates (compared by hash).
+ */
+export const SENDER_KEY_PREFIX = 'dmsk_';
+/** The name a sender carries in its key and its item: lower-case letters, digits and dashes. */
+export const SENDER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
+/** The `sender` an event records when the connector key sent it. */
+export const CONNECTOR_SENDER = 'connector';
+/** The JSON-RPC error of a send past its sender's rate (the /mcp twin of HTTP 429); data.retryAfterSeconds says when. */
+export const RATE_LIMITED_CODE = -32029;
+
+export const AccessLimits = {
+  /** A sender's lastUsedAt is rewritten at most this often: a send is not a write. */
+  senderLastUsedRefreshMs: 60 * 1000,
+  /** The rate window: fixed, one counter item per sender per minute. */
+  rateWindowMs: 60 * 1000,
+  /** A counter item outlives its window by this much, then TTL removes it. */
+  rateCounterGraceMs: 60 * 1000,
+  /** How long a served app trusts the DEPLOYMENT item it read (the previous key's hash and end). */
+  deploymentCacheMs: 10 * 1000,
+  /** The longest overlap a rotation may keep the previous connector key for. */
+  maxOverlapMs: 7 * 24 * 60 * 60 * 1000,
+  maxSenderRate: 100_000,
 } as const;
 
 /** The message of a -32015 error; the reason travels in data. */

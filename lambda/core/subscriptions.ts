@@ -24,9 +24,9 @@
  * persistence of anything but the records of ports.ts.
  */
 import type { Clock, Store, SubscriptionExpectation, SubscriptionRecord, WebhookClient } from '../ports';
-import { callbackEndpointError, guardDependency, ProtocolFault } from './errors';
+import { callbackEndpointError as callbackEndpointFault, guardDependency, ProtocolFault } from './errors';
 import { newChallengeNonce, newGeneration, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
-import { ErrorCodes, EVENT_NAME, Limits, WebhookHeaders, type FailureReason } from './protocol';
+import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits, WebhookHeaders, type EventsProfile, type FailureReason } from './protocol';
 import { constantTimeEqual, signatureHeader } from './signing';
 import { grantTtlMs, parseSubscribeParams, parseUnsubscribeParams, type SubscribeRequest, type TtlPolicy, type UrlPolicy } from './validation';
 
@@ -37,7 +37,11 @@ export interface SubscriptionDeps {
   urlPolicy: UrlPolicy;
   /** Default and cap of the subscription TTL; 7 days each when absent. */
   ttlPolicy?: TtlPolicy;
+  /** The events profile (its error codes and the SEP-3415 behaviours); chatgpt when absent. */
+  eventsProfile?: EventsProfile;
 }
+
+const profileOf = (deps: Pick<SubscriptionDeps, 'eventsProfile'>): EventsProfile => deps.eventsProfile ?? EventsProfiles[DEFAULT_EVENTS_PROFILE];
 
 export interface SubscribeResult {
   id: string;
@@ -62,7 +66,9 @@ function isLive(record: SubscriptionRecord | undefined, now: number): record is 
 }
 
 export async function subscribe(deps: SubscriptionDeps, principal: string, params: unknown): Promise<SubscribeResult> {
-  const request = parseSubscribeParams(params, deps.urlPolicy);
+  const profile = profileOf(deps);
+  const callbackEndpointError = (reason: FailureReason) => callbackEndpointFault(reason, profile.codes.callbackEndpointError);
+  const request = parseSubscribeParams(params, deps.urlPolicy, profile);
   const id = subscriptionIdOf(principal, request.url, EVENT_NAME, {});
 
   // Read first so a conflicting callback is refused before anything is sent to the new URL; the
@@ -153,10 +159,15 @@ function resultOf(record: SubscriptionRecord, refreshed: boolean): SubscribeResu
   };
 }
 
-/** Idempotent: deletes only a subscription with this exact URL; never touches another callback's. */
-export async function unsubscribe(deps: Pick<SubscriptionDeps, 'store'>, params: unknown): Promise<void> {
-  const { url } = parseUnsubscribeParams(params);
-  await guardDependency('storage', () => deps.store.deleteSubscription(url));
+/**
+ * Idempotent: deletes only a subscription with this exact URL; never touches another callback's.
+ * Under sep-3415, nothing to delete answers NotFound (SEP-3415); under chatgpt it is `complete`.
+ */
+export async function unsubscribe(deps: Pick<SubscriptionDeps, 'store' | 'eventsProfile'>, params: unknown): Promise<void> {
+  const profile = profileOf(deps);
+  const { url } = parseUnsubscribeParams(params, profile);
+  const deleted = await guardDependency('storage', () => deps.store.deleteSubscription(url));
+  if (!deleted && profile.unsubscribeNotFound) throw new ProtocolFault(profile.codes.notFound, 'no subscription of this callback exists', { kind: 'subscription' });
 }
 
 /** The challenge was answered 410: an `http_4xx` failure that also ends the URL's subscription. */

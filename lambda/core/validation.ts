@@ -9,8 +9,8 @@
 import * as z from 'zod/mini';
 import { decodeSecret } from './signing';
 import { LOOPBACK_LITERAL_HOSTNAMES } from './loopback';
-import { EVENT_NAME, Limits } from './protocol';
-import { invalidParams } from './errors';
+import { DEFAULT_EVENTS_PROFILE, EVENT_NAME, EventsProfiles, Limits, type EventsProfile } from './protocol';
+import { invalidParams, ProtocolFault } from './errors';
 
 export type MessageCheck = { ok: true; message: string } | { ok: false; error: string };
 
@@ -100,8 +100,16 @@ function isEmptyArguments(value: unknown): boolean {
   return value === undefined || (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0);
 }
 
-function checkEventSelector(params: { name?: unknown; arguments?: unknown }): void {
-  if (params.name !== EVENT_NAME) throw invalidParams(`name: unknown event; the only event is ${EVENT_NAME}`);
+const CHATGPT = EventsProfiles[DEFAULT_EVENTS_PROFILE];
+
+function checkEventSelector(params: { name?: unknown; arguments?: unknown }, profile: EventsProfile): void {
+  if (params.name !== EVENT_NAME) {
+    // SEP-3415: an unknown event name is NotFound, with data.kind saying what was not found.
+    if (profile.unknownEventNotFound && typeof params.name === 'string') {
+      throw new ProtocolFault(profile.codes.notFound, `unknown event; the only event is ${EVENT_NAME}`, { kind: 'event' });
+    }
+    throw invalidParams(`name: unknown event; the only event is ${EVENT_NAME}`);
+  }
   if (!isEmptyArguments(params.arguments)) throw invalidParams(`arguments: ${EVENT_NAME} takes no arguments; send {} or omit it`);
 }
 
@@ -110,11 +118,11 @@ function asObject(value: unknown): Record<string, unknown> | undefined {
 }
 
 /** `events/subscribe` params, in the order of docs/contract/events.md. Throws ProtocolFault(-32602). */
-export function parseSubscribeParams(params: unknown, policy: UrlPolicy): SubscribeRequest {
+export function parseSubscribeParams(params: unknown, policy: UrlPolicy, profile: EventsProfile = CHATGPT): SubscribeRequest {
   const shape = SubscribeShape.safeParse(params);
   if (!shape.success) throw invalidParams('params must be an object');
   const p = shape.data;
-  checkEventSelector(p);
+  checkEventSelector(p, profile);
   const delivery = asObject(p.delivery);
   if (!delivery) throw invalidParams('delivery is required and must be an object');
   if (delivery.mode !== 'webhook') throw invalidParams('delivery.mode must be "webhook"');
@@ -124,7 +132,9 @@ export function parseSubscribeParams(params: unknown, policy: UrlPolicy): Subscr
   if (!key) {
     throw invalidParams(`delivery.secret must be "whsec_" followed by standard base64 of ${Limits.secretMinBytes} to ${Limits.secretMaxBytes} bytes`);
   }
-  const ttl = p.ttlMs;
+  let ttl = p.ttlMs;
+  // SEP-3415: a short ttlMs is raised to the minimum instead of refused.
+  if (profile.clampShortTtl && Number.isInteger(ttl) && (ttl as number) >= 0 && (ttl as number) < Limits.ttlMinMs) ttl = Limits.ttlMinMs;
   if (!(ttl === undefined || ttl === null || (Number.isInteger(ttl) && (ttl as number) >= Limits.ttlMinMs))) {
     throw invalidParams(`ttlMs must be null or an integer of at least ${Limits.ttlMinMs}`);
   }
@@ -133,10 +143,10 @@ export function parseSubscribeParams(params: unknown, policy: UrlPolicy): Subscr
 }
 
 /** `events/unsubscribe` params: name, arguments, delivery.url (mode optional, no secret). */
-export function parseUnsubscribeParams(params: unknown): { url: string } {
+export function parseUnsubscribeParams(params: unknown, profile: EventsProfile = CHATGPT): { url: string } {
   const p = asObject(params);
   if (!p) throw invalidParams('params must be an object');
-  checkEventSelector(p);
+  checkEventSelector(p, profile);
   const delivery = asObject(p.delivery);
   if (!delivery) throw invalidParams('delivery is required and must be an object');
   if (delivery.mode !== undefined && delivery.mode !== 'webhook') throw invalidParams('delivery.mode must be "webhook"');

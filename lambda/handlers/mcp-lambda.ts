@@ -22,20 +22,20 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { runWithDeadline, webhookWithinDeadline } from '../adapters/deadline';
-import { deferredOutbox, deferredStore, once } from '../adapters/deferred';
+import { deferredAccessStore, deferredOutbox, deferredStore, once } from '../adapters/deferred';
 import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
 import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
 import { DEPENDENCY_UNAVAILABLE_EVENT } from '../core/answers';
 import { Budgets, mcpDeadline } from '../core/budgets';
 import type { Dependency } from '../core/errors';
-import { DEFAULT_RETRY_DELAYS_S, Routes } from '../core/protocol';
+import { DEFAULT_RETRY_DELAYS_S, EventsProfiles, Routes, type EventsProfileName } from '../core/protocol';
 import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
 import { createLogger } from '../log';
 import { createMetrics, DEPENDENCIES, type MetricDependency, type Metrics } from '../metrics';
-import { systemClock, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
+import { systemClock, type AccessStore, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
 import type { McpStorageClients } from './mcp-storage';
@@ -43,6 +43,10 @@ import type { McpStorageClients } from './mcp-storage';
 export interface McpLambdaDeps {
   store: Store;
   outbox: Outbox;
+  /** The DEPLOYMENT and SENDER# items (core/access.ts); absent: only the configured key, hashed, is the principal. */
+  access?: AccessStore;
+  /** DMDOT_EVENTS_PROFILE; chatgpt when absent. */
+  eventsProfile?: EventsProfileName;
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
@@ -114,6 +118,8 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     log: countingUnavailable(deps.log, deps.metrics),
     // The inline first attempt's decisions, in the worker's vocabulary (Via inline).
     ...(deps.metrics ? { metrics: deps.metrics } : {}),
+    ...(deps.access ? { access: deps.access } : {}),
+    ...(deps.eventsProfile ? { eventsProfile: EventsProfiles[deps.eventsProfile] } : {}),
   };
   let built: { key: string | undefined; app: App } | undefined;
 
@@ -191,6 +197,7 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   const storage = once(async () => (require('./mcp-storage') as typeof import('./mcp-storage')).createMcpStorage(settings.tableName, settings.queueUrl, given));
   const store = deferredStore(async () => (await storage()).store);
   const outbox = deferredOutbox(async () => (await storage()).outbox);
+  const access = deferredAccessStore(async () => (await storage()).access);
   const secrets = clients.secrets ?? secretsManagerFromRuntime(settings.aws);
   const log = overrides.log ?? createLogger();
   const apiKey = createApiKeyLoader({ client: secrets, secretArn: settings.apiKeySecretArn, log, onLoaded: (key) => log.redact?.(key) });
@@ -209,6 +216,8 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   return createMcpLambda({
     store,
     outbox,
+    access,
+    eventsProfile: settings.eventsProfile,
     webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.mcpRecordReserveMs),
     apiKey,
     deliveryWaitMs: settings.deliveryWaitMs,

@@ -1,9 +1,11 @@
 /**
  * The HTTP surface of docs/contract/http.md as one web-standard `handle(Request) -> Response`, shared by the local
  * runtime (node:http) and the MCP Lambda (API Gateway v2 events). Order of checks on an
- * authenticated route: Host (local runtime only), Origin, API key, method, Content-Type, body
+ * authenticated route: Host (local runtime only), Origin, API key (the connector key, the previous
+ * one during a rotation's overlap, or a sender key: core/access.ts), method, Content-Type, body
  * size; then the body's nesting depth and UTF-8 (core/json-text.ts), and a JSON-RPC batch on a
- * revision without batches; only then is it parsed. The
+ * revision without batches; only then is it parsed, and a sender with a rate has its send counted
+ * (429 past it) before the MCP SDK or the send runs. The
  * pup routes (`/pup/*`, docs/contract/pup.md) pass the Host and Origin checks and then belong to the pup door
  * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
  * nothing a client sends yields a 5xx or internal text, and the API key is compared in constant
@@ -20,11 +22,10 @@ import { randomUUID } from 'node:crypto';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { answerUnavailable, describeCause, restAnswerOf } from '../core/answers';
 import { DependencyUnavailable, isClientAbort } from '../core/errors';
-import { principalOf } from '../core/identity';
+import { admitSend, createAuthenticator, type Identity } from '../core/access';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
-import { BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
-import { constantTimeEqual } from '../core/signing';
+import { BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, RATE_LIMITED_CODE, Routes } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
@@ -60,6 +61,9 @@ function rpcError(status: number, code: number, message: string, headers: Record
   return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
 }
 
+const rateMessage = (identity: Identity, seconds: number) =>
+  `This sender's rate (${identity.rate} messages per minute) is used up; nothing was sent. Try again in ${seconds} s.`;
+
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
 const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels; nothing dm-dot accepts is that deep.`;
@@ -82,7 +86,7 @@ function batchRefusal(body: Uint8Array, version: string | null): Response | unde
 export function createApp(deps: McpDeps, config: HttpConfig): App {
   const mcp = createMcpEndpoint(deps);
   const pup = createPupDoor(deps, config.pup ?? {});
-  const principal = config.apiKey ? principalOf(config.apiKey) : undefined;
+  const authenticator = config.apiKey ? createAuthenticator({ apiKey: config.apiKey, clock: deps.clock, ...(deps.access ? { access: deps.access } : {}) }) : undefined;
   const allowedOrigins = new Set(config.allowedOrigins.map((o) => o.toLowerCase()));
   const allowedHosts = config.allowedHosts ? new Set(config.allowedHosts.map((h) => h.toLowerCase())) : undefined;
 
@@ -116,20 +120,29 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
       : {};
   }
 
-  /** undefined when authenticated; otherwise the refusal. */
-  function authRefusal(request: Request, url: URL, isMcp: boolean): Response | undefined {
-    if (!config.apiKey) {
+  /** The caller's identity when authenticated; otherwise the refusal. */
+  async function authenticate(request: Request, url: URL, isMcp: boolean, requestId: string): Promise<Identity | Response> {
+    if (!authenticator) {
       return isMcp
         ? rpcError(503, ErrorCodes.internalError, 'The API key is not configured; the server cannot accept requests.')
         : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
     }
     const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
     // Either credential that matches authenticates: an empty or stale `?key=` left in a connector
-    // URL must not hide a valid Bearer header (or the other way round). Both are compared, always,
-    // so the time taken does not tell which one was wrong.
-    const queryOk = constantTimeEqual(url.searchParams.get('key') ?? '', config.apiKey);
-    const bearerOk = constantTimeEqual(bearer ?? '', config.apiKey);
-    if (queryOk || bearerOk) return undefined;
+    // URL must not hide a valid Bearer header (or the other way round).
+    let identity: Identity | undefined;
+    try {
+      identity = await authenticator.identify([url.searchParams.get('key') ?? '', bearer ?? '']);
+    } catch (error) {
+      if (!(error instanceof DependencyUnavailable)) throw error;
+      if (isMcp) {
+        const answer = answerUnavailable(deps.log, 'rpc', error, { requestId, where: 'authentication' });
+        return rpcError(503, answer.code, answer.message);
+      }
+      const answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'authentication' });
+      return json(answer.status, answer.body);
+    }
+    if (identity) return identity;
     const headers = { 'www-authenticate': 'Bearer' };
     return isMcp ? rpcError(401, ErrorCodes.invalidRequest, API_KEY_HINT, headers) : restError(401, 'unauthorized', API_KEY_HINT, headers);
   }
@@ -167,8 +180,8 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         },
       });
     }
-    const refusal = authRefusal(request, url, isMcp);
-    if (refusal) return refusal;
+    const identity = await authenticate(request, url, isMcp, requestId);
+    if (identity instanceof Response) return identity;
     if (request.method !== 'POST') return refuse(405, 'method_not_allowed', 'Method not allowed: use POST (no SSE stream, no sessions).', { allow: 'POST' });
     if (!isJsonContentType(request.headers.get('content-type'))) return refuse(415, 'unsupported_media_type', 'Content-Type must be application/json.');
     const raw = await readCapped(request, Limits.requestBodyMaxBytes);
@@ -179,19 +192,58 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
     const body = scanned.bytes;
 
-    if (isRest) return rest(body, requestId);
+    if (isRest) return rest(body, requestId, identity);
     const batchRefused = batchRefusal(body, request.headers.get(McpHeaders.protocolVersion));
     if (batchRefused) return batchRefused;
+    if (identity.rate !== undefined) {
+      const refused = await rateRefusal(body, requestId, identity);
+      if (refused) return refused;
+    }
 
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
     headers.delete('authorization');
     headers.delete('content-length');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
-    return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { principal, requestId } } });
+    return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } } });
   }
 
-  async function rest(body: Uint8Array, requestId: string): Promise<Response> {
+  /**
+   * A sender with a rate: a `tools/call` (alone or in a batch) counts one send. Counted here, before
+   * the SDK, so that past the rate the answer is HTTP 429 with Retry-After and a JSON-RPC error
+   * (the SDK would turn any error of a tool into a tool result) and nothing is recorded.
+   */
+  async function rateRefusal(body: Uint8Array, requestId: string, identity: Identity): Promise<Response | undefined> {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(new TextDecoder('utf-8').decode(body));
+    } catch {
+      return undefined; // the SDK answers -32700
+    }
+    const calls = (Array.isArray(parsed) ? parsed : [parsed]).filter((m) => (m as { method?: unknown } | null)?.method === 'tools/call');
+    if (calls.length === 0) return undefined;
+    let admission;
+    try {
+      admission = await admitSend(deps.access, identity, deps.clock.now());
+    } catch (error) {
+      if (!(error instanceof DependencyUnavailable)) throw error;
+      const answer = answerUnavailable(deps.log, 'rpc', error, { requestId, where: 'rate' });
+      return rpcError(503, answer.code, answer.message);
+    }
+    if (admission.ok) return undefined;
+    const id = (calls[0] as { id?: unknown }).id;
+    return json(
+      429,
+      {
+        jsonrpc: '2.0',
+        id: typeof id === 'string' || typeof id === 'number' ? id : null,
+        error: { code: RATE_LIMITED_CODE, message: rateMessage(identity, admission.retryAfterSeconds), data: { retryAfterSeconds: admission.retryAfterSeconds } },
+      },
+      { 'retry-after': String(admission.retryAfterSeconds) },
+    );
+  }
+
+  async function rest(body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
     let parsed: unknown;
     try {
       // Bytes that were not UTF-8 are lone surrogates by now (core/json-text.ts): the message
@@ -202,7 +254,14 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
     let answer;
     try {
-      answer = restAnswerOf(await sendMessage(deps, parsed));
+      // Past the sender's rate nothing is recorded or sent: 429 with the seconds to the next window.
+      const admission = await admitSend(deps.access, identity, deps.clock.now());
+      if (!admission.ok) {
+        return restError(429, 'rate_limited', rateMessage(identity, admission.retryAfterSeconds), {
+          'retry-after': String(admission.retryAfterSeconds),
+        });
+      }
+      answer = restAnswerOf(await sendMessage(deps, parsed, { sender: identity.sender }));
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
       answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'POST /v1/messages' });

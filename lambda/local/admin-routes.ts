@@ -23,7 +23,9 @@ import { constantTimeEqual } from '../core/signing';
 import { AdminRoutes, Routes } from '../core/protocol';
 import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription } from '../operator/actions';
 import { EVENT_STATUSES, isEventStatus } from '../operator/views';
-import type { Outbox, Store } from '../ports';
+import type { AccessStore, Outbox, Store } from '../ports';
+import { addSender, listSenders, revokeSender } from '../operator/access';
+import { senderNameOf } from '../core/access';
 import { pathOf } from './http-server';
 
 export const ADMIN_PREFIX = `${Routes.admin}/`;
@@ -45,8 +47,10 @@ export interface AdminDeps {
   queueCounts(): Promise<{ queued: number; deadLetters: number }>;
   /** The switches in force and where things are (never a secret). */
   describe(): AdminStatus;
-  /** Rotates the API key; undefined when the key comes from MCP_API_KEY and cannot be rotated here. */
-  rotateKey?(): Promise<{ keyFile: string }>;
+  /** Rotates the API key, the old one accepted `overlapMs` more; undefined when the key comes from MCP_API_KEY. */
+  rotateKey?(overlapMs?: number): Promise<{ keyFile: string }>;
+  /** Sender keys (operator/access.ts over the server's store). */
+  access?: AccessStore;
   /** Called after a resend, so the worker looks at once. */
   wake(): void;
 }
@@ -85,6 +89,10 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
   // A browser page never gets here: no admin route answers a request that carries an Origin.
   if (req.headers.origin !== undefined) return refuse(res, 403, 'forbidden_origin', 'Admin routes refuse cross-origin requests.');
   const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim();
+  // A sender key is a real credential that may never run an operator action: Forbidden, as on /mcp.
+  if (bearer !== undefined && senderNameOf(bearer) !== undefined) {
+    return refuse(res, 403, 'forbidden_sender', 'A sender key may only send; operator actions need the admin token.');
+  }
   if (!tokenMatches(bearer, deps.token)) {
     return refuse(res, 401, 'unauthorized', 'Admin routes need the admin token from <state dir>/admin-token (the API key is not accepted).', {
       'www-authenticate': 'Bearer',
@@ -135,7 +143,20 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
       case AdminRoutes.key: {
         if (method !== 'POST') return only('POST');
         if (!deps.rotateKey) return refuse(res, 409, 'key_from_environment', 'The key comes from MCP_API_KEY: change it there and restart the server.');
-        return answer(res, 200, { rotated: true, ...(await deps.rotateKey()) });
+        const overlap = Number(url.searchParams.get('overlapMs') ?? '0');
+        if (!Number.isSafeInteger(overlap) || overlap < 0) return refuse(res, 400, 'invalid_overlap', 'overlapMs must be a whole number of milliseconds.');
+        return answer(res, 200, { rotated: true, overlapMs: overlap, ...(await deps.rotateKey(overlap)) });
+      }
+      case AdminRoutes.senders: {
+        if (!deps.access) return refuse(res, 404, 'not_found', 'No such admin route.');
+        const name = url.searchParams.get('name') ?? '';
+        if (method === 'GET') return answer(res, 200, { senders: await listSenders(deps.access) });
+        if (method === 'POST') {
+          const rateText = url.searchParams.get('rate');
+          return answer(res, 200, await addSender(deps.access, name, rateText === null ? null : Number(rateText), deps.now()));
+        }
+        if (method === 'DELETE') return answer(res, 200, await revokeSender(deps.access, name, deps.now()));
+        return only('GET, POST, DELETE');
       }
       default:
         return refuse(res, 404, 'not_found', 'No such admin route.');

@@ -21,7 +21,7 @@ import { resolve } from 'node:path';
 import { webhookWithinDeadline } from '../adapters/deadline';
 import { openEmbeddedDatabase, type EmbeddedDatabase } from '../adapters/embedded';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
-import { loadOrCreateApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
+import { loadOrCreateApiKey, newApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import type { LocalSettings } from '../config/settings';
 import { Budgets } from '../core/budgets';
 import { isLoopbackHostname, LOOPBACK_HOSTNAMES } from '../core/loopback';
@@ -30,6 +30,8 @@ import { createApp, type App } from '../http/app';
 import { createLogger } from '../log';
 import { systemClock, type Clock, type Logger, type WebhookClient } from '../ports';
 import { switchesOf } from '../operator/views';
+import { recordRotation } from '../operator/access';
+import { EventsProfiles } from '../core/protocol';
 import { version } from '../version';
 import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
 import { startLocalServer, type LocalServer } from './http-server';
@@ -142,6 +144,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
           ttlPolicy: settings.ttlPolicy,
           version,
           log,
+          access: db.store,
+          eventsProfile: EventsProfiles[settings.eventsProfile],
         },
         {
           apiKey,
@@ -179,16 +183,22 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       },
       describe: () => describeSwitches(settings, baseUrl, key),
       wake: () => worker.wake(),
+      access: db.store,
       ...(key.file
         ? {
-            rotateKey: async () => {
-              const rotated = await rotateApiKeyFile(settings.stateDir);
+            rotateKey: async (overlapMs = 0) => {
+              // The DEPLOYMENT item learns the new key (and keeps the old one for the overlap)
+              // before the file changes: the old key is never refused while it should still work.
+              const next = newApiKey();
+              log.redact?.(next);
+              await recordRotation(db.store, key.key, next, overlapMs, clock.now());
+              const rotated = await rotateApiKeyFile(settings.stateDir, next);
               log.redact?.(rotated.key);
               const previous = app!;
               key = { key: rotated.key, file: rotated.file, generated: false };
               app = buildApp(rotated.key);
               void previous.close().catch(() => undefined);
-              log.warn('api_key_rotated', { keyFile: rotated.file });
+              log.warn('api_key_rotated', { keyFile: rotated.file, overlapMs });
               return { keyFile: rotated.file };
             },
           }

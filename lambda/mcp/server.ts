@@ -21,24 +21,33 @@
  * piece of state lives behind the ports.
  */
 import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
+import type { Identity } from '../core/access';
 import { answerUnavailable, describeCause, toolResultOf } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { sendMessage, type MessageDeps } from '../core/messages';
-import { ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
+import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EventsProfiles, LEGACY_PROTOCOL_VERSIONS, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
-import type { Logger } from '../ports';
+import type { AccessStore, Logger } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
 
 export interface McpDeps extends MessageDeps, SubscriptionDeps {
   version: string;
   log: Logger;
+  /**
+   * The deployment's principal, the previous connector key, the sender keys and their rates
+   * (core/access.ts). Absent: only the configured key is accepted and its hash is the principal.
+   */
+  access?: AccessStore;
 }
 
-/** Principal set by the HTTP layer after the API key check; the key itself never travels here. */
+/** Identity set by the HTTP layer after the key check (core/access.ts); the key itself never travels here. */
 export interface Caller {
-  principal: string;
+  identity: Identity;
   requestId: string;
 }
+
+/** What a sender key may not do (docs/contract/http.md): everything but tools/list and send_to_dot. */
+const SENDER_FORBIDDEN = 'This key is a sender key: it may list the tools and send, not subscribe, unsubscribe or read tasks; use the connector key.';
 
 /**
  * A schema that publishes fixed JSON Schema and accepts any value: the core validates, so that
@@ -97,12 +106,22 @@ export function createMcpEndpoint(deps: McpDeps, options: { legacy?: 'stateless'
 
 function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Record<string, unknown> } } }): Caller {
   const extra = ('authInfo' in ctx ? ctx.authInfo?.extra : (ctx as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http?.authInfo?.extra) ?? {};
-  if (typeof extra.principal !== 'string') throw new Error('mcp: request reached the server without an authenticated principal');
-  return { principal: extra.principal, requestId: String(extra.requestId ?? '') };
+  const requestId = String(extra.requestId ?? '');
+  if (typeof extra.principal === 'string') {
+    // A door with a fixed principal of its own (pup): it may do what the connector does.
+    const principal = extra.principal;
+    return { identity: { role: 'connector', sender: String(extra.sender ?? 'connector'), principal: async () => principal }, requestId };
+  }
+  const identity = extra.identity as Identity | undefined;
+  if (!identity || typeof identity.principal !== 'function') throw new Error('mcp: request reached the server without an authenticated identity');
+  return { identity, requestId };
 }
 
 function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   const caller = callerOf(ctx);
+  const profile = deps.eventsProfile ?? EventsProfiles[DEFAULT_EVENTS_PROFILE];
+  const sender = caller.identity.role === 'sender';
+  const forbidden = () => new ProtocolFault(profile.codes.forbidden, SENDER_FORBIDDEN);
   // Tasks exist on the 2026-07-28 era only (see mcp/tasks.ts).
   const modern = ctx.era === 'modern';
   const mcp = new McpServer(
@@ -140,14 +159,16 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       guarded('tools/call', async () => {
         let outcome;
         try {
-          outcome = await sendMessage(deps, args);
+          // A sender's rate was counted at the door (http/app.ts), before the SDK saw the request.
+          outcome = await sendMessage(deps, args, { sender: caller.identity.sender });
         } catch (error) {
           if (error instanceof DependencyUnavailable) return answerUnavailable(deps.log, 'tool', error, { requestId: caller.requestId, where: 'tools/call' });
           throw error;
         }
-        if (outcome.kind === 'queued' && modern && declaresTasks(extra?.mcpReq?.envelope)) {
+        // A sender gets no task: tasks/* belong to the connector (a task id is bound to the principal).
+        if (outcome.kind === 'queued' && modern && !sender && declaresTasks(extra?.mcpReq?.envelope)) {
           // SDK 2.4.0 passes a non-complete resultType through on tools/call only (checked in its built source).
-          const answer = await taskForQueued(deps, caller.principal, outcome.eventId);
+          const answer = await taskForQueued(deps, await caller.identity.principal(), outcome.eventId);
           if (answer) return answer;
           deps.log.warn('task_not_created', { requestId: caller.requestId, eventId: outcome.eventId });
         }
@@ -156,15 +177,21 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   );
 
   const server = mcp.server;
-  server.setRequestHandler(Methods.eventsList, { params: LOOSE_PARAMS }, async () => ({
-    events: [MESSAGE_CREATED_DEFINITION],
-    nextCursor: null,
-  }));
+  server.setRequestHandler(Methods.eventsList, { params: LOOSE_PARAMS }, async () =>
+    guarded(Methods.eventsList, async () => {
+      if (sender) throw forbidden();
+      return { events: [MESSAGE_CREATED_DEFINITION], nextCursor: null };
+    }),
+  );
   server.setRequestHandler(Methods.eventsSubscribe, { params: LOOSE_PARAMS }, async (params) =>
-    guarded(Methods.eventsSubscribe, async () => ({ ...(await subscribe(deps, caller.principal, withoutMeta(params))) })),
+    guarded(Methods.eventsSubscribe, async () => {
+      if (sender) throw forbidden();
+      return { ...(await subscribe(deps, await caller.identity.principal(), withoutMeta(params))) };
+    }),
   );
   server.setRequestHandler(Methods.eventsUnsubscribe, { params: LOOSE_PARAMS }, async (params) =>
     guarded(Methods.eventsUnsubscribe, async () => {
+      if (sender) throw forbidden();
       await unsubscribe(deps, withoutMeta(params));
       return {};
     }),
@@ -173,18 +200,21 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   if (modern) {
     // Custom methods (three-argument form); the SDK stamps `resultType: "complete"` on their
     // answers, which is what the extension requires of tasks/get, tasks/update and tasks/cancel.
-    const tasks = taskMethods(deps, caller.principal);
+    const tasksOf = async () => {
+      if (sender) throw forbidden();
+      return taskMethods(deps, await caller.identity.principal());
+    };
     const taskRequest = (params: unknown, extra: HandlerContext): TaskRequest => ({
       params,
       envelope: extra?.mcpReq?.envelope,
       inputResponses: extra?.mcpReq?.inputResponses,
     });
     server.setRequestHandler(Methods.tasksGet, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
-      guarded(Methods.tasksGet, async () => ({ ...(await tasks.get(taskRequest(params, extra))) }))) as never);
+      guarded(Methods.tasksGet, async () => ({ ...(await (await tasksOf()).get(taskRequest(params, extra))) }))) as never);
     server.setRequestHandler(Methods.tasksUpdate, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
-      guarded(Methods.tasksUpdate, () => tasks.update(taskRequest(params, extra)))) as never);
+      guarded(Methods.tasksUpdate, async () => (await tasksOf()).update(taskRequest(params, extra)))) as never);
     server.setRequestHandler(Methods.tasksCancel, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
-      guarded(Methods.tasksCancel, () => tasks.cancel(taskRequest(params, extra)))) as never);
+      guarded(Methods.tasksCancel, async () => (await tasksOf()).cancel(taskRequest(params, extra)))) as never);
   }
   return mcp;
 }

@@ -29,6 +29,8 @@ export interface EventView {
   lastHttpStatus: number | null;
   createdAt: string;
   deliveredAt: string | null;
+  /** Who sent it: `connector` or a sender's name (null on records from before senders). */
+  sender: string | null;
 }
 
 /** One entry of an event's own log: a POST, or an operator's resend or redrive, or a cancel. */
@@ -71,6 +73,7 @@ export function eventView(record: EventRecord): EventView {
     lastHttpStatus: record.lastHttpStatus ?? null,
     createdAt: iso(record.createdAt)!,
     deliveredAt: iso(record.deliveredAt),
+    sender: record.sender ?? null,
   };
 }
 
@@ -101,6 +104,8 @@ export interface Switches {
   allowedHosts: string[];
   retryDelaysS: number[];
   deliveryWaitMs: number;
+  /** The events profile in force: `chatgpt` or `sep-3415` (docs/contract/events.md). */
+  eventsProfile: string;
 }
 
 /** What `switchesOf` reads of the local settings (config/settings' LocalSettings has this shape). */
@@ -111,6 +116,7 @@ export interface SwitchSettings {
   allowedHosts: string[];
   retryDelaysS: number[];
   deliveryWaitMs: number;
+  eventsProfile?: string;
 }
 
 export function switchesOf(settings: SwitchSettings): Switches {
@@ -121,5 +127,6 @@ export function switchesOf(settings: SwitchSettings): Switches {
     allowedHosts: settings.allowedHosts,
     retryDelaysS: settings.retryDelaysS,
     deliveryWaitMs: settings.deliveryWaitMs,
+    eventsProfile: settings.eventsProfile ?? 'chatgpt',
   };
 }

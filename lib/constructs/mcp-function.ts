@@ -65,6 +65,8 @@ export class McpFunction extends HandlerFunction {
       DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),
       ...(settings.pupManifest ? { PUP_MANIFEST_FILE: PUP_MANIFEST_ASSET_FILE } : {}),
+      // Only when it differs from the functions' default, so a default stack's template is unchanged.
+      ...(settings.eventsProfile !== 'chatgpt' ? { DMDOT_EVENTS_PROFILE: settings.eventsProfile } : {}),
     };
     // HandlerFunction adds nothing to it (source maps are not loaded at run time).
     const environmentBytes = assertEnvironmentFits('MCP', environment, {

@@ -60,6 +60,7 @@ describe('defaults', () => {
       ttlDefaultMs: 604_800_000,
       ttlMaxMs: 604_800_000,
       deliveryMaxConcurrency: 2,
+      eventsProfile: 'chatgpt',
     });
     expect(settings.alarmEmail).toBeUndefined();
     expect(settings.pupManifest).toBeUndefined();
@@ -96,6 +97,7 @@ describe('values from -c arrive as strings and are parsed', () => {
         ttlMaxMs: '86400000',
         deliveryMaxConcurrency: '5',
         pupManifestFile: file('manifest.json', MANIFEST),
+        eventsProfile: 'sep-3415',
       }),
     ).toEqual({
       retryDelaysS: [2, 10, 60],
@@ -108,6 +110,7 @@ describe('values from -c arrive as strings and are parsed', () => {
       ttlDefaultMs: 3_600_000,
       ttlMaxMs: 86_400_000,
       deliveryMaxConcurrency: 5,
+      eventsProfile: 'sep-3415',
       // Byte for byte, whitespace included: docs/contract/pup.md serves the operator's manifest as is.
       pupManifest: { file: path.join(scratch, 'manifest.json'), text: MANIFEST },
     });
@@ -196,6 +199,7 @@ describe('non-default settings in the template', () => {
         throttleBurstLimit: '8',
         deliveryMaxConcurrency: '7',
         pupManifestFile: file('synth-manifest.json', MANIFEST),
+        eventsProfile: 'sep-3415',
       },
     });
     template = synth.template;
@@ -318,6 +322,12 @@ describe('non-default settings in the template', () => {
     } finally {
       low.cleanup();
     }
+  });
+
+  test('EV-PROF-7: eventsProfile reaches the MCP function as DMDOT_EVENTS_PROFILE (and only when it is not the default)', () => {
+    const fn = resource(template, 'AWS::Lambda::Function', 'McpFunction');
+    expect(fn.Properties.Environment.Variables.DMDOT_EVENTS_PROFILE).toBe('sep-3415');
+    expect(() => settingsWith({ eventsProfile: 'openai' })).toThrow(/context eventsProfile must be one of chatgpt, sep-3415/);
   });
 
   test('deliveryWaitMs, logRetentionDays and throttling reach their resources', () => {

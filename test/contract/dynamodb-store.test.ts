@@ -8,6 +8,7 @@ import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { Limits } from '../../lambda/core/protocol';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { contractClock, describeStoreContract, event, subscription } from './store.contract';
+import { describeAccessStoreContract } from './access-store.contract';
 
 const { T0, HOUR } = contractClock;
 
@@ -163,5 +164,20 @@ describe('DynamoDbStore requests', () => {
       name: 'PutItemCommand',
       input: { ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' },
     });
+  });
+});
+
+describeAccessStoreContract('DynamoDbStore', async () => ({ access: (await freshStore()).store, cleanup: async () => undefined }));
+
+describe('DynamoDbStore access items', () => {
+  it('STORE-DEP-5: DEPLOYMENT and SENDER# carry no ttl (they never expire); a RATE# counter does', async () => {
+    const { store, tableName } = await freshStore();
+    await store.createDeployment({ principal: 'p'.repeat(64), keyHash: 'k'.repeat(64), createdAt: T0 });
+    await store.addSender({ name: 'billing', keyHash: 'h'.repeat(64), rate: 5, createdAt: T0 });
+    await store.countSend('billing', 9, 5, T0 + 120_000);
+    const raw = async (pk: string) => (await local!.client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
+    expect((await raw('DEPLOYMENT'))?.ttl).toBeUndefined();
+    expect((await raw('SENDER#billing'))?.ttl).toBeUndefined();
+    expect((await raw('RATE#billing#9'))?.ttl).toStrictEqual({ N: String(Math.ceil((T0 + 120_000) / 1000)) });
   });
 });

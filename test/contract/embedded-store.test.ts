@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openEmbeddedDatabase, type EmbeddedDatabase } from '../../lambda/adapters/embedded';
 import { contractClock, describeStoreContract, event, subscription } from './store.contract';
+import { describeAccessStoreContract } from './access-store.contract';
 
 const { T0 } = contractClock;
 
@@ -103,4 +104,16 @@ describe('embedded database persistence', () => {
     await expect(db.store.getEvent(short.eventId, T0)).resolves.toBeUndefined();
     await expect(db.store.getEvent(long.eventId, T0 + 2000)).resolves.toStrictEqual(long);
   });
+});
+
+describeAccessStoreContract('embedded database (LMDB)', async () => {
+  const dir = await freshDir();
+  const db = await openEmbeddedDatabase(dir, { role: 'server' });
+  return {
+    access: db.store,
+    cleanup: async () => {
+      await db.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 });

@@ -30,6 +30,7 @@ import { movePoll } from '../../lambda/cli/aws/redrive';
 import type { AwsClients, SendsCommands } from '../../lambda/cli/io';
 import { Limits } from '../../lambda/core/protocol';
 import type { EventRecord, SubscriptionRecord } from '../../lambda/ports';
+import { sha256Hex } from '../../lambda/core/identity';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
 import { ROOT } from '../support/paths';
@@ -125,8 +126,8 @@ describe('dm-dot events --aws', () => {
 
     const failed = await run(['events', '--aws', '--table', tableName, '--status', 'failed'], { dynamodb: dynamo.client });
     expect(failed.code).toBe(0);
-    expect(failed.out).toMatch(/^EVENT +STATUS +ATTEMPTS +LAST ERROR +CREATED +DELIVERED$/m);
-    expect(failed.out).toMatch(new RegExp(`^${event(6).eventId}  failed +6 +http_5xx +\\S+Z +-$`, 'm'));
+    expect(failed.out).toMatch(/^EVENT +STATUS +ATTEMPTS +LAST ERROR +CREATED +DELIVERED +SENDER$/m);
+    expect(failed.out).toMatch(new RegExp(`^${event(6).eventId}  failed +6 +http_5xx +\\S+Z +- +-$`, 'm'));
     expect(failed.out.trim().split('\n')).toHaveLength(2);
 
     const last = await run(['events', '--aws', '--table', tableName, '--last', '2', '--json'], { dynamodb: dynamo.client });
@@ -468,6 +469,10 @@ describe('dm-dot status --aws', () => {
     });
   }
 
+  /** The MCP function's configuration: DMDOT_EVENTS_PROFILE only when the stack set it. */
+  const mcpFunction = (profile?: string) =>
+    fakeClient({ GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Environment: { Variables: profile ? { DMDOT_EVENTS_PROFILE: profile } : {} } }) });
+
   const cloudwatch = () =>
     fakeClient({
       DescribeAlarmsCommand: (input: { AlarmNames: string[] }) => ({
@@ -478,7 +483,7 @@ describe('dm-dot status --aws', () => {
   it('shows the stack outputs, the alarm states (DescribeAlarms on AlarmNames), the queue depths and the subscription; exit 0', async () => {
     const stack = await stackWithTable();
     const watch = cloudwatch();
-    const r = await run(['status', '--aws', '--stack', 'MyDot', '--json'], { cloudformation: stack.cloudformation, cloudwatch: watch.client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    const r = await run(['status', '--aws', '--stack', 'MyDot', '--json'], { cloudformation: stack.cloudformation, cloudwatch: watch.client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction('sep-3415').client });
     expect(r.code).toBe(0);
     expect(stack.asked).toEqual(['MyDot']);
     expect(watch.sent).toEqual([{ name: 'DescribeAlarmsCommand', input: { AlarmNames: ['DmDot-DeadLetters', 'DmDot-Errors'], MaxRecords: 100 } }]);
@@ -493,9 +498,11 @@ describe('dm-dot status --aws', () => {
       ],
       queues: { delivery: { visible: 0 }, deadLetter: { visible: 2 } },
       subscription: { id: subscription().id, callbackHost: 'dot.example.com' },
+      eventsProfile: 'sep-3415',
       problems: [],
     });
-    const text = await run(['status', '--aws', '--stack', 'MyDot'], { cloudformation: (await stackWithTable()).cloudformation, cloudwatch: cloudwatch().client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    const text = await run(['status', '--aws', '--stack', 'MyDot'], { cloudformation: (await stackWithTable()).cloudformation, cloudwatch: cloudwatch().client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction().client });
+    expect(text.out).toMatch(/^events profile +chatgpt$/m);
     expect(text.out).toMatch(/^alarms +DmDot-DeadLetters: ALARM; DmDot-Errors: OK$/m);
     expect(text.out).toMatch(/^dead letters +[1-9]\d* \(dm-dot redrive --aws\)$/m);
     expect(text.out).not.toMatch(/private-path|token=abc|whsec_/);
@@ -504,7 +511,7 @@ describe('dm-dot status --aws', () => {
   it('exit 1 when it could not look at everything (alarms unreadable), still one JSON document naming the problem', async () => {
     const stack = await stackWithTable();
     const denied = fakeClient({});
-    const r = await run(['status', '--aws', '--json'], { cloudformation: stack.cloudformation, cloudwatch: denied.client, sqs: fauxqs.client, dynamodb: dynamo.client });
+    const r = await run(['status', '--aws', '--json'], { cloudformation: stack.cloudformation, cloudwatch: denied.client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction().client });
     expect(r.code).toBe(1);
     const doc = JSON.parse(r.out);
     expect(doc.alarms).toBeNull();
@@ -556,23 +563,34 @@ describe('dm-dot connect --aws', () => {
 });
 
 describe('dm-dot key rotate --aws', () => {
-  const outputs = { McpEndpoint: MCP_ENDPOINT, ApiKeySecretArn: SECRET_ARN, McpFunctionName: FUNCTION };
+  const OLD_KEY = 'old-connector-key-0123456789abcdefghijklmnopqrs';
 
-  function fakes(lambdaFails = false) {
-    const secrets = fakeClient({ PutSecretValueCommand: () => ({ ARN: SECRET_ARN, VersionId: 'v2' }) });
+  async function fakes(lambdaFails = false) {
+    const { tableName, store } = await seededTable();
+    const outputs = { McpEndpoint: MCP_ENDPOINT, ApiKeySecretArn: SECRET_ARN, McpFunctionName: FUNCTION, TableName: tableName };
+    const secrets = fakeClient({
+      GetSecretValueCommand: () => ({ ARN: SECRET_ARN, SecretString: OLD_KEY }),
+      PutSecretValueCommand: () => ({ ARN: SECRET_ARN, VersionId: 'v2' }),
+    });
     const lambda = fakeClient({
       GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Description: 'dm-dot MCP endpoint (API key rotated 2026-01-01T00:00:00.000Z)' }),
       UpdateFunctionConfigurationCommand: () => (lambdaFails ? Promise.reject(Object.assign(new Error('rate exceeded'), { name: 'TooManyRequestsException' })) : { LastUpdateStatus: 'InProgress' }),
     });
-    return { secrets, lambda, aws: { cloudformation: stackOf(outputs).cloudformation, secretsManager: secrets.client, lambda: lambda.client } };
+    return { secrets, lambda, store, aws: { cloudformation: stackOf(outputs).cloudformation, secretsManager: secrets.client, lambda: lambda.client, dynamodb: dynamo.client } };
   }
+  const puts = (secrets: { sent: { name: string; input: any }[] }) => secrets.sent.filter((c) => c.name === 'PutSecretValueCommand');
 
   it('puts a new 48-character key into the secret, recycles the MCP function with a changed description, and says what to update; never prints the key', async () => {
-    const { secrets, lambda, aws } = fakes();
+    const { secrets, lambda, aws, store } = await fakes();
     const r = await run(['key', 'rotate', '--aws', '--yes'], aws);
     expect(r.code).toBe(0);
-    expect(secrets.sent).toEqual([{ name: 'PutSecretValueCommand', input: { SecretId: SECRET_ARN, SecretString: expect.stringMatching(/^[A-Za-z0-9]{48}$/) } }]);
-    const key = secrets.sent[0]!.input.SecretString as string;
+    expect(puts(secrets)).toEqual([{ name: 'PutSecretValueCommand', input: { SecretId: SECRET_ARN, SecretString: expect.stringMatching(/^[A-Za-z0-9]{48}$/) } }]);
+    const key = puts(secrets)[0]!.input.SecretString as string;
+    // HTTP-KEY-9: the deployment keeps the principal its ids were made from; no overlap was asked.
+    const deployment = await store.getDeployment();
+    expect(deployment).toMatchObject({ principal: sha256Hex(OLD_KEY), keyHash: sha256Hex(key) });
+    expect(deployment?.previousKeyHash).toBeUndefined();
+    expect(r.out + r.err).not.toContain(OLD_KEY);
     expect(lambda.sent.map((c) => c.name)).toEqual(['GetFunctionConfigurationCommand', 'UpdateFunctionConfigurationCommand']);
     expect(lambda.sent[1]!.input).toEqual({ FunctionName: FUNCTION, Description: expect.stringMatching(/^dm-dot MCP endpoint \(API key rotated \d{4}-\d\d-\d\dT[\d:.]+Z\)$/) });
     expect(lambda.sent[1]!.input.Description).not.toContain('2026-01-01T00:00:00.000Z');
@@ -582,15 +600,38 @@ describe('dm-dot key rotate --aws', () => {
   });
 
   it('--show-key prints the key it put, after the notice', async () => {
-    const { secrets, aws } = fakes();
+    const { secrets, aws } = await fakes();
     const r = await run(['key', 'rotate', '--aws', '--yes', '--show-key', '--json'], aws);
     expect(r.code).toBe(0);
     expect(r.err).toMatch(/^dm-dot key rotate: --show-key prints the API key: a secret/);
-    expect(JSON.parse(r.out)).toMatchObject({ rotated: true, mode: 'aws', secretArn: SECRET_ARN, functionName: FUNCTION, key: secrets.sent[0]!.input.SecretString });
+    expect(JSON.parse(r.out)).toMatchObject({ rotated: true, mode: 'aws', secretArn: SECRET_ARN, functionName: FUNCTION, key: puts(secrets)[0]!.input.SecretString });
+  });
+
+  it('HTTP-KEY-10: --overlap records the old key and the end of its overlap in the DEPLOYMENT item before the new key is put', async () => {
+    const { secrets, aws, store } = await fakes();
+    const before = Date.now();
+    const r = await run(['key', 'rotate', '--aws', '--yes', '--overlap', '1h', '--json'], aws);
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.out);
+    const deployment = await store.getDeployment();
+    expect(deployment).toMatchObject({ principal: sha256Hex(OLD_KEY), previousKeyHash: sha256Hex(OLD_KEY), keyHash: sha256Hex(puts(secrets)[0]!.input.SecretString) });
+    expect(deployment!.previousKeyUntil).toBeGreaterThanOrEqual(before + 3_600_000);
+    expect(doc.overlapUntil).toBe(new Date(deployment!.previousKeyUntil!).toISOString());
+    expect(doc.next[0]).toMatch(/the old key keeps working until/);
+  });
+
+  it('an unreadable current key changes nothing', async () => {
+    const { secrets, lambda, aws } = await fakes();
+    const failing = fakeClient({ GetSecretValueCommand: () => Promise.reject(Object.assign(new Error('denied'), { name: 'AccessDeniedException' })) });
+    const r = await run(['key', 'rotate', '--aws', '--yes'], { ...aws, secretsManager: failing.client });
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/could not read the current key .*AccessDeniedException.*nothing was changed/);
+    expect(puts(secrets)).toEqual([]);
+    expect(lambda.sent).toEqual([]);
   });
 
   it('without --yes and no terminal it changes nothing', async () => {
-    const { secrets, lambda, aws } = fakes();
+    const { secrets, lambda, aws } = await fakes();
     const r = await run(['key', 'rotate', '--aws'], aws);
     expect(r.code).toBe(1);
     expect(r.err).toBe('dm-dot key rotate: not rotated: there is no terminal to confirm on; pass --yes to do it without asking\n');
@@ -599,10 +640,35 @@ describe('dm-dot key rotate --aws', () => {
   });
 
   it('a function that cannot be recycled is exit 1 saying the new key is in the secret but warm environments still take the old one', async () => {
-    const { aws, secrets } = fakes(true);
+    const { aws, secrets } = await fakes(true);
     const r = await run(['key', 'rotate', '--aws', '--yes'], aws);
     expect(r.code).toBe(1);
     expect(r.err).toMatch(new RegExp(`the new key is in ${SECRET_ARN}, but the MCP function ${FUNCTION} could not be recycled \\(TooManyRequestsException: rate exceeded\\)`));
-    expect(r.err).not.toContain(secrets.sent[0]!.input.SecretString);
+    expect(r.err).not.toContain(puts(secrets)[0]!.input.SecretString);
+  });
+});
+
+describe('dm-dot senders --aws', () => {
+  it('HTTP-KEY-1: add prints the key once and stores only its hash; list never shows it; revoke sets revokedAt once', async () => {
+    const { tableName, store } = await seededTable();
+    const aws = { dynamodb: dynamo.client };
+    const added = await run(['senders', 'add', 'ci-bot', '--rate', '30', '--aws', '--table', tableName, '--region', 'eu-west-1', '--json'], aws);
+    expect(added.code).toBe(0);
+    const { key } = JSON.parse(added.out) as { key: string };
+    expect(key).toMatch(/^dmsk_ci-bot_[A-Za-z0-9_-]{43}$/);
+    const stored = await store.getSender('ci-bot');
+    expect(stored).toMatchObject({ name: 'ci-bot', rate: 30, keyHash: sha256Hex(key) });
+    expect(JSON.stringify(stored)).not.toContain(key);
+
+    const list = await run(['senders', 'list', '--aws', '--table', tableName, '--region', 'eu-west-1'], aws);
+    expect(list.code).toBe(0);
+    expect(list.out).toMatch(/^ci-bot +30\/min +\S+Z +- +no$/m);
+    expect(list.out).not.toContain(key.slice(-43));
+
+    const revoked = await run(['senders', 'revoke', 'ci-bot', '--yes', '--aws', '--table', tableName, '--region', 'eu-west-1'], aws);
+    expect(revoked.code).toBe(0);
+    expect((await store.getSender('ci-bot'))?.revokedAt).toEqual(expect.any(Number));
+    expect((await run(['senders', 'revoke', 'ci-bot', '--yes', '--aws', '--table', tableName, '--region', 'eu-west-1'], aws)).code).toBe(1);
+    expect((await run(['senders', 'add', 'Bad_Name', '--aws', '--table', tableName, '--region', 'eu-west-1'], aws)).code).toBe(2);
   });
 });

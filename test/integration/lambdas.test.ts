@@ -15,6 +15,8 @@ import { DeleteMessageCommand, GetQueueAttributesCommand, SendMessageCommand } f
 import { Webhook } from 'standardwebhooks';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { EventStatus } from '../../lambda/core/protocol';
+import { sha256Hex } from '../../lambda/core/identity';
+import { addSender, recordRotation, revokeSender } from '../../lambda/operator/access';
 import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
@@ -241,6 +243,52 @@ describe('MCP Lambda: authentication (docs/contract/http.md)', () => {
     const text = await response.text();
     const data = text.split('\n').find((line) => line.startsWith('data:'));
     expect(JSON.parse(data!.slice(5))).toMatchObject({ result: { serverInfo: { name: 'dm-dot' }, capabilities: { events: {} } } });
+  });
+});
+
+describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/contract/http.md, keys)', () => {
+  async function keyed(key: string, path: string, body: unknown, method?: string) {
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` };
+    if (method) Object.assign(headers, { 'mcp-protocol-version': MODERN, 'mcp-method': method });
+    return gatewayOnOwnTable.fetch(`https://api.example${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+  }
+  let gatewayOnOwnTable: ReturnType<typeof mcpGateway>;
+  let own: DynamoDbStore;
+
+  beforeAll(async () => {
+    // A table of its own: the DEPLOYMENT item made here must not change the principal of the other tests.
+    await ddb.createTable(`${TABLE}-keys`);
+    own = new DynamoDbStore({ client: ddb.client, tableName: `${TABLE}-keys` });
+    gatewayOnOwnTable = mcpGateway({ ...baseEnv(), TABLE_NAME: `${TABLE}-keys`, DMDOT_EVENTS_PROFILE: 'sep-3415' });
+  });
+
+  test('HTTP-KEY-2, HTTP-KEY-4, HTTP-KEY-5: a sender key sends, is Forbidden (-32024 under sep-3415) on subscribe, and 401 once revoked', async () => {
+    const added = await addSender(own, 'lambda-bot', null, Date.now());
+    if (!added.added) throw new Error(added.message);
+    // No subscription on this table: 409 says the key got past the door.
+    expect((await keyed(added.key, '/v1/messages', { message: 'hi' })).status).toBe(409);
+    const refused = await keyed(
+      added.key,
+      '/mcp',
+      { jsonrpc: '2.0', id: 1, method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url, secret: newSecret() }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } },
+      'events/subscribe',
+    );
+    expect(((await refused.json()) as { error: { code: number } }).error.code).toBe(-32024);
+    await revokeSender(own, 'lambda-bot', Date.now());
+    expect((await keyed(added.key, '/v1/messages', { message: 'hi' })).status).toBe(401);
+    expect(logLines.join('\n')).not.toContain(added.key);
+  });
+
+  test('HTTP-KEY-10: the previous connector key recorded in DEPLOYMENT is accepted until its overlap ends', async () => {
+    const previous = `old-${randomBytes(24).toString('base64url')}`;
+    await recordRotation(own, previous, API_KEY, 1_500, Date.now());
+    // A fresh environment (the rotation recycles them): it reads DEPLOYMENT on the first unknown key.
+    gatewayOnOwnTable = mcpGateway({ ...baseEnv(), TABLE_NAME: `${TABLE}-keys` });
+    expect((await keyed(previous, '/v1/messages', { message: 'hi' })).status).toBe(409);
+    expect((await keyed(API_KEY, '/v1/messages', { message: 'hi' })).status).toBe(409);
+    await new Promise((r) => setTimeout(r, 1_600));
+    expect((await keyed(previous, '/v1/messages', { message: 'hi' })).status).toBe(401);
+    expect((await own.getDeployment())?.principal).toBe(sha256Hex(previous));
   });
 });
 

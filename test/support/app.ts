@@ -7,7 +7,8 @@ import fc from 'fast-check';
 import { createApp, type App, type HttpConfig } from '../../lambda/http/app';
 import type { Logger } from '../../lambda/log';
 import { echoChallenge, fakeOutbox, FakeClock, FakeQueue, FakeStore, ScriptedWebhookClient, T0 } from './fakes';
-import type { SubscriptionRecord, WebhookClient } from '../../lambda/ports';
+import type { AccessStore, SubscriptionRecord, WebhookClient } from '../../lambda/ports';
+import { EventsProfiles, type EventsProfileName } from '../../lambda/core/protocol';
 
 export const API_KEY = 'test-api-key-0123456789abcdef';
 export const BASE = 'https://dmdot.example';
@@ -38,8 +39,11 @@ export interface TestApp {
 /** A callback that always passes the challenge (any number of times). */
 export const echoingWebhook: WebhookClient = { post: async (request) => echoChallenge(request) };
 
-export function buildApp(config: Partial<HttpConfig> = {}, options: { deliveryWaitMs?: number; webhook?: WebhookClient; clock?: FakeClock } = {}): TestApp {
-  const store = new FakeStore();
+export function buildApp(
+  config: Partial<HttpConfig> = {},
+  options: { deliveryWaitMs?: number; webhook?: WebhookClient; clock?: FakeClock; access?: AccessStore; eventsProfile?: EventsProfileName; store?: FakeStore } = {},
+): TestApp {
+  const store = options.store ?? new FakeStore();
   const queue = new FakeQueue();
   const clock = options.clock ?? new FakeClock();
   const webhook = options.webhook ?? new ScriptedWebhookClient();
@@ -50,7 +54,10 @@ export function buildApp(config: Partial<HttpConfig> = {}, options: { deliveryWa
     error: (event, fields = {}) => void logs.push({ level: 'error', event, fields }),
   };
   const app = createApp(
-    { store, outbox: fakeOutbox(store, queue), webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, retryDelaysS: [1, 4, 30, 120, 600], urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log },
+    { store, outbox: fakeOutbox(store, queue), webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, retryDelaysS: [1, 4, 30, 120, 600], urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log,
+      ...(options.access ? { access: options.access } : {}),
+      ...(options.eventsProfile ? { eventsProfile: EventsProfiles[options.eventsProfile] } : {}),
+    },
     { apiKey: API_KEY, allowedOrigins: [], allowedHosts: undefined, ...config },
   );
   return { app, store, queue, clock, webhook, logs };

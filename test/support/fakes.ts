@@ -10,6 +10,10 @@
  *   records every request it was given.
  */
 import type {
+  AccessStore,
+  DeploymentKeys,
+  DeploymentRecord,
+  SenderRecord,
   Clock,
   DeliveryJob,
   EnqueueOptions,
@@ -307,4 +311,73 @@ export function echoChallenge(request: WebhookRequest): WebhookResponse {
 
 export function bodyText(request: WebhookRequest): string {
   return new TextDecoder().decode(request.body);
+}
+
+/** The unit tests' AccessStore (DEPLOYMENT, SENDER#, RATE# in memory); passes the access contract suite. */
+export class FakeAccessStore implements AccessStore {
+  deployment: DeploymentRecord | undefined;
+  readonly senders = new Map<string, SenderRecord>();
+  readonly counters = new Map<string, { count: number; expiresAt: number }>();
+  /** Every method throws while set (a storage outage). */
+  failing = false;
+  /** How many writes touchSender made (the lastUsedAt cadence). */
+  touches = 0;
+
+  private check(): void {
+    if (this.failing) throw new Error('storage down (fake)');
+  }
+
+  async getDeployment() {
+    this.check();
+    return this.deployment ? { ...this.deployment } : undefined;
+  }
+  async createDeployment(record: DeploymentRecord) {
+    this.check();
+    this.deployment ??= { ...record };
+    return { ...this.deployment };
+  }
+  async setDeploymentKeys(keys: DeploymentKeys) {
+    this.check();
+    if (!this.deployment) return false;
+    const { previousKeyHash: _h, previousKeyUntil: _u, ...kept } = this.deployment;
+    this.deployment = { ...kept, ...keys };
+    return true;
+  }
+  async addSender(record: SenderRecord) {
+    this.check();
+    if (this.senders.has(record.name)) return false;
+    this.senders.set(record.name, { ...record });
+    return true;
+  }
+  async getSender(name: string) {
+    this.check();
+    const found = this.senders.get(name);
+    return found ? { ...found } : undefined;
+  }
+  async listSenders() {
+    this.check();
+    return [...this.senders.values()].map((s) => ({ ...s })).sort((a, b) => (a.name < b.name ? -1 : 1));
+  }
+  async revokeSender(name: string, at: number) {
+    this.check();
+    const found = this.senders.get(name);
+    if (!found || found.revokedAt !== undefined) return false;
+    found.revokedAt = at;
+    return true;
+  }
+  async touchSender(name: string, at: number, minIntervalMs: number) {
+    this.check();
+    const found = this.senders.get(name);
+    if (!found || (found.lastUsedAt !== undefined && found.lastUsedAt > at - minIntervalMs)) return;
+    found.lastUsedAt = at;
+    this.touches++;
+  }
+  async countSend(name: string, window: number, limit: number, expiresAt: number) {
+    this.check();
+    const key = `${name}#${window}`;
+    const counter = this.counters.get(key) ?? { count: 0, expiresAt };
+    if (counter.count >= limit) return false;
+    this.counters.set(key, { count: counter.count + 1, expiresAt });
+    return true;
+  }
 }

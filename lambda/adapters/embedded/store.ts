@@ -17,6 +17,10 @@
 import { Limits, type EventStatus } from '../../core/protocol';
 import { EventExists } from '../../core/errors';
 import type {
+  AccessStore,
+  DeploymentKeys,
+  DeploymentRecord,
+  SenderRecord,
   EventExpectation,
   EventPatch,
   EventRecord,
@@ -28,7 +32,7 @@ import type {
   SubscriptionExpectation,
   SubscriptionRecord,
 } from '../../ports';
-import { ItemKeys, isLive, newestFirst, replayClaimOf, ttlOfEvent, ttlOfSubscription } from '../items';
+import { byName, ItemKeys, isLive, newestFirst, replayClaimOf, ttlOfEvent, ttlOfSubscription } from '../items';
 import { getItem, putItem, recordOf, removeItem, storageKey, write, type Databases, type StoredItem } from './environment';
 
 /** The fields a patch may set; anything else in a patch object is ignored, as on DynamoDB. */
@@ -44,7 +48,7 @@ const PATCH_FIELDS = [
   'cancelledAt',
 ] as const satisfies readonly (keyof EventPatch)[];
 
-export class EmbeddedStore implements Store {
+export class EmbeddedStore implements Store, AccessStore {
   constructor(private readonly dbs: Databases) {}
 
   async getSubscription(now: number): Promise<SubscriptionRecord | undefined> {
@@ -170,7 +174,86 @@ export class EmbeddedStore implements Store {
     }
     return newestFirst(events);
   }
+
+  // ---- Access (ports.AccessStore): DEPLOYMENT, SENDER#, RATE# -------------------------------------
+
+  async getDeployment(): Promise<DeploymentRecord | undefined> {
+    const item = getItem(this.dbs, ItemKeys.deployment);
+    return item ? recordOf<DeploymentRecord>(item) : undefined;
+  }
+
+  createDeployment(record: DeploymentRecord): Promise<DeploymentRecord> {
+    return write(this.dbs, () => {
+      const stored = getItem(this.dbs, ItemKeys.deployment);
+      if (stored) return recordOf<DeploymentRecord>(stored);
+      putItem(this.dbs, ItemKeys.deployment, record, NEVER);
+      return { ...record };
+    });
+  }
+
+  setDeploymentKeys(keys: DeploymentKeys): Promise<boolean> {
+    return write(this.dbs, () => {
+      const stored = getItem(this.dbs, ItemKeys.deployment);
+      if (!stored) return false;
+      const { previousKeyHash: _h, previousKeyUntil: _u, ...kept } = recordOf<DeploymentRecord>(stored);
+      putItem(this.dbs, ItemKeys.deployment, { ...kept, ...keys }, NEVER);
+      return true;
+    });
+  }
+
+  addSender(record: SenderRecord): Promise<boolean> {
+    return write(this.dbs, () => {
+      if (getItem(this.dbs, ItemKeys.sender(record.name))) return false;
+      putItem(this.dbs, ItemKeys.sender(record.name), record, NEVER);
+      return true;
+    });
+  }
+
+  async getSender(name: string): Promise<SenderRecord | undefined> {
+    const item = getItem(this.dbs, ItemKeys.sender(name));
+    return item ? recordOf<SenderRecord>(item) : undefined;
+  }
+
+  async listSenders(): Promise<SenderRecord[]> {
+    const prefix = storageKey(ItemKeys.sender(''));
+    const senders: SenderRecord[] = [];
+    for (const { value } of this.dbs.items.getRange({ start: prefix, end: `${prefix.slice(0, -1)}$` })) senders.push(recordOf<SenderRecord>(value));
+    return byName(senders);
+  }
+
+  revokeSender(name: string, at: number): Promise<boolean> {
+    return write(this.dbs, () => {
+      const stored = getItem(this.dbs, ItemKeys.sender(name));
+      if (!stored || stored.revokedAt !== undefined) return false;
+      putItem(this.dbs, ItemKeys.sender(name), { ...recordOf<SenderRecord>(stored), revokedAt: at }, NEVER);
+      return true;
+    });
+  }
+
+  async touchSender(name: string, at: number, minIntervalMs: number): Promise<void> {
+    await write(this.dbs, () => {
+      const stored = getItem(this.dbs, ItemKeys.sender(name));
+      if (!stored) return;
+      if (typeof stored.lastUsedAt === 'number' && stored.lastUsedAt > at - minIntervalMs) return;
+      putItem(this.dbs, ItemKeys.sender(name), { ...recordOf<SenderRecord>(stored), lastUsedAt: at }, NEVER);
+    });
+  }
+
+  countSend(name: string, window: number, limit: number, expiresAt: number): Promise<boolean> {
+    const pk = ItemKeys.rate(name, window);
+    return write(this.dbs, () => {
+      const stored = getItem(this.dbs, pk);
+      const count = typeof stored?.count === 'number' ? stored.count : 0;
+      if (count >= limit) return false;
+      putItem(this.dbs, pk, { count: count + 1, expiresAt }, Math.ceil(expiresAt / 1000));
+      return true;
+    });
+  }
+  // ---- end of Access ------------------------------------------------------------------------------
 }
+
+/** The `ttl` of items that never expire (DEPLOYMENT, SENDER#): past any sweep (the year 3000). */
+const NEVER = 32_503_680_000;
 
 /** Every stored EVENT# item, expired or not, in key order (an ordered range, not a scan of the rest). */
 export function eventItems(dbs: Databases): Iterable<{ key: string; value: StoredItem }> {

@@ -9,7 +9,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { clearSubscription, listEventViews, resendEvent, showEvent, showSubscription } from '../../operator/actions';
-import type { Store } from '../../ports';
+import type { AccessStore, Store } from '../../ports';
 import { OperationError } from '../errors';
 import type { Operator } from '../../operator/operator';
 import { describeAwsError, unusableAws, type AwsSession } from './session';
@@ -27,10 +27,11 @@ async function guarded<T>(what: string, work: () => Promise<T>): Promise<T> {
   }
 }
 
-export async function storeOf(session: AwsSession): Promise<{ store: Store; table: string }> {
+export async function storeOf(session: AwsSession): Promise<{ store: Store; access: AccessStore; table: string }> {
   const table = await session.table();
   const { DynamoDbStore } = await import('../../adapters/dynamodb-store');
-  return { store: new DynamoDbStore({ client: (await session.client('dynamodb')) as DynamoDBClient, tableName: table }), table };
+  const store = new DynamoDbStore({ client: (await session.client('dynamodb')) as DynamoDBClient, tableName: table });
+  return { store, access: store, table };
 }
 
 export async function awsOperator(session: AwsSession): Promise<Operator> {

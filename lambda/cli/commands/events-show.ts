@@ -25,7 +25,7 @@ export const command = defineCommand({
     positionals: [EVENT_ID_ARGUMENT],
     options: { ...AWS_TABLE_OPTIONS },
     json:
-      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "resendable", ' +
+      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, "resendable", ' +
       '"log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}',
   },
   async run(ctx, { values, positionals }) {
@@ -48,6 +48,7 @@ export function describe(event: EventDetail): string {
   const summary = fields([
     ['event', event.eventId],
     ['status', event.status],
+    ['sender', event.sender ?? '-'],
     // A resend or redrive starts a new round of the schedule: the count is this round's, the log holds every round.
     ['attempts', event.log.some((e) => e.kind === 'note' && (e.note === 'resent' || e.note === 'redriven')) ? `${event.attempts} in this round (the log below lists every round)` : String(event.attempts)],
     ['last error', event.lastError ?? '-'],

@@ -1,7 +1,7 @@
 /**
  * Every command, by the words that name it, loaded only when it runs (so `dm-dot --version`
  * loads none), and the command groups with their actions: `events [show|resend]`,
- * `subscription [show|clear]`, `key rotate`.
+ * `subscription [show|clear]`, `key rotate`, `senders [add|list|revoke]`.
  */
 import type { Command } from '../command';
 
@@ -19,6 +19,9 @@ export const COMMANDS: Readonly<Record<string, Loader>> = {
   status: async () => (await import('./status')).command as unknown as Command,
   connect: async () => (await import('./connect')).command as unknown as Command,
   'key rotate': async () => (await import('./key-rotate')).command as unknown as Command,
+  'senders add': async () => (await import('./senders-add')).command as unknown as Command,
+  'senders list': async () => (await import('./senders-list')).command as unknown as Command,
+  'senders revoke': async () => (await import('./senders-revoke')).command as unknown as Command,
 };
 
 export interface Group {
@@ -31,4 +34,5 @@ export const GROUPS: Readonly<Record<string, Group>> = {
   events: { default: 'events', actions: ['list', 'show', 'resend'] },
   subscription: { default: 'subscription show', actions: ['show', 'clear'] },
   key: { actions: ['rotate'] },
+  senders: { default: 'senders list', actions: ['add', 'list', 'revoke'] },
 };

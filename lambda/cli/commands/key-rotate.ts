@@ -6,10 +6,12 @@
  * function's execution environments are recycled (UpdateFunctionConfiguration with a changed
  * description on McpFunctionName: each reads the key once, at cold start).
  *
- * Then it says what happens next: the old key stops at once; the dot's connector URL holds the
- * old key, so its next MCP call (its subscription refresh) gets 401 and the dot must be
- * reconnected with the new URL (`dm-dot connect`); its subscription id changes with the key
- * (docs/contract/events.md), so it subscribes anew. Asks first (`--yes` to skip). Never prints the key unless
+ * With `--overlap DURATION` (`1h`, `30m`…) the previous key stays accepted that long (its hash and
+ * the end of the overlap go into the DEPLOYMENT item before the new key is in force), so the dot
+ * keeps working until its connector URL is updated; without it the old key stops at once. Either
+ * way the subscription id stays: it is made from the deployment's principal, not from the key.
+ *
+ * Then it says what happens next. Asks first (`--yes` to skip). Never prints the key unless
  * `--show-key`.
  */
 import { randomInt } from 'node:crypto';
@@ -18,9 +20,12 @@ import { describeAwsError, withAws, type AwsSession } from '../aws/session';
 import { defineCommand } from '../command';
 import { confirm } from '../confirm';
 import type { Context } from '../context';
-import { OperationError } from '../errors';
+import { OperationError, UsageError } from '../errors';
 import { withLocalOperator } from '../local/operator';
 import { readKeyFile } from '../local/target';
+import { parseDuration, recordRotation } from '../../operator/access';
+import { AccessLimits } from '../../core/protocol';
+import { storeOf } from '../aws/operator';
 
 /** The stack generates 48 letters and digits (lib/constructs/secrets.ts); so does a rotation. */
 export const AWS_KEY_LENGTH = 48;
@@ -32,14 +37,29 @@ export function newAwsApiKey(): string {
   return key;
 }
 
-/** What to do after a rotation, the same sentences locally and on AWS. */
-export function nextSteps(mode: 'local' | 'aws', immediate: boolean): string[] {
+/** What to do after a rotation, the same sentences locally and on AWS. `until`: the end of the overlap (ISO), or null. */
+export function nextSteps(mode: 'local' | 'aws', immediate: boolean, until: string | null = null): string[] {
   const connect = mode === 'aws' ? 'dm-dot connect --aws' : 'dm-dot connect';
+  if (until !== null) {
+    return [
+      `The old key keeps working until ${until} (the overlap), then it stops.`,
+      `Update the dot's connector URL in ChatGPT before then (${connect} prints the new one; --show-key puts the key in), and anything that sends with the connector key (POST /v1/messages, dm-dot send --key).`,
+      'The subscription id does not change (it is the deployment\'s, not the key\'s): the dot keeps its subscription and keeps receiving.',
+    ];
+  }
   return [
     immediate ? 'The old key stopped working at once.' : 'The old key stops working when the server next starts.',
     `The dot's connector URL in ChatGPT holds the old key: its next MCP call (its subscription refresh) gets 401. Reconnect it with the new URL (${connect} prints it; --show-key puts the key in).`,
-    'Its subscription id changes with the key, so the dot subscribes anew once reconnected; anything that sends with the old key (POST /v1/messages, dm-dot send --key) needs the new one too.',
+    'The subscription id does not change (it is the deployment\'s, not the key\'s); anything that sends with the old key (POST /v1/messages, dm-dot send --key) needs the new one. --overlap DURATION keeps the old key working meanwhile.',
   ];
+}
+
+/** `--overlap` in milliseconds: 0 when absent. */
+export function overlapOf(value: string | undefined): number {
+  if (value === undefined) return 0;
+  const ms = parseDuration(value);
+  if (ms === undefined || ms > AccessLimits.maxOverlapMs) throw new UsageError(`--overlap must be a duration such as 1h, 30m or 90s, at most 7d, got "${value.slice(0, 40)}"`);
+  return ms;
 }
 
 export const command = defineCommand({
@@ -51,24 +71,32 @@ export const command = defineCommand({
       'Locally through the running server (it swaps the new key in at once) or, with no server running, by writing a new <state dir>/api-key; refused when the key comes from MCP_API_KEY. ' +
       "With --aws: a new value in the stack's API key secret, then the MCP function's execution environments are recycled so that they read it. " +
       'Asks for confirmation on a terminal; without one, pass --yes.',
-    options: { ...YES_OPTION, ...SHOW_KEY_OPTION, ...AWS_STACK_OPTIONS },
+    options: {
+      overlap: { type: 'string', value: 'DURATION', description: 'keep the previous key working this long (1h, 30m, 90s; at most 7d); default: it stops at once' },
+      ...YES_OPTION,
+      ...SHOW_KEY_OPTION,
+      ...AWS_STACK_OPTIONS,
+    },
     json:
-      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
-      'with --aws {"rotated": true, "mode": "aws", "secretArn", "functionName", "recycled": true, "key"?: only with --show-key, "next": [...]}.',
+      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool, "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
+      'with --aws {"rotated": true, "mode": "aws", "secretArn", "functionName", "recycled": true, "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [...]}.',
   },
   async run(ctx, { values }) {
     const showKey = !!values['show-key'];
-    if (wantsAws(values)) return withAws(ctx, values, (session) => rotateAws(ctx, session, !!values.yes, showKey));
+    const overlapMs = overlapOf(values.overlap);
+    if (wantsAws(values)) return withAws(ctx, values, (session) => rotateAws(ctx, session, !!values.yes, showKey, overlapMs));
     return withLocalOperator(ctx, async (op) => {
       await confirm(ctx, {
         yes: values.yes,
         what: 'rotated',
         question: `Replace the API key of ${op.where}? The dot must then be reconnected with the new connector URL.`,
       });
-      const { keyFile } = await ctx.progress(`rotating the key through ${op.where}`, op.rotateKey());
+      const started = Date.now();
+      const { keyFile } = await ctx.progress(`rotating the key through ${op.where}`, op.rotateKey(overlapMs));
       const immediate = op.via === 'server';
-      const next = nextSteps('local', immediate);
-      const doc = { rotated: true, mode: 'local', via: op.via, keyFile, immediate, next };
+      const overlapUntil = overlapMs > 0 ? new Date(started + overlapMs).toISOString() : null;
+      const next = nextSteps('local', immediate, overlapUntil);
+      const doc = { rotated: true, mode: 'local', via: op.via, keyFile, immediate, overlapUntil, next };
       const text = `Rotated the API key: the new key is in ${keyFile}.\n${next.join('\n')}\n`;
       if (!showKey) {
         ctx.result(doc, text);
@@ -83,7 +111,7 @@ export const command = defineCommand({
   },
 });
 
-async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKey: boolean): Promise<number> {
+async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKey: boolean, overlapMs: number): Promise<number> {
   const secretArn = await session.output('ApiKeySecretArn');
   const functionName = await session.output('McpFunctionName');
   await confirm(ctx, {
@@ -93,11 +121,29 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
   });
   const key = newAwsApiKey();
   ctx.keepSecret(key);
-  const [{ PutSecretValueCommand }, { GetFunctionConfigurationCommand, UpdateFunctionConfigurationCommand }] = await Promise.all([
+  const [{ GetSecretValueCommand, PutSecretValueCommand }, { GetFunctionConfigurationCommand, UpdateFunctionConfigurationCommand }] = await Promise.all([
     import('@aws-sdk/client-secrets-manager'),
     import('@aws-sdk/client-lambda'),
   ]);
   const secrets = await session.client('secretsManager');
+  // The key being replaced: its hash keeps the deployment's principal (and, with an overlap, the
+  // old key working), recorded in the DEPLOYMENT item before the new key is in force.
+  let previous: string;
+  try {
+    const { parseApiKeySecret } = await import('../../adapters/secret-loader');
+    previous = parseApiKeySecret((await secrets.send(new GetSecretValueCommand({ SecretId: secretArn }))) as { SecretString?: string });
+  } catch (error) {
+    throw new OperationError(`could not read the current key from ${secretArn}: ${describeAwsError(error)}; nothing was changed`, 'secret_unreadable');
+  }
+  ctx.keepSecret(previous);
+  const started = Date.now();
+  let overlapUntil: string | null;
+  try {
+    const { access } = await storeOf(session);
+    overlapUntil = (await ctx.progress('recording the rotation in the table', recordRotation(access, previous, key, overlapMs, started))).previousKeyUntil;
+  } catch (error) {
+    throw new OperationError(`could not record the rotation in the table: ${describeAwsError(error)}; nothing was changed, the old key still works`, 'table_unwritable');
+  }
   try {
     await ctx.progress('writing the new key into Secrets Manager', secrets.send(new PutSecretValueCommand({ SecretId: secretArn, SecretString: key })));
   } catch (error) {
@@ -117,10 +163,12 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
     );
   }
   const next = [
-    `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key, and the old key stops working.`,
-    ...nextSteps('aws', true).slice(1),
+    overlapUntil === null
+      ? `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key, and the old key stops working.`
+      : `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key; the old key keeps working until ${overlapUntil}.`,
+    ...nextSteps('aws', true, overlapUntil).slice(1),
   ];
-  const doc = { rotated: true, mode: 'aws', secretArn, functionName, recycled: true, next };
+  const doc = { rotated: true, mode: 'aws', secretArn, functionName, recycled: true, overlapUntil, next };
   const text = `Rotated the API key in ${secretArn}.\n${next.join('\n')}\n`;
   if (showKey) ctx.reveal(`${text}New key: ${key}\n`, { ...doc, key });
   else ctx.result(doc, text);

@@ -4,8 +4,9 @@
  * (callback host only) and its delivery status, and the counts of queued, failed and
  * dead-lettered events; from the running server (admin routes) or, when none runs, from the
  * database, saying so. With `--aws`: the stack's outputs, the state of its alarms (CloudWatch
- * DescribeAlarms on AlarmNames), the depths of its queues (GetQueueAttributes) and the
- * subscription. Exit 0 when it could look, 1 when it could not (or could not look at everything).
+ * DescribeAlarms on AlarmNames), the depths of its queues (GetQueueAttributes), the
+ * subscription and the events profile (the MCP function's DMDOT_EVENTS_PROFILE). Locally the
+ * profile is among the switches. Exit 0 when it could look, 1 when it could not (or could not look at everything).
  */
 import { AWS_STACK_OPTIONS, wantsAws } from '../args';
 import { queueAttributes } from '../aws/redrive';
@@ -31,10 +32,10 @@ export const command = defineCommand({
     options: { ...AWS_STACK_OPTIONS },
     json:
       'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | "database" | "nothing", ' +
-      '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": {"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs"}, ' +
+      '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": {"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs", "eventsProfile": "chatgpt" | "sep-3415"}, ' +
       `"subscription": ${SUBSCRIPTION_JSON} | null, "events": {"queued", "delivered", "failed", "dropped"} | null, "jobs": {"queued", "deadLetters"} | null}; ` +
       'with --aws {"mode": "aws", "stack", "region", "outputs": {name: value}, "alarms": [{"name", "state", "reason", "updatedAt"}] | null, ' +
-      '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "problems": [sentence, ...]}.',
+      '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "eventsProfile": "chatgpt" | "sep-3415" | null, "problems": [sentence, ...]}.',
   },
   async run(ctx, { values }) {
     if (wantsAws(values)) return withAws(ctx, values, (session) => awsStatus(ctx, session));
@@ -71,6 +72,7 @@ export function describeLocal(status: LocalStatus): string {
     ['API key', key],
     ['loopback callbacks', s.loopbackCallbacks ? 'on (dm-dot dot can subscribe)' : 'off (DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start lets dm-dot dot subscribe)'],
     ['pup', s.pup ? `configured (${s.pup.secrets} signing secret${s.pup.secrets > 1 ? 's' : ''})` : 'not configured (no PUP_SIGNING_SECRETS: its POST routes answer 503)'],
+    ['events profile', `${s.eventsProfile ?? 'chatgpt'}${s.eventsProfile === 'sep-3415' ? ' (SEP-3415 codes -32023..-32027)' : ' (ChatGPT codes -32011..-32015; DMDOT_EVENTS_PROFILE=sep-3415 for SEP-3415)'}`],
     ['allowed origins', s.allowedOrigins.join(', ') || 'none (requests with an Origin are refused, except the server\'s own)'],
     ['allowed hosts', s.allowedHosts.length ? `the server's own addresses and ${s.allowedHosts.join(', ')}` : "the server's own addresses only"],
     ['subscription', describeSubscriptionLine(status.subscription)],
@@ -136,6 +138,23 @@ async function alarmsOf(session: AwsSession, names: string[], problems: string[]
   return found;
 }
 
+/**
+ * The MCP function's events profile (DMDOT_EVENTS_PROFILE; the stack sets it only when it is not
+ * the default). Null when it cannot be read: not worth failing the rest of the status for.
+ */
+async function profileOf(session: AwsSession, functionName: string | undefined): Promise<string | null> {
+  if (!functionName) return null;
+  try {
+    const { GetFunctionConfigurationCommand } = await import('@aws-sdk/client-lambda');
+    const config = (await (await session.client('lambda')).send(new GetFunctionConfigurationCommand({ FunctionName: functionName }))) as {
+      Environment?: { Variables?: Record<string, string> };
+    };
+    return config.Environment?.Variables?.DMDOT_EVENTS_PROFILE || 'chatgpt';
+  } catch {
+    return null;
+  }
+}
+
 async function awsStatus(ctx: Context, session: AwsSession): Promise<number> {
   const outputs = await session.outputs();
   const problems: string[] = [];
@@ -155,21 +174,23 @@ async function awsStatus(ctx: Context, session: AwsSession): Promise<number> {
       return null;
     }
   };
-  const [alarms, delivery, deadLetter, sub] = await ctx.progress(
+  const [alarms, delivery, deadLetter, sub, eventsProfile] = await ctx.progress(
     'reading alarms, queues and the subscription',
     Promise.all([
       alarmsOf(session, alarmNames, problems),
       depth(session, outputs.DeliveryQueueUrl, problems, 'delivery queue'),
       depth(session, outputs.DeadLetterQueueUrl, problems, 'dead-letter queue'),
       subscription(),
+      profileOf(session, outputs.McpFunctionName),
     ]),
   );
-  const doc = { mode: 'aws', stack: session.stack, region: session.region ?? null, outputs, alarms, queues: { delivery, deadLetter }, subscription: sub, problems };
+  const doc = { mode: 'aws', stack: session.stack, region: session.region ?? null, outputs, alarms, queues: { delivery, deadLetter }, subscription: sub, eventsProfile, problems };
   ctx.result(doc, () => {
     const rows: [string, string][] = [
       ['stack', `${session.stack}${session.region ? ` (${session.region})` : ''}`],
       ['MCP endpoint', outputs.McpEndpoint ?? '-'],
       ['subscription', describeSubscriptionLine(sub)],
+      ['events profile', eventsProfile ?? 'unreadable (lambda:GetFunctionConfiguration on the MCP function)'],
       ['alarms', alarms === null ? 'unreadable' : alarms.length === 0 ? 'none' : alarms.map((a) => `${a.name}: ${a.state}`).join('; ')],
       ['delivery queue', delivery ? `${delivery.visible} waiting, ${delivery.inFlight} in flight, ${delivery.delayed} delayed` : 'unreadable'],
       ['dead letters', deadLetter ? `${deadLetter.visible}${deadLetter.visible ? ' (dm-dot redrive --aws)' : ''}` : 'unreadable'],

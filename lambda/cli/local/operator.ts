@@ -15,12 +15,13 @@ import { join } from 'node:path';
 import type { LocalSettings } from '../../config/settings';
 import { AdminRoutes, type EventStatus } from '../../core/protocol';
 import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription, type ResendResult } from '../../operator/actions';
+import { addSender, listSenders, revokeSender, recordRotation, type AddSenderResult, type SenderView } from '../../operator/access';
 import { switchesOf, type EventDetail, type EventView, type SubscriptionView, type Switches } from '../../operator/views';
 import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
 import type { Operator } from '../../operator/operator';
 import { AdminClient, findServer, type RunningServer } from './server';
-import { keyFileOf } from './target';
+import { keyFileOf, readKeyFile } from './target';
 
 export type KeySource = { from: 'file'; file: string } | { from: 'MCP_API_KEY' } | { from: 'none'; file: string };
 
@@ -42,8 +43,16 @@ export interface LocalOperator extends Operator {
   server?: RunningServer;
   redrive(): Promise<number>;
   status(): Promise<LocalStatus>;
-  /** Writes a new key file (and, through a running server, swaps it in at once). */
-  rotateKey(): Promise<{ keyFile: string }>;
+  /** Writes a new key file (and, through a running server, swaps it in at once); the old key is accepted `overlapMs` more. */
+  rotateKey(overlapMs?: number): Promise<{ keyFile: string }>;
+  /** Sender keys (operator/access.ts), through the server or on the database. */
+  senders: SenderOperations;
+}
+
+export interface SenderOperations {
+  add(name: string, rate: number | null): Promise<AddSenderResult>;
+  list(): Promise<SenderView[]>;
+  revoke(name: string): Promise<{ revoked: boolean; name: string; why?: 'not_found' | 'already_revoked' }>;
 }
 
 /** What `status` and `connect` report when there is neither a server nor a database yet. */
@@ -116,8 +125,14 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
         jobs: body.queue ?? null,
       };
     },
-    async rotateKey() {
-      const answer = await admin.call<{ rotated?: boolean; keyFile?: string }>('POST', AdminRoutes.key);
+    senders: {
+      add: async (name, rate) =>
+        (await admin.call<AddSenderResult>('POST', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}${rate === null ? '' : `&rate=${rate}`}`)).body,
+      list: async () => (await admin.call<{ senders: SenderView[] }>('GET', AdminRoutes.senders)).body.senders,
+      revoke: async (name) => (await admin.call<{ revoked: boolean; name: string }>('DELETE', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}`)).body,
+    },
+    async rotateKey(overlapMs = 0) {
+      const answer = await admin.call<{ rotated?: boolean; keyFile?: string }>('POST', `${AdminRoutes.key}${overlapMs > 0 ? `?overlapMs=${overlapMs}` : ''}`);
       if (answer.status === 409) throw new OperationError(KEY_FROM_ENV, 'key_from_environment');
       return { keyFile: answer.body.keyFile ?? (await keyFileOf(stateDir)) };
     },
@@ -150,11 +165,23 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
         jobs: { queued: jobs.queued, deadLetters: jobs.deadLetters },
       };
     },
-    async rotateKey() {
+    senders: {
+      add: (name, rate) => addSender(db.store, name, rate, now()),
+      list: () => listSenders(db.store),
+      revoke: (name) => revokeSender(db.store, name, now()),
+    },
+    async rotateKey(overlapMs = 0) {
       if (settings.apiKey) throw new OperationError(`MCP_API_KEY is set in this environment: ${KEY_FROM_ENV}`, 'key_from_environment');
       if (!existsSync(keyFile)) throw new OperationError(`there is no key to rotate: ${keyFile} does not exist (npm start generates it)`, 'no_key');
-      const { rotateApiKeyFile } = await import('../../adapters/state-files');
-      const rotated = await rotateApiKeyFile(db.stateDir);
+      const { newApiKey, rotateApiKeyFile } = await import('../../adapters/state-files');
+      const previous = (await readKeyFile(db.stateDir)).key;
+      if (!previous) throw new OperationError(`there is no key to rotate: ${keyFile} cannot be read`, 'no_key');
+      ctx.keepSecret(previous);
+      const next = newApiKey();
+      ctx.keepSecret(next);
+      // Recorded before the file changes, as the server does (operator/access.ts recordRotation).
+      await recordRotation(db.store, previous, next, overlapMs, now());
+      const rotated = await rotateApiKeyFile(db.stateDir, next);
       ctx.keepSecret(rotated.key);
       return { keyFile: rotated.file };
     },

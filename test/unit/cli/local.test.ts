@@ -285,7 +285,7 @@ describe('through the running server', () => {
     expect(r.out).toContain(`Rotated the API key: the new key is in ${join(dir.dir, 'api-key')}.`);
     expect(r.out).toContain('The old key stopped working at once.');
     expect(r.out).toMatch(/its next MCP call \(its subscription refresh\) gets 401\. Reconnect it with the new URL \(dm-dot connect/);
-    expect(r.out).toMatch(/Its subscription id changes with the key, so the dot subscribes anew/);
+    expect(r.out).toMatch(/The subscription id does not change \(it is the deployment's, not the key's\)/);
     expect((await postMessage(s, old, 'old key')).status).toBe(401);
     expect((await postMessage(s, fresh, 'new key')).status).toBe(409);
     expectNoSecrets(printed.join(''), [old, fresh, adminToken()]);
@@ -339,7 +339,7 @@ describe('with no server running: the database, opened as operator', () => {
     await s.stop();
     server = undefined;
     const events = await cli(['events']);
-    expect(events.out).toMatch(new RegExp(`^${eventId}  failed +1 +http_4xx +\\S+Z +-$`, 'm'));
+    expect(events.out).toMatch(new RegExp(`^${eventId}  failed +1 +http_4xx +\\S+Z +- +connector$`, 'm'));
     expect((await cli(['events', 'show', eventId, '--json'])).code).toBe(0);
     expect(JSON.parse((await cli(['subscription', '--json'])).out).subscription.callbackHost).toMatch(/^127\.0\.0\.1:/);
   });

@@ -264,3 +264,13 @@ describe('AWS credentials come from the environment only (as Lambda provides the
     await expect(clientOptions().credentials()).rejects.toThrow(/environment variable credentials/);
   });
 });
+
+describe('DMDOT_EVENTS_PROFILE (docs/contract/events.md, profiles)', () => {
+  test('EV-PROF-6: chatgpt by default, sep-3415 when asked, anything else refused naming the setting', () => {
+    const base = { TABLE_NAME: 't', QUEUE_URL: 'q' };
+    expect(mcpLambdaSettings(base).eventsProfile).toBe('chatgpt');
+    expect(mcpLambdaSettings({ ...base, DMDOT_EVENTS_PROFILE: 'SEP-3415' }).eventsProfile).toBe('sep-3415');
+    expect(localSettings({ DMDOT_EVENTS_PROFILE: 'sep-3415' }, { projectRoot: tmpdir() }).eventsProfile).toBe('sep-3415');
+    expect(() => mcpLambdaSettings({ ...base, DMDOT_EVENTS_PROFILE: 'openai' })).toThrow(/DMDOT_EVENTS_PROFILE must be one of chatgpt, sep-3415/);
+  });
+});

@@ -4,6 +4,7 @@
  * never a browser page (Origin), and only with the admin token, never the API key. One rule per
  * test, on a real node:http server over the in-memory fakes.
  */
+import { newSenderKey } from '../../../lambda/core/access';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleAdmin, type AdminDeps } from '../../../lambda/local/admin-routes';
@@ -84,6 +85,14 @@ describe('admin routes are for this machine only', () => {
 
   test('the API key is not the admin token: 401', async () => {
     expect(await s.get('/admin/events', { authorization: `Bearer ${API_KEY}` })).toMatchObject({ status: 401, body: { error: { code: 'unauthorized' } } });
+  });
+
+  test('HTTP-KEY-4: a sender key is refused 403 on every admin route, before any storage', async () => {
+    const key = newSenderKey('billing');
+    for (const path of ['/admin/events', '/admin/subscription', '/admin/senders', '/admin/status']) {
+      expect(await s.get(path, { authorization: `Bearer ${key}` })).toMatchObject({ status: 403, body: { error: { code: 'forbidden_sender' } } });
+    }
+    expect(s.store.calls).toEqual([]);
   });
 
   test('a refused request touches no storage', async () => {

@@ -175,6 +175,7 @@ describe('the delivery log', () => {
       lastHttpStatus: 200,
       createdAt: new Date(T0 + SECOND).toISOString(),
       deliveredAt: new Date(T0 + 2 * SECOND).toISOString(),
+      sender: null,
     });
     const json = JSON.stringify(views);
     expect(json).not.toContain('message.created');

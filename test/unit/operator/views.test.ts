@@ -125,14 +125,20 @@ describe('eventView (a line of the delivery log)', () => {
       lastHttpStatus: 200,
       createdAt: '2026-11-03T10:30:00.123Z',
       deliveredAt: '2026-11-03T10:30:05.123Z',
+      sender: null,
     });
+  });
+
+  it('LOG-SENDER-1: shows who sent the event: connector or the sender\'s name', () => {
+    expect(eventView(event({ sender: 'connector' })).sender).toBe('connector');
+    expect(eventView(event({ sender: 'billing' })).sender).toBe('billing');
   });
 
   it('what the record does not have is null, never undefined (the JSON keeps every key)', () => {
     const bare: EventRecord = { eventId: EVENT_ID, status: EventStatus.queued, subscriptionId: 'sub_x', attempts: 0, createdAt: T0, expiresAt: T0 + DAY };
     const view = eventView(bare);
-    expect(view).toStrictEqual({ eventId: EVENT_ID, status: 'queued', attempts: 0, lastError: null, lastHttpStatus: null, createdAt: '2026-11-03T10:30:00.123Z', deliveredAt: null });
-    expect(Object.keys(JSON.parse(JSON.stringify(view)) as object)).toHaveLength(7);
+    expect(view).toStrictEqual({ eventId: EVENT_ID, status: 'queued', attempts: 0, lastError: null, lastHttpStatus: null, createdAt: '2026-11-03T10:30:00.123Z', deliveredAt: null, sender: null });
+    expect(Object.keys(JSON.parse(JSON.stringify(view)) as object)).toHaveLength(8);
   });
 
   it('never shows the kept bytes, the subscription, its generation or the lease', () => {
@@ -176,7 +182,7 @@ describe('eventDetail (one event and its log)', () => {
     const detail = eventDetail(event());
     expect(detail.resendable).toBe(true);
     expect(JSON.stringify(detail)).not.toContain(MESSAGE);
-    expect(Object.keys(detail).sort()).toStrictEqual(['attempts', 'createdAt', 'deliveredAt', 'eventId', 'lastError', 'lastHttpStatus', 'log', 'resendable', 'status']);
+    expect(Object.keys(detail).sort()).toStrictEqual(['attempts', 'createdAt', 'deliveredAt', 'eventId', 'lastError', 'lastHttpStatus', 'log', 'resendable', 'sender', 'status']);
   });
 });
 

@@ -1,0 +1,54 @@
+/**
+ * `dm-dot senders add NAME [--rate N]`: a new send-only key, printed once (only its hash is
+ * stored). It may call tools/list, send_to_dot and POST /v1/messages, nothing else; with a rate,
+ * past N messages in a minute it gets 429 with Retry-After.
+ */
+import { AWS_TABLE_OPTIONS } from '../operator';
+import { integerValue } from '../args';
+import { defineCommand } from '../command';
+import { OperationError, UsageError } from '../errors';
+import { withSenders } from '../senders';
+import { AccessLimits } from '../../core/protocol';
+import { senderNameProblem } from '../../core/access';
+
+export const SENDER_NAME_ARGUMENT = { name: 'NAME', description: 'the sender: 1 to 32 lower-case letters, digits and dashes (it is part of the key and of every event it sends)' } as const;
+
+export function senderNameOf(word: string | undefined): string {
+  const name = word ?? '';
+  const problem = senderNameProblem(name);
+  if (problem) throw new UsageError(`${problem}, got "${name.slice(0, 80)}"`);
+  return name;
+}
+
+export const command = defineCommand({
+  spec: {
+    name: 'senders add',
+    summary: 'a new send-only key, printed once',
+    description:
+      'The key may list the tools, call send_to_dot and POST /v1/messages; subscribing, unsubscribing and every operator action are refused (Forbidden). ' +
+      'Only its hash is stored: copy it now, it is never shown again (revoke and add another if it is lost). ' +
+      'Every event it sends names it in the delivery log. With --rate N, past N messages in a minute it gets HTTP 429 with Retry-After (on /mcp a JSON-RPC error of the same meaning).',
+    positionals: [SENDER_NAME_ARGUMENT],
+    options: {
+      rate: { type: 'string', value: 'N', description: `at most N messages per minute (1..${AccessLimits.maxSenderRate}); default: no limit` },
+      ...AWS_TABLE_OPTIONS,
+    },
+    json: '{"name", "key", "rate": N | null} (the key is a secret: a notice on stderr says so first).',
+  },
+  async run(ctx, { values, positionals }) {
+    const name = senderNameOf(positionals[0]);
+    const rate = integerValue(values.rate, 'rate', 1, AccessLimits.maxSenderRate) ?? null;
+    return withSenders(ctx, values, async ({ where, senders }) => {
+      const result = await ctx.progress(`adding sender ${name} in ${where}`, senders.add(name, rate));
+      if (!result.added) throw new OperationError(result.message, result.why);
+      ctx.keepSecret(result.key);
+      ctx.reveal(
+        `Added sender ${name}${rate === null ? '' : ` (at most ${rate} messages per minute)`}. Its key, shown this once:\n${result.key}\n` +
+          'It sends with Authorization: Bearer KEY (or ?key=KEY) to /mcp (send_to_dot) or POST /v1/messages; dm-dot senders revoke ' + name + ' stops it.\n',
+        { name, key: result.key, rate },
+        'this prints the new sender key',
+      );
+      return 0;
+    });
+  },
+});

@@ -1,0 +1,168 @@
+/**
+ * Who is calling (docs/contract/http.md, keys): the connector key in force, the previous connector
+ * key during a rotation's overlap, or a named sender key; and the deployment's stable principal
+ * behind every subscription id, kept in the one DEPLOYMENT item.
+ *
+ * - The connector key is compared in constant time with the configured key first: the common
+ *   case costs no storage read. The principal is read (or created, once, with a conditional put)
+ *   on the first request that needs it and then kept for the life of the app: it never changes.
+ *   A deployment that predates the item gets the principal its subscription ids were made from,
+ *   the hash of the key in force at that first request.
+ * - A key of the sender shape (`dmsk_<name>_<secret>`) is looked up by its name (one read by key,
+ *   never a scan) and accepted when the hash of the whole key equals the stored one (constant
+ *   time) and the sender is not revoked: a revocation holds from the next request on.
+ * - Any other key is compared, by hash, with the previous connector key of the DEPLOYMENT item,
+ *   accepted until its overlap ends. That item is trusted for AccessLimits.deploymentCacheMs, so a
+ *   stranger's wrong keys cost at most one read per window.
+ *
+ * Deliberately not here: where the key is configured or rotated (the runtimes and the operator),
+ * HTTP answers (http/app.ts) and which methods a sender may call (mcp/server.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import type { AccessStore, Clock, DeploymentRecord, SenderRecord } from '../ports';
+import { guardDependency } from './errors';
+import { principalOf, sha256Hex } from './identity';
+import { AccessLimits, CONNECTOR_SENDER, SENDER_KEY_PREFIX, SENDER_NAME_PATTERN } from './protocol';
+import { constantTimeEqual } from './signing';
+
+/** What an authenticated request carries into the MCP server and the send path. */
+export interface Identity {
+  /** `connector`: may do everything; `sender`: tools/list, send_to_dot and POST /v1/messages only. */
+  role: 'connector' | 'sender';
+  /** What an event records: `connector` or the sender's name. */
+  sender: string;
+  /** Messages per minute (senders only); undefined: no limit. */
+  rate?: number;
+  /** The deployment's principal (read once, then kept). */
+  principal(): Promise<string>;
+}
+
+const SENDER_KEY = new RegExp(`^${SENDER_KEY_PREFIX}([a-z0-9][a-z0-9-]{0,31})_([A-Za-z0-9_-]{43})$`);
+
+/** The hash a key is stored as: hex SHA-256 of the whole key. */
+export function keyHashOf(key: string): string {
+  return sha256Hex(key);
+}
+
+export function senderNameProblem(name: string): string | undefined {
+  return SENDER_NAME_PATTERN.test(name) ? undefined : 'a sender name is 1 to 32 lower-case letters, digits and dashes, starting with a letter or digit';
+}
+
+/** A new sender key: the name routes the lookup, 32 random bytes authenticate. */
+export function newSenderKey(name: string): string {
+  if (senderNameProblem(name)) throw new Error('newSenderKey: invalid sender name');
+  return `${SENDER_KEY_PREFIX}${name}_${randomBytes(32).toString('base64url')}`;
+}
+
+/** The sender name a key of the sender shape names; undefined for any other key. */
+export function senderNameOf(key: string): string | undefined {
+  return SENDER_KEY.exec(key)?.[1];
+}
+
+/**
+ * The DEPLOYMENT item, created if absent. The created one's principal is the hash of the key in
+ * force, which is what subscription ids were made from before the item existed; when two first
+ * requests race, the conditional put makes both use the winner's.
+ */
+export async function ensureDeployment(access: AccessStore, connectorKey: string, now: number): Promise<DeploymentRecord> {
+  const stored = await access.getDeployment();
+  if (stored) return stored;
+  return access.createDeployment({ principal: principalOf(connectorKey), keyHash: keyHashOf(connectorKey), createdAt: now });
+}
+
+export interface AuthenticatorOptions {
+  /** The connector key in force; undefined: not configured (the app answers 503 before asking). */
+  apiKey: string;
+  /** Absent (tests of the HTTP surface alone): only the configured key is accepted, its hash is the principal. */
+  access?: AccessStore;
+  clock: Clock;
+}
+
+export interface Authenticator {
+  /** The identity behind the first credential that authenticates, or undefined. Throws DependencyUnavailable('storage'). */
+  identify(offered: readonly string[]): Promise<Identity | undefined>;
+}
+
+export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
+  const { apiKey, access, clock } = options;
+  let principal: Promise<string> | undefined;
+  let deployment: { record: DeploymentRecord | undefined; readAt: number } | undefined;
+
+  const connectorPrincipal = (): Promise<string> => {
+    if (!access) return Promise.resolve(principalOf(apiKey));
+    if (!principal) {
+      const pending = guardDependency('storage', () => ensureDeployment(access, apiKey, clock.now())).then((record) => record.principal);
+      // A failed read is not kept: the next request reads again.
+      pending.catch(() => {
+        if (principal === pending) principal = undefined;
+      });
+      principal = pending;
+    }
+    return principal;
+  };
+  const connector: Identity = { role: 'connector', sender: CONNECTOR_SENDER, principal: connectorPrincipal };
+
+  async function currentDeployment(now: number): Promise<DeploymentRecord | undefined> {
+    if (deployment && now - deployment.readAt < AccessLimits.deploymentCacheMs) return deployment.record;
+    const record = await guardDependency('storage', () => access!.getDeployment());
+    deployment = { record, readAt: now };
+    return record;
+  }
+
+  async function asSender(key: string, name: string): Promise<Identity | undefined> {
+    const record: SenderRecord | undefined = await guardDependency('storage', () => access!.getSender(name));
+    // Hash both sides and compare: the same time whatever the stored value is.
+    if (!record || !constantTimeEqual(keyHashOf(key), record.keyHash) || record.revokedAt !== undefined) return undefined;
+    const now = clock.now();
+    if (record.lastUsedAt === undefined || now - record.lastUsedAt >= AccessLimits.senderLastUsedRefreshMs) {
+      // Best effort, at most once a minute per sender: a failure here must not refuse the request.
+      await access!.touchSender(name, now, AccessLimits.senderLastUsedRefreshMs).catch(() => undefined);
+    }
+    return { role: 'sender', sender: name, ...(record.rate !== null ? { rate: record.rate } : {}), principal: connectorPrincipal };
+  }
+
+  return {
+    async identify(offered) {
+      // Every credential is compared with the connector key, always, so the time taken does not
+      // tell which one was wrong.
+      let matched = false;
+      for (const key of offered) matched = constantTimeEqual(key, apiKey) || matched;
+      if (matched) return connector;
+      if (!access) return undefined;
+      for (const key of offered) {
+        if (key === '') continue;
+        const name = senderNameOf(key);
+        if (name !== undefined) {
+          const sender = await asSender(key, name);
+          if (sender) return sender;
+          continue;
+        }
+        const now = clock.now();
+        const record = await currentDeployment(now);
+        if (record?.previousKeyHash && record.previousKeyUntil !== undefined && now < record.previousKeyUntil && constantTimeEqual(keyHashOf(key), record.previousKeyHash)) {
+          return connector;
+        }
+      }
+      return undefined;
+    },
+  };
+}
+
+/** The minute window a time falls in, and when the next one starts. */
+export function rateWindowOf(now: number): { window: number; endsAt: number } {
+  const window = Math.floor(now / AccessLimits.rateWindowMs);
+  return { window, endsAt: (window + 1) * AccessLimits.rateWindowMs };
+}
+
+export type Admission = { ok: true } | { ok: false; retryAfterSeconds: number };
+
+/**
+ * Counts one send against the sender's rate (a fixed window of one minute): refused past it, with
+ * the seconds until the next window. The connector and senders without a rate are not counted.
+ */
+export async function admitSend(access: AccessStore | undefined, identity: Identity, now: number): Promise<Admission> {
+  if (!access || identity.role !== 'sender' || identity.rate === undefined) return { ok: true };
+  const { window, endsAt } = rateWindowOf(now);
+  const counted = await guardDependency('storage', () => access.countSend(identity.sender, window, identity.rate!, endsAt + AccessLimits.rateCounterGraceMs));
+  return counted ? { ok: true } : { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((endsAt - now) / 1000)) };
+}
