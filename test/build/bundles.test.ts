@@ -1,6 +1,6 @@
 /**
  * The size budgets of the Lambda bundles (cold start grows with the bytes loaded), built once each with the options the stack deploys
- * (lib/bundling.ts) into the asset layout: MCP at most 700 KiB, delivery at most 300 KiB; no ajv
+ * (lib/bundling.ts) into the asset layout: MCP at most 700 KiB, delivery at most 310 KiB; no ajv
  * in the MCP bundle (the `_shims` alias), none of the default credential chain beyond the
  * environment (the credential alias), and no source maps loaded at run time (no NODE_OPTIONS in
  * the synthesized functions' environment, no run-time source map support in the code). Then both
