@@ -9,7 +9,7 @@
  * `slow_compute` or `failing_job` into a `send_to_dot` call whose message names the fixture, and
  * the dot behaves as the fixture would: it answers `slow_compute seconds=N` with 200 after N
  * seconds, `failing_job` with 400 after a second (a permanent failure: the task completes with
- * `isError: true`), and `greet` at once. With a 300 ms wait window a slow delivery becomes a task,
+ * `isError: true`), and `greet` at once. With an 800 ms wait window a slow delivery becomes a task,
  * and what the suite checks is dm-dot's own task over a real delivery; the 60-second
  * `slow_compute` the suite cancels is a real slow dot (any attempt is cut off by dm-dot's 5 s
  * deadline, DEL-PIPE-9, and the event stays queued), so `tasks/cancel` meets an unsettled event
@@ -68,8 +68,12 @@ describe('MCP conformance, Tasks extension scenarios, against the local runtime'
       workDir = mkdtempSync(join(tmpdir(), 'dmdot-conformance-tasks-'));
       const key = randomBytes(24).toString('base64url');
       proxy = await startFixtureProxy(key);
+      // The wait window sits under the suite's shortest slow call (slow_compute seconds=1, and the
+      // 1 s failing_job), which therefore always becomes a task, and leaves an immediate call room
+      // to be answered synchronously on a loaded machine (300 ms was missed with the suite's
+      // files running side by side).
       server = await startServer(
-        { DMDOT_ALLOWED_HOSTS: `127.0.0.1:${proxy.port}`, DMDOT_DELIVERY_WAIT_MS: '300', DMDOT_RETRY_DELAYS: '2,2,2' },
+        { DMDOT_ALLOWED_HOSTS: `127.0.0.1:${proxy.port}`, DMDOT_DELIVERY_WAIT_MS: '800', DMDOT_RETRY_DELAYS: '2,2,2' },
         { key },
       );
       proxy.setTarget(server.url);
