@@ -441,7 +441,8 @@ describe('redrive and dot tell the truth about an ended subscription', () => {
     const s = await server();
     const env = envOf(s);
     const dot = await startDot(['--check', '1000'], env);
-    assert.match(dot.err(), /it checks the subscription every 1 s/);
+    // The dot prints this line after the one its start waits for: wait for it rather than race it.
+    await waitFor('the check interval line', () => /it checks the subscription every 1 s/.test(dot.err()), 10_000);
     const cleared = await cli(['subscription', 'clear', '--yes'], env);
     assert.equal(cleared.code, 0, cleared.err);
     const code = await Promise.race([dot.exited, new Promise((r) => setTimeout(() => r('still running'), 10_000))]);
