@@ -48,7 +48,7 @@ export interface AdminDeps {
   /** The switches in force and where things are (never a secret). */
   describe(): AdminStatus;
   /** Rotates the API key, the old one accepted `overlapMs` more; undefined when the key comes from MCP_API_KEY. */
-  rotateKey?(overlapMs?: number): Promise<{ keyFile: string }>;
+  rotateKey?(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
   /** Sender keys (operator/access.ts over the server's store). */
   access?: AccessStore;
   /** Called after a resend, so the worker looks at once. */

@@ -191,7 +191,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
               // before the file changes: the old key is never refused while it should still work.
               const next = newApiKey();
               log.redact?.(next);
-              await recordRotation(db.store, key.key, next, overlapMs, clock.now());
+              const recorded = await recordRotation(db.store, key.key, next, overlapMs, clock.now());
               const rotated = await rotateApiKeyFile(settings.stateDir, next);
               log.redact?.(rotated.key);
               const previous = app!;
@@ -199,7 +199,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
               app = buildApp(rotated.key);
               void previous.close().catch(() => undefined);
               log.warn('api_key_rotated', { keyFile: rotated.file, overlapMs });
-              return { keyFile: rotated.file };
+              // The overlap's end as the server recorded it: the one the old key is refused after.
+              return { keyFile: rotated.file, overlapUntil: recorded.previousKeyUntil };
             },
           }
         : {}),

@@ -92,9 +92,12 @@ export const command = defineCommand({
         question: `Replace the API key of ${op.where}? The dot must then be reconnected with the new connector URL.`,
       });
       const started = Date.now();
-      const { keyFile } = await ctx.progress(`rotating the key through ${op.where}`, op.rotateKey(overlapMs));
+      const rotated = await ctx.progress(`rotating the key through ${op.where}`, op.rotateKey(overlapMs));
+      const { keyFile } = rotated;
       const immediate = op.via === 'server';
-      const overlapUntil = overlapMs > 0 ? new Date(started + overlapMs).toISOString() : null;
+      // The end the store recorded (the old key is refused after it); a server of an older version
+      // does not say, and the end is at least this late.
+      const overlapUntil = rotated.overlapUntil !== undefined ? rotated.overlapUntil : overlapMs > 0 ? new Date(started + overlapMs).toISOString() : null;
       const next = nextSteps('local', immediate, overlapUntil);
       const doc = { rotated: true, mode: 'local', via: op.via, keyFile, immediate, overlapUntil, next };
       const text = `Rotated the API key: the new key is in ${keyFile}.\n${next.join('\n')}\n`;

@@ -44,7 +44,8 @@ export interface LocalOperator extends Operator {
   redrive(): Promise<number>;
   status(): Promise<LocalStatus>;
   /** Writes a new key file (and, through a running server, swaps it in at once); the old key is accepted `overlapMs` more. */
-  rotateKey(overlapMs?: number): Promise<{ keyFile: string }>;
+  /** `overlapUntil`: when the old key stops, as recorded (null without an overlap). */
+  rotateKey(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
   /** Sender keys (operator/access.ts), through the server or on the database. */
   senders: SenderOperations;
 }
@@ -132,9 +133,9 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
       revoke: async (name) => (await admin.call<{ revoked: boolean; name: string }>('DELETE', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}`)).body,
     },
     async rotateKey(overlapMs = 0) {
-      const answer = await admin.call<{ rotated?: boolean; keyFile?: string }>('POST', `${AdminRoutes.key}${overlapMs > 0 ? `?overlapMs=${overlapMs}` : ''}`);
+      const answer = await admin.call<{ rotated?: boolean; keyFile?: string; overlapUntil?: string | null }>('POST', `${AdminRoutes.key}${overlapMs > 0 ? `?overlapMs=${overlapMs}` : ''}`);
       if (answer.status === 409) throw new OperationError(KEY_FROM_ENV, 'key_from_environment');
-      return { keyFile: answer.body.keyFile ?? (await keyFileOf(stateDir)) };
+      return { keyFile: answer.body.keyFile ?? (await keyFileOf(stateDir)), ...(answer.body.overlapUntil !== undefined ? { overlapUntil: answer.body.overlapUntil } : {}) };
     },
   };
 }
@@ -180,10 +181,10 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
       const next = newApiKey();
       ctx.keepSecret(next);
       // Recorded before the file changes, as the server does (operator/access.ts recordRotation).
-      await recordRotation(db.store, previous, next, overlapMs, now());
+      const recorded = await recordRotation(db.store, previous, next, overlapMs, now());
       const rotated = await rotateApiKeyFile(db.stateDir, next);
       ctx.keepSecret(rotated.key);
-      return { keyFile: rotated.file };
+      return { keyFile: rotated.file, overlapUntil: recorded.previousKeyUntil };
     },
   };
 }
