@@ -47,7 +47,11 @@ export const MetricName = {
   recordsRepaired: 'RecordsRepaired',
 } as const;
 
-export const DimensionName = { outcome: 'Outcome', via: 'Via', route: 'Route', statusClass: 'StatusClass', dependency: 'Dependency' } as const;
+export const DimensionName = { outcome: 'Outcome', via: 'Via', route: 'Route', statusClass: 'StatusClass', dependency: 'Dependency', action: 'Action' } as const;
+
+/** The values of the reconciler's `Action` (RecordsRepaired): the alarm sums exactly these. */
+export const REPAIR_ACTIONS = ['requeued', 'failed'] as const;
+export type RepairAction = (typeof REPAIR_ACTIONS)[number];
 
 /**
  * The values of `Dependency`: the ports whose failure is answered as "unavailable" (core/errors.ts
@@ -177,14 +181,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
  * have delivered it had to requeue or fail, by `Action`. Written on every run, 0 included, so an
  * alarm on it sees data while all is well.
  */
-export function createRepairMetrics(options: MetricsOptions = {}): { repaired(action: 'requeued' | 'failed', count: number): void } {
+export function createRepairMetrics(options: MetricsOptions = {}): { repaired(action: RepairAction, count: number): void } {
   if (options.enabled === false) return { repaired: () => undefined };
   const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
   const clock = options.clock ?? Date.now;
   return {
     repaired(action, count) {
       try {
-        const line = emfLine(clock(), { Action: action }, [{ dimensionSets: [['Action']], metrics: [{ name: MetricName.recordsRepaired, unit: 'Count', value: count }] }]);
+        const line = emfLine(clock(), { [DimensionName.action]: action }, [{ dimensionSets: [[DimensionName.action]], metrics: [{ name: MetricName.recordsRepaired, unit: 'Count', value: count }] }]);
         if (line !== undefined) sink(line);
       } catch {
         // A metric is never worth a failed run.

@@ -35,7 +35,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName } from '../../lambda/metrics';
+import { DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName, REPAIR_ACTIONS } from '../../lambda/metrics';
 import { DmDotDashboard, type DmDotDashboardProps } from './dashboard';
 import { DeliverySizing, redriveMaxReceiveCount } from './delivery-pipeline';
 import { keepLogicalId } from './logical-ids';
@@ -52,13 +52,6 @@ export interface ObservabilityProps extends DmDotDashboardProps {
 const QUEUE_PERIOD = Duration.minutes(1);
 /** The dm-dot counts (EMF) and API Gateway's are summed over five minutes: one mail per brown-out, not one per minute of it. */
 const COUNT_PERIOD = Duration.minutes(5);
-
-/**
- * The reconciler's `RecordsRepaired` (docs/reliability.md) is counted by `Action`; the alarm sums
- * these two values and assumes nothing more of its dimensions.
- */
-export const REPAIR_ACTION_DIMENSION = 'Action';
-export const REPAIR_ACTIONS = ['requeued', 'failed'] as const;
 
 /**
  * The longest a job waits in the delivery queue when everything works: the whole retry schedule,
@@ -284,7 +277,7 @@ function recordsRepaired(): cloudwatch.IMetric {
       new cloudwatch.Metric({
         namespace: METRICS_NAMESPACE,
         metricName: MetricName.recordsRepaired,
-        dimensionsMap: { [REPAIR_ACTION_DIMENSION]: action },
+        dimensionsMap: { [DimensionName.action]: action },
         statistic: cloudwatch.Stats.SUM,
         period: COUNT_PERIOD,
       }),
