@@ -11,10 +11,15 @@
  *                                             never landed, so the caller is told `queued`
  *                                             (undecided only when that send fails as well)
  *   send job     fails                     ─> compensate: record `queued -> failed`, then "not
- *                                             sent" with the event id; compensation fails too
- *                                             ─> undecided: the record stays `queued`, and the
- *                                             reconciler (core/reconcile.ts) re-enqueues or
- *                                             fails it, so the caller is told `queued`
+ *                                             sent" with the event id; the record had moved on
+ *                                             (the job did go out) ─> `queued`; compensation
+ *                                             unanswered ─> undecided, "may still be delivered":
+ *                                             a write whose answer was lost may have landed, and
+ *                                             a record still `queued` is the reconciler's
+ *                                             (core/reconcile.ts)
+ *
+ * A compensating compare-and-set that answers "no" is read back before anything is concluded:
+ * the SDK retries a write whose answer was lost, and the retry then meets the write it repeats.
  *
  * The compensating write needs time of its own: `keepBack` (the AWS wiring passes one from
  * adapters/deadline.ts) runs the put and the send so that Budgets.outboxCompensationReserveMs of
@@ -64,7 +69,31 @@ const asIs = <T>(fn: () => Promise<T>): Promise<T> => fn();
  */
 async function settleUnsent(store: Store, record: EventRecord): Promise<boolean> {
   if (await store.restoreEvent({ ...record, status: EventStatus.failed })) return true;
-  return store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued });
+  if (await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued })) return true;
+  // Both answered no: a record is stored and it is not queued. Before its job is sent nothing but
+  // this request writes the event, so that is our own compensation whose answer was lost.
+  return neverSent(await store.getEvent(record.eventId, record.createdAt));
+}
+
+/** A record that no worker will ever POST: failed before any attempt (only a redrive reopens it), or dropped. */
+function neverSent(stored: EventRecord | undefined): boolean {
+  return stored !== undefined && ((stored.status === EventStatus.failed && stored.attempts === 0) || stored.status === EventStatus.dropped);
+}
+
+/**
+ * The compensation of a send that failed: `marked` when the record is now one no worker will POST
+ * (so "not sent" is true), `moved` when it had moved on without us (the job did go out), and
+ * `unknown` when no answer came.
+ */
+async function markUnsent(store: Store, record: EventRecord): Promise<'marked' | 'moved' | 'unknown'> {
+  try {
+    if (await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued })) return 'marked';
+    const stored = await store.getEvent(record.eventId, record.createdAt);
+    if (neverSent(stored)) return 'marked';
+    return stored === undefined || stored.status === EventStatus.queued ? 'unknown' : 'moved';
+  } catch {
+    return 'unknown';
+  }
 }
 
 export function sequentialOutbox(store: Store, queue: Queue, options: SequentialOutboxOptions = {}): Outbox {
@@ -96,10 +125,11 @@ export function sequentialOutbox(store: Store, queue: Queue, options: Sequential
         // The record must not claim a delivery that can never happen. A send that timed out may
         // have been applied all the same; only a record marked failed makes "not sent" true (the
         // worker never sends a failed event that did not come through the dead-letter queue).
-        const marked = await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued }).catch(() => false);
-        // Not marked: the record stays `queued` (with or without a job), and the reconciler
-        // re-enqueues or fails it, so "queued" is a true answer for the caller (core/messages.ts).
-        throw new DependencyUnavailable('queue', { cause, eventId: record.eventId, ...(marked ? {} : { undecided: true, willSettle: true }) });
+        const mark = await markUnsent(store, record);
+        // Moved on: a worker has the job, so "queued" is true (core/messages.ts). Unknown: the mark
+        // may have landed with its answer lost (then nothing will ever send it) or not (then the
+        // reconciler re-enqueues the record), so the caller can only be told "may still be delivered".
+        throw new DependencyUnavailable('queue', { cause, eventId: record.eventId, ...(mark === 'marked' ? {} : { undecided: true, willSettle: mark === 'moved' }) });
       }
     },
 

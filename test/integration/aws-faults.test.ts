@@ -71,7 +71,7 @@ const DELIVERY_TIMEOUT_MS = 15_000;
 const QUEUE_VISIBILITY_S = 4;
 
 /** Per call, per service. Throttles are mostly absorbed by the SDK's retries; stalls cost a 2 s attempt. */
-const RATES = { stall: 0.01, lost: 0.005, throttle: 0.02, throughput: 0.01, error500: 0.01 } as const;
+const RATES = { stall: 0.01, lost: 0.005, throttle: 0.02, throughput: 0.01, error500: 0.01, applied500: 0.005 } as const;
 /** The dot: 503 (retried) and 400 (permanent) at these rates, 200 otherwise. */
 const DOT_RATES = { unavailable: 0.08, rejected: 0.01 };
 
@@ -182,6 +182,11 @@ interface SendResult {
   outcome?: 'delivered' | 'queued' | 'failed';
   eventId?: string;
   isError?: boolean;
+  /**
+   * The "may still be delivered" error with an event id (REST 503, or a tool error whose status is
+   * `queued`): the outbox could not learn the event's fate, so it promises neither way.
+   */
+  undecided?: boolean;
 }
 
 async function sendOnce(gateway: ReturnType<typeof mcpEnvironment>, n: number): Promise<SendResult> {
@@ -198,6 +203,7 @@ async function sendOnce(gateway: ReturnType<typeof mcpEnvironment>, n: number): 
     const status = body.status ?? body.error?.status;
     const accepted = [200, 202, 502].includes(response.status) && (status === 'delivered' || status === 'queued' || status === 'failed');
     const eventId = body.eventId ?? body.error?.eventId;
+    if (response.status === 503 && eventId !== undefined) return { ms, status: response.status, surface: 'rest', eventId, undecided: true };
     return { ms, status: response.status, surface: 'rest', ...(accepted ? { outcome: status as SendResult['outcome'], eventId: eventId! } : {}) };
   }
   const response = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
@@ -219,6 +225,8 @@ async function sendOnce(gateway: ReturnType<typeof mcpEnvironment>, n: number): 
     // A non-JSON answer (a 503 before the key loaded is JSON too; anything else is counted by status).
   }
   const structured = body.result?.structuredContent;
+  const isError = body.result?.isError === true;
+  if (isError && structured?.eventId !== undefined && structured.status === 'queued') return { ms, status: response.status, surface: 'mcp', isError, eventId: structured.eventId, undecided: true };
   const accepted = structured?.eventId !== undefined && ['delivered', 'queued', 'failed'].includes(String(structured.status));
   return {
     ms,
@@ -388,7 +396,7 @@ test(
     const slowest = Math.max(...results.map((r) => r.ms));
     const byStatus: Record<string, number> = {};
     for (const r of results) {
-      const key = `${r.surface}:${r.status}${r.outcome ? `:${r.outcome}` : r.isError ? ':isError' : ''}`;
+      const key = `${r.surface}:${r.status}${r.outcome ? `:${r.outcome}` : r.undecided ? ':undecided' : r.isError ? ':isError' : ''}`;
       byStatus[key] = (byStatus[key] ?? 0) + 1;
     }
     const endStates: Record<string, number> = {};
@@ -431,16 +439,23 @@ test(
       const record = await store.getEvent(eventId, Date.now());
       process.stdout.write(`\naws-faults ${eventId}: ${JSON.stringify({ ...record, body: undefined })}\n${logLines.filter((line) => line.includes(eventId)).join('\n')}\n`);
     }
-    // Every accepted event ends delivered, or failed with a dead letter (or, never sent, failed as its
-    // caller was told): none lost, none left queued.
+    // Every event with an id ends delivered, or failed with a dead letter, or failed (or was never
+    // stored) without one only when its caller was not promised a delivery: none lost, none left
+    // queued. "Delivered" and a plain "queued" are promises; "not sent" (failed) and "may still be
+    // delivered" (undecided: the outbox's writes all failed, and a compensating write whose answer
+    // was lost may have landed) are not.
     for (const [eventId, status] of finals) {
+      const answer = accepted.find((r) => r.eventId === eventId)!;
+      const promised = answer.outcome === 'queued' || answer.outcome === 'delivered';
+      if (status === undefined) {
+        expect([eventId, answer.undecided === true, okPosts.has(eventId)]).toEqual([eventId, true, false]);
+        continue;
+      }
       expect([eventId, status]).toEqual([eventId, expect.stringMatching(/^(delivered|failed)$/)]);
       if (status === EventStatus.failed && !deadLetters.has(eventId)) {
-        // Failed without a dead letter only when it was never sent at all: its job could not be
-        // queued, the outbox marked it failed, and its caller was told so, never "queued".
+        // Never sent at all: no attempt, nothing in its log, nothing at the dot.
         const record = await store.getEvent(eventId, Date.now());
-        const answer = accepted.find((r) => r.eventId === eventId)!;
-        expect([eventId, record?.attempts, record?.log?.length ?? 0, answer.outcome === 'queued' || answer.outcome === 'delivered']).toEqual([eventId, 0, 0, false]);
+        expect([eventId, record?.attempts, record?.log?.length ?? 0, okPosts.has(eventId), promised]).toEqual([eventId, 0, 0, false, false]);
       }
       if (status === EventStatus.delivered) expect([eventId, okPosts.has(eventId)]).toEqual([eventId, true]);
     }

@@ -320,16 +320,32 @@ describe('the reconciler', () => {
     expect((await store.getEvent(record.eventId, Date.now()))?.status).toBe(EventStatus.failed);
   }, 30_000);
 
-  test('DEL-OUT-2 + DEL-OUT-4: SendMessage stalled and the compensation lost too: the caller is told queued, and the reconciler settles the record', async () => {
+  test('DEL-OUT-2: SendMessage stalled and the compensation applied but answered 500: read back, "not sent" is true', async () => {
     const gateway = mcpGateway();
     sqsProxy.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
-    // The compensating queued -> failed write is lost as well: two faults.
+    // The first queued -> failed write is applied and answered 500; the SDK's retry meets it.
+    let updates = 0;
+    ddbProxy.setRule((call) => (call.action === 'UpdateItem' && updates++ === 0 ? 'applied500' : 'pass'));
+    const { value, ms } = await timed(() => postMessage(gateway, 'mark lost'));
+    expect(ms).toBeLessThan(Limits.requestMs);
+    expect(value.status).toBe(503);
+    expect(value.body.error?.message).toContain('was not sent');
+    expect(updates).toBeGreaterThanOrEqual(2);
+    expect((await store.getEvent(value.body.error!.eventId!, Date.now()))?.status).toBe(EventStatus.failed);
+    expect(await queuedRecords()).toEqual([]);
+  }, 20_000);
+
+  test('DEL-OUT-2 + DEL-OUT-4: SendMessage stalled and the compensation unanswered too: "may still be delivered", and the reconciler settles the record', async () => {
+    const gateway = mcpGateway();
+    sqsProxy.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
+    // The compensating queued -> failed write gets no answer either: two faults. It could have
+    // landed (a lost answer looks the same), so nothing may be promised.
     ddbProxy.setRule((call) => (call.action === 'UpdateItem' ? 'stall' : 'pass'));
     const { value, ms } = await timed(() => postMessage(gateway, 'two faults'));
     expect(ms).toBeLessThan(Limits.requestMs);
-    expect(value.status).toBe(202);
-    expect(value.body.status).toBe('queued');
-    const eventId = value.body.eventId!;
+    expect(value.status).toBe(503);
+    expect(value.body.error?.message).toContain('may still be delivered');
+    const eventId = value.body.error!.eventId!;
     expect((await store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.queued);
     ddbProxy.setRule(() => 'pass');
     sqsProxy.setRule(() => 'pass');

@@ -8,7 +8,9 @@
  *   lost        forward (the emulator applies it) and never answer: the caller cannot know
  *   throttle    HTTP 400 ThrottlingException, in the service's JSON error shape
  *   throughput  HTTP 400 ProvisionedThroughputExceededException (DynamoDB; others: ThrottlingException)
- *   error500    HTTP 500 with the service's internal error type
+ *   error500    HTTP 500 with the service's internal error type (nothing reaches the emulator)
+ *   applied500  forward (the emulator applies it), then answer HTTP 500 instead of its answer: a
+ *               500 may have succeeded, as DynamoDB's error documentation says, and the SDK retries it
  *
  * Error shapes follow the services' JSON protocols: `{"__type": "<namespace>#<Code>", "message"}`
  * with `Content-Type: application/x-amz-json-1.0` (DynamoDB, SQS) or `-1.1` (Secrets Manager),
@@ -23,7 +25,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export type Service = 'dynamodb' | 'sqs' | 'secretsmanager';
-export type Fault = 'pass' | 'stall' | 'lost' | 'throttle' | 'throughput' | 'error500';
+export type Fault = 'pass' | 'stall' | 'lost' | 'throttle' | 'throughput' | 'error500' | 'applied500';
 
 export interface Call {
   service: Service;
@@ -142,6 +144,12 @@ export async function startFaultProxy(service: Service, upstream: string, option
         case 'lost':
           hold(res);
           return forward(req, raw, () => undefined, () => undefined);
+        case 'applied500': {
+          const answer500 = () => {
+            if (!res.headersSent && !res.destroyed) reply(res, 500, shape.internal);
+          };
+          return forward(req, raw, answer500, answer500);
+        }
         case 'pass':
           return forward(
             req,

@@ -151,9 +151,44 @@ describe('add', () => {
     queue.fail = true;
     store.failing.add('updateEvent');
     const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
-    expect(error).toMatchObject({ dependency: 'queue', eventId: EVENT_ID, undecided: true });
-    // Still queued: if the queue took the job after all, it is delivered; nobody may say otherwise.
+    // Unanswered: the mark may have landed (nothing would ever send it) or not (the reconciler
+    // re-enqueues it), so the caller is told "may still be delivered", never a plain "queued".
+    expect(error).toMatchObject({ dependency: 'queue', eventId: EVENT_ID, undecided: true, willSettle: false });
     expect(store.events.get(EVENT_ID)?.status).toBe('queued');
+  });
+
+  it('DEL-OUT-2: a compensation applied whose answer was lost (the retry meets it): read back, "not sent" is true', async () => {
+    queue.fail = true;
+    // The SDK's first try applied the mark and its answer was lost; its retry fails the condition.
+    store.before.updateEvent = () => {
+      store.events.get(EVENT_ID)!.status = EventStatus.failed;
+    };
+    const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
+    expect(error).toMatchObject({ dependency: 'queue', eventId: EVENT_ID, undecided: false, willSettle: false });
+    expect(store.callsOf('getEvent')).toHaveLength(1);
+  });
+
+  it('DEL-OUT-2: a compensation whose read-back fails too: undecided, and nothing promised', async () => {
+    queue.fail = true;
+    store.before.updateEvent = () => {
+      store.events.get(EVENT_ID)!.status = EventStatus.failed;
+    };
+    store.failing.add('getEvent');
+    const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
+    expect(error).toMatchObject({ dependency: 'queue', eventId: EVENT_ID, undecided: true, willSettle: false });
+  });
+
+  it('DEL-OUT-3: a failed put whose settling write landed with its answer lost: read back, "nothing was sent", and no job', async () => {
+    store.failing.add('putEvent');
+    // The settling write's first try created the failed record; its retry meets it and answers no.
+    store.before.restoreEvent = () => {
+      store.events.set(EVENT_ID, record({ status: EventStatus.failed }));
+    };
+    const error = await unavailable(sequentialOutbox(store, queue).add(record(), job()));
+    expect(error).toMatchObject({ dependency: 'storage', undecided: false });
+    expect(error.eventId).toBeUndefined();
+    expect(queue.jobs).toEqual([]);
+    expect(store.events.get(EVENT_ID)?.status).toBe(EventStatus.failed);
   });
 
   it('a DependencyUnavailable from the store itself passes through as it is', async () => {
