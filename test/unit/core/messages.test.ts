@@ -7,6 +7,7 @@ import { deliver } from '../../../lambda/core/delivery';
 import { DependencyUnavailable } from '../../../lambda/core/errors';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent, sendMessage, type MessageDeps } from '../../../lambda/core/messages';
+import { EventStatus } from '../../../lambda/core/protocol';
 import type { DeliveryMetric, EventRecord, SubscriptionRecord } from '../../../lambda/ports';
 import { fakeOutbox, FakeClock, FakeQueue, FakeStore, respond, ScriptedWebhookClient, T0, transportFailure, type Scripted } from '../../support/fakes';
 
@@ -352,13 +353,28 @@ describe('sendMessage', () => {
     expect(event.status).toBe('failed');
   });
 
-  test('DEL-OUT-2: queue failure with storage failing too: queued with the event id (the record stays queued, and the reconciler settles it)', async () => {
+  test('DEL-OUT-2: queue failure with storage failing too: "may still be delivered" with the event id, never a plain queued (the mark may have landed)', async () => {
     const { store, queue, deps } = world();
     queue.fail = true;
     store.failing.add('updateEvent');
+    const error = await sendMessage(deps, { message: 'hi' }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(DependencyUnavailable);
+    expect(error).toMatchObject({ dependency: 'queue', undecided: true, willSettle: false, eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
+    // Still queued here: the reconciler requeues it, which "may still be delivered" allows.
+    expect(store.events.get((error as DependencyUnavailable).eventId!)?.status).toBe('queued');
+  });
+
+  test('DEL-OUT-2: queue failure after the record moved on (the job did go out): queued with the event id', async () => {
+    const { store, queue, deps } = world();
+    queue.fail = true;
+    store.before.updateEvent = (eventId) => {
+      store.events.get(eventId as string)!.status = EventStatus.delivered;
+    };
     const outcome = await sendMessage(deps, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'queued', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
-    expect(store.events.get((outcome as { eventId: string }).eventId)?.status).toBe('queued');
   });
 
   test('every send gets a fresh event id', async () => {
