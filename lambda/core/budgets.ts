@@ -96,6 +96,12 @@ export const Budgets = {
   cliCallMs: 30 * SECOND,
   /** One call of the CLI to a route that answers within Limits.requestMs (a send, an MCP request): that, and room for the network. */
   cliAnsweredCallMs: 15 * SECOND,
+  /** How often `dm-dot dot` checks that its subscription still stands: the most a clear or a key rotation goes unnoticed. */
+  dotCheckMs: 60 * SECOND,
+  /** The longest `dm-dot dot` waits before it tries a failed refresh again (it tries sooner as the expiry nears). */
+  dotRefreshRetryMaxMs: 30 * SECOND,
+  /** How long `dm-dot dot` keeps accepting a secret it replaced, past the server's overlap: clock skew and deliveries in flight. */
+  dotSecretGraceMs: 60 * SECOND,
 } as const;
 
 /** The deadline (epoch ms) of an MCP request that started at `startedAt`. */

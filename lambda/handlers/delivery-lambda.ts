@@ -35,6 +35,7 @@ import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
 import { deliveryLambdaSettings, type DeliveryLambdaSettings, type Env } from '../config/settings';
 import { Budgets, deliveryDeadline } from '../core/budgets';
+import { describeCause } from '../core/errors';
 import type { DeliveryDeps } from '../core/delivery';
 import { createDeliveryRunner } from '../core/runner';
 import { EVENT_ID_PREFIX, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
@@ -88,10 +89,6 @@ export function jobOf(record: SQSRecord, attributes: Record<string, string>): De
   const redriven = attributes[QueueAttributes.reason] !== undefined;
   const generation = attributes[QueueAttributes.generation];
   return { eventId, subscriptionId, ...(generation ? { generation } : {}), body: record.body, ...(redriven ? { redriven } : {}) };
-}
-
-function errorName(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
 /** The queue effects of one SQS record, and whether SQS must keep it (listed in batchItemFailures). */
@@ -149,7 +146,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
       records.map((record) =>
         processRecord(record, invokedAt).catch((error: unknown) => {
           // Only a failed dead-letter send of a malformed record gets here; keep it for next time.
-          log.error('delivery_worker_error', { messageId: record.messageId, cause: errorName(error) });
+          log.error('delivery_worker_error', { messageId: record.messageId, cause: describeCause(error) });
           return true;
         }),
       ),

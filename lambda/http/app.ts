@@ -28,6 +28,7 @@ import { sendMessage } from '../core/messages';
 import { BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, RATE_LIMITED_CODE, Routes } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
+import { json, restError, rpcError } from './json';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
 export interface HttpConfig {
@@ -45,20 +46,6 @@ export interface App {
   /** `host` is the Host header as received (web Request objects may not carry it). */
   handle(request: Request, options?: { requestId?: string; host?: string }): Promise<Response>;
   close(): Promise<void>;
-}
-
-const JSON_HEADERS = { 'content-type': 'application/json' };
-
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), { status, headers: { ...JSON_HEADERS, ...headers } });
-}
-
-function restError(status: number, code: string, message: string, headers: Record<string, string> = {}): Response {
-  return json(status, { error: { code, message } }, headers);
-}
-
-function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
-  return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
 }
 
 const rateMessage = (identity: Identity, seconds: number) =>

@@ -45,6 +45,7 @@ import { ErrorCodes, Limits, PupRefusals, PupRoutes, WebhookHeaders, type PupRef
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import type { InboundAnswer, Logger } from '../ports';
 import { declaredTooLarge, isJsonContentType, readStream } from './body';
+import { json, jsonText, restError, rpcError } from './json';
 
 export interface PupConfig {
   /**
@@ -75,18 +76,6 @@ const REFUSAL_MESSAGES: Record<PupRefusal, string> = {
   replayed: 'This webhook-id was already used.',
 };
 
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return text(status, JSON.stringify(body), headers);
-}
-
-function text(status: number, body: string, headers: Record<string, string> = {}): Response {
-  return new Response(body, { status, headers: { 'content-type': 'application/json', ...headers } });
-}
-
-function fail(status: number, code: string, message: string, headers: Record<string, string> = {}): Response {
-  return json(status, { error: { code, message } }, headers);
-}
-
 export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   // Requests whose MCP answer hid a failed dependency (an HTTP 200 tool error or -32603 from
   // core/answers.ts `answerUnavailable`, which logs each with its request id): not kept for replays.
@@ -111,16 +100,16 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
 
   async function handle(request: Request, url: URL, requestId: string): Promise<Response> {
     if (url.pathname === PupRoutes.manifest) {
-      if (request.method !== 'GET' && request.method !== 'HEAD') return fail(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
-      return text(200, manifest);
+      if (request.method !== 'GET' && request.method !== 'HEAD') return restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
+      return jsonText(200, manifest);
     }
     const secrets = config.secrets ? await config.secrets() : undefined;
     if (!secrets || secrets.secrets.length === 0) {
-      return fail(503, 'not_configured', 'pup signing secrets are not configured; the pup door cannot accept requests.');
+      return restError(503, 'not_configured', 'pup signing secrets are not configured; the pup door cannot accept requests.');
     }
-    if (request.method !== 'POST') return fail(405, 'method_not_allowed', 'Method not allowed: use POST.', { allow: 'POST' });
-    if (!isJsonContentType(request.headers.get('content-type'))) return fail(415, 'unsupported_media_type', 'Content-Type must be application/json.');
-    if (declaredTooLarge(request, Limits.requestBodyMaxBytes)) return fail(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+    if (request.method !== 'POST') return restError(405, 'method_not_allowed', 'Method not allowed: use POST.', { allow: 'POST' });
+    if (!isJsonContentType(request.headers.get('content-type'))) return restError(415, 'unsupported_media_type', 'Content-Type must be application/json.');
+    if (declaredTooLarge(request, Limits.requestBodyMaxBytes)) return restError(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
 
     const now = deps.clock.now();
     const checked = checkInboundHeaders(
@@ -132,9 +121,9 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
       },
       now,
     );
-    if (!checked.ok) return fail(401, checked.refusal, REFUSAL_MESSAGES[checked.refusal]);
+    if (!checked.ok) return restError(401, checked.refusal, REFUSAL_MESSAGES[checked.refusal]);
     if (bodiesInFlight >= maxBodies) {
-      return fail(503, 'busy', 'Too many pup requests are being read at once; try again in a second.', { 'retry-after': '1' });
+      return restError(503, 'busy', 'Too many pup requests are being read at once; try again in a second.', { 'retry-after': '1' });
     }
     bodiesInFlight++;
     let body: Uint8Array | undefined;
@@ -144,14 +133,14 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     } finally {
       bodiesInFlight--;
     }
-    if (!body) return fail(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+    if (!body) return restError(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
     const verdict = verifier.verdict();
-    if (!verdict.ok) return fail(401, verdict.refusal, REFUSAL_MESSAGES[verdict.refusal]);
+    if (!verdict.ok) return restError(401, verdict.refusal, REFUSAL_MESSAGES[verdict.refusal]);
     const webhookId = verdict.webhookId;
     if (scanJsonText(body).tooDeep) {
       const why = `The body nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels.`;
-      if (url.pathname === PupRoutes.mcp) return json(400, { jsonrpc: '2.0', id: null, error: { code: ErrorCodes.invalidParams, message: why } });
-      return fail(400, url.pathname === PupRoutes.events ? 'invalid_envelope' : 'invalid_challenge', why);
+      if (url.pathname === PupRoutes.mcp) return rpcError(400, ErrorCodes.invalidParams, why);
+      return restError(400, url.pathname === PupRoutes.events ? 'invalid_envelope' : 'invalid_challenge', why);
     }
     // Signed by pup, but logged: keep a line bounded whatever length pup chose.
     const loggedId = webhookId.slice(0, 128);
@@ -167,7 +156,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
 
   function challenge(bodyText: string): Response {
     const answer = challengeAnswer(bodyText);
-    return answer.ok ? text(200, answer.body) : fail(400, 'invalid_challenge', answer.message);
+    return answer.ok ? jsonText(200, answer.body) : restError(400, 'invalid_challenge', answer.message);
   }
 
   /**
@@ -201,12 +190,12 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     }
     if (!claim.claimed) {
       // The id was used for another request (the other route, or other bytes): a replay, refused.
-      if (!claim.sameRequest) return fail(401, PupRefusals.replayed, REFUSAL_MESSAGES.replayed);
+      if (!claim.sameRequest) return restError(401, PupRefusals.replayed, REFUSAL_MESSAGES.replayed);
       if (claim.answer) {
         deps.log.info('pup_request_repeated', { requestId, webhookId: loggedId, route: url.pathname });
-        return text(claim.answer.status, claim.answer.body);
+        return jsonText(claim.answer.status, claim.answer.body);
       }
-      return fail(503, 'in_progress', 'A request with this webhook-id is still being answered; try again in a second.', { 'retry-after': '1' });
+      return restError(503, 'in_progress', 'A request with this webhook-id is still being answered; try again in a second.', { 'retry-after': '1' });
     }
     let response: Response;
     let bodyText: string;
@@ -271,10 +260,10 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     try {
       value = JSON.parse(bodyText);
     } catch {
-      return fail(400, 'invalid_json', 'The body is not valid JSON.');
+      return restError(400, 'invalid_json', 'The body is not valid JSON.');
     }
     const parsed = parsePupEvent(value, webhookId);
-    if (!parsed.ok) return fail(400, parsed.code, parsed.message);
+    if (!parsed.ok) return restError(400, parsed.code, parsed.message);
 
     const answer = { status: 200, body: '{}' };
     let result;
@@ -285,14 +274,14 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     }
     if (!result.stored) {
       deps.log.info('pup_event_repeated', { requestId, webhookId: loggedId });
-      return text(result.answer.status, result.answer.body);
+      return jsonText(result.answer.status, result.answer.body);
     }
     // The effect, committed once per delivery id: ids and the type only.
     const { event } = parsed;
     const fields = { requestId, webhookId: loggedId, type: event.type.slice(0, 64), eventId: event.eventId, memberId: event.memberId, installationId: event.installationId };
     if (event.known) deps.log.info('pup_member_event', fields);
     else deps.log.warn('pup_event_ignored', fields);
-    return text(answer.status, answer.body);
+    return jsonText(answer.status, answer.body);
   }
 
   return { handle, close: () => mcp.close() };

@@ -26,6 +26,7 @@
 import { randomBytes } from 'node:crypto';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Budgets } from '../../core/budgets';
 import { ErrorCodes, EVENT_NAME, Limits, Methods, SECRET_PREFIX, WebhookHeaders } from '../../core/protocol';
 import { integerValue, TARGET_OPTIONS } from '../args';
 import { defineCommand } from '../command';
@@ -37,8 +38,7 @@ import { outcomeLine, sendMessage, type SendOutcome } from '../messages';
 import { relative, shortTime } from '../output';
 
 export const DEFAULT_PORT = 8788;
-/** How often a running dot checks that its subscription still stands: the most a clear or a key rotation goes unnoticed. */
-export const DEFAULT_CHECK_MS = 60_000;
+export const DEFAULT_CHECK_MS = Budgets.dotCheckMs;
 const PATH = '/dot';
 
 export const command = defineCommand({
@@ -308,16 +308,16 @@ class Dot {
       // The server may or may not hold the new secret now: accept both until the overlap ends.
       const fresh = this.secret;
       this.secret = old;
-      this.others.push({ secret: fresh, until: Date.now() + Limits.rotationOverlapMs + 60_000 });
+      this.others.push({ secret: fresh, until: Date.now() + Limits.rotationOverlapMs + Budgets.dotSecretGraceMs });
       const left = this.expiresAt - Date.now();
       if (left <= 0) {
         return this.end('expired', `the subscription expired at ${shortTime(new Date(this.expiresAt).toISOString())}: every refresh failed (last: ${this.ctx.scrub((error as Error).message)}). Run dm-dot dot again`);
       }
-      const retryIn = Math.min(30_000, Math.max(1000, left / 2));
+      const retryIn = Math.min(Budgets.dotRefreshRetryMaxMs, Math.max(1000, left / 2));
       this.say(`refresh failed (${this.ctx.scrub((error as Error).message)}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ${shortTime(new Date(this.expiresAt).toISOString())}`);
       return this.scheduleRefresh(retryIn);
     }
-    this.others.push({ secret: old, until: Date.now() + Limits.rotationOverlapMs + 60_000 });
+    this.others.push({ secret: old, until: Date.now() + Limits.rotationOverlapMs + Budgets.dotSecretGraceMs });
     if (this.stopping) return;
     if (granted.deliveryStatus === undefined) {
       // A refresh of a live subscription always reports its delivery status; without it, this call

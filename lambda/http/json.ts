@@ -1,0 +1,27 @@
+/**
+ * The JSON answers of the HTTP surface, one shape for both of its front doors (app.ts for the API
+ * key routes, pup.ts for the pup door): a JSON body with its content type, a REST error
+ * `{"error":{"code","message"}}`, and a JSON-RPC error with a null id.
+ *
+ * Deliberately not here: which status or code a situation gets (the routes decide, from
+ * core/answers and core/protocol), and CORS or other headers a route adds.
+ */
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+/** A body that is JSON text already (a stored answer replayed byte for byte, the manifest). */
+export function jsonText(status: number, body: string, headers: Record<string, string> = {}): Response {
+  return new Response(body, { status, headers: { ...JSON_HEADERS, ...headers } });
+}
+
+export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return jsonText(status, JSON.stringify(body), headers);
+}
+
+export function restError(status: number, code: string, message: string, headers: Record<string, string> = {}): Response {
+  return json(status, { error: { code, message } }, headers);
+}
+
+export function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
+  return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
+}
