@@ -104,9 +104,15 @@ export const Budgets = {
   dotSecretGraceMs: 60 * SECOND,
 } as const;
 
-/** The deadline (epoch ms) of an MCP request that started at `startedAt`. */
-export function mcpDeadline(startedAt: number): number {
-  return startedAt + Limits.requestMs - Budgets.mcpAnswerReserveMs;
+/**
+ * The deadline (epoch ms) of an MCP request that started at `startedAt`. `requestMs` is the
+ * request's whole budget: the contract's 5 s everywhere in production; only tests pass a shorter
+ * one (handlers/mcp-lambda.ts `McpLambdaOverrides.requestMs`). The reserves stay absolute at any
+ * budget, so a budget shorter than this answer reserve plus the outbox's compensation reserve
+ * leaves a send no time at all.
+ */
+export function mcpDeadline(startedAt: number, requestMs: number = Limits.requestMs): number {
+  return startedAt + requestMs - Budgets.mcpAnswerReserveMs;
 }
 
 /** The deadline of a Delivery Lambda invocation, from the Lambda context's remaining time. */

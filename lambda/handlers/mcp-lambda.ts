@@ -66,6 +66,8 @@ export interface McpLambdaDeps {
   metrics?: Metrics;
   /** The pup door: secrets (re-read while warm) and manifest. Absent: its POST routes answer 503. */
   pup?: PupConfig;
+  /** Tests only (McpLambdaOverrides.requestMs): the request budget `mcpDeadline` counts from. Default: Limits.requestMs. */
+  requestMs?: number;
 }
 
 export type McpLambda = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -142,7 +144,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
       return BAD_EVENT;
     }
     const { request, requestId } = translated;
-    return runWithDeadline(mcpDeadline(Date.now()), async () => {
+    return runWithDeadline(mcpDeadline(Date.now(), deps.requestMs), async () => {
       const health = new URL(request.url).pathname === Routes.health;
       const key = health ? deps.apiKey.peek() : await deps.apiKey.get();
       // No key for a request that needs one: Secrets Manager could not be read (the stack always
@@ -185,6 +187,16 @@ export interface McpLambdaOverrides {
   /** Tests only: replaces the guarded client (the settings' loopback switch is how tests allow 127.0.0.1). */
   webhook?: WebhookClient;
   clock?: Clock;
+  /**
+   * Tests only: each request's whole budget instead of the contract's 5 s (Limits.requestMs), so a
+   * test of the deadline mechanism waits for a short budget rather than the real one. Only the
+   * deadline moves: the reserves inside it (Budgets.mcpAnswerReserveMs before the end,
+   * Budgets.outboxCompensationReserveMs kept back from a send, Budgets.minPostMs for a POST) and
+   * the SDK clients' per-attempt timeouts stay absolute, because scaling them would test other
+   * numbers than production's. A budget below those reserves' sum leaves the guarded step no time,
+   * which the test choosing it must allow for.
+   */
+  requestMs?: number;
 }
 
 /** The MCP Lambda from its settings (lambda/config/settings.ts `mcpLambdaSettings`). */
@@ -228,6 +240,7 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
     log,
     metrics: overrides.metrics ?? createMetrics({ enabled: settings.aws.functionName !== undefined }),
     ...(overrides.clock ? { clock: overrides.clock } : {}),
+    ...(overrides.requestMs !== undefined ? { requestMs: overrides.requestMs } : {}),
     pup: { secrets: () => pupSecrets.get(), ...(settings.pupManifest !== undefined ? { manifest: settings.pupManifest } : {}) },
   });
 }

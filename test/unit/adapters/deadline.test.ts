@@ -123,6 +123,8 @@ describe('budgets', () => {
   test('an MCP request must be done 800 ms before docs/contract/delivery.md\'s 5 s', () => {
     expect(Limits.requestMs).toBe(5_000);
     expect(mcpDeadline(1_000)).toBe(1_000 + 4_200);
+    // A test's injected budget moves only the end; the answer's reserve stays 800 ms.
+    expect(mcpDeadline(1_000, 2_000)).toBe(1_000 + 1_200);
   });
 
   test('the delivery deadline is the Lambda context\'s remaining time less a reserve', () => {
