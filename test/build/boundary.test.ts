@@ -135,7 +135,7 @@ describe('the layer table', () => {
     expect(ENTRY_POINTS.filter((entry) => !paths.has(entry))).toEqual([]);
   });
 
-  test('no source file imports a layer or a package its row does not allow, nor an entry point', () => {
+  test('LOCAL-5: no source file imports a layer or a package its row does not allow, nor an entry point', () => {
     const found = files.flatMap((file) => violationsIn(readFileSync(file, 'utf8'), file).map((why) => `${relative(LAMBDA_DIR, file)} ${why}`));
     expect(found).toEqual([]);
   });

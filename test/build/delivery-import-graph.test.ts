@@ -73,7 +73,7 @@ test('the walker finds value imports and skips type-only ones', () => {
   expect(specifiersOf(source).sort()).toEqual(['./a', './c', './e', './lazy', './side-effect', '@scope/pkg'].sort());
 });
 
-test('the delivery handler never reaches the MCP SDK, classic zod, lambda/http or lambda/mcp', () => {
+test('ARCH-8: the delivery handler never reaches the MCP SDK, classic zod, lambda/http or lambda/mcp', () => {
   const graph = importGraph('lambda/handlers/delivery.ts');
   // The walk really covers the worker: the core, the adapters and the entry's own factory.
   expect(graph.files).toEqual(expect.arrayContaining(['lambda/handlers/delivery-lambda.ts', 'lambda/core/delivery.ts', 'lambda/adapters/sqs-queue.ts', 'lambda/adapters/guarded-https.ts']));

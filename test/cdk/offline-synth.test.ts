@@ -16,7 +16,7 @@ import { type Json, unacknowledgedViolations } from './synth';
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'dm-dot-offline-synth-'));
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
-test('node test/tools/cdk.mjs synth --quiet exits 0 with no credentials and no network', () => {
+test('ARCH-2: node test/tools/cdk.mjs synth --quiet exits 0 with no credentials and no network', () => {
   const home = path.join(scratch, 'home');
   const out = path.join(scratch, 'cdk.out');
   fs.mkdirSync(home);

@@ -39,7 +39,7 @@ afterAll(() => {
 const mcpOf = (s: Synthesized) => resource(s.template, 'AWS::Lambda::Function', 'McpFunction');
 const deliveryOf = (s: Synthesized) => resource(s.template, 'AWS::Lambda::Function', 'DeliveryFunction');
 
-test('the MCP asset holds the operator`s file byte for byte as pup-manifest.json, beside index.js', () => {
+test('PUP-5: the MCP asset holds the operator`s file byte for byte as pup-manifest.json, beside index.js', () => {
   const dir = a.assetDir(mcpOf(a).id);
   expect(fs.readdirSync(dir)).toEqual(expect.arrayContaining(['index.js', 'mcp-storage.js', 'package.json', PUP_MANIFEST_ASSET_FILE]));
   expect(fs.readFileSync(path.join(dir, PUP_MANIFEST_ASSET_FILE), 'utf8')).toBe(MANIFEST_A);

@@ -66,7 +66,7 @@ describe('defaults', () => {
     expect(settings.pupManifest).toBeUndefined();
   });
 
-  test('the stack`s defaults are the functions` own defaults (lambda/core/protocol.ts, lambda/config/fields.ts)', () => {
+  test('LOCAL-15: the stack`s defaults are the functions` own defaults (lambda/core/protocol.ts, lambda/config/fields.ts)', () => {
     // A stack left at its defaults configures the functions exactly as an empty environment would.
     expect(DEFAULTS.retryDelays).toBe(DEFAULT_RETRY_DELAYS_S.join(','));
     expect(fields.retryDelays(undefined, 'X')).toEqual(settingsWith({}).retryDelaysS);
@@ -82,7 +82,7 @@ describe('defaults', () => {
   });
 });
 
-describe('values from -c arrive as strings and are parsed', () => {
+describe('LOCAL-15: values from -c arrive as strings and are parsed', () => {
   test('every key', () => {
     expect(
       settingsWith({
@@ -272,7 +272,7 @@ describe('non-default settings in the template', () => {
     );
   });
 
-  test('allowedOrigins: passed to the MCP function and answered by API Gateway CORS for that origin only', () => {
+  test('HTTP-12: allowedOrigins: passed to the MCP function and answered by API Gateway CORS for that origin only', () => {
     const fn = resource(template, 'AWS::Lambda::Function', 'McpFunction');
     expect(fn.Properties.Environment.Variables.DMDOT_ALLOWED_ORIGINS).toBe('https://inspector.example.com');
     const cors = props(resource(template, 'AWS::ApiGatewayV2::Api', 'HttpApi').id).CorsConfiguration;
@@ -292,7 +292,7 @@ describe('non-default settings in the template', () => {
     expect(cors.MaxAge).toBe(CorsPolicy.maxAgeS);
   });
 
-  test('retryDelays: passed to the delivery function; maxReceiveCount follows the receive limit (4 attempts + 4, + 5)', () => {
+  test('DEL-PIPE-19: retryDelays: passed to the delivery function; maxReceiveCount follows the receive limit (4 attempts + 4, + 5)', () => {
     const fn = resource(template, 'AWS::Lambda::Function', 'DeliveryFunction');
     expect(fn.Properties.Environment.Variables.DMDOT_RETRY_DELAYS).toBe('1,2,3');
     expect(receiveLimit([1, 2, 3]) + RECEIVE_LIMIT_AWS_MARGIN).toBe(13);

@@ -41,7 +41,7 @@ describe('DynamoDbStore items', () => {
     return result.Item;
   }
 
-  it('writes pk, ttl (expiresAt + 1 day, in seconds) and no attribute for undefined fields', async () => {
+  it('ARCH-5, STORE-1, STORE-3: writes pk, ttl (expiresAt + 1 day, in seconds) and no attribute for undefined fields', async () => {
     const { store, tableName } = await freshStore();
     const sub = subscription({ previousSecret: undefined, lastError: null });
     await store.putSubscription(sub, T0, { kind: 'absent' });
@@ -52,7 +52,7 @@ describe('DynamoDbStore items', () => {
     expect(Object.keys(item ?? {}).sort()).toEqual([...Object.keys(sub).filter((k) => k !== 'previousSecret'), 'pk', 'ttl'].sort());
   });
 
-  it('event, verification and replay items carry a ttl', async () => {
+  it('STORE-4, STORE-5, STORE-6: event, verification and replay items carry a ttl', async () => {
     const { store, tableName } = await freshStore();
     await store.putEvent(event());
     await store.markVerified('k1', T0);
@@ -70,7 +70,7 @@ describe('DynamoDbStore items', () => {
     expect(item).toMatchObject({ status: { N: '200' }, body: { S: '{}' }, ttl: { N: String(Math.ceil((T0 + Limits.pupEventAnswerMs) / 1000)) } });
   });
 
-  it('an expired subscription is still stored yet read as absent', async () => {
+  it('STORE-2: an expired subscription is still stored yet read as absent', async () => {
     const { store, tableName } = await freshStore();
     await store.putSubscription(subscription({ expiresAt: T0 - 1 }), T0 - HOUR, { kind: 'absent' });
     expect(await raw(tableName, 'SUBSCRIPTION')).toBeDefined();
@@ -92,7 +92,7 @@ describe('DynamoDbStore requests', () => {
     [{ kind: 'same', url: 'https://a.example.com/hook', generation: 'gen-a' } as const, '#url = :url AND #generation = :generation'],
     [{ kind: 'same', url: 'https://a.example.com/hook', generation: undefined } as const, '#url = :url AND attribute_not_exists(#generation)'],
     [{ kind: 'expired', generation: 'gen-a' } as const, '#expiresAt <= :now AND #generation = :generation'],
-  ])('a subscribe planned as %j is one PutItem with the condition %s', async (expected, condition) => {
+  ])('STORE-9: a subscribe planned as %j is one PutItem with the condition %s', async (expected, condition) => {
     const { store, sent } = recordingStore(() => ({}));
     await expect(store.putSubscription(subscription(), T0, expected)).resolves.toEqual({ ok: true });
     expect(sent).toHaveLength(1);
@@ -112,7 +112,7 @@ describe('DynamoDbStore requests', () => {
     return { store: new DynamoDbStore({ client, tableName: 'table' }), sent };
   }
 
-  it('every read is a strongly consistent GetItem', async () => {
+  it('DEL-PIPE-1: every read is a strongly consistent GetItem', async () => {
     const { store, sent } = recordingStore(() => ({}));
     await store.getSubscription(T0);
     await store.getEvent('evt_x', T0);
@@ -121,7 +121,7 @@ describe('DynamoDbStore requests', () => {
     for (const { input } of sent) expect(input.ConsistentRead).toBe(true);
   });
 
-  it('a lost subscribe is one conditional PutItem whose ALL_OLD item is the holder (no second read)', async () => {
+  it('EV-SUB-11, STORE-9: a lost subscribe is one conditional PutItem whose ALL_OLD item is the holder (no second read)', async () => {
     const holder = subscription({ url: 'https://b.example.com/hook', lastError: null });
     const { ConditionalCheckFailedException } = await import('@aws-sdk/client-dynamodb');
     const { store, sent } = recordingStore(() => {

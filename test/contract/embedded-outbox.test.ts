@@ -80,7 +80,7 @@ describeOutboxContract('sequentialOutbox(embedded store, queue stub)', async () 
   };
 });
 
-describe('embedded outbox', () => {
+describe('LOCAL-3: embedded outbox', () => {
   let dir: string;
   let db: EmbeddedDatabase;
   const clock = fixedClock(OUTBOX_T0);
@@ -95,7 +95,7 @@ describe('embedded outbox', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('a job row that cannot be written takes its record with it: neither is stored', async () => {
+  it('LOCAL-3: a job row that cannot be written takes its record with it: neither is stored', async () => {
     const failure = db.outbox.add(outboxRecord(1), unencodable(outboxJob(1)));
     await expect(failure).rejects.toBeInstanceOf(DependencyUnavailable);
     await expect(failure.catch((error: DependencyUnavailable) => error.dependency)).resolves.toBe('storage');

@@ -29,7 +29,7 @@ describeStoreContract('embedded database (LMDB)', async () => {
   };
 });
 
-describe('embedded database persistence', () => {
+describe('LOCAL-2: embedded database persistence', () => {
   let dir: string;
   const open: EmbeddedDatabase[] = [];
 

@@ -81,7 +81,7 @@ export function describeOutboxContract(name: string, factory: OutboxFactory): vo
     }
 
     describe('add', () => {
-      it('records the event exactly as given and queues its job', async () => {
+      it('DEL-PIPE-2: records the event exactly as given and queues its job', async () => {
         await harness.outbox.add(outboxRecord(1), outboxJob(1));
         await expect(harness.store.getEvent(id(1), OUTBOX_T0)).resolves.toStrictEqual(outboxRecord(1));
         const jobs = await jobsOf(id(1));
@@ -95,7 +95,7 @@ export function describeOutboxContract(name: string, factory: OutboxFactory): vo
         expect((await jobsOf(id(2)))[0]?.delayMs).toBe(7 * SECOND);
       });
 
-      it('an id that exists is refused as storage unavailable, and the first record and its one job stay', async () => {
+      it('DEL-PIPE-2: an id that exists is refused as storage unavailable, and the first record and its one job stay', async () => {
         await harness.outbox.add(outboxRecord(3), outboxJob(3));
         const second = harness.outbox.add(outboxRecord(3, { subscriptionId: 'sub_b', createdAt: OUTBOX_T0 + SECOND }), outboxJob(3, { subscriptionId: 'sub_b' }));
         await expect(second).rejects.toBeInstanceOf(DependencyUnavailable);
@@ -105,7 +105,7 @@ export function describeOutboxContract(name: string, factory: OutboxFactory): vo
         expect(jobs.map((queued) => queued.job)).toStrictEqual([outboxJob(3)]);
       });
 
-      it('a job that cannot be queued rejects the add, and leaves no queued record without a job', async () => {
+      it('DEL-OUT-1: a job that cannot be queued rejects the add, and leaves no queued record without a job', async () => {
         await expect(harness.outbox.add(outboxRecord(4), harness.unqueueable(outboxJob(4)))).rejects.toBeInstanceOf(DependencyUnavailable);
         const record = await harness.store.getEvent(id(4), OUTBOX_T0);
         expect(record === undefined || record.status !== 'queued').toBe(true);
@@ -113,7 +113,7 @@ export function describeOutboxContract(name: string, factory: OutboxFactory): vo
         await expectNoQueuedRecordWithoutJob();
       });
 
-      it('across adds that succeed and adds that fail, every queued record has a job', async () => {
+      it('DEL-OUT-1: across adds that succeed and adds that fail, every queued record has a job', async () => {
         const results = await Promise.allSettled(
           Array.from({ length: 12 }, (_, i) => harness.outbox.add(outboxRecord(100 + i), i % 3 === 0 ? harness.unqueueable(outboxJob(100 + i)) : outboxJob(100 + i))),
         );

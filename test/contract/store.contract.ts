@@ -51,7 +51,7 @@ export function event(overrides: Partial<EventRecord> = {}): EventRecord {
 }
 
 export function describeStoreContract(name: string, factory: StoreFactory): void {
-  describe(`Store contract: ${name}`, () => {
+  describe(`CON-1, STORE-12, STORE-13: Store contract: ${name}`, () => {
     let store: Store;
     let cleanup: (() => Promise<void>) | undefined;
 
@@ -76,7 +76,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.getStoredSubscription()).resolves.toBeUndefined();
       });
 
-      it('put then get round-trips every field', async () => {
+      it('ARCH-11, STORE-3: put then get round-trips every field', async () => {
         const full = subscription({
           previousSecret: 'whsec_cHJldmlvdXMtcHJldmlvdXMtcHJldmlvdXM=',
           previousSecretUntil: T0 + 10 * MINUTE,
@@ -96,7 +96,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(Object.keys(read ?? {}).sort()).toEqual(Object.keys(minimal).sort());
       });
 
-      it('a put for another url while one is live fails and returns the holder', async () => {
+      it('ARCH-9, STORE-9: a put for another url while one is live fails and returns the holder', async () => {
         const holder = subscription();
         await first(holder);
         const other = subscription({ id: 'sub_b', generation: 'gen-b', url: 'https://b.example.com/hook', secret: 'whsec_b' });
@@ -106,7 +106,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.getSubscription(T0 + MINUTE)).resolves.toStrictEqual(holder);
       });
 
-      it('a put for the same url and generation refreshes a live subscription', async () => {
+      it('EV-GEN-2, STORE-9: a put for the same url and generation refreshes a live subscription', async () => {
         await first(subscription());
         const refreshed = subscription({ id: 'sub_a2', secret: 'whsec_new', previousSecret: subscription().secret, previousSecretUntil: T0 + 11 * MINUTE, refreshedAt: T0 + MINUTE, expiresAt: T0 + 2 * HOUR });
         await expect(same(refreshed, T0 + MINUTE)).resolves.toEqual({ ok: true });
@@ -128,13 +128,13 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.getStoredSubscription()).resolves.toBeUndefined();
       });
 
-      it('a first subscribe fails when an item is stored, even an expired one of the same url', async () => {
+      it('EV-GEN-1: a first subscribe fails when an item is stored, even an expired one of the same url', async () => {
         const old = subscription({ expiresAt: T0 + SECOND });
         await first(old);
         await expect(first(subscription({ generation: 'gen-new' }), T0 + HOUR)).resolves.toStrictEqual({ ok: false, holder: old });
       });
 
-      it('an expired subscription that is still stored is absent for get, present for getStoredSubscription, and replaceable', async () => {
+      it('STORE-2: an expired subscription that is still stored is absent for get, present for getStoredSubscription, and replaceable', async () => {
         const old = subscription({ createdAt: T0 - 2 * HOUR, refreshedAt: T0 - 2 * HOUR, expiresAt: T0 - SECOND });
         await expect(first(old, T0 - 2 * HOUR)).resolves.toEqual({ ok: true });
         // Still stored: at a time before its expiry it is there.
@@ -148,7 +148,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.getSubscription(T0)).resolves.toStrictEqual(next);
       });
 
-      it('the same url after mere expiry keeps its generation', async () => {
+      it('EV-GEN-2: the same url after mere expiry keeps its generation', async () => {
         await first(subscription({ expiresAt: T0 + SECOND }));
         const again = subscription({ refreshedAt: T0 + HOUR, expiresAt: T0 + 2 * HOUR });
         await expect(same(again, T0 + HOUR)).resolves.toEqual({ ok: true });
@@ -163,7 +163,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.getSubscription(T0 + MINUTE)).resolves.toMatchObject({ generation: 'gen-new' });
       });
 
-      it('at now == expiresAt the subscription is already expired, for get and for put alike', async () => {
+      it('STORE-2: at now == expiresAt the subscription is already expired, for get and for put alike', async () => {
         await first(subscription({ expiresAt: T0 + HOUR }));
         await expect(store.getSubscription(T0 + HOUR - 1)).resolves.toBeDefined();
         await expect(store.getSubscription(T0 + HOUR)).resolves.toBeUndefined();
@@ -172,7 +172,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.putSubscription(next, T0 + HOUR, { kind: 'expired', generation: 'gen-a' })).resolves.toEqual({ ok: true });
       });
 
-      it('50 concurrent puts for 50 distinct urls: exactly one wins and it is the one stored', async () => {
+      it('ARCH-9, STORE-10: 50 concurrent puts for 50 distinct urls: exactly one wins and it is the one stored', async () => {
         const records = Array.from({ length: 50 }, (_, i) => subscription({ id: `sub_${i}`, generation: `gen-${i}`, url: `https://c${i}.example.com/hook`, secret: `whsec_${i}` }));
         const results = await Promise.all(records.map((record) => first(record)));
         const winners = records.filter((_, i) => results[i]?.ok);
@@ -182,7 +182,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         for (const result of results) if (!result.ok) expect(result.holder).toStrictEqual(winner);
       });
 
-      it('delete only with the stored url, and only once', async () => {
+      it('EV-UNSUB-2, STORE-11: delete only with the stored url, and only once', async () => {
         const live = subscription();
         await first(live);
         await expect(store.deleteSubscription('https://b.example.com/hook')).resolves.toBe(false);
@@ -196,7 +196,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(store.deleteSubscription('https://a.example.com/hook')).resolves.toBe(false);
       });
 
-      it('recordDeliveryOutcome touches only the subscription with that id', async () => {
+      it('DEL-PIPE-20: recordDeliveryOutcome touches only the subscription with that id', async () => {
         const live = subscription({ lastError: null });
         await first(live);
 
@@ -219,7 +219,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     });
 
     describe('events', () => {
-      it('a second putEvent with the same id fails and leaves the first intact', async () => {
+      it('DEL-PIPE-2: a second putEvent with the same id fails and leaves the first intact', async () => {
         const first = event();
         await store.putEvent(first);
         await expect(store.putEvent(event({ subscriptionId: 'sub_b', createdAt: T0 + SECOND }))).rejects.toThrow();
@@ -381,7 +381,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
     });
 
-    describe('verification cache', () => {
+    describe('LIM-8, STORE-5: verification cache', () => {
       it('is live for 24 h after markVerified and absent after', async () => {
         await expect(store.isVerified('k1', T0)).resolves.toBe(false);
         await store.markVerified('k1', T0);
@@ -398,12 +398,12 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
     });
 
-    describe('replay guard', () => {
+    describe('STORE-6: replay guard', () => {
       const CLAIMED = { claimed: true };
       const HELD = { claimed: false, sameRequest: true };
       const ANSWER = { status: 200, body: '{ "jsonrpc":"2.0","id":1,"result":{"x":"\u00e9 é"} }' };
 
-      it('claims an id once; a settled answer is kept for replays up to and including 10 min later, then the id is free again', async () => {
+      it('LIM-9, PUP-10: claims an id once; a settled answer is kept for replays up to and including 10 min later, then the id is free again', async () => {
         await expect(store.claimReplayId('msg_1', T0, 'a', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
         await store.settleReplayId('msg_1', 'a', ANSWER);
         await expect(store.claimReplayId('msg_1', T0, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
@@ -467,11 +467,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
     });
 
-    describe('inbound event answers (pup /pup/events retries)', () => {
+    describe('PUP-11: inbound event answers (pup /pup/events retries)', () => {
       // Bytes that a re-serialization would change: key order, spacing, escapes, multibyte text.
       const FIRST = { status: 200, body: '{ "b":1,"a":"\\u00e9 é 😀" }' };
 
-      it('the first put stores; a second put with the same id returns the first answer byte for byte', async () => {
+      it('PUP-11: the first put stores; a second put with the same id returns the first answer byte for byte', async () => {
         await expect(store.putInboundAnswer('msg_evt_1', FIRST, T0)).resolves.toStrictEqual({ stored: true });
         await expect(store.putInboundAnswer('msg_evt_1', { status: 202, body: '{"other":true}' }, T0 + MINUTE)).resolves.toStrictEqual({ stored: false, answer: FIRST });
       });

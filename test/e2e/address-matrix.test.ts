@@ -240,7 +240,7 @@ after(() => {
   writeFileSync(out, `${lines.join('\n')}\n`);
 });
 
-describe('address matrix through the guard with a scripted resolver and a canary connector', () => {
+describe('GUARD-1, GUARD-4, GUARD-12: address matrix through the guard with a scripted resolver and a canary connector', () => {
   const apiKey = 'matrix-test-key-0123456789abcdef';
   const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-matrix-'));
   const logLines: string[] = [];
@@ -347,7 +347,7 @@ describe('address matrix through the guard with a scripted resolver and a canary
     assert.equal(new Set(ROWS.map((r) => r.form)).size, ROWS.length, 'form labels are unique');
   });
 
-  describe('refused at subscribe: the challenge never connects', () => {
+  describe('EV-CHAL-1, EV-CHAL-9, EV-SUB-6, EV-SUB-16, GUARD-5, GUARD-6: refused at subscribe: the challenge never connects', () => {
     for (const row of ROWS) {
       it(`${row.form} → ${row.expect === 'invalid' ? '-32602' : '-32015 connection_refused'}`, async () => {
         const url = row.url();
@@ -366,7 +366,7 @@ describe('address matrix through the guard with a scripted resolver and a canary
     }
   });
 
-  it('rebinding resolver: public on the first lookup (challenge passes), private on the second (delivery refused)', async (t) => {
+  it('GUARD-3: rebinding resolver: public on the first lookup (challenge passes), private on the second (delivery refused)', async (t) => {
     const url = 'https://rebind.test/hook';
     t.after(() => rpc(s, 'events/unsubscribe', unsubscribeParams(url)));
     rebinding.set('rebind.test', { lookups: 0, then: ['10.0.0.1'] });
@@ -385,7 +385,7 @@ describe('address matrix through the guard with a scripted resolver and a canary
     note('rebinding name (rebind.test: public, then 10.0.0.1)', 'delivery', 'transient connection_refused');
   });
 
-  describe('refused at delivery: the DNS answer changes to the forbidden address after subscribe', () => {
+  describe('GUARD-1: refused at delivery: the DNS answer changes to the forbidden address after subscribe', () => {
     ROWS.forEach((row, index) => {
       const host = `rebind-${index}.test`;
       const answerText = row.rebindTo === 'NXDOMAIN' ? 'NXDOMAIN' : row.rebindTo.join(', ') || 'no address';
@@ -522,7 +522,7 @@ describe('literal forms of this host with the real node connector and TCP canari
     assert.ok(localRows.length >= 20);
   });
 
-  it('control: the same canaries do count a real connection when the loopback switch allows it', async () => {
+  it('GUARD-13: control: the same canaries do count a real connection when the loopback switch allows it', async () => {
     const permissive = createGuardedWebhookClient({ allowLoopback: true });
     const request = (url: string): WebhookRequest => ({ url, headers: { 'content-type': 'application/json' }, body: Buffer.from('{}') });
     const result = await permissive.post(request(`http://127.0.0.1:${canary4.port}/hook`));

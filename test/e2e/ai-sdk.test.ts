@@ -71,7 +71,7 @@ describe('AI SDK MCP Events client', () => {
     assert.equal(await server.stop(), 0);
   });
 
-  it('subscribes its receiver, send_to_dot is delivered, onEvent gets exactly that event', async () => {
+  it('ARCH-1, EV-SUB-13: subscribes its receiver, send_to_dot is delivered, onEvent gets exactly that event', async () => {
     const store = memoryStore();
     const receiver = await startAiSdkReceiver(store);
     const client = await createMCPClient({

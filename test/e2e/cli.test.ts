@@ -112,7 +112,7 @@ function subscribeParams(url: string, secret = newSecret()) {
   return { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url, secret } };
 }
 
-describe('dm-dot dot and send: the walkthrough in two terminals', () => {
+describe('CLI-2, CLI-3: dm-dot dot and send: the walkthrough in two terminals', () => {
   it('dot receives and verifies what send sends and what is typed on its standard input, refuses a forged request, and unsubscribes on Ctrl-C', async () => {
     const s = await server();
     const env = envOf(s);
@@ -157,7 +157,7 @@ describe('dm-dot dot and send: the walkthrough in two terminals', () => {
     assertNothingSecretPrinted(s);
   });
 
-  it('dot --status 410: send reports failed (exit 1), the dot says its subscription ended and stops (exit 1), and the subscription is gone', async () => {
+  it('DEL-PIPE-16: dot --status 410: send reports failed (exit 1), the dot says its subscription ended and stops (exit 1), and the subscription is gone', async () => {
     const s = await server();
     const env = envOf(s);
     const dot = await startDot(['--status', '410'], env);
@@ -173,7 +173,7 @@ describe('dm-dot dot and send: the walkthrough in two terminals', () => {
     assertNothingSecretPrinted(s);
   });
 
-  it('dot says clearly that the server must allow loopback callbacks', async () => {
+  it('LOCAL-11: dot says clearly that the server must allow loopback callbacks', async () => {
     const s = await server({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: '' });
     const child = await cli(['dot', '--port', '0'], envOf(s));
     assert.equal(child.code, 1);
@@ -181,7 +181,7 @@ describe('dm-dot dot and send: the walkthrough in two terminals', () => {
     assertNothingSecretPrinted(s);
   });
 
-  it('send with a wrong key, an empty message or no server', async () => {
+  it('CLI-3: send with a wrong key, an empty message or no server', async () => {
     const s = await server();
     const wrongKey = await cli(['send', 'hi', '--key', 'not-the-key-0123456789'], envOf(s));
     assert.equal(wrongKey.code, 1);
@@ -200,7 +200,7 @@ describe('dm-dot dot and send: the walkthrough in two terminals', () => {
 });
 
 describe('dm-dot events, status and redrive', () => {
-  it('a receiver answering 500 leaves a failed, dead-lettered event; redrive delivers it after the receiver recovers; a stopped server is read directly', async () => {
+  it('CLI-4, CLI-5, CLI-7, CLI-9: a receiver answering 500 leaves a failed, dead-lettered event; redrive delivers it after the receiver recovers; a stopped server is read directly', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-cli-'));
     cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
     // The wait window (200 ms) ends well before the second attempt (1 s later): send says queued.
@@ -262,7 +262,7 @@ describe('dm-dot events, status and redrive', () => {
 });
 
 describe('dm-dot subscription', () => {
-  it('show names the callback host only; clear without a terminal needs --yes; --yes clears, and a second callback subscribes at once', async () => {
+  it('CLI-6: show names the callback host only; clear without a terminal needs --yes; --yes clears, and a second callback subscribes at once', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-cli-'));
     cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
     const s = await server({}, { stateDir });
@@ -304,7 +304,7 @@ describe('dm-dot subscription', () => {
     assertNothingSecretPrinted(s);
   });
 
-  it('admin routes answer the admin token only: never the API key, never a cross-origin request', async () => {
+  it('CLI-14: admin routes answer the admin token only: never the API key, never a cross-origin request', async () => {
     const s = await server();
     const token = readFileSync(join(s.stateDir, 'admin-token'), 'utf8').trim();
     assert.equal(statSync(join(s.stateDir, 'admin-token')).mode & 0o777, 0o600);
@@ -323,7 +323,7 @@ describe('dm-dot subscription', () => {
 });
 
 describe('the project state directory', () => {
-  it('a relative DMDOT_STATE_DIR is taken from the project root, as npm start takes it: the CLI finds the running server from a subfolder', async () => {
+  it('LOCAL-10: a relative DMDOT_STATE_DIR is taken from the project root, as npm start takes it: the CLI finds the running server from a subfolder', async () => {
     const name = `.dm-dot-e2e-${process.pid}`;
     const stateDir = join(ROOT, name);
     cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));

@@ -29,7 +29,7 @@ async function sendToDot(s: RunningServer, message: string) {
   return { status, body, result: body.result as { isError?: boolean; structuredContent?: { eventId: string; status: string } } | undefined };
 }
 
-it('50 concurrent subscribes for 50 callbacks: one wins, 49 get -32000, sends go to the winner', { timeout: 60_000 }, async () => {
+it('ARCH-9, EV-SUB-15, STORE-10: 50 concurrent subscribes for 50 callbacks: one wins, 49 get -32000, sends go to the winner', { timeout: 60_000 }, async () => {
   const CALLERS = 50;
   const server = await startServer({ DMDOT_RETRY_DELAYS: '0.1,0.2' });
   cleanups.push(() => server.stop());
@@ -72,7 +72,7 @@ it('50 concurrent subscribes for 50 callbacks: one wins, 49 get -32000, sends go
   assert.ok((await rpc(server, 'events/subscribe', subscribeParams(winner.url, winner.secret))).body.result?.deliveryStatus?.active);
 });
 
-it('200 concurrent send_to_dot calls: 200 distinct events, each delivered once and signed', { timeout: 90_000 }, async () => {
+it('ARCH-1: 200 concurrent send_to_dot calls: 200 distinct events, each delivered once and signed', { timeout: 90_000 }, async () => {
   const CALLS = 200;
   const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-concurrency-'));
   cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));

@@ -56,7 +56,7 @@ interface Seen {
   message: string | undefined;
 }
 
-describe('MCP conformance suites against the MCP Lambda behind a local API Gateway', { timeout: 150_000 }, () => {
+describe('CON-1, MCP-1: MCP conformance suites against the MCP Lambda behind a local API Gateway', { timeout: 150_000 }, () => {
   let ddb: DynamoDbLocal | undefined;
   let fauxqs: Fauxqs | undefined;
   let gateway: ApiGatewayServer | undefined;
@@ -172,7 +172,7 @@ describe('MCP conformance suites against the MCP Lambda behind a local API Gatew
     assert.ok(own.some((s) => s.status === 200), 'the Lambda accepted the allowed Origin');
   });
 
-  it('the API key the proxy added never appears in a log line of the Lambda', () => {
+  it('HTTP-10: the API key the proxy added never appears in a log line of the Lambda', () => {
     assert.ok(logLines.length > 100, 'the Lambda logged its requests');
     assert.ok(!logLines.some((line) => line.includes(key)));
     assert.ok(!logLines.some((line) => /"level":"error"/.test(line)), `no internal errors: ${logLines.filter((l) => /"level":"error"/.test(l)).slice(0, 3).join('\n')}`);

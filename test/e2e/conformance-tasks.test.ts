@@ -109,12 +109,12 @@ describe('MCP conformance, Tasks extension scenarios, against the local runtime'
   };
 
   it(
-    'tasks: every failing check is expected, and every expected failure still fails',
+    'TASK-1, TASK-3, TASK-7: tasks: every failing check is expected, and every expected failure still fails',
     keeping(() => assertSuiteOutcome(outcome, 'the server (or the fixture stand-in)')),
   );
 
   it(
-    'tasks/cancel of a running slow_compute is acknowledged and the task then reads cancelled',
+    'TASK-8: tasks/cancel of a running slow_compute is acknowledged and the task then reads cancelled',
     keeping(() => {
       assert.ok(outcome);
       const cancel = checkOf(outcome, workDir, 'tasks-lifecycle', 'sep-2663-cancel-ack-empty-result');
@@ -127,7 +127,7 @@ describe('MCP conformance, Tasks extension scenarios, against the local runtime'
   );
 
   it(
-    'a task is created, completes with the inlined result, and a tool error completes with isError',
+    'TASK-4: a task is created, completes with the inlined result, and a tool error completes with isError',
     keeping(() => {
       assert.ok(outcome);
       for (const id of ['sep-2663-result-type-task-on-create', 'sep-2663-tasks-get-status-completed', 'sep-2663-tool-error-uses-completed-status']) {

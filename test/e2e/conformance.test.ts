@@ -28,7 +28,7 @@ import { startServer, type RunningServer } from '../support/e2e';
 import { startAuthProxy, type AuthProxy } from './conformance/proxy';
 import { assertSuiteOutcome, formatTable, runSuite, SUITES, type SuiteOutcome } from './conformance/suites';
 
-describe('MCP conformance suites against the local runtime', { timeout: 150_000 }, () => {
+describe('CON-1: MCP conformance suites against the local runtime', { timeout: 150_000 }, () => {
   let proxy: AuthProxy;
   let server: RunningServer;
   let workDir: string;
@@ -57,7 +57,7 @@ describe('MCP conformance suites against the local runtime', { timeout: 150_000 
   });
 
   for (const suite of SUITES) {
-    it(`${suite.name}: every failing check is expected, and every expected failure still fails`, () => {
+    it(`HTTP-13, MCP-2, MCP-3, MCP-6, MCP-8, MCP-9, MCP-10, MCP-11: ${suite.name}: every failing check is expected, and every expected failure still fails`, () => {
       try {
         assertSuiteOutcome(outcomes.find((o) => o.suite === suite), 'the server');
       } catch (error) {
@@ -67,7 +67,7 @@ describe('MCP conformance suites against the local runtime', { timeout: 150_000 
     });
   }
 
-  it('the DNS rebinding refusal came from the runtime itself, behind the pass-through proxy', () => {
+  it('HTTP-13, HTTP-14, HTTP-15, LOCAL-13: the DNS rebinding refusal came from the runtime itself, behind the pass-through proxy', () => {
     const foreign = proxy.forwarded.filter((f) => f.host === 'evil.example.com');
     assert.ok(foreign.length >= SUITES.length, 'each suite sent a foreign Host through the proxy');
     assert.ok(foreign.every((f) => f.status === 403), `the runtime refused every foreign Host: ${JSON.stringify(foreign)}`);
@@ -75,7 +75,7 @@ describe('MCP conformance suites against the local runtime', { timeout: 150_000 
     assert.ok(own.some((f) => f.status === 200), 'the runtime accepted the allowed Host with its own origin, no DMDOT_ALLOWED_ORIGINS');
   });
 
-  it('the API key the proxy added never appears in the runtime output', () => {
+  it('HTTP-10: the API key the proxy added never appears in the runtime output', () => {
     assert.ok(proxy.forwarded.length > 100, 'the suites exercised the runtime through the proxy');
     assert.ok(![...server.stdout, ...server.stderr].some((line) => line.includes(server.key)));
   });

@@ -42,7 +42,7 @@ async function send(s: RunningServer, message: string) {
 }
 
 describe('subscription rules', () => {
-  it('a second callback gets -32000 and the first keeps its subscription', async () => {
+  it('EV-SUB-15: a second callback gets -32000 and the first keeps its subscription', async () => {
     const s = await server();
     const first = await receiver(echoing());
     const second = await receiver(echoing());
@@ -56,7 +56,7 @@ describe('subscription rules', () => {
     assert.equal(first.events().length, 1);
   });
 
-  it('a wrong challenge echo gets -32015 with reason challenge_failed', async () => {
+  it('EV-CHAL-9, EV-SUB-16: a wrong challenge echo gets -32015 with reason challenge_failed', async () => {
     const s = await server();
     const r = await receiver(echoing([], 'wrong'));
     const { body } = await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
@@ -65,14 +65,14 @@ describe('subscription rules', () => {
     assert.deepEqual(body.error.data, { reason: 'challenge_failed' });
   });
 
-  it('a callback answering 404 to the challenge gets reason http_4xx', async () => {
+  it('EV-CHAL-9, EV-SUB-16: a callback answering 404 to the challenge gets reason http_4xx', async () => {
     const s = await server();
     const r = await receiver(() => ({ status: 404 }));
     const { body } = await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
     assert.deepEqual(body.error.data, { reason: 'http_4xx' });
   });
 
-  it('a bad secret is -32602 naming delivery.secret and never echoing it', async () => {
+  it('EV-SUB-2: a bad secret is -32602 naming delivery.secret and never echoing it', async () => {
     const s = await server();
     const r = await receiver(echoing());
     const secret = 'whsec_dG9vLXNob3J0';
@@ -84,7 +84,7 @@ describe('subscription rules', () => {
 });
 
 describe('retries and failures', () => {
-  it('503, 503, then 200: the same webhook-id three times with fresh timestamps, all signed', async () => {
+  it('DEL-EVT-1, DEL-PIPE-13: 503, 503, then 200: the same webhook-id three times with fresh timestamps, all signed', async () => {
     const s = await server();
     const secret = newSecret();
     const r = await receiver(echoing([503, 503, 200]));
@@ -100,7 +100,7 @@ describe('retries and failures', () => {
     assert.ok(attempts.every((a) => a.raw.equals(attempts[0]!.raw)), 'every attempt sends the same bytes');
   });
 
-  it('410 gets exactly one attempt and the event ends failed', async () => {
+  it('TOOL-9: 410 gets exactly one attempt and the event ends failed', async () => {
     const s = await server();
     const r = await receiver(echoing([410]));
     await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
@@ -134,7 +134,7 @@ describe('retries and failures', () => {
     assert.equal(r.events().length, 1);
   });
 
-  it('after unsubscribe a queued delivery is dropped and nothing more is sent', async () => {
+  it('DEL-PIPE-12, EV-UNSUB-4: after unsubscribe a queued delivery is dropped and nothing more is sent', async () => {
     const s = await server({ DMDOT_DELIVERY_WAIT_MS: '0' });
     const r = await receiver(echoing([503]));
     const url = r.url();
@@ -150,7 +150,7 @@ describe('retries and failures', () => {
     assert.equal(r.events().length, 1);
   });
 
-  it('EV-GEN: an event queued for an ended subscription is dropped, not delivered to the next subscription on the same URL', async () => {
+  it('DEL-PIPE-12, EV-GEN-1, EV-UNSUB-4: an event queued for an ended subscription is dropped, not delivered to the next subscription on the same URL', async () => {
     const s = await server({ DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_RETRY_DELAYS: '3,3,3' });
     const r = await receiver(echoing([503]));
     const url = r.url();
@@ -180,7 +180,7 @@ describe('retries and failures', () => {
     assert.ok(!verifies(oldSecret, last), 'not with the old one');
   });
 
-  it('POST /v1/messages answers 200 delivered with the event id', async () => {
+  it('ARCH-1, DEL-REST-2, HTTP-3: POST /v1/messages answers 200 delivered with the event id', async () => {
     const s = await server();
     const r = await receiver(echoing());
     await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
@@ -197,7 +197,7 @@ describe('retries and failures', () => {
 });
 
 describe('secret rotation', () => {
-  it('after a refresh with a new secret deliveries carry two signatures until the overlap ends', async () => {
+  it('EV-REF-1, EV-REF-2, EV-SUB-14, LIM-7: after a refresh with a new secret deliveries carry two signatures until the overlap ends', async () => {
     // In-process so the runtime's clock can be moved past the 10-minute overlap.
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-rotation-'));
     let offsetMs = 0;

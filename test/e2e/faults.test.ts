@@ -149,7 +149,7 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
 
-it(`${EVENTS} events with ~30% transient faults and ~5% 404: none lost, none doubled, all signed`, { timeout: 240_000 }, async () => {
+it(`DEL-OUT-1, DEL-PIPE-4: ${EVENTS} events with ~30% transient faults and ~5% 404: none lost, none doubled, all signed`, { timeout: 240_000 }, async () => {
   const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-faults-'));
   cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
   const secret = newSecret();

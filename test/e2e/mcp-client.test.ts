@@ -34,7 +34,7 @@ async function legacyInitialize(server: RunningServer) {
 }
 
 for (const mode of ['modern', 'legacy'] as const) {
-  describe(`official MCP client, ${mode} era`, () => {
+  describe(`EV-1, HTTP-1, LOCAL-18, MCP-1: official MCP client, ${mode} era`, () => {
     let server: RunningServer;
     before(async () => {
       server = await startServer();
@@ -43,7 +43,7 @@ for (const mode of ['modern', 'legacy'] as const) {
       assert.equal(await server.stop(), 0, 'the runtime exits cleanly on SIGTERM');
     });
 
-    it('negotiates, sees the capabilities of docs/contract/mcp.md and the server info', async () => {
+    it('MCP-2, MCP-8, MCP-10, MCP-12, MCP-13, MCP-14: negotiates, sees the capabilities of docs/contract/mcp.md and the server info', async () => {
       const client = await connect(server, mode);
       const caps = client.getServerCapabilities() as Record<string, unknown>;
       assert.deepEqual(caps.tools, { listChanged: false });
@@ -60,7 +60,7 @@ for (const mode of ['modern', 'legacy'] as const) {
       assert.equal(wire.serverInfo?.name ?? wire._meta['io.modelcontextprotocol/serverInfo'].name, 'dm-dot');
     });
 
-    it('lists exactly one tool, send_to_dot, with its annotations and schemas', async () => {
+    it('TOOL-1, TOOL-2, TOOL-3, TOOL-4, TOOL-5: lists exactly one tool, send_to_dot, with its annotations and schemas', async () => {
       const client = await connect(server, mode);
       const { tools } = await client.listTools();
       assert.equal(tools.length, 1);
@@ -74,7 +74,7 @@ for (const mode of ['modern', 'legacy'] as const) {
       await client.close();
     });
 
-    it('send_to_dot without a subscription is a tool error, not a protocol error', async () => {
+    it('DEL-PIPE-1, TOOL-8: send_to_dot without a subscription is a tool error, not a protocol error', async () => {
       const client = await connect(server, mode);
       const result = await client.callTool({ name: 'send_to_dot', arguments: { message: 'hello' } });
       assert.equal(result.isError, true);
@@ -82,7 +82,7 @@ for (const mode of ['modern', 'legacy'] as const) {
       await client.close();
     });
 
-    it('invalid input is a tool error naming the problem', async () => {
+    it('TOOL-8: invalid input is a tool error naming the problem', async () => {
       const client = await connect(server, mode);
       const result = await client.callTool({ name: 'send_to_dot', arguments: { message: '   ' } });
       assert.equal(result.isError, true);
@@ -90,7 +90,7 @@ for (const mode of ['modern', 'legacy'] as const) {
       await client.close();
     });
 
-    it('events/list returns message.created with webhook delivery and no cursor', async () => {
+    it('EV-LIST-1, EV-LIST-2: events/list returns message.created with webhook delivery and no cursor', async () => {
       const client = await connect(server, mode);
       const listed = await client.request({ method: 'events/list', params: {} }, ListEvents);
       assert.deepEqual(listed.events.map((e) => e.name), ['message.created']);
@@ -98,7 +98,7 @@ for (const mode of ['modern', 'legacy'] as const) {
       await client.close();
     });
 
-    it('subscribe, send_to_dot delivered, receiver verifies the signature over the raw bytes', async () => {
+    it('ARCH-1, DEL-PIPE-14, EV-CHAL-1, EV-SUB-6, EV-SUB-10, EV-SUB-13, TOOL-9, TOOL-10: subscribe, send_to_dot delivered, receiver verifies the signature over the raw bytes', async () => {
       const receiver = await startReceiver(echoing());
       const client = await connect(server, mode);
       const secret = newSecret();
@@ -143,13 +143,13 @@ describe('HTTP surface of docs/contract/http.md against the running server', () 
     await server.stop();
   });
 
-  it('GET /healthz answers {"ok":true} without a key', async () => {
+  it('HTTP-4: GET /healthz answers {"ok":true} without a key', async () => {
     const res = await fetch(`${server.url}/healthz`);
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), { ok: true });
   });
 
-  it('a missing key is 401 with WWW-Authenticate: Bearer; a Bearer key is accepted', async () => {
+  it('HTTP-5, HTTP-9: a missing key is 401 with WWW-Authenticate: Bearer; a Bearer key is accepted', async () => {
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
     const denied = await fetch(server.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     assert.equal(denied.status, 401);
@@ -160,7 +160,7 @@ describe('HTTP surface of docs/contract/http.md against the running server', () 
     assert.equal(ok.status, 200);
   });
 
-  it('GET and DELETE /mcp are 405 with Allow: POST', async () => {
+  it('HTTP-2: GET and DELETE /mcp are 405 with Allow: POST', async () => {
     for (const method of ['GET', 'DELETE']) {
       const res = await fetch(`${server.mcpUrl}?key=${server.key}`, { method });
       assert.equal(res.status, 405);
@@ -168,7 +168,7 @@ describe('HTTP surface of docs/contract/http.md against the running server', () 
     }
   });
 
-  it('a foreign Origin is 403 and a foreign Host is 403 (DNS rebinding protection)', async () => {
+  it('HTTP-11, HTTP-14, LOCAL-13: a foreign Origin is 403 and a foreign Host is 403 (DNS rebinding protection)', async () => {
     const origin = await fetch(`${server.mcpUrl}?key=${server.key}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', origin: 'https://evil.example' },
@@ -188,7 +188,7 @@ describe('HTTP surface of docs/contract/http.md against the running server', () 
     assert.equal(status, 403);
   });
 
-  it('POST /v1/messages without a subscription is 409 with an error object', async () => {
+  it('DEL-PIPE-1: POST /v1/messages without a subscription is 409 with an error object', async () => {
     const res = await fetch(`${server.url}/v1/messages`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${server.key}` },

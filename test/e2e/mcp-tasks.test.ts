@@ -65,7 +65,7 @@ async function subscribeDot(server: RunningServer, url: string): Promise<void> {
   await client.close();
 }
 
-describe('MCP Tasks: a slow dot and a short wait window', () => {
+describe('TASK-2: MCP Tasks: a slow dot and a short wait window', () => {
   let server: RunningServer;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
 
@@ -82,7 +82,7 @@ describe('MCP Tasks: a slow dot and a short wait window', () => {
     assert.equal(await server.stop(), 0);
   });
 
-  it('server/discover advertises the extension', async () => {
+  it('TASK-2: server/discover advertises the extension', async () => {
     const { client } = await connect(server, true);
     assert.deepEqual((client.getServerCapabilities() as { extensions?: object }).extensions, {
       'io.modelcontextprotocol/events': {},
@@ -91,7 +91,7 @@ describe('MCP Tasks: a slow dot and a short wait window', () => {
     await client.close();
   });
 
-  it('tools/call answers a task at once; tasks/get is working, then completed with the delivered result', async () => {
+  it('TASK-4, TASK-6, TOOL-12: tools/call answers a task at once; tasks/get is working, then completed with the delivered result', async () => {
     const { client, wire } = await connect(server, true);
     const before = receiver.events().length;
 
@@ -140,7 +140,7 @@ describe('MCP Tasks: a slow dot and a short wait window', () => {
     await client.close();
   });
 
-  it('without the extension the same call keeps the queued text', async () => {
+  it('TASK-3, TOOL-12: without the extension the same call keeps the queued text', async () => {
     const { client, wire } = await connect(server, false);
     const result = await client.callTool({ name: 'send_to_dot', arguments: { message: 'slow again' } });
     const structured = result.structuredContent as { eventId: string; status: string };
@@ -155,7 +155,7 @@ describe('MCP Tasks: a slow dot and a short wait window', () => {
     await client.close();
   });
 
-  it('tasks/get from a client that does not declare the extension is -32021', async () => {
+  it('TASK-2: tasks/get from a client that does not declare the extension is -32021', async () => {
     const { client } = await connect(server, false);
     const error = await client.request({ method: 'tasks/get', params: { taskId: `task_${'0'.repeat(32)}_${'0'.repeat(16)}` } }, TaskAnswer).catch((e: unknown) => e);
     assert.equal((error as { code?: number }).code, -32021);
@@ -189,7 +189,7 @@ describe('MCP Tasks: tasks/cancel of an unsettled task (TASK-8)', () => {
     assert.equal(await server.stop(), 0);
   });
 
-  it('the task reads cancelled, the answer is an empty acknowledgement, and the dot gets no further attempt', async () => {
+  it('DEL-PIPE-12, TASK-8: the task reads cancelled, the answer is an empty acknowledgement, and the dot gets no further attempt', async () => {
     const { client, wire } = await connect(server, true);
     await client.callTool({ name: 'send_to_dot', arguments: { message: 'never mind' } }).catch(() => undefined);
     const call = wire.find((w) => w.method === 'tools/call');

@@ -28,8 +28,8 @@ async function signedPost(server: RunningServer, path: string, body: string, sec
   return { status: response.status, text: await response.text() };
 }
 
-describe('pup door on the local runtime', () => {
-  it('a manifest file that is not JSON stops the server with exit code 2, naming PUP_MANIFEST_FILE', async () => {
+describe('PUP-1: pup door on the local runtime', () => {
+  it('PUP-5: a manifest file that is not JSON stops the server with exit code 2, naming PUP_MANIFEST_FILE', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dmdot-pup-'));
     const file = join(dir, 'manifest.json');
     writeFileSync(file, '{"name": "dm-dot",');
@@ -37,7 +37,7 @@ describe('pup door on the local runtime', () => {
     await assert.rejects(startServer({ PUP_MANIFEST_FILE: join(dir, 'missing.json') }), (error: Error) => /exited with 2/.test(error.message) && /PUP_MANIFEST_FILE/.test(error.message));
   });
 
-  it('a malformed signing secret stops the server with exit code 2, naming the setting and not the secret', async () => {
+  it('PUP-4: a malformed signing secret stops the server with exit code 2, naming the setting and not the secret', async () => {
     const bad = 'whsec_c2hvcnQ=';
     await assert.rejects(startServer({ PUP_SIGNING_SECRETS: `${newSecret()},${bad}`, PUP_ROTATED_AT: '2026-11-30T12:00:00Z' }), (error: Error) => {
       assert.match(error.message, /exited with 2/);
@@ -49,7 +49,7 @@ describe('pup door on the local runtime', () => {
     await assert.rejects(startServer({ PUP_SIGNING_SECRETS: newSecret(), PUP_ROTATED_AT: 'yesterday' }), /PUP_ROTATED_AT/);
   });
 
-  it('serves the manifest file as is, and signed MCP, challenge and event requests over real HTTP', async () => {
+  it('PUP-5, PUP-7, PUP-15, PUP-16, PUP-17: serves the manifest file as is, and signed MCP, challenge and event requests over real HTTP', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dmdot-pup-'));
     const file = join(dir, 'manifest.json');
     const manifest = '{\n  "name": "my dot",\n  "endpoint": "https://example.test/pup/mcp"\n}\n';

@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { admin, echoing, inspectState, newSecret, queueOf, rpc, startReceiver, startServer, until, waitFor } from '../support/e2e';
 
-describe('local runtime', () => {
-  it('generates the key on first start, prints only its file, reuses it, exits 0 on SIGINT', async () => {
+describe('ARCH-2, LOCAL-1, LOCAL-5: local runtime', () => {
+  it('LOCAL-9, LOCAL-16, LOCAL-18: generates the key on first start, prints only its file, reuses it, exits 0 on SIGINT', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-rt-'));
     try {
       const first = await startServer({ MCP_API_KEY: '' }, { stateDir });
@@ -38,7 +38,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('a key given in MCP_API_KEY is never printed', async () => {
+  it('LOCAL-17: a key given in MCP_API_KEY is never printed', async () => {
     const s = await startServer({ MCP_API_KEY: 'env-key-abcdefghijklmnopqrstuvwxyz' });
     assert.ok(!s.stdout.some((l) => l.includes('env-key-abcdefghijklmnopqrstuvwxyz')));
     await rpc({ ...s, key: 'env-key-abcdefghijklmnopqrstuvwxyz' }, 'tools/list');
@@ -50,7 +50,7 @@ describe('local runtime', () => {
     await assert.rejects(startServer({ DMDOT_RETRY_DELAYS: 'soon' }), /DMDOT_RETRY_DELAYS/);
   });
 
-  it('SIGKILL with events queued: after restart the subscription is intact and they are delivered', async () => {
+  it('DEL-OUT-1: SIGKILL with events queued: after restart the subscription is intact and they are delivered', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-kill-'));
     const receiver = await startReceiver(echoing([503, 503, 503, 503, 503]));
     try {
@@ -79,7 +79,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('SIGKILL in the middle of the inline first attempt: the delayed safety-net job delivers the event after restart', async () => {
+  it('DEL-PIPE-3: SIGKILL in the middle of the inline first attempt: the delayed safety-net job delivers the event after restart', async () => {
     // docs/contract/delivery.md-3: the job is enqueued (delayed) before the inline POST starts, and the
     // event's lease runs out if the process that holds it dies. Nothing is lost.
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-inline-kill-'));
@@ -119,7 +119,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('dead letters moved back while no server runs (the operator redrive, through the database) are delivered by the next start', async () => {
+  it('CLI-9: dead letters moved back while no server runs (the operator redrive, through the database) are delivered by the next start', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-redrive-'));
     // 404: permanent, and unlike 410 it leaves the subscription in place for the redriven round.
     const receiver = await startReceiver(echoing([404]));
@@ -153,7 +153,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('a second server on the same state directory refuses to start (exit 2, naming the directory and the first), and the first keeps serving', async () => {
+  it('LOCAL-6: a second server on the same state directory refuses to start (exit 2, naming the directory and the first), and the first keeps serving', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-two-'));
     try {
       const first = await startServer({}, { stateDir, key: 'first-server-key-0123456789abcdef' });
@@ -188,7 +188,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('an empty api-key file is treated as absent: a new key is generated into it', async () => {
+  it('LOCAL-9: an empty api-key file is treated as absent: a new key is generated into it', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-emptykey-'));
     try {
       writeFileSync(join(stateDir, 'api-key'), '', { mode: 0o600 });
@@ -202,7 +202,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('a subscribe to a callback that never answers is answered within 5 s (the challenge gets what is left of the request)', async () => {
+  it('DEL-PIPE-9: a subscribe to a callback that never answers is answered within 5 s (the challenge gets what is left of the request)', async () => {
     const receiver = await startReceiver(() => 'hang');
     try {
       const s = await startServer();
@@ -218,7 +218,7 @@ describe('local runtime', () => {
     }
   });
 
-  it('kill -9 during 200 concurrent sends: every event a caller got an id for is delivered after the restart, and no record is left queued without a job', async () => {
+  it('DEL-OUT-1: kill -9 during 200 concurrent sends: every event a caller got an id for is delivered after the restart, and no record is left queued without a job', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-kill200-'));
     const receiver = await startReceiver(echoing());
     try {

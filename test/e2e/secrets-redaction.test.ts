@@ -99,8 +99,8 @@ async function send(s: RunningServer, message: string) {
   return body.result as { isError: boolean; content: { text: string }[]; structuredContent?: { eventId: string; status: string } };
 }
 
-describe('no secret in any log line of a full run', () => {
-  it('API key (from the environment), every whsec_ secret and every invalid secret stay out of stdout, stderr and the state dir', async () => {
+describe('HTTP-10: no secret in any log line of a full run', () => {
+  it('ARCH-10, EV-SUB-2, EV-UNSUB-3, HTTP-10, LOCAL-16, LOCAL-17: API key (from the environment), every whsec_ secret and every invalid secret stay out of stdout, stderr and the state dir', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-redaction-'));
     cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
     const key = `dmdot_${randomBytes(30).toString('base64url')}`;
@@ -236,7 +236,7 @@ describe('no secret in any log line of a full run', () => {
     for (const [i, text] of contents.entries()) assertNoneIn(text, needlesOf([['API key', keyForms(key)]]), relative(stateDir, files[i]!));
   });
 
-  it('a generated API key is only in <state dir>/api-key (0600), never in a log line', async () => {
+  it('LOCAL-9, LOCAL-17: a generated API key is only in <state dir>/api-key (0600), never in a log line', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-redaction-gen-'));
     cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
     const started = await startServer({ MCP_API_KEY: '' }, { stateDir });

@@ -107,7 +107,7 @@ async function startOfAMinute(): Promise<void> {
 }
 
 describe('dm-dot senders: send-only keys', () => {
-  it('HTTP-KEY-2, HTTP-KEY-4, HTTP-KEY-5, HTTP-KEY-8: a sender sends through both surfaces, is Forbidden on subscribe, named in the log, limited by its rate, and 401 once revoked', async () => {
+  it('CLI-SND-1, CLI-SND-2, CLI-SND-3, HTTP-KEY-2, HTTP-KEY-3, HTTP-KEY-4, HTTP-KEY-5, HTTP-KEY-8: a sender sends through both surfaces, is Forbidden on subscribe, named in the log, limited by its rate, and 401 once revoked', async () => {
     const s = await serverWithKeyFile();
     const { receiver } = await subscribed(s, s.key);
 
@@ -173,7 +173,7 @@ describe('dm-dot senders: send-only keys', () => {
 });
 
 describe('dm-dot key rotate --overlap', () => {
-  it('HTTP-KEY-10: both keys work during the overlap, the dot keeps its subscription id and keeps receiving, then the old key gets 401', async () => {
+  it('CLI-10, EV-ID-4, HTTP-KEY-10: both keys work during the overlap, the dot keeps its subscription id and keeps receiving, then the old key gets 401', async () => {
     const s = await serverWithKeyFile();
     const old = s.key;
     const { receiver, params, id } = await subscribed(s, old);
@@ -206,7 +206,7 @@ describe('dm-dot key rotate --overlap', () => {
     assert.equal(status.switches.eventsProfile, 'chatgpt');
   });
 
-  it('HTTP-KEY-11: without --overlap the old key stops at once, and the subscription id still stays', async () => {
+  it('CLI-10, EV-ID-4, HTTP-KEY-11: without --overlap the old key stops at once, and the subscription id still stays', async () => {
     const s = await serverWithKeyFile({ DMDOT_EVENTS_PROFILE: 'sep-3415' });
     const old = s.key;
     const { params, id } = await subscribed(s, old);

@@ -303,7 +303,7 @@ afterAll(async () => {
 });
 
 test(
-  `${SENDS} sends under DynamoDB, SQS and Secrets Manager faults: answered within 5 s, none lost, none delivered twice`,
+  `DEL-OUT-1, DEL-PIPE-4, DEL-PIPE-9: ${SENDS} sends under DynamoDB, SQS and Secrets Manager faults: answered within 5 s, none lost, none delivered twice`,
   async () => {
     // Subscribe with healthy dependencies (the faults are about sending and delivering).
     const gateway = mcpEnvironment();

@@ -109,7 +109,7 @@ function smallPages(client: DynamoDBClient): { client: DynamoDBClient; scans: ()
   return { client: wrapped as unknown as DynamoDBClient, scans: () => scans };
 }
 
-describe('dm-dot events --aws', () => {
+describe('CLI-4, CLI-13: dm-dot events --aws', () => {
   it('lists the live events of the table, newest first, through a paged Scan; filters by status; --last', async () => {
     const { tableName, store } = await seededTable();
     await store.putSubscription(subscription(), NOW, { kind: 'absent' });
@@ -144,7 +144,7 @@ describe('dm-dot events --aws', () => {
   });
 });
 
-describe('dm-dot subscription --aws', () => {
+describe('CLI-6: dm-dot subscription --aws', () => {
   it('show never prints the secret or the callback path; clear asks (no keeps it, yes ends it) and another callback subscribes at once', async () => {
     const { tableName, store } = await seededTable();
     await store.putSubscription(subscription(), NOW, { kind: 'absent' });
@@ -244,7 +244,7 @@ class MoveTaskSqs {
   }
 }
 
-describe('dm-dot redrive --aws', () => {
+describe('CLI-9: dm-dot redrive --aws', () => {
   const flags = () => ['--aws', '--queue-url', fauxqs.queueUrl, '--dlq-url', fauxqs.deadLetterQueueUrl];
 
   beforeEach(() => fauxqs.purge());
@@ -300,7 +300,7 @@ describe('dm-dot redrive --aws', () => {
   });
 });
 
-describe('--aws usage', () => {
+describe('CLI-13: --aws usage', () => {
   it('--stack reads the table from the stack outputs (DescribeStacks) and names the stack it asked', async () => {
     const asked: unknown[] = [];
     const cloudformation = {
@@ -392,7 +392,7 @@ const MCP_ENDPOINT = 'https://abc123.execute-api.eu-west-1.amazonaws.com/mcp';
 const SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:DmDotApiKey-AbCdEf';
 const FUNCTION = 'DmDot-McpFunction-1A2B3C';
 
-describe('dm-dot events show --aws and events resend --aws', () => {
+describe('CLI-5: dm-dot events show --aws and events resend --aws', () => {
   beforeEach(() => fauxqs.purge());
 
   it('events show lists the attempts kept in the table', async () => {
@@ -449,7 +449,7 @@ describe('dm-dot events show --aws and events resend --aws', () => {
   });
 });
 
-describe('dm-dot status --aws', () => {
+describe('CLI-7: dm-dot status --aws', () => {
   beforeEach(() => fauxqs.purge());
 
   async function stackWithTable() {
@@ -527,7 +527,7 @@ describe('dm-dot status --aws', () => {
   });
 });
 
-describe('dm-dot connect --aws', () => {
+describe('CLI-8: dm-dot connect --aws', () => {
   const KEY = 'A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4';
 
   it('prints McpEndpoint?key=<KEY> and the pup manifest URL without reading the secret', async () => {
@@ -562,7 +562,7 @@ describe('dm-dot connect --aws', () => {
   });
 });
 
-describe('dm-dot key rotate --aws', () => {
+describe('CLI-10: dm-dot key rotate --aws', () => {
   const OLD_KEY = 'old-connector-key-0123456789abcdefghijklmnopqrs';
 
   async function fakes(lambdaFails = false) {
@@ -649,7 +649,7 @@ describe('dm-dot key rotate --aws', () => {
 });
 
 describe('dm-dot senders --aws', () => {
-  it('HTTP-KEY-1: add prints the key once and stores only its hash; list never shows it; revoke sets revokedAt once', async () => {
+  it('CLI-SND-1, CLI-SND-2, CLI-SND-3, HTTP-KEY-1: add prints the key once and stores only its hash; list never shows it; revoke sets revokedAt once', async () => {
     const { tableName, store } = await seededTable();
     const aws = { dynamodb: dynamo.client };
     const added = await run(['senders', 'add', 'ci-bot', '--rate', '30', '--aws', '--table', tableName, '--region', 'eu-west-1', '--json'], aws);

@@ -201,8 +201,8 @@ afterAll(async () => {
   await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), receiver?.stop()]);
 });
 
-describe('MCP Lambda: a stalled dependency is an answer within 5 s', () => {
-  test('stalled DynamoDB: POST /v1/messages answers 503 within 5 s, at a short injected budget', async () => {
+describe('DEL-PIPE-9: MCP Lambda: a stalled dependency is an answer within 5 s', () => {
+  test('DEL-REST-2: stalled DynamoDB: POST /v1/messages answers 503 within 5 s, at a short injected budget', async () => {
     const gateway = mcpGateway({ requestMs: SHORT_REQUEST_MS });
     // The key loads first (Secrets Manager passes), then every table call stalls.
     await gateway.fetch('https://api.example/healthz');
@@ -216,7 +216,7 @@ describe('MCP Lambda: a stalled dependency is an answer within 5 s', () => {
     expect(ms).toBeLessThan(SHORT_REQUEST_MS);
   }, 20_000);
 
-  test('stalled DynamoDB: send_to_dot is an isError tool result within 5 s, at a short injected budget', async () => {
+  test('TOOL-8: stalled DynamoDB: send_to_dot is an isError tool result within 5 s, at a short injected budget', async () => {
     const gateway = mcpGateway({ requestMs: SHORT_REQUEST_MS });
     ddbProxy.setRule(() => 'stall');
     const before = stalls(ddbProxy);
@@ -278,7 +278,7 @@ describe('MCP Lambda: a stalled dependency is an answer within 5 s', () => {
     expect(stalls(ddbProxy, 'GetItem')).toBeGreaterThan(before);
   }, 60_000);
 
-  test('stalled SQS: the send answers 503 within 5 s, at a short injected budget', async () => {
+  test('DEL-REST-2: stalled SQS: the send answers 503 within 5 s, at a short injected budget', async () => {
     // The outbox keeps Budgets.outboxCompensationReserveMs (absolute) back from the deadline for
     // its compensating write, so this budget adds that reserve to the short one: the stalled
     // SendMessage gets the same 1.2 s the other stalls do, after the reads and PutItem before it.
@@ -295,7 +295,7 @@ describe('MCP Lambda: a stalled dependency is an answer within 5 s', () => {
     expect(receiver.events).toHaveLength(0);
   }, 20_000);
 
-  test('stalled Secrets Manager: /healthz answers 200 while the key read is still held', async () => {
+  test('HTTP-4: stalled Secrets Manager: /healthz answers 200 while the key read is still held', async () => {
     secretsProxy.setRule(() => 'stall');
     // A cold start: the init-phase key read goes out and stalls.
     const gateway = mcpGateway();
@@ -308,7 +308,7 @@ describe('MCP Lambda: a stalled dependency is an answer within 5 s', () => {
     expect(secretsProxy.held()).toBe(1);
   }, 20_000);
 
-  test('stalled Secrets Manager: an authenticated route answers 503 within 5 s, at a short injected budget', async () => {
+  test('HTTP-8: stalled Secrets Manager: an authenticated route answers 503 within 5 s, at a short injected budget', async () => {
     secretsProxy.setRule(() => 'stall');
     const before = stalls(secretsProxy);
     const gateway = mcpGateway({ requestMs: SHORT_REQUEST_MS });

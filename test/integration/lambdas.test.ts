@@ -182,14 +182,14 @@ afterEach(() => {
   expect(logLines.join('\n')).not.toContain(API_KEY);
 });
 
-describe('MCP Lambda: authentication (docs/contract/http.md)', () => {
-  test('a missing key is 401 with WWW-Authenticate: Bearer', async () => {
+describe('HTTP-10: MCP Lambda: authentication (docs/contract/http.md)', () => {
+  test('HTTP-3, HTTP-9: a missing key is 401 with WWW-Authenticate: Bearer', async () => {
     const response = await mcpGateway().fetch('https://api.example/v1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}' });
     expect(response.status).toBe(401);
     expect(response.headers.get('www-authenticate')).toBe('Bearer');
   });
 
-  test('a wrong key is 401, on /mcp as a JSON-RPC error', async () => {
+  test('HTTP-9: a wrong key is 401, on /mcp as a JSON-RPC error', async () => {
     const response = await mcpGateway().fetch('https://api.example/mcp?key=wrong-key', {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
@@ -199,7 +199,7 @@ describe('MCP Lambda: authentication (docs/contract/http.md)', () => {
     expect(await response.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 } });
   });
 
-  test('an unreadable secret is 503, and Secrets Manager is not asked again on every request', async () => {
+  test('ARCH-10, HTTP-8: an unreadable secret is 503, and Secrets Manager is not asked again on every request', async () => {
     const broken = await startFakeSecretsManager();
     broken.setFailing(true);
     try {
@@ -223,7 +223,7 @@ describe('MCP Lambda: authentication (docs/contract/http.md)', () => {
     }
   });
 
-  test('no secret configured (no API_KEY_SECRET_ARN) is 503 too', async () => {
+  test('HTTP-8: no secret configured (no API_KEY_SECRET_ARN) is 503 too', async () => {
     const { API_KEY_SECRET_ARN: _unused, ...env } = baseEnv();
     const response = await mcpGateway(env).fetch(`https://api.example/v1/messages?key=${encodeURIComponent(API_KEY)}`, {
       method: 'POST',
@@ -233,7 +233,7 @@ describe('MCP Lambda: authentication (docs/contract/http.md)', () => {
     expect(response.status).toBe(503);
   });
 
-  test('the legacy era answers through the translation too (one SSE event, then the stream ends)', async () => {
+  test('MCP-10, MCP-12, MCP-14: the legacy era answers through the translation too (one SSE event, then the stream ends)', async () => {
     const response = await mcpGateway().fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
@@ -292,7 +292,7 @@ describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/co
   });
 });
 
-describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
+describe('EV-CHAL-2, EV-CHAL-5, EV-SUB-13: subscribe, send, deliver (docs/contract: events, delivery)', () => {
   let secret: string;
   let gateway: ReturnType<typeof mcpGateway>;
   let delivery: ReturnType<typeof deliveryLambda>;
@@ -311,7 +311,7 @@ describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
     expect(receiver.challenges[0]!.headers[':path']).toBe(new URL(receiver.url).pathname + new URL(receiver.url).search);
   });
 
-  test('a message is queued (202), and one delivery run brings it to the receiver with a valid signature', async () => {
+  test('ARCH-1, ARCH-4, ARCH-6, DEL-EVT-1, DEL-PIPE-14, DEL-REST-2, HTTP-3: a message is queued (202), and one delivery run brings it to the receiver with a valid signature', async () => {
     const sent = await send(gateway, '  hello dot  ');
     expect(sent).toMatchObject({ status: 202, body: { status: 'queued', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) } });
     const eventId = sent.body.eventId!;
@@ -328,7 +328,7 @@ describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
     expect(await queueCounts(fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
   });
 
-  test('a duplicate SQS delivery of a delivered event makes no second POST', async () => {
+  test('DEL-PIPE-11: a duplicate SQS delivery of a delivered event makes no second POST', async () => {
     const sent = await send(gateway, 'only once');
     const run = await pollOnce(fauxqs, delivery);
     expect(receiver.events).toHaveLength(1);
@@ -339,7 +339,7 @@ describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
     expect((await store.getEvent(sent.body.eventId!, Date.now()))?.attempts).toBe(1);
   });
 
-  test('503 keeps the record (batchItemFailures) with a backoff; the next run after the delay delivers', async () => {
+  test('DEL-PIPE-10, DEL-PIPE-17: 503 keeps the record (batchItemFailures) with a backoff; the next run after the delay delivers', async () => {
     receiver.respondWith(503);
     const sent = await send(gateway, 'try again');
     const first = await pollOnce(fauxqs, delivery);
@@ -357,7 +357,7 @@ describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
     expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 2 });
   });
 
-  test('410 is permanent and ends the subscription: one attempt, event failed, DLQ with reason http_4xx, a new subscribe succeeds', async () => {
+  test('DEL-PIPE-16, DEL-PIPE-18: 410 is permanent and ends the subscription: one attempt, event failed, DLQ with reason http_4xx, a new subscribe succeeds', async () => {
     receiver.respondWith(410);
     const sent = await send(gateway, 'gone');
     const run = await pollOnce(fauxqs, delivery);
@@ -380,7 +380,7 @@ describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
     expect((await subscribe(gateway, secret)).body.error).toBeUndefined();
   });
 
-  test('the retry schedule exhausted: the DLQ gets it with the last category', async () => {
+  test('DEL-PIPE-18: the retry schedule exhausted: the DLQ gets it with the last category', async () => {
     receiver.setDefaultStatus(500);
     const sent = await send(gateway, 'always failing');
     const statuses: string[][] = [];
@@ -478,7 +478,7 @@ describe('subscribe, send, deliver (docs/contract: events, delivery)', () => {
     for (const record of event.Records) await fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: fauxqs.queueUrl, ReceiptHandle: record.receiptHandle }));
   });
 
-  test('a batch is processed record by record: one failure does not fail the others', async () => {
+  test('DEL-PIPE-10: a batch is processed record by record: one failure does not fail the others', async () => {
     receiver.respondWith(503, 200, 200);
     const ids = [];
     for (const text of ['one', 'two', 'three']) ids.push((await send(gateway, text)).body.eventId!);

@@ -221,7 +221,7 @@ describe('the outbox under one fault', () => {
     expect(await queuedRecords()).toEqual([]);
   }, 20_000);
 
-  test("DEL-OUT-3: the event's PutItem applied and its answer lost: the caller gets the event id, and the event is delivered", async () => {
+  test("DEL-OUT-3, STORE-IDX-2: the event's PutItem applied and its answer lost: the caller gets the event id, and the event is delivered", async () => {
     const gateway = mcpGateway();
     let lost = 0;
     ddbProxy.setRule((call) => (isEventPut(call) && lost++ === 0 ? 'lost' : 'pass'));

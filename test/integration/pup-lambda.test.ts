@@ -129,7 +129,7 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     expect(t.lines.join('\n')).not.toContain(old.secret.slice(6, 30));
   });
 
-  test('the table holds a REPLAY# item (10 min, with the answer kept) per MCP/challenge id and an ANSWER# item per event id', async () => {
+  test('STORE-6: the table holds a REPLAY# item (10 min, with the answer kept) per MCP/challenge id and an ANSWER# item per event id', async () => {
     const { secret, key } = newPupSecret();
     const t = await lambdaTarget({ secrets: { secrets: [secret] } });
     const challengeId = newWebhookId();

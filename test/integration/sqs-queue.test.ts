@@ -42,7 +42,7 @@ async function visibleNow(queueUrl: string): Promise<number> {
   return answer.Messages?.length ?? 0;
 }
 
-test('enqueue sends the exact body with eventId and subscriptionId attributes', async () => {
+test('DEL-PIPE-3: enqueue sends the exact body with eventId and subscriptionId attributes', async () => {
   // Bytes that a re-serialization would change: escapes, key order, non-ASCII, spacing.
   const body = '{"eventId":"evt_x","data":{"message":"h\\u00e9llo ☃ \\"quoted\\""},"z":1,"a":2}';
   await queue.enqueue({ eventId: EVENT_ID, subscriptionId: SUB_ID, body });
@@ -54,7 +54,7 @@ test('enqueue sends the exact body with eventId and subscriptionId attributes', 
   });
 });
 
-test('a backoff hides the message: not visible right after, visible again after the delay', async () => {
+test('DEL-PIPE-17: a backoff hides the message: not visible right after, visible again after the delay', async () => {
   await queue.enqueue({ eventId: EVENT_ID, subscriptionId: SUB_ID, body: '{}' });
   const [first] = await fauxqs.receive(fauxqs.queueUrl);
   await queue.changeVisibility(first!.ReceiptHandle!, 3);
@@ -85,7 +85,7 @@ test('a 12-hour backoff late in the 12 hours since the receive asks only for wha
   expect(again?.MessageId).toBe(first!.MessageId);
 });
 
-test('sendToDeadLetter copies body and attributes and adds the reason', async () => {
+test('DEL-PIPE-18: sendToDeadLetter copies body and attributes and adds the reason', async () => {
   const body = '{"eventId":"evt_x"}';
   await queue.sendToDeadLetter({ body, attributes: { eventId: EVENT_ID, subscriptionId: SUB_ID, reason: 'stale' } }, 'http_4xx');
   const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
@@ -102,7 +102,7 @@ test('sendToDeadLetter without a DLQ URL is a programming error', async () => {
   await expect(mcpSide.sendToDeadLetter({ body: '{}', attributes: {} }, 'http_4xx')).rejects.toThrow(/dead-letter/);
 });
 
-test('an exhausted retry schedule lands in the DLQ with its reason, and leaves the main queue', async () => {
+test('DEL-PIPE-18: an exhausted retry schedule lands in the DLQ with its reason, and leaves the main queue', async () => {
   {
     // The store is not what this test is about: the unit tests' double keeps docs/contract/storage.md's semantics.
     const store = new FakeStore();

@@ -115,7 +115,7 @@ function expectRefusal(answer: { status: number; json: unknown }, code: string):
 }
 
 export function describePupDoor(name: string, factory: PupTargetFactory): void {
-  describe(`pup door: ${name}`, () => {
+  describe(`CON-1, PUP-1: pup door: ${name}`, () => {
     const current = newPupSecret();
     const previous = newPupSecret();
     let target: PupTarget;
@@ -131,8 +131,8 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
       target = undefined as unknown as PupTarget;
     });
 
-    describe('manifest', () => {
-      test('the default manifest names the endpoints and the one tool, with no secret configured', async () => {
+    describe('PUP-5: manifest', () => {
+      test('PUP-6: the default manifest names the endpoints and the one tool, with no secret configured', async () => {
         const t = await build({});
         const response = await t.app.handle(new Request(`${BASE}/pup/manifest.json`));
         expect(response.status).toBe(200);
@@ -142,7 +142,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expect((manifest.tools as { name: string }[]).map((tool) => tool.name)).toEqual(['send_to_dot']);
       });
 
-      test('a configured manifest is served byte for byte', async () => {
+      test('PUP-5: a configured manifest is served byte for byte', async () => {
         const text = '{ "name" : "my-dot",\n  "x": "é" }';
         const t = await build({ manifest: text, secrets: { secrets: [current.secret] } });
         const response = await t.app.handle(new Request(`${BASE}/pup/manifest.json`));
@@ -150,7 +150,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expect(await response.text()).toBe(text);
       });
 
-      test('POST on the manifest is 405', async () => {
+      test('PUP-2: POST on the manifest is 405', async () => {
         const t = await build({});
         const response = await t.app.handle(new Request(`${BASE}/pup/manifest.json`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }));
         expect(response.status).toBe(405);
@@ -158,14 +158,14 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
     });
 
     describe('configuration and request limits', () => {
-      test.each(['/pup/mcp', '/pup/challenge', '/pup/events'])('%s answers 503 with no secret configured, even when signed', async (path) => {
+      test.each(['/pup/mcp', '/pup/challenge', '/pup/events'])('PUP-3: %s answers 503 with no secret configured, even when signed', async (path) => {
         const t = await build({});
         const answer = await signedPost(t, path, '"x"', current.key);
         expect(answer.status).toBe(503);
         expect(answer.json).toMatchObject({ error: { code: 'not_configured' } });
       });
 
-      test('GET /pup/mcp is 405 with Allow: POST', async () => {
+      test('PUP-2: GET /pup/mcp is 405 with Allow: POST', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const response = await t.app.handle(new Request(`${BASE}/pup/mcp`));
         expect(response.status).toBe(405);
@@ -185,7 +185,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
       });
     });
 
-    describe('signature', () => {
+    describe('PUP-7: signature', () => {
       test('the API key alone is not accepted instead of a signature', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const response = await t.app.handle(
@@ -225,7 +225,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         [299, 200],
         [-301, 401],
         [301, 401],
-      ])('a timestamp %i s away from the server clock: %i', async (offset, status) => {
+      ])('LIM-9, PUP-8: a timestamp %i s away from the server clock: %i', async (offset, status) => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const answer = await signedPost(t, '/pup/challenge', '"nonce"', current.key, { ts: Math.floor(t.clock.now() / 1000) + offset });
         expect(answer.status).toBe(status);
@@ -242,7 +242,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expect(answer.status).toBe(200);
       });
 
-      test('rotation: both secrets inside the overlap; after it (clock moved) the previous one is refused', async () => {
+      test('PUP-9: rotation: both secrets inside the overlap; after it (clock moved) the previous one is refused', async () => {
         const r = await build({ secrets: (start) => ({ secrets: [current.secret, previous.secret], rotatedAt: start }) });
         expect((await signedPost(r, '/pup/challenge', '"a"', current.key)).status).toBe(200);
         expect((await signedPost(r, '/pup/challenge', '"b"', previous.key)).status).toBe(200);
@@ -266,7 +266,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expectRefusal(await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: second, headers: mcpHeaders('server/discover') }), 'replayed');
       });
 
-      test('PUP-10: the two windows agree at their edges: a replay gets the first answer until the timestamp window closes, then it is stale', async () => {
+      test('LIM-9, PUP-10: the two windows agree at their edges: a replay gets the first answer until the timestamp window closes, then it is stale', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
         // On a whole second, so that the window's edges fall on whole milliseconds.
@@ -328,8 +328,8 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
       });
     });
 
-    describe('MCP on /pup/mcp', () => {
-      test('server/discover answers with dm-dot as server, 2026-07-28', async () => {
+    describe('PUP-12: MCP on /pup/mcp', () => {
+      test('MCP-8, PUP-12: server/discover answers with dm-dot as server, 2026-07-28', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const answer = await signedPost(t, '/pup/mcp', mcpBody('server/discover', {}, CONTEXT), current.key, { headers: mcpHeaders('server/discover') });
         expect(answer.status).toBe(200);
@@ -338,13 +338,13 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expect(JSON.stringify(result)).toContain('"dm-dot"');
       });
 
-      test('tools/list holds exactly send_to_dot', async () => {
+      test('TOOL-1: tools/list holds exactly send_to_dot', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const answer = await signedPost(t, '/pup/mcp', mcpBody('tools/list', {}, CONTEXT), current.key, { headers: mcpHeaders('tools/list') });
         expect((answer.json as { result: { tools: { name: string }[] } }).result.tools.map((tool) => tool.name)).toEqual(['send_to_dot']);
       });
 
-      test('tools/call reaches the tool (no dot subscribed: a tool error, not a protocol error)', async () => {
+      test('PUP-1: tools/call reaches the tool (no dot subscribed: a tool error, not a protocol error)', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const body = mcpBody('tools/call', { name: 'send_to_dot', arguments: { message: 'hi from discord' } }, CONTEXT);
         const answer = await signedPost(t, '/pup/mcp', body, current.key, { headers: mcpHeaders('tools/call', 'send_to_dot') });
@@ -354,14 +354,14 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expect(result.content[0]!.text).toMatch(/subscri/i);
       });
 
-      test('the legacy era (initialize) is refused with -32022: /pup/mcp is 2026-07-28 only', async () => {
+      test('PUP-12: the legacy era (initialize) is refused with -32022: /pup/mcp is 2026-07-28 only', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } });
         const answer = await signedPost(t, '/pup/mcp', body, current.key, { headers: { accept: 'application/json, text/event-stream' } });
         expect(JSON.stringify(answer.json)).toContain('-32022');
       });
 
-      test('the context is logged as ids only: never settings or the user request', async () => {
+      test('PUP-13: the context is logged as ids only: never settings or the user request', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         await signedPost(t, '/pup/mcp', mcpBody('tools/list', {}, CONTEXT), current.key, { headers: mcpHeaders('tools/list') });
         const line = t.logs.find((l) => l.event === 'pup_request');
@@ -371,7 +371,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expect(all).not.toContain('PRIVATE USER TEXT');
       });
 
-      test('a malformed context is -32602 naming the field, after the signature verified', async () => {
+      test('PUP-13, PUP-14: a malformed context is -32602 naming the field, after the signature verified', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const body = mcpBody('tools/list', {}, { ...CONTEXT, installationId: { nested: true } }, 'req-9');
         const answer = await signedPost(t, '/pup/mcp', body, current.key, { headers: mcpHeaders('tools/list') });
@@ -380,14 +380,14 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expect((answer.json as { error: { message: string } }).error.message).toContain('installationId');
       });
 
-      test('a malformed context with a bad signature is still only invalid_signature', async () => {
+      test('PUP-14: a malformed context with a bad signature is still only invalid_signature', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const body = mcpBody('tools/list', {}, { installationId: { nested: true } });
         expectRefusal(await signedPost(t, '/pup/mcp', body, newPupSecret().key, { headers: mcpHeaders('tools/list') }), 'invalid_signature');
       });
     });
 
-    describe('challenge', () => {
+    describe('PUP-15: challenge', () => {
       test('a JSON string body is answered with the same JSON string', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const answer = await signedPost(t, '/pup/challenge', '"n0nce-\\u00e9-é"', current.key);
@@ -411,8 +411,8 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
       });
     });
 
-    describe('events', () => {
-      test('member.joined: {} once; the retry with the same id gets identical bytes and commits nothing twice', async () => {
+    describe('PUP-16: events', () => {
+      test('PUP-11, PUP-17: member.joined: {} once; the retry with the same id gets identical bytes and commits nothing twice', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
         const body = envelope(id, { type: 'member.joined', memberId: 'member_5' });

@@ -133,7 +133,7 @@ describe('the validator itself catches what the spec forbids', () => {
 });
 
 describe('delivery decisions', () => {
-  test('a delivered record: one line, valid EMF, Deliveries by Outcome and by Outcome and Via, plus attempt, duration and latency without dimensions', () => {
+  test('DEL-RUN-6: a delivered record: one line, valid EMF, Deliveries by Outcome and by Outcome and Via, plus attempt, duration and latency without dimensions', () => {
     const { metrics, lines } = recording();
     metrics.delivery({ outcome: 'delivered', via: 'worker', attempt: 2, durationMs: 312, latencyMs: 4_321 });
     expect(lines).toHaveLength(1);

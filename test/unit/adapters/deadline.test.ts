@@ -120,7 +120,7 @@ describe('withinDeadline: a shared wait ends at the caller deadline', () => {
 });
 
 describe('budgets', () => {
-  test('an MCP request must be done 800 ms before docs/contract/delivery.md\'s 5 s', () => {
+  test('DEL-PIPE-9: an MCP request must be done 800 ms before docs/contract/delivery.md\'s 5 s', () => {
     expect(Limits.requestMs).toBe(5_000);
     expect(mcpDeadline(1_000)).toBe(1_000 + 4_200);
     // A test's injected budget moves only the end; the answer's reserve stays 800 ms.

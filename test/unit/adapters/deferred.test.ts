@@ -32,7 +32,7 @@ test('once: a failed load is not kept; the next call loads again', async () => {
   expect(load).toHaveBeenCalledTimes(2);
 });
 
-test('every Store method is forwarded with its arguments and its result, and only when called', async () => {
+test('STORE-12: every Store method is forwarded with its arguments and its result, and only when called', async () => {
   const calls: Array<[string, unknown[]]> = [];
   // A Store whose every method records its call and answers with its own name.
   const real = new Proxy({} as Store, {

@@ -172,7 +172,7 @@ describe('the settings cap agrees with the clamp', () => {
     expect(MAX_VISIBILITY_TIMEOUT_S - MAX_RETRY_DELAY_S).toBeGreaterThan(RECEIVE_BEFORE_INVOKE_ALLOWANCE_S + 15);
   });
 
-  test('DMDOT_RETRY_DELAYS accepts the cap and refuses 43,200 with a message naming the limit', () => {
+  test('LOCAL-12: DMDOT_RETRY_DELAYS accepts the cap and refuses 43,200 with a message naming the limit', () => {
     expect(parseRetryDelays(String(MAX_RETRY_DELAY_S))).toEqual([MAX_RETRY_DELAY_S]);
     expect(() => parseRetryDelays('43200')).toThrow(SettingsError);
     expect(() => parseRetryDelays('43200')).toThrow(/0\.\.42300 .*12 h from the receive/);

@@ -50,7 +50,7 @@ function packagesLoaded(args: string[], env: Record<string, string> = {}): strin
 }
 
 describe('the built CLI', () => {
-  it('runs as plain JavaScript from dist/cli/dm-dot.cjs, without tsx', () => {
+  it('CLI-1: runs as plain JavaScript from dist/cli/dm-dot.cjs, without tsx', () => {
     const r = node([BUNDLE, '--version']);
     expect(r).toEqual({ code: 0, out: `${version}\n`, err: '' });
     expect(readFileSync(BUNDLE, 'utf8')).not.toMatch(/require\("tsx/);
@@ -67,7 +67,7 @@ describe('the built CLI', () => {
     expect(loaded).toContain('lmdb');
   });
 
-  it('a relative DMDOT_STATE_DIR is taken from the project root, from any folder of the project', () => {
+  it('LOCAL-10: a relative DMDOT_STATE_DIR is taken from the project root, from any folder of the project', () => {
     const name = `.dm-dot-test-${process.pid}`;
     for (const cwd of [ROOT, join(ROOT, 'lambda', 'cli'), join(ROOT, 'test', 'unit')]) {
       const r = node([BUNDLE, 'status', '--json'], { cwd, env: { DMDOT_STATE_DIR: name } });
@@ -76,7 +76,7 @@ describe('the built CLI', () => {
     }
   });
 
-  it('the bin launcher runs the bundle', () => {
+  it('CLI-1: the bin launcher runs the bundle', () => {
     expect(node([LAUNCHER, '--version'])).toEqual({ code: 0, out: `${version}\n`, err: '' });
   });
 

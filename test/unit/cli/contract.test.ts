@@ -26,7 +26,7 @@ beforeAll(async () => {
 afterAll(() => empty.remove());
 const env = () => ({ DMDOT_STATE_DIR: `${empty.dir}/state`, PORT: '1' });
 
-describe('help', () => {
+describe('CLI-11: help', () => {
   it.each(NAMES)('%s --help is exit 0 on stdout and lists every option it declares with its description', async (name) => {
     const spec = commands[NAMES.indexOf(name)]!.spec;
     const r = await run([...words(name), '--help']);
@@ -76,7 +76,7 @@ describe('version', () => {
   });
 });
 
-describe('bad usage: exit 2, one message form naming the flag, nothing on stdout', () => {
+describe('CLI-12: bad usage: exit 2, one message form naming the flag, nothing on stdout', () => {
   it.each(NAMES)('%s --bogus is "unknown option --bogus"', async (name) => {
     const r = await run([...words(name), '--bogus'], { env: env() });
     expect(r).toEqual({ code: 2, out: '', err: `dm-dot ${name}: unknown option --bogus\nRun dm-dot ${name} --help for usage.\n`, asked: [] });
@@ -142,7 +142,7 @@ describe('bad usage: exit 2, one message form naming the flag, nothing on stdout
   });
 });
 
-describe('--json: exactly one document, pretty-printed the same way, also when the command fails', () => {
+describe('CLI-11: --json: exactly one document, pretty-printed the same way, also when the command fails', () => {
   const cases: [string[], number][] = [
     [['status', '--json'], 0],
     [['connect', '--json'], 0],
@@ -171,7 +171,7 @@ describe('--json: exactly one document, pretty-printed the same way, also when t
   });
 });
 
-describe('exit 1: the operation failed', () => {
+describe('CLI-12: exit 1: the operation failed', () => {
   it('with nothing recorded yet, events says where it looked and what to do', async () => {
     const r = await run(['events'], { env: env() });
     expect(r.code).toBe(1);
@@ -179,13 +179,13 @@ describe('exit 1: the operation failed', () => {
     expect(r.err).toBe(`dm-dot events: no database in ${empty.dir}/state yet: start the server once with npm start (it creates one, importing an earlier layout if there is one), or point DMDOT_STATE_DIR at its state directory\n`);
   });
 
-  it('send without any key says where the key comes from', async () => {
+  it('CLI-3: send without any key says where the key comes from', async () => {
     const r = await run(['send', 'hi'], { env: env() });
     expect(r.code).toBe(1);
     expect(r.err).toBe(`dm-dot send: no API key: pass --key, set MCP_API_KEY, or start the local server once (it writes ${empty.dir}/state/api-key)\n`);
   });
 
-  it('send to a server that does not listen is exit 1 and says so', async () => {
+  it('CLI-3: send to a server that does not listen is exit 1 and says so', async () => {
     const r = await run(['send', 'hi', '--url', 'http://127.0.0.1:1/mcp', '--key', 'k'.repeat(40)]);
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/^dm-dot send: not accepted: no server at http:\/\/127\.0\.0\.1:1 \(ECONNREFUSED\)/);
@@ -193,7 +193,7 @@ describe('exit 1: the operation failed', () => {
 });
 
 describe('status with nothing recorded', () => {
-  it('could look: exit 0, and says the server is not running and nothing is recorded yet', async () => {
+  it('CLI-7: could look: exit 0, and says the server is not running and nothing is recorded yet', async () => {
     const r = await run(['status'], { env: env() });
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^server +not running, and nothing is recorded yet/m);

@@ -132,7 +132,7 @@ function assertNoSecrets(text: string) {
   expectNoSecrets(text, [KEY, ...(fake?.secrets.map((s) => s.slice(6)) ?? [])]);
 }
 
-describe('dm-dot dot against an MCP endpoint', () => {
+describe('CLI-2: dm-dot dot against an MCP endpoint', () => {
   it('subscribes with a fresh whsec_ secret on the 2026-07-28 era with the required _meta', async () => {
     const dot = await startDot();
     const [subscribe] = dot.fake.calls;
@@ -237,7 +237,7 @@ describe('dm-dot dot against an MCP endpoint', () => {
     assertNoSecrets(dot.out() + dot.err());
   });
 
-  it('a refresh that comes back without deliveryStatus: the subscription had ended; it says so, removes the new one, never re-subscribes, exit 1', async () => {
+  it('EV-SUB-14: a refresh that comes back without deliveryStatus: the subscription had ended; it says so, removes the new one, never re-subscribes, exit 1', async () => {
     const dot = await startDot([], { grantMs: 1500, subscribeAnswers: () => ({ result: {} }) });
     expect(await dot.code).toBe(1);
     expect(dot.err()).toContain('the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh created a new one');
@@ -335,7 +335,7 @@ describe('dm-dot dot against a real local server', () => {
     expectNoSecrets(dot.out() + dot.err(), [await keyOf(server)]);
   });
 
-  it('answering 410 ends the subscription on the server: the dot says so and stops, exit 1, without subscribing again', async () => {
+  it('DEL-PIPE-16: answering 410 ends the subscription on the server: the dot says so and stops, exit 1, without subscribing again', async () => {
     const dot = await dotOn(['--status', '410']);
     const sent = await postMessage(server, await keyOf(server), 'are you there?');
     expect(sent.status).toBe(502);
@@ -372,7 +372,7 @@ describe('dm-dot dot against a real local server', () => {
     expect(dot.err()).toContain('the server refused the API key (rotated with dm-dot key rotate?)');
   });
 
-  it('Ctrl-C unsubscribes: the subscription is gone and its queued events are dropped', async () => {
+  it('EV-UNSUB-4: Ctrl-C unsubscribes: the subscription is gone and its queued events are dropped', async () => {
     const dot = await dotOn(['--status', '500'], { DMDOT_RETRY_DELAYS: '2,2', DMDOT_DELIVERY_WAIT_MS: '500' });
     const sent = await postMessage(server, await keyOf(server), 'stays queued');
     expect(sent.body.status).toBe('queued');

@@ -57,7 +57,7 @@ async function failedEvent(s: LocalServer) {
 }
 
 describe('through the running server', () => {
-  it('status names the running server, its address, the switches, the subscription host and the counts', async () => {
+  it('CLI-7: status names the running server, its address, the switches, the subscription host and the counts', async () => {
     const s = await serve({ DMDOT_ALLOWED_HOSTS: 'tunnel.example.dev' });
     const { eventId } = await failedEvent(s);
     expect(eventId).toMatch(/^evt_/);
@@ -74,7 +74,7 @@ describe('through the running server', () => {
     expectNoSecrets(printed.join(''), [await keyOf(s), adminToken()]);
   });
 
-  it('status --json is one document: the server, the switches, the subscription and the counts', async () => {
+  it('CLI-7, CLI-11: status --json is one document: the server, the switches, the subscription and the counts', async () => {
     const s = await serve();
     await failedEvent(s);
     const doc = JSON.parse((await cli(['status', '--json'])).out);
@@ -91,7 +91,7 @@ describe('through the running server', () => {
     });
   });
 
-  it('events show lists the attempts of an event: time, outcome, status class, duration, counted', async () => {
+  it('CLI-5: events show lists the attempts of an event: time, outcome, status class, duration, counted', async () => {
     const s = await serve();
     const { eventId } = await failedEvent(s);
     const r = await cli(['events', 'show', eventId]);
@@ -113,7 +113,7 @@ describe('through the running server', () => {
     expect(r.err).toMatch(new RegExp(`^dm-dot events show: no event ${missing} in the delivery log`));
   });
 
-  it('events resend gives a failed event another round with the same id and bytes, and its log says resent', async () => {
+  it('CLI-5: events resend gives a failed event another round with the same id and bytes, and its log says resent', async () => {
     const s = await serve();
     const { eventId } = await failedEvent(s);
     receiver!.setDefaultStatus(200);
@@ -147,7 +147,7 @@ describe('through the running server', () => {
     expect(JSON.parse(json.out)).toEqual({ resent: false, eventId: sent.body.eventId, why: 'delivered' });
   });
 
-  it('redrive moves the dead letters back through the server, which delivers them at once', async () => {
+  it('CLI-9: redrive moves the dead letters back through the server, which delivers them at once', async () => {
     const s = await serve();
     const { eventId } = await failedEvent(s);
     receiver!.setDefaultStatus(200);
@@ -187,7 +187,7 @@ describe('through the running server', () => {
     expect(r.err).toMatch(/^dm-dot subscription clear: nothing to clear: no live subscription \(the running server at /);
   });
 
-  it('subscription clear without a terminal refuses in one clean line unless --yes, and clears nothing', async () => {
+  it('CLI-6: subscription clear without a terminal refuses in one clean line unless --yes, and clears nothing', async () => {
     const s = await serve();
     const key = await keyOf(s);
     receiver = await startReceiver();
@@ -201,7 +201,7 @@ describe('through the running server', () => {
     expect(JSON.parse((await cli(['subscription', '--json'])).out)).toEqual({ subscription: null });
   });
 
-  it('subscription clear asks on a terminal: no keeps it (exit 1), yes clears it', async () => {
+  it('CLI-6: subscription clear asks on a terminal: no keeps it (exit 1), yes clears it', async () => {
     const s = await serve();
     const key = await keyOf(s);
     receiver = await startReceiver();
@@ -215,7 +215,7 @@ describe('through the running server', () => {
     expect(JSON.parse((await cli(['subscription', '--json'])).out)).toEqual({ subscription: null });
   });
 
-  it('admin actions are not reachable with the API key alone: without the admin token, clear fails and nothing is cleared', async () => {
+  it('CLI-14: admin actions are not reachable with the API key alone: without the admin token, clear fails and nothing is cleared', async () => {
     const s = await serve();
     const key = await keyOf(s);
     receiver = await startReceiver();
@@ -228,7 +228,7 @@ describe('through the running server', () => {
     expectNoSecrets(r.out + r.err, [key]);
   });
 
-  it('connect prints the connector URL with a placeholder and where the key is, never the key', async () => {
+  it('CLI-8: connect prints the connector URL with a placeholder and where the key is, never the key', async () => {
     const s = await serve();
     const key = await keyOf(s);
     const r = await cli(['connect']);
@@ -262,7 +262,7 @@ describe('through the running server', () => {
     expect(JSON.parse((await cli(['connect', '--json'])).out)).toMatchObject({ mcpUrl: 'https://abc.example-tunnel.dev/mcp', tunnelHost: 'abc.example-tunnel.dev', serverUrl: s.base });
   });
 
-  it('connect --show-key prints the key in the URL, after a one-line notice on stderr that it prints a secret', async () => {
+  it('CLI-8: connect --show-key prints the key in the URL, after a one-line notice on stderr that it prints a secret', async () => {
     const s = await serve();
     const key = await keyOf(s);
     const r = await cli(['connect', '--show-key']);
@@ -275,7 +275,7 @@ describe('through the running server', () => {
     expect((await fetch(`${s.base}/mcp?key=${encodeURIComponent(key)}`, { method: 'GET' })).status).toBe(405);
   });
 
-  it('key rotate through the server swaps the key at once: the old one gets 401, the new one works, and it says what to do', async () => {
+  it('CLI-10: key rotate through the server swaps the key at once: the old one gets 401, the new one works, and it says what to do', async () => {
     const s = await serve();
     const old = await keyOf(s);
     const r = await cli(['key', 'rotate', '--yes']);
@@ -319,7 +319,7 @@ describe('through the running server', () => {
   });
 });
 
-describe('with no server running: the database, opened as operator', () => {
+describe('CLI-13: with no server running: the database, opened as operator', () => {
   it('status says the server is not running and shows what the database holds', async () => {
     const s = await serve();
     await failedEvent(s);
@@ -333,7 +333,7 @@ describe('with no server running: the database, opened as operator', () => {
     expect(JSON.parse((await cli(['status', '--json'])).out)).toMatchObject({ server: { running: false }, readFrom: 'database' });
   });
 
-  it('events, events show and subscription read the database directly', async () => {
+  it('CLI-4, CLI-5, CLI-6: events, events show and subscription read the database directly', async () => {
     const s = await serve();
     const { eventId } = await failedEvent(s);
     await s.stop();
@@ -358,7 +358,7 @@ describe('with no server running: the database, opened as operator', () => {
     expect(receiver!.events[1]!.headers['webhook-id']).toBe(eventId);
   });
 
-  it('key rotate writes a new key file, which the next start uses', async () => {
+  it('CLI-10: key rotate writes a new key file, which the next start uses', async () => {
     const s = await serve();
     const old = await keyOf(s);
     await s.stop();

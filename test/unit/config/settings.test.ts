@@ -94,7 +94,7 @@ describe('required values of the Lambdas', () => {
 });
 
 describe('the local runtime', () => {
-  test('defaults: 127.0.0.1:8787, the state directory under the project root, no switches', () => {
+  test('DEL-PIPE-5, HTTP-12, LIM-10, LOCAL-8, LOCAL-10, LOCAL-11, LOCAL-12, LOCAL-13, LOCAL-14: defaults: 127.0.0.1:8787, the state directory under the project root, no switches', () => {
     expect(local({})).toMatchObject({
       host: '127.0.0.1',
       port: 8787,
@@ -110,7 +110,7 @@ describe('the local runtime', () => {
     });
   });
 
-  test('a relative DMDOT_STATE_DIR is taken from the project root, an absolute one as is', () => {
+  test('LOCAL-10: a relative DMDOT_STATE_DIR is taken from the project root, an absolute one as is', () => {
     expect(local({ DMDOT_STATE_DIR: 'state' }).stateDir).toBe('/project/state');
     expect(local({ DMDOT_STATE_DIR: '/var/dm-dot' }).stateDir).toBe('/var/dm-dot');
   });
@@ -143,12 +143,12 @@ describe('the local runtime', () => {
     ['DMDOT_DELIVERY_CONCURRENCY', '0', /DMDOT_DELIVERY_CONCURRENCY/],
     ['DMDOT_ALLOWED_ORIGINS', 'https://example.com/path', /DMDOT_ALLOWED_ORIGINS/],
     ['DMDOT_ALLOWED_HOSTS', 'https://tunnel.example', /DMDOT_ALLOWED_HOSTS/],
-  ])('%s=%j is a SettingsError naming it', (name, value, message) => {
+  ])('HTTP-15: %s=%j is a SettingsError naming it', (name, value, message) => {
     expect(() => local({ [name]: value })).toThrow(SettingsError);
     expect(() => local({ [name]: value })).toThrow(message);
   });
 
-  test('fractions of a second are a valid retry schedule (tests run fast schedules)', () => {
+  test('LOCAL-12: fractions of a second are a valid retry schedule (tests run fast schedules)', () => {
     expect(local({ DMDOT_RETRY_DELAYS: '0.05, 0.1' }).retryDelaysS).toEqual([0.05, 0.1]);
   });
 });
@@ -168,7 +168,7 @@ describe('TTL policy', () => {
   });
 });
 
-describe('pup: PUP_SIGNING_SECRETS / PUP_ROTATED_AT / PUP_MANIFEST_FILE', () => {
+describe('PUP-4: pup: PUP_SIGNING_SECRETS / PUP_ROTATED_AT / PUP_MANIFEST_FILE', () => {
   test('unset: no secrets (the POST routes answer 503) and the default manifest', () => {
     expect(local({}).pupSecrets).toEqual({ secrets: [] });
     expect(local({}).pupManifest).toBeUndefined();
@@ -210,7 +210,7 @@ describe('pup: PUP_SIGNING_SECRETS / PUP_ROTATED_AT / PUP_MANIFEST_FILE', () => 
     return path;
   };
 
-  test('a JSON object file is kept byte for byte; a relative path is taken from the project root', () => {
+  test('PUP-5: a JSON object file is kept byte for byte; a relative path is taken from the project root', () => {
     const content = '{ "name" : "x" }\n';
     expect(local({ PUP_MANIFEST_FILE: file('ok.json', content) }).pupManifest).toBe(content);
     expect(localSettings({ PUP_MANIFEST_FILE: 'ok.json' }, { projectRoot: dir }).pupManifest).toBe(content);
@@ -227,7 +227,7 @@ describe('pup: PUP_SIGNING_SECRETS / PUP_ROTATED_AT / PUP_MANIFEST_FILE', () => 
 });
 
 describe('the CLI', () => {
-  test('--aws defaults from the environment: the stack DmDot, no resources named', () => {
+  test('CLI-13: --aws defaults from the environment: the stack DmDot, no resources named', () => {
     expect(cliAwsSettings({})).toEqual({ stack: 'DmDot' });
     expect(cliAwsSettings({ DMDOT_STACK: 'Mine', DMDOT_TABLE: 't', AWS_REGION: 'eu-west-1' })).toEqual({ stack: 'Mine', table: 't', region: 'eu-west-1' });
   });

@@ -210,14 +210,14 @@ describe('answerUnavailable', () => {
     else expect('eventId' in body.error).toBe(false);
   });
 
-  it.each(cases)('on JSON-RPC, -32603 and a generic sentence naming the dependency (%s, event %s)', (dependency, eventId) => {
+  it.each(cases)('EV-SUB-17, HTTP-19: on JSON-RPC, -32603 and a generic sentence naming the dependency (%s, event %s)', (dependency, eventId) => {
     const { log } = recordingLog();
     const error = new DependencyUnavailable(dependency, eventId ? { cause: new Error(CAUSE_TEXT), eventId } : { cause: new Error(CAUSE_TEXT) });
     expect(answerUnavailable(log, 'rpc', error, context)).toStrictEqual({ code: ErrorCodes.internalError, message: `The ${dependency} is unavailable; try again shortly.` });
     expect(ErrorCodes.internalError).toBe(-32603);
   });
 
-  it.each(['tool', 'rest', 'rpc'] as const)('the %s answer never carries the cause’s text, or the error’s own message', (surface) => {
+  it.each(['tool', 'rest', 'rpc'] as const)('HTTP-19: the %s answer never carries the cause’s text, or the error’s own message', (surface) => {
     const { log } = recordingLog();
     for (const [dependency, eventId] of cases) {
       const cause = new Error(CAUSE_TEXT);
@@ -235,7 +235,7 @@ describe('answerUnavailable', () => {
     }
   });
 
-  it('logs once, as an error, with the request id, where, the dependency, the event and the cause', () => {
+  it('HTTP-19: logs once, as an error, with the request id, where, the dependency, the event and the cause', () => {
     const { log, lines } = recordingLog();
     answerUnavailable(log, 'rest', new DependencyUnavailable('queue', { cause: new Error(CAUSE_TEXT), eventId: EVENT_ID }), { requestId: 'req-7', where: 'POST /v1/messages' });
     expect(lines).toStrictEqual([

@@ -73,7 +73,7 @@ function verifiesWith(secret: string, body: Uint8Array, headers: Record<string, 
   }
 }
 
-describe('classify', () => {
+describe('DEL-PIPE-15: classify', () => {
   test.each([200, 201, 202, 204, 299])('%i is delivered', (status) => {
     expect(classify(respond(status), T0)).toEqual({ kind: 'delivered' });
   });
@@ -150,7 +150,7 @@ describe('parseRetryAfter', () => {
   });
 });
 
-describe('nextDelayMs', () => {
+describe('DEL-PIPE-17: nextDelayMs', () => {
   test.each([
     [1, 1_000],
     [2, 4_000],
@@ -161,11 +161,11 @@ describe('nextDelayMs', () => {
     expect(nextDelayMs(SCHEDULE, attempt)).toBe(delay);
   });
 
-  test('the schedule is exhausted after attempt 6', () => {
+  test('LIM-10: the schedule is exhausted after attempt 6', () => {
     expect(nextDelayMs(SCHEDULE, 6)).toBeUndefined();
   });
 
-  test('the default schedule is 1, 4, 30, 120, 600 seconds: 6 attempts', () => {
+  test('LIM-10: the default schedule is 1, 4, 30, 120, 600 seconds: 6 attempts', () => {
     expect(DEFAULT_RETRY_DELAYS_S).toEqual(SCHEDULE);
   });
 
@@ -199,7 +199,7 @@ describe('nextDelayMs', () => {
 });
 
 describe('deliver', () => {
-  test('a 2xx marks the event delivered and records the outcome on the subscription', async () => {
+  test('ARCH-6, DEL-PIPE-20: a 2xx marks the event delivered and records the outcome on the subscription', async () => {
     const { store, clock, webhook, deps, job } = world();
     webhook.add(respond(200));
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
@@ -208,7 +208,7 @@ describe('deliver', () => {
     expect(store.subscription).toMatchObject({ lastDeliveryAt: clock.now(), lastError: null });
   });
 
-  test('a success within a minute of a recorded success leaves the subscription alone (one write fewer per event)', async () => {
+  test('DEL-PIPE-20: a success within a minute of a recorded success leaves the subscription alone (one write fewer per event)', async () => {
     const start = Date.now();
     const { store, clock, webhook, deps, job } = world({ start, subscription: { lastDeliveryAt: start - 59_000, lastError: null } });
     webhook.add(respond(200));
@@ -222,14 +222,14 @@ describe('deliver', () => {
     ['the recorded success is a minute old', { lastDeliveryAt: Date.now() - 60_000, lastError: null }],
     ['the last attempt failed', { lastDeliveryAt: Date.now() - 1_000, lastError: 'timeout' as const }],
     ['nothing was delivered yet', { lastError: null }],
-  ])('a success is written to the subscription when %s', async (_name, status) => {
+  ])('DEL-PIPE-20: a success is written to the subscription when %s', async (_name, status) => {
     const { store, clock, webhook, deps, job } = world({ start: Date.now(), subscription: status });
     webhook.add(respond(200));
     await deliver(deps, job);
     expect(store.subscription).toMatchObject({ lastDeliveryAt: clock.now(), lastError: null });
   });
 
-  test('the request goes to the subscription url exactly as given, with the exact event bytes', async () => {
+  test('DEL-EVT-1, DEL-PIPE-14: the request goes to the subscription url exactly as given, with the exact event bytes', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(204));
     await deliver(deps, job);
@@ -237,7 +237,7 @@ describe('deliver', () => {
     expect(Buffer.from(webhook.last.body).toString('utf8')).toBe(job.body);
   });
 
-  test('headers: content-type, webhook-id = eventId, webhook-timestamp from the clock, x-mcp-subscription-id', async () => {
+  test('DEL-PIPE-14: headers: content-type, webhook-id = eventId, webhook-timestamp from the clock, x-mcp-subscription-id', async () => {
     const { clock, webhook, deps, job } = world();
     webhook.add(respond(200));
     await deliver(deps, job);
@@ -248,7 +248,7 @@ describe('deliver', () => {
     expect(headers['x-mcp-subscription-id']).toBe(SUB_ID);
   });
 
-  test('the signature verifies with standardwebhooks under the subscription secret', async () => {
+  test('ARCH-6, DEL-PIPE-13: the signature verifies with standardwebhooks under the subscription secret', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(200));
     await deliver(deps, job);
@@ -257,7 +257,7 @@ describe('deliver', () => {
     expect(new Webhook(CURRENT_SECRET).verify(Buffer.from(body), headers)).toEqual(JSON.parse(job.body));
   });
 
-  test('webhook-timestamp is taken at send time, not when the attempt started', async () => {
+  test('DEL-PIPE-13: webhook-timestamp is taken at send time, not when the attempt started', async () => {
     const { store, clock, webhook, deps, job } = world({ start: T0 });
     let sentAt = 0;
     store.before.getSubscription = () => clock.advance(7_000); // a slow storage read
@@ -270,7 +270,7 @@ describe('deliver', () => {
     expect(webhook.last.headers['webhook-timestamp']).toBe(String(Math.floor((T0 + 7_000) / 1000)));
   });
 
-  test('the rotation overlap is judged at send time: an overlap that ended during a slow read gives one signature', async () => {
+  test('DEL-PIPE-13, EV-REF-2: the rotation overlap is judged at send time: an overlap that ended during a slow read gives one signature', async () => {
     const start = Date.now();
     const { store, clock, webhook, deps, job } = world({ start, subscription: { previousSecret: PREVIOUS_SECRET, previousSecretUntil: start + 5_000 } });
     store.before.getSubscription = () => clock.advance(6_000);
@@ -279,7 +279,7 @@ describe('deliver', () => {
     expect(signaturesOf(webhook.last.headers)).toHaveLength(1);
   });
 
-  test('a retried attempt is signed with a new timestamp', async () => {
+  test('DEL-PIPE-13: a retried attempt is signed with a new timestamp', async () => {
     const { clock, webhook, deps, job } = world();
     webhook.add(respond(503), respond(200));
     const first = await deliver(deps, job);
@@ -291,7 +291,7 @@ describe('deliver', () => {
     expect(new Webhook(CURRENT_SECRET).verify(Buffer.from(b!.body), b!.headers)).toEqual(JSON.parse(job.body));
   });
 
-  test('during the rotation overlap two signatures are sent, new first, each valid under one secret', async () => {
+  test('DEL-PIPE-13, EV-REF-2: during the rotation overlap two signatures are sent, new first, each valid under one secret', async () => {
     const start = Date.now();
     const { webhook, deps, job } = world({ start, subscription: { previousSecret: PREVIOUS_SECRET, previousSecretUntil: start + 10 * MINUTE - 1 } });
     webhook.add(respond(200));
@@ -305,7 +305,7 @@ describe('deliver', () => {
     expect(verifiesWith(CURRENT_SECRET, body, headers, second!)).toBe(false);
   });
 
-  test('after the rotation overlap only the new secret signs', async () => {
+  test('EV-REF-2: after the rotation overlap only the new secret signs', async () => {
     const start = Date.now();
     const { webhook, deps, job } = world({ start, subscription: { previousSecret: PREVIOUS_SECRET, previousSecretUntil: start } });
     webhook.add(respond(200));
@@ -316,14 +316,14 @@ describe('deliver', () => {
     expect(() => new Webhook(PREVIOUS_SECRET).verify(Buffer.from(body), headers)).toThrow();
   });
 
-  test('an event already delivered is skipped with no POST and no write', async () => {
+  test('DEL-PIPE-11: an event already delivered is skipped with no POST and no write', async () => {
     const { store, webhook, deps, job } = world({ event: { status: 'delivered', attempts: 1 } });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
     expect(webhook.requests).toHaveLength(0);
     expect(store.writes).toEqual([]);
   });
 
-  test('an event already dropped is not sent again', async () => {
+  test('DEL-PIPE-12: an event already dropped is not sent again', async () => {
     const { webhook, deps, job } = world({ event: { status: 'dropped' } });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
     expect(webhook.requests).toHaveLength(0);
@@ -335,14 +335,14 @@ describe('deliver', () => {
     expect(webhook.requests).toHaveLength(0);
   });
 
-  test('no subscription: the event is dropped with no POST', async () => {
+  test('DEL-PIPE-12: no subscription: the event is dropped with no POST', async () => {
     const { store, webhook, deps, job } = world({ subscription: null });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
     expect(webhook.requests).toHaveLength(0);
     expect(store.events.get(EVENT_ID)?.status).toBe('dropped');
   });
 
-  test('an expired subscription: the event is dropped with no POST', async () => {
+  test('DEL-PIPE-12: an expired subscription: the event is dropped with no POST', async () => {
     const start = Date.now();
     const { store, webhook, deps, job } = world({ start, subscription: { expiresAt: start - 1 } });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
@@ -350,7 +350,7 @@ describe('deliver', () => {
     expect(store.events.get(EVENT_ID)?.status).toBe('dropped');
   });
 
-  test('a subscription with a different id: the event is dropped with no POST', async () => {
+  test('DEL-PIPE-12: a subscription with a different id: the event is dropped with no POST', async () => {
     const { store, webhook, deps, job } = world({ subscription: { id: 'sub_ffffffffffffffffffffffffffffffff', url: 'https://other.example.com/cb' } });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });
     expect(webhook.requests).toHaveLength(0);
@@ -358,7 +358,7 @@ describe('deliver', () => {
     expect(store.subscription?.lastError).toBeUndefined();
   });
 
-  test('410 is permanent: dead_letter with status failed after exactly one POST', async () => {
+  test('DEL-PIPE-15, DEL-PIPE-18: 410 is permanent: dead_letter with status failed after exactly one POST', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(respond(410));
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1, subscriptionEnded: true });
@@ -368,14 +368,14 @@ describe('deliver', () => {
     expect(store.subscription).toBeUndefined();
   });
 
-  test('413 is permanent: dead_letter after one POST', async () => {
+  test('DEL-PIPE-18: 413 is permanent: dead_letter after one POST', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(413));
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1 });
     expect(webhook.requests).toHaveLength(1);
   });
 
-  test('503 retries with the scheduled delay and keeps the event queued', async () => {
+  test('DEL-PIPE-17: 503 retries with the scheduled delay and keeps the event queued', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(respond(503));
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 1_000, reason: 'http_5xx', attempt: 1 });
@@ -383,20 +383,20 @@ describe('deliver', () => {
     expect(store.subscription?.lastError).toBe('http_5xx');
   });
 
-  test('a transport failure retries with its category and no HTTP status', async () => {
+  test('DEL-PIPE-17: a transport failure retries with its category and no HTTP status', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(transportFailure('timeout'));
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 1_000, reason: 'timeout', attempt: 1 });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', lastHttpStatus: null, lastError: 'timeout' });
   });
 
-  test('503 with a longer Retry-After retries after the Retry-After', async () => {
+  test('DEL-PIPE-17: 503 with a longer Retry-After retries after the Retry-After', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(503, '', '120'));
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'retry', delayMs: 120_000, reason: 'http_5xx', attempt: 1 });
   });
 
-  test('the delays follow the schedule and the 6th transient failure goes to the dead letter', async () => {
+  test('DEL-PIPE-17, DEL-PIPE-18, LIM-10: the delays follow the schedule and the 6th transient failure goes to the dead letter', async () => {
     const { store, clock, webhook, deps, job } = world();
     const decisions = [];
     for (let i = 0; i < 6; i += 1) {
@@ -421,7 +421,7 @@ describe('deliver', () => {
     expect(store.subscription?.lastError).toBeNull();
   });
 
-  test('a second copy of a delivered job (SQS at-least-once) does not POST again', async () => {
+  test('DEL-PIPE-11: a second copy of a delivered job (SQS at-least-once) does not POST again', async () => {
     const { webhook, deps, job } = world();
     webhook.add(respond(200));
     await deliver(deps, job);
@@ -429,7 +429,7 @@ describe('deliver', () => {
     expect(webhook.requests).toHaveLength(1);
   });
 
-  test('a body over 256 KiB is refused without a POST', async () => {
+  test('GUARD-11, LIM-3: a body over 256 KiB is refused without a POST', async () => {
     const { webhook, deps, job } = world();
     await expect(deliver(deps, { ...job, body: 'x'.repeat(256 * 1024 + 1) })).rejects.toThrow();
     expect(webhook.requests).toHaveLength(0);
@@ -473,7 +473,7 @@ describe('deliver after an operator redrive', () => {
 });
 
 describe('deliver: leases, compare-and-set transitions and expired records', () => {
-  test('a lease in the future defers the worker: no POST, no attempt counted, the delay is what is left of it', async () => {
+  test('DEL-PIPE-7: a lease in the future defers the worker: no POST, no attempt counted, the delay is what is left of it', async () => {
     const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 2_000 } });
     clock.advance(500);
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 1_500 });
@@ -481,7 +481,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 0 });
   });
 
-  test('the inline attempt holds the lease: send and commit only, with its own shorter deadline on the POST', async () => {
+  test('ARCH-8, DEL-PIPE-7: the inline attempt holds the lease: send and commit only, with its own shorter deadline on the POST', async () => {
     const { store, webhook, deps, job } = world({ event: { notBefore: Date.now() + 4_000 } });
     webhook.add(respond(200));
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
@@ -500,7 +500,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
     expect(webhook.last.timeoutMs).toBeUndefined();
   });
 
-  test('after a transient failure the lease moves to when the next attempt is due, Retry-After included', async () => {
+  test('DEL-PIPE-7, DEL-PIPE-17: after a transient failure the lease moves to when the next attempt is due, Retry-After included', async () => {
     const { store, clock, webhook, deps, job } = world();
     const start = clock.now();
     webhook.add(respond(429, '', '7'));
@@ -511,7 +511,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 6_000 });
   });
 
-  test('a copy that loses the race to commit its outcome is a duplicate: failed never overwrites delivered', async () => {
+  test('DEL-PIPE-4: a copy that loses the race to commit its outcome is a duplicate: failed never overwrites delivered', async () => {
     const { store, webhook, deps, job } = world();
     // While this copy's POST is in flight, another copy delivers the event.
     webhook.add(() => {
@@ -522,7 +522,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1 });
   });
 
-  test('two copies counting the same attempt: the second commit is refused (attempt counts are compared)', async () => {
+  test('DEL-LEASE-1: two copies counting the same attempt: the second commit is refused (attempt counts are compared)', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(() => {
       Object.assign(store.events.get(EVENT_ID)!, { attempts: 1, lastError: 'http_5xx' });
@@ -561,7 +561,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
 });
 
 describe('prepare: what a job may do now', () => {
-  test('a job of another generation of the same subscription is dropped, not sent (an ended subscription takes its queue with it)', async () => {
+  test('DEL-PIPE-12, EV-GEN-3: a job of another generation of the same subscription is dropped, not sent (an ended subscription takes its queue with it)', async () => {
     const { store, webhook, deps, job } = world({ subscription: { generation: 'gen-new' } });
     const old = { ...job, generation: 'gen-old' };
     await expect(prepare(deps, old)).resolves.toMatchObject({ kind: 'drop' });
@@ -580,7 +580,7 @@ describe('prepare: what a job may do now', () => {
     await expect(prepare(deps, job)).resolves.toMatchObject({ kind: 'ready' });
   });
 
-  test('an event whose task was cancelled (dropped) is skipped: no further attempt', async () => {
+  test('DEL-PIPE-12, TASK-8: an event whose task was cancelled (dropped) is skipped: no further attempt', async () => {
     const { webhook, deps, job } = world({ event: { status: 'dropped', cancelledAt: Date.now() } });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'already_final' });
     expect(webhook.requests).toHaveLength(0);
@@ -588,7 +588,7 @@ describe('prepare: what a job may do now', () => {
 });
 
 describe('commit: the delivery log and the kept bytes', () => {
-  test('each attempt is logged with its time, outcome, status class and duration, and the bytes go once delivered', async () => {
+  test('STORE-7: each attempt is logged with its time, outcome, status class and duration, and the bytes go once delivered', async () => {
     const { store, clock, webhook, deps, job } = world({ event: { body: 'the bytes' } });
     webhook.add(() => {
       clock.advance(40);
@@ -609,14 +609,14 @@ describe('commit: the delivery log and the kept bytes', () => {
     expect(record.body).toBeUndefined();
   });
 
-  test('a transport failure is logged without a status class', async () => {
+  test('STORE-7: a transport failure is logged without a status class', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(transportFailure('connection_refused'));
     await deliver(deps, job);
     expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'connection_refused', statusClass: null, counted: true })]);
   });
 
-  test('an inline attempt cut short by the wait window is logged as a timeout that does not count, and releases the lease', async () => {
+  test('DEL-PIPE-8: an inline attempt cut short by the wait window is logged as a timeout that does not count, and releases the lease', async () => {
     const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 4_000 } });
     webhook.add(() => {
       clock.advance(2_500);
@@ -629,7 +629,7 @@ describe('commit: the delivery log and the kept bytes', () => {
     expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'timeout', statusClass: null, durationMs: 2_500, counted: false })]);
   });
 
-  test('a 2xx that lands after the task was cancelled is recorded as delivered: the dot did get it', async () => {
+  test('TASK-8: a 2xx that lands after the task was cancelled is recorded as delivered: the dot did get it', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(() => {
       Object.assign(store.events.get(EVENT_ID)!, { status: 'dropped', cancelledAt: Date.now() });
@@ -639,7 +639,7 @@ describe('commit: the delivery log and the kept bytes', () => {
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1 });
   });
 
-  test('a failure that lands after the task was cancelled changes nothing: the event stays dropped', async () => {
+  test('TASK-8: a failure that lands after the task was cancelled changes nothing: the event stays dropped', async () => {
     const { store, webhook, deps, job } = world();
     webhook.add(() => {
       Object.assign(store.events.get(EVENT_ID)!, { status: 'dropped', cancelledAt: Date.now() });

@@ -77,7 +77,7 @@ const jsonValue = fc.jsonValue({ maxDepth: 4 });
 const argumentsObject = fc.dictionary(fc.string({ unit: 'binary', maxLength: 12 }), jsonValue, { maxKeys: 8 });
 const shuffler = fc.func(fc.integer()).map((rank) => (keys: string[]) => [...keys].sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)));
 
-describe('subscription ids and canonical JSON', () => {
+describe('EV-ID-2: subscription ids and canonical JSON', () => {
   test('the id does not depend on the key order of `arguments`', () => {
     fc.assert(
       fc.property(fc.string({ minLength: 1 }), fc.webUrl(), argumentsObject, shuffler, shuffler, (key, url, args, orderA, orderB) => {
@@ -149,7 +149,7 @@ describe('TTL grant', () => {
     fc.constantFrom(Limits.ttlMinMs, 7 * DAY - 1, 7 * DAY, 7 * DAY + 1, 1e21, Number.MAX_VALUE),
   );
 
-  test('a valid ttlMs is accepted and granted min(ttlMs, 7 days), always within [60 s, 7 days]', () => {
+  test('EV-SUB-9, LIM-5: a valid ttlMs is accepted and granted min(ttlMs, 7 days), always within [60 s, 7 days]', () => {
     fc.assert(
       fc.property(fc.oneof(validTtl, fc.constant(null), fc.constant(undefined)), (ttlMs) => {
         const request = parseSubscribeParams(
@@ -166,7 +166,7 @@ describe('TTL grant', () => {
     );
   });
 
-  test('anything else is refused with -32602 naming ttlMs', () => {
+  test('EV-SUB-8: anything else is refused with -32602 naming ttlMs', () => {
     const invalid = fc.oneof(
       fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Limits.ttlMinMs - 1 }),
       fc.double({ noInteger: true }),
@@ -213,7 +213,7 @@ describe('message byte limit', () => {
       }),
   );
 
-  test('checkMessage accepts exactly the well-formed strings whose trimmed UTF-8 byte length is 1..16,384', () => {
+  test('LIM-1, TOOL-7: checkMessage accepts exactly the well-formed strings whose trimmed UTF-8 byte length is 1..16,384', () => {
     fc.assert(
       fc.property(message, (raw) => {
         const bytes = Buffer.byteLength(raw.trim(), 'utf8');
@@ -227,7 +227,7 @@ describe('message byte limit', () => {
     );
   });
 
-  test('checkMessage refuses every non-string message and every extra argument', () => {
+  test('TOOL-7: checkMessage refuses every non-string message and every extra argument', () => {
     fc.assert(
       fc.property(
         fc.oneof(

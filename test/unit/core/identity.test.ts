@@ -22,7 +22,7 @@ const API_KEY = 'test-api-key-0123456789';
 const PRINCIPAL = sha256(API_KEY);
 const URL_A = 'https://dot.example.com/cb?b=2&a=1&x=%2F';
 
-describe('canonicalJson', () => {
+describe('EV-ID-2: canonicalJson', () => {
   test('sorts object keys recursively and writes no spaces', () => {
     const value = { b: 1, a: { d: [{ z: 1, y: 'two words' }], c: 'x' } };
     expect(canonicalJson(value)).toBe('{"a":{"c":"x","d":[{"y":"two words","z":1}]},"b":1}');
@@ -62,7 +62,7 @@ describe('canonicalJson', () => {
 });
 
 describe('principalOf', () => {
-  test('is the hex SHA-256 of the API key', () => {
+  test('EV-ID-1: is the hex SHA-256 of the API key', () => {
     expect(principalOf(API_KEY)).toBe(PRINCIPAL);
     expect(principalOf(API_KEY)).toMatch(/^[0-9a-f]{64}$/);
   });
@@ -73,23 +73,23 @@ describe('principalOf', () => {
 });
 
 describe('subscriptionIdOf', () => {
-  test('is sub_ followed by 32 lower-case hex characters', () => {
+  test('EV-ID-2: is sub_ followed by 32 lower-case hex characters', () => {
     expect(subscriptionIdOf(PRINCIPAL, URL_A, 'message.created', {})).toMatch(/^sub_[0-9a-f]{32}$/);
   });
 
-  test('equals the first 32 hex of SHA-256 over the canonical [principal, url, name, arguments]', () => {
+  test('EV-CHAL-6, EV-ID-2: equals the first 32 hex of SHA-256 over the canonical [principal, url, name, arguments]', () => {
     const canonical = `["${PRINCIPAL}","https://dot.example.com/cb?b=2&a=1&x=%2F","message.created",{}]`;
     expect(subscriptionIdOf(PRINCIPAL, URL_A, 'message.created', {})).toBe(`sub_${sha256(canonical).slice(0, 32)}`);
   });
 
-  test('is stable under the key order of the arguments', () => {
+  test('EV-ID-2: is stable under the key order of the arguments', () => {
     const canonical = `["${PRINCIPAL}","${URL_A}","message.created",{"a":{"x":1,"y":2},"b":1}]`;
     const expected = `sub_${sha256(canonical).slice(0, 32)}`;
     expect(subscriptionIdOf(PRINCIPAL, URL_A, 'message.created', { b: 1, a: { y: 2, x: 1 } })).toBe(expected);
     expect(subscriptionIdOf(PRINCIPAL, URL_A, 'message.created', { a: { x: 1, y: 2 }, b: 1 })).toBe(expected);
   });
 
-  test('is the same in another process (stable across restarts)', () => {
+  test('EV-ID-3: is the same in another process (stable across restarts)', () => {
     const root = resolve(__dirname, '../../..');
     const script = [
       "const { subscriptionIdOf, principalOf } = require('./lambda/core/identity.ts');",
@@ -105,12 +105,12 @@ describe('subscriptionIdOf', () => {
     expect(child).toBe(subscriptionIdOf(principalOf(API_KEY), URL_A, 'message.created', { a: 2, b: 1 }));
   });
 
-  test('changing the API key changes the id', () => {
+  test('EV-ID-2: changing the API key changes the id', () => {
     const other = principalOf(`${API_KEY}-rotated`);
     expect(subscriptionIdOf(other, URL_A, 'message.created', {})).not.toBe(subscriptionIdOf(PRINCIPAL, URL_A, 'message.created', {}));
   });
 
-  test('the url counts byte-exact: reordering the query string changes the id', () => {
+  test('EV-SUB-6: the url counts byte-exact: reordering the query string changes the id', () => {
     const reordered = 'https://dot.example.com/cb?a=1&b=2&x=%2F';
     expect(subscriptionIdOf(PRINCIPAL, reordered, 'message.created', {})).not.toBe(subscriptionIdOf(PRINCIPAL, URL_A, 'message.created', {}));
   });
@@ -119,11 +119,11 @@ describe('subscriptionIdOf', () => {
 describe('verificationKeyOf', () => {
   const SECRET = `whsec_${Buffer.alloc(32, 3).toString('base64')}`;
 
-  test('is the hex SHA-256 of the canonical [principal, url, sha256(secret)]: the secret itself never enters the key', () => {
+  test('STORE-8: is the hex SHA-256 of the canonical [principal, url, sha256(secret)]: the secret itself never enters the key', () => {
     expect(verificationKeyOf(PRINCIPAL, URL_A, SECRET)).toBe(sha256(`["${PRINCIPAL}","${URL_A}","${sha256(SECRET)}"]`));
   });
 
-  test('differs per url, per principal and per secret', () => {
+  test('STORE-8: differs per url, per principal and per secret', () => {
     const base = verificationKeyOf(PRINCIPAL, URL_A, SECRET);
     expect(verificationKeyOf(PRINCIPAL, `${URL_A}&y=1`, SECRET)).not.toBe(base);
     expect(verificationKeyOf(principalOf('another key'), URL_A, SECRET)).not.toBe(base);
@@ -140,14 +140,14 @@ describe('random ids', () => {
     expect(a).not.toBe(b);
   });
 
-  test('verification message ids are msg_verification_ + 24 random bytes in base64url', () => {
+  test('EV-CHAL-3: verification message ids are msg_verification_ + 24 random bytes in base64url', () => {
     const id = newVerificationMessageId();
     expect(id).toMatch(/^msg_verification_[A-Za-z0-9_-]{32}$/);
     expect(Buffer.from(id.slice('msg_verification_'.length), 'base64url').byteLength).toBe(24);
     expect(newVerificationMessageId()).not.toBe(id);
   });
 
-  test('challenge nonces are fresh each time', () => {
+  test('EV-CHAL-7: challenge nonces are fresh each time', () => {
     const nonce = newChallengeNonce();
     expect(nonce.length).toBeGreaterThanOrEqual(32);
     expect(newChallengeNonce()).not.toBe(nonce);

@@ -33,7 +33,7 @@ function headers(overrides: Partial<InboundHeaders> = {}, ts = NOW_S, key = curr
   return { id: ID, timestamp: String(ts), signature: independentSignature(key, ID, ts, body), ...overrides };
 }
 
-describe('verifyInbound: signature vectors computed with node:crypto', () => {
+describe('PUP-7: verifyInbound: signature vectors computed with node:crypto', () => {
   test('the valid fixture verifies and names its webhook-id', () => {
     expect(verifyInbound(ONE, headers(), BODY, NOW)).toEqual({ ok: true, webhookId: ID });
   });
@@ -70,12 +70,12 @@ describe('verifyInbound: signature vectors computed with node:crypto', () => {
     ['299 s ahead', NOW_S + 299, true],
     ['300 s ahead (the edge, inclusive)', NOW_S + 300, true],
     ['301 s ahead', NOW_S + 301, false],
-  ])('a timestamp %s: %s', (_label, ts, accepted) => {
+  ])('PUP-8: a timestamp %s: %s', (_label, ts, accepted) => {
     const verdict = verifyInbound(ONE, headers({}, ts), BODY, NOW);
     expect(verdict).toEqual(accepted ? { ok: true, webhookId: ID } : { ok: false, refusal: 'stale_timestamp' });
   });
 
-  test('a stale timestamp is stale_timestamp even when the signature is also wrong (the window is checked first)', () => {
+  test('PUP-8: a stale timestamp is stale_timestamp even when the signature is also wrong (the window is checked first)', () => {
     expect(verifyInbound(ONE, headers({}, NOW_S - 3600, newSecret().key), BODY, NOW)).toEqual({ ok: false, refusal: 'stale_timestamp' });
   });
 
@@ -120,7 +120,7 @@ describe('verifyInbound: signature vectors computed with node:crypto', () => {
   });
 });
 
-describe('verifyInbound: rotation (current first, previous until rotatedAt + 10 min)', () => {
+describe('PUP-9: verifyInbound: rotation (current first, previous until rotatedAt + 10 min)', () => {
   const ROTATED_AT = NOW - 5 * MINUTE;
   const TWO: InboundSecrets = { secrets: [current.secret, previous.secret], rotatedAt: ROTATED_AT };
   const signedBy = (key: Buffer, now: number) => headers({}, Math.floor(now / 1000), key);
@@ -211,7 +211,7 @@ describe('checkInboundHeaders: refusals made before the body is read', () => {
     expect(checkInboundHeaders(ONE, { id: ID, timestamp: String(NOW_S), signature }, NOW)).toEqual({ ok: false, refusal: 'invalid_signature' });
   });
 
-  test('a timestamp outside the window is stale_timestamp from the headers alone', () => {
+  test('PUP-8: a timestamp outside the window is stale_timestamp from the headers alone', () => {
     expect(checkInboundHeaders(ONE, headers({}, NOW_S - 301), NOW)).toEqual({ ok: false, refusal: 'stale_timestamp' });
   });
 

@@ -50,19 +50,19 @@ const onlyEvent = (store: FakeStore): EventRecord => {
 describe('buildEvent', () => {
   const EVENT_ID = 'evt_0123456789abcdef0123456789abcdef';
 
-  test('is exactly the docs/contract/delivery.md envelope, in order, serialized compactly', () => {
+  test('DEL-EVT-2: is exactly the docs/contract/delivery.md envelope, in order, serialized compactly', () => {
     expect(buildEvent(EVENT_ID, 'hi', T0)).toBe(
       '{"eventId":"evt_0123456789abcdef0123456789abcdef","name":"message.created","timestamp":"2026-11-03T10:30:00.123Z","data":{"message":"hi"},"cursor":null}',
     );
   });
 
-  test('has no top-level type (that marks control envelopes)', () => {
+  test('DEL-EVT-4: has no top-level type (that marks control envelopes)', () => {
     const event = JSON.parse(buildEvent(EVENT_ID, 'hi', T0)) as Record<string, unknown>;
     expect(Object.keys(event).sort()).toEqual(['cursor', 'data', 'eventId', 'name', 'timestamp']);
     expect('type' in event).toBe(false);
   });
 
-  test('the timestamp is when the event was built, ISO 8601 UTC', () => {
+  test('DEL-EVT-3: the timestamp is when the event was built, ISO 8601 UTC', () => {
     const event = JSON.parse(buildEvent(EVENT_ID, 'hi', T0 + 5)) as { timestamp: string };
     expect(event.timestamp).toBe(new Date(T0 + 5).toISOString());
   });
@@ -90,20 +90,20 @@ describe('sendMessage', () => {
     expect(queue.jobs).toEqual([]);
   });
 
-  test('no subscription: no_subscription, with no event recorded and nothing queued', async () => {
+  test('DEL-PIPE-1: no subscription: no_subscription, with no event recorded and nothing queued', async () => {
     const { store, queue, deps } = world({ subscription: null });
     await expect(sendMessage(deps, { message: 'hi' })).resolves.toEqual({ kind: 'no_subscription' });
     expect(store.writes).toEqual([]);
     expect(queue.jobs).toEqual([]);
   });
 
-  test('an expired subscription counts as none', async () => {
+  test('DEL-PIPE-1: an expired subscription counts as none', async () => {
     const { queue, deps } = world({ subscription: { expiresAt: T0 - 1 } });
     await expect(sendMessage(deps, { message: 'hi' })).resolves.toEqual({ kind: 'no_subscription' });
     expect(queue.jobs).toEqual([]);
   });
 
-  test('records the event as queued, under no lease, before enqueueing it when there is no wait', async () => {
+  test('ARCH-4, DEL-PIPE-2, STORE-4: records the event as queued, under no lease, before enqueueing it when there is no wait', async () => {
     const { store, queue, webhook, deps } = world({ deliveryWaitMs: 0 });
     let statusAtEnqueue: string | undefined;
     queue.onEnqueue = (job) => {
@@ -130,7 +130,7 @@ describe('sendMessage', () => {
     expect(queue.delays).toEqual([0]);
   });
 
-  test('the job carries the event id, the subscription id and the exact event bytes of the trimmed message', async () => {
+  test('DEL-EVT-1, DEL-PIPE-3, EV-GEN-3: the job carries the event id, the subscription id and the exact event bytes of the trimmed message', async () => {
     const { queue, deps } = world({ deliveryWaitMs: 0 });
     const outcome = await sendMessage(deps, { message: '  hello dot \n' });
     expect(queue.jobs).toHaveLength(1);
@@ -142,7 +142,7 @@ describe('sendMessage', () => {
     expect(job.body).toBe(buildEvent(job.eventId, 'hello dot', T0));
   });
 
-  test('the event is leased for the wait window plus a margin, and the safety net surfaces when attempt 2 would be due', async () => {
+  test('DEL-PIPE-7: the event is leased for the wait window plus a margin, and the safety net surfaces when attempt 2 would be due', async () => {
     const { store, queue, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
     let atEnqueue: EventRecord | undefined;
     queue.onEnqueue = (job) => {
@@ -153,7 +153,7 @@ describe('sendMessage', () => {
     expect(queue.delays).toEqual([1_000]);
   });
 
-  test('delivered when the inline attempt gets a 2xx: one POST, the exact job bytes, attempt 1 recorded', async () => {
+  test('ARCH-8, DEL-EVT-1, DEL-PIPE-5, DEL-PIPE-6: delivered when the inline attempt gets a 2xx: one POST, the exact job bytes, attempt 1 recorded', async () => {
     const { store, queue, webhook, deps } = world({ answers: [respond(202)] });
     const outcome = await sendMessage(deps, { message: 'hi' });
     const event = onlyEvent(store);
@@ -218,7 +218,7 @@ describe('sendMessage', () => {
     expect(store.calls).toEqual([]);
   });
 
-  test('the inline POST gets what is left of the wait window, counted from the start of the send, as its deadline', async () => {
+  test('DEL-PIPE-5: the inline POST gets what is left of the wait window, counted from the start of the send, as its deadline', async () => {
     const { store, clock, webhook, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
     // Storage takes 700 ms in all before the POST starts.
     store.before.getSubscription = () => clock.advance(400);
@@ -227,7 +227,7 @@ describe('sendMessage', () => {
     expect(webhook.last.timeoutMs).toBe(3_000 - 700);
   });
 
-  test('the window is capped so a request never runs past 5 s', async () => {
+  test('DEL-PIPE-9: the window is capped so a request never runs past 5 s', async () => {
     const { webhook, deps } = world({ deliveryWaitMs: 60_000, answers: [respond(200)] });
     await sendMessage(deps, { message: 'hi' });
     expect(webhook.last.timeoutMs).toBeLessThanOrEqual(4_000);
@@ -240,27 +240,27 @@ describe('sendMessage', () => {
     expect(webhook.requests).toEqual([]);
   });
 
-  test('a permanent failure answers failed with its category, and the event is failed after one attempt', async () => {
+  test('DEL-PIPE-6: a permanent failure answers failed with its category, and the event is failed after one attempt', async () => {
     const { store, deps } = world({ answers: [respond(400)] });
     const outcome = await sendMessage(deps, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'failed', eventId: onlyEvent(store).eventId, reason: 'http_4xx' });
     expect(onlyEvent(store)).toMatchObject({ status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400 });
   });
 
-  test('a 410 answers failed and ends the subscription at once', async () => {
+  test('DEL-PIPE-16: a 410 answers failed and ends the subscription at once', async () => {
     const { store, deps } = world({ answers: [respond(410)] });
     await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'failed', reason: 'http_4xx' });
     expect(store.subscription).toBeUndefined();
   });
 
-  test('a transient failure answers queued; attempt 1 counts and the lease moves to when attempt 2 is due', async () => {
+  test('DEL-PIPE-6, DEL-PIPE-7: a transient failure answers queued; attempt 1 counts and the lease moves to when attempt 2 is due', async () => {
     const { store, clock, deps } = world({ answers: [() => (clock.advance(50), respond(503))] });
     const outcome = await sendMessage(deps, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
     expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx', notBefore: T0 + 50 + 1_000 });
   });
 
-  test('an attempt cut short by the window counts nothing and releases the lease for the worker', async () => {
+  test('DEL-PIPE-8: an attempt cut short by the window counts nothing and releases the lease for the worker', async () => {
     const { store, clock, deps } = world({ answers: [() => (clock.advance(3_000), transportFailure('timeout'))] });
     const outcome = await sendMessage(deps, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
@@ -344,7 +344,7 @@ describe('sendMessage', () => {
     expect(queue.jobs).toEqual([]);
   });
 
-  test('queue failure: DependencyUnavailable(queue) with the event id, and the record marked failed', async () => {
+  test('DEL-OUT-2: queue failure: DependencyUnavailable(queue) with the event id, and the record marked failed', async () => {
     const { store, queue, deps } = world();
     queue.fail = true;
     const failure = await sendMessage(deps, { message: 'hi' }).catch((error: unknown) => error);

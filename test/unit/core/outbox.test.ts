@@ -56,7 +56,7 @@ async function unavailable(promise: Promise<unknown>): Promise<DependencyUnavail
 }
 
 describe('add', () => {
-  it('DEL-PIPE-2, DEL-PIPE-3: writes the record, then sends its job with the delay given', async () => {
+  it('DEL-PIPE-2, DEL-PIPE-3, EV-GEN-3: writes the record, then sends its job with the delay given', async () => {
     const order: string[] = [];
     store.before.putEvent = () => void order.push('putEvent');
     queue.onEnqueue = () => void order.push('enqueue');
@@ -210,7 +210,7 @@ describe('reopen (an operator resend)', () => {
     store.events.set(EVENT_ID, settled());
   });
 
-  it('applies the patch if the record is still as read (status and attempts), sends the job, then adds the note', async () => {
+  it('EV-GEN-3: applies the patch if the record is still as read (status and attempts), sends the job, then adds the note', async () => {
     await expect(sequentialOutbox(store, queue).reopen(settled(), patch, resend)).resolves.toBe(true);
     const { appendLog, ...fields } = patch;
     expect(store.callsOf('updateEvent').map((c) => c.args)).toStrictEqual([

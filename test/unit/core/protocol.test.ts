@@ -12,7 +12,7 @@ import {
 } from '../../../lambda/core/protocol';
 
 describe('protocol constants', () => {
-  test('error codes match docs/contract/http.md-4', () => {
+  test('EV-2: error codes match docs/contract/http.md-4', () => {
     expect(ErrorCodes).toMatchObject({
       parseError: -32700,
       methodNotFound: -32601,
@@ -25,11 +25,11 @@ describe('protocol constants', () => {
     });
   });
 
-  test('the failure categories are exactly those of docs/contract/events.md', () => {
+  test('EV-CHAL-9: the failure categories are exactly those of docs/contract/events.md', () => {
     expect([...FailureReasons].sort()).toEqual(['challenge_failed', 'connection_refused', 'http_4xx', 'http_5xx', 'timeout', 'tls_error']);
   });
 
-  test('events/list describes message.created exactly as docs/contract/events.md', () => {
+  test('EV-LIST-1, EV-LIST-2: events/list describes message.created exactly as docs/contract/events.md', () => {
     expect(JSON.parse(JSON.stringify(MESSAGE_CREATED_DEFINITION))).toEqual({
       name: 'message.created',
       description: 'A new message addressed to the single configured dot.',
@@ -39,7 +39,7 @@ describe('protocol constants', () => {
     });
   });
 
-  test('capabilities announce events both ways and never listChanged: true', () => {
+  test('MCP-12, MCP-13: capabilities announce events both ways and never listChanged: true', () => {
     expect(JSON.parse(JSON.stringify(SERVER_CAPABILITIES))).toEqual({
       tools: { listChanged: false },
       events: {},
@@ -56,7 +56,7 @@ describe('protocol constants', () => {
     });
   });
 
-  test('limits match docs/contract/limits.md', () => {
+  test('LIM-1, LIM-2, LIM-3, LIM-4, LIM-5, LIM-6, LIM-7, LIM-8, LIM-9, LIM-11: limits match docs/contract/limits.md', () => {
     expect(Limits).toMatchObject({
       messageMaxBytes: 16_384,
       requestBodyMaxBytes: 1_048_576,
@@ -78,7 +78,7 @@ describe('protocol constants', () => {
     });
   });
 
-  test('the delivery wait cap keeps a request under 5 s', () => {
+  test('DEL-PIPE-9: the delivery wait cap keeps a request under 5 s', () => {
     expect(Limits.deliveryWaitMaxMs).toBeLessThan(5_000);
   });
 });

@@ -6,7 +6,7 @@
 import { principalOf } from '../../../lambda/core/identity';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../../../lambda/core/pup';
 
-describe('challengeAnswer', () => {
+describe('PUP-15: challengeAnswer', () => {
   test('a JSON string is answered with the same JSON text, escapes kept', () => {
     expect(challengeAnswer('"a\\u0041b"')).toEqual({ ok: true, body: '"a\\u0041b"' });
   });
@@ -32,7 +32,7 @@ describe('challengeAnswer', () => {
   });
 });
 
-describe('parsePupEvent', () => {
+describe('PUP-16: parsePupEvent', () => {
   const base = { version: 1, id: 'msg_1', eventId: 'e_1', occurredAt: '2026-11-30T12:00:00Z', context: { installationId: 'inst_1' } };
 
   test.each([
@@ -77,7 +77,7 @@ describe('parsePupEvent', () => {
   });
 });
 
-describe('pupContextOf', () => {
+describe('PUP-13: pupContextOf', () => {
   const message = (context: unknown) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { _meta: { 'io.puphq/context': context } } });
 
   test('ids come back as text; settings and userRequest never do', () => {
@@ -113,12 +113,12 @@ describe('pupContextOf', () => {
 });
 
 describe('the pup principal and the default manifest', () => {
-  test('the principal is fixed, hex, and not the principal of any ordinary key text', () => {
+  test('PUP-14: the principal is fixed, hex, and not the principal of any ordinary key text', () => {
     expect(PUP_PRINCIPAL).toMatch(/^[0-9a-f]{64}$/);
     for (const key of ['pup', 'pup-door', '\u0000pup', 'pup:']) expect(PUP_PRINCIPAL).not.toBe(principalOf(key));
   });
 
-  test('the default manifest names the three endpoints (relative) and the one tool', () => {
+  test('PUP-6: the default manifest names the three endpoints (relative) and the one tool', () => {
     const manifest = defaultPupManifest('1.2.3');
     expect(manifest).toMatchObject({ name: 'dm-dot', version: '1.2.3', mcp: { url: '/pup/mcp', protocolVersion: '2026-07-28' }, challengeUrl: '/pup/challenge', eventsUrl: '/pup/events' });
     expect(manifest.tools).toEqual([expect.objectContaining({ name: 'send_to_dot' })]);

@@ -27,7 +27,7 @@ function headersFor(signature: string, ts: number, id = MSG_ID): Record<string, 
   return { 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': signature };
 }
 
-describe('sign', () => {
+describe('EV-CHAL-5: sign', () => {
   test('equals an independently computed HMAC-SHA256 over id.timestamp.body, prefixed v1,', () => {
     const { key } = newSecret();
     const ts = 1_790_000_000;
@@ -50,7 +50,7 @@ describe('signatureHeader', () => {
     expect(header.split(' ')).toHaveLength(1);
   });
 
-  test('two keys give two space-separated signatures in the order given (new first)', () => {
+  test('EV-REF-2: two keys give two space-separated signatures in the order given (new first)', () => {
     const current = newSecret();
     const previous = newSecret();
     const ts = 1_790_000_000;
@@ -59,7 +59,7 @@ describe('signatureHeader', () => {
     );
   });
 
-  test('each key of a two-key header verifies with the standardwebhooks Webhook class', () => {
+  test('EV-REF-2: each key of a two-key header verifies with the standardwebhooks Webhook class', () => {
     const current = newSecret();
     const previous = newSecret();
     const ts = Math.floor(Date.now() / 1000);
@@ -79,7 +79,7 @@ describe('signatureHeader', () => {
   });
 });
 
-describe('decodeSecret', () => {
+describe('EV-SUB-7, LIM-6: decodeSecret', () => {
   const of = (bytes: number) => `whsec_${Buffer.alloc(bytes, 0x5a).toString('base64')}`;
 
   test('returns the decoded bytes as the HMAC key', () => {

@@ -80,7 +80,7 @@ function echoing(status: number, make: (nonce: string) => string): (request: { b
 }
 
 describe('callback challenge', () => {
-  test('is one POST to the url exactly as given, with the Standard Webhooks and MCP headers', async () => {
+  test('ARCH-4, EV-CHAL-1, EV-CHAL-2, EV-CHAL-3, EV-CHAL-4, EV-CHAL-6: is one POST to the url exactly as given, with the Standard Webhooks and MCP headers', async () => {
     const { clock, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -93,7 +93,7 @@ describe('callback challenge', () => {
     expect(headers['x-mcp-subscription-id']).toBe(ID_A);
   });
 
-  test('the body is exactly {type:"verification", challenge}', async () => {
+  test('EV-CHAL-2: the body is exactly {type:"verification", challenge}', async () => {
     const { webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -104,7 +104,7 @@ describe('callback challenge', () => {
     expect((body.challenge as string).length).toBeGreaterThanOrEqual(32);
   });
 
-  test('the signature verifies with standardwebhooks under the subscription secret', async () => {
+  test('EV-CHAL-5: the signature verifies with standardwebhooks under the subscription secret', async () => {
     const { webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -113,7 +113,7 @@ describe('callback challenge', () => {
     expect(() => new Webhook(newSecret()).verify(Buffer.from(body), headers)).toThrow();
   });
 
-  test('each challenge carries a fresh nonce and a fresh message id', async () => {
+  test('EV-CHAL-3, EV-CHAL-7: each challenge carries a fresh nonce and a fresh message id', async () => {
     const { clock, webhook, deps } = world();
     webhook.add(echoChallenge, echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -124,7 +124,7 @@ describe('callback challenge', () => {
     expect(first!.headers['webhook-id']).not.toBe(second!.headers['webhook-id']);
   });
 
-  test('passes on an exact echo and writes the subscription', async () => {
+  test('EV-CHAL-8, EV-SUB-13: passes on an exact echo and writes the subscription', async () => {
     const { store, webhook, deps, start } = world();
     webhook.add(echoChallenge);
     await expect(subscribe(deps, PRINCIPAL, params())).resolves.toEqual({
@@ -136,7 +136,7 @@ describe('callback challenge', () => {
     expect(store.subscription).toMatchObject({ id: ID_A, url: URL_A, name: 'message.created', secret: SECRET, principal: PRINCIPAL, expiresAt: start + 7 * DAY });
   });
 
-  test('an echo with extra fields in the response still passes', async () => {
+  test('EV-CHAL-8: an echo with extra fields in the response still passes', async () => {
     const { webhook, deps } = world();
     webhook.add(echoing(200, (nonce) => JSON.stringify({ ok: true, challenge: nonce })));
     await expect(subscribe(deps, PRINCIPAL, params())).resolves.toMatchObject({ id: ID_A });
@@ -163,7 +163,7 @@ describe('callback challenge', () => {
     ['503', 'http_5xx', respond(503)],
   ];
 
-  test.each(failures)('%s fails with -32015 and data.reason %s', async (_label, reason, answer) => {
+  test.each(failures)('EV-CHAL-8, EV-CHAL-9, EV-SUB-16: %s fails with -32015 and data.reason %s', async (_label, reason, answer) => {
     const { store, webhook, deps } = world();
     webhook.add(answer);
     const fault = await faultOf(subscribe(deps, PRINCIPAL, params()));
@@ -179,7 +179,7 @@ describe('callback challenge', () => {
     ['tls_error', 'tls_error'],
     ['connection_refused', 'connection_refused'],
     ['bad_response', 'challenge_failed'],
-  ])('transport failure %s maps to data.reason %s', async (failure, reason) => {
+  ])('EV-CHAL-9: transport failure %s maps to data.reason %s', async (failure, reason) => {
     const { store, webhook, deps } = world();
     webhook.add(transportFailure(failure));
     const fault = await faultOf(subscribe(deps, PRINCIPAL, params()));
@@ -188,7 +188,7 @@ describe('callback challenge', () => {
     expect(store.subscription).toBeUndefined();
   });
 
-  test('the error never carries the endpoint status line or body', async () => {
+  test('EV-CHAL-10: the error never carries the endpoint status line or body', async () => {
     const { webhook, deps } = world();
     webhook.add(respond(500, 'Internal error: stack trace at /srv/app.js:12 token=hunter2'));
     const fault = await faultOf(subscribe(deps, PRINCIPAL, params()));
@@ -197,8 +197,8 @@ describe('callback challenge', () => {
   });
 });
 
-describe('verification cache', () => {
-  test('a second subscribe within 24 h sends no second challenge', async () => {
+describe('EV-SUB-11, STORE-8: verification cache', () => {
+  test('LIM-8: a second subscribe within 24 h sends no second challenge', async () => {
     const { clock, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -207,7 +207,7 @@ describe('verification cache', () => {
     expect(webhook.requests).toHaveLength(1);
   });
 
-  test('after 24 h a new challenge is sent', async () => {
+  test('LIM-8: after 24 h a new challenge is sent', async () => {
     const { clock, webhook, deps } = world();
     webhook.add(echoChallenge, echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -274,7 +274,7 @@ describe('verification cache', () => {
 });
 
 describe('single subscriber', () => {
-  test('another live callback: -32000 without revealing its URL, and no challenge to the new URL', async () => {
+  test('ARCH-9, EV-SUB-15: another live callback: -32000 without revealing its URL, and no challenge to the new URL', async () => {
     const { store, webhook, deps, start } = world();
     const holder = otherSubscription(start);
     store.subscription = holder;
@@ -306,7 +306,7 @@ describe('single subscriber', () => {
     expect(store.subscription?.previousSecret).toBeUndefined();
   });
 
-  test('losing the conditional put to a concurrent subscribe gives -32000 without revealing the winner', async () => {
+  test('ARCH-9, EV-SUB-15: losing the conditional put to a concurrent subscribe gives -32000 without revealing the winner', async () => {
     const { store, webhook, deps, start } = world();
     store.before.putSubscription = () => {
       store.subscription = otherSubscription(start);
@@ -327,7 +327,7 @@ describe('refresh', () => {
     return w;
   }
 
-  test('a new secret moves the old one to previousSecret until now + 10 minutes', async () => {
+  test('EV-REF-1, EV-REF-2, LIM-7: a new secret moves the old one to previousSecret until now + 10 minutes', async () => {
     const { store, clock, webhook, deps } = await subscribed();
     clock.advance(5 * MINUTE);
     const newer = newSecret();
@@ -356,7 +356,7 @@ describe('refresh', () => {
     expect(store.subscription).toMatchObject({ secret: newer, previousSecret: SECRET, previousSecretUntil: until });
   });
 
-  test('a refresh returns deliveryStatus from the stored outcome', async () => {
+  test('DEL-PIPE-20, EV-SUB-14: a refresh returns deliveryStatus from the stored outcome', async () => {
     const { store, clock, webhook, deps } = await subscribed();
     webhook.add(echoChallenge);
     const deliveredAt = clock.now() + 1_000;
@@ -367,21 +367,21 @@ describe('refresh', () => {
     expect(result.deliveryStatus).toEqual({ active: true, lastDeliveryAt: new Date(deliveredAt).toISOString(), lastError: 'timeout' });
   });
 
-  test('a refresh with no delivery yet reports null lastDeliveryAt and lastError', async () => {
+  test('EV-SUB-14: a refresh with no delivery yet reports null lastDeliveryAt and lastError', async () => {
     const { clock, deps } = await subscribed();
     clock.advance(MINUTE);
     const result = await subscribe(deps, PRINCIPAL, params());
     expect(result.deliveryStatus).toEqual({ active: true, lastDeliveryAt: null, lastError: null });
   });
 
-  test('a first subscribe carries no deliveryStatus', async () => {
+  test('EV-SUB-14: a first subscribe carries no deliveryStatus', async () => {
     const { webhook, deps } = world();
     webhook.add(echoChallenge);
     const result = await subscribe(deps, PRINCIPAL, params());
     expect('deliveryStatus' in result).toBe(false);
   });
 
-  test('a refresh keeps the id and createdAt and extends expiresAt', async () => {
+  test('EV-REF-1: a refresh keeps the id and createdAt and extends expiresAt', async () => {
     const { store, clock, deps, start } = await subscribed();
     clock.advance(HOUR);
     const result = await subscribe(deps, PRINCIPAL, params({ ttlMs: 2 * HOUR }));
@@ -396,7 +396,7 @@ describe('refreshBefore', () => {
     ['null ttlMs', null, 7 * DAY],
     ['60,000', 60_000, 60_000],
     ['over 7 days', 30 * DAY, 7 * DAY],
-  ])('is ISO 8601 UTC ending in Z and equals now + the grant (%s)', async (_label, ttlMs, grant) => {
+  ])('EV-SUB-9, EV-SUB-10: is ISO 8601 UTC ending in Z and equals now + the grant (%s)', async (_label, ttlMs, grant) => {
     const { store, webhook, deps, start } = world();
     webhook.add(echoChallenge);
     const result = await subscribe(deps, PRINCIPAL, ttlMs === undefined ? params() : params({ ttlMs }));
@@ -428,14 +428,14 @@ describe('subscribe failures before any I/O', () => {
     expect(store.calls).toEqual([]);
   });
 
-  test('storage unavailable on the read: DependencyUnavailable(storage) and no challenge', async () => {
+  test('EV-SUB-17: storage unavailable on the read: DependencyUnavailable(storage) and no challenge', async () => {
     const { store, webhook, deps } = world();
     store.failing.add('getStoredSubscription');
     await expect(subscribe(deps, PRINCIPAL, params())).rejects.toMatchObject({ name: 'DependencyUnavailable', dependency: 'storage' });
     expect(webhook.requests).toHaveLength(0);
   });
 
-  test('storage unavailable on the write: DependencyUnavailable(storage)', async () => {
+  test('EV-SUB-17: storage unavailable on the write: DependencyUnavailable(storage)', async () => {
     const { store, webhook, deps } = world();
     store.failing.add('putSubscription');
     webhook.add(echoChallenge);
@@ -446,7 +446,7 @@ describe('subscribe failures before any I/O', () => {
 });
 
 describe('unsubscribe', () => {
-  test('deletes the subscription with the matching url', async () => {
+  test('EV-UNSUB-2: deletes the subscription with the matching url', async () => {
     const { store, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -454,7 +454,7 @@ describe('unsubscribe', () => {
     expect(store.subscription).toBeUndefined();
   });
 
-  test('is idempotent: a second unsubscribe succeeds too', async () => {
+  test('EV-UNSUB-3: is idempotent: a second unsubscribe succeeds too', async () => {
     const { store, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -463,7 +463,7 @@ describe('unsubscribe', () => {
     expect(store.subscription).toBeUndefined();
   });
 
-  test('never deletes a different url’s subscription', async () => {
+  test('EV-UNSUB-2, EV-UNSUB-3: never deletes a different url’s subscription', async () => {
     const { store, deps, start } = world();
     const holder = otherSubscription(start);
     store.subscription = holder;
@@ -471,7 +471,7 @@ describe('unsubscribe', () => {
     expect(store.subscription).toEqual(holder);
   });
 
-  test('the url must match byte-exact: a reordered query string deletes nothing', async () => {
+  test('EV-UNSUB-2: the url must match byte-exact: a reordered query string deletes nothing', async () => {
     const { store, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -500,7 +500,7 @@ describe('unsubscribe', () => {
     await expect(unsubscribe(deps, unsubscribeParams(URL_A))).rejects.toMatchObject({ dependency: 'storage' });
   });
 
-  test('queued deliveries for the removed subscription are dropped, not sent', async () => {
+  test('EV-UNSUB-4: queued deliveries for the removed subscription are dropped, not sent', async () => {
     const { store, clock, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -515,7 +515,7 @@ describe('unsubscribe', () => {
 });
 
 describe('a new secret is proven before it signs anything', () => {
-  test('a refresh with a new secret within 24 h is challenged, and the challenge is signed with the new secret', async () => {
+  test('EV-SUB-12: a refresh with a new secret within 24 h is challenged, and the challenge is signed with the new secret', async () => {
     const { store, clock, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -531,7 +531,7 @@ describe('a new secret is proven before it signs anything', () => {
     expect(store.subscription?.secret).toBe(newer);
   });
 
-  test('a refresh whose new secret the callback cannot prove is refused, and the old secret stays in force', async () => {
+  test('EV-SUB-12: a refresh whose new secret the callback cannot prove is refused, and the old secret stays in force', async () => {
     const { store, clock, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -555,7 +555,7 @@ describe('a new secret is proven before it signs anything', () => {
 });
 
 describe('generation', () => {
-  test('a first subscribe starts a generation; a refresh keeps it', async () => {
+  test('EV-GEN-1, EV-GEN-2: a first subscribe starts a generation; a refresh keeps it', async () => {
     const { store, clock, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -566,7 +566,7 @@ describe('generation', () => {
     expect(store.subscription!.generation).toBe(generation);
   });
 
-  test('after an unsubscribe the same callback gets a new generation (its old queue is dropped)', async () => {
+  test('EV-GEN-1, EV-UNSUB-4: after an unsubscribe the same callback gets a new generation (its old queue is dropped)', async () => {
     const { store, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());
@@ -577,7 +577,7 @@ describe('generation', () => {
     expect(store.subscription!.id).toBe(ID_A);
   });
 
-  test('after mere expiry, with the item still stored, the same callback keeps its generation', async () => {
+  test('EV-GEN-2: after mere expiry, with the item still stored, the same callback keeps its generation', async () => {
     const { store, clock, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params({ ttlMs: 60_000 }));
@@ -589,7 +589,7 @@ describe('generation', () => {
     expect(result.deliveryStatus).toBeUndefined();
   });
 
-  test('another callback over an expired item gets a generation of its own', async () => {
+  test('EV-GEN-2: another callback over an expired item gets a generation of its own', async () => {
     const { store, webhook, deps, start } = world();
     store.subscription = otherSubscription(start, { expiresAt: start - 1, generation: 'gen-other' });
     webhook.add(echoChallenge);
@@ -597,7 +597,7 @@ describe('generation', () => {
     expect(store.subscription!.generation).not.toBe('gen-other');
   });
 
-  test('an unsubscribe that lands while the refresh challenge runs is not undone: the refresh starts a new generation', async () => {
+  test('EV-GEN-1: an unsubscribe that lands while the refresh challenge runs is not undone: the refresh starts a new generation', async () => {
     const { store, clock, webhook, deps } = world();
     webhook.add(echoChallenge);
     await subscribe(deps, PRINCIPAL, params());

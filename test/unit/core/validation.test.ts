@@ -70,7 +70,7 @@ function expectInvalid(params: unknown, field: string, policy: UrlPolicy = STRIC
   return fault;
 }
 
-describe('checkMessage', () => {
+describe('LIM-1, TOOL-7: checkMessage', () => {
   const bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 
   test('the valid fixture passes and returns the message', () => {
@@ -175,7 +175,7 @@ describe('checkMessage', () => {
   });
 });
 
-describe('parseSubscribeParams', () => {
+describe('EV-SUB-1: parseSubscribeParams', () => {
   test('the valid fixture passes, returning url, secret, the decoded key and ttlMs', () => {
     const result = parseSubscribeParams(validParams(), STRICT);
     expect(result.url).toBe(URL_WITH_QUERY);
@@ -199,7 +199,7 @@ describe('parseSubscribeParams', () => {
     });
   });
 
-  describe('name', () => {
+  describe('EV-SUB-3: name', () => {
     test('an unknown event name fails naming name', () => {
       expectInvalid({ ...validParams(), name: 'message.deleted' }, 'name');
     });
@@ -210,7 +210,7 @@ describe('parseSubscribeParams', () => {
     });
   });
 
-  describe('arguments', () => {
+  describe('EV-SUB-4: arguments', () => {
     test('absent arguments pass', () => {
       const { arguments: _omit, ...params } = validParams();
       expect(parseSubscribeParams(params, STRICT).url).toBe(URL_WITH_QUERY);
@@ -236,16 +236,16 @@ describe('parseSubscribeParams', () => {
       expectInvalid({ ...validParams(), delivery: 'https://dot.example.com/' }, 'delivery');
     });
 
-    test('a mode other than webhook fails naming delivery.mode', () => {
+    test('EV-LIST-2, EV-SUB-5: a mode other than webhook fails naming delivery.mode', () => {
       expectInvalid(withDelivery({ mode: 'poll' }), 'delivery.mode');
     });
 
-    test('a missing mode fails naming delivery.mode', () => {
+    test('EV-SUB-5: a missing mode fails naming delivery.mode', () => {
       expectInvalid(withDelivery({}, ['mode']), 'delivery.mode');
     });
   });
 
-  describe('delivery.url', () => {
+  describe('EV-SUB-6: delivery.url', () => {
     const url = (value: unknown, policy: UrlPolicy = STRICT) => parseSubscribeParams(withDelivery({ url: value }), policy).url;
 
     test('the query string is kept byte-exact', () => {
@@ -277,7 +277,7 @@ describe('parseSubscribeParams', () => {
       expectInvalid(withDelivery({ url: 'http://dot.example.com/cb' }), 'delivery.url');
     });
 
-    test('http: to a public host fails even with the loopback switch', () => {
+    test('GUARD-13: http: to a public host fails even with the loopback switch', () => {
       expectInvalid(withDelivery({ url: 'http://dot.example.com/cb' }), 'delivery.url', LOOPBACK);
     });
 
@@ -288,11 +288,11 @@ describe('parseSubscribeParams', () => {
       },
     );
 
-    test('http://127.0.0.1 passes with the loopback switch', () => {
+    test('GUARD-13: http://127.0.0.1 passes with the loopback switch', () => {
       expect(url('http://127.0.0.1:8787/cb?x=1', LOOPBACK)).toBe('http://127.0.0.1:8787/cb?x=1');
     });
 
-    test('http://[::1] passes with the loopback switch', () => {
+    test('GUARD-13: http://[::1] passes with the loopback switch', () => {
       expect(url('http://[::1]:8787/cb', LOOPBACK)).toBe('http://[::1]:8787/cb');
     });
 
@@ -308,11 +308,11 @@ describe('parseSubscribeParams', () => {
       expectInvalid(withDelivery({ url: 'http://[::1]:8787/cb' }), 'delivery.url', STRICT);
     });
 
-    test('http://localhost fails even with the loopback switch (only the literals are allowed)', () => {
+    test('GUARD-13: http://localhost fails even with the loopback switch (only the literals are allowed)', () => {
       expectInvalid(withDelivery({ url: 'http://localhost:8787/cb' }), 'delivery.url', LOOPBACK);
     });
 
-    test('http: to another loopback address (127.0.0.2) fails even with the loopback switch', () => {
+    test('GUARD-13: http: to another loopback address (127.0.0.2) fails even with the loopback switch', () => {
       expectInvalid(withDelivery({ url: 'http://127.0.0.2:8787/cb' }), 'delivery.url', LOOPBACK);
     });
 
@@ -363,7 +363,7 @@ describe('parseSubscribeParams', () => {
     });
   });
 
-  describe('delivery.secret', () => {
+  describe('EV-SUB-7, LIM-6: delivery.secret', () => {
     const secretPassing = (secret: string) => parseSubscribeParams(withDelivery({ secret }), STRICT);
 
     /** Bytes whose standard base64 is '++//' repeated: the URL-safe alphabet would spell them '--__'. */
@@ -439,7 +439,7 @@ describe('parseSubscribeParams', () => {
       ['URL-safe', `whsec_${Buffer.alloc(24, 0xff).toString('base64url')}`],
       ['no prefix', Buffer.alloc(32, 0x41).toString('base64')],
       ['garbage', 'whsec_this is my $ecret value!!'],
-    ])('the error message never contains the secret (%s)', (_label, secret) => {
+    ])('EV-SUB-2: the error message never contains the secret (%s)', (_label, secret) => {
       const fault = expectInvalid(withDelivery({ secret }), 'delivery.secret');
       const encoded = secret.replace(/^whsec_/, '');
       expect(fault.message).not.toContain(secret);
@@ -453,7 +453,7 @@ describe('parseSubscribeParams', () => {
     });
   });
 
-  describe('ttlMs', () => {
+  describe('EV-SUB-8: ttlMs', () => {
     const ttl = (value: unknown) => parseSubscribeParams({ ...validParams(), ttlMs: value }, STRICT).ttlMs;
 
     test('absent ttlMs passes as null', () => {
@@ -465,7 +465,7 @@ describe('parseSubscribeParams', () => {
       expect(ttl(null)).toBeNull();
     });
 
-    test('59,999 fails naming ttlMs', () => {
+    test('LIM-5: 59,999 fails naming ttlMs', () => {
       expectInvalid({ ...validParams(), ttlMs: 59_999 }, 'ttlMs');
     });
 
@@ -516,7 +516,7 @@ describe('parseSubscribeParams', () => {
     });
   });
 
-  describe('order of checks (docs/contract/events.md): a request broken in two fields reports the earlier one', () => {
+  describe('EV-SUB-2: order of checks (docs/contract/events.md): a request broken in two fields reports the earlier one', () => {
     const breakers: Array<[string, (p: ReturnType<typeof validParams>) => void]> = [
       ['name', (p) => void (p.name = 'message.deleted')],
       ['arguments', (p) => void (p.arguments = { channel: 'general' })],
@@ -546,7 +546,7 @@ describe('parseSubscribeParams', () => {
   });
 });
 
-describe('parseUnsubscribeParams', () => {
+describe('EV-UNSUB-1: parseUnsubscribeParams', () => {
   const valid = () => ({ name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: URL_WITH_QUERY } });
   const faultCode = (params: unknown) => faultOf(() => parseUnsubscribeParams(params));
 
@@ -593,7 +593,7 @@ describe('parseUnsubscribeParams', () => {
   });
 });
 
-describe('grantTtlMs', () => {
+describe('EV-SUB-9, LIM-5: grantTtlMs', () => {
   test('absent grants 7 days', () => {
     expect(grantTtlMs(undefined)).toBe(7 * DAY_MS);
   });

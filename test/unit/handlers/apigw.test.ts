@@ -62,7 +62,7 @@ function stubLambda(apiKey: string | undefined = API_KEY, store: Store = unusedP
   });
 }
 
-describe('event -> Request', () => {
+describe('MCP-1: event -> Request', () => {
   test('decodes a base64 body to the exact bytes', async () => {
     const bytes = Buffer.from([0x7b, 0x22, 0x6d, 0x22, 0x3a, 0x22, 0xc3, 0xa9, 0x22, 0x7d]); // {"m":"é"}
     const { request } = requestFromEvent(baseEvent({ body: bytes.toString('base64'), isBase64Encoded: true }));
@@ -169,27 +169,27 @@ describe('Response -> result', () => {
 });
 
 describe('the MCP Lambda around the app', () => {
-  test('a body over 1 MiB is answered 413 by the app, without being decoded', async () => {
+  test('HTTP-16: a body over 1 MiB is answered 413 by the app, without being decoded', async () => {
     const event = baseEvent({ rawQueryString: `key=${API_KEY}`, body: Buffer.alloc(MiB + 10, 0x20).toString('base64'), isBase64Encoded: true });
     const result = await stubLambda()(event);
     expect(result.statusCode).toBe(413);
     expect(JSON.parse(result.body!)).toMatchObject({ error: { code: 'payload_too_large' } });
   });
 
-  test('an oversized body on /mcp gets the JSON-RPC shape of the 413', async () => {
+  test('HTTP-16: an oversized body on /mcp gets the JSON-RPC shape of the 413', async () => {
     const event = baseEvent({ rawPath: '/mcp', rawQueryString: `key=${API_KEY}`, body: 'x'.repeat(MiB + 1) });
     const result = await stubLambda()(event);
     expect(result.statusCode).toBe(413);
     expect(JSON.parse(result.body!)).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 } });
   });
 
-  test('the API key is checked before the size: an oversized body without a key is 401', async () => {
+  test('HTTP-6: the API key is checked before the size: an oversized body without a key is 401', async () => {
     const result = await stubLambda()(baseEvent({ body: 'x'.repeat(MiB + 1) }));
     expect(result.statusCode).toBe(401);
     expect(result.headers).toMatchObject({ 'www-authenticate': 'Bearer' });
   });
 
-  test('no key loaded: 503 on authenticated routes, /healthz still answers', async () => {
+  test('HTTP-4, HTTP-8: no key loaded: 503 on authenticated routes, /healthz still answers', async () => {
     const lambda = stubLambda(undefined);
     expect((await lambda(baseEvent({ rawQueryString: `key=${API_KEY}`, body: '{"message":"hi"}' }))).statusCode).toBe(503);
     expect((await lambda(withMethod('GET', baseEvent({ rawPath: '/healthz' })))).statusCode).toBe(200);

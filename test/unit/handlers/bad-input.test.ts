@@ -69,7 +69,7 @@ async function both(config: BadInputRow['config'], call: (app: App) => Promise<A
   return { localAnswer, lambdaAnswer, event: app.lastEvent() };
 }
 
-describe('bad input through the MCP Lambda: one row per malformed-request class', () => {
+describe('CON-1, HTTP-2, HTTP-16, HTTP-18, LOCAL-1, MCP-1: bad input through the MCP Lambda: one row per malformed-request class', () => {
   test('the local-only rows are the Host rows, and there are none today', () => {
     expect(SKIPPED.map((row) => row.klass)).toEqual([]);
     expect(ROWS.length).toBeGreaterThanOrEqual(50);
@@ -86,7 +86,7 @@ describe('bad input through the MCP Lambda: one row per malformed-request class'
   });
 });
 
-describe('the same subscribe checks on the legacy era, through the MCP Lambda', () => {
+describe('EV-1, EV-SUB-2: the same subscribe checks on the legacy era, through the MCP Lambda', () => {
   const rows = ROWS.filter((row) => row.klass.startsWith('events/subscribe:'));
   test.each(rows.map((row) => [row.klass, row] as const))('%s', async (_klass, row) => {
     const { localAnswer, lambdaAnswer } = await both(undefined, (app) => rpcLegacy(app, 'events/subscribe', row.params!), 'legacy-subscribe');
@@ -100,7 +100,7 @@ describe('the same subscribe checks on the legacy era, through the MCP Lambda', 
 });
 
 describe('the boundaries next to the bad rows, through the MCP Lambda', () => {
-  test('a body of exactly 1 MiB is read, as text and as base64; one byte more is 413', async () => {
+  test('HTTP-16: a body of exactly 1 MiB is read, as text and as base64; one byte more is 413', async () => {
     const padded = (n: number) => ping + ' '.repeat(n - ping.length);
     const t = buildLambda();
     const app = asApp(t.lambda);
@@ -165,7 +165,7 @@ const EVENT_ROWS: EventRow[] = [
   { klass: 'a request id that is not a header value (the app makes its own)', change: (e) => ({ ...e, requestContext: { ...e.requestContext, requestId: 'id\n€' } }), status: 200, answer: 'result' },
 ];
 
-describe('events only the Lambda sees: answered, never thrown', () => {
+describe('HTTP-19: events only the Lambda sees: answered, never thrown', () => {
   test.each(EVENT_ROWS.map((row) => [row.klass, row] as const))('%s', async (_klass, row) => {
     const t = buildLambda();
     const event = row.change(await baseEvent());

@@ -75,7 +75,7 @@ function lambdaWith(store: Store, webhook: WebhookClient, queue: DeliveryQueue, 
   return createDeliveryLambda({ delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS }, queue, log: silentLog });
 }
 
-test('retry: visibility set to the delay rounded up to whole seconds, record listed as failed', async () => {
+test('ARCH-6, DEL-PIPE-10, DEL-PIPE-17: retry: visibility set to the delay rounded up to whole seconds, record listed as failed', async () => {
   const store = memoryStore();
   store.add(eventIdOf(1));
   const q = recordingQueue();
@@ -85,7 +85,7 @@ test('retry: visibility set to the delay rounded up to whole seconds, record lis
   expect(store.events.get(eventIdOf(1))).toMatchObject({ status: EventStatus.queued, attempts: 1, lastError: 'http_5xx' });
 });
 
-test('dead_letter: copy with the reason and the original attributes, then deleted', async () => {
+test('DEL-PIPE-18: dead_letter: copy with the reason and the original attributes, then deleted', async () => {
   const store = memoryStore();
   store.add(eventIdOf(2));
   const q = recordingQueue();
@@ -116,7 +116,7 @@ test('DEL-RUN-3: an exception (storage down) keeps the record for SQS to redeliv
   expect(q.visibility).toEqual([]);
 });
 
-test('on its receive limit (attempts + 4; the stack adds 5 more for SQS), a crashing record goes to the DLQ as receive_limit', async () => {
+test('DEL-RUN-1: on its receive limit (attempts + 4; the stack adds 5 more for SQS), a crashing record goes to the DLQ as receive_limit', async () => {
   const q = recordingQueue();
   const lambda = lambdaWith(memoryStore({ failReads: true }), respond(200), q.queue, [1, 4]);
   // Two delays: three attempts, limit 7. Receive 6 is kept for SQS; receive 7 is dead-lettered.
@@ -190,7 +190,7 @@ test('DEL-RUN-1: the receive limit holds on the retry path too: the event is mar
   expect(store.events.get(eventIdOf(11))?.status).toBe(EventStatus.failed);
 });
 
-test('a lease held by the inline attempt defers the record without a POST or a counted attempt', async () => {
+test('DEL-PIPE-7: a lease held by the inline attempt defers the record without a POST or a counted attempt', async () => {
   const store = memoryStore();
   store.add(eventIdOf(12), { notBefore: Date.now() + 2_500 });
   const webhook = { post: jest.fn() };
@@ -269,7 +269,7 @@ test('DEL-RUN-4: a job of an event that failed with no attempt (its enqueue answ
   expect(webhook.post).not.toHaveBeenCalled();
 });
 
-test('records of a batch are processed concurrently', async () => {
+test('DEL-PIPE-10: records of a batch are processed concurrently', async () => {
   const store = memoryStore();
   store.add(eventIdOf(9));
   store.add(eventIdOf(10));

@@ -424,7 +424,7 @@ describe('fuzz: any event (method, path, query, headers, cookies, encoding, body
     domainName: rarely(fc.oneof(fc.constantFrom('evil.example/@x', 'a b', '', '[::1]', 'host:99999999', 'h:65535'), fc.string({ unit: oddChar, maxLength: 20 })), 6),
   });
 
-  test(`${RUNS.anyEvent} events: never a throw or a 5xx, JSON answers, and the checks of docs/contract/http.md in order`, async () => {
+  test(`HTTP-6, HTTP-19: ${RUNS.anyEvent} events: never a throw or a 5xx, JSON answers, and the checks of docs/contract/http.md in order`, async () => {
     await fc.assert(
       fc.asyncProperty(arb, async (c) => {
         reset(t);
@@ -544,7 +544,7 @@ describe('fuzz: the Lambda behind API Gateway answers as the local app does', ()
     subscribed: fc.boolean(),
   });
 
-  test(`${RUNS.differential} requests answered by both: the same status, headers and JSON`, async () => {
+  test(`CON-1, LOCAL-1: ${RUNS.differential} requests answered by both: the same status, headers and JSON`, async () => {
     const local = buildApp({ allowedOrigins: [ALLOWED_ORIGIN] }, { webhook: echoingWebhook });
     const t = buildLambda({ allowedOrigins: [ALLOWED_ORIGIN] }, { webhook: echoingWebhook });
     // Text bodies go as text, anything else base64: either way the Lambda gets the exact bytes.
@@ -597,7 +597,7 @@ describe('fuzz: bodies near and over 1 MiB, as text and as base64', () => {
     t = buildLambda();
   });
 
-  test(`${RUNS.size} bodies around 1 MiB: 413 exactly when the decoded body is over, on /mcp and /v1/messages`, async () => {
+  test(`HTTP-16: ${RUNS.size} bodies around 1 MiB: 413 exactly when the decoded body is over, on /mcp and /v1/messages`, async () => {
     const arb = fc.record({
       size: fc.oneof(fc.integer({ min: MiB - 16, max: MiB + 16 }), fc.constantFrom(MiB, MiB + 1, 2 * MiB, 100)),
       encoding: fc.constantFrom('text', 'base64', 'base64-unpadded'),

@@ -57,7 +57,7 @@ test('one line per request with the route template and the status class of the a
   expect(first?.RequestLatency as number).toBeGreaterThanOrEqual(0);
 });
 
-test('the key in the query string never reaches a metric line: the route is the template, not the path', async () => {
+test('HTTP-10: the key in the query string never reaches a metric line: the route is the template, not the path', async () => {
   const { lambda, lines } = instrumented();
   const result = await lambda(await event('GET /mcp', `https://api.example/mcp?key=${API_KEY}`));
   expect(result.statusCode).toBe(405);

@@ -15,10 +15,10 @@ import { API_KEY, buildApp, keyQuery, legacyHeaders, request, send } from '../..
 const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
-describe('API key: either matching credential authenticates', () => {
+describe('HTTP-5: API key: either matching credential authenticates', () => {
   const { app } = buildApp();
 
-  test('an empty ?key= does not hide a valid Bearer header', async () => {
+  test('MCP-11: an empty ?key= does not hide a valid Bearer header', async () => {
     const answer = await send(app, { query: 'key=', headers: legacyHeaders(bearer(API_KEY)), body: ping });
     expect(answer.status).toBe(200);
   });
@@ -33,13 +33,13 @@ describe('API key: either matching credential authenticates', () => {
     expect(answer.status).toBe(200);
   });
 
-  test('a wrong ?key= and a wrong Bearer are 401', async () => {
+  test('HTTP-9: a wrong ?key= and a wrong Bearer are 401', async () => {
     const answer = await send(app, { query: keyQuery('wrong-1'), headers: legacyHeaders(bearer('wrong-2')), body: ping });
     expect(answer.status).toBe(401);
     expect(answer.headers.get('www-authenticate')).toBe('Bearer');
   });
 
-  test('an empty ?key= and no Bearer is 401', async () => {
+  test('HTTP-9: an empty ?key= and no Bearer is 401', async () => {
     const answer = await send(app, { query: 'key=', headers: legacyHeaders(), body: ping });
     expect(answer.status).toBe(401);
   });
@@ -56,7 +56,7 @@ describe('API key: either matching credential authenticates', () => {
   });
 });
 
-describe('Origin: the local runtime accepts its own origin (docs/contract/http.md)', () => {
+describe('HTTP-13: Origin: the local runtime accepts its own origin (docs/contract/http.md)', () => {
   const local = buildApp({ allowedHosts: ['127.0.0.1:8787', 'localhost:8787', '[::1]:8787', 'tunnel.example.com'] }).app;
   async function status(app: App, origin: string, host = '127.0.0.1:8787'): Promise<number> {
     const response = await app.handle(request({ headers: legacyHeaders({ origin }), body: ping }), { host });
@@ -64,7 +64,7 @@ describe('Origin: the local runtime accepts its own origin (docs/contract/http.m
   }
 
   test.each(['http://127.0.0.1:8787', 'http://localhost:8787', 'http://[::1]:8787', 'http://LOCALHOST:8787', 'http://tunnel.example.com'])(
-    'its own origin %s is accepted',
+    'HTTP-15: its own origin %s is accepted',
     async (origin) => {
       expect(await status(local, origin)).toBe(200);
     },
@@ -84,7 +84,7 @@ describe('Origin: the local runtime accepts its own origin (docs/contract/http.m
     ['user info in front of an allowed host', 'http://evil@127.0.0.1:8787'],
     ['the literal null origin', 'null'],
     ['an empty origin', ''],
-  ])('%s is refused with 403', async (_why, origin) => {
+  ])('HTTP-11: %s is refused with 403', async (_why, origin) => {
     expect(await status(local, origin)).toBe(403);
   });
 

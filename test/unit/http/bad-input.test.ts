@@ -643,7 +643,7 @@ export function expectBadInputAnswer(row: BadInputRow, answer: Answer): void {
 const RUN_HERE = expect.getState().testPath === __filename;
 const suite: (name: string, fn: () => void) => void = RUN_HERE ? describe : () => undefined;
 
-suite('bad input: one row per malformed-request class', () => {
+suite('DEL-PIPE-1, DEL-REST-1, DEL-REST-2, DEL-REST-3, EV-SUB-1, EV-SUB-2, EV-SUB-3, EV-SUB-4, EV-SUB-5, EV-SUB-6, EV-SUB-7, EV-SUB-8, EV-UNSUB-1, HTTP-2, HTTP-3, HTTP-8, HTTP-9, HTTP-11, HTTP-16, HTTP-17, HTTP-18, HTTP-19, LIM-1, LIM-2, MCP-3, MCP-4, MCP-5, MCP-6, MCP-15, PUP-3, TOOL-7, TOOL-8: bad input: one row per malformed-request class', () => {
   test.each(BAD_INPUT_ROWS.map((row) => [row.klass, row] as const))('%s', async (_klass, row) => {
     const t = buildApp(row.config);
     const answer = await row.call(t.app);
@@ -652,7 +652,7 @@ suite('bad input: one row per malformed-request class', () => {
   });
 });
 
-suite('the same subscribe checks on the legacy era', () => {
+suite('EV-1, EV-SUB-2: the same subscribe checks on the legacy era', () => {
   const rows = BAD_INPUT_ROWS.filter((row) => row.klass.startsWith('events/subscribe:'));
   test.each(rows.map((row) => [row.klass, row] as const))('%s', async (_klass, row) => {
     const t = buildApp();
@@ -667,7 +667,7 @@ suite('the same subscribe checks on the legacy era', () => {
 });
 
 suite('one validation for both send surfaces', () => {
-  test('bytes that are not UTF-8 are refused with the very same sentence by the tool and by REST', async () => {
+  test('DEL-REST-1, TOOL-7: bytes that are not UTF-8 are refused with the very same sentence by the tool and by REST', async () => {
     const t = buildApp();
     t.store.subscription = liveSubscription();
     const withBadByte = (json: string, marker: string) => {
@@ -687,7 +687,7 @@ suite('one validation for both send surfaces', () => {
 });
 
 suite('the boundaries next to the bad rows are accepted', () => {
-  test('a message of exactly 16,384 UTF-8 bytes (multi-byte) is queued, on the tool and on REST', async () => {
+  test('DEL-REST-1, LIM-1, TOOL-7: a message of exactly 16,384 UTF-8 bytes (multi-byte) is queued, on the tool and on REST', async () => {
     const t = buildApp();
     t.store.subscription = liveSubscription();
     const message = `${'€'.repeat(5461)}x`; // 3 * 5461 + 1 = 16,384 bytes
@@ -700,7 +700,7 @@ suite('the boundaries next to the bad rows are accepted', () => {
     await t.app.close();
   });
 
-  test('a body of exactly 1 MiB is read (streamed and declared)', async () => {
+  test('HTTP-16, LIM-2, MCP-11: a body of exactly 1 MiB is read (streamed and declared)', async () => {
     const t = buildApp();
     const padded = (n: number) => ping + ' '.repeat(n - ping.length);
     const streamed = await send(t.app, { headers: legacyHeaders(), body: new Blob([padded(MiB)]).stream() });
@@ -712,7 +712,7 @@ suite('the boundaries next to the bad rows are accepted', () => {
     await t.app.close();
   });
 
-  test('an allowed Origin passes and gets CORS headers', async () => {
+  test('HTTP-12: an allowed Origin passes and gets CORS headers', async () => {
     const t = buildApp({ allowedOrigins: ['https://inspector.example'] });
     const answer = await send(t.app, { headers: legacyHeaders({ origin: 'https://inspector.example' }), body: ping });
     expect(answer.status).toBe(200);
@@ -720,7 +720,7 @@ suite('the boundaries next to the bad rows are accepted', () => {
     await t.app.close();
   });
 
-  test('the modern era with a known version is served', async () => {
+  test('HTTP-1, TOOL-1: the modern era with a known version is served', async () => {
     const t = buildApp();
     const answer = await rpcModern(t.app, 'tools/list');
     expect(answer.status).toBe(200);

@@ -98,7 +98,7 @@ afterAll(() => {
   if (process.env.FUZZ_STATS === '1') process.stdout.write(`${JSON.stringify(Object.fromEntries([...reached].sort()), null, 1)}\n`);
 });
 
-test('the pup door answers every generated request within its contract', async () => {
+test('PUP-7, PUP-11, PUP-17: the pup door answers every generated request within its contract', async () => {
   await fc.assert(
     fc.asyncProperty(fc.array(requestCase, { minLength: 1, maxLength: 6 }), async (cases) => {
       const clock = new FakeClock();

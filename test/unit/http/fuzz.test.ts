@@ -461,7 +461,7 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
   });
   afterAll(() => t.app.close());
 
-  test(`${RUNS.mcpModern} requests shaped for the 2026-07-28 era answer JSON-RPC`, async () => {
+  test(`HTTP-19, MCP-3, MCP-7: ${RUNS.mcpModern} requests shaped for the 2026-07-28 era answer JSON-RPC`, async () => {
     await fc.assert(
       fc.asyncProperty(mcpCase, async (c) => {
         resetState(t);
@@ -471,7 +471,7 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
     );
   }, 120_000);
 
-  test(`${RUNS.mcpMixed} requests of either era (legacy headers, no headers, mixed) answer JSON-RPC`, async () => {
+  test(`MCP-7: ${RUNS.mcpMixed} requests of either era (legacy headers, no headers, mixed) answer JSON-RPC`, async () => {
     const legacyish = fc.tuple(mcpCase, fc.constantFrom('legacy', 'bare', 'as-is'), fc.constantFrom('2025-03-26', '2025-06-18', '2025-11-25')).map(([c, era, version]) => {
       const headers = { ...c.headers };
       if (era !== 'as-is') {
@@ -499,7 +499,7 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
     );
   }, 120_000);
 
-  test(`${RUNS.methodMismatch} Mcp-Method headers that disagree with the body answer -32020`, async () => {
+  test(`MCP-4: ${RUNS.methodMismatch} Mcp-Method headers that disagree with the body answer -32020`, async () => {
     const modernMethods = ['tools/list', 'events/list', 'server/discover', 'ping', 'events/unsubscribe', 'events/subscribe'];
     const arb = fc.tuple(fc.constantFrom(...modernMethods), fc.oneof(fc.constantFrom(...modernMethods, 'tools/call', 'initialize'), oddString.filter((s) => s.length > 0)));
     await fc.assert(
@@ -517,7 +517,7 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
     );
   }, 120_000);
 
-  test(`${RUNS.versionUnknown} unknown protocol versions in _meta answer -32022`, async () => {
+  test(`MCP-5: ${RUNS.versionUnknown} unknown protocol versions in _meta answer -32022`, async () => {
     const unknown = fc.oneof(fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 20 }), fc.date({ noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)), oddString.filter((s) => s.length > 0));
     const arb = fc.tuple(unknown, fc.boolean(), fc.constantFrom('tools/list', 'events/list', 'server/discover', 'ping'));
     await fc.assert(
@@ -537,7 +537,7 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
     );
   }, 120_000);
 
-  test(`${RUNS.versionMismatch} MCP-Protocol-Version headers that disagree with _meta answer -32020`, async () => {
+  test(`MCP-4: ${RUNS.versionMismatch} MCP-Protocol-Version headers that disagree with _meta answer -32020`, async () => {
     const other = fc.oneof(fc.constantFrom(...KNOWN_VERSIONS.filter((v) => v !== MODERN), '2099-01-01'), fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 20 }));
     const arb = fc.tuple(other, fc.constantFrom('tools/list', 'events/list', 'server/discover', 'ping'));
     await fc.assert(
@@ -569,7 +569,7 @@ describe('fuzz: send_to_dot and POST /v1/messages with odd messages', () => {
     { weight: 1, arbitrary: wrongValue },
   );
 
-  test(`${RUNS.toolMessage} tool calls: queued exactly when the trimmed message is 1..16,384 UTF-8 bytes, else a tool error sentence`, async () => {
+  test(`LIM-1, TOOL-7: ${RUNS.toolMessage} tool calls: queued exactly when the trimmed message is 1..16,384 UTF-8 bytes, else a tool error sentence`, async () => {
     const arb = fc.tuple(message, fc.boolean(), fc.boolean());
     await fc.assert(
       fc.asyncProperty(arb, async ([msg, modern, subscribed]) => {
@@ -608,7 +608,7 @@ describe('fuzz: send_to_dot and POST /v1/messages with odd messages', () => {
     );
   }, 120_000);
 
-  test(`${RUNS.restMessage} REST sends: 202 exactly when the trimmed message is 1..16,384 UTF-8 bytes, else 400 invalid_input or 409`, async () => {
+  test(`DEL-REST-1, TOOL-7: ${RUNS.restMessage} REST sends: 202 exactly when the trimmed message is 1..16,384 UTF-8 bytes, else 400 invalid_input or 409`, async () => {
     const arb = fc.tuple(message, fc.boolean(), rarely(fc.dictionary(oddString, wrongValue, { minKeys: 1, maxKeys: 2 }), 5));
     await fc.assert(
       fc.asyncProperty(arb, async ([msg, subscribed, extra]) => {
@@ -644,7 +644,7 @@ describe('fuzz: bodies near and over 1 MiB', () => {
   });
   afterAll(() => t.app.close());
 
-  test(`${RUNS.size} bodies around 1 MiB: 413 exactly when over, declared or streamed, on /mcp and /v1/messages`, async () => {
+  test(`HTTP-16, LIM-2: ${RUNS.size} bodies around 1 MiB: 413 exactly when over, declared or streamed, on /mcp and /v1/messages`, async () => {
     const arb = fc.record({
       size: fc.oneof(fc.integer({ min: MiB - 64, max: MiB + 64 }), fc.constantFrom(MiB, MiB + 1, 2 * MiB, 100)),
       how: fc.constantFrom('declared', 'streamed', 'understated', 'garbage-length'),
@@ -692,7 +692,7 @@ describe('fuzz: bodies near and over 1 MiB', () => {
     );
   }, 120_000);
 
-  test('a streamed body far over 1 MiB is cut off after reading a little over the limit', async () => {
+  test('HTTP-16: a streamed body far over 1 MiB is cut off after reading a little over the limit', async () => {
     let pulled = 0;
     const body = new ReadableStream<Uint8Array>({
       pull(controller) {
@@ -776,7 +776,7 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
 
   const isJsonType = (value: string | null) => (value ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
 
-  test(`${RUNS.anyRequest} requests: no 5xx, JSON bodies, and the checks of docs/contract/http.md in order`, async () => {
+  test(`HTTP-2, HTTP-4, HTTP-5, HTTP-6, HTTP-9, HTTP-11, HTTP-17, HTTP-19: ${RUNS.anyRequest} requests: no 5xx, JSON bodies, and the checks of docs/contract/http.md in order`, async () => {
     await fc.assert(
       fc.asyncProperty(anyCase, async (c) => {
         resetState(t);

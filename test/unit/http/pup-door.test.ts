@@ -129,7 +129,7 @@ describe('pup door: what only fakes show', () => {
     expect(t.store.calls).toEqual([]);
   });
 
-  test('the MCP call runs as the pup principal, not as the API key', async () => {
+  test('PUP-14: the MCP call runs as the pup principal, not as the API key', async () => {
     const clock = new FakeClock();
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
     const target = { app: t.app, clock, logs: t.logs };
@@ -144,7 +144,7 @@ describe('pup door: what only fakes show', () => {
     expect(PUP_PRINCIPAL).not.toBe(principalOf('test-api-key-0123456789abcdef'));
   });
 
-  test('/pup/ paths outside the four routes are 404', async () => {
+  test('PUP-2: /pup/ paths outside the four routes are 404', async () => {
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } });
     const response = await t.app.handle(new Request('https://dmdot.example/pup/other', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }));
     expect(response.status).toBe(404);
@@ -156,7 +156,7 @@ describe('pup door: what only fakes show', () => {
     expect(response.status).toBe(403);
   });
 
-  test('MCP Tasks work through the pup door too: a task for a slow delivery, read back with tasks/get, bound to the pup principal', async () => {
+  test('PUP-18, TASK-2, TASK-6: MCP Tasks work through the pup door too: a task for a slow delivery, read back with tasks/get, bound to the pup principal', async () => {
     const clock = new FakeClock();
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock, deliveryWaitMs: 0, webhook: { post: async () => respond(503) } });
     t.store.subscription = liveSubscription(clock.now());
@@ -209,7 +209,7 @@ describe('pup door: refusals before the body is read, and a cap on bodies in fli
     ['every signature header missing', {}],
     ['a malformed signature', { 'webhook-id': 'msg_1', 'webhook-timestamp': 'now', 'webhook-signature': 'v1,abc' }],
     ['a signature of another version only', { 'webhook-id': 'msg_1', 'webhook-timestamp': '1', 'webhook-signature': `v2,${'A'.repeat(43)}=` }],
-  ])('%s: 401 invalid_signature without reading a byte of the body', async (_label, headers) => {
+  ])('PUP-7: %s: 401 invalid_signature without reading a byte of the body', async (_label, headers) => {
     const clock = new FakeClock();
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
     const { pulled, request } = streamingRequest(headers);
@@ -219,7 +219,7 @@ describe('pup door: refusals before the body is read, and a cap on bodies in fli
     expect(pulled.count).toBe(0);
   });
 
-  test('a timestamp outside the window: 401 stale_timestamp without reading the body', async () => {
+  test('LIM-9, PUP-8: a timestamp outside the window: 401 stale_timestamp without reading the body', async () => {
     const clock = new FakeClock();
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
     const ts = String(Math.floor(clock.now() / 1000) - 3600);

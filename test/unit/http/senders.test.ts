@@ -172,7 +172,7 @@ describe('sender rate', () => {
 describe('connector key rotation and the stable principal', () => {
   const NEW_KEY = 'new-connector-key-0123456789abcdef';
 
-  test('HTTP-KEY-9: an existing deployment keeps the principal its subscription ids were made from (the hash of its key)', async () => {
+  test('EV-ID-1, HTTP-KEY-9: an existing deployment keeps the principal its subscription ids were made from (the hash of its key)', async () => {
     const { app, access, store } = setup();
     const answer = await call(app, API_KEY, 'events/subscribe', subscribeParams);
     expect(rpcErrorCode(answer.json)).toBeUndefined();
@@ -180,7 +180,7 @@ describe('connector key rotation and the stable principal', () => {
     expect(access.deployment).toMatchObject({ principal: principalOf(API_KEY), keyHash: keyHashOf(API_KEY) });
   });
 
-  test('HTTP-KEY-10: after a rotation with an overlap both keys work and the subscription id stays; after the overlap the old key is 401', async () => {
+  test('EV-ID-4, HTTP-KEY-10: after a rotation with an overlap both keys work and the subscription id stays; after the overlap the old key is 401', async () => {
     const access = new FakeAccessStore();
     const clock = new FakeClock();
     const store = new FakeStore();

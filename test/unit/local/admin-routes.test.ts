@@ -53,7 +53,7 @@ async function adminServer(overrides: Partial<AdminDeps> = {}) {
   };
 }
 
-describe('admin routes are for this machine only', () => {
+describe('CLI-14: admin routes are for this machine only', () => {
   let s: Awaited<ReturnType<typeof adminServer>>;
   beforeEach(async () => {
     s = await adminServer();
@@ -83,7 +83,7 @@ describe('admin routes are for this machine only', () => {
     expect(await s.get('/admin/events', { origin: `http://127.0.0.1:${s.port}` })).toMatchObject({ status: 403, body: { error: { code: 'forbidden_origin' } } });
   });
 
-  test('the API key is not the admin token: 401', async () => {
+  test('CLI-14: the API key is not the admin token: 401', async () => {
     expect(await s.get('/admin/events', { authorization: `Bearer ${API_KEY}` })).toMatchObject({ status: 401, body: { error: { code: 'unauthorized' } } });
   });
 

@@ -56,7 +56,7 @@ function raw(port: number, chunks: string[], gapMs: number): Promise<{ text: str
   });
 }
 
-test('the deadlines: 5 s for a pup request, 15 s for any other, from the first byte to the answer', () => {
+test('PUP-18: the deadlines: 5 s for a pup request, 15 s for any other, from the first byte to the answer', () => {
   expect(requestBudgetMs('/pup/mcp')).toBe(5_000);
   expect(requestBudgetMs('/pup/events')).toBe(5_000);
   expect(requestBudgetMs('/mcp')).toBe(15_000);

@@ -76,7 +76,7 @@ function signal<T = void>() {
   return { fire, fired };
 }
 
-describe('the schedule (fake clock, one pass at a time)', () => {
+describe('LOCAL-4: the schedule (fake clock, one pass at a time)', () => {
   let clock: FakeClock;
   let db: EmbeddedDatabase;
   let webhook: ScriptedWebhookClient;
@@ -124,7 +124,7 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     await expect(pass.runDue()).resolves.toBe(1);
   });
 
-  it('a transient failure reschedules the job exactly one retry delay later, then the next delay', async () => {
+  it('LIM-10, LOCAL-4: a transient failure reschedules the job exactly one retry delay later, then the next delay', async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     webhook.add(respond(503), respond(503), respond(200));
     const pass = worker();
@@ -174,7 +174,7 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     await expect(db.store.getEvent(id(1), T0)).resolves.toMatchObject({ status: 'failed', attempts: 1 });
   });
 
-  it('a permanent failure dead-letters the job with its reason', async () => {
+  it('DEL-PIPE-18: a permanent failure dead-letters the job with its reason', async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     webhook.add(respond(404));
     await worker().runDue();
@@ -183,7 +183,7 @@ describe('the schedule (fake clock, one pass at a time)', () => {
     await expect(db.jobs.counts()).resolves.toEqual({ queued: 0, deadLetters: 1 });
   });
 
-  it('behind the inline attempt\'s lease the job is deferred to the lease\'s end, counting no attempt', async () => {
+  it('DEL-PIPE-7: behind the inline attempt\'s lease the job is deferred to the lease\'s end, counting no attempt', async () => {
     await db.outbox.add(recordAt(T0, 1, { notBefore: T0 + 3000 }), job(1));
     await worker().runDue();
     expect(webhook.requests).toHaveLength(0);

@@ -51,7 +51,7 @@ function record(overrides: Partial<EventRecord> = {}): EventRecord {
   return { eventId: EVENT_ID, status: 'queued', subscriptionId: 'sub_x', attempts: 1, createdAt: T0, expiresAt: T0 + 7 * DAY, ...overrides };
 }
 
-describe('declaring the extension (per-request client capabilities)', () => {
+describe('TASK-2: declaring the extension (per-request client capabilities)', () => {
   test('an empty object under extensions["io.modelcontextprotocol/tasks"] declares it', () => {
     expect(declaresTasks(WITH_TASKS)).toBe(true);
   });
@@ -101,8 +101,8 @@ describe('task ids: derived from the event id and bound to the principal', () =>
   });
 });
 
-describe('the task view of an event record', () => {
-  test('queued is working, with the queued sentence, times and the record lifetime as ttlMs', () => {
+describe('TASK-5: the task view of an event record', () => {
+  test('TASK-5, TOOL-11: queued is working, with the queued sentence, times and the record lifetime as ttlMs', () => {
     const task = taskOf(record(), PRINCIPAL, T0 + 2_000);
     expect(task).toEqual({
       taskId: taskIdOf(PRINCIPAL, EVENT_ID),
@@ -115,11 +115,11 @@ describe('the task view of an event record', () => {
     });
   });
 
-  test('ttlMs follows the record: a record kept 15 days gives a 15-day task', () => {
+  test('STORE-4, TASK-4: ttlMs follows the record: a record kept 15 days gives a 15-day task', () => {
     expect(taskOf(record({ expiresAt: T0 + 15 * DAY }), PRINCIPAL, T0).ttlMs).toBe(15 * DAY);
   });
 
-  test('delivered is completed with the synchronous tool result, updated at delivery', () => {
+  test('TASK-6: delivered is completed with the synchronous tool result, updated at delivery', () => {
     const task = taskOf(record({ status: 'delivered', deliveredAt: T0 + 2_500 }), PRINCIPAL, T0 + 3_000);
     expect(task.status).toBe('completed');
     expect(task).toMatchObject({ lastUpdatedAt: new Date(T0 + 2_500).toISOString() });
@@ -127,7 +127,7 @@ describe('the task view of an event record', () => {
     expect(task.status === 'completed' && task.result.content[0]!.text).toBe(`ChatGPT accepted event ${EVENT_ID} for asynchronous processing by your dot.`);
   });
 
-  test('failed is completed (not the failed status) with the rejection as an isError tool result', () => {
+  test('TASK-6: failed is completed (not the failed status) with the rejection as an isError tool result', () => {
     const task = taskOf(record({ status: 'failed', lastError: 'http_4xx' }), PRINCIPAL, T0);
     expect(task.status).toBe('completed');
     if (task.status !== 'completed') return;
@@ -150,7 +150,7 @@ describe('the task view of an event record', () => {
 describe('taskForQueued: the answer when the wait window ended', () => {
   const deps = (store: FakeStore) => ({ store, clock: new FakeClock() });
 
-  test('a queued record gives a CreateTaskResult, read back first (durably created)', async () => {
+  test('TASK-4: a queued record gives a CreateTaskResult, read back first (durably created)', async () => {
     const store = new FakeStore();
     store.events.set(EVENT_ID, record());
     const answer = await taskForQueued(deps(store), PRINCIPAL, EVENT_ID);
@@ -233,8 +233,8 @@ async function createdTask(t: TestApp): Promise<{ taskId: string; eventId: strin
 const resultOf = (answer: { json: unknown }) => (answer.json as { result: Record<string, unknown> }).result;
 const errorOf = (answer: { json: unknown }) => (answer.json as { error: { code: number; message: string; data?: unknown } }).error;
 
-describe('over the wire (2026-07-28), through the whole app', () => {
-  test('server/discover advertises the extension next to the events one', async () => {
+describe('TASK-1: over the wire (2026-07-28), through the whole app', () => {
+  test('MCP-2, TASK-1: server/discover advertises the extension next to the events one', async () => {
     const answer = await rpc(buildApp(), 'server/discover', {}, WITHOUT_TASKS);
     expect(resultOf(answer).capabilities).toEqual({
       tools: { listChanged: false },
@@ -248,7 +248,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect((resultOf(answer).capabilities as { extensions: object }).extensions).toEqual({ 'io.modelcontextprotocol/events': {} });
   });
 
-  test('a queued send answers a task to a caller that declares the extension', async () => {
+  test('DEL-PIPE-6, MCP-8, TASK-4, TOOL-12: a queued send answers a task to a caller that declares the extension', async () => {
     const t = appWithSubscription();
     const answer = await callSend(t);
     const result = resultOf(answer);
@@ -259,7 +259,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(result.structuredContent).toEqual({ eventId, status: 'queued' });
   });
 
-  test('the same send without the extension keeps the queued text', async () => {
+  test('TASK-3, TOOL-11, TOOL-12: the same send without the extension keeps the queued text', async () => {
     const t = appWithSubscription();
     const result = resultOf(await callSend(t, WITHOUT_TASKS));
     const [eventId] = [...t.store.events.keys()];
@@ -278,7 +278,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(resultOf(answer)).toMatchObject({ resultType: 'complete', isError: true });
   });
 
-  test('tasks/get: working while queued, then completed with the delivered tool result', async () => {
+  test('TASK-6: tasks/get: working while queued, then completed with the delivered tool result', async () => {
     const t = appWithSubscription();
     const { taskId, eventId } = await createdTask(t);
     const working = GetTaskResultSchema.parse(resultOf(await rpc(t, 'tasks/get', { taskId })));
@@ -298,7 +298,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     });
   });
 
-  test('tasks/get: a rejected delivery completes with isError and the failure text', async () => {
+  test('TASK-6: tasks/get: a rejected delivery completes with isError and the failure text', async () => {
     const t = appWithSubscription();
     const { taskId, eventId } = await createdTask(t);
     Object.assign(t.store.events.get(eventId)!, { status: 'failed', lastError: 'http_4xx' });
@@ -306,7 +306,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(completed).toMatchObject({ status: 'completed', result: { isError: true, structuredContent: { eventId, status: 'failed' } } });
   });
 
-  test('tasks/get from a request that does not declare the extension is -32021 naming it', async () => {
+  test('TASK-2: tasks/get from a request that does not declare the extension is -32021 naming it', async () => {
     const t = appWithSubscription();
     const { taskId } = await createdTask(t);
     for (const method of ['tasks/get', 'tasks/cancel', 'tasks/update']) {
@@ -316,7 +316,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     }
   });
 
-  test('an unknown, malformed or expired task id is -32602 "Task not found"', async () => {
+  test('TASK-1: an unknown, malformed or expired task id is -32602 "Task not found"', async () => {
     const t = appWithSubscription();
     const { taskId } = await createdTask(t);
     const unknown = taskIdOf(PRINCIPAL, `evt_${'cd'.repeat(16)}`);
@@ -328,7 +328,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(errorOf(await rpc(t, 'tasks/get', { taskId }))).toEqual({ code: -32602, message: 'Failed to retrieve task: Task not found' });
   });
 
-  test('a storage outage on tasks/get is -32603 with the generic sentence', async () => {
+  test('HTTP-19: a storage outage on tasks/get is -32603 with the generic sentence', async () => {
     const t = appWithSubscription();
     const { taskId } = await createdTask(t);
     t.store.failing.add('getEvent');
@@ -343,7 +343,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(errorOf(answer).code).toBe(-32020);
   });
 
-  test('tasks/update is acknowledged with an empty complete result and changes nothing', async () => {
+  test('MCP-8, TASK-7: tasks/update is acknowledged with an empty complete result and changes nothing', async () => {
     const t = appWithSubscription();
     const { taskId } = await createdTask(t);
     const writes = t.store.writes.length;
@@ -352,7 +352,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(t.store.writes.length).toBe(writes);
   });
 
-  test('tasks/update without inputResponses, or for an unknown task, is -32602', async () => {
+  test('TASK-7: tasks/update without inputResponses, or for an unknown task, is -32602', async () => {
     const t = appWithSubscription();
     const { taskId } = await createdTask(t);
     expect(errorOf(await rpc(t, 'tasks/update', { taskId }))).toEqual({ code: -32602, message: 'tasks/update: params.inputResponses must be an object.' });
@@ -360,7 +360,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(errorOf(await rpc(t, 'tasks/update', { taskId: unknown, inputResponses: {} }))).toEqual({ code: -32602, message: 'Failed to retrieve task: Task not found' });
   });
 
-  test('tasks/cancel of an unsettled task is an empty acknowledgement; the event is dropped and the task reads cancelled', async () => {
+  test('TASK-8: tasks/cancel of an unsettled task is an empty acknowledgement; the event is dropped and the task reads cancelled', async () => {
     const t = appWithSubscription();
     const { taskId, eventId } = await createdTask(t);
     expect(resultOf(await rpc(t, 'tasks/cancel', { taskId }))).toEqual({ resultType: 'complete', _meta: expect.any(Object) });
@@ -371,7 +371,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(errorOf(await rpc(t, 'tasks/cancel', { taskId: unknown }))).toEqual({ code: -32602, message: 'Failed to retrieve task: Task not found' });
   });
 
-  test('tasks/cancel of a settled task is an empty acknowledgement that changes nothing', async () => {
+  test('TASK-9: tasks/cancel of a settled task is an empty acknowledgement that changes nothing', async () => {
     const t = appWithSubscription();
     const { taskId, eventId } = await createdTask(t);
     Object.assign(t.store.events.get(eventId)!, { status: 'delivered', deliveredAt: t.clock.now() });
@@ -381,7 +381,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
     expect(resultOf(await rpc(t, 'tasks/get', { taskId }))).toMatchObject({ status: 'completed' });
   });
 
-  test('an attempt in flight when the task was cancelled lands as it settled: the task then reads completed', async () => {
+  test('TASK-8: an attempt in flight when the task was cancelled lands as it settled: the task then reads completed', async () => {
     const t = appWithSubscription();
     const { taskId, eventId } = await createdTask(t);
     await rpc(t, 'tasks/cancel', { taskId });
@@ -401,7 +401,7 @@ describe('over the wire (2026-07-28), through the whole app', () => {
 });
 
 describe('legacy era: no tasks', () => {
-  test('a legacy tools/call that carries the capability in _meta still gets the queued text', async () => {
+  test('TASK-3: a legacy tools/call that carries the capability in _meta still gets the queued text', async () => {
     const t = appWithSubscription();
     const capabilities = { 'io.modelcontextprotocol/clientCapabilities': WITH_TASKS['io.modelcontextprotocol/clientCapabilities'] };
     const answer = await rpcLegacy(t.app, 'tools/call', { name: 'send_to_dot', arguments: { message: 'hi' }, _meta: capabilities });

@@ -39,7 +39,7 @@ describe('senders', () => {
 });
 
 describe('rotation', () => {
-  test('HTTP-KEY-9: the first rotation of an upgraded deployment keeps the principal of the key it replaces', async () => {
+  test('EV-ID-1, HTTP-KEY-9: the first rotation of an upgraded deployment keeps the principal of the key it replaces', async () => {
     const access = new FakeAccessStore();
     const rotation = await recordRotation(access, 'old-key', 'new-key', 0, T0);
     expect(rotation).toStrictEqual({ principal: principalOf('old-key'), previousKeyUntil: null });

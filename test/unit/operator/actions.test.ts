@@ -133,7 +133,7 @@ describe('clearSubscription', () => {
     expect(store.writes).toEqual([]);
   });
 
-  it('a subscription that replaces the one read, between the read and the delete, is left alone', async () => {
+  it('STORE-11: a subscription that replaces the one read, between the read and the delete, is left alone', async () => {
     store.subscription = subscription();
     store.before.deleteSubscription = () => {
       store.subscription = subscription({ ...SUB_B });

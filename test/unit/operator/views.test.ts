@@ -71,7 +71,7 @@ function event(overrides: Partial<EventRecord> = {}): EventRecord {
   };
 }
 
-describe('subscriptionView', () => {
+describe('CLI-6: subscriptionView', () => {
   it('shows the id, the callback host and the times as ISO strings; null for no delivery yet', () => {
     expect(subscriptionView(subscription())).toStrictEqual({
       id: 'sub_0123456789abcdef0123456789abcdef',
@@ -115,7 +115,7 @@ describe('subscriptionView', () => {
   });
 });
 
-describe('eventView (a line of the delivery log)', () => {
+describe('CLI-4: eventView (a line of the delivery log)', () => {
   it('shows status, attempts, the last error and HTTP status, and the times as ISO strings', () => {
     expect(eventView(event({ status: EventStatus.delivered, attempts: 2, lastError: null, lastHttpStatus: 200, deliveredAt: T0 + 5 * SECOND }))).toStrictEqual({
       eventId: EVENT_ID,
@@ -129,7 +129,7 @@ describe('eventView (a line of the delivery log)', () => {
     });
   });
 
-  it('LOG-SENDER-1: shows who sent the event: connector or the sender\'s name', () => {
+  it('HTTP-KEY-3: shows who sent the event: connector or the sender\'s name', () => {
     expect(eventView(event({ sender: 'connector' })).sender).toBe('connector');
     expect(eventView(event({ sender: 'billing' })).sender).toBe('billing');
   });

@@ -66,7 +66,7 @@ describe('the schedule', () => {
   });
 });
 
-describe('receiving and settling a job', () => {
+describe('LOCAL-2: receiving and settling a job', () => {
   it('a receive counts up and hides the job until its lease ends (the count surviving a restart: below)', async () => {
     await add(1);
     const received = await db.jobs.receive(id(1), T0, 60_000);
@@ -103,7 +103,7 @@ describe('receiving and settling a job', () => {
     await expect(db.jobs.counts()).resolves.toEqual({ queued: 1, deadLetters: 0 });
   });
 
-  it('a dead letter keeps the job, the reason, the receive count and when', async () => {
+  it('LOCAL-2: a dead letter keeps the job, the reason, the receive count and when', async () => {
     await add(1);
     clock.at = T0 + 777;
     await expect(db.jobs.deadLetter(id(1), 'http_4xx', 3)).resolves.toBe(true);
@@ -113,7 +113,7 @@ describe('receiving and settling a job', () => {
   });
 });
 
-describe('redrive', () => {
+describe('CLI-9: redrive', () => {
   it('brings every dead letter back as a redriven job, due now, with a fresh receive count, and says how many', async () => {
     await add(1);
     await add(2);

@@ -103,7 +103,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-describe('the first server start on an earlier layout', () => {
+describe('LOCAL-7: the first server start on an earlier layout', () => {
   it('imports every store item, readable through the store as before', async () => {
     await writeLegacyLayout();
     const db = await server();

@@ -54,7 +54,7 @@ const queued = (n: number) => ({
 });
 const jobOf = (n: number) => ({ eventId: queued(n).eventId, subscriptionId: 'sub_a', body: '{}' });
 
-describe('in one process', () => {
+describe('LOCAL-6: in one process', () => {
   it('a second server gets StateDirInUse naming the first one\'s pid and URL, and the first keeps its records', async () => {
     const first = await server();
     await first.setOwnerUrl('http://127.0.0.1:8787');

@@ -39,8 +39,8 @@ const FORBIDDEN: Array<[string, string[]]> = [
 
 const CASES = FORBIDDEN.flatMap(([range, addresses]) => addresses.map((address) => ({ range, address })));
 
-describe('guard refuses every address docs/contract/outbound-guard.md forbids', () => {
-  describe('as an IP literal in the URL', () => {
+describe('GUARD-1, GUARD-4: guard refuses every address docs/contract/outbound-guard.md forbids', () => {
+  describe('GUARD-6: as an IP literal in the URL', () => {
     it.each(CASES)('refuses $address ($range) without resolving or connecting', async ({ address }) => {
       const canary = canaryConnector();
       const dns = forbiddenResolver();
@@ -69,7 +69,7 @@ describe('guard refuses every address docs/contract/outbound-guard.md forbids', 
   });
 });
 
-describe('guard checks every resolver answer, not only the first', () => {
+describe('GUARD-3: guard checks every resolver answer, not only the first', () => {
   it('refuses when the first answer is public and the second private', async () => {
     const canary = canaryConnector();
     const dns = fixedResolver('93.184.216.34', '10.0.0.1');
@@ -108,7 +108,7 @@ describe('guard checks every resolver answer, not only the first', () => {
     },
   );
 
-  it('reports a failed lookup (ENOTFOUND) as connection_refused without connecting', async () => {
+  it('EV-CHAL-9, GUARD-1: reports a failed lookup (ENOTFOUND) as connection_refused without connecting', async () => {
     const canary = canaryConnector();
     const client = createGuardedWebhookClient({
       allowLoopback: false,
@@ -143,7 +143,7 @@ describe('guard refuses unusual IPv4 spellings that the URL parser normalises to
 });
 
 describe('guard allows a globally routable address', () => {
-  it('connects to the exact resolver answer with the original URL (host name kept) and resolves once', async () => {
+  it('GUARD-3, GUARD-12: connects to the exact resolver answer with the original URL (host name kept) and resolves once', async () => {
     const canary = canaryConnector();
     const dns = fixedResolver('93.184.216.34');
     const client = createGuardedWebhookClient({ allowLoopback: false, resolver: dns.resolver, connector: canary.connector });
@@ -179,7 +179,7 @@ describe('guard allows a globally routable address', () => {
     expect(canary.calls[0]!.address).toEqual({ address: '2606:4700::1111', family: 6 });
   });
 
-  it('judges an IPv4-mapped answer as its IPv4: a mapped public address is allowed', async () => {
+  it('GUARD-5: judges an IPv4-mapped answer as its IPv4: a mapped public address is allowed', async () => {
     const canary = canaryConnector();
     const dns = fixedResolver('::ffff:93.184.216.34');
     const client = createGuardedWebhookClient({ allowLoopback: false, resolver: dns.resolver, connector: canary.connector });
@@ -209,7 +209,7 @@ describe('guard allows a globally routable address', () => {
     expect(canary.calls[0]!.address.address).toBe(address);
   });
 
-  it('sends Accept-Encoding: identity and keeps the caller headers', async () => {
+  it('GUARD-8: sends Accept-Encoding: identity and keeps the caller headers', async () => {
     const canary = canaryConnector();
     const client = createGuardedWebhookClient({ allowLoopback: false, resolver: fixedResolver('93.184.216.34').resolver, connector: canary.connector });
 

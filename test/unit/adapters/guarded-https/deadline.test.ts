@@ -47,7 +47,7 @@ function rejectOnAbort(signal: AbortSignal): Promise<never> {
 }
 
 describe('default deadline', () => {
-  it('schedules exactly one deadline of Limits.outboundDeadlineMs (5 s)', async () => {
+  it('GUARD-9, GUARD-12, LIM-4: schedules exactly one deadline of Limits.outboundDeadlineMs (5 s)', async () => {
     expect(Limits.outboundDeadlineMs).toBe(5_000);
     const timers = fakeTimers();
     const client = createGuardedWebhookClient({ allowLoopback: false, timers, resolver: fixedResolver('93.184.216.34').resolver, connector: canaryConnector().connector });
@@ -84,7 +84,7 @@ describe('default deadline', () => {
   });
 });
 
-describe('the deadline covers every stage', () => {
+describe('GUARD-9: the deadline covers every stage', () => {
   it('yields timeout when the resolver never answers, and connects to nothing', async () => {
     const timers = fakeTimers();
     const canary = canaryConnector();

@@ -95,7 +95,7 @@ describe('fallover to the next checked answer', () => {
     expect(script.tried).toEqual([V4_A, V4_B]);
   });
 
-  test('every address blackholed: timeout at the one deadline, not one deadline per address', async () => {
+  test('GUARD-9: every address blackholed: timeout at the one deadline, not one deadline per address', async () => {
     const script = scripted({ [V4_A]: blackhole, [V4_B]: blackhole });
     const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, deadlineMs: 400, resolver: fixedResolver(V4_A, V4_B).resolver, connector: script.connector });
     const started = Date.now();
@@ -191,7 +191,7 @@ describe('timeoutMs: a shorter deadline for one request', () => {
     expect(timers.delays).toEqual([1_200]);
   });
 
-  test('a longer timeoutMs does not extend the 5 s deadline', async () => {
+  test('GUARD-9: a longer timeoutMs does not extend the 5 s deadline', async () => {
     const timers = recordingTimers();
     const client = createGuardedWebhookClient({ allowLoopback: false, timers, resolver: fixedResolver(V4_A).resolver, connector: scripted({ [V4_A]: connected() }).connector });
     await client.post({ ...webhookRequest('https://dot.example/hook'), timeoutMs: 60_000 });

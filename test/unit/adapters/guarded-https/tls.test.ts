@@ -24,7 +24,7 @@ afterEach(async () => {
 });
 
 describe('TLS certificate checks', () => {
-  it('yields tls_error for a self-signed certificate on https://127.0.0.1 with the loopback switch on', async () => {
+  it('EV-CHAL-9: yields tls_error for a self-signed certificate on https://127.0.0.1 with the loopback switch on', async () => {
     const client = createGuardedWebhookClient({ allowLoopback: true, resolver: forbiddenResolver().resolver });
 
     expect(await client.post(webhookRequest(`${server.origin}/hook`))).toEqual({ kind: 'failure', reason: 'tls_error' });
@@ -45,7 +45,7 @@ describe('TLS certificate checks', () => {
 });
 
 describe('nodeConnector and SNI', () => {
-  it('sends the URL host name as SNI while connecting to the pinned address, without a DNS lookup', async () => {
+  it('GUARD-3: sends the URL host name as SNI while connecting to the pinned address, without a DNS lookup', async () => {
     const lookups = jest.spyOn(dns, 'lookup').mockImplementation(((host: string) => {
       throw new Error(`unexpected DNS lookup of ${host}`);
     }) as unknown as typeof dns.lookup);

@@ -68,7 +68,7 @@ describe('2xx response', () => {
   });
 });
 
-describe('never follow redirects', () => {
+describe('GUARD-7: never follow redirects', () => {
   it.each([301, 302, 307, 308])('returns %i as is and the Location target gets zero requests', async (status) => {
     const target = await serve((_req, res) => res.end('target'));
     const redirector = await serve((_req, res) => {
@@ -85,7 +85,7 @@ describe('never follow redirects', () => {
   });
 });
 
-describe('Accept-Encoding: identity; a compressed response is a failure', () => {
+describe('GUARD-8: Accept-Encoding: identity; a compressed response is a failure', () => {
   it('sends Accept-Encoding: identity', async () => {
     const server = await serve((_req, res) => res.end());
     const { client } = loopbackClient();
@@ -162,7 +162,7 @@ describe('Accept-Encoding: identity; a compressed response is a failure', () => 
   });
 });
 
-describe('response cap', () => {
+describe('GUARD-10: response cap', () => {
   it('aborts with bad_response when the body exceeds maxResponseBytes', async () => {
     const server = await serve((_req, res) => res.end(Buffer.alloc(65, 'a')));
     const { client } = loopbackClient({ maxResponseBytes: 64 });
@@ -196,7 +196,7 @@ describe('response cap', () => {
     stop = true;
   });
 
-  it('aborts with bad_response at the default cap: 1 MiB + 1 byte', async () => {
+  it('GUARD-10, LIM-4: aborts with bad_response at the default cap: 1 MiB + 1 byte', async () => {
     expect(Limits.outboundResponseMaxBytes).toBe(1024 * 1024);
     const server = await serve((_req, res) => res.end(Buffer.alloc(1024 * 1024 + 1, 'a')));
     const { client } = loopbackClient();
@@ -215,7 +215,7 @@ describe('response cap', () => {
   });
 });
 
-describe('deadline', () => {
+describe('GUARD-9: deadline', () => {
   it('yields timeout when the server never answers', async () => {
     const server = await serve(() => {
       /* accept the request, never respond */
@@ -278,7 +278,7 @@ describe('connection failures', () => {
   });
 });
 
-describe('Retry-After', () => {
+describe('DEL-PIPE-17: Retry-After', () => {
   it('passes Retry-After through', async () => {
     const server = await serve((_req, res) => {
       res.writeHead(503, { 'retry-after': '120' });
@@ -310,7 +310,7 @@ describe('Retry-After', () => {
   });
 });
 
-describe('outgoing body cap with a real server', () => {
+describe('GUARD-11, LIM-3: outgoing body cap with a real server', () => {
   it('throws for an outgoing body over 256 KiB and the server gets nothing', async () => {
     const server = await serve((_req, res) => res.end());
     const { client } = loopbackClient();
@@ -320,7 +320,7 @@ describe('outgoing body cap with a real server', () => {
   });
 });
 
-describe('nodeConnector pins the connection to the checked address', () => {
+describe('GUARD-3: nodeConnector pins the connection to the checked address', () => {
   afterEach(() => jest.restoreAllMocks());
 
   it('connects to the given address without looking the host name up, keeping the name in Host', async () => {

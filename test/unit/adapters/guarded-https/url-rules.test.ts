@@ -15,7 +15,7 @@ function publicClient(allowLoopback: boolean) {
   return { client, canary, dns };
 }
 
-describe('scheme: https only', () => {
+describe('GUARD-2: scheme: https only', () => {
   it.each(['http://dot.example/hook', 'ftp://dot.example/hook', 'ws://dot.example/hook', 'file:///etc/passwd'])(
     'refuses %s even when the host is public',
     async (url) => {
@@ -32,7 +32,7 @@ describe('scheme: https only', () => {
     expect(canary.calls).toHaveLength(1);
   });
 
-  it('refuses http to a public host even with the loopback switch on', async () => {
+  it('GUARD-13: refuses http to a public host even with the loopback switch on', async () => {
     const { client, canary } = publicClient(true);
     expect(await client.post(webhookRequest('http://dot.example/hook'))).toEqual(REFUSED);
     expect(canary.calls).toHaveLength(0);
@@ -45,7 +45,7 @@ describe('scheme: https only', () => {
   });
 });
 
-describe('no user info', () => {
+describe('GUARD-2: no user info', () => {
   it.each(['https://user:pass@dot.example/hook', 'https://user@dot.example/hook', 'https://:pass@dot.example/hook'])(
     'refuses %s',
     async (url) => {
@@ -64,7 +64,7 @@ describe('no user info', () => {
   });
 });
 
-describe('no fragment', () => {
+describe('GUARD-2: no fragment', () => {
   it.each(['https://dot.example/hook#frag', 'https://dot.example/hook?x=1#frag', 'https://dot.example/hook#'])('refuses %s', async (url) => {
     const { client, canary, dns } = publicClient(false);
     expect(await client.post(webhookRequest(url))).toEqual(REFUSED);
@@ -85,7 +85,7 @@ describe('loopback switch off', () => {
   );
 });
 
-describe('loopback switch on: only the literal hosts 127.0.0.1 and [::1]', () => {
+describe('GUARD-13: loopback switch on: only the literal hosts 127.0.0.1 and [::1]', () => {
   it.each([
     ['http://127.0.0.1:8080/hook', { address: '127.0.0.1', family: 4 }],
     ['https://127.0.0.1:8443/hook', { address: '127.0.0.1', family: 4 }],
@@ -187,7 +187,7 @@ describe('unusable URLs', () => {
   });
 });
 
-describe('outgoing body cap (256 KiB)', () => {
+describe('GUARD-11, LIM-3: outgoing body cap (256 KiB)', () => {
   it('throws for a body of 256 KiB + 1 byte and connects to nothing', async () => {
     const { client, canary, dns } = publicClient(false);
     await expect(client.post(webhookRequest('https://dot.example/hook', new Uint8Array(256 * 1024 + 1)))).rejects.toThrow(/256 KiB/);

@@ -21,7 +21,7 @@ const KEY = 'the-api-key-value-0123456789';
 const fakeClient = (answers: SecretAnswer[]) => fakeSecretsClient(answers);
 const awsError = (name: string): Error => awsErrorNaming(ARN, name);
 
-test('reads the secret once by ARN and caches it', async () => {
+test('ARCH-10: reads the secret once by ARN and caches it', async () => {
   const client = fakeClient([{ SecretString: KEY }]);
   const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
   expect(await loader.get()).toBe(KEY);
@@ -51,7 +51,7 @@ test('no ARN configured: undefined, and Secrets Manager is never called', async 
   expect(client.getSecretValue).not.toHaveBeenCalled();
 });
 
-test('a read that failed inside a request answers undefined and is retried only after 30 s', async () => {
+test('HTTP-8: a read that failed inside a request answers undefined and is retried only after 30 s', async () => {
   let now = 1_000_000;
   const client = fakeClient([awsError('AccessDeniedException'), { SecretString: KEY }]);
   const loader = createApiKeyLoader({ client: client as never, secretArn: ARN, now: () => now });
@@ -145,7 +145,7 @@ test('a synchronous throw from the client is a failure too, not a stuck loader',
   expect(await inRequest(() => loader.get())).toBe(KEY);
 });
 
-test('never logs the value; registers it for redaction; logs only the error name on failure', async () => {
+test('ARCH-10, HTTP-10: never logs the value; registers it for redaction; logs only the error name on failure', async () => {
   const lines: string[] = [];
   const log = createLogger((line) => lines.push(line));
   const redacted: string[] = [];
@@ -185,7 +185,7 @@ describe('deadlines', () => {
     expect(loader.peek()).toBe(KEY);
   });
 
-  test('every read carries an abort signal, so a stalled Secrets Manager ends the read (undefined, 503)', async () => {
+  test('HTTP-8: every read carries an abort signal, so a stalled Secrets Manager ends the read (undefined, 503)', async () => {
     const client = stalledClient();
     const loader = createApiKeyLoader({ client: client as never, secretArn: ARN });
     expect(await loader.get()).toBeUndefined();

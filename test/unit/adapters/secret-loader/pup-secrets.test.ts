@@ -38,7 +38,7 @@ function clock(start = Date.UTC(2026, 10, 30, 12)) {
   return { now: () => t, advance: (ms: number) => void (t += ms) };
 }
 
-test('reads the secret by ARN and parses current, previous and the rotation time', async () => {
+test('PUP-4: reads the secret by ARN and parses current, previous and the rotation time', async () => {
   const client = fakeClient([json([A, B], ROTATED)]);
   const loader = createPupSecretsLoader({ client: client as never, secretArn: ARN });
   expect(await loader.get()).toEqual({ secrets: [A, B], rotatedAt: Date.parse(ROTATED) });
@@ -55,7 +55,7 @@ test('within the refresh interval the cached value answers without a call', asyn
   expect(client.getSecretValue).toHaveBeenCalledTimes(1);
 });
 
-test('after the refresh interval a rotation is picked up without a restart, the old value answering meanwhile', async () => {
+test('PUP-4: after the refresh interval a rotation is picked up without a restart, the old value answering meanwhile', async () => {
   const c = clock();
   const client = fakeClient([json([A]), json([C, A], ROTATED)]);
   const loader = createPupSecretsLoader({ client: client as never, secretArn: ARN, now: c.now });
