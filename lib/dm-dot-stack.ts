@@ -76,7 +76,6 @@ export class DmDotStack extends Stack {
     this.reconciler = new Reconciler(this, 'Reconciler', {
       storage: this.storage,
       delivery: this.delivery,
-      retryDelaysS: settings.retryDelaysS,
       logRetention: settings.logRetention,
     });
     this.mcp = new McpFunction(this, 'Mcp', { storage: this.storage, delivery: this.delivery, secrets: this.secrets, settings });

@@ -87,6 +87,8 @@ export class DeliveryPipeline extends Construct {
   readonly queue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
   readonly worker: HandlerFunction;
+  /** The variables lambda/config/settings.ts `deliveryLambdaSettings` reads: the worker's, and the reconciler's (which shares them). */
+  readonly settingsEnvironment: Readonly<Record<string, string>>;
 
   constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
     super(scope, id);
@@ -112,13 +114,13 @@ export class DeliveryPipeline extends Construct {
       keepLogicalId(queue.node.findChild('Policy'), [legacyId, 'Policy', 'Resource']);
     }
 
-    // The variables lambda/config/settings.ts `deliveryLambdaSettings` reads.
-    const environment: Record<string, string> = {
+    this.settingsEnvironment = {
       TABLE_NAME: props.storage.table.tableName,
       QUEUE_URL: this.queue.queueUrl,
       DEAD_LETTER_QUEUE_URL: this.deadLetterQueue.queueUrl,
       DMDOT_RETRY_DELAYS: props.retryDelaysS.join(','),
     };
+    const environment = { ...this.settingsEnvironment };
     assertEnvironmentFits('Delivery', environment, { DMDOT_RETRY_DELAYS: 'retryDelays' });
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/delivery.ts',

@@ -40,9 +40,8 @@ export const RECONCILER_LEADING_KEYS: readonly string[] = [ItemKeys.event('*')];
 
 export interface ReconcilerProps {
   readonly storage: Storage;
+  /** Its settings variables are the reconciler's too: the same table, queues and retry schedule (the stranded threshold follows from it). */
   readonly delivery: DeliveryPipeline;
-  /** The same schedule the delivery function runs (DMDOT_RETRY_DELAYS): the stranded threshold follows from it. */
-  readonly retryDelaysS: readonly number[];
   readonly logRetention: logs.RetentionDays;
 }
 
@@ -54,13 +53,7 @@ export class Reconciler extends Construct {
     super(scope, id);
     const { queue, deadLetterQueue } = props.delivery;
 
-    // The variables lambda/config/settings.ts `deliveryLambdaSettings` reads (the reconciler shares them).
-    const environment: Record<string, string> = {
-      TABLE_NAME: props.storage.table.tableName,
-      QUEUE_URL: queue.queueUrl,
-      DEAD_LETTER_QUEUE_URL: deadLetterQueue.queueUrl,
-      DMDOT_RETRY_DELAYS: props.retryDelaysS.join(','),
-    };
+    const environment = { ...props.delivery.settingsEnvironment };
     assertEnvironmentFits('Reconciler', environment, { DMDOT_RETRY_DELAYS: 'retryDelays' });
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/reconciler.ts',
