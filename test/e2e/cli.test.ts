@@ -10,19 +10,14 @@
  */
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { buildCli, CLI, runCli, type CliRun } from '../support/cli-run';
 import { echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor, type RunningServer } from '../support/e2e';
 
-const CLI = join(ROOT, 'lambda/cli/dm-dot.mjs');
-
-before(() => {
-  // What npm run build (and npm ci, through prepare) does: the bin runs this bundle.
-  const built = spawnSync(process.execPath, [join(ROOT, 'lambda/cli/build.mjs')], { cwd: ROOT, encoding: 'utf8' });
-  assert.equal(built.status, 0, built.stderr);
-});
+before(buildCli);
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -42,31 +37,12 @@ after(() => {
   printed.length = 0;
 });
 
-interface Run {
-  code: number | null;
-  out: string;
-  err: string;
-}
-
 function envOf(server: RunningServer, extra: Record<string, string> = {}): Record<string, string> {
   return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: server.stateDir, MCP_API_KEY: server.key, ...extra };
 }
 
-function cli(args: string[], env: Record<string, string>, options: { cwd?: string } = {}): Promise<Run> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.once('error', fail);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      printed.push(out, err);
-      done({ code, out, err });
-    });
-  });
+function cli(args: string[], env: Record<string, string>, options: { cwd?: string } = {}): Promise<CliRun> {
+  return runCli(args, env, { ...options, onOutput: (out, err) => printed.push(out, err) });
 }
 
 /** `dm-dot dot` as a child process with a pipe for its standard input; resolves once it has subscribed. */

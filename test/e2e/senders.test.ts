@@ -11,17 +11,12 @@
  */
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { echoing, newSecret, ROOT, startReceiver, startServer, until, type RunningServer } from '../support/e2e';
+import { buildCli, runCli, type CliRun } from '../support/cli-run';
+import { echoing, newSecret, rpc, startReceiver, startServer, until, type RunningServer } from '../support/e2e';
 
-const CLI = join(ROOT, 'lambda/cli/dm-dot.mjs');
-
-before(() => {
-  const built = spawnSync(process.execPath, [join(ROOT, 'lambda/cli/build.mjs')], { cwd: ROOT, encoding: 'utf8' });
-  assert.equal(built.status, 0, built.stderr);
-});
+before(buildCli);
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -29,49 +24,13 @@ afterEach(async () => {
 });
 after(() => undefined);
 
-interface Run {
-  code: number | null;
-  out: string;
-  err: string;
+function cli(args: string[], stateDir: string, extra: Record<string, string> = {}): Promise<CliRun> {
+  return runCli(args, { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: stateDir, ...extra });
 }
 
-function cli(args: string[], stateDir: string, extra: Record<string, string> = {}): Promise<Run> {
-  return new Promise((done, fail) => {
-    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: stateDir, ...extra };
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.once('error', fail);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      done({ code, out, err });
-    });
-  });
-}
-
-async function mcp(server: RunningServer, key: string, method: string, params: Record<string, unknown> = {}) {
-  const name: Record<string, string> = method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
-  const response = await fetch(server.mcpUrl, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      authorization: `Bearer ${key}`,
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': method,
-      ...name,
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method,
-      params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } },
-    }),
-  });
-  return { status: response.status, headers: response.headers, body: (await response.json()) as any };
+/** An MCP request with `key` as the bearer token (a sender's, or the connector's old or new one). */
+function mcp(server: RunningServer, key: string, method: string, params: Record<string, unknown> = {}) {
+  return rpc(server, method, params, method === 'tools/call' ? { 'mcp-name': String(params.name) } : {}, { key });
 }
 
 async function post(server: RunningServer, key: string, message: string) {

@@ -202,12 +202,15 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
 }
 
 /** Raw JSON-RPC over HTTP on the 2026-07-28 era (stateless), for calls no client helper covers. */
-export async function rpc(server: RunningServer, method: string, params: Record<string, unknown> = {}, extraHeaders: Record<string, string> = {}) {
-  const response = await fetch(`${server.mcpUrl}?key=${encodeURIComponent(server.key)}`, {
+export async function rpc(server: RunningServer, method: string, params: Record<string, unknown> = {}, extraHeaders: Record<string, string> = {}, options: { key?: string } = {}) {
+  // The server's own key in the URL, as ChatGPT's connector sends it; another key as a bearer token.
+  const url = options.key === undefined ? `${server.mcpUrl}?key=${encodeURIComponent(server.key)}` : server.mcpUrl;
+  const response = await fetch(url, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
+      ...(options.key === undefined ? {} : { authorization: `Bearer ${options.key}` }),
       'mcp-protocol-version': '2026-07-28',
       'mcp-method': method,
       ...extraHeaders,
@@ -222,7 +225,7 @@ export async function rpc(server: RunningServer, method: string, params: Record<
       },
     }),
   });
-  return { status: response.status, body: (await response.json()) as any };
+  return { status: response.status, headers: response.headers, body: (await response.json()) as any };
 }
 
 /** Waits for an async probe to hold. */
