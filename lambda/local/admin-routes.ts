@@ -53,6 +53,8 @@ export interface AdminDeps {
   access?: AccessStore;
   /** Called after a resend, so the worker looks at once. */
   wake(): void;
+  /** The damaged page this server has met in its state file, as the sentence naming it; undefined while none. */
+  damage?(): string | undefined;
 }
 
 const FORWARDING_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via'] as const;
@@ -137,8 +139,13 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
       }
       case AdminRoutes.status: {
         if (method !== 'GET') return only('GET');
-        const [subscription, events, queue] = await Promise.all([showSubscription(deps.store, deps.now()), eventCounts(deps.store, deps.now()), deps.queueCounts()]);
-        return answer(res, 200, { ...deps.describe(), subscription, events, queue });
+        const reads = await Promise.allSettled([showSubscription(deps.store, deps.now()), eventCounts(deps.store, deps.now()), deps.queueCounts()]);
+        // A damaged page is what status is for: said, with whatever could still be read beside it.
+        const damage = deps.damage?.();
+        const failed = reads.find((read) => read.status === 'rejected');
+        if (failed && damage === undefined) throw failed.reason;
+        const [subscription, events, queue] = reads.map((read) => (read.status === 'fulfilled' ? read.value : null));
+        return answer(res, 200, { ...deps.describe(), subscription, events, queue, damage: damage ?? null });
       }
       case AdminRoutes.key: {
         if (method !== 'POST') return only('POST');
@@ -162,8 +169,12 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
         return refuse(res, 404, 'not_found', 'No such admin route.');
     }
   } catch {
-    // Storage or disk trouble; the detail stays out of the answer, as on the public routes.
-    if (!res.headersSent) refuse(res, 503, 'unavailable', 'The operation failed: storage unavailable.');
-    else res.end();
+    // Storage or disk trouble; the detail stays out of the answer, as on the public routes, except
+    // a damaged page's sentence: it names the file and what to do, never its content, and this
+    // answer goes to the operator only.
+    const damage = deps.damage?.();
+    if (res.headersSent) res.end();
+    else if (damage !== undefined) refuse(res, 503, 'state_damaged', damage);
+    else refuse(res, 503, 'unavailable', 'The operation failed: storage unavailable.');
   }
 }

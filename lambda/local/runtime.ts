@@ -13,13 +13,20 @@
  * It also serves the operator's admin routes (admin-routes.ts) on the same server, behind their
  * own token, so that `dm-dot` commands go through the running server.
  *
+ * A damaged page met while serving (docs/contract/local-runtime.md, LOCAL-FAULT-10) does not stop
+ * it: the request that read it is answered 503 (the store throws, the core maps it as a failed
+ * dependency), the worker delivers what it can read and backs off from what it cannot, the
+ * sentence naming the file is logged once (`state_file_damaged`) and `dm-dot status` shows it.
+ * Exiting would end the service of everything still readable and, under a supervisor, turn into
+ * a restart that refuses at the start anyway (the start reads the whole file first).
+ *
  * Deliberately not here: TLS (put a tunnel or proxy in front), reading the environment (main.ts
  * does, once), and printing the API key: only the path of the file that holds it.
  */
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { webhookWithinDeadline } from '../adapters/deadline';
-import { openEmbeddedDatabase, type EmbeddedDatabase } from '../adapters/embedded';
+import { openEmbeddedDatabase, StateUnreadable, type EmbeddedDatabase } from '../adapters/embedded';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { loadOrCreateApiKey, newApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import type { LocalSettings } from '../config/settings';
@@ -79,6 +86,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   };
   try {
     for (const line of db.report.lines) log.info('state_dir', { note: line });
+    // Once: the sentence says all there is to say, and a damaged page does not heal while served.
+    const stopHearing = db.onDamage((damage) => log.error('state_file_damaged', { note: damage.message }));
+    cleanups.push(async () => stopHearing());
     let key: { key: string; file?: string; generated: boolean } = await loadOrCreateApiKey(settings.stateDir, settings.apiKey, { deferWrite: true });
     const saveKey = (key as { save?: () => Promise<void> }).save;
     const tightenedFrom = (key as { tightenedFrom?: number }).tightenedFrom;
@@ -92,6 +102,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       deps: { store: db.store, webhook: guarded, clock, retryDelaysS: settings.retryDelaysS },
       concurrency: settings.deliveryConcurrency,
       log: withoutQuietDecisions(log),
+      lastingFault: (error) => error instanceof StateUnreadable,
     });
     cleanups.push(() => worker.stop());
     const unsubscribe = db.onJobsChanged(() => worker.wake());
@@ -182,6 +193,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
         return { queued: counts.queued, deadLetters: counts.deadLetters };
       },
       describe: () => describeSwitches(settings, baseUrl, key),
+      damage: () => db.damage()?.message,
       wake: () => worker.wake(),
       access: db.store,
       ...(key.file

@@ -14,6 +14,11 @@
  * `keepFor(delay)` reschedules it (without a delay the lease brings it back), `deadLetter` moves it
  * to the dead letters.
  *
+ * A lasting fault (`lastingFault`: a damaged page of the state file) is not retried at the pace of
+ * a passing one, and not logged here at all: the job that met it cools off for a lease, the loop
+ * that met it sleeps a lease unless woken, and its owner (the runtime) reports it once. Without
+ * that, a schedule read that fails every poll logged the same error every second.
+ *
  * Deliberately not here: the decision and its mapping to effects (core/delivery.ts,
  * core/runner.ts), the job table's storage, and printing (the runner's log lines go to `log`).
  */
@@ -57,6 +62,8 @@ export interface DeliveryWorkerOptions {
   onDecision?: (eventId: string, decision: DeliveryDecision, context: { receives: number }) => void;
   /** Each failure of the worker (never endpoint text; also logged to `log`). `eventId` is absent when reading the schedule failed. */
   onError?: (error: unknown, eventId: string | undefined) => void;
+  /** True for a failure that retrying soon will not cure, which its owner reports (see the header); default none. */
+  lastingFault?: (error: unknown) => boolean;
 }
 
 export interface DeliveryWorker {
@@ -142,13 +149,24 @@ class Worker implements DeliveryWorker {
   private async run(): Promise<void> {
     while (!this.stopped) {
       let started = 0;
+      let lasting = false;
       try {
         started = (await this.fill()).length;
       } catch (error) {
         this.reportError(error, undefined);
+        lasting = this.isLasting(error);
       }
       if (this.stopped) break;
-      await this.sleep(await this.waitMs(started));
+      // A job added meanwhile still wakes the loop (it may be readable where the rest is not).
+      await this.sleep(lasting ? this.leaseMs : await this.waitMs(started));
+    }
+  }
+
+  private isLasting(error: unknown): boolean {
+    try {
+      return this.options.lastingFault?.(error) === true;
+    } catch {
+      return false;
     }
   }
 
@@ -222,9 +240,10 @@ class Worker implements DeliveryWorker {
     try {
       received = await jobs.receive(eventId, deps.clock.now(), this.leaseMs, row.jobId);
     } catch (error) {
-      // Nothing received (storage, disk): not looked at again before the first retry delay.
+      // Nothing received (storage, disk): not looked at again before the first retry delay, or a
+      // lease when the fault is a lasting one.
       this.reportError(error, eventId);
-      this.coolingUntil.set(eventId, deps.clock.now() + (deps.retryDelaysS[0] ?? 1) * 1000);
+      this.coolingUntil.set(eventId, deps.clock.now() + (this.isLasting(error) ? this.leaseMs : (deps.retryDelaysS[0] ?? 1) * 1000));
       return;
     }
     // Completed or replaced since the schedule was read (an operator's resend): nothing to do.
@@ -246,7 +265,7 @@ class Worker implements DeliveryWorker {
 
   private reportError(error: unknown, eventId: string | undefined, log = true): void {
     try {
-      if (log) this.options.log?.error('delivery_worker_error', { ...(eventId ? { eventId } : {}), cause: describeCause(error) });
+      if (log && !this.isLasting(error)) this.options.log?.error('delivery_worker_error', { ...(eventId ? { eventId } : {}), cause: describeCause(error) });
       this.options.onError?.(error, eventId);
     } catch {
       // Ignored: see above.

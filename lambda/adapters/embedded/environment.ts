@@ -23,9 +23,19 @@
  * resolves once the batch is committed and fsynced (`overlappingSync: false`: the commit promise is
  * then the durability promise; concurrent writes share one commit).
  *
- * Deliberately not here: what the records mean (store.ts, jobs.ts, outbox.ts), and a page-by-page
- * verification of healthy-looking files (a damaged page inside an intact file is LMDB's to report,
- * as an error from the operation that reads it).
+ * A damaged page inside an intact file shows only when it is read: as a value that does not decode
+ * (a SyntaxError of the JSON encoding, whose message quotes the bytes) or as an LMDB error
+ * (MDB_CORRUPTED, MDB_PAGE_NOTFOUND). Every sub-database is opened behind `guard`, which turns
+ * those, at this boundary, into one StateUnreadable naming the file (`damagedPage`), never the
+ * bytes; the first one is kept in `Databases.damage` for whoever reports it (the runtime logs it
+ * once, `status` shows it). A server's start reads the whole file in a child process first
+ * (`probeInChild`), so a damaged file is refused before it is served, and a page that would crash
+ * the reader crashes the child, not the server.
+ *
+ * Deliberately not here: what the records mean (store.ts, jobs.ts, outbox.ts), what to do about a
+ * damaged page at run time (the caller decides: the schedule leaves a damaged row out, everything
+ * else throws), and repairing a file (dm-dot never rewrites a damaged file: the operator moves it
+ * aside or restores a backup).
  */
 import { spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -33,7 +43,7 @@ import { chmodSync, constants as fsConstants } from 'node:fs';
 import { chmod, copyFile, link, mkdir, open as openFile, rm, stat, statfs } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { open, type Database, type Key, type RootDatabase } from 'lmdb';
 import type { DeadLetterReason } from '../../core/protocol';
 import type { DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
@@ -69,6 +79,8 @@ export type JobKey = [number, string];
 export interface Databases {
   file: string;
   root: RootDatabase;
+  /** The first damaged page met in the file by this process, and who wants to hear of it (once). */
+  damage: { found?: StateUnreadable; listeners: Set<(damage: StateUnreadable) => void> };
   items: Database<StoredItem, string>;
   expiry: Database<number, [number, string]>;
   jobs: Database<JobRow, JobKey>;
@@ -83,8 +95,15 @@ export function databaseFile(stateDir: string): string {
   return join(stateDir, DATABASE_FILE);
 }
 
-export function moveAsideRemedy(file: string): string {
-  return `Move it aside (mv '${file}' '${file}.broken') to start with an empty state directory, or restore it from a backup; dm-dot never overwrites it`;
+/** What to do about a file dm-dot cannot use; `stopFirst` when a server may have it open (it was found while in use). */
+export function moveAsideRemedy(file: string, options: { stopFirst?: boolean } = {}): string {
+  const remedy = `move it aside (mv '${file}' '${file}.broken') to start with an empty state directory, or restore the state directory from a backup (docs/operating.md, "Back up the state directory"); dm-dot never overwrites it`;
+  return options.stopFirst ? `Stop any dm-dot server using it, then ${remedy}` : `${remedy[0]!.toUpperCase()}${remedy.slice(1)}`;
+}
+
+/** The sentence of a damaged page: the file, what could not be read, what to do. Never the bytes. */
+export function damagedPage(file: string, detail: string): StateUnreadable {
+  return new StateUnreadable(file, `it has a damaged page: an item could not be read (${detail})`, moveAsideRemedy(file, { stopFirst: true }));
 }
 
 // One lmdb root per file and process, shared by every handle of this process. lmdb-js runs some
@@ -94,12 +113,19 @@ export function moveAsideRemedy(file: string): string {
 const shared = new Map<string, { dbs: Promise<Databases | undefined>; users: number }>();
 const closing = new Map<string, Promise<void>>();
 
+export interface OpenOptions {
+  /** Create the environment when there is none. */
+  create: boolean;
+  /** Read every item of an existing file in a child process before mapping it (a server's start). */
+  verify?: boolean;
+}
+
 /**
  * Opens the environment of `stateDir`. Undefined when there is none and `create` is false.
  * Throws StateUnreadable for a file that is not usable, before LMDB ever maps it. Every
  * successful open is matched by one `closeDatabases`.
  */
-export async function openDatabases(stateDir: string, options: { create: boolean }): Promise<Databases | undefined> {
+export async function openDatabases(stateDir: string, options: OpenOptions): Promise<Databases | undefined> {
   const file = databaseFile(stateDir);
   await closing.get(file);
   const entry = shared.get(file);
@@ -134,7 +160,7 @@ export async function closeDatabases(dbs: Databases): Promise<void> {
   await done;
 }
 
-async function openRoot(stateDir: string, file: string, options: { create: boolean }): Promise<Databases | undefined> {
+async function openRoot(stateDir: string, file: string, options: OpenOptions): Promise<Databases | undefined> {
   let exists = true;
   try {
     const info = await stat(file);
@@ -154,6 +180,8 @@ async function openRoot(stateDir: string, file: string, options: { create: boole
   await checkLockFile(`${file}-lock`);
   const header = await checkHeader(file);
   if (header === 'suspect') probeInChild(file);
+  // A server reads it all before it serves (a file this open just created holds nothing to read).
+  else if (options.verify && exists) probeInChild(file, { suspect: false });
   let root: RootDatabase;
   try {
     root = open(file, {
@@ -173,18 +201,20 @@ async function openRoot(stateDir: string, file: string, options: { create: boole
       // Not ours to change (another user's file we may read): leave its mode alone.
     }
   }
-  const json = { encoding: 'json' } as const;
+  const damage: Databases['damage'] = { listeners: new Set() };
+  const sub = <V, K extends Key>(name: string) => guard(file, damage, name, root.openDB<V, K>(name, { encoding: 'json' }));
   const dbs: Databases = {
     file,
     root,
-    items: root.openDB<StoredItem, string>('items', json),
-    expiry: root.openDB<number, [number, string]>('expiry', json),
-    jobs: root.openDB<JobRow, JobKey>('jobs', json),
-    jobIndex: root.openDB<number, string>('jobs-by-event', json),
-    deadLetters: root.openDB<DeadLetterRow, string>('dead-letters', json),
-    queued: root.openDB<number, string>('queued', json),
-    leases: root.openDB<number, string>('leases', json),
-    meta: root.openDB<unknown, string>('meta', json),
+    damage,
+    items: sub<StoredItem, string>('items'),
+    expiry: sub<number, [number, string]>('expiry'),
+    jobs: sub<JobRow, JobKey>('jobs'),
+    jobIndex: sub<number, string>('jobs-by-event'),
+    deadLetters: sub<DeadLetterRow, string>('dead-letters'),
+    queued: sub<number, string>('queued'),
+    leases: sub<number, string>('leases'),
+    meta: sub<unknown, string>('meta'),
   };
   try {
     const schema = dbs.meta.get('schema');
@@ -301,8 +331,109 @@ export function write<T>(dbs: Databases, fn: () => T): Promise<T> {
     // lmdb-js rejects a second promise with the real cause (ENOSPC, EIO, MDB_MAP_FULL) a moment later.
     const cause = (error as { commitError?: Promise<unknown> } | null)?.commitError;
     if (cause && typeof cause.then === 'function') cause.then(undefined, () => undefined);
-    throw error;
+    throw asDamage(dbs.file, dbs.damage, 'a write', error);
   });
+}
+
+// ---- damaged pages ------------------------------------------------------------------------------
+
+/** LMDB's answers for a page that is not what it should be (lmdb.h): never the caller's mistake. */
+const DAMAGE_CODES = new Map<number, string>([
+  [-30797, 'MDB_PAGE_NOTFOUND'],
+  [-30796, 'MDB_CORRUPTED'],
+  [-30795, 'MDB_PANIC'],
+  [-30793, 'MDB_INVALID'],
+  [-30778, 'MDB_BAD_CHECKSUM'],
+]);
+/** "Transaction must abort": what every later read of a transaction that met a damaged page gets. */
+const MDB_BAD_TXN = -30782;
+
+/**
+ * `error` as a damaged page of `file` when it is one (anything else is returned as it was). The
+ * first one found is kept in `damage` and told to its listeners; a SyntaxError's own message is
+ * dropped, since it quotes the bytes it could not decode.
+ */
+function asDamage(file: string, damage: Databases['damage'], where: string, error: unknown): unknown {
+  if (error instanceof StateUnreadable) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  let found: StateUnreadable;
+  // By name: lmdb-js may run its decoder in another realm (a test runner's), with its own SyntaxError.
+  if ((error as Error | null)?.name === 'SyntaxError') found = damagedPage(file, `a value in ${where} does not decode`);
+  else if (typeof code === 'number' && DAMAGE_CODES.has(code)) found = damagedPage(file, `${DAMAGE_CODES.get(code)!} in ${where}`);
+  else if (code === MDB_BAD_TXN && damage.found) return damage.found;
+  else return error;
+  if (!damage.found) {
+    damage.found = found;
+    for (const listener of [...damage.listeners]) {
+      try {
+        listener(found);
+      } catch {
+        // A listener is someone's printing: it must not change what the read answers.
+      }
+    }
+  }
+  return found;
+}
+
+const RANGES = new Set<PropertyKey>(['getRange', 'getKeys', 'getValues']);
+
+/**
+ * The sub-database `name` as its callers use it, with every error of a read or a write passed
+ * through `asDamage`, a range's too (a range reads lazily, as it is iterated). The lmdb-js object
+ * itself is what each method runs on: a proxy, not a copy, so its state stays in one place.
+ */
+function guard<D extends object>(file: string, damage: Databases['damage'], name: string, db: D): D {
+  const translate = (error: unknown) => asDamage(file, damage, name, error);
+  return new Proxy(db, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        let result: unknown;
+        try {
+          result = (value as (...a: unknown[]) => unknown).apply(target, args);
+        } catch (error) {
+          throw translate(error);
+        }
+        return RANGES.has(property) ? guardRange(result as Iterable<unknown>, translate) : result;
+      };
+    },
+  });
+}
+
+function guardRange<R extends Iterable<unknown>>(range: R, translate: (error: unknown) => unknown): R {
+  return new Proxy(range, {
+    get(target, property, receiver) {
+      if (property !== Symbol.iterator) return Reflect.get(target, property, receiver);
+      return () => {
+        const step = <T>(run: () => T): T => {
+          try {
+            return run();
+          } catch (error) {
+            throw translate(error);
+          }
+        };
+        // Starting the iteration opens its cursor: that can fail too.
+        const inner = step(() => target[Symbol.iterator]());
+        const iterator: IterableIterator<unknown> = {
+          next: (...args: [] | [undefined]) => step(() => inner.next(...args)),
+          return: (value?: unknown) => step(() => inner.return?.(value) ?? { done: true, value }),
+          [Symbol.iterator]: () => iterator,
+        };
+        return iterator;
+      };
+    },
+  });
+}
+
+/** `read()`, or undefined when it meets a damaged page (kept in `Databases.damage` already). */
+export function unlessDamaged<T>(read: () => T): T | undefined {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof StateUnreadable) return undefined;
+    throw error;
+  }
 }
 
 const ORPHAN_COMMIT_FAILURE = /^Commit failed \(see commitError for details\)$/;
@@ -479,24 +610,44 @@ function parseMeta(page: Buffer): { pageSize: number; lastPage: number; txnId: b
   return { pageSize, lastPage, txnId: page.readBigUInt64LE(PAGE_HEADER_BYTES + 128) };
 }
 
-// Reads every entry of every sub-database (each leaf and overflow page) in a throwaway process:
-// if the file is truncated under its data, the crash happens there, not in the server.
+// Reads and decodes every entry of every sub-database (each leaf and overflow page) in a throwaway
+// process: if the file is truncated under its data, or a page is damaged so that reading it
+// crashes, the crash happens there, not in the server. A failure is told in one line of the
+// probe's own words, never in the failing error's: JSON.parse's message quotes the bytes, which
+// may be the subscription's signing secret; LMDB's names a code and a fixed text.
+const PROBE_SAYS = 'dm-dot probe: ';
 const PROBE = `
 const [, moduleId, file] = process.argv;
 const { open } = require(moduleId);
-const env = open(file, { readOnly: true, noSubdir: true, maxDbs: 12 });
-// The names first: opening a sub-database while the root's keys are being read ends that read
-// (MDB_BAD_TXN), which made a healthy file look damaged.
-const names = [...env.getKeys({ snapshot: true })].filter((name) => typeof name === 'string');
-for (const name of names) {
-  const db = env.openDB(name, { encoding: 'binary', keyEncoding: 'binary' });
-  for (const entry of db.getRange({ snapshot: true })) void entry.value.length;
+let where = 'the list of sub-databases';
+try {
+  const env = open(file, { readOnly: true, noSubdir: true, maxDbs: 12 });
+  // The names first: opening a sub-database while the root's keys are being read ends that read
+  // (MDB_BAD_TXN), which made a healthy file look damaged.
+  const names = [...env.getKeys({ snapshot: true })].filter((name) => typeof name === 'string');
+  for (const name of names) {
+    where = name;
+    const db = env.openDB(name, { encoding: 'binary', keyEncoding: 'binary' });
+    // Every sub-database of dm-dot is JSON-encoded.
+    for (const entry of db.getRange({ snapshot: true })) JSON.parse(entry.value.toString('utf8'));
+  }
+} catch (error) {
+  const lmdb = typeof error?.code === 'number' ? String(error.message).split(':')[0] : undefined;
+  const what = error instanceof SyntaxError ? 'a value in ' + where + ' does not decode' : (lmdb ?? error?.name ?? 'an error') + ' in ' + where;
+  // Marked: LMDB itself may have printed a line of its own before it ("page … not found error").
+  process.stderr.write('${PROBE_SAYS}' + what + '\\n');
+  process.exit(3);
 }
 process.exit(0);
 `;
 
-/** Exported for its test: the child-process read that settles a header check's 'suspect'. */
-export function probeInChild(file: string): void {
+/**
+ * Reads every item of `file` in a child process (see PROBE). `suspect`: the header check found
+ * the file shorter than its header says, so it may be truncated; otherwise it looks intact and
+ * what the read finds is a damaged page. Exported for its test.
+ */
+export function probeInChild(file: string, options: { suspect?: boolean } = {}): void {
+  const suspect = options.suspect ?? true;
   let module = 'lmdb';
   try {
     module = require.resolve('lmdb');
@@ -510,9 +661,13 @@ export function probeInChild(file: string): void {
     timeout: 120_000,
   });
   if (result.status === 0) return;
-  const firstLine = result.stderr?.toString('utf8').split('\n').find((line) => line.trim() !== '')?.slice(0, 200);
+  // Exit 3 comes with the probe's own line; any other failure is the probe not running at all (no lmdb).
+  const lines = result.stderr?.toString('utf8').split('\n').map((line) => line.trim()) ?? [];
+  const said = result.status === 3 ? lines.find((line) => line.startsWith(PROBE_SAYS))?.slice(PROBE_SAYS.length, PROBE_SAYS.length + 200) : undefined;
+  const firstLine = lines.find((line) => line !== '')?.slice(0, 200);
   const how = result.signal
     ? `reading it crashed the reader (${result.signal})`
-    : `reading it failed (exit ${String(result.status)}${firstLine ? `: ${firstLine}` : ''})`;
-  throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
+    : (said ?? `reading it failed (exit ${String(result.status)}${firstLine ? `: ${firstLine}` : ''})`);
+  if (suspect) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
+  throw damagedPage(file, how);
 }

@@ -1,12 +1,13 @@
 /**
- * The two ways opening the embedded database refuses, each with a sentence for the operator:
+ * The two ways the embedded database refuses, each with a sentence for the operator:
  *
  * - `StateDirInUse`: a live server owns the state directory (one server per directory). It names
  *   the owner's pid and, once known, its URL, so a second server can say who holds it and exit 2,
  *   and the operator CLI can go through that server instead.
  * - `StateUnreadable`: a file of the state directory cannot be opened or read (not an LMDB file,
- *   truncated, wrong permissions, a legacy file that does not parse). It names the file and what
- *   to do; nothing is ever skipped silently.
+ *   truncated, wrong permissions, a legacy file that does not parse, a damaged page). It names the
+ *   file and what to do; nothing is ever skipped silently. Thrown by an open, and by any read or
+ *   write that meets a damaged page while the file is in use (environment.ts).
  *
  * Deliberately not here: printing or exit codes (the entry point decides), and any file content
  * in a message (a store file holds the subscription's signing secret).

@@ -13,18 +13,22 @@
  *   use directly, transactionally safe even if a server starts meanwhile (its worker polls for
  *   jobs written by other processes).
  *
- * A file that cannot be used throws StateUnreadable naming it; nothing is skipped silently.
+ * A file that cannot be used throws StateUnreadable naming it; nothing is skipped silently. A
+ * server's open reads the whole existing file in a child process first (environment.ts
+ * `probeInChild`), so a damaged page is refused before anything is served. One met later, by a
+ * read, is thrown as a StateUnreadable by that read and kept: `damage()` says what it was and
+ * `onDamage` tells it once, for the caller to report.
  *
  * Deliberately not here: the delivery worker (lambda/local/worker.ts), settings, printing.
  */
 import { resolve } from 'node:path';
 import { systemClock, type Clock } from '../../ports';
-import { StateDirInUse, type OwnerSummary } from './errors';
-import { closeDatabases, openDatabases, sweepExpired, type Databases } from './environment';
+import { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
+import { closeDatabases, openDatabases, probeInChild, sweepExpired, type Databases } from './environment';
 import { JobTable } from './jobs';
 import { importLegacyLayout, legacyLayoutPresent, type LegacyImport } from './legacy';
 import { EmbeddedOutbox } from './outbox';
-import { claimOwnership, isAlive, ownerAlive, readOwner as readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord, type OwnerSocket } from './ownership';
+import { claimOwnership, ownerAlive, readOwner as readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord, type OwnerSocket } from './ownership';
 import { repairQueuedWithoutJobs, type RepairReport } from './repair';
 import { EmbeddedStore } from './store';
 
@@ -70,8 +74,18 @@ export interface EmbeddedDatabase {
   readonly report: OpenReport;
   /** Server: records the URL it listens on in the owner record (for StateDirInUse and the CLI). */
   setOwnerUrl(url: string): Promise<void>;
-  /** The owner record as stored now, live or not (for status output). */
-  owner(): (OwnerSummary & { alive: boolean }) | undefined;
+  /** The owner record as stored now, and whether its owner lives (its socket accepts a connection: any PID namespace). */
+  owner(): Promise<(OwnerSummary & { alive: boolean }) | undefined>;
+  /** The first damaged page this process met in the file (a sentence naming it), if any. */
+  damage(): StateUnreadable | undefined;
+  /** Called once, the first time a read or write of this process meets a damaged page; returns an unsubscribe. */
+  onDamage(listener: (damage: StateUnreadable) => void): () => void;
+  /**
+   * Reads every item of the file in a child process, as a server's start does, and returns the
+   * damage it found (a sentence naming the file), if any. Blocks until done (a fraction of a second
+   * for tens of thousands of events): for the CLI, never for a server that is serving.
+   */
+  verify(): StateUnreadable | undefined;
   /** Called after each commit of this handle that added or moved a job earlier; returns an unsubscribe. */
   onJobsChanged(listener: () => void): () => void;
   /** Removes items whose ttl has passed at `now` (reads never depend on it). Returns how many. */
@@ -85,7 +99,7 @@ export interface EmbeddedDatabase {
 export async function openEmbeddedDatabase(stateDir: string, options: OpenEmbeddedOptions): Promise<EmbeddedDatabase> {
   const dir = resolve(stateDir);
   const clock = options.clock ?? systemClock;
-  const dbs = (await openDatabases(dir, { create: true }))!;
+  const dbs = (await openDatabases(dir, { create: true, verify: options.role === 'server' }))!;
   const listeners = new Set<() => void>();
   const changed = () => {
     for (const listener of [...listeners]) listener();
@@ -157,6 +171,7 @@ function handle(
   ownerSocket?: OwnerSocket,
 ): EmbeddedDatabase {
   let closing: Promise<void> | undefined;
+  const damageListeners = new Set<(damage: StateUnreadable) => void>();
   const release = async () => (mine ? releaseOwnership(dbs, mine.token) : false);
   return {
     stateDir,
@@ -170,9 +185,28 @@ function handle(
       if (!mine) throw new Error('only a server records its URL in the owner record');
       if (!(await setOwnerUrl(dbs, mine.token, url))) throw new Error(`the state directory ${stateDir} is no longer owned by this server`);
     },
-    owner() {
+    async owner() {
       const owner = readOwnerRecord(dbs);
-      return owner ? { ...summary(owner), alive: isAlive(owner) } : undefined;
+      return owner ? { ...summary(owner), alive: await ownerAlive(stateDir, owner) } : undefined;
+    },
+    damage: () => dbs.damage.found,
+    verify() {
+      try {
+        probeInChild(dbs.file, { suspect: false });
+        return undefined;
+      } catch (error) {
+        if (error instanceof StateUnreadable) return error;
+        throw error;
+      }
+    },
+    onDamage(listener: (damage: StateUnreadable) => void) {
+      // The environment, and so its listeners, may outlive this handle (one root per file and process).
+      damageListeners.add(listener);
+      dbs.damage.listeners.add(listener);
+      return () => {
+        damageListeners.delete(listener);
+        dbs.damage.listeners.delete(listener);
+      };
     },
     onJobsChanged(listener: () => void) {
       listeners.add(listener);
@@ -183,6 +217,7 @@ function handle(
     close() {
       return (closing ??= (async () => {
         listeners.clear();
+        for (const listener of damageListeners) dbs.damage.listeners.delete(listener);
         try {
           await release();
         } finally {

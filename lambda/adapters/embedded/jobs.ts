@@ -15,7 +15,8 @@
 import { randomUUID } from 'node:crypto';
 import type { DeadLetterReason } from '../../core/protocol';
 import type { Clock, DeliveryJob } from '../../ports';
-import { withoutUndefined, write, type Databases, type DeadLetterRow, type JobKey, type JobRow } from './environment';
+import { StateUnreadable } from './errors';
+import { unlessDamaged, withoutUndefined, write, type Databases, type DeadLetterRow, type JobKey, type JobRow } from './environment';
 
 export interface DueJob {
   eventId: string;
@@ -49,10 +50,25 @@ export class JobTable {
     private readonly changed: () => void,
   ) {}
 
-  /** Jobs due at `now` (dueAt <= now), earliest first, at most `limit`. */
+  /**
+   * Jobs due at `now` (dueAt <= now), earliest first, at most `limit`. A row on a damaged page is
+   * left out, not counted, and the rest are still returned: the environment has kept the damage
+   * (environment.ts `unlessDamaged`) for the runtime to report, and the jobs that can be read are
+   * still delivered. When the range itself breaks off at a damaged page, the rows read before it
+   * are returned, and only a range that yields none throws (StateUnreadable).
+   */
   async due(now: number, limit = 100): Promise<DueJob[]> {
     const rows: DueJob[] = [];
-    for (const { value } of this.dbs.jobs.getRange({ end: [Math.floor(now) + 1], limit })) rows.push(dueJob(value));
+    try {
+      // Key by key, each row read on its own: a value that does not decode would end a range read.
+      for (const key of this.dbs.jobs.getKeys({ end: [Math.floor(now) + 1] })) {
+        if (rows.length >= limit) break;
+        const row = unlessDamaged(() => this.dbs.jobs.get(key));
+        if (row) rows.push(dueJob(row));
+      }
+    } catch (error) {
+      if (!(error instanceof StateUnreadable) || rows.length === 0) throw error;
+    }
     return rows;
   }
 

@@ -156,8 +156,8 @@ export function releaseOwnership(dbs: Databases, token: string): Promise<boolean
   });
 }
 
-/** True while the process that wrote `owner` still runs. */
-export function isAlive(owner: Pick<OwnerRecord, 'pid' | 'startTime' | 'bootId'>): boolean {
+/** True while the process that wrote `owner` still runs: only for a record without a socket (see the header). */
+function isAlive(owner: Pick<OwnerRecord, 'pid' | 'startTime' | 'bootId'>): boolean {
   // process.kill(0) and negative pids address process groups: never a valid owner.
   if (!Number.isSafeInteger(owner.pid) || owner.pid <= 0) return false;
   try {

@@ -6,7 +6,10 @@
  * database, saying so. With `--aws`: the stack's outputs, the state of its alarms (CloudWatch
  * DescribeAlarms on AlarmNames), the depths of its queues (GetQueueAttributes), the
  * subscription and the events profile (the MCP function's DMDOT_EVENTS_PROFILE). Locally the
- * profile is among the switches. Exit 0 when it could look, 1 when it could not (or could not look at everything).
+ * profile is among the switches. Locally it also reports a damaged page of the state file, as the
+ * sentence naming it and what to do (exit 1: what the status says cannot all be trusted): one the
+ * running server has met, or, with no server, one found by reading the whole file as a server's
+ * start would. Exit 0 when it could look, 1 when it could not (or could not look at everything).
  */
 import { AWS_STACK_OPTIONS, wantsAws } from '../args';
 import { queueAttributes } from '../aws/redrive';
@@ -26,14 +29,14 @@ export const command = defineCommand({
     summary: 'everything at a glance',
     description:
       'The server and its address, the switches in force, the subscription and its delivery status, and how many events are queued, failed and dead-lettered. ' +
-      'Locally it asks the running server, or reads the database when none runs (and says so). ' +
+      'Locally it asks the running server, or reads the database when none runs (and says so), and reports a damaged page of the database file (exit 1). ' +
       'With --aws: the stack outputs, the state of its CloudWatch alarms, the depths of its queues and the subscription. ' +
       'Exit 0 when it could look, 1 when it could not.',
     options: { ...AWS_STACK_OPTIONS },
     json:
       'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | "database" | "nothing", ' +
       '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": {"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs", "eventsProfile": "chatgpt" | "sep-3415"}, ' +
-      `"subscription": ${SUBSCRIPTION_JSON} | null, "events": {"queued", "delivered", "failed", "dropped"} | null, "jobs": {"queued", "deadLetters"} | null}; ` +
+      `"subscription": ${SUBSCRIPTION_JSON} | null, "events": {"queued", "delivered", "failed", "dropped"} | null, "jobs": {"queued", "deadLetters"} | null, "damage": sentence | null}; ` +
       'with --aws {"mode": "aws", "stack", "region", "outputs": {name: value}, "alarms": [{"name", "state", "reason", "updatedAt"}] | null, ' +
       '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "eventsProfile": "chatgpt" | "sep-3415" | null, "problems": [sentence, ...]}.',
   },
@@ -43,6 +46,7 @@ export const command = defineCommand({
       whenNothing: (stateDir) => statusWithoutServer(ctx.settings.local(), stateDir),
     });
     ctx.result({ mode: 'local', ...status }, () => describeLocal(status));
+    if (status.damage !== null) throw new OperationError(status.damage, 'state_damaged');
     return 0;
   },
 });
@@ -69,6 +73,7 @@ export function describeLocal(status: LocalStatus): string {
   const rows: [string, string][] = [
     ['server', server],
     ['state directory', status.stateDir],
+    ...(status.damage !== null ? [['damaged', status.damage] as [string, string]] : []),
     ['API key', key],
     ['loopback callbacks', s.loopbackCallbacks ? 'on (dm-dot dot can subscribe)' : 'off (DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start lets dm-dot dot subscribe)'],
     ['pup', s.pup ? `configured (${s.pup.secrets} signing secret${s.pup.secrets > 1 ? 's' : ''})` : 'not configured (no PUP_SIGNING_SECRETS: its POST routes answer 503)'],

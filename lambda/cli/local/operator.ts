@@ -36,6 +36,8 @@ export interface LocalStatus {
   subscription: SubscriptionView | null;
   events: Record<EventStatus, number> | null;
   jobs: { queued: number; deadLetters: number } | null;
+  /** A damaged page of the state file, as the sentence naming it and what to do; null while none was met. */
+  damage: string | null;
 }
 
 export interface LocalOperator extends Operator {
@@ -67,6 +69,7 @@ export async function statusWithoutServer(settings: LocalSettings, stateDir: str
     subscription: null,
     events: null,
     jobs: null,
+    damage: null,
   };
 }
 
@@ -110,8 +113,9 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
         apiKey?: { from?: string; file?: string };
         switches?: Switches;
         subscription?: SubscriptionView | null;
-        events?: Record<EventStatus, number>;
-        queue?: { queued: number; deadLetters: number };
+        events?: Record<EventStatus, number> | null;
+        queue?: { queued: number; deadLetters: number } | null;
+        damage?: string | null;
       };
       const { body } = await admin.call<Answer>('GET', AdminRoutes.status);
       const keyFile = body.apiKey?.file ?? (await keyFileOf(stateDir));
@@ -124,6 +128,7 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
         subscription: body.subscription ?? null,
         events: body.events ?? null,
         jobs: body.queue ?? null,
+        damage: body.damage ?? null,
       };
     },
     senders: {
@@ -154,7 +159,15 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
     clearSubscription: (expectedId) => clearSubscription(db.store, now(), expectedId),
     redrive: () => db.jobs.redrive(now()),
     async status() {
-      const [subscription, events, jobs] = await Promise.all([showSubscription(db.store, now()), eventCounts(db.store, now()), db.jobs.counts()]);
+      // The whole file is read first, as a server's start would: a status that says all is well
+      // of a directory the server refuses to start on would be no health check.
+      const verified = db.verify();
+      const reads = await Promise.allSettled([showSubscription(db.store, now()), eventCounts(db.store, now()), db.jobs.counts()]);
+      // A damaged page is reported with whatever could still be read beside it, as the server does.
+      const damage = (db.damage() ?? verified)?.message ?? null;
+      const failed = reads.find((read) => read.status === 'rejected');
+      if (failed && damage === null) throw failed.reason;
+      const [subscription, events, jobs] = reads.map((read) => (read.status === 'fulfilled' ? read.value : null)) as [SubscriptionView | null, Record<EventStatus, number> | null, { queued: number; deadLetters: number } | null];
       return {
         server: { running: false },
         stateDir: db.stateDir,
@@ -163,7 +176,8 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
         switches: switchesOf(settings),
         subscription,
         events,
-        jobs: { queued: jobs.queued, deadLetters: jobs.deadLetters },
+        jobs: jobs ? { queued: jobs.queued, deadLetters: jobs.deadLetters } : null,
+        damage,
       };
     },
     senders: {
@@ -237,6 +251,10 @@ export async function withLocalOperator<T>(ctx: Context, work: (op: LocalOperato
     try {
       for (const line of db.report.lines) ctx.note(line);
       return await work(databaseOperator(ctx, db, settings, keyFile));
+    } catch (error) {
+      // A damaged page met by the command: its sentence, as a refusal to open would have said it.
+      if (error instanceof embedded.StateUnreadable) throw new OperationError(error.message, 'state_unreadable');
+      throw error;
     } finally {
       await db.close();
     }

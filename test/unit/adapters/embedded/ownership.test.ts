@@ -65,7 +65,7 @@ describe('LOCAL-6: in one process', () => {
     await expect(second).rejects.toMatchObject({ stateDir: dir, owner: { pid: process.pid, url: 'http://127.0.0.1:8787' } });
     await expect(second.catch((error: Error) => error.message)).resolves.toContain(`pid ${process.pid}, http://127.0.0.1:8787`);
 
-    expect(first.owner()).toMatchObject({ pid: process.pid, url: 'http://127.0.0.1:8787', alive: true });
+    await expect(first.owner()).resolves.toMatchObject({ pid: process.pid, url: 'http://127.0.0.1:8787', alive: true });
     await expect(first.store.getEvent(queued(1).eventId, T0)).resolves.toStrictEqual(queued(1));
     await expect(first.jobs.counts()).resolves.toEqual({ queued: 1, deadLetters: 0 });
     // Still the owner: its URL can still be recorded.
@@ -92,7 +92,7 @@ describe('LOCAL-6: in one process', () => {
     await writeOwnerRecord({ token: 'someone-else', pid: process.pid, startTime: '1', bootId: 'other-boot', hostname: 'h', startedAt: T0 });
     const db = await server();
     expect(db.report.tookOverFrom).toMatchObject({ pid: process.pid });
-    expect(db.owner()).toMatchObject({ pid: process.pid, alive: true });
+    await expect(db.owner()).resolves.toMatchObject({ pid: process.pid, alive: true });
   });
 
   it('a stopping server clears the owner record only while it is still its own', async () => {
@@ -111,7 +111,7 @@ describe('the operator role', () => {
   it('never claims: with no server it opens for direct use and leaves no owner record', async () => {
     const operator = await openEmbeddedDatabase(dir, { role: 'operator' });
     opened.push(operator);
-    expect(operator.owner()).toBeUndefined();
+    await expect(operator.owner()).resolves.toBeUndefined();
     await operator.outbox.add(queued(2), jobOf(2));
     // A server can still start; the operator's writes are there for it.
     const db = await server();
@@ -124,7 +124,7 @@ describe('the operator role', () => {
     await db.setOwnerUrl('http://127.0.0.1:8787');
     await expect(openEmbeddedDatabase(dir, { role: 'operator' })).rejects.toMatchObject({ name: 'StateDirInUse', owner: { pid: process.pid, url: 'http://127.0.0.1:8787' } });
     await expect(readOwner(dir)).resolves.toMatchObject({ pid: process.pid, url: 'http://127.0.0.1:8787' });
-    expect(db.owner()).toMatchObject({ pid: process.pid, alive: true });
+    await expect(db.owner()).resolves.toMatchObject({ pid: process.pid, alive: true });
   });
 
   it('readOwner creates no database where there is none', async () => {
@@ -218,11 +218,11 @@ describe('across PID namespaces (containers sharing a volume)', () => {
   inNamespaces('LOCAL-6, LOCAL-FAULT-6: a server in another PID namespace refuses a directory whose owner lives, names it, and leaves its record alone', async () => {
     const first = await server();
     await first.setOwnerUrl('http://127.0.0.1:8787');
-    const before = first.owner();
+    const before = await first.owner();
     const other = await childUnder(['unshare', '--pid', '--fork'], 'server', dir);
     // The other namespace's pid for itself is small (it is pid 1 or 2 there): the pid check could not tell.
     await expect(other.next()).resolves.toMatchObject({ owner: false, name: 'StateDirInUse', ownerPid: process.pid });
-    expect(first.owner()).toStrictEqual(before);
+    await expect(first.owner()).resolves.toStrictEqual(before);
     await expect(first.setOwnerUrl('http://127.0.0.1:8787')).resolves.toBeUndefined();
   }, 30_000);
 
@@ -268,7 +268,7 @@ describe('across processes', () => {
     await holder.exited;
     const db = await server();
     expect(db.report.tookOverFrom).toMatchObject({ pid: holder.process.pid, url: 'http://127.0.0.1:8788' });
-    expect(db.owner()).toMatchObject({ pid: process.pid, alive: true });
+    await expect(db.owner()).resolves.toMatchObject({ pid: process.pid, alive: true });
   }, 30_000);
 
   it('two servers starting at once in two processes: exactly one owns, the other names it', async () => {
@@ -297,4 +297,40 @@ describe('across processes', () => {
     const theirs = ((await other.next()).won as string[]) ?? [];
     expect([...mine, ...theirs].sort()).toEqual(Array.from({ length: n }, (_, i) => `msg_${i}`).sort());
   }, 30_000);
+});
+
+describe('liveness, as status judges it', () => {
+  // Beyond any pid_max: no process has it, here or in any namespace.
+  const NO_SUCH_PID = 4_194_305;
+
+  it('LOCAL-FAULT-6: an owner lives by its listening socket, not its pid: a live pid with no listener is not an owner, a listener is one whatever its pid says', async () => {
+    const { listenOwnerSocket, ownerAlive } = await import('../../../../lambda/adapters/embedded/ownership');
+    await server().then((db) => db.close());
+    // This very process's pid, so a pid check says "alive"; nobody listens on the socket it names.
+    await writeOwnerRecord({ token: 'no-listener', pid: process.pid, hostname: 'h', startedAt: T0, socket: '.owner-nolisten.sock' });
+    const operator = await openEmbeddedDatabase(dir, { role: 'operator' });
+    opened.push(operator);
+    // Promise.resolve: the same assertion whether owner() answers at once or later.
+    await expect(Promise.resolve(operator.owner())).resolves.toMatchObject({ pid: process.pid, alive: false });
+    await expect(readOwner(dir)).resolves.toBeUndefined();
+    await operator.close();
+
+    // A listener under a pid that names no process here (an owner in another PID namespace).
+    const listener = await listenOwnerSocket(dir, 'a-live-owner');
+    expect(listener).toBeDefined();
+    try {
+      const record = { token: 'a-live-owner', pid: NO_SUCH_PID, hostname: 'h', startedAt: T0, socket: listener!.name, url: 'http://127.0.0.1:8799' };
+      await expect(ownerAlive(dir, record)).resolves.toBe(true);
+      await expect(ownerAlive(dir, { ...record, socket: '.owner-nolisten.sock', pid: process.pid })).resolves.toBe(false);
+      await writeOwnerRecord(record);
+      await expect(readOwner(dir)).resolves.toMatchObject({ pid: NO_SUCH_PID, url: 'http://127.0.0.1:8799' });
+      await expect(openEmbeddedDatabase(dir, { role: 'operator' })).rejects.toMatchObject({ name: 'StateDirInUse', owner: { pid: NO_SUCH_PID } });
+    } finally {
+      listener!.close();
+    }
+    // Its listener gone, the same record is stale: the operator opens, and status calls it dead.
+    const after = await openEmbeddedDatabase(dir, { role: 'operator' });
+    opened.push(after);
+    await expect(Promise.resolve(after.owner())).resolves.toMatchObject({ pid: NO_SUCH_PID, alive: false });
+  });
 });
