@@ -32,34 +32,24 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DeleteMessageCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
+import { DeleteMessageCommand, GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { EventStatus } from '../../lambda/core/protocol';
 import { Limits } from '../../lambda/core/protocol';
 
 const MCP_REQUEST_BUDGET_MS = Limits.requestMs;
-import { clientOptions } from '../../lambda/handlers/aws-clients';
 import { deliveryLambdaSettings } from '../../lambda/config/settings';
 import { strandedAfterMs } from '../../lambda/core/reconcile';
 import { reconcilerLambdaFromSettings } from '../../lambda/handlers/reconciler-lambda';
-import { deliveryLambdaFromEnvironment, type DeliveryLambda } from '../../lambda/handlers/delivery-lambda';
-import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
-import { createLogger } from '../../lambda/log';
-import { localApiGateway } from '../support/apigw';
-import { rateRule, startFaultProxy, type FaultProxy, type Rule } from '../support/aws-fault-proxy';
-import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
-import { startFauxqs, type Fauxqs } from '../support/fauxqs';
+import type { DeliveryLambda } from '../../lambda/handlers/delivery-lambda';
+import { rateRule, type Rule } from '../support/aws-fault-proxy';
+import { startAwsWorld, type AwsWorld, type McpGateway } from '../support/aws-world';
 import { sqsEventOf } from '../support/event-source';
-import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
 
 const SENDS = Number(process.env.DMDOT_AWS_FAULT_SENDS ?? 200);
 const SEED = Number(process.env.DMDOT_AWS_FAULT_SEED ?? 9);
 const TABLE = 'dm-dot-aws-faults';
 const API_KEY = `af-${randomBytes(24).toString('base64url')}`;
-const MODERN = '2026-07-28';
-const REGION = 'us-east-1';
 const RETRY_DELAYS = [1, 1, 1];
 /** Concurrent senders (execution environments) and event source pollers. */
 const SENDERS = 6;
@@ -77,13 +67,8 @@ const DOT_RATES = { unavailable: 0.08, rejected: 0.01 };
 
 if (!Number.isInteger(SENDS) || SENDS < 1) throw new Error('DMDOT_AWS_FAULT_SENDS must be a positive integer');
 
-let ddb: DynamoDbLocal;
-let fauxqs: Fauxqs;
-let secrets: FakeSecretsManager;
-let proxies: { dynamodb: FaultProxy; sqs: FaultProxy; secretsmanager: FaultProxy };
+let world: AwsWorld<'dynamodb' | 'sqs' | 'secretsmanager'>;
 let dot: Dot;
-const clients: { destroy(): void }[] = [];
-const logLines: string[] = [];
 
 interface DotPost {
   webhookId: string;
@@ -132,47 +117,6 @@ async function startDot(seed: number): Promise<Dot> {
   };
 }
 
-function env(): NodeJS.ProcessEnv {
-  return {
-    TABLE_NAME: TABLE,
-    QUEUE_URL: fauxqs.queueUrl,
-    DEAD_LETTER_QUEUE_URL: fauxqs.deadLetterQueueUrl,
-    API_KEY_SECRET_ARN: secrets.arn,
-    DMDOT_RETRY_DELAYS: RETRY_DELAYS.join(','),
-    DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
-  };
-}
-
-function track<T extends { destroy(): void }>(client: T): T {
-  clients.push(client);
-  return client;
-}
-
-/** A cold start: fresh clients with dm-dot's options, through the fault proxies. */
-function mcpEnvironment() {
-  const lambda = mcpLambdaFromEnvironment(
-    env(),
-    {
-      dynamodb: track(new DynamoDBClient({ ...clientOptions(), endpoint: proxies.dynamodb.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })),
-      sqs: track(new SQSClient({ ...clientOptions(), endpoint: proxies.sqs.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })),
-      secrets: testSecretsReader(proxies.secretsmanager.endpoint),
-    },
-    { log: createLogger((line) => logLines.push(line)) },
-  );
-  return localApiGateway(lambda);
-}
-
-function deliveryEnvironment(): DeliveryLambda {
-  return deliveryLambdaFromEnvironment(
-    env(),
-    {
-      dynamodb: track(new DynamoDBClient({ ...clientOptions(), endpoint: proxies.dynamodb.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })),
-      sqs: track(new SQSClient({ ...clientOptions(), endpoint: proxies.sqs.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } })),
-    },
-    { log: createLogger((line) => logLines.push(line)) },
-  );
-}
-
 interface SendResult {
   ms: number;
   /** HTTP status (REST) or 200 for an MCP answer. */
@@ -189,33 +133,20 @@ interface SendResult {
   undecided?: boolean;
 }
 
-async function sendOnce(gateway: ReturnType<typeof mcpEnvironment>, n: number): Promise<SendResult> {
+async function sendOnce(gateway: McpGateway, n: number): Promise<SendResult> {
   const message = `fault suite message ${n}`;
   const started = Date.now();
   if (n % 2 === 0) {
-    const response = await gateway.fetch('https://api.example/v1/messages', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-      body: JSON.stringify({ message }),
-    });
-    const body = (await response.json()) as { eventId?: string; status?: string; error?: { eventId?: string; status?: string } };
+    const { status: httpStatus, body } = await gateway.postMessage(message);
     const ms = Date.now() - started;
     const status = body.status ?? body.error?.status;
-    const accepted = [200, 202, 502].includes(response.status) && (status === 'delivered' || status === 'queued' || status === 'failed');
+    const accepted = [200, 202, 502].includes(httpStatus) && (status === 'delivered' || status === 'queued' || status === 'failed');
     const eventId = body.eventId ?? body.error?.eventId;
-    if (response.status === 503 && eventId !== undefined) return { ms, status: response.status, surface: 'rest', eventId, undecided: true };
-    return { ms, status: response.status, surface: 'rest', ...(accepted ? { outcome: status as SendResult['outcome'], eventId: eventId! } : {}) };
+    if (httpStatus === 503 && eventId !== undefined) return { ms, status: httpStatus, surface: 'rest', eventId, undecided: true };
+    return { ms, status: httpStatus, surface: 'rest', ...(accepted ? { outcome: status as SendResult['outcome'], eventId: eventId! } : {}) };
   }
-  const response = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: n,
-      method: 'tools/call',
-      params: { name: 'send_to_dot', arguments: { message }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
-    }),
-  });
+  // Read as text, not through sendToDot: an answer that is not JSON is counted by its status.
+  const response = await gateway.call('tools/call', { name: 'send_to_dot', arguments: { message } }, { id: n });
   const text = await response.text();
   const ms = Date.now() - started;
   let body: { result?: { isError?: boolean; structuredContent?: { eventId?: string; status?: string } } } = {};
@@ -239,7 +170,7 @@ async function sendOnce(gateway: ReturnType<typeof mcpEnvironment>, n: number): 
 
 /** One event source poller: receive, invoke with a Lambda context, delete what succeeded. */
 async function poll(lambda: DeliveryLambda, invocations: number[]): Promise<number> {
-  const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10, timeoutMs: 1_000 });
+  const messages = await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10, timeoutMs: 1_000 });
   if (messages.length === 0) return 0;
   const started = Date.now();
   const context = { getRemainingTimeInMillis: () => DELIVERY_TIMEOUT_MS - (Date.now() - started) };
@@ -250,13 +181,13 @@ async function poll(lambda: DeliveryLambda, invocations: number[]): Promise<numb
   for (const record of event.Records) {
     if (kept.has(record.messageId)) continue;
     // A receipt handle may be stale when a slow invocation outlived the visibility timeout.
-    await fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: fauxqs.queueUrl, ReceiptHandle: record.receiptHandle })).catch(() => undefined);
+    await world.fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: world.fauxqs.queueUrl, ReceiptHandle: record.receiptHandle })).catch(() => undefined);
   }
   return messages.length;
 }
 
 async function queueDepth(url: string): Promise<number> {
-  const answer = await fauxqs.client.send(
+  const answer = await world.fauxqs.client.send(
     new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'] }),
   );
   const a = answer.Attributes ?? {};
@@ -267,68 +198,49 @@ async function queueDepth(url: string): Promise<number> {
 async function drainDeadLetters(): Promise<Map<string, string[]>> {
   const found = new Map<string, string[]>();
   for (;;) {
-    const messages = await fauxqs.receive(fauxqs.deadLetterQueueUrl, { max: 10, timeoutMs: 1_000 });
+    const messages = await world.fauxqs.receive(world.fauxqs.deadLetterQueueUrl, { max: 10, timeoutMs: 1_000 });
     if (messages.length === 0) return found;
     for (const m of messages) {
       const id = m.MessageAttributes?.eventId?.StringValue ?? '?';
       found.set(id, [...(found.get(id) ?? []), m.MessageAttributes?.reason?.StringValue ?? '(none: SQS redrive)']);
-      await fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: fauxqs.deadLetterQueueUrl, ReceiptHandle: m.ReceiptHandle! }));
+      await world.fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: world.fauxqs.deadLetterQueueUrl, ReceiptHandle: m.ReceiptHandle! }));
     }
   }
 }
 
 beforeAll(async () => {
   const maxReceiveCount = receiveLimit(RETRY_DELAYS) + RECEIVE_LIMIT_AWS_MARGIN;
-  [ddb, fauxqs, secrets, dot] = await Promise.all([
-    startDynamoDbLocal(),
-    startFauxqs({ visibilityTimeout: QUEUE_VISIBILITY_S, maxReceiveCount }),
-    // Behind the fault proxy, which rewrites Host: the signature cannot verify there.
-    startFakeSecretsManager(undefined, { verifySignatures: false }),
+  [world, dot] = await Promise.all([
+    startAwsWorld({
+      table: TABLE,
+      apiKey: API_KEY,
+      env: { DMDOT_RETRY_DELAYS: RETRY_DELAYS.join(',') },
+      fauxqs: { visibilityTimeout: QUEUE_VISIBILITY_S, maxReceiveCount },
+      // Behind the fault proxy, which rewrites Host: the signature cannot verify there.
+      secrets: { verifySignatures: false },
+      receiver: false,
+      proxies: ['dynamodb', 'sqs', 'secretsmanager'],
+    }),
     startDot(SEED + 1),
   ]);
-  const [dynamodb, sqs, secretsmanager] = await Promise.all([
-    startFaultProxy('dynamodb', ddb.endpoint),
-    startFaultProxy('sqs', fauxqs.endpoint),
-    startFaultProxy('secretsmanager', secrets.endpoint),
-  ]);
-  proxies = { dynamodb, sqs, secretsmanager };
-  await ddb.createTable(TABLE);
-  secrets.setSecret(API_KEY);
 }, 60_000);
 
 afterAll(async () => {
-  for (const client of clients) client.destroy();
-  await Promise.all(Object.values(proxies ?? {}).map((p) => p.stop()));
-  await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), dot?.stop()]);
+  await Promise.all([world?.stop(), dot?.stop()]);
 });
 
 test(
   `DEL-OUT-1, DEL-PIPE-4, DEL-PIPE-9: ${SENDS} sends under DynamoDB, SQS and Secrets Manager faults: answered within 5 s, none lost, none delivered twice`,
   async () => {
     // Subscribe with healthy dependencies (the faults are about sending and delivering).
-    const gateway = mcpEnvironment();
-    const subscribed = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'events/subscribe' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 0,
-        method: 'events/subscribe',
-        params: {
-          name: 'message.created',
-          arguments: {},
-          delivery: { mode: 'webhook', url: dot.url, secret: `whsec_${randomBytes(32).toString('base64')}` },
-          _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} },
-        },
-      }),
-    });
+    const subscribed = await world.mcpGateway().subscribe(dot.url);
     expect(subscribed.status).toBe(200);
 
     let seed = SEED;
     const ruleFor = (): Rule => rateRule(RATES, seed++);
-    proxies.dynamodb.setRule(ruleFor());
-    proxies.sqs.setRule(ruleFor());
-    proxies.secretsmanager.setRule(ruleFor());
+    world.proxies.dynamodb.setRule(ruleFor());
+    world.proxies.sqs.setRule(ruleFor());
+    world.proxies.secretsmanager.setRule(ruleFor());
 
     // Senders and pollers run together, as production would.
     const results: SendResult[] = [];
@@ -336,26 +248,26 @@ test(
     let next = 0;
     let sending = true;
     const senders = Array.from({ length: SENDERS }, async () => {
-      let environment = mcpEnvironment();
+      let environment = world.mcpGateway();
       let served = 0;
       for (;;) {
         const n = next++;
         if (n >= SENDS) return;
         if (served++ >= ENVIRONMENT_REQUESTS) {
-          environment = mcpEnvironment();
+          environment = world.mcpGateway();
           served = 1;
         }
         results.push(await sendOnce(environment, n));
       }
     });
-    const deliveryLambdas = Array.from({ length: POLLERS }, () => deliveryEnvironment());
+    const deliveryLambdas = Array.from({ length: POLLERS }, () => world.deliveryLambda());
     const started = Date.now();
     const deadline = started + Math.max(300_000, SENDS * 600);
     const pollers = deliveryLambdas.map(async (lambda, i) => {
       for (;;) {
         const got = await poll(lambda, invocations);
         if (got > 0) continue;
-        if (!sending && (await queueDepth(fauxqs.queueUrl)) === 0) return;
+        if (!sending && (await queueDepth(world.fauxqs.queueUrl)) === 0) return;
         if (Date.now() > deadline) throw new Error(`poller ${i}: the queue did not drain in time`);
       }
     });
@@ -364,11 +276,7 @@ test(
     await Promise.all(pollers);
 
     // The verdict reads the emulators directly (not through the faults).
-    for (const proxy of Object.values(proxies)) {
-      proxy.setRule(() => 'pass');
-      proxy.releaseHeld();
-    }
-    const store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
+    world.resetProxies();
     // What one fault can still leave `queued` with no job (a failed send whose compensation failed
     // too) is the reconciler's (DEL-OUT-4): run it as its schedule would, past the stranded
     // threshold; what it requeues is delivered by the pollers, and what strands again is failed
@@ -376,20 +284,20 @@ test(
     const repairs = { requeued: 0, failed: 0 };
     const strandedMs = strandedAfterMs(RETRY_DELAYS) + 60_000;
     for (const ahead of [strandedMs, 2 * strandedMs + 120_000]) {
-      const report = await reconcilerLambdaFromSettings(deliveryLambdaSettings(env()), { dynamodb: ddb.client, sqs: fauxqs.client }, {
-        log: createLogger((line) => logLines.push(line)),
+      const report = await reconcilerLambdaFromSettings(deliveryLambdaSettings(world.env()), { dynamodb: world.ddb.client, sqs: world.fauxqs.client }, {
+        log: world.logger(),
         metrics: { repaired: () => undefined },
         clock: { now: () => Date.now() + ahead, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
       })();
       repairs.requeued += report.requeued;
       repairs.failed += report.failed;
       if (report.requeued === 0) break;
-      while ((await queueDepth(fauxqs.queueUrl)) > 0) await poll(deliveryLambdas[0]!, invocations);
+      while ((await queueDepth(world.fauxqs.queueUrl)) > 0) await poll(deliveryLambdas[0]!, invocations);
     }
     const deadLetters = await drainDeadLetters();
     const accepted = results.filter((r) => r.eventId !== undefined);
     const finals = new Map<string, string | undefined>();
-    for (const r of accepted) finals.set(r.eventId!, (await store.getEvent(r.eventId!, Date.now()))?.status);
+    for (const r of accepted) finals.set(r.eventId!, (await world.store.getEvent(r.eventId!, Date.now()))?.status);
     const okPosts = new Map<string, DotPost[]>();
     for (const post of dot.posts) if (post.status >= 200 && post.status < 300) okPosts.set(post.webhookId, [...(okPosts.get(post.webhookId) ?? []), post]);
 
@@ -402,7 +310,7 @@ test(
     const endStates: Record<string, number> = {};
     for (const status of finals.values()) endStates[String(status)] = (endStates[String(status)] ?? 0) + 1;
     const faultCounts: Record<string, Record<string, number>> = {};
-    for (const [name, proxy] of Object.entries(proxies)) faultCounts[name] = proxy.counts();
+    for (const [name, proxy] of Object.entries(world.proxies)) faultCounts[name] = proxy.counts();
     const figures = {
       sends: SENDS,
       seed: SEED,
@@ -436,8 +344,8 @@ test(
     // What went wrong for an event that ends against the rule below, to debug a failing run.
     for (const [eventId, status] of finals) {
       if (status === EventStatus.failed ? deadLetters.has(eventId) : status === EventStatus.delivered) continue;
-      const record = await store.getEvent(eventId, Date.now());
-      process.stdout.write(`\naws-faults ${eventId}: ${JSON.stringify({ ...record, body: undefined })}\n${logLines.filter((line) => line.includes(eventId)).join('\n')}\n`);
+      const record = await world.store.getEvent(eventId, Date.now());
+      process.stdout.write(`\naws-faults ${eventId}: ${JSON.stringify({ ...record, body: undefined })}\n${world.logLines.filter((line) => line.includes(eventId)).join('\n')}\n`);
     }
     // Every event with an id ends delivered, or failed with a dead letter, or failed (or was never
     // stored) without one only when its caller was not promised a delivery: none lost, none left
@@ -454,7 +362,7 @@ test(
       expect([eventId, status]).toEqual([eventId, expect.stringMatching(/^(delivered|failed)$/)]);
       if (status === EventStatus.failed && !deadLetters.has(eventId)) {
         // Never sent at all: no attempt, nothing in its log, nothing at the dot.
-        const record = await store.getEvent(eventId, Date.now());
+        const record = await world.store.getEvent(eventId, Date.now());
         expect([eventId, record?.attempts, record?.log?.length ?? 0, okPosts.has(eventId), promised]).toEqual([eventId, 0, 0, false, false]);
       }
       if (status === EventStatus.delivered) expect([eventId, okPosts.has(eventId)]).toEqual([eventId, true]);
@@ -471,7 +379,7 @@ test(
       expect(new Set(posts.map((p) => p.body)).size).toBe(1);
       expect(JSON.parse(posts[0]!.body).eventId).toBe(webhookId);
     }
-    expect(logLines.join('\n')).not.toContain(API_KEY);
+    expect(world.logLines.join('\n')).not.toContain(API_KEY);
   },
   Math.max(600_000, SENDS * 1_500),
 );

@@ -21,29 +21,20 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
+import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { QueueAttributes } from '../../lambda/adapters/sqs-queue';
 import { buildEvent } from '../../lambda/core/messages';
 import { Budgets, mcpDeadline } from '../../lambda/core/budgets';
 import { EventStatus, Limits } from '../../lambda/core/protocol';
-import { clientOptions } from '../../lambda/handlers/aws-clients';
-import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
-import { mcpLambdaFromEnvironment, type McpAwsClients } from '../../lambda/handlers/mcp-lambda';
-import { createLogger } from '../../lambda/log';
 import { systemClock, type Clock } from '../../lambda/ports';
-import { eventFromRequest, localApiGateway } from '../support/apigw';
-import { startFaultProxy, type FaultProxy } from '../support/aws-fault-proxy';
-import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
-import { startFauxqs, type Fauxqs } from '../support/fauxqs';
+import { eventFromRequest } from '../support/apigw';
+import { messageInit } from '../support/app';
+import type { FaultProxy } from '../support/aws-fault-proxy';
+import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
 import { sqsEventOf } from '../support/event-source';
-import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
-import { startReceiver, type Receiver } from '../support/receiver';
 
 const TABLE = 'dm-dot-deadlines';
 const API_KEY = `dl-${randomBytes(24).toString('base64url')}`;
-const MODERN = '2026-07-28';
 const REGION = 'us-east-1';
 
 /** The contract's budget of one MCP request: only the real entry file's test runs at it. */
@@ -59,51 +50,16 @@ const TIMER_SLACK_MS = 10;
 /** Where a stalled call is cut at `requestMs`, counted from when the request was made. */
 const cutAt = (requestMs: number) => mcpDeadline(0, requestMs);
 
-let ddb: DynamoDbLocal;
-let fauxqs: Fauxqs;
-let secrets: FakeSecretsManager;
-let receiver: Receiver;
-let ddbProxy: FaultProxy;
-let sqsProxy: FaultProxy;
-let secretsProxy: FaultProxy;
-let store: DynamoDbStore;
+let world: AwsWorld<'dynamodb' | 'sqs' | 'secretsmanager'>;
 let subscriptionId: string;
-const logLines: string[] = [];
-const clients: { destroy(): void }[] = [];
 
-/** Fresh clients (a cold start) with dm-dot's options, through the fault proxies. */
-function awsClients(): McpAwsClients {
-  const made = {
-    // DynamoDB Local keeps one database per access key id: the same as the helper's client.
-    dynamodb: new DynamoDBClient({ ...clientOptions(), endpoint: ddbProxy.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
-    sqs: new SQSClient({ ...clientOptions(), endpoint: sqsProxy.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
-    secrets: testSecretsReader(secretsProxy.endpoint),
-  };
-  clients.push(made.dynamodb, made.sqs);
-  return made;
-}
-
-function env(): NodeJS.ProcessEnv {
-  return {
-    TABLE_NAME: TABLE,
-    QUEUE_URL: fauxqs.queueUrl,
-    DEAD_LETTER_QUEUE_URL: fauxqs.deadLetterQueueUrl,
-    API_KEY_SECRET_ARN: secrets.arn,
-    DMDOT_DELIVERY_WAIT_MS: '0',
-    DMDOT_RETRY_DELAYS: '2,2',
-    DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
-  };
-}
-
-/** The MCP Lambda behind a local API Gateway; `requestMs` injects a short request budget. */
-function mcpGateway(options: { requestMs?: number } = {}, awsClientsForIt: McpAwsClients = awsClients()) {
-  const log = createLogger((line) => logLines.push(line));
-  return localApiGateway(mcpLambdaFromEnvironment(env(), awsClientsForIt, { log, ...options }));
+/** The MCP Lambda behind a local API Gateway, a cold start on fresh clients; `requestMs` injects a short request budget. */
+function mcpGateway(options: { requestMs?: number } = {}) {
+  return world.mcpGateway({ overrides: options });
 }
 
 function deliveryLambda(clock?: Clock) {
-  const { dynamodb, sqs } = awsClients();
-  return deliveryLambdaFromEnvironment(env(), { dynamodb, sqs }, { log: createLogger((line) => logLines.push(line)), ...(clock ? { clock } : {}) });
+  return world.deliveryLambda({ overrides: clock ? { clock } : {} });
 }
 
 /** Calls the proxy has stalled so far, of one action or of all (its counts run over the whole file). */
@@ -119,43 +75,14 @@ function contextWith(ms: number) {
   return { getRemainingTimeInMillis: () => ms - (Date.now() - started) };
 }
 
-async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
-  const started = Date.now();
-  const value = await fn();
-  return { value, ms: Date.now() - started };
-}
-
-async function postMessage(gateway: ReturnType<typeof mcpGateway>, message: string) {
-  const response = await gateway.fetch('https://api.example/v1/messages', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-    body: JSON.stringify({ message }),
-  });
-  return { status: response.status, body: (await response.json()) as { eventId?: string; status?: string; error?: { code: string } } };
-}
-
-async function rpc(gateway: ReturnType<typeof mcpGateway>, method: string, params: Record<string, unknown>) {
-  const response = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': method, ...(method === 'tools/call' ? { 'mcp-name': String(params.name) } : {}) },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method,
-      params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
-    }),
-  });
-  return { status: response.status, body: (await response.json()) as { result?: Record<string, unknown>; error?: { code: number } } };
-}
-
 /** A queued event in the table and its message in fauxqs (what the MCP side would have made). */
 async function queuedJob(message: string): Promise<string> {
   const eventId = `evt_${randomBytes(16).toString('hex')}`;
   const now = Date.now();
-  await store.putEvent({ eventId, status: EventStatus.queued, subscriptionId, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs });
-  await fauxqs.client.send(
+  await world.store.putEvent({ eventId, status: EventStatus.queued, subscriptionId, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs });
+  await world.fauxqs.client.send(
     new SendMessageCommand({
-      QueueUrl: fauxqs.queueUrl,
+      QueueUrl: world.fauxqs.queueUrl,
       MessageBody: buildEvent(eventId, message, now),
       MessageAttributes: {
         [QueueAttributes.eventId]: { DataType: 'String', StringValue: eventId },
@@ -167,91 +94,74 @@ async function queuedJob(message: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(undefined, { verifySignatures: false }), startReceiver()]);
-  [ddbProxy, sqsProxy, secretsProxy] = await Promise.all([
-    startFaultProxy('dynamodb', ddb.endpoint),
-    startFaultProxy('sqs', fauxqs.endpoint),
-    startFaultProxy('secretsmanager', secrets.endpoint),
-  ]);
-  await ddb.createTable(TABLE);
-  secrets.setSecret(API_KEY);
-  store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
-  const subscribed = await rpc(mcpGateway(), 'events/subscribe', {
-    name: 'message.created',
-    arguments: {},
-    delivery: { mode: 'webhook', url: receiver.url, secret: `whsec_${randomBytes(32).toString('base64')}` },
+  world = await startAwsWorld({
+    table: TABLE,
+    apiKey: API_KEY,
+    env: { DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_RETRY_DELAYS: '2,2' },
+    secrets: { verifySignatures: false },
+    proxies: ['dynamodb', 'sqs', 'secretsmanager'],
   });
+  const subscribed = await mcpGateway().subscribe(world.receiver.url);
   expect(subscribed.body.error).toBeUndefined();
   subscriptionId = String(subscribed.body.result?.id);
 }, 60_000);
 
 afterEach(async () => {
-  for (const proxy of [ddbProxy, sqsProxy, secretsProxy]) {
-    proxy.setRule(() => 'pass');
-    proxy.releaseHeld();
-  }
-  receiver.reset();
-  await fauxqs.purge();
-  expect(logLines.join('\n')).not.toContain(API_KEY);
+  world.resetProxies();
+  world.receiver.reset();
+  await world.fauxqs.purge();
+  expect(world.logLines.join('\n')).not.toContain(API_KEY);
 });
 
-afterAll(async () => {
-  for (const client of clients) client.destroy();
-  await Promise.all([ddbProxy?.stop(), sqsProxy?.stop(), secretsProxy?.stop()]);
-  await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), receiver?.stop()]);
-});
+afterAll(() => world?.stop());
 
 describe('DEL-PIPE-9: MCP Lambda: a stalled dependency is an answer within 5 s', () => {
   test('DEL-REST-2: stalled DynamoDB: POST /v1/messages answers 503 within 5 s, at a short injected budget', async () => {
     const gateway = mcpGateway({ requestMs: SHORT_REQUEST_MS });
     // The key loads first (Secrets Manager passes), then every table call stalls.
     await gateway.fetch('https://api.example/healthz');
-    ddbProxy.setRule(() => 'stall');
-    const before = stalls(ddbProxy, 'GetItem');
-    const { value, ms } = await timed(() => postMessage(gateway, 'into the void'));
+    world.proxies.dynamodb.setRule(() => 'stall');
+    const before = stalls(world.proxies.dynamodb, 'GetItem');
+    const { value, ms } = await timed(() => gateway.postMessage('into the void'));
     expect(value.status).toBe(503);
     expect(value.body.error?.code).toBeDefined();
-    expect(stalls(ddbProxy, 'GetItem')).toBeGreaterThan(before);
+    expect(stalls(world.proxies.dynamodb, 'GetItem')).toBeGreaterThan(before);
     expect(ms).toBeGreaterThanOrEqual(cutAt(SHORT_REQUEST_MS) - TIMER_SLACK_MS);
     expect(ms).toBeLessThan(SHORT_REQUEST_MS);
   }, 20_000);
 
   test('TOOL-8: stalled DynamoDB: send_to_dot is an isError tool result within 5 s, at a short injected budget', async () => {
     const gateway = mcpGateway({ requestMs: SHORT_REQUEST_MS });
-    ddbProxy.setRule(() => 'stall');
-    const before = stalls(ddbProxy);
-    const { value, ms } = await timed(() => rpc(gateway, 'tools/call', { name: 'send_to_dot', arguments: { message: 'into the void' } }));
+    world.proxies.dynamodb.setRule(() => 'stall');
+    const before = stalls(world.proxies.dynamodb);
+    const { value, ms } = await timed(() => gateway.sendToDot('into the void'));
     expect(value.status).toBe(200);
     expect(value.body.error).toBeUndefined();
     expect(value.body.result).toMatchObject({ isError: true });
-    expect(stalls(ddbProxy)).toBeGreaterThan(before);
+    expect(stalls(world.proxies.dynamodb)).toBeGreaterThan(before);
     expect(ms).toBeGreaterThanOrEqual(cutAt(SHORT_REQUEST_MS) - TIMER_SLACK_MS);
     expect(ms).toBeLessThan(SHORT_REQUEST_MS);
   }, 20_000);
 
   test('the real entry file, its clients found through AWS_ENDPOINT_URL_DYNAMODB: a stalled table is a 503 within 5 s (the real 5 s budget, end to end)', async () => {
-    ddbProxy.setRule(() => 'stall');
-    const before = stalls(ddbProxy, 'GetItem');
+    world.proxies.dynamodb.setRule(() => 'stall');
+    const before = stalls(world.proxies.dynamodb, 'GetItem');
     const root = resolve(__dirname, '../..');
-    const request = new Request('https://api.example/v1/messages', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-      body: JSON.stringify({ message: 'through the entry' }),
-    });
+    const request = new Request('https://api.example/v1/messages', messageInit('through the entry', API_KEY));
     const child = spawn(resolve(root, 'node_modules/.bin/tsx'), [resolve(__dirname, '../support/invoke-entry.ts'), resolve(root, 'lambda/handlers/mcp.ts')], {
       cwd: root,
       env: {
         PATH: process.env.PATH,
         HOME: process.env.HOME,
-        ...env(),
+        ...world.env(),
         AWS_REGION: REGION,
         AWS_ACCESS_KEY_ID: 'local',
         AWS_SECRET_ACCESS_KEY: 'local',
         AWS_EC2_METADATA_DISABLED: 'true',
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-        AWS_ENDPOINT_URL_DYNAMODB: ddbProxy.endpoint,
-        AWS_ENDPOINT_URL_SQS: fauxqs.endpoint,
-        AWS_ENDPOINT_URL_SECRETS_MANAGER: secrets.endpoint,
+        AWS_ENDPOINT_URL_DYNAMODB: world.proxies.dynamodb.endpoint,
+        AWS_ENDPOINT_URL_SQS: world.fauxqs.endpoint,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: world.secrets.endpoint,
         INVOKE_ENTRY_TIMINGS: '1',
       },
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -264,7 +174,7 @@ describe('DEL-PIPE-9: MCP Lambda: a stalled dependency is an answer within 5 s',
     const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
     const code = await new Promise<number | null>((done) => child.once('close', done));
     clearTimeout(timer);
-    logLines.push(stderr);
+    world.logLines.push(stderr);
     expect(code).toBe(0);
     const [result] = JSON.parse(stdout.trim().split('\n').at(-1)!) as { statusCode: number; body: string }[];
     expect(result!.statusCode).toBe(503);
@@ -275,7 +185,7 @@ describe('DEL-PIPE-9: MCP Lambda: a stalled dependency is an answer within 5 s',
     // (no test budget reaches the entry file).
     expect(timings[0]).toBeGreaterThanOrEqual(cutAt(MCP_REQUEST_BUDGET_MS) - TIMER_SLACK_MS);
     expect(timings[0]).toBeLessThan(MCP_REQUEST_BUDGET_MS);
-    expect(stalls(ddbProxy, 'GetItem')).toBeGreaterThan(before);
+    expect(stalls(world.proxies.dynamodb, 'GetItem')).toBeGreaterThan(before);
   }, 60_000);
 
   test('DEL-REST-2: stalled SQS: the send answers 503 within 5 s, at a short injected budget', async () => {
@@ -284,37 +194,37 @@ describe('DEL-PIPE-9: MCP Lambda: a stalled dependency is an answer within 5 s',
     // SendMessage gets the same 1.2 s the other stalls do, after the reads and PutItem before it.
     const requestMs = SHORT_REQUEST_MS + Budgets.outboxCompensationReserveMs;
     const gateway = mcpGateway({ requestMs });
-    sqsProxy.setRule(() => 'stall');
-    const before = stalls(sqsProxy, 'SendMessage');
-    const { value, ms } = await timed(() => postMessage(gateway, 'queue is stuck'));
+    world.proxies.sqs.setRule(() => 'stall');
+    const before = stalls(world.proxies.sqs, 'SendMessage');
+    const { value, ms } = await timed(() => gateway.postMessage('queue is stuck'));
     expect(value.status).toBe(503);
-    expect(stalls(sqsProxy, 'SendMessage')).toBeGreaterThan(before);
+    expect(stalls(world.proxies.sqs, 'SendMessage')).toBeGreaterThan(before);
     // Held at least one attempt's cap (or to the keep-back, whichever came first): the stall, not an early failure.
     expect(ms).toBeGreaterThanOrEqual(Math.min(Budgets.outboxAttemptMs, cutAt(requestMs) - Budgets.outboxCompensationReserveMs) - TIMER_SLACK_MS);
     expect(ms).toBeLessThan(requestMs);
-    expect(receiver.events).toHaveLength(0);
+    expect(world.receiver.events).toHaveLength(0);
   }, 20_000);
 
   test('HTTP-4: stalled Secrets Manager: /healthz answers 200 while the key read is still held', async () => {
-    secretsProxy.setRule(() => 'stall');
+    world.proxies.secretsmanager.setRule(() => 'stall');
     // A cold start: the init-phase key read goes out and stalls.
     const gateway = mcpGateway();
-    for (let i = 0; i < 100 && secretsProxy.held() === 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(secretsProxy.held()).toBe(1);
+    for (let i = 0; i < 100 && world.proxies.secretsmanager.held() === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(world.proxies.secretsmanager.held()).toBe(1);
     const health = await gateway.fetch('https://api.example/healthz');
     expect(health.status).toBe(200);
     expect(await health.json()).toEqual({ ok: true });
     // The key read was still held by the proxy when /healthz answered: it did not wait for it.
-    expect(secretsProxy.held()).toBe(1);
+    expect(world.proxies.secretsmanager.held()).toBe(1);
   }, 20_000);
 
   test('HTTP-8: stalled Secrets Manager: an authenticated route answers 503 within 5 s, at a short injected budget', async () => {
-    secretsProxy.setRule(() => 'stall');
-    const before = stalls(secretsProxy);
+    world.proxies.secretsmanager.setRule(() => 'stall');
+    const before = stalls(world.proxies.secretsmanager);
     const gateway = mcpGateway({ requestMs: SHORT_REQUEST_MS });
-    const { value, ms } = await timed(() => postMessage(gateway, 'no key yet'));
+    const { value, ms } = await timed(() => gateway.postMessage('no key yet'));
     expect(value.status).toBe(503);
-    expect(stalls(secretsProxy)).toBeGreaterThan(before);
+    expect(stalls(world.proxies.secretsmanager)).toBeGreaterThan(before);
     // Cut at the request's own deadline, which comes before the key read's cap (Budgets.secretReadCapMs).
     expect(ms).toBeGreaterThanOrEqual(cutAt(SHORT_REQUEST_MS) - TIMER_SLACK_MS);
     expect(ms).toBeLessThan(SHORT_REQUEST_MS);
@@ -324,31 +234,31 @@ describe('DEL-PIPE-9: MCP Lambda: a stalled dependency is an answer within 5 s',
 describe('Delivery Lambda: a stalled table cannot time out the batch', () => {
   test('every record of a batch answers failure before the Lambda timeout, and nothing is POSTed, at a short injected budget', async () => {
     const ids = [await queuedJob('one'), await queuedJob('two'), await queuedJob('three')];
-    const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
+    const messages = await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10 });
     expect(messages).toHaveLength(3);
-    ddbProxy.setRule(() => 'stall');
-    const before = stalls(ddbProxy);
+    world.proxies.dynamodb.setRule(() => 'stall');
+    const before = stalls(world.proxies.dynamodb);
     // The invocation's budget is its context's remaining time; its deadline comes
     // Budgets.deliveryEndReserveMs before the end, at 1 s, before the SDK's 2 s attempt cap.
     const remainingMs = 2_000;
     const { value, ms } = await timed(() => deliveryLambda()(sqsEventOf(messages), contextWith(remainingMs)));
     expect(value.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(messages.map((m) => m.MessageId!).sort());
-    expect(stalls(ddbProxy)).toBeGreaterThanOrEqual(before + messages.length);
+    expect(stalls(world.proxies.dynamodb)).toBeGreaterThanOrEqual(before + messages.length);
     expect(ms).toBeGreaterThanOrEqual(remainingMs - Budgets.deliveryEndReserveMs - TIMER_SLACK_MS);
     expect(ms).toBeLessThan(remainingMs);
-    expect(receiver.events).toHaveLength(0);
-    ddbProxy.setRule(() => 'pass');
-    for (const id of ids) expect((await store.getEvent(id, Date.now()))?.status).toBe(EventStatus.queued);
+    expect(world.receiver.events).toHaveLength(0);
+    world.proxies.dynamodb.setRule(() => 'pass');
+    for (const id of ids) expect((await world.store.getEvent(id, Date.now()))?.status).toBe(EventStatus.queued);
   }, 30_000);
 
   test('a write stalled after a successful POST fails only its own record: the others are recorded and not sent again', async () => {
     const stuck = await queuedJob('stuck after POST');
     const fine = await queuedJob('fine');
-    const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
+    const messages = await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10 });
     expect(messages).toHaveLength(2);
     // Only the update that records `stuck` as delivered stalls (its lease before the POST, which
     // sets no status, passes; it runs out before the invocation's deadline).
-    ddbProxy.setRule((call) => {
+    world.proxies.dynamodb.setRule((call) => {
       const body = call.body as { Key?: { pk?: { S?: string } }; UpdateExpression?: string } | undefined;
       return call.action === 'UpdateItem' && body?.Key?.pk?.S === `EVENT#${stuck}` && body.UpdateExpression?.includes('#status =') ? 'stall' : 'pass';
     });
@@ -363,25 +273,25 @@ describe('Delivery Lambda: a stalled table cannot time out the batch', () => {
     expect(ms).toBeLessThan(remainingMs);
     const stuckMessage = messages.find((m) => m.MessageAttributes?.eventId?.StringValue === stuck)!;
     expect(value.batchItemFailures).toEqual([{ itemIdentifier: stuckMessage.MessageId }]);
-    expect((await store.getEvent(fine, Date.now()))?.status).toBe(EventStatus.delivered);
-    expect(receiver.events.map((e) => e.headers['webhook-id']).sort()).toEqual([fine, stuck].sort());
+    expect((await world.store.getEvent(fine, Date.now()))?.status).toBe(EventStatus.delivered);
+    expect(world.receiver.events.map((e) => e.headers['webhook-id']).sort()).toEqual([fine, stuck].sort());
 
     // SQS hands back only the record that was listed; the table recovers; `fine` is never sent again.
-    ddbProxy.setRule(() => 'pass');
-    ddbProxy.releaseHeld();
+    world.proxies.dynamodb.setRule(() => 'pass');
+    world.proxies.dynamodb.releaseHeld();
     // Its lease before the POST still holds (DEL-LEASE-2): until it ends no copy POSTs again.
-    const leasedUntil = (await store.getEvent(stuck, Date.now()))?.notBefore ?? 0;
+    const leasedUntil = (await world.store.getEvent(stuck, Date.now()))?.notBefore ?? 0;
     if (leasedUntil > clock.now() + 1_000) {
       const early = await lambda(sqsEventOf([stuckMessage]), contextWith(remainingMs));
       expect(early).toEqual({ batchItemFailures: [{ itemIdentifier: stuckMessage.MessageId }] });
-      expect(receiver.events.filter((e) => e.headers['webhook-id'] === stuck)).toHaveLength(1);
+      expect(world.receiver.events.filter((e) => e.headers['webhook-id'] === stuck)).toHaveLength(1);
     }
     // The rest of the lease (Budgets.workerLeaseMs from before the POST) passes on the worker's clock.
     skippedMs = Math.max(0, leasedUntil - Date.now()) + 50;
     const again = await lambda(sqsEventOf([stuckMessage]), contextWith(remainingMs));
     expect(again).toEqual({ batchItemFailures: [] });
-    const ids = receiver.events.map((e) => e.headers['webhook-id']);
+    const ids = world.receiver.events.map((e) => e.headers['webhook-id']);
     expect(ids.filter((id) => id === fine)).toHaveLength(1);
-    expect((await store.getEvent(stuck, Date.now()))?.status).toBe(EventStatus.delivered);
+    expect((await world.store.getEvent(stuck, Date.now()))?.status).toBe(EventStatus.delivered);
   }, 40_000);
 });

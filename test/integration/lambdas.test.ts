@@ -17,87 +17,31 @@ import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { EventStatus } from '../../lambda/core/protocol';
 import { sha256Hex } from '../../lambda/core/identity';
 import { addSender, recordRotation, revokeSender } from '../../lambda/operator/access';
-import { deliveryLambdaFromEnvironment } from '../../lambda/handlers/delivery-lambda';
-import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
-import { createLogger } from '../../lambda/log';
-import { eventFromRequest, localApiGateway } from '../support/apigw';
-import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
-import { startFauxqs, type Fauxqs } from '../support/fauxqs';
+import { eventFromRequest } from '../support/apigw';
+import { MODERN, MODERN_META } from '../support/app';
+import { newWebhookSecret, startAwsWorld, type AwsWorld, type McpGateway } from '../support/aws-world';
 import { pollOnce, sqsEventOf } from '../support/event-source';
-import { startFakeSecretsManager, TEST_CREDENTIALS, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
-import type { SecretsReader } from '../../lambda/adapters/secrets-manager';
-import { startReceiver, type Receiver } from '../support/receiver';
+import { startFakeSecretsManager, TEST_CREDENTIALS, testSecretsReader } from '../support/fake-secrets-manager';
 
 const TABLE = 'dm-dot-integration';
 const API_KEY = `it-${randomBytes(24).toString('base64url')}`;
-const MODERN = '2026-07-28';
 
-let ddb: DynamoDbLocal;
-let fauxqs: Fauxqs;
-let secrets: FakeSecretsManager;
-let receiver: Receiver;
-let store: DynamoDbStore;
-const logLines: string[] = [];
+let world: AwsWorld;
 
-function secretsClient(endpoint: string): SecretsReader {
-  return testSecretsReader(endpoint, { maxAttempts: 1 });
+/** The MCP Lambda on the emulators' own clients (no proxy), its key read once, from `secretsEndpoint`. */
+function mcpGateway(env: NodeJS.ProcessEnv = world.env(), secretsEndpoint = world.secrets.endpoint) {
+  return world.mcpGateway({ env, clients: { dynamodb: world.ddb.client, sqs: world.fauxqs.client, secrets: testSecretsReader(secretsEndpoint, { maxAttempts: 1 }) } });
 }
 
-function baseEnv(): NodeJS.ProcessEnv {
-  return {
-    TABLE_NAME: TABLE,
-    QUEUE_URL: fauxqs.queueUrl,
-    DEAD_LETTER_QUEUE_URL: fauxqs.deadLetterQueueUrl,
-    API_KEY_SECRET_ARN: secrets.arn,
-    DMDOT_DELIVERY_WAIT_MS: '0',
-    DMDOT_RETRY_DELAYS: '2,2',
-    DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
-  };
-}
-
-function mcpGateway(env: NodeJS.ProcessEnv = baseEnv(), secretsEndpoint = secrets.endpoint) {
-  const log = createLogger((line) => logLines.push(line));
-  const lambda = mcpLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client, secrets: secretsClient(secretsEndpoint) }, { log });
-  return localApiGateway(lambda);
-}
-
-function deliveryLambda(env: NodeJS.ProcessEnv = baseEnv()) {
-  const log = createLogger((line) => logLines.push(line));
-  return deliveryLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client }, { log });
-}
-
-function newSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64')}`;
+function deliveryLambda(env: NodeJS.ProcessEnv = world.env()) {
+  return world.deliveryLambda({ env, clients: { dynamodb: world.ddb.client, sqs: world.fauxqs.client } });
 }
 
 let rpcId = 0;
 
-/** One 2026-07-28 JSON-RPC request through the local API Gateway. */
-async function rpc(gateway: ReturnType<typeof mcpGateway>, method: string, params: Record<string, unknown>) {
-  const response = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': method },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: ++rpcId,
-      method,
-      params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'it', version: '0' } } },
-    }),
-  });
-  return { status: response.status, body: (await response.json()) as { result?: Record<string, unknown>; error?: { code: number; message: string } } };
-}
-
-async function subscribe(gateway: ReturnType<typeof mcpGateway>, secret: string) {
-  return rpc(gateway, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url, secret } });
-}
-
-async function send(gateway: ReturnType<typeof mcpGateway>, message: string) {
-  const response = await gateway.fetch(`https://api.example/v1/messages`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-    body: JSON.stringify({ message }),
-  });
-  return { status: response.status, body: (await response.json()) as { eventId?: string; status?: string; error?: { code: string } } };
+/** events/subscribe through the local API Gateway, a 2026-07-28 call that says who the client is. */
+async function subscribe(gateway: McpGateway, secret: string) {
+  return gateway.subscribe(world.receiver.url, { secret, id: ++rpcId, meta: { 'io.modelcontextprotocol/clientInfo': { name: 'it', version: '0' } } });
 }
 
 /** Verifies a recorded delivery with the Standard Webhooks reference library over the raw bytes. */
@@ -110,7 +54,7 @@ function verify(secret: string, delivery: { raw: Buffer; headers: Record<string,
 }
 
 async function queueCounts(queueUrl: string): Promise<{ visible: number; inFlight: number }> {
-  const answer = await fauxqs.client.send(
+  const answer = await world.fauxqs.client.send(
     new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
   );
   return { visible: Number(answer.Attributes?.ApproximateNumberOfMessages), inFlight: Number(answer.Attributes?.ApproximateNumberOfMessagesNotVisible) };
@@ -134,9 +78,9 @@ async function invokeEntry<T>(entry: string, env: NodeJS.ProcessEnv, events: unk
       AWS_SECRET_ACCESS_KEY: 'local',
       AWS_EC2_METADATA_DISABLED: 'true',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-      AWS_ENDPOINT_URL_DYNAMODB: ddb.endpoint,
-      AWS_ENDPOINT_URL_SQS: fauxqs.endpoint,
-      AWS_ENDPOINT_URL_SECRETS_MANAGER: secrets.endpoint,
+      AWS_ENDPOINT_URL_DYNAMODB: world.ddb.endpoint,
+      AWS_ENDPOINT_URL_SQS: world.fauxqs.endpoint,
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: world.secrets.endpoint,
       ...env,
     },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -150,36 +94,31 @@ async function invokeEntry<T>(entry: string, env: NodeJS.ProcessEnv, events: unk
   const code = await new Promise<number | null>((done) => child.once('close', done));
   clearTimeout(timer);
   // The child's own log lines (stderr) must not hold the key either.
-  logLines.push(stderr);
+  world.logLines.push(stderr);
   if (code !== 0) throw new Error(`${entry} exited with ${code}: ${stderr.slice(-2000)}`);
   return JSON.parse(stdout.trim().split('\n').at(-1)!) as T[];
 }
 
 beforeAll(async () => {
-  [ddb, fauxqs, secrets, receiver] = await Promise.all([
-    startDynamoDbLocal(),
-    startFauxqs(),
+  world = await startAwsWorld({
+    table: TABLE,
+    apiKey: API_KEY,
+    env: { DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_RETRY_DELAYS: '2,2' },
     // The entry files sign with the environment's credentials (`local`, DynamoDB Local's database).
-    startFakeSecretsManager(undefined, { credentials: [TEST_CREDENTIALS, { accessKeyId: 'local', secretAccessKey: 'local' }] }),
-    startReceiver(),
-  ]);
-  await ddb.createTable(TABLE);
-  secrets.setSecret(API_KEY);
-  store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
+    secrets: { credentials: [TEST_CREDENTIALS, { accessKeyId: 'local', secretAccessKey: 'local' }] },
+  });
 }, 60_000);
 
-afterAll(async () => {
-  await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), receiver?.stop()]);
-});
+afterAll(() => world?.stop());
 
 beforeEach(async () => {
-  receiver.reset();
-  await fauxqs.purge();
+  world.receiver.reset();
+  await world.fauxqs.purge();
 });
 
 afterEach(() => {
   // The API key never reaches a log line, whatever happened in the test.
-  expect(logLines.join('\n')).not.toContain(API_KEY);
+  expect(world.logLines.join('\n')).not.toContain(API_KEY);
 });
 
 describe('HTTP-10: MCP Lambda: authentication (docs/contract/http.md)', () => {
@@ -203,7 +142,7 @@ describe('HTTP-10: MCP Lambda: authentication (docs/contract/http.md)', () => {
     const broken = await startFakeSecretsManager();
     broken.setFailing(true);
     try {
-      const gateway = mcpGateway(baseEnv(), broken.endpoint);
+      const gateway = mcpGateway(world.env(), broken.endpoint);
       const callsAfter: number[] = [];
       for (let i = 0; i < 3; i++) {
         const response = await gateway.fetch(`https://api.example/v1/messages?key=${encodeURIComponent(API_KEY)}`, {
@@ -224,7 +163,7 @@ describe('HTTP-10: MCP Lambda: authentication (docs/contract/http.md)', () => {
   });
 
   test('HTTP-8: no secret configured (no API_KEY_SECRET_ARN) is 503 too', async () => {
-    const { API_KEY_SECRET_ARN: _unused, ...env } = baseEnv();
+    const { API_KEY_SECRET_ARN: _unused, ...env } = world.env();
     const response = await mcpGateway(env).fetch(`https://api.example/v1/messages?key=${encodeURIComponent(API_KEY)}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -252,14 +191,14 @@ describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/co
     if (method) Object.assign(headers, { 'mcp-protocol-version': MODERN, 'mcp-method': method });
     return gatewayOnOwnTable.fetch(`https://api.example${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
   }
-  let gatewayOnOwnTable: ReturnType<typeof mcpGateway>;
+  let gatewayOnOwnTable: McpGateway;
   let own: DynamoDbStore;
 
   beforeAll(async () => {
     // A table of its own: the DEPLOYMENT item made here must not change the principal of the other tests.
-    await ddb.createTable(`${TABLE}-keys`);
-    own = new DynamoDbStore({ client: ddb.client, tableName: `${TABLE}-keys` });
-    gatewayOnOwnTable = mcpGateway({ ...baseEnv(), TABLE_NAME: `${TABLE}-keys`, DMDOT_EVENTS_PROFILE: 'sep-3415' });
+    await world.ddb.createTable(`${TABLE}-keys`);
+    own = new DynamoDbStore({ client: world.ddb.client, tableName: `${TABLE}-keys` });
+    gatewayOnOwnTable = mcpGateway({ ...world.env(), TABLE_NAME: `${TABLE}-keys`, DMDOT_EVENTS_PROFILE: 'sep-3415' });
   });
 
   test('HTTP-KEY-2, HTTP-KEY-4, HTTP-KEY-5: a sender key sends, is Forbidden (-32024 under sep-3415) on subscribe, and 401 once revoked', async () => {
@@ -270,20 +209,20 @@ describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/co
     const refused = await keyed(
       added.key,
       '/mcp',
-      { jsonrpc: '2.0', id: 1, method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url, secret: newSecret() }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } },
+      { jsonrpc: '2.0', id: 1, method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: world.receiver.url, secret: newWebhookSecret() }, _meta: MODERN_META } },
       'events/subscribe',
     );
     expect(((await refused.json()) as { error: { code: number } }).error.code).toBe(-32024);
     await revokeSender(own, 'lambda-bot', Date.now());
     expect((await keyed(added.key, '/v1/messages', { message: 'hi' })).status).toBe(401);
-    expect(logLines.join('\n')).not.toContain(added.key);
+    expect(world.logLines.join('\n')).not.toContain(added.key);
   });
 
   test('HTTP-KEY-10: the previous connector key recorded in DEPLOYMENT is accepted until its overlap ends', async () => {
     const previous = `old-${randomBytes(24).toString('base64url')}`;
     await recordRotation(own, previous, API_KEY, 1_500, Date.now());
     // A fresh environment (the rotation recycles them): it reads DEPLOYMENT on the first unknown key.
-    gatewayOnOwnTable = mcpGateway({ ...baseEnv(), TABLE_NAME: `${TABLE}-keys` });
+    gatewayOnOwnTable = mcpGateway({ ...world.env(), TABLE_NAME: `${TABLE}-keys` });
     expect((await keyed(previous, '/v1/messages', { message: 'hi' })).status).toBe(409);
     expect((await keyed(API_KEY, '/v1/messages', { message: 'hi' })).status).toBe(409);
     await new Promise((r) => setTimeout(r, 1_600));
@@ -294,129 +233,129 @@ describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/co
 
 describe('EV-CHAL-2, EV-CHAL-5, EV-SUB-13: subscribe, send, deliver (docs/contract: events, delivery)', () => {
   let secret: string;
-  let gateway: ReturnType<typeof mcpGateway>;
+  let gateway: McpGateway;
   let delivery: ReturnType<typeof deliveryLambda>;
 
   beforeAll(async () => {
     gateway = mcpGateway();
     delivery = deliveryLambda();
-    secret = newSecret();
-    receiver.reset();
+    secret = newWebhookSecret();
+    world.receiver.reset();
     const answer = await subscribe(gateway, secret);
     expect(answer.body.error).toBeUndefined();
     expect(answer.body.result).toMatchObject({ id: expect.stringMatching(/^sub_[0-9a-f]{32}$/), cursor: null, truncated: false });
     // The challenge went to the receiver, signed with the new secret over the raw bytes.
-    expect(receiver.challenges).toHaveLength(1);
-    expect(verify(secret, receiver.challenges[0]!)).toMatchObject({ type: 'verification' });
-    expect(receiver.challenges[0]!.headers[':path']).toBe(new URL(receiver.url).pathname + new URL(receiver.url).search);
+    expect(world.receiver.challenges).toHaveLength(1);
+    expect(verify(secret, world.receiver.challenges[0]!)).toMatchObject({ type: 'verification' });
+    expect(world.receiver.challenges[0]!.headers[':path']).toBe(new URL(world.receiver.url).pathname + new URL(world.receiver.url).search);
   });
 
   test('ARCH-1, ARCH-4, ARCH-6, DEL-EVT-1, DEL-PIPE-14, DEL-REST-2, HTTP-3: a message is queued (202), and one delivery run brings it to the receiver with a valid signature', async () => {
-    const sent = await send(gateway, '  hello dot  ');
+    const sent = await gateway.postMessage('  hello dot  ');
     expect(sent).toMatchObject({ status: 202, body: { status: 'queued', eventId: expect.stringMatching(/^evt_[0-9a-f]{32}$/) } });
     const eventId = sent.body.eventId!;
 
-    const run = await pollOnce(fauxqs, delivery);
+    const run = await pollOnce(world.fauxqs, delivery);
     expect(run?.response).toEqual({ batchItemFailures: [] });
-    expect(receiver.events).toHaveLength(1);
-    const got = receiver.events[0]!;
+    expect(world.receiver.events).toHaveLength(1);
+    const got = world.receiver.events[0]!;
     expect(verify(secret, got)).toMatchObject({ eventId, name: 'message.created', data: { message: 'hello dot' }, cursor: null });
     // The exact bytes that were queued, no re-serialization on the way.
     expect(got.raw.toString('utf8')).toBe(run!.event.Records[0]!.body);
     expect(got.headers).toMatchObject({ 'webhook-id': eventId, 'content-type': 'application/json', 'x-mcp-subscription-id': expect.stringMatching(/^sub_/) });
-    expect((await store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.delivered);
-    expect(await queueCounts(fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+    expect((await world.store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.delivered);
+    expect(await queueCounts(world.fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
   });
 
   test('DEL-PIPE-11: a duplicate SQS delivery of a delivered event makes no second POST', async () => {
-    const sent = await send(gateway, 'only once');
-    const run = await pollOnce(fauxqs, delivery);
-    expect(receiver.events).toHaveLength(1);
+    const sent = await gateway.postMessage('only once');
+    const run = await pollOnce(world.fauxqs, delivery);
+    expect(world.receiver.events).toHaveLength(1);
     // SQS may hand the same message over again: the same record, a second time.
     const again = await delivery(run!.event);
     expect(again).toEqual({ batchItemFailures: [] });
-    expect(receiver.events).toHaveLength(1);
-    expect((await store.getEvent(sent.body.eventId!, Date.now()))?.attempts).toBe(1);
+    expect(world.receiver.events).toHaveLength(1);
+    expect((await world.store.getEvent(sent.body.eventId!, Date.now()))?.attempts).toBe(1);
   });
 
   test('DEL-PIPE-10, DEL-PIPE-17: 503 keeps the record (batchItemFailures) with a backoff; the next run after the delay delivers', async () => {
-    receiver.respondWith(503);
-    const sent = await send(gateway, 'try again');
-    const first = await pollOnce(fauxqs, delivery);
+    world.receiver.respondWith(503);
+    const sent = await gateway.postMessage('try again');
+    const first = await pollOnce(world.fauxqs, delivery);
     expect(first?.response.batchItemFailures).toEqual([{ itemIdentifier: first!.event.Records[0]!.messageId }]);
-    expect(receiver.events.map((e) => e.status)).toEqual([503]);
-    expect((await store.getEvent(sent.body.eventId!, Date.now()))).toMatchObject({ status: EventStatus.queued, attempts: 1, lastError: 'http_5xx' });
+    expect(world.receiver.events.map((e) => e.status)).toEqual([503]);
+    expect((await world.store.getEvent(sent.body.eventId!, Date.now()))).toMatchObject({ status: EventStatus.queued, attempts: 1, lastError: 'http_5xx' });
 
     // Visibility changed: hidden right after the run, back well before the queue's 30 s default.
-    expect(await queueCounts(fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 1 });
-    const second = await pollOnce(fauxqs, delivery, { timeoutMs: 15_000 });
+    expect(await queueCounts(world.fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 1 });
+    const second = await pollOnce(world.fauxqs, delivery, { timeoutMs: 15_000 });
     expect(second?.event.Records[0]?.attributes.ApproximateReceiveCount).toBe('2');
     expect(second?.response).toEqual({ batchItemFailures: [] });
-    expect(receiver.events.map((e) => e.status)).toEqual([503, 200]);
-    for (const delivered of receiver.events) expect(verify(secret, delivered)).toMatchObject({ eventId: sent.body.eventId });
-    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 2 });
+    expect(world.receiver.events.map((e) => e.status)).toEqual([503, 200]);
+    for (const delivered of world.receiver.events) expect(verify(secret, delivered)).toMatchObject({ eventId: sent.body.eventId });
+    expect(await world.store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 2 });
   });
 
   test('DEL-PIPE-16, DEL-PIPE-18: 410 is permanent and ends the subscription: one attempt, event failed, DLQ with reason http_4xx, a new subscribe succeeds', async () => {
-    receiver.respondWith(410);
-    const sent = await send(gateway, 'gone');
-    const run = await pollOnce(fauxqs, delivery);
+    world.receiver.respondWith(410);
+    const sent = await gateway.postMessage('gone');
+    const run = await pollOnce(world.fauxqs, delivery);
     expect(run?.response).toEqual({ batchItemFailures: [] });
-    expect(receiver.events.map((e) => e.status)).toEqual([410]);
-    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, attempts: 1, lastError: 'http_4xx' });
+    expect(world.receiver.events.map((e) => e.status)).toEqual([410]);
+    expect(await world.store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, attempts: 1, lastError: 'http_4xx' });
 
-    const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
+    const [dead] = await world.fauxqs.receive(world.fauxqs.deadLetterQueueUrl);
     expect(dead?.Body).toBe(run!.event.Records[0]!.body);
     expect(dead?.MessageAttributes?.reason?.StringValue).toBe('http_4xx');
     expect(dead?.MessageAttributes?.eventId?.StringValue).toBe(sent.body.eventId);
-    expect(await queueCounts(fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+    expect(await queueCounts(world.fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
     // Nothing left to retry: no second attempt ever happens.
-    expect(await pollOnce(fauxqs, delivery, { timeoutMs: 1_000 })).toBeUndefined();
-    expect(receiver.events).toHaveLength(1);
+    expect(await pollOnce(world.fauxqs, delivery, { timeoutMs: 1_000 })).toBeUndefined();
+    expect(world.receiver.events).toHaveLength(1);
     // Standard Webhooks: 410 Gone ends the subscription (the dot was removed), so nothing is locked out.
-    expect(await store.getSubscription(Date.now())).toBeUndefined();
-    expect((await send(gateway, 'after gone')).status).toBe(409);
-    receiver.reset();
+    expect(await world.store.getSubscription(Date.now())).toBeUndefined();
+    expect((await gateway.postMessage('after gone')).status).toBe(409);
+    world.receiver.reset();
     expect((await subscribe(gateway, secret)).body.error).toBeUndefined();
   });
 
   test('DEL-PIPE-18: the retry schedule exhausted: the DLQ gets it with the last category', async () => {
-    receiver.setDefaultStatus(500);
-    const sent = await send(gateway, 'always failing');
+    world.receiver.setDefaultStatus(500);
+    const sent = await gateway.postMessage('always failing');
     const statuses: string[][] = [];
     // DMDOT_RETRY_DELAYS=2,2: three attempts, the third dead-letters.
     for (let run = 0; run < 3; run++) {
-      const result = await pollOnce(fauxqs, delivery, { timeoutMs: 15_000 });
+      const result = await pollOnce(world.fauxqs, delivery, { timeoutMs: 15_000 });
       statuses.push(result!.response.batchItemFailures.map((f) => f.itemIdentifier));
     }
     expect(statuses.map((s) => s.length)).toEqual([1, 1, 0]);
-    expect(receiver.events).toHaveLength(3);
-    const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
+    expect(world.receiver.events).toHaveLength(3);
+    const [dead] = await world.fauxqs.receive(world.fauxqs.deadLetterQueueUrl);
     expect(dead?.MessageAttributes?.reason?.StringValue).toBe('http_5xx');
-    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, attempts: 3 });
+    expect(await world.store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, attempts: 3 });
   });
 
   test('a malformed record (no attributes) goes to the DLQ as malformed instead of looping', async () => {
-    await fauxqs.client.send(new SendMessageCommand({ QueueUrl: fauxqs.queueUrl, MessageBody: '{"not":"ours"}' }));
-    const run = await pollOnce(fauxqs, delivery);
+    await world.fauxqs.client.send(new SendMessageCommand({ QueueUrl: world.fauxqs.queueUrl, MessageBody: '{"not":"ours"}' }));
+    const run = await pollOnce(world.fauxqs, delivery);
     expect(run?.response).toEqual({ batchItemFailures: [] });
-    const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
+    const [dead] = await world.fauxqs.receive(world.fauxqs.deadLetterQueueUrl);
     expect(dead?.Body).toBe('{"not":"ours"}');
     expect(dead?.MessageAttributes?.reason?.StringValue).toBe('malformed');
-    expect(receiver.events).toHaveLength(0);
+    expect(world.receiver.events).toHaveLength(0);
   });
 
   test('storage down: the record is reported failed and kept, nothing is sent', async () => {
-    const sent = await send(gateway, 'storage outage');
-    const broken = deliveryLambda({ ...baseEnv(), TABLE_NAME: 'no-such-table' });
-    const messages = await fauxqs.receive(fauxqs.queueUrl);
+    const sent = await gateway.postMessage('storage outage');
+    const broken = deliveryLambda({ ...world.env(), TABLE_NAME: 'no-such-table' });
+    const messages = await world.fauxqs.receive(world.fauxqs.queueUrl);
     const event = sqsEventOf(messages);
     expect(await broken(event)).toEqual({ batchItemFailures: [{ itemIdentifier: messages[0]!.MessageId }] });
-    expect(receiver.events).toHaveLength(0);
+    expect(world.receiver.events).toHaveLength(0);
     // The same record, once storage is back, is delivered.
     expect(await delivery(event)).toEqual({ batchItemFailures: [] });
-    expect(receiver.events).toHaveLength(1);
-    expect((await store.getEvent(sent.body.eventId!, Date.now()))?.status).toBe(EventStatus.delivered);
+    expect(world.receiver.events).toHaveLength(1);
+    expect((await world.store.getEvent(sent.body.eventId!, Date.now()))?.status).toBe(EventStatus.delivered);
   });
 
   test('the real entry files (middy, env, module-scope clients) serve a send and its delivery', async () => {
@@ -427,67 +366,67 @@ describe('EV-CHAL-2, EV-CHAL-5, EV-SUB-13: subscribe, send, deliver (docs/contra
       await eventFromRequest(post('/v1/messages')),
       await eventFromRequest(post(`/v1/messages?key=${key}`)),
     ];
-    const [health, unauthenticated, queued] = await invokeEntry<APIGatewayProxyStructuredResultV2>('lambda/handlers/mcp.ts', baseEnv(), events);
+    const [health, unauthenticated, queued] = await invokeEntry<APIGatewayProxyStructuredResultV2>('lambda/handlers/mcp.ts', world.env(), events);
     expect(health).toMatchObject({ statusCode: 200, body: '{"ok":true}' });
     expect(unauthenticated?.statusCode).toBe(401);
     expect(queued?.statusCode).toBe(202);
     const { eventId } = JSON.parse(queued!.body!) as { eventId: string };
 
-    const messages = await fauxqs.receive(fauxqs.queueUrl);
-    const [batch] = await invokeEntry<SQSBatchResponse>('lambda/handlers/delivery.ts', baseEnv(), [sqsEventOf(messages)]);
+    const messages = await world.fauxqs.receive(world.fauxqs.queueUrl);
+    const [batch] = await invokeEntry<SQSBatchResponse>('lambda/handlers/delivery.ts', world.env(), [sqsEventOf(messages)]);
     expect(batch).toEqual({ batchItemFailures: [] });
-    expect(receiver.events).toHaveLength(1);
-    expect(verify(secret, receiver.events[0]!)).toMatchObject({ eventId, data: { message: 'via the entry files' } });
+    expect(world.receiver.events).toHaveLength(1);
+    expect(verify(secret, world.receiver.events[0]!)).toMatchObject({ eventId, data: { message: 'via the entry files' } });
   }, 60_000);
 
   test('a failed dead-letter send is not a silent loss: the redelivered record reaches the DLQ, with no second POST', async () => {
-    receiver.respondWith(404);
-    const sent = await send(gateway, 'dlq hiccup');
-    const noDlq = deliveryLambda({ ...baseEnv(), DEAD_LETTER_QUEUE_URL: `${fauxqs.endpoint}/000000000000/no-such-queue` });
-    const messages = await fauxqs.receive(fauxqs.queueUrl);
+    world.receiver.respondWith(404);
+    const sent = await gateway.postMessage('dlq hiccup');
+    const noDlq = deliveryLambda({ ...world.env(), DEAD_LETTER_QUEUE_URL: `${world.fauxqs.endpoint}/000000000000/no-such-queue` });
+    const messages = await world.fauxqs.receive(world.fauxqs.queueUrl);
     const event = sqsEventOf(messages);
     expect((await noDlq(event)).batchItemFailures).toHaveLength(1);
-    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, lastError: 'http_4xx' });
+    expect(await world.store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.failed, lastError: 'http_4xx' });
 
     expect(await delivery(event)).toEqual({ batchItemFailures: [] });
-    expect(receiver.events).toHaveLength(1);
-    const [dead] = await fauxqs.receive(fauxqs.deadLetterQueueUrl);
+    expect(world.receiver.events).toHaveLength(1);
+    const [dead] = await world.fauxqs.receive(world.fauxqs.deadLetterQueueUrl);
     expect(dead?.MessageAttributes?.reason?.StringValue).toBe('http_4xx');
     expect(dead?.MessageAttributes?.eventId?.StringValue).toBe(sent.body.eventId);
   });
 
   test('DEL-LEASE-2: three SendMessage copies of one job (retries that were all applied) in one batch make one POST', async () => {
-    const sent = await send(gateway, 'three copies, one POST');
-    const [original] = await fauxqs.receive(fauxqs.queueUrl);
+    const sent = await gateway.postMessage('three copies, one POST');
+    const [original] = await world.fauxqs.receive(world.fauxqs.queueUrl);
     expect(original?.MessageAttributes?.eventId?.StringValue).toBe(sent.body.eventId);
     for (let copy = 0; copy < 2; copy++) {
-      await fauxqs.client.send(new SendMessageCommand({ QueueUrl: fauxqs.queueUrl, MessageBody: original!.Body!, MessageAttributes: original!.MessageAttributes! }));
+      await world.fauxqs.client.send(new SendMessageCommand({ QueueUrl: world.fauxqs.queueUrl, MessageBody: original!.Body!, MessageAttributes: original!.MessageAttributes! }));
     }
-    const copies = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
-    if (copies.length < 2) copies.push(...(await fauxqs.receive(fauxqs.queueUrl, { max: 10 })));
+    const copies = await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10 });
+    if (copies.length < 2) copies.push(...(await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10 })));
     expect(copies).toHaveLength(2);
     const event = sqsEventOf([original!, ...copies]);
     const response = await delivery(event);
-    expect(receiver.events).toHaveLength(1);
-    expect(receiver.events[0]!.headers['webhook-id']).toBe(sent.body.eventId);
-    expect(await store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
+    expect(world.receiver.events).toHaveLength(1);
+    expect(world.receiver.events[0]!.headers['webhook-id']).toBe(sent.body.eventId);
+    expect(await world.store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
     // The two that met the lease are kept until it runs out; when they surface they find it delivered.
     expect(response.batchItemFailures).toHaveLength(2);
     expect(await delivery(event)).toEqual({ batchItemFailures: [] });
-    expect(receiver.events).toHaveLength(1);
-    for (const record of event.Records) await fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: fauxqs.queueUrl, ReceiptHandle: record.receiptHandle }));
+    expect(world.receiver.events).toHaveLength(1);
+    for (const record of event.Records) await world.fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: world.fauxqs.queueUrl, ReceiptHandle: record.receiptHandle }));
   });
 
   test('DEL-PIPE-10: a batch is processed record by record: one failure does not fail the others', async () => {
-    receiver.respondWith(503, 200, 200);
+    world.receiver.respondWith(503, 200, 200);
     const ids = [];
-    for (const text of ['one', 'two', 'three']) ids.push((await send(gateway, text)).body.eventId!);
-    const messages = await fauxqs.receive(fauxqs.queueUrl, { max: 10 });
+    for (const text of ['one', 'two', 'three']) ids.push((await gateway.postMessage(text)).body.eventId!);
+    const messages = await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10 });
     // fauxqs may split the three over two receives; take what is there, then the rest.
-    if (messages.length < 3) messages.push(...(await fauxqs.receive(fauxqs.queueUrl, { max: 10 })));
+    if (messages.length < 3) messages.push(...(await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10 })));
     expect(messages).toHaveLength(3);
     const response = await delivery(sqsEventOf(messages));
     expect(response.batchItemFailures).toHaveLength(1);
-    expect(receiver.events.map((e) => e.status).sort()).toEqual([200, 200, 503]);
+    expect(world.receiver.events.map((e) => e.status).sort()).toEqual([200, 200, 503]);
   });
 });

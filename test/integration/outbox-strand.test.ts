@@ -19,109 +19,38 @@
  * Timing: only the contract's 5 s is asserted.
  */
 import { randomBytes } from 'node:crypto';
-import { DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
-import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { QueuedIndex } from '../../lambda/adapters/queued-index';
 import { QueueAttributes } from '../../lambda/adapters/sqs-queue';
 import { deliveryLambdaSettings } from '../../lambda/config/settings';
 import { buildEvent } from '../../lambda/core/messages';
 import { EventStatus, Limits } from '../../lambda/core/protocol';
 import { strandedAfterMs } from '../../lambda/core/reconcile';
-import { clientOptions } from '../../lambda/handlers/aws-clients';
-import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
 import { reconcilerLambdaFromSettings } from '../../lambda/handlers/reconciler-lambda';
-import { createLogger } from '../../lambda/log';
 import { createRepairMetrics } from '../../lambda/metrics';
 import type { EventRecord } from '../../lambda/ports';
-import { localApiGateway } from '../support/apigw';
-import { startFaultProxy, type Call, type FaultProxy } from '../support/aws-fault-proxy';
-import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
-import { startFauxqs, type Fauxqs } from '../support/fauxqs';
-import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
-import { startReceiver, type Receiver } from '../support/receiver';
+import type { Call } from '../support/aws-fault-proxy';
+import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
 
 const TABLE = 'dm-dot-outbox-strand';
 const API_KEY = `os-${randomBytes(24).toString('base64url')}`;
-const MODERN = '2026-07-28';
-const REGION = 'us-east-1';
 const RETRY_DELAYS = [1, 1];
 
-let ddb: DynamoDbLocal;
-let fauxqs: Fauxqs;
-let secrets: FakeSecretsManager;
-let receiver: Receiver;
-let ddbProxy: FaultProxy;
-let sqsProxy: FaultProxy;
-let store: DynamoDbStore;
+let world: AwsWorld<'dynamodb' | 'sqs'>;
 let subscriptionId: string;
-const logLines: string[] = [];
-const clients: { destroy(): void }[] = [];
-
-function env(): NodeJS.ProcessEnv {
-  return {
-    TABLE_NAME: TABLE,
-    QUEUE_URL: fauxqs.queueUrl,
-    DEAD_LETTER_QUEUE_URL: fauxqs.deadLetterQueueUrl,
-    API_KEY_SECRET_ARN: secrets.arn,
-    DMDOT_RETRY_DELAYS: RETRY_DELAYS.join(','),
-    DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
-  };
-}
-
-function awsClients() {
-  const dynamodb = new DynamoDBClient({ ...clientOptions(), endpoint: ddbProxy.endpoint, region: REGION, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
-  const sqs = new SQSClient({ ...clientOptions(), endpoint: sqsProxy.endpoint, region: REGION, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } });
-  clients.push(dynamodb, sqs);
-  return { dynamodb, sqs };
-}
-
-function mcpGateway() {
-  return localApiGateway(mcpLambdaFromEnvironment(env(), { ...awsClients(), secrets: testSecretsReader(secrets.endpoint) }, { log: createLogger((line) => logLines.push(line)) }));
-}
 
 /** The reconciler on the proxies, its clock `aheadMs` in the future; its EMF lines land in `metricLines`. */
 function reconciler(aheadMs = 0, metricLines: string[] = []) {
-  return reconcilerLambdaFromSettings(deliveryLambdaSettings(env()), awsClients(), {
-    log: createLogger((line) => logLines.push(line)),
+  return reconcilerLambdaFromSettings(deliveryLambdaSettings(world.env()), world.sdkClients(), {
+    log: world.logger(),
     metrics: createRepairMetrics({ sink: (line) => metricLines.push(line) }),
     clock: { now: () => Date.now() + aheadMs, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
   });
 }
 
-async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
-  const started = Date.now();
-  const value = await fn();
-  return { value, ms: Date.now() - started };
-}
-
-async function postMessage(gateway: ReturnType<typeof mcpGateway>, message: string) {
-  const response = await gateway.fetch('https://api.example/v1/messages', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-    body: JSON.stringify({ message }),
-  });
-  return { status: response.status, body: (await response.json()) as { eventId?: string; status?: string; error?: { code: string; eventId?: string; message?: string } } };
-}
-
-async function sendToDot(gateway: ReturnType<typeof mcpGateway>, message: string) {
-  const response = await gateway.fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'tools/call',
-      params: { name: 'send_to_dot', arguments: { message }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
-    }),
-  });
-  const body = (await response.json()) as { result?: { isError?: boolean; content?: { text: string }[]; structuredContent?: { eventId?: string; status?: string } } };
-  return { status: response.status, result: body.result };
-}
-
 /** Every record of the table that is `queued` (read past the proxies). */
 async function queuedRecords(): Promise<EventRecord[]> {
-  return store.listEvents(Date.now(), { status: EventStatus.queued });
+  return world.store.listEvents(Date.now(), { status: EventStatus.queued });
 }
 
 /** True when a call is the PutItem of an event record. */
@@ -144,98 +73,78 @@ async function strandedRecord(ageMs: number, message = 'stranded'): Promise<Even
     notBefore: createdAt,
     body: buildEvent(eventId, message, createdAt),
   };
-  await store.putEvent(record);
+  await world.store.putEvent(record);
   return record;
 }
 
 beforeAll(async () => {
-  [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(undefined, { verifySignatures: false }), startReceiver()]);
-  [ddbProxy, sqsProxy] = await Promise.all([startFaultProxy('dynamodb', ddb.endpoint), startFaultProxy('sqs', fauxqs.endpoint)]);
-  await ddb.createTable(TABLE);
-  secrets.setSecret(API_KEY);
-  store = new DynamoDbStore({ client: ddb.client, tableName: TABLE });
-  const response = await mcpGateway().fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'events/subscribe' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 0,
-      method: 'events/subscribe',
-      params: {
-        name: 'message.created',
-        arguments: {},
-        delivery: { mode: 'webhook', url: receiver.url, secret: `whsec_${randomBytes(32).toString('base64')}` },
-        _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} },
-      },
-    }),
+  world = await startAwsWorld({
+    table: TABLE,
+    apiKey: API_KEY,
+    env: { DMDOT_RETRY_DELAYS: RETRY_DELAYS.join(',') },
+    secrets: { verifySignatures: false },
+    proxies: ['dynamodb', 'sqs'],
   });
-  const subscribed = (await response.json()) as { result?: { id?: string } };
-  subscriptionId = String(subscribed.result?.id);
+  const subscribed = await world.mcpGateway().subscribe(world.receiver.url);
+  subscriptionId = String(subscribed.body.result?.id);
   expect(subscriptionId).toMatch(/^sub_/);
 }, 60_000);
 
 afterEach(async () => {
-  for (const proxy of [ddbProxy, sqsProxy]) {
-    proxy.setRule(() => 'pass');
-    proxy.releaseHeld();
-  }
-  receiver.reset();
-  await fauxqs.purge();
+  world.resetProxies();
+  world.receiver.reset();
+  await world.fauxqs.purge();
   // Each test starts with no queued record left by another.
-  for (const record of await queuedRecords()) await store.updateEvent(record.eventId, { status: EventStatus.dropped });
-  expect(logLines.join('\n')).not.toContain(API_KEY);
+  for (const record of await queuedRecords()) await world.store.updateEvent(record.eventId, { status: EventStatus.dropped });
+  expect(world.logLines.join('\n')).not.toContain(API_KEY);
 });
 
-afterAll(async () => {
-  for (const client of clients) client.destroy();
-  await Promise.all([ddbProxy?.stop(), sqsProxy?.stop()]);
-  await Promise.all([ddb?.stop(), fauxqs?.stop(), secrets?.stop(), receiver?.stop()]);
-});
+afterAll(() => world?.stop());
 
 describe('the outbox under one fault', () => {
   test('DEL-OUT-2: SendMessage stalled on every attempt: answered within 5 s, "not sent" with the event id, and the record is failed', async () => {
-    const gateway = mcpGateway();
-    sqsProxy.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
-    const { value, ms } = await timed(() => postMessage(gateway, 'queue stalled'));
+    const gateway = world.mcpGateway();
+    world.proxies.sqs.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
+    const { value, ms } = await timed(() => gateway.postMessage('queue stalled'));
     expect(ms).toBeLessThan(Limits.requestMs);
     expect(value.status).toBe(503);
     const eventId = value.body.error?.eventId;
     expect(eventId).toMatch(/^evt_/);
     expect(value.body.error?.message).toContain('was not sent');
     // Two stalled attempts fit; the compensation had time of its own.
-    expect(sqsProxy.counts()['SendMessage:stall']).toBeGreaterThanOrEqual(2);
-    expect((await store.getEvent(eventId!, Date.now()))?.status).toBe(EventStatus.failed);
+    expect(world.proxies.sqs.counts()['SendMessage:stall']).toBeGreaterThanOrEqual(2);
+    expect((await world.store.getEvent(eventId!, Date.now()))?.status).toBe(EventStatus.failed);
     expect(await queuedRecords()).toEqual([]);
-    expect(receiver.events).toHaveLength(0);
+    expect(world.receiver.events).toHaveLength(0);
   }, 20_000);
 
   test('DEL-OUT-2: SendMessage stalled on every attempt, send_to_dot: an error result within 5 s whose record is failed', async () => {
-    const gateway = mcpGateway();
-    sqsProxy.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
-    const { value, ms } = await timed(() => sendToDot(gateway, 'queue stalled (tool)'));
+    const gateway = world.mcpGateway();
+    world.proxies.sqs.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
+    const { value, ms } = await timed(() => gateway.sendToDot('queue stalled (tool)'));
     expect(ms).toBeLessThan(Limits.requestMs);
-    expect(value.result?.isError).toBe(true);
-    expect(value.result?.structuredContent?.status).toBe('failed');
-    const eventId = value.result?.structuredContent?.eventId;
-    expect((await store.getEvent(eventId!, Date.now()))?.status).toBe(EventStatus.failed);
+    expect(value.body.result?.isError).toBe(true);
+    expect(value.body.result?.structuredContent?.status).toBe('failed');
+    const eventId = value.body.result?.structuredContent?.eventId;
+    expect((await world.store.getEvent(eventId!, Date.now()))?.status).toBe(EventStatus.failed);
     expect(await queuedRecords()).toEqual([]);
   }, 20_000);
 
   test("DEL-OUT-3, STORE-IDX-2: the event's PutItem applied and its answer lost: the caller gets the event id, and the event is delivered", async () => {
-    const gateway = mcpGateway();
+    const gateway = world.mcpGateway();
     let lost = 0;
-    ddbProxy.setRule((call) => (isEventPut(call) && lost++ === 0 ? 'lost' : 'pass'));
-    const { value, ms } = await timed(() => postMessage(gateway, 'put answer lost'));
+    world.proxies.dynamodb.setRule((call) => (isEventPut(call) && lost++ === 0 ? 'lost' : 'pass'));
+    const { value, ms } = await timed(() => gateway.postMessage('put answer lost'));
     expect(ms).toBeLessThan(Limits.requestMs);
     expect(lost).toBe(2);
     // The SDK's retry met its own record: treated as written, so the job went out.
     expect([200, 202]).toContain(value.status);
     const eventId = value.body.eventId;
     expect(eventId).toMatch(/^evt_/);
-    const record = await store.getEvent(eventId!, Date.now());
+    const record = await world.store.getEvent(eventId!, Date.now());
     if (record?.status === EventStatus.queued) {
       // Not delivered inline (the lost answer used the window): its job is in the queue.
-      const jobs = await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 5_000 });
+      const jobs = await world.fauxqs.receive(world.fauxqs.queueUrl, { timeoutMs: 5_000 });
       expect(jobs.map((job) => job.MessageAttributes?.[QueueAttributes.eventId]?.StringValue)).toContain(eventId);
     } else {
       expect(record?.status).toBe(EventStatus.delivered);
@@ -243,23 +152,23 @@ describe('the outbox under one fault', () => {
   }, 20_000);
 
   test('DEL-OUT-3: every PutItem answer of the event lost: "nothing was sent", and a failed record stands in its place', async () => {
-    const gateway = mcpGateway();
+    const gateway = world.mcpGateway();
     const puts: string[] = [];
-    ddbProxy.setRule((call) => {
+    world.proxies.dynamodb.setRule((call) => {
       if (!isEventPut(call)) return 'pass';
       puts.push(String((call.body as { Item: { pk: { S: string } } }).Item.pk.S));
       return 'lost';
     });
-    const sentBefore = sqsProxy.counts()['SendMessage:pass'] ?? 0;
-    const { value, ms } = await timed(() => postMessage(gateway, 'every put answer lost'));
+    const sentBefore = world.proxies.sqs.counts()['SendMessage:pass'] ?? 0;
+    const { value, ms } = await timed(() => gateway.postMessage('every put answer lost'));
     expect(ms).toBeLessThan(Limits.requestMs);
     expect(value.status).toBe(503);
     expect(value.body.error?.code).toBe('storage_unavailable');
     expect(value.body.error?.message).toContain('nothing was sent');
     const eventId = puts[0]!.slice('EVENT#'.length);
-    expect((await store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.failed);
+    expect((await world.store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.failed);
     expect(await queuedRecords()).toEqual([]);
-    expect(sqsProxy.counts()['SendMessage:pass'] ?? 0).toBe(sentBefore);
+    expect(world.proxies.sqs.counts()['SendMessage:pass'] ?? 0).toBe(sentBefore);
   }, 20_000);
 });
 
@@ -273,28 +182,28 @@ describe('the reconciler', () => {
 
     const first = await reconciler(0, metrics)();
     expect(first).toMatchObject({ requeued: 1, failed: 0 });
-    const jobs = await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 5_000 });
+    const jobs = await world.fauxqs.receive(world.fauxqs.queueUrl, { timeoutMs: 5_000 });
     expect(jobs).toHaveLength(1);
     expect(jobs[0]!.MessageAttributes?.[QueueAttributes.eventId]?.StringValue).toBe(record.eventId);
     expect(jobs[0]!.Body).toBe(record.body);
-    const requeued = await store.getEvent(record.eventId, Date.now());
+    const requeued = await world.store.getEvent(record.eventId, Date.now());
     expect(requeued).toMatchObject({ status: EventStatus.queued, repairedAt: expect.any(Number) });
     // Once: a second run right after finds nothing stale (the requeue restarted its time).
     expect(await reconciler(0)()).toMatchObject({ requeued: 0, failed: 0 });
-    await fauxqs.purge();
+    await world.fauxqs.purge();
 
     // The job is lost again (SQS moved it to the dead-letter queue, say): one bound later it is failed.
     const second = await reconciler(staleMs + 60_000, metrics)();
     expect(second).toMatchObject({ failed: 1 });
-    const failed = await store.getEvent(record.eventId, Date.now());
+    const failed = await world.store.getEvent(record.eventId, Date.now());
     expect(failed?.status).toBe(EventStatus.failed);
     expect(failed).not.toHaveProperty('repairedAt');
-    const letters = await fauxqs.receive(fauxqs.deadLetterQueueUrl, { timeoutMs: 5_000 });
+    const letters = await world.fauxqs.receive(world.fauxqs.deadLetterQueueUrl, { timeoutMs: 5_000 });
     const letter = letters.find((m) => m.MessageAttributes?.[QueueAttributes.eventId]?.StringValue === record.eventId);
     expect(letter?.MessageAttributes?.[QueueAttributes.reason]?.StringValue).toBe('stranded');
     expect(letter?.Body).toBe(record.body);
     // The fresh record, as old as the moved clock makes it, was requeued in that run: not failed.
-    expect((await store.getEvent(fresh.eventId, Date.now()))?.status).toBe(EventStatus.queued);
+    expect((await world.store.getEvent(fresh.eventId, Date.now()))?.status).toBe(EventStatus.queued);
 
     const repaired = metrics.map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(repaired.every((m) => JSON.stringify(m._aws).includes('"Namespace":"DmDot"') && JSON.stringify(m._aws).includes('RecordsRepaired'))).toBe(true);
@@ -308,58 +217,55 @@ describe('the reconciler', () => {
 
   test('DEL-OUT-4: a record settled meanwhile is left alone: the reconciler changes nothing it did not read', async () => {
     const record = await strandedRecord(staleMs + 60_000, 'delivered meanwhile');
-    await store.updateEvent(record.eventId, { status: EventStatus.delivered, attempts: 1, deliveredAt: Date.now(), body: null }, { status: EventStatus.queued });
+    await world.store.updateEvent(record.eventId, { status: EventStatus.delivered, attempts: 1, deliveredAt: Date.now(), body: null }, { status: EventStatus.queued });
     expect(await reconciler()()).toMatchObject({ found: 0, requeued: 0, failed: 0 });
-    expect((await store.getEvent(record.eventId, Date.now()))?.status).toBe(EventStatus.delivered);
+    expect((await world.store.getEvent(record.eventId, Date.now()))?.status).toBe(EventStatus.delivered);
   }, 30_000);
 
   test('DEL-OUT-4: a record whose attempts are used up is failed, not requeued', async () => {
     const record = await strandedRecord(staleMs + 60_000, 'out of attempts');
-    await store.updateEvent(record.eventId, { attempts: RETRY_DELAYS.length + 1 }, { status: EventStatus.queued });
+    await world.store.updateEvent(record.eventId, { attempts: RETRY_DELAYS.length + 1 }, { status: EventStatus.queued });
     expect(await reconciler()()).toMatchObject({ requeued: 0, failed: 1 });
-    expect((await store.getEvent(record.eventId, Date.now()))?.status).toBe(EventStatus.failed);
+    expect((await world.store.getEvent(record.eventId, Date.now()))?.status).toBe(EventStatus.failed);
   }, 30_000);
 
   test('DEL-OUT-2: SendMessage stalled and the compensation applied but answered 500: read back, "not sent" is true', async () => {
-    const gateway = mcpGateway();
-    sqsProxy.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
+    const gateway = world.mcpGateway();
+    world.proxies.sqs.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
     // The first queued -> failed write is applied and answered 500; the SDK's retry meets it.
     let updates = 0;
-    ddbProxy.setRule((call) => (call.action === 'UpdateItem' && updates++ === 0 ? 'applied500' : 'pass'));
-    const { value, ms } = await timed(() => postMessage(gateway, 'mark lost'));
+    world.proxies.dynamodb.setRule((call) => (call.action === 'UpdateItem' && updates++ === 0 ? 'applied500' : 'pass'));
+    const { value, ms } = await timed(() => gateway.postMessage('mark lost'));
     expect(ms).toBeLessThan(Limits.requestMs);
     expect(value.status).toBe(503);
     expect(value.body.error?.message).toContain('was not sent');
     expect(updates).toBeGreaterThanOrEqual(2);
-    expect((await store.getEvent(value.body.error!.eventId!, Date.now()))?.status).toBe(EventStatus.failed);
+    expect((await world.store.getEvent(value.body.error!.eventId!, Date.now()))?.status).toBe(EventStatus.failed);
     expect(await queuedRecords()).toEqual([]);
   }, 20_000);
 
   test('DEL-OUT-2 + DEL-OUT-4: SendMessage stalled and the compensation unanswered too: "may still be delivered", and the reconciler settles the record', async () => {
-    const gateway = mcpGateway();
-    sqsProxy.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
+    const gateway = world.mcpGateway();
+    world.proxies.sqs.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
     // The compensating queued -> failed write gets no answer either: two faults. It could have
     // landed (a lost answer looks the same), so nothing may be promised.
-    ddbProxy.setRule((call) => (call.action === 'UpdateItem' ? 'stall' : 'pass'));
-    const { value, ms } = await timed(() => postMessage(gateway, 'two faults'));
+    world.proxies.dynamodb.setRule((call) => (call.action === 'UpdateItem' ? 'stall' : 'pass'));
+    const { value, ms } = await timed(() => gateway.postMessage('two faults'));
     expect(ms).toBeLessThan(Limits.requestMs);
     expect(value.status).toBe(503);
     expect(value.body.error?.message).toContain('may still be delivered');
     const eventId = value.body.error!.eventId!;
-    expect((await store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.queued);
-    ddbProxy.setRule(() => 'pass');
-    sqsProxy.setRule(() => 'pass');
-    ddbProxy.releaseHeld();
-    sqsProxy.releaseHeld();
+    expect((await world.store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.queued);
+    world.resetProxies();
     expect(await reconciler(staleMs + 60_000)()).toMatchObject({ requeued: 1 });
-    const jobs = await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 5_000 });
+    const jobs = await world.fauxqs.receive(world.fauxqs.queueUrl, { timeoutMs: 5_000 });
     expect(jobs.map((job) => job.MessageAttributes?.[QueueAttributes.eventId]?.StringValue)).toContain(eventId);
   }, 30_000);
 
   test('DEL-OUT-5: what the reconciler costs, counted at the wire: an idle run is one Query per shard; a requeue adds GetItem, SendMessage and UpdateItem', async () => {
     const delta = (before: Record<string, number>, after: Record<string, number>) =>
       Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]).filter(([, v]) => v !== 0));
-    const counts = () => ({ ...ddbProxy.counts(), ...sqsProxy.counts() });
+    const counts = () => ({ ...world.proxies.dynamodb.counts(), ...world.proxies.sqs.counts() });
     let before = counts();
     await reconciler()();
     const idle = delta(before, counts());
@@ -373,22 +279,22 @@ describe('the reconciler', () => {
   }, 30_000);
 
   test('STORE-IDX-1: the queued index is keys only, and a record leaves it with every status but queued', async () => {
-    const described = await ddb.client.send(new DescribeTableCommand({ TableName: TABLE }));
+    const described = await world.ddb.client.send(new DescribeTableCommand({ TableName: TABLE }));
     const index = described.Table?.GlobalSecondaryIndexes?.find((i) => i.IndexName === QueuedIndex.name);
     expect(index?.Projection?.ProjectionType).toBe('KEYS_ONLY');
     const records = await Promise.all([1, 2, 3].map((n) => strandedRecord(staleMs + 60_000, `index ${n}`)));
-    const listed = async () => (await store.listQueuedBefore(Date.now(), 100)).map((e) => e.eventId);
+    const listed = async () => (await world.store.listQueuedBefore(Date.now(), 100)).map((e) => e.eventId);
     expect(await listed()).toEqual(expect.arrayContaining(records.map((r) => r.eventId)));
-    await store.updateEvent(records[0]!.eventId, { status: EventStatus.delivered }, { status: EventStatus.queued });
-    await store.updateEvent(records[1]!.eventId, { status: EventStatus.failed }, { status: EventStatus.queued });
-    await store.updateEvent(records[2]!.eventId, { status: EventStatus.dropped }, { status: EventStatus.queued });
+    await world.store.updateEvent(records[0]!.eventId, { status: EventStatus.delivered }, { status: EventStatus.queued });
+    await world.store.updateEvent(records[1]!.eventId, { status: EventStatus.failed }, { status: EventStatus.queued });
+    await world.store.updateEvent(records[2]!.eventId, { status: EventStatus.dropped }, { status: EventStatus.queued });
     expect(await listed()).toEqual([]);
     // A resend puts it back, queued from now.
-    await store.updateEvent(records[1]!.eventId, { status: EventStatus.queued, attempts: 0 }, { status: EventStatus.failed });
-    const back = await store.listQueuedBefore(Date.now() + 1, 100);
+    await world.store.updateEvent(records[1]!.eventId, { status: EventStatus.queued, attempts: 0 }, { status: EventStatus.failed });
+    const back = await world.store.listQueuedBefore(Date.now() + 1, 100);
     expect(back.map((e) => e.eventId)).toEqual([records[1]!.eventId]);
     expect(back[0]!.queuedSince).toBeGreaterThan(records[1]!.createdAt);
     // The record as read carries none of the index's attributes.
-    expect(Object.keys((await store.getEvent(records[1]!.eventId, Date.now()))!)).not.toContain(QueuedIndex.shardAttribute);
+    expect(Object.keys((await world.store.getEvent(records[1]!.eventId, Date.now()))!)).not.toContain(QueuedIndex.shardAttribute);
   }, 30_000);
 });

@@ -1,7 +1,8 @@
 /**
  * Builds the whole HTTP surface (`createApp`) in-process over the in-memory fakes, with helpers to
  * send requests and read answers (JSON or the SSE `data:` lines the SDK may answer with). Shared by
- * the fuzz and bad-input tests; no network, no real clock waits.
+ * the fuzz and bad-input tests; no network, no real clock waits. Its request shapes (`modernInit`,
+ * `messageInit`) are also what the Lambda tests send (test/support/aws-world.ts).
  */
 import fc from 'fast-check';
 import { createApp, type App, type HttpConfig } from '../../lambda/http/app';
@@ -155,9 +156,23 @@ export function legacyHeaders(extra: Record<string, string> = {}): Record<string
   return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...extra };
 }
 
-/** A modern-era JSON-RPC request body with `_meta`. */
-export function modernBody(method: string, params: Record<string, unknown> = {}, id: number | string = 1): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: MODERN_META } });
+/** A modern-era JSON-RPC request body with `_meta` (MODERN_META, and `meta` after it). */
+export function modernBody(method: string, params: Record<string, unknown> = {}, id: number | string = 1, meta: Record<string, unknown> = {}): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: { ...MODERN_META, ...meta } } });
+}
+
+/** The init of a modern-era POST /mcp of `method`, as ChatGPT sends it: its headers (Mcp-Name on tools/call) and body. */
+export function modernInit(method: string, params: Record<string, unknown> = {}, options: { id?: number | string; meta?: Record<string, unknown> } = {}): RequestInit {
+  return {
+    method: 'POST',
+    headers: modernHeaders(method, method === 'tools/call' ? { 'mcp-name': String(params.name) } : {}),
+    body: modernBody(method, params, options.id, options.meta),
+  };
+}
+
+/** The init of POST /v1/messages sending `message`, the key as a Bearer token. */
+export function messageInit(message: string, key: string): RequestInit {
+  return { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify({ message }) };
 }
 
 export function rpcModern(app: App, method: string, params: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<Answer> {

@@ -4,11 +4,12 @@
  * Gateway with stub ports; the lines are collected from the emitter's sink.
  */
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
-import { createMcpLambda, mcpLambdaFromEnvironment } from '../../../lambda/handlers/mcp-lambda';
+import { createMcpLambda, mcpLambdaFromEnvironment, type McpLambdaDeps } from '../../../lambda/handlers/mcp-lambda';
 import type { Logger } from '../../../lambda/log';
 import { createMetrics, DimensionName, METRICS_NAMESPACE, MetricName } from '../../../lambda/metrics';
 import type { Outbox, Store, WebhookClient } from '../../../lambda/ports';
 import { eventFromRequest } from '../../support/apigw';
+import { messageInit, modernInit } from '../../support/app';
 import { fakeOutbox, FakeQueue, FakeStore, respond, ScriptedWebhookClient } from '../../support/fakes';
 
 const API_KEY = 'metrics-test-api-key-0123456789abcdef';
@@ -20,7 +21,8 @@ function unusedPort<T extends object>(name: string): T {
   });
 }
 
-function instrumented({ keyLoaded = true } = {}) {
+/** The MCP Lambda on ports that must not be called (unless `deps` gives others), its EMF lines in `lines`. */
+function instrumented({ keyLoaded = true } = {}, deps: Partial<McpLambdaDeps> = {}) {
   const key = keyLoaded ? API_KEY : undefined;
   const lines: string[] = [];
   const lambda = createMcpLambda({
@@ -33,6 +35,7 @@ function instrumented({ keyLoaded = true } = {}) {
     allowLoopbackCallbacks: false,
     log: silentLog,
     metrics: createMetrics({ sink: (line) => lines.push(line) }),
+    ...deps,
   });
   return { lambda, lines };
 }
@@ -76,26 +79,10 @@ test('an event the translation refuses is counted as the 400 it is answered with
 });
 
 describe('ARCH-ALARM-1: every answer a failed dependency forces is counted as DependencyUnavailable, by Dependency', () => {
-  const MODERN = '2026-07-28';
   /** A JSON-RPC request on /mcp as ChatGPT sends it (2026-07-28, stateless). */
-  function rpc(method: string, params: Record<string, unknown>) {
-    return event('POST /mcp', `https://api.example/mcp?key=${API_KEY}`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': MODERN,
-        'mcp-method': method,
-        ...(method === 'tools/call' ? { 'mcp-name': String(params.name) } : {}),
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method,
-        params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
-      }),
-    });
-  }
+  const rpc = (method: string, params: Record<string, unknown>) => event('POST /mcp', `https://api.example/mcp?key=${API_KEY}`, modernInit(method, params));
+  /** POST /v1/messages with the key, as a sender sends it. */
+  const sendHello = () => event('POST /v1/messages', 'https://api.example/v1/messages', messageInit('hello', API_KEY));
   const unavailableLines = (lines: string[]) =>
     lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => MetricName.dependencyUnavailable in l);
 
@@ -128,13 +115,7 @@ describe('ARCH-ALARM-1: every answer a failed dependency forces is counted as De
 
   test('POST /v1/messages with the table failing: 503, counted once', async () => {
     const { lambda, lines } = instrumented();
-    const result = await lambda(
-      await event('POST /v1/messages', 'https://api.example/v1/messages', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-        body: JSON.stringify({ message: 'hello' }),
-      }),
-    );
+    const result = await lambda(await sendHello());
     expect(result.statusCode).toBe(503);
     expect(unavailableLines(lines)).toEqual([expect.objectContaining({ Dependency: 'storage' })]);
   });
@@ -143,13 +124,7 @@ describe('ARCH-ALARM-1: every answer a failed dependency forces is counted as De
     const { lambda, lines } = instrumented({ keyLoaded: false });
     expect((await lambda(await event('GET /healthz', 'https://api.example/healthz'))).statusCode).toBe(200);
     expect(unavailableLines(lines)).toEqual([]);
-    const result = await lambda(
-      await event('POST /v1/messages', 'https://api.example/v1/messages', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-        body: JSON.stringify({ message: 'hello' }),
-      }),
-    );
+    const result = await lambda(await sendHello());
     expect(result.statusCode).toBe(503);
     expect(unavailableLines(lines)).toEqual([expect.objectContaining({ Dependency: 'secrets', DependencyUnavailable: 1 })]);
   });
@@ -199,21 +174,8 @@ test('DEL-RUN-6: a message delivered inline through POST /v1/messages is counted
     refreshedAt: now,
     expiresAt: now + 3_600_000,
   };
-  const lines: string[] = [];
-  const lambda = createMcpLambda({
-    store,
-    outbox: fakeOutbox(store, new FakeQueue()),
-    webhook: new ScriptedWebhookClient(respond(200)),
-    apiKey: { get: async () => API_KEY, peek: () => API_KEY },
-    deliveryWaitMs: 3_000,
-    allowedOrigins: [],
-    allowLoopbackCallbacks: false,
-    log: silentLog,
-    metrics: createMetrics({ sink: (line) => lines.push(line) }),
-  });
-  const answer = await lambda(
-    await event('POST /v1/messages', 'https://api.example/v1/messages', { method: 'POST', headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' }, body: '{"message":"hi"}' }),
-  );
+  const { lambda, lines } = instrumented({}, { store, outbox: fakeOutbox(store, new FakeQueue()), webhook: new ScriptedWebhookClient(respond(200)), deliveryWaitMs: 3_000 });
+  const answer = await lambda(await event('POST /v1/messages', 'https://api.example/v1/messages', messageInit('hi', API_KEY)));
   expect(answer.statusCode).toBe(200);
   const deliveries = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => 'Deliveries' in l);
   expect(deliveries).toEqual([expect.objectContaining({ Outcome: 'delivered', Via: 'inline', Deliveries: 1 })]);
