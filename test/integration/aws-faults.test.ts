@@ -142,7 +142,12 @@ async function sendOnce(gateway: McpGateway, n: number): Promise<SendResult> {
     const status = body.status ?? body.error?.status;
     const accepted = [200, 202, 502].includes(httpStatus) && (status === 'delivered' || status === 'queued' || status === 'failed');
     const eventId = body.eventId ?? body.error?.eventId;
-    if (httpStatus === 503 && eventId !== undefined) return { ms, status: httpStatus, surface: 'rest', eventId, undecided: true };
+    // A 503 that names an event: "was not sent" (its record is failed, so it must never reach the
+    // dot) or "may still be delivered" (undecided).
+    if (httpStatus === 503 && eventId !== undefined) {
+      const undecided = String(body.error?.message).includes('may still be delivered');
+      return { ms, status: httpStatus, surface: 'rest', eventId, ...(undecided ? { undecided } : { outcome: 'failed' as const }) };
+    }
     return { ms, status: httpStatus, surface: 'rest', ...(accepted ? { outcome: status as SendResult['outcome'], eventId: eventId! } : {}) };
   }
   // Read as text, not through sendToDot: an answer that is not JSON is counted by its status.
