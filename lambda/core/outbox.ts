@@ -69,10 +69,9 @@ const asIs = <T>(fn: () => Promise<T>): Promise<T> => fn();
  */
 async function settleUnsent(store: Store, record: EventRecord): Promise<boolean> {
   if (await store.restoreEvent({ ...record, status: EventStatus.failed })) return true;
-  if (await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued })) return true;
-  // Both answered no: a record is stored and it is not queued. Before its job is sent nothing but
-  // this request writes the event, so that is our own compensation whose answer was lost.
-  return neverSent(await store.getEvent(record.eventId, record.createdAt));
+  // A record is stored: mark it as a failed send would be. Before its job is sent nothing but this
+  // request writes the event, so a record that is no longer queued is our own settling write.
+  return (await markUnsent(store, record)) === 'marked';
 }
 
 /** A record that no worker will ever POST: failed before any attempt (only a redrive reopens it), or dropped. */
