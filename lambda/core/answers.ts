@@ -75,7 +75,8 @@ export function toolResultOf(outcome: SendOutcome): ToolResult {
   }
 }
 
-function restError(status: number, code: string, message: string, extra: object = {}): RestAnswer {
+/** The one shape of a REST error, `{"error":{"code","message",…}}`, on every route of both runtimes. */
+export function restError(status: number, code: string, message: string, extra: object = {}): RestAnswer {
   return { status, body: { error: { code, message, ...extra } } };
 }
 

@@ -1,11 +1,12 @@
 /**
  * The JSON answers of the HTTP surface, one shape for both of its front doors (app.ts for the API
  * key routes, pup.ts for the pup door): a JSON body with its content type, a REST error
- * `{"error":{"code","message"}}`, and a JSON-RPC error with a null id.
+ * (core/answers' shape), and a JSON-RPC error with a null id.
  *
  * Deliberately not here: which status or code a situation gets (the routes decide, from
  * core/answers and core/protocol), and CORS or other headers a route adds.
  */
+import { restError as restErrorAnswer } from '../core/answers';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
@@ -19,7 +20,8 @@ export function json(status: number, body: unknown, headers: Record<string, stri
 }
 
 export function restError(status: number, code: string, message: string, headers: Record<string, string> = {}): Response {
-  return json(status, { error: { code, message } }, headers);
+  const answer = restErrorAnswer(status, code, message);
+  return json(answer.status, answer.body, headers);
 }
 
 export function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
