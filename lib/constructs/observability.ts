@@ -247,46 +247,37 @@ function newDeadLetters(dlq: sqs.IQueue): cloudwatch.IMetric {
   });
 }
 
-/** DependencyUnavailable summed over every value of its `Dependency` dimension (lambda/metrics.ts lists them). */
-function dependencyUnavailable(): cloudwatch.IMetric {
+/**
+ * One of dm-dot's own counts summed over every value of one dimension (an alarm cannot use
+ * SEARCH, so each value is named; lambda/metrics.ts lists them).
+ */
+function summedOver(metricName: string, dimensionName: string, values: readonly string[], label: string): cloudwatch.IMetric {
   const usingMetrics = Object.fromEntries(
-    DEPENDENCIES.map((dependency) => [
-      dependency,
+    values.map((value) => [
+      value,
       new cloudwatch.Metric({
         namespace: METRICS_NAMESPACE,
-        metricName: MetricName.dependencyUnavailable,
-        dimensionsMap: { [DimensionName.dependency]: dependency },
+        metricName,
+        dimensionsMap: { [dimensionName]: value },
         statistic: cloudwatch.Stats.SUM,
         period: COUNT_PERIOD,
       }),
     ]),
   );
   return new cloudwatch.MathExpression({
-    expression: DEPENDENCIES.map((d) => `FILL(${d}, 0)`).join(' + '),
+    expression: values.map((value) => `FILL(${value}, 0)`).join(' + '),
     usingMetrics,
     period: COUNT_PERIOD,
-    label: 'answers "unavailable"',
+    label,
   });
 }
 
-/** RecordsRepaired summed over both actions (an alarm cannot use SEARCH). */
+/** DependencyUnavailable summed over every value of its `Dependency` dimension. */
+function dependencyUnavailable(): cloudwatch.IMetric {
+  return summedOver(MetricName.dependencyUnavailable, DimensionName.dependency, DEPENDENCIES, 'answers "unavailable"');
+}
+
+/** RecordsRepaired summed over both actions. */
 function recordsRepaired(): cloudwatch.IMetric {
-  const usingMetrics = Object.fromEntries(
-    REPAIR_ACTIONS.map((action) => [
-      action,
-      new cloudwatch.Metric({
-        namespace: METRICS_NAMESPACE,
-        metricName: MetricName.recordsRepaired,
-        dimensionsMap: { [DimensionName.action]: action },
-        statistic: cloudwatch.Stats.SUM,
-        period: COUNT_PERIOD,
-      }),
-    ]),
-  );
-  return new cloudwatch.MathExpression({
-    expression: REPAIR_ACTIONS.map((a) => `FILL(${a}, 0)`).join(' + '),
-    usingMetrics,
-    period: COUNT_PERIOD,
-    label: 'records repaired',
-  });
+  return summedOver(MetricName.recordsRepaired, DimensionName.action, REPAIR_ACTIONS, 'records repaired');
 }
