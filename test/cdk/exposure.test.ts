@@ -5,20 +5,19 @@
  * the stack configures records the query string (where ChatGPT's connector carries the key). Each
  * template is synthesized once without bundling: these tests read resources, not code.
  */
-import { App, Validations } from 'aws-cdk-lib';
+import { App } from 'aws-cdk-lib';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PROJECT_ROOT } from '../../lib/constructs/handler-function';
-import type { IConstruct } from 'constructs';
 import { stackNameOf } from '../../lambda/config/fields';
 import { addDmDot } from '../../lib/app';
 import { EDGE_RATE_LIMITED_BODY } from '../../lib/constructs/edge-acl';
 import { ACCESS_LOG_FIELDS } from '../../lib/constructs/http-api';
 import { DmDotStack } from '../../lib/dm-dot-stack';
 import { DEFAULTS, SettingsError, readSettings } from '../../lib/settings';
-import { type Json, type Synthesized, cdkJsonContext, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
+import { type Json, type Synthesized, acknowledgements, cdkJsonContext, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
 
 const CERT_US_EAST_1 = 'arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012';
 const CERT_EU_WEST_1 = 'arn:aws:acm:eu-west-1:123456789012:certificate/87654321-4321-4321-4321-210987654321';
@@ -223,18 +222,9 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
   test('cdk-nag: nothing unacknowledged in either stack', () => {
     expect(unacknowledgedViolations(s.validationReport)).toEqual([]);
     // What this design acknowledges, beyond the default stack's reviewed few (stack.test.ts): the distribution's three.
-    const acknowledged: string[] = [];
-    const walk = (c: IConstruct) => {
-      for (const entry of c.node.metadata) {
-        if (entry.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY) continue;
-        for (const [id, reason] of Object.entries(entry.data as Record<string, string>)) {
-          expect(String(reason).length).toBeGreaterThan(60);
-          if (/Edge/.test(c.node.path)) acknowledged.push(`${c.node.path} ${id.replace(/^annotation::/i, '')}`);
-        }
-      }
-      c.node.children.forEach(walk);
-    };
-    walk(s.app);
+    const found = acknowledgements(s.app);
+    for (const { reason } of found) expect(reason.length).toBeGreaterThan(60);
+    const acknowledged = found.filter(({ path }) => /Edge/.test(path)).map(({ path, rule }) => `${path} ${rule}`);
     expect(acknowledged.sort()).toEqual(
       ['DmDot-dev/Edge/Distribution AwsSolutions-CFR1', 'DmDot-dev/Edge/Distribution AwsSolutions-CFR3', 'DmDot-dev/Edge/Distribution AwsSolutions-CFR4'].sort(),
     );

@@ -3,9 +3,7 @@
  * rule by rule against docs/contract: architecture, http, storage, delivery, outbound-guard, pup, limits, the stack's own contract with the handlers,
  * and the logical IDs earlier deployments hold their resources under.
  */
-import { Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import type { IConstruct } from 'constructs';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -23,6 +21,7 @@ import { DEFAULTS } from '../../lib/settings';
 import {
   type Json,
   type Synthesized,
+  acknowledgements,
   logicalIds,
   resource,
   stableTemplate,
@@ -1042,18 +1041,9 @@ describe('cdk-nag (AWS Solutions)', () => {
   });
 
   test('every acknowledgement is one of the reviewed few, each with a specific reason', () => {
-    const acknowledged: string[] = [];
-    const walk = (c: IConstruct) => {
-      for (const entry of c.node.metadata) {
-        if (entry.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY) continue;
-        for (const [id, reason] of Object.entries(entry.data as Record<string, string>)) {
-          expect(String(reason).length).toBeGreaterThan(60);
-          acknowledged.push(`${c.node.path} ${id.replace(/^annotation::/i, '')}`);
-        }
-      }
-      c.node.children.forEach(walk);
-    };
-    walk(synth.app);
+    const found = acknowledgements(synth.app);
+    for (const { reason } of found) expect(reason.length).toBeGreaterThan(60);
+    const acknowledged = found.map(({ path, rule }) => `${path} ${rule}`);
     expect(acknowledged.sort()).toEqual(
       [
         'DmDot/Secrets/ApiKey AwsSolutions-SMG4',

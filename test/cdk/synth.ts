@@ -8,6 +8,7 @@
  */
 import { App, type Environment, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
+import type { IConstruct } from 'constructs';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -141,4 +142,20 @@ export function unacknowledgedViolations(report: Json): string[] {
     }
   }
   return lines;
+}
+
+/** Every rule acknowledged in the construct tree under `root`, with the construct's path and the reason given. */
+export function acknowledgements(root: IConstruct): { path: string; rule: string; reason: string }[] {
+  const found: { path: string; rule: string; reason: string }[] = [];
+  const walk = (c: IConstruct) => {
+    for (const entry of c.node.metadata) {
+      if (entry.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY) continue;
+      for (const [id, reason] of Object.entries(entry.data as Record<string, string>)) {
+        found.push({ path: c.node.path, rule: id.replace(/^annotation::/i, ''), reason: String(reason) });
+      }
+    }
+    c.node.children.forEach(walk);
+  };
+  walk(root);
+  return found;
 }
