@@ -34,7 +34,7 @@ import {
   type StackEnvironments,
 } from '../bench/lambda-bundles';
 import { eventFromRequest } from '../support/apigw';
-import { newWebhookSecret, startAwsWorld, type AwsWorld } from '../support/aws-world';
+import { newSecret, startAwsWorld, type AwsWorld } from '../support/aws-world';
 
 const TABLE = 'dm-dot-bundle-send';
 /** DynamoDB Local keeps one database per access key id: the child signs with the test client's. */
@@ -101,7 +101,7 @@ test('with no dot subscribed, the first send loads mcp-storage.js, reads DynamoD
 }, 60_000);
 
 test('with a dot subscribed, a cold send is signed, delivered inline and answered "delivered"', async () => {
-  const secret = newWebhookSecret();
+  const secret = newSecret();
   const principal = principalOf(apiKey);
   const now = Date.now();
   await world.store.putSubscription(
@@ -131,7 +131,7 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
     if (await world.store.getStoredSubscription()) return;
     const principal = principalOf(apiKey);
     await world.store.putSubscription(
-      { id: subscriptionIdOf(principal, world.receiver.url, 'message.created', {}), generation: 'gen-faults', url: world.receiver.url, name: 'message.created', secret: newWebhookSecret(), principal, createdAt: now, refreshedAt: now, expiresAt: now + 3_600_000 },
+      { id: subscriptionIdOf(principal, world.receiver.url, 'message.created', {}), generation: 'gen-faults', url: world.receiver.url, name: 'message.created', secret: newSecret(), principal, createdAt: now, refreshedAt: now, expiresAt: now + 3_600_000 },
       now,
       { kind: 'absent' },
     );

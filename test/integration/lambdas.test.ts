@@ -19,7 +19,7 @@ import { sha256Hex } from '../../lambda/core/identity';
 import { addSender, recordRotation, revokeSender } from '../../lambda/operator/access';
 import { eventFromRequest } from '../support/apigw';
 import { MODERN, MODERN_META } from '../support/app';
-import { newWebhookSecret, startAwsWorld, type AwsWorld, type McpGateway } from '../support/aws-world';
+import { newSecret, startAwsWorld, type AwsWorld, type McpGateway } from '../support/aws-world';
 import { pollOnce, sqsEventOf } from '../support/event-source';
 import { startFakeSecretsManager, TEST_CREDENTIALS, testSecretsReader } from '../support/fake-secrets-manager';
 
@@ -209,7 +209,7 @@ describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/co
     const refused = await keyed(
       added.key,
       '/mcp',
-      { jsonrpc: '2.0', id: 1, method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: world.receiver.url, secret: newWebhookSecret() }, _meta: MODERN_META } },
+      { jsonrpc: '2.0', id: 1, method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: world.receiver.url, secret: newSecret() }, _meta: MODERN_META } },
       'events/subscribe',
     );
     expect(((await refused.json()) as { error: { code: number } }).error.code).toBe(-32024);
@@ -239,7 +239,7 @@ describe('EV-CHAL-2, EV-CHAL-5, EV-SUB-13: subscribe, send, deliver (docs/contra
   beforeAll(async () => {
     gateway = mcpGateway();
     delivery = deliveryLambda();
-    secret = newWebhookSecret();
+    secret = newSecret();
     world.receiver.reset();
     const answer = await subscribe(gateway, secret);
     expect(answer.body.error).toBeUndefined();

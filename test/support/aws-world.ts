@@ -15,7 +15,6 @@
  * which each file states over `logLines`). The request shapes themselves live in test/support/app.ts
  * (`modernInit`, `messageInit`), shared with the unit tests.
  */
-import { randomBytes } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
@@ -31,6 +30,9 @@ import { startDynamoDbLocal, type DynamoDbLocal } from './dynamodb-local';
 import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager, type SigningCredentials } from './fake-secrets-manager';
 import { startFauxqs, type Fauxqs, type FauxqsOptions } from './fauxqs';
 import { startReceiver, type Receiver } from './receiver';
+import { newSecret } from './webhook-secret';
+
+export { newSecret };
 
 const REGION = 'us-east-1';
 /** DynamoDB Local keeps one database per access key id: the same as its helper's client. */
@@ -119,10 +121,6 @@ export interface AwsWorld<P extends Service = never> {
   stop(): Promise<void>;
 }
 
-/** A valid webhook secret: whsec_ and 32 random bytes in base64. */
-export function newWebhookSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64')}`;
-}
 
 export async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const started = Date.now();
@@ -147,7 +145,7 @@ function mcpGatewayOf(gateway: { fetch: McpGateway['fetch'] }, apiKey: string): 
     call,
     rpc,
     sendToDot: (message, options) => rpc<ToolResult>('tools/call', { name: 'send_to_dot', arguments: { message } }, options),
-    subscribe: (url, { secret = newWebhookSecret(), ...options } = {}) =>
+    subscribe: (url, { secret = newSecret(), ...options } = {}) =>
       rpc('events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url, secret } }, options),
   };
 }

@@ -40,9 +40,7 @@ export interface RunningServer {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export function newSecret(bytes = 32): string {
-  return `whsec_${randomBytes(bytes).toString('base64')}`;
-}
+export { newSecret } from './webhook-secret';
 
 /** Starts `lambda/local/main.ts` with the loopback switch on and waits for its listening line. */
 export async function startServer(env: Record<string, string> = {}, options: { stateDir?: string; key?: string } = {}): Promise<RunningServer> {
