@@ -28,6 +28,11 @@ export const EventStatus = {
   delivered: 'delivered',
   failed: 'failed',
   dropped: 'dropped',
+  /**
+   * Accepted while no dot was subscribed, with the inbox on (docs/contract: the inbox): no webhook
+   * is ever attempted for it and it has no job; the dot reads it with get_pending_messages.
+   */
+  kept: 'kept',
 } as const;
 export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
 
@@ -114,6 +119,14 @@ export interface EventRecord {
   repairedAt?: number;
   /** Who sent it: `connector` (the connector key) or a sender's name; absent on records from before senders. */
   sender?: string;
+  /**
+   * True when the event was sent with the inbox on: until it is acknowledged it is in the pending
+   * index (oldest first, never a scan) and keeps its `body` whatever its status, so the dot can
+   * read it again with get_pending_messages.
+   */
+  inbox?: boolean;
+  /** When the dot first acknowledged it (acknowledge_messages); the first acknowledgement stands. */
+  acknowledgedAt?: number;
 }
 
 /** A `queued` record as the reconciler finds it: its id and since when it has been queued. */
@@ -330,6 +343,71 @@ export interface AccessStore {
 }
 
 // ---- end of Access ------------------------------------------------------------------------------
+
+// ---- Idempotency keys and the inbox ---------------------------------------------------------------
+
+/**
+ * One `IDEMPOTENCY#<caller>#<key>` item (kept Limits.idempotencyMemoryMs): which event a key made
+ * and a hash of the message it carried. `in_progress` while the first request is being answered
+ * (until `leaseUntil`), `done` once it was answered.
+ */
+export interface IdempotencyRecord {
+  eventId: string;
+  /** Hex SHA-256 of the trimmed message: a reuse of the key with another message is told apart. */
+  messageHash: string;
+  state: 'in_progress' | 'done';
+  createdAt: number;
+  expiresAt: number;
+  /** While `in_progress`: a first request that died is given up after this (epoch ms). */
+  leaseUntil?: number;
+}
+
+export type IdempotencyClaim =
+  /** This request holds the key: it makes the event named in its record. */
+  | { claimed: true }
+  /** Another request made (or is making) an event with this key: its record, live and not expired. */
+  | { claimed: false; existing: IdempotencyRecord };
+
+/**
+ * Idempotency keys, scoped by caller (`connector`, `pup` or a sender's name). A claim is one
+ * conditional put that succeeds only when no live item exists; a loser learns the stored item
+ * from that same write (ALL_OLD). What a stale `in_progress` item means (its first request died:
+ * did it make its event?) is the caller's to decide, by reading the event it names, before it
+ * retakes the key.
+ */
+export interface IdempotencyStore {
+  claimIdempotencyKey(caller: string, key: string, record: IdempotencyRecord, now: number): Promise<IdempotencyClaim>;
+  /**
+   * Only if the stored item still names `eventId`: `done` marks it answered (kept until its
+   * expiry); `release` deletes it, so a retry of a request that made nothing is processed anew.
+   */
+  settleIdempotencyKey(caller: string, key: string, eventId: string, outcome: 'done' | 'release'): Promise<void>;
+  /**
+   * Replaces an `in_progress` item whose lease ran out (its first request died before making an
+   * event) with `record`, only if it still names `staleEventId`. True when this call took it.
+   */
+  retakeIdempotencyKey(caller: string, key: string, staleEventId: string, record: IdempotencyRecord, now: number): Promise<boolean>;
+}
+
+/** Where a page of pending messages starts: after this event (opaque to callers once encoded). */
+export interface PendingPosition {
+  createdAt: number;
+  eventId: string;
+}
+
+/**
+ * The inbox's storage: the events sent with the inbox on that the dot has not acknowledged, in an
+ * index ordered by creation (a sparse index on DynamoDB, an index in the embedded database).
+ */
+export interface InboxStore {
+  /** Live pending events, oldest first (createdAt, then eventId), strictly after `after`, at most `limit`. */
+  listPending(now: number, limit: number, after?: PendingPosition): Promise<EventRecord[]>;
+  /**
+   * Records `acknowledgedAt = at` once and takes the event out of the pending index (and lets its
+   * kept body go unless it is still queued). `unknown`: no live record with this id.
+   */
+  acknowledgeEvent(eventId: string, at: number, now: number): Promise<'acknowledged' | 'already' | 'unknown'>;
+}
 
 /** An HTTP answer kept for retries of one inbound delivery: status and the exact body text. */
 export interface InboundAnswer {

@@ -221,6 +221,14 @@ export const Limits = {
   inboundSignatureToleranceS: 5 * 60,
   /** Inclusive: a claim made at t holds through t + 10 min, the last instant the 5-minute timestamp window (either way) can accept the same request. */
   replayMemoryMs: 10 * MINUTE,
+  /** How long an idempotency key remembers the event it made (docs/contract: idempotency keys). */
+  idempotencyMemoryMs: 24 * HOUR,
+  /** An idempotency key: 1..255 printable ASCII characters. */
+  idempotencyKeyMaxChars: 255,
+  /** get_pending_messages: page size 1..50, 10 when not given; acknowledge_messages: 1..50 ids. */
+  inboxPageMax: 50,
+  inboxPageDefault: 10,
+  acknowledgeMax: 50,
   /**
    * How long a claim of an inbound webhook-id holds while its request is answered, before a retry
    * may take it over: twice a pup request's 5 s, so a request that is still running is never
