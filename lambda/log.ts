@@ -70,6 +70,9 @@ function describeDecision(fields: Record<string, unknown>): string {
     case 'delivered':
       return `delivered${note(attempt, via)}`;
     case 'retry':
+      if (fields.outcomeUnknown) {
+        return `no answer within its deadline on ${attempt}: the dot may have it; sent again in ${String(fields.delayS)} s with the same id${note(via)}`;
+      }
       return `retry in ${String(fields.delayS)} s${note(`${String(fields.reason)} on ${attempt}`, via)}`;
     case 'failed':
       return `failed: ${String(fields.reason)}${note(attempt, via)}; kept in the dead letters${fields.subscriptionEnded ? '; the 410 ended its subscription' : ''}`;
@@ -80,8 +83,6 @@ function describeDecision(fields: Record<string, unknown>): string {
       return `a queued message that is not a delivery job: kept in the dead letters as malformed${note(via)}`;
     case 'dropped':
       return `dropped: its subscription ended (or was replaced) before it could be delivered${note(via)}`;
-    case 'cut_short':
-      return `no answer within the wait window: answered "queued"; the worker sends it again${note(via)}`;
     default:
       return `${String(fields.action)}${fields.status ? ` ${String(fields.status)}` : ''}${note(via)}`;
   }

@@ -71,8 +71,8 @@ export interface AttemptEntry {
   statusClass: '1xx' | '2xx' | '3xx' | '4xx' | '5xx' | null;
   durationMs: number;
   /**
-   * False for an inline first attempt cut short by the wait window: the dot may have received it,
-   * but it is not counted against the schedule (the worker sends it again with the same id).
+   * Always true now: every POST's outcome counts. False only in logs written before that, for an
+   * inline first attempt the wait window cut short.
    */
   counted: boolean;
 }
@@ -477,7 +477,8 @@ export type DeliveryVia = (typeof DELIVERY_VIAS)[number];
  * runner decides itself (`receive_limit`, `malformed`, `worker_error`). `already_final` is how a
  * message whose first attempt was made inline shows up when its safety-net copy reaches the
  * worker; `dead_letter_copy` is that copy of an event that failed already; `duplicate` a second
- * copy of a job that lost the race to commit; `abandoned` an inline attempt the wait window cut.
+ * copy of a job that lost the race to commit; `outcome_unknown` a retry after a POST that got no
+ * answer within its deadline (the dot may have it: the next attempt is a second POST).
  */
 export const DELIVERY_OUTCOMES = [
   'delivered',
@@ -489,7 +490,7 @@ export const DELIVERY_OUTCOMES = [
   'dropped',
   'already_final',
   'duplicate',
-  'abandoned',
+  'outcome_unknown',
   'malformed',
   'worker_error',
 ] as const;

@@ -59,10 +59,27 @@ export interface LambdaChunk {
   readonly entry: string;
   /** The file beside `index.js` that `require(importPath)` finds at run time. */
   readonly file: string;
+  /** Its module format, when not the bundle's own (an `--import` entry must be an ES module). */
+  readonly format?: 'esm';
 }
 
 /** The MCP function's storage: loaded by lambda/handlers/mcp-lambda.ts on the first request that needs it. */
 export const MCP_STORAGE_CHUNK: LambdaChunk = { importPath: './mcp-storage', entry: 'lambda/handlers/mcp-storage.ts', file: 'mcp-storage.js' };
+
+/**
+ * The MCP function's after-response extension (lambda/handlers/after-response.ts), loaded before
+ * the runtime by `NODE_OPTIONS=--import` (AFTER_RESPONSE_NODE_OPTIONS): an ES module, so that its
+ * top-level await registers the extension during Init. Nothing in index.js imports it by this path.
+ */
+export const AFTER_RESPONSE_CHUNK: LambdaChunk = {
+  importPath: './after-response.mjs',
+  entry: 'lambda/handlers/after-response-entry.mjs',
+  file: 'after-response.mjs',
+  format: 'esm',
+};
+
+/** The MCP function's NODE_OPTIONS: load the after-response extension before the runtime starts. */
+export const AFTER_RESPONSE_NODE_OPTIONS = `--import=/var/task/${AFTER_RESPONSE_CHUNK.file}`;
 
 export interface LambdaBundle {
   readonly platform: 'node';
@@ -123,7 +140,13 @@ export function esbuildOptionsOf(spec: LambdaBundle, outDir: string, root: strin
 
 /** A chunk through the esbuild API: the same options, its own entry and file, nothing external. */
 export function chunkEsbuildOptionsOf(spec: LambdaBundle, chunk: LambdaChunk, outDir: string, root: string = BUNDLE_ROOT) {
-  return { ...esbuildOptionsOf(spec, outDir, root), external: [] as string[], entryPoints: [path.join(root, chunk.entry)], outfile: path.join(outDir, chunk.file) };
+  return {
+    ...esbuildOptionsOf(spec, outDir, root),
+    format: chunk.format ?? spec.format,
+    external: [] as string[],
+    entryPoints: [path.join(root, chunk.entry)],
+    outfile: path.join(outDir, chunk.file),
+  };
 }
 
 /**
@@ -137,7 +160,7 @@ export function chunkEsbuildCommand(spec: LambdaBundle, chunk: LambdaChunk, inpu
     '--bundle',
     `--target=${spec.target}`,
     `--platform=${spec.platform}`,
-    `--format=${spec.format}`,
+    `--format=${chunk.format ?? spec.format}`,
     shellQuote(`--outfile=${path.join(outputDir, chunk.file)}`),
     ...(spec.minify ? ['--minify'] : []),
     ...(spec.sourceMap ? ['--sourcemap'] : []),

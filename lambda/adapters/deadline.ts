@@ -60,6 +60,14 @@ export function keepingBack<T>(reserveMs: number, attemptMs: number, fn: () => P
   return current.run({ at: outer === undefined ? Number.POSITIVE_INFINITY : outer.at - reserveMs, attemptMs }, fn);
 }
 
+/**
+ * Runs `fn` outside any request deadline: work that may outlive its request's answer (the inline
+ * attempt the caller stopped waiting for) is bounded by its own timeouts instead.
+ */
+export function outsideDeadline<T>(fn: () => Promise<T>): Promise<T> {
+  return current.exit(fn);
+}
+
 /** Milliseconds left before the current deadline, or undefined outside any deadline. Never negative. */
 export function deadlineLeftMs(now: number = Date.now()): number | undefined {
   const deadline = current.getStore();

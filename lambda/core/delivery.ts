@@ -14,6 +14,11 @@
  * holds the subscription it read and the event it just wrote, so it runs `send` and `commit` only:
  * nothing is read back that was just written.
  *
+ * One POST per event: an attempt's outcome always counts. Nothing cuts a POST short but its own
+ * deadline, which ends inside the lease its sender holds, so two attempts never overlap; a second
+ * POST follows only an attempt whose outcome is unknown (a timeout: the dot may have received it),
+ * and the runner logs and counts each such case (core/runner.ts).
+ *
  * Every status change is a compare-and-set on the status (and attempt count) it moves from, so two
  * copies of one job running at once commit one outcome between them, and `failed` never
  * overwrites `delivered`. A 2xx is recorded even over `dropped`: the dot did receive it (an
@@ -49,12 +54,6 @@ export type DeliveryDecision =
    */
   | { action: 'dead_letter'; reason: DeadLetterReason; attempt: number; subscriptionEnded?: boolean; copy?: true };
 
-/** The inline first attempt's decisions: the worker's, plus `abandoned`, which only the wait window causes. */
-export type InlineDecision =
-  | DeliveryDecision
-  /** The wait window cut the POST short; not an attempt, and the lease is released. */
-  | { action: 'abandoned' };
-
 export type Classification =
   | { kind: 'delivered' }
   | { kind: 'transient'; reason: FailureReason; retryAfterMs?: number }
@@ -73,10 +72,9 @@ export type Prepared =
 export type Ready = Extract<Prepared, { kind: 'ready' }>;
 
 /** What `send` did: the answer, its classification, and the log entry for it. */
-export interface Sent<V extends Classification | CutShort = Classification | CutShort> {
+export interface Sent {
   response: WebhookResponse;
-  /** `cut_short`: an inline attempt ended by the wait window; it is not counted as an attempt. */
-  verdict: V;
+  verdict: Classification;
   httpStatus: number | null;
   entry: AttemptEntry;
   doneAt: number;
@@ -84,15 +82,10 @@ export interface Sent<V extends Classification | CutShort = Classification | Cut
 
 export interface SendOptions {
   /**
-   * The MCP side's inline first attempt (docs/contract/delivery.md): its POST must end within `timeoutMs`
-   * (what is left of the wait window), and a timeout then is the window's, not the dot's.
+   * A deadline shorter than the guard's 5 s: the POST must end this long after it starts, so that
+   * it ends inside the lease its sender holds (the inline attempt's). Never longer than 5 s.
    */
-  inline?: { timeoutMs: number };
-}
-
-/** An inline attempt ended by the wait window: only `send` with the `inline` option gives it. */
-export interface CutShort {
-  kind: 'cut_short';
+  timeoutMs?: number;
 }
 
 const TRANSIENT_4XX = new Set([408, 425, 429]);
@@ -210,8 +203,6 @@ export async function takeLease(deps: Pick<DeliveryDeps, 'store' | 'clock'>, eve
 }
 
 /** Step 2: sign at send time, POST, classify. Throws only when no POST could be made at all. */
-export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob): Promise<Sent<Classification>>;
-export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: SendOptions): Promise<Sent>;
 export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: SendOptions = {}): Promise<Sent> {
   const { subscription } = ready;
   // Signed at send time: whatever came before (reads, the record write) may have taken a while.
@@ -225,7 +216,7 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
     throw new Error('delivery: unusable subscription secret or oversized event body');
   }
   const timestamp = Math.floor(sendAt / 1000);
-  const timeoutMs = options.inline ? Math.max(0, Math.min(options.inline.timeoutMs, Limits.outboundDeadlineMs)) : undefined;
+  const timeoutMs = options.timeoutMs === undefined ? undefined : Math.max(0, Math.min(options.timeoutMs, Limits.outboundDeadlineMs));
   const response = await deps.webhook.post({
     url: subscription.url,
     body,
@@ -240,14 +231,13 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
   });
   const doneAt = deps.clock.now();
   const httpStatus = response.kind === 'response' ? response.status : null;
-  const cutShort = options.inline !== undefined && response.kind === 'failure' && response.reason === 'timeout';
-  const verdict = cutShort ? ({ kind: 'cut_short' } as const) : classify(response, doneAt);
+  const verdict = classify(response, doneAt);
   const entry: AttemptEntry = {
     at: sendAt,
-    outcome: verdict.kind === 'delivered' ? 'delivered' : verdict.kind === 'cut_short' ? 'timeout' : verdict.reason,
+    outcome: verdict.kind === 'delivered' ? 'delivered' : verdict.reason,
     statusClass: httpStatus === null ? null : statusClassOf(httpStatus),
     durationMs: Math.max(0, doneAt - sendAt),
-    counted: !cutShort,
+    counted: true,
   };
   return { response, verdict, httpStatus, entry, doneAt };
 }
@@ -257,23 +247,8 @@ function statusClassOf(status: number): AttemptEntry['statusClass'] {
   return hundreds >= 1 && hundreds <= 5 ? (`${hundreds}xx` as AttemptEntry['statusClass']) : null;
 }
 
-/** Step 3 of the inline attempt: `commit`, or, when the wait window cut the POST short, its release. */
-export async function commitInline(deps: DeliveryDeps, ready: Ready, sent: Sent): Promise<InlineDecision> {
-  if (isCounted(sent)) return commit(deps, ready, sent);
-  // Cut short by the wait window, not by the dot: no attempt is counted, and the worker's copy
-  // may send as soon as it surfaces. The dot may still have received it: the retry carries the
-  // same webhook-id, which Standard Webhooks receivers deduplicate.
-  const { event } = ready;
-  await deps.store.updateEvent(event.eventId, { notBefore: sent.doneAt, appendLog: sent.entry }, { status: EventStatus.queued, attempts: event.attempts });
-  return { action: 'abandoned' };
-}
-
-function isCounted(sent: Sent): sent is Sent<Classification> {
-  return sent.verdict.kind !== 'cut_short';
-}
-
 /** Step 3: record what `send` found and decide what the queue does next. */
-export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent<Classification>): Promise<DeliveryDecision> {
+export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Promise<DeliveryDecision> {
   const { event, subscription } = ready;
   const { verdict, httpStatus, entry, doneAt } = sent;
   const expected = { status: EventStatus.queued, attempts: event.attempts };
@@ -340,7 +315,7 @@ export async function commitDrop(deps: DeliveryDeps, event: EventRecord): Promis
  * `action` is what happened (delivered, retry, failed, dropped, cut_short) or the decision's own
  * action when nothing was decided about the event (defer, done already_final, duplicate).
  */
-export function decisionLogFields(decision: InlineDecision): Record<string, unknown> {
+export function decisionLogFields(decision: DeliveryDecision): Record<string, unknown> {
   switch (decision.action) {
     case 'done':
       if (decision.status === 'delivered') return { action: 'delivered' };
@@ -351,8 +326,6 @@ export function decisionLogFields(decision: InlineDecision): Record<string, unkn
     case 'dead_letter':
       if (decision.copy) return { action: 'dead_letter_copy', attempt: decision.attempt, reason: decision.reason };
       return { action: 'failed', attempt: decision.attempt, reason: decision.reason, ...(decision.subscriptionEnded ? { subscriptionEnded: true } : {}) };
-    case 'abandoned':
-      return { action: 'cut_short' };
     case 'defer':
       return { action: 'defer', delayS: Math.ceil(decision.delayMs / 1000) };
   }

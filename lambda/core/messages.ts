@@ -3,16 +3,24 @@
  * read the live subscription, hand the event to the outbox (its record, queued under a lease, and
  * its job, delayed as a safety net), then make the first attempt inline with the subscription just
  * read and the record just written (core/delivery.ts `send` and `commit`: the same code the worker
- * runs, without reading anything back), within what is left of the wait window.
+ * runs, without reading anything back).
  *
- * Timeline of one send (t = 0 when the event is recorded; W = the wait window):
+ * Timeline of one send (t = 0 when the event is recorded; W = the wait window; L = the lease,
+ * the outbound 5 s deadline plus a margin for the write after it):
  *
- *   0 ── record EVENT (queued, notBefore = W + margin) + its job (delay = first retry delay)
- *   └─ inline attempt (POST ends by W) ──> delivered / failed: final, the worker's copy skips it
- *                                     ──> transient: notBefore = when attempt 2 is due
- *                                     ──> cut short by W: not counted, notBefore = now
- *   the worker's copy surfaces, defers until notBefore, then attempts; if this process died
- *   mid-attempt the lease simply runs out and the worker makes the attempt. Nothing is lost.
+ *   0 ── record EVENT (queued, notBefore = L) + its job (delay = first retry delay)
+ *   └─ inline attempt (its POST ends by L - margin, whatever W is)
+ *        ──> delivered / failed: final, the worker's copy skips it
+ *        ──> transient: notBefore = when attempt 2 is due
+ *   the caller is answered with the outcome if it came within W, else "queued" while the attempt
+ *   runs on and settles the event (`background`); the worker's copy surfaces, defers until
+ *   notBefore, then attempts; if this process died mid-attempt the lease simply runs out and the
+ *   worker makes the attempt (the dot may then get the event twice: an unknown outcome).
+ *
+ * The wait window decides what the caller is told, never whether an attempt's outcome counts: a
+ * POST the caller stopped waiting for is not thrown away and sent again (the dot may not
+ * deduplicate by webhook-id). Where nothing may run after the answer (`background` absent), the
+ * answer waits for the attempt, whose POST then ends within the request's own deadline.
  *
  * Storage calls of a message delivered inline: one read (the subscription), one write (the record;
  * on AWS followed by the queue's send), one write (the outcome). The subscription's delivery
@@ -26,7 +34,7 @@
  */
 import type { DeliveryJob, DeliveryMetrics, EventRecord, Logger, Outbox } from '../ports';
 import { Budgets } from './budgets';
-import { commitInline, send, type DeliveryDeps, type InlineDecision, type Ready, type Sent } from './delivery';
+import { commit, send, type DeliveryDecision, type DeliveryDeps, type Ready, type Sent } from './delivery';
 import { DependencyUnavailable, guardDependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
@@ -38,12 +46,14 @@ export interface MessageDeps extends DeliveryDeps {
   /** How long the inline first attempt may take; capped at Limits.deliveryWaitMaxMs. */
   deliveryWaitMs: number;
   /**
-   * Where the runtime keeps work that may finish after the answer (its process outlives the
-   * request). With it, a 2xx from the dot is answered "delivered" at once and the write that
-   * records it finishes here; without it (Lambda, whose environment freezes when the handler
-   * returns) the answer waits for it.
+   * Runs work that may outlive the answer, outside the request's deadline, and keeps the runtime
+   * alive until it settles: the local process tracks it (a clean stop waits for it); on Lambda the
+   * after-response extension holds the environment (handlers/after-response.ts). With it the
+   * inline attempt gets its whole lease, a 2xx is answered "delivered" before the write that
+   * records it, and the wait window only decides when the caller stops waiting. Without it the
+   * answer waits for the attempt.
    */
-  waitUntil?: (work: Promise<unknown>) => void;
+  background?: <T>(work: () => Promise<T>) => Promise<T>;
   /** One `delivery` line per inline decision (ids and categories only), as the worker's (core/runner.ts). */
   log?: Logger;
   /** One metric per inline decision, `Via` inline; none when absent. */
@@ -91,7 +101,9 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
     attempts: 0,
     createdAt: now,
     expiresAt: now + Limits.eventRecordMs,
-    notBefore: windowMs > 0 ? now + windowMs + Budgets.inlineLeaseMarginMs : now,
+    // The inline attempt's lease: its whole POST and the write after it, so the worker's copy never
+    // overlaps it, whenever the caller stops waiting.
+    notBefore: windowMs > 0 ? now + Limits.outboundDeadlineMs + Budgets.inlineLeaseMarginMs : now,
     body,
     ...(origin.sender !== undefined ? { sender: origin.sender } : {}),
   };
@@ -108,30 +120,52 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
     throw error;
   }
 
-  const left = now + windowMs - deps.clock.now();
-  if (windowMs === 0 || left <= 0) return { kind: 'queued', eventId };
+  if (windowMs === 0) return { kind: 'queued', eventId };
   const ready: Ready = { kind: 'ready', event: record, subscription };
-  let decision: InlineDecision;
-  try {
-    const sent = await send(deps, ready, job, { inline: { timeoutMs: left } });
-    if (deps.waitUntil && sent.verdict.kind === 'delivered') {
-      // The dot answered 2xx: that is the answer. Were the process to die before the write, the
-      // event stays queued under its lease and the safety-net job sends it again with the same
-      // webhook-id, which the dot deduplicates.
-      deps.waitUntil(commitInline(deps, ready, sent).then((settled) => reportInline(deps, record, sent, settled)));
-      return { kind: 'delivered', eventId };
-    }
-    decision = await commitInline(deps, ready, sent);
+  // The POST ends inside the lease, leaving its margin for the write that records the outcome.
+  const timeoutMs = (record.notBefore ?? now) - Budgets.inlineLeaseMarginMs - deps.clock.now();
+  let accepted: () => void = () => undefined;
+  const acceptedByDot = new Promise<'accepted'>((resolve) => (accepted = () => resolve('accepted')));
+  const attempt = async (): Promise<DeliveryDecision> => {
+    const sent = await send(deps, ready, job, { timeoutMs });
+    if (sent.verdict.kind === 'delivered') accepted();
+    const decision = await commit(deps, ready, sent);
     reportInline(deps, record, sent, decision);
-  } catch {
-    // The event is recorded and its job queued: the worker attempts it once the lease runs out.
-    return { kind: 'queued', eventId };
+    return decision;
+  };
+
+  if (!deps.background) {
+    // Nothing runs after the answer: it waits for the attempt (the POST is bounded by the request's deadline).
+    const decision = await attempt().catch(() => undefined);
+    // A failure after the event was accepted (storage, no time left for a POST): the worker attempts it once the lease runs out.
+    return decision ? outcomeOf(deps, eventId, decision) : { kind: 'queued', eventId };
   }
-  return outcomeOf(deps, eventId, decision);
+  const settled = deps.background(attempt);
+  const left = now + windowMs - deps.clock.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const windowEnds = new Promise<'window'>((resolve) => (timer = setTimeout(() => resolve('window'), Math.max(0, left))));
+  try {
+    const first = await Promise.race([
+      settled.then(
+        (decision) => ({ decision }),
+        () => 'failed' as const,
+      ),
+      acceptedByDot,
+      windowEnds,
+    ]);
+    // The dot answered 2xx: that is the answer, and the write that records it finishes in the background.
+    if (first === 'accepted') return { kind: 'delivered', eventId };
+    // The window ended (the attempt runs on and settles the event), or the attempt failed after the
+    // event was accepted (the worker attempts it once the lease runs out).
+    if (first === 'window' || first === 'failed') return { kind: 'queued', eventId };
+    return await outcomeOf(deps, eventId, first.decision);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The inline decision in the worker's vocabulary: one `delivery` line and one metric, `via` inline. */
-function reportInline(deps: MessageDeps, record: EventRecord, sent: Sent, decision: InlineDecision): void {
+function reportInline(deps: MessageDeps, record: EventRecord, sent: Sent, decision: DeliveryDecision): void {
   const done = deps.clock.now();
   reportDecision(deps, {
     via: 'inline',
@@ -147,16 +181,16 @@ function reportInline(deps: MessageDeps, record: EventRecord, sent: Sent, decisi
 
 /**
  * When the worker's copy surfaces: when attempt 2 would be due after a quick transient failure
- * (so the schedule stays exact), and never before the wait window when there is no schedule.
- * With no inline attempt (window 0) the worker takes the job at once.
+ * (so the schedule stays exact), and never before the inline attempt's lease when there is no
+ * schedule. With no inline attempt (window 0) the worker takes the job at once.
  */
 function safetyNetDelayMs(deps: MessageDeps, windowMs: number): number {
   if (windowMs === 0) return 0;
   const first = deps.retryDelaysS[0];
-  return first === undefined ? windowMs + Budgets.inlineLeaseMarginMs : first * 1000;
+  return first === undefined ? Limits.outboundDeadlineMs + Budgets.inlineLeaseMarginMs : first * 1000;
 }
 
-async function outcomeOf(deps: MessageDeps, eventId: string, decision: InlineDecision): Promise<SendOutcome> {
+async function outcomeOf(deps: MessageDeps, eventId: string, decision: DeliveryDecision): Promise<SendOutcome> {
   switch (decision.action) {
     case 'dead_letter':
       return { kind: 'failed', eventId, reason: isFailureReason(decision.reason) ? decision.reason : null };

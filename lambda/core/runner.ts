@@ -22,7 +22,10 @@
  *
  * One vocabulary for every decision, inline or worker (`reportDecision`, which the inline first
  * attempt in core/messages.ts calls too): one `delivery` log line with `via`, and one metric with
- * its outcome and `via`.
+ * its outcome and `via`. A retry after a timeout is the one case where the dot may have received
+ * the POST that failed (its answer never came): the next attempt is a second POST of the same
+ * event, so the line is a warning with `outcomeUnknown: true` and the metric's outcome is
+ * `outcome_unknown` (docs/contract/delivery.md: one POST per event).
  *
  * Deliberately not here: how a queue makes an effect (SQS calls, the job table's rows), reading
  * a queue's messages, and the decision itself (core/delivery.ts).
@@ -30,7 +33,7 @@
 import type { DeliveryJob, DeliveryMetrics, DeliveryOutcome, DeliveryVia, JobEffects, Logger } from '../ports';
 import { describeCause } from './errors';
 import { Budgets } from './budgets';
-import { decisionLogFields, deliver, failAtReceiveLimit, receiveLimit, type DeliveryDecision, type DeliveryDeps, type InlineDecision } from './delivery';
+import { decisionLogFields, deliver, failAtReceiveLimit, receiveLimit, type DeliveryDecision, type DeliveryDeps } from './delivery';
 
 /** One job as its queue handed it over. */
 export interface ReceivedJob {
@@ -62,8 +65,10 @@ export interface RunResult {
 export type DeliveryRunner = (received: ReceivedJob) => Promise<RunResult>;
 
 /** The metric outcome of a decision. */
-export function outcomeOfDecision(decision: InlineDecision): DeliveryOutcome {
+export function outcomeOfDecision(decision: DeliveryDecision): DeliveryOutcome {
   switch (decision.action) {
+    case 'retry':
+      return isOutcomeUnknown(decision) ? 'outcome_unknown' : 'retry';
     case 'done':
       return decision.status;
     case 'dead_letter':
@@ -76,7 +81,7 @@ export function outcomeOfDecision(decision: InlineDecision): DeliveryOutcome {
 export interface DecisionReport {
   via: DeliveryVia;
   eventId: string;
-  decision: InlineDecision;
+  decision: DeliveryDecision;
   /** Overrides the decision's outcome (the runner's own: `receive_limit`). */
   outcome?: DeliveryOutcome;
   durationMs: number;
@@ -92,7 +97,8 @@ export function reportDecision(deps: Pick<RunnerDeps, 'log' | 'metrics'>, report
   const attempt = attemptOf(decision);
   try {
     const line = { eventId: report.eventId, via: report.via, ...decisionLogFields(decision), ...(report.fields ?? {}) };
-    if (outcome === 'dead_letter' || outcome === 'receive_limit') deps.log?.warn('delivery', line);
+    if (outcome === 'outcome_unknown') deps.log?.warn('delivery', { ...line, outcomeUnknown: true });
+    else if (outcome === 'dead_letter' || outcome === 'receive_limit') deps.log?.warn('delivery', line);
     else deps.log?.info('delivery', line);
     deps.metrics?.delivery({
       outcome,
@@ -106,7 +112,12 @@ export function reportDecision(deps: Pick<RunnerDeps, 'log' | 'metrics'>, report
   }
 }
 
-function attemptOf(decision: InlineDecision): number | undefined {
+/** A retry whose failed POST may have reached the dot: no answer came within its deadline. */
+export function isOutcomeUnknown(decision: DeliveryDecision): boolean {
+  return decision.action === 'retry' && decision.reason === 'timeout';
+}
+
+function attemptOf(decision: DeliveryDecision): number | undefined {
   return decision.action === 'retry' || decision.action === 'dead_letter' ? decision.attempt : undefined;
 }
 

@@ -21,7 +21,7 @@
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
-import { runWithDeadline, webhookWithinDeadline } from '../adapters/deadline';
+import { outsideDeadline, runWithDeadline, webhookWithinDeadline } from '../adapters/deadline';
 import { deferredAccessStore, deferredOutbox, deferredStore, once } from '../adapters/deferred';
 import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
@@ -37,6 +37,7 @@ import { createLogger } from '../log';
 import { createMetrics, DEPENDENCIES, type MetricDependency, type Metrics } from '../metrics';
 import { systemClock, type AccessStore, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
+import { afterResponse, type AfterResponse } from './after-response';
 import { requestFromEvent, resultFromResponse } from './apigw';
 import type { McpStorageClients } from './mcp-storage';
 
@@ -68,6 +69,11 @@ export interface McpLambdaDeps {
   pup?: PupConfig;
   /** Tests only (McpLambdaOverrides.requestMs): the request budget `mcpDeadline` counts from. Default: Limits.requestMs. */
   requestMs?: number;
+  /**
+   * The after-response extension (handlers/after-response.ts): with it an inline attempt the caller
+   * stopped waiting for runs on after the answer; without it the answer waits for the attempt.
+   */
+  afterResponse?: AfterResponse;
 }
 
 export type McpLambda = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -122,6 +128,8 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     ...(deps.metrics ? { metrics: deps.metrics } : {}),
     ...(deps.access ? { access: deps.access } : {}),
     ...(deps.eventsProfile ? { eventsProfile: EventsProfiles[deps.eventsProfile] } : {}),
+    // Outside the request's deadline: the work's own timeouts bound it (the POST its 5 s).
+    ...(deps.afterResponse ? { background: <T>(work: () => Promise<T>) => deps.afterResponse!.run(() => outsideDeadline(work)) } : {}),
   };
   let built: { key: string | undefined; app: App } | undefined;
 
@@ -167,6 +175,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
       return result;
     } finally {
       deps.metrics?.request({ route, status, durationMs: performance.now() - started });
+      deps.afterResponse?.invocationEnded();
     }
   };
 }
@@ -197,6 +206,8 @@ export interface McpLambdaOverrides {
    * which the test choosing it must allow for.
    */
   requestMs?: number;
+  /** Tests only: a stand-in of the after-response extension (default: the one this process registered, if any). */
+  afterResponse?: AfterResponse;
 }
 
 /** The MCP Lambda from its settings (lambda/config/settings.ts `mcpLambdaSettings`). */
@@ -241,6 +252,7 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
     metrics: overrides.metrics ?? createMetrics({ enabled: settings.aws.functionName !== undefined }),
     ...(overrides.clock ? { clock: overrides.clock } : {}),
     ...(overrides.requestMs !== undefined ? { requestMs: overrides.requestMs } : {}),
+    ...((overrides.afterResponse ?? afterResponse()) ? { afterResponse: (overrides.afterResponse ?? afterResponse())! } : {}),
     pup: { secrets: () => pupSecrets.get(), ...(settings.pupManifest !== undefined ? { manifest: settings.pupManifest } : {}) },
   });
 }

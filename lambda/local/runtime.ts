@@ -25,7 +25,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { webhookWithinDeadline } from '../adapters/deadline';
+import { outsideDeadline, webhookWithinDeadline } from '../adapters/deadline';
 import { openEmbeddedDatabase, StateUnreadable, type EmbeddedDatabase } from '../adapters/embedded';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { loadOrCreateApiKey, newApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
@@ -108,14 +108,17 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     const unsubscribe = db.onJobsChanged(() => worker.wake());
     cleanups.push(async () => unsubscribe());
 
-    // Work that finishes after its answer (recording a delivery the dot already accepted); `stop`
-    // waits for it, so a clean shutdown never leaves an accepted delivery unrecorded.
+    // Work that finishes after its answer (an inline attempt the caller stopped waiting for, the
+    // write that records a delivery the dot already accepted), outside the request's deadline;
+    // `stop` waits for it, so a clean shutdown never leaves an accepted delivery unrecorded.
     const background = new Set<Promise<unknown>>();
-    const waitUntil = (work: Promise<unknown>): void => {
-      const tracked = work
+    const runInBackground = <T>(work: () => Promise<T>): Promise<T> => {
+      const running = outsideDeadline(work);
+      const tracked = running
         .catch((error: unknown) => log.error('background_work_failed', { cause: describeCause(error) }))
         .finally(() => background.delete(tracked));
       background.add(tracked);
+      return running;
     };
     cleanups.push(() => Promise.allSettled([...background]));
 
@@ -150,7 +153,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
           clock,
           deliveryWaitMs: settings.deliveryWaitMs,
           retryDelaysS: settings.retryDelaysS,
-          waitUntil,
+          background: runInBackground,
           urlPolicy: { allowLoopbackCallbacks: settings.allowLoopbackCallbacks },
           ttlPolicy: settings.ttlPolicy,
           version,

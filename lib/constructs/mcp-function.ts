@@ -25,7 +25,7 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { MCP_STORAGE_CHUNK } from '../bundling';
+import { AFTER_RESPONSE_CHUNK, AFTER_RESPONSE_NODE_OPTIONS, MCP_STORAGE_CHUNK } from '../bundling';
 import { assertEnvironmentFits } from '../lambda-environment';
 import type { DmDotSettings } from '../settings';
 import type { DeliveryPipeline } from './delivery-pipeline';
@@ -33,8 +33,11 @@ import { HandlerFunction } from './handler-function';
 import type { Secrets } from './secrets';
 import type { ItemAction, Storage } from './storage';
 
-/** Auth + Secrets Manager at cold start + store + enqueue + at most 4 s of waiting (docs/contract/delivery.md). */
-export const MCP_TIMEOUT = Duration.seconds(10);
+/**
+ * The request's 5 s, plus what runs after its answer: an inline attempt the caller stopped waiting
+ * for has its POST's 5 s and the writes after it (lambda/handlers/after-response.ts).
+ */
+export const MCP_TIMEOUT = Duration.seconds(15);
 export const MCP_MEMORY_MIB = 512;
 /** The manifest's name inside the asset, and the value of PUP_MANIFEST_FILE. */
 export const PUP_MANIFEST_ASSET_FILE = 'pup-manifest.json';
@@ -65,6 +68,9 @@ export class McpFunction extends HandlerFunction {
       DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),
       ...(settings.pupManifest ? { PUP_MANIFEST_FILE: PUP_MANIFEST_ASSET_FILE } : {}),
+      // The after-response extension: an inline attempt the caller stopped waiting for runs on after
+      // the answer and settles its event (one POST per event; lambda/handlers/after-response.ts).
+      NODE_OPTIONS: AFTER_RESPONSE_NODE_OPTIONS,
       // Only when it differs from the functions' default, so a default stack's template is unchanged.
       ...(settings.eventsProfile !== 'chatgpt' ? { DMDOT_EVENTS_PROFILE: settings.eventsProfile } : {}),
     };
@@ -80,7 +86,7 @@ export class McpFunction extends HandlerFunction {
       timeout: MCP_TIMEOUT,
       logRetention: settings.logRetention,
       environment,
-      chunks: [MCP_STORAGE_CHUNK],
+      chunks: [MCP_STORAGE_CHUNK, AFTER_RESPONSE_CHUNK],
       ...(settings.pupManifest ? { assetFiles: { [PUP_MANIFEST_ASSET_FILE]: settings.pupManifest.file } } : {}),
     });
     this.environmentBytes = environmentBytes;

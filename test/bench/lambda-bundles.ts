@@ -17,7 +17,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { build, type BuildOptions, type Metafile } from 'esbuild';
 import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildOptionsOf, esbuildOptionsOf, lambdaBundle, type LambdaBundle } from '../../lib/bundling';
 import { testNode } from '../tools/test-node.cjs';
@@ -294,7 +294,10 @@ const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FU
 
 export function coldStart(nodeBinary: string, file: string, mode: InvokeMode, payload: string, env: Record<string, string>, timeoutMs = 30_000, then?: ThenStep): Promise<ColdStart> {
   return new Promise((done, fail) => {
-    const child = spawn(nodeBinary, ['-e', CHILD, file, mode, payload, ...(then ? [JSON.stringify(then)] : [])], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // The stack's NODE_OPTIONS names files by the task root Lambda unpacks the asset into.
+    const taskRoot = `${dirname(file)}/`;
+    const childEnv = env.NODE_OPTIONS === undefined ? env : { ...env, NODE_OPTIONS: env.NODE_OPTIONS.split('/var/task/').join(taskRoot) };
+    const child = spawn(nodeBinary, ['-e', CHILD, file, mode, payload, ...(then ? [JSON.stringify(then)] : [])], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));

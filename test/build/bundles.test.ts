@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { AWS_CREDENTIAL_CHAIN, AWS_CREDENTIAL_CHAIN_REPLACEMENT, lambdaBundle, MCP_STORAGE_CHUNK, MCP_SDK_SHIMS, MCP_SDK_SHIMS_REPLACEMENT } from '../../lib/bundling';
+import { AWS_CREDENTIAL_CHAIN, AWS_CREDENTIAL_CHAIN_REPLACEMENT, lambdaBundle, AFTER_RESPONSE_CHUNK, MCP_STORAGE_CHUNK, MCP_SDK_SHIMS, MCP_SDK_SHIMS_REPLACEMENT } from '../../lib/bundling';
 import {
   BUNDLE_BUDGET_BYTES,
   buildLambdaBundle,
@@ -51,7 +51,7 @@ let environments: StackEnvironments;
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'dm-dot-bundles-'));
   [mcp, delivery, reconciler, environments] = await Promise.all([
-    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK])),
+    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK, AFTER_RESPONSE_CHUNK])),
     buildLambdaBundle(join(root, 'delivery'), { file: 'lambda/handlers/delivery.ts' }, lambdaBundle()),
     buildLambdaBundle(join(root, 'reconciler'), { file: 'lambda/handlers/reconciler.ts' }, lambdaBundle()),
     stackEnvironments(),
@@ -80,7 +80,9 @@ describe('size budgets', () => {
   test('the MCP storage code is a file of its own: index.js holds no DynamoDB or SQS client, mcp-storage.js holds both', () => {
     const inputsOf = (file: string) => Object.keys(Object.entries(mcp.metafile.outputs).find(([out]) => out.endsWith(file))![1].inputs);
     const sdk = /node_modules\/@(aws-sdk\/client-(dynamodb|sqs)|smithy)\//;
-    expect(mcp.chunkFiles.map((f) => f.split('/').pop())).toEqual(['mcp-storage.js']);
+    expect(mcp.chunkFiles.map((f) => f.split('/').pop())).toEqual(['mcp-storage.js', 'after-response.mjs']);
+    // The extension the function preloads holds nothing of AWS or of the app: node:http only.
+    expect(inputsOf('/after-response.mjs').filter((i) => /node_modules\//.test(i))).toEqual([]);
     expect(inputsOf('/index.js').filter((i) => sdk.test(i))).toEqual([]);
     expect(inputsOf('/mcp-storage.js').filter((i) => /client-dynamodb\//.test(i)).length).toBeGreaterThan(0);
     expect(inputsOf('/mcp-storage.js').filter((i) => /client-sqs\//.test(i)).length).toBeGreaterThan(0);
@@ -162,11 +164,10 @@ describe('credentials: the environment only', () => {
 });
 
 describe('source maps: written, never loaded at run time', () => {
-  test('no function of the synthesized stack sets NODE_OPTIONS (no --enable-source-maps)', () => {
-    for (const variables of [environments.mcp, environments.delivery]) {
-      expect(Object.keys(variables)).not.toContain('NODE_OPTIONS');
-      expect(JSON.stringify(variables)).not.toContain('source-map');
-    }
+  test('DEL-PIPE-22: NODE_OPTIONS only preloads the MCP function\'s after-response extension: never --enable-source-maps', () => {
+    expect(environments.mcp.NODE_OPTIONS).toBe('--import=/var/task/after-response.mjs');
+    expect(Object.keys(environments.delivery)).not.toContain('NODE_OPTIONS');
+    for (const variables of [environments.mcp, environments.delivery]) expect(JSON.stringify(variables)).not.toContain('source-map');
     // The environments are the real ones: the handlers' contract is in them.
     expect(environments.mcp).toEqual(expect.objectContaining({ TABLE_NAME: expect.any(String), API_KEY_SECRET_ARN: expect.any(String) }));
     expect(environments.delivery).toEqual(expect.objectContaining({ DEAD_LETTER_QUEUE_URL: expect.any(String) }));
@@ -177,7 +178,10 @@ describe('source maps: written, never loaded at run time', () => {
       expect(bundle.text).not.toContain('setSourceMapsEnabled');
       expect(inputsMatching(bundle, /node_modules\/source-map-support\//)).toEqual([]);
       expect(readFileSync(bundle.file, 'utf8')).toMatch(/\/\/# sourceMappingURL=index\.js\.map\s*$/);
-      for (const chunk of bundle.chunkFiles) expect(readFileSync(chunk, 'utf8')).toMatch(/\/\/# sourceMappingURL=mcp-storage\.js\.map\s*$/);
+      for (const chunk of bundle.chunkFiles) {
+        const name = chunk.split('/').pop()!.replace(/\./g, '\\.');
+        expect(readFileSync(chunk, 'utf8')).toMatch(new RegExp(`//# sourceMappingURL=${name}\\.map\\s*$`));
+      }
     }
   });
 });

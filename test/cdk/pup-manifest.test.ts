@@ -83,6 +83,8 @@ test('the bundled MCP function loads with the synthesized environment and finds 
       env: {
         ...env,
         LAMBDA_TASK_ROOT: taskRoot,
+        // The extension the stack preloads, from where this asset is (Lambda's /var/task).
+        ...(env.NODE_OPTIONS ? { NODE_OPTIONS: env.NODE_OPTIONS.split('/var/task/').join(`${dir}/`) } : {}),
         PATH: process.env.PATH,
         HOME: home,
         AWS_REGION: 'us-east-1',

@@ -349,7 +349,7 @@ describe('functions', () => {
       expect(props(id)).toEqual(
         expect.objectContaining({ Runtime: 'nodejs24.x', Architectures: ['arm64'], Handler: 'index.handler' }),
       );
-      expect(props(id).Environment.Variables.NODE_OPTIONS).toBeUndefined();
+      expect(JSON.stringify(props(id).Environment.Variables)).not.toContain('source-map');
     }
   });
 
@@ -362,8 +362,8 @@ describe('functions', () => {
     for (const [name, version] of nodes) expect(`${name}@${String(version).split('.')[0]}`).toBe(`${name}@${major}`);
   });
 
-  test('timeouts and memory: MCP 10 s (the wait never passes 5 s), delivery 15 s (5 s deadline per request)', () => {
-    expect(props(ids.mcpFn)).toEqual(expect.objectContaining({ Timeout: 10, MemorySize: 512 }));
+  test('timeouts and memory: MCP 15 s (a 5 s request, then an inline attempt that may run on after it), delivery 15 s (5 s deadline per request)', () => {
+    expect(props(ids.mcpFn)).toEqual(expect.objectContaining({ Timeout: 15, MemorySize: 512 }));
     expect(props(ids.deliveryFn)).toEqual(expect.objectContaining({ Timeout: 15, MemorySize: 256 }));
   });
 
@@ -378,6 +378,7 @@ describe('functions', () => {
       DMDOT_TTL_DEFAULT_MS: String(DEFAULTS.ttlDefaultMs),
       DMDOT_TTL_MAX_MS: String(DEFAULTS.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: '',
+      NODE_OPTIONS: '--import=/var/task/after-response.mjs',
     });
     expect(props(ids.deliveryFn).Environment.Variables).toEqual({
       TABLE_NAME: ref(ids.table),
@@ -1075,7 +1076,7 @@ describe('bundles (read from the synthesized cloud assembly)', () => {
 
   test('each asset is a minified CommonJS index.js with its source map and a package.json naming the format', () => {
     for (const [id, chunks] of [
-      [ids.mcpFn, ['mcp-storage.js', 'mcp-storage.js.map']],
+      [ids.mcpFn, ['mcp-storage.js', 'mcp-storage.js.map', 'after-response.mjs', 'after-response.mjs.map']],
       [ids.deliveryFn, []],
     ] as const) {
       const { dir, code } = files(id);

@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { lambdaBundle, MCP_STORAGE_CHUNK } from '../../lib/bundling';
+import { lambdaBundle, AFTER_RESPONSE_CHUNK, MCP_STORAGE_CHUNK } from '../../lib/bundling';
 import { principalOf, subscriptionIdOf } from '../../lambda/core/identity';
 import { EventStatus, Limits } from '../../lambda/core/protocol';
 import { deliveryLambdaSettings } from '../../lambda/config/settings';
@@ -50,7 +50,7 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'dm-dot-bundle-send-'));
   const synthesized = stackEnvironments();
   [mcp, environments, world] = await Promise.all([
-    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK])),
+    buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK, AFTER_RESPONSE_CHUNK])),
     synthesized,
     startAwsWorld({
       table: TABLE,

@@ -129,7 +129,10 @@ describe('text lines (a terminal)', () => {
       'failed: http_4xx (attempt 3, worker); kept in the dead letters; the 410 ended its subscription',
     ],
     [{ action: 'dropped', via: 'worker' }, 'dropped: its subscription ended (or was replaced) before it could be delivered (worker)'],
-    [{ action: 'cut_short', via: 'inline' }, 'no answer within the wait window: answered "queued"; the worker sends it again (inline)'],
+    [
+      { action: 'retry', delayS: 1, reason: 'timeout', attempt: 1, via: 'inline', outcomeUnknown: true },
+      'no answer within its deadline on attempt 1: the dot may have it; sent again in 1 s with the same id (inline)',
+    ],
     [{ action: 'deferred', status: 'leased', via: 'worker' }, 'deferred leased (worker)'],
     // The safety-net copy of an event that failed inline: one POST, so one failure and one copy.
     [{ action: 'dead_letter_copy', reason: 'http_4xx', attempt: 1, via: 'worker' }, 'its copy kept in the dead letters: it failed before (http_4xx on attempt 1), no new attempt (worker)'],

@@ -16,7 +16,7 @@
  * own retries (the emulators answer every call).
  */
 import { join } from 'node:path';
-import { lambdaBundle, MCP_STORAGE_CHUNK } from '../../../lib/bundling';
+import { lambdaBundle, AFTER_RESPONSE_CHUNK, MCP_STORAGE_CHUNK } from '../../../lib/bundling';
 import { DynamoDbStore } from '../../../lambda/adapters/dynamodb-store';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { EVENT_NAME, TOOL_NAME } from '../../../lambda/core/protocol';
@@ -72,7 +72,7 @@ export const awsCallsSection: Section = {
     process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     const root = bench.tempDir('awscalls');
     const [mcp, environments, ddb, fauxqs, receiver] = await Promise.all([
-      buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK])),
+      buildLambdaBundle(join(root, 'mcp'), { file: 'lambda/handlers/mcp.ts' }, lambdaBundle(undefined, [MCP_STORAGE_CHUNK, AFTER_RESPONSE_CHUNK])),
       bench.stackEnvironments(),
       startDynamoDbLocal(),
       startFauxqs(),

@@ -12,7 +12,7 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { AWS_CREDENTIAL_CHAIN, lambdaBundle, MCP_SDK_SHIMS, MCP_STORAGE_CHUNK, type LambdaBundle } from '../../../lib/bundling';
+import { AWS_CREDENTIAL_CHAIN, lambdaBundle, MCP_SDK_SHIMS, AFTER_RESPONSE_CHUNK, MCP_STORAGE_CHUNK, type LambdaBundle } from '../../../lib/bundling';
 import { TOOL_NAME } from '../../../lambda/core/protocol';
 import { startFakeSecretsManager } from '../../support/fake-secrets-manager';
 import {
@@ -39,7 +39,7 @@ import { kib, ms, newApiKey, ratio, stats, versionOf, type Section } from '../su
  * comes from the synthesized template, so a NODE_OPTIONS put back there shows up here).
  */
 function bundleVariants(): Array<{ key: string; label: string; spec: LambdaBundle; nodeOptions?: string }> {
-  const deployed = lambdaBundle(undefined, [MCP_STORAGE_CHUNK]);
+  const deployed = lambdaBundle(undefined, [MCP_STORAGE_CHUNK, AFTER_RESPONSE_CHUNK]);
   const oneFile = { ...deployed, chunks: [] };
   const { [MCP_SDK_SHIMS]: shims, [AWS_CREDENTIAL_CHAIN]: _chain, ...otherAliases } = deployed.alias;
   // esbuild's own default for platform node (what the stack used before).

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { classify, commit, commitInline, deliver, nextDelayMs, parseRetryAfter, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
+import { classify, commit, deliver, nextDelayMs, parseRetryAfter, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent } from '../../../lambda/core/messages';
 import { DEFAULT_RETRY_DELAYS_S, FailureReasons } from '../../../lambda/core/protocol';
@@ -486,8 +486,8 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
     webhook.add(respond(200));
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
     store.calls.length = 0;
-    const sent = await send(deps, ready, job, { inline: { timeoutMs: 2_500 } });
-    await expect(commitInline(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    const sent = await send(deps, ready, job, { timeoutMs: 2_500 });
+    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(webhook.last.timeoutMs).toBe(2_500);
     // Nothing is read back: the caller holds the event it wrote and the subscription it read.
     expect(store.calls.map((c) => c.method).filter((m) => m.startsWith('get'))).toEqual([]);
@@ -616,17 +616,17 @@ describe('commit: the delivery log and the kept bytes', () => {
     expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'connection_refused', statusClass: null, counted: true })]);
   });
 
-  test('DEL-PIPE-8: an inline attempt cut short by the wait window is logged as a timeout that does not count, and releases the lease', async () => {
-    const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 4_000 } });
+  test('DEL-PIPE-8: a POST with no answer within its deadline counts as an attempt (a timeout: the dot may have it) and schedules the next', async () => {
+    const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 6_000 } });
     webhook.add(() => {
-      clock.advance(2_500);
+      clock.advance(5_000);
       return transportFailure('timeout');
     });
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
-    const sent = await send(deps, ready, job, { inline: { timeoutMs: 2_500 } });
-    await expect(commitInline(deps, ready, sent)).resolves.toEqual({ action: 'abandoned' });
-    expect(store.events.get(EVENT_ID)).toMatchObject({ attempts: 0, notBefore: clock.now() });
-    expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'timeout', statusClass: null, durationMs: 2_500, counted: false })]);
+    const sent = await send(deps, ready, job, { timeoutMs: 5_000 });
+    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'retry', delayMs: 1_000, reason: 'timeout', attempt: 1 });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ attempts: 1, notBefore: clock.now() + 1_000 });
+    expect(store.events.get(EVENT_ID)!.log).toEqual([expect.objectContaining({ outcome: 'timeout', statusClass: null, durationMs: 5_000, counted: true })]);
   });
 
   test('TASK-8: a 2xx that lands after the task was cancelled is recorded as delivered: the dot did get it', async () => {

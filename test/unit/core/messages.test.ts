@@ -142,14 +142,14 @@ describe('sendMessage', () => {
     expect(job.body).toBe(buildEvent(job.eventId, 'hello dot', T0));
   });
 
-  test('DEL-PIPE-7: the event is leased for the wait window plus a margin, and the safety net surfaces when attempt 2 would be due', async () => {
+  test('DEL-PIPE-7: the event is leased for the whole inline POST plus a margin, and the safety net surfaces when attempt 2 would be due', async () => {
     const { store, queue, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
     let atEnqueue: EventRecord | undefined;
     queue.onEnqueue = (job) => {
       atEnqueue = { ...store.events.get(job.eventId)! };
     };
     await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'delivered' });
-    expect(atEnqueue).toMatchObject({ status: 'queued', attempts: 0, notBefore: T0 + 3_000 + 1_000 });
+    expect(atEnqueue).toMatchObject({ status: 'queued', attempts: 0, notBefore: T0 + 5_000 + 1_000 });
     expect(queue.delays).toEqual([1_000]);
   });
 
@@ -198,6 +198,16 @@ describe('sendMessage', () => {
     expect(store.calls.slice(0, 3).map((c) => c.method)).toEqual(['getSubscription', 'putEvent', 'updateEvent']);
   });
 
+  test('DEL-PIPE-21: a POST that got no answer within its deadline is logged as a warning with outcomeUnknown and counted as outcome_unknown', async () => {
+    const { store, clock, deps } = world({ answers: [() => (clock.advance(5_000), transportFailure('timeout'))] });
+    const metrics: DeliveryMetric[] = [];
+    const warnings: Record<string, unknown>[] = [];
+    const log = { info: () => undefined, warn: (_: string, fields?: Record<string, unknown>) => void warnings.push(fields ?? {}), error: () => undefined };
+    await sendMessage({ ...deps, log, metrics: { delivery: (metric) => void metrics.push(metric) } }, { message: 'hi' });
+    expect(metrics).toEqual([{ outcome: 'outcome_unknown', via: 'inline', attempt: 1, durationMs: 5_000 }]);
+    expect(warnings).toEqual([expect.objectContaining({ eventId: onlyEvent(store).eventId, action: 'retry', reason: 'timeout', outcomeUnknown: true })]);
+  });
+
   test('DEL-PIPE-20: a failed inline POST rewrites the subscription\'s delivery status only when it changes (the item must not become hot)', async () => {
     const { store, deps } = world({ answers: [respond(503), respond(503), respond(400)] });
     store.subscription = { ...store.subscription!, lastDeliveryAt: T0 - 1_000, lastError: null };
@@ -218,26 +228,34 @@ describe('sendMessage', () => {
     expect(store.calls).toEqual([]);
   });
 
-  test('DEL-PIPE-5: the inline POST gets what is left of the wait window, counted from the start of the send, as its deadline', async () => {
+  test('DEL-PIPE-5: the inline POST ends inside its lease, whatever the wait window: 5 s counted from the record, less what storage took', async () => {
     const { store, clock, webhook, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
-    // Storage takes 700 ms in all before the POST starts.
+    // Storage takes 700 ms in all before the POST starts; the lease counts from the start of the send.
     store.before.getSubscription = () => clock.advance(400);
     store.before.putEvent = () => clock.advance(300);
     await sendMessage(deps, { message: 'hi' });
-    expect(webhook.last.timeoutMs).toBe(3_000 - 700);
+    expect(webhook.last.timeoutMs).toBe(5_000 - 700);
   });
 
-  test('DEL-PIPE-9: the window is capped so a request never runs past 5 s', async () => {
+  test('DEL-PIPE-9: the POST never asks for more than the outbound 5 s, whatever the window', async () => {
     const { webhook, deps } = world({ deliveryWaitMs: 60_000, answers: [respond(200)] });
     await sendMessage(deps, { message: 'hi' });
-    expect(webhook.last.timeoutMs).toBeLessThanOrEqual(4_000);
+    expect(webhook.last.timeoutMs).toBeLessThanOrEqual(5_000);
   });
 
-  test('no inline attempt when storage used up the whole window: queued, and the worker sends', async () => {
-    const { store, clock, webhook, deps } = world({ deliveryWaitMs: 1_000 });
+  test('DEL-PIPE-8: storage used up the whole window: answered queued at once, and the inline attempt still makes the one POST', async () => {
+    const { store, clock, webhook, deps } = world({ deliveryWaitMs: 1_000, answers: [respond(200)] });
     store.before.putEvent = () => clock.advance(1_500);
-    await expect(sendMessage(deps, { message: 'hi' })).resolves.toMatchObject({ kind: 'queued' });
-    expect(webhook.requests).toEqual([]);
+    const running: Promise<unknown>[] = [];
+    const background = <T,>(work: () => Promise<T>): Promise<T> => {
+      const p = work();
+      running.push(p);
+      return p;
+    };
+    await expect(sendMessage({ ...deps, background }, { message: 'hi' })).resolves.toMatchObject({ kind: expect.stringMatching(/^(queued|delivered)$/) });
+    await Promise.all(running);
+    expect(webhook.requests).toHaveLength(1);
+    expect(onlyEvent(store)).toMatchObject({ status: 'delivered', attempts: 1 });
   });
 
   test('DEL-PIPE-6: a permanent failure answers failed with its category, and the event is failed after one attempt', async () => {
@@ -260,11 +278,12 @@ describe('sendMessage', () => {
     expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx', notBefore: T0 + 50 + 1_000 });
   });
 
-  test('DEL-PIPE-8: an attempt cut short by the window counts nothing and releases the lease for the worker', async () => {
-    const { store, clock, deps } = world({ answers: [() => (clock.advance(3_000), transportFailure('timeout'))] });
+  test('DEL-PIPE-8: an inline POST with no answer within its deadline counts as attempt 1, an unknown outcome: attempt 2 follows the schedule', async () => {
+    const { store, clock, deps } = world({ answers: [() => (clock.advance(5_000), transportFailure('timeout'))] });
     const outcome = await sendMessage(deps, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
-    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 0, notBefore: T0 + 3_000 });
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'timeout', notBefore: T0 + 5_000 + 1_000 });
+    expect(onlyEvent(store).log).toEqual([expect.objectContaining({ outcome: 'timeout', counted: true })]);
   });
 
   test('the inline attempt sends to the subscription the send read, even one ended a moment later: nothing is read back', async () => {
@@ -284,32 +303,73 @@ describe('sendMessage', () => {
     expect(queue.jobs).toHaveLength(1);
   });
 
-  test('with waitUntil, a 2xx is answered delivered at once and the writes that record it finish afterwards', async () => {
+  /** Runs the inline attempt as the runtimes do, keeping hold of it so the test can wait for it. */
+  function tracking() {
+    const running: Promise<unknown>[] = [];
+    const background = <T,>(work: () => Promise<T>): Promise<T> => {
+      const p = work();
+      running.push(p.catch(() => undefined));
+      return p;
+    };
+    return { running, background };
+  }
+
+  test('with background, a 2xx is answered delivered at once and the writes that record it finish afterwards', async () => {
     const { store, deps } = world({ answers: [respond(200)] });
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
     store.before.updateEvent = () => gate;
-    const handedOver: Promise<unknown>[] = [];
-    const outcome = await sendMessage({ ...deps, waitUntil: (work) => void handedOver.push(work) }, { message: 'hi' });
+    const { running, background } = tracking();
+    const outcome = await sendMessage({ ...deps, background }, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'delivered', eventId: onlyEvent(store).eventId });
     // Answered while the record still says queued: the write is held at the gate.
     expect(onlyEvent(store).status).toBe('queued');
-    expect(handedOver).toHaveLength(1);
+    expect(running).toHaveLength(1);
     release();
-    await handedOver[0];
+    await Promise.all(running);
     expect(onlyEvent(store)).toMatchObject({ status: 'delivered', attempts: 1 });
   });
 
-  test('with waitUntil, anything but a 2xx still waits for the attempt to be recorded', async () => {
+  test('with background, anything but a 2xx within the window is answered once the attempt is recorded', async () => {
     const { store, deps } = world({ answers: [respond(503)] });
-    const handedOver: Promise<unknown>[] = [];
-    const outcome = await sendMessage({ ...deps, waitUntil: (work) => void handedOver.push(work) }, { message: 'hi' });
+    const { background } = tracking();
+    const outcome = await sendMessage({ ...deps, background }, { message: 'hi' });
     expect(outcome).toMatchObject({ kind: 'queued' });
-    expect(handedOver).toEqual([]);
     expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx' });
   });
 
-  test('without waitUntil (Lambda), the delivered answer waits until the record says delivered', async () => {
+  test('DEL-PIPE-21: a dot answering after the wait window gets one POST: the caller is told queued, the attempt settles the event, the worker\'s copy skips it', async () => {
+    let answer: (response: ReturnType<typeof respond>) => void = () => undefined;
+    const late = new Promise<ReturnType<typeof respond>>((resolve) => (answer = resolve));
+    const { store, queue, webhook, deps } = world({ deliveryWaitMs: 20, answers: [() => late] });
+    const { running, background } = tracking();
+    const outcome = await sendMessage({ ...deps, background }, { message: 'hi' });
+    expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 0 });
+    answer(respond(200));
+    await Promise.all(running);
+    expect(onlyEvent(store)).toMatchObject({ status: 'delivered', attempts: 1 });
+    // The safety-net job surfaces later: it finds the event delivered and makes no POST.
+    await expect(deliver(deps, queue.jobs[0]!)).resolves.toEqual({ action: 'done', status: 'already_final' });
+    expect(webhook.requests).toHaveLength(1);
+  });
+
+  test('DEL-PIPE-21: while the inline attempt runs past the window, its lease keeps the worker\'s copy from a second POST', async () => {
+    let answer: (response: ReturnType<typeof respond>) => void = () => undefined;
+    const late = new Promise<ReturnType<typeof respond>>((resolve) => (answer = resolve));
+    const { store, queue, clock, webhook, deps } = world({ deliveryWaitMs: 20, answers: [() => late] });
+    const { running, background } = tracking();
+    await sendMessage({ ...deps, background }, { message: 'hi' });
+    // The safety net surfaces at 1 s (the first retry delay) while the POST is still out.
+    clock.advance(1_000);
+    await expect(deliver(deps, queue.jobs[0]!)).resolves.toEqual({ action: 'defer', delayMs: 5_000 });
+    answer(respond(200));
+    await Promise.all(running);
+    expect(webhook.requests).toHaveLength(1);
+    expect(onlyEvent(store)).toMatchObject({ status: 'delivered', attempts: 1 });
+  });
+
+  test('without background (Lambda), the delivered answer waits until the record says delivered', async () => {
     const { store, deps } = world({ answers: [respond(200)] });
     let release: () => void = () => undefined;
     let writing: () => void = () => undefined;

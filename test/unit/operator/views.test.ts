@@ -208,8 +208,8 @@ describe('isResendable', () => {
 });
 
 describe('event statuses', () => {
-  it('are exactly the four of STORE-4', () => {
-    expect([...EVENT_STATUSES].sort()).toStrictEqual(['delivered', 'dropped', 'failed', 'queued']);
+  it('are exactly the five of STORE-4', () => {
+    expect([...EVENT_STATUSES].sort()).toStrictEqual(['delivered', 'dropped', 'failed', 'kept', 'queued']);
   });
 
   it.each(['queued', 'delivered', 'failed', 'dropped'])('%s is a status', (value) => {

@@ -1,0 +1,8 @@
+/**
+ * The MCP function's `--import` entry (NODE_OPTIONS), built as an ES module so that its top-level
+ * await registers the after-response extension during Init, before the runtime asks for its first
+ * event (handlers/after-response.ts says why). Nothing else.
+ */
+import { install } from './after-response.ts';
+
+await install();

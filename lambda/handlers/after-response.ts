@@ -1,0 +1,152 @@
+/**
+ * Work after the answer on Lambda: an internal extension of the MCP function (Lambda's Extensions
+ * API) that keeps the environment running until the work an invocation started has settled. The
+ * work is the inline delivery attempt a caller stopped waiting for (core/messages.ts
+ * `background`): its POST still has its whole deadline and its outcome still settles the event, so
+ * the dot gets one POST even when it answers after the wait window.
+ *
+ * Lambda freezes an environment only once the runtime and every registered extension have asked
+ * for the next event. This extension receives each INVOKE event as the handler does, and asks for
+ * the next one only when the handler has answered it and the work it started has settled. The
+ * response has gone out by then; the time after it is billed as the function's duration and is
+ * bounded by the function's timeout.
+ *
+ * An internal extension must register before the runtime asks for its first event (the Init
+ * phase), which a CommonJS handler cannot wait for. So the function loads this module first, as
+ * an ES module given to `NODE_OPTIONS=--import` (lib/constructs), whose top-level await registers;
+ * the handler bundle finds it through `globalThis` (`afterResponse()`). Outside Lambda
+ * (AWS_LAMBDA_RUNTIME_API unset), or when registration fails, there is none, and the handler's
+ * answer waits for the attempt instead (the fallback the contract describes).
+ *
+ * Deliberately not here: what the work is, deadlines (the caller runs the work outside the
+ * request's deadline), and retries of the Extensions API (a failed call ends the extension; the
+ * environment then freezes as it would without one).
+ */
+import { request } from 'node:http';
+
+const KEY = Symbol.for('dm-dot.after-response');
+/** The name Lambda knows the extension by (the file the function loads). */
+export const EXTENSION_NAME = 'after-response.mjs';
+
+export interface AfterResponse {
+  /** Starts `work` now and keeps the environment alive until it settles; returns its promise. */
+  run<T>(work: () => Promise<T>): Promise<T>;
+  /** The handler answered an invocation: once its work settles the extension asks for the next event. */
+  invocationEnded(): void;
+}
+
+/** The extension this process registered, if any. */
+export function afterResponse(): AfterResponse | undefined {
+  return (globalThis as Record<symbol, unknown>)[KEY] as AfterResponse | undefined;
+}
+
+interface Call {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/** One call to the Extensions API. node:http, not fetch: a long poll for the next event has no time limit. */
+function call(api: string, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Call> {
+  return new Promise((resolve, reject) => {
+    const req = request(`http://${api}${path}`, { method, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** The invocations the handler answered and the work still running, with a way to wait until both are done. */
+function tracker() {
+  let seen = 0;
+  let ended = 0;
+  const running = new Set<Promise<unknown>>();
+  let wake: (() => void) | undefined;
+  const poke = () => {
+    const resume = wake;
+    wake = undefined;
+    resume?.();
+  };
+  return {
+    invoked() {
+      seen += 1;
+    },
+    ended() {
+      ended += 1;
+      poke();
+    },
+    add(work: Promise<unknown>) {
+      const settled = work.then(
+        () => undefined,
+        () => undefined,
+      );
+      running.add(settled);
+      void settled.then(() => {
+        running.delete(settled);
+        poke();
+      });
+    },
+    /** Resolves once every invocation seen has been answered and no work is running. */
+    async idle(): Promise<void> {
+      while (ended < seen || running.size > 0) {
+        await new Promise<void>((resume) => (wake = resume));
+      }
+    },
+  };
+}
+
+/**
+ * Registers the extension with the Extensions API at `api` (AWS_LAMBDA_RUNTIME_API) and starts its
+ * loop; undefined when registration fails. Exported for the tests, which run it against a stand-in
+ * of the API; the function calls `install()`.
+ */
+export async function register(api: string, report: (line: string) => void = () => undefined): Promise<AfterResponse | undefined> {
+  let id: string | undefined;
+  try {
+    // Internal extensions may register for INVOKE only (SHUTDOWN is for external ones).
+    const registered = await call(api, 'POST', '/2020-01-01/extension/register', { 'Lambda-Extension-Name': EXTENSION_NAME }, '{"events":["INVOKE"]}');
+    const header = registered.headers['lambda-extension-identifier'];
+    id = registered.status === 200 && typeof header === 'string' ? header : undefined;
+  } catch {
+    id = undefined;
+  }
+  if (id === undefined) {
+    report('after_response_unavailable');
+    return undefined;
+  }
+  const state = tracker();
+  const extensionId = id;
+  const loop = async () => {
+    for (;;) {
+      const next = await call(api, 'GET', '/2020-01-01/extension/event/next', { 'Lambda-Extension-Identifier': extensionId });
+      if (next.status !== 200) throw new Error(`extension next: HTTP ${next.status}`);
+      const event = JSON.parse(next.body) as { eventType?: string };
+      if (event.eventType !== 'INVOKE') return;
+      state.invoked();
+      await state.idle();
+    }
+  };
+  // Never awaited: it runs for the life of the environment. If it fails, the environment freezes
+  // when the runtime asks for its next event, as it would without the extension.
+  void loop().catch(() => report('after_response_ended'));
+  return {
+    run<T>(work: () => Promise<T>): Promise<T> {
+      const running = work();
+      state.add(running);
+      return running;
+    },
+    invocationEnded: () => state.ended(),
+  };
+}
+
+/** The function's `--import` entry: registers during Init and publishes the extension for the handler. */
+export async function install(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const api = env.AWS_LAMBDA_RUNTIME_API;
+  if (!api) return;
+  const extension = await register(api, (event) => process.stderr.write(`${JSON.stringify({ level: 'warn', event })}\n`));
+  if (extension) (globalThis as Record<symbol, unknown>)[KEY] = extension;
+}
