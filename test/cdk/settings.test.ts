@@ -61,6 +61,7 @@ describe('defaults', () => {
       ttlMaxMs: 604_800_000,
       deliveryMaxConcurrency: 2,
       eventsProfile: 'chatgpt',
+      inbox: false,
     });
     expect(settings.alarmEmail).toBeUndefined();
     expect(settings.pupManifest).toBeUndefined();

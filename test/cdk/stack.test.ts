@@ -575,7 +575,7 @@ describe('least privilege', () => {
 });
 
 describe('HTTP API (docs/contract/http.md)', () => {
-  test('ARCH-3, PUP-2: exactly the thirteen routes (docs/contract/http.md, the pup door of docs/contract/pup.md, OAuth discovery), each to the MCP function with payload format 2.0', () => {
+  test('ARCH-3, PUP-2, RCPT-1: exactly the fourteen routes (docs/contract/http.md, the pup door of docs/contract/pup.md, OAuth discovery, receipts), each to the MCP function with payload format 2.0', () => {
     const routes = logicalIds(template, 'AWS::ApiGatewayV2::Route').map(props);
     expect(routes.map((r) => r.RouteKey).sort()).toEqual(Object.keys(ROUTES).sort());
     expect(Object.keys(ROUTES).sort()).toEqual(
@@ -593,6 +593,7 @@ describe('HTTP API (docs/contract/http.md)', () => {
         'GET /.well-known/oauth-protected-resource/mcp',
         'GET /.well-known/oauth-authorization-server',
         'GET /.well-known/oauth-authorization-server/mcp',
+        'GET /v1/messages/{eventId}',
       ].sort(),
     );
     const integrations = logicalIds(template, 'AWS::ApiGatewayV2::Integration');
