@@ -35,7 +35,7 @@ import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
 import { createLogger } from '../log';
 import { createMetrics, DEPENDENCIES, type MetricDependency, type Metrics } from '../metrics';
-import { systemClock, type AccessStore, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
+import { systemClock, type AccessStore, type Clock, type IdempotencyStore, type InboxStore, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { requestFromEvent, resultFromResponse } from './apigw';
 import type { McpStorageClients } from './mcp-storage';
@@ -47,6 +47,10 @@ export interface McpLambdaDeps {
   access?: AccessStore;
   /** DMDOT_EVENTS_PROFILE; chatgpt when absent. */
   eventsProfile?: EventsProfileName;
+  /** The IDEMPOTENCY# items (core/idempotency.ts); absent: an Idempotency-Key is not honoured (logged). */
+  idempotency?: IdempotencyStore;
+  /** The pending index; given only with the inbox on (DMDOT_INBOX, docs/contract/mcp.md). */
+  inbox?: InboxStore;
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
@@ -122,6 +126,8 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     ...(deps.metrics ? { metrics: deps.metrics } : {}),
     ...(deps.access ? { access: deps.access } : {}),
     ...(deps.eventsProfile ? { eventsProfile: EventsProfiles[deps.eventsProfile] } : {}),
+    ...(deps.idempotency ? { idempotency: deps.idempotency } : {}),
+    ...(deps.inbox ? { inbox: deps.inbox } : {}),
   };
   let built: { key: string | undefined; app: App } | undefined;
 
