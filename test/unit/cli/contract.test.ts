@@ -95,7 +95,7 @@ describe('CLI-12: bad usage: exit 2, one message form naming the flag, nothing o
     [['events', '--last'], 'events', '--last needs a value (--last N)'],
     [['events', '--last', '--json'], 'events', '--last needs a value (--last N)'],
     [['events', '--json=yes'], 'events', '--json takes no value'],
-    [['events', '--status', 'lost'], 'events', '--status must be one of queued, delivered, failed, dropped'],
+    [['events', '--status', 'lost'], 'events', '--status must be one of queued, delivered, failed, dropped, kept'],
     [['events', '--table', 'x'], 'events', '--table needs --aws'],
     [['events', 'bogus'], 'events', 'unknown action "bogus": use list or show or resend'],
     [['events', 'show'], 'events show', 'missing evt_…'],
