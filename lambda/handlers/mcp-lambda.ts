@@ -22,7 +22,7 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { runWithDeadline, webhookWithinDeadline } from '../adapters/deadline';
-import { deferredAccessStore, deferredOutbox, deferredStore, once } from '../adapters/deferred';
+import { deferredAccessStore, deferredIdempotencyStore, deferredInboxStore, deferredOutbox, deferredStore, once } from '../adapters/deferred';
 import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
 import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
@@ -216,6 +216,9 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   const store = deferredStore(async () => (await storage()).store);
   const outbox = deferredOutbox(async () => (await storage()).outbox);
   const access = deferredAccessStore(async () => (await storage()).access);
+  // The item-table Store holds the idempotency keys and the pending index too.
+  const itemTable = async () => (await storage()).store as unknown as IdempotencyStore & InboxStore;
+  const idempotency = deferredIdempotencyStore(itemTable);
   const secrets = clients.secrets ?? secretsManagerFromRuntime(settings.aws);
   const log = overrides.log ?? createLogger();
   const apiKey = createApiKeyLoader({ client: secrets, secretArn: settings.apiKeySecretArn, log, onLoaded: (key) => log.redact?.(key) });
@@ -235,6 +238,8 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
     store,
     outbox,
     access,
+    idempotency,
+    ...(settings.inbox ? { inbox: deferredInboxStore(itemTable) } : {}),
     eventsProfile: settings.eventsProfile,
     webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.mcpRecordReserveMs),
     apiKey,

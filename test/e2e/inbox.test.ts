@@ -194,7 +194,7 @@ describe('INBOX-10: the AI SDK client reads the inbox on both of its eras', () =
 
   for (const discovery of [true, false]) {
     it(`INBOX-2, INBOX-4: ${discovery ? 'server/discover' : 'legacy initialize'}: lists the inbox tools, reads a kept message and acknowledges it`, async () => {
-      const client = await createMCPClient({ transport: { type: 'http', url: `${server.mcpUrl}?key=${encodeURIComponent(server.key)}`, protocolVersionDiscovery: discovery } });
+      const client = await createMCPClient({ transport: { type: 'http', url: `${server.mcpUrl}?key=${encodeURIComponent(server.key)}` }, protocolVersionDiscovery: discovery });
       const kept = await post(server, `kept for the AI SDK (${discovery})`);
       assert.equal(kept.body.status, 'kept');
       const tools = await client.listTools();

@@ -42,7 +42,7 @@ function receipt(app: App, key: string, eventId: string, method = 'GET'): Promis
 }
 
 function call(app: App, key: string, method: string, params: Record<string, unknown> = {}): Promise<Answer> {
-  const extra = method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
+  const extra: Record<string, string> = method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
   return send(app, { query: keyQuery(key), headers: modernHeaders(method, extra), body: modernBody(method, params) });
 }
 
