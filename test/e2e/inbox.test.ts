@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { experimental_createMCPClient as createMCPClient } from '@ai-sdk/mcp';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import * as z from 'zod';
-import { echoing, newSecret, startReceiver, startServer, verifies, waitFor, type RunningServer } from '../support/e2e';
+import { echoing, newSecret, startReceiver, startServer, until, verifies, waitFor, type RunningServer } from '../support/e2e';
 
 const Subscribed = z.looseObject({ id: z.string() });
 const LEGACY_VERSION = '2025-03-26';
@@ -90,6 +90,9 @@ describe('IDEM-*: Idempotency-Key against the embedded store', () => {
     await client.request({ method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url('/idem'), secret } } }, Subscribed);
     const first = await post(server, 'exactly once', 'e2e-key-1');
     assert.equal(first.status, 200);
+    // The answer "delivered" may come before its record says so (the write finishes after the
+    // answer, locally); a repeat reports the record, so wait until it says delivered.
+    await until('the record says delivered', async () => (await receipt(server, first.body.eventId)).body.status === 'delivered');
     const again = await post(server, 'exactly once', 'e2e-key-1');
     assert.deepEqual([again.status, again.body], [200, { eventId: first.body.eventId, status: 'delivered' }]);
     const reused = await post(server, 'something else', 'e2e-key-1');
