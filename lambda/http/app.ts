@@ -5,7 +5,8 @@
  * one during a rotation's overlap, or a sender key: core/access.ts), method, Content-Type, body
  * size; then the body's nesting depth and UTF-8 (core/json-text.ts), and a JSON-RPC batch on a
  * revision without batches; only then is it parsed, and a sender with a rate has its send counted
- * (429 past it) before the MCP SDK or the send runs. The
+ * (429 past it) before the MCP SDK or the send runs. `GET /v1/messages/{eventId}` (a read receipt)
+ * stops after the API key: GET only, no body. The
  * pup routes (`/pup/*`, docs/contract/pup.md) pass the Host and Origin checks and then belong to the pup door
  * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
  * nothing a client sends yields a 5xx or internal text, and the API key is compared in constant

@@ -1,7 +1,9 @@
 /**
  * The MCP server factory: one fresh `McpServer` per request (the SDK's stateless model), with the
  * `send_to_dot` tool and the three MCP Events methods wired to the core use cases. Both protocol
- * eras are served by this one factory through `createMcpHandler`.
+ * eras are served by this one factory through `createMcpHandler`. With the inbox on, the
+ * connector key also gets the inbox's two tools (mcp/inbox-tools.ts); pup's callId is the
+ * idempotency key of its send_to_dot (core/idempotency.ts).
  *
  * On the 2026-07-28 era it also serves the MCP Tasks extension (mcp/tasks.ts): a caller that
  * declares it gets a task instead of the queued text, and `tasks/get|update|cancel` read it.

@@ -245,14 +245,15 @@ describe('upgrades keep what earlier deployments created', () => {
     ];
     const now = Object.entries(template.Resources as Record<string, { Type: string }>).map(([id, r]) => [id, r.Type]);
     expect(now).toEqual(expect.arrayContaining(before));
-    // Everything else is new since: the OAuth discovery routes and their invoke permissions, and the
+    // Everything else is new since: the OAuth discovery routes and the read receipt's route, their
+    // invoke permissions, and the
     // alarms on dependency failures, the two queue ages and repaired records, and the
     // reconciler (its function, role, policy, log group, schedule rule and the rule's invoke permission).
     const added = now.filter(([id]) => id !== 'CDKMetadata' && !before.some(([old]) => old === id)).map(([, type]) => type);
     expect(added.sort()).toEqual(
       [
-        ...Array(4).fill('AWS::ApiGatewayV2::Route'),
-        ...Array(5).fill('AWS::Lambda::Permission'),
+        ...Array(5).fill('AWS::ApiGatewayV2::Route'),
+        ...Array(6).fill('AWS::Lambda::Permission'),
         ...Array(4).fill('AWS::CloudWatch::Alarm'),
         'AWS::Events::Rule',
         'AWS::IAM::Policy',
