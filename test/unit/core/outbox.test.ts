@@ -215,7 +215,7 @@ describe('reopen (an operator resend)', () => {
     const { appendLog, ...fields } = patch;
     expect(store.callsOf('updateEvent').map((c) => c.args)).toStrictEqual([
       [EVENT_ID, fields, { status: 'failed', attempts: 6 }],
-      [EVENT_ID, { appendLog }, { status: ['queued', 'delivered', 'failed', 'dropped'] }],
+      [EVENT_ID, { appendLog }, { status: ['queued', 'delivered', 'failed', 'dropped', 'kept'] }],
     ]);
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 0, lastError: null, notBefore: NOW, subscriptionId: 'sub_b', generation: 'gen-b' });
     expect(store.events.get(EVENT_ID)?.log?.at(-1)).toStrictEqual({ at: NOW, note: 'resent' });
