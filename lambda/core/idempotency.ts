@@ -53,7 +53,9 @@ export function checkIdempotencyKey(raw: string): KeyCheck {
   let key = raw;
   if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"')) {
     const unquoted = unquote(raw.slice(1, -1));
-    if (unquoted === undefined) return { ok: false, error: 'Invalid Idempotency-Key: inside quotes, " and \\ must be escaped with a backslash, and nothing else may be.' };
+    if (unquoted === undefined) {
+      return { ok: false, error: 'Invalid Idempotency-Key: inside quotes, " and \\ must be escaped with a backslash, and nothing else may be.' };
+    }
     key = unquoted;
   }
   if (key.length === 0) return { ok: false, error: 'Invalid Idempotency-Key: it is empty; send 1 to 255 printable ASCII characters.' };
@@ -87,7 +89,12 @@ const MAX_ROUNDS = 3;
  * store throws DependencyUnavailable, as `sendMessage` does: nothing was claimed, or the claim
  * lapses with its lease.
  */
-export async function sendOnce(deps: IdempotencyDeps, args: unknown, origin: SendOrigin & { sender: string }, rawKey: string | undefined): Promise<IdempotentOutcome> {
+export async function sendOnce(
+  deps: IdempotencyDeps,
+  args: unknown,
+  origin: SendOrigin & { sender: string },
+  rawKey: string | undefined,
+): Promise<IdempotentOutcome> {
   if (rawKey === undefined) return sendMessage(deps, args, origin);
   const keyCheck = checkIdempotencyKey(rawKey);
   if (!keyCheck.ok) return { kind: 'invalid_key', error: keyCheck.error };
@@ -105,7 +112,8 @@ export async function sendOnce(deps: IdempotencyDeps, args: unknown, origin: Sen
 
   const fresh = (): IdempotencyRecord => {
     const now = deps.clock.now();
-    return { eventId: newEventId(), messageHash, state: 'in_progress', createdAt: now, expiresAt: now + Limits.idempotencyMemoryMs, leaseUntil: now + IDEMPOTENCY_LEASE_MS };
+    const expiresAt = now + Limits.idempotencyMemoryMs;
+    return { eventId: newEventId(), messageHash, state: 'in_progress', createdAt: now, expiresAt, leaseUntil: now + IDEMPOTENCY_LEASE_MS };
   };
 
   for (let round = 0; round < MAX_ROUNDS; round++) {
@@ -116,7 +124,8 @@ export async function sendOnce(deps: IdempotencyDeps, args: unknown, origin: Sen
     if (existing.messageHash !== messageHash) return { kind: 'key_reused' };
     const now = deps.clock.now();
     if (existing.state === 'in_progress' && existing.leaseUntil !== undefined && now < existing.leaseUntil) {
-      return { kind: 'in_progress', retryAfterSeconds: Math.min(Math.max(1, Math.ceil((existing.leaseUntil - now) / 1000)), Math.ceil(Limits.requestMs / 1000)) };
+      const seconds = Math.max(1, Math.ceil((existing.leaseUntil - now) / 1000));
+      return { kind: 'in_progress', retryAfterSeconds: Math.min(seconds, Math.ceil(Limits.requestMs / 1000)) };
     }
     const event = await guardDependency('storage', () => deps.store.getEvent(existing.eventId, now));
     if (event) {
@@ -142,7 +151,14 @@ export async function sendOnce(deps: IdempotencyDeps, args: unknown, origin: Sen
 }
 
 /** The claimed key's send: the event gets the id the claim names; the key is settled by what it made. */
-async function makeEvent(deps: IdempotencyDeps, store: IdempotencyStore, args: unknown, origin: SendOrigin & { sender: string }, key: string, eventId: string): Promise<SendOutcome> {
+async function makeEvent(
+  deps: IdempotencyDeps,
+  store: IdempotencyStore,
+  args: unknown,
+  origin: SendOrigin & { sender: string },
+  key: string,
+  eventId: string,
+): Promise<SendOutcome> {
   let outcome: SendOutcome;
   try {
     outcome = await sendMessage(deps, args, { ...origin, eventId });
@@ -163,7 +179,14 @@ async function makeEvent(deps: IdempotencyDeps, store: IdempotencyStore, args: u
  * `in_progress` until its lease ends; a retry then reads its event and answers it, or retakes the
  * key when there is none.
  */
-async function settle(deps: IdempotencyDeps, store: IdempotencyStore, caller: string, key: string, eventId: string, outcome: 'done' | 'release'): Promise<void> {
+async function settle(
+  deps: IdempotencyDeps,
+  store: IdempotencyStore,
+  caller: string,
+  key: string,
+  eventId: string,
+  outcome: 'done' | 'release',
+): Promise<void> {
   try {
     await store.settleIdempotencyKey(caller, key, eventId, outcome);
   } catch (error) {

@@ -55,7 +55,8 @@ function argumentsOf(args: unknown, tool: string, allowed: readonly string[]): R
   if (!isObject(args)) return `Invalid input: ${tool} takes an object of arguments.`;
   const extra = Object.keys(args).filter((key) => !allowed.includes(key));
   if (extra.length > 0) {
-    return `Invalid input: ${tool} takes ${allowed.map((k) => `"${k}"`).join(' and ')} only (unexpected: ${extra.slice(0, 3).map((k) => JSON.stringify(k.slice(0, 40))).join(', ')}).`;
+    const shown = extra.slice(0, 3).map((k) => JSON.stringify(k.slice(0, 40)));
+    return `Invalid input: ${tool} takes ${allowed.map((k) => `"${k}"`).join(' and ')} only (unexpected: ${shown.join(', ')}).`;
   }
   return args;
 }
@@ -131,7 +132,11 @@ export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'
   let after: PendingPosition | undefined;
   if (parsed.cursor !== undefined && parsed.cursor !== null) {
     after = typeof parsed.cursor === 'string' ? decodeCursor(parsed.cursor) : undefined;
-    if (!after) return toolError(`Invalid input: "cursor" is not a cursor ${tool} gave; pass the nextCursor of its last answer, or leave it out to start from the oldest message.`);
+    if (!after) {
+      return toolError(
+        `Invalid input: "cursor" is not a cursor ${tool} gave; pass the nextCursor of its last answer, or leave it out to start from the oldest message.`,
+      );
+    }
   }
   // One more than asked: whether another page follows, without a second query.
   const records = await guardDependency('storage', () => deps.inbox.listPending(deps.clock.now(), limit + 1, after));
@@ -170,7 +175,10 @@ export async function acknowledgeMessages(deps: Pick<InboxDeps, 'inbox' | 'clock
   const unknown = unique.filter((_, i) => verdicts[i] === 'unknown');
   const parts = [`Acknowledged ${acknowledged.length} message${acknowledged.length === 1 ? '' : 's'}`];
   if (alreadyAcknowledged.length > 0) parts.push(`${alreadyAcknowledged.length} had been acknowledged already`);
-  if (unknown.length > 0) parts.push(`${unknown.length} unknown (no such event within the 15 days records are kept): ${unknown.slice(0, 5).join(', ')}${unknown.length > 5 ? ', …' : ''}`);
+  if (unknown.length > 0) {
+    const named = `${unknown.slice(0, 5).join(', ')}${unknown.length > 5 ? ', …' : ''}`;
+    parts.push(`${unknown.length} unknown (no such event within the 15 days records are kept): ${named}`);
+  }
   return result(`${parts.join('; ')}.`, { acknowledged, alreadyAcknowledged, unknown });
 }
 
@@ -186,8 +194,8 @@ export async function announcePending(deps: InboxDeps): Promise<void> {
   try {
     const waiting = await deps.inbox.listPending(deps.clock.now(), ANNOUNCE_COUNT_MAX + 1);
     if (waiting.length === 0) return;
-    const count =
-      waiting.length > ANNOUNCE_COUNT_MAX ? `More than ${ANNOUNCE_COUNT_MAX} messages wait` : waiting.length === 1 ? '1 message waits' : `${waiting.length} messages wait`;
+    const many = waiting.length > ANNOUNCE_COUNT_MAX;
+    const count = many ? `More than ${ANNOUNCE_COUNT_MAX} messages wait` : waiting.length === 1 ? '1 message waits' : `${waiting.length} messages wait`;
     const message =
       `${count} unacknowledged in dm-dot's inbox. Call ${INBOX_TOOLS.pending} to read them (oldest first), ` +
       `then ${INBOX_TOOLS.acknowledge} with their eventIds.`;

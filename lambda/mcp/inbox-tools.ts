@@ -24,7 +24,12 @@ const EVENT_ID_SCHEMA = { type: 'string', pattern: '^evt_[0-9a-f]{32}$' };
 const PENDING_INPUT = {
   type: 'object',
   properties: {
-    limit: { type: 'integer', minimum: 1, maximum: Limits.inboxPageMax, description: `How many messages, 1 to ${Limits.inboxPageMax} (default ${Limits.inboxPageDefault}).` },
+    limit: {
+      type: 'integer',
+      minimum: 1,
+      maximum: Limits.inboxPageMax,
+      description: `How many messages, 1 to ${Limits.inboxPageMax} (default ${Limits.inboxPageDefault}).`,
+    },
     cursor: { type: 'string', description: 'The nextCursor of the previous page; leave it out to start from the oldest message.' },
   },
   additionalProperties: false,
@@ -37,7 +42,12 @@ const PENDING_OUTPUT = {
       type: 'array',
       items: {
         type: 'object',
-        properties: { eventId: EVENT_ID_SCHEMA, sender: { type: 'string' }, createdAt: { type: 'string', description: 'ISO 8601' }, message: { type: 'string' } },
+        properties: {
+          eventId: EVENT_ID_SCHEMA,
+          sender: { type: 'string' },
+          createdAt: { type: 'string', description: 'ISO 8601' },
+          message: { type: 'string' },
+        },
         required: ['eventId', 'sender', 'createdAt', 'message'],
       },
     },
