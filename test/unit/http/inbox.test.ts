@@ -339,6 +339,25 @@ describe('IDEM-8: the pup door', () => {
     expect((reused.json as { result: { isError: boolean; content: { text: string }[] } }).result).toMatchObject({ isError: true, content: [{ text: expect.stringMatching(/another message/) }] });
   });
 
+  test('a callId that cannot be a key (over 255 characters) is a tool error that names the key, and sends nothing', async () => {
+    const { app, clock, logs, store, pupKey } = setup({ pup: true });
+    store.subscription = liveSubscription();
+    const headers = mcpHeaders('tools/call', 'send_to_dot');
+    const answer = await signedPost({ app, clock, logs }, '/pup/mcp', sendCall('hi', 'c'.repeat(256)), pupKey, { headers });
+    const text = expect.stringMatching(/^Invalid Idempotency-Key: it has 256 characters/);
+    expect((answer.json as { result: unknown }).result).toMatchObject({ isError: true, content: [{ text }] });
+    expect(store.events.size).toBe(0);
+  });
+
+  test('a call without callId is an ordinary send', async () => {
+    const { app, clock, logs, store, pupKey } = setup({ pup: true });
+    store.subscription = liveSubscription();
+    const headers = mcpHeaders('tools/call', 'send_to_dot');
+    for (let i = 0; i < 2; i++) await signedPost({ app, clock, logs }, '/pup/mcp', sendCall('twice'), pupKey, { headers });
+    expect(store.events.size).toBe(2);
+    expect(store.idempotencyKeys.size).toBe(0);
+  });
+
   test('INBOX-1: with the inbox on, the pup door sees send_to_dot alone', async () => {
     const { app, clock, logs, pupKey } = setup({ pup: true, inbox: true });
     const listed = await signedPost({ app, clock, logs }, '/pup/mcp', mcpBody('tools/list', {}, context()), pupKey, { headers: mcpHeaders('tools/list') });
