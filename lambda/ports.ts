@@ -211,7 +211,8 @@ export interface Store {
    * Creates an event record; fails if a live one with this id exists. A store whose writes can
    * lose their answer (DynamoDB: the SDK retries, and the retry meets the first try's record)
    * counts this very record (same id, body and creation time) as written. Only the outbox calls
-   * it (core/outbox.ts on AWS): a record always comes with its job.
+   * it (core/outbox.ts on AWS): a record always comes with its job, except a `kept` one, which has
+   * none (core/messages.ts).
    */
   putEvent(record: EventRecord): Promise<void>;
   getEvent(eventId: string, now: number): Promise<EventRecord | undefined>;

@@ -74,6 +74,8 @@ export interface DmDotSettings {
   readonly disableDefaultEndpoint?: true;
   /** The MCP Events profile (`DMDOT_EVENTS_PROFILE`): `chatgpt` (default) or `sep-3415`. */
   readonly eventsProfile: EventsProfileName;
+  /** `-c inbox=true`: the inbox (`DMDOT_INBOX`, docs/contract/mcp.md); off by default. */
+  readonly inbox: boolean;
 }
 
 /** CloudFront with an AWS WAF web ACL in front of the HTTP API, limiting requests per client IP. */
@@ -147,6 +149,7 @@ export const DEFAULTS = {
   originTruststoreUri: '',
   originClientCertificateArn: '',
   eventsProfile: 'chatgpt',
+  inbox: 'false',
 } as const;
 
 export type ContextKey = keyof typeof DEFAULTS;
@@ -294,5 +297,6 @@ export function readSettings(node: Node): DmDotSettings {
     ...(pupManifest === undefined ? {} : { pupManifest }),
     ...readExposure(node),
     eventsProfile: field.oneOf(raw(node, 'eventsProfile'), named('eventsProfile'), EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
+    inbox: field.flag(raw(node, 'inbox'), named('inbox')),
   };
 }

@@ -10,7 +10,7 @@
  *
  * Deliberately not here: which adapters are built or how (the loader decides), and retries.
  */
-import type { AccessStore, Outbox, Store } from '../ports';
+import type { AccessStore, IdempotencyStore, InboxStore, Outbox, Store } from '../ports';
 
 /** One load shared by concurrent first calls; forgotten when it fails. */
 export function once<T>(load: () => Promise<T>): () => Promise<T> {
@@ -66,5 +66,22 @@ export function deferredOutbox(load: () => Promise<Outbox>): Outbox {
   return {
     add: async (...args) => (await load()).add(...args),
     reopen: async (...args) => (await load()).reopen(...args),
+  };
+}
+
+/** The idempotency keys' storage (core/idempotency.ts), forwarded once loaded. */
+export function deferredIdempotencyStore(load: () => Promise<IdempotencyStore>): IdempotencyStore {
+  return {
+    claimIdempotencyKey: async (...args) => (await load()).claimIdempotencyKey(...args),
+    settleIdempotencyKey: async (...args) => (await load()).settleIdempotencyKey(...args),
+    retakeIdempotencyKey: async (...args) => (await load()).retakeIdempotencyKey(...args),
+  };
+}
+
+/** The inbox's storage (core/inbox.ts), forwarded once loaded. */
+export function deferredInboxStore(load: () => Promise<InboxStore>): InboxStore {
+  return {
+    listPending: async (...args) => (await load()).listPending(...args),
+    acknowledgeEvent: async (...args) => (await load()).acknowledgeEvent(...args),
   };
 }

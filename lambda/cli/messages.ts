@@ -1,20 +1,27 @@
 /**
  * One message to the dot through `POST /v1/messages` (docs/contract/delivery.md) with the API key, and what its
- * answer means: delivered (200), queued (202: not acknowledged yet, retries continue), failed
- * (502, with its category: the dot refused it for good) or not accepted (400, 401, 409, 503, …:
- * no event, or none that will be delivered). `send` prints one; `dot` sends each line typed.
+ * answer means: delivered (200), queued (202: not acknowledged yet, retries continue), kept (202
+ * with the inbox on and no dot subscribed), failed (502, with its category: the dot refused it for
+ * good) or not accepted (400, 401, 409, 422, 503, …: no event, or none that will be delivered).
+ * `send` prints one; `dot` sends each line typed.
  *
- * Deliberately not here: retrying the POST (a second POST would be a second event) and any
- * validation of the message beyond "there is one" (the server's rules are the only rules).
+ * Each message carries an Idempotency-Key of its own (docs/contract/http.md), so an answer lost on
+ * the way back (a timeout, a connection reset) is asked for again, up to twice, with the same key:
+ * the server makes no second event and answers the first one's status. A `409 in_progress` (the
+ * first request is still being answered) is waited out the same way.
+ *
+ * Deliberately not here: any validation of the message beyond "there is one" (the server's rules
+ * are the only rules).
  */
+import { randomUUID } from 'node:crypto';
 import { Budgets } from '../core/budgets';
-import { Routes } from '../core/protocol';
+import { IDEMPOTENCY_KEY_HEADER, Routes } from '../core/protocol';
 import type { Context } from './context';
-import { httpRequest, jsonOf, TimedOut, Unreachable } from './http';
+import { httpRequest, jsonOf, TimedOut, Unreachable, type HttpAnswer } from './http';
 import type { Target } from './local/target';
 
 export interface SendOutcome {
-  status: 'delivered' | 'queued' | 'failed' | 'not_accepted';
+  status: 'delivered' | 'queued' | 'kept' | 'failed' | 'not_accepted';
   eventId: string | null;
   /** The failure category (failed) or the server's error code (not accepted); null otherwise. */
   reason: string | null;
@@ -29,24 +36,46 @@ interface Answer {
   error?: { code?: string; message?: string; eventId?: string; reason?: string };
 }
 
-export async function sendMessage(ctx: Context, target: Target, message: string): Promise<SendOutcome> {
-  let answer;
-  try {
-    answer = await httpRequest(`${target.base}${Routes.messages}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${target.key}`, 'content-type': 'application/json', accept: 'application/json' },
-      body: JSON.stringify({ message }),
-      timeoutMs: Budgets.cliAnsweredCallMs,
-    });
-  } catch (error) {
-    const origin = new URL(target.base).origin;
+/** Tries of one message: the first, and up to two more when its answer was lost or still in progress. */
+export const SEND_TRIES = 3;
+/** The longest a `409 in_progress` is waited out before the next try (the server's request budget). */
+const IN_PROGRESS_WAIT_MAX_MS = 5_000;
+
+export async function sendMessage(ctx: Context, target: Target, message: string, options: { wait?: (ms: number) => Promise<void> } = {}): Promise<SendOutcome> {
+  const wait = options.wait ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  // A fresh key per message; every try of this message repeats it.
+  const key = `dmdot-cli-${randomUUID()}`;
+  const origin = new URL(target.base).origin;
+  let answer: HttpAnswer | undefined;
+  let lost: unknown;
+  for (let attempt = 1; attempt <= SEND_TRIES; attempt++) {
+    try {
+      answer = await httpRequest(`${target.base}${Routes.messages}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${target.key}`, 'content-type': 'application/json', accept: 'application/json', [IDEMPOTENCY_KEY_HEADER]: key },
+        body: JSON.stringify({ message }),
+        timeoutMs: Budgets.cliAnsweredCallMs,
+      });
+    } catch (error) {
+      // Nobody listens: nothing was sent, and asking again would not change that.
+      if (error instanceof Unreachable) {
+        return { status: 'not_accepted', eventId: null, reason: 'unreachable', httpStatus: null, message: `no server at ${origin} (${error.code})${target.local ? ': start it with npm start, or pass --url' : ''}` };
+      }
+      // The answer was lost: ask again with the same key, which makes no second event.
+      answer = undefined;
+      lost = error;
+      continue;
+    }
+    if (answer.status !== 409 || jsonOf<Answer>(answer)?.error?.code !== 'in_progress' || attempt === SEND_TRIES) break;
+    const seconds = Number(answer.headers['retry-after']);
+    await wait(Math.min(Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 1000, IN_PROGRESS_WAIT_MAX_MS));
+  }
+  if (!answer) {
     const why =
-      error instanceof Unreachable
-        ? `no server at ${origin} (${error.code})${target.local ? ': start it with npm start, or pass --url' : ''}`
-        : error instanceof TimedOut
-          ? `${origin} did not answer in time`
-          : `the connection to ${origin} broke off (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): the message may or may not have been accepted (dm-dot events)`;
-    return { status: 'not_accepted', eventId: null, reason: 'unreachable', httpStatus: null, message: why };
+      lost instanceof TimedOut
+        ? `${origin} did not answer in time, ${SEND_TRIES} times`
+        : `the connection to ${origin} broke off ${SEND_TRIES} times (${(lost as NodeJS.ErrnoException).code ?? (lost as Error).message})`;
+    return { status: 'not_accepted', eventId: null, reason: 'unreachable', httpStatus: null, message: `${why}: the message may or may not have been accepted (dm-dot events)` };
   }
   const body = jsonOf<Answer>(answer) ?? {};
   const eventId = body.eventId ?? body.error?.eventId ?? null;
@@ -54,6 +83,9 @@ export async function sendMessage(ctx: Context, target: Target, message: string)
     case 200:
       return { status: 'delivered', eventId, reason: null, httpStatus: 200, message: 'the dot accepted it' };
     case 202:
+      if (body.status === 'kept') {
+        return { status: 'kept', eventId, reason: null, httpStatus: 202, message: 'no dot is subscribed now: it waits in the inbox until the dot reads it' };
+      }
       return { status: 'queued', eventId, reason: null, httpStatus: 202, message: `not acknowledged yet; retries continue (dm-dot events show ${eventId})` };
     case 502: {
       const reason = body.error?.reason ?? 'rejected';
@@ -62,6 +94,9 @@ export async function sendMessage(ctx: Context, target: Target, message: string)
     case 401:
       return { status: 'not_accepted', eventId: null, reason: 'unauthorized', httpStatus: 401, message: 'the server refused the API key (pass --key, or check MCP_API_KEY and <state dir>/api-key; after dm-dot key rotate use the new key)' };
     case 409:
+      if (body.error?.code === 'in_progress') {
+        return { status: 'not_accepted', eventId: null, reason: 'in_progress', httpStatus: 409, message: 'the server was still answering this message after every try: see dm-dot events before sending it again' };
+      }
       return { status: 'not_accepted', eventId: null, reason: body.error?.code ?? 'no_subscription', httpStatus: 409, message: 'no dot is subscribed: run dm-dot dot (locally), or connect the dot in ChatGPT first' };
     default: {
       const detail = body.error?.message ?? (answer.text.slice(0, 200).trim() || 'no detail');

@@ -37,6 +37,8 @@ export interface McpSettings {
   pupManifest?: string;
   /** DMDOT_EVENTS_PROFILE: `chatgpt` (the default) or `sep-3415` (docs/contract/events.md). */
   eventsProfile: EventsProfileName;
+  /** DMDOT_INBOX (CDK context `inbox`): the inbox tools and kept messages (docs/contract/mcp.md); off by default. */
+  inbox: boolean;
 }
 
 export interface LocalSettings extends McpSettings {
@@ -120,6 +122,7 @@ function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: Read
     allowLoopbackCallbacks: field.flag(env.DMDOT_ALLOW_LOOPBACK_CALLBACKS, 'DMDOT_ALLOW_LOOPBACK_CALLBACKS'),
     ...(pupManifest !== undefined ? { pupManifest } : {}),
     eventsProfile: field.oneOf(env.DMDOT_EVENTS_PROFILE, 'DMDOT_EVENTS_PROFILE', EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
+    inbox: field.flag(env.DMDOT_INBOX, 'DMDOT_INBOX'),
   };
 }
 

@@ -8,6 +8,7 @@
  * the SDK's error classes (lambda/mcp turns the JSON-RPC shape below into a ProtocolError).
  */
 import type { Logger } from '../ports';
+import type { IdempotentOutcome } from './idempotency';
 import type { SendOutcome } from './messages';
 import { DependencyUnavailable, describeCause } from './errors';
 
@@ -19,7 +20,7 @@ export interface ToolResult {
   [key: string]: unknown;
   content: { type: 'text'; text: string }[];
   isError: boolean;
-  structuredContent?: { eventId: string; status: 'delivered' | 'queued' | 'failed' };
+  structuredContent?: { eventId: string; status: 'delivered' | 'queued' | 'failed' | 'kept' };
 }
 
 export interface RestAnswer {
@@ -45,6 +46,10 @@ export function describeReason(reason: string | null | undefined): string {
   return (reason && Object.hasOwn(REASON_TEXT, reason) && REASON_TEXT[reason]) || 'its subscription ended before it could be delivered';
 }
 
+/** What a kept message's sender is told (docs/contract/mcp.md, the inbox): no webhook, the inbox holds it. */
+export const KEPT_TEXT = (eventId: string) =>
+  `No dot is subscribed now: event ${eventId} is kept in the inbox, where the dot reads it with get_pending_messages once it is back. No webhook will be sent for it.`;
+
 /** What a sender without a dot is told, on both surfaces: where a dot comes from. */
 export const NO_SUBSCRIPTION_TEXT =
   'No dot is subscribed to message.created: connect a ChatGPT dot to this server (it subscribes by itself), or run `dm-dot dot` for a local stand-in; then send again.';
@@ -67,6 +72,8 @@ export function toolResultOf(outcome: SendOutcome): ToolResult {
         false,
         { eventId: outcome.eventId, status: 'queued' },
       );
+    case 'kept':
+      return text(KEPT_TEXT(outcome.eventId), false, { eventId: outcome.eventId, status: 'kept' });
     case 'failed':
       return text(`Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`, true, {
         eventId: outcome.eventId,
@@ -90,12 +97,50 @@ export function restAnswerOf(outcome: SendOutcome): RestAnswer {
       return { status: 200, body: { eventId: outcome.eventId, status: 'delivered' } };
     case 'queued':
       return { status: 202, body: { eventId: outcome.eventId, status: 'queued' } };
+    case 'kept':
+      return { status: 202, body: { eventId: outcome.eventId, status: 'kept' } };
     case 'failed':
       return restError(502, 'delivery_failed', `Delivery was rejected: ${describeReason(outcome.reason)}.`, {
         eventId: outcome.eventId,
         status: 'failed',
         reason: outcome.reason ?? 'dropped',
       });
+  }
+}
+
+const KEY_REUSED_TEXT =
+  'This idempotency key was already used for another message: nothing was sent. Use a new key for a new message.';
+const inProgressText = (seconds: number) =>
+  `A request with this idempotency key is still being answered; nothing new was sent. Try again in ${seconds} s to learn its outcome.`;
+
+/** A send that carried an idempotency key (core/idempotency.ts), as a tool result: a repeat answers as its first request. */
+export function idempotentToolResult(outcome: IdempotentOutcome): ToolResult {
+  switch (outcome.kind) {
+    case 'invalid_key':
+      return text(outcome.error, true);
+    case 'key_reused':
+      return text(KEY_REUSED_TEXT, true);
+    case 'in_progress':
+      return text(inProgressText(outcome.retryAfterSeconds), true);
+    default:
+      return toolResultOf(outcome);
+  }
+}
+
+/**
+ * The same on `POST /v1/messages`: `400 invalid_idempotency_key`, `422 idempotency_key_reused`,
+ * `409 in_progress` (with the seconds for Retry-After in `retryAfterSeconds`); otherwise as a send.
+ */
+export function idempotentRestAnswer(outcome: IdempotentOutcome): RestAnswer & { retryAfterSeconds?: number } {
+  switch (outcome.kind) {
+    case 'invalid_key':
+      return restError(400, 'invalid_idempotency_key', outcome.error);
+    case 'key_reused':
+      return restError(422, 'idempotency_key_reused', KEY_REUSED_TEXT);
+    case 'in_progress':
+      return { ...restError(409, 'in_progress', inProgressText(outcome.retryAfterSeconds)), retryAfterSeconds: outcome.retryAfterSeconds };
+    default:
+      return restAnswerOf(outcome);
   }
 }
 

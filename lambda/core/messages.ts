@@ -32,7 +32,7 @@
  * Deliberately not here: the attempt itself (core/delivery.ts), and wording of results for a
  * particular surface (core/answers.ts).
  */
-import type { DeliveryJob, DeliveryMetrics, EventRecord, Logger, Outbox } from '../ports';
+import type { DeliveryJob, DeliveryMetrics, EventRecord, InboxStore, Logger, Outbox } from '../ports';
 import { Budgets } from './budgets';
 import { commit, send, type DeliveryDecision, type DeliveryDeps, type Ready, type Sent } from './delivery';
 import { DependencyUnavailable, guardDependency } from './errors';
@@ -58,6 +58,11 @@ export interface MessageDeps extends DeliveryDeps {
   log?: Logger;
   /** One metric per inline decision, `Via` inline; none when absent. */
   metrics?: DeliveryMetrics;
+  /**
+   * Present when the inbox is on (docs/contract/mcp.md, the inbox): every event is recorded
+   * `inbox: true`, and a message sent while no dot is subscribed is kept instead of refused.
+   */
+  inbox?: InboxStore;
 }
 
 /** What a send came to. A failing port is not an outcome: it throws DependencyUnavailable. */
@@ -66,6 +71,8 @@ export type SendOutcome =
   | { kind: 'no_subscription' }
   | { kind: 'delivered'; eventId: string }
   | { kind: 'queued'; eventId: string }
+  /** Recorded while no dot was subscribed, with the inbox on: it waits in the inbox, no webhook is attempted. */
+  | { kind: 'kept'; eventId: string }
   | { kind: 'failed'; eventId: string; reason: FailureReason | null };
 
 /** The event envelope of docs/contract/delivery.md, serialized once; these bytes are what every attempt sends. */
@@ -79,6 +86,8 @@ export function buildEvent(eventId: string, message: string, at: number): string
 /** Who sends: what the event records as its sender (`connector` or a sender's name). */
 export interface SendOrigin {
   sender?: string;
+  /** The id the event gets: chosen beforehand when an idempotency key claimed it (core/idempotency.ts). */
+  eventId?: string;
 }
 
 export async function sendMessage(deps: MessageDeps, args: unknown, origin: SendOrigin = {}): Promise<SendOutcome> {
@@ -86,10 +95,10 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   if (!checked.ok) return { kind: 'invalid', error: checked.error };
   const now = deps.clock.now();
   const subscription = await guardDependency('storage', () => deps.store.getSubscription(now));
-  if (!subscription) return { kind: 'no_subscription' };
+  if (!subscription) return deps.inbox ? keepMessage(deps, checked.message, now, origin) : { kind: 'no_subscription' };
 
   const windowMs = Math.min(Math.max(0, deps.deliveryWaitMs), Limits.deliveryWaitMaxMs);
-  const eventId = newEventId();
+  const eventId = origin.eventId ?? newEventId();
   const body = buildEvent(eventId, checked.message, now);
   const generation = subscription.generation;
   const job: DeliveryJob = { eventId, subscriptionId: subscription.id, ...(generation !== undefined ? { generation } : {}), body };
@@ -106,6 +115,7 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
     notBefore: windowMs > 0 ? now + Limits.outboundDeadlineMs + Budgets.inlineLeaseMarginMs : now,
     body,
     ...(origin.sender !== undefined ? { sender: origin.sender } : {}),
+    ...(deps.inbox ? { inbox: true } : {}),
   };
   try {
     await guardDependency('storage', () => deps.outbox.add(record, job, { delayMs: safetyNetDelayMs(deps, windowMs) }));
@@ -215,6 +225,8 @@ export function outcomeOfRecord(record: EventRecord): Extract<SendOutcome, { eve
       return { kind: 'failed', eventId: record.eventId, reason: record.lastError ?? null };
     case EventStatus.dropped:
       return { kind: 'failed', eventId: record.eventId, reason: null };
+    case EventStatus.kept:
+      return { kind: 'kept', eventId: record.eventId };
     default:
       return { kind: 'queued', eventId: record.eventId };
   }
@@ -222,4 +234,26 @@ export function outcomeOfRecord(record: EventRecord): Extract<SendOutcome, { eve
 
 function isFailureReason(reason: string): reason is FailureReason {
   return (FailureReasons as readonly string[]).includes(reason);
+}
+
+/**
+ * With the inbox on and no dot subscribed: the event is recorded `kept`, with its bytes and no job
+ * (nothing will ever POST it), for the dot to read with get_pending_messages.
+ */
+async function keepMessage(deps: MessageDeps, message: string, now: number, origin: SendOrigin): Promise<SendOutcome> {
+  const eventId = origin.eventId ?? newEventId();
+  const record: EventRecord = {
+    eventId,
+    status: EventStatus.kept,
+    // No subscription: it belongs to none, and no job will ever name one.
+    subscriptionId: '',
+    attempts: 0,
+    createdAt: now,
+    expiresAt: now + Limits.eventRecordMs,
+    body: buildEvent(eventId, message, now),
+    ...(origin.sender !== undefined ? { sender: origin.sender } : {}),
+    inbox: true,
+  };
+  await guardDependency('storage', () => deps.store.putEvent(record));
+  return { kind: 'kept', eventId };
 }

@@ -57,7 +57,7 @@ export const McpHeaders = { protocolVersion: 'mcp-protocol-version', method: 'mc
  */
 export const CorsPolicy = {
   allowMethods: ['GET', 'POST', 'DELETE'],
-  allowHeaders: ['authorization', 'content-type', 'accept', McpHeaders.protocolVersion, McpHeaders.method, McpHeaders.name, McpHeaders.sessionId, 'last-event-id'],
+  allowHeaders: ['authorization', 'content-type', 'accept', McpHeaders.protocolVersion, McpHeaders.method, McpHeaders.name, McpHeaders.sessionId, 'last-event-id', 'idempotency-key'],
   /** Response headers a browser script may read. */
   exposeHeaders: [McpHeaders.sessionId, McpHeaders.protocolVersion, 'www-authenticate', 'x-request-id'],
   maxAgeS: 3600,
@@ -355,3 +355,21 @@ export const PUP_PROTOCOL_VERSION = MCP_PROTOCOL_VERSION;
 
 /** At most this many pup signing secrets are configured: the current one and the previous one. */
 export const PUP_MAX_SECRETS = 2;
+
+// ---- Idempotency keys, read receipts and the inbox (docs/contract/http.md, mcp.md) -------------
+
+/** The request header of an idempotency key on `POST /v1/messages` (lower case, as received). */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+/**
+ * How long a first request holds its key `in_progress` before a retry may look at what it did:
+ * twice the request budget, so a request that is still running is never overtaken.
+ */
+export const IDEMPOTENCY_LEASE_MS = 2 * Limits.requestMs;
+/** The sender an event records for pup's sends, and the scope of its idempotency keys (callId). */
+export const PUP_SENDER = 'pup';
+/** The sender of dm-dot's own events (the announcement of waiting messages). */
+export const DMDOT_SENDER = 'dm-dot';
+/** The inbox's tools (docs/contract/mcp.md): the connector key sees them, with the inbox on. */
+export const INBOX_TOOLS = { pending: 'get_pending_messages', acknowledge: 'acknowledge_messages' } as const;
+/** How many pending messages the announcement counts before it says "more than". */
+export const ANNOUNCE_COUNT_MAX = 100;

@@ -39,6 +39,11 @@ export interface SubscriptionDeps {
   ttlPolicy?: TtlPolicy;
   /** The events profile (its error codes and the SEP-3415 behaviours); chatgpt when absent. */
   eventsProfile?: EventsProfile;
+  /**
+   * Called once a subscribe made a new subscription (not a refresh), before it answers: the inbox
+   * announces waiting messages there (core/inbox.ts). It must not throw.
+   */
+  onNewSubscription?: () => Promise<void>;
 }
 
 const profileOf = (deps: Pick<SubscriptionDeps, 'eventsProfile'>): EventsProfile => deps.eventsProfile ?? EventsProfiles[DEFAULT_EVENTS_PROFILE];
@@ -96,7 +101,10 @@ export async function subscribe(deps: SubscriptionDeps, principal: string, param
     if (isLive(stored, writtenAt) && stored.url !== request.url) throw conflict();
     const { record, expected, refreshed } = plan(request, id, principal, stored, writtenAt, deps.ttlPolicy);
     const put = await guardDependency('storage', () => deps.store.putSubscription(record, writtenAt, expected));
-    if (put.ok) return resultOf(record, refreshed);
+    if (put.ok) {
+      if (!refreshed) await deps.onNewSubscription?.();
+      return resultOf(record, refreshed);
+    }
     stored = put.holder;
   }
   throw new Error('subscribe: the subscription kept changing under concurrent writers');

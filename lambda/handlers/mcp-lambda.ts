@@ -22,7 +22,7 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { outsideDeadline, runWithDeadline, webhookWithinDeadline } from '../adapters/deadline';
-import { deferredAccessStore, deferredOutbox, deferredStore, once } from '../adapters/deferred';
+import { deferredAccessStore, deferredIdempotencyStore, deferredInboxStore, deferredOutbox, deferredStore, once } from '../adapters/deferred';
 import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
 import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
@@ -35,7 +35,7 @@ import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
 import { createLogger } from '../log';
 import { createMetrics, DEPENDENCIES, type MetricDependency, type Metrics } from '../metrics';
-import { systemClock, type AccessStore, type Clock, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
+import { systemClock, type AccessStore, type Clock, type IdempotencyStore, type InboxStore, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { afterResponse, type AfterResponse } from './after-response';
 import { requestFromEvent, resultFromResponse } from './apigw';
@@ -48,6 +48,10 @@ export interface McpLambdaDeps {
   access?: AccessStore;
   /** DMDOT_EVENTS_PROFILE; chatgpt when absent. */
   eventsProfile?: EventsProfileName;
+  /** The IDEMPOTENCY# items (core/idempotency.ts); absent: an Idempotency-Key is not honoured (logged). */
+  idempotency?: IdempotencyStore;
+  /** The pending index; given only with the inbox on (DMDOT_INBOX, docs/contract/mcp.md). */
+  inbox?: InboxStore;
   webhook: WebhookClient;
   apiKey: ApiKeyLoader;
   deliveryWaitMs: number;
@@ -130,6 +134,8 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     ...(deps.eventsProfile ? { eventsProfile: EventsProfiles[deps.eventsProfile] } : {}),
     // Outside the request's deadline: the work's own timeouts bound it (the POST its 5 s).
     ...(deps.afterResponse ? { background: <T>(work: () => Promise<T>) => deps.afterResponse!.run(() => outsideDeadline(work)) } : {}),
+    ...(deps.idempotency ? { idempotency: deps.idempotency } : {}),
+    ...(deps.inbox ? { inbox: deps.inbox } : {}),
   };
   let built: { key: string | undefined; app: App } | undefined;
 
@@ -221,6 +227,9 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   const store = deferredStore(async () => (await storage()).store);
   const outbox = deferredOutbox(async () => (await storage()).outbox);
   const access = deferredAccessStore(async () => (await storage()).access);
+  // The item-table Store holds the idempotency keys and the pending index too.
+  const itemTable = async () => (await storage()).store as unknown as IdempotencyStore & InboxStore;
+  const idempotency = deferredIdempotencyStore(itemTable);
   const secrets = clients.secrets ?? secretsManagerFromRuntime(settings.aws);
   const log = overrides.log ?? createLogger();
   const apiKey = createApiKeyLoader({ client: secrets, secretArn: settings.apiKeySecretArn, log, onLoaded: (key) => log.redact?.(key) });
@@ -240,6 +249,8 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
     store,
     outbox,
     access,
+    idempotency,
+    ...(settings.inbox ? { inbox: deferredInboxStore(itemTable) } : {}),
     eventsProfile: settings.eventsProfile,
     webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.mcpRecordReserveMs),
     apiKey,

@@ -5,7 +5,8 @@
  * one during a rotation's overlap, or a sender key: core/access.ts), method, Content-Type, body
  * size; then the body's nesting depth and UTF-8 (core/json-text.ts), and a JSON-RPC batch on a
  * revision without batches; only then is it parsed, and a sender with a rate has its send counted
- * (429 past it) before the MCP SDK or the send runs. The
+ * (429 past it) before the MCP SDK or the send runs. `GET /v1/messages/{eventId}` (a read receipt)
+ * stops after the API key: GET only, no body. The
  * pup routes (`/pup/*`, docs/contract/pup.md) pass the Host and Origin checks and then belong to the pup door
  * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
  * nothing a client sends yields a 5xx or internal text, and the API key is compared in constant
@@ -20,12 +21,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
-import { answerUnavailable, describeCause, restAnswerOf } from '../core/answers';
+import { answerUnavailable, describeCause, idempotentRestAnswer } from '../core/answers';
 import { DependencyUnavailable, isClientAbort } from '../core/errors';
 import { admitSend, createAuthenticator, type Identity } from '../core/access';
 import { scanJsonText } from '../core/json-text';
-import { sendMessage } from '../core/messages';
-import { BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, RATE_LIMITED_CODE, Routes } from '../core/protocol';
+import { sendOnce } from '../core/idempotency';
+import { BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, IDEMPOTENCY_KEY_HEADER, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, RATE_LIMITED_CODE, Routes } from '../core/protocol';
+import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
 import { json, restError, rpcError } from './json';
@@ -138,13 +140,14 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const url = new URL(request.url);
     const isMcp = url.pathname === Routes.mcp;
     const isRest = url.pathname === Routes.messages;
+    const isReceipt = url.pathname.startsWith(`${Routes.messages}/`);
 
     if (url.pathname === Routes.health) {
       return request.method === 'GET' || request.method === 'HEAD' ? json(200, { ok: true }) : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
     }
     if (OAUTH_DISCOVERY_PATHS.has(url.pathname)) return restError(404, 'no_oauth', OAUTH_HINT);
     const isPup = isPupPath(url.pathname);
-    if (!isMcp && !isRest && !isPup) return restError(404, 'not_found', 'No such route. The MCP endpoint is /mcp.');
+    if (!isMcp && !isRest && !isPup && !isReceipt) return restError(404, 'not_found', 'No such route. The MCP endpoint is /mcp.');
 
     const refuse = (status: number, code: string, message: string, headers: Record<string, string> = {}) =>
       isMcp ? rpcError(status, ErrorCodes.invalidRequest, message, headers) : restError(status, code, message, headers);
@@ -169,6 +172,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
     const identity = await authenticate(request, url, isMcp, requestId);
     if (identity instanceof Response) return identity;
+    if (isReceipt) return receipt(request, url, requestId, identity);
     if (request.method !== 'POST') return refuse(405, 'method_not_allowed', 'Method not allowed: use POST (no SSE stream, no sessions).', { allow: 'POST' });
     if (!isJsonContentType(request.headers.get('content-type'))) return refuse(415, 'unsupported_media_type', 'Content-Type must be application/json.');
     const raw = await readCapped(request, Limits.requestBodyMaxBytes);
@@ -179,7 +183,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
     const body = scanned.bytes;
 
-    if (isRest) return rest(body, requestId, identity);
+    if (isRest) return rest(request, body, requestId, identity);
     const batchRefused = batchRefusal(body, request.headers.get(McpHeaders.protocolVersion));
     if (batchRefused) return batchRefused;
     if (identity.rate !== undefined) {
@@ -230,7 +234,24 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     );
   }
 
-  async function rest(body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
+  /**
+   * `GET /v1/messages/{eventId}` (core/receipts.ts): one 404 for an id that is malformed, unknown
+   * or another key's, so the route tells no one which ids exist.
+   */
+  async function receipt(request: Request, url: URL, requestId: string, identity: Identity): Promise<Response> {
+    if (request.method !== 'GET' && request.method !== 'HEAD') return restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
+    let found;
+    try {
+      found = await readReceipt(deps.store, identity, url.pathname.slice(Routes.messages.length + 1), deps.clock.now());
+    } catch (error) {
+      if (!(error instanceof DependencyUnavailable)) throw error;
+      const answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'GET /v1/messages/{eventId}' });
+      return json(answer.status, answer.body);
+    }
+    return found ? json(200, found) : restError(404, 'not_found', 'No event with this id was sent with this key.');
+  }
+
+  async function rest(request: Request, body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
     let parsed: unknown;
     try {
       // Bytes that were not UTF-8 are lone surrogates by now (core/json-text.ts): the message
@@ -248,7 +269,9 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
           'retry-after': String(admission.retryAfterSeconds),
         });
       }
-      answer = restAnswerOf(await sendMessage(deps, parsed, { sender: identity.sender }));
+      const key = request.headers.get(IDEMPOTENCY_KEY_HEADER) ?? undefined;
+      answer = idempotentRestAnswer(await sendOnce(deps, parsed, { sender: identity.sender }, key));
+      if (answer.retryAfterSeconds !== undefined) return json(answer.status, answer.body, { 'retry-after': String(answer.retryAfterSeconds) });
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
       answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'POST /v1/messages' });

@@ -35,7 +35,7 @@ import { isLoopbackHostname, LOOPBACK_HOSTNAMES } from '../core/loopback';
 import { describeCause } from '../core/answers';
 import { createApp, type App } from '../http/app';
 import { createLogger } from '../log';
-import { systemClock, type Clock, type Logger, type WebhookClient } from '../ports';
+import { systemClock, type Clock, type IdempotencyStore, type InboxStore, type Logger, type WebhookClient } from '../ports';
 import { switchesOf } from '../operator/views';
 import { recordRotation } from '../operator/access';
 import { EventsProfiles } from '../core/protocol';
@@ -160,6 +160,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
           log,
           access: db.store,
           eventsProfile: EventsProfiles[settings.eventsProfile],
+          ...storagePortsOf(db.store, settings.inbox),
         },
         {
           apiKey,
@@ -246,6 +247,20 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
  * The worker's lines for a person watching `npm start`: a decision that changed nothing about the
  * event (a deferral, a copy that found it settled or lost the race) is not worth a line.
  */
+/**
+ * The idempotency keys' and the inbox's ports, from the embedded store once it implements them (the
+ * item-table Store does): until then they stay absent, and a key is not honoured (logged). The inbox
+ * only with DMDOT_INBOX.
+ */
+function storagePortsOf(store: object, inbox: boolean): { idempotency?: IdempotencyStore; inbox?: InboxStore } {
+  const has = (name: string) => typeof (store as Record<string, unknown>)[name] === 'function';
+  if (inbox && !has('listPending')) throw new Error('DMDOT_INBOX needs a store with the pending index');
+  return {
+    ...(has('claimIdempotencyKey') ? { idempotency: store as IdempotencyStore } : {}),
+    ...(inbox ? { inbox: store as InboxStore } : {}),
+  };
+}
+
 function withoutQuietDecisions(log: Logger): Logger {
   return {
     info: (event, fields) => {
@@ -283,6 +298,7 @@ export function startupLines(settings: LocalSettings, url: string, key: { file?:
       ? `  pup door: on (${settings.pupSecrets.secrets.length} signing secret${settings.pupSecrets.secrets.length > 1 ? 's' : ''})`
       : '  pup door: off (no PUP_SIGNING_SECRETS)',
   );
+  lines.push(settings.inbox ? '  inbox: on (DMDOT_INBOX): get_pending_messages and acknowledge_messages for the connector key' : '  inbox: off (DMDOT_INBOX=1 turns it on)');
   lines.push(`  allowed origins: ${settings.allowedOrigins.join(', ') || 'none'}; extra hosts: ${settings.allowedHosts.join(', ') || 'none'}`);
   lines.push(`  state directory: ${resolve(settings.stateDir)}`);
   for (const warning of settings.warnings) lines.push(`warning: ${warning}`);

@@ -1,7 +1,9 @@
 /**
  * The MCP server factory: one fresh `McpServer` per request (the SDK's stateless model), with the
  * `send_to_dot` tool and the three MCP Events methods wired to the core use cases. Both protocol
- * eras are served by this one factory through `createMcpHandler`.
+ * eras are served by this one factory through `createMcpHandler`. With the inbox on, the
+ * connector key also gets the inbox's two tools (mcp/inbox-tools.ts); pup's callId is the
+ * idempotency key of its send_to_dot (core/idempotency.ts).
  *
  * On the 2026-07-28 era it also serves the MCP Tasks extension (mcp/tasks.ts): a caller that
  * declares it gets a task instead of the queued text, and `tasks/get|update|cancel` read it.
@@ -22,15 +24,18 @@
  */
 import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
 import type { Identity } from '../core/access';
-import { answerUnavailable, describeCause, toolResultOf } from '../core/answers';
+import { answerUnavailable, describeCause, idempotentToolResult } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
-import { sendMessage, type MessageDeps } from '../core/messages';
+import { announcePending } from '../core/inbox';
+import { sendOnce, type IdempotencyDeps } from '../core/idempotency';
+import { inboxTools } from './inbox-tools';
+import { publishedSchema } from './schema';
 import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EventsProfiles, LEGACY_PROTOCOL_VERSIONS, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
 import type { AccessStore, Logger } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
 
-export interface McpDeps extends MessageDeps, SubscriptionDeps {
+export interface McpDeps extends IdempotencyDeps, SubscriptionDeps {
   version: string;
   log: Logger;
   /**
@@ -44,25 +49,14 @@ export interface McpDeps extends MessageDeps, SubscriptionDeps {
 export interface Caller {
   identity: Identity;
   requestId: string;
+  /** Set on the pup door: it may send (and subscribe), but never sees the inbox. */
+  door?: 'pup';
+  /** pup's callId, the idempotency key of its send_to_dot (core/idempotency.ts). */
+  idempotencyKey?: string;
 }
 
 /** What a sender key may not do (docs/contract/http.md): everything but tools/list and send_to_dot. */
 const SENDER_FORBIDDEN = 'This key is a sender key: it may list the tools and send, not subscribe, unsubscribe or read tasks; use the connector key.';
-
-/**
- * A schema that publishes fixed JSON Schema and accepts any value: the core validates, so that
- * bad input becomes a tool result with `isError: true` and a sentence, as docs/contract/mcp.md requires.
- */
-function publishedSchema(jsonSchema: Record<string, unknown>): StandardSchemaWithJSON {
-  return {
-    '~standard': {
-      version: 1,
-      vendor: 'dm-dot',
-      validate: (value: unknown) => ({ value }),
-      jsonSchema: { input: () => jsonSchema, output: () => jsonSchema },
-    },
-  };
-}
 
 const INPUT_SCHEMA = {
   type: 'object',
@@ -83,6 +77,11 @@ const OUTPUT_SCHEMA = {
     status: { type: 'string', enum: ['delivered', 'queued', 'failed'] },
   },
   required: ['eventId', 'status'],
+};
+
+const KEPT_OUTPUT_SCHEMA = {
+  ...OUTPUT_SCHEMA,
+  properties: { ...OUTPUT_SCHEMA.properties, status: { type: 'string', enum: ['delivered', 'queued', 'failed', 'kept'] } },
 };
 
 const TOOL_DESCRIPTION =
@@ -110,7 +109,8 @@ function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Recor
   if (typeof extra.principal === 'string') {
     // A door with a fixed principal of its own (pup): it may do what the connector does.
     const principal = extra.principal;
-    return { identity: { role: 'connector', sender: String(extra.sender ?? 'connector'), principal: async () => principal }, requestId };
+    const key = typeof extra.idempotencyKey === 'string' ? { idempotencyKey: extra.idempotencyKey } : {};
+    return { identity: { role: 'connector', sender: String(extra.sender ?? 'connector'), principal: async () => principal }, requestId, door: 'pup', ...key };
   }
   const identity = extra.identity as Identity | undefined;
   if (!identity || typeof identity.principal !== 'function') throw new Error('mcp: request reached the server without an authenticated identity');
@@ -152,7 +152,8 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       title: 'Send to dot',
       description: TOOL_DESCRIPTION,
       inputSchema: publishedSchema(INPUT_SCHEMA),
-      outputSchema: publishedSchema(OUTPUT_SCHEMA),
+      // With the inbox on, a send while no dot listens is `kept`: the schema a client checks says so.
+      outputSchema: publishedSchema(deps.inbox ? KEPT_OUTPUT_SCHEMA : OUTPUT_SCHEMA),
       annotations: { readOnlyHint: true, openWorldHint: true },
     },
     (async (args: unknown, extra: HandlerContext) =>
@@ -160,7 +161,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
         let outcome;
         try {
           // A sender's rate was counted at the door (http/app.ts), before the SDK saw the request.
-          outcome = await sendMessage(deps, args, { sender: caller.identity.sender });
+          outcome = await sendOnce(deps, args, { sender: caller.identity.sender }, caller.idempotencyKey);
         } catch (error) {
           if (error instanceof DependencyUnavailable) return answerUnavailable(deps.log, 'tool', error, { requestId: caller.requestId, where: 'tools/call' });
           throw error;
@@ -172,9 +173,11 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
           if (answer) return answer;
           deps.log.warn('task_not_created', { requestId: caller.requestId, eventId: outcome.eventId });
         }
-        return toolResultOf(outcome);
+        return idempotentToolResult(outcome);
       })) as never,
   );
+  // The inbox's tools: the connector key only, with the inbox on (docs/contract/mcp.md, the inbox).
+  if (deps.inbox && !sender && caller.door === undefined) inboxTools(mcp, { ...deps, inbox: deps.inbox }, caller, guarded);
 
   const server = mcp.server;
   server.setRequestHandler(Methods.eventsList, { params: LOOSE_PARAMS }, async () =>
@@ -186,7 +189,9 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   server.setRequestHandler(Methods.eventsSubscribe, { params: LOOSE_PARAMS }, async (params) =>
     guarded(Methods.eventsSubscribe, async () => {
       if (sender) throw forbidden();
-      return { ...(await subscribe(deps, await caller.identity.principal(), withoutMeta(params))) };
+      const inbox = deps.inbox;
+      const announcing = inbox ? { ...deps, onNewSubscription: () => announcePending({ ...deps, inbox }) } : deps;
+      return { ...(await subscribe(announcing, await caller.identity.principal(), withoutMeta(params))) };
     }),
   );
   server.setRequestHandler(Methods.eventsUnsubscribe, { params: LOOSE_PARAMS }, async (params) =>

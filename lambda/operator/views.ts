@@ -31,6 +31,8 @@ export interface EventView {
   deliveredAt: string | null;
   /** Who sent it: `connector` or a sender's name (null on records from before senders). */
   sender: string | null;
+  /** When the dot acknowledged it with the inbox's acknowledge_messages (its read receipt); null: not yet. */
+  acknowledgedAt: string | null;
 }
 
 /** One entry of an event's own log: a POST, or an operator's resend or redrive, or a cancel. */
@@ -74,6 +76,7 @@ export function eventView(record: EventRecord): EventView {
     createdAt: iso(record.createdAt)!,
     deliveredAt: iso(record.deliveredAt),
     sender: record.sender ?? null,
+    acknowledgedAt: iso(record.acknowledgedAt),
   };
 }
 

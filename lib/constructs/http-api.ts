@@ -69,6 +69,7 @@ export const ROUTES = {
   'GET /.well-known/oauth-protected-resource/mcp': 'OAuth discovery after a 401: 404, this server takes an API key',
   'GET /.well-known/oauth-authorization-server': 'OAuth discovery after a 401: 404, this server takes an API key',
   'GET /.well-known/oauth-authorization-server/mcp': 'OAuth discovery after a 401: 404, this server takes an API key',
+  'GET /v1/messages/{eventId}': 'read receipt of one event, for the key that sent it or the connector key',
 } as const;
 
 export type RouteKey = keyof typeof ROUTES;

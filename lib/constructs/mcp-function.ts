@@ -73,6 +73,7 @@ export class McpFunction extends HandlerFunction {
       NODE_OPTIONS: AFTER_RESPONSE_NODE_OPTIONS,
       // Only when it differs from the functions' default, so a default stack's template is unchanged.
       ...(settings.eventsProfile !== 'chatgpt' ? { DMDOT_EVENTS_PROFILE: settings.eventsProfile } : {}),
+      ...(settings.inbox ? { DMDOT_INBOX: '1' } : {}),
     };
     // HandlerFunction adds nothing to it (source maps are not loaded at run time).
     const environmentBytes = assertEnvironmentFits('MCP', environment, {

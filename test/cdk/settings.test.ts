@@ -61,6 +61,7 @@ describe('defaults', () => {
       ttlMaxMs: 604_800_000,
       deliveryMaxConcurrency: 2,
       eventsProfile: 'chatgpt',
+      inbox: false,
     });
     expect(settings.alarmEmail).toBeUndefined();
     expect(settings.pupManifest).toBeUndefined();
@@ -98,6 +99,7 @@ describe('LOCAL-15: values from -c arrive as strings and are parsed', () => {
         deliveryMaxConcurrency: '5',
         pupManifestFile: file('manifest.json', MANIFEST),
         eventsProfile: 'sep-3415',
+        inbox: 'true',
       }),
     ).toEqual({
       retryDelaysS: [2, 10, 60],
@@ -111,6 +113,7 @@ describe('LOCAL-15: values from -c arrive as strings and are parsed', () => {
       ttlMaxMs: 86_400_000,
       deliveryMaxConcurrency: 5,
       eventsProfile: 'sep-3415',
+      inbox: true,
       // Byte for byte, whitespace included: docs/contract/pup.md serves the operator's manifest as is.
       pupManifest: { file: path.join(scratch, 'manifest.json'), text: MANIFEST },
     });
@@ -200,6 +203,7 @@ describe('non-default settings in the template', () => {
         deliveryMaxConcurrency: '7',
         pupManifestFile: file('synth-manifest.json', MANIFEST),
         eventsProfile: 'sep-3415',
+        inbox: 'true',
       },
     });
     template = synth.template;
@@ -328,6 +332,12 @@ describe('non-default settings in the template', () => {
     const fn = resource(template, 'AWS::Lambda::Function', 'McpFunction');
     expect(fn.Properties.Environment.Variables.DMDOT_EVENTS_PROFILE).toBe('sep-3415');
     expect(() => settingsWith({ eventsProfile: 'openai' })).toThrow(/context eventsProfile must be one of chatgpt, sep-3415/);
+  });
+
+  test('INBOX-1: inbox=true reaches the MCP function as DMDOT_INBOX=1 (a default stack sets nothing); another value is refused', () => {
+    const fn = resource(template, 'AWS::Lambda::Function', 'McpFunction');
+    expect(fn.Properties.Environment.Variables.DMDOT_INBOX).toBe('1');
+    expect(() => settingsWith({ inbox: 'yes' })).toThrow(/context inbox must be 1 or true/);
   });
 
   test('deliveryWaitMs, logRetentionDays and throttling reach their resources', () => {

@@ -245,14 +245,15 @@ describe('upgrades keep what earlier deployments created', () => {
     ];
     const now = Object.entries(template.Resources as Record<string, { Type: string }>).map(([id, r]) => [id, r.Type]);
     expect(now).toEqual(expect.arrayContaining(before));
-    // Everything else is new since: the OAuth discovery routes and their invoke permissions, and the
+    // Everything else is new since: the OAuth discovery routes and the read receipt's route, their
+    // invoke permissions, and the
     // alarms on dependency failures, the two queue ages and repaired records, and the
     // reconciler (its function, role, policy, log group, schedule rule and the rule's invoke permission).
     const added = now.filter(([id]) => id !== 'CDKMetadata' && !before.some(([old]) => old === id)).map(([, type]) => type);
     expect(added.sort()).toEqual(
       [
-        ...Array(4).fill('AWS::ApiGatewayV2::Route'),
-        ...Array(5).fill('AWS::Lambda::Permission'),
+        ...Array(5).fill('AWS::ApiGatewayV2::Route'),
+        ...Array(6).fill('AWS::Lambda::Permission'),
         ...Array(4).fill('AWS::CloudWatch::Alarm'),
         'AWS::Events::Rule',
         'AWS::IAM::Policy',
@@ -576,7 +577,7 @@ describe('least privilege', () => {
 });
 
 describe('HTTP API (docs/contract/http.md)', () => {
-  test('ARCH-3, PUP-2: exactly the thirteen routes (docs/contract/http.md, the pup door of docs/contract/pup.md, OAuth discovery), each to the MCP function with payload format 2.0', () => {
+  test('ARCH-3, PUP-2, RCPT-1: exactly the fourteen routes (docs/contract/http.md, the pup door of docs/contract/pup.md, OAuth discovery, receipts), each to the MCP function with payload format 2.0', () => {
     const routes = logicalIds(template, 'AWS::ApiGatewayV2::Route').map(props);
     expect(routes.map((r) => r.RouteKey).sort()).toEqual(Object.keys(ROUTES).sort());
     expect(Object.keys(ROUTES).sort()).toEqual(
@@ -594,6 +595,7 @@ describe('HTTP API (docs/contract/http.md)', () => {
         'GET /.well-known/oauth-protected-resource/mcp',
         'GET /.well-known/oauth-authorization-server',
         'GET /.well-known/oauth-authorization-server/mcp',
+        'GET /v1/messages/{eventId}',
       ].sort(),
     );
     const integrations = logicalIds(template, 'AWS::ApiGatewayV2::Integration');

@@ -207,8 +207,8 @@ describe('dm-dot events, status and redrive', () => {
     assert.equal(row.attempts, 3, 'three attempts with DMDOT_RETRY_DELAYS=1,1');
     assert.equal(row.lastError, 'http_5xx');
     const table = await cli(['events'], env);
-    assert.match(table.out, /^EVENT +STATUS +ATTEMPTS +LAST ERROR +CREATED +DELIVERED +SENDER$/m);
-    assert.match(table.out, new RegExp(`^${eventId}  failed +3 +http_5xx +\\S+Z +- +connector$`, 'm'));
+    assert.match(table.out, /^EVENT +STATUS +ATTEMPTS +LAST ERROR +CREATED +DELIVERED +SENDER +READ$/m);
+    assert.match(table.out, new RegExp(`^${eventId}  failed +3 +http_5xx +\\S+Z +- +connector +-$`, 'm'));
     const show = await cli(['events', 'show', eventId!], env);
     assert.equal((show.out.match(/^\S+Z +http_5xx +5xx +\d+ ms +(yes|no)/gm) ?? []).length, 3, show.out);
 

@@ -126,8 +126,8 @@ describe('CLI-4, CLI-13: dm-dot events --aws', () => {
 
     const failed = await run(['events', '--aws', '--table', tableName, '--status', 'failed'], { dynamodb: dynamo.client });
     expect(failed.code).toBe(0);
-    expect(failed.out).toMatch(/^EVENT +STATUS +ATTEMPTS +LAST ERROR +CREATED +DELIVERED +SENDER$/m);
-    expect(failed.out).toMatch(new RegExp(`^${event(6).eventId}  failed +6 +http_5xx +\\S+Z +- +-$`, 'm'));
+    expect(failed.out).toMatch(/^EVENT +STATUS +ATTEMPTS +LAST ERROR +CREATED +DELIVERED +SENDER +READ$/m);
+    expect(failed.out).toMatch(new RegExp(`^${event(6).eventId}  failed +6 +http_5xx +\\S+Z +- +- +-$`, 'm'));
     expect(failed.out.trim().split('\n')).toHaveLength(2);
 
     const last = await run(['events', '--aws', '--table', tableName, '--last', '2', '--json'], { dynamodb: dynamo.client });

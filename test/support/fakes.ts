@@ -20,6 +20,11 @@ import type {
   EventExpectation,
   EventPatch,
   EventRecord,
+  IdempotencyClaim,
+  IdempotencyRecord,
+  IdempotencyStore,
+  InboxStore,
+  PendingPosition,
   InboundAnswer,
   InboundAnswerResult,
   Outbox,
@@ -61,7 +66,7 @@ export class FakeClock implements Clock {
   }
 }
 
-export type StoreMethod = keyof Store;
+export type StoreMethod = keyof Store | keyof IdempotencyStore | keyof InboxStore;
 const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
   'putSubscription',
   'deleteSubscription',
@@ -73,6 +78,10 @@ const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
   'claimReplayId',
   'settleReplayId',
   'putInboundAnswer',
+  'claimIdempotencyKey',
+  'settleIdempotencyKey',
+  'retakeIdempotencyKey',
+  'acknowledgeEvent',
 ]);
 
 export interface StoreCall {
@@ -85,7 +94,7 @@ const clone = <T>(value: T): T => structuredClone(value);
 /** Same rule as the real adapters (lambda/adapters/items.ts isLive): live strictly before expiresAt. */
 const isLive = (expiresAt: number, now: number): boolean => expiresAt > now;
 
-export class FakeStore implements Store {
+export class FakeStore implements Store, IdempotencyStore, InboxStore {
   subscription: SubscriptionRecord | undefined;
   readonly events = new Map<string, EventRecord>();
   readonly verified = new Map<string, number>();
@@ -175,8 +184,10 @@ export class FakeStore implements Store {
     }
     const { body, appendLog, ...fields } = clone(patch);
     for (const [name, value] of Object.entries(fields)) if (value !== undefined) (item as unknown as Record<string, unknown>)[name] = value;
-    if (body === null) delete item.body;
-    else if (body !== undefined) item.body = body;
+    // An inbox event keeps its bytes until it is acknowledged (ports.ts EventRecord.inbox).
+    if (body === null) {
+      if (!(item.inbox && item.acknowledgedAt === undefined)) delete item.body;
+    } else if (body !== undefined) item.body = body;
     if (appendLog) item.log = [...(item.log ?? []), appendLog];
     return true;
   }
@@ -229,6 +240,58 @@ export class FakeStore implements Store {
     if (held && isLive(held.expiresAt, now)) return { stored: false, answer: clone(held.answer) };
     this.inboundAnswers.set(deliveryId, { answer: clone(answer), expiresAt: now + Limits.pupEventAnswerMs });
     return { stored: true };
+  }
+
+  // ---- Idempotency keys and the inbox (ports.ts IdempotencyStore, InboxStore) ----------------------
+
+  /** IDEMPOTENCY#<caller>#<key>, by `${caller}\u0000${key}`. */
+  readonly idempotencyKeys = new Map<string, IdempotencyRecord>();
+
+  async claimIdempotencyKey(caller: string, key: string, record: IdempotencyRecord, now: number): Promise<IdempotencyClaim> {
+    await this.enter('claimIdempotencyKey', [caller, key, record, now]);
+    const held = this.idempotencyKeys.get(`${caller}\u0000${key}`);
+    if (held && isLive(held.expiresAt, now)) return { claimed: false, existing: clone(held) };
+    this.idempotencyKeys.set(`${caller}\u0000${key}`, clone(record));
+    return { claimed: true };
+  }
+
+  async settleIdempotencyKey(caller: string, key: string, eventId: string, outcome: 'done' | 'release'): Promise<void> {
+    await this.enter('settleIdempotencyKey', [caller, key, eventId, outcome]);
+    const held = this.idempotencyKeys.get(`${caller}\u0000${key}`);
+    if (held?.eventId !== eventId) return;
+    if (outcome === 'release') this.idempotencyKeys.delete(`${caller}\u0000${key}`);
+    else {
+      held.state = 'done';
+      delete held.leaseUntil;
+    }
+  }
+
+  async retakeIdempotencyKey(caller: string, key: string, staleEventId: string, record: IdempotencyRecord, now: number): Promise<boolean> {
+    await this.enter('retakeIdempotencyKey', [caller, key, staleEventId, record, now]);
+    const held = this.idempotencyKeys.get(`${caller}\u0000${key}`);
+    if (!held || held.eventId !== staleEventId || held.state !== 'in_progress' || (held.leaseUntil ?? 0) > now) return false;
+    this.idempotencyKeys.set(`${caller}\u0000${key}`, clone(record));
+    return true;
+  }
+
+  async listPending(now: number, limit: number, after?: PendingPosition): Promise<EventRecord[]> {
+    await this.enter('listPending', [now, limit, after]);
+    const later = (e: EventRecord) => !after || e.createdAt > after.createdAt || (e.createdAt === after.createdAt && e.eventId > after.eventId);
+    return [...this.events.values()]
+      .filter((e) => e.inbox === true && e.acknowledgedAt === undefined && isLive(e.expiresAt, now) && later(e))
+      .sort((a, b) => a.createdAt - b.createdAt || (a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0))
+      .slice(0, limit)
+      .map(clone);
+  }
+
+  async acknowledgeEvent(eventId: string, at: number, now: number): Promise<'acknowledged' | 'already' | 'unknown'> {
+    await this.enter('acknowledgeEvent', [eventId, at, now]);
+    const item = this.events.get(eventId);
+    if (!item || !isLive(item.expiresAt, now)) return 'unknown';
+    if (item.acknowledgedAt !== undefined) return 'already';
+    item.acknowledgedAt = at;
+    if (item.status !== 'queued') delete item.body;
+    return 'acknowledged';
   }
 
   async listEvents(now: number, filter: { status?: EventRecord['status'] } = {}): Promise<EventRecord[]> {

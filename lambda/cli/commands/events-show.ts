@@ -25,7 +25,7 @@ export const command = defineCommand({
     positionals: [EVENT_ID_ARGUMENT],
     options: { ...AWS_TABLE_OPTIONS },
     json:
-      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, "resendable", ' +
+      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, "acknowledgedAt": ISO | null, "resendable", ' +
       '"log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}',
   },
   async run(ctx, { values, positionals }) {
@@ -55,6 +55,7 @@ export function describe(event: EventDetail): string {
     ['last HTTP status', event.lastHttpStatus === null ? '-' : String(event.lastHttpStatus)],
     ['created', shortTime(event.createdAt)],
     ['delivered', shortTime(event.deliveredAt)],
+    ['read', event.acknowledgedAt ? `${shortTime(event.acknowledgedAt)} (acknowledged by the dot)` : '-'],
     ['resendable', event.resendable ? `yes (dm-dot events resend ${event.eventId})` : 'no'],
   ]);
   const log = event.log.length === 0 ? 'No attempts yet.\n' : table(['AT', 'OUTCOME', 'STATUS', 'DURATION', 'COUNTED'], event.log.map(entryRow));

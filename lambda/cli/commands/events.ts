@@ -13,7 +13,7 @@ export const command = defineCommand({
     name: 'events',
     summary: 'the delivery log, newest first',
     description:
-      'Event id, status, attempts, last error category, created and delivered times. ' +
+      'Event id, status, attempts, last error category, created and delivered times, sender, and READ: when the dot acknowledged it (the inbox). ' +
       'Locally it asks the running server (npm start) or, when none runs, reads its database in the state directory ' +
       '(DMDOT_STATE_DIR, default .dm-dot in the project). With --aws it reads the stack\'s table (a paged Scan).',
     options: {
@@ -21,7 +21,7 @@ export const command = defineCommand({
       status: { type: 'string', value: 'S', description: `only events in status S: ${EVENT_STATUSES.join(', ')}` },
       ...AWS_TABLE_OPTIONS,
     },
-    json: '{"events": [{"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null}, ...]}, newest first.',
+    json: '{"events": [{"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, "acknowledgedAt": ISO | null}, ...]}, newest first.',
   },
   async run(ctx, { values }) {
     const last = integerValue(values.last, 'last', 1, 10_000) ?? 20;
@@ -32,7 +32,7 @@ export const command = defineCommand({
       ctx.result({ events }, () => {
         if (events.length === 0) return `No events${status ? ` with status ${status}` : ''} (${op.where}).\n`;
         const more = all.length > last ? `(the ${plural(last, 'newest event')} of ${all.length}; --last N for more)\n` : '';
-        return table(['EVENT', 'STATUS', 'ATTEMPTS', 'LAST ERROR', 'CREATED', 'DELIVERED', 'SENDER'], events.map(row)) + more;
+        return table(['EVENT', 'STATUS', 'ATTEMPTS', 'LAST ERROR', 'CREATED', 'DELIVERED', 'SENDER', 'READ'], events.map(row)) + more;
       });
       return 0;
     });
@@ -40,5 +40,5 @@ export const command = defineCommand({
 });
 
 function row(e: EventView): string[] {
-  return [e.eventId, e.status, String(e.attempts), e.lastError ?? '-', shortTime(e.createdAt), shortTime(e.deliveredAt), e.sender ?? '-'];
+  return [e.eventId, e.status, String(e.attempts), e.lastError ?? '-', shortTime(e.createdAt), shortTime(e.deliveredAt), e.sender ?? '-', shortTime(e.acknowledgedAt)];
 }

@@ -5,7 +5,7 @@
  * request deadline crosses into the separately bundled storage code (adapters/deadline.ts keeps
  * one store per process, not per copy of the module).
  */
-import { deferredOutbox, deferredStore, once } from '../../../lambda/adapters/deferred';
+import { deferredIdempotencyStore, deferredInboxStore, deferredOutbox, deferredStore, once } from '../../../lambda/adapters/deferred';
 import type { Outbox, Store } from '../../../lambda/ports';
 
 test('once: no load before the first call; concurrent first calls share one load', async () => {
@@ -89,4 +89,24 @@ test('the deadline set in one copy of adapters/deadline.ts is seen by another co
   const left = await first.runWithDeadline(at, async () => second!.deadlineLeftMs());
   expect(left).toBeGreaterThan(50_000);
   expect(second!.deadlineLeftMs()).toBeUndefined();
+});
+
+test('IDEM-3, INBOX-2: the idempotency keys` and the inbox`s ports are forwarded the same way, and only when called', async () => {
+  const calls: string[] = [];
+  const real = new Proxy({} as Record<string, unknown>, {
+    get: (_target, name: string) => (name === 'then' ? undefined : async (...args: unknown[]) => (calls.push(`${name}:${args.length}`), `result of ${name}`)),
+  });
+  const load = jest.fn(async () => real as never);
+  const idempotency = deferredIdempotencyStore(load);
+  const inbox = deferredInboxStore(load);
+  expect(load).not.toHaveBeenCalled();
+  expect(Object.keys(idempotency).sort()).toEqual(['claimIdempotencyKey', 'retakeIdempotencyKey', 'settleIdempotencyKey']);
+  expect(Object.keys(inbox).sort()).toEqual(['acknowledgeEvent', 'listPending']);
+  const record = { eventId: 'evt_x', messageHash: 'h', state: 'in_progress' as const, createdAt: 1, expiresAt: 2 };
+  await expect(idempotency.claimIdempotencyKey('alice', 'k', record, 1)).resolves.toBe('result of claimIdempotencyKey');
+  await expect(idempotency.settleIdempotencyKey('alice', 'k', 'evt_x', 'done')).resolves.toBe('result of settleIdempotencyKey');
+  await expect(idempotency.retakeIdempotencyKey('alice', 'k', 'evt_x', record, 1)).resolves.toBe('result of retakeIdempotencyKey');
+  await expect(inbox.listPending(1, 10)).resolves.toBe('result of listPending');
+  await expect(inbox.acknowledgeEvent('evt_x', 1, 1)).resolves.toBe('result of acknowledgeEvent');
+  expect(calls).toEqual(['claimIdempotencyKey:4', 'settleIdempotencyKey:4', 'retakeIdempotencyKey:5', 'listPending:2', 'acknowledgeEvent:3']);
 });

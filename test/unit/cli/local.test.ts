@@ -339,7 +339,7 @@ describe('CLI-13: with no server running: the database, opened as operator', () 
     await s.stop();
     server = undefined;
     const events = await cli(['events']);
-    expect(events.out).toMatch(new RegExp(`^${eventId}  failed +1 +http_4xx +\\S+Z +- +connector$`, 'm'));
+    expect(events.out).toMatch(new RegExp(`^${eventId}  failed +1 +http_4xx +\\S+Z +- +connector +-$`, 'm'));
     expect((await cli(['events', 'show', eventId, '--json'])).code).toBe(0);
     expect(JSON.parse((await cli(['subscription', '--json'])).out).subscription.callbackHost).toMatch(/^127\.0\.0\.1:/);
   });

@@ -274,3 +274,13 @@ describe('DMDOT_EVENTS_PROFILE (docs/contract/events.md, profiles)', () => {
     expect(() => mcpLambdaSettings({ ...base, DMDOT_EVENTS_PROFILE: 'openai' })).toThrow(/DMDOT_EVENTS_PROFILE must be one of chatgpt, sep-3415/);
   });
 });
+
+describe('DMDOT_INBOX (docs/contract/mcp.md, the inbox)', () => {
+  test('INBOX-1: off by default, on with 1 or true, anything else refused naming the setting', () => {
+    const base = { TABLE_NAME: 't', QUEUE_URL: 'q' };
+    expect(mcpLambdaSettings(base).inbox).toBe(false);
+    expect(mcpLambdaSettings({ ...base, DMDOT_INBOX: '1' }).inbox).toBe(true);
+    expect(localSettings({ DMDOT_INBOX: 'true' }, { projectRoot: tmpdir() }).inbox).toBe(true);
+    expect(() => localSettings({ DMDOT_INBOX: 'on' }, { projectRoot: tmpdir() })).toThrow(/DMDOT_INBOX must be 1 or true/);
+  });
+});

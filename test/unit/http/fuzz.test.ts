@@ -776,7 +776,7 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
 
   const isJsonType = (value: string | null) => (value ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
 
-  test(`HTTP-2, HTTP-4, HTTP-5, HTTP-6, HTTP-9, HTTP-11, HTTP-17, HTTP-19: ${RUNS.anyRequest} requests: no 5xx, JSON bodies, and the checks of docs/contract/http.md in order`, async () => {
+  test(`HTTP-2, HTTP-4, HTTP-5, HTTP-6, HTTP-9, HTTP-11, HTTP-17, HTTP-19, RCPT-3: ${RUNS.anyRequest} requests: no 5xx, JSON bodies, and the checks of docs/contract/http.md in order`, async () => {
     await fc.assert(
       fc.asyncProperty(anyCase, async (c) => {
         resetState(t);
@@ -802,7 +802,7 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
             expect(answer.status).toBe(405);
             expect(answer.headers.get('allow')).toBe('GET');
           }
-        } else if (path !== '/mcp' && path !== '/v1/messages') {
+        } else if (path !== '/mcp' && path !== '/v1/messages' && !path.startsWith('/v1/messages/')) {
           expect(answer.status).toBe(404);
         } else if (originRefused) {
           expect(answer.status).toBe(403);
@@ -812,6 +812,10 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
         } else if (!c.key.valid) {
           expect(answer.status).toBe(401);
           expect(answer.headers.get('www-authenticate')).toBe('Bearer');
+        } else if (path.startsWith('/v1/messages/')) {
+          // A read receipt (RCPT-2, RCPT-3): GET only; no event of these fuzzed ids exists.
+          expect(answer.status).toBe(c.method === 'GET' || c.method === 'HEAD' ? 404 : 405);
+          if (answer.status === 405) expect(answer.headers.get('allow')).toBe('GET');
         } else if (c.method !== 'POST') {
           expect(answer.status).toBe(405);
           expect(answer.headers.get('allow')).toBe('POST');

@@ -176,6 +176,7 @@ describe('the delivery log', () => {
       createdAt: new Date(T0 + SECOND).toISOString(),
       deliveredAt: new Date(T0 + 2 * SECOND).toISOString(),
       sender: null,
+      acknowledgedAt: null,
     });
     const json = JSON.stringify(views);
     expect(json).not.toContain('message.created');

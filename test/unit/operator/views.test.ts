@@ -126,7 +126,12 @@ describe('CLI-4: eventView (a line of the delivery log)', () => {
       createdAt: '2026-11-03T10:30:00.123Z',
       deliveredAt: '2026-11-03T10:30:05.123Z',
       sender: null,
+      acknowledgedAt: null,
     });
+  });
+
+  it('RCPT-4: shows when the dot acknowledged the event (the READ column), as an ISO string', () => {
+    expect(eventView(event({ acknowledgedAt: T0 + 9 * SECOND })).acknowledgedAt).toBe('2026-11-03T10:30:09.123Z');
   });
 
   it('HTTP-KEY-3: shows who sent the event: connector or the sender\'s name', () => {
@@ -137,8 +142,8 @@ describe('CLI-4: eventView (a line of the delivery log)', () => {
   it('what the record does not have is null, never undefined (the JSON keeps every key)', () => {
     const bare: EventRecord = { eventId: EVENT_ID, status: EventStatus.queued, subscriptionId: 'sub_x', attempts: 0, createdAt: T0, expiresAt: T0 + DAY };
     const view = eventView(bare);
-    expect(view).toStrictEqual({ eventId: EVENT_ID, status: 'queued', attempts: 0, lastError: null, lastHttpStatus: null, createdAt: '2026-11-03T10:30:00.123Z', deliveredAt: null, sender: null });
-    expect(Object.keys(JSON.parse(JSON.stringify(view)) as object)).toHaveLength(8);
+    expect(view).toStrictEqual({ eventId: EVENT_ID, status: 'queued', attempts: 0, lastError: null, lastHttpStatus: null, createdAt: '2026-11-03T10:30:00.123Z', deliveredAt: null, sender: null, acknowledgedAt: null });
+    expect(Object.keys(JSON.parse(JSON.stringify(view)) as object)).toHaveLength(9);
   });
 
   it('never shows the kept bytes, the subscription, its generation or the lease', () => {
@@ -182,7 +187,7 @@ describe('eventDetail (one event and its log)', () => {
     const detail = eventDetail(event());
     expect(detail.resendable).toBe(true);
     expect(JSON.stringify(detail)).not.toContain(MESSAGE);
-    expect(Object.keys(detail).sort()).toStrictEqual(['attempts', 'createdAt', 'deliveredAt', 'eventId', 'lastError', 'lastHttpStatus', 'log', 'resendable', 'sender', 'status']);
+    expect(Object.keys(detail).sort()).toStrictEqual(['acknowledgedAt', 'attempts', 'createdAt', 'deliveredAt', 'eventId', 'lastError', 'lastHttpStatus', 'log', 'resendable', 'sender', 'status']);
   });
 });
 
@@ -208,11 +213,11 @@ describe('isResendable', () => {
 });
 
 describe('event statuses', () => {
-  it('are exactly the five of STORE-4', () => {
+  it('are exactly the five of STORE-4 (kept: the inbox, INBOX-5)', () => {
     expect([...EVENT_STATUSES].sort()).toStrictEqual(['delivered', 'dropped', 'failed', 'kept', 'queued']);
   });
 
-  it.each(['queued', 'delivered', 'failed', 'dropped'])('%s is a status', (value) => {
+  it.each(['queued', 'delivered', 'failed', 'dropped', 'kept'])('%s is a status', (value) => {
     expect(isEventStatus(value)).toBe(true);
   });
 

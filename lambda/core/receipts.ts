@@ -1,0 +1,58 @@
+/**
+ * Read receipts (docs/contract/http.md, receipts): `GET /v1/messages/{eventId}` tells the key that
+ * sent an event, and the connector key, its status and whether the dot acknowledged it. Anyone
+ * else, an unknown id and a malformed one all get the same "no such event", so the route tells no
+ * one which ids exist. It answers whether the inbox is on or off (`acknowledgedAt` stays null off).
+ *
+ * Deliberately not here: authentication (http/app.ts hands in who asks) and the HTTP answer.
+ */
+import type { EventRecord, EventStatus, Store } from '../ports';
+import type { Identity } from './access';
+import { guardDependency } from './errors';
+import { EVENT_ID_PATTERN } from './inbox';
+import { CONNECTOR_SENDER } from './protocol';
+
+export interface Receipt {
+  eventId: string;
+  status: EventStatus;
+  sender: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+  acknowledgedAt: string | null;
+  attempts: number;
+}
+
+const iso = (at: number | undefined): string | null => (at === undefined ? null : new Date(at).toISOString());
+
+export function receiptOf(record: EventRecord): Receipt {
+  return {
+    eventId: record.eventId,
+    status: record.status,
+    sender: record.sender ?? null,
+    createdAt: new Date(record.createdAt).toISOString(),
+    deliveredAt: iso(record.deliveredAt),
+    acknowledgedAt: iso(record.acknowledgedAt),
+    attempts: record.attempts,
+  };
+}
+
+/**
+ * The receipt of `eventId` for `reader`, or undefined when it may not see one: the id is not an
+ * event id (nothing is read), no live record has it, or it was sent by another key. Throws
+ * DependencyUnavailable('storage') when the record cannot be read.
+ */
+export async function readReceipt(
+  store: Pick<Store, 'getEvent'>,
+  reader: Pick<Identity, 'role' | 'sender'>,
+  eventId: string,
+  now: number,
+): Promise<Receipt | undefined> {
+  if (!EVENT_ID_PATTERN.test(eventId)) return undefined;
+  const record = await guardDependency('storage', () => store.getEvent(eventId, now));
+  if (!record) return undefined;
+  if (reader.role === 'connector') return receiptOf(record);
+  // A sender sees its own events only; a sender key can never pass for the connector's name, even
+  // one made before that name was reserved.
+  if (record.sender !== reader.sender || reader.sender === CONNECTOR_SENDER) return undefined;
+  return receiptOf(record);
+}
