@@ -51,6 +51,8 @@ export interface App {
 const rateMessage = (identity: Identity, seconds: number) =>
   `This sender's rate (${identity.rate} messages per minute) is used up; nothing was sent. Try again in ${seconds} s.`;
 
+/** The header a forwarder may carry the bare key in. */
+const API_KEY_HEADER = 'x-api-key';
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
 const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels; nothing dm-dot accepts is that deep.`;
@@ -115,11 +117,14 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
     }
     const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
-    // Either credential that matches authenticates: an empty or stale `?key=` left in a connector
+    // `X-Api-Key: KEY` is for a forwarder that can read a header's value from a file but cannot
+    // prefix it (OpenAI's tunnel-client reads the key file itself: docs/chatgpt.md).
+    const headerKey = request.headers.get(API_KEY_HEADER)?.trim();
+    // Any credential that matches authenticates: an empty or stale `?key=` left in a connector
     // URL must not hide a valid Bearer header (or the other way round).
     let identity: Identity | undefined;
     try {
-      identity = await authenticator.identify([url.searchParams.get('key') ?? '', bearer ?? '']);
+      identity = await authenticator.identify([url.searchParams.get('key') ?? '', bearer ?? '', headerKey ?? '']);
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
       if (isMcp) {
@@ -190,6 +195,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
     headers.delete('authorization');
+    headers.delete(API_KEY_HEADER);
     headers.delete('content-length');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
     return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } } });
