@@ -227,7 +227,10 @@ export async function parseCommandLine(argv: readonly string[], io: CliIo): Prom
     }
     cmd.enablePositionalOptions();
     if (group.default) configure(cmd, top, modules.get(group.default)!);
-    else common(cmd, top);
+    else {
+      common(cmd, top);
+      if (group.summary) cmd.description(group.summary);
+    }
     for (const action of group.actions) {
       // An action without a command of its own is the group's default under its own name (`events list`).
       const own = modules.get(`${top} ${action}`);
