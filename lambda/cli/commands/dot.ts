@@ -440,7 +440,7 @@ class Dot {
 const CONFLICT =
   'the subscription ended: another callback holds the subscription now (one dot per deployment), so this dot stops; it does not take it back. Run dm-dot subscription show to see it';
 const KEY_ROTATED =
-  'the subscription can no longer be refreshed: the server refused the API key (rotated with dm-dot key rotate?). Run dm-dot dot again with the new key; its subscription id changes with the key';
+  'the subscription can no longer be refreshed: the server refused the API key (rotated with dm-dot key rotate?). Run dm-dot dot again: it reads the new key, and its subscription (whose id does not change with the key) goes on';
 const ENDED_TAIL =
   'this dot removes it instead of re-subscribing quietly, and stops. Its queued events were dropped with the old subscription. Run dm-dot dot again to subscribe anew';
 

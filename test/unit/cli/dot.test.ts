@@ -257,6 +257,8 @@ describe('CLI-2: dm-dot dot against an MCP endpoint', () => {
     const dot = await startDot([], { grantMs: 1500, subscribeAnswers: () => 'unauthorized' });
     expect(await dot.code).toBe(1);
     expect(dot.err()).toMatch(/the subscription can no longer be refreshed: the server refused the API key \(rotated with dm-dot key rotate\?\)/);
+    // A rotation changes no subscription id (EV-ID-4): the message must not say it does.
+    expect(dot.err()).toContain('its subscription (whose id does not change with the key) goes on');
   });
 
   it.each([
