@@ -200,7 +200,7 @@ export const status = defineCommand({
     const platform = platformOf(values.platform);
     const home = homeOf(ctx);
     const files = unitFiles(platform, home);
-    const units = [];
+    const units: { name: string; file: string; installed: boolean; active: boolean | null; state: string | null }[] = [];
     for (const [name, file] of [
       [files.serverName, files.server],
       [files.tunnelName, files.tunnel],
