@@ -123,8 +123,9 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     // Any credential that matches authenticates: an empty or stale `?key=` left in a connector
     // URL must not hide a valid Bearer header (or the other way round).
     let identity: Identity | undefined;
+    const offered = [url.searchParams.get('key') ?? '', bearer ?? '', headerKey ?? ''];
     try {
-      identity = await authenticator.identify([url.searchParams.get('key') ?? '', bearer ?? '', headerKey ?? '']);
+      identity = await authenticator.identify(offered);
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
       if (isMcp) {
@@ -136,7 +137,10 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
     if (identity) return identity;
     const headers = { 'www-authenticate': 'Bearer' };
-    return isMcp ? rpcError(401, ErrorCodes.invalidRequest, API_KEY_HINT, headers) : restError(401, 'unauthorized', API_KEY_HINT, headers);
+    // Who holds a revoked sender key learns that, not the generic hint; a storage failure here keeps the hint.
+    const revoked = await authenticator.revokedSender(offered).catch(() => undefined);
+    const hint = revoked === undefined ? API_KEY_HINT : `This sender key (${revoked}) was revoked: ask the operator for a new one (dm-dot senders add).`;
+    return isMcp ? rpcError(401, ErrorCodes.invalidRequest, hint, headers) : restError(401, 'unauthorized', hint, headers);
   }
 
   async function route(request: Request, requestId: string, host: string | undefined): Promise<Response> {

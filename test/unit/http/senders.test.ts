@@ -110,6 +110,9 @@ describe('sender keys', () => {
     const refused = await post(app, key);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('www-authenticate')).toBe('Bearer');
+    // Its holder is told it was revoked; a forged key under the same name still gets the generic hint.
+    expect(refused.json.error.message).toBe('This sender key (billing) was revoked: ask the operator for a new one (dm-dot senders add).');
+    expect((await post(app, forged)).json.error.message).toMatch(/^Missing or wrong API key/);
     expect((await call(app, key, 'tools/list')).status).toBe(401);
     expect(store.events.size).toBe(1);
   });
