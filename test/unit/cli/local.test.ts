@@ -252,8 +252,20 @@ describe('through the running server', () => {
       serverRunning: true,
       tunnelHost: null,
       serverUrl: s.base,
+      dotInstructions: { subscribe: expect.stringMatching(/^Subscribe to the message\.created event/), withInbox: expect.stringContaining('get_pending_messages') },
     });
+    // What to paste into the dot, in the text form too.
+    expect(r.out).toMatch(/^Ask the dot to subscribe: paste this into the dot's conversation/m);
     expectNoSecrets(printed.join(''), [key, adminToken()]);
+  });
+
+  it('CLI-8: connect with a tunnel host the running server was not started with says to restart it with DMDOT_ALLOWED_HOSTS', async () => {
+    await serve();
+    const r = await cli(['connect'], { env: { DMDOT_STATE_DIR: dir.dir, DMDOT_ALLOWED_HOSTS: 'abc.example-tunnel.dev' } });
+    expect(r.code).toBe(0);
+    expect(r.out).toContain(
+      'The running server does not allow the host abc.example-tunnel.dev: it reads DMDOT_ALLOWED_HOSTS only when it starts. Stop it and start it again with DMDOT_ALLOWED_HOSTS=abc.example-tunnel.dev npm start.',
+    );
   });
 
   it('CLI-8: connect with a tunnel host in DMDOT_ALLOWED_HOSTS prints https://<host>/mcp?key=<KEY>, and says where the tunnel must forward', async () => {
