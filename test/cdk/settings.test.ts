@@ -61,6 +61,8 @@ describe('defaults', () => {
       ttlMaxMs: 604_800_000,
       deliveryMaxConcurrency: 2,
       eventsProfile: 'chatgpt',
+      dashboard: true,
+      tableKey: 'customer',
     });
     expect(settings.alarmEmail).toBeUndefined();
     expect(settings.pupManifest).toBeUndefined();
@@ -98,6 +100,8 @@ describe('LOCAL-15: values from -c arrive as strings and are parsed', () => {
         deliveryMaxConcurrency: '5',
         pupManifestFile: file('manifest.json', MANIFEST),
         eventsProfile: 'sep-3415',
+        dashboard: 'false',
+        tableKey: 'aws-managed',
       }),
     ).toEqual({
       retryDelaysS: [2, 10, 60],
@@ -111,6 +115,8 @@ describe('LOCAL-15: values from -c arrive as strings and are parsed', () => {
       ttlMaxMs: 86_400_000,
       deliveryMaxConcurrency: 5,
       eventsProfile: 'sep-3415',
+      dashboard: false,
+      tableKey: 'aws-managed',
       // Byte for byte, whitespace included: docs/contract/pup.md serves the operator's manifest as is.
       pupManifest: { file: path.join(scratch, 'manifest.json'), text: MANIFEST },
     });
