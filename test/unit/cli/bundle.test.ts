@@ -51,6 +51,14 @@ function packagesLoaded(args: string[], env: Record<string, string> = {}): strin
 }
 
 describe('the built CLI', () => {
+  it('npm run build says what it produced: one line per bundle', () => {
+    const r = spawnSync(process.execPath, [join(ROOT, 'lambda', 'cli', 'build.mjs')], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe('dm-dot: built the CLI into dist/cli/dm-dot.cjs\ndm-dot: built the server into dist/server/dm-dot-server.cjs\n');
+  }, 60_000);
+
+
   it('CLI-1: runs as plain JavaScript from dist/cli/dm-dot.cjs, without tsx', () => {
     const r = node([BUNDLE, '--version']);
     expect(r).toEqual({ code: 0, out: `${version}\n`, err: '' });
