@@ -9,8 +9,9 @@
 //   dist/server/dm-dot-server.cjs, with the MCP SDK and zod inside and lmdb outside, and the SDK's
 //   JSON Schema shim aliased as for the Lambda bundles (lib/bundling.ts says why). A TypeScript
 //   loader took 1.3 to 1.6 s to start it; the bundle about a quarter of that (docs/performance.md).
-// Run by `npm run build` and by the prepare script (`npm ci`, `npm install`); each launcher
-// (lambda/cli/dm-dot.mjs, lambda/local/start.mjs) builds its own bundle once when it is missing.
+// Run by `npm run build` and by the prepare script (`npm ci`, `npm install`); the CLI's launcher
+// (dm-dot.mjs) builds the CLI once when it is missing, and `npm start`'s (lambda/local/start.mjs)
+// runs this script when the server's bundle is missing or older than the sources.
 // Deliberately not here: minifying (a stack trace of the server stays readable) and source maps.
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
