@@ -14,7 +14,7 @@ function status(jobs: { queued: number; deadLetters: number }, queuedEvents: num
     apiKey: { from: 'file', file: '/s/api-key' },
     switches: { loopbackCallbacks: false, pup: false, allowedOrigins: [], allowedHosts: [], retryDelaysS: [1, 4, 30, 120, 600], deliveryWaitMs: 3000, eventsProfile: 'chatgpt' },
     subscription: null,
-    events: { queued: queuedEvents, delivered: 3, failed: 0, dropped: 0 },
+    events: { queued: queuedEvents, delivered: 3, failed: 0, dropped: 0, kept: 0 },
     jobs,
     damage: null,
   } as LocalStatus;
