@@ -23,11 +23,25 @@ export interface DmDotApp {
   readonly edge?: EdgeStack;
 }
 
-/** `account`/`region` as the CDK CLI found them (CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION); only used with protection on. */
-export function addDmDot(app: App, found: Environment = {}): DmDotApp {
+/**
+ * `account`/`region` as the CDK CLI found them (CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION): the
+ * stacks' environment with protection on; without it the stack stays environment-agnostic, and a
+ * known region only serves to refuse a custom domain's certificate from another region at synth
+ * (`regionKnown: false`: the region was filled in for an offline synth, not given).
+ */
+export function addDmDot(app: App, found: Environment = {}, options: { regionKnown?: boolean } = {}): DmDotApp {
   const settings = readSettings(app.node);
   const name = stackNameOf(settings.stage);
-  if (!settings.protection) return { stack: new DmDotStack(app, name, { settings }) };
+  if (!settings.protection) {
+    const domain = settings.customDomain;
+    const region = (options.regionKnown ?? true) ? found.region : undefined;
+    if (domain && region && domain.certificateRegion !== region) {
+      throw new SettingsError(
+        `context certificateArn is in ${domain.certificateRegion}, but API Gateway takes a certificate from the API's own region (${region}): use a certificate from ${region}, or deploy to ${domain.certificateRegion}`,
+      );
+    }
+    return { stack: new DmDotStack(app, name, { settings }) };
+  }
 
   if (!found.region) {
     throw new SettingsError('context protection=waf needs the stack\'s region at synth (set AWS_REGION): its web ACL lives in us-east-1 and the stack reads it across regions');

@@ -65,7 +65,7 @@ export class DmDotStack extends Stack {
     const { settings } = props;
     this.settings = settings;
 
-    this.storage = new Storage(this, 'Storage');
+    this.storage = new Storage(this, 'Storage', { tableKey: settings.tableKey });
     this.secrets = new Secrets(this, 'Secrets');
     this.delivery = new DeliveryPipeline(this, 'Delivery', {
       storage: this.storage,
@@ -120,6 +120,7 @@ export class DmDotStack extends Stack {
       table: this.storage.table,
       retryDelaysS: settings.retryDelaysS,
       ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
+      dashboard: settings.dashboard,
     });
 
     this.addOutputs();
@@ -155,7 +156,8 @@ export class DmDotStack extends Stack {
       'Secrets Manager secret that holds pup\'s signing secrets ({"secrets":[...]}); empty until you put them in',
       pupSigningSecrets.secretArn,
     );
-    output('DashboardUrl', 'CloudWatch dashboard: deliveries, latency, attempts, dead letters, requests, throttles', this.observability.dashboard.url);
+    const dashboard = this.observability.dashboard;
+    if (dashboard) output('DashboardUrl', 'CloudWatch dashboard: deliveries, latency, attempts, dead letters, requests, throttles', dashboard.url);
     output('TableName', 'DynamoDB table: the subscription and the delivery log (dm-dot events / subscription --aws)', this.storage.table.tableName);
     output('DeliveryQueueUrl', 'SQS delivery queue (dm-dot redrive --aws moves dead letters back here)', queue.queueUrl);
     output('DeadLetterQueueUrl', 'Events that could not be delivered stay here for 14 days', deadLetterQueue.queueUrl);

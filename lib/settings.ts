@@ -76,7 +76,15 @@ export interface DmDotSettings {
   readonly eventsProfile: EventsProfileName;
   /** `-c inbox=true`: the inbox (`DMDOT_INBOX`, docs/contract/mcp.md); off by default. */
   readonly inbox: boolean;
+  /** `-c dashboard=false`: no CloudWatch dashboard ($3 a month past the free tier); the alarms and metrics stay. */
+  readonly dashboard: boolean;
+  /** `-c tableKey=aws-managed`: the table encrypted with DynamoDB's AWS managed key instead of a customer managed one ($1 a month). */
+  readonly tableKey: TableKey;
 }
+
+/** The values `tableKey` takes; the first is the default. */
+export const TABLE_KEYS = ['customer', 'aws-managed'] as const;
+export type TableKey = (typeof TABLE_KEYS)[number];
 
 /** CloudFront with an AWS WAF web ACL in front of the HTTP API, limiting requests per client IP. */
 export interface EdgeProtection {
@@ -150,6 +158,8 @@ export const DEFAULTS = {
   originClientCertificateArn: '',
   eventsProfile: 'chatgpt',
   inbox: 'false',
+  dashboard: 'true',
+  tableKey: 'customer',
 } as const;
 
 export type ContextKey = keyof typeof DEFAULTS;
@@ -298,5 +308,8 @@ export function readSettings(node: Node): DmDotSettings {
     ...readExposure(node),
     eventsProfile: field.oneOf(raw(node, 'eventsProfile'), named('eventsProfile'), EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
     inbox: field.flag(raw(node, 'inbox'), named('inbox')),
+    // Unset means the default (on); only an explicit false or 0 turns it off.
+    dashboard: field.isUnset(raw(node, 'dashboard')) || field.flag(raw(node, 'dashboard'), named('dashboard')),
+    tableKey: field.oneOf(raw(node, 'tableKey'), named('tableKey'), TABLE_KEYS, TABLE_KEYS[0]),
   };
 }

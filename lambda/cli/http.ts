@@ -49,7 +49,9 @@ const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTU
 
 export async function httpRequest(url: string, request: HttpRequest): Promise<HttpAnswer> {
   const target = new URL(url);
-  const client = target.protocol === 'https:' ? await import('node:https') : await import('node:http');
+  // require, not import(): on Node 22 and 24, import() of node:http also loads tls and http2, about
+  // 100 ms of every command's start-up (docs/performance.md).
+  const client: typeof import('node:http') = target.protocol === 'https:' ? require('node:https') : require('node:http');
   const body = request.body === undefined ? undefined : Buffer.from(request.body, 'utf8');
   return new Promise<HttpAnswer>((done, fail) => {
     let connected = false;

@@ -3,7 +3,8 @@
  * names (program.ts, on commander), reads the environment once into typed settings
  * (lambda/config/settings.ts; nothing else in the CLI reads it), runs the command, and turns its
  * outcome into the one contract of every command: exit 0 ok, 1 the operation failed, 2 bad usage;
- * a bad usage is `dm-dot <cmd>: <message>` plus `Run dm-dot <cmd> --help for usage.` on stderr; a
+ * a bad usage is `dm-dot <cmd>: <message>` plus `Run dm-dot <cmd> --help for usage.` on stderr (and,
+ * with `--json`, `{"error": {"code": "usage", "message"}}` on stdout); a
  * failure is one line on stderr and, with `--json`, the one JSON document
  * `{"error": {"code", "message"}}` when the command printed none. Unexpected error text is
  * scrubbed of secrets before it is printed.
@@ -59,7 +60,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
 
 /** The one way a command's failure is printed. */
 function failure(ctx: Context, error: unknown): number {
-  if (error instanceof UsageError) return usageFailure(ctx.io, ctx.command, ctx.scrub(error.message));
+  if (error instanceof UsageError) return usageFailure(ctx.io, ctx.command, ctx.scrub(error.message), ctx.json && !ctx.printedJson);
   const [code, message] = error instanceof OperationError ? [error.code, error.message] : ['internal', `failed: ${describeError(error)}`];
   const line = ctx.scrub(message);
   ctx.io.err(`dm-dot ${ctx.command}: ${line}\n`);

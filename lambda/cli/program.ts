@@ -19,13 +19,25 @@ import { COMMON_OPTIONS, type OptionSpec, type OptionSpecs, type Parsed } from '
 import type { Command as CliCommand } from './command';
 import { COMMANDS, GROUPS } from './commands';
 import { ExitCode } from './errors';
+import { jsonText } from './output';
 import type { CliIo } from './io';
 
-/** The one form of a bad usage (exit 2), for commander's complaints and the commands' own. */
-export function usageFailure(io: CliIo, name: string | undefined, message: string): number {
+/**
+ * The one form of a bad usage (exit 2), for commander's complaints and the commands' own; with
+ * `json` (the command line asked for --json) also the error document on stdout, so that a script
+ * reading stdout learns why it got nothing else.
+ */
+export function usageFailure(io: CliIo, name: string | undefined, message: string, json = false): number {
   const who = name ? `dm-dot ${name}` : 'dm-dot';
   io.err(`${who}: ${message}\nRun ${who} --help for usage.\n`);
+  if (json) io.out(jsonText({ error: { code: 'usage', message } }));
   return ExitCode.usage;
+}
+
+/** Whether a command line asks for --json (before any `--`, after which words are arguments). */
+export function asksJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
 }
 
 /** What the command line asks for: a command to run, or an exit code (help, version, bad usage) already printed. */
@@ -227,7 +239,10 @@ export async function parseCommandLine(argv: readonly string[], io: CliIo): Prom
     }
     cmd.enablePositionalOptions();
     if (group.default) configure(cmd, top, modules.get(group.default)!);
-    else common(cmd, top);
+    else {
+      common(cmd, top);
+      if (group.summary) cmd.description(group.summary);
+    }
     for (const action of group.actions) {
       // An action without a command of its own is the group's default under its own name (`events list`).
       const own = modules.get(`${top} ${action}`);
@@ -241,7 +256,7 @@ export async function parseCommandLine(argv: readonly string[], io: CliIo): Prom
   } catch (error) {
     if (!(error instanceof Stop)) throw error;
     if ('code' in error.outcome) return { exit: error.outcome.code };
-    return { exit: usageFailure(io, error.path || undefined, error.outcome.usage) };
+    return { exit: usageFailure(io, error.path || undefined, error.outcome.usage, asksJson(words)) };
   }
   if (!chosen) throw new Error('the command line named no command');
   return chosen;

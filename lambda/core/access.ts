@@ -81,6 +81,11 @@ export interface AuthenticatorOptions {
 export interface Authenticator {
   /** The identity behind the first credential that authenticates, or undefined. Throws DependencyUnavailable('storage'). */
   identify(offered: readonly string[]): Promise<Identity | undefined>;
+  /**
+   * For the refusal only: the name of a revoked sender whose very key is among `offered` (so the
+   * answer can say it was revoked, to the one who holds that key), else undefined.
+   */
+  revokedSender(offered: readonly string[]): Promise<string | undefined>;
 }
 
 export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
@@ -142,6 +147,16 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
         if (record?.previousKeyHash && record.previousKeyUntil !== undefined && now < record.previousKeyUntil && constantTimeEqual(keyHashOf(key), record.previousKeyHash)) {
           return connector;
         }
+      }
+      return undefined;
+    },
+    async revokedSender(offered) {
+      if (!access) return undefined;
+      for (const key of offered) {
+        const name = key === '' ? undefined : senderNameOf(key);
+        if (name === undefined) continue;
+        const record = await guardDependency('storage', () => access.getSender(name));
+        if (record?.revokedAt !== undefined && constantTimeEqual(keyHashOf(key), record.keyHash)) return name;
       }
       return undefined;
     },

@@ -53,6 +53,8 @@ export interface App {
 const rateMessage = (identity: Identity, seconds: number) =>
   `This sender's rate (${identity.rate} messages per minute) is used up; nothing was sent. Try again in ${seconds} s.`;
 
+/** The header a forwarder may carry the bare key in. */
+const API_KEY_HEADER = 'x-api-key';
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
 const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels; nothing dm-dot accepts is that deep.`;
@@ -117,11 +119,15 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
     }
     const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
-    // Either credential that matches authenticates: an empty or stale `?key=` left in a connector
+    // `X-Api-Key: KEY` is for a forwarder that can read a header's value from a file but cannot
+    // prefix it (OpenAI's tunnel-client reads the key file itself: docs/chatgpt.md).
+    const headerKey = request.headers.get(API_KEY_HEADER)?.trim();
+    // Any credential that matches authenticates: an empty or stale `?key=` left in a connector
     // URL must not hide a valid Bearer header (or the other way round).
     let identity: Identity | undefined;
+    const offered = [url.searchParams.get('key') ?? '', bearer ?? '', headerKey ?? ''];
     try {
-      identity = await authenticator.identify([url.searchParams.get('key') ?? '', bearer ?? '']);
+      identity = await authenticator.identify(offered);
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
       if (isMcp) {
@@ -133,7 +139,10 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
     if (identity) return identity;
     const headers = { 'www-authenticate': 'Bearer' };
-    return isMcp ? rpcError(401, ErrorCodes.invalidRequest, API_KEY_HINT, headers) : restError(401, 'unauthorized', API_KEY_HINT, headers);
+    // Who holds a revoked sender key learns that, not the generic hint; a storage failure here keeps the hint.
+    const revoked = await authenticator.revokedSender(offered).catch(() => undefined);
+    const hint = revoked === undefined ? API_KEY_HINT : `This sender key (${revoked}) was revoked: ask the operator for a new one (dm-dot senders add).`;
+    return isMcp ? rpcError(401, ErrorCodes.invalidRequest, hint, headers) : restError(401, 'unauthorized', hint, headers);
   }
 
   async function route(request: Request, requestId: string, host: string | undefined): Promise<Response> {
@@ -194,6 +203,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
     headers.delete('authorization');
+    headers.delete(API_KEY_HEADER);
     headers.delete('content-length');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
     return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } } });

@@ -38,7 +38,7 @@ import { createLogger } from '../log';
 import { systemClock, type Clock, type IdempotencyStore, type InboxStore, type Logger, type WebhookClient } from '../ports';
 import { switchesOf } from '../operator/views';
 import { recordRotation } from '../operator/access';
-import { EventsProfiles } from '../core/protocol';
+import { DEFAULT_RETRY_DELAYS_S, EventsProfiles } from '../core/protocol';
 import { version } from '../version';
 import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
 import { startLocalServer, type LocalServer } from './http-server';
@@ -300,6 +300,11 @@ export function startupLines(settings: LocalSettings, url: string, key: { file?:
   );
   lines.push(settings.inbox ? '  inbox: on (DMDOT_INBOX): get_pending_messages and acknowledge_messages for the connector key' : '  inbox: off (DMDOT_INBOX=1 turns it on)');
   lines.push(`  allowed origins: ${settings.allowedOrigins.join(', ') || 'none'}; extra hosts: ${settings.allowedHosts.join(', ') || 'none'}`);
+  lines.push(`  events profile: ${settings.eventsProfile} (DMDOT_EVENTS_PROFILE)`);
+  // The schedule only when it is not the default: a person who set it sees that it took effect.
+  if (settings.retryDelaysS.join(',') !== DEFAULT_RETRY_DELAYS_S.join(',')) {
+    lines.push(`  retry schedule: ${settings.retryDelaysS.join(',')} s after the first attempt (DMDOT_RETRY_DELAYS; default ${DEFAULT_RETRY_DELAYS_S.join(',')})`);
+  }
   lines.push(`  state directory: ${resolve(settings.stateDir)}`);
   for (const warning of settings.warnings) lines.push(`warning: ${warning}`);
   return lines;

@@ -1,5 +1,5 @@
 /**
- * One Lambda handler of dm-dot, bundled the same way for both functions: Node.js 22 on arm64,
+ * One Lambda handler of dm-dot, bundled the same way for both functions: Node.js 24 on arm64,
  * esbuild with the options of lib/bundling.ts (minified, CommonJS, ES builds of the AWS SDK, a
  * source map written but not loaded at run time, two aliases that keep ajv and the unused
  * credential providers out), the AWS SDK bundled at the versions the tests ran against, and its

@@ -46,6 +46,8 @@ export interface ObservabilityProps extends DmDotDashboardProps {
   readonly alarmEmail?: string;
   /** Seconds between attempts after the first (the stack's `retryDelays`): the queue-age alarm's threshold follows it. */
   readonly retryDelaysS: readonly number[];
+  /** false (`-c dashboard=false`): no dashboard; the alarms stay. Default: one. */
+  readonly dashboard?: boolean;
 }
 
 /** SQS publishes its queue metrics once a minute: each alarm on a queue looks at one minute. */
@@ -87,7 +89,8 @@ function visibilityTimeoutS(): number {
 export class Observability extends Construct {
   readonly alarms: cloudwatch.Alarm[];
   readonly alarmTopic?: sns.Topic;
-  readonly dashboard: DmDotDashboard;
+  /** Absent with `-c dashboard=false`. */
+  readonly dashboard?: DmDotDashboard;
 
   constructor(scope: Construct, id: string, props: ObservabilityProps) {
     super(scope, id);
@@ -168,15 +171,17 @@ export class Observability extends Construct {
 
     if (props.alarmEmail) this.alarmTopic = this.mailAlarmsTo(props.alarmEmail);
 
-    this.dashboard = new DmDotDashboard(this, 'Dashboard', {
-      mcp: props.mcp,
-      delivery: props.delivery,
-      api: props.api,
-      queue: props.queue,
-      deadLetterQueue: props.deadLetterQueue,
-      table: props.table,
-    });
-    keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
+    if (props.dashboard !== false) {
+      this.dashboard = new DmDotDashboard(this, 'Dashboard', {
+        mcp: props.mcp,
+        delivery: props.delivery,
+        api: props.api,
+        queue: props.queue,
+        deadLetterQueue: props.deadLetterQueue,
+        table: props.table,
+      });
+      keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
+    }
   }
 
   /** The alarms' names, comma-separated (CloudFormation resolves them at deploy). */

@@ -47,28 +47,39 @@ export interface ItemGrantOptions {
   readonly leadingKeys?: readonly string[];
 }
 
+export interface StorageProps {
+  /**
+   * `customer` (default): a customer managed KMS key of the stack's own (its key policy and
+   * CloudTrail are yours; $1 a month). `aws-managed`: DynamoDB's AWS managed key (no monthly
+   * fee; AWS sets its policy and rotation).
+   */
+  readonly tableKey?: 'customer' | 'aws-managed';
+}
+
 export class Storage extends Construct {
   readonly table: dynamodb.Table;
-  readonly key: kms.Key;
+  /** Absent with `tableKey: 'aws-managed'`. */
+  readonly key?: kms.Key;
 
-  constructor(scope: Construct, id: string) {
+  constructor(scope: Construct, id: string, props: StorageProps = {}) {
     super(scope, id);
 
-    this.key = new kms.Key(this, 'Key', {
-      description: 'dm-dot: encrypts the subscription and delivery table',
-      enableKeyRotation: true,
-      // The table is retained; its key must outlive the stack with it or the data is unreadable.
-      removalPolicy: RemovalPolicy.RETAIN,
-    });
-    keepLogicalId(this.key, ['TableKey', 'Resource']);
+    if (props.tableKey !== 'aws-managed') {
+      this.key = new kms.Key(this, 'Key', {
+        description: 'dm-dot: encrypts the subscription and delivery table',
+        enableKeyRotation: true,
+        // The table is retained; its key must outlive the stack with it or the data is unreadable.
+        removalPolicy: RemovalPolicy.RETAIN,
+      });
+      keepLogicalId(this.key, ['TableKey', 'Resource']);
+    }
 
     this.table = new dynamodb.Table(this, 'Table', {
       partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       timeToLiveAttribute: 'ttl',
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
-      encryptionKey: this.key,
+      ...(this.key ? { encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED, encryptionKey: this.key } : { encryption: dynamodb.TableEncryption.AWS_MANAGED }),
       removalPolicy: RemovalPolicy.RETAIN,
     });
     keepLogicalId(this.table, ['Table', 'Resource']);
@@ -109,6 +120,8 @@ export class Storage extends Construct {
           : {}),
       }),
     );
+    // An AWS managed key needs no grant: DynamoDB uses it for whoever may use the table.
+    if (!this.key) return;
     role.addToPrincipalPolicy(
       new iam.PolicyStatement({
         actions: [...TABLE_KEY_ACTIONS],

@@ -90,6 +90,25 @@ export function mib(bytes: number): string {
   return Number.isFinite(bytes) ? `${(bytes / 2 ** 20).toFixed(1)} MiB` : 'n/a';
 }
 
+/** The report's width: every line fits a 120-column terminal. */
+export const WIDTH = 120;
+
+/** `text` in lines of at most WIDTH characters, broken at spaces: the first line starts with `first`, the others with `indent`. */
+export function wrap(text: string, indent = '    ', width = WIDTH, first = ''): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ').filter(Boolean)) {
+    const prefix = lines.length === 0 ? first : indent;
+    if (line && prefix.length + line.length + 1 + word.length > width) {
+      lines.push(prefix + line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  lines.push((lines.length === 0 ? first : indent) + line);
+  // A single word longer than the width (a path) is cut rather than let it overflow.
+  return lines.map((l) => (l.length > width ? `${l.slice(0, width - 1)}…` : l));
+}
+
 export function ratio(subject: number, baseline: number): string {
   return Number.isFinite(subject) && Number.isFinite(baseline) && baseline > 0 ? `${(subject / baseline).toFixed(2)}×` : 'n/a';
 }
@@ -121,13 +140,22 @@ export class Bench {
   private readonly cleanups: Array<() => unknown> = [];
   private environments: Promise<StackEnvironments> | undefined;
 
+  /** Rows whose ratio missed the target their name states (`target ≤ 1.5×`), as `name: ratio (target)` lines. */
+  readonly missed: string[] = [];
+
   row(row: Row): void {
+    const target = /target ≤ ([\d.]+)×/.exec(row.name)?.[1];
+    const value = Number.parseFloat(row.ratio);
+    if (target !== undefined && Number.isFinite(value) && value > Number(target)) {
+      row = { ...row, ratio: `${row.ratio} MISSED` };
+      this.missed.push(`${row.name}: ${row.ratio.replace(' MISSED', '')} against ≤ ${target}×`);
+    }
     this.rows.push(row);
   }
 
   /** A timing row: subject median and p90 next to the baseline's median, and their ratio. */
   timeRow(name: string, subject: Stats, baselineName: string, baseline: Stats): void {
-    this.rows.push({
+    this.row({
       name: `${name} (n=${subject.n})`,
       median: ms(subject.median),
       p90: ms(subject.p90),

@@ -234,6 +234,16 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
     expect(() => addDmDot(new App({ context: { protection: 'waf' } }))).toThrow(/protection=waf needs the stack's region at synth \(set AWS_REGION\)/);
   });
 
+  test('EXPO-4: with the region known at synth, a custom domain whose certificate is from another region is refused in one sentence', () => {
+    const context = { domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1, 'aws:cdk:bundling-stacks': [] };
+    expect(() => addDmDot(new App({ context }), { region: 'us-west-2' })).toThrow(
+      'context certificateArn is in eu-west-1, but API Gateway takes a certificate from the API\'s own region (us-west-2): use a certificate from us-west-2, or deploy to eu-west-1',
+    );
+    // A region filled in for an offline synth (no one gave it) is not checked against.
+    expect(() => addDmDot(new App({ context }), { region: 'us-east-1' }, { regionKnown: false })).not.toThrow();
+    expect(() => addDmDot(new App({ context }), { region: 'eu-west-1' })).not.toThrow();
+  });
+
   test('EXPO-1: the default stack has no CloudFront, no WAF and no second stack', () => {
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const built = addDmDot(app, { region: 'eu-west-1' });

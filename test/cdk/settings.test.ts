@@ -62,6 +62,8 @@ describe('defaults', () => {
       deliveryMaxConcurrency: 2,
       eventsProfile: 'chatgpt',
       inbox: false,
+      dashboard: true,
+      tableKey: 'customer',
     });
     expect(settings.alarmEmail).toBeUndefined();
     expect(settings.pupManifest).toBeUndefined();
@@ -100,6 +102,8 @@ describe('LOCAL-15: values from -c arrive as strings and are parsed', () => {
         pupManifestFile: file('manifest.json', MANIFEST),
         eventsProfile: 'sep-3415',
         inbox: 'true',
+        dashboard: 'false',
+        tableKey: 'aws-managed',
       }),
     ).toEqual({
       retryDelaysS: [2, 10, 60],
@@ -114,6 +118,8 @@ describe('LOCAL-15: values from -c arrive as strings and are parsed', () => {
       deliveryMaxConcurrency: 5,
       eventsProfile: 'sep-3415',
       inbox: true,
+      dashboard: false,
+      tableKey: 'aws-managed',
       // Byte for byte, whitespace included: docs/contract/pup.md serves the operator's manifest as is.
       pupManifest: { file: path.join(scratch, 'manifest.json'), text: MANIFEST },
     });

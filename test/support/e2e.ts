@@ -42,11 +42,15 @@ export interface RunningServer {
 
 export { newSecret } from './webhook-secret';
 
-/** Starts `lambda/local/main.ts` with the loopback switch on and waits for its listening line. */
-export async function startServer(env: Record<string, string> = {}, options: { stateDir?: string; key?: string } = {}): Promise<RunningServer> {
+/**
+ * Starts `lambda/local/main.ts` with the loopback switch on and waits for its listening line;
+ * `built: true` starts it exactly as `npm start` does (lambda/local/start.mjs, the built bundle).
+ */
+export async function startServer(env: Record<string, string> = {}, options: { stateDir?: string; key?: string; built?: boolean } = {}): Promise<RunningServer> {
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'dmdot-e2e-'));
   const key = options.key ?? randomBytes(24).toString('base64url');
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'lambda/local/main.ts')], {
+  const entry = options.built ? [join(ROOT, 'lambda/local/start.mjs')] : ['--import', 'tsx', join(ROOT, 'lambda/local/main.ts')];
+  const child = spawn(process.execPath, entry, {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH ?? '',

@@ -6,6 +6,11 @@
  * unless `--show-key` is given: then a one-line notice on stderr says a secret follows, and the
  * key comes from the key file or MCP_API_KEY, or with `--aws` from Secrets Manager
  * (ApiKeySecretArn).
+ *
+ * `--tunnel TUNNEL_ID` is the way a ChatGPT dot reaches the local server (docs/chatgpt.md): it
+ * writes a `tunnel-client` profile for this server (local/tunnel.ts: its `/mcp` URL, the key by a
+ * `file:` reference, never the key) and prints where, the commands to run and the ChatGPT steps.
+ * Every form prints the text to paste into the dot so that it subscribes.
  */
 import { PupRoutes } from '../../core/protocol';
 import { AWS_STACK_OPTIONS, SHOW_KEY_OPTION, wantsAws } from '../args';
@@ -16,7 +21,9 @@ import { OperationError } from '../errors';
 import { statusWithoutServer, withLocalOperator, type KeySource, type LocalStatus } from '../local/operator';
 import { LOOPBACK_HOSTNAMES } from '../../core/loopback';
 import { reachable } from '../local/server';
-import { configuredBase, readKeyFile } from '../local/target';
+import { configuredBase, keyFileOf, readKeyFile } from '../local/target';
+import { DOT_INSTRUCTIONS, KEY_HEADER, PROFILE_NAME, profileText, referenceText, TUNNEL_ID, tunnelFiles, writeProfile, type KeyReference } from '../local/tunnel';
+import { UsageError } from '../errors';
 
 export const KEY_PLACEHOLDER = '<KEY>';
 
@@ -27,14 +34,33 @@ export const command = defineCommand({
     description:
       "The URL to paste into a ChatGPT connector, <mcp url>?key=<KEY>, and pup's manifest URL. The key is left out unless --show-key is given. " +
       'Locally ChatGPT and pup reach the server only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS: with one there, the URL is https://<that host>/mcp; without, the running server\'s own (else HOST/PORT). ' +
-      "With --aws it is the stack's McpEndpoint, and --show-key reads the key from Secrets Manager (ApiKeySecretArn).",
-    options: { ...SHOW_KEY_OPTION, ...AWS_STACK_OPTIONS },
+      "With --aws it is the stack's McpEndpoint, and --show-key reads the key from Secrets Manager (ApiKeySecretArn). " +
+      "With --tunnel TUNNEL_ID it writes a profile for OpenAI's tunnel-client instead (ChatGPT reaches this machine through it, no public address needed): " +
+      'the URL of this server and the key by a file: reference to the key file, never the key; it prints where it wrote it and what to run. ' +
+      'Every form prints the text to paste into the dot so that it subscribes (and, with the inbox on, reads and acknowledges its messages).',
+    options: {
+      ...SHOW_KEY_OPTION,
+      tunnel: {
+        type: 'string',
+        value: 'TUNNEL_ID',
+        description: "write a tunnel-client profile for OpenAI's Secure MCP Tunnel (tunnel_ and 32 hex digits) and print the steps (docs/chatgpt.md)",
+      },
+      ...AWS_STACK_OPTIONS,
+    },
     json:
       '{"mode": "local" | "aws", "mcpUrl", "connectorUrl" (with <KEY> in place of the key unless --show-key), "keyShown": bool, ' +
       '"key": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"} | {"from": "secretsManager", "secretArn"}, "pupManifestUrl", "pupConfigured": bool | null, "serverRunning": bool | null, ' +
-      '"tunnelHost": the DMDOT_ALLOWED_HOSTS host the URLs use | null, "serverUrl": where the local server listens | null}.',
+      '"tunnelHost": the DMDOT_ALLOWED_HOSTS host the URLs use | null, "serverUrl": where the local server listens | null, ' +
+      '"dotInstructions": {"subscribe", "withInbox"}}. With --tunnel: {"mode": "tunnel", "tunnelId", "profile", "replaced": bool, "runtimeKeyFile", ' +
+      '"mcpUrl", "keyReference": "file:…" | "env:MCP_API_KEY", "serverRunning": bool, "commands": [..], "dotInstructions"}.',
   },
   async run(ctx, { values }) {
+    if (values.tunnel !== undefined) {
+      if (values.aws) throw new UsageError('--tunnel is for the local server: ChatGPT reaches a stack on AWS at its own URL (dm-dot connect --aws)');
+      if (values['show-key']) throw new UsageError('--tunnel takes no --show-key: the profile names the key file, and tunnel-client reads the key from it');
+      if (!TUNNEL_ID.test(values.tunnel)) throw new UsageError('--tunnel must be a tunnel id: tunnel_ and 32 lowercase hexadecimal digits, as OpenAI\'s Tunnels page shows it');
+      return connectTunnel(ctx, values.tunnel);
+    }
     if (wantsAws(values)) return connectAws(ctx, values, !!values['show-key']);
     return connectLocal(ctx, !!values['show-key']);
   },
@@ -72,6 +98,18 @@ interface ConnectDoc {
   serverRunning: boolean | null;
   tunnelHost: string | null;
   serverUrl: string | null;
+  dotInstructions: typeof DOT_INSTRUCTIONS;
+}
+
+/** What to paste into the dot, as the last lines of every form of `connect`. */
+function dotLines(): string[] {
+  return [
+    "Ask the dot to subscribe: paste this into the dot's conversation (a dot or a Work chat subscribes when asked; a regular chat never does):",
+    `  ${DOT_INSTRUCTIONS.subscribe}`,
+    'With the inbox on (DMDOT_INBOX=1; on AWS inbox=true), paste this instead:',
+    `  ${DOT_INSTRUCTIONS.withInbox}`,
+    'dm-dot status then shows the subscription.',
+  ];
 }
 
 function text(doc: ConnectDoc, notes: string[]): string {
@@ -81,7 +119,7 @@ function text(doc: ConnectDoc, notes: string[]): string {
   ];
   if (!doc.keyShown) lines.push(`  ${KEY_PLACEHOLDER} is ${whereKeyIs(doc.key)}; dm-dot connect${doc.mode === 'aws' ? ' --aws' : ''} --show-key prints the URL with it.`);
   lines.push('pup manifest URL:', `  ${doc.pupManifestUrl}${doc.pupConfigured === false ? '   (pup is not configured: no signing secrets yet)' : ''}`);
-  return `${[...lines, ...notes].join('\n')}\n`;
+  return `${[...lines, ...notes, ...dotLines()].join('\n')}\n`;
 }
 
 function print(ctx: Context, doc: ConnectDoc, notes: string[]): void {
@@ -96,6 +134,8 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
   });
   const origin = status.server.running ? displayBase(status.server.url) : configuredBase(settings);
   const tunnelHost = tunnelHostOf(status.switches.allowedHosts);
+  // A host given to this command that the running server was not started with: it refuses that Host until restarted.
+  const missingHost = status.server.running ? tunnelHostOf(settings.allowedHosts.filter((host) => !status.switches.allowedHosts.includes(host))) : undefined;
   const mcpUrl = `${tunnelHost ? `https://${tunnelHost}` : origin}/mcp`;
   let key: string | undefined;
   if (showKey) {
@@ -119,9 +159,16 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
     serverRunning: status.server.running,
     tunnelHost: tunnelHost ?? null,
     serverUrl: origin,
+    dotInstructions: DOT_INSTRUCTIONS,
   };
   const notes = [
     ...(status.server.running ? [] : [`The server is not running: start it with npm start (it listens on ${origin}).`]),
+    ...(missingHost
+      ? [
+          `The running server does not allow the host ${missingHost}: it reads DMDOT_ALLOWED_HOSTS only when it starts. ` +
+            `Stop it and start it again with DMDOT_ALLOWED_HOSTS=${settings.allowedHosts.join(',')} npm start.`,
+        ]
+      : []),
     tunnelHost
       ? `These URLs go through the tunnel host ${tunnelHost} (from DMDOT_ALLOWED_HOSTS): the tunnel must forward https://${tunnelHost} to ${origin}, where the server listens.`
       : `ChatGPT and pup reach this machine only through an HTTPS tunnel: use the tunnel's URL in place of ${origin}, and add its host to DMDOT_ALLOWED_HOSTS.`,
@@ -172,8 +219,51 @@ async function connectAws(ctx: Context, values: { stack?: string; region?: strin
       serverRunning: null,
       tunnelHost: null,
       serverUrl: null,
+      dotInstructions: DOT_INSTRUCTIONS,
     };
     print(ctx, doc, []);
     return 0;
   });
+}
+
+/** `connect --tunnel`: the tunnel-client profile for this server, and the steps around it. */
+async function connectTunnel(ctx: Context, tunnelId: string): Promise<number> {
+  const settings = ctx.settings.local();
+  const status: LocalStatus = await withLocalOperator(ctx, (op) => op.status(), {
+    whenNothing: (stateDir) => statusWithoutServer(settings, stateDir),
+  });
+  const origin = status.server.running ? displayBase(status.server.url) : configuredBase(settings);
+  if (/:0$/.test(origin)) throw new OperationError('PORT=0 picks another port at every start, so no profile can name it: give the server a fixed PORT', 'no_fixed_port');
+  const mcpUrl = `${origin}/mcp`;
+  const key: KeyReference = status.apiKey.from === 'MCP_API_KEY' ? { env: 'MCP_API_KEY' } : { file: await keyFileOf(status.stateDir) };
+  const files = tunnelFiles(ctx.io.env);
+  const { replaced } = await writeProfile(files.profile, profileText({ tunnelId, mcpUrl, key, runtimeKeyFile: files.runtimeKey }));
+  const commands = [`tunnel-client doctor --profile-file ${files.profile}`, `tunnel-client run --profile-file ${files.profile}`];
+  const doc = {
+    mode: 'tunnel' as const,
+    tunnelId,
+    profile: files.profile,
+    replaced,
+    runtimeKeyFile: files.runtimeKey,
+    mcpUrl,
+    keyReference: referenceText(key),
+    serverRunning: status.server.running,
+    commands,
+    dotInstructions: DOT_INSTRUCTIONS,
+  };
+  ctx.result(doc, () =>
+    [
+      `${replaced ? 'Replaced' : 'Wrote'} the tunnel-client profile ${files.profile} (profile name ${PROFILE_NAME}):`,
+      `  tunnel ${tunnelId} -> ${mcpUrl}, with the API key as ${KEY_HEADER} read from ${'file' in key ? key.file : 'MCP_API_KEY in tunnel-client\'s environment'} (never written into the profile).`,
+      ...(status.server.running ? [] : [`The server is not running: start it with npm start (the profile expects it on ${origin}).`]),
+      'Next:',
+      `  1. Put OpenAI's runtime API key (Tunnels: Read + Use) into ${files.runtimeKey}, one line, mode 0600.`,
+      `  2. Check: ${commands[0]}`,
+      `  3. Run: ${commands[1]}   (or keep both running: dm-dot service install)`,
+      `  4. In ChatGPT: Settings > Connectors > Create, name it dm-dot, Connection: Tunnel, tunnel ${tunnelId}, no authentication.`,
+      ...dotLines(),
+      '',
+    ].join('\n'),
+  );
+  return 0;
 }

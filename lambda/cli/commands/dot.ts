@@ -122,6 +122,8 @@ class Dot {
   private readonly attempts = new Map<string, number>();
   private readonly received: Received[] = [];
   private readonly sent: SendOutcome[] = [];
+  /** The send of a typed line under way: the dot says how it ended before it stops (a 410 to that very line ends the dot first). */
+  private sending: Promise<unknown> | undefined;
   private callbackUrl = '';
   private subscriptionId = '';
   private expiresAt = 0;
@@ -187,6 +189,8 @@ class Dot {
     void this.pumpStdin();
 
     const end = await this.ended;
+    // Its "sent:" line comes before the dot's last words, not after it stopped listening.
+    if (this.sending) await this.sending.catch(() => undefined);
     signal?.removeEventListener('abort', onAbort);
     clearTimeout(this.refreshTimer);
     clearInterval(this.checkTimer);
@@ -201,7 +205,10 @@ class Dot {
       }
     }
     if (end.reason === 'interrupted') {
-      if (unsubscribed) this.say(`unsubscribed ${this.subscriptionId}; the server drops the events still queued for it`);
+      if (unsubscribed) {
+        // Not at once: a queued event ends `dropped` when its next attempt comes due (at most the longest retry delay).
+        this.say(`unsubscribed ${this.subscriptionId}; events still queued for it end dropped at their next attempt, not delivered`);
+      }
       code = unsubscribed ? 0 : 1;
     } else {
       this.say(end.message);
@@ -341,7 +348,9 @@ class Dot {
         if (this.stopping) break;
         const text = line.trim();
         if (!text) continue;
-        const outcome = await sendMessage(this.ctx, this.target, text);
+        const sending = sendMessage(this.ctx, this.target, text);
+        this.sending = sending;
+        const outcome = await sending;
         this.sent.push(outcome);
         this.say(`sent: ${outcomeLine(outcome)}`);
       }
@@ -440,7 +449,7 @@ class Dot {
 const CONFLICT =
   'the subscription ended: another callback holds the subscription now (one dot per deployment), so this dot stops; it does not take it back. Run dm-dot subscription show to see it';
 const KEY_ROTATED =
-  'the subscription can no longer be refreshed: the server refused the API key (rotated with dm-dot key rotate?). Run dm-dot dot again with the new key; its subscription id changes with the key';
+  'the subscription can no longer be refreshed: the server refused the API key (rotated with dm-dot key rotate?). Run dm-dot dot again: it reads the new key, and its subscription (whose id does not change with the key) goes on';
 const ENDED_TAIL =
   'this dot removes it instead of re-subscribing quietly, and stops. Its queued events were dropped with the old subscription. Run dm-dot dot again to subscribe anew';
 

@@ -78,7 +78,7 @@ export const command = defineCommand({
       ...AWS_STACK_OPTIONS,
     },
     json:
-      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool, "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
+      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool (the old key stopped working at once), "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
       'with --aws {"rotated": true, "mode": "aws", "secretArn", "functionName", "recycled": true, "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [...]}.',
   },
   async run(ctx, { values }) {
@@ -94,10 +94,11 @@ export const command = defineCommand({
       const started = Date.now();
       const rotated = await ctx.progress(`rotating the key through ${op.where}`, op.rotateKey(overlapMs));
       const { keyFile } = rotated;
-      const immediate = op.via === 'server';
       // The end the store recorded (the old key is refused after it); a server of an older version
       // does not say, and the end is at least this late.
       const overlapUntil = rotated.overlapUntil !== undefined ? rotated.overlapUntil : overlapMs > 0 ? new Date(started + overlapMs).toISOString() : null;
+      // Whether the old key stopped working at once: not with an overlap, nor before the server's next start.
+      const immediate = op.via === 'server' && overlapUntil === null;
       const next = nextSteps('local', immediate, overlapUntil);
       const doc = { rotated: true, mode: 'local', via: op.via, keyFile, immediate, overlapUntil, next };
       const text = `Rotated the API key: the new key is in ${keyFile}.\n${next.join('\n')}\n`;

@@ -86,7 +86,13 @@ export function describeLocal(status: LocalStatus): string {
     const e = status.events;
     rows.push(['events', `${e.queued} queued, ${e.failed} failed, ${e.delivered} delivered, ${e.dropped} dropped`]);
   }
-  if (status.jobs) rows.push(['delivery jobs', `${status.jobs.queued} waiting, ${status.jobs.deadLetters} dead-lettered${status.jobs.deadLetters ? ' (dm-dot redrive)' : ''}`]);
+  if (status.jobs) {
+    // An event delivered inline keeps its (safety-net) job until the worker next looks at it and
+    // finds it settled: jobs beyond the queued events are those, not deliveries still to come.
+    const settled = status.events ? Math.max(0, status.jobs.queued - status.events.queued) : 0;
+    const waiting = settled > 0 ? `${status.jobs.queued} waiting (${settled} for events already settled: the worker clears ${settled > 1 ? 'those' : 'it'} within seconds)` : `${status.jobs.queued} waiting`;
+    rows.push(['delivery jobs', `${waiting}, ${status.jobs.deadLetters} dead-lettered${status.jobs.deadLetters ? ' (dm-dot redrive)' : ''}`]);
+  }
   return fields(rows);
 }
 

@@ -12,18 +12,26 @@
  * `send` and `events`, against a local server started in this process with a subscribed receiver
  * (the walkthrough's terminal 1 and 2), alternating with `node -e 0` (target: each ≤ 4×).
  *
+ * Then the taught `status` on every other Node at hand (`cliTaughtByNode`): test/tools' Node (the
+ * Lambda runtime's major, 24) and each Node named in BENCH_NODES (colon-separated paths to `node`
+ * binaries, e.g. a Node 22), each first on PATH so that the alias's `node` is that Node, against
+ * that same Node's `node -e 0`. Both sides of every row run in the same environment; the CA
+ * bundle variable (NODE_EXTRA_CA_CERTS, which slows Node 20's own start by tens of milliseconds)
+ * is passed to both when this shell has it, and results.json says which.
+ *
  * Deliberately not here: AWS, and a large history (`events` reads every record; the scale section
  * has 200,000 of them for the server).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { openEmbeddedDatabase } from '../../../lambda/adapters/embedded';
 import { newEventId } from '../../../lambda/core/identity';
 import { EventStatus, Limits } from '../../../lambda/core/protocol';
 import { localSettings } from '../../../lambda/config/settings';
 import { startLocal } from '../../../lambda/local/runtime';
+import { testNode } from '../../tools/test-node.cjs';
 import { startReceiver, subscribe, type RpcCall } from '../sends';
 import { errorText, progress, ratio, ratioOf, ROOT, rpcBody, rpcHeaders, silentLog, stats, type Bench, type Section } from '../support';
 
@@ -71,7 +79,7 @@ function binPath(): string {
 export const cliSection: Section = {
   key: 'cli',
   title: 'operator CLI start-up',
-  budgetMs: 120_000,
+  budgetMs: 300_000,
   async run(bench) {
     const stateDir = bench.tempDir('cli-state');
     const db = await openEmbeddedDatabase(stateDir, { role: 'operator' });
@@ -95,7 +103,16 @@ export const cliSection: Section = {
       await db.close();
     }
     // Only what the CLI needs: no NODE_OPTIONS or loaders of this process, no AWS settings.
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? stateDir, LANG: 'C.UTF-8', DMDOT_STATE_DIR: stateDir, NO_COLOR: '1' };
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: process.env.HOME ?? stateDir,
+      LANG: 'C.UTF-8',
+      DMDOT_STATE_DIR: stateDir,
+      NO_COLOR: '1',
+      // The same on both sides of every row: set for both when this shell has it, else for neither.
+      ...(process.env.NODE_EXTRA_CA_CERTS ? { NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS } : {}),
+    };
+    bench.record({ cliCaBundle: env.NODE_EXTRA_CA_CERTS ? 'NODE_EXTRA_CA_CERTS on both sides' : 'no NODE_EXTRA_CA_CERTS' });
 
     let bin = binPath();
     const check = async (): Promise<string | undefined> => {
@@ -233,4 +250,35 @@ async function measureTaught(bench: Bench, baseEnv: NodeJS.ProcessEnv): Promise<
     cliTaughtRatio: { status: ratioOf(figures.status.median, node.median), send: ratioOf(figures.send.median, node.median), events: ratioOf(figures.events.median, node.median) },
     cliTaughtCommand: `${[command, ...prefix].join(' ').replace(ROOT, '$PWD')} (from a folder outside the clone)`,
   });
+
+  // The taught `status` on the other Nodes at hand, each first on PATH as a person's own would be.
+  const others = [testNode()?.path, ...(process.env.BENCH_NODES ?? '').split(':')].filter((p): p is string => !!p && p !== process.execPath);
+  const byNode: Record<string, { status: number; node: number; ratio: number }> = {};
+  for (const nodePath of [...new Set(others)]) {
+    const version = (await inFolder(['--version'], nodePath)).stdout.trim();
+    const onPath: NodeJS.ProcessEnv = { ...env, PATH: `${dirname(nodePath)}${delimiter}${env.PATH ?? ''}` };
+    const runOn = (args: string[]) =>
+      new Promise<Run>((done, fail) => {
+        const t0 = performance.now();
+        const child = spawn(command!, args, { cwd: elsewhere, env: onPath, stdio: ['ignore', 'pipe', 'pipe'] });
+        let stderr = '';
+        child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+        child.stdout.resume();
+        child.once('error', fail);
+        child.once('close', (code) => done({ code, stdout: '', stderr, ms: performance.now() - t0 }));
+      });
+    const first = await runOn([...prefix, 'status']);
+    if (first.code !== 0) throw new Error(`the taught dm-dot status on ${version} exited ${first.code}: ${first.stderr.trim().slice(0, 200)}`);
+    const side = { node: [] as number[], status: [] as number[] };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const key of round % 2 === 0 ? (['node', 'status'] as const) : (['status', 'node'] as const)) {
+        for (let s = 0; s < 2; s++) side[key].push((await runOn(key === 'node' ? ['-e', '0'] : [...prefix, 'status'])).ms);
+      }
+    }
+    const nodeStats = stats(side.node);
+    const statusStats = stats(side.status);
+    bench.timeRow(`dm-dot status as the README teaches it, ${version} first on PATH (target ≤ 4×)`, statusStats, `node -e 0 on ${version}`, nodeStats);
+    byNode[version] = { status: statusStats.median, node: nodeStats.median, ratio: ratioOf(statusStats.median, nodeStats.median) };
+  }
+  bench.record({ cliTaughtByNode: { [process.version]: { status: figures.status.median, node: node.median, ratio: ratioOf(figures.status.median, node.median) }, ...byNode } });
 }

@@ -6,6 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { isBuiltin } from 'node:module';
 import { join } from 'node:path';
 import { version } from '../../../lambda/version';
 import { ROOT } from '../../support/paths';
@@ -50,6 +51,14 @@ function packagesLoaded(args: string[], env: Record<string, string> = {}): strin
 }
 
 describe('the built CLI', () => {
+  it('npm run build says what it produced: one line per bundle', () => {
+    const r = spawnSync(process.execPath, [join(ROOT, 'lambda', 'cli', 'build.mjs')], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe('dm-dot: built the CLI into dist/cli/dm-dot.cjs\ndm-dot: built the server into dist/server/dm-dot-server.cjs\n');
+  }, 60_000);
+
+
   it('CLI-1: runs as plain JavaScript from dist/cli/dm-dot.cjs, without tsx', () => {
     const r = node([BUNDLE, '--version']);
     expect(r).toEqual({ code: 0, out: `${version}\n`, err: '' });
@@ -125,6 +134,28 @@ describe('package.json', () => {
     expect(pkg.bin).toEqual({ 'dm-dot': 'lambda/cli/dm-dot.mjs' });
     expect(pkg.scripts.build).toContain('node lambda/cli/build.mjs');
     expect(pkg.scripts.prepare).toContain('node lambda/cli/build.mjs');
+  });
+
+  it('LOCAL-19: npm start runs the built server through its launcher, with no TypeScript loader', () => {
+    expect(pkg.scripts.start).toBe('node lambda/local/start.mjs');
+    expect(readFileSync(join(ROOT, 'lambda', 'local', 'start.mjs'), 'utf8')).not.toMatch(/tsx|ts-node|--import|--loader/);
+    const server = readFileSync(join(ROOT, 'dist', 'server', 'dm-dot-server.cjs'), 'utf8');
+    expect(server).not.toMatch(/require\("tsx/);
+    // Only lmdb (a native addon) is required from node_modules; the rest is inside the bundle.
+    const packages = [...server.matchAll(/require\("([^"]+)"\)/g)].map((m) => m[1]!).filter((p) => !isBuiltin(p) && !p.startsWith('.'));
+    expect([...new Set(packages)]).toEqual(['lmdb']);
+  });
+
+  it('LOCAL-19: with the server bundle missing and no way to build it, npm start says in one line to run npm run build (exit 1)', () => {
+    const project = join(dir.dir, 'start-project');
+    mkdirSync(join(project, 'lambda', 'local'), { recursive: true });
+    mkdirSync(join(project, 'lambda', 'cli'), { recursive: true });
+    copyFileSync(join(ROOT, 'lambda', 'local', 'start.mjs'), join(project, 'lambda', 'local', 'start.mjs'));
+    copyFileSync(join(ROOT, 'lambda', 'cli', 'build.mjs'), join(project, 'lambda', 'cli', 'build.mjs'));
+    const r = node([join(project, 'lambda', 'local', 'start.mjs')], { cwd: project });
+    expect(r.code).toBe(1);
+    expect(r.out).toBe('');
+    expect(r.err).toBe('dm-dot: the server is not built (dist/server/dm-dot-server.cjs is missing): run npm run build\n');
   });
 
   it('has no npm script in front of the CLI (npm prints a banner on stdout, which breaks --json)', () => {

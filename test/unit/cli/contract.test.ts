@@ -76,7 +76,7 @@ describe('version', () => {
   });
 });
 
-describe('CLI-12: bad usage: exit 2, one message form naming the flag, nothing on stdout', () => {
+describe('CLI-12: bad usage: exit 2, one message form naming the flag, nothing on stdout (without --json)', () => {
   it.each(NAMES)('%s --bogus is "unknown option --bogus"', async (name) => {
     const r = await run([...words(name), '--bogus'], { env: env() });
     expect(r).toEqual({ code: 2, out: '', err: `dm-dot ${name}: unknown option --bogus\nRun dm-dot ${name} --help for usage.\n`, asked: [] });
@@ -127,7 +127,23 @@ describe('CLI-12: bad usage: exit 2, one message form naming the flag, nothing o
     [['dot', '--delay'], 'dot', '--delay needs a value (--delay MS)'],
   ])('%j: dm-dot %s: %s', async (argv, name, message) => {
     const r = await run(argv as string[], { env: { ...env(), MCP_API_KEY: 'k'.repeat(40) } });
-    expect(r).toEqual({ code: 2, out: '', err: `dm-dot ${name}: ${message}\nRun dm-dot ${name} --help for usage.\n`, asked: [] });
+    // A command line with --json also gets the error document on stdout (CLI-15).
+    const out = (argv as string[]).includes('--json') ? `${JSON.stringify({ error: { code: 'usage', message } }, null, 2)}\n` : '';
+    expect(r).toEqual({ code: 2, out, err: `dm-dot ${name}: ${message}\nRun dm-dot ${name} --help for usage.\n`, asked: [] });
+  });
+
+  it.each([
+    [['frobnicate', '--json'], '', 'unknown command "frobnicate"'],
+    [['events', '--status', 'bogus', '--json'], 'events', '--status must be one of'],
+    [['connect', '--tunnel', 'tunnel_x', '--json'], 'connect', '--tunnel must be a tunnel id'],
+    [['send', '--json'], 'send', 'missing MESSAGE'],
+  ])('CLI-15: %j with --json: the sentence on stderr and {"error": {"code": "usage", "message"}} on stdout, exit 2', async (argv, name, message) => {
+    const r = await run(argv as string[], { env: { ...env(), MCP_API_KEY: 'k'.repeat(40) } });
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(new RegExp(`^dm-dot${name ? ` ${name}` : ''}: `));
+    const doc = JSON.parse(r.out);
+    expect(doc).toEqual({ error: { code: 'usage', message: expect.stringContaining(message) } });
+    expect(r.err).toContain(doc.error.message);
   });
 
   it('an unknown command, and an unknown option before any command', async () => {

@@ -183,7 +183,7 @@ describe('CLI-2: dm-dot dot against an MCP endpoint', () => {
     const unsubscribe = dot.fake.calls.at(-1)!;
     expect(unsubscribe.method).toBe('events/unsubscribe');
     expect(unsubscribe.params.delivery).toEqual({ mode: 'webhook', url: dot.callback });
-    expect(dot.err()).toMatch(/unsubscribed sub_a{32}; the server drops the events still queued for it\n$/);
+    expect(dot.err()).toMatch(/unsubscribed sub_a{32}; events still queued for it end dropped at their next attempt, not delivered\n$/);
   });
 
   it('--status 500 answers 500 each time and prints each attempt', async () => {
@@ -257,6 +257,8 @@ describe('CLI-2: dm-dot dot against an MCP endpoint', () => {
     const dot = await startDot([], { grantMs: 1500, subscribeAnswers: () => 'unauthorized' });
     expect(await dot.code).toBe(1);
     expect(dot.err()).toMatch(/the subscription can no longer be refreshed: the server refused the API key \(rotated with dm-dot key rotate\?\)/);
+    // A rotation changes no subscription id (EV-ID-4): the message must not say it does.
+    expect(dot.err()).toContain('its subscription (whose id does not change with the key) goes on');
   });
 
   it.each([
@@ -342,6 +344,16 @@ describe('dm-dot dot against a real local server', () => {
     expect(await dot.code).toBe(1);
     expect(dot.err()).toContain(`the subscription ended: this dot answered 410 Gone to ${sent.body.error.eventId}, and the server ends the subscription on a 410`);
     expect(await server.runtime.db.store.getSubscription(Date.now())).toBeUndefined();
+  });
+
+  it('DEL-PIPE-16: a line typed into a dot that answers 410 keeps its "sent:" line, printed before the dot stops', async () => {
+    const stdin = new StdinScript();
+    const dot = await dotOn(['--status', '410'], {}, stdin);
+    stdin.type('are you there?');
+    expect(await dot.code).toBe(1);
+    const err = dot.err();
+    expect(err).toMatch(/dm-dot dot: sent: /);
+    expect(err.indexOf('dm-dot dot: sent: ')).toBeLessThan(err.indexOf('the subscription ended: this dot answered 410 Gone'));
   });
 
   it('DEL-PIPE-21: --delay longer than the wait window: the caller is told queued, and the one POST is still received and settles the event', async () => {

@@ -157,6 +157,10 @@ describe('through the running server', () => {
     await until('the redriven delivery', () => receiver!.events.length === 2);
     expect(receiver!.events[1]!.headers['webhook-id']).toBe(eventId);
     expect(JSON.parse((await cli(['redrive', '--json'])).out)).toEqual({ moved: 0, via: 'server', subscriptionId: expect.stringMatching(/^sub_/), endedSubscription: [] });
+    // docs/operating.md: the event's log holds the `redriven` note between the two rounds.
+    await until('recorded', async () => (await s.runtime.db.store.getEvent(eventId, Date.now()))?.status === 'delivered');
+    const shown = JSON.parse((await cli(['events', 'show', eventId, '--json'])).out).event;
+    expect(shown.log.map((e: { kind: string; note?: string; outcome?: string }) => e.note ?? e.outcome)).toEqual(['http_4xx', 'redriven', 'delivered']);
   });
 
   it('CLI-9: redrive after the dot subscribed anew says the dead letters of the ended subscription are dropped, not sent, and how to resend them', async () => {
@@ -248,8 +252,20 @@ describe('through the running server', () => {
       serverRunning: true,
       tunnelHost: null,
       serverUrl: s.base,
+      dotInstructions: { subscribe: expect.stringMatching(/^Subscribe to the message\.created event/), withInbox: expect.stringContaining('get_pending_messages') },
     });
+    // What to paste into the dot, in the text form too.
+    expect(r.out).toMatch(/^Ask the dot to subscribe: paste this into the dot's conversation/m);
     expectNoSecrets(printed.join(''), [key, adminToken()]);
+  });
+
+  it('CLI-8: connect with a tunnel host the running server was not started with says to restart it with DMDOT_ALLOWED_HOSTS', async () => {
+    await serve();
+    const r = await cli(['connect'], { env: { DMDOT_STATE_DIR: dir.dir, DMDOT_ALLOWED_HOSTS: 'abc.example-tunnel.dev' } });
+    expect(r.code).toBe(0);
+    expect(r.out).toContain(
+      'The running server does not allow the host abc.example-tunnel.dev: it reads DMDOT_ALLOWED_HOSTS only when it starts. Stop it and start it again with DMDOT_ALLOWED_HOSTS=abc.example-tunnel.dev npm start.',
+    );
   });
 
   it('CLI-8: connect with a tunnel host in DMDOT_ALLOWED_HOSTS prints https://<host>/mcp?key=<KEY>, and says where the tunnel must forward', async () => {
@@ -289,6 +305,16 @@ describe('through the running server', () => {
     expect((await postMessage(s, old, 'old key')).status).toBe(401);
     expect((await postMessage(s, fresh, 'new key')).status).toBe(409);
     expectNoSecrets(printed.join(''), [old, fresh, adminToken()]);
+  });
+
+  it('CLI-10: key rotate --overlap --json says the old key did not stop at once, and until when it works', async () => {
+    const s = await serve();
+    const old = await keyOf(s);
+    const r = await cli(['key', 'rotate', '--yes', '--overlap', '1h', '--json']);
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.out);
+    expect(doc).toMatchObject({ rotated: true, via: 'server', immediate: false, overlapUntil: expect.any(String) });
+    expect((await postMessage(s, old, 'old key, within the overlap')).status).toBe(409);
   });
 
   it('key rotate without a terminal needs --yes; the key stays as it was', async () => {

@@ -44,6 +44,12 @@ describe('HTTP-5: API key: either matching credential authenticates', () => {
     expect(answer.status).toBe(401);
   });
 
+  test('HTTP-5: the bare key in X-Api-Key authenticates (what a tunnel-client profile sends); a wrong one is 401', async () => {
+    expect((await send(app, { query: 'key=', headers: legacyHeaders({ 'x-api-key': API_KEY }), body: ping })).status).toBe(200);
+    const wrong = await send(app, { query: 'key=', headers: legacyHeaders({ 'x-api-key': 'stale-key-0123456789' }), body: ping });
+    expect(wrong.status).toBe(401);
+  });
+
   test('the same holds on the REST route', async () => {
     const answer = await send(app, {
       path: '/v1/messages',

@@ -110,6 +110,10 @@ describe('sender keys', () => {
     const refused = await post(app, key);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('www-authenticate')).toBe('Bearer');
+    // Its holder is told it was revoked; a forged key under the same name still gets the generic hint.
+    const messageOf = (answer: Answer) => (answer.json as { error: { message: string } }).error.message;
+    expect(messageOf(refused)).toBe('This sender key (billing) was revoked: ask the operator for a new one (dm-dot senders add).');
+    expect(messageOf(await post(app, forged))).toMatch(/^Missing or wrong API key/);
     expect((await call(app, key, 'tools/list')).status).toBe(401);
     expect(store.events.size).toBe(1);
   });

@@ -1,0 +1,218 @@
+/**
+ * The units `dm-dot service` writes so that the local server keeps running under the user's own
+ * service manager: a systemd user unit on Linux, a launchd agent on macOS. The server unit runs
+ * the built server (dist/server/dm-dot-server.cjs) with the Node that runs the CLI, on the state
+ * directory and the settings of the environment it is installed from, restarts it when it fails
+ * (a clean stop, exit 0, stays stopped), and leaves its logs where the platform keeps them (the
+ * journal; ~/Library/Logs/dm-dot). When a tunnel-client profile exists (`dm-dot connect
+ * --tunnel`), a second unit runs tunnel-client on it, after the server.
+ *
+ * No secret is ever written into a unit: MCP_API_KEY and PUP_SIGNING_SECRETS are left out (the
+ * server reads its key from the key file; a secret setting goes into `<state dir>/service.env`,
+ * mode 0600, which both units read).
+ *
+ * Deliberately not here: running the service manager (commands/service.ts does, never in a test)
+ * and deciding whether to install (the command checks that no other server owns the directory).
+ */
+import { join } from 'node:path';
+
+export type Platform = 'linux' | 'macos';
+
+export const SERVER_UNIT = 'dm-dot';
+export const TUNNEL_UNIT = 'dm-dot-tunnel';
+/** launchd labels. */
+export const SERVER_LABEL = 'com.dm-dot.server';
+export const TUNNEL_LABEL = 'com.dm-dot.tunnel';
+/** Read by both units when present: where secret settings go, since units are never written with one. */
+export const SERVICE_ENV_FILE = 'service.env';
+/** Settings never written into a unit. */
+export const SECRET_SETTINGS = ['MCP_API_KEY', 'PUP_SIGNING_SECRETS'] as const;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** The server's settings from `env` that a unit carries: HOST, PORT, DMDOT_*, PUP_* except the secrets. */
+export function carriedSettings(env: Env): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined || value === '') continue;
+    if ((SECRET_SETTINGS as readonly string[]).includes(name)) continue;
+    if (name === 'HOST' || name === 'PORT' || name.startsWith('DMDOT_') || name.startsWith('PUP_')) out[name] = value;
+  }
+  return Object.fromEntries(Object.entries(out).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+export interface ServicePlan {
+  platform: Platform;
+  home: string;
+  node: string;
+  projectRoot: string;
+  stateDir: string;
+  /** The settings the server unit carries (DMDOT_STATE_DIR always, absolute). */
+  settings: Record<string, string>;
+  /** The tunnel-client unit, when a profile exists. */
+  tunnel?: { binary: string; profile: string; tunnelId: string };
+}
+
+export interface Unit {
+  name: string;
+  file: string;
+  text: string;
+}
+
+export function serverBundle(projectRoot: string): string {
+  return join(projectRoot, 'dist', 'server', 'dm-dot-server.cjs');
+}
+
+export function unitDir(platform: Platform, home: string): string {
+  return platform === 'linux' ? join(home, '.config', 'systemd', 'user') : join(home, 'Library', 'LaunchAgents');
+}
+
+export function logDir(home: string): string {
+  return join(home, 'Library', 'Logs', 'dm-dot');
+}
+
+/** The unit files for this platform, with the names the service manager knows them by. */
+export function unitFiles(platform: Platform, home: string): { server: Unit['file']; tunnel: Unit['file']; serverName: string; tunnelName: string } {
+  const dir = unitDir(platform, home);
+  return platform === 'linux'
+    ? { server: join(dir, `${SERVER_UNIT}.service`), tunnel: join(dir, `${TUNNEL_UNIT}.service`), serverName: `${SERVER_UNIT}.service`, tunnelName: `${TUNNEL_UNIT}.service` }
+    : { server: join(dir, `${SERVER_LABEL}.plist`), tunnel: join(dir, `${TUNNEL_LABEL}.plist`), serverName: SERVER_LABEL, tunnelName: TUNNEL_LABEL };
+}
+
+/** A value in a systemd unit line: quoted when it holds a space, a quote or a backslash. */
+function sd(value: string): string {
+  return /[\s"\\]/.test(value) ? `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : value;
+}
+
+function systemdUnits(plan: ServicePlan): Unit[] {
+  const files = unitFiles('linux', plan.home);
+  const envFile = join(plan.stateDir, SERVICE_ENV_FILE);
+  const server = [
+    '# Written by `dm-dot service install`; `dm-dot service uninstall` removes it.',
+    '[Unit]',
+    `Description=dm-dot local server (state directory ${plan.stateDir})`,
+    'After=network-online.target',
+    '',
+    '[Service]',
+    'Type=simple',
+    `WorkingDirectory=${sd(plan.projectRoot)}`,
+    `ExecStart=${sd(plan.node)} ${sd(serverBundle(plan.projectRoot))}`,
+    ...Object.entries(plan.settings).map(([name, value]) => `Environment=${sd(`${name}=${value}`)}`),
+    `# Secret settings (MCP_API_KEY, PUP_SIGNING_SECRETS) are never written here: put them in this file, mode 0600.`,
+    `EnvironmentFile=-${envFile}`,
+    // A clean stop (SIGTERM: the server drains and exits 0) stays stopped; a crash restarts.
+    'Restart=on-failure',
+    'RestartSec=5',
+    'TimeoutStopSec=30',
+    '# Logs: journalctl --user -u dm-dot',
+    '',
+    '[Install]',
+    'WantedBy=default.target',
+    '',
+  ].join('\n');
+  const units: Unit[] = [{ name: files.serverName, file: files.server, text: server }];
+  if (plan.tunnel) {
+    const tunnel = [
+      '# Written by `dm-dot service install` because a tunnel-client profile exists (dm-dot connect --tunnel).',
+      '[Unit]',
+      `Description=OpenAI tunnel-client for dm-dot (${plan.tunnel.tunnelId})`,
+      `After=${files.serverName} network-online.target`,
+      `Wants=${files.serverName}`,
+      '',
+      '[Service]',
+      'Type=simple',
+      `ExecStart=${sd(plan.tunnel.binary)} run --profile-file ${sd(plan.tunnel.profile)}`,
+      // The profile may name MCP_API_KEY (env:) when the server takes its key from there.
+      `EnvironmentFile=-${envFile}`,
+      'Restart=on-failure',
+      'RestartSec=10',
+      '# Logs: journalctl --user -u dm-dot-tunnel',
+      '',
+      '[Install]',
+      'WantedBy=default.target',
+      '',
+    ].join('\n');
+    units.push({ name: files.tunnelName, file: files.tunnel, text: tunnel });
+  }
+  return units;
+}
+
+const xml = (value: string) => value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+/** A shell word, single-quoted. */
+const sh = (value: string) => `'${value.replace(/'/g, `'\\''`)}'`;
+
+function plist(label: string, args: string[], env: Record<string, string>, workingDirectory: string, log: string): string {
+  return [
+    '<?xml version="1.0" encoding="UTF-8"?>',
+    '<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">',
+    '<!-- Written by `dm-dot service install`; `dm-dot service uninstall` removes it. -->',
+    '<plist version="1.0">',
+    '<dict>',
+    `  <key>Label</key><string>${xml(label)}</string>`,
+    '  <key>ProgramArguments</key>',
+    '  <array>',
+    ...args.map((a) => `    <string>${xml(a)}</string>`),
+    '  </array>',
+    `  <key>WorkingDirectory</key><string>${xml(workingDirectory)}</string>`,
+    ...(Object.keys(env).length
+      ? ['  <key>EnvironmentVariables</key>', '  <dict>', ...Object.entries(env).map(([k, v]) => `    <key>${xml(k)}</key><string>${xml(v)}</string>`), '  </dict>']
+      : []),
+    '  <key>RunAtLoad</key><true/>',
+    // Restarted unless it exited 0 (a clean stop), at most every 5 s.
+    '  <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>',
+    '  <key>ThrottleInterval</key><integer>5</integer>',
+    `  <key>StandardOutPath</key><string>${xml(log)}</string>`,
+    `  <key>StandardErrorPath</key><string>${xml(log)}</string>`,
+    '</dict>',
+    '</plist>',
+    '',
+  ].join('\n');
+}
+
+function launchdUnits(plan: ServicePlan): Unit[] {
+  const files = unitFiles('macos', plan.home);
+  const envFile = join(plan.stateDir, SERVICE_ENV_FILE);
+  // launchd has no environment file: a shell reads service.env (secret settings), then becomes the program.
+  const withEnvFile = (command: string[]) => ['/bin/sh', '-c', `set -a; [ -f ${sh(envFile)} ] && . ${sh(envFile)}; set +a; exec ${command.map(sh).join(' ')}`];
+  const units: Unit[] = [
+    {
+      name: files.serverName,
+      file: files.server,
+      text: plist(SERVER_LABEL, withEnvFile([plan.node, serverBundle(plan.projectRoot)]), plan.settings, plan.projectRoot, join(logDir(plan.home), 'server.log')),
+    },
+  ];
+  if (plan.tunnel) {
+    units.push({
+      name: files.tunnelName,
+      file: files.tunnel,
+      text: plist(TUNNEL_LABEL, withEnvFile([plan.tunnel.binary, 'run', '--profile-file', plan.tunnel.profile]), {}, plan.home, join(logDir(plan.home), 'tunnel-client.log')),
+    });
+  }
+  return units;
+}
+
+export function unitsOf(plan: ServicePlan): Unit[] {
+  return plan.platform === 'linux' ? systemdUnits(plan) : launchdUnits(plan);
+}
+
+/** The service manager's commands that start (or stop) the units, as argv lists. */
+export function startCommands(platform: Platform, units: readonly Unit[], uid: number): string[][] {
+  if (platform === 'linux') return [['systemctl', '--user', 'daemon-reload'], ['systemctl', '--user', 'enable', '--now', ...units.map((u) => u.name)]];
+  return units.map((u) => ['launchctl', 'bootstrap', `gui/${uid}`, u.file]);
+}
+
+export function stopCommands(platform: Platform, names: readonly { name: string; file: string }[], uid: number): string[][] {
+  if (platform === 'linux') return [['systemctl', '--user', 'disable', '--now', ...names.map((u) => u.name)]];
+  return names.map((u) => ['launchctl', 'bootout', `gui/${uid}`, u.file]);
+}
+
+/** Where the platform keeps the logs, as a person reads them. */
+export function logHint(platform: Platform, home: string, tunnel: boolean): string {
+  if (platform === 'linux') return `journalctl --user -u ${SERVER_UNIT}${tunnel ? ` -u ${TUNNEL_UNIT}` : ''} -f`;
+  return `tail -f ${join(logDir(home), 'server.log')}${tunnel ? ` ${join(logDir(home), 'tunnel-client.log')}` : ''}`;
+}
+
+export function commandText(argv: readonly string[]): string {
+  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : sh(a))).join(' ');
+}
