@@ -23,6 +23,7 @@ import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildOptionsOf, esbuildOptionsO
 import { testNode } from '../tools/test-node.cjs';
 import type { FakeSecretsManager } from '../support/fake-secrets-manager';
 import { eventFromRequest } from '../support/apigw';
+import { inTaskRoot } from '../support/task-root';
 
 export const ROOT = BUNDLE_ROOT;
 export const MODERN_PROTOCOL = '2026-07-28';
@@ -294,9 +295,7 @@ const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FU
 
 export function coldStart(nodeBinary: string, file: string, mode: InvokeMode, payload: string, env: Record<string, string>, timeoutMs = 30_000, then?: ThenStep): Promise<ColdStart> {
   return new Promise((done, fail) => {
-    // The stack's NODE_OPTIONS names files by the task root Lambda unpacks the asset into.
-    const taskRoot = `${dirname(file)}/`;
-    const childEnv = env.NODE_OPTIONS === undefined ? env : { ...env, NODE_OPTIONS: env.NODE_OPTIONS.split('/var/task/').join(taskRoot) };
+    const childEnv = inTaskRoot(env, dirname(file));
     const child = spawn(nodeBinary, ['-e', CHILD, file, mode, payload, ...(then ? [JSON.stringify(then)] : [])], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';

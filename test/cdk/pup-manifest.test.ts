@@ -5,6 +5,7 @@
  * the deployed code) follows the manifest, and the bundled function finds the file from its task
  * root at cold start.
  */
+import { inTaskRoot } from '../support/task-root';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -81,10 +82,8 @@ test('the bundled MCP function loads with the synthesized environment and finds 
       // Lambda runs the function with its task root as the working directory too.
       cwd: taskRoot,
       env: {
-        ...env,
+        ...inTaskRoot(env, dir),
         LAMBDA_TASK_ROOT: taskRoot,
-        // The extension the stack preloads, from where this asset is (Lambda's /var/task).
-        ...(env.NODE_OPTIONS ? { NODE_OPTIONS: env.NODE_OPTIONS.split('/var/task/').join(`${dir}/`) } : {}),
         PATH: process.env.PATH,
         HOME: home,
         AWS_REGION: 'us-east-1',

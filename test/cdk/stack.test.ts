@@ -3,6 +3,7 @@
  * rule by rule against docs/contract: architecture, http, storage, delivery, outbound-guard, pup, limits, the stack's own contract with the handlers,
  * and the logical IDs earlier deployments hold their resources under.
  */
+import { inTaskRoot } from '../support/task-root';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -1151,7 +1152,7 @@ describe('ARCH-2: the bundles start with the environment the stack gives them', 
       const probe = `const m = require(${JSON.stringify(index)}); process.exit(typeof m.handler === 'function' ? 0 : 3);`;
       const result = spawnSync(process.execPath, ['-e', probe], {
         env: {
-          ...resolveEnvironment(props(ids[key]).Environment.Variables),
+          ...inTaskRoot(resolveEnvironment(props(ids[key]).Environment.Variables), synth.assetDir(ids[key])),
           PATH: process.env.PATH,
           HOME: home,
           AWS_REGION: 'us-east-1',
