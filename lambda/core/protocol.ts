@@ -151,8 +151,10 @@ export const SENDER_KEY_PREFIX = 'dmsk_';
 export const SENDER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
 /** The `sender` an event records when the connector key sent it. */
 export const CONNECTOR_SENDER = 'connector';
-/** The JSON-RPC error of a send past its sender's rate (the /mcp twin of HTTP 429); data.retryAfterSeconds says when. */
-export const RATE_LIMITED_CODE = -32029;
+/** The `sender` an event records when it came through the pup door. */
+export const PUP_SENDER = 'pup';
+/** Names no sender key may take: the log gives them to the connector key, pup and dm-dot itself. */
+export const RESERVED_SENDER_NAMES = [CONNECTOR_SENDER, PUP_SENDER, 'dm-dot'] as const;
 
 export const AccessLimits = {
   /** A sender's lastUsedAt is rewritten at most this often: a send is not a write. */

@@ -41,7 +41,7 @@ import { DependencyUnavailable } from '../core/errors';
 import { checkInboundHeaders, createInboundVerifier, type InboundSecrets } from '../core/inbound';
 import { scanJsonText } from '../core/json-text';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
-import { ErrorCodes, Limits, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
+import { ErrorCodes, Limits, PUP_SENDER, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import type { InboundAnswer, Logger } from '../ports';
 import { declaredTooLarge, isJsonContentType, readStream } from './body';
@@ -252,7 +252,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     const headers = new Headers(request.headers);
     headers.delete('authorization');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
-    return mcp.fetch(forwarded, { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra: { principal: PUP_PRINCIPAL, requestId } } });
+    return mcp.fetch(forwarded, { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra: { principal: PUP_PRINCIPAL, sender: PUP_SENDER, requestId } } });
   }
 
   async function events(bodyText: string, webhookId: string, loggedId: string, now: number, requestId: string): Promise<Response> {

@@ -21,8 +21,8 @@
  * piece of state lives behind the ports.
  */
 import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
-import type { Identity } from '../core/access';
-import { answerUnavailable, describeCause, toolResultOf } from '../core/answers';
+import { admitSend, type Identity } from '../core/access';
+import { answerUnavailable, describeCause, rateLimitedToolResult, toolResultOf } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { sendMessage, type MessageDeps } from '../core/messages';
 import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EventsProfiles, LEGACY_PROTOCOL_VERSIONS, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
@@ -108,9 +108,10 @@ function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Recor
   const extra = ('authInfo' in ctx ? ctx.authInfo?.extra : (ctx as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http?.authInfo?.extra) ?? {};
   const requestId = String(extra.requestId ?? '');
   if (typeof extra.principal === 'string') {
-    // A door with a fixed principal of its own (pup): it may do what the connector does.
+    // A door with a fixed principal and sender name of its own (pup): it may do what the connector does.
     const principal = extra.principal;
-    return { identity: { role: 'connector', sender: String(extra.sender ?? 'connector'), principal: async () => principal }, requestId };
+    if (typeof extra.sender !== 'string') throw new Error('mcp: a door with its own principal must name its sender');
+    return { identity: { role: 'connector', sender: extra.sender, principal: async () => principal }, requestId };
   }
   const identity = extra.identity as Identity | undefined;
   if (!identity || typeof identity.principal !== 'function') throw new Error('mcp: request reached the server without an authenticated identity');
@@ -159,7 +160,10 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       guarded('tools/call', async () => {
         let outcome;
         try {
-          // A sender's rate was counted at the door (http/app.ts), before the SDK saw the request.
+          // Each call counts against a sender's rate, here where it runs: one call alone, in a
+          // batch or as a task alike. Past the rate nothing is recorded or sent.
+          const admission = await admitSend(deps.access, caller.identity, deps.clock.now());
+          if (!admission.ok) return rateLimitedToolResult(caller.identity.rate!, admission.retryAfterMs);
           outcome = await sendMessage(deps, args, { sender: caller.identity.sender });
         } catch (error) {
           if (error instanceof DependencyUnavailable) return answerUnavailable(deps.log, 'tool', error, { requestId: caller.requestId, where: 'tools/call' });
