@@ -237,8 +237,6 @@ export const Limits = {
    * overtaken, and one that died frees its id soon.
    */
   replayLeaseMs: 10 * SECOND,
-  /** The longest answer kept for replays of a pup MCP or challenge request; a longer one is refused on replay instead. */
-  replayAnswerMaxBytes: 64 * 1024,
   /**
    * How long the answer to a pup event delivery is kept for its retries (docs/contract/pup.md). pup's retry
    * schedule is not public; Standard Webhooks senders commonly retry for about a day (Svix:
