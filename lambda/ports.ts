@@ -557,8 +557,20 @@ export interface WebhookClient {
 }
 
 export interface Clock {
+  /** Epoch ms that every due time, lease, window and expiry is measured in. */
   now(): number;
   sleep(ms: number): Promise<void>;
+  /**
+   * The time of day, for a time that leaves the process to be compared with another machine's clock
+   * (a signature's timestamp, an inbound timestamp's window). Absent: `now()` is the time of day.
+   * A clock whose `now()` ignores steps of the wall clock (lambda/local/clock.ts) keeps this apart.
+   */
+  wall?(): number;
+}
+
+/** The time of day by `clock` (Clock.wall, else its now). */
+export function timeOfDay(clock: Clock): number {
+  return clock.wall?.() ?? clock.now();
 }
 
 export const systemClock: Clock = {

@@ -224,7 +224,7 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
     // Cannot happen for records this service wrote; refuse loudly rather than send unsigned.
     throw new Error('delivery: unusable subscription secret or oversized event body');
   }
-  const timestamp = Math.floor(sendAt / 1000);
+  const timestamp = Math.floor((deps.clock.wall?.() ?? sendAt) / 1000);
   const timeoutMs = options.inline ? Math.max(0, Math.min(options.inline.timeoutMs, Limits.outboundDeadlineMs)) : undefined;
   const response = await deps.webhook.post({
     url: subscription.url,

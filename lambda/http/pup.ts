@@ -43,7 +43,7 @@ import { scanJsonText } from '../core/json-text';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
 import { ErrorCodes, Limits, PUP_SENDER, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import type { InboundAnswer, Logger } from '../ports';
+import { timeOfDay, type InboundAnswer, type Logger } from '../ports';
 import { declaredTooLarge, isJsonContentType, readStream } from './body';
 import { json, jsonText, restError, rpcError } from './json';
 
@@ -114,7 +114,9 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     if (!isJsonContentType(request.headers.get('content-type'))) return restError(415, 'unsupported_media_type', 'Content-Type must be application/json.');
     if (declaredTooLarge(request, Limits.requestBodyMaxBytes)) return restError(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
 
-    const now = deps.clock.now();
+    // pup's timestamp is compared with the time of day, and the replay memory that must agree with
+    // its window (LIM-9) is kept in the same time.
+    const now = timeOfDay(deps.clock);
     const checked = checkInboundHeaders(
       secrets,
       {

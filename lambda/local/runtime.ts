@@ -35,7 +35,8 @@ import { isLoopbackHostname, LOOPBACK_HOSTNAMES } from '../core/loopback';
 import { describeCause } from '../core/answers';
 import { createApp, type App } from '../http/app';
 import { createLogger } from '../log';
-import { systemClock, type Clock, type Logger, type WebhookClient } from '../ports';
+import type { Clock, Logger, WebhookClient } from '../ports';
+import { steadyClock } from './clock';
 import { switchesOf } from '../operator/views';
 import { recordRotation } from '../operator/access';
 import { EventsProfiles } from '../core/protocol';
@@ -75,7 +76,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   const { settings } = options;
   const log = options.log ?? createLogger();
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const clock = options.clock ?? systemClock;
+  // Steady against steps of the wall clock (clock.ts); the wall clock only for what leaves the process.
+  const clock = options.clock ?? steadyClock();
 
   await mkdir(settings.stateDir, { recursive: true, mode: 0o700 });
   // Claimed first: a second server on this directory stops here, before it writes anything.
