@@ -423,7 +423,8 @@ export type ReplayClaim =
   | { claimed: true }
   /**
    * Another request holds it. `sameRequest`: the same route and body (a retry, or a true replay);
-   * then `answer` is what it was answered, to repeat, absent while it is still being answered.
+   * then `answer` is what its claim was settled with (the pup door settles a processed request
+   * with the refusal its replays get, never its answer), absent while it is still being answered.
    */
   | { claimed: false; sameRequest: boolean; answer?: InboundAnswer };
 
