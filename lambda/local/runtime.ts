@@ -229,8 +229,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       try {
         await rotateApiKeyFile(settings.stateDir, next);
       } catch (error) {
+        // The app of the old key was never retired: it serves again.
         const abandoned = serving;
-        serving = retiringApp(buildApp(previousKey));
+        serving = previous!;
         abandoned.retire();
         await recordRotation(db.store, next, previousKey, 0, clock.now()).catch((undo: unknown) =>
           log.error('api_key_rotation_not_undone', { cause: describeCause(undo) }),
