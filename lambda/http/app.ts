@@ -25,7 +25,9 @@ import { DependencyUnavailable, isClientAbort } from '../core/errors';
 import { admitSend, createAuthenticator, type Identity } from '../core/access';
 import { scanJsonText } from '../core/json-text';
 import { sendMessage } from '../core/messages';
-import { BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes } from '../core/protocol';
+import {
+  BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes,
+} from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
 import { json, restError, rpcError } from './json';

@@ -253,7 +253,8 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     const headers = new Headers(request.headers);
     headers.delete('authorization');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
-    return mcp.fetch(forwarded, { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra: { principal: PUP_PRINCIPAL, sender: PUP_SENDER, requestId } } });
+    const extra = { principal: PUP_PRINCIPAL, sender: PUP_SENDER, requestId };
+    return mcp.fetch(forwarded, { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra } });
   }
 
   async function events(bodyText: string, webhookId: string, loggedId: string, now: number, requestId: string): Promise<Response> {

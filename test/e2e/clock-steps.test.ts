@@ -46,7 +46,8 @@ async function steppableServer(env: Record<string, string> = {}) {
 async function subscribe(s: RunningServer, responder = echoing()) {
   const receiver = await startReceiver(responder);
   cleanups.push(() => receiver.close());
-  const answer = await rpc(s, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+  const delivery = { mode: 'webhook', url: receiver.url(), secret: newSecret() };
+  const answer = await rpc(s, 'events/subscribe', { name: 'message.created', arguments: {}, delivery });
   assert.equal(answer.body.error, undefined, JSON.stringify(answer.body.error));
   return receiver;
 }
@@ -75,7 +76,8 @@ describe('a step of the wall clock', () => {
   it('LOCAL-CLOCK-3: a rate of 3 a minute admits 3 across steps back of the wall clock, not 3 per step', async () => {
     const { s, step } = await steppableServer();
     await subscribe(s);
-    const added = await runCli(['senders', 'add', 'stepper', '--rate', '3', '--json'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: s.stateDir });
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: s.stateDir };
+    const added = await runCli(['senders', 'add', 'stepper', '--rate', '3', '--json'], env);
     assert.equal(added.code, 0, added.err);
     const key = JSON.parse(added.out).key as string;
     // Clear of a minute's end, so the 12 sends below fall in one real minute.
@@ -90,7 +92,7 @@ describe('a step of the wall clock', () => {
     assert.equal(statuses.filter((status) => status !== 429).length, 3);
   });
 
-  it('LOCAL-CLOCK-4, LOCAL-CLOCK-5: a step forward of ten minutes during an inline attempt does not let the worker make a second POST, and signatures carry the stepped time of day', async () => {
+  it('LOCAL-CLOCK-4, LOCAL-CLOCK-5: a step forward of 10 min mid-attempt makes no second POST; signatures carry the stepped time of day', async () => {
     const { s, step } = await steppableServer();
     // The dot answers each event after 1.5 s, inside the 3 s wait window.
     const receiver = await subscribe(s, (r) => (r.json?.type === 'verification' ? echoing()(r) : { status: 200, delayMs: 1_500 }));

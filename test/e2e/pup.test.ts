@@ -98,7 +98,7 @@ describe('PUP-1: pup door on the local runtime', () => {
     }
   });
 
-  it('PUP-10, PUP-21: over real HTTP a processed MCP call or challenge sent again is refused as replayed (never answered again), a failure is processed again', async () => {
+  it('PUP-10, PUP-21: over real HTTP a processed MCP call or challenge sent again is refused as replayed, a failure is processed again', async () => {
     const secret = newSecret();
     const server = await startServer({ PUP_SIGNING_SECRETS: secret });
     let first: { status: number; text: string };

@@ -142,10 +142,16 @@ describe('every send counts', () => {
     const key = JSON.parse(added.out).key as string;
 
     await startOfAMinute();
-    const batch = Array.from({ length: 100 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message: `batched ${i}` } } }));
+    const call = (i: number) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message: `batched ${i}` } } });
+    const batch = Array.from({ length: 100 }, (_, i) => call(i));
     const response = await fetch(s.mcpUrl, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-03-26', authorization: `Bearer ${key}` },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-03-26',
+        authorization: `Bearer ${key}`,
+      },
       body: JSON.stringify(batch),
     });
     assert.equal(response.status, 200);
@@ -237,10 +243,15 @@ describe('a local key rotation cuts no one', () => {
     // A dot that takes a second: each send is in flight, inside its inline attempt, when the key rotates.
     const receiver = await startReceiver((r) => (r.json?.type === 'verification' ? echoing()(r) : { status: 200, delayMs: 1_500 }));
     cleanups.push(() => receiver.close());
-    const subscribedNow = await mcp(s, s.key, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+    const delivery = { mode: 'webhook', url: receiver.url(), secret: newSecret() };
+    const subscribedNow = await mcp(s, s.key, 'events/subscribe', { name: 'message.created', arguments: {}, delivery });
     assert.equal(subscribedNow.body.error, undefined, JSON.stringify(subscribedNow.body));
 
-    const sends = Array.from({ length: 24 }, (_, i) => mcp(s, s.key, 'tools/call', { name: 'send_to_dot', arguments: { message: `in flight ${i}` } }).catch((error: Error) => ({ status: 0, body: String(error) }) as const));
+    const sendOne = (i: number) =>
+      mcp(s, s.key, 'tools/call', { name: 'send_to_dot', arguments: { message: `in flight ${i}` } }).catch(
+        (error: Error) => ({ status: 0, body: String(error) }) as const,
+      );
+    const sends = Array.from({ length: 24 }, (_, i) => sendOne(i));
     await until('every send reached the dot', async () => receiver.events().length >= 24 || undefined);
     // Through the admin route the CLI calls: at once, while every send still waits for the dot.
     const rotated = await admin(s, 'POST', '/admin/key');

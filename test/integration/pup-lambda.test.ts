@@ -129,7 +129,7 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     expect(t.lines.join('\n')).not.toContain(old.secret.slice(6, 30));
   });
 
-  test('STORE-6, PUP-10: the table holds a REPLAY# item (10 min, marked processed, never the answer) per MCP/challenge id and an ANSWER# item per event id', async () => {
+  test('STORE-6, PUP-10: a REPLAY# item (10 min, marked processed, never the answer) per MCP/challenge id, an ANSWER# item per event id', async () => {
     const { secret, key } = newPupSecret();
     const t = await lambdaTarget({ secrets: { secrets: [secret] } });
     const challengeId = newWebhookId();

@@ -266,7 +266,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expectRefusal(await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: second, headers: mcpHeaders('server/discover') }), 'replayed');
       });
 
-      test('LIM-9, PUP-10: the two windows agree at their edges: a replay is refused as replayed until the timestamp window closes, then it is stale', async () => {
+      test('LIM-9, PUP-10: the two windows agree at their edges: a replay is refused as replayed until the window closes, then it is stale', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
         // On a whole second, so that the window's edges fall on whole milliseconds.

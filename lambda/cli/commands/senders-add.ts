@@ -28,7 +28,8 @@ export const command = defineCommand({
     description:
       'The key may list the tools, call send_to_dot and POST /v1/messages; subscribing, unsubscribing and every operator action are refused (Forbidden). ' +
       'Only its hash is stored: copy it now, it is never shown again (revoke and add another if it is lost). ' +
-      'Every event it sends names it in the delivery log. With --rate N, past N messages in a minute it gets HTTP 429 with Retry-After (on /mcp a send_to_dot tool error carrying retryAfterMs). ' +
+      'Every event it sends names it in the delivery log. With --rate N, past N messages in a minute it gets HTTP 429 with Retry-After ' +
+      '(on /mcp a send_to_dot tool error carrying retryAfterMs). ' +
       'connector, pup and dm-dot are reserved names.',
     positionals: [SENDER_NAME_ARGUMENT],
     options: {

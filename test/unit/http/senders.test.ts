@@ -143,7 +143,7 @@ describe('sender keys', () => {
 });
 
 describe('sender rate', () => {
-  test('HTTP-KEY-8: past its rate a sender gets 429 with Retry-After on REST and a tool error with retryAfterMs on /mcp; nothing is recorded; the next minute it sends again', async () => {
+  test('HTTP-KEY-8: past its rate: 429 with Retry-After on REST, a tool error with retryAfterMs on /mcp; nothing recorded; next minute it sends', async () => {
     const clock = new FakeClock(Math.floor(T0 / 60_000) * 60_000 + 50_000);
     const { app, access, store } = setup({ clock });
     store.subscription = liveSubscription(clock.now());
@@ -170,7 +170,7 @@ describe('sender rate', () => {
     expect((await post(app, key)).status).toBe(202);
   });
 
-  test('HTTP-KEY-RATE-1: every tools/call of a JSON-RPC batch counts: 100 sends in one batch at a rate of 1 record 1 event, and 99 tool errors say when', async () => {
+  test('HTTP-KEY-RATE-1: every tools/call of a JSON-RPC batch counts: 100 sends in one batch at a rate of 1 record 1 event, 99 say when', async () => {
     const clock = new FakeClock(Math.floor(T0 / 60_000) * 60_000);
     const { app, access, store } = setup({ clock });
     store.subscription = liveSubscription(clock.now());
@@ -178,11 +178,17 @@ describe('sender rate', () => {
     const batch = Array.from({ length: 100 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: sendTool(`batched ${i}`) }));
     const answer = await send(app, {
       query: '',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-03-26', authorization: `Bearer ${key}` },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-03-26',
+        authorization: `Bearer ${key}`,
+      },
       body: JSON.stringify(batch),
     });
     expect(answer.status).toBe(200);
-    const results = ([] as unknown[]).concat(answer.json).flat() as { id: number; error?: unknown; result?: { isError: boolean; structuredContent?: { retryAfterMs?: number } } }[];
+    type Reply = { id: number; error?: unknown; result?: { isError: boolean; structuredContent?: { retryAfterMs?: number } } };
+    const results = ([] as unknown[]).concat(answer.json).flat() as Reply[];
     expect(results).toHaveLength(100);
     expect(results.filter((r) => r.error !== undefined)).toEqual([]);
     expect(results.filter((r) => r.result?.isError === false)).toHaveLength(1);
@@ -196,12 +202,15 @@ describe('sender rate', () => {
     store.subscription = liveSubscription(clock.now());
     const key = await withSender(access, 'tasker', 1);
     const withTasks = { 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
-    const ask = (k: string, id: number) =>
-      send(app, { query: '', headers: modernHeaders('tools/call', { 'mcp-name': 'send_to_dot', authorization: `Bearer ${k}` }), body: modernBody('tools/call', sendTool(), id, withTasks) });
+    const ask = (k: string, id: number) => {
+      const headers = modernHeaders('tools/call', { 'mcp-name': 'send_to_dot', authorization: `Bearer ${k}` });
+      return send(app, { query: '', headers, body: modernBody('tools/call', sendTool(), id, withTasks) });
+    };
     const first = await ask(key, 1);
     expect((first.json as { result: { isError?: boolean } }).result.isError).not.toBe(true);
     const second = await ask(key, 2);
-    expect((second.json as { result: { isError: boolean; structuredContent: unknown } }).result).toMatchObject({ isError: true, structuredContent: { retryAfterMs: 60_000 } });
+    const refused = (second.json as { result: { isError: boolean; structuredContent: unknown } }).result;
+    expect(refused).toMatchObject({ isError: true, structuredContent: { retryAfterMs: 60_000 } });
     for (let i = 0; i < 3; i++) expect((await ask(API_KEY, 10 + i)).status).toBe(200);
     expect(store.events.size).toBe(4);
   });

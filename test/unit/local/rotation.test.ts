@@ -50,7 +50,8 @@ const fileKey = async () => (await readFile(join(stateDir, 'api-key'), 'utf8')).
 
 /** tools/list with `key`, straight into the app the server serves now. */
 async function listWith(key: string): Promise<number> {
-  const request = new Request(`http://${host()}/mcp?key=${encodeURIComponent(key)}`, { method: 'POST', headers: modernHeaders('tools/list'), body: modernBody('tools/list') });
+  const url = `http://${host()}/mcp?key=${encodeURIComponent(key)}`;
+  const request = new Request(url, { method: 'POST', headers: modernHeaders('tools/list'), body: modernBody('tools/list') });
   return (await runtime.app().handle(request, { host: host() })).status;
 }
 
