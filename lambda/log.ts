@@ -2,8 +2,9 @@
  * The logger behind the `Logger` port: one JSON line per event on stderr (what CloudWatch and log
  * collectors read), or, on a terminal, one readable line per event for a person watching
  * `npm start` (a request, a delivery decision). Callers pass only safe fields: ids, categories,
- * codes, durations. As a last line of defence every line is scrubbed of `whsec_` secrets and of
- * the values registered with `redact` (the API key, pup's secrets).
+ * codes, durations. As a last line of defence every line is scrubbed of `whsec_` secrets, of
+ * `key=` values and sender keys (a client may type its key anywhere in a URL), and of the values
+ * registered with `redact` (the API key, pup's secrets).
  *
  * Deliberately not here: log shipping, levels from configuration, request bodies.
  */
@@ -17,6 +18,19 @@ const WEBHOOK_SECRET = /whsec_[A-Za-z0-9+/=_-]*/g;
 /** Replaces every `whsec_` secret in `text`: the one scrubber of them, for log lines and the CLI's output. */
 export function scrubWebhookSecrets(text: string): string {
   return text.replace(WEBHOOK_SECRET, 'whsec_[redacted]');
+}
+
+/**
+ * A `key=` parameter anywhere in a line (a query string, or a key typed into the path as
+ * `/mcp&key=…`), up to the next separator, and a sender key wherever it appears (its name stays:
+ * it is no secret). Matched case-insensitively; `idempotencyKey=` and the like are not `key=`.
+ */
+const KEY_PARAMETER = /(^|[^A-Za-z0-9_])(key=)[^&#;\s"\\]*/gi;
+const SENDER_KEY = /\b(dmsk_[a-z0-9][a-z0-9-]{0,31}_)[A-Za-z0-9_-]{43}/g;
+
+/** Replaces the value of every `key=` parameter and every sender key in `text`. */
+export function scrubApiKeys(text: string): string {
+  return text.replace(KEY_PARAMETER, '$1$2[redacted]').replace(SENDER_KEY, '$1[redacted]');
 }
 
 export type LogFormat = 'json' | 'text';
@@ -93,7 +107,7 @@ export function createLogger(options: LoggerOptions | ((line: string) => void) =
     typeof options === 'function' ? { sink: options } : options;
   const redacted = new Set<string>();
   const scrub = (line: string) => {
-    let out = scrubWebhookSecrets(line);
+    let out = scrubApiKeys(scrubWebhookSecrets(line));
     for (const value of redacted) {
       // As written and as JSON escapes it (a key may hold a quote or a backslash).
       for (const form of new Set([value, JSON.stringify(value).slice(1, -1)])) out = out.split(form).join('[redacted]');

@@ -424,7 +424,8 @@ export type ReplayClaim =
   | { claimed: true }
   /**
    * Another request holds it. `sameRequest`: the same route and body (a retry, or a true replay);
-   * then `answer` is what it was answered, to repeat, absent while it is still being answered.
+   * then `answer` is what its claim was settled with (the pup door settles a processed request
+   * with the refusal its replays get, never its answer), absent while it is still being answered.
    */
   | { claimed: false; sameRequest: boolean; answer?: InboundAnswer };
 
@@ -559,8 +560,20 @@ export interface WebhookClient {
 }
 
 export interface Clock {
+  /** Epoch ms that every due time, lease, window and expiry is measured in. */
   now(): number;
   sleep(ms: number): Promise<void>;
+  /**
+   * The time of day, for a time that leaves the process to be compared with another machine's clock
+   * (a signature's timestamp, an inbound timestamp's window). Absent: `now()` is the time of day.
+   * A clock whose `now()` ignores steps of the wall clock (lambda/local/clock.ts) keeps this apart.
+   */
+  wall?(): number;
+}
+
+/** The time of day by `clock` (Clock.wall, else its now). */
+export function timeOfDay(clock: Clock): number {
+  return clock.wall?.() ?? clock.now();
 }
 
 export const systemClock: Clock = {

@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import type { AccessStore, Clock, DeploymentRecord, SenderRecord } from '../ports';
 import { guardDependency } from './errors';
 import { principalOf, sha256Hex } from './identity';
-import { AccessLimits, CONNECTOR_SENDER, SENDER_KEY_PREFIX, SENDER_NAME_PATTERN } from './protocol';
+import { AccessLimits, CONNECTOR_SENDER, RESERVED_SENDER_NAMES, SENDER_KEY_PREFIX, SENDER_NAME_PATTERN } from './protocol';
 import { constantTimeEqual } from './signing';
 
 /** What an authenticated request carries into the MCP server and the send path. */
@@ -48,9 +48,22 @@ export function senderNameProblem(name: string): string | undefined {
   return SENDER_NAME_PATTERN.test(name) ? undefined : 'a sender name is 1 to 32 lower-case letters, digits and dashes, starting with a letter or digit';
 }
 
+/**
+ * What is wrong with `name` for a new sender: its shape, or a name the log already gives another
+ * caller (`connector`, `pup`, `dm-dot`), so that no two callers are ever logged alike. Only adding
+ * checks this: a sender of such a name made before the rule can still be listed and revoked.
+ */
+export function newSenderNameProblem(name: string): string | undefined {
+  const shape = senderNameProblem(name);
+  if (shape) return shape;
+  return (RESERVED_SENDER_NAMES as readonly string[]).includes(name)
+    ? `"${name}" is reserved (${RESERVED_SENDER_NAMES.join(', ')} name the connector key, pup and dm-dot itself in the log); choose another name`
+    : undefined;
+}
+
 /** A new sender key: the name routes the lookup, 32 random bytes authenticate. */
 export function newSenderKey(name: string): string {
-  if (senderNameProblem(name)) throw new Error('newSenderKey: invalid sender name');
+  if (newSenderNameProblem(name)) throw new Error('newSenderKey: invalid sender name');
   return `${SENDER_KEY_PREFIX}${name}_${randomBytes(32).toString('base64url')}`;
 }
 
@@ -169,15 +182,20 @@ export function rateWindowOf(now: number): { window: number; endsAt: number } {
   return { window, endsAt: (window + 1) * AccessLimits.rateWindowMs };
 }
 
-export type Admission = { ok: true } | { ok: false; retryAfterSeconds: number };
+/** Refused: `retryAfterMs` until the next window opens, and the same rounded up to whole seconds (at least 1) for Retry-After. */
+export type Admission = { ok: true } | { ok: false; retryAfterMs: number; retryAfterSeconds: number };
 
 /**
  * Counts one send against the sender's rate (a fixed window of one minute): refused past it, with
- * the seconds until the next window. The connector and senders without a rate are not counted.
+ * the time until the next window. The connector and senders without a rate are not counted. It is
+ * called where each send runs (the send_to_dot tool, POST /v1/messages), so every `tools/call`
+ * counts, whatever carries it: a JSON-RPC batch, a task, either surface.
  */
 export async function admitSend(access: AccessStore | undefined, identity: Identity, now: number): Promise<Admission> {
   if (!access || identity.role !== 'sender' || identity.rate === undefined) return { ok: true };
   const { window, endsAt } = rateWindowOf(now);
   const counted = await guardDependency('storage', () => access.countSend(identity.sender, window, identity.rate!, endsAt + AccessLimits.rateCounterGraceMs));
-  return counted ? { ok: true } : { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((endsAt - now) / 1000)) };
+  if (counted) return { ok: true };
+  const retryAfterMs = Math.max(1, endsAt - now);
+  return { ok: false, retryAfterMs, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) };
 }

@@ -16,11 +16,12 @@ import { DependencyUnavailable, describeCause } from './errors';
 export { describeCause };
 import { ErrorCodes } from './protocol';
 
-export interface ToolResult {
+/** `S`: what `structuredContent` holds, `{eventId, status}` once an event exists (a rate refusal says when instead). */
+export interface ToolResult<S = { eventId: string; status: 'delivered' | 'queued' | 'failed' | 'kept' }> {
   [key: string]: unknown;
   content: { type: 'text'; text: string }[];
   isError: boolean;
-  structuredContent?: { eventId: string; status: 'delivered' | 'queued' | 'failed' | 'kept' };
+  structuredContent?: S;
 }
 
 export interface RestAnswer {
@@ -54,7 +55,17 @@ export const KEPT_TEXT = (eventId: string) =>
 export const NO_SUBSCRIPTION_TEXT =
   'No dot is subscribed to message.created: connect a ChatGPT dot to this server (it subscribes by itself), or run `dm-dot dot` for a local stand-in; then send again.';
 
-function text(value: string, isError: boolean, structured?: ToolResult['structuredContent']): ToolResult {
+/** A sender past its rate, on both surfaces: nothing was sent, and when the next window opens. */
+export function rateLimitedText(rate: number, retryAfterSeconds: number): string {
+  return `This sender's rate (${rate} messages per minute) is used up; nothing was sent. Try again in ${retryAfterSeconds} s.`;
+}
+
+/** `send_to_dot` past the sender's rate: a tool error like every other send failure, saying when to try again. */
+export function rateLimitedToolResult(rate: number, retryAfterMs: number): ToolResult<{ retryAfterMs: number }> {
+  return text(rateLimitedText(rate, Math.max(1, Math.ceil(retryAfterMs / 1000))), true, { retryAfterMs });
+}
+
+function text<S = ToolResult['structuredContent']>(value: string, isError: boolean, structured?: S): ToolResult<S> {
   return { content: [{ type: 'text', text: value }], isError, ...(structured ? { structuredContent: structured } : {}) };
 }
 

@@ -215,7 +215,7 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
     // Cannot happen for records this service wrote; refuse loudly rather than send unsigned.
     throw new Error('delivery: unusable subscription secret or oversized event body');
   }
-  const timestamp = Math.floor(sendAt / 1000);
+  const timestamp = Math.floor((deps.clock.wall?.() ?? sendAt) / 1000);
   const timeoutMs = options.timeoutMs === undefined ? undefined : Math.max(0, Math.min(options.timeoutMs, Limits.outboundDeadlineMs));
   const response = await deps.webhook.post({
     url: subscription.url,

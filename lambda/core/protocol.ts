@@ -151,8 +151,10 @@ export const SENDER_KEY_PREFIX = 'dmsk_';
 export const SENDER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
 /** The `sender` an event records when the connector key sent it. */
 export const CONNECTOR_SENDER = 'connector';
-/** The JSON-RPC error of a send past its sender's rate (the /mcp twin of HTTP 429); data.retryAfterSeconds says when. */
-export const RATE_LIMITED_CODE = -32029;
+/** The `sender` an event records when it came through the pup door, and the scope of pup's idempotency keys (callId). */
+export const PUP_SENDER = 'pup';
+/** Names no sender key may take: the log gives them to the connector key, pup and dm-dot itself. */
+export const RESERVED_SENDER_NAMES = [CONNECTOR_SENDER, PUP_SENDER, 'dm-dot'] as const;
 
 export const AccessLimits = {
   /** A sender's lastUsedAt is rewritten at most this often: a send is not a write. */
@@ -235,8 +237,6 @@ export const Limits = {
    * overtaken, and one that died frees its id soon.
    */
   replayLeaseMs: 10 * SECOND,
-  /** The longest answer kept for replays of a pup MCP or challenge request; a longer one is refused on replay instead. */
-  replayAnswerMaxBytes: 64 * 1024,
   /**
    * How long the answer to a pup event delivery is kept for its retries (docs/contract/pup.md). pup's retry
    * schedule is not public; Standard Webhooks senders commonly retry for about a day (Svix:
@@ -365,8 +365,6 @@ export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
  * twice the request budget, so a request that is still running is never overtaken.
  */
 export const IDEMPOTENCY_LEASE_MS = 2 * Limits.requestMs;
-/** The sender an event records for pup's sends, and the scope of its idempotency keys (callId). */
-export const PUP_SENDER = 'pup';
 /** The sender of dm-dot's own events (the announcement of waiting messages). */
 export const DMDOT_SENDER = 'dm-dot';
 /** The inbox's tools (docs/contract/mcp.md): the connector key sees them, with the inbox on. */

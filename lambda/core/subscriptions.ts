@@ -23,7 +23,7 @@
  * Deliberately not here: transport details of the challenge (the WebhookClient port), and
  * persistence of anything but the records of ports.ts.
  */
-import type { Clock, Store, SubscriptionExpectation, SubscriptionRecord, WebhookClient } from '../ports';
+import { timeOfDay, type Clock, type Store, type SubscriptionExpectation, type SubscriptionRecord, type WebhookClient } from '../ports';
 import { callbackEndpointError as callbackEndpointFault, guardDependency, ProtocolFault } from './errors';
 import { newChallengeNonce, newGeneration, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
 import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits, WebhookHeaders, type EventsProfile, type FailureReason } from './protocol';
@@ -194,7 +194,7 @@ export async function runChallenge(
 ): Promise<FailureReason | typeof GONE | undefined> {
   const nonce = newChallengeNonce();
   const msgId = newVerificationMessageId();
-  const timestamp = Math.floor(deps.clock.now() / 1000);
+  const timestamp = Math.floor(timeOfDay(deps.clock) / 1000);
   const body = new TextEncoder().encode(JSON.stringify({ type: 'verification', challenge: nonce }));
   const response = await deps.webhook.post({
     url,

@@ -4,8 +4,8 @@
  * authenticated route: Host (local runtime only), Origin, API key (the connector key, the previous
  * one during a rotation's overlap, or a sender key: core/access.ts), method, Content-Type, body
  * size; then the body's nesting depth and UTF-8 (core/json-text.ts), and a JSON-RPC batch on a
- * revision without batches; only then is it parsed, and a sender with a rate has its send counted
- * (429 past it) before the MCP SDK or the send runs. `GET /v1/messages/{eventId}` (a read receipt)
+ * revision without batches; only then is it parsed. A sender's rate is counted where each send runs
+ * (`rest` below: 429 past it; the send_to_dot tool: a tool error past it). `GET /v1/messages/{eventId}` (a read receipt)
  * stops after the API key: GET only, no body. The
  * pup routes (`/pup/*`, docs/contract/pup.md) pass the Host and Origin checks and then belong to the pup door
  * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
@@ -21,12 +21,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { McpHttpHandler } from '@modelcontextprotocol/server';
-import { answerUnavailable, describeCause, idempotentRestAnswer } from '../core/answers';
+import { answerUnavailable, describeCause, idempotentRestAnswer, rateLimitedText } from '../core/answers';
 import { DependencyUnavailable, isClientAbort } from '../core/errors';
 import { admitSend, createAuthenticator, type Identity } from '../core/access';
 import { scanJsonText } from '../core/json-text';
 import { sendOnce } from '../core/idempotency';
-import { BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, IDEMPOTENCY_KEY_HEADER, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, RATE_LIMITED_CODE, Routes } from '../core/protocol';
+import {
+  BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, IDEMPOTENCY_KEY_HEADER, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes,
+} from '../core/protocol';
 import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { isJsonContentType, readCapped } from './body';
@@ -49,9 +51,6 @@ export interface App {
   handle(request: Request, options?: { requestId?: string; host?: string }): Promise<Response>;
   close(): Promise<void>;
 }
-
-const rateMessage = (identity: Identity, seconds: number) =>
-  `This sender's rate (${identity.rate} messages per minute) is used up; nothing was sent. Try again in ${seconds} s.`;
 
 /** The header a forwarder may carry the bare key in. */
 const API_KEY_HEADER = 'x-api-key';
@@ -195,10 +194,6 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     if (isRest) return rest(request, body, requestId, identity);
     const batchRefused = batchRefusal(body, request.headers.get(McpHeaders.protocolVersion));
     if (batchRefused) return batchRefused;
-    if (identity.rate !== undefined) {
-      const refused = await rateRefusal(body, requestId, identity);
-      if (refused) return refused;
-    }
 
     url.searchParams.delete('key');
     const headers = new Headers(request.headers);
@@ -207,41 +202,6 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     headers.delete('content-length');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
     return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } } });
-  }
-
-  /**
-   * A sender with a rate: a `tools/call` (alone or in a batch) counts one send. Counted here, before
-   * the SDK, so that past the rate the answer is HTTP 429 with Retry-After and a JSON-RPC error
-   * (the SDK would turn any error of a tool into a tool result) and nothing is recorded.
-   */
-  async function rateRefusal(body: Uint8Array, requestId: string, identity: Identity): Promise<Response | undefined> {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(new TextDecoder('utf-8').decode(body));
-    } catch {
-      return undefined; // the SDK answers -32700
-    }
-    const calls = (Array.isArray(parsed) ? parsed : [parsed]).filter((m) => (m as { method?: unknown } | null)?.method === 'tools/call');
-    if (calls.length === 0) return undefined;
-    let admission;
-    try {
-      admission = await admitSend(deps.access, identity, deps.clock.now());
-    } catch (error) {
-      if (!(error instanceof DependencyUnavailable)) throw error;
-      const answer = answerUnavailable(deps.log, 'rpc', error, { requestId, where: 'rate' });
-      return rpcError(503, answer.code, answer.message);
-    }
-    if (admission.ok) return undefined;
-    const id = (calls[0] as { id?: unknown }).id;
-    return json(
-      429,
-      {
-        jsonrpc: '2.0',
-        id: typeof id === 'string' || typeof id === 'number' ? id : null,
-        error: { code: RATE_LIMITED_CODE, message: rateMessage(identity, admission.retryAfterSeconds), data: { retryAfterSeconds: admission.retryAfterSeconds } },
-      },
-      { 'retry-after': String(admission.retryAfterSeconds) },
-    );
   }
 
   /**
@@ -275,7 +235,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
       // Past the sender's rate nothing is recorded or sent: 429 with the seconds to the next window.
       const admission = await admitSend(deps.access, identity, deps.clock.now());
       if (!admission.ok) {
-        return restError(429, 'rate_limited', rateMessage(identity, admission.retryAfterSeconds), {
+        return restError(429, 'rate_limited', rateLimitedText(identity.rate!, admission.retryAfterSeconds), {
           'retry-after': String(admission.retryAfterSeconds),
         });
       }

@@ -18,9 +18,9 @@
  *
  * - `/pup/mcp` and `/pup/challenge`: the `webhook-id` is claimed in the store's replay namespace
  *   (one conditional write with a token of the request's own, shared by both routes) before the
- *   work, and settled after it: a success is kept and repeated to a retry of the same request for
- *   10 minutes; a failure releases the id, so the retry is processed like the first try. The id
- *   used for another request (the other route, other bytes) is `replayed`.
+ *   work, and settled after it: after a success the id is `replayed` for 10 minutes (its answer
+ *   is never given again, nor stored); a failure releases the id, so a retry is processed like
+ *   the first try. The id used for another request (the other route, other bytes) is `replayed`.
  * - `/pup/mcp`: `params._meta["io.puphq/context"]` is validated (core/pup.ts), logged as ids only,
  *   and then the request goes to the same MCP server factory as `/mcp`, 2026-07-28 only, as the
  *   principal PUP_PRINCIPAL. The context grants nothing: it is not passed on.
@@ -43,7 +43,7 @@ import { scanJsonText } from '../core/json-text';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
 import { ErrorCodes, Limits, PUP_SENDER, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import type { InboundAnswer, Logger } from '../ports';
+import { timeOfDay, type InboundAnswer, type Logger } from '../ports';
 import { declaredTooLarge, isJsonContentType, readStream } from './body';
 import { json, jsonText, restError, rpcError } from './json';
 
@@ -75,6 +75,9 @@ const REFUSAL_MESSAGES: Record<PupRefusal, string> = {
   stale_timestamp: 'The webhook-timestamp is more than 5 minutes away from the server time.',
   replayed: 'This webhook-id was already used.',
 };
+
+/** What a processed request's claim keeps (Store.settleReplayId): the refusal, as a marker that it was processed. */
+const REPLAYED_ANSWER: InboundAnswer = { status: 401, body: JSON.stringify({ error: { code: PupRefusals.replayed, message: REFUSAL_MESSAGES.replayed } }) };
 
 export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   // Requests whose MCP answer hid a failed dependency (an HTTP 200 tool error or -32603 from
@@ -111,7 +114,9 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     if (!isJsonContentType(request.headers.get('content-type'))) return restError(415, 'unsupported_media_type', 'Content-Type must be application/json.');
     if (declaredTooLarge(request, Limits.requestBodyMaxBytes)) return restError(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
 
-    const now = deps.clock.now();
+    // pup's timestamp is compared with the time of day, and the replay memory that must agree with
+    // its window (LIM-9) is kept in the same time.
+    const now = timeOfDay(deps.clock);
     const checked = checkInboundHeaders(
       secrets,
       {
@@ -160,14 +165,16 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   }
 
   /**
-   * `/pup/mcp` and `/pup/challenge`: the request's work runs at most once per webhook-id, and a
-   * retry (the same route and bytes under the same id) is treated as its first try was; the id used
-   * for anything else is `401 replayed`. The id is claimed with a token of this request's own
-   * (a claim whose write applied but whose answer was lost is recognised as ours, not as a replay);
-   * a success (an answer below 400 with no failed dependency) is kept under the claim and repeated
-   * to a replay byte for byte; a failure (400, 5xx, a dependency that failed inside an HTTP 200
-   * tool result) releases the claim, so the retry is processed. While the first request is still
-   * being answered, a retry is told to come back (`503 in_progress`, `Retry-After: 1`).
+   * `/pup/mcp` and `/pup/challenge`: the request's work runs at most once per webhook-id, and an id
+   * that was processed is `401 replayed` from then on, whatever comes with it (pup's documentation:
+   * replayed MCP and challenge ids are rejected; a captured request must not fetch its answer
+   * twice). The id is claimed with a token of this request's own (a claim whose write applied but
+   * whose answer was lost is recognised as ours, not as a replay); a success (an answer below 400
+   * with no failed dependency) settles the claim as processed; a failure (400, 5xx, a dependency
+   * that failed inside an HTTP 200 tool result) releases it, so a retry of a request that had no
+   * effect is processed like its first try. While the first request is still being answered, the
+   * same request sent again is told to come back (`503 in_progress`, `Retry-After: 1`): it may
+   * yet fail and be released.
    */
   async function once(
     url: URL,
@@ -189,11 +196,11 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
       return storageUnavailable(requestId, url.pathname, error);
     }
     if (!claim.claimed) {
-      // The id was used for another request (the other route, or other bytes): a replay, refused.
-      if (!claim.sameRequest) return restError(401, PupRefusals.replayed, REFUSAL_MESSAGES.replayed);
-      if (claim.answer) {
-        deps.log.info('pup_request_repeated', { requestId, webhookId: loggedId, route: url.pathname });
-        return jsonText(claim.answer.status, claim.answer.body);
+      // Processed already (settled), or the id was used for another request (the other route, or
+      // other bytes): a replay, refused. A captured request never fetches its answer a second time.
+      if (!claim.sameRequest || claim.answer) {
+        deps.log.info('pup_request_replayed', { requestId, webhookId: loggedId, route: url.pathname, processed: claim.answer !== undefined });
+        return restError(401, PupRefusals.replayed, REFUSAL_MESSAGES.replayed);
       }
       return restError(503, 'in_progress', 'A request with this webhook-id is still being answered; try again in a second.', { 'retry-after': '1' });
     }
@@ -208,15 +215,9 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
       throw error;
     }
     const failed = dependencyFailed.delete(requestId) || response.status >= 400;
-    let kept: InboundAnswer | undefined;
-    if (!failed) {
-      // Too long to keep (no pup MCP answer comes near it): a replay is refused instead of repeated.
-      kept =
-        Buffer.byteLength(bodyText, 'utf8') <= Limits.replayAnswerMaxBytes
-          ? { status: response.status, body: bodyText }
-          : { status: 401, body: JSON.stringify({ error: { code: PupRefusals.replayed, message: REFUSAL_MESSAGES.replayed } }) };
-    }
-    await settle(webhookId, token, kept, requestId, loggedId);
+    // A processed request's claim is settled with the refusal its replays get, never with its
+    // answer: nothing of the answer is stored, so nothing of it can be handed out again.
+    await settle(webhookId, token, failed ? undefined : REPLAYED_ANSWER, requestId, loggedId);
     return new Response(bodyText, { status: response.status, headers: response.headers });
   }
 

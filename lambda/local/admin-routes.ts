@@ -20,7 +20,7 @@
  */
 import type http from 'node:http';
 import { constantTimeEqual } from '../core/signing';
-import { AdminRoutes, Routes } from '../core/protocol';
+import { AccessLimits, AdminRoutes, Routes } from '../core/protocol';
 import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription } from '../operator/actions';
 import { EVENT_STATUSES, isEventStatus } from '../operator/views';
 import type { AccessStore, Outbox, Store } from '../ports';
@@ -151,7 +151,9 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
         if (method !== 'POST') return only('POST');
         if (!deps.rotateKey) return refuse(res, 409, 'key_from_environment', 'The key comes from MCP_API_KEY: change it there and restart the server.');
         const overlap = Number(url.searchParams.get('overlapMs') ?? '0');
-        if (!Number.isSafeInteger(overlap) || overlap < 0) return refuse(res, 400, 'invalid_overlap', 'overlapMs must be a whole number of milliseconds.');
+        if (!Number.isSafeInteger(overlap) || overlap < 0 || overlap > AccessLimits.maxOverlapMs) {
+          return refuse(res, 400, 'invalid_overlap', `overlapMs must be a whole number of milliseconds from 0 to ${AccessLimits.maxOverlapMs} (7 days).`);
+        }
         return answer(res, 200, { rotated: true, overlapMs: overlap, ...(await deps.rotateKey(overlap)) });
       }
       case AdminRoutes.senders: {
@@ -160,7 +162,10 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
         if (method === 'GET') return answer(res, 200, { senders: await listSenders(deps.access) });
         if (method === 'POST') {
           const rateText = url.searchParams.get('rate');
-          return answer(res, 200, await addSender(deps.access, name, rateText === null ? null : Number(rateText), deps.now()));
+          const added = await addSender(deps.access, name, rateText === null ? null : Number(rateText), deps.now());
+          // A name or rate that can never be added (a reserved name included) is a bad request; a taken name is an answer.
+          if (!added.added && added.why !== 'exists') return refuse(res, 400, added.why, added.message);
+          return answer(res, 200, added);
         }
         if (method === 'DELETE') return answer(res, 200, await revokeSender(deps.access, name, deps.now()));
         return only('GET, POST, DELETE');

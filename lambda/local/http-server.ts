@@ -236,7 +236,11 @@ async function serve(app: App, req: http.IncomingMessage, res: http.ServerRespon
     ...(hasBody ? { body: webBody(req), duplex: 'half' } : {}),
   } as RequestInit);
   const response = await app.handle(request, { host: req.headers.host ?? '' });
-  if (res.writableEnded || res.destroyed) return;
+  if (res.writableEnded || res.destroyed) {
+    // An answer no one will read is given up, so that whatever waits for its end (a retired app) does not wait for ever.
+    await response.body?.cancel().catch(() => undefined);
+    return;
+  }
   const out = Object.fromEntries(response.headers);
   // Hop-by-hop headers are this server's to set, not the app's: the SDK's SSE answers carry
   // `Connection: keep-alive`, which would override a client's `Connection: close`.

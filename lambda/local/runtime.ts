@@ -35,7 +35,8 @@ import { isLoopbackHostname, LOOPBACK_HOSTNAMES } from '../core/loopback';
 import { describeCause } from '../core/answers';
 import { createApp, type App } from '../http/app';
 import { createLogger } from '../log';
-import { systemClock, type Clock, type IdempotencyStore, type InboxStore, type Logger, type WebhookClient } from '../ports';
+import type { Clock, IdempotencyStore, InboxStore, Logger, WebhookClient } from '../ports';
+import { steadyClock } from './clock';
 import { switchesOf } from '../operator/views';
 import { recordRotation } from '../operator/access';
 import { DEFAULT_RETRY_DELAYS_S, EventsProfiles } from '../core/protocol';
@@ -75,7 +76,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   const { settings } = options;
   const log = options.log ?? createLogger();
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const clock = options.clock ?? systemClock;
+  // Steady against steps of the wall clock (clock.ts); the wall clock only for what leaves the process.
+  const clock = options.clock ?? steadyClock();
 
   await mkdir(settings.stateDir, { recursive: true, mode: 0o700 });
   // Claimed first: a second server on this directory stops here, before it writes anything.
@@ -122,9 +124,10 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     };
     cleanups.push(() => Promise.allSettled([...background]));
 
-    let app: App | undefined;
+    // The app in force; a rotation replaces it (retiringApp below).
+    let serving: RetiringApp | undefined;
     let admin: AdminDeps | undefined;
-    const server: LocalServer = await startLocalServer(() => app!, {
+    const server: LocalServer = await startLocalServer(() => serving!.app, {
       host: settings.host,
       port: settings.port,
       maxConnections: MAX_CONNECTIONS,
@@ -174,8 +177,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
           },
         },
       );
-    app = buildApp(key.key);
-    cleanups.push(() => app!.close());
+    serving = retiringApp(buildApp(key.key));
+    cleanups.push(() => serving!.app.close());
 
     const baseUrl = `http://${shownHost}:${port}`;
     await db.setOwnerUrl(baseUrl);
@@ -202,24 +205,48 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       access: db.store,
       ...(key.file
         ? {
-            rotateKey: async (overlapMs = 0) => {
-              // The DEPLOYMENT item learns the new key (and keeps the old one for the overlap)
-              // before the file changes: the old key is never refused while it should still work.
-              const next = newApiKey();
-              log.redact?.(next);
-              const recorded = await recordRotation(db.store, key.key, next, overlapMs, clock.now());
-              const rotated = await rotateApiKeyFile(settings.stateDir, next);
-              log.redact?.(rotated.key);
-              const previous = app!;
-              key = { key: rotated.key, file: rotated.file, generated: false };
-              app = buildApp(rotated.key);
-              void previous.close().catch(() => undefined);
-              log.warn('api_key_rotated', { keyFile: rotated.file, overlapMs });
-              // The overlap's end as the server recorded it: the one the old key is refused after.
-              return { keyFile: rotated.file, overlapUntil: recorded.previousKeyUntil };
+            rotateKey: (overlapMs = 0) => {
+              // One rotation at a time: each records the key the previous one put in force.
+              const rotation = rotating.then(() => rotateKey(overlapMs));
+              rotating = rotation.catch(() => undefined);
+              return rotation;
             },
           }
         : {}),
+    };
+
+    let rotating: Promise<unknown> = Promise.resolve();
+    /**
+     * A rotation, in the order that keeps every key working while it should: the DEPLOYMENT item
+     * learns the new key (and keeps the old one for the overlap) first, then the server serves it,
+     * and only then does the file show it, so a key read from the file always works. The app it
+     * replaces is closed once the requests it holds are answered, never while it still answers.
+     * A file that cannot be written undoes the rotation: the old key stays in force everywhere.
+     */
+    const rotateKey = async (overlapMs: number) => {
+      const previousKey = key.key;
+      const next = newApiKey();
+      log.redact?.(next);
+      const recorded = await recordRotation(db.store, previousKey, next, overlapMs, clock.now());
+      const previous = serving;
+      serving = retiringApp(buildApp(next));
+      try {
+        await rotateApiKeyFile(settings.stateDir, next);
+      } catch (error) {
+        // The app of the old key was never retired: it serves again.
+        const abandoned = serving;
+        serving = previous!;
+        abandoned.retire();
+        await recordRotation(db.store, next, previousKey, 0, clock.now()).catch((undo: unknown) =>
+          log.error('api_key_rotation_not_undone', { cause: describeCause(undo) }),
+        );
+        throw error;
+      }
+      key = { key: next, file: key.file!, generated: false };
+      previous!.retire();
+      log.warn('api_key_rotated', { keyFile: key.file, overlapMs });
+      // The overlap's end as the server recorded it: the one the old key is refused after.
+      return { keyFile: key.file!, overlapUntil: recorded.previousKeyUntil };
     };
 
     // Reads never depend on it (every read checks expiry itself); it only keeps the file small.
@@ -236,11 +263,90 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     // A clean stop drains: the server stops accepting and answers what it holds before anything
     // it uses is closed.
     const stop = () => (stopping ??= server.close().then(unwind));
-    return { url, port, app: () => app!, db, worker, stop };
+    return { url, port, app: () => serving!.app, db, worker, stop };
   } catch (error) {
     await unwind();
     throw error;
   }
+}
+
+interface RetiringApp {
+  app: App;
+  /** No new request comes to it any more: it is closed once the requests it holds are answered. */
+  retire(): void;
+}
+
+/**
+ * An app that counts the requests it is answering, so that the one a rotation replaces is closed
+ * only after its last answer (closing the MCP handler cuts the exchanges it holds: an empty 499).
+ * A request counts until its answer's body has been read to its end or given up (a legacy-era
+ * answer is an event stream). The server takes the app in force synchronously when a request
+ * starts (http-server.ts), so no request reaches a retired app after its count came to zero.
+ */
+function retiringApp(inner: App): RetiringApp {
+  let inFlight = 0;
+  let retired = false;
+  let closed: Promise<void> | undefined;
+  const closeIfDone = () => {
+    if (retired && inFlight === 0) closed ??= inner.close().catch(() => undefined);
+  };
+  const finished = () => {
+    inFlight--;
+    closeIfDone();
+  };
+  return {
+    app: {
+      async handle(request, options) {
+        inFlight++;
+        let response: Response;
+        try {
+          response = await inner.handle(request, options);
+        } catch (error) {
+          finished();
+          throw error;
+        }
+        if (!response.body) {
+          finished();
+          return response;
+        }
+        return new Response(countedBody(response.body, finished), { status: response.status, statusText: response.statusText, headers: response.headers });
+      },
+      close: () => (closed ??= inner.close()),
+    },
+    retire() {
+      retired = true;
+      closeIfDone();
+    },
+  };
+}
+
+/** `body` as it is, calling `done` once when it ends, fails or is cancelled. */
+function countedBody(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let settled = false;
+  const settle = () => {
+    if (settled) return;
+    settled = true;
+    done();
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const next = await reader.read();
+        if (next.done) {
+          settle();
+          controller.close();
+        } else controller.enqueue(next.value);
+      } catch (error) {
+        settle();
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      settle();
+      await reader.cancel(reason).catch(() => undefined);
+    },
+  });
 }
 
 /**

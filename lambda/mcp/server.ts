@@ -23,8 +23,8 @@
  * piece of state lives behind the ports.
  */
 import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
-import type { Identity } from '../core/access';
-import { answerUnavailable, describeCause, idempotentToolResult } from '../core/answers';
+import { admitSend, type Identity } from '../core/access';
+import { answerUnavailable, describeCause, idempotentToolResult, rateLimitedToolResult } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { announcePending } from '../core/inbox';
 import { sendOnce, type IdempotencyDeps } from '../core/idempotency';
@@ -107,10 +107,11 @@ function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Recor
   const extra = ('authInfo' in ctx ? ctx.authInfo?.extra : (ctx as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http?.authInfo?.extra) ?? {};
   const requestId = String(extra.requestId ?? '');
   if (typeof extra.principal === 'string') {
-    // A door with a fixed principal of its own (pup): it may do what the connector does.
+    // A door with a fixed principal and sender name of its own (pup): it may do what the connector does.
     const principal = extra.principal;
+    if (typeof extra.sender !== 'string') throw new Error('mcp: a door with its own principal must name its sender');
     const key = typeof extra.idempotencyKey === 'string' ? { idempotencyKey: extra.idempotencyKey } : {};
-    return { identity: { role: 'connector', sender: String(extra.sender ?? 'connector'), principal: async () => principal }, requestId, door: 'pup', ...key };
+    return { identity: { role: 'connector', sender: extra.sender, principal: async () => principal }, requestId, door: 'pup', ...key };
   }
   const identity = extra.identity as Identity | undefined;
   if (!identity || typeof identity.principal !== 'function') throw new Error('mcp: request reached the server without an authenticated identity');
@@ -160,7 +161,10 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       guarded('tools/call', async () => {
         let outcome;
         try {
-          // A sender's rate was counted at the door (http/app.ts), before the SDK saw the request.
+          // Each call counts against a sender's rate, here where it runs: one call alone, in a
+          // batch or as a task alike. Past the rate nothing is recorded or sent.
+          const admission = await admitSend(deps.access, caller.identity, deps.clock.now());
+          if (!admission.ok) return rateLimitedToolResult(caller.identity.rate!, admission.retryAfterMs);
           outcome = await sendOnce(deps, args, { sender: caller.identity.sender }, caller.idempotencyKey);
         } catch (error) {
           if (error instanceof DependencyUnavailable) return answerUnavailable(deps.log, 'tool', error, { requestId: caller.requestId, where: 'tools/call' });

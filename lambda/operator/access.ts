@@ -8,7 +8,7 @@
  * Secrets Manager secret: the runtime or the CLI writes it after `recordRotation`), and printing.
  * A sender key is returned once, by `addSender`, and never stored or shown again.
  */
-import { ensureDeployment, keyHashOf, newSenderKey, senderNameProblem } from '../core/access';
+import { ensureDeployment, keyHashOf, newSenderKey, newSenderNameProblem } from '../core/access';
 import { AccessLimits } from '../core/protocol';
 import type { AccessStore, SenderRecord } from '../ports';
 
@@ -43,7 +43,7 @@ export function senderRateProblem(rate: number | null): string | undefined {
 }
 
 export async function addSender(access: AccessStore, name: string, rate: number | null, now: number): Promise<AddSenderResult> {
-  const nameProblem = senderNameProblem(name);
+  const nameProblem = newSenderNameProblem(name);
   if (nameProblem) return { added: false, name, why: 'invalid_name', message: nameProblem };
   const rateProblem = senderRateProblem(rate);
   if (rateProblem) return { added: false, name, why: 'invalid_rate', message: rateProblem };
@@ -57,10 +57,21 @@ export async function listSenders(access: AccessStore): Promise<SenderView[]> {
   return (await access.listSenders()).map(senderView);
 }
 
+/**
+ * Revokes a sender, and says what is true when it answers: `already_revoked` only of a sender whose
+ * stored record carries a revocation, `not_found` only while none exists. A revoke that raced an
+ * add of the same name (its write found nothing, then the add landed) sees the live sender on its
+ * second read and revokes it, instead of calling "already revoked" a key that still sends.
+ */
 export async function revokeSender(access: AccessStore, name: string, now: number): Promise<{ revoked: boolean; name: string; why?: 'not_found' | 'already_revoked' }> {
-  if (await access.revokeSender(name, now)) return { revoked: true, name };
-  const stored = await access.getSender(name);
-  return { revoked: false, name, why: stored ? 'already_revoked' : 'not_found' };
+  // A revocation is never undone and a name is added once, so the second round decides.
+  for (let round = 0; round < 2; round++) {
+    if (await access.revokeSender(name, now)) return { revoked: true, name };
+    const stored = await access.getSender(name);
+    if (!stored) return { revoked: false, name, why: 'not_found' };
+    if (stored.revokedAt !== undefined) return { revoked: false, name, why: 'already_revoked' };
+  }
+  throw new Error(`revokeSender: sender ${name} is live but its revocation was not written`);
 }
 
 export interface Rotation {

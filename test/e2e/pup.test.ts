@@ -98,18 +98,30 @@ describe('PUP-1: pup door on the local runtime', () => {
     }
   });
 
-  it('PUP-10, PUP-21: over real HTTP a retry is answered as its first try was: a success repeated and run once, a failure processed again', async () => {
+  it('PUP-10, PUP-21: over real HTTP a processed MCP call or challenge sent again is refused as replayed, a failure is processed again', async () => {
     const secret = newSecret();
     const server = await startServer({ PUP_SIGNING_SECRETS: secret });
+    let first: { status: number; text: string };
+    let challenged: { status: number; text: string };
     try {
       const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
       const call = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message: 'only once' }, _meta: meta } });
       const mcpHeaders = { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' };
       const id = `msg_${randomBytes(8).toString('hex')}`;
-      const first = await signedPost(server, '/pup/mcp', call, secret, id, mcpHeaders);
+      first = await signedPost(server, '/pup/mcp', call, secret, id, mcpHeaders);
       assert.equal(first.status, 200, first.text);
-      const retried = await signedPost(server, '/pup/mcp', call, secret, id, mcpHeaders);
-      assert.deepEqual(retried, first);
+      const replayed = await signedPost(server, '/pup/mcp', call, secret, id, mcpHeaders);
+      assert.equal(replayed.status, 401, replayed.text);
+      assert.equal(JSON.parse(replayed.text).error.code, 'replayed');
+
+      const nonce = `nonce-${randomBytes(8).toString('hex')}`;
+      const challengeId = `msg_${randomBytes(8).toString('hex')}`;
+      challenged = await signedPost(server, '/pup/challenge', JSON.stringify(nonce), secret, challengeId);
+      assert.deepEqual(challenged, { status: 200, text: JSON.stringify(nonce) });
+      const again = await signedPost(server, '/pup/challenge', JSON.stringify(nonce), secret, challengeId);
+      assert.equal(again.status, 401);
+      assert.equal(JSON.parse(again.text).error.code, 'replayed');
+      assert.ok(!again.text.includes(nonce), 'the refusal carries nothing of the first answer');
 
       const bad = `msg_${randomBytes(8).toString('hex')}`;
       assert.equal((await signedPost(server, '/pup/challenge', '{"challenge":null}', secret, bad)).status, 400);
@@ -120,6 +132,7 @@ describe('PUP-1: pup door on the local runtime', () => {
     }
     const logs = server.stderr.join('\n').split('\n');
     assert.equal(logs.filter((line) => line.includes('"pup_request"')).length, 1, 'the MCP call ran once');
-    assert.equal(logs.filter((line) => line.includes('"pup_request_repeated"')).length, 1);
+    assert.equal(logs.filter((line) => line.includes('"pup_request_replayed"')).length, 3);
+    assert.equal(logs.filter((line) => line.includes('"pup_request_repeated"')).length, 0, 'no answer was repeated');
   });
 });

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildCli, runCli, type CliRun } from '../support/cli-run';
-import { echoing, newSecret, rpc, startReceiver, startServer, until, type RunningServer } from '../support/e2e';
+import { admin, echoing, newSecret, rpc, startReceiver, startServer, until, waitFor, type RunningServer } from '../support/e2e';
 
 before(buildCli);
 
@@ -92,8 +92,10 @@ describe('dm-dot senders: send-only keys', () => {
     assert.equal(limited.status, 429);
     assert.match(limited.headers.get('retry-after') ?? '', /^\d+$/);
     const limitedTool = await mcp(s, key, 'tools/call', { name: 'send_to_dot', arguments: { message: 'one too many' } });
-    assert.equal(limitedTool.status, 429);
-    assert.equal(limitedTool.body.error.code, -32029);
+    assert.equal(limitedTool.status, 200);
+    assert.equal(limitedTool.body.error, undefined, 'a rate refusal is a tool result, never a JSON-RPC error');
+    assert.equal(limitedTool.body.result.isError, true);
+    assert.ok(limitedTool.body.result.structuredContent.retryAfterMs > 0);
 
     const forbidden = await mcp(s, key, 'events/subscribe', { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url('/thief'), secret: newSecret() } });
     assert.equal(forbidden.body.error.code, -32012);
@@ -128,6 +130,61 @@ describe('dm-dot senders: send-only keys', () => {
     assert.ok([200, 202].includes((await post(s, s.key, 'from the connector')).status));
     const after = JSON.parse((await cli(['events', '--json'], s.stateDir)).out).events as { sender: string }[];
     assert.equal(after[0]!.sender, 'connector');
+  });
+});
+
+describe('every send counts', () => {
+  it('HTTP-KEY-RATE-1: one JSON-RPC batch of 100 sends from a sender at --rate 1 delivers 1; the other 99 are tool errors with retryAfterMs', async () => {
+    const s = await serverWithKeyFile();
+    const { receiver } = await subscribed(s, s.key);
+    const added = await cli(['senders', 'add', 'burst', '--rate', '1', '--json'], s.stateDir);
+    assert.equal(added.code, 0, added.err);
+    const key = JSON.parse(added.out).key as string;
+
+    await startOfAMinute();
+    const call = (i: number) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message: `batched ${i}` } } });
+    const batch = Array.from({ length: 100 }, (_, i) => call(i));
+    const response = await fetch(s.mcpUrl, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-03-26',
+        authorization: `Bearer ${key}`,
+      },
+      body: JSON.stringify(batch),
+    });
+    assert.equal(response.status, 200);
+    // The 2025-03-26 transport may answer as an event stream: one JSON-RPC answer (or array) per data line.
+    const text = await response.text();
+    const answers = (response.headers.get('content-type') ?? '').startsWith('text/event-stream')
+      ? text.split('\n').filter((line) => line.startsWith('data:')).flatMap((line) => [JSON.parse(line.slice(5))].flat())
+      : [JSON.parse(text)].flat();
+    assert.equal(answers.length, 100);
+    assert.deepEqual(answers.filter((a) => a.error !== undefined), [], 'no JSON-RPC error in the batch');
+    assert.equal(answers.filter((a) => a.result.isError === false).length, 1);
+    assert.equal(answers.filter((a) => a.result.isError === true && a.result.structuredContent?.retryAfterMs > 0).length, 99);
+
+    await until('the one event delivered', async () => receiver.events().length >= 1 || undefined);
+    const events = JSON.parse((await cli(['events', '--json'], s.stateDir)).out).events as { sender: string }[];
+    assert.deepEqual(events.map((e) => e.sender), ['burst'], 'one event recorded, nothing for the refused sends');
+    // Nothing else arrives later either: every event the log holds was delivered.
+    assert.equal(receiver.events().length, 1);
+  });
+});
+
+describe('reserved sender names', () => {
+  it('HTTP-KEY-NAME-1: senders add connector, pup or dm-dot is a usage error (exit 2) and the admin route refuses it with 400', async () => {
+    const s = await serverWithKeyFile();
+    for (const name of ['connector', 'pup', 'dm-dot']) {
+      const refused = await cli(['senders', 'add', name], s.stateDir);
+      assert.equal(refused.code, 2, `${name}: ${refused.err}`);
+      assert.match(refused.err, /reserved/);
+      const direct = await admin(s, 'POST', `/admin/senders?name=${name}`);
+      assert.equal(direct.status, 400, JSON.stringify(direct.body));
+      assert.match(direct.body.error.message, /reserved/);
+    }
+    assert.deepEqual(JSON.parse((await cli(['senders', 'list', '--json'], s.stateDir)).out).senders, []);
   });
 });
 
@@ -177,5 +234,84 @@ describe('dm-dot key rotate --overlap', () => {
     assert.equal(again.body.result?.id, id);
     const status = await cli(['status'], s.stateDir);
     assert.match(status.out, /events profile +sep-3415/);
+  });
+});
+
+describe('a local key rotation cuts no one', () => {
+  it('HTTP-KEY-ROT-1: MCP requests in flight while the key rotates all get their normal answer (none cut with an empty 499)', async () => {
+    const s = await serverWithKeyFile();
+    // A dot that takes a second: each send is in flight, inside its inline attempt, when the key rotates.
+    const receiver = await startReceiver((r) => (r.json?.type === 'verification' ? echoing()(r) : { status: 200, delayMs: 1_500 }));
+    cleanups.push(() => receiver.close());
+    const delivery = { mode: 'webhook', url: receiver.url(), secret: newSecret() };
+    const subscribedNow = await mcp(s, s.key, 'events/subscribe', { name: 'message.created', arguments: {}, delivery });
+    assert.equal(subscribedNow.body.error, undefined, JSON.stringify(subscribedNow.body));
+
+    const sendOne = (i: number) =>
+      mcp(s, s.key, 'tools/call', { name: 'send_to_dot', arguments: { message: `in flight ${i}` } }).catch(
+        (error: Error) => ({ status: 0, body: String(error) }) as const,
+      );
+    const sends = Array.from({ length: 24 }, (_, i) => sendOne(i));
+    await until('every send reached the dot', async () => receiver.events().length >= 24 || undefined);
+    // Through the admin route the CLI calls: at once, while every send still waits for the dot.
+    const rotated = await admin(s, 'POST', '/admin/key');
+    assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
+    const answers = await Promise.all(sends);
+    const cut = answers.filter((a) => a.status !== 200 || a.body?.result?.structuredContent?.status !== 'delivered');
+    assert.deepEqual(cut, [], 'every request in flight got its normal answer');
+  });
+
+  it('HTTP-KEY-ROT-2: the key read from the api-key file always works, across rotations', async () => {
+    const s = await serverWithKeyFile();
+    const keyFile = join(s.stateDir, 'api-key');
+    let stop = false;
+    const refusals: string[] = [];
+    let answered = 0;
+    const reader = async () => {
+      while (!stop) {
+        const key = readFileSync(keyFile, 'utf8').trim();
+        const answer = await mcp(s, key, 'tools/list');
+        answered++;
+        if (answer.status !== 200) refusals.push(`HTTP ${answer.status} for the key the file held`);
+      }
+    };
+    const readers = Array.from({ length: 4 }, reader);
+    // With an overlap, so that a key read just before a rotation still works: the only refusal left
+    // to find is of a key the file shows before the server serves it.
+    for (let i = 0; i < 10; i++) {
+      const rotated = await cli(['key', 'rotate', '--overlap', '1m', '--yes'], s.stateDir);
+      assert.equal(rotated.code, 0, rotated.err);
+    }
+    stop = true;
+    await Promise.all(readers);
+    assert.ok(answered > 40, `the readers kept asking (${answered})`);
+    assert.deepEqual(refusals, []);
+  });
+
+  it('HTTP-KEY-ROT-4: key rotate --overlap past 7 days is a usage error; the admin route answers 400, and the key stays', async () => {
+    const s = await serverWithKeyFile();
+    const refused = await cli(['key', 'rotate', '--overlap', '8d', '--yes'], s.stateDir);
+    assert.equal(refused.code, 2, refused.err);
+    assert.match(refused.err, /at most 7d/);
+    const direct = await admin(s, 'POST', `/admin/key?overlapMs=${8 * 86_400_000}`);
+    assert.equal(direct.status, 400, JSON.stringify(direct.body));
+    assert.equal(direct.body.error.code, 'invalid_overlap');
+    assert.equal(readFileSync(join(s.stateDir, 'api-key'), 'utf8').trim(), s.key);
+    assert.equal((await mcp(s, s.key, 'tools/list')).status, 200);
+  });
+
+  it('HTTP-KEY-LOG-1: a key typed into the path (/mcp&key=…) never reaches the log verbatim', async () => {
+    const s = await serverWithKeyFile();
+    const typed = 'typed-into-the-path-0123456789';
+    const added = await cli(['senders', 'add', 'pathy', '--json'], s.stateDir);
+    const senderKey = JSON.parse(added.out).key as string;
+    for (const path of [`/mcp&key=${typed}`, `/mcp&key=${s.key}`, `/mcp&key=${encodeURIComponent(senderKey)}`, `/${senderKey}`]) {
+      const response = await fetch(`${s.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      assert.equal(response.status, 404);
+    }
+    await waitFor('the four request lines', () => s.stderr.filter((line) => line.includes('"status":404')).length >= 4 || undefined);
+    const log = s.stderr.join('\n');
+    for (const secret of [typed, s.key, senderKey.slice(-43)]) assert.ok(!log.includes(secret), 'a key is in the log');
+    assert.ok(log.includes('/mcp&key=[redacted]'));
   });
 });

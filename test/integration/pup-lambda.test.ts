@@ -129,18 +129,21 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     expect(t.lines.join('\n')).not.toContain(old.secret.slice(6, 30));
   });
 
-  test('STORE-6: the table holds a REPLAY# item (10 min, with the answer kept) per MCP/challenge id and an ANSWER# item per event id', async () => {
+  test('STORE-6, PUP-10: a REPLAY# item (10 min, marked processed, never the answer) per MCP/challenge id, an ANSWER# item per event id', async () => {
     const { secret, key } = newPupSecret();
     const t = await lambdaTarget({ secrets: { secrets: [secret] } });
     const challengeId = newWebhookId();
     const eventId = newWebhookId();
-    await signedPost(t, '/pup/challenge', '"x"', key, { id: challengeId });
+    await signedPost(t, '/pup/challenge', '"nonce-kept-nowhere"', key, { id: challengeId });
     await signedPost(t, '/pup/events', envelope(eventId, 'member.joined'), key, { id: eventId });
     const item = async (pk: string) => (await ddb.client.send(new GetItemCommand({ TableName: t.tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
     const replay = await item(`REPLAY#${challengeId}`);
     // A second past the claim's inclusive end (adapters/dynamodb-store.ts).
     expect(Number(replay?.ttl?.N)).toBe(Math.ceil((t.clock.now() + Limits.replayMemoryMs) / 1000) + 1);
-    expect(replay).toMatchObject({ answerStatus: { N: '200' }, answerBody: { S: '"x"' } });
+    // What a replay gets: the refusal. Nothing of the answer is in the table.
+    expect(replay).toMatchObject({ answerStatus: { N: '401' } });
+    expect(JSON.parse(replay!.answerBody!.S!)).toMatchObject({ error: { code: 'replayed' } });
+    expect(JSON.stringify(replay)).not.toContain('nonce-kept-nowhere');
     const answer = await item(`ANSWER#${eventId}`);
     expect(answer).toMatchObject({ status: { N: '200' }, body: { S: '{}' } });
     expect(await item(`REPLAY#${eventId}`)).toBeUndefined();
@@ -168,9 +171,10 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
       expect(proxy.counts()['PutItem:pass']).toBeGreaterThanOrEqual(1);
       expect(answer.status).toBe(200);
       expect((answer.json as { result?: unknown }).result).toBeDefined();
-      // And pup's own retry of it gets that answer again.
+      // It was processed: the same request sent again is a replay, refused (PUP-10).
       const retry = await signedPost(t, '/pup/mcp', mcpBody('server/discover'), key, { id, headers: mcpHeaders('server/discover') });
-      expect([retry.status, retry.text]).toEqual([200, answer.text]);
+      expect(retry.status).toBe(401);
+      expect(retry.json).toMatchObject({ error: { code: 'replayed' } });
     } finally {
       proxy.releaseHeld();
       client.destroy();

@@ -266,7 +266,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expectRefusal(await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: second, headers: mcpHeaders('server/discover') }), 'replayed');
       });
 
-      test('LIM-9, PUP-10: the two windows agree at their edges: a replay gets the first answer until the timestamp window closes, then it is stale', async () => {
+      test('LIM-9, PUP-10: the two windows agree at their edges: a replay is refused as replayed until the window closes, then it is stale', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
         // On a whole second, so that the window's edges fall on whole milliseconds.
@@ -277,25 +277,25 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         expect(first.status).toBe(200);
         // 600,000 ms later the timestamp is 300 s old: still inside the window, so still a replay.
         t.clock.advance(600_000);
-        const replay = await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts });
-        expect([replay.status, replay.text]).toEqual([200, first.text]);
+        expectRefusal(await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts }), 'replayed');
         // One millisecond later the window has closed: stale, never accepted.
         t.clock.advance(1);
         expectRefusal(await signedPost(t, '/pup/challenge', '"x"', current.key, { id, ts }), 'stale_timestamp');
       });
 
-      test('PUP-10: the same signed request sent twice: the second gets the first answer byte for byte, and is not processed again', async () => {
+      test('PUP-10: the same signed challenge sent twice: the second is refused as replayed, and its answer is nowhere in the refusal', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
         const ts = Math.floor(t.clock.now() / 1000);
         const first = await signedPost(t, '/pup/challenge', '{ "challenge": "n-1" }', current.key, { id, ts });
         expect(first.status).toBe(200);
         const second = await signedPost(t, '/pup/challenge', '{ "challenge": "n-1" }', current.key, { id, ts });
-        expect([second.status, second.text]).toEqual([200, first.text]);
-        expect(t.logs.filter((l) => l.event === 'pup_request_repeated')).toHaveLength(1);
+        expectRefusal(second, 'replayed');
+        expect(second.text).not.toContain('n-1');
+        expect(t.logs.filter((l) => l.event === 'pup_request_replayed')).toHaveLength(1);
       });
 
-      test('PUP-10: an MCP call retried with its id is answered as the first was and runs once', async () => {
+      test('PUP-10: an MCP call sent again with its id is refused as replayed and runs once', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const id = newWebhookId();
         const body = mcpBody('tools/call', { name: 'send_to_dot', arguments: { message: 'once only' } }, CONTEXT);
@@ -305,7 +305,7 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
         // Signed anew (a later timestamp), as a retry is: the same bytes under the same id.
         t.clock.advance(30_000);
         const retry = await signedPost(t, '/pup/mcp', body, current.key, { id, headers });
-        expect([retry.status, retry.text]).toEqual([first.status, first.text]);
+        expectRefusal(retry, 'replayed');
         expect(t.logs.filter((l) => l.event === 'pup_request')).toHaveLength(1);
       });
 

@@ -256,3 +256,26 @@ describe('scrubbing (the last line of defence)', () => {
     expect(lines[0]).not.toContain(JSON.stringify(key).slice(1, -1));
   });
 });
+
+describe('HTTP-10: a key typed anywhere in a URL is scrubbed', () => {
+  const SENDER = `dmsk_billing_${'A1b2-C3d4_'.repeat(4)}xyz`;
+
+  it.each(['json', 'text'] as const)('HTTP-KEY-LOG-1 (%s): a key= value in a path or query and a sender key never reach a line verbatim', (format) => {
+    const { log, lines } = capture({ format });
+    log.info('request', { method: 'POST', path: '/mcp&key=typed-into-the-path-0123', status: 404, ms: 1 });
+    log.info('request', { method: 'GET', path: '/mcp;KEY=another%2Dsecret-0123&x=1', status: 404, ms: 1 });
+    log.warn('request_timeout', { path: `/v1/messages/${SENDER}` });
+    const all = lines.join('\n');
+    for (const secret of ['typed-into-the-path-0123', 'another%2Dsecret-0123', SENDER.slice(-43)]) expect(all).not.toContain(secret);
+    expect(all).toContain('/mcp&key=[redacted]');
+    expect(all).toContain('x=1');
+    expect(all).toContain('dmsk_billing_[redacted]');
+  });
+
+  it('HTTP-KEY-LOG-1: names that merely end in "key" are left alone', () => {
+    const { log, lines } = capture({ format: 'text' });
+    log.warn('api_key_rotated', { keyFile: '/state/api-key', idempotencyKey: 'abc' });
+    expect(lines[0]).toContain('keyFile=/state/api-key');
+    expect(lines[0]).toContain('idempotencyKey=abc');
+  });
+});

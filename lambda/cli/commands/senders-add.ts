@@ -1,7 +1,8 @@
 /**
  * `dm-dot senders add NAME [--rate N]`: a new send-only key, printed once (only its hash is
  * stored). It may call tools/list, send_to_dot and POST /v1/messages, nothing else; with a rate,
- * past N messages in a minute it gets 429 with Retry-After.
+ * past N messages in a minute it gets 429 with Retry-After (a tool error on /mcp). connector, pup and
+ * dm-dot are reserved: the log names the connector key, pup and dm-dot itself so.
  */
 import { AWS_TABLE_OPTIONS } from '../operator';
 import { integerValue } from '../args';
@@ -9,7 +10,7 @@ import { defineCommand } from '../command';
 import { OperationError, UsageError } from '../errors';
 import { withSenders } from '../senders';
 import { AccessLimits } from '../../core/protocol';
-import { senderNameProblem } from '../../core/access';
+import { newSenderNameProblem, senderNameProblem } from '../../core/access';
 
 export const SENDER_NAME_ARGUMENT = { name: 'NAME', description: 'the sender: 1 to 32 lower-case letters, digits and dashes (it is part of the key and of every event it sends)' } as const;
 
@@ -27,7 +28,9 @@ export const command = defineCommand({
     description:
       'The key may list the tools, call send_to_dot and POST /v1/messages; subscribing, unsubscribing and every operator action are refused (Forbidden). ' +
       'Only its hash is stored: copy it now, it is never shown again (revoke and add another if it is lost). ' +
-      'Every event it sends names it in the delivery log. With --rate N, past N messages in a minute it gets HTTP 429 with Retry-After (on /mcp a JSON-RPC error of the same meaning).',
+      'Every event it sends names it in the delivery log. With --rate N, past N messages in a minute it gets HTTP 429 with Retry-After ' +
+      '(on /mcp a send_to_dot tool error carrying retryAfterMs). ' +
+      'connector, pup and dm-dot are reserved names.',
     positionals: [SENDER_NAME_ARGUMENT],
     options: {
       rate: { type: 'string', value: 'N', description: `at most N messages per minute (1..${AccessLimits.maxSenderRate}); default: no limit` },
@@ -37,6 +40,9 @@ export const command = defineCommand({
   },
   async run(ctx, { values, positionals }) {
     const name = senderNameOf(positionals[0]);
+    // A reserved name is refused here, as a usage error, before anything is asked of a server.
+    const reserved = newSenderNameProblem(name);
+    if (reserved) throw new UsageError(reserved);
     const rate = integerValue(values.rate, 'rate', 1, AccessLimits.maxSenderRate) ?? null;
     return withSenders(ctx, values, async ({ where, senders }) => {
       const result = await ctx.progress(`adding sender ${name} in ${where}`, senders.add(name, rate));

@@ -2,8 +2,11 @@
  * The wire constants (docs/contract: mcp, events, limits) and the error types of the core.
  */
 import { callbackEndpointError, DependencyUnavailable, guardDependency, invalidParams, ProtocolFault } from '../../../lambda/core/errors';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import {
   ErrorCodes,
+  EventsProfiles,
   FailureReasons,
   Limits,
   MESSAGE_CREATED_DEFINITION,
@@ -111,5 +114,27 @@ describe('errors', () => {
   test('guardDependency keeps an inner DependencyUnavailable as it is', async () => {
     const inner = new DependencyUnavailable('storage');
     await expect(guardDependency('queue', async () => Promise.reject(inner))).rejects.toBe(inner);
+  });
+});
+
+describe('MCP-CODE-1: no JSON-RPC code in -32020..-32099 that the specification does not define', () => {
+  // -32020..-32022: MCP 2026-07-28; -32023..-32027: the SEP-3415 events profile.
+  const DEFINED = new Set([-32020, -32021, -32022, -32023, -32024, -32025, -32026, -32027]);
+  const reserved = (code: number) => code <= -32020 && code >= -32099;
+
+  test('MCP-CODE-1: every code in ErrorCodes and in both events profiles is defined where it is reserved', () => {
+    const codes = [...Object.values(ErrorCodes), ...Object.values(EventsProfiles).flatMap((profile) => Object.values(profile.codes))];
+    expect(codes.filter((code) => reserved(code) && !DEFINED.has(code))).toEqual([]);
+  });
+
+  test('MCP-CODE-1: no source file under lambda/ names a code of the reserved range the specification does not define', () => {
+    const lambdaDir = join(__dirname, '..', '..', '..', 'lambda');
+    const files = (readdirSync(lambdaDir, { recursive: true }) as string[]).filter((file) => file.endsWith('.ts'));
+    expect(files.length).toBeGreaterThan(50);
+    const found = files.flatMap((file) => {
+      const codes = [...readFileSync(join(lambdaDir, file), 'utf8').matchAll(/-320[2-9]\d\b/g)].map((m) => Number(m[0]));
+      return codes.filter((code) => !DEFINED.has(code)).map((code) => `${file}: ${code}`);
+    });
+    expect(found).toEqual([]);
   });
 });

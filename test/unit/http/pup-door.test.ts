@@ -108,8 +108,10 @@ describe('pup door: what only fakes show', () => {
       release();
       const answered = await first;
       expect(answered.status).toBe(200);
+      // Processed now: the same request again is a replay, refused (PUP-10).
       const after = await signedPost(t.target, '/pup/mcp', sendBody, key, { id, headers: sendHeaders });
-      expect([after.status, after.text]).toEqual([200, answered.text]);
+      expect(after.status).toBe(401);
+      expect(after.json).toMatchObject({ error: { code: 'replayed' } });
       expect(t.logs.filter((l) => l.event === 'pup_request')).toHaveLength(1);
     });
 
@@ -120,6 +122,16 @@ describe('pup door: what only fakes show', () => {
       expect([answer.status, answer.text]).toEqual([200, '"kept?"']);
       expect(t.logs.some((l) => l.event === 'pup_claim_not_settled')).toBe(true);
     });
+  });
+
+  test('HTTP-KEY-3: a send through the pup door is recorded as sender pup, never as the connector', async () => {
+    const clock = new FakeClock();
+    const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
+    t.store.subscription = liveSubscription(clock.now());
+    const body = mcpBody('tools/call', { name: 'send_to_dot', arguments: { message: 'from discord' } });
+    const answer = await signedPost({ app: t.app, clock, logs: t.logs }, '/pup/mcp', body, key, { headers: mcpHeaders('tools/call', 'send_to_dot') });
+    expect(answer.json).toMatchObject({ result: { isError: false } });
+    expect([...t.store.events.values()].map((event) => event.sender)).toEqual(['pup']);
   });
 
   test('a refused request never reaches the store', async () => {

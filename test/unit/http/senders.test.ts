@@ -5,7 +5,7 @@
  */
 import { createAuthenticator, keyHashOf, newSenderKey, senderNameOf } from '../../../lambda/core/access';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
-import { AccessLimits, EVENT_NAME, RATE_LIMITED_CODE, type EventsProfileName } from '../../../lambda/core/protocol';
+import { AccessLimits, EVENT_NAME, type EventsProfileName } from '../../../lambda/core/protocol';
 import { addSender, recordRotation, revokeSender } from '../../../lambda/operator/access';
 import { API_KEY, buildApp, echoingWebhook, keyQuery, liveSubscription, modernBody, modernHeaders, rpcErrorCode, SECRET, send, type Answer } from '../../support/app';
 import { FakeAccessStore, FakeClock, FakeStore, T0 } from '../../support/fakes';
@@ -147,7 +147,7 @@ describe('sender keys', () => {
 });
 
 describe('sender rate', () => {
-  test('HTTP-KEY-8: past its rate a sender gets 429 with Retry-After on REST and the rate error on /mcp; nothing is recorded; the next minute it sends again', async () => {
+  test('HTTP-KEY-8: past its rate: 429 with Retry-After on REST, a tool error with retryAfterMs on /mcp; nothing recorded; next minute it sends', async () => {
     const clock = new FakeClock(Math.floor(T0 / 60_000) * 60_000 + 50_000);
     const { app, access, store } = setup({ clock });
     store.subscription = liveSubscription(clock.now());
@@ -158,18 +158,65 @@ describe('sender rate', () => {
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('10');
     const rpc = await call(app, key, 'tools/call', sendTool());
-    expect(rpc.status).toBe(429);
-    expect(rpc.headers.get('retry-after')).toBe('10');
-    expect(rpcErrorCode(rpc.json)).toBe(RATE_LIMITED_CODE);
+    expect(rpc.status).toBe(200);
+    expect(rpcErrorCode(rpc.json)).toBeUndefined();
+    const result = (rpc.json as { id: unknown; result: { isError: boolean; structuredContent: unknown; content: { text: string }[] } }).result;
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toStrictEqual({ retryAfterMs: 10_000 });
+    expect(result.content[0]!.text).toMatch(/rate \(2 messages per minute\).*nothing was sent.*10 s/);
     expect((rpc.json as { id: unknown }).id).toBe(1);
     // What is not a send is not counted, and is still answered.
     expect((await call(app, key, 'tools/list')).status).toBe(200);
-    expect((rpc.json as { error: { data: unknown } }).error.data).toStrictEqual({ retryAfterSeconds: 10 });
     expect(store.events.size).toBe(2);
     // The connector is never counted.
     expect((await post(app, API_KEY)).status).toBe(202);
     clock.advance(10_000);
     expect((await post(app, key)).status).toBe(202);
+  });
+
+  test('HTTP-KEY-RATE-1: every tools/call of a JSON-RPC batch counts: 100 sends in one batch at a rate of 1 record 1 event, 99 say when', async () => {
+    const clock = new FakeClock(Math.floor(T0 / 60_000) * 60_000);
+    const { app, access, store } = setup({ clock });
+    store.subscription = liveSubscription(clock.now());
+    const key = await withSender(access, 'burst', 1);
+    const batch = Array.from({ length: 100 }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: sendTool(`batched ${i}`) }));
+    const answer = await send(app, {
+      query: '',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-03-26',
+        authorization: `Bearer ${key}`,
+      },
+      body: JSON.stringify(batch),
+    });
+    expect(answer.status).toBe(200);
+    type Reply = { id: number; error?: unknown; result?: { isError: boolean; structuredContent?: { retryAfterMs?: number } } };
+    const results = ([] as unknown[]).concat(answer.json).flat() as Reply[];
+    expect(results).toHaveLength(100);
+    expect(results.filter((r) => r.error !== undefined)).toEqual([]);
+    expect(results.filter((r) => r.result?.isError === false)).toHaveLength(1);
+    expect(results.filter((r) => r.result?.isError === true && r.result.structuredContent?.retryAfterMs === 60_000)).toHaveLength(99);
+    expect(store.events.size).toBe(1);
+  });
+
+  test('HTTP-KEY-RATE-1: a send that asks for a task counts too, and the connector is never counted', async () => {
+    const clock = new FakeClock(Math.floor(T0 / 60_000) * 60_000);
+    const { app, access, store } = setup({ clock });
+    store.subscription = liveSubscription(clock.now());
+    const key = await withSender(access, 'tasker', 1);
+    const withTasks = { 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
+    const ask = (k: string, id: number) => {
+      const headers = modernHeaders('tools/call', { 'mcp-name': 'send_to_dot', authorization: `Bearer ${k}` });
+      return send(app, { query: '', headers, body: modernBody('tools/call', sendTool(), id, withTasks) });
+    };
+    const first = await ask(key, 1);
+    expect((first.json as { result: { isError?: boolean } }).result.isError).not.toBe(true);
+    const second = await ask(key, 2);
+    const refused = (second.json as { result: { isError: boolean; structuredContent: unknown } }).result;
+    expect(refused).toMatchObject({ isError: true, structuredContent: { retryAfterMs: 60_000 } });
+    for (let i = 0; i < 3; i++) expect((await ask(API_KEY, 10 + i)).status).toBe(200);
+    expect(store.events.size).toBe(4);
   });
 });
 

@@ -8,7 +8,7 @@ import { newSenderKey } from '../../../lambda/core/access';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleAdmin, type AdminDeps } from '../../../lambda/local/admin-routes';
-import { fakeOutbox, FakeQueue, FakeStore, T0 } from '../../support/fakes';
+import { FakeAccessStore, fakeOutbox, FakeQueue, FakeStore, T0 } from '../../support/fakes';
 import { API_KEY, liveSubscription } from '../../support/app';
 
 const TOKEN = 'admin-token-0123456789abcdef0123456789';
@@ -122,6 +122,36 @@ describe('admin routes over the operator actions', () => {
       const shown = await s.get(`/admin/events/${eventId}`);
       expect(shown).toMatchObject({ status: 200, body: { event: { eventId, resendable: true, log: [{ kind: 'attempt', outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true }] } } });
       expect(await s.get(`/admin/events/evt_${'b'.repeat(32)}`)).toMatchObject({ status: 404 });
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('HTTP-KEY-ROT-4: an overlap over 7 days is a 400 that says the limit, and nothing is rotated', async () => {
+    const asked: number[] = [];
+    const s = await adminServer({ rotateKey: async (overlapMs = 0) => (asked.push(overlapMs), { keyFile: '/state/api-key', overlapUntil: null }) });
+    try {
+      const refused = await s.get(`/admin/key?overlapMs=${7 * 86_400_000 + 1}`, {}, 'POST');
+      expect(refused).toMatchObject({ status: 400, body: { error: { code: 'invalid_overlap' } } });
+      expect(refused.body.error.message).toMatch(/7 days/);
+      expect(asked).toEqual([]);
+      expect(await s.get(`/admin/key?overlapMs=${7 * 86_400_000}`, {}, 'POST')).toMatchObject({ status: 200, body: { rotated: true } });
+      expect(asked).toEqual([7 * 86_400_000]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('HTTP-KEY-NAME-1: adding a sender of a reserved name is a 400; a taken name is still an answer', async () => {
+    const access = new FakeAccessStore();
+    const s = await adminServer({ access });
+    try {
+      for (const name of ['connector', 'pup', 'dm-dot']) {
+        expect(await s.get(`/admin/senders?name=${name}`, {}, 'POST')).toMatchObject({ status: 400, body: { error: { code: 'invalid_name' } } });
+      }
+      expect(access.senders.size).toBe(0);
+      expect(await s.get('/admin/senders?name=ok', {}, 'POST')).toMatchObject({ status: 200, body: { added: true } });
+      expect(await s.get('/admin/senders?name=ok', {}, 'POST')).toMatchObject({ status: 200, body: { added: false, why: 'exists' } });
     } finally {
       await s.close();
     }

@@ -38,6 +38,37 @@ describe('senders', () => {
   });
 });
 
+describe('senders under races and reserved names', () => {
+  test('HTTP-KEY-NAME-1: connector, pup and dm-dot are refused as new sender names, nothing stored', async () => {
+    const access = new FakeAccessStore();
+    for (const name of ['connector', 'pup', 'dm-dot']) {
+      const refused = await addSender(access, name, null, T0);
+      expect(refused).toMatchObject({ added: false, why: 'invalid_name' });
+      expect(refused.added ? '' : refused.message).toMatch(/reserved/);
+    }
+    expect(access.senders.size).toBe(0);
+  });
+
+  test('HTTP-KEY-ROT-3: a revoke racing an add never says "already revoked" of a key that still sends: it revokes the sender the add made', async () => {
+    // The add lands between the revoke's write (which found nothing) and its read.
+    class RacingAdd extends FakeAccessStore {
+      pending: (() => Promise<unknown>) | undefined;
+      override async revokeSender(name: string, at: number) {
+        const written = await super.revokeSender(name, at);
+        const add = this.pending;
+        this.pending = undefined;
+        if (add) await add();
+        return written;
+      }
+    }
+    const access = new RacingAdd();
+    access.pending = () => addSender(access, 'racer', null, T0);
+    const answer = await revokeSender(access, 'racer', T0 + 1);
+    expect(answer).toStrictEqual({ revoked: true, name: 'racer' });
+    expect(access.senders.get('racer')!.revokedAt).toBe(T0 + 1);
+  });
+});
+
 describe('rotation', () => {
   test('EV-ID-1, HTTP-KEY-9: the first rotation of an upgraded deployment keeps the principal of the key it replaces', async () => {
     const access = new FakeAccessStore();
