@@ -3,8 +3,8 @@
  * key during a rotation's overlap, or a named sender key; and the deployment's stable principal
  * behind every subscription id, kept in the one DEPLOYMENT item.
  *
- * - The connector key is compared in constant time with the configured key first: the common
- *   case costs no storage read. The principal is read (or created, once, with a conditional put)
+ * - The connector key is compared in constant time with the configured key; with a store, the
+ *   DEPLOYMENT item confirms it (see below: one read per window per app). The principal is read (or created, once, with a conditional put)
  *   on the first request that needs it and then kept for the life of the app: it never changes.
  *   A deployment that predates the item gets the principal its subscription ids were made from,
  *   the hash of the key in force at that first request.
@@ -14,6 +14,13 @@
  * - Any other key is compared, by hash, with the previous connector key of the DEPLOYMENT item,
  *   accepted until its overlap ends. That item is trusted for AccessLimits.deploymentCacheMs, so a
  *   stranger's wrong keys cost at most one read per window.
+ * - With a store, the DEPLOYMENT item says which connector keys are in force, whatever key the app
+ *   was built with: a key whose hash is its `keyHash` is accepted, and the key the app was built
+ *   with only while the item agrees, unless the item's last rotation is older than the app (a key
+ *   changed by hand, not rotated). So an app that outlives a rotation (a warm Lambda environment)
+ *   takes the new key at once and drops a superseded one within deploymentCacheMs: a key the
+ *   cached item refuses reads it again, at most once per deploymentRecheckMs. When the item cannot
+ *   be read, the app's own key still opens what needs no storage.
  *
  * Deliberately not here: where the key is configured or rotated (the runtimes and the operator),
  * HTTP answers (http/app.ts) and which methods a sender may call (mcp/server.ts).
@@ -85,13 +92,18 @@ export interface Authenticator {
 
 export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
   const { apiKey, access, clock } = options;
+  // A rotation recorded before this moment is one this app's key already follows.
+  const builtAt = clock.now();
   let principal: Promise<string> | undefined;
   let deployment: { record: DeploymentRecord | undefined; readAt: number } | undefined;
+  let recheckedAt = -Infinity;
 
   const connectorPrincipal = (): Promise<string> => {
     if (!access) return Promise.resolve(principalOf(apiKey));
     if (!principal) {
-      const pending = guardDependency('storage', () => ensureDeployment(access, apiKey, clock.now())).then((record) => record.principal);
+      // The item the key check read already holds it (a principal never changes): no second read.
+      const read = deployment?.record;
+      const pending = read ? Promise.resolve(read.principal) : guardDependency('storage', () => ensureDeployment(access, apiKey, clock.now())).then((record) => record.principal);
       // A failed read is not kept: the next request reads again.
       pending.catch(() => {
         if (principal === pending) principal = undefined;
@@ -102,11 +114,26 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   };
   const connector: Identity = { role: 'connector', sender: CONNECTOR_SENDER, principal: connectorPrincipal };
 
-  async function currentDeployment(now: number): Promise<DeploymentRecord | undefined> {
-    if (deployment && now - deployment.readAt < AccessLimits.deploymentCacheMs) return deployment.record;
+  async function currentDeployment(now: number, maxAgeMs: number = AccessLimits.deploymentCacheMs): Promise<DeploymentRecord | undefined> {
+    if (deployment && now - deployment.readAt < maxAgeMs && maxAgeMs > 0) return deployment.record;
     const record = await guardDependency('storage', () => access!.getDeployment());
     deployment = { record, readAt: now };
     return record;
+  }
+
+  /** True when `key` is a connector key in force by the DEPLOYMENT item (read at most `maxAgeMs` ago); `configured`: the app's own key. */
+  async function connectorKeyInForce(key: string, configured: boolean, now: number, maxAgeMs?: number): Promise<boolean> {
+    let record: DeploymentRecord | undefined;
+    try {
+      record = await currentDeployment(now, maxAgeMs);
+    } catch (error) {
+      if (configured) return true;
+      throw error;
+    }
+    if (!record || (configured && (record.rotatedAt ?? 0) < builtAt)) return configured;
+    const hash = keyHashOf(key);
+    if (constantTimeEqual(hash, record.keyHash)) return true;
+    return record.previousKeyHash !== undefined && record.previousKeyUntil !== undefined && now < record.previousKeyUntil && constantTimeEqual(hash, record.previousKeyHash);
   }
 
   async function asSender(key: string, name: string): Promise<Identity | undefined> {
@@ -125,11 +152,9 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     async identify(offered) {
       // Every credential is compared with the connector key, always, so the time taken does not
       // tell which one was wrong.
-      let matched = false;
-      for (const key of offered) matched = constantTimeEqual(key, apiKey) || matched;
-      if (matched) return connector;
-      if (!access) return undefined;
-      for (const key of offered) {
+      const matched = offered.map((key) => constantTimeEqual(key, apiKey));
+      if (!access) return matched.includes(true) ? connector : undefined;
+      for (const [i, key] of offered.entries()) {
         if (key === '') continue;
         const name = senderNameOf(key);
         if (name !== undefined) {
@@ -138,9 +163,12 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
           continue;
         }
         const now = clock.now();
-        const record = await currentDeployment(now);
-        if (record?.previousKeyHash && record.previousKeyUntil !== undefined && now < record.previousKeyUntil && constantTimeEqual(keyHashOf(key), record.previousKeyHash)) {
-          return connector;
+        if (await connectorKeyInForce(key, matched[i]!, now)) return connector;
+        // Refused by the item as cached: read it again, in case the key was rotated in since (at
+        // most once per deploymentRecheckMs, whatever keys a stranger tries).
+        if (deployment !== undefined && deployment.readAt < now && now - recheckedAt >= AccessLimits.deploymentRecheckMs) {
+          recheckedAt = now;
+          if (await connectorKeyInForce(key, matched[i]!, now, 0)) return connector;
         }
       }
       return undefined;
