@@ -20,7 +20,8 @@
  *   changed by hand, not rotated). So an app that outlives a rotation (a warm Lambda environment)
  *   takes the new key at once and drops a superseded one within deploymentCacheMs: a key the
  *   cached item refuses reads it again, at most once per deploymentRecheckMs. When the item cannot
- *   be read, the app's own key still opens what needs no storage.
+ *   be read, the app's own key still opens what needs no storage, without waiting on storage again
+ *   for deploymentCacheMs.
  *
  * Deliberately not here: where the key is configured or rotated (the runtimes and the operator),
  * HTTP answers (http/app.ts) and which methods a sender may call (mcp/server.ts).
@@ -74,7 +75,12 @@ export function senderNameOf(key: string): string | undefined {
 export async function ensureDeployment(access: AccessStore, connectorKey: string, now: number): Promise<DeploymentRecord> {
   const stored = await access.getDeployment();
   if (stored) return stored;
-  return access.createDeployment({ principal: principalOf(connectorKey), keyHash: keyHashOf(connectorKey), createdAt: now });
+  return access.createDeployment(deploymentFor(connectorKey, now));
+}
+
+/** The DEPLOYMENT item a deployment that has none gets: its principal is the hash of the key in force. */
+function deploymentFor(connectorKey: string, now: number): DeploymentRecord {
+  return { principal: principalOf(connectorKey), keyHash: keyHashOf(connectorKey), createdAt: now };
 }
 
 export interface AuthenticatorOptions {
@@ -97,13 +103,20 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   let principal: Promise<string> | undefined;
   let deployment: { record: DeploymentRecord | undefined; readAt: number } | undefined;
   let recheckedAt = -Infinity;
+  // After a failed read the app's own key goes on without waiting for storage again, for a window.
+  let unreadableUntil = -Infinity;
 
   const connectorPrincipal = (): Promise<string> => {
     if (!access) return Promise.resolve(principalOf(apiKey));
     if (!principal) {
-      // The item the key check read already holds it (a principal never changes): no second read.
-      const read = deployment?.record;
-      const pending = read ? Promise.resolve(read.principal) : guardDependency('storage', () => ensureDeployment(access, apiKey, clock.now())).then((record) => record.principal);
+      // The key check's read already says (a principal never changes): no second read. It found no
+      // item: straight to the conditional put, which returns the stored item if one came meanwhile.
+      const read = deployment;
+      const pending = read?.record
+        ? Promise.resolve(read.record.principal)
+        : guardDependency('storage', () => (read ? access.createDeployment(deploymentFor(apiKey, clock.now())) : ensureDeployment(access, apiKey, clock.now()))).then(
+            (record) => record.principal,
+          );
       // A failed read is not kept: the next request reads again.
       pending.catch(() => {
         if (principal === pending) principal = undefined;
@@ -123,12 +136,14 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
 
   /** True when `key` is a connector key in force by the DEPLOYMENT item (read at most `maxAgeMs` ago); `configured`: the app's own key. */
   async function connectorKeyInForce(key: string, configured: boolean, now: number, maxAgeMs?: number): Promise<boolean> {
+    if (configured && now < unreadableUntil) return true;
     let record: DeploymentRecord | undefined;
     try {
       record = await currentDeployment(now, maxAgeMs);
     } catch (error) {
-      if (configured) return true;
-      throw error;
+      if (!configured) throw error;
+      unreadableUntil = now + AccessLimits.deploymentCacheMs;
+      return true;
     }
     if (!record || (configured && (record.rotatedAt ?? 0) < builtAt)) return configured;
     const hash = keyHashOf(key);

@@ -136,7 +136,7 @@ describe('sender keys', () => {
     access.failing = true;
     expect((await post(app, key)).status).toBe(503);
     expect((await call(app, key, 'tools/list')).status).toBe(503);
-    // The connector key needs no read to be recognised.
+    // The app's own connector key still opens what needs no storage (HTTP-KEY-14).
     expect((await call(app, API_KEY, 'tools/list')).status).toBe(200);
     expect(store.events.size).toBe(0);
   });
@@ -254,6 +254,15 @@ describe('connector key rotation and the stable principal', () => {
     clock.advance(AccessLimits.deploymentRecheckMs);
     expect(await auth.identify([NEW_KEY])).toMatchObject({ role: 'connector' });
     expect(await auth.identify([API_KEY])).toBeUndefined();
+    // Storage down: the app's own key goes on, the read is not tried again within the window, a previous key is 503's.
+    const reads = jest.spyOn(access, 'getDeployment');
+    const down = createAuthenticator({ apiKey: NEW_KEY, access, clock });
+    access.failing = true;
+    expect(await down.identify([NEW_KEY])).toMatchObject({ role: 'connector' });
+    expect(await down.identify([NEW_KEY])).toMatchObject({ role: 'connector' });
+    expect(reads).toHaveBeenCalledTimes(1);
+    await expect(down.identify([API_KEY])).rejects.toMatchObject({ dependency: 'storage' });
+    access.failing = false;
     // A key changed by hand (no rotation recorded since the app was built) is still the app's own.
     const byHand = createAuthenticator({ apiKey: 'typed-in-by-hand-0123456789abcdef', access, clock });
     clock.advance(1);
