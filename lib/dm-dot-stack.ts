@@ -169,6 +169,10 @@ export class DmDotStack extends Stack {
     // (each reads the key once, at cold start).
     output('McpFunctionName', 'The MCP function (dm-dot key rotate --aws recycles its execution environments)', this.mcp.function.functionName);
     output('AlarmNames', "The stack's CloudWatch alarms, comma-separated (dm-dot status --aws reads their state)", this.observability.alarmNames);
-    output('AlarmTopicArn', 'SNS topic every alarm notifies (when it fires and when it clears): subscribe an address, a phone or a chat hook to it', this.observability.alarmTopic.topicArn);
+    output(
+      'AlarmTopicArn',
+      'SNS topic every alarm notifies (when it fires and when it clears): subscribe an address, a phone or a chat hook to it',
+      this.observability.alarmTopic.topicArn,
+    );
   }
 }

@@ -112,11 +112,8 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       // The key check's read already says (a principal never changes): no second read. It found no
       // item: straight to the conditional put, which returns the stored item if one came meanwhile.
       const read = deployment;
-      const pending = read?.record
-        ? Promise.resolve(read.record.principal)
-        : guardDependency('storage', () => (read ? access.createDeployment(deploymentFor(apiKey, clock.now())) : ensureDeployment(access, apiKey, clock.now()))).then(
-            (record) => record.principal,
-          );
+      const stored = () => (read ? access.createDeployment(deploymentFor(apiKey, clock.now())) : ensureDeployment(access, apiKey, clock.now()));
+      const pending = read?.record ? Promise.resolve(read.record.principal) : guardDependency('storage', stored).then((record) => record.principal);
       // A failed read is not kept: the next request reads again.
       pending.catch(() => {
         if (principal === pending) principal = undefined;
@@ -148,7 +145,8 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     if (!record || (configured && (record.rotatedAt ?? 0) < builtAt)) return configured;
     const hash = keyHashOf(key);
     if (constantTimeEqual(hash, record.keyHash)) return true;
-    return record.previousKeyHash !== undefined && record.previousKeyUntil !== undefined && now < record.previousKeyUntil && constantTimeEqual(hash, record.previousKeyHash);
+    const overlapping = record.previousKeyHash !== undefined && record.previousKeyUntil !== undefined && now < record.previousKeyUntil;
+    return overlapping && constantTimeEqual(hash, record.previousKeyHash!);
   }
 
   async function asSender(key: string, name: string): Promise<Identity | undefined> {

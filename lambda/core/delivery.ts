@@ -156,7 +156,8 @@ export const RECEIVE_LIMIT_AWS_MARGIN = 5;
  * dead-letters the job with the reason `receive_limit`.
  */
 export async function failAtReceiveLimit(deps: Pick<DeliveryDeps, 'store' | 'clock'>, eventId: string): Promise<void> {
-  await deps.store.updateEvent(eventId, { status: EventStatus.failed, appendLog: { at: deps.clock.now(), note: 'receive_limit' } }, { status: EventStatus.queued });
+  const note = { at: deps.clock.now(), note: 'receive_limit' } as const;
+  await deps.store.updateEvent(eventId, { status: EventStatus.failed, appendLog: note }, { status: EventStatus.queued });
 }
 
 /**

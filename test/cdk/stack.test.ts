@@ -748,7 +748,13 @@ describe('alarms', () => {
     expect(returned).toBe(`IF(DIFF(${depth}) > 0, DIFF(${depth}), 0)`);
     // Three periods, one breaching: DIFF has the period before it, and a rise is seen whenever its
     // run's line lands in the window; a silent reconciler is ReconcilerSilentAlarm's, not a breach here.
-    expect(alarm).toMatchObject({ ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, EvaluationPeriods: 3, DatapointsToAlarm: 1, TreatMissingData: 'notBreaching' });
+    expect(alarm).toMatchObject({
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      Threshold: 1,
+      EvaluationPeriods: 3,
+      DatapointsToAlarm: 1,
+      TreatMissingData: 'notBreaching',
+    });
     // No alarm reads SQS's one-minute dead-letter counts (late for a quiet queue), nor the standing count.
     const sqsDeadLetterMetrics = alarms().flatMap((a: Json) => [a, ...(a.Metrics ?? []).map((m: Json) => m.MetricStat?.Metric ?? {})]);
     expect(sqsDeadLetterMetrics.filter((m: Json) => ['NumberOfMessagesSent', 'ApproximateNumberOfMessagesVisible'].includes(m.MetricName))).toEqual([]);
@@ -757,14 +763,23 @@ describe('alarms', () => {
   test('ARCH-ALARM-3: the dead-letter alarm keeps the logical ID the first deployments gave it (its state and history)', () => {
     // The ID the upgrade test below pins, now holding the reconciler's count.
     expect(template.Resources.DeadLetterAlarmBB7AE56D?.Type).toBe('AWS::CloudWatch::Alarm');
-    expect(template.Resources.DeadLetterAlarmBB7AE56D.Properties.Metrics.some((m: Json) => m.MetricStat?.Metric.MetricName === MetricName.deadLetters)).toBe(true);
+    const metrics = template.Resources.DeadLetterAlarmBB7AE56D.Properties.Metrics as Json[];
+    expect(metrics.some((m: Json) => m.MetricStat?.Metric.MetricName === MetricName.deadLetters)).toBe(true);
   });
 
   test('ARCH-ALARM-7: the reconciler`s failed runs (its Errors >= 1 in 5 minutes) and its silence (no Invocations for 15 minutes, no data a breach)', () => {
     const fn = resource(template, 'AWS::Lambda::Function', 'ReconcilerFunction').id;
-    const on = (metricName: string) => alarms().filter((a: Json) => a.MetricName === metricName && JSON.stringify(a.Dimensions) === JSON.stringify([{ Name: 'FunctionName', Value: ref(fn) }]));
+    const dimensions = JSON.stringify([{ Name: 'FunctionName', Value: ref(fn) }]);
+    const on = (metricName: string) => alarms().filter((a: Json) => a.MetricName === metricName && JSON.stringify(a.Dimensions) === dimensions);
     expect(on('Errors')).toEqual([
-      expect.objectContaining({ Namespace: 'AWS/Lambda', Statistic: 'Sum', Period: 300, ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, TreatMissingData: 'notBreaching' }),
+      expect.objectContaining({
+        Namespace: 'AWS/Lambda',
+        Statistic: 'Sum',
+        Period: 300,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        Threshold: 1,
+        TreatMissingData: 'notBreaching',
+      }),
     ]);
     expect(on('Invocations')).toEqual([
       expect.objectContaining({

@@ -662,7 +662,10 @@ describe('HTTP-KEY-14: a warm MCP Lambda and key rotate --aws agree on the keys,
       PutSecretValueCommand: (input: { SecretString: string }) => ((current = input.SecretString), { ARN: SECRET_ARN, VersionId: 'v' }),
     });
     // Recycling asked for, and not done yet: the environment below stays warm.
-    const lambda = fakeClient({ GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Description: 'dm-dot MCP endpoint' }), UpdateFunctionConfigurationCommand: () => ({}) });
+    const lambda = fakeClient({
+      GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Description: 'dm-dot MCP endpoint' }),
+      UpdateFunctionConfigurationCommand: () => ({}),
+    });
     const outputs = { McpEndpoint: MCP_ENDPOINT, ApiKeySecretArn: SECRET_ARN, McpFunctionName: FUNCTION, TableName: tableName };
     const aws = { cloudformation: stackOf(outputs).cloudformation, secretsManager: secrets.client, lambda: lambda.client, dynamodb: dynamo.client };
     const warm = localApiGateway(

@@ -252,7 +252,8 @@ describe('the reconciler', () => {
     return { record, batch, release };
   }
 
-  const deadLetterDepth = () => new SqsQueue({ client: world.fauxqs.client, queueUrl: world.fauxqs.queueUrl, deadLetterQueueUrl: world.fauxqs.deadLetterQueueUrl }).deadLetterDepth();
+  const deadLetterDepth = () =>
+    new SqsQueue({ client: world.fauxqs.client, queueUrl: world.fauxqs.queueUrl, deadLetterQueueUrl: world.fauxqs.deadLetterQueueUrl }).deadLetterDepth();
 
   test('DEL-OUT-6: a requeued record whose worker is POSTing to a slow dot when the next run comes ends delivered, with one POST and no dead letter', async () => {
     const { record, batch, release } = await workedAfterRequeue('requeued, then worked slowly');
@@ -358,7 +359,7 @@ describe('the reconciler', () => {
     before = counts();
     await reconciler()();
     const repaired = delta(before, counts());
-    expect(repaired).toEqual({ 'Query:pass': QueuedIndex.shards, 'GetQueueAttributes:pass': 1, 'GetItem:pass': 1, 'SendMessage:pass': 1, 'UpdateItem:pass': 1 });
+    expect(repaired).toEqual({ ...idle, 'GetItem:pass': 1, 'SendMessage:pass': 1, 'UpdateItem:pass': 1 });
     process.stdout.write(`\nreconciler calls: idle run ${JSON.stringify(idle)}, run with one requeue ${JSON.stringify(repaired)}\n`);
   }, 30_000);
 

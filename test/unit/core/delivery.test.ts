@@ -359,9 +359,11 @@ describe('deliver', () => {
   test('DEL-OUT-7: a job of an event failed with no attempt carries the true reason: `stranded` from the reconciler, `receive_limit` after an earlier error', async () => {
     const stranded = world({ event: { status: 'failed', log: [{ at: T0, note: 'stranded' }] } });
     await expect(deliver(stranded.deps, stranded.job)).resolves.toEqual({ action: 'dead_letter', reason: 'stranded', attempt: 0, copy: true });
-    const limit = world({ event: { status: 'failed', attempts: 2, lastError: 'http_5xx', log: [{ at: T0, outcome: 'http_5xx', statusClass: '5xx', durationMs: 5, counted: true }, { at: T0 + 1, note: 'receive_limit' }] } });
+    const attempt5xx = { at: T0, outcome: 'http_5xx', statusClass: '5xx', durationMs: 5, counted: true } as const;
+    const limit = world({ event: { status: 'failed', attempts: 2, lastError: 'http_5xx', log: [attempt5xx, { at: T0 + 1, note: 'receive_limit' }] } });
     await expect(deliver(limit.deps, limit.job)).resolves.toEqual({ action: 'dead_letter', reason: 'receive_limit', attempt: 2, copy: true });
-    const attempted = world({ event: { status: 'failed', attempts: 1, lastError: 'http_4xx', log: [{ at: T0, outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true }] } });
+    const attempt4xx = { at: T0, outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true } as const;
+    const attempted = world({ event: { status: 'failed', attempts: 1, lastError: 'http_4xx', log: [attempt4xx] } });
     await expect(deliver(attempted.deps, attempted.job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1, copy: true });
     expect([stranded, limit, attempted].flatMap((w) => w.webhook.requests)).toHaveLength(0);
   });
