@@ -45,6 +45,13 @@ export const MetricName = {
   dependencyUnavailable: 'DependencyUnavailable',
   /** Records the reconciler had to repair (re-enqueued or failed), by `Action`: emitted by the reconciler, alarmed. */
   recordsRepaired: 'RecordsRepaired',
+  /** Per reconciler run, what it could not do (a record it could not settle, a read that failed), 0 included: alarmed. */
+  reconcileErrors: 'ReconcileErrors',
+  /**
+   * Per reconciler run, the messages in the dead-letter queue as SQS counts them then: the new
+   * dead letter alarm reads its rises, on the reconciler's clock rather than SQS's late metrics.
+   */
+  deadLetters: 'DeadLetters',
 } as const;
 
 export const DimensionName = { outcome: 'Outcome', via: 'Via', route: 'Route', statusClass: 'StatusClass', dependency: 'Dependency', action: 'Action' } as const;
@@ -176,23 +183,31 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   };
 }
 
-/**
- * The reconciler's metric (core/reconcile.ts): per run, how many `queued` records nothing would
- * have delivered it had to requeue or fail, by `Action`. Written on every run, 0 included, so an
- * alarm on it sees data while all is well.
- */
-export function createRepairMetrics(options: MetricsOptions = {}): { repaired(action: RepairAction, count: number): void } {
-  if (options.enabled === false) return { repaired: () => undefined };
+/** The reconciler's metrics, each written on every run, 0 included, so an alarm on them sees data while all is well. */
+export interface RepairMetrics {
+  /** How many `queued` records nothing would have delivered it had to requeue or fail, by `Action`. */
+  repaired(action: RepairAction, count: number): void;
+  /** What the run could not do (ReconcileErrors). */
+  errors(count: number): void;
+  /** The dead-letter queue's depth as the run read it (DeadLetters). */
+  deadLetters(count: number): void;
+}
+
+export function createRepairMetrics(options: MetricsOptions = {}): RepairMetrics {
+  if (options.enabled === false) return { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined };
   const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
   const clock = options.clock ?? Date.now;
+  const write = (dimensions: Record<string, string>, name: string, value: number) => {
+    try {
+      const line = emfLine(clock(), dimensions, [{ dimensionSets: [Object.keys(dimensions)], metrics: [{ name, unit: 'Count', value }] }]);
+      if (line !== undefined) sink(line);
+    } catch {
+      // A metric is never worth a failed run.
+    }
+  };
   return {
-    repaired(action, count) {
-      try {
-        const line = emfLine(clock(), { [DimensionName.action]: action }, [{ dimensionSets: [[DimensionName.action]], metrics: [{ name: MetricName.recordsRepaired, unit: 'Count', value: count }] }]);
-        if (line !== undefined) sink(line);
-      } catch {
-        // A metric is never worth a failed run.
-      }
-    },
+    repaired: (action, count) => write({ [DimensionName.action]: action }, MetricName.recordsRepaired, count),
+    errors: (count) => write({}, MetricName.reconcileErrors, count),
+    deadLetters: (count) => write({}, MetricName.deadLetters, count),
   };
 }

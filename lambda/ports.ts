@@ -77,10 +77,13 @@ export interface AttemptEntry {
   counted: boolean;
 }
 
-/** Something that happened to an event that is not a POST: an operator's resend or redrive, a cancel. */
+/**
+ * Something that happened to an event that is not a POST: an operator's resend or redrive, a cancel,
+ * or a failure no attempt made (the reconciler found it `stranded`, its job hit its `receive_limit`).
+ */
 export interface EventNote {
   at: number;
-  note: 'resent' | 'redriven' | 'cancelled';
+  note: 'resent' | 'redriven' | 'cancelled' | 'stranded' | 'receive_limit';
 }
 
 export type LogEntry = AttemptEntry | EventNote;
@@ -273,10 +276,11 @@ export interface Store {
    * `listQueuedBefore`: records `queued` since before `before`, oldest first, at most `limit`
    * (from an eventually consistent index: the caller reads each record before deciding).
    * `markRequeued`: marks a record re-enqueued (sets `repairedAt`, and restarts its queued time)
-   * if it is still `queued` with `attempts` and was not re-enqueued before. True when written.
+   * if it is still `queued` with `attempts` and the lease `notBefore` read (null: none, as in
+   * EventExpectation) and was not re-enqueued before. True when written.
    */
   listQueuedBefore?(before: number, limit: number): Promise<QueuedEntry[]>;
-  markRequeued?(eventId: string, attempts: number, now: number): Promise<boolean>;
+  markRequeued?(eventId: string, attempts: number, now: number, notBefore: number | null): Promise<boolean>;
 }
 
 // ---- Access: the deployment's identity, sender keys and their rate counters ----------------------

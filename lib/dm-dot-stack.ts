@@ -12,7 +12,7 @@
  *   http-api.ts           the HTTP API, its routes, throttling and access logs
  *   custom-domain.ts      `-c domainName` without protection, and the locked origin: an API custom domain and mapping
  *   edge-distribution.ts  `-c protection=waf`: CloudFront with the web ACL of edge-acl.ts (a us-east-1 stack)
- *   observability.ts      the alarms, the optional e-mail topic and the dashboard
+ *   observability.ts      the alarms, their topic (with the optional e-mail) and the dashboard
  *
  * Resources that hold data, a secret or an identity keep the logical IDs earlier deployments gave
  * them (constructs/logical-ids.ts), so an upgrade replaces none of them.
@@ -118,6 +118,7 @@ export class DmDotStack extends Stack {
       queue: this.delivery.queue,
       deadLetterQueue: this.delivery.deadLetterQueue,
       table: this.storage.table,
+      reconciler: this.reconciler.worker.function,
       retryDelaysS: settings.retryDelaysS,
       ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
       dashboard: settings.dashboard,
@@ -170,5 +171,10 @@ export class DmDotStack extends Stack {
     // (each reads the key once, at cold start).
     output('McpFunctionName', 'The MCP function (dm-dot key rotate --aws recycles its execution environments)', this.mcp.function.functionName);
     output('AlarmNames', "The stack's CloudWatch alarms, comma-separated (dm-dot status --aws reads their state)", this.observability.alarmNames);
+    output(
+      'AlarmTopicArn',
+      'SNS topic every alarm notifies (when it fires and when it clears): subscribe an address, a phone or a chat hook to it',
+      this.observability.alarmTopic.topicArn,
+    );
   }
 }

@@ -49,7 +49,7 @@ export interface DmDotSettings {
   readonly ttlMaxMs: number;
   /** Browser origins allowed to call the API (`DMDOT_ALLOWED_ORIGINS`); none by default. */
   readonly allowedOrigins: readonly string[];
-  /** E-mail address subscribed to the alarms' SNS topic; no topic when absent. */
+  /** E-mail address subscribed to the alarms' SNS topic (the topic exists without it). */
   readonly alarmEmail?: string;
   /** Retention of every log group of the stack. */
   readonly logRetention: RetentionDays;

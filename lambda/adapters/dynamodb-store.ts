@@ -440,13 +440,20 @@ export class DynamoDbStore implements Store, AccessStore {
     return found.sort((a, b) => a.queuedSince - b.queuedSince).slice(0, limit);
   }
 
-  async markRequeued(eventId: string, attempts: number, now: number): Promise<boolean> {
+  async markRequeued(eventId: string, attempts: number, now: number, notBefore: number | null): Promise<boolean> {
+    // The lease as it was read, as in updateEvent: a worker that took it since wins.
+    const lease = notBefore === null ? 'attribute_not_exists(#notBefore)' : '#notBefore = :notBefore';
     return this.updateIf(
       ItemKeys.event(eventId),
       'SET #repairedAt = :now, #since = :now',
-      'attribute_exists(pk) AND #status = :queued AND #attempts = :attempts AND attribute_not_exists(#repairedAt)',
-      { '#repairedAt': 'repairedAt', '#since': QueuedIndex.sinceAttribute, '#status': 'status', '#attempts': 'attempts' },
-      { ':now': { N: String(now) }, ':queued': { S: EventStatuses.queued }, ':attempts': { N: String(attempts) } },
+      `attribute_exists(pk) AND #status = :queued AND #attempts = :attempts AND attribute_not_exists(#repairedAt) AND ${lease}`,
+      { '#repairedAt': 'repairedAt', '#since': QueuedIndex.sinceAttribute, '#status': 'status', '#attempts': 'attempts', '#notBefore': 'notBefore' },
+      {
+        ':now': { N: String(now) },
+        ':queued': { S: EventStatuses.queued },
+        ':attempts': { N: String(attempts) },
+        ...(notBefore === null ? {} : { ':notBefore': { N: String(notBefore) } }),
+      },
     );
   }
 

@@ -2,7 +2,8 @@
  * The SQS delivery queue (docs/contract/delivery.md): the AWS twin of the file queue. The MCP Lambda enqueues one
  * message per event; the Delivery Lambda (SQS event source) applies the delivery core's decision
  * with the two operations below: a backoff is a visibility change of the received message, and a
- * final failure is a copy in the dead-letter queue that carries its reason.
+ * final failure is a copy in the dead-letter queue that carries its reason. The reconciler reads
+ * the dead-letter queue's depth once a run, for its metric.
  *
  * Message shape: the body is the event's exact serialized bytes (what every attempt signs and
  * sends), and the routing data travels as message attributes (`eventId`, `subscriptionId`,
@@ -13,7 +14,7 @@
  * (core/delivery.ts), the redrive policy (the stack's safety net for crashes), and retries of the
  * SDK calls themselves and their deadline (the client's configuration and adapters/deadline.ts).
  */
-import { ChangeMessageVisibilityCommand, SendMessageCommand, type MessageAttributeValue, type SQSClient } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityCommand, GetQueueAttributesCommand, SendMessageCommand, type MessageAttributeValue, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DeliveryJob, EnqueueOptions, Queue } from '../ports';
 
 /** Message attribute names: what a consumer (and an operator reading the DLQ) looks for. */
@@ -146,5 +147,13 @@ export class SqsQueue implements Queue {
     }
     attributes[QueueAttributes.reason] = stringAttribute(reason);
     await this.client.send(new SendMessageCommand({ QueueUrl: this.deadLetterQueueUrl, MessageBody: message.body, MessageAttributes: attributes }));
+  }
+
+  /** The messages in the dead-letter queue (visible, in flight and delayed), as SQS approximates them. */
+  async deadLetterDepth(): Promise<number> {
+    if (!this.deadLetterQueueUrl) throw new Error('sqs queue: no dead-letter queue URL configured');
+    const names = ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'] as const;
+    const answer = await this.client.send(new GetQueueAttributesCommand({ QueueUrl: this.deadLetterQueueUrl, AttributeNames: [...names] }));
+    return names.reduce((sum, name) => sum + (Number(answer.Attributes?.[name] ?? 0) || 0), 0);
   }
 }

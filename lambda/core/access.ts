@@ -3,8 +3,8 @@
  * key during a rotation's overlap, or a named sender key; and the deployment's stable principal
  * behind every subscription id, kept in the one DEPLOYMENT item.
  *
- * - The connector key is compared in constant time with the configured key first: the common
- *   case costs no storage read. The principal is read (or created, once, with a conditional put)
+ * - The connector key is compared in constant time with the configured key; with a store, the
+ *   DEPLOYMENT item confirms it (see below: one read per window per app). The principal is read (or created, once, with a conditional put)
  *   on the first request that needs it and then kept for the life of the app: it never changes.
  *   A deployment that predates the item gets the principal its subscription ids were made from,
  *   the hash of the key in force at that first request.
@@ -14,6 +14,14 @@
  * - Any other key is compared, by hash, with the previous connector key of the DEPLOYMENT item,
  *   accepted until its overlap ends. That item is trusted for AccessLimits.deploymentCacheMs, so a
  *   stranger's wrong keys cost at most one read per window.
+ * - With a store, the DEPLOYMENT item says which connector keys are in force, whatever key the app
+ *   was built with: a key whose hash is its `keyHash` is accepted, and the key the app was built
+ *   with only while the item agrees, unless the item's last rotation is older than the app (a key
+ *   changed by hand, not rotated). So an app that outlives a rotation (a warm Lambda environment)
+ *   takes the new key at once and drops a superseded one within deploymentCacheMs: a key the
+ *   cached item refuses reads it again, at most once per deploymentRecheckMs. When the item cannot
+ *   be read, the app's own key still opens what needs no storage, without waiting on storage again
+ *   for deploymentCacheMs.
  *
  * Deliberately not here: where the key is configured or rotated (the runtimes and the operator),
  * HTTP answers (http/app.ts) and which methods a sender may call (mcp/server.ts).
@@ -80,7 +88,12 @@ export function senderNameOf(key: string): string | undefined {
 export async function ensureDeployment(access: AccessStore, connectorKey: string, now: number): Promise<DeploymentRecord> {
   const stored = await access.getDeployment();
   if (stored) return stored;
-  return access.createDeployment({ principal: principalOf(connectorKey), keyHash: keyHashOf(connectorKey), createdAt: now });
+  return access.createDeployment(deploymentFor(connectorKey, now));
+}
+
+/** The DEPLOYMENT item a deployment that has none gets: its principal is the hash of the key in force. */
+function deploymentFor(connectorKey: string, now: number): DeploymentRecord {
+  return { principal: principalOf(connectorKey), keyHash: keyHashOf(connectorKey), createdAt: now };
 }
 
 export interface AuthenticatorOptions {
@@ -103,13 +116,22 @@ export interface Authenticator {
 
 export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
   const { apiKey, access, clock } = options;
+  // A rotation recorded before this moment is one this app's key already follows.
+  const builtAt = clock.now();
   let principal: Promise<string> | undefined;
   let deployment: { record: DeploymentRecord | undefined; readAt: number } | undefined;
+  let recheckedAt = -Infinity;
+  // After a failed read the app's own key goes on without waiting for storage again, for a window.
+  let unreadableUntil = -Infinity;
 
   const connectorPrincipal = (): Promise<string> => {
     if (!access) return Promise.resolve(principalOf(apiKey));
     if (!principal) {
-      const pending = guardDependency('storage', () => ensureDeployment(access, apiKey, clock.now())).then((record) => record.principal);
+      // The key check's read already says (a principal never changes): no second read. It found no
+      // item: straight to the conditional put, which returns the stored item if one came meanwhile.
+      const read = deployment;
+      const stored = () => (read ? access.createDeployment(deploymentFor(apiKey, clock.now())) : ensureDeployment(access, apiKey, clock.now()));
+      const pending = read?.record ? Promise.resolve(read.record.principal) : guardDependency('storage', stored).then((record) => record.principal);
       // A failed read is not kept: the next request reads again.
       pending.catch(() => {
         if (principal === pending) principal = undefined;
@@ -120,11 +142,29 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   };
   const connector: Identity = { role: 'connector', sender: CONNECTOR_SENDER, principal: connectorPrincipal };
 
-  async function currentDeployment(now: number): Promise<DeploymentRecord | undefined> {
-    if (deployment && now - deployment.readAt < AccessLimits.deploymentCacheMs) return deployment.record;
+  async function currentDeployment(now: number, maxAgeMs: number = AccessLimits.deploymentCacheMs): Promise<DeploymentRecord | undefined> {
+    if (deployment && now - deployment.readAt < maxAgeMs && maxAgeMs > 0) return deployment.record;
     const record = await guardDependency('storage', () => access!.getDeployment());
     deployment = { record, readAt: now };
     return record;
+  }
+
+  /** True when `key` is a connector key in force by the DEPLOYMENT item (read at most `maxAgeMs` ago); `configured`: the app's own key. */
+  async function connectorKeyInForce(key: string, configured: boolean, now: number, maxAgeMs?: number): Promise<boolean> {
+    if (configured && now < unreadableUntil) return true;
+    let record: DeploymentRecord | undefined;
+    try {
+      record = await currentDeployment(now, maxAgeMs);
+    } catch (error) {
+      if (!configured) throw error;
+      unreadableUntil = now + AccessLimits.deploymentCacheMs;
+      return true;
+    }
+    if (!record || (configured && (record.rotatedAt ?? 0) < builtAt)) return configured;
+    const hash = keyHashOf(key);
+    if (constantTimeEqual(hash, record.keyHash)) return true;
+    const overlapping = record.previousKeyHash !== undefined && record.previousKeyUntil !== undefined && now < record.previousKeyUntil;
+    return overlapping && constantTimeEqual(hash, record.previousKeyHash!);
   }
 
   async function asSender(key: string, name: string): Promise<Identity | undefined> {
@@ -143,11 +183,9 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     async identify(offered) {
       // Every credential is compared with the connector key, always, so the time taken does not
       // tell which one was wrong.
-      let matched = false;
-      for (const key of offered) matched = constantTimeEqual(key, apiKey) || matched;
-      if (matched) return connector;
-      if (!access) return undefined;
-      for (const key of offered) {
+      const matched = offered.map((key) => constantTimeEqual(key, apiKey));
+      if (!access) return matched.includes(true) ? connector : undefined;
+      for (const [i, key] of offered.entries()) {
         if (key === '') continue;
         const name = senderNameOf(key);
         if (name !== undefined) {
@@ -156,9 +194,12 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
           continue;
         }
         const now = clock.now();
-        const record = await currentDeployment(now);
-        if (record?.previousKeyHash && record.previousKeyUntil !== undefined && now < record.previousKeyUntil && constantTimeEqual(keyHashOf(key), record.previousKeyHash)) {
-          return connector;
+        if (await connectorKeyInForce(key, matched[i]!, now)) return connector;
+        // Refused by the item as cached: read it again, in case the key was rotated in since (at
+        // most once per deploymentRecheckMs, whatever keys a stranger tries).
+        if (deployment !== undefined && deployment.readAt < now && now - recheckedAt >= AccessLimits.deploymentRecheckMs) {
+          recheckedAt = now;
+          if (await connectorKeyInForce(key, matched[i]!, now, 0)) return connector;
         }
       }
       return undefined;

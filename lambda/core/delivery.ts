@@ -21,8 +21,10 @@
  *
  * Every status change is a compare-and-set on the status (and attempt count) it moves from, so two
  * copies of one job running at once commit one outcome between them, and `failed` never
- * overwrites `delivered`. A 2xx is recorded even over `dropped`: the dot did receive it (an
- * attempt in flight when its task was cancelled or its subscription ended lands as it settled).
+ * overwrites `delivered`. A 2xx is recorded even over `dropped`, and over a `failed` that no
+ * attempt made (the reconciler's `stranded`, a receive limit): the dot did receive it (an attempt
+ * in flight when its task was cancelled, its subscription ended or its record was given up lands
+ * as it settled).
  *
  * Deliberately not here: the queue mechanics (visibility, dead-letter sends, the local job
  * table), and any reading of a response body: a delivery only cares about the status line.
@@ -143,11 +145,23 @@ export const RECEIVE_LIMIT_AWS_MARGIN = 5;
 
 /**
  * Ends a job that reached its receive limit without a final outcome: its event becomes `failed`
- * (only from `queued`: a delivered event stays delivered). The caller dead-letters the job with
- * the reason `receive_limit`.
+ * (only from `queued`: a delivered event stays delivered), with a note saying why. The caller
+ * dead-letters the job with the reason `receive_limit`.
  */
-export async function failAtReceiveLimit(deps: Pick<DeliveryDeps, 'store'>, eventId: string): Promise<void> {
-  await deps.store.updateEvent(eventId, { status: EventStatus.failed }, { status: EventStatus.queued });
+export async function failAtReceiveLimit(deps: Pick<DeliveryDeps, 'store' | 'clock'>, eventId: string): Promise<void> {
+  const note = { at: deps.clock.now(), note: 'receive_limit' } as const;
+  await deps.store.updateEvent(eventId, { status: EventStatus.failed, appendLog: note }, { status: EventStatus.queued });
+}
+
+/**
+ * Why a failed event failed, as its dead letter says: the note of a failure no attempt made (the
+ * reconciler's `stranded`, a receive limit) when it is the last thing that happened to it,
+ * otherwise its last attempt's error; `receive_limit` for a record failed before notes existed.
+ */
+export function failureReasonOf(event: EventRecord): DeadLetterReason {
+  const last = event.log?.[event.log.length - 1];
+  if (last && 'note' in last && (last.note === 'stranded' || last.note === 'receive_limit')) return last.note;
+  return event.lastError ?? 'receive_limit';
 }
 
 /** True when a job queued under `job` may still be sent to `subscription`. */
@@ -179,7 +193,7 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
     // Failed, yet a copy of its job is still queued: the inline attempt failed it (this is its
     // safety-net job), or an earlier dead-letter send failed after the event was marked (at the
     // receive limit too, with no attempt made). A copy in the DLQ beats an event that vanished.
-    return { kind: 'dead_letter_again', reason: event.lastError ?? 'receive_limit', attempt: event.attempts };
+    return { kind: 'dead_letter_again', reason: failureReasonOf(event), attempt: event.attempts };
   }
   if (event.status !== EventStatus.queued) return { kind: 'skip' };
   if (event.notBefore !== undefined && event.notBefore > now) return { kind: 'defer', delayMs: event.notBefore - now };
@@ -263,7 +277,8 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
       deps.store.updateEvent(
         event.eventId,
         { status: EventStatus.delivered, attempts: attempt, deliveredAt: doneAt, lastHttpStatus: httpStatus, lastError: null, body: null, appendLog: entry },
-        { status: [EventStatus.queued, EventStatus.dropped], attempts: event.attempts },
+        // `failed` with this attempt count: failed by no attempt (the reconciler, a receive limit) while this one was in flight.
+        { status: [EventStatus.queued, EventStatus.dropped, EventStatus.failed], attempts: event.attempts },
       ),
       statusCurrent ? undefined : deps.store.recordDeliveryOutcome(subscription.id, { deliveredAt: doneAt, error: null }),
     ]);

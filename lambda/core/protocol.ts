@@ -163,8 +163,10 @@ export const AccessLimits = {
   rateWindowMs: 60 * 1000,
   /** A counter item outlives its window by this much, then TTL removes it. */
   rateCounterGraceMs: 60 * 1000,
-  /** How long a served app trusts the DEPLOYMENT item it read (the previous key's hash and end). */
+  /** How long a served app trusts the DEPLOYMENT item it read (the connector keys in force and the overlap's end). */
   deploymentCacheMs: 10 * 1000,
+  /** A key the cached item refuses reads it again, at most this often: a key rotated in moments ago works at once. */
+  deploymentRecheckMs: 1000,
   /** The longest overlap a rotation may keep the previous connector key for. */
   maxOverlapMs: 7 * 24 * 60 * 60 * 1000,
   maxSenderRate: 100_000,

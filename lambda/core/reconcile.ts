@@ -5,24 +5,35 @@
  * function dying between the two writes, a compensation that failed, SQS's own redrive moving the
  * job to the dead-letter queue (without a reason, and without touching the record), a stopped
  * event source letting the job expire unseen. A scheduled run reads the store's sparse index of
- * queued records (adapters/queued-index.ts) and, for each record queued longer than the retry
- * schedule plus a margin (`strandedAfterMs`), decides by the record alone:
+ * queued records (adapters/queued-index.ts) and, for each record with no sign of life for longer
+ * than the retry schedule plus a margin (`strandedAfterMs`), decides by the record alone:
  *
- *   not queued any more (the index lags), or re-enqueued recently   ─> nothing
+ *   not queued any more (the index lags), its lease live (an attempt is being made, or the next
+ *   one is not due yet), or a sign of life recently   ─> nothing
  *   queued, attempts left, never re-enqueued   ─> requeue: a new job, then `repairedAt` by
  *                                                 compare-and-set (once per stay in `queued`)
  *   queued again after a requeue, or no attempt left, or no body   ─> fail: a dead-letter copy
  *                                                 with reason `stranded`, then `queued -> failed`
  *                                                 by compare-and-set
  *
+ * A record's last sign of life (`lastSignOfLife`) is the latest of when it was queued, requeued,
+ * and its lease (`notBefore`): every attempt moves the lease (the worker's before its POST, the
+ * outcome's to when the next attempt is due), so a job still being worked is never judged by when
+ * it was created, and the reconciler costs the delivery path no write of its own.
+ *
  * The order of each pair is what keeps it safe under a fault between the two: a job sent whose
  * mark failed is a duplicate job (the worker's lease and the record make it one POST at most per
  * attempt); a dead-letter copy whose record moved on meanwhile is a copy the worker skips if
- * redriven. Nothing is ever changed without the record still being what was read.
+ * redriven. Nothing is ever changed without the record still being what was read: the status,
+ * the attempt count and the lease, so a worker that took the lease since the read wins, and its
+ * 2xx is recorded even over a `stranded` failure (core/delivery.ts).
  *
- * Bound: a record stranded at t is requeued or failed by the first run after
- * t + strandedAfterMs (runs every Budgets.reconcileEveryMs), so within `repairBoundMs`; a
+ * Bound: a record stranded at t (its last sign of life) is requeued or failed by the first run
+ * after t + strandedAfterMs (runs every Budgets.reconcileEveryMs), so within `repairBoundMs`; a
  * requeued record that strands again is failed one bound later.
+ *
+ * A run that could not settle a record (a failed read, send or write) counts it in `errors` and
+ * goes on with the rest; the caller fails the run after its metrics are written.
  *
  * Deliberately not here: the schedule and the AWS clients (handlers/reconciler-lambda.ts), the
  * index's shape (the store's), and the embedded runtime (one transaction: nothing strands there).
@@ -90,13 +101,21 @@ function jobOf(record: EventRecord): DeliveryJob | undefined {
   return { eventId: record.eventId, subscriptionId: record.subscriptionId, ...(record.generation !== undefined ? { generation: record.generation } : {}), body: record.body };
 }
 
+/**
+ * The last time anything showed the record in play: its queued time, its requeue (the index is
+ * eventually consistent: a requeue moments ago may not show there yet), and its lease, which every
+ * attempt moves (a lease in the future counts as now: the record is in play until it ends).
+ */
+export function lastSignOfLife(record: EventRecord, entry: QueuedEntry): number {
+  return Math.max(entry.queuedSince, record.repairedAt ?? 0, record.notBefore ?? 0);
+}
+
 /** The decision for one record the index listed as queued since `queuedSince`: pure. */
 export function repairOf(record: EventRecord | undefined, entry: QueuedEntry, now: number, retryDelaysS: readonly number[]): Repair {
   if (!record || record.status !== EventStatus.queued) return { kind: 'skip' };
-  const strandedAfter = strandedAfterMs(retryDelaysS);
-  // The index is eventually consistent: a requeue moments ago may not show there yet.
-  const since = Math.max(entry.queuedSince, record.repairedAt ?? 0);
-  if (now - since < strandedAfter) return { kind: 'skip' };
+  // A live lease: an attempt is being made (the worker's, the inline one), or the next is not due yet.
+  if (record.notBefore !== undefined && record.notBefore > now) return { kind: 'skip' };
+  if (now - lastSignOfLife(record, entry) < strandedAfterMs(retryDelaysS)) return { kind: 'skip' };
   const job = jobOf(record);
   const attemptsLeft = record.attempts <= retryDelaysS.length;
   if (job && attemptsLeft && record.repairedAt === undefined) return { kind: 'requeue', job };
@@ -135,7 +154,7 @@ async function settle(deps: ReconcileDeps, entry: QueuedEntry, report: Reconcile
         return;
       case 'requeue': {
         await deps.queue.enqueue(repair.job);
-        const marked = await deps.store.markRequeued(eventId, record!.attempts, now);
+        const marked = await deps.store.markRequeued(eventId, record!.attempts, now, record!.notBefore ?? null);
         // Not marked: the record moved on meanwhile (delivered, or another run); the job sent is a duplicate the worker settles.
         deps.log?.warn('reconcile_requeued', { eventId, attempts: record!.attempts, ...(marked ? {} : { raced: true }) });
         if (marked) report.requeued++;
@@ -145,7 +164,12 @@ async function settle(deps: ReconcileDeps, entry: QueuedEntry, report: Reconcile
       case 'fail': {
         // The copy first: a record marked failed must have its dead letter (docs/contract/delivery.md).
         if (repair.job) await deps.queue.deadLetter(repair.job, 'stranded');
-        const failed = await deps.store.updateEvent(eventId, { status: EventStatus.failed }, { status: EventStatus.queued, attempts: record!.attempts });
+        // The note says why it failed (no attempt did): a job of it that surfaces later is dead-lettered as `stranded` too.
+        const failed = await deps.store.updateEvent(
+          eventId,
+          { status: EventStatus.failed, appendLog: { at: now, note: 'stranded' } },
+          { status: EventStatus.queued, attempts: record!.attempts, notBefore: record!.notBefore ?? null },
+        );
         deps.log?.warn('reconcile_failed', { eventId, attempts: record!.attempts, reason: 'stranded', ...(repair.job ? {} : { deadLetter: false }), ...(failed ? {} : { raced: true }) });
         if (failed) report.failed++;
         else report.skipped++;

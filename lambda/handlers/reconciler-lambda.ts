@@ -4,7 +4,12 @@
  * for a requeue and the dead-letter queue for a copy of what it fails. Its deadline is the
  * context's remaining time less Budgets.reconcileEndReserveMs: every DynamoDB and SQS call carries
  * what is left (adapters/deadline.ts), and no new repair starts after it, so a run always ends
- * with its metric written.
+ * with its metrics written.
+ *
+ * Each run writes, besides RecordsRepaired, what it could not do (ReconcileErrors) and the
+ * dead-letter queue's depth (DeadLetters, from one GetQueueAttributes): the alarms read those.
+ * A run with an error then fails, so the function's own Errors count it too; the stack does not
+ * let Lambda retry it (the next run comes a period later and finds the same records).
  *
  * It reads the same settings as the Delivery Lambda (TABLE_NAME, QUEUE_URL, DEAD_LETTER_QUEUE_URL,
  * DMDOT_RETRY_DELAYS): the stranded threshold follows from the same retry schedule.
@@ -31,13 +36,49 @@ export type ReconcilerLambda = (event?: unknown, context?: InvocationContext) =>
 /** Without a Lambda context (tests): a minute, the function's own timeout. */
 const DEFAULT_RUN_MS = 60_000;
 
-export function createReconcilerLambda(deps: ReconcileDeps): ReconcilerLambda {
+/** What a run writes besides RecordsRepaired (`deps.repaired`), and where the dead-letter depth comes from. */
+export interface RunReporting {
+  errors(count: number): void;
+  deadLetters(count: number): void;
+  deadLetterDepth(): Promise<number>;
+}
+
+/** Thrown by a run that could not do all it should: its report says how much. */
+export class ReconcileRunError extends Error {
+  constructor(readonly report: ReconcileReport | undefined) {
+    super(report ? `reconcile: ${report.errors} error(s) in this run (found ${report.found})` : 'reconcile: the index of queued records could not be read');
+    this.name = 'ReconcileRunError';
+  }
+}
+
+export function createReconcilerLambda(deps: ReconcileDeps, reporting?: RunReporting): ReconcilerLambda {
   return async (_event, context) => {
     const startedAt = Date.now();
     const remaining = typeof context?.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : DEFAULT_RUN_MS;
     const deadline = startedAt + remaining - Budgets.reconcileEndReserveMs;
     const until = deps.clock.now() + (deadline - startedAt) - Budgets.reconcileEndReserveMs;
-    return runWithDeadline(deadline, () => reconcile(deps, { until }));
+    return runWithDeadline(deadline, async () => {
+      let report: ReconcileReport | undefined;
+      let errors = 0;
+      try {
+        report = await reconcile(deps, { until });
+        errors = report.errors;
+      } catch (error) {
+        errors = 1;
+        deps.log?.error('reconcile_error', { cause: error instanceof Error ? error.name : 'unknown' });
+      }
+      if (reporting) {
+        try {
+          reporting.deadLetters(await reporting.deadLetterDepth());
+        } catch (error) {
+          errors++;
+          deps.log?.error('reconcile_error', { deadLetters: 'unread', cause: error instanceof Error ? error.name : 'unknown' });
+        }
+        reporting.errors(errors);
+      }
+      if (errors > 0) throw new ReconcileRunError(report && { ...report, errors });
+      return report!;
+    });
   };
 }
 
@@ -83,12 +124,15 @@ export function reconcilerLambdaFromSettings(settings: DeliveryLambdaSettings, c
   const store = new DynamoDbStore({ client: clients.dynamodb, tableName: settings.tableName });
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
   const metrics = overrides.metrics ?? createRepairMetrics({ enabled: settings.aws.functionName !== undefined });
-  return createReconcilerLambda({
-    store,
-    queue: repairQueueOf(queue),
-    clock: overrides.clock ?? systemClock,
-    retryDelaysS: settings.retryDelaysS,
-    log: overrides.log ?? createLogger(),
-    repaired: (action, count) => metrics.repaired(action, count),
-  });
+  return createReconcilerLambda(
+    {
+      store,
+      queue: repairQueueOf(queue),
+      clock: overrides.clock ?? systemClock,
+      retryDelaysS: settings.retryDelaysS,
+      log: overrides.log ?? createLogger(),
+      repaired: (action, count) => metrics.repaired(action, count),
+    },
+    { errors: (count) => metrics.errors(count), deadLetters: (count) => metrics.deadLetters(count), deadLetterDepth: () => queue.deadLetterDepth() },
+  );
 }

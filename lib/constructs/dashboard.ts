@@ -1,7 +1,7 @@
 /**
  * One CloudWatch dashboard that answers "is dm-dot delivering?" at a glance, without opening the
  * consoles of four services: deliveries by outcome, delivery latency and attempts, dead letters,
- * MCP requests and errors, and throttles.
+ * MCP requests and errors, throttles, and the reconciler's failed runs.
  *
  * The dm-dot graphs read the metrics the functions write in embedded metric format
  * (lambda/metrics.ts: names, dimensions and the outcome list come from there, so the two cannot
@@ -28,6 +28,7 @@ export interface DmDotDashboardProps {
   readonly queue: sqs.IQueue;
   readonly deadLetterQueue: sqs.IQueue;
   readonly table: dynamodb.ITable;
+  readonly reconciler: IFunction;
 }
 
 /** Every graph aggregates over this period: short enough to see a burst, long enough to be cheap to read. */
@@ -115,7 +116,8 @@ export class DmDotDashboard extends Construct {
         width: WIDTH,
         height: HEIGHT,
         left: [
-          props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ ...max, label: 'dead letters' }),
+          // As the reconciler counts them every run (what DeadLetterAlarm reads), in flight and delayed included.
+          dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, undefined, 'dead letters'),
           props.queue.metricApproximateNumberOfMessagesVisible({ ...max, label: 'queued, visible' }),
           props.queue.metricApproximateNumberOfMessagesNotVisible({ ...max, label: 'queued, waiting for a retry' }),
         ],
@@ -178,6 +180,9 @@ export class DmDotDashboard extends Construct {
         left: [
           props.mcp.metricErrors({ ...sum, label: 'MCP errors' }),
           props.delivery.metricErrors({ ...sum, label: 'delivery errors' }),
+          // A reconciler run with an error fails (ReconcileErrors says how many records): one line,
+          // so the dashboard stays within the free tier's 50 metrics.
+          props.reconciler.metricErrors({ ...sum, label: 'reconciler failed runs' }),
         ],
         right: [
           props.mcp.metricInvocations({ ...sum, label: 'MCP invocations' }),

@@ -2,10 +2,15 @@
  * What tells the operator that something is wrong, and where to look (docs/deploying-aws.md, "Alarms
  * and what to do", which has a paragraph per alarm, and "Dashboard and metrics"):
  *
- * - seven alarms, each firing on one breaching period, no data not being a breach:
- *   - a new dead letter (each one: the count of new letters per minute, so the alarm returns to OK
- *     and fires again for the next, instead of staying in ALARM while any letter waits);
- *   - the oldest dead letter nearing the end of its retention;
+ * - nine alarms, each firing on one breaching period (the reconciler's silence: three), no data
+ *   not being a breach except for that one:
+ *   - a new dead letter (each one: a rise of the dead-letter queue's depth as the reconciler reads
+ *     it every run, so the alarm returns to OK and fires again for the next, instead of staying in
+ *     ALARM while any letter waits). The reconciler's own count, not SQS's metrics: those of a
+ *     quiet queue can arrive minutes late, after a one-minute alarm has looked at that minute;
+ *     a reconciler that stops counting is the silence alarm's;
+ *   - the oldest dead letter nearing the end of its retention (SQS's metric: the reconciler reads
+ *     the queue every run, so SQS keeps publishing it, and a few minutes late matter nothing);
  *   - a job older in the delivery queue than the retry schedule allows (nothing consumes the queue);
  *   - the delivery function failed (a crash or a timeout, not a refused callback);
  *   - the API answered 5xx at least 5 times in 5 minutes;
@@ -13,8 +18,11 @@
  *     ChatGPT's path answers that with HTTP 200 and the error inside, which API Gateway's 5xx
  *     never sees, so the function counts it itself (DependencyUnavailable, lambda/metrics.ts);
  *   - the reconciler had to repair records (RecordsRepaired, both actions summed);
- * - with `alarmEmail` set, an SNS topic that mails them when they fire and when they clear, whose
- *   policy lets CloudWatch publish for these alarms of this account only;
+ *   - a reconciler run failed (its function's Errors: a run with an error throws);
+ *   - the reconciler did not run for 15 minutes (its Invocations; no data is a breach here);
+ * - an SNS topic in every deploy (the stack output AlarmTopicArn) that every alarm notifies when it
+ *   fires and when it clears, whose policy lets CloudWatch publish for these alarms of this account
+ *   only; `alarmEmail` subscribes an address to it, and anyone may subscribe more later;
  * - the dashboard (dashboard.ts).
  *
  * `alarmNames` is what `dm-dot status --aws` reads (the stack output AlarmNames). The first three
@@ -33,16 +41,16 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
-import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName, REPAIR_ACTIONS } from '../../lambda/metrics';
 import { DmDotDashboard, type DmDotDashboardProps } from './dashboard';
+import { Budgets } from '../../lambda/core/budgets';
 import { DeliverySizing, redriveMaxReceiveCount } from './delivery-pipeline';
 import { keepLogicalId } from './logical-ids';
 
 /** What is watched: the same resources the dashboard shows, plus where alarms go. */
 export interface ObservabilityProps extends DmDotDashboardProps {
-  /** Mailed on every alarm; no topic without it. */
+  /** Subscribed to the alarm topic (which exists without it too). */
   readonly alarmEmail?: string;
   /** Seconds between attempts after the first (the stack's `retryDelays`): the queue-age alarm's threshold follows it. */
   readonly retryDelaysS: readonly number[];
@@ -54,6 +62,9 @@ export interface ObservabilityProps extends DmDotDashboardProps {
 const QUEUE_PERIOD = Duration.minutes(1);
 /** The dm-dot counts (EMF) and API Gateway's are summed over five minutes: one mail per brown-out, not one per minute of it. */
 const COUNT_PERIOD = Duration.minutes(5);
+/** The reconciler runs every 5 minutes: its metrics are read per 5 minutes, and three periods without a run is its silence. */
+const RECONCILER_PERIOD = Duration.millis(Budgets.reconcileEveryMs);
+export const RECONCILER_SILENT_PERIODS = 3;
 
 /**
  * The longest a job waits in the delivery queue when everything works: the whole retry schedule,
@@ -88,7 +99,7 @@ function visibilityTimeoutS(): number {
 
 export class Observability extends Construct {
   readonly alarms: cloudwatch.Alarm[];
-  readonly alarmTopic?: sns.Topic;
+  readonly alarmTopic: sns.Topic;
   /** Absent with `-c dashboard=false`. */
   readonly dashboard?: DmDotDashboard;
 
@@ -100,15 +111,22 @@ export class Observability extends Construct {
       alarmDescription: string,
       metric: cloudwatch.IMetric,
       threshold: number,
-      options: { comparison?: cloudwatch.ComparisonOperator; firstDeployed?: boolean } = {},
+      options: {
+        comparison?: cloudwatch.ComparisonOperator;
+        firstDeployed?: boolean;
+        periods?: number;
+        datapoints?: number;
+        missing?: cloudwatch.TreatMissingData;
+      } = {},
     ) => {
       const created = new cloudwatch.Alarm(this, alarmId, {
         alarmDescription,
         metric,
         threshold,
-        evaluationPeriods: 1,
+        evaluationPeriods: options.periods ?? 1,
+        ...(options.datapoints !== undefined ? { datapointsToAlarm: options.datapoints } : {}),
         comparisonOperator: options.comparison ?? cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        treatMissingData: options.missing ?? cloudwatch.TreatMissingData.NOT_BREACHING,
       });
       // An alarm's state and history live with it: the first deployments' alarms keep their IDs.
       if (options.firstDeployed) keepLogicalId(created, [alarmId, 'Resource']);
@@ -118,11 +136,12 @@ export class Observability extends Construct {
     this.alarms = [
       alarm(
         'DeadLetterAlarm',
-        'dm-dot: a new event could not be delivered and waits in the dead-letter queue (14 days); returns to OK a minute later. ' +
+        'dm-dot: a new event could not be delivered and waits in the dead-letter queue (14 days); returns to OK when no new one comes for 10 minutes. ' +
           'docs/deploying-aws.md "Alarms and what to do". See RedriveCommand.',
-        newDeadLetters(dlq),
+        newDeadLetters(),
         1,
-        { firstDeployed: true },
+        // DIFF needs the period before; any one period of the three with a rise fires it.
+        { firstDeployed: true, periods: 3, datapoints: 1 },
       ),
       alarm(
         'DeliveryErrorsAlarm',
@@ -167,9 +186,34 @@ export class Observability extends Construct {
         recordsRepaired(),
         1,
       ),
+      alarm(
+        'ReconcilerErrorsAlarm',
+        'dm-dot: a reconciler run failed (a record it could not settle, the index or the dead-letter queue unreadable, a crash or a timeout) ' +
+          'in the last 5 minutes; its reconcile_error log lines say which, ReconcileErrors counts them. docs/deploying-aws.md "Alarms and what to do".',
+        props.reconciler.metricErrors({ period: RECONCILER_PERIOD, statistic: cloudwatch.Stats.SUM }),
+        1,
+      ),
+      alarm(
+        'ReconcilerSilentAlarm',
+        'dm-dot: the reconciler has not run for 15 minutes (its schedule disabled or deleted, the function throttled): nothing settles stranded records, ' +
+          'and the new dead letter alarm is blind. docs/deploying-aws.md "Alarms and what to do".',
+        props.reconciler.metricInvocations({ period: RECONCILER_PERIOD, statistic: cloudwatch.Stats.SUM }),
+        1,
+        {
+          comparison: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+          periods: RECONCILER_SILENT_PERIODS,
+          datapoints: RECONCILER_SILENT_PERIODS,
+          // Lambda publishes Invocations only for periods with a run: no data is the silence itself.
+          missing: cloudwatch.TreatMissingData.BREACHING,
+        },
+      ),
     ];
 
-    if (props.alarmEmail) this.alarmTopic = this.mailAlarmsTo(props.alarmEmail);
+    this.alarmTopic = this.notifyTopic();
+    if (props.alarmEmail) {
+      const subscription = this.alarmTopic.addSubscription(new EmailSubscription(props.alarmEmail));
+      keepLogicalId(subscription, ['AlarmTopic', props.alarmEmail, 'Resource']);
+    }
 
     if (props.dashboard !== false) {
       this.dashboard = new DmDotDashboard(this, 'Dashboard', {
@@ -179,6 +223,7 @@ export class Observability extends Construct {
         queue: props.queue,
         deadLetterQueue: props.deadLetterQueue,
         table: props.table,
+        reconciler: props.reconciler,
       });
       keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
     }
@@ -189,13 +234,12 @@ export class Observability extends Construct {
     return Fn.join(',', this.alarms.map((a) => a.alarmName));
   }
 
-  private mailAlarmsTo(email: string): sns.Topic {
+  /** The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later. */
+  private notifyTopic(): sns.Topic {
     // Alarm messages carry alarm names and metric values only; CloudWatch cannot publish to a topic
     // encrypted with the AWS managed SNS key, so the topic stays unencrypted but refuses plain HTTP.
     const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dm-dot alarms', enforceSSL: true });
     keepLogicalId(topic, ['AlarmTopic', 'Resource']);
-    const subscription = topic.addSubscription(new EmailSubscription(email));
-    keepLogicalId(subscription, ['AlarmTopic', email, 'Resource']);
     // OK actions too: the mail also says when it cleared.
     for (const a of this.alarms) {
       a.addAlarmAction(new SnsAction(topic));
@@ -226,28 +270,25 @@ export class Observability extends Construct {
 }
 
 /**
- * New dead letters per minute, from two sources, because SQS counts them apart: the worker's own
- * dead-lettering is a SendMessage (the queue's NumberOfMessagesSent), while a job SQS's redrive
- * moves at maxReceiveCount is not counted as sent
- * (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html)
- * and shows only as a rise of the visible count. The larger of the two per minute: a letter the
- * worker sends raises both. A minute with no new letter is 0, so the alarm returns to OK and fires
- * again for the next one, however many wait in the queue; an operator's redrive out of the queue
- * lowers the count and is not a rise.
+ * New dead letters per reconciler period: the rise of the dead-letter queue's depth (DeadLetters,
+ * every message SQS counts in it: visible, in flight, delayed) from one run to the next, however
+ * the letter came (the worker's copy, the reconciler's, SQS's own redrive at maxReceiveCount). A
+ * period with no new letter is 0, so the alarm returns to OK and fires again for the next one,
+ * however many wait in the queue; an operator's redrive out of the queue lowers the depth and is
+ * not a rise. A letter that comes as another is redriven out within one period is not seen: the
+ * redrive is the operator's, who is looking.
  */
-function newDeadLetters(dlq: sqs.IQueue): cloudwatch.IMetric {
-  const sent = dlq.metricNumberOfMessagesSent({ period: QUEUE_PERIOD, statistic: cloudwatch.Stats.SUM });
-  const visible = dlq.metricApproximateNumberOfMessagesVisible({ period: QUEUE_PERIOD, statistic: cloudwatch.Stats.MAXIMUM });
-  const risen = new cloudwatch.MathExpression({
-    expression: 'IF(DIFF(visible) > 0, DIFF(visible), 0)',
-    usingMetrics: { visible },
-    period: QUEUE_PERIOD,
-    label: 'rise of the visible count (SQS redrive)',
+function newDeadLetters(): cloudwatch.IMetric {
+  const depth = new cloudwatch.Metric({
+    namespace: METRICS_NAMESPACE,
+    metricName: MetricName.deadLetters,
+    statistic: cloudwatch.Stats.MAXIMUM,
+    period: RECONCILER_PERIOD,
   });
   return new cloudwatch.MathExpression({
-    expression: 'IF(FILL(sent, 0) > FILL(risen, 0), FILL(sent, 0), FILL(risen, 0))',
-    usingMetrics: { sent, risen },
-    period: QUEUE_PERIOD,
+    expression: 'IF(DIFF(depth) > 0, DIFF(depth), 0)',
+    usingMetrics: { depth },
+    period: RECONCILER_PERIOD,
     label: 'new dead letters',
   });
 }

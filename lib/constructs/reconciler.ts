@@ -3,18 +3,21 @@
  * EventBridge schedule rule runs every Budgets.reconcileEveryMs (5 minutes), over the
  * table's sparse `queued` index (keys only). It requeues, once, or fails with a dead-letter copy
  * (reason `stranded`) what has been queued longer than the retry schedule plus a margin
- * (lambda/core/reconcile.ts), and writes `RecordsRepaired` (EMF, by `Action`) on every run.
+ * (lambda/core/reconcile.ts), and writes `RecordsRepaired` (EMF, by `Action`), `ReconcileErrors`
+ * and the dead-letter queue's depth (`DeadLetters`) on every run. A run with an error fails.
  *
  * Least privilege: Query on the `queued` index only; GetItem and UpdateItem on `EVENT#` items
  * only (`dynamodb:LeadingKeys`: never the subscription, whose item holds the secret); SendMessage
- * on the delivery queue and the dead-letter queue. No PutItem, DeleteItem, Scan or secret.
+ * on the delivery queue and the dead-letter queue (the grant includes GetQueueAttributes, which
+ * reads the dead-letter queue's depth). No PutItem, DeleteItem, Scan or secret.
  *
- * The schedule does not retry a failed run (the next one comes 5 minutes later and finds the
- * same records), and a run's timeout (1 minute) is far shorter than the period, so two runs do
- * not overlap.
+ * A failed run is not retried, neither by the rule's target (retryAttempts 0) nor by Lambda's
+ * asynchronous invocation (MaximumRetryAttempts 0; Lambda's default is two retries): the next run
+ * comes 5 minutes later and finds the same records, and a retry would only blur the alarm's count.
+ * A run's timeout (1 minute) is far shorter than the period, so two runs do not overlap.
  *
- * Deliberately not here: the alarm on `RecordsRepaired` (observability.ts), and the decisions
- * (lambda/core/reconcile.ts).
+ * Deliberately not here: the alarms on its errors, its silence and its metrics (observability.ts),
+ * and the decisions (lambda/core/reconcile.ts).
  */
 import { Duration } from 'aws-cdk-lib';
 import type * as logs from 'aws-cdk-lib/aws-logs';
@@ -68,6 +71,7 @@ export class Reconciler extends Construct {
     props.storage.grantQueuedIndex(this.worker.role);
     queue.grantSendMessages(this.worker.role);
     deadLetterQueue.grantSendMessages(this.worker.role);
+    this.worker.function.configureAsyncInvoke({ retryAttempts: 0 });
 
     // An EventBridge rule rather than an EventBridge Scheduler schedule: the rule invokes through
     // the function's resource policy (this rule's ARN only), so no role is needed, where the

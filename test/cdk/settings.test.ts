@@ -258,14 +258,14 @@ describe('non-default settings in the template', () => {
       { Protocol: 'email', Endpoint: email, TopicArn: { Ref: topic } },
     ]);
     const alarms = logicalIds(template, 'AWS::CloudWatch::Alarm').map((id) => props(id));
-    expect(alarms).toHaveLength(7);
+    expect(alarms).toHaveLength(9);
     for (const alarm of alarms) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);
   });
 
   test('ARCH-ALARM-6: alarmEmail: every alarm also mails when it returns to OK (an OK action on the same topic)', () => {
     const topic = logicalIds(template, 'AWS::SNS::Topic')[0] as string;
     const alarms = logicalIds(template, 'AWS::CloudWatch::Alarm').map((id) => props(id));
-    expect(alarms).toHaveLength(7);
+    expect(alarms).toHaveLength(9);
     for (const alarm of alarms) expect(alarm.OKActions).toEqual([{ Ref: topic }]);
   });
 

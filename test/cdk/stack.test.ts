@@ -247,20 +247,24 @@ describe('upgrades keep what earlier deployments created', () => {
     const now = Object.entries(template.Resources as Record<string, { Type: string }>).map(([id, r]) => [id, r.Type]);
     expect(now).toEqual(expect.arrayContaining(before));
     // Everything else is new since: the OAuth discovery routes and the read receipt's route, their
-    // invoke permissions, and the
-    // alarms on dependency failures, the two queue ages and repaired records, and the
-    // reconciler (its function, role, policy, log group, schedule rule and the rule's invoke permission).
+    // invoke permissions, the alarms on dependency failures, the two queue ages, repaired records and
+    // the reconciler's errors and silence, the alarm topic and its policy (in every deploy), and the
+    // reconciler (its function, role, policy, log group, schedule rule, the rule's invoke permission
+    // and its asynchronous invoke configuration).
     const added = now.filter(([id]) => id !== 'CDKMetadata' && !before.some(([old]) => old === id)).map(([, type]) => type);
     expect(added.sort()).toEqual(
       [
         ...Array(5).fill('AWS::ApiGatewayV2::Route'),
         ...Array(6).fill('AWS::Lambda::Permission'),
-        ...Array(4).fill('AWS::CloudWatch::Alarm'),
+        ...Array(6).fill('AWS::CloudWatch::Alarm'),
         'AWS::Events::Rule',
         'AWS::IAM::Policy',
         'AWS::IAM::Role',
+        'AWS::Lambda::EventInvokeConfig',
         'AWS::Lambda::Function',
         'AWS::Logs::LogGroup',
+        'AWS::SNS::Topic',
+        'AWS::SNS::TopicPolicy',
       ].sort(),
     );
   });
@@ -550,11 +554,15 @@ describe('least privilege', () => {
     for (const action of kmsActions) expect({ action, condition: conditions[action] }).toEqual({ action, condition: viaDynamoDb });
   });
 
-  test('DEL-OUT-4: the reconciler runs every 5 minutes from a schedule rule, without retries, and only that rule may invoke it', () => {
+  test('DEL-OUT-4, DEL-OUT-8: the reconciler runs every 5 minutes from a schedule rule, retried neither by the rule nor by Lambda, and only that rule may invoke it', () => {
     const fn = resource(template, 'AWS::Lambda::Function', 'ReconcilerFunction').id;
     const rule = resource(template, 'AWS::Events::Rule', 'ReconcilerSchedule').id;
     expect(props(rule).ScheduleExpression).toBe('rate(5 minutes)');
     expect(props(rule).Targets).toEqual([expect.objectContaining({ Arn: getAtt(fn, 'Arn'), RetryPolicy: { MaximumRetryAttempts: 0, MaximumEventAgeInSeconds: 60 } })]);
+    // An EventBridge rule invokes asynchronously: without this Lambda itself retries a failed run twice.
+    expect(logicalIds(template, 'AWS::Lambda::EventInvokeConfig').map(props)).toEqual([
+      { FunctionName: ref(fn), Qualifier: '$LATEST', MaximumRetryAttempts: 0 },
+    ]);
     const invokers = logicalIds(template, 'AWS::Lambda::Permission')
       .map(props)
       .filter((p) => JSON.stringify(p.FunctionName) === JSON.stringify(getAtt(fn, 'Arn')));
@@ -729,38 +737,65 @@ describe('alarms', () => {
   };
   const defaultDelays = DEFAULTS.retryDelays.split(',').map(Number);
 
-  test('seven alarms, each firing on one breaching period; missing data is never a breach', () => {
-    expect(alarms()).toHaveLength(7);
-    for (const alarm of alarms()) {
-      expect(alarm.EvaluationPeriods).toBe(1);
-      expect(alarm.TreatMissingData).toBe('notBreaching');
-    }
+  test('nine alarms, each firing on one breaching period but the two that need more; missing data is a breach only for the reconciler`s silence', () => {
+    expect(alarms()).toHaveLength(9);
+    const byPeriods = alarms().map((a: Json) => `${a.EvaluationPeriods}/${a.DatapointsToAlarm ?? a.EvaluationPeriods} ${a.TreatMissingData}`);
+    expect(byPeriods.sort()).toEqual([...Array(7).fill('1/1 notBreaching'), '3/1 notBreaching', '3/3 breaching'].sort());
   });
 
-  test('ARCH-7, ARCH-ALARM-3: a dead letter fires the alarm for each new letter and it returns to OK: new letters per minute, never the standing count', () => {
-    const alarm = mathAlarm('NumberOfMessagesSent', 'AWS/SQS');
-    const { metrics, expressions, returned } = queries(alarm);
-    const dlq = JSON.stringify(getAtt(ids.dlq, 'QueueName'));
-    // The worker's own dead-lettering is a SendMessage; a job SQS's redrive moves is not counted as
-    // sent and shows only as a rise of the visible count: both are watched.
-    expect(Object.values(metrics).sort()).toEqual(
-      [`AWS/SQS ApproximateNumberOfMessagesVisible QueueName=${dlq} Maximum 60`, `AWS/SQS NumberOfMessagesSent QueueName=${dlq} Sum 60`].sort(),
-    );
-    const idOf = (name: string) => Object.keys(metrics).find((id) => metrics[id]!.includes(` ${name} `)) as string;
-    const rise = Object.entries(expressions).find(([, e]) => e.includes(`DIFF(${idOf('ApproximateNumberOfMessagesVisible')})`));
-    expect(rise?.[1]).toBe(`IF(DIFF(${idOf('ApproximateNumberOfMessagesVisible')}) > 0, DIFF(${idOf('ApproximateNumberOfMessagesVisible')}), 0)`);
-    // A quiet minute is 0 (not "no data" held over): the larger of sent and risen, each filled with 0.
-    expect(returned).toContain(`FILL(${idOf('NumberOfMessagesSent')}, 0)`);
-    expect(returned).toContain(`FILL(${rise?.[0]}, 0)`);
-    expect(alarm).toMatchObject({ ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, EvaluationPeriods: 1, TreatMissingData: 'notBreaching' });
-    // The standing count alone (fires once, stays in ALARM for 14 days) is watched by no alarm.
-    expect(alarms().filter((a: Json) => a.MetricName === 'ApproximateNumberOfMessagesVisible')).toEqual([]);
+  test('ARCH-7, ARCH-ALARM-3: a dead letter fires the alarm for each new letter and it returns to OK: the rise of the depth the reconciler reads every run, never a late SQS minute', () => {
+    const alarm = mathAlarm(MetricName.deadLetters, METRICS_NAMESPACE);
+    const { metrics, returned } = queries(alarm);
+    expect(Object.values(metrics)).toEqual([`${METRICS_NAMESPACE} ${MetricName.deadLetters} Maximum 300`]);
+    const [depth] = Object.keys(metrics);
+    expect(returned).toBe(`IF(DIFF(${depth}) > 0, DIFF(${depth}), 0)`);
+    // Three periods, one breaching: DIFF has the period before it, and a rise is seen whenever its
+    // run's line lands in the window; a silent reconciler is ReconcilerSilentAlarm's, not a breach here.
+    expect(alarm).toMatchObject({
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      Threshold: 1,
+      EvaluationPeriods: 3,
+      DatapointsToAlarm: 1,
+      TreatMissingData: 'notBreaching',
+    });
+    // No alarm reads SQS's one-minute dead-letter counts (late for a quiet queue), nor the standing count.
+    const sqsDeadLetterMetrics = alarms().flatMap((a: Json) => [a, ...(a.Metrics ?? []).map((m: Json) => m.MetricStat?.Metric ?? {})]);
+    expect(sqsDeadLetterMetrics.filter((m: Json) => ['NumberOfMessagesSent', 'ApproximateNumberOfMessagesVisible'].includes(m.MetricName))).toEqual([]);
   });
 
   test('ARCH-ALARM-3: the dead-letter alarm keeps the logical ID the first deployments gave it (its state and history)', () => {
-    // The ID the upgrade test below pins, now holding the per-letter metric math.
+    // The ID the upgrade test below pins, now holding the reconciler's count.
     expect(template.Resources.DeadLetterAlarmBB7AE56D?.Type).toBe('AWS::CloudWatch::Alarm');
-    expect(template.Resources.DeadLetterAlarmBB7AE56D.Properties.Metrics.some((m: Json) => m.MetricStat?.Metric.MetricName === 'NumberOfMessagesSent')).toBe(true);
+    const metrics = template.Resources.DeadLetterAlarmBB7AE56D.Properties.Metrics as Json[];
+    expect(metrics.some((m: Json) => m.MetricStat?.Metric.MetricName === MetricName.deadLetters)).toBe(true);
+  });
+
+  test('ARCH-ALARM-7: the reconciler`s failed runs (its Errors >= 1 in 5 minutes) and its silence (no Invocations for 15 minutes, no data a breach)', () => {
+    const fn = resource(template, 'AWS::Lambda::Function', 'ReconcilerFunction').id;
+    const dimensions = JSON.stringify([{ Name: 'FunctionName', Value: ref(fn) }]);
+    const on = (metricName: string) => alarms().filter((a: Json) => a.MetricName === metricName && JSON.stringify(a.Dimensions) === dimensions);
+    expect(on('Errors')).toEqual([
+      expect.objectContaining({
+        Namespace: 'AWS/Lambda',
+        Statistic: 'Sum',
+        Period: 300,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        Threshold: 1,
+        TreatMissingData: 'notBreaching',
+      }),
+    ]);
+    expect(on('Invocations')).toEqual([
+      expect.objectContaining({
+        Namespace: 'AWS/Lambda',
+        Statistic: 'Sum',
+        Period: 300,
+        EvaluationPeriods: 3,
+        DatapointsToAlarm: 3,
+        ComparisonOperator: 'LessThanThreshold',
+        Threshold: 1,
+        TreatMissingData: 'breaching',
+      }),
+    ]);
   });
 
   test('ARCH-ALARM-4: the oldest dead letter alarms about 2 days before its 14-day retention ends', () => {
@@ -845,20 +880,22 @@ describe('alarms', () => {
     );
   });
 
-  test('no e-mail topic and no alarm actions without alarmEmail', () => {
-    expect(alarms()).toHaveLength(7);
+  test('ARCH-ALARM-6: without alarmEmail a topic still exists, named by the output AlarmTopicArn, and every alarm notifies it when it fires and when it clears', () => {
+    const topics = logicalIds(template, 'AWS::SNS::Topic');
+    expect(topics).toHaveLength(1);
+    expect(template.Outputs.AlarmTopicArn.Value).toEqual(ref(topics[0]!));
     for (const alarm of alarms()) {
-      expect(alarm.AlarmActions).toBeUndefined();
-      expect(alarm.OKActions).toBeUndefined();
+      expect(alarm.AlarmActions).toEqual([ref(topics[0]!)]);
+      expect(alarm.OKActions).toEqual([ref(topics[0]!)]);
     }
-    expect(logicalIds(template, 'AWS::SNS::Topic')).toEqual([]);
+    expect(logicalIds(template, 'AWS::SNS::Subscription')).toEqual([]);
   });
 
   test('ARCH-ALARM-6: every alarm has its runbook paragraph in docs/deploying-aws.md "Alarms and what to do"', () => {
     const doc = fs.readFileSync(path.join(__dirname, '../../docs/deploying-aws.md'), 'utf8');
     const section = /\n## Alarms and what to do\n([\s\S]*?)\n## /.exec(doc)?.[1] ?? '';
     const names = synth.stack.observability.alarms.map((a) => a.node.id);
-    expect(names).toHaveLength(7);
+    expect(names).toHaveLength(9);
     for (const name of names) expect(section).toMatch(new RegExp(`\\*\\*${name}\\*\\*`));
   });
 });
@@ -922,10 +959,16 @@ describe('dashboard', () => {
     );
   });
 
-  test('dead-letter queue depth next to the delivery queue', () => {
+  test('dead-letter queue depth (as the reconciler counts it, what DeadLetterAlarm reads) next to the delivery queue', () => {
     const l = lines(graph(/^Dead-letter queue/));
-    expect(l).toContain(`AWS/SQS ApproximateNumberOfMessagesVisible QueueName=GETATT(${ids.dlq}.QueueName)`);
+    expect(l).toContain(`${METRICS_NAMESPACE} ${MetricName.deadLetters}`);
     expect(l).toContain(`AWS/SQS ApproximateAgeOfOldestMessage QueueName=GETATT(${ids.queue}.QueueName)`);
+  });
+
+  test('ARCH-ALARM-7: the reconciler`s failed runs beside the other functions` errors; the dashboard stays within the free tier`s 50 metrics', () => {
+    const fn = resource(template, 'AWS::Lambda::Function', 'ReconcilerFunction').id;
+    expect(lines(graph(/^Function errors/))).toContain(`AWS/Lambda Errors FunctionName=REF(${fn})`);
+    expect(graphs().flatMap((w: Json) => w.properties.metrics)).toHaveLength(50);
   });
 
   test('MCP requests by status class and the function`s errors; request latency', () => {
@@ -967,7 +1010,7 @@ describe('outputs', () => {
     expect(o.McpFunctionName.Value).toEqual(ref(ids.mcpFn));
     // dm-dot status --aws reads these alarms' state.
     const alarmIds = logicalIds(template, 'AWS::CloudWatch::Alarm');
-    expect(alarmIds).toHaveLength(7);
+    expect(alarmIds).toHaveLength(9);
     expect(o.AlarmNames.Value).toEqual({ 'Fn::Join': [',', alarmIds.map(ref)] });
   });
 
@@ -976,6 +1019,7 @@ describe('outputs', () => {
     expect(Object.keys(o).sort()).toEqual(
       [
         'AlarmNames',
+        'AlarmTopicArn',
         'ApiKeySecretArn',
         'DashboardUrl',
         'DeadLetterQueueUrl',

@@ -291,7 +291,7 @@ test(
     for (const ahead of [strandedMs, 2 * strandedMs + 120_000]) {
       const report = await reconcilerLambdaFromSettings(deliveryLambdaSettings(world.env()), { dynamodb: world.ddb.client, sqs: world.fauxqs.client }, {
         log: world.logger(),
-        metrics: { repaired: () => undefined },
+        metrics: { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined },
         clock: { now: () => Date.now() + ahead, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
       })();
       repairs.requeued += report.requeued;

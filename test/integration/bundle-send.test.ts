@@ -143,7 +143,7 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
     const ahead = strandedAfterMs(settings.retryDelaysS) + 60_000;
     const run = reconcilerLambdaFromSettings(settings, { dynamodb: world.ddb.client, sqs: world.fauxqs.client }, {
       log: { info: () => undefined, warn: () => undefined, error: () => undefined },
-      metrics: { repaired: () => undefined },
+      metrics: { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined },
       clock: { now: () => Date.now() + ahead, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
     });
     return run();

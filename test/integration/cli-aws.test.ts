@@ -2,7 +2,7 @@
  * The `--aws` variants of the operator CLI, in-process through `main`, against DynamoDB Local (the
  * table, read and written with the same DynamoDbStore the Lambdas use) and fauxqs (the queues):
  * `events`, `events show`, `events resend`, `subscription show|clear`, `redrive`, `status`,
- * `connect` and `key rotate`. DescribeStacks, CloudWatch, Lambda and Secrets Manager are fakes (an
+ * `connect` and `key rotate` (with a warm MCP Lambda in-process, which must follow it). DescribeStacks, CloudWatch, Lambda and Secrets Manager are fakes (an
  * object with `send`) injected through the CLI's io, as the SDK clients would be.
  *
  * fauxqs 1.9.2 does not implement StartMessageMoveTask / ListMessageMoveTasks (its README lists
@@ -28,7 +28,11 @@ import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { QueueAttributes, SqsQueue } from '../../lambda/adapters/sqs-queue';
 import { movePoll } from '../../lambda/cli/aws/redrive';
 import type { AwsClients, SendsCommands } from '../../lambda/cli/io';
-import { Limits } from '../../lambda/core/protocol';
+import { AccessLimits, Limits } from '../../lambda/core/protocol';
+import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
+import { createLogger } from '../../lambda/log';
+import { localApiGateway } from '../support/apigw';
+import { messageInit } from '../support/app';
 import type { EventRecord, SubscriptionRecord } from '../../lambda/ports';
 import { sha256Hex } from '../../lambda/core/identity';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
@@ -646,6 +650,57 @@ describe('CLI-10: dm-dot key rotate --aws', () => {
     expect(r.err).toMatch(new RegExp(`the new key is in ${SECRET_ARN}, but the MCP function ${FUNCTION} could not be recycled \\(TooManyRequestsException: rate exceeded\\)`));
     expect(r.err).not.toContain(puts(secrets)[0]!.input.SecretString);
   });
+});
+
+describe('HTTP-KEY-14: a warm MCP Lambda and key rotate --aws agree on the keys, on DynamoDB', () => {
+  it('the warm environment takes the new key right after the rotation, the old one through its overlap, and drops it after a second rotation without one', async () => {
+    const { tableName } = await seededTable();
+    let current = 'first-connector-key-0123456789abcdefghijklmno';
+    // One secret, as Secrets Manager keeps it: the CLI reads and puts it, the MCP Lambda reads it once, at its cold start.
+    const secrets = fakeClient({
+      GetSecretValueCommand: () => ({ ARN: SECRET_ARN, SecretString: current }),
+      PutSecretValueCommand: (input: { SecretString: string }) => ((current = input.SecretString), { ARN: SECRET_ARN, VersionId: 'v' }),
+    });
+    // Recycling asked for, and not done yet: the environment below stays warm.
+    const lambda = fakeClient({
+      GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Description: 'dm-dot MCP endpoint' }),
+      UpdateFunctionConfigurationCommand: () => ({}),
+    });
+    const outputs = { McpEndpoint: MCP_ENDPOINT, ApiKeySecretArn: SECRET_ARN, McpFunctionName: FUNCTION, TableName: tableName };
+    const aws = { cloudformation: stackOf(outputs).cloudformation, secretsManager: secrets.client, lambda: lambda.client, dynamodb: dynamo.client };
+    const warm = localApiGateway(
+      mcpLambdaFromEnvironment(
+        { TABLE_NAME: tableName, QUEUE_URL: fauxqs.queueUrl, API_KEY_SECRET_ARN: SECRET_ARN },
+        { dynamodb: dynamo.client, sqs: fauxqs.client, secrets: { getSecretValue: async () => ({ SecretString: current }) } },
+        { log: createLogger(() => undefined) },
+      ),
+    );
+    // No subscription on this table: 409 says the key got past the door, 401 that it did not.
+    const status = async (key: string) => (await warm.fetch('https://api.example/v1/messages', messageInit('hi', key))).status;
+    const first = current;
+    expect(await status(first)).toBe(409);
+
+    expect((await run(['key', 'rotate', '--aws', '--yes', '--overlap', '1h'], aws)).code).toBe(0);
+    const second = current;
+    expect(second).not.toBe(first);
+    expect(await status(second)).toBe(409);
+    expect(await status(first)).toBe(409);
+
+    expect((await run(['key', 'rotate', '--aws', '--yes'], aws)).code).toBe(0);
+    const third = current;
+    // At once, unless a refused key made the environment read the item less than deploymentRecheckMs ago (the second key did).
+    const until = async (key: string, wanted: number, withinMs: number) => {
+      const deadline = Date.now() + withinMs + 5_000;
+      while ((await status(key)) !== wanted && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      return status(key);
+    };
+    expect(await until(third, 409, AccessLimits.deploymentRecheckMs)).toBe(409);
+    // The superseded keys stop once the item the environment trusts is renewed (AccessLimits.deploymentCacheMs).
+    await until(first, 401, AccessLimits.deploymentCacheMs);
+    expect(await status(first)).toBe(401);
+    expect(await status(second)).toBe(401);
+    expect(await status(third)).toBe(409);
+  }, 30_000);
 });
 
 describe('dm-dot senders --aws', () => {

@@ -14,6 +14,10 @@
  * - a record left `queued` with no job (a function that died between its writes, a job SQS moved
  *   to the dead-letter queue itself) is requeued once, then failed with a dead letter, by
  *   compare-and-set, and counted in RecordsRepaired;
+ * - the reconciler never fights a worker: a requeued record whose worker is still POSTing when
+ *   the next run comes ends `delivered` with one POST, and a 2xx wins over a `stranded` failure
+ *   whose dead letter, redriven, makes no second POST;
+ * - a run that could not settle a record writes ReconcileErrors and fails;
  * - the index holds queued records only, keys only.
  *
  * Timing: only the contract's 5 s is asserted.
@@ -21,15 +25,17 @@
 import { randomBytes } from 'node:crypto';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { QueuedIndex } from '../../lambda/adapters/queued-index';
-import { QueueAttributes } from '../../lambda/adapters/sqs-queue';
+import { createGuardedWebhookClient } from '../../lambda/adapters/guarded-https';
+import { QueueAttributes, SqsQueue } from '../../lambda/adapters/sqs-queue';
 import { deliveryLambdaSettings } from '../../lambda/config/settings';
 import { buildEvent } from '../../lambda/core/messages';
 import { EventStatus, Limits } from '../../lambda/core/protocol';
 import { strandedAfterMs } from '../../lambda/core/reconcile';
 import { reconcilerLambdaFromSettings } from '../../lambda/handlers/reconciler-lambda';
 import { createRepairMetrics } from '../../lambda/metrics';
-import type { EventRecord } from '../../lambda/ports';
+import type { EventRecord, WebhookClient } from '../../lambda/ports';
 import type { Call } from '../support/aws-fault-proxy';
+import { sqsEventOf } from '../support/event-source';
 import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
 
 const TABLE = 'dm-dot-outbox-strand';
@@ -85,6 +91,9 @@ beforeAll(async () => {
     secrets: { verifySignatures: false },
     proxies: ['dynamodb', 'sqs'],
   });
+  // A cold DynamoDB Local answers its first calls slowly: warmed here, not inside the subscribe's 5 s.
+  await world.store.getSubscription(Date.now());
+  await world.store.getDeployment();
   const subscribed = await world.mcpGateway().subscribe(world.receiver.url);
   subscriptionId = String(subscribed.body.result?.id);
   expect(subscriptionId).toMatch(/^sub_/);
@@ -205,7 +214,7 @@ describe('the reconciler', () => {
     // The fresh record, as old as the moved clock makes it, was requeued in that run: not failed.
     expect((await world.store.getEvent(fresh.eventId, Date.now()))?.status).toBe(EventStatus.queued);
 
-    const repaired = metrics.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const repaired = metrics.map((line) => JSON.parse(line) as Record<string, unknown>).filter((m) => 'RecordsRepaired' in m);
     expect(repaired.every((m) => JSON.stringify(m._aws).includes('"Namespace":"DmDot"') && JSON.stringify(m._aws).includes('RecordsRepaired'))).toBe(true);
     expect(repaired).toEqual(
       expect.arrayContaining([
@@ -213,6 +222,82 @@ describe('the reconciler', () => {
         expect.objectContaining({ Action: 'failed', RecordsRepaired: 1 }),
       ]),
     );
+  }, 30_000);
+
+  /**
+   * A record requeued one bound ago (the reconciler's clock set back) whose new job a worker is
+   * working now: its POST reached the dot, and the dot's 200 is held until `release()`.
+   */
+  async function workedAfterRequeue(message: string) {
+    const staleAgo = staleMs + 60_000;
+    const record = await strandedRecord(2 * staleAgo, message);
+    expect(await reconciler(-staleAgo)()).toMatchObject({ requeued: 1 });
+    const jobs = await world.fauxqs.receive(world.fauxqs.queueUrl, { timeoutMs: 5_000 });
+    expect(jobs).toHaveLength(1);
+    let reached!: () => void;
+    const posted = new Promise<void>((resolve) => (reached = resolve));
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const guarded = createGuardedWebhookClient({ allowLoopback: true });
+    const slowDot: WebhookClient = {
+      post: async (request) => {
+        const response = await guarded.post(request);
+        reached();
+        await held;
+        return response;
+      },
+    };
+    const batch = world.deliveryLambda({ overrides: { webhook: slowDot } })(sqsEventOf(jobs));
+    await posted;
+    return { record, batch, release };
+  }
+
+  const deadLetterDepth = () =>
+    new SqsQueue({ client: world.fauxqs.client, queueUrl: world.fauxqs.queueUrl, deadLetterQueueUrl: world.fauxqs.deadLetterQueueUrl }).deadLetterDepth();
+
+  test('DEL-OUT-6: a requeued record whose worker is POSTing to a slow dot when the next run comes ends delivered, with one POST and no dead letter', async () => {
+    const { record, batch, release } = await workedAfterRequeue('requeued, then worked slowly');
+    const metrics: string[] = [];
+    // The next run, on time: the record was requeued a bound ago, but its lease is live.
+    const run = await reconciler(0, metrics)();
+    release();
+    expect((await batch).batchItemFailures).toEqual([]);
+    expect(run).toMatchObject({ requeued: 0, failed: 0, errors: 0 });
+    expect(await world.store.getEvent(record.eventId, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
+    expect(world.receiver.events).toHaveLength(1);
+    expect(metrics.map((line) => JSON.parse(line) as Record<string, unknown>)).toContainEqual(expect.objectContaining({ DeadLetters: 0 }));
+    expect(await deadLetterDepth()).toBe(0);
+    expect(world.logLines.join('\n')).not.toMatch(/"action":"done","status":"duplicate"/);
+  }, 30_000);
+
+  test('DEL-OUT-6, DEL-OUT-7: a run that sees the lease long over fails the record as stranded; the 2xx wins, and the redriven letter makes no second POST', async () => {
+    const { record, batch, release } = await workedAfterRequeue('requeued, then worked past its lease');
+    // A run whose clock is a bound ahead (as for a POST that outlasted its lease by that much):
+    // its compare-and-set expects the lease it read, the worker's own, so it lands.
+    expect(await reconciler(staleMs + 60_000)()).toMatchObject({ failed: 1 });
+    expect(await world.store.getEvent(record.eventId, Date.now())).toMatchObject({ status: EventStatus.failed });
+    release();
+    expect((await batch).batchItemFailures).toEqual([]);
+    expect(await world.store.getEvent(record.eventId, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 1 });
+    const letters = await world.fauxqs.receive(world.fauxqs.deadLetterQueueUrl, { timeoutMs: 5_000 });
+    expect(letters.map((m) => m.MessageAttributes?.[QueueAttributes.reason]?.StringValue)).toEqual(['stranded']);
+    // The runbook's redrive: the copy finds its event delivered and is done with, without a POST.
+    expect((await world.deliveryLambda()(sqsEventOf(letters))).batchItemFailures).toEqual([]);
+    expect(world.receiver.events).toHaveLength(1);
+  }, 30_000);
+
+  test('DEL-OUT-8: a run that could not settle a record writes ReconcileErrors and fails; a clean run writes 0', async () => {
+    const record = await strandedRecord(staleMs + 60_000, 'SendMessage down');
+    world.proxies.sqs.setRule((call) => (call.action === 'SendMessage' ? 'error500' : 'pass'));
+    const metrics: string[] = [];
+    await expect(reconciler(0, metrics)()).rejects.toMatchObject({ name: 'ReconcileRunError', report: expect.objectContaining({ found: 1, errors: 1 }) });
+    world.resetProxies();
+    const lines = metrics.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines).toContainEqual(expect.objectContaining({ ReconcileErrors: 1 }));
+    expect((await world.store.getEvent(record.eventId, Date.now()))?.status).toBe(EventStatus.queued);
+    const clean: string[] = [];
+    expect(await reconciler(0, clean)()).toMatchObject({ requeued: 1, errors: 0 });
+    expect(clean.map((line) => JSON.parse(line) as Record<string, unknown>)).toContainEqual(expect.objectContaining({ ReconcileErrors: 0 }));
   }, 30_000);
 
   test('DEL-OUT-4: a record settled meanwhile is left alone: the reconciler changes nothing it did not read', async () => {
@@ -262,19 +347,19 @@ describe('the reconciler', () => {
     expect(jobs.map((job) => job.MessageAttributes?.[QueueAttributes.eventId]?.StringValue)).toContain(eventId);
   }, 30_000);
 
-  test('DEL-OUT-5: what the reconciler costs, counted at the wire: an idle run is one Query per shard; a requeue adds GetItem, SendMessage and UpdateItem', async () => {
+  test('DEL-OUT-5: what the reconciler costs, counted at the wire: an idle run is one Query per shard and the dead-letter depth; a requeue adds GetItem, SendMessage and UpdateItem', async () => {
     const delta = (before: Record<string, number>, after: Record<string, number>) =>
       Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]).filter(([, v]) => v !== 0));
     const counts = () => ({ ...world.proxies.dynamodb.counts(), ...world.proxies.sqs.counts() });
     let before = counts();
     await reconciler()();
     const idle = delta(before, counts());
-    expect(idle).toEqual({ 'Query:pass': QueuedIndex.shards });
+    expect(idle).toEqual({ 'Query:pass': QueuedIndex.shards, 'GetQueueAttributes:pass': 1 });
     await strandedRecord(staleMs + 60_000, 'counted');
     before = counts();
     await reconciler()();
     const repaired = delta(before, counts());
-    expect(repaired).toEqual({ 'Query:pass': QueuedIndex.shards, 'GetItem:pass': 1, 'SendMessage:pass': 1, 'UpdateItem:pass': 1 });
+    expect(repaired).toEqual({ ...idle, 'GetItem:pass': 1, 'SendMessage:pass': 1, 'UpdateItem:pass': 1 });
     process.stdout.write(`\nreconciler calls: idle run ${JSON.stringify(idle)}, run with one requeue ${JSON.stringify(repaired)}\n`);
   }, 30_000);
 

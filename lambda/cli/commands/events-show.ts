@@ -1,7 +1,8 @@
 /**
  * `dm-dot events show evt_…`: one event of the delivery log and its own log: every POST (time,
  * outcome, HTTP status class, duration, counted against the schedule or not) and every operator
- * or task action (resent, redriven, cancelled). Never the message or a header: the log keeps none.
+ * or task action (resent, redriven, cancelled), or failure no attempt made (stranded, receive_limit).
+ * Never the message or a header: the log keeps none.
  */
 import { defineCommand } from '../command';
 import { OperationError, UsageError } from '../errors';
@@ -21,7 +22,7 @@ export const command = defineCommand({
     name: 'events show',
     summary: 'one event and its attempts',
     description:
-      'Every attempt with its time, outcome, HTTP status class, duration and whether it counted against the retry schedule (an inline attempt cut short by the wait window does not), and the notes: resent, redriven, cancelled. Never the message or a header.',
+      'Every attempt with its time, outcome, HTTP status class, duration and whether it counted against the retry schedule (an inline attempt cut short by the wait window does not), and the notes: resent, redriven, cancelled, and stranded or receive_limit for a failure no attempt made. Never the message or a header.',
     positionals: [EVENT_ID_ARGUMENT],
     options: { ...AWS_TABLE_OPTIONS },
     json:

@@ -335,6 +335,39 @@ describe('deliver', () => {
     expect(webhook.requests).toHaveLength(0);
   });
 
+  test('DEL-OUT-6: a 2xx is recorded over a `stranded` failure the reconciler wrote while the POST was in flight; not over a failure an attempt made', async () => {
+    const { store, webhook, deps, job } = world();
+    webhook.add(async () => {
+      // The reconciler's compare-and-set, as it lands mid-POST: status only, with its note.
+      await store.updateEvent(EVENT_ID, { status: 'failed', appendLog: { at: Date.now(), note: 'stranded' } }, { status: 'queued', attempts: 0 });
+      return respond(200);
+    });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1 });
+    expect(webhook.requests).toHaveLength(1);
+
+    // Another copy's attempt failed it (attempts moved on): that outcome stands.
+    const other = world();
+    other.webhook.add(async () => {
+      await other.store.updateEvent(EVENT_ID, { status: 'failed', attempts: 1, lastError: 'http_4xx' }, { status: 'queued', attempts: 0 });
+      return respond(200);
+    });
+    await expect(deliver(other.deps, other.job)).resolves.toEqual({ action: 'done', status: 'duplicate' });
+    expect(other.store.events.get(EVENT_ID)).toMatchObject({ status: 'failed', lastError: 'http_4xx' });
+  });
+
+  test('DEL-OUT-7: a job of an event failed with no attempt carries the true reason: `stranded` from the reconciler, `receive_limit` after an earlier error', async () => {
+    const stranded = world({ event: { status: 'failed', log: [{ at: T0, note: 'stranded' }] } });
+    await expect(deliver(stranded.deps, stranded.job)).resolves.toEqual({ action: 'dead_letter', reason: 'stranded', attempt: 0, copy: true });
+    const attempt5xx = { at: T0, outcome: 'http_5xx', statusClass: '5xx', durationMs: 5, counted: true } as const;
+    const limit = world({ event: { status: 'failed', attempts: 2, lastError: 'http_5xx', log: [attempt5xx, { at: T0 + 1, note: 'receive_limit' }] } });
+    await expect(deliver(limit.deps, limit.job)).resolves.toEqual({ action: 'dead_letter', reason: 'receive_limit', attempt: 2, copy: true });
+    const attempt4xx = { at: T0, outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true } as const;
+    const attempted = world({ event: { status: 'failed', attempts: 1, lastError: 'http_4xx', log: [attempt4xx] } });
+    await expect(deliver(attempted.deps, attempted.job)).resolves.toEqual({ action: 'dead_letter', reason: 'http_4xx', attempt: 1, copy: true });
+    expect([stranded, limit, attempted].flatMap((w) => w.webhook.requests)).toHaveLength(0);
+  });
+
   test('DEL-PIPE-12: no subscription: the event is dropped with no POST', async () => {
     const { store, webhook, deps, job } = world({ subscription: null });
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'dropped' });

@@ -4,7 +4,7 @@
  * test/integration/outbox-strand.test.ts.
  */
 import { EventStatus } from '../../../lambda/core/protocol';
-import { repairBoundMs, repairOf, strandedAfterMs } from '../../../lambda/core/reconcile';
+import { lastSignOfLife, repairBoundMs, repairOf, strandedAfterMs } from '../../../lambda/core/reconcile';
 import { DEFAULT_RETRY_DELAYS_S } from '../../../lambda/core/protocol';
 import type { EventRecord } from '../../../lambda/ports';
 
@@ -46,5 +46,22 @@ describe('repairOf (DEL-OUT-4)', () => {
     expect(repairOf(record({ attempts: DELAYS.length + 1 }), entry, T0 + STALE, DELAYS)).toMatchObject({ kind: 'fail', job: { eventId: EVENT_ID } });
     const { body: _body, ...bodiless } = record();
     expect(repairOf(bodiless, entry, T0 + STALE, DELAYS)).toEqual({ kind: 'fail', job: undefined });
+  });
+
+  test('DEL-OUT-6: a live lease is left alone, however long the record has been queued: a worker is making an attempt, or the next is not due', () => {
+    const requeuedLongAgo = record({ repairedAt: T0 + STALE });
+    const now = T0 + 3 * STALE;
+    expect(repairOf({ ...requeuedLongAgo, notBefore: now + 8_000 }, entry, now, DELAYS)).toEqual({ kind: 'skip' });
+    expect(repairOf({ ...requeuedLongAgo, notBefore: now + 1 }, entry, now, DELAYS)).toEqual({ kind: 'skip' });
+  });
+
+  test('DEL-OUT-6: staleness is judged on the last sign of life (the lease every attempt moves), not on when it was queued', () => {
+    const lastAttempt = T0 + 2 * STALE;
+    const worked = record({ repairedAt: T0 + STALE, notBefore: lastAttempt });
+    expect(lastSignOfLife(worked, entry)).toBe(lastAttempt);
+    expect(repairOf(worked, entry, lastAttempt + STALE - 1, DELAYS)).toEqual({ kind: 'skip' });
+    expect(repairOf(worked, entry, lastAttempt + STALE, DELAYS)).toMatchObject({ kind: 'fail' });
+    // A lease older than the queued time does not make a record look older than it is.
+    expect(lastSignOfLife(record({ notBefore: T0 - 5_000 }), entry)).toBe(T0);
   });
 });

@@ -140,7 +140,7 @@ describe('sender keys', () => {
     access.failing = true;
     expect((await post(app, key)).status).toBe(503);
     expect((await call(app, key, 'tools/list')).status).toBe(503);
-    // The connector key needs no read to be recognised.
+    // The app's own connector key still opens what needs no storage (HTTP-KEY-14).
     expect((await call(app, API_KEY, 'tools/list')).status).toBe(200);
     expect(store.events.size).toBe(0);
   });
@@ -280,7 +280,7 @@ describe('connector key rotation and the stable principal', () => {
     expect(pa).toBe(principalOf(API_KEY));
   });
 
-  test('HTTP-KEY-13: the previous key is compared only while its overlap lasts, and an unknown key costs at most one read per cache window', async () => {
+  test('HTTP-KEY-13: the previous key is compared only while its overlap lasts, and unknown keys cost at most one read a second', async () => {
     const access = new FakeAccessStore();
     const clock = new FakeClock();
     await recordRotation(access, API_KEY, NEW_KEY, 60_000, clock.now());
@@ -288,8 +288,35 @@ describe('connector key rotation and the stable principal', () => {
     const auth = createAuthenticator({ apiKey: NEW_KEY, access, clock });
     for (let i = 0; i < 5; i++) expect(await auth.identify(['stranger-key'])).toBeUndefined();
     expect(reads).toHaveBeenCalledTimes(1);
+    clock.advance(AccessLimits.deploymentRecheckMs);
+    for (let i = 0; i < 5; i++) expect(await auth.identify([`stranger-key-${i}`])).toBeUndefined();
+    expect(reads).toHaveBeenCalledTimes(2);
     expect(await auth.identify([API_KEY])).toMatchObject({ role: 'connector', sender: 'connector' });
     clock.advance(60_000);
     expect(await auth.identify([API_KEY])).toBeUndefined();
+  });
+  test('HTTP-KEY-14: an app built before a rotation takes the new key at once and drops its own once the item says it was superseded without overlap', async () => {
+    const access = new FakeAccessStore();
+    const clock = new FakeClock();
+    const auth = createAuthenticator({ apiKey: API_KEY, access, clock });
+    expect(await auth.identify([API_KEY])).toMatchObject({ role: 'connector' });
+    clock.advance(10);
+    await recordRotation(access, API_KEY, NEW_KEY, 0, clock.now());
+    clock.advance(AccessLimits.deploymentRecheckMs);
+    expect(await auth.identify([NEW_KEY])).toMatchObject({ role: 'connector' });
+    expect(await auth.identify([API_KEY])).toBeUndefined();
+    // Storage down: the app's own key goes on, the read is not tried again within the window, a previous key is 503's.
+    const reads = jest.spyOn(access, 'getDeployment');
+    const down = createAuthenticator({ apiKey: NEW_KEY, access, clock });
+    access.failing = true;
+    expect(await down.identify([NEW_KEY])).toMatchObject({ role: 'connector' });
+    expect(await down.identify([NEW_KEY])).toMatchObject({ role: 'connector' });
+    expect(reads).toHaveBeenCalledTimes(1);
+    await expect(down.identify([API_KEY])).rejects.toMatchObject({ dependency: 'storage' });
+    access.failing = false;
+    // A key changed by hand (no rotation recorded since the app was built) is still the app's own.
+    const byHand = createAuthenticator({ apiKey: 'typed-in-by-hand-0123456789abcdef', access, clock });
+    clock.advance(1);
+    expect(await byHand.identify(['typed-in-by-hand-0123456789abcdef'])).toMatchObject({ role: 'connector' });
   });
 });
