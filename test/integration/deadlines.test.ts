@@ -18,7 +18,7 @@
  * call (the proxy counted it, and the time reached the point where the deadline cuts in). One test,
  * the real entry file, keeps the contract's 5 s end to end, so the production number stays proven.
  */
-import { spawn } from 'node:child_process';
+import { spawnGroup as spawn, START_HOOK_MS } from '../support/processes';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -104,7 +104,7 @@ beforeAll(async () => {
   const subscribed = await mcpGateway().subscribe(world.receiver.url);
   expect(subscribed.body.error).toBeUndefined();
   subscriptionId = String(subscribed.body.result?.id);
-}, 60_000);
+}, START_HOOK_MS);
 
 afterEach(async () => {
   world.resetProxies();

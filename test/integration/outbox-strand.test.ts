@@ -31,6 +31,7 @@ import { createRepairMetrics } from '../../lambda/metrics';
 import type { EventRecord } from '../../lambda/ports';
 import type { Call } from '../support/aws-fault-proxy';
 import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
+import { START_HOOK_MS } from '../support/processes';
 
 const TABLE = 'dm-dot-outbox-strand';
 const API_KEY = `os-${randomBytes(24).toString('base64url')}`;
@@ -88,7 +89,7 @@ beforeAll(async () => {
   const subscribed = await world.mcpGateway().subscribe(world.receiver.url);
   subscriptionId = String(subscribed.body.result?.id);
   expect(subscriptionId).toMatch(/^sub_/);
-}, 60_000);
+}, START_HOOK_MS);
 
 afterEach(async () => {
   world.resetProxies();
