@@ -15,6 +15,7 @@ import { join, resolve } from 'node:path';
 import { after } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { killGroup, spawnGroup, waitUntilReady } from './processes';
+import { modernBody, modernHeaders } from './rpc';
 
 export const ROOT = resolve(__dirname, '..', '..');
 
@@ -248,26 +249,8 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
 export async function rpc(server: RunningServer, method: string, params: Record<string, unknown> = {}, extraHeaders: Record<string, string> = {}, options: { key?: string } = {}) {
   // The server's own key in the URL, as ChatGPT's connector sends it; another key as a bearer token.
   const url = options.key === undefined ? `${server.mcpUrl}?key=${encodeURIComponent(server.key)}` : server.mcpUrl;
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      ...(options.key === undefined ? {} : { authorization: `Bearer ${options.key}` }),
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': method,
-      ...extraHeaders,
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method,
-      params: {
-        ...params,
-        _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} },
-      },
-    }),
-  });
+  const bearer: Record<string, string> = options.key === undefined ? {} : { authorization: `Bearer ${options.key}` };
+  const response = await fetch(url, { method: 'POST', headers: modernHeaders(method, { ...bearer, ...extraHeaders }), body: modernBody(method, params) });
   return { status: response.status, headers: response.headers, body: (await response.json()) as any };
 }
 
