@@ -43,7 +43,7 @@ import { strandedAfterMs } from '../../lambda/core/reconcile';
 import { reconcilerLambdaFromSettings } from '../../lambda/handlers/reconciler-lambda';
 import type { DeliveryLambda } from '../../lambda/handlers/delivery-lambda';
 import { rateRule, type Rule } from '../support/aws-fault-proxy';
-import { startAwsWorld, type AwsWorld, type McpGateway } from '../support/aws-world';
+import { startAwsWorld, subscribeForSetUp, type AwsWorld, type McpGateway } from '../support/aws-world';
 import { sqsEventOf } from '../support/event-source';
 import { START_HOOK_MS } from '../support/processes';
 
@@ -229,15 +229,9 @@ beforeAll(async () => {
     }),
     startDot(SEED + 1),
   ]);
-  // The subscription is set-up, not part of the run: made while every proxy passes, and checked on
-  // the table itself (an answer of 200 may carry a JSON-RPC error: a slow machine can run past the
-  // 5 s budget), so that no fault of the run can leave the 200 sends without a dot.
-  for (let attempt = 1; ; attempt++) {
-    const subscribed = await world.mcpGateway().subscribe(dot.url);
-    const stored = await world.store.getStoredSubscription();
-    if (subscribed.body.result?.id !== undefined && stored?.url === dot.url) break;
-    if (attempt === 3) throw new Error(`set-up: the dot could not be subscribed: ${JSON.stringify(subscribed)}`);
-  }
+  // The subscription is set-up, not part of the run: made and checked on the table while every
+  // proxy passes, so that no fault of the run can leave the 200 sends without a dot.
+  await subscribeForSetUp(world, dot.url);
 }, START_HOOK_MS);
 
 afterAll(async () => {

@@ -30,7 +30,7 @@ import { systemClock, type Clock } from '../../lambda/ports';
 import { eventFromRequest } from '../support/apigw';
 import { messageInit } from '../support/app';
 import type { FaultProxy } from '../support/aws-fault-proxy';
-import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
+import { startAwsWorld, subscribeForSetUp, timed, type AwsWorld } from '../support/aws-world';
 import { sqsEventOf } from '../support/event-source';
 
 const TABLE = 'dm-dot-deadlines';
@@ -101,9 +101,7 @@ beforeAll(async () => {
     secrets: { verifySignatures: false },
     proxies: ['dynamodb', 'sqs', 'secretsmanager'],
   });
-  const subscribed = await mcpGateway().subscribe(world.receiver.url);
-  expect(subscribed.body.error).toBeUndefined();
-  subscriptionId = String(subscribed.body.result?.id);
+  subscriptionId = await subscribeForSetUp(world, world.receiver.url);
 }, START_HOOK_MS);
 
 afterEach(async () => {

@@ -30,7 +30,7 @@ import { reconcilerLambdaFromSettings } from '../../lambda/handlers/reconciler-l
 import { createRepairMetrics } from '../../lambda/metrics';
 import type { EventRecord } from '../../lambda/ports';
 import type { Call } from '../support/aws-fault-proxy';
-import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
+import { startAwsWorld, subscribeForSetUp, timed, type AwsWorld } from '../support/aws-world';
 import { START_HOOK_MS } from '../support/processes';
 
 const TABLE = 'dm-dot-outbox-strand';
@@ -86,8 +86,7 @@ beforeAll(async () => {
     secrets: { verifySignatures: false },
     proxies: ['dynamodb', 'sqs'],
   });
-  const subscribed = await world.mcpGateway().subscribe(world.receiver.url);
-  subscriptionId = String(subscribed.body.result?.id);
+  subscriptionId = await subscribeForSetUp(world, world.receiver.url);
   expect(subscriptionId).toMatch(/^sub_/);
 }, START_HOOK_MS);
 
