@@ -435,7 +435,15 @@ describe('GUARD-1, GUARD-4, GUARD-12: address matrix through the guard with a sc
 });
 
 /** A raw TCP listener that counts accepted sockets and closes them at once. */
-async function canaryListener(host: string, port = 0): Promise<{ port: number; accepted: () => number; settled: () => Promise<number>; close(): Promise<void> } | undefined> {
+interface Canary {
+  port: number;
+  accepted: () => number;
+  /** The count once every connection made before this call has been accepted. */
+  settled: () => Promise<number>;
+  close(): Promise<void>;
+}
+
+async function canaryListener(host: string, port = 0): Promise<Canary | undefined> {
   /** The remote port of every connection accepted, in order, and which of them were our own probes. */
   const seen: number[] = [];
   const probes = new Set<number>();

@@ -97,7 +97,8 @@ async function startOn(port: number, jar: string, libs: string): Promise<DynamoD
       return new Error('DynamoDB Local needs Java 17 on PATH (`java` not found; Debian: apt-get install openjdk-17-jre-headless)');
     }
     if (/address already in use|BindException/i.test(output)) return new PortInUse(`port ${port} is in use`);
-    return new Error(`DynamoDB Local exited during startup (code ${child.exitCode ?? exitInfo?.code}, signal ${child.signalCode ?? exitInfo?.signal}): ${output.trim()}`);
+    const how = `code ${child.exitCode ?? exitInfo?.code}, signal ${child.signalCode ?? exitInfo?.signal}`;
+    return new Error(`DynamoDB Local exited during startup (${how}): ${output.trim()}`);
   };
   try {
     await waitUntilReady({

@@ -55,7 +55,10 @@ export { newSecret } from './webhook-secret';
  * `movableClock`, test/support/clocked-server.ts instead (the same runtime on a clock the test can
  * move ahead: `setClockAhead`).
  */
-export async function startServer(env: Record<string, string> = {}, options: { stateDir?: string; key?: string; movableClock?: boolean } = {}): Promise<RunningServer> {
+export async function startServer(
+  env: Record<string, string> = {},
+  options: { stateDir?: string; key?: string; movableClock?: boolean } = {},
+): Promise<RunningServer> {
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'dmdot-e2e-'));
   const key = options.key ?? randomBytes(24).toString('base64url');
   const entry = options.movableClock ? join(ROOT, 'test/support/clocked-server.ts') : join(ROOT, 'lambda/local/main.ts');

@@ -111,8 +111,10 @@ export interface GroupChild {
  * `spawn` in a new process group (detached, not unref'd: the test process still waits for it),
  * with the run's marker in its environment, tracked until it exits.
  */
-export function spawnGroup(command: string, args: readonly string[], options: SpawnOptions & { stdio: ['pipe', 'pipe', 'pipe'] }): ChildProcessWithoutNullStreams;
-export function spawnGroup(command: string, args: readonly string[], options: SpawnOptions & { stdio: ['ignore', 'pipe', 'pipe'] }): ChildProcessByStdio<null, Readable, Readable>;
+type Args = readonly string[];
+type Piped = ChildProcessByStdio<null, Readable, Readable>;
+export function spawnGroup(command: string, args: Args, options: SpawnOptions & { stdio: ['pipe', 'pipe', 'pipe'] }): ChildProcessWithoutNullStreams;
+export function spawnGroup(command: string, args: Args, options: SpawnOptions & { stdio: ['ignore', 'pipe', 'pipe'] }): Piped;
 export function spawnGroup(command: string, args: readonly string[], options?: SpawnOptions): ChildProcess;
 export function spawnGroup(command: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
   return startGroup(command, args, options, true).child;
@@ -213,7 +215,8 @@ export async function waitUntilReady<T>(wait: ReadyWait<T>): Promise<T> {
     if (now - started > limitMs) throw new Error(`gave up waiting for ${what} after ${waited} (the process was still working)${tail()}`);
     // Where CPU time cannot be read, output alone is no sign of life: only the limit applies.
     if (ticks !== undefined && now - lastProgress > idleMs) {
-      throw new Error(`gave up waiting for ${what} after ${waited}: the process used no CPU time and wrote nothing for ${Math.round(idleMs / 1000)} s${tail()}`);
+      const idle = `${Math.round(idleMs / 1000)} s`;
+      throw new Error(`gave up waiting for ${what} after ${waited}: the process used no CPU time and wrote nothing for ${idle}${tail()}`);
     }
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }

@@ -34,7 +34,8 @@ class JestProgress {
   onTestResult(test, result) {
     const ms = result.perfStats ? result.perfStats.end - result.perfStats.start : undefined;
     const ok = !result.failureMessage && result.numFailingTests === 0 && !result.testExecError;
-    write(line('jest', ok, result.testFilePath, { passed: result.numPassingTests, failed: result.numFailingTests, skipped: result.numPendingTests + result.numTodoTests }, ms));
+    const counts = { passed: result.numPassingTests, failed: result.numFailingTests, skipped: result.numPendingTests + result.numTodoTests };
+    write(line('jest', ok, result.testFilePath, counts, ms));
   }
 }
 
@@ -43,7 +44,8 @@ async function* nodeTest(source) {
   for await (const event of source) {
     if (event.type !== 'test:summary' || !event.data.file) continue;
     const { counts, duration_ms: ms, success } = event.data;
-    write(line('e2e', success, event.data.file, { passed: counts.passed, failed: counts.failed + counts.cancelled, skipped: counts.skipped + counts.todo }, ms));
+    const shown = { passed: counts.passed, failed: counts.failed + counts.cancelled, skipped: counts.skipped + counts.todo };
+    write(line('e2e', success, event.data.file, shown, ms));
   }
 }
 

@@ -29,7 +29,10 @@ const progressReporter = join(root, 'test', 'tools', 'progress.cjs');
 /** name -> [command, args] */
 const STEPS = {
   typecheck: [process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', root]],
-  jest: [process.execPath, [join(root, 'node_modules', 'jest', 'bin', 'jest.js'), `--maxWorkers=${workers}`, '--reporters=default', `--reporters=${progressReporter}`]],
+  jest: [
+    process.execPath,
+    [join(root, 'node_modules', 'jest', 'bin', 'jest.js'), `--maxWorkers=${workers}`, '--reporters=default', `--reporters=${progressReporter}`],
+  ],
   e2e: [
     process.execPath,
     [
@@ -147,7 +150,8 @@ async function sweep() {
       // Gone already.
     }
   }
-  console.log(`\nnpm test: FAILED: ${found.length} process${found.length === 1 ? '' : 'es'} of this run outlived the steps and ${found.length === 1 ? 'was' : 'were'} killed:`);
+  const one = found.length === 1;
+  console.log(`\nnpm test: FAILED: ${found.length} process${one ? '' : 'es'} of this run outlived the steps and ${one ? 'was' : 'were'} killed:`);
   for (const { pid, command } of found) console.log(`  pid ${pid}: ${command.length > 200 ? `${command.slice(0, 200)}...` : command}`);
   return false;
 }
@@ -168,13 +172,17 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   });
 }
 
-console.log(`npm test: ${wanted.join(', ')} side by side (Jest ${workers} workers, ${workers} end-to-end files at a time); a line per finished test file, each step's output when it ends`);
+console.log(
+  `npm test: ${wanted.join(', ')} side by side (Jest ${workers} workers, ${workers} end-to-end files at a time); ` +
+    "a line per finished test file, each step's output when it ends",
+);
 const ticker = setInterval(showProgress, 500);
 const results = await Promise.all(wanted.map(run));
 clearInterval(ticker);
 const clean = await sweep();
 rmSync(scratch, { recursive: true, force: true });
 const total = ((Date.now() - runStarted) / 1000).toFixed(1);
-console.log(`\nnpm test: ${results.map((r) => `${r.name} ${r.ok ? 'passed' : 'FAILED'} (${r.seconds} s)`).join(', ')}${clean ? '' : ', leftover processes FAILED'}; ${total} s in all`);
+const summary = results.map((r) => `${r.name} ${r.ok ? 'passed' : 'FAILED'} (${r.seconds} s)`).join(', ');
+console.log(`\nnpm test: ${summary}${clean ? '' : ', leftover processes FAILED'}; ${total} s in all`);
 if (interrupted) process.exit(128 + ({ SIGHUP: 1, SIGINT: 2, SIGTERM: 15 }[interrupted] ?? 0));
 process.exit(results.every((r) => r.ok) && clean ? 0 : 1);

@@ -147,7 +147,8 @@ export async function keyOf(server: LocalServer): Promise<string> {
 
 /** One JSON-RPC call on the 2026-07-28 era, as a ChatGPT-like client sends it. */
 export async function rpcCall(server: LocalServer, key: string, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${server.base}/mcp`, { method: 'POST', headers: modernHeaders(method, { authorization: `Bearer ${key}` }), body: modernBody(method, params) });
+  const headers = modernHeaders(method, { authorization: `Bearer ${key}` });
+  const response = await fetch(`${server.base}/mcp`, { method: 'POST', headers, body: modernBody(method, params) });
   return { status: response.status, body: response.status === 401 ? undefined : await response.json() };
 }
 

@@ -7,7 +7,19 @@
  * Pinned behaviour of the SDK where the contract is silent: on the legacy era, malformed JSON is also
  * HTTP 400 -32700 (plain JSON), and an unknown method is HTTP 200 with -32601 in an SSE event.
  */
-import { buildApp, legacyHeaders, liveSubscription, MODERN, modernBody, modernHeaders, rpcErrorCode, rpcLegacy, rpcModern, SECRET, send } from '../../support/app';
+import {
+  buildApp,
+  legacyHeaders,
+  liveSubscription,
+  MODERN,
+  modernBody,
+  modernHeaders,
+  rpcErrorCode,
+  rpcLegacy,
+  rpcModern,
+  SECRET,
+  send,
+} from '../../support/app';
 import { BAD_INPUT_ROWS, badInputMarkdown, callTool, expectBadInputAnswer, MiB, ping, rest, TOOL } from '../../support/bad-input';
 
 describe('DEL-PIPE-1, DEL-REST-1, DEL-REST-2, DEL-REST-3, EV-SUB-1, EV-SUB-2, EV-SUB-3, EV-SUB-4, EV-SUB-5, EV-SUB-6, EV-SUB-7, EV-SUB-8, EV-UNSUB-1, HTTP-2, HTTP-3, HTTP-8, HTTP-9, HTTP-11, HTTP-16, HTTP-17, HTTP-18, HTTP-19, LIM-1, LIM-2, MCP-3, MCP-4, MCP-5, MCP-6, MCP-15, PUP-3, TOOL-7, TOOL-8: bad input: one row per malformed-request class', () => {
