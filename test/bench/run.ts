@@ -30,6 +30,7 @@ import { awsCallsSection } from './sections/aws-calls';
 import { bundlesSection } from './sections/bundles';
 import { cliSection } from './sections/cli';
 import { coreSection } from './sections/core';
+import { embeddedDueSection } from './sections/embedded-due';
 import { embeddedWritesSection } from './sections/embedded-writes';
 import { lambdaE2eSection } from './sections/lambda-e2e';
 import { localE2eSection } from './sections/local-e2e';
@@ -53,6 +54,7 @@ const SECTIONS: readonly Section[] = [
   lambdaE2eSection,
   awsCallsSection,
   localScaleSection,
+  embeddedDueSection,
   cliSection,
   serverStartSection,
   slowBodySection,

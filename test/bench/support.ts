@@ -14,10 +14,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../../lambda/ports';
+import { modernBody, modernHeaders } from '../support/rpc';
 import { stackEnvironments as synthesizeEnvironments, type StackEnvironments } from './lambda-bundles';
 
 export const ROOT = resolve(__dirname, '..', '..');
-export const MODERN = '2026-07-28';
 
 // ---------------------------------------------------------------------------------------------
 // Progress and timeouts
@@ -314,23 +314,11 @@ export function messageOfBytes(maxBytes: number): string {
 }
 
 export function rpcBody(method: string, params: Record<string, unknown> = {}): string {
-  return JSON.stringify({
-    jsonrpc: '2.0',
-    id: 1,
-    method,
-    params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
-  });
+  return modernBody(method, params);
 }
 
 export function rpcHeaders(method: string, key: string, name?: string): Record<string, string> {
-  return {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    authorization: `Bearer ${key}`,
-    'mcp-protocol-version': MODERN,
-    'mcp-method': method,
-    ...(name ? { 'mcp-name': name } : {}),
-  };
+  return modernHeaders(method, { authorization: `Bearer ${key}`, ...(name ? { 'mcp-name': name } : {}) });
 }
 
 /** `<binary> --version`, or 'unknown'. */

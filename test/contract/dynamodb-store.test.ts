@@ -7,6 +7,7 @@ import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { Limits } from '../../lambda/core/protocol';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
+import { START_HOOK_MS } from '../support/processes';
 import { contractClock, describeStoreContract, event, subscription } from './store.contract';
 import { describeAccessStoreContract } from './access-store.contract';
 
@@ -19,7 +20,7 @@ beforeAll(async () => {
   const started = Date.now();
   local = await startDynamoDbLocal();
   if (process.env.DM_DOT_TIMINGS) process.stderr.write(`DynamoDB Local started in ${Date.now() - started} ms\n`);
-}, 60_000);
+}, START_HOOK_MS);
 
 afterAll(async () => {
   await local?.stop();

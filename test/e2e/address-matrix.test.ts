@@ -230,8 +230,6 @@ function familyOf(address: string): 4 | 6 {
   return address.includes(':') ? 6 : 4;
 }
 
-const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
-
 after(() => {
   const out = process.env.DMDOT_MATRIX_OUT;
   if (!out) return;
@@ -437,10 +435,21 @@ describe('GUARD-1, GUARD-4, GUARD-12: address matrix through the guard with a sc
 });
 
 /** A raw TCP listener that counts accepted sockets and closes them at once. */
-async function canaryListener(host: string, port = 0): Promise<{ port: number; accepted: () => number; close(): Promise<void> } | undefined> {
-  let accepted = 0;
+interface Canary {
+  port: number;
+  accepted: () => number;
+  /** The count once every connection made before this call has been accepted. */
+  settled: () => Promise<number>;
+  close(): Promise<void>;
+}
+
+async function canaryListener(host: string, port = 0): Promise<Canary | undefined> {
+  /** The remote port of every connection accepted, in order, and which of them were our own probes. */
+  const seen: number[] = [];
+  const probes = new Set<number>();
+  const accepted = () => seen.filter((remote) => !probes.has(remote)).length;
   const server = net.createServer((socket) => {
-    accepted++;
+    seen.push(socket.remotePort ?? -1);
     socket.on('error', () => undefined);
     socket.destroy();
   });
@@ -454,7 +463,19 @@ async function canaryListener(host: string, port = 0): Promise<{ port: number; a
   }
   return {
     port: (server.address() as AddressInfo).port,
-    accepted: () => accepted,
+    accepted,
+    // Connections are accepted in the order they arrive: once a probe made now is seen, whatever
+    // connected before it has been counted.
+    settled: async () => {
+      const socket = net.connect((server.address() as AddressInfo).port, host);
+      socket.on('error', () => undefined);
+      await new Promise((done) => socket.once('connect', done));
+      const local = socket.localPort!;
+      probes.add(local);
+      await waitFor(`the probe from port ${local} accepted`, () => seen.includes(local));
+      socket.destroy();
+      return accepted();
+    },
     close: () => new Promise<void>((done) => server.close(() => done())),
   };
 }
@@ -502,9 +523,8 @@ describe('literal forms of this host with the real node connector and TCP canari
       const { body } = await rpc(s, 'events/subscribe', subscribeParams(row.url(canary4.port), newSecret()));
       note(row.form, 'realConnector', describeSubscribe(body));
       assertSubscribeRefused(row, body);
-      await sleep(20);
-      assert.equal(canary4.accepted(), 0, 'nothing connected to 127.0.0.1');
-      assert.equal(canary6?.accepted() ?? 0, 0, 'nothing connected to [::1]');
+      assert.equal(await canary4.settled(), 0, 'nothing connected to 127.0.0.1');
+      assert.equal((await canary6?.settled()) ?? 0, 0, 'nothing connected to [::1]');
     });
   }
 
@@ -513,9 +533,8 @@ describe('literal forms of this host with the real node connector and TCP canari
     const { body } = await rpc(s, 'events/subscribe', subscribeParams(`https://localhost:${canary4.port}/hook`, newSecret()));
     note('name localhost (system resolver)', 'realConnector', describeSubscribe(body));
     assert.deepEqual(body.error?.data, { reason: 'connection_refused' }, JSON.stringify(body));
-    await sleep(20);
-    assert.equal(canary4.accepted(), 0);
-    assert.equal(canary6?.accepted() ?? 0, 0);
+    assert.equal(await canary4.settled(), 0);
+    assert.equal((await canary6?.settled()) ?? 0, 0);
   });
 
   it(`covers every form that denotes this host (${localRows.length})`, () => {

@@ -136,6 +136,8 @@ async function startFaultyReceiver(secret: string) {
     gone,
     accepted,
     hungOpen: () => hung.size,
+    /** Connections still open: every request that arrived on a closed one has been recorded. */
+    openConnections: () => new Promise<number>((done, fail) => server.getConnections((error, count) => (error ? fail(error) : done(count)))),
     close: () =>
       new Promise<void>((done) => {
         server.close(() => done());
@@ -199,8 +201,8 @@ it(`DEL-OUT-1, DEL-PIPE-4: ${EVENTS} events with ~30% transient faults and ~5% 4
   const attemptsBeforeStop = receiver.attempts.length;
   assert.equal(await server.stop(), 0, 'clean exit on SIGTERM');
   const durationMs = Date.now() - started;
-  // Longer than the largest retry delay: a stray retry would have arrived (the server is gone anyway).
-  await new Promise((done) => setTimeout(done, 900));
+  // The server has exited: once each of its connections is closed here, whatever it sent has been recorded.
+  await until('the stopped server\'s connections closed', async () => (await receiver.openConnections()) === 0 || undefined, 20_000);
   assert.equal(receiver.attempts.length, attemptsBeforeStop, 'no attempt after the queue drained');
   assert.equal(receiver.hungOpen(), 0, 'every hung request was closed by the sender');
 

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { echoing, newSecret, rpc, startReceiver, startServer, waitFor } from '../support/e2e';
+import { echoing, newSecret, queueOf, rpc, startReceiver, startServer, until, waitFor } from '../support/e2e';
 
 /** The runtime's cap (lambda/local/runtime.ts MAX_CONNECTIONS). */
 const CAP = 256;
@@ -75,16 +75,23 @@ it('LOCAL-FAULT-1, LOCAL-FAULT-2: past a full connection cap, /v1/messages and s
     // Free the cap; a send now is accepted and delivered, and it is the only message the dot ever gets.
     for (const socket of held) socket.destroy();
     held.length = 0;
-    await new Promise((r) => setTimeout(r, 1_500));
-    const accepted = await fetch(`${server.url}/v1/messages`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${server.key}` },
-      body: JSON.stringify({ message: 'accepted after the cap freed' }),
+    // Until the server has seen the held connections close, a send is still refused busy.
+    const accepted = await until('a send accepted once the cap is free', async () => {
+      const answer = await fetch(`${server.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${server.key}` },
+        body: JSON.stringify({ message: 'accepted after the cap freed' }),
+      });
+      const body = (await answer.json()) as { error?: { code?: string } };
+      return answer.status === 503 && body.error?.code === 'busy' ? undefined : answer;
     });
     assert.equal(accepted.status, 202);
     await waitFor('the accepted message delivered', () => receiver.events().some((e) => e.raw.includes('accepted after the cap freed')));
-    // Give the worker every chance to deliver a refused one (its retry delay is 1 s).
-    await new Promise((r) => setTimeout(r, 3_000));
+    // Nothing is left for the worker to deliver: a refused send was never queued.
+    await until('an empty queue', async () => {
+      const queue = await queueOf(server);
+      return (queue.queued === 0 && queue.deadLetters === 0) || undefined;
+    });
     const texts = receiver.events().map((e) => e.raw.toString('utf8'));
     assert.ok(!texts.some((t) => t.includes('refused over')), `a refused message reached the dot: ${texts.join(' | ')}`);
     assert.equal(receiver.events().length, 1);

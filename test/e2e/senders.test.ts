@@ -43,8 +43,8 @@ async function post(server: RunningServer, key: string, message: string) {
 }
 
 /** The server with its key in the key file (MCP_API_KEY unset), as `npm start` runs it by default. */
-async function serverWithKeyFile(env: Record<string, string> = {}) {
-  const s = await startServer({ MCP_API_KEY: '', ...env });
+async function serverWithKeyFile(env: Record<string, string> = {}, options: { movableClock?: boolean } = {}) {
+  const s = await startServer({ MCP_API_KEY: '', ...env }, options);
   cleanups.push(() => s.stop());
   const key = readFileSync(join(s.stateDir, 'api-key'), 'utf8').trim();
   return { ...s, key };
@@ -59,15 +59,15 @@ async function subscribed(s: RunningServer, key: string) {
   return { receiver, params, id: answer.body.result.id as string };
 }
 
-/** Waits, if need be, so that the next few requests fall in one rate window. */
-async function startOfAMinute(): Promise<void> {
-  const intoMinute = Date.now() % 60_000;
-  if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 100));
+/** Moves the server's clock to the start of its next minute, so that the next few requests fall in one rate window. */
+async function startOfAMinute(s: RunningServer): Promise<void> {
+  const ahead = 60_000 - (Date.now() % 60_000) + 100;
+  await s.setClockAhead!(ahead);
 }
 
 describe('dm-dot senders: send-only keys', () => {
   it('CLI-SND-1, CLI-SND-2, CLI-SND-3, HTTP-KEY-2, HTTP-KEY-3, HTTP-KEY-4, HTTP-KEY-5, HTTP-KEY-8: a sender sends through both surfaces, is Forbidden on subscribe, named in the log, limited by its rate, and 401 once revoked', async () => {
-    const s = await serverWithKeyFile();
+    const s = await serverWithKeyFile({}, { movableClock: true });
     const { receiver } = await subscribed(s, s.key);
 
     const added = await cli(['senders', 'add', 'billing', '--rate', '2', '--json'], s.stateDir);
@@ -81,7 +81,7 @@ describe('dm-dot senders: send-only keys', () => {
 
     assert.equal((await cli(['senders', 'add', 'billing'], s.stateDir)).code, 1, 'a name is added once');
 
-    await startOfAMinute();
+    await startOfAMinute(s);
     const viaRest = await post(s, key, 'from billing over REST');
     assert.ok([200, 202].includes(viaRest.status), JSON.stringify(viaRest.body));
     const viaTool = await mcp(s, key, 'tools/call', { name: 'send_to_dot', arguments: { message: 'from billing over MCP' } });

@@ -35,6 +35,7 @@ import {
 } from '../bench/lambda-bundles';
 import { eventFromRequest } from '../support/apigw';
 import { newSecret, startAwsWorld, type AwsWorld } from '../support/aws-world';
+import { START_HOOK_MS } from '../support/processes';
 
 const TABLE = 'dm-dot-bundle-send';
 /** DynamoDB Local keeps one database per access key id: the child signs with the test client's. */
@@ -61,7 +62,7 @@ beforeAll(async () => {
       proxyOptions: { sqs: { rewriteOwnOrigin: true } },
     }),
   ]);
-}, 180_000);
+}, START_HOOK_MS);
 
 afterAll(async () => {
   await world?.stop();

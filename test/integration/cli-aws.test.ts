@@ -38,6 +38,7 @@ import { sha256Hex } from '../../lambda/core/identity';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
 import { ROOT } from '../support/paths';
+import { START_HOOK_MS } from '../support/processes';
 import { run as runCli } from '../unit/cli/support';
 
 let dynamo: DynamoDbLocal;
@@ -47,7 +48,7 @@ let tables = 0;
 beforeAll(async () => {
   [dynamo, fauxqs] = await Promise.all([startDynamoDbLocal(), startFauxqs()]);
   movePoll.intervalMs = 10;
-}, 60_000);
+}, START_HOOK_MS);
 
 afterAll(async () => {
   await Promise.all([dynamo?.stop(), fauxqs?.stop()]);

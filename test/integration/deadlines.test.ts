@@ -18,7 +18,7 @@
  * call (the proxy counted it, and the time reached the point where the deadline cuts in). One test,
  * the real entry file, keeps the contract's 5 s end to end, so the production number stays proven.
  */
-import { spawn } from 'node:child_process';
+import { spawnGroup as spawn, START_HOOK_MS } from '../support/processes';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -30,7 +30,7 @@ import { systemClock, type Clock } from '../../lambda/ports';
 import { eventFromRequest } from '../support/apigw';
 import { messageInit } from '../support/app';
 import type { FaultProxy } from '../support/aws-fault-proxy';
-import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
+import { startAwsWorld, subscribeForSetUp, timed, type AwsWorld } from '../support/aws-world';
 import { sqsEventOf } from '../support/event-source';
 
 const TABLE = 'dm-dot-deadlines';
@@ -101,10 +101,8 @@ beforeAll(async () => {
     secrets: { verifySignatures: false },
     proxies: ['dynamodb', 'sqs', 'secretsmanager'],
   });
-  const subscribed = await mcpGateway().subscribe(world.receiver.url);
-  expect(subscribed.body.error).toBeUndefined();
-  subscriptionId = String(subscribed.body.result?.id);
-}, 60_000);
+  subscriptionId = await subscribeForSetUp(world, world.receiver.url);
+}, START_HOOK_MS);
 
 afterEach(async () => {
   world.resetProxies();

@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { Limits } from '../../lambda/core/protocol';
 import { createMetrics, MetricName } from '../../lambda/metrics';
 import { startAwsWorld, type AwsWorld } from '../support/aws-world';
+import { START_HOOK_MS } from '../support/processes';
 
 const TABLE = 'dm-dot-dependency-metric';
 const API_KEY = `dm-${randomBytes(24).toString('base64url')}`;
@@ -47,7 +48,7 @@ beforeAll(async () => {
     secrets: { verifySignatures: false },
     proxies: ['dynamodb'],
   });
-}, 60_000);
+}, START_HOOK_MS);
 
 afterEach(() => {
   world.resetProxies();

@@ -7,7 +7,7 @@
  *
  * Each test pins one rule of docs/contract: http, delivery. No timing assertions: waits are bounded polls.
  */
-import { spawn } from 'node:child_process';
+import { spawnGroup as spawn, START_HOOK_MS } from '../support/processes';
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { APIGatewayProxyStructuredResultV2, SQSBatchResponse } from 'aws-lambda';
@@ -107,7 +107,7 @@ beforeAll(async () => {
     // The entry files sign with the environment's credentials (`local`, DynamoDB Local's database).
     secrets: { credentials: [TEST_CREDENTIALS, { accessKeyId: 'local', secretAccessKey: 'local' }] },
   });
-}, 60_000);
+}, START_HOOK_MS);
 
 afterAll(() => world?.stop());
 

@@ -36,7 +36,8 @@ import { createRepairMetrics } from '../../lambda/metrics';
 import type { EventRecord, WebhookClient } from '../../lambda/ports';
 import type { Call } from '../support/aws-fault-proxy';
 import { sqsEventOf } from '../support/event-source';
-import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
+import { startAwsWorld, subscribeForSetUp, timed, type AwsWorld } from '../support/aws-world';
+import { START_HOOK_MS } from '../support/processes';
 
 const TABLE = 'dm-dot-outbox-strand';
 const API_KEY = `os-${randomBytes(24).toString('base64url')}`;
@@ -91,13 +92,9 @@ beforeAll(async () => {
     secrets: { verifySignatures: false },
     proxies: ['dynamodb', 'sqs'],
   });
-  // A cold DynamoDB Local answers its first calls slowly: warmed here, not inside the subscribe's 5 s.
-  await world.store.getSubscription(Date.now());
-  await world.store.getDeployment();
-  const subscribed = await world.mcpGateway().subscribe(world.receiver.url);
-  subscriptionId = String(subscribed.body.result?.id);
+  subscriptionId = await subscribeForSetUp(world, world.receiver.url);
   expect(subscriptionId).toMatch(/^sub_/);
-}, 60_000);
+}, START_HOOK_MS);
 
 afterEach(async () => {
   world.resetProxies();

@@ -27,6 +27,7 @@ import type { LogLine } from '../support/app';
 import { FakeClock } from '../support/fakes';
 import { describePupDoor, envelope, mcpBody, mcpHeaders, newPupSecret, newWebhookId, secretsAt, signedPost, type PupTarget, type PupTargetOptions } from '../support/pup-suite';
 import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
+import { START_HOOK_MS } from '../support/processes';
 
 const PUP_ARN = 'arn:aws:secretsmanager:us-east-1:000000000000:secret:dm-dot-pup-TeSt02';
 
@@ -37,7 +38,7 @@ let tables = 0;
 beforeAll(async () => {
   [ddb, secrets] = await Promise.all([startDynamoDbLocal(), startFakeSecretsManager()]);
   secrets.setSecret(`key-${randomBytes(24).toString('base64url')}`);
-}, 60_000);
+}, START_HOOK_MS);
 
 afterAll(async () => {
   jest.restoreAllMocks();

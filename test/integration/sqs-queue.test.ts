@@ -15,6 +15,7 @@ import { systemClock, type WebhookClient } from '../../lambda/ports';
 import { FakeStore } from '../support/fakes';
 import { startFauxqs, type Fauxqs } from '../support/fauxqs';
 import { pollOnce } from '../support/event-source';
+import { START_HOOK_MS } from '../support/processes';
 
 const silentLog: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const EVENT_ID = `evt_${'a'.repeat(32)}`;
@@ -26,7 +27,7 @@ let queue: SqsQueue;
 beforeAll(async () => {
   fauxqs = await startFauxqs();
   queue = new SqsQueue({ client: fauxqs.client, queueUrl: fauxqs.queueUrl, deadLetterQueueUrl: fauxqs.deadLetterQueueUrl });
-});
+}, START_HOOK_MS);
 
 afterAll(async () => {
   await fauxqs?.stop();

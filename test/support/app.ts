@@ -1,8 +1,8 @@
 /**
  * Builds the whole HTTP surface (`createApp`) in-process over the in-memory fakes, with helpers to
  * send requests and read answers (JSON or the SSE `data:` lines the SDK may answer with). Shared by
- * the fuzz and bad-input tests; no network, no real clock waits. Its request shapes (`modernInit`,
- * `messageInit`) are also what the Lambda tests send (test/support/aws-world.ts).
+ * the fuzz and bad-input tests; no network, no real clock waits. The request shapes are
+ * test/support/rpc.ts's, re-exported here.
  */
 import fc from 'fast-check';
 import { createApp, type App, type HttpConfig } from '../../lambda/http/app';
@@ -10,15 +10,13 @@ import type { Logger } from '../../lambda/log';
 import { echoChallenge, fakeOutbox, FakeClock, FakeQueue, FakeStore, ScriptedWebhookClient, T0 } from './fakes';
 import type { AccessStore, SubscriptionRecord, WebhookClient } from '../../lambda/ports';
 import { EventsProfiles, type EventsProfileName } from '../../lambda/core/protocol';
+import { modernBody, modernHeaders } from './rpc';
+
+export { MODERN, MODERN_META, messageInit, modernBody, modernHeaders, modernInit } from './rpc';
 
 export const API_KEY = 'test-api-key-0123456789abcdef';
 export const BASE = 'https://dmdot.example';
-export const MODERN = '2026-07-28';
 export const LEGACY = '2025-11-25';
-export const MODERN_META = {
-  'io.modelcontextprotocol/protocolVersion': MODERN,
-  'io.modelcontextprotocol/clientCapabilities': {},
-} as const;
 /** A valid secret: whsec_ + base64 of 32 bytes. */
 export const SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
 
@@ -142,39 +140,9 @@ export async function send(app: App, options: Send): Promise<Answer> {
   return readAnswer(await app.handle(request(options)));
 }
 
-/** Headers for a modern-era (2026-07-28) call of `method`. */
-export function modernHeaders(method: string, extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': MODERN,
-    'mcp-method': method,
-    ...extra,
-  };
-}
-
 /** Headers for a legacy-era call (no Mcp-Method; MCP-Protocol-Version after initialize). */
 export function legacyHeaders(extra: Record<string, string> = {}): Record<string, string> {
   return { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...extra };
-}
-
-/** A modern-era JSON-RPC request body with `_meta` (MODERN_META, and `meta` after it). */
-export function modernBody(method: string, params: Record<string, unknown> = {}, id: number | string = 1, meta: Record<string, unknown> = {}): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: { ...MODERN_META, ...meta } } });
-}
-
-/** The init of a modern-era POST /mcp of `method`, as ChatGPT sends it: its headers (Mcp-Name on tools/call) and body. */
-export function modernInit(method: string, params: Record<string, unknown> = {}, options: { id?: number | string; meta?: Record<string, unknown> } = {}): RequestInit {
-  return {
-    method: 'POST',
-    headers: modernHeaders(method, method === 'tools/call' ? { 'mcp-name': String(params.name) } : {}),
-    body: modernBody(method, params, options.id, options.meta),
-  };
-}
-
-/** The init of POST /v1/messages sending `message`, the key as a Bearer token. */
-export function messageInit(message: string, key: string): RequestInit {
-  return { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify({ message }) };
 }
 
 export function rpcModern(app: App, method: string, params: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<Answer> {

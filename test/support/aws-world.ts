@@ -122,6 +122,21 @@ export interface AwsWorld<P extends Service = never> {
 }
 
 
+/**
+ * A file's set-up subscription: `events/subscribe` of `url` through a fresh MCP Lambda, made again
+ * (at most 3 times) until the table holds it, with every proxy passing. An answer of 200 may carry
+ * an error: on a loaded machine a subscribe can outrun its 5 s budget, and the set-up is not what
+ * the file tests. Returns the subscription id.
+ */
+export async function subscribeForSetUp(world: Pick<AwsWorld<Service>, 'mcpGateway' | 'store'>, url: string): Promise<string> {
+  for (let attempt = 1; ; attempt++) {
+    const subscribed = await world.mcpGateway().subscribe(url);
+    const stored = await world.store.getStoredSubscription();
+    if (subscribed.body.result?.id !== undefined && stored?.url === url) return subscribed.body.result.id;
+    if (attempt === 3) throw new Error(`set-up: ${url} could not be subscribed: ${JSON.stringify(subscribed)}`);
+  }
+}
+
 export async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const started = Date.now();
   const value = await fn();

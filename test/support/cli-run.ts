@@ -7,9 +7,10 @@
  * dot` itself), and any check of what was printed (each file keeps its own secret checks).
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT } from './e2e';
+import { killGroup, spawnGroup } from './processes';
 
 export const CLI = join(ROOT, 'lambda/cli/dm-dot.mjs');
 
@@ -30,12 +31,13 @@ export function buildCli(): void {
 
 export function runCli(args: string[], env: Record<string, string>, options: { cwd?: string; onOutput?: (out: string, err: string) => void } = {}): Promise<CliRun> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // In a process group of its own (processes.ts), with the run's marker added to `env`.
+    const child = spawnGroup(process.execPath, [CLI, ...args], { cwd: options.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
     child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), RUN_LIMIT_MS);
+    const timer = setTimeout(() => killGroup(child), RUN_LIMIT_MS);
     child.once('error', fail);
     child.once('exit', (code) => {
       clearTimeout(timer);

@@ -9,12 +9,12 @@
  * listens on every interface, so the port is only as private as the machine), Docker, a
  * persistent database, or sharing one process between test files (each file starts its own).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { CreateTableCommand, DynamoDBClient, ListTablesCommand, UpdateTimeToLiveCommand, waitUntilTableExists } from '@aws-sdk/client-dynamodb';
 import { tableDefinition } from '../../lambda/adapters/dynamodb-store';
+import { startGroup, waitUntilReady } from './processes';
 
 export interface DynamoDbLocal {
   endpoint: string;
@@ -24,8 +24,8 @@ export interface DynamoDbLocal {
   stop(): Promise<void>;
 }
 
-// Generous: a JVM starting beside a parallel npm test on a busy 2-core machine can take most of a minute (kept under the 60 s of the files' beforeAll hooks).
-const STARTUP_TIMEOUT_MS = 50_000;
+// No fixed start limit: a JVM starting beside a parallel npm test on a busy 2-core machine took
+// most of a minute, and longer under heavier load; the wait lasts while java works (processes.ts).
 const POLL_MS = 100;
 const PORT_ATTEMPTS = 3;
 
@@ -48,15 +48,13 @@ export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
 class PortInUse extends Error {}
 
 async function startOn(port: number, jar: string, libs: string): Promise<DynamoDbLocal> {
-  const child = spawn('java', [`-Djava.library.path=${libs}`, '-jar', jar, '-inMemory', '-port', String(port), '-disableTelemetry'], {
+  // In a process group of its own, killed on every way out of the test process (processes.ts):
+  // a 225 MiB orphan holding a port otherwise outlives a failed run.
+  const started = startGroup('java', [`-Djava.library.path=${libs}`, '-jar', jar, '-inMemory', '-port', String(port), '-disableTelemetry'], {
     cwd: dirname(jar),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  // If the test process exits without stop() (a crash, an uncaught error), take java with it
-  // rather than leave a 225 MiB orphan holding a port. (SIGKILL of node cannot be covered.)
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
-  child.once('exit', () => process.removeListener('exit', killOnExit));
+  const child = started.child;
   let output = '';
   const collect = (chunk: Buffer) => {
     // Keep only the tail: enough to explain a failed start.
@@ -66,7 +64,8 @@ async function startOn(port: number, jar: string, libs: string): Promise<DynamoD
   child.stderr?.on('data', collect);
 
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }));
+    // 'close', not 'exit': its output is complete then (a BindException is read from it).
+    child.once('close', (code, signal) => resolve({ code, signal }));
     child.once('error', (error) => resolve({ code: null, signal: null, error }));
   });
   let exitInfo: Awaited<typeof exited> | undefined;
@@ -86,34 +85,47 @@ async function startOn(port: number, jar: string, libs: string): Promise<DynamoD
     client.destroy();
     if (exitInfo === undefined && child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      const timer = setTimeout(() => started.kill('SIGKILL'), 5_000);
       await exited;
       clearTimeout(timer);
     }
+    started.kill();
   };
 
-  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
-  for (;;) {
-    if (exitInfo !== undefined) {
-      client.destroy();
-      if ((exitInfo.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
-        throw new Error('DynamoDB Local needs Java 17 on PATH (`java` not found; Debian: apt-get install openjdk-17-jre-headless)');
-      }
-      if (/address already in use|BindException/i.test(output)) throw new PortInUse(`port ${port} is in use`);
-      throw new Error(`DynamoDB Local exited during startup (code ${exitInfo.code}, signal ${exitInfo.signal}): ${output.trim()}`);
+  const startError = (): Error => {
+    if ((exitInfo?.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
+      return new Error('DynamoDB Local needs Java 17 on PATH (`java` not found; Debian: apt-get install openjdk-17-jre-headless)');
     }
-    try {
-      await client.send(new ListTablesCommand({ Limit: 1 }));
-      break;
-    } catch {
-      // Not listening yet.
-    }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`DynamoDB Local did not answer on ${endpoint} within ${STARTUP_TIMEOUT_MS} ms: ${output.trim()}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    if (/address already in use|BindException/i.test(output)) return new PortInUse(`port ${port} is in use`);
+    const how = `code ${child.exitCode ?? exitInfo?.code}, signal ${child.signalCode ?? exitInfo?.signal}`;
+    return new Error(`DynamoDB Local exited during startup (${how}): ${output.trim()}`);
+  };
+  try {
+    await waitUntilReady({
+      what: `DynamoDB Local to answer ListTables on ${endpoint}`,
+      child,
+      output: () => output,
+      onExit: async () => {
+        await exited;
+        return startError();
+      },
+      pollMs: POLL_MS,
+      probe: async () => {
+        // A spawn error (no java) leaves no exit code: it is an exit all the same.
+        if (exitInfo !== undefined) throw startError();
+        try {
+          await client.send(new ListTablesCommand({ Limit: 1 }));
+          return true;
+        } catch {
+          return undefined; // Not listening yet.
+        }
+      },
+    });
+  } catch (error) {
+    await stop();
+    throw error;
   }
+  started.handOver();
 
   return {
     endpoint,

@@ -5,7 +5,7 @@
  *
  * Deliberately not here: any fake of the server under test. Only loopback addresses are used.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -14,15 +14,18 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { killGroup, spawnGroup, waitUntilReady } from './processes';
+import { modernBody, modernHeaders } from './rpc';
 
 export const ROOT = resolve(__dirname, '..', '..');
 
 // Whatever a failing test leaves running is ended when its file's tests are done: a live child
-// process or open socket would otherwise keep the test file, and CI, waiting forever.
+// process or open socket would otherwise keep the test file, and CI, waiting forever. Each server
+// runs in a process group of its own (test/support/processes.ts), killed whole.
 const running = new Set<ChildProcess>();
 const listening = new Set<http.Server>();
 after(async () => {
-  for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of running) killGroup(child);
   for (const server of listening) {
     server.closeAllConnections();
     server.close();
@@ -38,19 +41,31 @@ export interface RunningServer {
   stderr: string[];
   child: ChildProcess;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /**
+   * Only with `movableClock`: puts the server's clock `ms` ahead of the wall clock (never back),
+   * resolved once the server's clock reads so.
+   */
+  setClockAhead?(ms: number): Promise<void>;
 }
 
 export { newSecret } from './webhook-secret';
 
 /**
  * Starts `lambda/local/main.ts` with the loopback switch on and waits for its listening line;
- * `built: true` starts it exactly as `npm start` does (lambda/local/start.mjs, the built bundle).
+ * `built: true` starts it exactly as `npm start` does (lambda/local/start.mjs, the built bundle);
+ * `movableClock`, test/support/clocked-server.ts instead (the same runtime on a clock the test can
+ * move ahead: `setClockAhead`).
  */
-export async function startServer(env: Record<string, string> = {}, options: { stateDir?: string; key?: string; built?: boolean } = {}): Promise<RunningServer> {
+export async function startServer(
+  env: Record<string, string> = {},
+  options: { stateDir?: string; key?: string; built?: boolean; movableClock?: boolean } = {},
+): Promise<RunningServer> {
   const stateDir = options.stateDir ?? mkdtempSync(join(tmpdir(), 'dmdot-e2e-'));
   const key = options.key ?? randomBytes(24).toString('base64url');
-  const entry = options.built ? [join(ROOT, 'lambda/local/start.mjs')] : ['--import', 'tsx', join(ROOT, 'lambda/local/main.ts')];
-  const child = spawn(process.execPath, entry, {
+  const entry = options.built
+    ? [join(ROOT, 'lambda/local/start.mjs')]
+    : ['--import', 'tsx', join(ROOT, options.movableClock ? 'test/support/clocked-server.ts' : 'lambda/local/main.ts')];
+  const child = spawnGroup(process.execPath, entry, {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH ?? '',
@@ -62,7 +77,7 @@ export async function startServer(env: Record<string, string> = {}, options: { s
       MCP_API_KEY: key,
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: options.movableClock ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
   const stdout: string[] = [];
@@ -73,23 +88,32 @@ export async function startServer(env: Record<string, string> = {}, options: { s
       done(code);
     }),
   );
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => stderr.push(...chunk.split('\n').filter(Boolean)));
-  const url = await new Promise<string>((done, fail) => {
-    const timer = setTimeout(() => fail(new Error(`server did not start: ${stderr.join('\n')}`)), 20_000);
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      for (const line of chunk.split('\n').filter(Boolean)) {
-        stdout.push(line);
-        const match = /^dm-dot listening on (http:\/\/\S+)\/mcp$/.exec(line);
-        if (match) {
-          clearTimeout(timer);
-          done(match[1]!);
-        }
-      }
+  child.stderr!.setEncoding('utf8').on('data', linesOf((line) => stderr.push(line)));
+  let url: string | undefined;
+  child.stdout!.setEncoding('utf8').on(
+    'data',
+    linesOf((line) => {
+      stdout.push(line);
+      const match = /^dm-dot listening on (http:\/\/\S+)\/mcp$/.exec(line);
+      if (match) url ??= match[1]!;
+    }),
+  );
+  // As long as the server is alive and working (a loaded machine makes its start slow, not red).
+  try {
+    await waitUntilReady({
+      what: 'the server to print its listening line',
+      child,
+      pollMs: 20,
+      output: () => stderr.join('\n'),
+      onExit: async () => new Error(`server exited with ${await exited}: ${stderr.join('\n')}`),
+      probe: () => url,
     });
-    void exited.then((code) => fail(new Error(`server exited with ${code}: ${stderr.join('\n')}`)));
-  });
+  } catch (error) {
+    killGroup(child);
+    throw error;
+  }
   return {
-    url,
+    url: url!,
     mcpUrl: `${url}/mcp`,
     key,
     stateDir,
@@ -102,6 +126,30 @@ export async function startServer(env: Record<string, string> = {}, options: { s
       if (!options.stateDir) rmSync(stateDir, { recursive: true, force: true });
       return code;
     },
+    ...(options.movableClock
+      ? {
+          setClockAhead: (ms: number) =>
+            new Promise<void>((done, fail) => {
+              const onMessage = (message: { clockAheadMs?: number }) => {
+                if (message?.clockAheadMs !== ms) return;
+                child.off('message', onMessage);
+                done();
+              };
+              child.on('message', onMessage);
+              child.send({ clockAheadMs: ms }, (error) => error && fail(error));
+            }),
+        }
+      : {}),
+  };
+}
+
+/** Whole lines out of a stream's chunks (a chunk may end in the middle of a line), empty ones skipped. */
+function linesOf(onLine: (line: string) => void): (chunk: string) => void {
+  let partial = '';
+  return (chunk) => {
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) if (line) onLine(line);
   };
 }
 
@@ -207,27 +255,42 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
 export async function rpc(server: RunningServer, method: string, params: Record<string, unknown> = {}, extraHeaders: Record<string, string> = {}, options: { key?: string } = {}) {
   // The server's own key in the URL, as ChatGPT's connector sends it; another key as a bearer token.
   const url = options.key === undefined ? `${server.mcpUrl}?key=${encodeURIComponent(server.key)}` : server.mcpUrl;
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      ...(options.key === undefined ? {} : { authorization: `Bearer ${options.key}` }),
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': method,
-      ...extraHeaders,
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method,
-      params: {
-        ...params,
-        _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} },
-      },
-    }),
-  });
+  const bearer: Record<string, string> = options.key === undefined ? {} : { authorization: `Bearer ${options.key}` };
+  const response = await fetch(url, { method: 'POST', headers: modernHeaders(method, { ...bearer, ...extraHeaders }), body: modernBody(method, params) });
   return { status: response.status, headers: response.headers, body: (await response.json()) as any };
+}
+
+/** One `delivery` line of the server's log (lambda/log.ts: JSON on stderr): what became of one attempt at an event. */
+export interface DeliveryLine {
+  event: 'delivery';
+  eventId: string;
+  /** Who decided: the send's own attempt, or the worker's run of the event's job. */
+  via: 'inline' | 'worker';
+  /** delivered, retry, defer, failed, dead_letter_copy, dropped, done, ... (core/delivery.ts decisionLogFields). */
+  action: string;
+  [field: string]: unknown;
+}
+
+/** The server's `delivery` lines about one event, in the order it wrote them. */
+export function deliveryLines(server: Pick<RunningServer, 'stderr'>, eventId: string): DeliveryLine[] {
+  return server.stderr
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as { event?: string; eventId?: string })
+    .filter((line): line is DeliveryLine => line.event === 'delivery' && line.eventId === eventId);
+}
+
+/**
+ * Waits for the worker's line that ends the event's job (any action but `retry` and `defer`, which
+ * keep it): after it no attempt at the event is left to run. A check that something was not sent
+ * waits for this, not for a time in which it would have been sent on a machine fast enough.
+ */
+export async function workerEnded(server: Pick<RunningServer, 'stderr'>, eventId: string, timeoutMs = 20_000): Promise<DeliveryLine> {
+  const ending = () => deliveryLines(server, eventId).find((line) => line.via === 'worker' && !['retry', 'defer'].includes(line.action));
+  try {
+    return await waitFor(`the worker's last line for ${eventId}`, ending, timeoutMs);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}; its lines so far: ${JSON.stringify(deliveryLines(server, eventId))}`);
+  }
 }
 
 /** Waits for an async probe to hold. */

@@ -12,7 +12,7 @@
  * Deliberately not here: SNS and S3 (fauxqs serves them too; dm-dot uses neither), persistence,
  * and sharing one emulator between test files (each file starts its own, about 300 ms).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
@@ -23,6 +23,7 @@ import {
   SQSClient,
   type Message,
 } from '@aws-sdk/client-sqs';
+import { startGroup, waitUntilReady, type GroupChild } from './processes';
 
 export interface Fauxqs {
   /** http://127.0.0.1:<port> */
@@ -52,8 +53,6 @@ export interface FauxqsOptions {
 }
 
 const REGION = 'us-east-1';
-// Generous: a start beside a parallel npm test on a busy 2-core machine is slow; this is no measurement.
-const STARTUP_TIMEOUT_MS = 40_000;
 
 /** Runs in the child (ESM): builds the fauxqs app and prints its address as one JSON line. */
 function childScript(fauxqsDist: string): string {
@@ -81,45 +80,47 @@ function fauxqsDistDir(): string {
   return join(dirname(pkg), 'dist');
 }
 
-async function spawnChild(): Promise<{ child: ChildProcess; endpoint: string }> {
+async function spawnChild(): Promise<{ group: GroupChild; child: ChildProcess; endpoint: string }> {
   let dist: string;
   try {
     dist = fauxqsDistDir();
   } catch {
     dist = join(process.cwd(), 'node_modules', 'fauxqs', 'dist');
   }
-  // stdin stays open as a lifeline: when the test process dies, the child sees EOF and exits.
-  const child = spawn(process.execPath, ['--input-type=module', '-e', childScript(dist)], { stdio: ['pipe', 'pipe', 'pipe'] });
+  // stdin stays open as a lifeline: when the test process dies, the child sees EOF and exits. Its
+  // own process group is killed on every other way out (processes.ts).
+  const group = startGroup(process.execPath, ['--input-type=module', '-e', childScript(dist)], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = group.child;
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString('utf8')).slice(-4000);
   });
-  const endpoint = await new Promise<string>((resolve, reject) => {
-    let stdout = '';
-    const timer = setTimeout(() => fail(new Error(`fauxqs did not start within ${STARTUP_TIMEOUT_MS} ms: ${stderr.trim()}`)), STARTUP_TIMEOUT_MS);
-    const fail = (error: Error) => {
-      clearTimeout(timer);
-      child.kill('SIGKILL');
-      reject(error);
-    };
-    child.once('error', fail);
-    child.once('exit', (code) => fail(new Error(`fauxqs exited during startup (code ${code}): ${stderr.trim()}`)));
-    child.stdout!.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString('utf8');
-      const line = stdout.split('\n')[0];
-      if (stdout.includes('\n') && line) {
-        clearTimeout(timer);
-        child.removeAllListeners('exit');
-        try {
-          const { address } = JSON.parse(line) as { address: string };
-          resolve(address.replace('localhost', '127.0.0.1'));
-        } catch (error) {
-          reject(error as Error);
-        }
-      }
-    });
+  let stdout = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
   });
-  return { child, endpoint };
+  let spawnError: Error | undefined;
+  child.once('error', (error) => (spawnError = error));
+  try {
+    const endpoint = await waitUntilReady({
+      what: 'fauxqs to print its address',
+      child,
+      output: () => stderr,
+      pollMs: 25,
+      onExit: () => new Error(`fauxqs exited during startup (code ${child.exitCode}): ${stderr.trim()}`),
+      probe: () => {
+        if (spawnError) throw spawnError;
+        const line = stdout.split('\n')[0];
+        if (!stdout.includes('\n') || !line) return undefined;
+        const { address } = JSON.parse(line) as { address: string };
+        return address.replace('localhost', '127.0.0.1');
+      },
+    });
+    return { group, child, endpoint };
+  } catch (error) {
+    group.kill();
+    throw error;
+  }
 }
 
 export function sqsClientFor(endpoint: string): SQSClient {
@@ -132,7 +133,7 @@ export function sqsClientFor(endpoint: string): SQSClient {
 }
 
 export async function startFauxqs(options: FauxqsOptions = {}): Promise<Fauxqs> {
-  const { child, endpoint } = await spawnChild();
+  const { group, child, endpoint } = await spawnChild();
   const client = sqsClientFor(endpoint);
   const exited = new Promise<void>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve();
@@ -174,6 +175,7 @@ export async function startFauxqs(options: FauxqsOptions = {}): Promise<Fauxqs> 
       }
     };
 
+    group.handOver();
     return {
       endpoint,
       client,
@@ -190,15 +192,16 @@ export async function startFauxqs(options: FauxqsOptions = {}): Promise<Fauxqs> 
         if (child.exitCode === null && child.signalCode === null) {
           child.stdin?.end();
           child.kill('SIGTERM');
-          const timer = setTimeout(() => child.kill('SIGKILL'), 3_000);
+          const timer = setTimeout(() => group.kill(), 3_000);
           await exited;
           clearTimeout(timer);
         }
+        group.kill();
       },
     };
   } catch (error) {
     client.destroy();
-    child.kill('SIGKILL');
+    group.kill();
     throw error;
   }
 }

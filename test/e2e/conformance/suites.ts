@@ -13,7 +13,7 @@
  * Deliberately not here: starting the server (the test does) and any network beyond the URL.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnGroup as spawn } from '../../support/processes';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from '../../support/e2e';

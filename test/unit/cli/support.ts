@@ -14,6 +14,7 @@ import { localSettings } from '../../../lambda/config/settings';
 import { startLocal, type LocalRuntime } from '../../../lambda/local/runtime';
 import type { Logger } from '../../../lambda/ports';
 import { ROOT } from '../../support/paths';
+import { modernBody, modernHeaders } from '../../support/rpc';
 
 export interface RunOptions {
   env?: Record<string, string | undefined>;
@@ -146,25 +147,8 @@ export async function keyOf(server: LocalServer): Promise<string> {
 
 /** One JSON-RPC call on the 2026-07-28 era, as a ChatGPT-like client sends it. */
 export async function rpcCall(server: LocalServer, key: string, method: string, params: Record<string, unknown>): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${server.base}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${key}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': method,
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method,
-      params: {
-        ...params,
-        _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} },
-      },
-    }),
-  });
+  const headers = modernHeaders(method, { authorization: `Bearer ${key}` });
+  const response = await fetch(`${server.base}/mcp`, { method: 'POST', headers, body: modernBody(method, params) });
   return { status: response.status, body: response.status === 401 ? undefined : await response.json() };
 }
 

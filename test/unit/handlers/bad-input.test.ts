@@ -1,5 +1,5 @@
 /**
- * The bad-input table (bad-input.test.ts) replayed through the MCP Lambda: each row's request goes
+ * The bad-input table (test/support/bad-input.ts) replayed through the MCP Lambda: each row's request goes
  * through the local API Gateway as a payload 2.0 event into `createMcpLambda` (over the in-memory
  * fakes and a fake key loader), and the answer must meet the row's own checks and be the same as
  * the local app's answer to the same request: status, content type, the headers that matter, and
@@ -18,7 +18,7 @@ import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import type { App } from '../../../lambda/http/app';
 import { eventFromRequest } from '../../support/apigw';
 import { API_KEY, buildApp, hasStackTrace, keyQuery, legacyHeaders, readAnswer, rpcErrorCode, rpcLegacy, send, SECRET, type Answer } from '../../support/app';
-import { BAD_INPUT_ROWS, expectBadInputAnswer, type BadInputRow } from '../http/bad-input.test';
+import { BAD_INPUT_ROWS, expectBadInputAnswer, type BadInputRow } from '../../support/bad-input';
 import { asApp, buildLambda, resultText } from '../../support/lambda';
 
 

@@ -21,6 +21,16 @@ const reader: App = {
   close: async () => undefined,
 };
 
+/** Waits until the server holds `count` connections (it has seen the clients' connects or closes). */
+async function untilConnections(server: LocalServer, count: number): Promise<void> {
+  const held = () => new Promise<number>((done) => server.server.getConnections((_error, n) => done(n)));
+  const deadline = Date.now() + 10_000;
+  while ((await held()) !== count) {
+    if (Date.now() > deadline) throw new Error(`the server never held ${count} connections (it holds ${await held()})`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 async function withServer<T>(app: App, options: { maxConnections?: number; budgetMs?: number }, run: (server: LocalServer) => Promise<T>): Promise<T> {
   const server = await startLocalServer(() => app, {
     host: '127.0.0.1',
@@ -115,10 +125,11 @@ test('headers trickling in never reach the app and the connection is closed', as
 });
 
 test('past the connection cap a new connection is answered 503 with Retry-After, at once', async () => {
-  await withServer(ok, { maxConnections: 2 }, async ({ port }) => {
+  await withServer(ok, { maxConnections: 2 }, async (server) => {
+    const { port } = server;
     const held = [net.connect(port, '127.0.0.1'), net.connect(port, '127.0.0.1')];
     await Promise.all(held.map((socket) => new Promise((r) => socket.once('connect', r))));
-    await new Promise((r) => setTimeout(r, 50));
+    await untilConnections(server, 2);
     const { text } = await raw(port, [], 0);
     expect(text).toMatch(/^HTTP\/1\.1 503 /);
     expect(text).toMatch(/Retry-After: 1/i);
@@ -130,10 +141,11 @@ test('past the connection cap a new connection is answered 503 with Retry-After,
 test('LOCAL-FAULT-1: a request sent on a connection answered 503 busy never reaches the app, and the refused connection is closed even if the client never closes its side', async () => {
   let reached = 0;
   const counting: App = { handle: async (request) => (reached++, await request.text(), new Response('{}')), close: async () => undefined };
-  await withServer(counting, { maxConnections: 2 }, async ({ server, port }) => {
+  await withServer(counting, { maxConnections: 2 }, async (local) => {
+    const { server, port } = local;
     const held = [net.connect(port, '127.0.0.1'), net.connect(port, '127.0.0.1')];
     await Promise.all(held.map((socket) => new Promise((r) => socket.once('connect', r))));
-    await new Promise((r) => setTimeout(r, 50));
+    await untilConnections(local, 2);
     const started = Date.now();
     // allowHalfOpen: this client never ends its side, as a half-open client does.
     const refused = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
@@ -149,7 +161,8 @@ test('LOCAL-FAULT-1: a request sent on a connection answered 503 busy never reac
     const connections = () => new Promise<number>((r) => server.getConnections((_e, n) => r(n)));
     // While it lingers it still counts: a descriptor the server holds.
     expect(await connections()).toBe(3);
-    await new Promise((r) => setTimeout(r, REFUSED_LINGER_MS + 200));
+    // Then it is closed once the linger ends.
+    await untilConnections(local, 2);
     expect(await connections()).toBe(2);
     refused.destroy();
     for (const socket of held) socket.destroy();
