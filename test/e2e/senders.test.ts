@@ -135,13 +135,13 @@ describe('dm-dot senders: send-only keys', () => {
 
 describe('every send counts', () => {
   it('HTTP-KEY-RATE-1: one JSON-RPC batch of 100 sends from a sender at --rate 1 delivers 1; the other 99 are tool errors with retryAfterMs', async () => {
-    const s = await serverWithKeyFile();
+    const s = await serverWithKeyFile({}, { movableClock: true });
     const { receiver } = await subscribed(s, s.key);
     const added = await cli(['senders', 'add', 'burst', '--rate', '1', '--json'], s.stateDir);
     assert.equal(added.code, 0, added.err);
     const key = JSON.parse(added.out).key as string;
 
-    await startOfAMinute();
+    await startOfAMinute(s);
     const call = (i: number) => ({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message: `batched ${i}` } } });
     const batch = Array.from({ length: 100 }, (_, i) => call(i));
     const response = await fetch(s.mcpUrl, {
