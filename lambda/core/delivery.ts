@@ -40,6 +40,13 @@ export interface DeliveryDeps {
   clock: Clock;
   /** Seconds to wait before attempts 2, 3, ...; its length + 1 is the number of attempts. */
   retryDelaysS: readonly number[];
+  /**
+   * The events this process is POSTing or recording right now, where the inline attempt and the
+   * worker share a process (the local runtime): the worker defers them whatever their lease says,
+   * so a process too busy to record an outcome within the lease never makes a second POST. Absent
+   * on Lambda, where the lease alone keeps two functions apart.
+   */
+  inFlight?: Set<string>;
 }
 
 /** What the worker's attempt (`deliver`) decided: the delivery runner (core/runner.ts) applies it to the queue. */
@@ -196,6 +203,7 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
     return { kind: 'dead_letter_again', reason: failureReasonOf(event), attempt: event.attempts };
   }
   if (event.status !== EventStatus.queued) return { kind: 'skip' };
+  if (deps.inFlight?.has(job.eventId)) return { kind: 'defer', delayMs: Budgets.deferInPlaceMaxMs };
   if (event.notBefore !== undefined && event.notBefore > now) return { kind: 'defer', delayMs: event.notBefore - now };
   subscription ??= await deps.store.getSubscription(now);
   if (!jobMatches(job, subscription)) return { kind: 'drop', event };
@@ -361,7 +369,12 @@ export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<Del
     case 'ready':
       // One POST per attempt: a copy that loses the lease defers for as long as the lease runs.
       if (!(await takeLease(deps, prepared.event))) return { action: 'defer', delayMs: Budgets.workerLeaseMs };
-      return commit(deps, prepared, await send(deps, prepared, job));
+      deps.inFlight?.add(job.eventId);
+      try {
+        return await commit(deps, prepared, await send(deps, prepared, job));
+      } finally {
+        deps.inFlight?.delete(job.eventId);
+      }
   }
 }
 

@@ -137,11 +137,16 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   let accepted: () => void = () => undefined;
   const acceptedByDot = new Promise<'accepted'>((resolve) => (accepted = () => resolve('accepted')));
   const attempt = async (): Promise<DeliveryDecision> => {
-    const sent = await send(deps, ready, job, { timeoutMs });
-    if (sent.verdict.kind === 'delivered') accepted();
-    const decision = await commit(deps, ready, sent);
-    reportInline(deps, record, sent, decision);
-    return decision;
+    deps.inFlight?.add(eventId);
+    try {
+      const sent = await send(deps, ready, job, { timeoutMs });
+      if (sent.verdict.kind === 'delivered') accepted();
+      const decision = await commit(deps, ready, sent);
+      reportInline(deps, record, sent, decision);
+      return decision;
+    } finally {
+      deps.inFlight?.delete(eventId);
+    }
   };
 
   if (!deps.background) {

@@ -99,9 +99,12 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     for (const secret of settings.pupSecrets.secrets) log.redact?.(secret);
 
     const guarded = options.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks });
+    // The attempts this process is making: its worker never POSTs an event the inline attempt
+    // still holds, however late a busy event loop records the outcome (DEL-PIPE-21).
+    const inFlight = new Set<string>();
     const worker = startDeliveryWorker({
       jobs: db.jobs,
-      deps: { store: db.store, webhook: guarded, clock, retryDelaysS: settings.retryDelaysS },
+      deps: { store: db.store, webhook: guarded, clock, retryDelaysS: settings.retryDelaysS, inFlight },
       concurrency: settings.deliveryConcurrency,
       log: withoutQuietDecisions(log),
       lastingFault: (error) => error instanceof StateUnreadable,
@@ -157,6 +160,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
           deliveryWaitMs: settings.deliveryWaitMs,
           retryDelaysS: settings.retryDelaysS,
           background: runInBackground,
+          inFlight,
           urlPolicy: { allowLoopbackCallbacks: settings.allowLoopbackCallbacks },
           ttlPolicy: settings.ttlPolicy,
           version,

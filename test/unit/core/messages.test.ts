@@ -369,6 +369,23 @@ describe('sendMessage', () => {
     expect(onlyEvent(store)).toMatchObject({ status: 'delivered', attempts: 1 });
   });
 
+  test('DEL-PIPE-21: a busy process records the outcome after the lease ran out: its worker still defers the event the inline attempt holds', async () => {
+    let answer: (response: ReturnType<typeof respond>) => void = () => undefined;
+    const late = new Promise<ReturnType<typeof respond>>((resolve) => (answer = resolve));
+    const { store, queue, clock, webhook, deps } = world({ deliveryWaitMs: 20, answers: [() => late] });
+    const inFlight = new Set<string>();
+    const { running, background } = tracking();
+    await sendMessage({ ...deps, background, inFlight }, { message: 'hi' });
+    // Past the 6 s lease, the POST still unanswered (an event loop too busy to see its deadline).
+    clock.advance(7_000);
+    await expect(deliver({ ...deps, inFlight }, queue.jobs[0]!)).resolves.toEqual({ action: 'defer', delayMs: 1_000 });
+    answer(respond(200));
+    await Promise.all(running);
+    expect(inFlight.size).toBe(0);
+    expect(webhook.requests).toHaveLength(1);
+    expect(onlyEvent(store)).toMatchObject({ status: 'delivered', attempts: 1 });
+  });
+
   test('without background (Lambda), the delivered answer waits until the record says delivered', async () => {
     const { store, deps } = world({ answers: [respond(200)] });
     let release: () => void = () => undefined;
