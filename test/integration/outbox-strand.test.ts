@@ -20,7 +20,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
-import { QueuedIndex } from '../../lambda/adapters/queued-index';
+import { QueuedIndex } from '../../lambda/core/store/items';
 import { QueueAttributes } from '../../lambda/adapters/sqs-queue';
 import { deliveryLambdaSettings } from '../../lambda/config/settings';
 import { buildEvent } from '../../lambda/core/messages';
@@ -295,6 +295,6 @@ describe('the reconciler', () => {
     expect(back.map((e) => e.eventId)).toEqual([records[1]!.eventId]);
     expect(back[0]!.queuedSince).toBeGreaterThan(records[1]!.createdAt);
     // The record as read carries none of the index's attributes.
-    expect(Object.keys((await world.store.getEvent(records[1]!.eventId, Date.now()))!)).not.toContain(QueuedIndex.shardAttribute);
+    expect(Object.keys((await world.store.getEvent(records[1]!.eventId, Date.now()))!)).not.toContain(QueuedIndex.partition);
   }, 30_000);
 });

@@ -2,12 +2,13 @@
  * The LMDB environment of the local runtime: one file, `<state dir>/dm-dot.lmdb` (plus LMDB's lock
  * file `dm-dot.lmdb-lock` beside it), holding these sub-databases:
  *
- *   items          pk (the DynamoDB item keys of adapters/items.ts) -> the record and its `ttl`
+ *   items          pk (the item keys of lambda/core/store/items.ts) -> the item (the record, its `ttl`)
  *   expiry         [ttl seconds, pk] -> 1: finds expired items for the sweep without a scan
+ *   index:<name>   [partition, sort, pk] -> 1: each sparse index of the Store (table.ts keeps them)
  *   jobs           [dueAt ms, eventId] -> JobRow: the delivery schedule, ordered by due time
  *   jobs-by-event  eventId -> dueAt: finds an event's job (at most one per event)
  *   dead-letters   eventId -> DeadLetterRow
- *   queued         the items keys of `queued` events: the start-up repair reads these, not every event
+ *   queued         layout 1 only: the keys of `queued` events, moved into `index:queued` at the first open
  *   leases         eventId -> leasedUntil of jobs a worker holds: released at a server's start
  *   meta           'schema', 'owner'
  *
@@ -32,7 +33,7 @@
  * (`probeInChild`), so a damaged file is refused before it is served, and a page that would crash
  * the reader crashes the child, not the server.
  *
- * Deliberately not here: what the records mean (store.ts, jobs.ts, outbox.ts), what to do about a
+ * Deliberately not here: what the records mean (the Store in lambda/core/store; jobs.ts), what to do about a
  * damaged page at run time (the caller decides: the schedule leaves a damaged row out, everything
  * else throws), and repairing a file (dm-dot never rewrites a damaged file: the operator moves it
  * aside or restores a backup).
@@ -45,15 +46,18 @@ import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { open, type Database, type Key, type RootDatabase } from 'lmdb';
 import type { DeadLetterReason } from '../../core/protocol';
-import type { DeliveryJob } from '../../ports';
+import { newEventWrite } from '../../core/store/events';
+import { TableIndexes } from '../../core/store/items';
+import type { Item } from '../../core/store/table';
+import type { DeliveryJob, EventRecord } from '../../ports';
 import { StateUnreadable } from './errors';
 
 export const DATABASE_FILE = 'dm-dot.lmdb';
 /** Bumped when the layout of the sub-databases changes; a newer file is refused, never rewritten. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** A store item as kept in `items`: the record's own fields plus its `ttl` (epoch seconds). */
-export type StoredItem = Record<string, unknown> & { ttl: number };
+export type StoredItem = Record<string, unknown> & { ttl?: number };
 
 export interface JobRow {
   /** Changes whenever the row is replaced by a new job for the same event: a receipt for the worker. */
@@ -75,6 +79,7 @@ export interface DeadLetterRow {
 }
 
 export type JobKey = [number, string];
+export type IndexKey = [string, number | string, string];
 
 export interface Databases {
   file: string;
@@ -86,7 +91,10 @@ export interface Databases {
   jobs: Database<JobRow, JobKey>;
   jobIndex: Database<number, string>;
   deadLetters: Database<DeadLetterRow, string>;
+  /** Layout 1's index of queued events (empty from layout 2 on). */
   queued: Database<number, string>;
+  /** The Store's sparse indexes, by name. */
+  indexes: Map<string, Database<number, IndexKey>>;
   leases: Database<number, string>;
   meta: Database<unknown, string>;
 }
@@ -213,14 +221,17 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
     jobIndex: sub<number, string>('jobs-by-event'),
     deadLetters: sub<DeadLetterRow, string>('dead-letters'),
     queued: sub<number, string>('queued'),
+    indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
     leases: sub<number, string>('leases'),
     meta: sub<unknown, string>('meta'),
   };
   try {
     const schema = dbs.meta.get('schema');
-    if (schema === undefined) {
+    if (schema === undefined || schema === 1) {
       await write(dbs, () => {
-        if (dbs.meta.get('schema') === undefined) void dbs.meta.put('schema', SCHEMA_VERSION);
+        const stored = dbs.meta.get('schema');
+        if (stored === 1) upgradeFromLayout1(dbs);
+        if (stored === undefined || stored === 1) void dbs.meta.put('schema', SCHEMA_VERSION);
       });
     } else if (typeof schema !== 'number' || schema > SCHEMA_VERSION) {
       await root.close().catch(() => undefined);
@@ -473,17 +484,17 @@ export function getItem(dbs: Databases, pk: string): StoredItem | undefined {
 
 const EVENT_PREFIX = 'EVENT#';
 
-/** Inside a write: stores the item and keeps the expiry and queued indexes in step with it. */
-export function putItem(dbs: Databases, pk: string, fields: object, ttl: number): void {
+/** Inside a write: stores the item under `pk` and keeps the expiry index and the Store's indexes in step with it. */
+export function putItem(dbs: Databases, pk: string, item: Item): void {
   const key = storageKey(pk);
   const old = dbs.items.get(key);
-  if (old && old.ttl !== ttl) void dbs.expiry.remove([old.ttl, key]);
-  void dbs.expiry.put([ttl, key], 1);
-  const item: StoredItem = { ...withoutUndefined(fields), ttl };
-  void dbs.items.put(key, item);
-  if (key.startsWith(EVENT_PREFIX)) {
-    if (item.status === 'queued') void dbs.queued.put(key, 1);
-    else if (old?.status === 'queued') void dbs.queued.remove(key);
+  unindex(dbs, key, old);
+  const stored = withoutUndefined(item) as StoredItem;
+  void dbs.items.put(key, stored);
+  if (typeof stored.ttl === 'number') void dbs.expiry.put([stored.ttl, key], 1);
+  for (const index of TableIndexes) {
+    const [partition, sort] = [stored[index.partition], stored[index.sort]];
+    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) void dbs.indexes.get(index.name)!.put([partition, sort, key], 1);
   }
 }
 
@@ -491,9 +502,31 @@ export function removeItem(dbs: Databases, pk: string): void {
   const key = storageKey(pk);
   const old = dbs.items.get(key);
   if (!old) return;
-  void dbs.expiry.remove([old.ttl, key]);
+  unindex(dbs, key, old);
   void dbs.items.remove(key);
-  if (old.status === 'queued') void dbs.queued.remove(key);
+}
+
+/** Inside a write: the expiry and index entries of a stored item. */
+function unindex(dbs: Databases, key: string, old: StoredItem | undefined): void {
+  if (!old) return;
+  if (typeof old.ttl === 'number') void dbs.expiry.remove([old.ttl, key]);
+  for (const index of TableIndexes) {
+    const [partition, sort] = [old[index.partition], old[index.sort]];
+    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) void dbs.indexes.get(index.name)!.remove([partition, sort, key]);
+  }
+}
+
+/**
+ * Inside a write: layout 1 kept the keys of queued events in `queued`; layout 2 keeps them in the
+ * Store's `queued` index, whose attributes the item itself carries (queued since its creation).
+ */
+function upgradeFromLayout1(dbs: Databases): void {
+  const keys = [...dbs.queued.getKeys()];
+  for (const key of keys) {
+    const item = dbs.items.get(key);
+    if (item && typeof item.eventId === 'string') putItem(dbs, key, { ...newEventWrite(recordOf<EventRecord>(item)).item, ttl: item.ttl });
+    void dbs.queued.remove(key);
+  }
 }
 
 /**
@@ -511,8 +544,7 @@ export async function sweepExpired(dbs: Databases, now: number, batch = 5000): P
         const [ttl, pk] = key;
         const item = dbs.items.get(pk);
         if (item && item.ttl === ttl) {
-          void dbs.items.remove(pk);
-          if (item.status === 'queued') void dbs.queued.remove(pk);
+          removeItem(dbs, pk);
           // Retention removes a record and its job together: a job left behind would come back
           // later as a delivery of a record that is gone (`dropped`).
           if (pk.startsWith(EVENT_PREFIX) && typeof item.eventId === 'string') removeJobOf(dbs, item.eventId);
@@ -545,7 +577,7 @@ export function withoutUndefined(value: object): Record<string, unknown> {
 }
 
 /** An item as a record: without the storage-only `ttl`, and a copy the caller may keep. */
-export function recordOf<T>(item: StoredItem): T {
+export function recordOf<T>(item: Record<string, unknown>): T {
   const { ttl: _ttl, ...rest } = item;
   return rest as T;
 }
