@@ -6,7 +6,9 @@
  * Each primitive is one request: a strongly consistent GetItem; a PutItem, UpdateItem or DeleteItem
  * whose condition is compiled to a ConditionExpression, with `ReturnValuesOnConditionCheckFailure:
  * ALL_OLD` so the loser learns what is stored from the failed write itself; a Query of one index
- * partition; TransactWriteItems. The prefix query is a paged Scan filtered by `begins_with(pk)`:
+ * partition. No transaction: the Store needs none on DynamoDB (its outbox is a put, then an SQS
+ * send: core/outbox.ts), and leaving it out keeps TransactWriteItems out of the bundles. The
+ * prefix query is a paged Scan filtered by `begins_with(pk)`:
  * the Store calls it only for operator listings (`dm-dot events --aws`, `senders list`), never on
  * a request or delivery path.
  *
@@ -26,7 +28,6 @@ import {
   PutItemCommand,
   QueryCommand,
   ScanCommand,
-  TransactWriteItemsCommand,
   UpdateItemCommand,
   type AttributeValue,
   type CreateTableCommandInput,
@@ -34,7 +35,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { TableIndexes } from '../core/store/items';
 import { TableStore, type TableStoreOptions } from '../core/store/store';
-import type { Condition, IndexDefinition, IndexRange, Item, ItemTable, TableEntry, TableWrite, Update, WriteResult } from '../core/store/table';
+import type { Condition, IndexDefinition, IndexRange, Item, ItemTable, TableEntry, Update, WriteResult } from '../core/store/table';
 
 type Attributes = Record<string, AttributeValue>;
 
@@ -121,31 +122,14 @@ export class DynamoDbTable implements ItemTable {
     return found;
   }
 
-  async transact(writes: readonly TableWrite[]): Promise<boolean> {
-    const items = writes.map((write) => {
-      const common = { TableName: this.tableName, ...this.request(write.condition, write.kind === 'update' ? write.update : undefined, false) };
-      if (write.kind === 'put') return { Put: { ...common, Item: toItem(write.key, write.item) } };
-      if (write.kind === 'update') return { Update: { ...common, Key: keyOf(write.key) } as never };
-      return { Delete: { ...common, Key: keyOf(write.key) } };
-    });
-    try {
-      await this.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
-      return true;
-    } catch (error) {
-      const reasons = (error as { CancellationReasons?: { Code?: string }[] }).CancellationReasons;
-      if ((error as { name?: string }).name === 'TransactionCanceledException' && reasons?.some((reason) => reason.Code === 'ConditionalCheckFailed')) return false;
-      throw error;
-    }
-  }
-
   /** The expressions of one write: its condition, its update, ALL_OLD for a loser. */
-  private request(condition: Condition | undefined, update?: Update, allOld = true) {
+  private request(condition: Condition | undefined, update?: Update) {
     const expression = new Expression();
     const updateExpression = update ? expression.update(update) : undefined;
     const conditionExpression = condition ? expression.condition(condition) : undefined;
     return {
       ...(updateExpression ? { UpdateExpression: updateExpression } : {}),
-      ...(conditionExpression ? { ConditionExpression: conditionExpression, ...(allOld ? { ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const } : {}) } : {}),
+      ...(conditionExpression ? { ConditionExpression: conditionExpression, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const } : {}),
       ...expression.parts(),
     };
   }

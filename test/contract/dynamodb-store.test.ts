@@ -37,7 +37,7 @@ async function freshStore(): Promise<{ store: DynamoDbStore; tableName: string }
 describeItemTableContract('DynamoDbTable', async () => {
   const { tableName } = await freshStore();
   return { table: new DynamoDbTable(local!.client, tableName), cleanup: async () => undefined };
-});
+}, { transact: false });
 
 describeStoreContract('DynamoDbStore', async () => ({ store: (await freshStore()).store, cleanup: async () => undefined }));
 

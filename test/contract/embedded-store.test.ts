@@ -31,7 +31,7 @@ describeItemTableContract('embedded database (LMDB)', async () => {
       await rm(dir, { recursive: true, force: true });
     },
   };
-});
+}, { transact: true });
 
 describeStoreContract('embedded database (LMDB)', async () => {
   const dir = await freshDir();

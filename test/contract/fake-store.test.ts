@@ -9,7 +9,7 @@ import { describeAccessStoreContract } from './access-store.contract';
 import { describeItemTableContract } from './item-table.contract';
 import { describeStoreContract } from './store.contract';
 
-describeItemTableContract('MapTable (the unit tests’ table)', async () => ({ table: new MapTable(), cleanup: async () => undefined }));
+describeItemTableContract('MapTable (the unit tests’ table)', async () => ({ table: new MapTable(), cleanup: async () => undefined }), { transact: true });
 
 describeStoreContract('FakeStore (the unit tests’ double)', async () => ({ store: new FakeStore(), cleanup: async () => undefined }));
 

@@ -10,7 +10,8 @@ import { when, type ItemTable } from '../../lambda/core/store/table';
 
 export type ItemTableFactory = () => Promise<{ table: ItemTable; cleanup(): Promise<void> }>;
 
-export function describeItemTableContract(name: string, factory: ItemTableFactory): void {
+/** `transact`: whether this table has the transaction (only where its outbox needs one). */
+export function describeItemTableContract(name: string, factory: ItemTableFactory, options: { transact: boolean }): void {
   describe(`STORE-TABLE-1: item table primitives: ${name}`, () => {
     let table: ItemTable;
     let cleanup: (() => Promise<void>) | undefined;
@@ -135,15 +136,22 @@ export function describeItemTableContract(name: string, factory: ItemTableFactor
       ]);
     });
 
+    if (!options.transact) {
+      it('has no transaction (nothing of this backend calls one)', () => {
+        expect(table.transact).toBeUndefined();
+      });
+      return;
+    }
+
     it('transact applies all of its writes, or none when one condition fails', async () => {
       await table.put('T#1', { v: 1 });
-      const failing = await table.transact([
+      const failing = await table.transact!([
         { kind: 'put', key: 'T#2', item: { v: 2 }, condition: when.absent() },
         { kind: 'update', key: 'T#1', update: { set: { v: 9 } }, condition: when.eq('v', 2) },
       ]);
       expect(failing).toBe(false);
       await expect(table.get('T#2')).resolves.toBeUndefined();
-      const passing = await table.transact([
+      const passing = await table.transact!([
         { kind: 'put', key: 'T#2', item: { v: 2 }, condition: when.absent() },
         { kind: 'update', key: 'T#1', update: { set: { v: 9 } }, condition: when.eq('v', 1) },
         { kind: 'delete', key: 'T#3' },

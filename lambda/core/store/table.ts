@@ -6,8 +6,8 @@
  *
  * The primitives are DynamoDB's, so that each is one request there: get, put-if, update-if,
  * delete-if (the loser of a conditional write gets the stored item back: ALL_OLD), a query by key
- * prefix (operator listings only) or by a named sparse index (ordered by its sort attribute), and
- * one transaction of a few writes.
+ * prefix (operator listings only) or by a named sparse index (ordered by its sort attribute), and,
+ * where a backend's outbox needs it, one transaction of a few writes.
  *
  * Expiry is not the table's: an item past its `expiresAt` is still stored until the backend's
  * sweep removes it (`ttl`, epoch seconds, is the attribute the sweep reads), so the Store's reads
@@ -99,8 +99,11 @@ export interface ItemTable {
   queryPrefix(prefix: string): Promise<TableEntry[]>;
   /** One partition of a sparse index, ascending by its sort attribute (eventually consistent on DynamoDB). */
   queryIndex(index: IndexDefinition, partition: string, range: IndexRange): Promise<TableEntry[]>;
-  /** All the writes or none; true when every condition held. */
-  transact(writes: readonly TableWrite[]): Promise<boolean>;
+  /**
+   * All the writes or none; true when every condition held. Only where a backend's outbox needs
+   * it (the embedded database writes an event and its job in one): the Store itself never calls it.
+   */
+  transact?(writes: readonly TableWrite[]): Promise<boolean>;
 }
 
 /** Whether `condition` holds for the stored `item` (undefined: no item). */
