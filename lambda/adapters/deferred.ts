@@ -59,7 +59,8 @@ export function deferredStore(load: () => Promise<Store>): Store {
 }
 
 export function deferredAccessStore(load: () => Promise<AccessStore>): AccessStore {
-  return deferred(load, ['getDeployment', 'createDeployment', 'setDeploymentKeys', 'addSender', 'getSender', 'listSenders', 'revokeSender', 'touchSender', 'countSend']);
+  const methods = ['getDeployment', 'createDeployment', 'setDeploymentKeys', 'addSender', 'getSender', 'listSenders', 'revokeSender', 'touchSender', 'countSend'] as const;
+  return deferred(load, methods);
 }
 
 export function deferredIdempotencyStore(load: () => Promise<IdempotencyStore>): IdempotencyStore {

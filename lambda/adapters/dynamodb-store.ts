@@ -182,7 +182,9 @@ class Expression {
         return `${this.name(condition.field)} ${{ lt: '<', le: '<=', gt: '>' }[condition.op]} ${this.value(condition.value)}`;
       case 'and':
       case 'or':
-        return condition.of.map((part) => (part.op === 'and' || part.op === 'or' ? `(${this.condition(part)})` : this.condition(part))).join(` ${condition.op.toUpperCase()} `);
+        return condition.of
+          .map((part) => (part.op === 'and' || part.op === 'or' ? `(${this.condition(part)})` : this.condition(part)))
+          .join(` ${condition.op.toUpperCase()} `);
     }
   }
 

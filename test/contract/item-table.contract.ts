@@ -69,7 +69,13 @@ export function describeItemTableContract(name: string, factory: ItemTableFactor
 
     it('update sets, sets when absent, removes, appends and adds in one write', async () => {
       await table.put('A#1', { a: 1, b: 'x', log: [1], keep: 'k' });
-      const update = { set: { a: 2, c: null }, setIfAbsent: { keep: 'no', fresh: 'yes' }, remove: ['b'], append: { log: [2, 3], list: ['first'] }, add: { count: 2 } };
+      const update = {
+        set: { a: 2, c: null },
+        setIfAbsent: { keep: 'no', fresh: 'yes' },
+        remove: ['b'],
+        append: { log: [2, 3], list: ['first'] },
+        add: { count: 2 },
+      };
       await expect(table.update('A#1', update, when.exists())).resolves.toStrictEqual({ ok: true });
       await expect(table.get('A#1')).resolves.toStrictEqual({ a: 2, c: null, keep: 'k', fresh: 'yes', log: [1, 2, 3], list: ['first'], count: 2 });
       await table.update('A#1', { add: { count: 3 } });

@@ -580,7 +580,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('a pending event keeps its bytes when it is delivered; any other loses them', async () => {
         await store.putEvent(sent(1));
         await store.putEvent(event({ eventId: id(2), body: 'plain' }));
-        for (const n of [1, 2]) await expect(store.updateEvent(id(n), { status: 'delivered', deliveredAt: T0, body: null }, { status: 'queued' })).resolves.toBe(true);
+        const delivered = { status: 'delivered', deliveredAt: T0, body: null } as const;
+        for (const n of [1, 2]) await expect(store.updateEvent(id(n), delivered, { status: 'queued' })).resolves.toBe(true);
         await expect(store.getEvent(id(1), T0)).resolves.toStrictEqual(sent(1, { status: 'delivered', deliveredAt: T0 }));
         await expect(store.getEvent(id(2), T0)).resolves.toStrictEqual(event({ eventId: id(2), status: 'delivered', deliveredAt: T0 }));
         // The expectation still guards it: a second commit of the same transition fails.
@@ -592,7 +593,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await store.putEvent(sent(2));
         await expect(store.acknowledgeEvent(id(1), T0 + SECOND, T0 + SECOND)).resolves.toBe('acknowledged');
         await expect(store.acknowledgeEvent(id(1), T0 + MINUTE, T0 + MINUTE)).resolves.toBe('already');
-        await expect(store.getEvent(id(1), T0)).resolves.toStrictEqual(event({ eventId: id(1), inbox: true, status: 'delivered', deliveredAt: T0, acknowledgedAt: T0 + SECOND }));
+        const acknowledged = event({ eventId: id(1), inbox: true, status: 'delivered', deliveredAt: T0, acknowledgedAt: T0 + SECOND });
+        await expect(store.getEvent(id(1), T0)).resolves.toStrictEqual(acknowledged);
         await expect(store.acknowledgeEvent(id(2), T0 + SECOND, T0 + SECOND)).resolves.toBe('acknowledged');
         await expect(store.getEvent(id(2), T0)).resolves.toStrictEqual(sent(2, { acknowledgedAt: T0 + SECOND }));
         await expect(store.listPending(T0 + SECOND, 10)).resolves.toStrictEqual([]);
@@ -623,7 +625,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
       it('a key is claimed once per caller; the loser gets the stored record from the same write', async () => {
         await expect(store.claimIdempotencyKey('connector', 'k1', record(), T0)).resolves.toStrictEqual({ claimed: true });
-        await expect(store.claimIdempotencyKey('connector', 'k1', record({ eventId: 'evt_other' }), T0 + SECOND)).resolves.toStrictEqual({ claimed: false, existing: record() });
+        const again = store.claimIdempotencyKey('connector', 'k1', record({ eventId: 'evt_other' }), T0 + SECOND);
+        await expect(again).resolves.toStrictEqual({ claimed: false, existing: record() });
         await expect(store.claimIdempotencyKey('billing', 'k1', record({ eventId: 'evt_billing' }), T0)).resolves.toStrictEqual({ claimed: true });
       });
 
@@ -644,7 +647,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await store.claimIdempotencyKey('connector', 'k1', record({ state: 'done', leaseUntil: undefined }), T0);
         const at = T0 + Limits.idempotencyMemoryMs;
         await expect(store.claimIdempotencyKey('connector', 'k1', record({ eventId: 'evt_x' }), at - 1)).resolves.toMatchObject({ claimed: false });
-        await expect(store.claimIdempotencyKey('connector', 'k1', record({ eventId: 'evt_x', createdAt: at, expiresAt: at + DAY }), at)).resolves.toStrictEqual({ claimed: true });
+        const fresh = record({ eventId: 'evt_x', createdAt: at, expiresAt: at + DAY });
+        await expect(store.claimIdempotencyKey('connector', 'k1', fresh, at)).resolves.toStrictEqual({ claimed: true });
       });
 
       it('a stale in-progress key is retaken once its lease ran out, only by naming its event, and never a done one', async () => {
@@ -659,7 +663,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
 
       it('20 concurrent claims of one key: exactly one wins, and every other is told its record', async () => {
-        const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.claimIdempotencyKey('connector', 'race', record({ eventId: `evt_${i}` }), T0)));
+        const claims = Array.from({ length: 20 }, (_, i) => store.claimIdempotencyKey('connector', 'race', record({ eventId: `evt_${i}` }), T0));
+        const results = await Promise.all(claims);
         const winners = results.flatMap((result, i) => (result.claimed ? [i] : []));
         expect(winners).toHaveLength(1);
         for (const result of results) if (!result.claimed) expect(result.existing.eventId).toBe(`evt_${winners[0]}`);

@@ -297,4 +297,14 @@ export class FakeAccessStore extends TableStore {
   }
 }
 
-const ACCESS_METHODS = ['getDeployment', 'createDeployment', 'setDeploymentKeys', 'addSender', 'getSender', 'listSenders', 'revokeSender', 'touchSender', 'countSend'] as const;
+const ACCESS_METHODS = [
+  'getDeployment',
+  'createDeployment',
+  'setDeploymentKeys',
+  'addSender',
+  'getSender',
+  'listSenders',
+  'revokeSender',
+  'touchSender',
+  'countSend',
+] as const;

@@ -10,7 +10,8 @@
  * Deliberately not here: expiry (the Store judges it), and any ordering or index beyond a sort of
  * what is stored (this table is never large).
  */
-import { afterWrite, holds, type IndexDefinition, type IndexRange, type Item, type ItemTable, type TableEntry, type TableWrite, type WriteResult } from '../../lambda/core/store/table';
+import { afterWrite, holds, type IndexDefinition, type IndexRange, type Item } from '../../lambda/core/store/table';
+import type { ItemTable, TableEntry, TableWrite, WriteResult } from '../../lambda/core/store/table';
 import { storageAttributes } from '../../lambda/core/store/items';
 
 export class MapTable implements ItemTable {

@@ -371,8 +371,8 @@ export function putItem(dbs: Databases, pk: string, item: Item): void {
   void dbs.items.put(key, stored);
   if (typeof stored.ttl === 'number') void dbs.expiry.put([stored.ttl, key], 1);
   for (const index of TableIndexes) {
-    const [partition, sort] = [stored[index.partition], stored[index.sort]];
-    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) void dbs.indexes.get(index.name)!.put([partition, sort, key], 1);
+    const entry = indexKey(stored, index.partition, index.sort, key);
+    if (entry) void dbs.indexes.get(index.name)!.put(entry, 1);
   }
 }
 
@@ -389,9 +389,15 @@ function unindex(dbs: Databases, key: string, old: StoredItem | undefined): void
   if (!old) return;
   if (typeof old.ttl === 'number') void dbs.expiry.remove([old.ttl, key]);
   for (const index of TableIndexes) {
-    const [partition, sort] = [old[index.partition], old[index.sort]];
-    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) void dbs.indexes.get(index.name)!.remove([partition, sort, key]);
+    const entry = indexKey(old, index.partition, index.sort, key);
+    if (entry) void dbs.indexes.get(index.name)!.remove(entry);
   }
+}
+
+/** An item's entry in an index, when it has the index's two attributes. */
+function indexKey(item: StoredItem, partitionField: string, sortField: string, key: string): IndexKey | undefined {
+  const [partition, sort] = [item[partitionField], item[sortField]];
+  return typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number') ? [partition, sort, key] : undefined;
 }
 
 /**

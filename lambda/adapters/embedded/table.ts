@@ -15,7 +15,8 @@
 import { EventStatus } from '../../core/protocol';
 import { eventUpdate } from '../../core/store/events';
 import { TableStore, type TableStoreOptions } from '../../core/store/store';
-import { afterWrite, holds, type Condition, type IndexDefinition, type IndexRange, type Item, type ItemTable, type TableEntry, type TableWrite, type Update, type WriteResult } from '../../core/store/table';
+import { afterWrite, holds, type Condition, type IndexDefinition, type IndexRange, type Item } from '../../core/store/table';
+import type { ItemTable, TableEntry, TableWrite, Update, WriteResult } from '../../core/store/table';
 import { getItem, putItem, removeItem, storageKey, write, type Databases } from './environment';
 
 export class LmdbTable implements ItemTable {

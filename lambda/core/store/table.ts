@@ -147,7 +147,9 @@ export function applied(item: Item | undefined, update: Update): Item {
   for (const [field, value] of Object.entries(update.set ?? {})) if (value !== undefined) next[field] = value;
   for (const [field, value] of Object.entries(update.setIfAbsent ?? {})) if (value !== undefined && next[field] === undefined) next[field] = value;
   for (const field of update.remove ?? []) delete next[field];
-  for (const [field, values] of Object.entries(update.append ?? {})) next[field] = [...(Array.isArray(next[field]) ? (next[field] as unknown[]) : []), ...values];
+  for (const [field, values] of Object.entries(update.append ?? {})) {
+    next[field] = [...(Array.isArray(next[field]) ? (next[field] as unknown[]) : []), ...values];
+  }
   for (const [field, amount] of Object.entries(update.add ?? {})) next[field] = (typeof next[field] === 'number' ? (next[field] as number) : 0) + amount;
   return next;
 }
