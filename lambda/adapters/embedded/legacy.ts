@@ -25,7 +25,7 @@
  */
 import { lstat, readdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { EventStatus, FailureReasons, type DeadLetterReason } from '../../core/protocol';
+import { FailureReasons, type DeadLetterReason } from '../../core/protocol';
 import { newEventWrite } from '../../core/store/events';
 import { ItemKeys } from '../../core/store/items';
 import type { DeliveryJob, EventRecord } from '../../ports';
