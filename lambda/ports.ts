@@ -269,9 +269,10 @@ export interface Store {
   listEvents(now: number, filter?: { status?: EventStatus }): Promise<EventRecord[]>;
 
   /**
-   * The reconciler's reads and its one write of its own (core/reconcile.ts). Only a store whose
-   * record and job are written apart has them (DynamoDB with SQS); the embedded database writes
-   * both in one transaction, so nothing there can strand and it leaves them out.
+   * The reconciler's reads and its one write of its own (core/reconcile.ts), over the sparse index
+   * of queued records (lambda/core/store/items.ts). Only AWS runs a reconciler (its record and job
+   * are written apart); the embedded database writes both in one transaction, and only its
+   * start-up repair reads the same index. Optional so that a test double may leave them out.
    *
    * `listQueuedBefore`: records `queued` since before `before`, oldest first, at most `limit`
    * (from an eventually consistent index: the caller reads each record before deciding).

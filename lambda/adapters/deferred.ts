@@ -1,9 +1,10 @@
 /**
- * A Store and an Outbox that load their real adapter on first use: the MCP Lambda's cold start
- * answers `initialize`, `tools/list` and `/healthz` without evaluating the DynamoDB and SQS
- * clients (docs/performance.md). The loader (lambda/handlers/mcp-lambda.ts) requires
- * a file of its own beside `index.js` (lib/bundling.ts): the first call that needs storage pays for
- * loading that code, once.
+ * Ports that load their real adapter on first use: the MCP Lambda's cold start answers
+ * `initialize`, `tools/list` and `/healthz` without evaluating the DynamoDB and SQS clients
+ * (docs/performance.md). The Store, the AccessStore, the IdempotencyStore, the InboxStore and the
+ * Outbox each get one: the loader (lambda/handlers/mcp-storage.ts) requires a file of its own
+ * beside `index.js` (lib/bundling.ts), and the first call that needs storage pays for loading that
+ * code, once.
  *
  * A failed load is not cached: the call fails like any storage call (the app answers 503 or a tool
  * error) and the next call loads again.
@@ -26,62 +27,51 @@ export function once<T>(load: () => Promise<T>): () => Promise<T> {
   };
 }
 
-/** Every method of the Store, forwarded once `load` has given the real one. */
-export function deferredStore(load: () => Promise<Store>): Store {
-  return {
-    getSubscription: async (...args) => (await load()).getSubscription(...args),
-    getStoredSubscription: async (...args) => (await load()).getStoredSubscription(...args),
-    putSubscription: async (...args) => (await load()).putSubscription(...args),
-    deleteSubscription: async (...args) => (await load()).deleteSubscription(...args),
-    recordDeliveryOutcome: async (...args) => (await load()).recordDeliveryOutcome(...args),
-    putEvent: async (...args) => (await load()).putEvent(...args),
-    getEvent: async (...args) => (await load()).getEvent(...args),
-    updateEvent: async (...args) => (await load()).updateEvent(...args),
-    restoreEvent: async (...args) => (await load()).restoreEvent(...args),
-    isVerified: async (...args) => (await load()).isVerified(...args),
-    markVerified: async (...args) => (await load()).markVerified(...args),
-    claimReplayId: async (...args) => (await load()).claimReplayId(...args),
-    settleReplayId: async (...args) => (await load()).settleReplayId(...args),
-    putInboundAnswer: async (...args) => (await load()).putInboundAnswer(...args),
-    listEvents: async (...args) => (await load()).listEvents(...args),
-  };
+type Methods<T> = { [K in keyof T]-?: T[K] extends ((...args: never[]) => Promise<unknown>) | undefined ? K : never }[keyof T];
+
+/** Each of `methods`, forwarded once `load` has given the real port. */
+function deferred<T extends object>(load: () => Promise<T>, methods: readonly Methods<T>[]): T {
+  const port: Record<PropertyKey, unknown> = {};
+  for (const method of methods) {
+    port[method] = async (...args: unknown[]) => ((await load())[method] as (...a: unknown[]) => Promise<unknown>)(...args);
+  }
+  return port as T;
 }
 
-/** Every method of the AccessStore, forwarded once `load` has given the real one. */
+export function deferredStore(load: () => Promise<Store>): Store {
+  return deferred(load, [
+    'getSubscription',
+    'getStoredSubscription',
+    'putSubscription',
+    'deleteSubscription',
+    'recordDeliveryOutcome',
+    'putEvent',
+    'getEvent',
+    'updateEvent',
+    'restoreEvent',
+    'isVerified',
+    'markVerified',
+    'claimReplayId',
+    'settleReplayId',
+    'putInboundAnswer',
+    'listEvents',
+  ]);
+}
+
 export function deferredAccessStore(load: () => Promise<AccessStore>): AccessStore {
-  return {
-    getDeployment: async (...args) => (await load()).getDeployment(...args),
-    createDeployment: async (...args) => (await load()).createDeployment(...args),
-    setDeploymentKeys: async (...args) => (await load()).setDeploymentKeys(...args),
-    addSender: async (...args) => (await load()).addSender(...args),
-    getSender: async (...args) => (await load()).getSender(...args),
-    listSenders: async (...args) => (await load()).listSenders(...args),
-    revokeSender: async (...args) => (await load()).revokeSender(...args),
-    touchSender: async (...args) => (await load()).touchSender(...args),
-    countSend: async (...args) => (await load()).countSend(...args),
-  };
+  const methods = ['getDeployment', 'createDeployment', 'setDeploymentKeys', 'addSender', 'getSender', 'listSenders', 'revokeSender', 'touchSender', 'countSend'] as const;
+  return deferred(load, methods);
+}
+
+export function deferredIdempotencyStore(load: () => Promise<IdempotencyStore>): IdempotencyStore {
+  return deferred(load, ['claimIdempotencyKey', 'settleIdempotencyKey', 'retakeIdempotencyKey']);
+}
+
+export function deferredInboxStore(load: () => Promise<InboxStore>): InboxStore {
+  return deferred(load, ['listPending', 'acknowledgeEvent']);
 }
 
 export function deferredOutbox(load: () => Promise<Outbox>): Outbox {
-  return {
-    add: async (...args) => (await load()).add(...args),
-    reopen: async (...args) => (await load()).reopen(...args),
-  };
+  return deferred(load, ['add', 'reopen']);
 }
 
-/** The idempotency keys' storage (core/idempotency.ts), forwarded once loaded. */
-export function deferredIdempotencyStore(load: () => Promise<IdempotencyStore>): IdempotencyStore {
-  return {
-    claimIdempotencyKey: async (...args) => (await load()).claimIdempotencyKey(...args),
-    settleIdempotencyKey: async (...args) => (await load()).settleIdempotencyKey(...args),
-    retakeIdempotencyKey: async (...args) => (await load()).retakeIdempotencyKey(...args),
-  };
-}
-
-/** The inbox's storage (core/inbox.ts), forwarded once loaded. */
-export function deferredInboxStore(load: () => Promise<InboxStore>): InboxStore {
-  return {
-    listPending: async (...args) => (await load()).listPending(...args),
-    acknowledgeEvent: async (...args) => (await load()).acknowledgeEvent(...args),
-  };
-}

@@ -1,5 +1,5 @@
 /**
- * The SQS delivery queue (docs/contract/delivery.md): the AWS twin of the file queue. The MCP Lambda enqueues one
+ * The SQS delivery queue (docs/contract/delivery.md): the AWS twin of the embedded job table (adapters/embedded/jobs.ts). The MCP Lambda enqueues one
  * message per event; the Delivery Lambda (SQS event source) applies the delivery core's decision
  * with the two operations below: a backoff is a visibility change of the received message, and a
  * final failure is a copy in the dead-letter queue that carries its reason. The reconciler reads

@@ -227,9 +227,8 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   const store = deferredStore(async () => (await storage()).store);
   const outbox = deferredOutbox(async () => (await storage()).outbox);
   const access = deferredAccessStore(async () => (await storage()).access);
-  // The item-table Store holds the idempotency keys and the pending index too.
-  const itemTable = async () => (await storage()).store as unknown as IdempotencyStore & InboxStore;
-  const idempotency = deferredIdempotencyStore(itemTable);
+  // The one Store holds the idempotency keys and the pending index too.
+  const idempotency = deferredIdempotencyStore(async () => (await storage()).store);
   const secrets = clients.secrets ?? secretsManagerFromRuntime(settings.aws);
   const log = overrides.log ?? createLogger();
   const apiKey = createApiKeyLoader({ client: secrets, secretArn: settings.apiKeySecretArn, log, onLoaded: (key) => log.redact?.(key) });
@@ -250,7 +249,7 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
     outbox,
     access,
     idempotency,
-    ...(settings.inbox ? { inbox: deferredInboxStore(itemTable) } : {}),
+    ...(settings.inbox ? { inbox: deferredInboxStore(async () => (await storage()).store) } : {}),
     eventsProfile: settings.eventsProfile,
     webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.mcpRecordReserveMs),
     apiKey,

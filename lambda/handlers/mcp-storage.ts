@@ -15,7 +15,7 @@ import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { Budgets } from '../core/budgets';
 import { sequentialOutbox } from '../core/outbox';
-import type { AccessStore, Outbox, Store } from '../ports';
+import type { AccessStore, IdempotencyStore, InboxStore, Outbox, Store } from '../ports';
 import { clientOptions } from './aws-clients';
 
 export interface McpStorageClients {
@@ -24,7 +24,11 @@ export interface McpStorageClients {
 }
 
 /** The store and outbox on the given clients (tests pass clients with local endpoints), or on new ones. */
-export function createMcpStorage(tableName: string, queueUrl: string, clients?: McpStorageClients): { store: Store; outbox: Outbox; access: AccessStore } {
+export function createMcpStorage(
+  tableName: string,
+  queueUrl: string,
+  clients?: McpStorageClients,
+): { store: Store & IdempotencyStore & InboxStore; outbox: Outbox; access: AccessStore } {
   const dynamodb = clients?.dynamodb ?? new DynamoDBClient(clientOptions());
   const sqs = clients?.sqs ?? new SQSClient(clientOptions());
   // Every call of these clients carries the request deadline (a no-op when already applied).

@@ -167,7 +167,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
           log,
           access: db.store,
           eventsProfile: EventsProfiles[settings.eventsProfile],
-          ...storagePortsOf(db.store, settings.inbox),
+          idempotency: db.store,
+          ...(settings.inbox ? { inbox: db.store } : {}),
         },
         {
           apiKey,
@@ -357,20 +358,6 @@ function countedBody(body: ReadableStream<Uint8Array>, done: () => void): Readab
  * The worker's lines for a person watching `npm start`: a decision that changed nothing about the
  * event (a deferral, a copy that found it settled or lost the race) is not worth a line.
  */
-/**
- * The idempotency keys' and the inbox's ports, from the embedded store once it implements them (the
- * item-table Store does): until then they stay absent, and a key is not honoured (logged). The inbox
- * only with DMDOT_INBOX.
- */
-function storagePortsOf(store: object, inbox: boolean): { idempotency?: IdempotencyStore; inbox?: InboxStore } {
-  const has = (name: string) => typeof (store as Record<string, unknown>)[name] === 'function';
-  if (inbox && !has('listPending')) throw new Error('DMDOT_INBOX needs a store with the pending index');
-  return {
-    ...(has('claimIdempotencyKey') ? { idempotency: store as IdempotencyStore } : {}),
-    ...(inbox ? { inbox: store as InboxStore } : {}),
-  };
-}
-
 function withoutQuietDecisions(log: Logger): Logger {
   return {
     info: (event, fields) => {

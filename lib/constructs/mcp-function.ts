@@ -93,6 +93,8 @@ export class McpFunction extends HandlerFunction {
     this.environmentBytes = environmentBytes;
 
     props.storage.grantItems(this.role, MCP_ITEM_ACTIONS);
+    // get_pending_messages reads the inbox's index; without the inbox nothing reads it.
+    if (settings.inbox) props.storage.grantPendingIndex(this.role);
     props.delivery.grantEnqueue(this.role);
     props.secrets.grantRead(this.role);
   }

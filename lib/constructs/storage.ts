@@ -11,10 +11,12 @@
  * DynamoDB in this region (`kms:ViaService`): a role allowed to read the table cannot use the key
  * to decrypt anything else, or call KMS with it directly.
  *
- * The one index, `queued` (lambda/adapters/queued-index.ts), is sparse and keys only: an event
- * record is in it only while `queued`, and nothing but its keys is projected, so neither a body
- * nor the subscription's secret (whose item never carries the index's attributes) flows into
- * it. The reconciler is its only reader (`grantQueuedIndex`).
+ * Two sparse indexes (lambda/core/store/items.ts). `queued` is keys only: an event record is in
+ * it only while `queued`, and nothing but its keys is projected, so neither a body nor the
+ * subscription's secret (whose item never carries the index's attributes) flows into it; the
+ * reconciler is its only reader (`grantQueuedIndex`). `pending` holds the events sent with the
+ * inbox on until the dot acknowledges them, whole (a page of pending messages is one query); the
+ * MCP function reads it (`grantPendingIndex`). No subscription item carries its attributes either.
  *
  * Deliberately not here: which actions or items a function needs (its construct says), other
  * indexes, streams, backups beyond point-in-time recovery, replicas, and access for people (the
@@ -25,7 +27,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
-import { QueuedIndex } from '../../lambda/adapters/queued-index';
+import { PendingIndex, QueuedIndex } from '../../lambda/core/store/items';
 import { keepLogicalId } from './logical-ids';
 
 /** The item-level DynamoDB actions a function may be granted (none of them reads more than one item). */
@@ -86,10 +88,26 @@ export class Storage extends Construct {
 
     this.table.addGlobalSecondaryIndex({
       indexName: QueuedIndex.name,
-      partitionKey: { name: QueuedIndex.shardAttribute, type: dynamodb.AttributeType.STRING },
-      sortKey: { name: QueuedIndex.sinceAttribute, type: dynamodb.AttributeType.NUMBER },
+      partitionKey: { name: QueuedIndex.partition, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: QueuedIndex.sort, type: dynamodb.AttributeType.NUMBER },
       projectionType: dynamodb.ProjectionType.KEYS_ONLY,
     });
+    this.table.addGlobalSecondaryIndex({
+      indexName: PendingIndex.name,
+      partitionKey: { name: PendingIndex.partition, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: PendingIndex.sort, type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
+  }
+
+  /** Query on the `pending` index: the inbox's read (get_pending_messages). */
+  grantPendingIndex(role: iam.Role): void {
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:Query'],
+        resources: [Fn.join('', [this.table.tableArn, `/index/${PendingIndex.name}`])],
+      }),
+    );
   }
 
   /**

@@ -117,12 +117,14 @@ describe('ARCH-5: storage (docs/contract/storage.md)', () => {
       { AttributeName: 'pk', AttributeType: 'S' },
       { AttributeName: 'queuedShard', AttributeType: 'S' },
       { AttributeName: 'queuedSince', AttributeType: 'N' },
+      { AttributeName: 'pendingShard', AttributeType: 'S' },
+      { AttributeName: 'pendingKey', AttributeType: 'S' },
     ]);
     expect(table.BillingMode).toBe('PAY_PER_REQUEST');
     expect(table.TimeToLiveSpecification).toEqual({ AttributeName: 'ttl', Enabled: true });
   });
 
-  test('STORE-IDX-1: one index, `queued`: sharded partition key, sorted by queued time, keys only (no body, no secret flows into it)', () => {
+  test('STORE-IDX-1, STORE-IDX-4: two indexes: `queued` (sharded, sorted by queued time, keys only: no body, no secret) and `pending` (whole items)', () => {
     expect(props(ids.table).GlobalSecondaryIndexes).toEqual([
       {
         IndexName: 'queued',
@@ -131,6 +133,14 @@ describe('ARCH-5: storage (docs/contract/storage.md)', () => {
           { AttributeName: 'queuedSince', KeyType: 'RANGE' },
         ],
         Projection: { ProjectionType: 'KEYS_ONLY' },
+      },
+      {
+        IndexName: 'pending',
+        KeySchema: [
+          { AttributeName: 'pendingShard', KeyType: 'HASH' },
+          { AttributeName: 'pendingKey', KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
       },
     ]);
   });

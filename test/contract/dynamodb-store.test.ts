@@ -4,12 +4,13 @@
  * no attribute for an undefined field.
  */
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
-import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
+import { DynamoDbStore, DynamoDbTable } from '../../lambda/adapters/dynamodb-store';
 import { Limits } from '../../lambda/core/protocol';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import { START_HOOK_MS } from '../support/processes';
 import { contractClock, describeStoreContract, event, subscription } from './store.contract';
 import { describeAccessStoreContract } from './access-store.contract';
+import { describeItemTableContract } from './item-table.contract';
 
 const { T0, HOUR } = contractClock;
 
@@ -34,6 +35,11 @@ async function freshStore(): Promise<{ store: DynamoDbStore; tableName: string }
 }
 
 // Tables are dropped with the in-memory database when DynamoDB Local stops.
+describeItemTableContract('DynamoDbTable', async () => {
+  const { tableName } = await freshStore();
+  return { table: new DynamoDbTable(local!.client, tableName), cleanup: async () => undefined };
+}, { transact: false });
+
 describeStoreContract('DynamoDbStore', async () => ({ store: (await freshStore()).store, cleanup: async () => undefined }));
 
 describe('DynamoDbStore items', () => {
@@ -90,9 +96,9 @@ describe('DynamoDbStore items', () => {
 describe('DynamoDbStore requests', () => {
   it.each([
     [{ kind: 'absent' } as const, 'attribute_not_exists(pk)'],
-    [{ kind: 'same', url: 'https://a.example.com/hook', generation: 'gen-a' } as const, '#url = :url AND #generation = :generation'],
-    [{ kind: 'same', url: 'https://a.example.com/hook', generation: undefined } as const, '#url = :url AND attribute_not_exists(#generation)'],
-    [{ kind: 'expired', generation: 'gen-a' } as const, '#expiresAt <= :now AND #generation = :generation'],
+    [{ kind: 'same', url: 'https://a.example.com/hook', generation: 'gen-a' } as const, '#url = :v0 AND #generation = :v1'],
+    [{ kind: 'same', url: 'https://a.example.com/hook', generation: undefined } as const, '#url = :v0 AND attribute_not_exists(#generation)'],
+    [{ kind: 'expired', generation: 'gen-a' } as const, '#expiresAt <= :v0 AND #generation = :v1'],
   ])('STORE-9: a subscribe planned as %j is one PutItem with the condition %s', async (expected, condition) => {
     const { store, sent } = recordingStore(() => ({}));
     await expect(store.putSubscription(subscription(), T0, expected)).resolves.toEqual({ ok: true });
@@ -143,9 +149,9 @@ describe('DynamoDbStore requests', () => {
     expect(sent[0]).toMatchObject({
       name: 'PutItemCommand',
       input: {
-        ConditionExpression: '#expiresAt <= :now AND #generation = :generation',
+        ConditionExpression: '#expiresAt <= :v0 AND #generation = :v1',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        ExpressionAttributeValues: { ':now': { N: String(T0) }, ':generation': { S: 'gen-b' } },
+        ExpressionAttributeValues: { ':v0': { N: String(T0) }, ':v1': { S: 'gen-b' } },
       },
     });
   });
@@ -163,7 +169,7 @@ describe('DynamoDbStore requests', () => {
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({
       name: 'PutItemCommand',
-      input: { ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :now', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' },
+      input: { ConditionExpression: 'attribute_not_exists(pk) OR #expiresAt <= :v0', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' },
     });
   });
 });

@@ -7,8 +7,12 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openEmbeddedDatabase, type EmbeddedDatabase } from '../../lambda/adapters/embedded';
+import { open as openLmdb } from 'lmdb';
+import { DATABASE_FILE, openEmbeddedDatabase, type EmbeddedDatabase } from '../../lambda/adapters/embedded';
+import { openDatabases, closeDatabases } from '../../lambda/adapters/embedded/environment';
+import { LmdbTable } from '../../lambda/adapters/embedded/table';
 import { contractClock, describeStoreContract, event, subscription } from './store.contract';
+import { describeItemTableContract } from './item-table.contract';
 import { describeAccessStoreContract } from './access-store.contract';
 
 const { T0 } = contractClock;
@@ -16,6 +20,18 @@ const { T0 } = contractClock;
 async function freshDir(): Promise<string> {
   return mkdtemp(join(tmpdir(), 'dm-dot-embedded-'));
 }
+
+describeItemTableContract('embedded database (LMDB)', async () => {
+  const dir = await freshDir();
+  const dbs = (await openDatabases(dir, { create: true }))!;
+  return {
+    table: new LmdbTable(dbs),
+    cleanup: async () => {
+      await closeDatabases(dbs);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}, { transact: true });
 
 describeStoreContract('embedded database (LMDB)', async () => {
   const dir = await freshDir();
@@ -86,6 +102,22 @@ describe('LOCAL-2: embedded database persistence', () => {
     await expect(db.store.claimReplayId(long, T0, 'a', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: true });
     await expect(db.store.claimReplayId(long, T0 + 1, 'b', 'POST /pup/challenge')).resolves.toMatchObject({ claimed: false });
     await expect(db.store.claimReplayId(`${long}y`, T0, 'c', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: true });
+  });
+
+  it('STORE-IDX-3: a file of layout 1 (queued events in their own sub-database) is moved to the Store`s queued index at its first open', async () => {
+    const file = join(dir, DATABASE_FILE);
+    const old = event({ body: '{"old":true}' });
+    const env = openLmdb(file, { overlappingSync: false, noSubdir: true, maxDbs: 12 });
+    await env.openDB('meta', { encoding: 'json' }).put('schema', 1);
+    await env.openDB('items', { encoding: 'json' }).put(`EVENT#${old.eventId}`, { ...old, ttl: Math.ceil(old.expiresAt / 1000) });
+    await env.openDB('queued', { encoding: 'json' }).put(`EVENT#${old.eventId}`, 1);
+    await env.close();
+    const db = await openEmbeddedDatabase(dir, { role: 'server' });
+    open.push(db);
+    // Found through the index by the start-up repair: it had no job, so it was given one.
+    expect(db.report.repaired?.requeued).toStrictEqual([old.eventId]);
+    await expect(db.store.listQueuedBefore(T0 + 1, 10)).resolves.toStrictEqual([{ eventId: old.eventId, queuedSince: T0 }]);
+    await expect(db.store.getEvent(old.eventId, T0)).resolves.toStrictEqual(old);
   });
 
   it('the sweep removes only items whose ttl has passed at the time it is given, and reads never needed it', async () => {

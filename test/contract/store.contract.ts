@@ -10,10 +10,10 @@
  * Deliberately not here: adapter internals (item shapes, TTL attributes); those are the adapters'
  * own tests.
  */
-import type { EventRecord, LogEntry, Store, SubscriptionRecord } from '../../lambda/ports';
+import type { EventRecord, IdempotencyRecord, IdempotencyStore, InboxStore, LogEntry, Store, SubscriptionRecord } from '../../lambda/ports';
 import { Limits } from '../../lambda/core/protocol';
 
-export type StoreFactory = () => Promise<{ store: Store; cleanup(): Promise<void> }>;
+export type StoreFactory = () => Promise<{ store: Store & IdempotencyStore & InboxStore; cleanup(): Promise<void> }>;
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -52,7 +52,7 @@ export function event(overrides: Partial<EventRecord> = {}): EventRecord {
 
 export function describeStoreContract(name: string, factory: StoreFactory): void {
   describe(`CON-1, STORE-12, STORE-13: Store contract: ${name}`, () => {
-    let store: Store;
+    let store: Store & IdempotencyStore & InboxStore;
     let cleanup: (() => Promise<void>) | undefined;
 
     beforeEach(async () => {
@@ -527,6 +527,149 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const before = await store.getEvent(id(1), T0);
         await store.listEvents(T0);
         await expect(store.getEvent(id(1), T0)).resolves.toStrictEqual(before);
+      });
+    });
+
+    describe('STORE-IDX-1: the queued index', () => {
+      const id = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
+
+      it('lists queued records queued before a time, oldest first; a record that leaves queued, or is kept, is never in it', async () => {
+        await store.putEvent(event({ eventId: id(1), createdAt: T0 + SECOND }));
+        await store.putEvent(event({ eventId: id(2), createdAt: T0 }));
+        await store.putEvent(event({ eventId: id(3), createdAt: T0, status: 'kept', inbox: true }));
+        await store.putEvent(event({ eventId: id(4), createdAt: T0 }));
+        await store.updateEvent(id(4), { status: 'delivered', deliveredAt: T0 }, { status: 'queued' });
+        await expect(store.listQueuedBefore!(T0 + 2 * SECOND, 10)).resolves.toStrictEqual([
+          { eventId: id(2), queuedSince: T0 },
+          { eventId: id(1), queuedSince: T0 + SECOND },
+        ]);
+        await expect(store.listQueuedBefore!(T0 + SECOND, 10)).resolves.toStrictEqual([{ eventId: id(2), queuedSince: T0 }]);
+        await expect(store.listEvents(T0, { status: 'kept' })).resolves.toStrictEqual([event({ eventId: id(3), createdAt: T0, status: 'kept', inbox: true })]);
+      });
+
+      it('markRequeued marks a queued record once, only under the lease it read, and restarts its queued time', async () => {
+        await store.putEvent(event({ eventId: id(1) }));
+        await expect(store.markRequeued!(id(1), 1, T0 + MINUTE, null)).resolves.toBe(false);
+        // A lease the record does not hold (a worker took another since): not marked.
+        await expect(store.markRequeued!(id(1), 0, T0 + MINUTE, T0)).resolves.toBe(false);
+        await expect(store.markRequeued!(id(1), 0, T0 + MINUTE, null)).resolves.toBe(true);
+        await expect(store.markRequeued!(id(1), 0, T0 + 2 * MINUTE, null)).resolves.toBe(false);
+        await expect(store.getEvent(id(1), T0)).resolves.toMatchObject({ repairedAt: T0 + MINUTE });
+        await expect(store.listQueuedBefore!(T0 + 2 * MINUTE, 10)).resolves.toStrictEqual([{ eventId: id(1), queuedSince: T0 + MINUTE }]);
+      });
+    });
+
+    describe('STORE-IDX-4: the inbox`s pending index', () => {
+      const id = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
+      const sent = (n: number, overrides: Partial<EventRecord> = {}) => event({ eventId: id(n), inbox: true, body: `{"n":${n}}`, ...overrides });
+
+      it('lists live unacknowledged inbox events oldest first (creation time, then id), paged after a position', async () => {
+        await store.putEvent(sent(3, { createdAt: T0 + SECOND }));
+        await store.putEvent(sent(2, { createdAt: T0 + SECOND }));
+        await store.putEvent(sent(1, { createdAt: T0 + 2 * SECOND }));
+        await store.putEvent(sent(4, { createdAt: T0, expiresAt: T0 + HOUR }));
+        await store.putEvent(event({ eventId: id(5), body: 'not in the inbox' }));
+        await store.putEvent(sent(6, { createdAt: T0, status: 'kept' }));
+        const ids = (records: EventRecord[]) => records.map((record) => record.eventId);
+        await expect(store.listPending(T0 + HOUR, 10).then(ids)).resolves.toStrictEqual([id(6), id(2), id(3), id(1)]);
+        await expect(store.listPending(T0, 10).then(ids)).resolves.toStrictEqual([id(4), id(6), id(2), id(3), id(1)]);
+        const page = await store.listPending(T0 + HOUR, 2);
+        expect(page).toStrictEqual([sent(6, { createdAt: T0, status: 'kept' }), sent(2, { createdAt: T0 + SECOND })]);
+        await expect(store.listPending(T0 + HOUR, 2, { createdAt: T0 + SECOND, eventId: id(2) }).then(ids)).resolves.toStrictEqual([id(3), id(1)]);
+        await expect(store.listPending(T0 + HOUR, 2, { createdAt: T0 + 2 * SECOND, eventId: id(1) })).resolves.toStrictEqual([]);
+      });
+
+      it('a pending event keeps its bytes when it is delivered; any other loses them', async () => {
+        await store.putEvent(sent(1));
+        await store.putEvent(event({ eventId: id(2), body: 'plain' }));
+        const delivered = { status: 'delivered', deliveredAt: T0, body: null } as const;
+        for (const n of [1, 2]) await expect(store.updateEvent(id(n), delivered, { status: 'queued' })).resolves.toBe(true);
+        await expect(store.getEvent(id(1), T0)).resolves.toStrictEqual(sent(1, { status: 'delivered', deliveredAt: T0 }));
+        await expect(store.getEvent(id(2), T0)).resolves.toStrictEqual(event({ eventId: id(2), status: 'delivered', deliveredAt: T0 }));
+        // The expectation still guards it: a second commit of the same transition fails.
+        await expect(store.updateEvent(id(1), { status: 'delivered', deliveredAt: T0, body: null }, { status: 'queued' })).resolves.toBe(false);
+      });
+
+      it('acknowledging records the first time once and takes the event out of the index; its bytes go unless it is queued', async () => {
+        await store.putEvent(sent(1, { status: 'delivered', deliveredAt: T0 }));
+        await store.putEvent(sent(2));
+        await expect(store.acknowledgeEvent(id(1), T0 + SECOND, T0 + SECOND)).resolves.toBe('acknowledged');
+        await expect(store.acknowledgeEvent(id(1), T0 + MINUTE, T0 + MINUTE)).resolves.toBe('already');
+        const acknowledged = event({ eventId: id(1), inbox: true, status: 'delivered', deliveredAt: T0, acknowledgedAt: T0 + SECOND });
+        await expect(store.getEvent(id(1), T0)).resolves.toStrictEqual(acknowledged);
+        await expect(store.acknowledgeEvent(id(2), T0 + SECOND, T0 + SECOND)).resolves.toBe('acknowledged');
+        await expect(store.getEvent(id(2), T0)).resolves.toStrictEqual(sent(2, { acknowledgedAt: T0 + SECOND }));
+        await expect(store.listPending(T0 + SECOND, 10)).resolves.toStrictEqual([]);
+        // Delivered after its acknowledgement: now its bytes go, as any delivered event's.
+        await store.updateEvent(id(2), { status: 'delivered', deliveredAt: T0 + MINUTE, body: null }, { status: 'queued' });
+        await expect(store.getEvent(id(2), T0)).resolves.not.toHaveProperty('body');
+      });
+
+      it('acknowledging an unknown or expired event says unknown and creates nothing', async () => {
+        await store.putEvent(sent(1, { expiresAt: T0 + HOUR }));
+        await expect(store.acknowledgeEvent(id(9), T0, T0)).resolves.toBe('unknown');
+        await expect(store.acknowledgeEvent(id(1), T0 + HOUR, T0 + HOUR)).resolves.toBe('unknown');
+        await expect(store.getEvent(id(9), T0)).resolves.toBeUndefined();
+        await expect(store.listPending(T0, 10)).resolves.toStrictEqual([sent(1, { expiresAt: T0 + HOUR })]);
+      });
+    });
+
+    describe('STORE-IDEM-1: idempotency keys', () => {
+      const record = (overrides: Partial<IdempotencyRecord> = {}): IdempotencyRecord => ({
+        eventId: 'evt_0123456789abcdef0123456789abcdef',
+        messageHash: 'a'.repeat(64),
+        state: 'in_progress',
+        createdAt: T0,
+        expiresAt: T0 + Limits.idempotencyMemoryMs,
+        leaseUntil: T0 + 10 * SECOND,
+        ...overrides,
+      });
+
+      it('a key is claimed once per caller; the loser gets the stored record from the same write', async () => {
+        await expect(store.claimIdempotencyKey('connector', 'k1', record(), T0)).resolves.toStrictEqual({ claimed: true });
+        const again = store.claimIdempotencyKey('connector', 'k1', record({ eventId: 'evt_other' }), T0 + SECOND);
+        await expect(again).resolves.toStrictEqual({ claimed: false, existing: record() });
+        await expect(store.claimIdempotencyKey('billing', 'k1', record({ eventId: 'evt_billing' }), T0)).resolves.toStrictEqual({ claimed: true });
+      });
+
+      it('done keeps the record without its lease; release frees the key; both only for the event it names', async () => {
+        await store.claimIdempotencyKey('connector', 'k1', record(), T0);
+        await store.settleIdempotencyKey('connector', 'k1', 'evt_other', 'done');
+        await store.settleIdempotencyKey('connector', 'k1', 'evt_other', 'release');
+        await expect(store.claimIdempotencyKey('connector', 'k1', record(), T0)).resolves.toStrictEqual({ claimed: false, existing: record() });
+        await store.settleIdempotencyKey('connector', 'k1', record().eventId, 'done');
+        const { leaseUntil: _lease, ...done } = record({ state: 'done' });
+        await expect(store.claimIdempotencyKey('connector', 'k1', record({ eventId: 'evt_x' }), T0)).resolves.toStrictEqual({ claimed: false, existing: done });
+        await store.claimIdempotencyKey('connector', 'k2', record(), T0);
+        await store.settleIdempotencyKey('connector', 'k2', record().eventId, 'release');
+        await expect(store.claimIdempotencyKey('connector', 'k2', record({ eventId: 'evt_x' }), T0)).resolves.toStrictEqual({ claimed: true });
+      });
+
+      it('a key is remembered until its expiry (exclusive), then claimed anew', async () => {
+        await store.claimIdempotencyKey('connector', 'k1', record({ state: 'done', leaseUntil: undefined }), T0);
+        const at = T0 + Limits.idempotencyMemoryMs;
+        await expect(store.claimIdempotencyKey('connector', 'k1', record({ eventId: 'evt_x' }), at - 1)).resolves.toMatchObject({ claimed: false });
+        const fresh = record({ eventId: 'evt_x', createdAt: at, expiresAt: at + DAY });
+        await expect(store.claimIdempotencyKey('connector', 'k1', fresh, at)).resolves.toStrictEqual({ claimed: true });
+      });
+
+      it('a stale in-progress key is retaken once its lease ran out, only by naming its event, and never a done one', async () => {
+        await store.claimIdempotencyKey('connector', 'k1', record(), T0);
+        const next = record({ eventId: 'evt_next', createdAt: T0 + MINUTE, leaseUntil: T0 + MINUTE + 10 * SECOND });
+        await expect(store.retakeIdempotencyKey('connector', 'k1', record().eventId, next, T0 + 10 * SECOND)).resolves.toBe(false);
+        await expect(store.retakeIdempotencyKey('connector', 'k1', 'evt_wrong', next, T0 + MINUTE)).resolves.toBe(false);
+        await expect(store.retakeIdempotencyKey('connector', 'k1', record().eventId, next, T0 + MINUTE)).resolves.toBe(true);
+        await expect(store.retakeIdempotencyKey('connector', 'k1', record().eventId, next, T0 + MINUTE)).resolves.toBe(false);
+        await store.settleIdempotencyKey('connector', 'k1', 'evt_next', 'done');
+        await expect(store.retakeIdempotencyKey('connector', 'k1', 'evt_next', record(), T0 + HOUR)).resolves.toBe(false);
+      });
+
+      it('20 concurrent claims of one key: exactly one wins, and every other is told its record', async () => {
+        const claims = Array.from({ length: 20 }, (_, i) => store.claimIdempotencyKey('connector', 'race', record({ eventId: `evt_${i}` }), T0));
+        const results = await Promise.all(claims);
+        const winners = results.flatMap((result, i) => (result.claimed ? [i] : []));
+        expect(winners).toHaveLength(1);
+        for (const result of results) if (!result.claimed) expect(result.existing.eventId).toBe(`evt_${winners[0]}`);
       });
     });
   });

@@ -24,7 +24,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
-import { QueuedIndex } from '../../lambda/adapters/queued-index';
+import { QueuedIndex } from '../../lambda/core/store/items';
 import { createGuardedWebhookClient } from '../../lambda/adapters/guarded-https';
 import { QueueAttributes, SqsQueue } from '../../lambda/adapters/sqs-queue';
 import { deliveryLambdaSettings } from '../../lambda/config/settings';
@@ -377,6 +377,6 @@ describe('the reconciler', () => {
     expect(back.map((e) => e.eventId)).toEqual([records[1]!.eventId]);
     expect(back[0]!.queuedSince).toBeGreaterThan(records[1]!.createdAt);
     // The record as read carries none of the index's attributes.
-    expect(Object.keys((await world.store.getEvent(records[1]!.eventId, Date.now()))!)).not.toContain(QueuedIndex.shardAttribute);
+    expect(Object.keys((await world.store.getEvent(records[1]!.eventId, Date.now()))!)).not.toContain(QueuedIndex.partition);
   }, 30_000);
 });

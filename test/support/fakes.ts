@@ -1,51 +1,36 @@
 /**
  * In-memory fakes of the ports (lambda/ports.ts) for the core's unit tests.
  *
- * - FakeStore keeps the semantics of docs/contract/storage.md: every read treats an item at or past its expiry as absent,
- *   the subscription put is conditional (absent, same url, or expired), the delete is conditional
- *   on the url, event creation fails when the id exists, verifications last 24 h and replay ids
- *   10 minutes. Every call is logged, and any method can be made to fail.
+ * - FakeStore and FakeAccessStore are the one Store (lambda/core/store) over a MapTable, so they
+ *   mean what the real stores mean; every call is logged, and any method can be made to fail.
  * - FakeClock: `sleep` advances time instead of waiting, so no test ever waits for real.
  * - ScriptedWebhookClient answers from a script (fixed responses or functions of the request) and
  *   records every request it was given.
  */
 import type {
-  AccessStore,
-  DeploymentKeys,
   DeploymentRecord,
   SenderRecord,
   Clock,
   DeliveryJob,
   EnqueueOptions,
-  EventExpectation,
-  EventPatch,
   EventRecord,
-  IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
   InboxStore,
-  PendingPosition,
-  InboundAnswer,
-  InboundAnswerResult,
   Outbox,
-  PutSubscriptionResult,
   Queue,
-  ReplayClaim,
   Store,
-  SubscriptionExpectation,
   SubscriptionRecord,
   TransportFailure,
   WebhookClient,
   WebhookRequest,
   WebhookResponse,
 } from '../../lambda/ports';
-import { EventExists } from '../../lambda/core/errors';
 import { sequentialOutbox } from '../../lambda/core/outbox';
-import { Limits, type FailureReason } from '../../lambda/core/protocol';
-
-const HOUR = 60 * 60 * 1000;
-const VERIFICATION_MS = 24 * HOUR;
-const REPLAY_MS = 10 * 60 * 1000;
+import { newEventWrite } from '../../lambda/core/store/events';
+import { ItemKeys, ttl } from '../../lambda/core/store/items';
+import { TableStore } from '../../lambda/core/store/store';
+import { MapTable } from './map-table';
 
 /** A fixed, round instant used as "now" by tests that do not verify against the real clock. */
 export const T0 = Date.UTC(2026, 10, 3, 10, 30, 0, 123);
@@ -67,6 +52,29 @@ export class FakeClock implements Clock {
 }
 
 export type StoreMethod = keyof Store | keyof IdempotencyStore | keyof InboxStore;
+/** The Store's methods a FakeStore logs (and can make fail); `writes` are the ones that write. */
+const STORE_METHODS: readonly StoreMethod[] = [
+  'getSubscription',
+  'getStoredSubscription',
+  'putSubscription',
+  'deleteSubscription',
+  'recordDeliveryOutcome',
+  'putEvent',
+  'getEvent',
+  'updateEvent',
+  'restoreEvent',
+  'isVerified',
+  'markVerified',
+  'claimReplayId',
+  'settleReplayId',
+  'putInboundAnswer',
+  'listEvents',
+  'claimIdempotencyKey',
+  'settleIdempotencyKey',
+  'retakeIdempotencyKey',
+  'listPending',
+  'acknowledgeEvent',
+];
 const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
   'putSubscription',
   'deleteSubscription',
@@ -91,19 +99,134 @@ export interface StoreCall {
 
 const clone = <T>(value: T): T => structuredClone(value);
 
-/** Same rule as the real adapters (lambda/adapters/items.ts isLive): live strictly before expiresAt. */
-const isLive = (expiresAt: number, now: number): boolean => expiresAt > now;
+/** The event records of a MapTable, as a Map by event id (what tests read, arrange and change in place). */
+class EventRecords implements Iterable<[string, EventRecord]> {
+  constructor(private readonly table: MapTable) {}
+  private ids(): string[] {
+    return [...this.table.records.keys()].filter((key) => key.startsWith(EVENT_PREFIX)).map((key) => key.slice(EVENT_PREFIX.length));
+  }
+  get(eventId: string): EventRecord | undefined {
+    return this.table.records.get(ItemKeys.event(eventId)) as EventRecord | undefined;
+  }
+  /** Stores the record as the Store would have written it (with its ttl and index keys). */
+  set(eventId: string, record: EventRecord): this {
+    this.table.set(ItemKeys.event(eventId), newEventWrite(record).item);
+    return this;
+  }
+  has(eventId: string): boolean {
+    return this.table.records.has(ItemKeys.event(eventId));
+  }
+  delete(eventId: string): boolean {
+    return this.table.records.delete(ItemKeys.event(eventId));
+  }
+  clear(): void {
+    for (const eventId of this.ids()) this.delete(eventId);
+  }
+  get size(): number {
+    return this.ids().length;
+  }
+  keys(): IterableIterator<string> {
+    return this.ids()[Symbol.iterator]();
+  }
+  values(): IterableIterator<EventRecord> {
+    return this.ids().map((eventId) => this.get(eventId)!)[Symbol.iterator]();
+  }
+  entries(): IterableIterator<[string, EventRecord]> {
+    return this.ids().map((eventId): [string, EventRecord] => [eventId, this.get(eventId)!])[Symbol.iterator]();
+  }
+  [Symbol.iterator](): IterableIterator<[string, EventRecord]> {
+    return this.entries();
+  }
+}
 
-export class FakeStore implements Store, IdempotencyStore, InboxStore {
-  subscription: SubscriptionRecord | undefined;
-  readonly events = new Map<string, EventRecord>();
-  readonly verified = new Map<string, number>();
-  readonly replayIds = new Map<string, { claimedAt: number; token: string; request: string; answer?: InboundAnswer }>();
+const EVENT_PREFIX = ItemKeys.event('');
+
+/** The idempotency keys of a MapTable, as a Map by `caller + "\u0000" + key` (what tests read and arrange). */
+class IdempotencyRecords {
+  constructor(private readonly table: MapTable) {}
+  private static keyOf(scoped: string): string {
+    const [caller = '', key = ''] = scoped.split('\u0000');
+    return ItemKeys.idempotency(caller, key);
+  }
+  private entries(): [string, IdempotencyRecord][] {
+    const prefix = ItemKeys.idempotency('', '').slice(0, -1);
+    return [...this.table.records]
+      .filter(([key]) => key.startsWith(prefix))
+      .map(([key, item]): [string, IdempotencyRecord] => {
+        const [caller, ...rest] = key.slice(prefix.length).split('#');
+        const { ttl: _ttl, ...record } = item as unknown as IdempotencyRecord & { ttl?: number };
+        return [`${caller}\u0000${rest.join('#')}`, record];
+      });
+  }
+  get(scoped: string): IdempotencyRecord | undefined {
+    const item = this.table.records.get(IdempotencyRecords.keyOf(scoped)) as (IdempotencyRecord & { ttl?: number }) | undefined;
+    if (!item) return undefined;
+    const { ttl: _ttl, ...record } = item;
+    return record;
+  }
+  set(scoped: string, record: IdempotencyRecord): this {
+    this.table.set(IdempotencyRecords.keyOf(scoped), { ...record, ttl: ttl.of(record.expiresAt) });
+    return this;
+  }
+  has(scoped: string): boolean {
+    return this.table.records.has(IdempotencyRecords.keyOf(scoped));
+  }
+  get size(): number {
+    return this.entries().length;
+  }
+}
+
+/**
+ * The one Store (lambda/core/store) over a MapTable, with what unit tests need besides: every
+ * call logged, any method made to fail or preceded by a hook, and the records at hand.
+ */
+export class FakeStore extends TableStore {
+  declare readonly table: MapTable;
+  readonly events: EventRecords;
   readonly calls: StoreCall[] = [];
   /** Methods that throw (a storage outage). */
   readonly failing = new Set<StoreMethod>();
   /** Runs before a method does its work (after logging), e.g. to simulate a concurrent writer. */
   readonly before: Partial<Record<StoreMethod, (...args: unknown[]) => void | Promise<void>>> = {};
+
+  /** The idempotency keys, by `caller + "\u0000" + key`. */
+  readonly idempotencyKeys: IdempotencyRecords;
+
+  constructor(table = new MapTable()) {
+    super(table);
+    this.events = new EventRecords(table);
+    this.idempotencyKeys = new IdempotencyRecords(table);
+    for (const method of STORE_METHODS) {
+      const inner = (TableStore.prototype[method] as (...args: unknown[]) => Promise<unknown>).bind(this);
+      Object.defineProperty(this, method, {
+        writable: true,
+        configurable: true,
+        value: async (...args: unknown[]) => {
+          while (args.length > 0 && args[args.length - 1] === undefined) args.pop();
+          this.calls.push({ method, args: clone(args) });
+          await this.before[method]?.(...args);
+          if (this.failing.has(method)) throw new Error(`fake store: ${method} failed`);
+          return inner(...args);
+        },
+      });
+    }
+  }
+
+  /** The stored SUBSCRIPTION record, expired or not (a test may set or change it in place). */
+  get subscription(): SubscriptionRecord | undefined {
+    return this.table.records.get(ItemKeys.subscription) as SubscriptionRecord | undefined;
+  }
+  set subscription(record: SubscriptionRecord | undefined) {
+    if (record === undefined) this.table.records.delete(ItemKeys.subscription);
+    else this.table.set(ItemKeys.subscription, { ...record, ttl: ttl.subscription(record.expiresAt) });
+  }
+
+  /** The verification cache: key -> verifiedAt. */
+  get verified(): Map<string, number> {
+    const prefix = ItemKeys.verified('');
+    const entries = [...this.table.records].filter(([key]) => key.startsWith(prefix));
+    return new Map(entries.map(([key, item]) => [key.slice(prefix.length), item.verifiedAt as number]));
+  }
 
   get writes(): StoreCall[] {
     return this.calls.filter((call) => WRITES.has(call.method));
@@ -111,195 +234,6 @@ export class FakeStore implements Store, IdempotencyStore, InboxStore {
 
   callsOf(method: StoreMethod): StoreCall[] {
     return this.calls.filter((call) => call.method === method);
-  }
-
-  private async enter(method: StoreMethod, args: unknown[]): Promise<void> {
-    this.calls.push({ method, args: clone(args) });
-    await this.before[method]?.(...args);
-    if (this.failing.has(method)) throw new Error(`fake store: ${method} failed`);
-  }
-
-  async getSubscription(now: number): Promise<SubscriptionRecord | undefined> {
-    await this.enter('getSubscription', [now]);
-    const item = this.subscription;
-    return item && isLive(item.expiresAt, now) ? clone(item) : undefined;
-  }
-
-  async getStoredSubscription(): Promise<SubscriptionRecord | undefined> {
-    await this.enter('getStoredSubscription', []);
-    return this.subscription ? clone(this.subscription) : undefined;
-  }
-
-  async putSubscription(record: SubscriptionRecord, now: number, expected: SubscriptionExpectation): Promise<PutSubscriptionResult> {
-    await this.enter('putSubscription', [record, now, expected]);
-    const held = this.subscription;
-    const matches =
-      expected.kind === 'absent'
-        ? held === undefined
-        : expected.kind === 'same'
-          ? held !== undefined && held.url === expected.url && held.generation === expected.generation
-          : held !== undefined && !isLive(held.expiresAt, now) && held.generation === expected.generation;
-    if (matches) {
-      this.subscription = clone(record);
-      return { ok: true };
-    }
-    return { ok: false, holder: held ? clone(held) : undefined };
-  }
-
-  async deleteSubscription(url: string): Promise<boolean> {
-    await this.enter('deleteSubscription', [url]);
-    if (this.subscription?.url !== url) return false;
-    this.subscription = undefined;
-    return true;
-  }
-
-  async recordDeliveryOutcome(subscriptionId: string, outcome: { deliveredAt?: number; error: FailureReason | null }): Promise<void> {
-    await this.enter('recordDeliveryOutcome', [subscriptionId, outcome]);
-    if (this.subscription?.id !== subscriptionId) return;
-    if (outcome.deliveredAt !== undefined) this.subscription.lastDeliveryAt = outcome.deliveredAt;
-    this.subscription.lastError = outcome.error;
-  }
-
-  async putEvent(record: EventRecord): Promise<void> {
-    await this.enter('putEvent', [record]);
-    const existing = this.events.get(record.eventId);
-    if (existing && isLive(existing.expiresAt, record.createdAt)) throw new EventExists(record.eventId);
-    this.events.set(record.eventId, clone(record));
-  }
-
-  async getEvent(eventId: string, now: number): Promise<EventRecord | undefined> {
-    await this.enter('getEvent', [eventId, now]);
-    const item = this.events.get(eventId);
-    return item && isLive(item.expiresAt, now) ? clone(item) : undefined;
-  }
-
-  async updateEvent(eventId: string, patch: EventPatch, expected?: EventExpectation): Promise<boolean> {
-    await this.enter('updateEvent', expected ? [eventId, patch, expected] : [eventId, patch]);
-    const item = this.events.get(eventId);
-    if (!item) return false;
-    if (expected) {
-      const statuses: readonly string[] = typeof expected.status === 'string' ? [expected.status] : expected.status;
-      if (!statuses.includes(item.status) || (expected.attempts !== undefined && item.attempts !== expected.attempts)) return false;
-      if (expected.notBefore !== undefined && (item.notBefore ?? null) !== expected.notBefore) return false;
-    }
-    const { body, appendLog, ...fields } = clone(patch);
-    for (const [name, value] of Object.entries(fields)) if (value !== undefined) (item as unknown as Record<string, unknown>)[name] = value;
-    // An inbox event keeps its bytes until it is acknowledged (ports.ts EventRecord.inbox).
-    if (body === null) {
-      if (!(item.inbox && item.acknowledgedAt === undefined)) delete item.body;
-    } else if (body !== undefined) item.body = body;
-    if (appendLog) item.log = [...(item.log ?? []), appendLog];
-    return true;
-  }
-
-  async restoreEvent(record: EventRecord): Promise<boolean> {
-    await this.enter('restoreEvent', [record]);
-    const item = this.events.get(record.eventId);
-    if (item && isLive(item.expiresAt, record.createdAt)) return false;
-    this.events.set(record.eventId, clone(record));
-    return true;
-  }
-
-  async isVerified(key: string, now: number): Promise<boolean> {
-    await this.enter('isVerified', [key, now]);
-    const at = this.verified.get(key);
-    return at !== undefined && now - at < VERIFICATION_MS;
-  }
-
-  async markVerified(key: string, now: number): Promise<void> {
-    await this.enter('markVerified', [key, now]);
-    this.verified.set(key, now);
-  }
-
-  async claimReplayId(id: string, now: number, token: string, request: string): Promise<ReplayClaim> {
-    await this.enter('claimReplayId', [id, now, token, request]);
-    const held = this.replayIds.get(id);
-    // Inclusive, as the real stores: the claim holds through at + 10 min; unsettled, through its lease.
-    if (held && now - held.claimedAt <= REPLAY_MS && (held.answer || now - held.claimedAt <= Limits.replayLeaseMs)) {
-      if (held.token === token) return { claimed: true };
-      if (held.request !== request) return { claimed: false, sameRequest: false };
-      return held.answer ? { claimed: false, sameRequest: true, answer: clone(held.answer) } : { claimed: false, sameRequest: true };
-    }
-    this.replayIds.set(id, { claimedAt: now, token, request });
-    return { claimed: true };
-  }
-
-  async settleReplayId(id: string, token: string, answer: InboundAnswer | undefined): Promise<void> {
-    await this.enter('settleReplayId', [id, token, answer]);
-    const held = this.replayIds.get(id);
-    if (!held || held.token !== token) return;
-    if (answer) held.answer = clone(answer);
-    else this.replayIds.delete(id);
-  }
-
-  readonly inboundAnswers = new Map<string, { answer: InboundAnswer; expiresAt: number }>();
-
-  async putInboundAnswer(deliveryId: string, answer: InboundAnswer, now: number): Promise<InboundAnswerResult> {
-    await this.enter('putInboundAnswer', [deliveryId, answer, now]);
-    const held = this.inboundAnswers.get(deliveryId);
-    if (held && isLive(held.expiresAt, now)) return { stored: false, answer: clone(held.answer) };
-    this.inboundAnswers.set(deliveryId, { answer: clone(answer), expiresAt: now + Limits.pupEventAnswerMs });
-    return { stored: true };
-  }
-
-  // ---- Idempotency keys and the inbox (ports.ts IdempotencyStore, InboxStore) ----------------------
-
-  /** IDEMPOTENCY#<caller>#<key>, by `${caller}\u0000${key}`. */
-  readonly idempotencyKeys = new Map<string, IdempotencyRecord>();
-
-  async claimIdempotencyKey(caller: string, key: string, record: IdempotencyRecord, now: number): Promise<IdempotencyClaim> {
-    await this.enter('claimIdempotencyKey', [caller, key, record, now]);
-    const held = this.idempotencyKeys.get(`${caller}\u0000${key}`);
-    if (held && isLive(held.expiresAt, now)) return { claimed: false, existing: clone(held) };
-    this.idempotencyKeys.set(`${caller}\u0000${key}`, clone(record));
-    return { claimed: true };
-  }
-
-  async settleIdempotencyKey(caller: string, key: string, eventId: string, outcome: 'done' | 'release'): Promise<void> {
-    await this.enter('settleIdempotencyKey', [caller, key, eventId, outcome]);
-    const held = this.idempotencyKeys.get(`${caller}\u0000${key}`);
-    if (held?.eventId !== eventId) return;
-    if (outcome === 'release') this.idempotencyKeys.delete(`${caller}\u0000${key}`);
-    else {
-      held.state = 'done';
-      delete held.leaseUntil;
-    }
-  }
-
-  async retakeIdempotencyKey(caller: string, key: string, staleEventId: string, record: IdempotencyRecord, now: number): Promise<boolean> {
-    await this.enter('retakeIdempotencyKey', [caller, key, staleEventId, record, now]);
-    const held = this.idempotencyKeys.get(`${caller}\u0000${key}`);
-    if (!held || held.eventId !== staleEventId || held.state !== 'in_progress' || (held.leaseUntil ?? 0) > now) return false;
-    this.idempotencyKeys.set(`${caller}\u0000${key}`, clone(record));
-    return true;
-  }
-
-  async listPending(now: number, limit: number, after?: PendingPosition): Promise<EventRecord[]> {
-    await this.enter('listPending', [now, limit, after]);
-    const later = (e: EventRecord) => !after || e.createdAt > after.createdAt || (e.createdAt === after.createdAt && e.eventId > after.eventId);
-    return [...this.events.values()]
-      .filter((e) => e.inbox === true && e.acknowledgedAt === undefined && isLive(e.expiresAt, now) && later(e))
-      .sort((a, b) => a.createdAt - b.createdAt || (a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0))
-      .slice(0, limit)
-      .map(clone);
-  }
-
-  async acknowledgeEvent(eventId: string, at: number, now: number): Promise<'acknowledged' | 'already' | 'unknown'> {
-    await this.enter('acknowledgeEvent', [eventId, at, now]);
-    const item = this.events.get(eventId);
-    if (!item || !isLive(item.expiresAt, now)) return 'unknown';
-    if (item.acknowledgedAt !== undefined) return 'already';
-    item.acknowledgedAt = at;
-    if (item.status !== 'queued') delete item.body;
-    return 'acknowledged';
-  }
-
-  async listEvents(now: number, filter: { status?: EventRecord['status'] } = {}): Promise<EventRecord[]> {
-    await this.enter('listEvents', [now, filter]);
-    return [...this.events.values()]
-      .filter((e) => isLive(e.expiresAt, now) && (filter.status === undefined || e.status === filter.status))
-      .sort((a, b) => b.createdAt - a.createdAt)
-      .map(clone);
   }
 }
 
@@ -376,71 +310,52 @@ export function bodyText(request: WebhookRequest): string {
   return new TextDecoder().decode(request.body);
 }
 
-/** The unit tests' AccessStore (DEPLOYMENT, SENDER#, RATE# in memory); passes the access contract suite. */
-export class FakeAccessStore implements AccessStore {
-  deployment: DeploymentRecord | undefined;
-  readonly senders = new Map<string, SenderRecord>();
-  readonly counters = new Map<string, { count: number; expiresAt: number }>();
+/** The unit tests' AccessStore: the one Store over a MapTable, with a switch for an outage and a count of lastUsedAt writes. */
+export class FakeAccessStore extends TableStore {
+  declare readonly table: MapTable;
   /** Every method throws while set (a storage outage). */
   failing = false;
   /** How many writes touchSender made (the lastUsedAt cadence). */
   touches = 0;
 
-  private check(): void {
-    if (this.failing) throw new Error('storage down (fake)');
+  constructor(table = new MapTable()) {
+    super(table);
+    for (const method of ACCESS_METHODS) {
+      const inner = (TableStore.prototype[method] as (...args: unknown[]) => Promise<unknown>).bind(this);
+      Object.defineProperty(this, method, {
+        writable: true,
+        configurable: true,
+        value: async (...args: unknown[]) => {
+          if (this.failing) throw new Error('storage down (fake)');
+          const usedBefore = method === 'touchSender' ? this.senders.get(args[0] as string)?.lastUsedAt : undefined;
+          const result = await inner(...args);
+          if (method === 'touchSender' && this.senders.get(args[0] as string)?.lastUsedAt !== usedBefore) this.touches++;
+          return result;
+        },
+      });
+    }
   }
 
-  async getDeployment() {
-    this.check();
-    return this.deployment ? { ...this.deployment } : undefined;
+  get deployment(): DeploymentRecord | undefined {
+    return this.table.records.get(ItemKeys.deployment) as DeploymentRecord | undefined;
   }
-  async createDeployment(record: DeploymentRecord) {
-    this.check();
-    this.deployment ??= { ...record };
-    return { ...this.deployment };
-  }
-  async setDeploymentKeys(keys: DeploymentKeys) {
-    this.check();
-    if (!this.deployment) return false;
-    const { previousKeyHash: _h, previousKeyUntil: _u, ...kept } = this.deployment;
-    this.deployment = { ...kept, ...keys };
-    return true;
-  }
-  async addSender(record: SenderRecord) {
-    this.check();
-    if (this.senders.has(record.name)) return false;
-    this.senders.set(record.name, { ...record });
-    return true;
-  }
-  async getSender(name: string) {
-    this.check();
-    const found = this.senders.get(name);
-    return found ? { ...found } : undefined;
-  }
-  async listSenders() {
-    this.check();
-    return [...this.senders.values()].map((s) => ({ ...s })).sort((a, b) => (a.name < b.name ? -1 : 1));
-  }
-  async revokeSender(name: string, at: number) {
-    this.check();
-    const found = this.senders.get(name);
-    if (!found || found.revokedAt !== undefined) return false;
-    found.revokedAt = at;
-    return true;
-  }
-  async touchSender(name: string, at: number, minIntervalMs: number) {
-    this.check();
-    const found = this.senders.get(name);
-    if (!found || (found.lastUsedAt !== undefined && found.lastUsedAt > at - minIntervalMs)) return;
-    found.lastUsedAt = at;
-    this.touches++;
-  }
-  async countSend(name: string, window: number, limit: number, expiresAt: number) {
-    this.check();
-    const key = `${name}#${window}`;
-    const counter = this.counters.get(key) ?? { count: 0, expiresAt };
-    if (counter.count >= limit) return false;
-    this.counters.set(key, { count: counter.count + 1, expiresAt });
-    return true;
+
+  /** The senders by name. */
+  get senders(): Map<string, SenderRecord> {
+    const prefix = ItemKeys.sender('');
+    const entries = [...this.table.records].filter(([key]) => key.startsWith(prefix));
+    return new Map(entries.map(([key, item]) => [key.slice(prefix.length), item as unknown as SenderRecord]));
   }
 }
+
+const ACCESS_METHODS = [
+  'getDeployment',
+  'createDeployment',
+  'setDeploymentKeys',
+  'addSender',
+  'getSender',
+  'listSenders',
+  'revokeSender',
+  'touchSender',
+  'countSend',
+] as const;

@@ -2,20 +2,22 @@
  * The LMDB environment of the local runtime: one file, `<state dir>/dm-dot.lmdb` (plus LMDB's lock
  * file `dm-dot.lmdb-lock` beside it), holding these sub-databases:
  *
- *   items          pk (the DynamoDB item keys of adapters/items.ts) -> the record and its `ttl`
+ *   items          pk (the item keys of lambda/core/store/items.ts) -> the item (the record, its `ttl`)
  *   expiry         [ttl seconds, pk] -> 1: finds expired items for the sweep without a scan
+ *   index:<name>   [partition, sort, pk] -> 1: each sparse index of the Store (table.ts keeps them)
  *   jobs           [dueAt ms, eventId] -> JobRow: the delivery schedule, ordered by due time
  *   jobs-by-event  eventId -> dueAt: finds an event's job (at most one per event)
  *   dead-letters   eventId -> DeadLetterRow
- *   queued         the items keys of `queued` events: the start-up repair reads these, not every event
+ *   queued         layout 1 only: the keys of `queued` events, moved into `index:queued` at the first open
  *   leases         eventId -> leasedUntil of jobs a worker holds: released at a server's start
  *   meta           'schema', 'owner'
  *
- * Before LMDB maps the file, its header is checked here: LMDB itself crashes the process (SIGSEGV,
- * SIGBUS) on a file that is not an LMDB environment or is truncated, so a bad file must be refused
- * before it is mapped, with a sentence naming it. A new file is created under a temporary name and
- * published with link(), so no process ever sees a half-created one. All handles of one process
- * share one lmdb root per file (see `shared` below).
+ * Before LMDB maps the file, its header is checked (file-check.ts): LMDB itself crashes the
+ * process on a file that is not an LMDB environment or is truncated, so a bad file is refused
+ * before it is mapped, with a sentence naming it; a server's start reads the whole file in a child
+ * process first. A new file is created under a temporary name and published with link(), so no
+ * process ever sees a half-created one. All handles of one process share one lmdb root per file
+ * (see `shared` below).
  *
  * Every write goes through `write` (an LMDB child transaction inside lmdb-js's batched write
  * transaction): the callback's reads and writes are one atomic step, serialized with every other
@@ -23,37 +25,38 @@
  * resolves once the batch is committed and fsynced (`overlappingSync: false`: the commit promise is
  * then the durability promise; concurrent writes share one commit).
  *
- * A damaged page inside an intact file shows only when it is read: as a value that does not decode
- * (a SyntaxError of the JSON encoding, whose message quotes the bytes) or as an LMDB error
- * (MDB_CORRUPTED, MDB_PAGE_NOTFOUND). Every sub-database is opened behind `guard`, which turns
- * those, at this boundary, into one StateUnreadable naming the file (`damagedPage`), never the
- * bytes; the first one is kept in `Databases.damage` for whoever reports it (the runtime logs it
- * once, `status` shows it). A server's start reads the whole file in a child process first
- * (`probeInChild`), so a damaged file is refused before it is served, and a page that would crash
- * the reader crashes the child, not the server.
+ * Every sub-database is opened behind `guard` (damage.ts), which turns a damaged page met by a
+ * read or a write into one StateUnreadable naming the file, never the bytes; the first one is kept
+ * in `Databases.damage` for whoever reports it (the runtime logs it once, `status` shows it).
  *
- * Deliberately not here: what the records mean (store.ts, jobs.ts, outbox.ts), what to do about a
- * damaged page at run time (the caller decides: the schedule leaves a damaged row out, everything
+ * Deliberately not here: what the records mean (the Store in lambda/core/store; jobs.ts), what to
+ * do about a damaged page at run time (the caller decides: the schedule leaves a damaged row out, everything
  * else throws), and repairing a file (dm-dot never rewrites a damaged file: the operator moves it
  * aside or restores a backup).
  */
-import { spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { chmodSync, constants as fsConstants } from 'node:fs';
-import { chmod, copyFile, link, mkdir, open as openFile, rm, stat, statfs } from 'node:fs/promises';
-import { endianness } from 'node:os';
+import { chmod, copyFile, link, mkdir, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { open, type Database, type Key, type RootDatabase } from 'lmdb';
 import type { DeadLetterReason } from '../../core/protocol';
-import type { DeliveryJob } from '../../ports';
+import { newEventWrite } from '../../core/store/events';
+import { TableIndexes } from '../../core/store/items';
+import type { Item } from '../../core/store/table';
+import type { DeliveryJob, EventRecord } from '../../ports';
 import { StateUnreadable } from './errors';
+import { asDamage, guard, type DamageRecord } from './damage';
+import { checkHeader, moveAsideRemedy, probeInChild, unreadable } from './file-check';
+
+export { damagedPage, moveAsideRemedy, probeInChild } from './file-check';
+export { unlessDamaged } from './damage';
 
 export const DATABASE_FILE = 'dm-dot.lmdb';
 /** Bumped when the layout of the sub-databases changes; a newer file is refused, never rewritten. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** A store item as kept in `items`: the record's own fields plus its `ttl` (epoch seconds). */
-export type StoredItem = Record<string, unknown> & { ttl: number };
+export type StoredItem = Record<string, unknown> & { ttl?: number };
 
 export interface JobRow {
   /** Changes whenever the row is replaced by a new job for the same event: a receipt for the worker. */
@@ -75,35 +78,28 @@ export interface DeadLetterRow {
 }
 
 export type JobKey = [number, string];
+export type IndexKey = [string, number | string, string];
 
 export interface Databases {
   file: string;
   root: RootDatabase;
   /** The first damaged page met in the file by this process, and who wants to hear of it (once). */
-  damage: { found?: StateUnreadable; listeners: Set<(damage: StateUnreadable) => void> };
+  damage: DamageRecord;
   items: Database<StoredItem, string>;
   expiry: Database<number, [number, string]>;
   jobs: Database<JobRow, JobKey>;
   jobIndex: Database<number, string>;
   deadLetters: Database<DeadLetterRow, string>;
+  /** Layout 1's index of queued events (empty from layout 2 on). */
   queued: Database<number, string>;
+  /** The Store's sparse indexes, by name. */
+  indexes: Map<string, Database<number, IndexKey>>;
   leases: Database<number, string>;
   meta: Database<unknown, string>;
 }
 
 export function databaseFile(stateDir: string): string {
   return join(stateDir, DATABASE_FILE);
-}
-
-/** What to do about a file dm-dot cannot use; `stopFirst` when a server may have it open (it was found while in use). */
-export function moveAsideRemedy(file: string, options: { stopFirst?: boolean } = {}): string {
-  const remedy = `move it aside (mv '${file}' '${file}.broken') to start with an empty state directory, or restore the state directory from a backup (docs/operating.md, "Back up the state directory"); dm-dot never overwrites it`;
-  return options.stopFirst ? `Stop any dm-dot server using it, then ${remedy}` : `${remedy[0]!.toUpperCase()}${remedy.slice(1)}`;
-}
-
-/** The sentence of a damaged page: the file, what could not be read, what to do. Never the bytes. */
-export function damagedPage(file: string, detail: string): StateUnreadable {
-  return new StateUnreadable(file, `it has a damaged page: an item could not be read (${detail})`, moveAsideRemedy(file, { stopFirst: true }));
 }
 
 // One lmdb root per file and process, shared by every handle of this process. lmdb-js runs some
@@ -213,14 +209,17 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
     jobIndex: sub<number, string>('jobs-by-event'),
     deadLetters: sub<DeadLetterRow, string>('dead-letters'),
     queued: sub<number, string>('queued'),
+    indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
     leases: sub<number, string>('leases'),
     meta: sub<unknown, string>('meta'),
   };
   try {
     const schema = dbs.meta.get('schema');
-    if (schema === undefined) {
+    if (schema === undefined || schema === 1) {
       await write(dbs, () => {
-        if (dbs.meta.get('schema') === undefined) void dbs.meta.put('schema', SCHEMA_VERSION);
+        const stored = dbs.meta.get('schema');
+        if (stored === 1) upgradeFromLayout1(dbs);
+        if (stored === undefined || stored === 1) void dbs.meta.put('schema', SCHEMA_VERSION);
       });
     } else if (typeof schema !== 'number' || schema > SCHEMA_VERSION) {
       await root.close().catch(() => undefined);
@@ -311,15 +310,6 @@ function ignoreExists(error: unknown): void {
   if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
 }
 
-function unreadable(file: string, error: unknown): StateUnreadable {
-  const code = (error as NodeJS.ErrnoException | null)?.code;
-  if (code === 'EACCES' || code === 'EPERM') {
-    return new StateUnreadable(file, 'permission denied', 'Give the user running dm-dot read and write access to it and to its directory (mode 0600 for the files)', { cause: error });
-  }
-  const detail = error instanceof Error ? error.message : String(error);
-  return new StateUnreadable(file, `it could not be opened (${detail})`, moveAsideRemedy(file), { cause: error });
-}
-
 /**
  * Runs `fn` as one atomic, durable write; resolves with its result once committed. Always the
  * asynchronous kind: a synchronous transaction blocks the main thread on LMDB's writer lock, which
@@ -333,107 +323,6 @@ export function write<T>(dbs: Databases, fn: () => T): Promise<T> {
     if (cause && typeof cause.then === 'function') cause.then(undefined, () => undefined);
     throw asDamage(dbs.file, dbs.damage, 'a write', error);
   });
-}
-
-// ---- damaged pages ------------------------------------------------------------------------------
-
-/** LMDB's answers for a page that is not what it should be (lmdb.h): never the caller's mistake. */
-const DAMAGE_CODES = new Map<number, string>([
-  [-30797, 'MDB_PAGE_NOTFOUND'],
-  [-30796, 'MDB_CORRUPTED'],
-  [-30795, 'MDB_PANIC'],
-  [-30793, 'MDB_INVALID'],
-  [-30778, 'MDB_BAD_CHECKSUM'],
-]);
-/** "Transaction must abort": what every later read of a transaction that met a damaged page gets. */
-const MDB_BAD_TXN = -30782;
-
-/**
- * `error` as a damaged page of `file` when it is one (anything else is returned as it was). The
- * first one found is kept in `damage` and told to its listeners; a SyntaxError's own message is
- * dropped, since it quotes the bytes it could not decode.
- */
-function asDamage(file: string, damage: Databases['damage'], where: string, error: unknown): unknown {
-  if (error instanceof StateUnreadable) return error;
-  const code = (error as { code?: unknown } | null)?.code;
-  let found: StateUnreadable;
-  // By name: lmdb-js may run its decoder in another realm (a test runner's), with its own SyntaxError.
-  if ((error as Error | null)?.name === 'SyntaxError') found = damagedPage(file, `a value in ${where} does not decode`);
-  else if (typeof code === 'number' && DAMAGE_CODES.has(code)) found = damagedPage(file, `${DAMAGE_CODES.get(code)!} in ${where}`);
-  else if (code === MDB_BAD_TXN && damage.found) return damage.found;
-  else return error;
-  if (!damage.found) {
-    damage.found = found;
-    for (const listener of [...damage.listeners]) {
-      try {
-        listener(found);
-      } catch {
-        // A listener is someone's printing: it must not change what the read answers.
-      }
-    }
-  }
-  return found;
-}
-
-const RANGES = new Set<PropertyKey>(['getRange', 'getKeys', 'getValues']);
-
-/**
- * The sub-database `name` as its callers use it, with every error of a read or a write passed
- * through `asDamage`, a range's too (a range reads lazily, as it is iterated). The lmdb-js object
- * itself is what each method runs on: a proxy, not a copy, so its state stays in one place.
- */
-function guard<D extends object>(file: string, damage: Databases['damage'], name: string, db: D): D {
-  const translate = (error: unknown) => asDamage(file, damage, name, error);
-  return new Proxy(db, {
-    get(target, property) {
-      const value: unknown = Reflect.get(target, property, target);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) => {
-        let result: unknown;
-        try {
-          result = (value as (...a: unknown[]) => unknown).apply(target, args);
-        } catch (error) {
-          throw translate(error);
-        }
-        return RANGES.has(property) ? guardRange(result as Iterable<unknown>, translate) : result;
-      };
-    },
-  });
-}
-
-function guardRange<R extends Iterable<unknown>>(range: R, translate: (error: unknown) => unknown): R {
-  return new Proxy(range, {
-    get(target, property, receiver) {
-      if (property !== Symbol.iterator) return Reflect.get(target, property, receiver);
-      return () => {
-        const step = <T>(run: () => T): T => {
-          try {
-            return run();
-          } catch (error) {
-            throw translate(error);
-          }
-        };
-        // Starting the iteration opens its cursor: that can fail too.
-        const inner = step(() => target[Symbol.iterator]());
-        const iterator: IterableIterator<unknown> = {
-          next: (...args: [] | [undefined]) => step(() => inner.next(...args)),
-          return: (value?: unknown) => step(() => inner.return?.(value) ?? { done: true, value }),
-          [Symbol.iterator]: () => iterator,
-        };
-        return iterator;
-      };
-    },
-  });
-}
-
-/** `read()`, or undefined when it meets a damaged page (kept in `Databases.damage` already). */
-export function unlessDamaged<T>(read: () => T): T | undefined {
-  try {
-    return read();
-  } catch (error) {
-    if (error instanceof StateUnreadable) return undefined;
-    throw error;
-  }
 }
 
 const ORPHAN_COMMIT_FAILURE = /^Commit failed \(see commitError for details\)$/;
@@ -473,17 +362,17 @@ export function getItem(dbs: Databases, pk: string): StoredItem | undefined {
 
 const EVENT_PREFIX = 'EVENT#';
 
-/** Inside a write: stores the item and keeps the expiry and queued indexes in step with it. */
-export function putItem(dbs: Databases, pk: string, fields: object, ttl: number): void {
+/** Inside a write: stores the item under `pk` and keeps the expiry index and the Store's indexes in step with it. */
+export function putItem(dbs: Databases, pk: string, item: Item): void {
   const key = storageKey(pk);
   const old = dbs.items.get(key);
-  if (old && old.ttl !== ttl) void dbs.expiry.remove([old.ttl, key]);
-  void dbs.expiry.put([ttl, key], 1);
-  const item: StoredItem = { ...withoutUndefined(fields), ttl };
-  void dbs.items.put(key, item);
-  if (key.startsWith(EVENT_PREFIX)) {
-    if (item.status === 'queued') void dbs.queued.put(key, 1);
-    else if (old?.status === 'queued') void dbs.queued.remove(key);
+  unindex(dbs, key, old);
+  const stored = withoutUndefined(item) as StoredItem;
+  void dbs.items.put(key, stored);
+  if (typeof stored.ttl === 'number') void dbs.expiry.put([stored.ttl, key], 1);
+  for (const index of TableIndexes) {
+    const entry = indexKey(stored, index.partition, index.sort, key);
+    if (entry) void dbs.indexes.get(index.name)!.put(entry, 1);
   }
 }
 
@@ -491,9 +380,37 @@ export function removeItem(dbs: Databases, pk: string): void {
   const key = storageKey(pk);
   const old = dbs.items.get(key);
   if (!old) return;
-  void dbs.expiry.remove([old.ttl, key]);
+  unindex(dbs, key, old);
   void dbs.items.remove(key);
-  if (old.status === 'queued') void dbs.queued.remove(key);
+}
+
+/** Inside a write: the expiry and index entries of a stored item. */
+function unindex(dbs: Databases, key: string, old: StoredItem | undefined): void {
+  if (!old) return;
+  if (typeof old.ttl === 'number') void dbs.expiry.remove([old.ttl, key]);
+  for (const index of TableIndexes) {
+    const entry = indexKey(old, index.partition, index.sort, key);
+    if (entry) void dbs.indexes.get(index.name)!.remove(entry);
+  }
+}
+
+/** An item's entry in an index, when it has the index's two attributes. */
+function indexKey(item: StoredItem, partitionField: string, sortField: string, key: string): IndexKey | undefined {
+  const [partition, sort] = [item[partitionField], item[sortField]];
+  return typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number') ? [partition, sort, key] : undefined;
+}
+
+/**
+ * Inside a write: layout 1 kept the keys of queued events in `queued`; layout 2 keeps them in the
+ * Store's `queued` index, whose attributes the item itself carries (queued since its creation).
+ */
+function upgradeFromLayout1(dbs: Databases): void {
+  const keys = [...dbs.queued.getKeys()];
+  for (const key of keys) {
+    const item = dbs.items.get(key);
+    if (item && typeof item.eventId === 'string') putItem(dbs, key, { ...newEventWrite(recordOf<EventRecord>(item)).item, ttl: item.ttl });
+    void dbs.queued.remove(key);
+  }
 }
 
 /**
@@ -511,8 +428,7 @@ export async function sweepExpired(dbs: Databases, now: number, batch = 5000): P
         const [ttl, pk] = key;
         const item = dbs.items.get(pk);
         if (item && item.ttl === ttl) {
-          void dbs.items.remove(pk);
-          if (item.status === 'queued') void dbs.queued.remove(pk);
+          removeItem(dbs, pk);
           // Retention removes a record and its job together: a job left behind would come back
           // later as a delivery of a record that is gone (`dropped`).
           if (pk.startsWith(EVENT_PREFIX) && typeof item.eventId === 'string') removeJobOf(dbs, item.eventId);
@@ -545,129 +461,8 @@ export function withoutUndefined(value: object): Record<string, unknown> {
 }
 
 /** An item as a record: without the storage-only `ttl`, and a copy the caller may keep. */
-export function recordOf<T>(item: StoredItem): T {
+export function recordOf<T>(item: Record<string, unknown>): T {
   const { ttl: _ttl, ...rest } = item;
   return rest as T;
 }
 
-// ---- the header check ---------------------------------------------------------------------------
-
-// LMDB data format 2 (the lmdb-js build), 64-bit little-endian: a 24-byte page header, then MDB_meta.
-const PAGE_HEADER_BYTES = 24;
-const P_META = 0x08;
-const MDB_MAGIC = 0xbeefc0de;
-const MDB_DATA_VERSION = 2;
-const META_BYTES = 144;
-
-/**
- * Checks both meta pages of an existing file. Throws StateUnreadable when it is not an LMDB
- * environment of this format; 'suspect' when it is shorter than its newest meta page says (LMDB
- * may legitimately leave freed trailing pages unwritten, so only a read can tell).
- */
-async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
-  // The layout below is that of 64-bit little-endian builds, the only ones lmdb ships prebuilt.
-  if (endianness() !== 'LE' || !['x64', 'arm64'].includes(process.arch)) return 'ok';
-  let handle;
-  try {
-    handle = await openFile(file, fsConstants.O_RDONLY);
-  } catch (error) {
-    throw unreadable(file, error);
-  }
-  try {
-    const size = (await handle.stat()).size;
-    const notLmdb = (why: string) => new StateUnreadable(file, `it is not a dm-dot database (${why})`, moveAsideRemedy(file));
-    if (size === 0) throw notLmdb('the file is empty');
-    const first = await readAt(handle, 0, PAGE_HEADER_BYTES + META_BYTES);
-    if (first.length < PAGE_HEADER_BYTES + META_BYTES) throw notLmdb('the file is too short');
-    const meta0 = parseMeta(first);
-    if (meta0 === 'not_meta') throw notLmdb('no LMDB header');
-    if (meta0 === 'bad_version') {
-      throw new StateUnreadable(file, 'it was written by an incompatible LMDB version', 'Open it with the dm-dot version that wrote it, or move it aside to start empty');
-    }
-    const second = await readAt(handle, meta0.pageSize, PAGE_HEADER_BYTES + META_BYTES);
-    const meta1 = second.length === PAGE_HEADER_BYTES + META_BYTES ? parseMeta(second) : 'not_meta';
-    if (typeof meta1 === 'string') throw new StateUnreadable(file, 'it is damaged or truncated (its second header page is missing)', moveAsideRemedy(file));
-    const newest = meta1.txnId > meta0.txnId ? meta1 : meta0;
-    return size < (newest.lastPage + 1) * newest.pageSize ? 'suspect' : 'ok';
-  } finally {
-    await handle.close();
-  }
-}
-
-async function readAt(handle: Awaited<ReturnType<typeof openFile>>, position: number, length: number): Promise<Buffer> {
-  const buffer = Buffer.alloc(length);
-  const { bytesRead } = await handle.read(buffer, 0, length, position);
-  return buffer.subarray(0, bytesRead);
-}
-
-function parseMeta(page: Buffer): { pageSize: number; lastPage: number; txnId: bigint } | 'not_meta' | 'bad_version' {
-  const flags = page.readUInt16LE(18);
-  if ((flags & P_META) === 0 || page.readUInt32LE(PAGE_HEADER_BYTES) !== MDB_MAGIC) return 'not_meta';
-  if ((page.readUInt32LE(PAGE_HEADER_BYTES + 4) & 0xffff) !== MDB_DATA_VERSION) return 'bad_version';
-  const pageSize = page.readUInt32LE(PAGE_HEADER_BYTES + 24);
-  if (pageSize < 512 || pageSize > 65536 || (pageSize & (pageSize - 1)) !== 0) return 'not_meta';
-  const lastPage = Number(page.readBigUInt64LE(PAGE_HEADER_BYTES + 120));
-  return { pageSize, lastPage, txnId: page.readBigUInt64LE(PAGE_HEADER_BYTES + 128) };
-}
-
-// Reads and decodes every entry of every sub-database (each leaf and overflow page) in a throwaway
-// process: if the file is truncated under its data, or a page is damaged so that reading it
-// crashes, the crash happens there, not in the server. A failure is told in one line of the
-// probe's own words, never in the failing error's: JSON.parse's message quotes the bytes, which
-// may be the subscription's signing secret; LMDB's names a code and a fixed text.
-const PROBE_SAYS = 'dm-dot probe: ';
-const PROBE = `
-const [, moduleId, file] = process.argv;
-const { open } = require(moduleId);
-let where = 'the list of sub-databases';
-try {
-  const env = open(file, { readOnly: true, noSubdir: true, maxDbs: 12 });
-  // The names first: opening a sub-database while the root's keys are being read ends that read
-  // (MDB_BAD_TXN), which made a healthy file look damaged.
-  const names = [...env.getKeys({ snapshot: true })].filter((name) => typeof name === 'string');
-  for (const name of names) {
-    where = name;
-    const db = env.openDB(name, { encoding: 'binary', keyEncoding: 'binary' });
-    // Every sub-database of dm-dot is JSON-encoded.
-    for (const entry of db.getRange({ snapshot: true })) JSON.parse(entry.value.toString('utf8'));
-  }
-} catch (error) {
-  const lmdb = typeof error?.code === 'number' ? String(error.message).split(':')[0] : undefined;
-  const what = error instanceof SyntaxError ? 'a value in ' + where + ' does not decode' : (lmdb ?? error?.name ?? 'an error') + ' in ' + where;
-  // Marked: LMDB itself may have printed a line of its own before it ("page … not found error").
-  process.stderr.write('${PROBE_SAYS}' + what + '\\n');
-  process.exit(3);
-}
-process.exit(0);
-`;
-
-/**
- * Reads every item of `file` in a child process (see PROBE). `suspect`: the header check found
- * the file shorter than its header says, so it may be truncated; otherwise it looks intact and
- * what the read finds is a damaged page. Exported for its test.
- */
-export function probeInChild(file: string, options: { suspect?: boolean } = {}): void {
-  const suspect = options.suspect ?? true;
-  let module = 'lmdb';
-  try {
-    module = require.resolve('lmdb');
-  } catch {
-    // Resolved from the working directory instead.
-  }
-  // The file and the module travel as arguments: the probe needs nothing of this process's environment.
-  const result = spawnSync(process.execPath, ['-e', PROBE, module, file], {
-    env: {},
-    stdio: 'pipe',
-    timeout: 120_000,
-  });
-  if (result.status === 0) return;
-  // Exit 3 comes with the probe's own line; any other failure is the probe not running at all (no lmdb).
-  const lines = result.stderr?.toString('utf8').split('\n').map((line) => line.trim()) ?? [];
-  const said = result.status === 3 ? lines.find((line) => line.startsWith(PROBE_SAYS))?.slice(PROBE_SAYS.length, PROBE_SAYS.length + 200) : undefined;
-  const firstLine = lines.find((line) => line !== '')?.slice(0, 200);
-  const how = result.signal
-    ? `reading it crashed the reader (${result.signal})`
-    : (said ?? `reading it failed (exit ${String(result.status)}${firstLine ? `: ${firstLine}` : ''})`);
-  if (suspect) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
-  throw damagedPage(file, how);
-}

@@ -30,7 +30,8 @@ import { importLegacyLayout, legacyLayoutPresent, type LegacyImport } from './le
 import { EmbeddedOutbox } from './outbox';
 import { claimOwnership, ownerAlive, readOwner as readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord, type OwnerSocket } from './ownership';
 import { repairQueuedWithoutJobs, type RepairReport } from './repair';
-import { EmbeddedStore } from './store';
+import { embeddedStore } from './table';
+import type { TableStore } from '../../core/store/store';
 
 export { DATABASE_FILE } from './environment';
 export { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
@@ -38,7 +39,8 @@ export type { DeadLetter, DueJob, JobCounts, JobTable } from './jobs';
 export type { LegacyImport } from './legacy';
 export type { RepairReport } from './repair';
 export type { EmbeddedOutbox } from './outbox';
-export type { EmbeddedStore } from './store';
+/** The one Store (lambda/core/store) over the embedded database. */
+export type EmbeddedStore = TableStore;
 
 export type DatabaseRole = 'server' | 'operator';
 
@@ -177,7 +179,7 @@ function handle(
     stateDir,
     file: dbs.file,
     role,
-    store: new EmbeddedStore(dbs),
+    store: embeddedStore(dbs, { clock }),
     outbox: new EmbeddedOutbox(dbs, clock, changed),
     jobs,
     report,

@@ -25,13 +25,14 @@
  */
 import { lstat, readdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { EventStatus, FailureReasons, type DeadLetterReason } from '../../core/protocol';
-import type { DeliveryJob } from '../../ports';
-import { ItemKeys } from '../items';
+import { FailureReasons, type DeadLetterReason } from '../../core/protocol';
+import { newEventWrite } from '../../core/store/events';
+import { ItemKeys } from '../../core/store/items';
+import type { DeliveryJob, EventRecord } from '../../ports';
 import { StateUnreadable } from './errors';
 import { getItem, idList, putItem, write, type Databases } from './environment';
 import { hasJobInTxn, putJobInTxn } from './jobs';
-import { updateEventInTxn } from './store';
+import { failQueuedInTxn } from './table';
 
 export const LegacyFiles = { store: 'store.json', queue: 'queue', deadLetter: 'dead-letter' } as const;
 
@@ -93,7 +94,9 @@ export async function importLegacyLayout(dbs: Databases, stateDir: string, now: 
         alreadyPresent++;
         continue;
       }
-      putItem(dbs, item.pk, item.fields, item.ttl);
+      // An event carries the Store's index attributes, as if the Store had written it.
+      const fields = item.pk.startsWith(ItemKeys.event('')) ? newEventWrite(item.fields as unknown as EventRecord).item : item.fields;
+      putItem(dbs, item.pk, { ...fields, ttl: item.ttl });
       items[kindOf(item.pk)]++;
     }
     let jobs = 0;
@@ -122,7 +125,7 @@ export async function importLegacyLayout(dbs: Databases, stateDir: string, now: 
     const failedEvents: string[] = [];
     for (const eventId of data.brokenTmps) {
       if (hasJobInTxn(dbs, eventId)) continue;
-      if (updateEventInTxn(dbs, eventId, { status: EventStatus.failed }, { status: EventStatus.queued })) failedEvents.push(eventId);
+      if (failQueuedInTxn(dbs, eventId, now)) failedEvents.push(eventId);
     }
     return { items, jobs, jobsFromTmp, deadLetters, alreadyPresent, failedEvents };
   });

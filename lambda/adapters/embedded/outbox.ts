@@ -10,19 +10,25 @@
  * Deliberately not here: the attempt itself (the worker runs it from the job table), retries.
  */
 import { DependencyUnavailable } from '../../core/errors';
+import { eventUpdate, newEventWrite } from '../../core/store/events';
+import { ItemKeys } from '../../core/store/items';
+import { when } from '../../core/store/table';
 import type { Clock, DeliveryJob, EnqueueOptions, EventPatch, EventRecord, Outbox } from '../../ports';
-import { ItemKeys } from '../items';
-import { getItem, putItem, recordOf, write, type Databases } from './environment';
+import type { Databases } from './environment';
 import { putJobInTxn } from './jobs';
-import { patched, putEventIfAbsent } from './store';
+import { LmdbTable } from './table';
 
 export class EmbeddedOutbox implements Outbox {
+  private readonly table: LmdbTable;
+
   constructor(
     private readonly dbs: Databases,
     private readonly clock: Clock,
     /** Told after each commit that added a job (the in-process worker wakes on it). */
     private readonly changed: () => void,
-  ) {}
+  ) {
+    this.table = new LmdbTable(dbs);
+  }
 
   async add(record: EventRecord, job: DeliveryJob, options: EnqueueOptions = {}): Promise<void> {
     if (job.eventId !== record.eventId) throw new Error('outbox: the job belongs to another event than the record');
@@ -30,11 +36,7 @@ export class EmbeddedOutbox implements Outbox {
     const dueAt = now + Math.max(0, options.delayMs ?? 0);
     let written: boolean;
     try {
-      written = await write(this.dbs, () => {
-        if (!putEventIfAbsent(this.dbs, record)) return false;
-        putJobInTxn(this.dbs, job, dueAt, now);
-        return true;
-      });
+      written = await this.table.transact([newEventWrite(record)], () => putJobInTxn(this.dbs, job, dueAt, now));
     } catch (cause) {
       throw new DependencyUnavailable('storage', { cause });
     }
@@ -45,16 +47,18 @@ export class EmbeddedOutbox implements Outbox {
   async reopen(read: EventRecord, patch: EventPatch, job: DeliveryJob): Promise<boolean> {
     if (job.eventId !== read.eventId) throw new Error('outbox: the job belongs to another event than the record');
     const now = this.clock.now();
-    const pk = ItemKeys.event(read.eventId);
+    // The same compare-and-set as Store.updateEvent, with the job in its transaction.
+    const expected = { status: read.status, attempts: read.attempts };
+    const planned = eventUpdate(read.eventId, patch, expected, now) ?? {
+      key: ItemKeys.event(read.eventId),
+      update: {},
+      condition: when.and(when.exists(), when.eq('status', read.status), when.eq('attempts', read.attempts)),
+    };
     let reopened: boolean;
     try {
-      reopened = await write(this.dbs, () => {
-        const item = getItem(this.dbs, pk);
-        if (!item || item.status !== read.status || item.attempts !== read.attempts) return false;
-        putItem(this.dbs, pk, patched(recordOf<Record<string, unknown>>(item), patch) ?? recordOf(item), item.ttl);
-        putJobInTxn(this.dbs, job, now, now);
-        return true;
-      });
+      reopened = await this.table.transact([{ kind: 'update', key: planned.key, update: planned.update, condition: planned.condition }], () =>
+        putJobInTxn(this.dbs, job, now, now),
+      );
     } catch (cause) {
       throw new DependencyUnavailable('storage', { cause });
     }

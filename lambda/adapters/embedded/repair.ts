@@ -10,10 +10,10 @@
  */
 import { EventStatus } from '../../core/protocol';
 import type { DeliveryJob, EventRecord } from '../../ports';
-import { ItemKeys, isLive } from '../items';
+import { ItemKeys, QueuedIndex, isLive } from '../../core/store/items';
 import { getItem, idList, recordOf, storageKey, write, type Databases } from './environment';
 import { hasJobInTxn, putJobInTxn } from './jobs';
-import { updateEventInTxn } from './store';
+import { failQueuedInTxn } from './table';
 
 export interface RepairReport {
   /** Given a job from their kept bytes. */
@@ -28,7 +28,7 @@ export async function repairQueuedWithoutJobs(dbs: Databases, now: number): Prom
   // Found from the index of queued events (not every event), then re-checked inside the write:
   // the search holds no writer lock.
   const candidates: string[] = [];
-  for (const key of dbs.queued.getKeys()) {
+  for (const [, , key] of dbs.indexes.get(QueuedIndex.name)!.getKeys()) {
     const eventId = eventIdOf(dbs, key);
     if (eventId === undefined || hasJobInTxn(dbs, eventId)) continue;
     const item = dbs.items.get(key);
@@ -51,7 +51,7 @@ export async function repairQueuedWithoutJobs(dbs: Databases, now: number): Prom
         };
         putJobInTxn(dbs, job, now, now);
         requeued.push(eventId);
-      } else if (updateEventInTxn(dbs, eventId, { status: EventStatus.failed }, { status: EventStatus.queued })) failed.push(eventId);
+      } else if (failQueuedInTxn(dbs, eventId, now)) failed.push(eventId);
     }
     return { requeued, failed };
   });

@@ -1,0 +1,157 @@
+/**
+ * What dm-dot checks of the LMDB file before and beside mapping it (environment.ts opens it): its
+ * header, read here, since LMDB itself crashes the process (SIGSEGV, SIGBUS) on a file that is not
+ * an LMDB environment or is truncated; and, for a server's start or a suspect header, a read of
+ * every item in a child process (`probeInChild`), so a page that would crash the reader crashes
+ * the child. Also the sentences that name a file dm-dot cannot use and what to do about it.
+ *
+ * Deliberately not here: opening, writing or repairing the file (dm-dot never rewrites a damaged
+ * file: the operator moves it aside or restores a backup).
+ */
+import { spawnSync } from 'node:child_process';
+import { constants as fsConstants } from 'node:fs';
+import { open as openFile } from 'node:fs/promises';
+import { endianness } from 'node:os';
+import { StateUnreadable } from './errors';
+
+/** What to do about a file dm-dot cannot use; `stopFirst` when a server may have it open (it was found while in use). */
+export function moveAsideRemedy(file: string, options: { stopFirst?: boolean } = {}): string {
+  const remedy = `move it aside (mv '${file}' '${file}.broken') to start with an empty state directory, or restore the state directory from a backup (docs/operating.md, "Back up the state directory"); dm-dot never overwrites it`;
+  return options.stopFirst ? `Stop any dm-dot server using it, then ${remedy}` : `${remedy[0]!.toUpperCase()}${remedy.slice(1)}`;
+}
+
+/** The sentence of a damaged page: the file, what could not be read, what to do. Never the bytes. */
+export function damagedPage(file: string, detail: string): StateUnreadable {
+  return new StateUnreadable(file, `it has a damaged page: an item could not be read (${detail})`, moveAsideRemedy(file, { stopFirst: true }));
+}
+
+export function unreadable(file: string, error: unknown): StateUnreadable {
+  const code = (error as NodeJS.ErrnoException | null)?.code;
+  if (code === 'EACCES' || code === 'EPERM') {
+    return new StateUnreadable(file, 'permission denied', 'Give the user running dm-dot read and write access to it and to its directory (mode 0600 for the files)', { cause: error });
+  }
+  const detail = error instanceof Error ? error.message : String(error);
+  return new StateUnreadable(file, `it could not be opened (${detail})`, moveAsideRemedy(file), { cause: error });
+}
+
+// ---- the header check ---------------------------------------------------------------------------
+
+// LMDB data format 2 (the lmdb-js build), 64-bit little-endian: a 24-byte page header, then MDB_meta.
+const PAGE_HEADER_BYTES = 24;
+const P_META = 0x08;
+const MDB_MAGIC = 0xbeefc0de;
+const MDB_DATA_VERSION = 2;
+const META_BYTES = 144;
+
+/**
+ * Checks both meta pages of an existing file. Throws StateUnreadable when it is not an LMDB
+ * environment of this format; 'suspect' when it is shorter than its newest meta page says (LMDB
+ * may legitimately leave freed trailing pages unwritten, so only a read can tell).
+ */
+export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
+  // The layout below is that of 64-bit little-endian builds, the only ones lmdb ships prebuilt.
+  if (endianness() !== 'LE' || !['x64', 'arm64'].includes(process.arch)) return 'ok';
+  let handle;
+  try {
+    handle = await openFile(file, fsConstants.O_RDONLY);
+  } catch (error) {
+    throw unreadable(file, error);
+  }
+  try {
+    const size = (await handle.stat()).size;
+    const notLmdb = (why: string) => new StateUnreadable(file, `it is not a dm-dot database (${why})`, moveAsideRemedy(file));
+    if (size === 0) throw notLmdb('the file is empty');
+    const first = await readAt(handle, 0, PAGE_HEADER_BYTES + META_BYTES);
+    if (first.length < PAGE_HEADER_BYTES + META_BYTES) throw notLmdb('the file is too short');
+    const meta0 = parseMeta(first);
+    if (meta0 === 'not_meta') throw notLmdb('no LMDB header');
+    if (meta0 === 'bad_version') {
+      throw new StateUnreadable(file, 'it was written by an incompatible LMDB version', 'Open it with the dm-dot version that wrote it, or move it aside to start empty');
+    }
+    const second = await readAt(handle, meta0.pageSize, PAGE_HEADER_BYTES + META_BYTES);
+    const meta1 = second.length === PAGE_HEADER_BYTES + META_BYTES ? parseMeta(second) : 'not_meta';
+    if (typeof meta1 === 'string') throw new StateUnreadable(file, 'it is damaged or truncated (its second header page is missing)', moveAsideRemedy(file));
+    const newest = meta1.txnId > meta0.txnId ? meta1 : meta0;
+    return size < (newest.lastPage + 1) * newest.pageSize ? 'suspect' : 'ok';
+  } finally {
+    await handle.close();
+  }
+}
+
+async function readAt(handle: Awaited<ReturnType<typeof openFile>>, position: number, length: number): Promise<Buffer> {
+  const buffer = Buffer.alloc(length);
+  const { bytesRead } = await handle.read(buffer, 0, length, position);
+  return buffer.subarray(0, bytesRead);
+}
+
+function parseMeta(page: Buffer): { pageSize: number; lastPage: number; txnId: bigint } | 'not_meta' | 'bad_version' {
+  const flags = page.readUInt16LE(18);
+  if ((flags & P_META) === 0 || page.readUInt32LE(PAGE_HEADER_BYTES) !== MDB_MAGIC) return 'not_meta';
+  if ((page.readUInt32LE(PAGE_HEADER_BYTES + 4) & 0xffff) !== MDB_DATA_VERSION) return 'bad_version';
+  const pageSize = page.readUInt32LE(PAGE_HEADER_BYTES + 24);
+  if (pageSize < 512 || pageSize > 65536 || (pageSize & (pageSize - 1)) !== 0) return 'not_meta';
+  const lastPage = Number(page.readBigUInt64LE(PAGE_HEADER_BYTES + 120));
+  return { pageSize, lastPage, txnId: page.readBigUInt64LE(PAGE_HEADER_BYTES + 128) };
+}
+
+// Reads and decodes every entry of every sub-database (each leaf and overflow page) in a throwaway
+// process: if the file is truncated under its data, or a page is damaged so that reading it
+// crashes, the crash happens there, not in the server. A failure is told in one line of the
+// probe's own words, never in the failing error's: JSON.parse's message quotes the bytes, which
+// may be the subscription's signing secret; LMDB's names a code and a fixed text.
+const PROBE_SAYS = 'dm-dot probe: ';
+const PROBE = `
+const [, moduleId, file] = process.argv;
+const { open } = require(moduleId);
+let where = 'the list of sub-databases';
+try {
+  const env = open(file, { readOnly: true, noSubdir: true, maxDbs: 12 });
+  // The names first: opening a sub-database while the root's keys are being read ends that read
+  // (MDB_BAD_TXN), which made a healthy file look damaged.
+  const names = [...env.getKeys({ snapshot: true })].filter((name) => typeof name === 'string');
+  for (const name of names) {
+    where = name;
+    const db = env.openDB(name, { encoding: 'binary', keyEncoding: 'binary' });
+    // Every sub-database of dm-dot is JSON-encoded.
+    for (const entry of db.getRange({ snapshot: true })) JSON.parse(entry.value.toString('utf8'));
+  }
+} catch (error) {
+  const lmdb = typeof error?.code === 'number' ? String(error.message).split(':')[0] : undefined;
+  const what = error instanceof SyntaxError ? 'a value in ' + where + ' does not decode' : (lmdb ?? error?.name ?? 'an error') + ' in ' + where;
+  // Marked: LMDB itself may have printed a line of its own before it ("page … not found error").
+  process.stderr.write('${PROBE_SAYS}' + what + '\\n');
+  process.exit(3);
+}
+process.exit(0);
+`;
+
+/**
+ * Reads every item of `file` in a child process (see PROBE). `suspect`: the header check found
+ * the file shorter than its header says, so it may be truncated; otherwise it looks intact and
+ * what the read finds is a damaged page. Exported for its test.
+ */
+export function probeInChild(file: string, options: { suspect?: boolean } = {}): void {
+  const suspect = options.suspect ?? true;
+  let module = 'lmdb';
+  try {
+    module = require.resolve('lmdb');
+  } catch {
+    // Resolved from the working directory instead.
+  }
+  // The file and the module travel as arguments: the probe needs nothing of this process's environment.
+  const result = spawnSync(process.execPath, ['-e', PROBE, module, file], {
+    env: {},
+    stdio: 'pipe',
+    timeout: 120_000,
+  });
+  if (result.status === 0) return;
+  // Exit 3 comes with the probe's own line; any other failure is the probe not running at all (no lmdb).
+  const lines = result.stderr?.toString('utf8').split('\n').map((line) => line.trim()) ?? [];
+  const said = result.status === 3 ? lines.find((line) => line.startsWith(PROBE_SAYS))?.slice(PROBE_SAYS.length, PROBE_SAYS.length + 200) : undefined;
+  const firstLine = lines.find((line) => line !== '')?.slice(0, 200);
+  const how = result.signal
+    ? `reading it crashed the reader (${result.signal})`
+    : (said ?? `reading it failed (exit ${String(result.status)}${firstLine ? `: ${firstLine}` : ''})`);
+  if (suspect) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
+  throw damagedPage(file, how);
+}

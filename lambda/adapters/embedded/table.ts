@@ -1,0 +1,98 @@
+/**
+ * The item table (lambda/core/store/table.ts) on the embedded LMDB environment (environment.ts):
+ * the one Store runs over it in the local runtime and the operator CLI.
+ *
+ * Each conditional write reads, evaluates (the core's `holds` and `applied`) and writes inside one
+ * LMDB write transaction (environment.ts `write`), so it is atomic against every other writer of
+ * this process and of any other process that has the environment open; it resolves once committed
+ * and fsynced. The `...InTxn` forms run inside a transaction the caller holds: the outbox writes an
+ * event and its job in one (`transact` with `also`), the start-up repair and the legacy import
+ * theirs.
+ *
+ * Deliberately not here: what any item means (the Store), the jobs (jobs.ts), the file's handling
+ * (environment.ts: its creation, ownership, damage and full-disk checks).
+ */
+import { EventStatus } from '../../core/protocol';
+import { eventUpdate } from '../../core/store/events';
+import { TableStore, type TableStoreOptions } from '../../core/store/store';
+import { afterWrite, holds, type Condition, type IndexDefinition, type IndexRange, type Item } from '../../core/store/table';
+import type { ItemTable, TableEntry, TableWrite, Update, WriteResult } from '../../core/store/table';
+import { getItem, putItem, removeItem, storageKey, write, type Databases } from './environment';
+
+export class LmdbTable implements ItemTable {
+  constructor(private readonly dbs: Databases) {}
+
+  async get(key: string): Promise<Item | undefined> {
+    return getItem(this.dbs, key);
+  }
+
+  put(key: string, item: Item, condition?: Condition): Promise<WriteResult> {
+    return write(this.dbs, () => this.applyInTxn({ kind: 'put', key, item, condition }));
+  }
+
+  update(key: string, update: Update, condition?: Condition): Promise<WriteResult> {
+    return write(this.dbs, () => this.applyInTxn({ kind: 'update', key, update, condition }));
+  }
+
+  delete(key: string, condition?: Condition): Promise<WriteResult> {
+    return write(this.dbs, () => this.applyInTxn({ kind: 'delete', key, condition }));
+  }
+
+  async queryPrefix(prefix: string): Promise<TableEntry[]> {
+    const start = storageKey(prefix);
+    const entries: TableEntry[] = [];
+    // An ordered range of keys, not a scan of the rest.
+    for (const { key, value } of this.dbs.items.getRange({ start })) {
+      if (!key.startsWith(start)) break;
+      entries.push({ key, item: value });
+    }
+    return entries;
+  }
+
+  async queryIndex(index: IndexDefinition, partition: string, range: IndexRange): Promise<TableEntry[]> {
+    const db = this.dbs.indexes.get(index.name);
+    if (!db) throw new Error(`no index ${index.name}`);
+    const entries: TableEntry[] = [];
+    const start = range.after === undefined ? [partition] : [partition, range.after];
+    // Past every sort value of the partition: strings sort after numbers, and no key holds U+FFFF.
+    const end = range.before === undefined ? [partition, '\uffff'] : [partition, range.before];
+    for (const [, sort, key] of db.getKeys({ start, end } as never) as Iterable<[string, number | string, string]>) {
+      if (range.after !== undefined && sort === range.after) continue;
+      const item = this.dbs.items.get(key);
+      if (item) entries.push({ key, item });
+      if (entries.length >= range.limit) break;
+    }
+    return entries;
+  }
+
+  /** All the writes or none; `also` runs in the same transaction when every condition held. */
+  transact(writes: readonly TableWrite[], also?: () => void): Promise<boolean> {
+    return write(this.dbs, () => {
+      if (!writes.every((planned) => holds(getItem(this.dbs, planned.key), planned.condition))) return false;
+      for (const planned of writes) this.applyInTxn(planned);
+      also?.();
+      return true;
+    });
+  }
+
+  /** Inside a write: one conditional write. */
+  applyInTxn(planned: TableWrite): WriteResult {
+    const stored = getItem(this.dbs, planned.key);
+    if (!holds(stored, planned.condition)) return { ok: false, old: stored };
+    const next = afterWrite(stored, planned);
+    if (next) putItem(this.dbs, planned.key, next);
+    else removeItem(this.dbs, planned.key);
+    return { ok: true };
+  }
+}
+
+/** The one Store over the embedded database. */
+export function embeddedStore(dbs: Databases, options: TableStoreOptions = {}): TableStore {
+  return new TableStore(new LmdbTable(dbs), options);
+}
+
+/** Inside a write: marks a `queued` event `failed` (a job that can never be sent). True when it was. */
+export function failQueuedInTxn(dbs: Databases, eventId: string, now: number): boolean {
+  const planned = eventUpdate(eventId, { status: EventStatus.failed }, { status: EventStatus.queued }, now)!;
+  return new LmdbTable(dbs).applyInTxn({ kind: 'update', ...planned }).ok;
+}
