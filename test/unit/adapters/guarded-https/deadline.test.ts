@@ -29,7 +29,8 @@ function fakeTimers(): FakeTimers {
     },
     fire() {
       expect(scheduled).toHaveLength(1);
-      scheduled[0]!.fn();
+      // The deadline, then what it schedules: its yield to pending I/O and, with an answer in, the body's grace.
+      for (let i = 0; i < scheduled.length; i++) if (!cleared.includes(scheduled[i]!.handle)) scheduled[i]!.fn();
     },
   };
 }
@@ -192,5 +193,34 @@ describe('transport errors become categories', () => {
     const client = createGuardedWebhookClient({ allowLoopback: false, timers: fakeTimers(), resolver: fixedResolver('93.184.216.34').resolver, connector: failing });
 
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual({ kind: 'failure', reason });
+  });
+
+  it('GUARD-9, DEL-PIPE-21: a deadline that fires late keeps an answer whose status line was in: the body gets its grace, the answer counts', async () => {
+    const timers = fakeTimers();
+    const headersIn = deferred();
+    const bodyGate = deferred();
+    const late: Connector = async () => {
+      headersIn.resolve();
+      return {
+        status: 200,
+        headers: {},
+        body: (async function* () {
+          await bodyGate.promise;
+          yield Buffer.from('{}');
+        })(),
+        destroy: () => {},
+      };
+    };
+    const client = createGuardedWebhookClient({ allowLoopback: false, timers, resolver: fixedResolver('93.184.216.34').resolver, connector: late });
+
+    const pending = client.post(webhookRequest('https://dot.example/hook'));
+    await headersIn.promise;
+    await new Promise((resolve) => setImmediate(resolve));
+    // The starved loop finally runs the deadline, then its yield: the status line is in, so only the grace is armed.
+    timers.scheduled[0]!.fn();
+    timers.scheduled[1]!.fn();
+    expect(timers.scheduled.map((t) => t.ms)).toEqual([5_000, 0, 250]);
+    bodyGate.resolve();
+    expect(await pending).toMatchObject({ kind: 'response', status: 200 });
   });
 });
