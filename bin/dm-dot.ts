@@ -15,7 +15,11 @@ const account = process.env.CDK_DEFAULT_ACCOUNT;
 const region = process.env.CDK_DEFAULT_REGION;
 try {
   // test/tools/cdk.mjs fills in a region for an offline synth: one nobody gave is not checked against.
-  addDmDot(app, { ...(account ? { account } : {}), ...(region ? { region } : {}) }, { regionKnown: !!region && process.env.DMDOT_SYNTH_REGION_ASSUMED !== '1' });
+  addDmDot(
+    app,
+    { ...(account ? { account } : {}), ...(region ? { region } : {}) },
+    { regionKnown: !!region && process.env.DMDOT_SYNTH_REGION_ASSUMED !== '1' },
+  );
 } catch (error) {
   if (!(error instanceof SettingsError)) throw error;
   process.stderr.write(`dm-dot: ${error.message}\n`);

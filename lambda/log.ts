@@ -103,8 +103,11 @@ function describeDecision(fields: Record<string, unknown>): string {
 }
 
 export function createLogger(options: LoggerOptions | ((line: string) => void) = {}): Logger & { redact(value: string): void } {
-  const { format = 'json', sink = (line: string) => process.stderr.write(`${line}\n`), now = () => new Date() } =
-    typeof options === 'function' ? { sink: options } : options;
+  const {
+    format = 'json',
+    sink = (line: string) => process.stderr.write(`${line}\n`),
+    now = () => new Date(),
+  } = typeof options === 'function' ? { sink: options } : options;
   const redacted = new Set<string>();
   const scrub = (line: string) => {
     let out = scrubApiKeys(scrubWebhookSecrets(line));

@@ -54,7 +54,14 @@ export const MetricName = {
   deadLetters: 'DeadLetters',
 } as const;
 
-export const DimensionName = { outcome: 'Outcome', via: 'Via', route: 'Route', statusClass: 'StatusClass', dependency: 'Dependency', action: 'Action' } as const;
+export const DimensionName = {
+  outcome: 'Outcome',
+  via: 'Via',
+  route: 'Route',
+  statusClass: 'StatusClass',
+  dependency: 'Dependency',
+  action: 'Action',
+} as const;
 
 /** The values of the reconciler's `Action` (RecordsRepaired): the alarm sums exactly these. */
 export const REPAIR_ACTIONS = ['requeued', 'failed'] as const;
@@ -97,7 +104,10 @@ interface Directive {
 
 /** Dimension values must be non-empty ASCII without control characters (CloudWatch Dimension). */
 function dimensionValue(value: string): string {
-  const clean = value.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 255);
+  const clean = value
+    .replace(/[^\x20-\x7e]/g, '')
+    .trim()
+    .slice(0, 255);
   return clean === '' ? 'unknown' : clean;
 }
 
@@ -105,11 +115,7 @@ function dimensionValue(value: string): string {
  * The EMF document for one event, as one line of JSON. Directives whose metrics all had unusable
  * values are left out; undefined when nothing remains.
  */
-export function emfLine(
-  timestamp: number,
-  dimensions: Readonly<Record<string, string>>,
-  directives: readonly Directive[],
-): string | undefined {
+export function emfLine(timestamp: number, dimensions: Readonly<Record<string, string>>, directives: readonly Directive[]): string | undefined {
   const root: Record<string, unknown> = {};
   const cloudWatchMetrics: unknown[] = [];
   for (const directive of directives) {
@@ -155,7 +161,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     delivery({ outcome, via, attempt, durationMs, latencyMs }) {
       // By Outcome alone too: the totals (and the alarms on them) need no sum over Via.
       write({ [DimensionName.outcome]: outcome, [DimensionName.via]: via }, [
-        { dimensionSets: [[DimensionName.outcome], [DimensionName.outcome, DimensionName.via]], metrics: [{ name: MetricName.deliveries, unit: 'Count', value: 1 }] },
+        {
+          dimensionSets: [[DimensionName.outcome], [DimensionName.outcome, DimensionName.via]],
+          metrics: [{ name: MetricName.deliveries, unit: 'Count', value: 1 }],
+        },
         {
           dimensionSets: [[]],
           metrics: [

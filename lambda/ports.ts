@@ -12,14 +12,7 @@
  * Why a callback (challenge or delivery) failed. Only these categories are ever stored or
  * returned: never a status line, header or body of the endpoint. (Re-exported by core/protocol.ts.)
  */
-export const FailureReasons = [
-  'challenge_failed',
-  'http_4xx',
-  'http_5xx',
-  'timeout',
-  'tls_error',
-  'connection_refused',
-] as const;
+export const FailureReasons = ['challenge_failed', 'http_4xx', 'http_5xx', 'timeout', 'tls_error', 'connection_refused'] as const;
 export type FailureReason = (typeof FailureReasons)[number];
 
 /** An event's delivery status, as stored and as `events/list` returns it. (Re-exported by core/protocol.ts.) */
@@ -556,9 +549,7 @@ export type TransportFailure =
   /** Compressed, over the response cap, or otherwise unreadable. */
   | 'bad_response';
 
-export type WebhookResponse =
-  | { kind: 'response'; status: number; retryAfter?: string; body: Uint8Array }
-  | { kind: 'failure'; reason: TransportFailure };
+export type WebhookResponse = { kind: 'response'; status: number; retryAfter?: string; body: Uint8Array } | { kind: 'failure'; reason: TransportFailure };
 
 export interface WebhookClient {
   post(request: WebhookRequest): Promise<WebhookResponse>;

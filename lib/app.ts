@@ -44,7 +44,9 @@ export function addDmDot(app: App, found: Environment = {}, options: { regionKno
   }
 
   if (!found.region) {
-    throw new SettingsError('context protection=waf needs the stack\'s region at synth (set AWS_REGION): its web ACL lives in us-east-1 and the stack reads it across regions');
+    throw new SettingsError(
+      "context protection=waf needs the stack's region at synth (set AWS_REGION): its web ACL lives in us-east-1 and the stack reads it across regions",
+    );
   }
   const account = found.account ? { account: found.account } : {};
   const edge = new EdgeStack(app, `${name}-Edge`, {

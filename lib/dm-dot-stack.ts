@@ -144,7 +144,11 @@ export class DmDotStack extends Stack {
     const locked = this.settings.protection?.lockedOrigin;
     if (this.lockedOrigin && locked) {
       // A description must be literal text: the name as configured, not the resource's Ref.
-      output('OriginDomainTarget', `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`, this.lockedOrigin.domainName.regionalDomainName);
+      output(
+        'OriginDomainTarget',
+        `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`,
+        this.lockedOrigin.domainName.regionalDomainName,
+      );
     }
     output('ApiKeySecretArn', 'Secrets Manager secret that holds the API key', apiKey.secretArn);
     output(
@@ -165,7 +169,14 @@ export class DmDotStack extends Stack {
     output(
       'RedriveCommand',
       'Moves dead-lettered events back to the delivery queue for another round of attempts',
-      Fn.join('', ['aws sqs start-message-move-task --source-arn ', deadLetterQueue.queueArn, ' --destination-arn ', queue.queueArn, ' --region ', this.region]),
+      Fn.join('', [
+        'aws sqs start-message-move-task --source-arn ',
+        deadLetterQueue.queueArn,
+        ' --destination-arn ',
+        queue.queueArn,
+        ' --region ',
+        this.region,
+      ]),
     );
     // After a new API key, `dm-dot key rotate --aws` recycles this function's execution environments
     // (each reads the key once, at cold start).

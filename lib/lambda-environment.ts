@@ -45,8 +45,7 @@ interface Referenced {
 }
 
 /** `<stack>-<logical ID>-<random>`, at most `limit` characters (the resource type's name limit). */
-const generatedName = (r: Referenced, limit: number) =>
-  Math.min(limit, r.stackName.length + 1 + r.logicalId.length + 1 + GENERATED_SUFFIX_MAX);
+const generatedName = (r: Referenced, limit: number) => Math.min(limit, r.stackName.length + 1 + r.logicalId.length + 1 + GENERATED_SUFFIX_MAX);
 
 /**
  * The longest value of a reference, by `<resource type> <attribute>` (`Ref` for Ref). Each follows
@@ -56,8 +55,7 @@ export const REFERENCE_BOUNDS: Readonly<Record<string, (r: Referenced) => number
   // A generated table name; table names are at most 255 characters.
   'AWS::DynamoDB::Table Ref': (r) => generatedName(r, 255),
   // https://sqs.<region>.<url suffix>/<account>/<queue name>; a generated queue name, at most 80.
-  'AWS::SQS::Queue Ref': (r) =>
-    'https://sqs.'.length + REGION_MAX + 1 + URL_SUFFIX_MAX + 1 + ACCOUNT_ID + 1 + generatedName(r, 80),
+  'AWS::SQS::Queue Ref': (r) => 'https://sqs.'.length + REGION_MAX + 1 + URL_SUFFIX_MAX + 1 + ACCOUNT_ID + 1 + generatedName(r, 80),
   // arn:<partition>:secretsmanager:<region>:<account>:secret:<name>-<6 random>, where the name
   // CloudFormation generates is <logical ID>-<12 random> (the "CloudFormationCreatedSecret-a1b2c3d4e5f6"
   // of https://docs.aws.amazon.com/secretsmanager/latest/userguide/cfn-example_secret.html).
@@ -99,11 +97,7 @@ export function environmentBytes(environment: Readonly<Record<string, string>>):
  * `sources` maps a variable to the context key it comes from, so the message names what the
  * operator can change (the largest first).
  */
-export function assertEnvironmentFits(
-  functionName: string,
-  environment: Readonly<Record<string, string>>,
-  sources: Readonly<Record<string, string>>,
-): number {
+export function assertEnvironmentFits(functionName: string, environment: Readonly<Record<string, string>>, sources: Readonly<Record<string, string>>): number {
   const total = environmentBytes(environment);
   if (total <= LAMBDA_ENVIRONMENT_MAX_BYTES) return total;
   const culprits = Object.entries(sources)
@@ -111,9 +105,7 @@ export function assertEnvironmentFits(
     .map(([name, key]) => ({ name, key, bytes: environmentBytes({ [name]: environment[name] as string }) - 2 }))
     .sort((a, b) => b.bytes - a.bytes);
   const largest = culprits[0];
-  const hint = largest
-    ? `context ${largest.key} (${largest.name}) takes ${largest.bytes} bytes of it; make it shorter`
-    : 'no single setting is to blame';
+  const hint = largest ? `context ${largest.key} (${largest.name}) takes ${largest.bytes} bytes of it; make it shorter` : 'no single setting is to blame';
   throw new SettingsError(
     `${functionName} function: its environment variables measure ${total} bytes as Lambda counts them (compact JSON, ` +
       `references at their longest), and Lambda allows ${LAMBDA_ENVIRONMENT_MAX_BYTES}; ${hint}`,

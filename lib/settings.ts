@@ -172,9 +172,7 @@ const MIN_DELIVERY_CONCURRENCY = 2;
 const MAX_DELIVERY_CONCURRENCY = 1000;
 
 /** CloudWatch's retention values, without "never expire". */
-const VALID_RETENTION_DAYS: readonly number[] = Object.values(RetentionDays).filter(
-  (v): v is number => typeof v === 'number' && v !== RetentionDays.INFINITE,
-);
+const VALID_RETENTION_DAYS: readonly number[] = Object.values(RetentionDays).filter((v): v is number => typeof v === 'number' && v !== RetentionDays.INFINITE);
 
 /** How a context key is named in a message. */
 const named = (key: ContextKey) => `context ${key}`;
@@ -228,7 +226,9 @@ function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 
   const disableDefaultEndpoint = field.flag(raw(node, 'disableDefaultEndpoint'), named('disableDefaultEndpoint'));
 
   if (domainName !== undefined && certificate === undefined) {
-    throw new SettingsError(`${named('domainName')} needs ${named('certificateArn')}: an ACM certificate for ${domainName} (in us-east-1 with protection=waf, else in the stack's region)`);
+    throw new SettingsError(
+      `${named('domainName')} needs ${named('certificateArn')}: an ACM certificate for ${domainName} (in us-east-1 with protection=waf, else in the stack's region)`,
+    );
   }
   if (certificate !== undefined && domainName === undefined) {
     throw new SettingsError(`${named('certificateArn')} needs ${named('domainName')}: the name the certificate is for`);
@@ -239,7 +239,9 @@ function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 
     );
   }
   if (disableDefaultEndpoint && domainName === undefined) {
-    throw new SettingsError(`${named('disableDefaultEndpoint')} needs ${named('domainName')} and ${named('certificateArn')}: without them the API would have no address at all`);
+    throw new SettingsError(
+      `${named('disableDefaultEndpoint')} needs ${named('domainName')} and ${named('certificateArn')}: without them the API would have no address at all`,
+    );
   }
   const lockedOrigin = readLockedOrigin(node);
   if (lockedOrigin !== undefined && kind !== 'waf') {
@@ -268,12 +270,16 @@ function readLockedOrigin(node: Node): LockedOrigin | undefined {
   const client = field.certificateArn(raw(node, 'originClientCertificateArn'), named('originClientCertificateArn'));
   if (domainName === undefined || certificate === undefined || truststore === undefined || client === undefined) {
     const given = { originDomainName: domainName, originCertificateArn: certificate, originTruststoreUri: truststore, originClientCertificateArn: client };
-    const missing = Object.entries(given).filter(([, v]) => v === undefined).map(([k]) => `context ${k}`);
+    const missing = Object.entries(given)
+      .filter(([, v]) => v === undefined)
+      .map(([k]) => `context ${k}`);
     if (missing.length === 4) return undefined;
     throw new SettingsError(`the locked origin needs all four origin settings; missing ${missing.join(', ')}`);
   }
   if (client.region !== CLOUDFRONT_REGION) {
-    throw new SettingsError(`${named('originClientCertificateArn')} is in ${client.region}, but CloudFront presents client certificates from ACM in ${CLOUDFRONT_REGION} only`);
+    throw new SettingsError(
+      `${named('originClientCertificateArn')} is in ${client.region}, but CloudFront presents client certificates from ACM in ${CLOUDFRONT_REGION} only`,
+    );
   }
   return { domainName, certificateArn: certificate.arn, certificateRegion: certificate.region, truststore, clientCertificateArn: client.arn };
 }
@@ -282,9 +288,7 @@ function readLockedOrigin(node: Node): LockedOrigin | undefined {
 export function readSettings(node: Node): DmDotSettings {
   const logRetentionDays = integer(node, 'logRetentionDays', 1, 3653);
   if (!VALID_RETENTION_DAYS.includes(logRetentionDays)) {
-    throw new SettingsError(
-      `${named('logRetentionDays')} must be one of CloudWatch's values (${VALID_RETENTION_DAYS.join(', ')}), got ${logRetentionDays}`,
-    );
+    throw new SettingsError(`${named('logRetentionDays')} must be one of CloudWatch's values (${VALID_RETENTION_DAYS.join(', ')}), got ${logRetentionDays}`);
   }
   // Each bound on its own first, so the message names the key that is off; then the shared rule
   // that ties the two together (the default never above the cap).

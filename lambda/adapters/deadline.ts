@@ -34,7 +34,8 @@ interface Deadline {
  * the handler set in `index.js`.
  */
 const STORE = Symbol.for('dm-dot.deadline-store');
-const current: AsyncLocalStorage<Deadline> = ((globalThis as Record<symbol, unknown>)[STORE] ??= new AsyncLocalStorage<Deadline>()) as AsyncLocalStorage<Deadline>;
+const current: AsyncLocalStorage<Deadline> = ((globalThis as Record<symbol, unknown>)[STORE] ??=
+  new AsyncLocalStorage<Deadline>()) as AsyncLocalStorage<Deadline>;
 
 /** Thrown when a call is about to start with no time left; named like the SDK's own timeouts. */
 export class DeadlineExceeded extends Error {

@@ -59,7 +59,17 @@ export function deferredStore(load: () => Promise<Store>): Store {
 }
 
 export function deferredAccessStore(load: () => Promise<AccessStore>): AccessStore {
-  const methods = ['getDeployment', 'createDeployment', 'setDeploymentKeys', 'addSender', 'getSender', 'listSenders', 'revokeSender', 'touchSender', 'countSend'] as const;
+  const methods = [
+    'getDeployment',
+    'createDeployment',
+    'setDeploymentKeys',
+    'addSender',
+    'getSender',
+    'listSenders',
+    'revokeSender',
+    'touchSender',
+    'countSend',
+  ] as const;
   return deferred(load, methods);
 }
 
@@ -74,4 +84,3 @@ export function deferredInboxStore(load: () => Promise<InboxStore>): InboxStore 
 export function deferredOutbox(load: () => Promise<Outbox>): Outbox {
   return deferred(load, ['add', 'reopen']);
 }
-

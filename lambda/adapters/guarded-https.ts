@@ -28,7 +28,6 @@ import { isLoopbackLiteralHost } from '../core/validation';
 import type { TransportFailure, WebhookClient, WebhookRequest, WebhookResponse } from '../ports';
 import { isAllowedLoopback, isForbiddenAddress } from './address-policy';
 
-
 /** How long an answer whose status line arrived by the deadline may take for its body (see `post`). */
 const LATE_ANSWER_GRACE_MS = 250;
 export interface ResolvedAddress {
@@ -180,11 +179,17 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       let gaveUp = false;
       // Only while other answers remain: the last one gets whatever is left of the deadline.
       const share = Math.min(connectAttemptMs, Math.floor((endsAt - Date.now()) / (othersLeft + 1)));
-      const timer = othersLeft > 0 ? timers.setTimeout(() => {
-        if (connected) return;
-        gaveUp = true;
-        attempt.abort();
-      }, Math.max(0, share)) : undefined;
+      const timer =
+        othersLeft > 0
+          ? timers.setTimeout(
+              () => {
+                if (connected) return;
+                gaveUp = true;
+                attempt.abort();
+              },
+              Math.max(0, share),
+            )
+          : undefined;
       try {
         return await connector({
           url,
@@ -246,7 +251,10 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       const encoding = firstHeader(response.headers['content-encoding'])?.trim().toLowerCase();
       if (encoding && encoding !== 'identity') return { kind: 'failure', reason: 'bad_response' };
       // Compression can also arrive as a transfer coding (`Transfer-Encoding: gzip, chunked`), which node does not undo.
-      const transfer = firstHeader(response.headers['transfer-encoding'])?.toLowerCase().split(',').map((coding) => coding.trim());
+      const transfer = firstHeader(response.headers['transfer-encoding'])
+        ?.toLowerCase()
+        .split(',')
+        .map((coding) => coding.trim());
       if (transfer?.some((coding) => coding !== '' && coding !== 'chunked' && coding !== 'identity')) return { kind: 'failure', reason: 'bad_response' };
       const chunks: Uint8Array[] = [];
       let length = 0;

@@ -247,7 +247,11 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
               return finish(undefined, value);
             }
             const headerType = res.headers['x-amzn-errortype'];
-            const type = (typeof headerType === 'string' && headerType) || (typeof parsed?.__type === 'string' && parsed.__type) || (typeof parsed?.code === 'string' && parsed.code) || '';
+            const type =
+              (typeof headerType === 'string' && headerType) ||
+              (typeof parsed?.__type === 'string' && parsed.__type) ||
+              (typeof parsed?.code === 'string' && parsed.code) ||
+              '';
             const code = codeOf(type) || (status >= 500 ? 'InternalServiceError' : status >= 200 && status < 300 ? 'UnreadableAnswer' : `Http${status}`);
             finish(new SecretsManagerError(code, status));
           });

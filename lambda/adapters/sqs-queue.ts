@@ -59,7 +59,10 @@ export const RECEIVE_BEFORE_INVOKE_ALLOWANCE_S = 300;
  * `ApproximateFirstReceiveTimestamp` is that receive, so it wins when older still. On a later
  * receive it is an earlier receive's time and would make the clamp far too short: not used.
  */
-export function receivedAtOf(attributes: { ApproximateReceiveCount?: string; ApproximateFirstReceiveTimestamp?: string } | undefined, invokedAt: number): number {
+export function receivedAtOf(
+  attributes: { ApproximateReceiveCount?: string; ApproximateFirstReceiveTimestamp?: string } | undefined,
+  invokedAt: number,
+): number {
   const earliest = invokedAt - RECEIVE_BEFORE_INVOKE_ALLOWANCE_S * 1000;
   const first = Number(attributes?.ApproximateFirstReceiveTimestamp);
   if (attributes?.ApproximateReceiveCount === '1' && Number.isFinite(first) && first > 0) return Math.min(earliest, first);

@@ -71,7 +71,9 @@ function writeOutputs(result) {
 /** Builds the CLI (with `extra` options) and the server. */
 export async function build(extra = {}) {
   const esbuild = await import('esbuild');
-  const [cli] = await Promise.all([esbuild.build(options({ ...extra, write: false })), esbuild.build(serverOptions({ write: false }))].map(async (p) => writeOutputs(await p)));
+  const [cli] = await Promise.all(
+    [esbuild.build(options({ ...extra, write: false })), esbuild.build(serverOptions({ write: false }))].map(async (p) => writeOutputs(await p)),
+  );
   return cli;
 }
 

@@ -67,4 +67,3 @@ function failure(ctx: Context, error: unknown): number {
   if (ctx.json && !ctx.printedJson) ctx.printJson({ error: { code, message: line } });
   return ExitCode.failed;
 }
-

@@ -59,7 +59,13 @@ export async function sendMessage(ctx: Context, target: Target, message: string,
     } catch (error) {
       // Nobody listens: nothing was sent, and asking again would not change that.
       if (error instanceof Unreachable) {
-        return { status: 'not_accepted', eventId: null, reason: 'unreachable', httpStatus: null, message: `no server at ${origin} (${error.code})${target.local ? ': start it with npm start, or pass --url' : ''}` };
+        return {
+          status: 'not_accepted',
+          eventId: null,
+          reason: 'unreachable',
+          httpStatus: null,
+          message: `no server at ${origin} (${error.code})${target.local ? ': start it with npm start, or pass --url' : ''}`,
+        };
       }
       // The answer was lost: ask again with the same key, which makes no second event.
       answer = undefined;
@@ -75,7 +81,13 @@ export async function sendMessage(ctx: Context, target: Target, message: string,
       lost instanceof TimedOut
         ? `${origin} did not answer in time, ${SEND_TRIES} times`
         : `the connection to ${origin} broke off ${SEND_TRIES} times (${(lost as NodeJS.ErrnoException).code ?? (lost as Error).message})`;
-    return { status: 'not_accepted', eventId: null, reason: 'unreachable', httpStatus: null, message: `${why}: the message may or may not have been accepted (dm-dot events)` };
+    return {
+      status: 'not_accepted',
+      eventId: null,
+      reason: 'unreachable',
+      httpStatus: null,
+      message: `${why}: the message may or may not have been accepted (dm-dot events)`,
+    };
   }
   const body = jsonOf<Answer>(answer) ?? {};
   const eventId = body.eventId ?? body.error?.eventId ?? null;
@@ -89,18 +101,48 @@ export async function sendMessage(ctx: Context, target: Target, message: string,
       return { status: 'queued', eventId, reason: null, httpStatus: 202, message: `not acknowledged yet; retries continue (dm-dot events show ${eventId})` };
     case 502: {
       const reason = body.error?.reason ?? 'rejected';
-      return { status: 'failed', eventId, reason, httpStatus: 502, message: `the delivery failed for good (${reason}); it is not retried (dm-dot events show ${eventId})` };
+      return {
+        status: 'failed',
+        eventId,
+        reason,
+        httpStatus: 502,
+        message: `the delivery failed for good (${reason}); it is not retried (dm-dot events show ${eventId})`,
+      };
     }
     case 401:
-      return { status: 'not_accepted', eventId: null, reason: 'unauthorized', httpStatus: 401, message: 'the server refused the API key (pass --key, or check MCP_API_KEY and <state dir>/api-key; after dm-dot key rotate use the new key)' };
+      return {
+        status: 'not_accepted',
+        eventId: null,
+        reason: 'unauthorized',
+        httpStatus: 401,
+        message: 'the server refused the API key (pass --key, or check MCP_API_KEY and <state dir>/api-key; after dm-dot key rotate use the new key)',
+      };
     case 409:
       if (body.error?.code === 'in_progress') {
-        return { status: 'not_accepted', eventId: null, reason: 'in_progress', httpStatus: 409, message: 'the server was still answering this message after every try: see dm-dot events before sending it again' };
+        return {
+          status: 'not_accepted',
+          eventId: null,
+          reason: 'in_progress',
+          httpStatus: 409,
+          message: 'the server was still answering this message after every try: see dm-dot events before sending it again',
+        };
       }
-      return { status: 'not_accepted', eventId: null, reason: body.error?.code ?? 'no_subscription', httpStatus: 409, message: 'no dot is subscribed: run dm-dot dot (locally), or connect the dot in ChatGPT first' };
+      return {
+        status: 'not_accepted',
+        eventId: null,
+        reason: body.error?.code ?? 'no_subscription',
+        httpStatus: 409,
+        message: 'no dot is subscribed: run dm-dot dot (locally), or connect the dot in ChatGPT first',
+      };
     default: {
       const detail = body.error?.message ?? (answer.text.slice(0, 200).trim() || 'no detail');
-      return { status: 'not_accepted', eventId, reason: body.error?.code ?? `http_${answer.status}`, httpStatus: answer.status, message: ctx.scrub(`the server answered ${answer.status}: ${detail}`) };
+      return {
+        status: 'not_accepted',
+        eventId,
+        reason: body.error?.code ?? `http_${answer.status}`,
+        httpStatus: answer.status,
+        message: ctx.scrub(`the server answered ${answer.status}: ${detail}`),
+      };
     }
   }
 }

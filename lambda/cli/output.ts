@@ -15,7 +15,11 @@ export function jsonText(doc: unknown): string {
 /** Pads columns to the widest cell; the last column is not padded. */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return `${[line(headers), ...rows.map(line)].join('\n')}\n`;
 }
 
@@ -34,7 +38,8 @@ export function shortTime(iso: string | null | undefined): string {
 export function relative(iso: string, now = Date.now()): string {
   const ms = Date.parse(iso) - now;
   const abs = Math.abs(ms);
-  const [n, unit] = abs >= 86_400_000 ? [abs / 86_400_000, 'd'] : abs >= 3_600_000 ? [abs / 3_600_000, 'h'] : abs >= 60_000 ? [abs / 60_000, 'min'] : [abs / 1000, 's'];
+  const [n, unit] =
+    abs >= 86_400_000 ? [abs / 86_400_000, 'd'] : abs >= 3_600_000 ? [abs / 3_600_000, 'h'] : abs >= 60_000 ? [abs / 60_000, 'min'] : [abs / 1000, 's'];
   const amount = `${Math.round(n)} ${unit}`;
   return ms >= 0 ? `in ${amount}` : `${amount} ago`;
 }

@@ -13,7 +13,7 @@
  * Deliberately not here: running a command (main.ts), and what a value means (each command checks
  * its own with args.ts's integerValue, choiceValue and wantsAws).
  */
-import { Command, CommanderError, Help, Option } from 'commander';
+import { Command, type CommanderError, Help, Option } from 'commander';
 import { version } from '../version';
 import { COMMON_OPTIONS, type OptionSpec, type OptionSpecs, type Parsed } from './args';
 import type { Command as CliCommand } from './command';
@@ -261,4 +261,3 @@ export async function parseCommandLine(argv: readonly string[], io: CliIo): Prom
   if (!chosen) throw new Error('the command line named no command');
   return chosen;
 }
-

@@ -176,17 +176,21 @@ export function manifestText(content: string, name: string): string {
   return content;
 }
 
-
 /** An API key given by the operator (`MCP_API_KEY`): the key and, when it is short, a warning. Never quoted. */
 export function apiKey(value: Raw, name: string): { key: string; warning?: string } | undefined {
   if (value === undefined || value === null || String(value) === '') return undefined;
   const key = String(value);
   if (key !== key.trim() || /\s/.test(key)) throw new SettingsError(`${name} must not contain spaces or line breaks`);
   if (key.length < Limits.apiKeyMinChars) {
-    throw new SettingsError(`${name} is ${key.length} characters; it must have at least ${Limits.apiKeyMinChars} (leave it unset and a 43-character key is generated)`);
+    throw new SettingsError(
+      `${name} is ${key.length} characters; it must have at least ${Limits.apiKeyMinChars} (leave it unset and a 43-character key is generated)`,
+    );
   }
   return key.length < Limits.apiKeyRecommendedChars
-    ? { key, warning: `${name} has ${key.length} characters; ${Limits.apiKeyRecommendedChars} or more are recommended (leave it unset and a 43-character key is generated)` }
+    ? {
+        key,
+        warning: `${name} has ${key.length} characters; ${Limits.apiKeyRecommendedChars} or more are recommended (leave it unset and a 43-character key is generated)`,
+      }
     : { key };
 }
 
@@ -206,7 +210,9 @@ export function stageName(value: Raw, name: string): string | undefined {
   const t = text(value);
   if (t === '') return undefined;
   if (!/^[A-Za-z][A-Za-z0-9-]{0,23}$/.test(t) || t.endsWith('-') || t.includes('--')) {
-    throw new SettingsError(`${name} must be 1 to 24 letters, digits or single hyphens, starting with a letter (the stack is named DmDot-<stage>), got "${t.slice(0, 40)}"`);
+    throw new SettingsError(
+      `${name} must be 1 to 24 letters, digits or single hyphens, starting with a letter (the stack is named DmDot-<stage>), got "${t.slice(0, 40)}"`,
+    );
   }
   return t;
 }
@@ -242,7 +248,8 @@ export function certificateArn(value: Raw, name: string): { arn: string; region:
   const t = text(value);
   if (t === '') return undefined;
   const match = /^arn:aws[a-z-]*:acm:([a-z]{2}(?:-[a-z]+)+-\d):\d{12}:certificate\/[0-9a-f-]{36}$/.exec(t);
-  if (!match) throw new SettingsError(`${name} must be an ACM certificate ARN like arn:aws:acm:us-east-1:123456789012:certificate/<uuid>, got "${t.slice(0, 100)}"`);
+  if (!match)
+    throw new SettingsError(`${name} must be an ACM certificate ARN like arn:aws:acm:us-east-1:123456789012:certificate/<uuid>, got "${t.slice(0, 100)}"`);
   return { arn: t, region: match[1] as string };
 }
 

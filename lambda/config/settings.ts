@@ -140,7 +140,9 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
   const warnings: string[] = [];
   if (key?.warning) warnings.push(key.warning);
   if (!isLoopbackHostname(host)) {
-    warnings.push(`HOST=${host} listens beyond this machine: anyone who can reach it and holds the API key can send to your dot; prefer 127.0.0.1 behind a tunnel`);
+    warnings.push(
+      `HOST=${host} listens beyond this machine: anyone who can reach it and holds the API key can send to your dot; prefer 127.0.0.1 behind a tunnel`,
+    );
   }
   return {
     ...mcpSettings(env, { manifestBase: options.projectRoot, ...(options.readFile ? { readFile: options.readFile } : {}) }),

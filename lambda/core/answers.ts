@@ -10,7 +10,7 @@
 import type { Logger } from '../ports';
 import type { IdempotentOutcome } from './idempotency';
 import type { SendOutcome } from './messages';
-import { DependencyUnavailable, describeCause } from './errors';
+import { type DependencyUnavailable, describeCause } from './errors';
 
 // The one error description lives in errors.ts; its callers at the edge import it from here too.
 export { describeCause };
@@ -76,13 +76,15 @@ export function toolResultOf(outcome: SendOutcome): ToolResult {
     case 'no_subscription':
       return text(NO_SUBSCRIPTION_TEXT, true);
     case 'delivered':
-      return text(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, { eventId: outcome.eventId, status: 'delivered' });
+      return text(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, {
+        eventId: outcome.eventId,
+        status: 'delivered',
+      });
     case 'queued':
-      return text(
-        `Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`,
-        false,
-        { eventId: outcome.eventId, status: 'queued' },
-      );
+      return text(`Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`, false, {
+        eventId: outcome.eventId,
+        status: 'queued',
+      });
     case 'kept':
       return text(KEPT_TEXT(outcome.eventId), false, { eventId: outcome.eventId, status: 'kept' });
     case 'failed':
@@ -119,8 +121,7 @@ export function restAnswerOf(outcome: SendOutcome): RestAnswer {
   }
 }
 
-const KEY_REUSED_TEXT =
-  'This idempotency key was already used for another message: nothing was sent. Use a new key for a new message.';
+const KEY_REUSED_TEXT = 'This idempotency key was already used for another message: nothing was sent. Use a new key for a new message.';
 const inProgressText = (seconds: number) =>
   `A request with this idempotency key is still being answered; nothing new was sent. Try again in ${seconds} s to learn its outcome.`;
 
@@ -196,9 +197,10 @@ export function answerUnavailable<S extends Surface>(
   });
   const sentence = unavailableText(error);
   if (surface === 'tool') {
-    return (error.eventId ? text(sentence, true, { eventId: error.eventId, status: error.undecided ? 'queued' : 'failed' }) : text(sentence, true)) as AnswerOn<S>;
+    return (
+      error.eventId ? text(sentence, true, { eventId: error.eventId, status: error.undecided ? 'queued' : 'failed' }) : text(sentence, true)
+    ) as AnswerOn<S>;
   }
   if (surface === 'rest') return restError(503, `${error.dependency}_unavailable`, sentence, error.eventId ? { eventId: error.eventId } : {}) as AnswerOn<S>;
   return { code: ErrorCodes.internalError, message: `The ${error.dependency} is unavailable; try again shortly.` } as AnswerOn<S>;
 }
-

@@ -119,6 +119,8 @@ export function mcpDeadline(startedAt: number, requestMs: number = Limits.reques
 export function deliveryDeadline(startedAt: number, remainingMs: number | undefined): number {
   // Outside Lambda (tests, a context without the method): the outbound deadline plus room.
   const remaining =
-    remainingMs === undefined || !Number.isFinite(remainingMs) ? Limits.outboundDeadlineMs + Budgets.deliveryRecordReserveMs + Budgets.deliveryEndReserveMs : remainingMs;
+    remainingMs === undefined || !Number.isFinite(remainingMs)
+      ? Limits.outboundDeadlineMs + Budgets.deliveryRecordReserveMs + Budgets.deliveryEndReserveMs
+      : remainingMs;
   return startedAt + remaining - Budgets.deliveryEndReserveMs;
 }

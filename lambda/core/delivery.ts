@@ -172,7 +172,10 @@ export function failureReasonOf(event: EventRecord): DeadLetterReason {
 }
 
 /** True when a job queued under `job` may still be sent to `subscription`. */
-export function jobMatches(job: Pick<DeliveryJob, 'subscriptionId' | 'generation'>, subscription: SubscriptionRecord | undefined): subscription is SubscriptionRecord {
+export function jobMatches(
+  job: Pick<DeliveryJob, 'subscriptionId' | 'generation'>,
+  subscription: SubscriptionRecord | undefined,
+): subscription is SubscriptionRecord {
   if (!subscription || subscription.id !== job.subscriptionId) return false;
   // Jobs and items from before generations carry none: only the id can be compared then.
   return job.generation === undefined || subscription.generation === undefined || job.generation === subscription.generation;

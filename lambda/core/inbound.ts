@@ -148,9 +148,7 @@ export function createInboundVerifier(checked: Extract<HeaderCheck, { ok: true }
         }
       }
       // Every digest is computed and compared, so the time taken does not tell which secret matched.
-      const matched = macs
-        .map((mac) => mac.digest())
-        .map((digest) => checked.signatures.some((offered) => constantTimeEqual(offered, digest)));
+      const matched = macs.map((mac) => mac.digest()).map((digest) => checked.signatures.some((offered) => constantTimeEqual(offered, digest)));
       return utf8Ok && matched.some(Boolean) ? { ok: true, webhookId: checked.webhookId } : { ok: false, refusal: PupRefusals.invalidSignature };
     },
   };

@@ -128,7 +128,11 @@ export function sequentialOutbox(store: Store, queue: Queue, options: Sequential
         // Moved on: a worker has the job, so "queued" is true (core/messages.ts). Unknown: the mark
         // may have landed with its answer lost (then nothing will ever send it) or not (then the
         // reconciler re-enqueues the record), so the caller can only be told "may still be delivered".
-        throw new DependencyUnavailable('queue', { cause, eventId: record.eventId, ...(mark === 'marked' ? {} : { undecided: true, willSettle: mark === 'moved' }) });
+        throw new DependencyUnavailable('queue', {
+          cause,
+          eventId: record.eventId,
+          ...(mark === 'marked' ? {} : { undecided: true, willSettle: mark === 'moved' }),
+        });
       }
     },
 

@@ -57,7 +57,17 @@ export const McpHeaders = { protocolVersion: 'mcp-protocol-version', method: 'mc
  */
 export const CorsPolicy = {
   allowMethods: ['GET', 'POST', 'DELETE'],
-  allowHeaders: ['authorization', 'content-type', 'accept', McpHeaders.protocolVersion, McpHeaders.method, McpHeaders.name, McpHeaders.sessionId, 'last-event-id', 'idempotency-key'],
+  allowHeaders: [
+    'authorization',
+    'content-type',
+    'accept',
+    McpHeaders.protocolVersion,
+    McpHeaders.method,
+    McpHeaders.name,
+    McpHeaders.sessionId,
+    'last-event-id',
+    'idempotency-key',
+  ],
   /** Response headers a browser script may read. */
   exposeHeaders: [McpHeaders.sessionId, McpHeaders.protocolVersion, 'www-authenticate', 'x-request-id'],
   maxAgeS: 3600,

@@ -73,9 +73,7 @@ export interface PupEvent {
   installationId?: string;
 }
 
-export type PupEventParse =
-  | { ok: true; event: PupEvent }
-  | { ok: false; code: 'invalid_envelope' | 'id_mismatch'; message: string };
+export type PupEventParse = { ok: true; event: PupEvent } | { ok: false; code: 'invalid_envelope' | 'id_mismatch'; message: string };
 
 /**
  * Validates an event envelope (`version`, `id`, `eventId`, `occurredAt`, `event`, `context`).
@@ -87,7 +85,11 @@ export function parsePupEvent(value: unknown, webhookId: string): PupEventParse 
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const field = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : 'the envelope';
-    return { ok: false, code: 'invalid_envelope', message: `Invalid event envelope: ${field} is missing or has the wrong type (expected version, id, eventId, occurredAt, event, context).` };
+    return {
+      ok: false,
+      code: 'invalid_envelope',
+      message: `Invalid event envelope: ${field} is missing or has the wrong type (expected version, id, eventId, occurredAt, event, context).`,
+    };
   }
   const envelope = parsed.data;
   if (envelope.id !== webhookId) return { ok: false, code: 'id_mismatch', message: 'The envelope id differs from the webhook-id header.' };
@@ -110,7 +112,12 @@ export function parsePupEvent(value: unknown, webhookId: string): PupEventParse 
 }
 
 function memberIdOf(event: Record<string, unknown>): string | undefined {
-  for (const candidate of [event.memberId, event.userId, isObject(event.member) ? event.member.id : undefined, isObject(event.user) ? event.user.id : undefined]) {
+  for (const candidate of [
+    event.memberId,
+    event.userId,
+    isObject(event.member) ? event.member.id : undefined,
+    isObject(event.user) ? event.user.id : undefined,
+  ]) {
     const id = idText(candidate);
     if (id !== undefined) return id;
   }
@@ -136,10 +143,7 @@ export interface PupContextIds {
   callId?: string;
 }
 
-export type PupContextCheck =
-  | { kind: 'absent' }
-  | { kind: 'ok'; ids: PupContextIds }
-  | { kind: 'invalid'; message: string };
+export type PupContextCheck = { kind: 'absent' } | { kind: 'ok'; ids: PupContextIds } | { kind: 'invalid'; message: string };
 
 /**
  * Reads `params._meta["io.puphq/context"]` of one JSON-RPC message. Absent (no params, no _meta,

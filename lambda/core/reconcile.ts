@@ -98,7 +98,12 @@ export function repairBoundMs(retryDelaysS: readonly number[]): number {
 
 function jobOf(record: EventRecord): DeliveryJob | undefined {
   if (typeof record.body !== 'string' || record.body === '') return undefined;
-  return { eventId: record.eventId, subscriptionId: record.subscriptionId, ...(record.generation !== undefined ? { generation: record.generation } : {}), body: record.body };
+  return {
+    eventId: record.eventId,
+    subscriptionId: record.subscriptionId,
+    ...(record.generation !== undefined ? { generation: record.generation } : {}),
+    body: record.body,
+  };
 }
 
 /**
@@ -170,7 +175,13 @@ async function settle(deps: ReconcileDeps, entry: QueuedEntry, report: Reconcile
           { status: EventStatus.failed, appendLog: { at: now, note: 'stranded' } },
           { status: EventStatus.queued, attempts: record!.attempts, notBefore: record!.notBefore ?? null },
         );
-        deps.log?.warn('reconcile_failed', { eventId, attempts: record!.attempts, reason: 'stranded', ...(repair.job ? {} : { deadLetter: false }), ...(failed ? {} : { raced: true }) });
+        deps.log?.warn('reconcile_failed', {
+          eventId,
+          attempts: record!.attempts,
+          reason: 'stranded',
+          ...(repair.job ? {} : { deadLetter: false }),
+          ...(failed ? {} : { raced: true }),
+        });
         if (failed) report.failed++;
         else report.skipped++;
         return;

@@ -132,7 +132,15 @@ export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
     const fields = { ...(received.ids ?? {}), receives };
     const report = (eventId: string, decision: DeliveryDecision, outcome?: DeliveryOutcome) => {
       const latencyMs = received.enqueuedAt === undefined ? undefined : clock.now() - received.enqueuedAt;
-      reportDecision(deps, { via: 'worker', eventId, decision, durationMs: clock.now() - started, fields, ...(outcome ? { outcome } : {}), ...(latencyMs === undefined ? {} : { latencyMs }) });
+      reportDecision(deps, {
+        via: 'worker',
+        eventId,
+        decision,
+        durationMs: clock.now() - started,
+        fields,
+        ...(outcome ? { outcome } : {}),
+        ...(latencyMs === undefined ? {} : { latencyMs }),
+      });
     };
     if (!job) {
       deps.log?.warn('delivery', { via: 'worker', action: 'malformed', ...fields });

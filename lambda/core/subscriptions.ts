@@ -56,8 +56,7 @@ export interface SubscribeResult {
   deliveryStatus?: { active: boolean; lastDeliveryAt: string | null; lastError: FailureReason | null };
 }
 
-const CONFLICT_MESSAGE =
-  'A subscription for another callback is active; unsubscribe it or wait for it to expire before subscribing a new callback.';
+const CONFLICT_MESSAGE = 'A subscription for another callback is active; unsubscribe it or wait for it to expire before subscribing a new callback.';
 
 /** How often a subscribe plans again after its put lost a race; more means something is wrong. */
 const MAX_PUT_ROUNDS = 3;
@@ -175,7 +174,8 @@ export async function unsubscribe(deps: Pick<SubscriptionDeps, 'store' | 'events
   const profile = profileOf(deps);
   const { url } = parseUnsubscribeParams(params, profile);
   const deleted = await guardDependency('storage', () => deps.store.deleteSubscription(url));
-  if (!deleted && profile.unsubscribeNotFound) throw new ProtocolFault(profile.codes.notFound, 'no subscription of this callback exists', { kind: 'subscription' });
+  if (!deleted && profile.unsubscribeNotFound)
+    throw new ProtocolFault(profile.codes.notFound, 'no subscription of this callback exists', { kind: 'subscription' });
 }
 
 /** The challenge was answered 410: an `http_4xx` failure that also ends the URL's subscription. */

@@ -33,7 +33,13 @@ export function checkMessage(args: unknown): MessageCheck {
   }
   const extra = Object.keys(args).filter((key) => key !== 'message');
   if (extra.length > 0) {
-    return { ok: false, error: `Invalid input: "message" is the only argument (unexpected: ${extra.slice(0, 3).map((k) => JSON.stringify(k.slice(0, 40))).join(', ')}).` };
+    return {
+      ok: false,
+      error: `Invalid input: "message" is the only argument (unexpected: ${extra
+        .slice(0, 3)
+        .map((k) => JSON.stringify(k.slice(0, 40)))
+        .join(', ')}).`,
+    };
   }
   const raw = (args as { message?: unknown }).message;
   if (typeof raw !== 'string') return { ok: false, error: 'Invalid input: "message" is required and must be a string.' };

@@ -92,7 +92,12 @@ export function jobOf(record: SQSRecord, attributes: Record<string, string>): De
 }
 
 /** The queue effects of one SQS record, and whether SQS must keep it (listed in batchItemFailures). */
-export function sqsJobEffects(queue: DeliveryQueue, record: SQSRecord, message: DeadLetterMessage, invokedAt: number): { effects: JobEffects; kept(): boolean } {
+export function sqsJobEffects(
+  queue: DeliveryQueue,
+  record: SQSRecord,
+  message: DeadLetterMessage,
+  invokedAt: number,
+): { effects: JobEffects; kept(): boolean } {
   // Kept until an effect says otherwise: a dead-letter send that fails leaves the record in SQS.
   let kept = true;
   const effects: JobEffects = {
@@ -173,7 +178,11 @@ export interface DeliveryLambdaOverrides {
 }
 
 /** The Delivery Lambda from its settings (lambda/config/settings.ts `deliveryLambdaSettings`). */
-export function deliveryLambdaFromSettings(settings: DeliveryLambdaSettings, clients: DeliveryAwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
+export function deliveryLambdaFromSettings(
+  settings: DeliveryLambdaSettings,
+  clients: DeliveryAwsClients,
+  overrides: DeliveryLambdaOverrides = {},
+): DeliveryLambda {
   const store = new DynamoDbStore({ client: clients.dynamodb, tableName: settings.tableName });
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
   // Every call of these clients carries the invocation deadline (a no-op when already applied).
@@ -182,7 +191,10 @@ export function deliveryLambdaFromSettings(settings: DeliveryLambdaSettings, cli
   return createDeliveryLambda({
     delivery: {
       store,
-      webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.deliveryRecordReserveMs),
+      webhook: webhookWithinDeadline(
+        overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }),
+        Budgets.deliveryRecordReserveMs,
+      ),
       clock: overrides.clock ?? systemClock,
       retryDelaysS: settings.retryDelaysS,
     },

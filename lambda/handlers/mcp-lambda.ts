@@ -35,7 +35,17 @@ import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
 import { createLogger } from '../log';
 import { createMetrics, DEPENDENCIES, type MetricDependency, type Metrics } from '../metrics';
-import { systemClock, type AccessStore, type Clock, type IdempotencyStore, type InboxStore, type Logger, type Outbox, type Store, type WebhookClient } from '../ports';
+import {
+  systemClock,
+  type AccessStore,
+  type Clock,
+  type IdempotencyStore,
+  type InboxStore,
+  type Logger,
+  type Outbox,
+  type Store,
+  type WebhookClient,
+} from '../ports';
 import { version as packageVersion } from '../version';
 import { afterResponse, type AfterResponse } from './after-response';
 import { requestFromEvent, resultFromResponse } from './apigw';
@@ -251,7 +261,10 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
     idempotency,
     ...(settings.inbox ? { inbox: deferredInboxStore(async () => (await storage()).store) } : {}),
     eventsProfile: settings.eventsProfile,
-    webhook: webhookWithinDeadline(overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }), Budgets.mcpRecordReserveMs),
+    webhook: webhookWithinDeadline(
+      overrides.webhook ?? createGuardedWebhookClient({ allowLoopback: settings.allowLoopbackCallbacks }),
+      Budgets.mcpRecordReserveMs,
+    ),
     apiKey,
     deliveryWaitMs: settings.deliveryWaitMs,
     retryDelaysS: settings.retryDelaysS,

@@ -118,7 +118,11 @@ export interface ReconcilerLambdaOverrides {
 }
 
 /** The Reconciler Lambda from the delivery settings (lambda/config/settings.ts `deliveryLambdaSettings`). */
-export function reconcilerLambdaFromSettings(settings: DeliveryLambdaSettings, clients: ReconcilerAwsClients, overrides: ReconcilerLambdaOverrides = {}): ReconcilerLambda {
+export function reconcilerLambdaFromSettings(
+  settings: DeliveryLambdaSettings,
+  clients: ReconcilerAwsClients,
+  overrides: ReconcilerLambdaOverrides = {},
+): ReconcilerLambda {
   withDeadlines(clients.dynamodb);
   withDeadlines(clients.sqs);
   const store = new DynamoDbStore({ client: clients.dynamodb, tableName: settings.tableName });

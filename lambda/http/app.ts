@@ -20,14 +20,22 @@
  * runtime, and TLS (API Gateway or a tunnel terminates it).
  */
 import { randomUUID } from 'node:crypto';
-import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { answerUnavailable, describeCause, idempotentRestAnswer, rateLimitedText } from '../core/answers';
 import { DependencyUnavailable, isClientAbort } from '../core/errors';
 import { admitSend, createAuthenticator, type Identity } from '../core/access';
 import { scanJsonText } from '../core/json-text';
 import { sendOnce } from '../core/idempotency';
 import {
-  BATCH_PROTOCOL_VERSION, CorsPolicy, ErrorCodes, IDEMPOTENCY_KEY_HEADER, LEGACY_PROTOCOL_VERSIONS, Limits, MCP_PROTOCOL_VERSION, McpHeaders, OAUTH_DISCOVERY_PATHS, Routes,
+  BATCH_PROTOCOL_VERSION,
+  CorsPolicy,
+  ErrorCodes,
+  IDEMPOTENCY_KEY_HEADER,
+  LEGACY_PROTOCOL_VERSIONS,
+  Limits,
+  MCP_PROTOCOL_VERSION,
+  McpHeaders,
+  OAUTH_DISCOVERY_PATHS,
+  Routes,
 } from '../core/protocol';
 import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
@@ -70,13 +78,19 @@ function batchRefusal(body: Uint8Array, version: string | null): Response | unde
   // The first byte that is not JSON whitespace says whether the body is an array.
   const first = body.find((byte) => byte !== 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d);
   if (first !== 0x5b) return undefined;
-  return rpcError(400, ErrorCodes.invalidRequest, `JSON-RPC batches are not part of MCP ${version}: send one request per POST (only ${BATCH_PROTOCOL_VERSION} takes batches).`);
+  return rpcError(
+    400,
+    ErrorCodes.invalidRequest,
+    `JSON-RPC batches are not part of MCP ${version}: send one request per POST (only ${BATCH_PROTOCOL_VERSION} takes batches).`,
+  );
 }
 
 export function createApp(deps: McpDeps, config: HttpConfig): App {
   const mcp = createMcpEndpoint(deps);
   const pup = createPupDoor(deps, config.pup ?? {});
-  const authenticator = config.apiKey ? createAuthenticator({ apiKey: config.apiKey, clock: deps.clock, ...(deps.access ? { access: deps.access } : {}) }) : undefined;
+  const authenticator = config.apiKey
+    ? createAuthenticator({ apiKey: config.apiKey, clock: deps.clock, ...(deps.access ? { access: deps.access } : {}) })
+    : undefined;
   const allowedOrigins = new Set(config.allowedOrigins.map((o) => o.toLowerCase()));
   const allowedHosts = config.allowedHosts ? new Set(config.allowedHosts.map((h) => h.toLowerCase())) : undefined;
 
@@ -151,7 +165,9 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const isReceipt = url.pathname.startsWith(`${Routes.messages}/`);
 
     if (url.pathname === Routes.health) {
-      return request.method === 'GET' || request.method === 'HEAD' ? json(200, { ok: true }) : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
+      return request.method === 'GET' || request.method === 'HEAD'
+        ? json(200, { ok: true })
+        : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
     }
     if (OAUTH_DISCOVERY_PATHS.has(url.pathname)) return restError(404, 'no_oauth', OAUTH_HINT);
     const isPup = isPupPath(url.pathname);

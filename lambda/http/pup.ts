@@ -112,7 +112,8 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     }
     if (request.method !== 'POST') return restError(405, 'method_not_allowed', 'Method not allowed: use POST.', { allow: 'POST' });
     if (!isJsonContentType(request.headers.get('content-type'))) return restError(415, 'unsupported_media_type', 'Content-Type must be application/json.');
-    if (declaredTooLarge(request, Limits.requestBodyMaxBytes)) return restError(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
+    if (declaredTooLarge(request, Limits.requestBodyMaxBytes))
+      return restError(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
 
     // pup's timestamp is compared with the time of day, and the replay memory that must agree with
     // its window (LIM-9) is kept in the same time.
@@ -283,7 +284,14 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     }
     // The effect, committed once per delivery id: ids and the type only.
     const { event } = parsed;
-    const fields = { requestId, webhookId: loggedId, type: event.type.slice(0, 64), eventId: event.eventId, memberId: event.memberId, installationId: event.installationId };
+    const fields = {
+      requestId,
+      webhookId: loggedId,
+      type: event.type.slice(0, 64),
+      eventId: event.eventId,
+      memberId: event.memberId,
+      installationId: event.installationId,
+    };
     if (event.known) deps.log.info('pup_member_event', fields);
     else deps.log.warn('pup_event_ignored', fields);
     return jsonText(answer.status, answer.body);

@@ -24,7 +24,6 @@
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { Readable } from 'node:stream';
 import { runWithDeadline } from '../adapters/deadline';
 import { Budgets, mcpDeadline } from '../core/budgets';
 import { ClientAborted } from '../core/errors';

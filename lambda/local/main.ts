@@ -39,7 +39,9 @@ async function main(): Promise<void> {
   } catch (error) {
     if (error instanceof StateDirInUse || error instanceof StateUnreadable || error instanceof StateFileError) refuse(error.message);
     if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-      process.stderr.write(`dm-dot: port ${settings.port} on ${settings.host} is in use; stop what holds it, or choose another with PORT (PORT=0 picks a free one)\n`);
+      process.stderr.write(
+        `dm-dot: port ${settings.port} on ${settings.host} is in use; stop what holds it, or choose another with PORT (PORT=0 picks a free one)\n`,
+      );
       process.exit(1);
     }
     throw error;

@@ -35,7 +35,7 @@ import { isLoopbackHostname, LOOPBACK_HOSTNAMES } from '../core/loopback';
 import { describeCause } from '../core/answers';
 import { createApp, type App } from '../http/app';
 import { createLogger } from '../log';
-import type { Clock, IdempotencyStore, InboxStore, Logger, WebhookClient } from '../ports';
+import type { Clock, Logger, WebhookClient } from '../ports';
 import { steadyClock } from './clock';
 import { switchesOf } from '../operator/views';
 import { recordRotation } from '../operator/access';
@@ -395,12 +395,18 @@ export function startupLines(settings: LocalSettings, url: string, key: { file?:
       ? `  pup door: on (${settings.pupSecrets.secrets.length} signing secret${settings.pupSecrets.secrets.length > 1 ? 's' : ''})`
       : '  pup door: off (no PUP_SIGNING_SECRETS)',
   );
-  lines.push(settings.inbox ? '  inbox: on (DMDOT_INBOX): get_pending_messages and acknowledge_messages for the connector key' : '  inbox: off (DMDOT_INBOX=1 turns it on)');
+  lines.push(
+    settings.inbox
+      ? '  inbox: on (DMDOT_INBOX): get_pending_messages and acknowledge_messages for the connector key'
+      : '  inbox: off (DMDOT_INBOX=1 turns it on)',
+  );
   lines.push(`  allowed origins: ${settings.allowedOrigins.join(', ') || 'none'}; extra hosts: ${settings.allowedHosts.join(', ') || 'none'}`);
   lines.push(`  events profile: ${settings.eventsProfile} (DMDOT_EVENTS_PROFILE)`);
   // The schedule only when it is not the default: a person who set it sees that it took effect.
   if (settings.retryDelaysS.join(',') !== DEFAULT_RETRY_DELAYS_S.join(',')) {
-    lines.push(`  retry schedule: ${settings.retryDelaysS.join(',')} s after the first attempt (DMDOT_RETRY_DELAYS; default ${DEFAULT_RETRY_DELAYS_S.join(',')})`);
+    lines.push(
+      `  retry schedule: ${settings.retryDelaysS.join(',')} s after the first attempt (DMDOT_RETRY_DELAYS; default ${DEFAULT_RETRY_DELAYS_S.join(',')})`,
+    );
   }
   lines.push(`  state directory: ${resolve(settings.stateDir)}`);
   for (const warning of settings.warnings) lines.push(`warning: ${warning}`);

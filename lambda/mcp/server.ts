@@ -22,7 +22,14 @@
  * Deliberately not here: HTTP concerns (auth, limits, routing: http/app.ts) and any state: every
  * piece of state lives behind the ports.
  */
-import { createMcpHandler, McpServer, ProtocolError, type McpHttpHandler, type McpRequestContext, type StandardSchemaWithJSON } from '@modelcontextprotocol/server';
+import {
+  createMcpHandler,
+  McpServer,
+  ProtocolError,
+  type McpHttpHandler,
+  type McpRequestContext,
+  type StandardSchemaWithJSON,
+} from '@modelcontextprotocol/server';
 import { admitSend, type Identity } from '../core/access';
 import { answerUnavailable, describeCause, idempotentToolResult, rateLimitedToolResult } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
@@ -30,7 +37,19 @@ import { announcePending } from '../core/inbox';
 import { sendOnce, type IdempotencyDeps } from '../core/idempotency';
 import { inboxTools } from './inbox-tools';
 import { publishedSchema } from './schema';
-import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EventsProfiles, LEGACY_PROTOCOL_VERSIONS, Limits, MESSAGE_CREATED_DEFINITION, Methods, MODERN_SERVER_CAPABILITIES, SERVER_CAPABILITIES, SERVER_NAME, TOOL_NAME } from '../core/protocol';
+import {
+  DEFAULT_EVENTS_PROFILE,
+  ErrorCodes,
+  EventsProfiles,
+  LEGACY_PROTOCOL_VERSIONS,
+  Limits,
+  MESSAGE_CREATED_DEFINITION,
+  Methods,
+  MODERN_SERVER_CAPABILITIES,
+  SERVER_CAPABILITIES,
+  SERVER_NAME,
+  TOOL_NAME,
+} from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
 import type { AccessStore, Logger } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';

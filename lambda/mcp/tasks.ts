@@ -153,7 +153,11 @@ export function taskOf(record: EventRecord, principal: string, now: number): Det
  * undefined when the record cannot be read: the caller then gets the queued text, never a task
  * that might not resolve.
  */
-export async function taskForQueued(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string, eventId: string): Promise<CreateTaskResult | ToolResult | undefined> {
+export async function taskForQueued(
+  deps: Pick<MessageDeps, 'store' | 'clock'>,
+  principal: string,
+  eventId: string,
+): Promise<CreateTaskResult | ToolResult | undefined> {
   const now = deps.clock.now();
   const record = await deps.store.getEvent(eventId, now).catch(() => undefined);
   if (!record) return undefined;
@@ -237,7 +241,11 @@ export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principa
       // reads as it settled (the extension allows a terminal status other than `cancelled`).
       const at = deps.clock.now();
       await guardDependency('storage', () =>
-        deps.store.updateEvent(record.eventId, { status: EventStatus.dropped, cancelledAt: at, appendLog: { at, note: 'cancelled' } }, { status: EventStatus.queued }),
+        deps.store.updateEvent(
+          record.eventId,
+          { status: EventStatus.dropped, cancelledAt: at, appendLog: { at, note: 'cancelled' } },
+          { status: EventStatus.queued },
+        ),
       );
       return {};
     },

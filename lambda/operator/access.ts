@@ -35,11 +35,15 @@ export function senderView(record: SenderRecord): SenderView {
   };
 }
 
-export type AddSenderResult = { added: true; name: string; key: string; rate: number | null } | { added: false; name: string; why: 'invalid_name' | 'invalid_rate' | 'exists'; message: string };
+export type AddSenderResult =
+  | { added: true; name: string; key: string; rate: number | null }
+  | { added: false; name: string; why: 'invalid_name' | 'invalid_rate' | 'exists'; message: string };
 
 export function senderRateProblem(rate: number | null): string | undefined {
   if (rate === null) return undefined;
-  return Number.isInteger(rate) && rate >= 1 && rate <= AccessLimits.maxSenderRate ? undefined : `the rate is messages per minute, an integer from 1 to ${AccessLimits.maxSenderRate}`;
+  return Number.isInteger(rate) && rate >= 1 && rate <= AccessLimits.maxSenderRate
+    ? undefined
+    : `the rate is messages per minute, an integer from 1 to ${AccessLimits.maxSenderRate}`;
 }
 
 export async function addSender(access: AccessStore, name: string, rate: number | null, now: number): Promise<AddSenderResult> {
@@ -63,7 +67,11 @@ export async function listSenders(access: AccessStore): Promise<SenderView[]> {
  * add of the same name (its write found nothing, then the add landed) sees the live sender on its
  * second read and revokes it, instead of calling "already revoked" a key that still sends.
  */
-export async function revokeSender(access: AccessStore, name: string, now: number): Promise<{ revoked: boolean; name: string; why?: 'not_found' | 'already_revoked' }> {
+export async function revokeSender(
+  access: AccessStore,
+  name: string,
+  now: number,
+): Promise<{ revoked: boolean; name: string; why?: 'not_found' | 'already_revoked' }> {
   // A revocation is never undone and a name is added once, so the second round decides.
   for (let round = 0; round < 2; round++) {
     if (await access.revokeSender(name, now)) return { revoked: true, name };

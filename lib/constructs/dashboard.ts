@@ -70,7 +70,7 @@ export class DmDotDashboard extends Construct {
         height: 2,
         markdown:
           '## dm-dot\n' +
-          'Deliveries count every decision, inline (the MCP function\'s first attempt) and worker (the delivery function) alike; ' +
+          "Deliveries count every decision, inline (the MCP function's first attempt) and worker (the delivery function) alike; " +
           'a message delivered inline shows up again as `already_final` when its safety-net copy reaches the worker. Dead letters wait 14 days: see the stack output `RedriveCommand`.',
       }),
     );
@@ -81,9 +81,7 @@ export class DmDotDashboard extends Construct {
         width: WIDTH,
         height: HEIGHT,
         stacked: true,
-        left: DELIVERY_OUTCOMES.map((outcome) =>
-          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: outcome }, outcome),
-        ),
+        left: DELIVERY_OUTCOMES.map((outcome) => dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: outcome }, outcome)),
       }),
       new cloudwatch.GraphWidget({
         title: 'Delivery latency, enqueue to delivered (ms)',
@@ -105,7 +103,9 @@ export class DmDotDashboard extends Construct {
         ],
         right: [
           dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'retry' }, 'retries scheduled'),
-          ...DELIVERY_VIAS.map((via) => dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'delivered', [DimensionName.via]: via }, `delivered, ${via}`)),
+          ...DELIVERY_VIAS.map((via) =>
+            dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'delivered', [DimensionName.via]: via }, `delivered, ${via}`),
+          ),
         ],
       }),
     );
@@ -164,12 +164,7 @@ export class DmDotDashboard extends Construct {
           // Only the operations dm-dot makes (each is one metric the graph reads).
           props.table.metricThrottledRequestsForOperations({
             ...sum,
-            operations: [
-              dynamodb.Operation.GET_ITEM,
-              dynamodb.Operation.PUT_ITEM,
-              dynamodb.Operation.UPDATE_ITEM,
-              dynamodb.Operation.DELETE_ITEM,
-            ],
+            operations: [dynamodb.Operation.GET_ITEM, dynamodb.Operation.PUT_ITEM, dynamodb.Operation.UPDATE_ITEM, dynamodb.Operation.DELETE_ITEM],
           }),
         ],
       }),
@@ -184,20 +179,13 @@ export class DmDotDashboard extends Construct {
           // so the dashboard stays within the free tier's 50 metrics.
           props.reconciler.metricErrors({ ...sum, label: 'reconciler failed runs' }),
         ],
-        right: [
-          props.mcp.metricInvocations({ ...sum, label: 'MCP invocations' }),
-          props.delivery.metricInvocations({ ...sum, label: 'delivery invocations' }),
-        ],
+        right: [props.mcp.metricInvocations({ ...sum, label: 'MCP invocations' }), props.delivery.metricInvocations({ ...sum, label: 'delivery invocations' })],
       }),
       new cloudwatch.GraphWidget({
         title: 'API Gateway',
         width: WIDTH,
         height: HEIGHT,
-        left: [
-          props.api.metricCount({ ...sum, label: 'requests' }),
-          api4xx.with({ label: '4xx' }),
-          props.api.metricServerError({ ...sum, label: '5xx' }),
-        ],
+        left: [props.api.metricCount({ ...sum, label: 'requests' }), api4xx.with({ label: '4xx' }), props.api.metricServerError({ ...sum, label: '5xx' })],
       }),
     );
 

@@ -86,7 +86,12 @@ export class EdgeAcl extends Construct {
       removalPolicy: RemovalPolicy.DESTROY,
     });
     // WAF takes the log group's ARN without the `:*` CloudWatch adds to a log group's Arn attribute.
-    const logGroupArn = Stack.of(this).formatArn({ service: 'logs', resource: 'log-group', resourceName: logGroupName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    const logGroupArn = Stack.of(this).formatArn({
+      service: 'logs',
+      resource: 'log-group',
+      resourceName: logGroupName,
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
     const logging = new wafv2.CfnLoggingConfiguration(this, 'Logging', {
       resourceArn: this.webAcl.attrArn,
       logDestinationConfigs: [logGroupArn],

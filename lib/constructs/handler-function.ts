@@ -29,7 +29,7 @@
  * X-Ray tracing, reserved concurrency (new accounts often have a concurrency quota of 10, and
  * reserving part of it fails the deploy).
  */
-import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';

@@ -35,15 +35,7 @@
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
-import {
-  CorsHttpMethod,
-  CfnStage,
-  HttpApi,
-  HttpMethod,
-  HttpStage,
-  LogGroupLogDestination,
-  PayloadFormatVersion,
-} from 'aws-cdk-lib/aws-apigatewayv2';
+import { CorsHttpMethod, type CfnStage, HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, PayloadFormatVersion } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';

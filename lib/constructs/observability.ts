@@ -231,7 +231,10 @@ export class Observability extends Construct {
 
   /** The alarms' names, comma-separated (CloudFormation resolves them at deploy). */
   get alarmNames(): string {
-    return Fn.join(',', this.alarms.map((a) => a.alarmName));
+    return Fn.join(
+      ',',
+      this.alarms.map((a) => a.alarmName),
+    );
   }
 
   /** The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later. */

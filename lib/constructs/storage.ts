@@ -133,9 +133,7 @@ export class Storage extends Construct {
         // (a GetItem, PutItem, UpdateItem or DeleteItem always names exactly one). "Using IAM policy
         // conditions for fine-grained access control", dynamodb:LeadingKeys:
         // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html
-        ...(options.leadingKeys
-          ? { conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [...options.leadingKeys] } } }
-          : {}),
+        ...(options.leadingKeys ? { conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [...options.leadingKeys] } } } : {}),
       }),
     );
     // An AWS managed key needs no grant: DynamoDB uses it for whoever may use the table.

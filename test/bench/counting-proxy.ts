@@ -61,7 +61,13 @@ export async function startCountingProxy(upstream: string, options: CountingProx
       const call: CountedCall = { operation: operationOf(req.headers, req.url ?? '/', received), at: Date.now(), status: 0 };
       calls.push(call);
       const upstreamReq = http.request(
-        { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: { ...req.headers, host: target.host, 'content-length': String(raw.byteLength) } },
+        {
+          host: target.hostname,
+          port: target.port,
+          method: req.method,
+          path: req.url,
+          headers: { ...req.headers, host: target.host, 'content-length': String(raw.byteLength) },
+        },
         (upstreamRes) => {
           const answer: Buffer[] = [];
           upstreamRes.on('data', (c: Buffer) => answer.push(c));

@@ -172,7 +172,11 @@ export async function stackEnvironments(): Promise<StackEnvironments> {
 }
 
 /** The execution role's credentials as the bundles see them; the fake Secrets Manager verifies signatures with them. */
-export const LAMBDA_TEST_CREDENTIALS = { accessKeyId: 'ASIABENCHEXAMPLE0000', secretAccessKey: 'bench-secret-access-key', sessionToken: 'bench-session-token' } as const;
+export const LAMBDA_TEST_CREDENTIALS = {
+  accessKeyId: 'ASIABENCHEXAMPLE0000',
+  secretAccessKey: 'bench-secret-access-key',
+  sessionToken: 'bench-session-token',
+} as const;
 
 /**
  * What the Lambda runtime adds to a function's own variables
@@ -293,10 +297,22 @@ const context = { awsRequestId: 'bench', functionName: process.env.AWS_LAMBDA_FU
 });
 `;
 
-export function coldStart(nodeBinary: string, file: string, mode: InvokeMode, payload: string, env: Record<string, string>, timeoutMs = 30_000, then?: ThenStep): Promise<ColdStart> {
+export function coldStart(
+  nodeBinary: string,
+  file: string,
+  mode: InvokeMode,
+  payload: string,
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  then?: ThenStep,
+): Promise<ColdStart> {
   return new Promise((done, fail) => {
     const childEnv = inTaskRoot(env, dirname(file));
-    const child = spawn(nodeBinary, ['-e', CHILD, file, mode, payload, ...(then ? [JSON.stringify(then)] : [])], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(nodeBinary, ['-e', CHILD, file, mode, payload, ...(then ? [JSON.stringify(then)] : [])], {
+      cwd: ROOT,
+      env: childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));

@@ -62,7 +62,9 @@ const SECTIONS: readonly Section[] = [
 
 const bench = new Bench();
 /** Other work on the machine inflates absolute numbers (ratios much less): the table says how busy it was. */
-const startLoad = loadavg().map((l) => l.toFixed(2)).join(' ');
+const startLoad = loadavg()
+  .map((l) => l.toFixed(2))
+  .join(' ');
 bench.recordMachine({
   node: process.version,
   platform: platform(),
@@ -83,7 +85,14 @@ async function runSection(section: Section): Promise<void> {
   } catch (error) {
     const message = errorText(error);
     bench.failures.push(`${section.title}: ${message}`);
-    bench.row({ name: `${section.title}: FAILED`, median: '-', p90: '-', baseline: message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 160), baselineMedian: '-', ratio: '-' });
+    bench.row({
+      name: `${section.title}: FAILED`,
+      median: '-',
+      p90: '-',
+      baseline: message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 160),
+      baselineMedian: '-',
+      ratio: '-',
+    });
   }
   // Servers, apps and temp dirs of this section go before the next one measures anything.
   await bench.runCleanups(keep);
@@ -104,13 +113,18 @@ function report(startedAt: number): string {
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   return [
     ...wrap(
-      `dm-dot benchmark: Node ${process.version}, ${cpus().length} × ${cpu}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')} (at start ${startLoad}), ${new Date().toISOString()}, ${((performance.now() - startedAt) / 1000).toFixed(1)} s`,
+      `dm-dot benchmark: Node ${process.version}, ${cpus().length} × ${cpu}, load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')} (at start ${startLoad}), ${new Date().toISOString()}, ${((performance.now() - startedAt) / 1000).toFixed(1)} s`,
       '  ',
     ),
     '',
     table(),
     '',
-    ...wrap('ratio = median / baseline median (for ops/s rows, > 1 is faster; elsewhere > 1 is slower or bigger). MISSED: over the target the name states.', '  '),
+    ...wrap(
+      'ratio = median / baseline median (for ops/s rows, > 1 is faster; elsewhere > 1 is slower or bigger). MISSED: over the target the name states.',
+      '  ',
+    ),
     ...(bench.missed.length ? ['', `${bench.missed.length} target(s) missed:`, ...bench.missed.flatMap((m) => wrap(`- MISSED ${m}`, '  '))] : []),
     ...bench.notes.flatMap((n) => wrap(`- ${n}`, '  ')),
     ...bench.failures.flatMap((f) => wrap(`- FAILED ${f}`, '  ')),
@@ -120,12 +134,19 @@ function report(startedAt: number): string {
 
 function writeResults(startedAt: number): void {
   bench.recordMachine({ loadAverageAtEnd: loadavg().map((l) => Number(l.toFixed(2))) });
-  const out = { generatedAt: new Date().toISOString(), durationS: Number(((performance.now() - startedAt) / 1000).toFixed(1)), ...bench.results, missedTargets: bench.missed, failures: bench.failures };
+  const out = {
+    generatedAt: new Date().toISOString(),
+    durationS: Number(((performance.now() - startedAt) / 1000).toFixed(1)),
+    ...bench.results,
+    missedTargets: bench.missed,
+    failures: bench.failures,
+  };
   try {
     mkdirSync(join(ROOT, 'bench'), { recursive: true });
     // Three decimals are plenty for milliseconds and ratios measured on a shared machine; NaN (a
     // figure that could not be measured) becomes null.
-    const rounded = (_key: string, value: unknown) => (typeof value === 'number' && !Number.isInteger(value) && Number.isFinite(value) ? Number(value.toFixed(3)) : value);
+    const rounded = (_key: string, value: unknown) =>
+      typeof value === 'number' && !Number.isInteger(value) && Number.isFinite(value) ? Number(value.toFixed(3)) : value;
     writeFileSync(RESULTS_FILE, `${JSON.stringify(out, rounded, 2)}\n`);
     progress(`wrote ${RESULTS_FILE}`);
   } catch (error) {
@@ -146,7 +167,9 @@ async function finish(code: number, startedAt: number): Promise<never> {
 
 /** BENCH_SECTIONS=bundles,lambda runs only those (while working on one part); the default is all. */
 function selectedSections(): readonly Section[] {
-  const only = process.env.BENCH_SECTIONS?.split(',').map((k) => k.trim()).filter(Boolean);
+  const only = process.env.BENCH_SECTIONS?.split(',')
+    .map((k) => k.trim())
+    .filter(Boolean);
   if (!only || only.length === 0) return SECTIONS;
   const unknown = only.filter((k) => !SECTIONS.some((s) => s.key === k));
   if (unknown.length > 0) throw new Error(`BENCH_SECTIONS: unknown section(s) ${unknown.join(', ')}; known: ${SECTIONS.map((s) => s.key).join(', ')}`);

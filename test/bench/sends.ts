@@ -150,7 +150,13 @@ export async function measureSends(bench: Bench, path: 'local' | 'lambda', call:
     baselineMedian: ms(atReceiver.median),
     ratio: ratio(answered.median, atReceiver.median),
   });
-  const figures = { deliveredAnswerMs: answered.median, atReceiverMs: atReceiver.median, deliveredRatio: answered.median / atReceiver.median, plainPostMs: baseline.median, sends: answered.n };
+  const figures = {
+    deliveredAnswerMs: answered.median,
+    atReceiverMs: atReceiver.median,
+    deliveredRatio: answered.median / atReceiver.median,
+    plainPostMs: baseline.median,
+    sends: answered.n,
+  };
   if (path === 'local') bench.record(figures);
   else bench.record({ lambda: figures });
   if (notDelivered > 0) bench.note(`e2e ${where}: ${notDelivered} send(s) were not answered "delivered" and are left out.`);

@@ -249,7 +249,16 @@ export async function pairedAsync(subject: () => Promise<unknown>, baseline: () 
   const deadline = performance.now() + options.maxMs;
   for (let round = 0; round < options.rounds && performance.now() < deadline; round++) {
     // The side that goes first alternates too, so a slow start of a round hits both alike.
-    const order = round % 2 === 0 ? ([[baseline, out.baseline], [subject, out.subject]] as const) : ([[subject, out.subject], [baseline, out.baseline]] as const);
+    const order =
+      round % 2 === 0
+        ? ([
+            [baseline, out.baseline],
+            [subject, out.subject],
+          ] as const)
+        : ([
+            [subject, out.subject],
+            [baseline, out.baseline],
+          ] as const);
     for (const [fn, into] of order) {
       for (let s = 0; s < perRound && performance.now() < deadline; s++) {
         const t0 = performance.now();

@@ -212,7 +212,14 @@ describe('no import cycle', () => {
       ['s', ['s']],
     ]);
     expect(importCycles(graph)).toEqual([['a', 'b', 'c'], ['s']]);
-    expect(importCycles(new Map([['x', ['y']], ['y', []]]))).toEqual([]);
+    expect(
+      importCycles(
+        new Map([
+          ['x', ['y']],
+          ['y', []],
+        ]),
+      ),
+    ).toEqual([]);
   });
 
   test('the graph resolves relative specifiers to files, folders to their index, and leaves packages out', () => {
@@ -295,7 +302,10 @@ describe('the checker itself', () => {
     ['adapters/embedded/x.ts', "import { Limits } from '../../core/protocol';\nimport type { Store } from '../../ports';\nimport { open } from 'lmdb';"],
     ['http/x.ts', "import { createMcpEndpoint } from '../mcp/server';\nimport type { McpHttpHandler } from '@modelcontextprotocol/server';"],
     ['cli/local/x.ts', "const embedded = await import('../../adapters/embedded');\nimport { localSettings } from '../../config/settings';"],
-    ['local/x.ts', "import { createApp } from '../http/app';\nimport { openEmbeddedDatabase } from '../adapters/embedded';\nimport { createLogger } from '../log';"],
+    [
+      'local/x.ts',
+      "import { createApp } from '../http/app';\nimport { openEmbeddedDatabase } from '../adapters/embedded';\nimport { createLogger } from '../log';",
+    ],
     ['handlers/x.ts', "import { mcpLambdaFromSettings } from './mcp-lambda';\nimport { DynamoDbStore } from '../adapters/dynamodb-store';"],
   ])('%s: allows its row', (file, source) => {
     expect(violationsIn(source, at(file))).toEqual([]);

@@ -17,7 +17,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { AWS_CREDENTIAL_CHAIN, AWS_CREDENTIAL_CHAIN_REPLACEMENT, lambdaBundle, AFTER_RESPONSE_CHUNK, MCP_STORAGE_CHUNK, MCP_SDK_SHIMS, MCP_SDK_SHIMS_REPLACEMENT } from '../../lib/bundling';
+import {
+  AWS_CREDENTIAL_CHAIN,
+  AWS_CREDENTIAL_CHAIN_REPLACEMENT,
+  lambdaBundle,
+  AFTER_RESPONSE_CHUNK,
+  MCP_STORAGE_CHUNK,
+  MCP_SDK_SHIMS,
+  MCP_SDK_SHIMS_REPLACEMENT,
+} from '../../lib/bundling';
 import {
   BUNDLE_BUDGET_BYTES,
   buildLambdaBundle,
@@ -40,7 +48,8 @@ const AJV_INPUTS = /ajvProvider|node_modules\/ajv(-formats)?\//;
 /** A sentence of ajv's code generator: survives minification, found in the bundle before the alias. */
 const AJV_TEXT = 'CodeGen: name must be a valid identifier';
 /** The default chain's providers beyond the environment, and the STS/SSO clients they bring. */
-const CHAIN_INPUTS = /@aws-sdk\/(credential-provider-(node|ini|sso|process|web-identity|http)|client-sso|client-sts|nested-clients|token-providers)\/|@smithy\/credential-provider-imds\//;
+const CHAIN_INPUTS =
+  /@aws-sdk\/(credential-provider-(node|ini|sso|process|web-identity|http)|client-sso|client-sts|nested-clients|token-providers)\/|@smithy\/credential-provider-imds\//;
 
 let root: string;
 let mcp: BuiltBundle;
@@ -117,7 +126,11 @@ describe('ajv stays out of the MCP bundle', () => {
   test('the check can fail: without the alias the same build holds ajv', async () => {
     const spec = lambdaBundle();
     const { [MCP_SDK_SHIMS]: _dropped, ...otherAliases } = spec.alias;
-    const without = await buildLambdaBundle(join(root, 'mcp-with-ajv'), { contents: "export * from '@modelcontextprotocol/server';" }, { ...spec, alias: otherAliases });
+    const without = await buildLambdaBundle(
+      join(root, 'mcp-with-ajv'),
+      { contents: "export * from '@modelcontextprotocol/server';" },
+      { ...spec, alias: otherAliases },
+    );
     expect(inputsMatching(without, AJV_INPUTS).length).toBeGreaterThan(0);
     expect(without.text).toContain(AJV_TEXT);
   });
@@ -155,7 +168,10 @@ describe('credentials: the environment only', () => {
       process.env.AWS_SECRET_ACCESS_KEY = 'test-secret';
       await expect(ours.defaultProvider()()).resolves.toEqual(expect.objectContaining({ accessKeyId: 'ASIATESTTESTTEST' }));
     } finally {
-      for (const [name, value] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]] as const) {
+      for (const [name, value] of [
+        ['AWS_ACCESS_KEY_ID', saved.id],
+        ['AWS_SECRET_ACCESS_KEY', saved.secret],
+      ] as const) {
         if (value === undefined) delete process.env[name];
         else process.env[name] = value;
       }
@@ -164,7 +180,7 @@ describe('credentials: the environment only', () => {
 });
 
 describe('source maps: written, never loaded at run time', () => {
-  test('DEL-PIPE-22: NODE_OPTIONS only preloads the MCP function\'s after-response extension: never --enable-source-maps', () => {
+  test("DEL-PIPE-22: NODE_OPTIONS only preloads the MCP function's after-response extension: never --enable-source-maps", () => {
     expect(environments.mcp.NODE_OPTIONS).toBe('--import=/var/task/after-response.mjs');
     expect(Object.keys(environments.delivery)).not.toContain('NODE_OPTIONS');
     for (const variables of [environments.mcp, environments.delivery]) expect(JSON.stringify(variables)).not.toContain('source-map');

@@ -16,15 +16,15 @@ const SCRIPT = join(ROOT, 'test/tools/decode-stack.mjs');
 
 // The error is made on line 4: the line the decoded trace must name.
 const THROWER = [
-  "export function deepInside(value: number): number {",
-  "  const doubled = value * 2;",
-  "  if (doubled > 10) {",
-  "    throw new Error(`too big: ${doubled}`);",
-  "  }",
-  "  return doubled;",
-  "}",
-  "export const handler = () => deepInside(21);",
-  "",
+  'export function deepInside(value: number): number {',
+  '  const doubled = value * 2;',
+  '  if (doubled > 10) {',
+  '    throw new Error(`too big: ${doubled}`);',
+  '  }',
+  '  return doubled;',
+  '}',
+  'export const handler = () => deepInside(21);',
+  '',
 ].join('\n');
 
 let dir: string;
@@ -79,8 +79,20 @@ test('several maps: frames of each file are decoded by its own map (the MCP asse
   mkdirSync(join(dir, 'other-src'));
   writeFileSync(other, "\nexport const handler = () => {\n  throw new Error('from the other file');\n};\n");
   const outfile = join(dir, 'asset', 'mcp-storage.js');
-  await build({ entryPoints: [other], bundle: true, platform: 'node', format: 'cjs', minify: true, sourcemap: 'linked', sourcesContent: false, outfile, logLevel: 'warning' });
-  const run = spawnSync(process.execPath, ['-e', `try { require(${JSON.stringify(outfile)}).handler() } catch (e) { process.stdout.write(e.stack) }`], { encoding: 'utf8' });
+  await build({
+    entryPoints: [other],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    minify: true,
+    sourcemap: 'linked',
+    sourcesContent: false,
+    outfile,
+    logLevel: 'warning',
+  });
+  const run = spawnSync(process.execPath, ['-e', `try { require(${JSON.stringify(outfile)}).handler() } catch (e) { process.stdout.write(e.stack) }`], {
+    encoding: 'utf8',
+  });
   expect(run.stdout).toMatch(/mcp-storage\.js:1:\d+/);
   const result = decode([`${bundle.file}.map`, `${outfile}.map`], `${stack}\n${run.stdout}`);
   expect(result.status).toBe(0);

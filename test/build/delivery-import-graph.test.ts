@@ -76,7 +76,14 @@ test('the walker finds value imports and skips type-only ones', () => {
 test('ARCH-8: the delivery handler never reaches the MCP SDK, classic zod, lambda/http or lambda/mcp', () => {
   const graph = importGraph('lambda/handlers/delivery.ts');
   // The walk really covers the worker: the core, the adapters and the entry's own factory.
-  expect(graph.files).toEqual(expect.arrayContaining(['lambda/handlers/delivery-lambda.ts', 'lambda/core/delivery.ts', 'lambda/adapters/sqs-queue.ts', 'lambda/adapters/guarded-https.ts']));
+  expect(graph.files).toEqual(
+    expect.arrayContaining([
+      'lambda/handlers/delivery-lambda.ts',
+      'lambda/core/delivery.ts',
+      'lambda/adapters/sqs-queue.ts',
+      'lambda/adapters/guarded-https.ts',
+    ]),
+  );
   expect(violations(graph)).toEqual([]);
 });
 

@@ -47,8 +47,14 @@ test('no test title names an id the contract does not define', () => {
 });
 
 test('every rule is named by a test title or has a note in test/tools/rule-notes.json saying why not', () => {
-  expect({ missingNotes: analysis.missingNotes, hint: 'name the rule in the title of the test that checks it, or add a note' }).toEqual({ missingNotes: [], hint: expect.any(String) });
-  expect({ staleNotes: analysis.staleNotes, hint: 'test/tools/rule-notes.json has notes for ids the contract does not define' }).toEqual({ staleNotes: [], hint: expect.any(String) });
+  expect({ missingNotes: analysis.missingNotes, hint: 'name the rule in the title of the test that checks it, or add a note' }).toEqual({
+    missingNotes: [],
+    hint: expect.any(String),
+  });
+  expect({ staleNotes: analysis.staleNotes, hint: 'test/tools/rule-notes.json has notes for ids the contract does not define' }).toEqual({
+    staleNotes: [],
+    hint: expect.any(String),
+  });
 });
 
 test(`docs/testing.md holds the table that ${REGENERATE} writes`, () => {
@@ -69,7 +75,7 @@ test('the script reads titles in every form the tests use, and only ids of the c
     "  test.concurrent.each`a`('LIM-1: tagged each', () => {});",
     '  it(`EV-SUB-3: ${"template"} literal`, () => {});',
     "  it('SHA-256 and UTF-8 are not rules; STORE-2 mid-title is', () => {});",
-    "  it(name, () => {});",
+    '  it(name, () => {});',
     "  expect(/x/.test('not a title'));",
     '});',
     'const suite = RUN ? describe : () => undefined;',

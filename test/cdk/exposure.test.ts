@@ -38,7 +38,8 @@ function logConfigs(template: Json): Json[] {
   for (const r of Object.values(template.Resources as Record<string, { Type: string; Properties: Json }>)) {
     if (r.Type === 'AWS::ApiGatewayV2::Stage') found.push(r.Properties.AccessLogSettings);
     if (r.Type === 'AWS::CloudFront::Distribution') found.push(r.Properties.DistributionConfig.Logging ?? null);
-    if (r.Type === 'AWS::WAFv2::LoggingConfiguration' || r.Type.startsWith('AWS::Logs::Delivery') || r.Type === 'AWS::CloudFront::RealtimeLogConfig') found.push(r);
+    if (r.Type === 'AWS::WAFv2::LoggingConfiguration' || r.Type.startsWith('AWS::Logs::Delivery') || r.Type === 'AWS::CloudFront::RealtimeLogConfig')
+      found.push(r);
   }
   return found;
 }
@@ -52,10 +53,13 @@ describe('stages: -c stage=NAME deploys DmDot-NAME beside the others', () => {
     expect(nameWith({ stage: '' })).toBe('DmDot');
   });
 
-  test.each(['-dev', 'dev_1', 'dev.1', '1dev', 'a--b', 'dev-', 'x'.repeat(25), 'dév'])('EXPO-3: stage %p is refused with a sentence naming the key', (stage) => {
-    expect(() => settingsWith({ stage })).toThrow(SettingsError);
-    expect(() => settingsWith({ stage })).toThrow(/context stage must be 1 to 24 letters/);
-  });
+  test.each(['-dev', 'dev_1', 'dev.1', '1dev', 'a--b', 'dev-', 'x'.repeat(25), 'dév'])(
+    'EXPO-3: stage %p is refused with a sentence naming the key',
+    (stage) => {
+      expect(() => settingsWith({ stage })).toThrow(SettingsError);
+      expect(() => settingsWith({ stage })).toThrow(/context stage must be 1 to 24 letters/);
+    },
+  );
 
   test('EXPO-3: a stage is carried in the settings, and nothing else changes', () => {
     const { stage, ...rest } = settingsWith({ stage: 'prod-eu' });
@@ -83,7 +87,9 @@ describe('the app entry (bin/dm-dot.ts) builds what the CLI deploys', () => {
         timeout: 90_000,
       });
       expect({ status: result.status, stderr: result.stderr.split('\n').filter((l) => /Error/.test(l)) }).toEqual({ status: 0, stderr: [] });
-      const manifest = JSON.parse(fs.readFileSync(path.join(outdir, 'manifest.json'), 'utf8')) as { artifacts: Record<string, { type: string; environment?: string }> };
+      const manifest = JSON.parse(fs.readFileSync(path.join(outdir, 'manifest.json'), 'utf8')) as {
+        artifacts: Record<string, { type: string; environment?: string }>;
+      };
       return Object.fromEntries(
         Object.entries(manifest.artifacts)
           .filter(([, a]) => a.type === 'aws:cloudformation:stack')
@@ -146,7 +152,9 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
       windowS: 300,
     });
     expect(() => settingsWith({ protection: 'waf', wafRateLimit: '9' })).toThrow(/context wafRateLimit must be an integer from 10/);
-    expect(() => settingsWith({ protection: 'waf', wafRateWindowSeconds: '90' })).toThrow(/context wafRateWindowSeconds must be one of AWS WAF's evaluation windows \(60, 120, 300, 600\)/);
+    expect(() => settingsWith({ protection: 'waf', wafRateWindowSeconds: '90' })).toThrow(
+      /context wafRateWindowSeconds must be one of AWS WAF's evaluation windows \(60, 120, 300, 600\)/,
+    );
     expect(() => settingsWith({ protection: 'cloudflare' })).toThrow(/context protection must be one of none, waf/);
     expect(settingsWith({ protection: 'none' }).protection).toBeUndefined();
   });
@@ -226,7 +234,11 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
     for (const { reason } of found) expect(reason.length).toBeGreaterThan(60);
     const acknowledged = found.filter(({ path }) => /Edge/.test(path)).map(({ path, rule }) => `${path} ${rule}`);
     expect(acknowledged.sort()).toEqual(
-      ['DmDot-dev/Edge/Distribution AwsSolutions-CFR1', 'DmDot-dev/Edge/Distribution AwsSolutions-CFR3', 'DmDot-dev/Edge/Distribution AwsSolutions-CFR4'].sort(),
+      [
+        'DmDot-dev/Edge/Distribution AwsSolutions-CFR1',
+        'DmDot-dev/Edge/Distribution AwsSolutions-CFR3',
+        'DmDot-dev/Edge/Distribution AwsSolutions-CFR4',
+      ].sort(),
     );
   });
 
@@ -237,7 +249,7 @@ describe('protection=waf: a per-client limit before the shared throttle', () => 
   test('EXPO-4: with the region known at synth, a custom domain whose certificate is from another region is refused in one sentence', () => {
     const context = { domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1, 'aws:cdk:bundling-stacks': [] };
     expect(() => addDmDot(new App({ context }), { region: 'us-west-2' })).toThrow(
-      'context certificateArn is in eu-west-1, but API Gateway takes a certificate from the API\'s own region (us-west-2): use a certificate from us-west-2, or deploy to eu-west-1',
+      "context certificateArn is in eu-west-1, but API Gateway takes a certificate from the API's own region (us-west-2): use a certificate from us-west-2, or deploy to eu-west-1",
     );
     // A region filled in for an offline synth (no one gave it) is not checked against.
     expect(() => addDmDot(new App({ context }), { region: 'us-east-1' }, { regionKnown: false })).not.toThrow();
@@ -288,7 +300,9 @@ describe('protection=waf with the locked origin: nothing reaches API Gateway aro
       OriginSSLProtocols: ['TLSv1.2'],
       OriginMtlsConfig: { ClientCertificateArn: CERT_US_EAST_1 },
     });
-    expect(s.template.Resources[dist.id].DependsOn).toEqual(expect.arrayContaining([resource(s.template, 'AWS::ApiGatewayV2::DomainName', 'OriginDomainName').id]));
+    expect(s.template.Resources[dist.id].DependsOn).toEqual(
+      expect.arrayContaining([resource(s.template, 'AWS::ApiGatewayV2::DomainName', 'OriginDomainName').id]),
+    );
     expect(s.template.Outputs.McpEndpoint.Value).toEqual({ 'Fn::Join': ['', ['https://', { 'Fn::GetAtt': [dist.id, 'DomainName'] }, '/mcp']] });
     // CloudFormation takes only literal text as an output's description.
     for (const output of Object.values(s.template.Outputs as Record<string, Json>)) expect(typeof output.Description).toBe('string');
@@ -301,9 +315,15 @@ describe('protection=waf with the locked origin: nothing reaches API Gateway aro
 
   test.each([
     [{ ...ORIGIN, originTruststoreUri: '' }, /the locked origin needs all four origin settings; missing context originTruststoreUri$/],
-    [{ ...ORIGIN, originClientCertificateArn: CERT_EU_WEST_1 }, /originClientCertificateArn is in eu-west-1, but CloudFront presents client certificates from ACM in us-east-1 only/],
+    [
+      { ...ORIGIN, originClientCertificateArn: CERT_EU_WEST_1 },
+      /originClientCertificateArn is in eu-west-1, but CloudFront presents client certificates from ACM in us-east-1 only/,
+    ],
     [{ ...ORIGIN, protection: 'none' }, /only apply with protection=waf/],
-    [{ ...ORIGIN, originTruststoreUri: 'https://bucket.s3.amazonaws.com/ca.pem' }, /context originTruststoreUri must be an S3 object like s3:\/\/my-bucket\/truststore.pem/],
+    [
+      { ...ORIGIN, originTruststoreUri: 'https://bucket.s3.amazonaws.com/ca.pem' },
+      /context originTruststoreUri must be an S3 object like s3:\/\/my-bucket\/truststore.pem/,
+    ],
   ])('EXPO-4: an incomplete or inconsistent locked origin fails synth with one sentence: %p', (context, message) => {
     expect(() => settingsWith(context)).toThrow(SettingsError);
     expect(() => settingsWith(context)).toThrow(message);
@@ -343,7 +363,10 @@ describe('custom domain: a stable connector URL', () => {
     const rules = Object.entries(template.Rules as Record<string, Json>).filter(([id]) => id.startsWith('DomainCertificateInStackRegion'));
     expect(rules).toHaveLength(1);
     expect(rules[0]?.[1].Assertions).toEqual([
-      { Assert: { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'eu-west-1'] }, AssertDescription: expect.stringMatching(/^certificateArn is in eu-west-1: deploy this stack there/) },
+      {
+        Assert: { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'eu-west-1'] },
+        AssertDescription: expect.stringMatching(/^certificateArn is in eu-west-1: deploy this stack there/),
+      },
     ]);
   });
 
@@ -371,13 +394,22 @@ describe('custom domain: a stable connector URL', () => {
   test.each([
     [{ domainName: 'mcp.example.com' }, /context domainName needs context certificateArn/],
     [{ certificateArn: CERT_EU_WEST_1 }, /context certificateArn needs context domainName/],
-    [{ protection: 'waf', domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /certificateArn is in eu-west-1, but with protection=waf .* us-east-1 only/],
+    [
+      { protection: 'waf', domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 },
+      /certificateArn is in eu-west-1, but with protection=waf .* us-east-1 only/,
+    ],
     [{ disableDefaultEndpoint: 'true' }, /context disableDefaultEndpoint needs context domainName/],
-    [{ disableDefaultEndpoint: true, protection: 'waf', domainName: 'mcp.example.com', certificateArn: CERT_US_EAST_1 }, /disableDefaultEndpoint with protection=waf needs the locked origin/],
+    [
+      { disableDefaultEndpoint: true, protection: 'waf', domainName: 'mcp.example.com', certificateArn: CERT_US_EAST_1 },
+      /disableDefaultEndpoint with protection=waf needs the locked origin/,
+    ],
     [{ domainName: 'https://mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /context domainName must be a DNS name/],
     [{ domainName: '*.example.com', certificateArn: CERT_EU_WEST_1 }, /context domainName must be a DNS name/],
     [{ domainName: 'mcp.example.com', certificateArn: 'arn:aws:iam::123456789012:role/x' }, /context certificateArn must be an ACM certificate ARN/],
-    [{ disableDefaultEndpoint: 'yes', domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 }, /context disableDefaultEndpoint must be 1 or true \(on\), or 0, false or empty \(off\)/],
+    [
+      { disableDefaultEndpoint: 'yes', domainName: 'mcp.example.com', certificateArn: CERT_EU_WEST_1 },
+      /context disableDefaultEndpoint must be 1 or true \(on\), or 0, false or empty \(off\)/,
+    ],
   ])('EXPO-4: a bad or incomplete combination fails synth with one sentence: %p', (context, message) => {
     expect(() => settingsWith(context)).toThrow(SettingsError);
     expect(() => settingsWith(context)).toThrow(message);

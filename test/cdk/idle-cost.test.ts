@@ -47,6 +47,8 @@ describe('a personal deployment that idles cheaply', () => {
 
   test('a bad value is one sentence naming the setting', () => {
     expect(() => synthesize({ bundle: false, context: { tableKey: 'mine' } })).toThrow('context tableKey must be one of customer, aws-managed, got "mine"');
-    expect(() => synthesize({ bundle: false, context: { dashboard: 'no' } })).toThrow(/^context dashboard must be 1 or true \(on\), or 0, false or empty \(off\), got "no"$/);
+    expect(() => synthesize({ bundle: false, context: { dashboard: 'no' } })).toThrow(
+      /^context dashboard must be 1 or true \(on\), or 0, false or empty \(off\), got "no"$/,
+    );
   });
 });

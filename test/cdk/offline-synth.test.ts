@@ -58,12 +58,16 @@ test('ARCH-2: node test/tools/cdk.mjs synth --quiet exits 0 with no credentials 
 }, 180_000);
 
 test('a bad setting is one sentence on stderr, no stack trace, exit 1 (npm run synth -- -c retryDelays=abc)', () => {
-  const result = spawnSync(process.execPath, [path.join(PROJECT_ROOT, 'test/tools/cdk.mjs'), 'synth', '--quiet', '-c', 'retryDelays=abc', '--output', path.join(scratch, 'bad.out')], {
-    cwd: scratch,
-    env: { PATH: process.env.PATH, HOME: scratch, AWS_EC2_METADATA_DISABLED: 'true' },
-    encoding: 'utf8',
-    timeout: 150_000,
-  });
+  const result = spawnSync(
+    process.execPath,
+    [path.join(PROJECT_ROOT, 'test/tools/cdk.mjs'), 'synth', '--quiet', '-c', 'retryDelays=abc', '--output', path.join(scratch, 'bad.out')],
+    {
+      cwd: scratch,
+      env: { PATH: process.env.PATH, HOME: scratch, AWS_EC2_METADATA_DISABLED: 'true' },
+      encoding: 'utf8',
+      timeout: 150_000,
+    },
+  );
   expect(result.status).toBe(1);
   expect(result.stdout).toBe('');
   expect(result.stderr).toMatch(/^dm-dot: context retryDelays must be 1 to 20 comma-separated numbers of seconds, each 0\.\.42300 .*, got "abc"\n$/);

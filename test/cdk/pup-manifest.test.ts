@@ -70,9 +70,7 @@ test('the bundled MCP function loads with the synthesized environment and finds 
   const dir = a.assetDir(mcpOf(a).id);
   const home = fs.mkdtempSync(path.join(scratch, 'home-'));
   const variables = mcpOf(a).Properties.Environment.Variables as Record<string, Json>;
-  const env = Object.fromEntries(
-    Object.entries(variables).map(([name, value]) => [name, typeof value === 'string' ? value : `example-${name.toLowerCase()}`]),
-  );
+  const env = Object.fromEntries(Object.entries(variables).map(([name, value]) => [name, typeof value === 'string' ? value : `example-${name.toLowerCase()}`]));
   // Plausible shapes for the references the settings parse.
   env.QUEUE_URL = 'https://sqs.us-east-1.amazonaws.com/123456789012/DmDot-DeliveryQueue-EXAMPLE';
   env.API_KEY_SECRET_ARN = 'arn:aws:secretsmanager:us-east-1:123456789012:secret:ApiKey-EXAMPLE-AbCdEf';
@@ -98,7 +96,11 @@ test('the bundled MCP function loads with the synthesized environment and finds 
       timeout: 20_000,
     });
   const found = load(dir);
-  const errors = found.stderr.split('\n').filter((line) => /\w*Error\b/.test(line)).slice(0, 3).join('\n');
+  const errors = found.stderr
+    .split('\n')
+    .filter((line) => /\w*Error\b/.test(line))
+    .slice(0, 3)
+    .join('\n');
   expect({ status: found.status, errors }).toEqual({ status: 0, errors: '' });
   // Elsewhere the file is missing, and the function refuses to start rather than serve a default.
   const missing = load(home);

@@ -254,9 +254,7 @@ describe('non-default settings in the template', () => {
     const topics = logicalIds(template, 'AWS::SNS::Topic');
     expect(topics).toHaveLength(1);
     const topic = topics[0] as string;
-    expect(logicalIds(template, 'AWS::SNS::Subscription').map((id) => props(id))).toEqual([
-      { Protocol: 'email', Endpoint: email, TopicArn: { Ref: topic } },
-    ]);
+    expect(logicalIds(template, 'AWS::SNS::Subscription').map((id) => props(id))).toEqual([{ Protocol: 'email', Endpoint: email, TopicArn: { Ref: topic } }]);
     const alarms = logicalIds(template, 'AWS::CloudWatch::Alarm').map((id) => props(id));
     expect(alarms).toHaveLength(9);
     for (const alarm of alarms) expect(alarm.AlarmActions).toEqual([{ Ref: topic }]);

@@ -122,9 +122,9 @@ export function resource(template: Json, type: string, prefix: string): { id: st
  * a placeholder and the CDKMetadata resource (an opaque, version-dependent blob) is dropped.
  */
 export function stableTemplate(template: Json): Json {
-  const copy = JSON.parse(JSON.stringify(template, (_key, value: unknown) =>
-    typeof value === 'string' ? value.replace(/[0-9a-f]{64}/g, '<asset-hash>') : value,
-  ));
+  const copy = JSON.parse(
+    JSON.stringify(template, (_key, value: unknown) => (typeof value === 'string' ? value.replace(/[0-9a-f]{64}/g, '<asset-hash>') : value)),
+  );
   delete copy.Resources.CDKMetadata;
   delete copy.Conditions?.CDKMetadataAvailable;
   if (copy.Conditions && Object.keys(copy.Conditions).length === 0) delete copy.Conditions;
@@ -137,7 +137,9 @@ export function unacknowledgedViolations(report: Json): string[] {
   for (const plugin of report.pluginReports ?? []) {
     for (const violation of plugin.violations ?? []) {
       for (const where of violation.violatingResources ?? violation.violatingConstructs ?? [{}]) {
-        lines.push(`${plugin.summary?.pluginName ?? plugin.pluginName ?? '?'} ${violation.ruleName} ${violation.severity ?? ''} ${where.constructPath ?? where.resourceLogicalId ?? ''}`.trim());
+        lines.push(
+          `${plugin.summary?.pluginName ?? plugin.pluginName ?? '?'} ${violation.ruleName} ${violation.severity ?? ''} ${where.constructPath ?? where.resourceLogicalId ?? ''}`.trim(),
+        );
       }
     }
   }

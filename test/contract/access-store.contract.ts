@@ -11,7 +11,12 @@ export type AccessStoreFactory = () => Promise<{ access: AccessStore; cleanup():
 
 const T0 = Math.floor(Date.now() / 1000) * 1000 + 365 * 24 * 3_600_000;
 
-const deployment = (overrides: Partial<DeploymentRecord> = {}): DeploymentRecord => ({ principal: 'p'.repeat(64), keyHash: 'k'.repeat(64), createdAt: T0, ...overrides });
+const deployment = (overrides: Partial<DeploymentRecord> = {}): DeploymentRecord => ({
+  principal: 'p'.repeat(64),
+  keyHash: 'k'.repeat(64),
+  createdAt: T0,
+  ...overrides,
+});
 const sender = (overrides: Partial<SenderRecord> = {}): SenderRecord => ({ name: 'billing', keyHash: 'h'.repeat(64), rate: null, createdAt: T0, ...overrides });
 
 export function describeAccessStoreContract(name: string, factory: AccessStoreFactory): void {
@@ -51,7 +56,9 @@ export function describeAccessStoreContract(name: string, factory: AccessStoreFa
       it('STORE-DEP-4: setting the keys keeps the principal; an overlap is set, and a rotation without one removes it', async () => {
         await expect(access.setDeploymentKeys({ keyHash: 'n'.repeat(64), rotatedAt: T0 })).resolves.toBe(false);
         await access.createDeployment(deployment());
-        await expect(access.setDeploymentKeys({ keyHash: 'n'.repeat(64), previousKeyHash: 'k'.repeat(64), previousKeyUntil: T0 + 3_600_000, rotatedAt: T0 + 1 })).resolves.toBe(true);
+        await expect(
+          access.setDeploymentKeys({ keyHash: 'n'.repeat(64), previousKeyHash: 'k'.repeat(64), previousKeyUntil: T0 + 3_600_000, rotatedAt: T0 + 1 }),
+        ).resolves.toBe(true);
         await expect(access.getDeployment()).resolves.toStrictEqual({
           ...deployment(),
           keyHash: 'n'.repeat(64),

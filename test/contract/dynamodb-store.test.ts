@@ -35,10 +35,14 @@ async function freshStore(): Promise<{ store: DynamoDbStore; tableName: string }
 }
 
 // Tables are dropped with the in-memory database when DynamoDB Local stops.
-describeItemTableContract('DynamoDbTable', async () => {
-  const { tableName } = await freshStore();
-  return { table: new DynamoDbTable(local!.client, tableName), cleanup: async () => undefined };
-}, { transact: false });
+describeItemTableContract(
+  'DynamoDbTable',
+  async () => {
+    const { tableName } = await freshStore();
+    return { table: new DynamoDbTable(local!.client, tableName), cleanup: async () => undefined };
+  },
+  { transact: false },
+);
 
 describeStoreContract('DynamoDbStore', async () => ({ store: (await freshStore()).store, cleanup: async () => undefined }));
 
@@ -165,7 +169,10 @@ describe('DynamoDbStore requests', () => {
         Item: { pk: { S: 'ANSWER#msg_1' }, status: { N: '200' }, body: { S: '{"first":true}' }, storedAt: { N: '1' }, expiresAt: { N: '2' }, ttl: { N: '1' } },
       });
     });
-    await expect(store.putInboundAnswer('msg_1', { status: 200, body: '{}' }, T0)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{"first":true}' } });
+    await expect(store.putInboundAnswer('msg_1', { status: 200, body: '{}' }, T0)).resolves.toStrictEqual({
+      stored: false,
+      answer: { status: 200, body: '{"first":true}' },
+    });
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({
       name: 'PutItemCommand',
@@ -182,7 +189,8 @@ describe('DynamoDbStore access items', () => {
     await store.createDeployment({ principal: 'p'.repeat(64), keyHash: 'k'.repeat(64), createdAt: T0 });
     await store.addSender({ name: 'billing', keyHash: 'h'.repeat(64), rate: 5, createdAt: T0 });
     await store.countSend('billing', 9, 5, T0 + 120_000);
-    const raw = async (pk: string) => (await local!.client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
+    const raw = async (pk: string) =>
+      (await local!.client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
     expect((await raw('DEPLOYMENT'))?.ttl).toBeUndefined();
     expect((await raw('SENDER#billing'))?.ttl).toBeUndefined();
     expect((await raw('RATE#billing#9'))?.ttl).toStrictEqual({ N: String(Math.ceil((T0 + 120_000) / 1000)) });

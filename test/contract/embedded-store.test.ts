@@ -21,17 +21,21 @@ async function freshDir(): Promise<string> {
   return mkdtemp(join(tmpdir(), 'dm-dot-embedded-'));
 }
 
-describeItemTableContract('embedded database (LMDB)', async () => {
-  const dir = await freshDir();
-  const dbs = (await openDatabases(dir, { create: true }))!;
-  return {
-    table: new LmdbTable(dbs),
-    cleanup: async () => {
-      await closeDatabases(dbs);
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}, { transact: true });
+describeItemTableContract(
+  'embedded database (LMDB)',
+  async () => {
+    const dir = await freshDir();
+    const dbs = (await openDatabases(dir, { create: true }))!;
+    return {
+      table: new LmdbTable(dbs),
+      cleanup: async () => {
+        await closeDatabases(dbs);
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  },
+  { transact: true },
+);
 
 describeStoreContract('embedded database (LMDB)', async () => {
   const dir = await freshDir();
@@ -75,7 +79,10 @@ describe('LOCAL-2: embedded database persistence', () => {
     await expect(reopened.store.getSubscription(T0)).resolves.toStrictEqual(sub);
     await expect(reopened.store.getEvent(delivered.eventId, T0)).resolves.toStrictEqual(delivered);
     await expect(reopened.store.claimReplayId('msg_1', T0, 'second', 'POST /pup/challenge')).resolves.toMatchObject({ claimed: false });
-    await expect(reopened.store.putInboundAnswer('msg_evt', { status: 200, body: '{"x":1}' }, T0)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{}' } });
+    await expect(reopened.store.putInboundAnswer('msg_evt', { status: 200, body: '{"x":1}' }, T0)).resolves.toStrictEqual({
+      stored: false,
+      answer: { status: 200, body: '{}' },
+    });
     await expect(reopened.store.isVerified('k1', T0)).resolves.toBe(true);
   });
 
@@ -91,7 +98,9 @@ describe('LOCAL-2: embedded database persistence', () => {
     const a = await openEmbeddedDatabase(dir, { role: 'operator' });
     const b = await openEmbeddedDatabase(dir, { role: 'operator' });
     open.push(a, b);
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).store.claimReplayId('msg_race', T0, `t${i}`, 'POST /pup/challenge')));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).store.claimReplayId('msg_race', T0, `t${i}`, 'POST /pup/challenge')),
+    );
     expect(results.filter((r) => r.claimed)).toHaveLength(1);
   });
 

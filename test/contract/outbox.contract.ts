@@ -97,7 +97,10 @@ export function describeOutboxContract(name: string, factory: OutboxFactory): vo
 
       it('DEL-PIPE-2: an id that exists is refused as storage unavailable, and the first record and its one job stay', async () => {
         await harness.outbox.add(outboxRecord(3), outboxJob(3));
-        const second = harness.outbox.add(outboxRecord(3, { subscriptionId: 'sub_b', createdAt: OUTBOX_T0 + SECOND }), outboxJob(3, { subscriptionId: 'sub_b' }));
+        const second = harness.outbox.add(
+          outboxRecord(3, { subscriptionId: 'sub_b', createdAt: OUTBOX_T0 + SECOND }),
+          outboxJob(3, { subscriptionId: 'sub_b' }),
+        );
         await expect(second).rejects.toBeInstanceOf(DependencyUnavailable);
         await expect(second.catch((error: DependencyUnavailable) => error.dependency)).resolves.toBe('storage');
         await expect(harness.store.getEvent(id(3), OUTBOX_T0)).resolves.toStrictEqual(outboxRecord(3));
@@ -115,7 +118,9 @@ export function describeOutboxContract(name: string, factory: OutboxFactory): vo
 
       it('DEL-OUT-1: across adds that succeed and adds that fail, every queued record has a job', async () => {
         const results = await Promise.allSettled(
-          Array.from({ length: 12 }, (_, i) => harness.outbox.add(outboxRecord(100 + i), i % 3 === 0 ? harness.unqueueable(outboxJob(100 + i)) : outboxJob(100 + i))),
+          Array.from({ length: 12 }, (_, i) =>
+            harness.outbox.add(outboxRecord(100 + i), i % 3 === 0 ? harness.unqueueable(outboxJob(100 + i)) : outboxJob(100 + i)),
+          ),
         );
         expect(results.filter((result) => result.status === 'rejected')).toHaveLength(4);
         expect((await harness.store.listEvents(OUTBOX_T0, { status: 'queued' })).map((record) => record.eventId).sort()).toEqual(
@@ -129,7 +134,7 @@ export function describeOutboxContract(name: string, factory: OutboxFactory): vo
 
     describe('reopen (an operator resend)', () => {
       const note: LogEntry = { at: OUTBOX_T0 + 60 * SECOND, note: 'resent' };
-      const failed = () => outboxRecord(5, { status: 'failed', attempts: 6, lastError: 'http_5xx', lastHttpStatus: 503, notBefore: undefined });
+      const _failed = () => outboxRecord(5, { status: 'failed', attempts: 6, lastError: 'http_5xx', lastHttpStatus: 503, notBefore: undefined });
       const patch = { status: 'queued', attempts: 0, lastError: null, notBefore: OUTBOX_T0 + 60 * SECOND, appendLog: note } as const;
 
       const resend = outboxJob(5, { generation: 'gen-resend' });
@@ -138,7 +143,13 @@ export function describeOutboxContract(name: string, factory: OutboxFactory): vo
         // Recorded through the outbox like any other event, then settled: its job is gone.
         await harness.outbox.add(outboxRecord(5), outboxJob(5));
         await harness.takeJob(id(5));
-        expect(await harness.store.updateEvent(id(5), { status: 'failed', attempts: 6, lastError: 'http_5xx', lastHttpStatus: 503 }, { status: 'queued', attempts: 0 })).toBe(true);
+        expect(
+          await harness.store.updateEvent(
+            id(5),
+            { status: 'failed', attempts: 6, lastError: 'http_5xx', lastHttpStatus: 503 },
+            { status: 'queued', attempts: 0 },
+          ),
+        ).toBe(true);
         const read = await harness.store.getEvent(id(5), OUTBOX_T0);
         expect(read).toMatchObject({ status: 'failed', attempts: 6 });
         await expect(jobsOf(id(5))).resolves.toEqual([]);

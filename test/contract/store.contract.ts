@@ -102,13 +102,23 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const other = subscription({ id: 'sub_b', generation: 'gen-b', url: 'https://b.example.com/hook', secret: 'whsec_b' });
         await expect(store.putSubscription(other, T0 + MINUTE, { kind: 'absent' })).resolves.toStrictEqual({ ok: false, holder });
         // Believing it expired does not make it so: the condition judges expiry itself.
-        await expect(store.putSubscription(other, T0 + MINUTE, { kind: 'expired', generation: holder.generation })).resolves.toStrictEqual({ ok: false, holder });
+        await expect(store.putSubscription(other, T0 + MINUTE, { kind: 'expired', generation: holder.generation })).resolves.toStrictEqual({
+          ok: false,
+          holder,
+        });
         await expect(store.getSubscription(T0 + MINUTE)).resolves.toStrictEqual(holder);
       });
 
       it('EV-GEN-2, STORE-9: a put for the same url and generation refreshes a live subscription', async () => {
         await first(subscription());
-        const refreshed = subscription({ id: 'sub_a2', secret: 'whsec_new', previousSecret: subscription().secret, previousSecretUntil: T0 + 11 * MINUTE, refreshedAt: T0 + MINUTE, expiresAt: T0 + 2 * HOUR });
+        const refreshed = subscription({
+          id: 'sub_a2',
+          secret: 'whsec_new',
+          previousSecret: subscription().secret,
+          previousSecretUntil: T0 + 11 * MINUTE,
+          refreshedAt: T0 + MINUTE,
+          expiresAt: T0 + 2 * HOUR,
+        });
         await expect(same(refreshed, T0 + MINUTE)).resolves.toEqual({ ok: true });
         await expect(store.getSubscription(T0 + MINUTE)).resolves.toStrictEqual(refreshed);
       });
@@ -173,7 +183,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
 
       it('ARCH-9, STORE-10: 50 concurrent puts for 50 distinct urls: exactly one wins and it is the one stored', async () => {
-        const records = Array.from({ length: 50 }, (_, i) => subscription({ id: `sub_${i}`, generation: `gen-${i}`, url: `https://c${i}.example.com/hook`, secret: `whsec_${i}` }));
+        const records = Array.from({ length: 50 }, (_, i) =>
+          subscription({ id: `sub_${i}`, generation: `gen-${i}`, url: `https://c${i}.example.com/hook`, secret: `whsec_${i}` }),
+        );
         const results = await Promise.all(records.map((record) => first(record)));
         const winners = records.filter((_, i) => results[i]?.ok);
         expect(winners).toHaveLength(1);
@@ -250,7 +262,14 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           { at: T0 + 1, outcome: 'timeout', statusClass: null, durationMs: 2999, counted: false },
           { at: T0 + 2, note: 'resent' },
         ];
-        const full = event({ generation: 'gen-a', body: '{"eventId":"evt_x","data":{"message":"é 😀 \\u0000"}}', log, notBefore: T0 + 5, cancelledAt: T0 + 6, status: 'dropped' });
+        const full = event({
+          generation: 'gen-a',
+          body: '{"eventId":"evt_x","data":{"message":"é 😀 \\u0000"}}',
+          log,
+          notBefore: T0 + 5,
+          cancelledAt: T0 + 6,
+          status: 'dropped',
+        });
         await store.putEvent(full);
         await expect(store.getEvent(full.eventId, T0)).resolves.toStrictEqual(full);
       });
@@ -261,7 +280,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const first: LogEntry = { at: T0 + 1, outcome: 'http_5xx', statusClass: '5xx', durationMs: 12, counted: true };
         const second: LogEntry = { at: T0 + 2, outcome: 'delivered', statusClass: '2xx', durationMs: 7, counted: true };
         await expect(store.updateEvent(queued.eventId, { attempts: 1, appendLog: first }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
-        await expect(store.updateEvent(queued.eventId, { status: 'delivered', attempts: 2, body: null, appendLog: second }, { status: 'queued', attempts: 1 })).resolves.toBe(true);
+        await expect(
+          store.updateEvent(queued.eventId, { status: 'delivered', attempts: 2, body: null, appendLog: second }, { status: 'queued', attempts: 1 }),
+        ).resolves.toBe(true);
         const { body: _removed, ...withoutBody } = queued;
         await expect(store.getEvent(queued.eventId, T0)).resolves.toStrictEqual({ ...withoutBody, status: 'delivered', attempts: 2, log: [first, second] });
       });
@@ -277,7 +298,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('an expectation may name several statuses: delivered replaces a dropped event (an attempt in flight landed)', async () => {
         const dropped = event({ status: 'dropped', cancelledAt: T0 + 1 });
         await store.putEvent(dropped);
-        await expect(store.updateEvent(dropped.eventId, { status: 'delivered', attempts: 1 }, { status: ['queued', 'dropped'], attempts: 0 })).resolves.toBe(true);
+        await expect(store.updateEvent(dropped.eventId, { status: 'delivered', attempts: 1 }, { status: ['queued', 'dropped'], attempts: 0 })).resolves.toBe(
+          true,
+        );
         await expect(store.updateEvent(dropped.eventId, { status: 'failed' }, { status: ['queued', 'dropped'] })).resolves.toBe(false);
         await expect(store.getEvent(dropped.eventId, T0)).resolves.toStrictEqual({ ...dropped, status: 'delivered', attempts: 1 });
       });
@@ -340,7 +363,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await expect(lease(T0 + 10 * SECOND)).resolves.toBe(false);
         const held = (await store.getEvent(none.eventId, T0))?.notBefore;
         expect([T0 + 8 * SECOND, T0 + 9 * SECOND]).toContain(held);
-        await expect(store.updateEvent(none.eventId, { notBefore: T0 + 20 * SECOND }, { status: 'queued', attempts: 0, notBefore: held! + 1 })).resolves.toBe(false);
+        await expect(store.updateEvent(none.eventId, { notBefore: T0 + 20 * SECOND }, { status: 'queued', attempts: 0, notBefore: held! + 1 })).resolves.toBe(
+          false,
+        );
         await expect(store.updateEvent(none.eventId, { notBefore: T0 + 20 * SECOND }, { status: 'queued', attempts: 0, notBefore: held! })).resolves.toBe(true);
         await expect(store.getEvent(none.eventId, T0)).resolves.toMatchObject({ notBefore: T0 + 20 * SECOND });
       });
@@ -406,10 +431,22 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('LIM-9, PUP-10: claims an id once; a settled answer is kept for replays up to and including 10 min later, then the id is free again', async () => {
         await expect(store.claimReplayId('msg_1', T0, 'a', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
         await store.settleReplayId('msg_1', 'a', ANSWER);
-        await expect(store.claimReplayId('msg_1', T0, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
-        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs - 1, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
+        await expect(store.claimReplayId('msg_1', T0, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({
+          claimed: false,
+          sameRequest: true,
+          answer: ANSWER,
+        });
+        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs - 1, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({
+          claimed: false,
+          sameRequest: true,
+          answer: ANSWER,
+        });
         // The last instant the timestamp window could still accept the request: still held.
-        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
+        await expect(store.claimReplayId('msg_1', T0 + Limits.replayMemoryMs, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({
+          claimed: false,
+          sameRequest: true,
+          answer: ANSWER,
+        });
         await expect(store.claimReplayId('msg_2', T0, 'c', 'POST /pup/challenge')).resolves.toStrictEqual(CLAIMED);
 
         const later = T0 + Limits.replayMemoryMs + 1;
@@ -441,7 +478,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await store.settleReplayId('msg_taken', 'first', ANSWER);
         await expect(store.claimReplayId('msg_taken', T0 + Limits.replayLeaseMs + 2, 'third', 'POST /pup/challenge')).resolves.toStrictEqual(HELD);
         await store.settleReplayId('msg_taken', 'retry', ANSWER);
-        await expect(store.claimReplayId('msg_taken', T0 + Limits.replayLeaseMs + 3, 'third', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
+        await expect(store.claimReplayId('msg_taken', T0 + Limits.replayLeaseMs + 3, 'third', 'POST /pup/challenge')).resolves.toStrictEqual({
+          claimed: false,
+          sameRequest: true,
+          answer: ANSWER,
+        });
       });
 
       it('PUP-22: an id held by a different request (another route or body) says so, and never hands over its answer', async () => {
@@ -453,7 +494,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('a settled answer outlives the lease', async () => {
         await store.claimReplayId('msg_kept', T0, 'a', 'POST /pup/challenge');
         await store.settleReplayId('msg_kept', 'a', ANSWER);
-        await expect(store.claimReplayId('msg_kept', T0 + Limits.replayLeaseMs + MINUTE, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: false, sameRequest: true, answer: ANSWER });
+        await expect(store.claimReplayId('msg_kept', T0 + Limits.replayLeaseMs + MINUTE, 'b', 'POST /pup/challenge')).resolves.toStrictEqual({
+          claimed: false,
+          sameRequest: true,
+          answer: ANSWER,
+        });
       });
 
       it('20 concurrent claims of one id: exactly one succeeds', async () => {
@@ -473,7 +518,10 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
       it('PUP-11: the first put stores; a second put with the same id returns the first answer byte for byte', async () => {
         await expect(store.putInboundAnswer('msg_evt_1', FIRST, T0)).resolves.toStrictEqual({ stored: true });
-        await expect(store.putInboundAnswer('msg_evt_1', { status: 202, body: '{"other":true}' }, T0 + MINUTE)).resolves.toStrictEqual({ stored: false, answer: FIRST });
+        await expect(store.putInboundAnswer('msg_evt_1', { status: 202, body: '{"other":true}' }, T0 + MINUTE)).resolves.toStrictEqual({
+          stored: false,
+          answer: FIRST,
+        });
       });
 
       it('answers are kept per id', async () => {

@@ -72,7 +72,13 @@ interface Row {
   reach?: Reach;
 }
 
-function lit(form: string, host: string, expect: Expect, rebindTo: string[], options: { scheme?: string; userinfo?: string; suffix?: string; reach?: Reach } = {}): Row {
+function lit(
+  form: string,
+  host: string,
+  expect: Expect,
+  rebindTo: string[],
+  options: { scheme?: string; userinfo?: string; suffix?: string; reach?: Reach } = {},
+): Row {
   const { scheme = 'https', userinfo = '', suffix = '', reach } = options;
   return { form, url: (port) => `${scheme}://${userinfo}${host}${port ? `:${port}` : ''}/hook${suffix}`, expect, rebindTo, ...(reach ? { reach } : {}) };
 }
@@ -282,7 +288,15 @@ describe('GUARD-1, GUARD-4, GUARD-12: address matrix through the guard with a sc
     new Promise((resolve, reject) => {
       forwardedTo.push(FORWARD_HOST);
       const req = http.request(
-        { host: FORWARD_HOST, port: receiver.port, path: `${url.pathname}${url.search}`, method: 'POST', headers: { ...headers, 'content-length': String(body.byteLength) }, signal, agent: false },
+        {
+          host: FORWARD_HOST,
+          port: receiver.port,
+          path: `${url.pathname}${url.search}`,
+          method: 'POST',
+          headers: { ...headers, 'content-length': String(body.byteLength) },
+          signal,
+          agent: false,
+        },
         (res) => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: res, destroy: () => res.destroy() }),
       );
       req.on('error', reject);

@@ -80,7 +80,10 @@ describe('AI SDK MCP Events client', () => {
     });
 
     const listed = await client.experimental_events.list();
-    assert.deepEqual(listed.events.map((e) => e.name), ['message.created']);
+    assert.deepEqual(
+      listed.events.map((e) => e.name),
+      ['message.created'],
+    );
 
     const subscribed = await client.experimental_events.subscribe({
       name: 'message.created',

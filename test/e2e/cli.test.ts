@@ -111,7 +111,12 @@ describe('CLI-2, CLI-3: dm-dot dot and send: the walkthrough in two terminals', 
     // A request the server did not sign is refused and never printed as a message.
     const forged = await fetch(dot.callback, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'webhook-id': 'evt_forged', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' },
+      headers: {
+        'content-type': 'application/json',
+        'webhook-id': 'evt_forged',
+        'webhook-timestamp': String(Math.floor(Date.now() / 1000)),
+        'webhook-signature': 'v1,AAAA',
+      },
       body: JSON.stringify({ eventId: 'evt_forged', name: 'message.created', data: { message: 'forged' } }),
     });
     assert.equal(forged.status, 401);
@@ -183,7 +188,9 @@ describe('dm-dot events, status and redrive', () => {
     // The wait window (200 ms) ends well before the second attempt (1 s later): send says queued.
     const s = await server({ DMDOT_RETRY_DELAYS: '1,1', DMDOT_DELIVERY_WAIT_MS: '200' }, { stateDir });
     const env = envOf(s);
-    const receiver = await startReceiver((r) => (r.json?.type === 'verification' ? { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) } : { status: 500 }));
+    const receiver = await startReceiver((r) =>
+      r.json?.type === 'verification' ? { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) } : { status: 500 },
+    );
     cleanups.push(() => receiver.close());
     assert.ok((await rpc(s, 'events/subscribe', subscribeParams(receiver.url()))).body.result.id);
 
@@ -246,7 +253,10 @@ describe('dm-dot subscription', () => {
     const env = envOf(s);
     const first = await startReceiver(echoing());
     const second = await startReceiver(echoing());
-    cleanups.push(() => first.close(), () => second.close());
+    cleanups.push(
+      () => first.close(),
+      () => second.close(),
+    );
     const firstSecret = newSecret();
     const id = (await rpc(s, 'events/subscribe', subscribeParams(first.url('/hook/path-secret?token=abc'), firstSecret))).body.result.id;
     assert.equal((await rpc(s, 'events/subscribe', subscribeParams(second.url()))).body.error.code, -32000, 'the lock-out');
@@ -260,7 +270,10 @@ describe('dm-dot subscription', () => {
     const unconfirmed = await cli(['subscription', 'clear'], env);
     assert.equal(unconfirmed.code, 1);
     // A call that takes more than a second adds a progress line ("reading ...") first: on a loaded machine it may.
-    assert.equal(unconfirmed.err.replace(/^dm-dot subscription clear: .*\.\.\.\n/m, ''), 'dm-dot subscription clear: not cleared: there is no terminal to confirm on; pass --yes to do it without asking\n');
+    assert.equal(
+      unconfirmed.err.replace(/^dm-dot subscription clear: .*\.\.\.\n/m, ''),
+      'dm-dot subscription clear: not cleared: there is no terminal to confirm on; pass --yes to do it without asking\n',
+    );
     assert.equal(unconfirmed.out, '');
     assert.ok((await cli(['subscription', '--json'], env)).out.includes(id), 'still there');
 
@@ -348,10 +361,21 @@ describe('--aws says what is wrong when no AWS call can be made, and connect goe
     await closed.close();
     const unreachable = await cli(
       ['events', 'show', `evt_${'0'.repeat(32)}`, '--aws'],
-      bareAws({ AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret-example', AWS_ENDPOINT_URL: `http://127.0.0.1:${closed.port}` }),
+      bareAws({
+        AWS_REGION: 'eu-west-1',
+        AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+        AWS_SECRET_ACCESS_KEY: 'secret-example',
+        AWS_ENDPOINT_URL: `http://127.0.0.1:${closed.port}`,
+      }),
     );
     assert.equal(unreachable.code, 1);
-    assert.match(unreachable.err, new RegExp(`^dm-dot events show: could not read stack DmDot: the AWS endpoint cannot be reached \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${closed.port}\\): check the network`, 'm'));
+    assert.match(
+      unreachable.err,
+      new RegExp(
+        `^dm-dot events show: could not read stack DmDot: the AWS endpoint cannot be reached \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${closed.port}\\): check the network`,
+        'm',
+      ),
+    );
     for (const r of [noRegion, noCredentials, unreachable]) assert.doesNotMatch(r.err, /name another with --stack/);
   });
 
@@ -359,11 +383,19 @@ describe('--aws says what is wrong when no AWS call can be made, and connect goe
     for (const word of ['yes', 'on']) {
       const r = await cli(['status'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_ALLOW_LOOPBACK_CALLBACKS: word });
       assert.equal(r.code, 2);
-      assert.equal(r.err, `dm-dot status: DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 or true (on), or 0, false or empty (off), got "${word}"\nRun dm-dot status --help for usage.\n`);
+      assert.equal(
+        r.err,
+        `dm-dot status: DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 or true (on), or 0, false or empty (off), got "${word}"\nRun dm-dot status --help for usage.\n`,
+      );
     }
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-cli-'));
     cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }));
-    const accepted = await cli(['status', '--json'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: 'true' });
+    const accepted = await cli(['status', '--json'], {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      DMDOT_STATE_DIR: stateDir,
+      DMDOT_ALLOW_LOOPBACK_CALLBACKS: 'true',
+    });
     assert.equal(accepted.code, 0, accepted.err);
     assert.equal(JSON.parse(accepted.out).switches.loopbackCallbacks, true);
   });

@@ -46,8 +46,14 @@ it('ARCH-9, EV-SUB-15, STORE-10: 50 concurrent subscribes for 50 callbacks: one 
   const conflicts = answers.filter((a) => a.body.error?.code === -32000);
   const other = answers.filter((a) => !a.body.result && a.body.error?.code !== -32000);
   const challenged = new Set(receiver.challenges().map((r) => r.url)).size;
-  console.log(`subscribe race: callers=${CALLERS} winners=${winners.length} conflicts(-32000)=${conflicts.length} other=${other.length} challengedCallbacks=${challenged} ms=${raceMs}`);
-  assert.deepEqual(other.map((a) => a.body), [], 'no answer other than a result or -32000');
+  console.log(
+    `subscribe race: callers=${CALLERS} winners=${winners.length} conflicts(-32000)=${conflicts.length} other=${other.length} challengedCallbacks=${challenged} ms=${raceMs}`,
+  );
+  assert.deepEqual(
+    other.map((a) => a.body),
+    [],
+    'no answer other than a result or -32000',
+  );
   assert.equal(winners.length, 1, 'exactly one subscribe succeeds');
   assert.equal(conflicts.length, CALLERS - 1);
   assert.ok(answers.every((a) => a.status === 200));
@@ -84,7 +90,9 @@ async function sendRest(s: RunningServer, message: string) {
   return { status: response.status === 200 || response.status === 202 ? 200 : response.status, body, result: { isError: false, structuredContent: body } };
 }
 
-it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct events, 200 POSTs, each delivered once and signed', { timeout: 90_000 }, async () => {
+it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct events, 200 POSTs, each delivered once and signed', {
+  timeout: 90_000,
+}, async () => {
   const CALLS = 200;
   const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-concurrency-'));
   cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
@@ -111,7 +119,10 @@ it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct event
     ids.set(call.result!.structuredContent!.eventId, i);
   });
   assert.equal(ids.size, CALLS, 'distinct event ids');
-  assert.ok([...statuses.keys()].every((s) => s === 'delivered' || s === 'queued'), `statuses: ${[...statuses]}`);
+  assert.ok(
+    [...statuses.keys()].every((s) => s === 'delivered' || s === 'queued'),
+    `statuses: ${[...statuses]}`,
+  );
 
   await waitFor(`${CALLS} distinct webhook-ids`, () => new Set(receiver.events().map((e) => e.headers['webhook-id'])).size >= CALLS, 30_000);
   // A clean stop waits for every attempt still running; the records then prove that none is left
@@ -131,7 +142,10 @@ it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct event
   );
 
   assert.deepEqual([...perId.keys()].sort(), [...ids.keys()].sort(), 'the receiver got exactly the sent event ids');
-  assert.ok([...perId.values()].every((n) => n === 1), 'each webhook-id arrived once (the receiver never failed one)');
+  assert.ok(
+    [...perId.values()].every((n) => n === 1),
+    'each webhook-id arrived once (the receiver never failed one)',
+  );
   assert.equal(badSignatures, 0);
   for (const e of events) {
     const index = ids.get(String(e.headers['webhook-id']))!;
@@ -140,5 +154,9 @@ it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct event
   }
   assert.equal(deliveredRecords, CALLS, 'the server recorded every event delivered');
   const retried = records.filter((e) => ids.has(e.eventId) && e.attempts !== 1);
-  assert.deepEqual(retried.map((e) => [e.eventId, e.attempts]), [], 'every event delivered by its first attempt');
+  assert.deepEqual(
+    retried.map((e) => [e.eventId, e.attempts]),
+    [],
+    'every event delivered by its first attempt',
+  );
 });

@@ -117,7 +117,13 @@ describe('CON-1, MCP-1: MCP conformance suites against the MCP Lambda behind a l
         } catch {
           // SSE or empty: no single error message to keep
         }
-        seen.push({ host: event.headers?.host, origin: event.headers?.origin, method: event.requestContext.http.method, status: result.statusCode ?? 0, message });
+        seen.push({
+          host: event.headers?.host,
+          origin: event.headers?.origin,
+          method: event.requestContext.http.method,
+          status: result.statusCode ?? 0,
+          message,
+        });
         return result;
       };
       gateway = await startApiGatewayServer(handler);
@@ -144,7 +150,10 @@ describe('CON-1, MCP-1: MCP conformance suites against the MCP Lambda behind a l
   for (const suite of SUITES) {
     it(`${suite.name}: every failing check is expected, and every expected failure still fails`, () => {
       try {
-        assertSuiteOutcome(outcomes.find((o) => o.suite === suite), 'the Lambda');
+        assertSuiteOutcome(
+          outcomes.find((o) => o.suite === suite),
+          'the Lambda',
+        );
       } catch (error) {
         keep = true;
         throw error;
@@ -154,12 +163,15 @@ describe('CON-1, MCP-1: MCP conformance suites against the MCP Lambda behind a l
 
   it('every request reached the Lambda, which never threw and never answered 5xx', () => {
     assert.ok(gateway && gateway.exchanges.length > 100, 'the suites exercised the Lambda through the gateway');
-    assert.deepEqual(gateway.exchanges.filter((e) => e.handlerError !== undefined || e.status >= 500), []);
+    assert.deepEqual(
+      gateway.exchanges.filter((e) => e.handlerError !== undefined || e.status >= 500),
+      [],
+    );
     assert.equal(seen.length, gateway.exchanges.length, 'the gateway answered nothing itself');
     assert.equal(secretReads, 1, 'the key was read from Secrets Manager once, for the whole run');
   });
 
-  it('behind API Gateway a foreign Host meets the Lambda\'s Origin check, and the allowed Origin is served', () => {
+  it("behind API Gateway a foreign Host meets the Lambda's Origin check, and the allowed Origin is served", () => {
     const foreign = seen.filter((s) => s.host === 'evil.example.com');
     assert.ok(foreign.length >= SUITES.length, 'each suite sent a foreign Host through the proxy and the gateway');
     for (const f of foreign) {
@@ -169,13 +181,22 @@ describe('CON-1, MCP-1: MCP conformance suites against the MCP Lambda behind a l
       assert.match(f.message ?? '', /^Origin not allowed/);
     }
     const own = seen.filter((s) => s.host === `127.0.0.1:${proxy!.port}` && s.origin === proxy!.origin && s.method === 'POST');
-    assert.ok(own.some((s) => s.status === 200), 'the Lambda accepted the allowed Origin');
+    assert.ok(
+      own.some((s) => s.status === 200),
+      'the Lambda accepted the allowed Origin',
+    );
   });
 
   it('HTTP-10: the API key the proxy added never appears in a log line of the Lambda', () => {
     assert.ok(logLines.length > 100, 'the Lambda logged its requests');
     assert.ok(!logLines.some((line) => line.includes(key)));
-    assert.ok(!logLines.some((line) => /"level":"error"/.test(line)), `no internal errors: ${logLines.filter((l) => /"level":"error"/.test(l)).slice(0, 3).join('\n')}`);
+    assert.ok(
+      !logLines.some((line) => /"level":"error"/.test(line)),
+      `no internal errors: ${logLines
+        .filter((l) => /"level":"error"/.test(l))
+        .slice(0, 3)
+        .join('\n')}`,
+    );
   });
 });
 
@@ -187,7 +208,14 @@ describe('the local API Gateway in front of the Lambda (test/support/apigw-serve
       async (event) => {
         last = event;
         if (event.rawPath === '/throw') throw new Error('handler failure');
-        if (event.rawPath === '/binary') return { statusCode: 201, headers: { 'content-type': 'application/octet-stream' }, isBase64Encoded: true, body: Buffer.from([0, 255, 1]).toString('base64'), cookies: ['a=1; Path=/', 'b=2'] };
+        if (event.rawPath === '/binary')
+          return {
+            statusCode: 201,
+            headers: { 'content-type': 'application/octet-stream' },
+            isBase64Encoded: true,
+            body: Buffer.from([0, 255, 1]).toString('base64'),
+            cookies: ['a=1; Path=/', 'b=2'],
+          };
         return { statusCode: 200, headers: { 'content-type': 'application/json' }, body: '{"ok":true}' };
       },
       { maxBodyBytes: 1024 },
@@ -196,7 +224,12 @@ describe('the local API Gateway in front of the Lambda (test/support/apigw-serve
   after(() => gateway.close());
 
   /** A raw HTTP/1.1 request, so repeated headers and odd methods go out exactly as written. */
-  function raw(method: string, path: string, headers: [string, string][], body?: Buffer): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+  function raw(
+    method: string,
+    path: string,
+    headers: [string, string][],
+    body?: Buffer,
+  ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
     return new Promise((done, fail) => {
       // A raw header list gets no Host from node: add one unless the test sends its own.
       const all = headers.some(([name]) => name.toLowerCase() === 'host') ? headers : [...headers, ['host', `127.0.0.1:${gateway.port}`]];
@@ -211,7 +244,19 @@ describe('the local API Gateway in front of the Lambda (test/support/apigw-serve
   }
 
   it('builds a payload 2.0 event: joined repeats, cookies, byte-exact query, text JSON and base64 binary bodies', async () => {
-    await raw('POST', '/mcp?key=a%2Bb&key=&x', [['Content-Type', 'application/json'], ['X-Twice', '1'], ['x-twice', '2'], ['Cookie', 'a=1; b=2'], ['Cookie', 'c=3'], ['Host', 'evil.example.com']], Buffer.from('{"é":1}'));
+    await raw(
+      'POST',
+      '/mcp?key=a%2Bb&key=&x',
+      [
+        ['Content-Type', 'application/json'],
+        ['X-Twice', '1'],
+        ['x-twice', '2'],
+        ['Cookie', 'a=1; b=2'],
+        ['Cookie', 'c=3'],
+        ['Host', 'evil.example.com'],
+      ],
+      Buffer.from('{"é":1}'),
+    );
     assert.equal(last?.version, '2.0');
     assert.equal(last?.rawPath, '/mcp');
     assert.equal(last?.rawQueryString, 'key=a%2Bb&key=&x');

@@ -72,10 +72,7 @@ describe('MCP conformance, Tasks extension scenarios, against the local runtime'
       // 1 s failing_job), which therefore always becomes a task, and leaves an immediate call room
       // to be answered synchronously on a loaded machine (300 ms was missed with the suite's
       // files running side by side).
-      server = await startServer(
-        { DMDOT_ALLOWED_HOSTS: `127.0.0.1:${proxy.port}`, DMDOT_DELIVERY_WAIT_MS: '800', DMDOT_RETRY_DELAYS: '2,2,2' },
-        { key },
-      );
+      server = await startServer({ DMDOT_ALLOWED_HOSTS: `127.0.0.1:${proxy.port}`, DMDOT_DELIVERY_WAIT_MS: '800', DMDOT_RETRY_DELAYS: '2,2,2' }, { key });
       proxy.setTarget(server.url);
       dot = await startReceiver(fixtureDot);
       const subscribed = await rpc(server, 'events/subscribe', {
@@ -145,8 +142,15 @@ describe('MCP conformance, Tasks extension scenarios, against the local runtime'
       // The runtime answered each one: 200, except the call the suite sent with a mismatched
       // Mcp-Method, which it refused (400, -32020) with the body rewritten.
       const refused = proxy.rewrites.filter((r) => r.status !== 200);
-      assert.deepEqual(refused.map((r) => [r.message, r.status]), [['greet header-mismatch', 400]], JSON.stringify(refused));
-      assert.ok(proxy.rewrites.every((r) => r.headerRewritten), 'every fixture call named its tool in Mcp-Name, rewritten with the body');
+      assert.deepEqual(
+        refused.map((r) => [r.message, r.status]),
+        [['greet header-mismatch', 400]],
+        JSON.stringify(refused),
+      );
+      assert.ok(
+        proxy.rewrites.every((r) => r.headerRewritten),
+        'every fixture call named its tool in Mcp-Name, rewritten with the body',
+      );
       assert.ok(proxy.passedThrough.includes('protocol_error_job'), `protocol_error_job went through unchanged: ${proxy.passedThrough.join(', ')}`);
       const messages = new Set(dot.events().map((e) => e.json?.data?.message));
       for (const r of proxy.rewrites) {

@@ -59,7 +59,10 @@ describe('CON-1: MCP conformance suites against the local runtime', { timeout: 1
   for (const suite of SUITES) {
     it(`HTTP-13, MCP-2, MCP-3, MCP-6, MCP-8, MCP-9, MCP-10, MCP-11: ${suite.name}: every failing check is expected, and every expected failure still fails`, () => {
       try {
-        assertSuiteOutcome(outcomes.find((o) => o.suite === suite), 'the server');
+        assertSuiteOutcome(
+          outcomes.find((o) => o.suite === suite),
+          'the server',
+        );
       } catch (error) {
         keep = true;
         throw error;
@@ -70,9 +73,15 @@ describe('CON-1: MCP conformance suites against the local runtime', { timeout: 1
   it('HTTP-13, HTTP-14, HTTP-15, LOCAL-13: the DNS rebinding refusal came from the runtime itself, behind the pass-through proxy', () => {
     const foreign = proxy.forwarded.filter((f) => f.host === 'evil.example.com');
     assert.ok(foreign.length >= SUITES.length, 'each suite sent a foreign Host through the proxy');
-    assert.ok(foreign.every((f) => f.status === 403), `the runtime refused every foreign Host: ${JSON.stringify(foreign)}`);
+    assert.ok(
+      foreign.every((f) => f.status === 403),
+      `the runtime refused every foreign Host: ${JSON.stringify(foreign)}`,
+    );
     const own = proxy.forwarded.filter((f) => f.host === `127.0.0.1:${proxy.port}` && f.origin === proxy.origin && f.method === 'POST');
-    assert.ok(own.some((f) => f.status === 200), 'the runtime accepted the allowed Host with its own origin, no DMDOT_ALLOWED_ORIGINS');
+    assert.ok(
+      own.some((f) => f.status === 200),
+      'the runtime accepted the allowed Host with its own origin, no DMDOT_ALLOWED_ORIGINS',
+    );
   });
 
   it('HTTP-10: the API key the proxy added never appears in the runtime output', () => {

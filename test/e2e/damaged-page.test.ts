@@ -82,7 +82,9 @@ function status(stateDir: string, key: string): Promise<{ code: number | null; o
 }
 
 describe('a damaged page of the state file', () => {
-  it('LOCAL-FAULT-10: a start on a state directory with a damaged page exits 2 with a sentence naming the file and what to do, and no byte of it; status says the same', { timeout: 60_000 }, async () => {
+  it('LOCAL-FAULT-10: a start on a state directory with a damaged page exits 2 with a sentence naming the file and what to do, and no byte of it; status says the same', {
+    timeout: 60_000,
+  }, async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-damaged-'));
     const file = join(stateDir, DATABASE);
     const secret = newSecret();
@@ -116,7 +118,9 @@ describe('a damaged page of the state file', () => {
     }
   });
 
-  it('LOCAL-FAULT-10: damaged while it runs, the server stays up, delivers what it can read, names the file once in its log, answers 503 storage_unavailable for what it cannot, and status reports it', { timeout: 120_000 }, async () => {
+  it('LOCAL-FAULT-10: damaged while it runs, the server stays up, delivers what it can read, names the file once in its log, answers 503 storage_unavailable for what it cannot, and status reports it', {
+    timeout: 120_000,
+  }, async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-damaged-'));
     const file = join(stateDir, DATABASE);
     const secret = newSecret();
@@ -142,7 +146,7 @@ describe('a damaged page of the state file', () => {
       // Every event's first attempt was refused; its job now waits 6 s for the retry, its row at rest
       // (the worker logs its decision once the event's record holds it, and reschedules the job next).
       const decided = (id: string) => deliveryLines(server, id).some((line) => line.via === 'worker' && line.action === 'retry');
-      await waitFor('the worker\'s retry decision for every event', () => ids.every(decided), 30_000);
+      await waitFor("the worker's retry decision for every event", () => ids.every(decided), 30_000);
 
       const damaged = [ids[3]!, ids[11]!];
       for (const id of damaged) garble(file, `"job":{"eventId":"${id}"`);
@@ -179,7 +183,7 @@ describe('a damaged page of the state file', () => {
         await waitFor('the new event delivered', () => accepted.has(after.body.eventId), 20_000);
         // Its outcome recorded (the subscription item is not rewritten after it: its status is
         // current): the worker logs the delivery once the records hold it.
-        await waitFor('the worker\'s delivered line', () => deliveryLines(server, after.body.eventId).some((line) => line.action === 'delivered'), 10_000);
+        await waitFor("the worker's delivered line", () => deliveryLines(server, after.body.eventId).some((line) => line.action === 'delivered'), 10_000);
       }
       // The worker has run again since it met the damage (woken by the new event): nothing more names the file.
       assert.equal(naming().length, soon, `no new line names the file: ${naming().slice(soon).join('\n')}`);

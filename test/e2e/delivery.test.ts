@@ -97,7 +97,10 @@ describe('retries and failures', () => {
     const stamps = attempts.map((a) => Number(a.headers['webhook-timestamp']));
     assert.ok(stamps[0]! < stamps[1]! && stamps[1]! < stamps[2]!, `timestamps are fresh per attempt: ${stamps}`);
     assert.ok(attempts.every((a) => verifies(secret, a)));
-    assert.ok(attempts.every((a) => a.raw.equals(attempts[0]!.raw)), 'every attempt sends the same bytes');
+    assert.ok(
+      attempts.every((a) => a.raw.equals(attempts[0]!.raw)),
+      'every attempt sends the same bytes',
+    );
   });
 
   it('TOOL-9: 410 gets exactly one attempt and the event ends failed', async () => {
@@ -122,7 +125,7 @@ describe('retries and failures', () => {
     assert.equal(sent.structuredContent?.status, 'failed');
     const eventId = sent.structuredContent!.eventId;
     const decisions = () => deliveryLines(s, eventId);
-    await waitFor('the worker\'s line', () => decisions().some((d) => d.via === 'worker'), 10_000);
+    await waitFor("the worker's line", () => decisions().some((d) => d.via === 'worker'), 10_000);
     assert.deepEqual(
       decisions().map((d) => `${d.action} ${d.via}`),
       ['failed inline', 'dead_letter_copy worker'],
@@ -166,7 +169,11 @@ describe('retries and failures', () => {
 
     // The worker's run of the old event's retry drops it instead of sending it with the new secret.
     assert.equal((await workerEnded(s, oldEvent)).action, 'dropped');
-    assert.deepEqual(r.events().map((e) => e.json.eventId), [oldEvent], 'the old event reached the dot only once, before the unsubscribe');
+    assert.deepEqual(
+      r.events().map((e) => e.json.eventId),
+      [oldEvent],
+      'the old event reached the dot only once, before the unsubscribe',
+    );
 
     // The wait window is 0, so the new event is answered queued and delivered by the worker.
     const fresh = await send(s, 'for the new subscription');
@@ -222,7 +229,11 @@ describe('secret rotation', () => {
     assert.equal(parts.length, 2);
     const signedWith = (secret: string, sig: string) => {
       try {
-        new Webhook(secret).verify(during.raw.toString(), { 'webhook-id': String(during.headers['webhook-id']), 'webhook-timestamp': String(during.headers['webhook-timestamp']), 'webhook-signature': sig });
+        new Webhook(secret).verify(during.raw.toString(), {
+          'webhook-id': String(during.headers['webhook-id']),
+          'webhook-timestamp': String(during.headers['webhook-timestamp']),
+          'webhook-signature': sig,
+        });
         return true;
       } catch {
         return false;
@@ -238,7 +249,9 @@ describe('secret rotation', () => {
     // The receiver's verifier uses real time; the runtime's clock is ahead, so check the MAC directly.
     const { createHmac } = await import('node:crypto');
     const key = Buffer.from(newer.slice(6), 'base64');
-    const mac = createHmac('sha256', key).update(`${afterOverlap.headers['webhook-id']}.${afterOverlap.headers['webhook-timestamp']}.${afterOverlap.raw.toString()}`).digest('base64');
+    const mac = createHmac('sha256', key)
+      .update(`${afterOverlap.headers['webhook-id']}.${afterOverlap.headers['webhook-timestamp']}.${afterOverlap.raw.toString()}`)
+      .digest('base64');
     assert.equal(afterOverlap.headers['webhook-signature'], `v1,${mac}`);
   });
 });

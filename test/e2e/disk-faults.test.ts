@@ -47,7 +47,9 @@ function fill(dir: string): () => void {
 }
 
 describe('a full disk', () => {
-  it('LOCAL-FAULT-3: sends while the disk fills are answered 202 or 503 storage_unavailable, the server stays up, and every accepted event is delivered once space returns', { timeout: 120_000 }, async (t) => {
+  it('LOCAL-FAULT-3: sends while the disk fills are answered 202 or 503 storage_unavailable, the server stays up, and every accepted event is delivered once space returns', {
+    timeout: 120_000,
+  }, async (t) => {
     if (!mounted) return t.skip(why);
     const stateDir = join(MOUNT, 'state');
     mkdirSync(stateDir);
@@ -56,7 +58,11 @@ describe('a full disk', () => {
     const server = await startServer({ DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_RETRY_DELAYS: '1,1,1,1,1' }, { stateDir });
     let free: (() => void) | undefined;
     try {
-      await rpc(server, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+      await rpc(server, 'events/subscribe', {
+        name: 'message.created',
+        arguments: {},
+        delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() },
+      });
       free = fill(MOUNT);
       const accepted: string[] = [];
       const statuses = new Map<string, number>();
@@ -83,7 +89,12 @@ describe('a full disk', () => {
       await waitFor(
         `all ${accepted.length} accepted events delivered`,
         () => {
-          const got = new Set(receiver.events().filter((e) => e.headers['webhook-id']).map((e) => String(e.headers['webhook-id'])));
+          const got = new Set(
+            receiver
+              .events()
+              .filter((e) => e.headers['webhook-id'])
+              .map((e) => String(e.headers['webhook-id'])),
+          );
           return accepted.every((id) => got.has(id));
         },
         60_000,

@@ -44,7 +44,9 @@ type Verdict = 'accepted' | 'duplicate' | 'gone' | FaultKind;
 
 /** A number in [0, 1) from the seed and the parts: the same inputs always decide the same way. */
 function roll(...parts: (string | number)[]): number {
-  const digest = createHash('sha256').update([SEED, ...parts].join('|')).digest();
+  const digest = createHash('sha256')
+    .update([SEED, ...parts].join('|'))
+    .digest();
   return digest.readUIntBE(0, 6) / 2 ** 48;
 }
 
@@ -157,10 +159,7 @@ it(`DEL-OUT-1, DEL-PIPE-4: ${EVENTS} events with ~30% transient faults and ~5% 4
   const secret = newSecret();
   const receiver = await startFaultyReceiver(secret);
   cleanups.push(() => receiver.close());
-  const server = await startServer(
-    { DMDOT_RETRY_DELAYS: '0.05,0.1,0.2,0.4,0.8', DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_DELIVERY_CONCURRENCY: '32' },
-    { stateDir },
-  );
+  const server = await startServer({ DMDOT_RETRY_DELAYS: '0.05,0.1,0.2,0.4,0.8', DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_DELIVERY_CONCURRENCY: '32' }, { stateDir });
   cleanups.push(() => server.stop());
 
   const subscribed = await rpc(server, 'events/subscribe', {
@@ -202,7 +201,7 @@ it(`DEL-OUT-1, DEL-PIPE-4: ${EVENTS} events with ~30% transient faults and ~5% 4
   assert.equal(await server.stop(), 0, 'clean exit on SIGTERM');
   const durationMs = Date.now() - started;
   // The server has exited: once each of its connections is closed here, whatever it sent has been recorded.
-  await until('the stopped server\'s connections closed', async () => (await receiver.openConnections()) === 0 || undefined, 20_000);
+  await until("the stopped server's connections closed", async () => (await receiver.openConnections()) === 0 || undefined, 20_000);
   assert.equal(receiver.attempts.length, attemptsBeforeStop, 'no attempt after the queue drained');
   assert.equal(receiver.hungOpen(), 0, 'every hung request was closed by the sender');
 

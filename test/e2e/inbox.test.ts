@@ -27,7 +27,9 @@ async function connect(server: RunningServer, era: Era) {
   };
   const client = new Client(
     { name: 'e2e-inbox', version: '1.0.0' },
-    era === 'modern' ? { versionNegotiation: { mode: { pin: MODERN_VERSION } } } : { versionNegotiation: { mode: 'legacy' }, supportedProtocolVersions: [LEGACY_VERSION] },
+    era === 'modern'
+      ? { versionNegotiation: { mode: { pin: MODERN_VERSION } } }
+      : { versionNegotiation: { mode: 'legacy' }, supportedProtocolVersions: [LEGACY_VERSION] },
   );
   await client.connect(new StreamableHTTPClientTransport(new URL(`${server.mcpUrl}?key=${encodeURIComponent(server.key)}`), { fetch: recording }));
   return { client, versions };
@@ -61,7 +63,10 @@ describe('INBOX-1: the inbox off (the default)', () => {
   for (const era of ['modern', 'legacy'] as const) {
     it(`INBOX-1: tools/list is exactly send_to_dot (${era})`, async () => {
       const { client } = await connect(server, era);
-      assert.deepEqual((await client.listTools()).tools.map((t) => t.name), ['send_to_dot']);
+      assert.deepEqual(
+        (await client.listTools()).tools.map((t) => t.name),
+        ['send_to_dot'],
+      );
       await client.close();
     });
   }
@@ -87,7 +92,10 @@ describe('IDEM-*: Idempotency-Key against the embedded store', () => {
     const receiver = await startReceiver(echoing());
     const { client } = await connect(server, 'modern');
     const secret = newSecret();
-    await client.request({ method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url('/idem'), secret } } }, Subscribed);
+    await client.request(
+      { method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url('/idem'), secret } } },
+      Subscribed,
+    );
     const first = await post(server, 'exactly once', 'e2e-key-1');
     assert.equal(first.status, 200);
     // The answer "delivered" may come before its record says so (the write finishes after the
@@ -136,7 +144,10 @@ for (const era of ['modern', 'legacy'] as const) {
       // A dot subscribes: it is told that two messages wait.
       const receiver = await startReceiver(echoing());
       const secret = newSecret();
-      await client.request({ method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url(`/dot-${era}`), secret } } }, Subscribed);
+      await client.request(
+        { method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url(`/dot-${era}`), secret } } },
+        Subscribed,
+      );
       const [announcement] = await waitFor('the announcement', () => receiver.events().length >= 1 && receiver.events());
       assert.match(announcement!.json.data.message, /^2 messages wait .*get_pending_messages/);
       assert.ok(verifies(secret, announcement!));
@@ -150,13 +161,22 @@ for (const era of ['modern', 'legacy'] as const) {
       // Paged reading, oldest first, the announcement not among them.
       const firstPage = await client.callTool({ name: 'get_pending_messages', arguments: { limit: 2 } });
       const page1 = firstPage.structuredContent as { messages: { eventId: string; sender: string; message: string }[]; nextCursor: string | null };
-      assert.deepEqual(page1.messages.map((m) => m.message), ['sent while you were away', 'also while away']);
-      assert.deepEqual(page1.messages.map((m) => m.sender), ['connector', 'connector']);
+      assert.deepEqual(
+        page1.messages.map((m) => m.message),
+        ['sent while you were away', 'also while away'],
+      );
+      assert.deepEqual(
+        page1.messages.map((m) => m.sender),
+        ['connector', 'connector'],
+      );
       assert.equal(page1.messages[0]!.eventId, kept.body.eventId);
       assert.ok(page1.nextCursor);
       const secondPage = await client.callTool({ name: 'get_pending_messages', arguments: { cursor: page1.nextCursor } });
       const page2 = secondPage.structuredContent as { messages: { eventId: string }[]; nextCursor: string | null };
-      assert.deepEqual(page2.messages.map((m) => m.eventId), [sentId]);
+      assert.deepEqual(
+        page2.messages.map((m) => m.eventId),
+        [sentId],
+      );
       assert.equal(page2.nextCursor, null);
       assert.match(textOf(secondPage), /> line one\n> line two/);
 
@@ -197,14 +217,20 @@ describe('INBOX-10: the AI SDK client reads the inbox on both of its eras', () =
 
   for (const discovery of [true, false]) {
     it(`INBOX-2, INBOX-4: ${discovery ? 'server/discover' : 'legacy initialize'}: lists the inbox tools, reads a kept message and acknowledges it`, async () => {
-      const client = await createMCPClient({ transport: { type: 'http', url: `${server.mcpUrl}?key=${encodeURIComponent(server.key)}` }, protocolVersionDiscovery: discovery });
+      const client = await createMCPClient({
+        transport: { type: 'http', url: `${server.mcpUrl}?key=${encodeURIComponent(server.key)}` },
+        protocolVersionDiscovery: discovery,
+      });
       const kept = await post(server, `kept for the AI SDK (${discovery})`);
       assert.equal(kept.body.status, 'kept');
       const tools = await client.listTools();
       assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['acknowledge_messages', 'get_pending_messages', 'send_to_dot']);
       const pending = await client.callTool({ name: 'get_pending_messages', arguments: {} });
       const messages = (pending.structuredContent as { messages: { eventId: string; message: string }[] }).messages;
-      assert.deepEqual(messages.map((m) => m.eventId), [kept.body.eventId]);
+      assert.deepEqual(
+        messages.map((m) => m.eventId),
+        [kept.body.eventId],
+      );
       const ack = await client.callTool({ name: 'acknowledge_messages', arguments: { eventIds: [kept.body.eventId] } });
       assert.deepEqual((ack.structuredContent as { acknowledged: string[] }).acknowledged, [kept.body.eventId]);
       await client.close();

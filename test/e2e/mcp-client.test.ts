@@ -13,10 +13,7 @@ const ListEvents = z.looseObject({ events: z.array(z.looseObject({ name: z.strin
 const Subscribed = z.looseObject({ id: z.string(), refreshBefore: z.string(), cursor: z.null(), truncated: z.boolean() });
 
 async function connect(server: RunningServer, mode: 'modern' | 'legacy') {
-  const client = new Client(
-    { name: 'e2e', version: '1.0.0' },
-    { versionNegotiation: { mode: mode === 'modern' ? { pin: '2026-07-28' } : 'legacy' } },
-  );
+  const client = new Client({ name: 'e2e', version: '1.0.0' }, { versionNegotiation: { mode: mode === 'modern' ? { pin: '2026-07-28' } : 'legacy' } });
   await client.connect(new StreamableHTTPClientTransport(new URL(`${server.mcpUrl}?key=${encodeURIComponent(server.key)}`)));
   return client;
 }
@@ -25,11 +22,21 @@ async function legacyInitialize(server: RunningServer) {
   const res = await fetch(`${server.mcpUrl}?key=${encodeURIComponent(server.key)}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    }),
   });
   assert.equal(res.headers.get('mcp-session-id'), null, 'stateless: no session id is minted');
   const text = await res.text();
-  const data = text.startsWith('{') ? text : text.split('\n').find((l) => l.startsWith('data: '))!.slice(6);
+  const data = text.startsWith('{')
+    ? text
+    : text
+        .split('\n')
+        .find((l) => l.startsWith('data: '))!
+        .slice(6);
   return JSON.parse(data).result;
 }
 
@@ -50,12 +57,10 @@ for (const mode of ['modern', 'legacy'] as const) {
       assert.equal(client.getServerVersion()?.name, 'dm-dot');
       await client.close();
       // The client's schema drops capability keys it does not know (events), so read the wire.
-      const wire =
-        mode === 'modern'
-          ? (await rpc(server, 'server/discover')).body.result
-          : await legacyInitialize(server);
+      const wire = mode === 'modern' ? (await rpc(server, 'server/discover')).body.result : await legacyInitialize(server);
       // The 2026-07-28 era also advertises the MCP Tasks extension (docs/http-and-errors.md, MCP Tasks); legacy cannot offer it.
-      const extensions = mode === 'modern' ? { 'io.modelcontextprotocol/events': {}, 'io.modelcontextprotocol/tasks': {} } : { 'io.modelcontextprotocol/events': {} };
+      const extensions =
+        mode === 'modern' ? { 'io.modelcontextprotocol/events': {}, 'io.modelcontextprotocol/tasks': {} } : { 'io.modelcontextprotocol/events': {} };
       assert.deepEqual(wire.capabilities, { tools: { listChanged: false }, events: {}, extensions });
       assert.equal(wire.serverInfo?.name ?? wire._meta['io.modelcontextprotocol/serverInfo'].name, 'dm-dot');
     });
@@ -93,7 +98,10 @@ for (const mode of ['modern', 'legacy'] as const) {
     it('EV-LIST-1, EV-LIST-2: events/list returns message.created with webhook delivery and no cursor', async () => {
       const client = await connect(server, mode);
       const listed = await client.request({ method: 'events/list', params: {} }, ListEvents);
-      assert.deepEqual(listed.events.map((e) => e.name), ['message.created']);
+      assert.deepEqual(
+        listed.events.map((e) => e.name),
+        ['message.created'],
+      );
       assert.equal(listed.nextCursor, null);
       await client.close();
     });
@@ -178,10 +186,19 @@ describe('HTTP surface of docs/contract/http.md against the running server', () 
     const { request } = await import('node:http');
     const status = await new Promise<number>((done, fail) => {
       const u = new URL(server.mcpUrl);
-      const req = request({ host: u.hostname, port: u.port, path: `/mcp?key=${server.key}`, method: 'POST', headers: { host: 'evil.example', 'content-type': 'application/json' } }, (res) => {
-        res.resume();
-        done(res.statusCode ?? 0);
-      });
+      const req = request(
+        {
+          host: u.hostname,
+          port: u.port,
+          path: `/mcp?key=${server.key}`,
+          method: 'POST',
+          headers: { host: 'evil.example', 'content-type': 'application/json' },
+        },
+        (res) => {
+          res.resume();
+          done(res.statusCode ?? 0);
+        },
+      );
       req.on('error', fail);
       req.end('{}');
     });

@@ -61,7 +61,10 @@ async function connect(server: RunningServer, declareTasks: boolean) {
 /** Subscribes the dot at `url` through the official client, without the extension. */
 async function subscribeDot(server: RunningServer, url: string): Promise<void> {
   const { client } = await connect(server, false);
-  await client.request({ method: 'events/subscribe', params: { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url, secret: newSecret() } } }, Subscribed);
+  await client.request(
+    { method: 'events/subscribe', params: { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url, secret: newSecret() } } },
+    Subscribed,
+  );
   await client.close();
 }
 
@@ -134,7 +137,11 @@ describe('TASK-2: MCP Tasks: a slow dot and a short wait window', () => {
 
     // tasks/update and tasks/cancel are acknowledged; a cancel cannot unsend, the task stays completed.
     const ack = await client.request({ method: 'tasks/update', params: { taskId: task.taskId, inputResponses: {} } }, z.looseObject({}));
-    assert.deepEqual(Object.keys(ack).filter((key) => key !== '_meta'), [], 'an empty acknowledgement');
+    assert.deepEqual(
+      Object.keys(ack).filter((key) => key !== '_meta'),
+      [],
+      'an empty acknowledgement',
+    );
     await client.request({ method: 'tasks/cancel', params: { taskId: task.taskId } }, z.looseObject({}));
     assert.equal((await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, TaskAnswer)).status, 'completed');
     await client.close();
@@ -157,7 +164,9 @@ describe('TASK-2: MCP Tasks: a slow dot and a short wait window', () => {
 
   it('TASK-2: tasks/get from a client that does not declare the extension is -32021', async () => {
     const { client } = await connect(server, false);
-    const error = await client.request({ method: 'tasks/get', params: { taskId: `task_${'0'.repeat(32)}_${'0'.repeat(16)}` } }, TaskAnswer).catch((e: unknown) => e);
+    const error = await client
+      .request({ method: 'tasks/get', params: { taskId: `task_${'0'.repeat(32)}_${'0'.repeat(16)}` } }, TaskAnswer)
+      .catch((e: unknown) => e);
     assert.equal((error as { code?: number }).code, -32021);
     await client.close();
   });
@@ -166,7 +175,10 @@ describe('TASK-2: MCP Tasks: a slow dot and a short wait window', () => {
     const output = [...server.stdout, ...server.stderr];
     assert.equal(output.filter((line) => line.includes("responseMode: 'json'")).length, 0, output.join('\n'));
     assert.ok(server.stdout.some((line) => /^dm-dot listening on /.test(line)));
-    assert.ok(server.stderr.some((line) => line.includes('"event":"request"')), 'the request log lines still go to stderr');
+    assert.ok(
+      server.stderr.some((line) => line.includes('"event":"request"')),
+      'the request log lines still go to stderr',
+    );
   });
 });
 
@@ -200,7 +212,11 @@ describe('MCP Tasks: tasks/cancel of an unsettled task (TASK-8)', () => {
     await waitFor('the first (refused) attempt', () => receiver.events().filter((e) => e.json?.eventId === eventId).length === 1, 10_000);
 
     const ack = await client.request({ method: 'tasks/cancel', params: { taskId: task.taskId } }, z.looseObject({}));
-    assert.deepEqual(Object.keys(ack).filter((key) => key !== '_meta'), [], 'an empty acknowledgement');
+    assert.deepEqual(
+      Object.keys(ack).filter((key) => key !== '_meta'),
+      [],
+      'an empty acknowledgement',
+    );
     const cancelled = await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, TaskAnswer);
     assert.equal(cancelled.status, 'cancelled');
     assert.equal(cancelled.taskId, task.taskId);

@@ -33,7 +33,11 @@ async function run(options: { env: Record<string, string>; delayMs: number; send
   const receiver = await startReceiver(slowDot(options.delayMs));
   cleanups.push(() => receiver.close());
   const secret = newSecret();
-  const subscribed = await rpc(server, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url('/slow'), secret } });
+  const subscribed = await rpc(server, 'events/subscribe', {
+    name: 'message.created',
+    arguments: {},
+    delivery: { mode: 'webhook', url: receiver.url('/slow'), secret },
+  });
   assert.ok(subscribed.body.result?.id, JSON.stringify(subscribed.body));
 
   const answers: { eventId: string; status: string }[] = [];
@@ -48,12 +52,19 @@ async function run(options: { env: Record<string, string>; delayMs: number; send
   }
   const ids = new Set(answers.map((a) => a.eventId));
   assert.equal(ids.size, options.sends);
-  await waitFor(`${options.sends} events at the dot`, () => new Set(receiver.events().map((e) => String(e.headers['webhook-id']))).size >= options.sends, 60_000);
+  await waitFor(
+    `${options.sends} events at the dot`,
+    () => new Set(receiver.events().map((e) => String(e.headers['webhook-id']))).size >= options.sends,
+    60_000,
+  );
   // A clean stop waits for the attempts still running and their records.
   assert.equal(await server.stop(), 0);
 
   const events = receiver.events();
-  assert.ok(events.every((e) => verifies(secret, e)), 'every POST is signed');
+  assert.ok(
+    events.every((e) => verifies(secret, e)),
+    'every POST is signed',
+  );
   const { events: records } = await inspectState(stateDir);
   const mine = records.filter((r) => ids.has(r.eventId));
   return { answers, posts: events.length, records: mine };
@@ -63,7 +74,10 @@ it('DEL-PIPE-21: a dot answering in 3.5 s with the default settings gets each me
   const { answers, posts, records } = await run({ env: {}, delayMs: 3_500, sends: 10, batch: 10 });
   console.log(`slow dot 3.5 s: answers=${answers.map((a) => a.status).join(',')} posts=${posts}`);
   // Past the 3 s window the caller is told "queued"; the attempt goes on and settles the event.
-  assert.ok(answers.every((a) => a.status === 'queued'), JSON.stringify(answers));
+  assert.ok(
+    answers.every((a) => a.status === 'queued'),
+    JSON.stringify(answers),
+  );
   assert.equal(posts, 10, 'one POST per event');
   assert.deepEqual(
     records.map((r) => [r.status, r.attempts, r.log?.length]),

@@ -14,15 +14,30 @@ import { newSecret, startServer, type RunningServer } from '../support/e2e';
 
 function sign(secret: string, id: string, ts: number, body: Buffer): string {
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  return `v1,${createHmac('sha256', key).update(Buffer.concat([Buffer.from(`${id}.${ts}.`), body])).digest('base64')}`;
+  return `v1,${createHmac('sha256', key)
+    .update(Buffer.concat([Buffer.from(`${id}.${ts}.`), body]))
+    .digest('base64')}`;
 }
 
-async function signedPost(server: RunningServer, path: string, body: string, secret: string, id = `msg_${randomBytes(8).toString('hex')}`, extra: Record<string, string> = {}) {
+async function signedPost(
+  server: RunningServer,
+  path: string,
+  body: string,
+  secret: string,
+  id = `msg_${randomBytes(8).toString('hex')}`,
+  extra: Record<string, string> = {},
+) {
   const bytes = Buffer.from(body, 'utf8');
   const ts = Math.floor(Date.now() / 1000);
   const response = await fetch(`${server.url}${path}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': sign(secret, id, ts, bytes), ...extra },
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(ts),
+      'webhook-signature': sign(secret, id, ts, bytes),
+      ...extra,
+    },
     body: bytes,
   });
   return { status: response.status, text: await response.text() };
@@ -33,8 +48,14 @@ describe('PUP-1: pup door on the local runtime', () => {
     const dir = mkdtempSync(join(tmpdir(), 'dmdot-pup-'));
     const file = join(dir, 'manifest.json');
     writeFileSync(file, '{"name": "dm-dot",');
-    await assert.rejects(startServer({ PUP_MANIFEST_FILE: file }), (error: Error) => /exited with 2/.test(error.message) && /PUP_MANIFEST_FILE/.test(error.message));
-    await assert.rejects(startServer({ PUP_MANIFEST_FILE: join(dir, 'missing.json') }), (error: Error) => /exited with 2/.test(error.message) && /PUP_MANIFEST_FILE/.test(error.message));
+    await assert.rejects(
+      startServer({ PUP_MANIFEST_FILE: file }),
+      (error: Error) => /exited with 2/.test(error.message) && /PUP_MANIFEST_FILE/.test(error.message),
+    );
+    await assert.rejects(
+      startServer({ PUP_MANIFEST_FILE: join(dir, 'missing.json') }),
+      (error: Error) => /exited with 2/.test(error.message) && /PUP_MANIFEST_FILE/.test(error.message),
+    );
   });
 
   it('PUP-4: a malformed signing secret stops the server with exit code 2, naming the setting and not the secret', async () => {
@@ -62,9 +83,23 @@ describe('PUP-1: pup door on the local runtime', () => {
       assert.equal(served.status, 200);
       assert.equal(await served.text(), manifest);
 
-      const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, 'io.puphq/context': { installationId: 'inst_1', askerId: 'u_1', channelId: 'c_1' } };
-      const call = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message: 'héllo from pup' }, _meta: meta } });
-      const mcpHeaders = { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' };
+      const meta = {
+        'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.puphq/context': { installationId: 'inst_1', askerId: 'u_1', channelId: 'c_1' },
+      };
+      const call = JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'send_to_dot', arguments: { message: 'héllo from pup' }, _meta: meta },
+      });
+      const mcpHeaders = {
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': 'send_to_dot',
+      };
       const answer = await signedPost(server, '/pup/mcp', call, previous, undefined, mcpHeaders);
       assert.equal(answer.status, 200, answer.text);
       assert.match(answer.text, /isError/);
@@ -79,7 +114,14 @@ describe('PUP-1: pup door on the local runtime', () => {
       assert.deepEqual(challenge, { status: 200, text: '"nonce-1"' });
 
       const id = `msg_${randomBytes(8).toString('hex')}`;
-      const event = JSON.stringify({ version: '1', id, eventId: 'e_1', occurredAt: new Date().toISOString(), event: { type: 'member.joined', memberId: 'm_1' }, context: { installationId: 'inst_1' } });
+      const event = JSON.stringify({
+        version: '1',
+        id,
+        eventId: 'e_1',
+        occurredAt: new Date().toISOString(),
+        event: { type: 'member.joined', memberId: 'm_1' },
+        context: { installationId: 'inst_1' },
+      });
       const first = await signedPost(server, '/pup/events', event, current, id);
       const second = await signedPost(server, '/pup/events', event, current, id);
       assert.deepEqual(first, { status: 200, text: '{}' });
@@ -105,8 +147,18 @@ describe('PUP-1: pup door on the local runtime', () => {
     let challenged: { status: number; text: string };
     try {
       const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
-      const call = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message: 'only once' }, _meta: meta } });
-      const mcpHeaders = { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' };
+      const call = JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'send_to_dot', arguments: { message: 'only once' }, _meta: meta },
+      });
+      const mcpHeaders = {
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': 'send_to_dot',
+      };
       const id = `msg_${randomBytes(8).toString('hex')}`;
       first = await signedPost(server, '/pup/mcp', call, secret, id, mcpHeaders);
       assert.equal(first.status, 200, first.text);
@@ -126,7 +178,11 @@ describe('PUP-1: pup door on the local runtime', () => {
       const bad = `msg_${randomBytes(8).toString('hex')}`;
       assert.equal((await signedPost(server, '/pup/challenge', '{"challenge":null}', secret, bad)).status, 400);
       assert.equal((await signedPost(server, '/pup/challenge', '{"challenge":null}', secret, bad)).status, 400, 'processed again, not refused as replayed');
-      assert.equal(JSON.parse((await signedPost(server, '/pup/challenge', '"other"', secret, id)).text).error.code, 'replayed', 'the id reused for another request');
+      assert.equal(
+        JSON.parse((await signedPost(server, '/pup/challenge', '"other"', secret, id)).text).error.code,
+        'replayed',
+        'the id reused for another request',
+      );
     } finally {
       await server.stop();
     }

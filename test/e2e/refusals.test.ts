@@ -29,11 +29,21 @@ function rawRequest(port: number, request: string): Promise<string> {
 }
 
 function post(port: number, path: string, key: string, body: string, extra: Record<string, string> = {}): string {
-  const headers = { host: `127.0.0.1:${port}`, 'content-type': 'application/json', authorization: `Bearer ${key}`, 'content-length': String(Buffer.byteLength(body)), ...extra };
-  return `POST ${path} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n${body}`;
+  const headers = {
+    host: `127.0.0.1:${port}`,
+    'content-type': 'application/json',
+    authorization: `Bearer ${key}`,
+    'content-length': String(Buffer.byteLength(body)),
+    ...extra,
+  };
+  return `POST ${path} HTTP/1.1\r\n${Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join('\r\n')}\r\n\r\n${body}`;
 }
 
-it('LOCAL-FAULT-1, LOCAL-FAULT-2: past a full connection cap, /v1/messages and send_to_dot are answered 503 busy and never delivered', { timeout: 60_000 }, async () => {
+it('LOCAL-FAULT-1, LOCAL-FAULT-2: past a full connection cap, /v1/messages and send_to_dot are answered 503 busy and never delivered', {
+  timeout: 60_000,
+}, async () => {
   const receiver = await startReceiver(echoing());
   const server = await startServer({ DMDOT_DELIVERY_WAIT_MS: '0', DMDOT_RETRY_DELAYS: '1' });
   const held: net.Socket[] = [];
@@ -62,7 +72,12 @@ it('LOCAL-FAULT-1, LOCAL-FAULT-2: past a full connection cap, /v1/messages and s
     });
     const mcp = rawRequest(
       port,
-      post(port, '/mcp', server.key, mcpBody, { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' }),
+      post(port, '/mcp', server.key, mcpBody, {
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': 'send_to_dot',
+      }),
     );
     for (const answer of await Promise.all([rest, mcp])) {
       assert.match(answer, /^HTTP\/1\.1 503 /);

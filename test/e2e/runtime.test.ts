@@ -67,8 +67,26 @@ describe('ARCH-2, LOCAL-1, LOCAL-5: local runtime', () => {
 
       receiver.setResponder(echoing());
       const second = await startServer(env, { stateDir, key: 'durable-key-0123456789abcdef' });
-      await waitFor('all five delivered after restart', () => new Set(receiver.events().slice(5).map((e) => e.headers['webhook-id'])).size === 5, 40_000);
-      assert.deepEqual(new Set(receiver.events().slice(5).map((e) => e.headers['webhook-id'])), new Set(ids));
+      await waitFor(
+        'all five delivered after restart',
+        () =>
+          new Set(
+            receiver
+              .events()
+              .slice(5)
+              .map((e) => e.headers['webhook-id']),
+          ).size === 5,
+        40_000,
+      );
+      assert.deepEqual(
+        new Set(
+          receiver
+            .events()
+            .slice(5)
+            .map((e) => e.headers['webhook-id']),
+        ),
+        new Set(ids),
+      );
       const { body } = await rpc(second, 'tools/call', { name: 'send_to_dot', arguments: { message: 'after restart' } }, { 'mcp-name': 'send_to_dot' });
       assert.equal(body.result.isError, false, 'the subscription survived the kill');
       await waitFor('the new event', () => receiver.events().some((e) => e.headers['webhook-id'] === body.result.structuredContent.eventId));
@@ -134,7 +152,10 @@ describe('ARCH-2, LOCAL-1, LOCAL-5: local runtime', () => {
       await until('the dead letter', async () => (await queueOf(first)).deadLetters === 1);
       await until('queue drained', async () => (await queueOf(first)).queued === 0);
       assert.equal(await first.stop(), 0);
-      assert.deepEqual((await inspectState(stateDir)).deadLetters.map((d) => d.eventId), [eventId]);
+      assert.deepEqual(
+        (await inspectState(stateDir)).deadLetters.map((d) => d.eventId),
+        [eventId],
+      );
 
       const { openEmbeddedDatabase } = await import('../../lambda/adapters/embedded');
       const db = await openEmbeddedDatabase(stateDir, { role: 'operator' });
@@ -207,7 +228,11 @@ describe('ARCH-2, LOCAL-1, LOCAL-5: local runtime', () => {
     try {
       const s = await startServer();
       const started = Date.now();
-      const { body } = await rpc(s, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });
+      const { body } = await rpc(s, 'events/subscribe', {
+        name: 'message.created',
+        arguments: {},
+        delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() },
+      });
       const tookMs = Date.now() - started;
       assert.equal(body.error.code, -32015);
       assert.equal(body.error.data.reason, 'timeout');
@@ -248,7 +273,11 @@ describe('ARCH-2, LOCAL-1, LOCAL-5: local runtime', () => {
       const state = await inspectState(stateDir);
       const jobs = new Set(state.jobs.map((j) => j.eventId));
       const orphans = state.events.filter((e) => e.status === 'queued' && !jobs.has(e.eventId));
-      assert.deepEqual(orphans.map((e) => e.eventId), [], 'no record queued without a job');
+      assert.deepEqual(
+        orphans.map((e) => e.eventId),
+        [],
+        'no record queued without a job',
+      );
 
       const second = await startServer(env, { stateDir, key });
       await waitFor('every accepted event delivered', () => [...accepted].every((id) => receiver.events().some((e) => e.headers['webhook-id'] === id)), 60_000);

@@ -166,13 +166,20 @@ describe('HTTP-10: no secret in any log line of a full run', () => {
     assert.equal(gone.structuredContent?.status, 'failed');
     const events = receiver.events();
     assert.equal(events.length, 5, 'hello, retry-me twice, over REST, gone');
-    assert.ok(events.every((e) => String(e.headers['webhook-signature']).split(' ').length === 2), 'rotation overlap: two signatures');
+    assert.ok(
+      events.every((e) => String(e.headers['webhook-signature']).split(' ').length === 2),
+      'rotation overlap: two signatures',
+    );
 
     // Wrong keys: query parameter, bearer, and none at all.
     const wrong = await call(rpc({ ...server, key: wrongKey }, 'tools/list'));
     assert.equal(wrong.status, 401);
     const wrongBearer = await call(
-      fetch(`${server.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${wrongKey}` }, body: '{"message":"x"}' }),
+      fetch(`${server.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${wrongKey}` },
+        body: '{"message":"x"}',
+      }),
     );
     assert.equal(wrongBearer.status, 401);
     const none = await call(fetch(server.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }));
@@ -189,7 +196,12 @@ describe('HTTP-10: no secret in any log line of a full run', () => {
     const garbled = await call(
       fetch(`${server.mcpUrl}?key=${encodeURIComponent(server.key)}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'events/subscribe' },
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': 'events/subscribe',
+        },
         body: `{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"delivery":{"secret":${invalid.noPrefix}}}}`,
       }),
     );
@@ -208,12 +220,21 @@ describe('HTTP-10: no secret in any log line of a full run', () => {
 
     // The capture is real: the listening line, a request line per request, the shutdown line.
     const lines = logs.lines();
-    assert.ok(lines.some((line) => /^dm-dot listening on http:\/\/127\.0\.0\.1:\d+\/mcp$/.test(line)), 'listening line captured');
-    assert.ok(lines.some((line) => line.includes('SIGTERM received')), 'shutdown line captured');
+    assert.ok(
+      lines.some((line) => /^dm-dot listening on http:\/\/127\.0\.0\.1:\d+\/mcp$/.test(line)),
+      'listening line captured',
+    );
+    assert.ok(
+      lines.some((line) => line.includes('SIGTERM received')),
+      'shutdown line captured',
+    );
     const logged = requestLines(lines);
     assert.equal(logged.length, requests, `one request line per request: ${JSON.stringify(logged)}`);
     assert.ok(logged.some((r) => r.status === 401) && logged.some((r) => r.status === 200) && logged.some((r) => r.path === '/v1/messages'));
-    assert.ok(logged.every((r) => r.path === '/mcp' || r.path === '/v1/messages'), 'only paths are logged, never a query string');
+    assert.ok(
+      logged.every((r) => r.path === '/mcp' || r.path === '/v1/messages'),
+      'only paths are logged, never a query string',
+    );
 
     const needles = needlesOf([
       ['API key', keyForms(key)],
@@ -232,7 +253,10 @@ describe('HTTP-10: no secret in any log line of a full run', () => {
     assert.ok(files.length > 0);
     assert.ok(!files.some((f) => relative(stateDir, f) === 'api-key'), 'no api-key file when MCP_API_KEY is set');
     const contents = files.map((f) => readFileSync(f, 'latin1'));
-    assert.ok(contents.some((text) => text.includes(subscriptionId)), 'the search reads the store');
+    assert.ok(
+      contents.some((text) => text.includes(subscriptionId)),
+      'the search reads the store',
+    );
     for (const [i, text] of contents.entries()) assertNoneIn(text, needlesOf([['API key', keyForms(key)]]), relative(stateDir, files[i]!));
   });
 
@@ -263,12 +287,18 @@ describe('HTTP-10: no secret in any log line of a full run', () => {
     await logs.closed;
 
     const lines = logs.lines();
-    assert.ok(lines.some((line) => line.includes('API key generated and stored in') && line.includes(keyFile)), 'the file is announced');
+    assert.ok(
+      lines.some((line) => line.includes('API key generated and stored in') && line.includes(keyFile)),
+      'the file is announced',
+    );
     assert.equal(requestLines(lines).length, 3);
     const needles = needlesOf([['generated API key', keyForms(key)]]);
     assertNoneIn(logs.raw(), needles, 'the captured stdout/stderr');
 
     const holders = filesUnder(stateDir).filter((f) => readFileSync(f, 'latin1').includes(key));
-    assert.deepEqual(holders.map((f) => relative(stateDir, f)), ['api-key']);
+    assert.deepEqual(
+      holders.map((f) => relative(stateDir, f)),
+      ['api-key'],
+    );
   });
 });

@@ -97,14 +97,21 @@ describe('dm-dot senders: send-only keys', () => {
     assert.equal(limitedTool.body.result.isError, true);
     assert.ok(limitedTool.body.result.structuredContent.retryAfterMs > 0);
 
-    const forbidden = await mcp(s, key, 'events/subscribe', { name: 'message.created', delivery: { mode: 'webhook', url: receiver.url('/thief'), secret: newSecret() } });
+    const forbidden = await mcp(s, key, 'events/subscribe', {
+      name: 'message.created',
+      delivery: { mode: 'webhook', url: receiver.url('/thief'), secret: newSecret() },
+    });
     assert.equal(forbidden.body.error.code, -32012);
     assert.equal(receiver.challenges().length, 1, 'the thief callback was never challenged');
 
     const events = await cli(['events', '--json'], s.stateDir);
     assert.equal(events.code, 0, events.err);
     const log = JSON.parse(events.out).events as { eventId: string; sender: string }[];
-    assert.deepEqual(log.map((e) => e.sender), ['billing', 'billing'], 'the refused sends left nothing in the log');
+    assert.deepEqual(
+      log.map((e) => e.sender),
+      ['billing', 'billing'],
+      'the refused sends left nothing in the log',
+    );
     const shown = await cli(['events', 'show', log[0]!.eventId, '--json'], s.stateDir);
     assert.equal(JSON.parse(shown.out).event.sender, 'billing');
     assert.match((await cli(['events', 'show', log[0]!.eventId], s.stateDir)).out, /sender +billing/);
@@ -158,16 +165,27 @@ describe('every send counts', () => {
     // The 2025-03-26 transport may answer as an event stream: one JSON-RPC answer (or array) per data line.
     const text = await response.text();
     const answers = (response.headers.get('content-type') ?? '').startsWith('text/event-stream')
-      ? text.split('\n').filter((line) => line.startsWith('data:')).flatMap((line) => [JSON.parse(line.slice(5))].flat())
+      ? text
+          .split('\n')
+          .filter((line) => line.startsWith('data:'))
+          .flatMap((line) => [JSON.parse(line.slice(5))].flat())
       : [JSON.parse(text)].flat();
     assert.equal(answers.length, 100);
-    assert.deepEqual(answers.filter((a) => a.error !== undefined), [], 'no JSON-RPC error in the batch');
+    assert.deepEqual(
+      answers.filter((a) => a.error !== undefined),
+      [],
+      'no JSON-RPC error in the batch',
+    );
     assert.equal(answers.filter((a) => a.result.isError === false).length, 1);
     assert.equal(answers.filter((a) => a.result.isError === true && a.result.structuredContent?.retryAfterMs > 0).length, 99);
 
     await until('the one event delivered', async () => receiver.events().length >= 1 || undefined);
     const events = JSON.parse((await cli(['events', '--json'], s.stateDir)).out).events as { sender: string }[];
-    assert.deepEqual(events.map((e) => e.sender), ['burst'], 'one event recorded, nothing for the refused sends');
+    assert.deepEqual(
+      events.map((e) => e.sender),
+      ['burst'],
+      'one event recorded, nothing for the refused sends',
+    );
     // Nothing else arrives later either: every event the log holds was delivered.
     assert.equal(receiver.events().length, 1);
   });

@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { newSecret, rpc, startReceiver, startServer, waitFor } from '../support/e2e';
 
 it('LOCAL-18, LOCAL-FAULT-5: SIGTERM during 20 in-flight sends to a slow dot: every caller gets its answer, then exit 0', { timeout: 60_000 }, async () => {
-  const receiver = await startReceiver((r) => (r.json?.type === 'verification' ? { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) } : { status: 200, delayMs: 1_500 }));
+  const receiver = await startReceiver((r) =>
+    r.json?.type === 'verification' ? { status: 200, body: JSON.stringify({ challenge: r.json.challenge }) } : { status: 200, delayMs: 1_500 },
+  );
   const server = await startServer({ DMDOT_DELIVERY_WAIT_MS: '3000' });
   try {
     await rpc(server, 'events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: receiver.url(), secret: newSecret() } });

@@ -26,7 +26,14 @@ import { echoing, newSecret, startReceiver, startServer, verifies, waitFor, type
 
 const TUNNEL_ID = 'tunnel_0123456789abcdef0123456789abcdef';
 /** The response headers tunnel-client passes back (its protocol document's allowlist). */
-const RESPONSE_HEADER_ALLOWLIST = ['content-type', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'access-control-expose-headers', 'www-authenticate'];
+const RESPONSE_HEADER_ALLOWLIST = [
+  'content-type',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'last-event-id',
+  'access-control-expose-headers',
+  'www-authenticate',
+];
 
 interface PollCommand {
   request_id: string;

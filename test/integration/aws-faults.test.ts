@@ -163,7 +163,8 @@ async function sendOnce(gateway: McpGateway, n: number): Promise<SendResult> {
   }
   const structured = body.result?.structuredContent;
   const isError = body.result?.isError === true;
-  if (isError && structured?.eventId !== undefined && structured.status === 'queued') return { ms, status: response.status, surface: 'mcp', isError, eventId: structured.eventId, undecided: true };
+  if (isError && structured?.eventId !== undefined && structured.status === 'queued')
+    return { ms, status: response.status, surface: 'mcp', isError, eventId: structured.eventId, undecided: true };
   const accepted = structured?.eventId !== undefined && ['delivered', 'queued', 'failed'].includes(String(structured.status));
   return {
     ms,
@@ -194,7 +195,10 @@ async function poll(lambda: DeliveryLambda, invocations: number[]): Promise<numb
 
 async function queueDepth(url: string): Promise<number> {
   const answer = await world.fauxqs.client.send(
-    new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'] }),
+    new GetQueueAttributesCommand({
+      QueueUrl: url,
+      AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'],
+    }),
   );
   const a = answer.Attributes ?? {};
   return Number(a.ApproximateNumberOfMessages ?? 0) + Number(a.ApproximateNumberOfMessagesNotVisible ?? 0) + Number(a.ApproximateNumberOfMessagesDelayed ?? 0);
@@ -290,11 +294,15 @@ test(
     const repairs = { requeued: 0, failed: 0 };
     const strandedMs = strandedAfterMs(RETRY_DELAYS) + 60_000;
     for (const ahead of [strandedMs, 2 * strandedMs + 120_000]) {
-      const report = await reconcilerLambdaFromSettings(deliveryLambdaSettings(world.env()), { dynamodb: world.ddb.client, sqs: world.fauxqs.client }, {
-        log: world.logger(),
-        metrics: { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined },
-        clock: { now: () => Date.now() + ahead, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
-      })();
+      const report = await reconcilerLambdaFromSettings(
+        deliveryLambdaSettings(world.env()),
+        { dynamodb: world.ddb.client, sqs: world.fauxqs.client },
+        {
+          log: world.logger(),
+          metrics: { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined },
+          clock: { now: () => Date.now() + ahead, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
+        },
+      )();
       repairs.requeued += report.requeued;
       repairs.failed += report.failed;
       if (report.requeued === 0) break;
@@ -351,7 +359,9 @@ test(
     for (const [eventId, status] of finals) {
       if (status === EventStatus.failed ? deadLetters.has(eventId) : status === EventStatus.delivered) continue;
       const record = await world.store.getEvent(eventId, Date.now());
-      process.stdout.write(`\naws-faults ${eventId}: ${JSON.stringify({ ...record, body: undefined })}\n${world.logLines.filter((line) => line.includes(eventId)).join('\n')}\n`);
+      process.stdout.write(
+        `\naws-faults ${eventId}: ${JSON.stringify({ ...record, body: undefined })}\n${world.logLines.filter((line) => line.includes(eventId)).join('\n')}\n`,
+      );
     }
     // Every event with an id ends delivered, or failed with a dead letter, or failed (or was never
     // stored) without one only when its caller was not promised a delivery: none lost, none left

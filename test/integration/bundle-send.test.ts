@@ -106,7 +106,17 @@ test('with a dot subscribed, a cold send is signed, delivered inline and answere
   const principal = principalOf(apiKey);
   const now = Date.now();
   await world.store.putSubscription(
-    { id: subscriptionIdOf(principal, world.receiver.url, 'message.created', {}), generation: 'gen-bundle', url: world.receiver.url, name: 'message.created', secret, principal, createdAt: now, refreshedAt: now, expiresAt: now + 3_600_000 },
+    {
+      id: subscriptionIdOf(principal, world.receiver.url, 'message.created', {}),
+      generation: 'gen-bundle',
+      url: world.receiver.url,
+      name: 'message.created',
+      secret,
+      principal,
+      createdAt: now,
+      refreshedAt: now,
+      expiresAt: now + 3_600_000,
+    },
     now,
     { kind: 'absent' },
   );
@@ -132,7 +142,17 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
     if (await world.store.getStoredSubscription()) return;
     const principal = principalOf(apiKey);
     await world.store.putSubscription(
-      { id: subscriptionIdOf(principal, world.receiver.url, 'message.created', {}), generation: 'gen-faults', url: world.receiver.url, name: 'message.created', secret: newSecret(), principal, createdAt: now, refreshedAt: now, expiresAt: now + 3_600_000 },
+      {
+        id: subscriptionIdOf(principal, world.receiver.url, 'message.created', {}),
+        generation: 'gen-faults',
+        url: world.receiver.url,
+        name: 'message.created',
+        secret: newSecret(),
+        principal,
+        createdAt: now,
+        refreshedAt: now,
+        expiresAt: now + 3_600_000,
+      },
       now,
       { kind: 'absent' },
     );
@@ -142,11 +162,15 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
   async function reconcileNow() {
     const settings = deliveryLambdaSettings({ TABLE_NAME: TABLE, QUEUE_URL: world.fauxqs.queueUrl, DEAD_LETTER_QUEUE_URL: world.fauxqs.deadLetterQueueUrl });
     const ahead = strandedAfterMs(settings.retryDelaysS) + 60_000;
-    const run = reconcilerLambdaFromSettings(settings, { dynamodb: world.ddb.client, sqs: world.fauxqs.client }, {
-      log: { info: () => undefined, warn: () => undefined, error: () => undefined },
-      metrics: { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined },
-      clock: { now: () => Date.now() + ahead, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
-    });
+    const run = reconcilerLambdaFromSettings(
+      settings,
+      { dynamodb: world.ddb.client, sqs: world.fauxqs.client },
+      {
+        log: { info: () => undefined, warn: () => undefined, error: () => undefined },
+        metrics: { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined },
+        clock: { now: () => Date.now() + ahead, sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) },
+      },
+    );
     return run();
   }
 
@@ -163,7 +187,9 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
   test('DEL-OUT-2: SendMessage stalled on every attempt: "not sent" with the event id within 5 s, and the record is failed', async () => {
     world.proxies.sqs.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
     const started = await coldStart(lambdaNodeBinary().path, mcp.file, 'apigw', await restSend('queue stalled, deployed asset'), childEnvironment(through()));
-    process.stdout.write(`\nbundle, SendMessage stalled: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms: ${started.answer.body} ${JSON.stringify([world.proxies.dynamodb.counts(), world.proxies.sqs.counts()])}\n`);
+    process.stdout.write(
+      `\nbundle, SendMessage stalled: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms: ${started.answer.body} ${JSON.stringify([world.proxies.dynamodb.counts(), world.proxies.sqs.counts()])}\n`,
+    );
     expect(started.firstRequestMs).toBeLessThan(Limits.requestMs);
     expect(started.answer.status).toBe(503);
     const eventId = (JSON.parse(started.answer.body) as { error: { eventId: string } }).error.eventId;
@@ -180,7 +206,9 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
       return call.action === 'PutItem' && pk?.startsWith('EVENT#') && lost++ === 0 ? 'lost' : 'pass';
     });
     const started = await coldStart(lambdaNodeBinary().path, mcp.file, 'apigw', await restSend('put answer lost, deployed asset'), childEnvironment(through()));
-    process.stdout.write(`\nbundle, PutItem answer lost: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms: ${started.answer.body}\n`);
+    process.stdout.write(
+      `\nbundle, PutItem answer lost: answered ${started.answer.status} after ${Math.round(started.firstRequestMs)} ms: ${started.answer.body}\n`,
+    );
     expect(started.firstRequestMs).toBeLessThan(Limits.requestMs);
     expect(lost).toBe(2);
     expect([200, 202]).toContain(started.answer.status);

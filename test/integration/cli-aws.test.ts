@@ -176,14 +176,18 @@ describe('CLI-6: dm-dot subscription --aws', () => {
     expect(refused.code).toBe(1);
     expect(await store.getSubscription(Date.now())).toBeDefined();
 
-    const blocked = await store.putSubscription(subscription({ id: `sub_${'2'.repeat(32)}`, url: 'https://new-dot.example.com/hook' }), Date.now(), { kind: 'absent' });
+    const blocked = await store.putSubscription(subscription({ id: `sub_${'2'.repeat(32)}`, url: 'https://new-dot.example.com/hook' }), Date.now(), {
+      kind: 'absent',
+    });
     expect(blocked.ok).toBe(false);
 
     const cleared = await run(['subscription', 'clear', '--aws', '--table', tableName], aws, 'yes');
     expect(cleared.code).toBe(0);
     expect(cleared.out).toContain(`Cleared subscription ${subscription().id}`);
     expect(await store.getSubscription(Date.now())).toBeUndefined();
-    const next = await store.putSubscription(subscription({ id: `sub_${'2'.repeat(32)}`, url: 'https://new-dot.example.com/hook' }), Date.now(), { kind: 'absent' });
+    const next = await store.putSubscription(subscription({ id: `sub_${'2'.repeat(32)}`, url: 'https://new-dot.example.com/hook' }), Date.now(), {
+      kind: 'absent',
+    });
     expect(next).toEqual({ ok: true });
 
     const nothing = await run(['subscription', 'clear', '--yes', '--aws', '--table', `${tableName}-missing`], aws);
@@ -265,7 +269,9 @@ describe('CLI-9: dm-dot redrive --aws', () => {
     expect(result.code).toBe(0);
     expect(result.out).toBe('Moved 2 messages from the dead-letter queue back to the delivery queue.\n');
     const arns = await Promise.all(
-      [fauxqs.deadLetterQueueUrl, fauxqs.queueUrl].map(async (url) => (await fauxqs.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn),
+      [fauxqs.deadLetterQueueUrl, fauxqs.queueUrl].map(
+        async (url) => (await fauxqs.client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn,
+      ),
     );
     // The destination is explicit: dm-dot's worker wrote these copies, so SQS knows no source queue.
     expect(sqs.started).toEqual([{ SourceArn: arns[0], DestinationArn: arns[1] }]);
@@ -311,7 +317,16 @@ describe('CLI-13: --aws usage', () => {
     const cloudformation = {
       send: async (command: { input: unknown }) => {
         asked.push(command.input);
-        return { Stacks: [{ Outputs: [{ OutputKey: 'TableName', OutputValue: 'no-such-table-here' }, { OutputKey: 'DeliveryQueueUrl', OutputValue: fauxqs.queueUrl }] }] };
+        return {
+          Stacks: [
+            {
+              Outputs: [
+                { OutputKey: 'TableName', OutputValue: 'no-such-table-here' },
+                { OutputKey: 'DeliveryQueueUrl', OutputValue: fauxqs.queueUrl },
+              ],
+            },
+          ],
+        };
       },
     } as unknown as AwsClients['cloudformation'];
     const result = await run(['events', '--aws', '--stack', 'MyDot'], { dynamodb: dynamo.client, cloudformation });
@@ -337,7 +352,7 @@ describe('CLI-13: --aws usage', () => {
 });
 
 describe('the executable with --aws', () => {
-  it('builds its own clients from the environment (region, credentials, AWS_ENDPOINT_URL_DYNAMODB) like any AWS tool, without the SDK\'s Node end-of-life warning', async () => {
+  it("builds its own clients from the environment (region, credentials, AWS_ENDPOINT_URL_DYNAMODB) like any AWS tool, without the SDK's Node end-of-life warning", async () => {
     const { tableName, store } = await seededTable();
     await store.putEvent(event(1, { status: 'dropped' }));
     // The bundle of this source (the launcher would only build a missing one).
@@ -425,7 +440,13 @@ describe('CLI-5: dm-dot events show --aws and events resend --aws', () => {
   it('events resend reopens a failed event and queues its exact bytes on the delivery queue (same id), for the live subscription', async () => {
     const { tableName, store } = await seededTable();
     await store.putSubscription(subscription({ generation: 'gen-2' }), NOW, { kind: 'absent' });
-    const body = JSON.stringify({ eventId: event(22).eventId, name: 'message.created', timestamp: new Date(NOW).toISOString(), data: { message: 'again' }, cursor: null });
+    const body = JSON.stringify({
+      eventId: event(22).eventId,
+      name: 'message.created',
+      timestamp: new Date(NOW).toISOString(),
+      data: { message: 'again' },
+      cursor: null,
+    });
     await store.putEvent(event(22, { status: 'failed', attempts: 6, lastError: 'http_5xx', deliveredAt: undefined, body }));
     const r = await run(['events', 'resend', event(22).eventId, '--aws', '--table', tableName, '--queue-url', fauxqs.queueUrl, '--json'], {
       dynamodb: dynamo.client,
@@ -447,7 +468,10 @@ describe('CLI-5: dm-dot events show --aws and events resend --aws', () => {
     const { tableName, store } = await seededTable();
     await store.putSubscription(subscription(), NOW, { kind: 'absent' });
     await store.putEvent(event(23));
-    const r = await run(['events', 'resend', event(23).eventId, '--aws', '--table', tableName, '--queue-url', fauxqs.queueUrl], { dynamodb: dynamo.client, sqs: fauxqs.client });
+    const r = await run(['events', 'resend', event(23).eventId, '--aws', '--table', tableName, '--queue-url', fauxqs.queueUrl], {
+      dynamodb: dynamo.client,
+      sqs: fauxqs.client,
+    });
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/not resent: evt_0+17 was delivered already/);
     expect(await fauxqs.receive(fauxqs.queueUrl, { timeoutMs: 300 })).toEqual([]);
@@ -476,19 +500,32 @@ describe('CLI-7: dm-dot status --aws', () => {
 
   /** The MCP function's configuration: DMDOT_EVENTS_PROFILE only when the stack set it. */
   const mcpFunction = (profile?: string) =>
-    fakeClient({ GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Environment: { Variables: profile ? { DMDOT_EVENTS_PROFILE: profile } : {} } }) });
+    fakeClient({
+      GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Environment: { Variables: profile ? { DMDOT_EVENTS_PROFILE: profile } : {} } }),
+    });
 
   const cloudwatch = () =>
     fakeClient({
       DescribeAlarmsCommand: (input: { AlarmNames: string[] }) => ({
-        MetricAlarms: input.AlarmNames.map((name) => ({ AlarmName: name, StateValue: name.endsWith('DeadLetters') ? 'ALARM' : 'OK', StateReason: 'threshold', StateUpdatedTimestamp: new Date(NOW) })),
+        MetricAlarms: input.AlarmNames.map((name) => ({
+          AlarmName: name,
+          StateValue: name.endsWith('DeadLetters') ? 'ALARM' : 'OK',
+          StateReason: 'threshold',
+          StateUpdatedTimestamp: new Date(NOW),
+        })),
       }),
     });
 
   it('shows the stack outputs, the alarm states (DescribeAlarms on AlarmNames), the queue depths and the subscription; exit 0', async () => {
     const stack = await stackWithTable();
     const watch = cloudwatch();
-    const r = await run(['status', '--aws', '--stack', 'MyDot', '--json'], { cloudformation: stack.cloudformation, cloudwatch: watch.client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction('sep-3415').client });
+    const r = await run(['status', '--aws', '--stack', 'MyDot', '--json'], {
+      cloudformation: stack.cloudformation,
+      cloudwatch: watch.client,
+      sqs: fauxqs.client,
+      dynamodb: dynamo.client,
+      lambda: mcpFunction('sep-3415').client,
+    });
     expect(r.code).toBe(0);
     expect(stack.asked).toEqual(['MyDot']);
     expect(watch.sent).toEqual([{ name: 'DescribeAlarmsCommand', input: { AlarmNames: ['DmDot-DeadLetters', 'DmDot-Errors'], MaxRecords: 100 } }]);
@@ -506,7 +543,13 @@ describe('CLI-7: dm-dot status --aws', () => {
       eventsProfile: 'sep-3415',
       problems: [],
     });
-    const text = await run(['status', '--aws', '--stack', 'MyDot'], { cloudformation: (await stackWithTable()).cloudformation, cloudwatch: cloudwatch().client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction().client });
+    const text = await run(['status', '--aws', '--stack', 'MyDot'], {
+      cloudformation: (await stackWithTable()).cloudformation,
+      cloudwatch: cloudwatch().client,
+      sqs: fauxqs.client,
+      dynamodb: dynamo.client,
+      lambda: mcpFunction().client,
+    });
     expect(text.out).toMatch(/^events profile +chatgpt$/m);
     expect(text.out).toMatch(/^alarms +DmDot-DeadLetters: ALARM; DmDot-Errors: OK$/m);
     expect(text.out).toMatch(/^dead letters +[1-9]\d* \(dm-dot redrive --aws\)$/m);
@@ -516,7 +559,13 @@ describe('CLI-7: dm-dot status --aws', () => {
   it('exit 1 when it could not look at everything (alarms unreadable), still one JSON document naming the problem', async () => {
     const stack = await stackWithTable();
     const denied = fakeClient({});
-    const r = await run(['status', '--aws', '--json'], { cloudformation: stack.cloudformation, cloudwatch: denied.client, sqs: fauxqs.client, dynamodb: dynamo.client, lambda: mcpFunction().client });
+    const r = await run(['status', '--aws', '--json'], {
+      cloudformation: stack.cloudformation,
+      cloudwatch: denied.client,
+      sqs: fauxqs.client,
+      dynamodb: dynamo.client,
+      lambda: mcpFunction().client,
+    });
     expect(r.code).toBe(1);
     const doc = JSON.parse(r.out);
     expect(doc.alarms).toBeNull();
@@ -525,10 +574,14 @@ describe('CLI-7: dm-dot status --aws', () => {
   });
 
   it('exit 1 when the stack cannot be read at all', async () => {
-    const broken: SendsCommands = { send: async () => Promise.reject(Object.assign(new Error('Stack with id Nope does not exist'), { name: 'ValidationError' })) };
+    const broken: SendsCommands = {
+      send: async () => Promise.reject(Object.assign(new Error('Stack with id Nope does not exist'), { name: 'ValidationError' })),
+    };
     const r = await run(['status', '--aws', '--stack', 'Nope'], { cloudformation: broken });
     expect(r.code).toBe(1);
-    expect(r.err).toBe('dm-dot status: could not read stack Nope: ValidationError: Stack with id Nope does not exist (name another with --stack or DMDOT_STACK)\n');
+    expect(r.err).toBe(
+      'dm-dot status: could not read stack Nope: ValidationError: Stack with id Nope does not exist (name another with --stack or DMDOT_STACK)\n',
+    );
   });
 });
 
@@ -554,7 +607,12 @@ describe('CLI-8: dm-dot connect --aws', () => {
     expect(r.code).toBe(0);
     expect(secrets.sent).toEqual([{ name: 'GetSecretValueCommand', input: { SecretId: SECRET_ARN } }]);
     expect(r.err).toBe('dm-dot connect: --show-key prints the API key: a secret; keep this output out of logs, screenshots and shared terminals\n');
-    expect(JSON.parse(r.out)).toMatchObject({ mode: 'aws', keyShown: true, connectorUrl: `${MCP_ENDPOINT}?key=${KEY}`, key: { from: 'secretsManager', secretArn: SECRET_ARN } });
+    expect(JSON.parse(r.out)).toMatchObject({
+      mode: 'aws',
+      keyShown: true,
+      connectorUrl: `${MCP_ENDPOINT}?key=${KEY}`,
+      key: { from: 'secretsManager', secretArn: SECRET_ARN },
+    });
   });
 
   it('a secret that cannot be read is exit 1 naming it, never a key', async () => {
@@ -579,9 +637,15 @@ describe('CLI-10: dm-dot key rotate --aws', () => {
     });
     const lambda = fakeClient({
       GetFunctionConfigurationCommand: () => ({ FunctionName: FUNCTION, Description: 'dm-dot MCP endpoint (API key rotated 2026-01-01T00:00:00.000Z)' }),
-      UpdateFunctionConfigurationCommand: () => (lambdaFails ? Promise.reject(Object.assign(new Error('rate exceeded'), { name: 'TooManyRequestsException' })) : { LastUpdateStatus: 'InProgress' }),
+      UpdateFunctionConfigurationCommand: () =>
+        lambdaFails ? Promise.reject(Object.assign(new Error('rate exceeded'), { name: 'TooManyRequestsException' })) : { LastUpdateStatus: 'InProgress' },
     });
-    return { secrets, lambda, store, aws: { cloudformation: stackOf(outputs).cloudformation, secretsManager: secrets.client, lambda: lambda.client, dynamodb: dynamo.client } };
+    return {
+      secrets,
+      lambda,
+      store,
+      aws: { cloudformation: stackOf(outputs).cloudformation, secretsManager: secrets.client, lambda: lambda.client, dynamodb: dynamo.client },
+    };
   }
   const puts = (secrets: { sent: { name: string; input: any }[] }) => secrets.sent.filter((c) => c.name === 'PutSecretValueCommand');
 
@@ -589,7 +653,9 @@ describe('CLI-10: dm-dot key rotate --aws', () => {
     const { secrets, lambda, aws, store } = await fakes();
     const r = await run(['key', 'rotate', '--aws', '--yes'], aws);
     expect(r.code).toBe(0);
-    expect(puts(secrets)).toEqual([{ name: 'PutSecretValueCommand', input: { SecretId: SECRET_ARN, SecretString: expect.stringMatching(/^[A-Za-z0-9]{48}$/) } }]);
+    expect(puts(secrets)).toEqual([
+      { name: 'PutSecretValueCommand', input: { SecretId: SECRET_ARN, SecretString: expect.stringMatching(/^[A-Za-z0-9]{48}$/) } },
+    ]);
     const key = puts(secrets)[0]!.input.SecretString as string;
     // HTTP-KEY-9: the deployment keeps the principal its ids were made from; no overlap was asked.
     const deployment = await store.getDeployment();
@@ -597,7 +663,10 @@ describe('CLI-10: dm-dot key rotate --aws', () => {
     expect(deployment?.previousKeyHash).toBeUndefined();
     expect(r.out + r.err).not.toContain(OLD_KEY);
     expect(lambda.sent.map((c) => c.name)).toEqual(['GetFunctionConfigurationCommand', 'UpdateFunctionConfigurationCommand']);
-    expect(lambda.sent[1]!.input).toEqual({ FunctionName: FUNCTION, Description: expect.stringMatching(/^dm-dot MCP endpoint \(API key rotated \d{4}-\d\d-\d\dT[\d:.]+Z\)$/) });
+    expect(lambda.sent[1]!.input).toEqual({
+      FunctionName: FUNCTION,
+      Description: expect.stringMatching(/^dm-dot MCP endpoint \(API key rotated \d{4}-\d\d-\d\dT[\d:.]+Z\)$/),
+    });
     expect(lambda.sent[1]!.input.Description).not.toContain('2026-01-01T00:00:00.000Z');
     expect(r.out).toContain(`Rotated the API key in ${SECRET_ARN}.`);
     expect(r.out).toMatch(/Reconnect it with the new URL \(dm-dot connect --aws prints it/);
@@ -609,7 +678,13 @@ describe('CLI-10: dm-dot key rotate --aws', () => {
     const r = await run(['key', 'rotate', '--aws', '--yes', '--show-key', '--json'], aws);
     expect(r.code).toBe(0);
     expect(r.err).toMatch(/^dm-dot key rotate: --show-key prints the API key: a secret/);
-    expect(JSON.parse(r.out)).toMatchObject({ rotated: true, mode: 'aws', secretArn: SECRET_ARN, functionName: FUNCTION, key: puts(secrets)[0]!.input.SecretString });
+    expect(JSON.parse(r.out)).toMatchObject({
+      rotated: true,
+      mode: 'aws',
+      secretArn: SECRET_ARN,
+      functionName: FUNCTION,
+      key: puts(secrets)[0]!.input.SecretString,
+    });
   });
 
   it('HTTP-KEY-10: --overlap records the old key and the end of its overlap in the DEPLOYMENT item before the new key is put', async () => {
@@ -619,7 +694,11 @@ describe('CLI-10: dm-dot key rotate --aws', () => {
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.out);
     const deployment = await store.getDeployment();
-    expect(deployment).toMatchObject({ principal: sha256Hex(OLD_KEY), previousKeyHash: sha256Hex(OLD_KEY), keyHash: sha256Hex(puts(secrets)[0]!.input.SecretString) });
+    expect(deployment).toMatchObject({
+      principal: sha256Hex(OLD_KEY),
+      previousKeyHash: sha256Hex(OLD_KEY),
+      keyHash: sha256Hex(puts(secrets)[0]!.input.SecretString),
+    });
     expect(deployment!.previousKeyUntil).toBeGreaterThanOrEqual(before + 3_600_000);
     expect(doc.overlapUntil).toBe(new Date(deployment!.previousKeyUntil!).toISOString());
     expect(doc.next[0]).toMatch(/the old key keeps working until/);
@@ -648,7 +727,9 @@ describe('CLI-10: dm-dot key rotate --aws', () => {
     const { aws, secrets } = await fakes(true);
     const r = await run(['key', 'rotate', '--aws', '--yes'], aws);
     expect(r.code).toBe(1);
-    expect(r.err).toMatch(new RegExp(`the new key is in ${SECRET_ARN}, but the MCP function ${FUNCTION} could not be recycled \\(TooManyRequestsException: rate exceeded\\)`));
+    expect(r.err).toMatch(
+      new RegExp(`the new key is in ${SECRET_ARN}, but the MCP function ${FUNCTION} could not be recycled \\(TooManyRequestsException: rate exceeded\\)`),
+    );
     expect(r.err).not.toContain(puts(secrets)[0]!.input.SecretString);
   });
 });

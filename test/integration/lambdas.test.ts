@@ -30,7 +30,10 @@ let world: AwsWorld;
 
 /** The MCP Lambda on the emulators' own clients (no proxy), its key read once, from `secretsEndpoint`. */
 function mcpGateway(env: NodeJS.ProcessEnv = world.env(), secretsEndpoint = world.secrets.endpoint) {
-  return world.mcpGateway({ env, clients: { dynamodb: world.ddb.client, sqs: world.fauxqs.client, secrets: testSecretsReader(secretsEndpoint, { maxAttempts: 1 }) } });
+  return world.mcpGateway({
+    env,
+    clients: { dynamodb: world.ddb.client, sqs: world.fauxqs.client, secrets: testSecretsReader(secretsEndpoint, { maxAttempts: 1 }) },
+  });
 }
 
 function deliveryLambda(env: NodeJS.ProcessEnv = world.env()) {
@@ -123,7 +126,11 @@ afterEach(() => {
 
 describe('HTTP-10: MCP Lambda: authentication (docs/contract/http.md)', () => {
   test('HTTP-3, HTTP-9: a missing key is 401 with WWW-Authenticate: Bearer', async () => {
-    const response = await mcpGateway().fetch('https://api.example/v1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}' });
+    const response = await mcpGateway().fetch('https://api.example/v1/messages', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"message":"x"}',
+    });
     expect(response.status).toBe(401);
     expect(response.headers.get('www-authenticate')).toBe('Bearer');
   });
@@ -176,7 +183,12 @@ describe('HTTP-10: MCP Lambda: authentication (docs/contract/http.md)', () => {
     const response = await mcpGateway().fetch(`https://api.example/mcp?key=${encodeURIComponent(API_KEY)}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '0' } } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '0' } },
+      }),
     });
     expect(response.status).toBe(200);
     const text = await response.text();
@@ -187,7 +199,11 @@ describe('HTTP-10: MCP Lambda: authentication (docs/contract/http.md)', () => {
 
 describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/contract/http.md, keys)', () => {
   async function keyed(key: string, path: string, body: unknown, method?: string) {
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` };
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${key}`,
+    };
     if (method) Object.assign(headers, { 'mcp-protocol-version': MODERN, 'mcp-method': method });
     return gatewayOnOwnTable.fetch(`https://api.example${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
   }
@@ -209,7 +225,12 @@ describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/co
     const refused = await keyed(
       added.key,
       '/mcp',
-      { jsonrpc: '2.0', id: 1, method: 'events/subscribe', params: { name: 'message.created', delivery: { mode: 'webhook', url: world.receiver.url, secret: newSecret() }, _meta: MODERN_META } },
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'events/subscribe',
+        params: { name: 'message.created', delivery: { mode: 'webhook', url: world.receiver.url, secret: newSecret() }, _meta: MODERN_META },
+      },
       'events/subscribe',
     );
     expect(((await refused.json()) as { error: { code: number } }).error.code).toBe(-32024);
@@ -284,7 +305,7 @@ describe('EV-CHAL-2, EV-CHAL-5, EV-SUB-13: subscribe, send, deliver (docs/contra
     const first = await pollOnce(world.fauxqs, delivery);
     expect(first?.response.batchItemFailures).toEqual([{ itemIdentifier: first!.event.Records[0]!.messageId }]);
     expect(world.receiver.events.map((e) => e.status)).toEqual([503]);
-    expect((await world.store.getEvent(sent.body.eventId!, Date.now()))).toMatchObject({ status: EventStatus.queued, attempts: 1, lastError: 'http_5xx' });
+    expect(await world.store.getEvent(sent.body.eventId!, Date.now())).toMatchObject({ status: EventStatus.queued, attempts: 1, lastError: 'http_5xx' });
 
     // Visibility changed: hidden right after the run, back well before the queue's 30 s default.
     expect(await queueCounts(world.fauxqs.queueUrl)).toEqual({ visible: 0, inFlight: 1 });
@@ -360,7 +381,8 @@ describe('EV-CHAL-2, EV-CHAL-5, EV-SUB-13: subscribe, send, deliver (docs/contra
 
   test('the real entry files (middy, env, module-scope clients) serve a send and its delivery', async () => {
     const key = encodeURIComponent(API_KEY);
-    const post = (path: string) => new Request(`https://api.example${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"via the entry files"}' });
+    const post = (path: string) =>
+      new Request(`https://api.example${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"via the entry files"}' });
     const events = [
       await eventFromRequest(new Request('https://api.example/healthz')),
       await eventFromRequest(post('/v1/messages')),
@@ -400,7 +422,9 @@ describe('EV-CHAL-2, EV-CHAL-5, EV-SUB-13: subscribe, send, deliver (docs/contra
     const [original] = await world.fauxqs.receive(world.fauxqs.queueUrl);
     expect(original?.MessageAttributes?.eventId?.StringValue).toBe(sent.body.eventId);
     for (let copy = 0; copy < 2; copy++) {
-      await world.fauxqs.client.send(new SendMessageCommand({ QueueUrl: world.fauxqs.queueUrl, MessageBody: original!.Body!, MessageAttributes: original!.MessageAttributes! }));
+      await world.fauxqs.client.send(
+        new SendMessageCommand({ QueueUrl: world.fauxqs.queueUrl, MessageBody: original!.Body!, MessageAttributes: original!.MessageAttributes! }),
+      );
     }
     const copies = await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10 });
     if (copies.length < 2) copies.push(...(await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10 })));
@@ -414,7 +438,8 @@ describe('EV-CHAL-2, EV-CHAL-5, EV-SUB-13: subscribe, send, deliver (docs/contra
     expect(response.batchItemFailures).toHaveLength(2);
     expect(await delivery(event)).toEqual({ batchItemFailures: [] });
     expect(world.receiver.events).toHaveLength(1);
-    for (const record of event.Records) await world.fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: world.fauxqs.queueUrl, ReceiptHandle: record.receiptHandle }));
+    for (const record of event.Records)
+      await world.fauxqs.client.send(new DeleteMessageCommand({ QueueUrl: world.fauxqs.queueUrl, ReceiptHandle: record.receiptHandle }));
   });
 
   test('DEL-PIPE-10: a batch is processed record by record: one failure does not fail the others', async () => {

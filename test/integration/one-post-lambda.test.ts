@@ -57,7 +57,10 @@ function keptWork(): AfterResponse & { settled(): Promise<unknown> } {
 }
 
 async function sendOnce(afterResponse: AfterResponse | undefined, message: string) {
-  const gateway = world.mcpGateway({ clients: { dynamodb: world.ddb.client, sqs: world.fauxqs.client, secrets: world.secretsReader() }, overrides: afterResponse ? { afterResponse } : {} });
+  const gateway = world.mcpGateway({
+    clients: { dynamodb: world.ddb.client, sqs: world.fauxqs.client, secrets: world.secretsReader() },
+    overrides: afterResponse ? { afterResponse } : {},
+  });
   // One callback for the file: each test's subscribe is a refresh of the single subscription.
   const url = dot.url('/dot');
   // A cold start on a loaded machine can spend the first request's 5 s before the challenge (the
@@ -84,7 +87,12 @@ test('DEL-PIPE-21, DEL-PIPE-22: with the after-response extension, a dot answeri
   const delivery = world.deliveryLambda({ clients: { dynamodb: world.ddb.client, sqs: world.fauxqs.client } });
   const run = await pollOnce(world.fauxqs, delivery, { timeoutMs: 15_000 });
   expect(run?.response).toEqual({ batchItemFailures: [] });
-  expect(dot.events().slice(before).map((e) => e.headers['webhook-id'])).toEqual([eventId]);
+  expect(
+    dot
+      .events()
+      .slice(before)
+      .map((e) => e.headers['webhook-id']),
+  ).toEqual([eventId]);
 });
 
 test('DEL-PIPE-21: without it, the POST ends with the request and its outcome is unknown: logged, counted, and sent again', async () => {
@@ -102,5 +110,10 @@ test('DEL-PIPE-21: without it, the POST ends with the request and its outcome is
     await pollOnce(world.fauxqs, delivery, { timeoutMs: 15_000 });
   }
   expect(await world.store.getEvent(eventId, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 2 });
-  expect(dot.events().slice(before).map((e) => e.headers['webhook-id'])).toEqual([eventId, eventId]);
+  expect(
+    dot
+      .events()
+      .slice(before)
+      .map((e) => e.headers['webhook-id']),
+  ).toEqual([eventId, eventId]);
 });

@@ -299,7 +299,11 @@ describe('the reconciler', () => {
 
   test('DEL-OUT-4: a record settled meanwhile is left alone: the reconciler changes nothing it did not read', async () => {
     const record = await strandedRecord(staleMs + 60_000, 'delivered meanwhile');
-    await world.store.updateEvent(record.eventId, { status: EventStatus.delivered, attempts: 1, deliveredAt: Date.now(), body: null }, { status: EventStatus.queued });
+    await world.store.updateEvent(
+      record.eventId,
+      { status: EventStatus.delivered, attempts: 1, deliveredAt: Date.now(), body: null },
+      { status: EventStatus.queued },
+    );
     expect(await reconciler()()).toMatchObject({ found: 0, requeued: 0, failed: 0 });
     expect((await world.store.getEvent(record.eventId, Date.now()))?.status).toBe(EventStatus.delivered);
   }, 30_000);
@@ -346,7 +350,11 @@ describe('the reconciler', () => {
 
   test('DEL-OUT-5: what the reconciler costs, counted at the wire: an idle run is one Query per shard and the dead-letter depth; a requeue adds GetItem, SendMessage and UpdateItem', async () => {
     const delta = (before: Record<string, number>, after: Record<string, number>) =>
-      Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]).filter(([, v]) => v !== 0));
+      Object.fromEntries(
+        Object.entries(after)
+          .map(([k, v]) => [k, v - (before[k] ?? 0)])
+          .filter(([, v]) => v !== 0),
+      );
     const counts = () => ({ ...world.proxies.dynamodb.counts(), ...world.proxies.sqs.counts() });
     let before = counts();
     await reconciler()();

@@ -25,7 +25,18 @@ import { startFaultProxy } from '../support/aws-fault-proxy';
 import { startDynamoDbLocal, type DynamoDbLocal } from '../support/dynamodb-local';
 import type { LogLine } from '../support/app';
 import { FakeClock } from '../support/fakes';
-import { describePupDoor, envelope, mcpBody, mcpHeaders, newPupSecret, newWebhookId, secretsAt, signedPost, type PupTarget, type PupTargetOptions } from '../support/pup-suite';
+import {
+  describePupDoor,
+  envelope,
+  mcpBody,
+  mcpHeaders,
+  newPupSecret,
+  newWebhookId,
+  secretsAt,
+  signedPost,
+  type PupTarget,
+  type PupTargetOptions,
+} from '../support/pup-suite';
 import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
 import { START_HOOK_MS } from '../support/processes';
 
@@ -137,7 +148,8 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     const eventId = newWebhookId();
     await signedPost(t, '/pup/challenge', '"nonce-kept-nowhere"', key, { id: challengeId });
     await signedPost(t, '/pup/events', envelope(eventId, 'member.joined'), key, { id: eventId });
-    const item = async (pk: string) => (await ddb.client.send(new GetItemCommand({ TableName: t.tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
+    const item = async (pk: string) =>
+      (await ddb.client.send(new GetItemCommand({ TableName: t.tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
     const replay = await item(`REPLAY#${challengeId}`);
     // A second past the claim's inclusive end (adapters/dynamodb-store.ts).
     expect(Number(replay?.ttl?.N)).toBe(Math.ceil((t.clock.now() + Limits.replayMemoryMs) / 1000) + 1);
@@ -153,7 +165,12 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
   test('PUP-20: the claim`s PutItem applied but its answer was lost: the SDK`s retry finds its own claim, and the request is answered, not refused', async () => {
     const { secret, key } = newPupSecret();
     const proxy = await startFaultProxy('dynamodb', ddb.endpoint);
-    const client = new DynamoDBClient({ ...clientOptions(), endpoint: proxy.endpoint, region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+    const client = new DynamoDBClient({
+      ...clientOptions(),
+      endpoint: proxy.endpoint,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    });
     try {
       let lost = false;
       // The first PutItem of a REPLAY# item reaches DynamoDB Local and is applied; its answer never comes.

@@ -122,7 +122,14 @@ test('DEL-PIPE-18: an exhausted retry schedule lands in the DLQ with its reason,
       now,
       { kind: 'absent' },
     );
-    await store.putEvent({ eventId: EVENT_ID, status: EventStatus.queued, subscriptionId: SUB_ID, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs });
+    await store.putEvent({
+      eventId: EVENT_ID,
+      status: EventStatus.queued,
+      subscriptionId: SUB_ID,
+      attempts: 0,
+      createdAt: now,
+      expiresAt: now + Limits.eventRecordMs,
+    });
     const posts: number[] = [];
     const webhook: WebhookClient = {
       post: async () => {

@@ -34,7 +34,10 @@ export async function eventFromRequest(request: Request, options: EventOptions =
   for (const [name, value] of request.headers) {
     // Headers iteration already yields lower-case names with repeated values joined by ", ".
     if (name === 'cookie') {
-      cookies = value.split(';').map((c) => c.trim()).filter(Boolean);
+      cookies = value
+        .split(';')
+        .map((c) => c.trim())
+        .filter(Boolean);
       continue;
     }
     headers[name] = value;
@@ -45,7 +48,8 @@ export async function eventFromRequest(request: Request, options: EventOptions =
   const encoding = options.encoding ?? 'auto';
   // A textual body that is not UTF-8 cannot travel as a JSON string without being changed: such a
   // body goes base64, so the bytes the function sees are the bytes that were sent.
-  const asText = encoding === 'text' || (encoding === 'auto' && TEXTUAL.test(request.headers.get('content-type') ?? '') && (bytes === undefined || isUtf8(bytes)));
+  const asText =
+    encoding === 'text' || (encoding === 'auto' && TEXTUAL.test(request.headers.get('content-type') ?? '') && (bytes === undefined || isUtf8(bytes)));
   if (bytes) headers['content-length'] = String(bytes.byteLength);
 
   const rawQueryString = url.search.startsWith('?') ? url.search.slice(1) : url.search;

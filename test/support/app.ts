@@ -40,7 +40,15 @@ export const echoingWebhook: WebhookClient = { post: async (request) => echoChal
 
 export function buildApp(
   config: Partial<HttpConfig> = {},
-  options: { deliveryWaitMs?: number; webhook?: WebhookClient; clock?: FakeClock; access?: AccessStore; eventsProfile?: EventsProfileName; store?: FakeStore; inbox?: boolean } = {},
+  options: {
+    deliveryWaitMs?: number;
+    webhook?: WebhookClient;
+    clock?: FakeClock;
+    access?: AccessStore;
+    eventsProfile?: EventsProfileName;
+    store?: FakeStore;
+    inbox?: boolean;
+  } = {},
 ): TestApp {
   const store = options.store ?? new FakeStore();
   const queue = new FakeQueue();
@@ -53,7 +61,16 @@ export function buildApp(
     error: (event, fields = {}) => void logs.push({ level: 'error', event, fields }),
   };
   const app = createApp(
-    { store, outbox: fakeOutbox(store, queue), webhook, clock, deliveryWaitMs: options.deliveryWaitMs ?? 0, retryDelaysS: [1, 4, 30, 120, 600], urlPolicy: { allowLoopbackCallbacks: false }, version: '0.0.0-test', log,
+    {
+      store,
+      outbox: fakeOutbox(store, queue),
+      webhook,
+      clock,
+      deliveryWaitMs: options.deliveryWaitMs ?? 0,
+      retryDelaysS: [1, 4, 30, 120, 600],
+      urlPolicy: { allowLoopbackCallbacks: false },
+      version: '0.0.0-test',
+      log,
       ...(options.access ? { access: options.access } : {}),
       ...(options.eventsProfile ? { eventsProfile: EventsProfiles[options.eventsProfile] } : {}),
       idempotency: store,

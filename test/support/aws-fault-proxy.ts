@@ -57,7 +57,13 @@ const SHAPES: Record<Service, { contentType: string; namespace: string; throttle
     throughput: 'ProvisionedThroughputExceededException',
     internal: 'InternalServerError',
   },
-  sqs: { contentType: 'application/x-amz-json-1.0', namespace: 'com.amazonaws.sqs', throttle: 'ThrottlingException', throughput: 'ThrottlingException', internal: 'InternalFailure' },
+  sqs: {
+    contentType: 'application/x-amz-json-1.0',
+    namespace: 'com.amazonaws.sqs',
+    throttle: 'ThrottlingException',
+    throughput: 'ThrottlingException',
+    internal: 'InternalFailure',
+  },
   secretsmanager: {
     contentType: 'application/x-amz-json-1.1',
     namespace: 'com.amazonaws.secretsmanager',
@@ -102,9 +108,20 @@ export async function startFaultProxy(service: Service, upstream: string, option
     res.once('close', () => held.delete(res));
   }
 
-  function forward(req: http.IncomingMessage, raw: Buffer, onAnswer: (status: number, headers: http.IncomingHttpHeaders, body: Buffer) => void, onError: () => void): void {
+  function forward(
+    req: http.IncomingMessage,
+    raw: Buffer,
+    onAnswer: (status: number, headers: http.IncomingHttpHeaders, body: Buffer) => void,
+    onError: () => void,
+  ): void {
     const upstreamReq = http.request(
-      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: { ...req.headers, host: target.host, 'content-length': String(raw.byteLength) } },
+      {
+        host: target.hostname,
+        port: target.port,
+        method: req.method,
+        path: req.url,
+        headers: { ...req.headers, host: target.host, 'content-length': String(raw.byteLength) },
+      },
       (upstreamRes) => {
         const chunks: Buffer[] = [];
         upstreamRes.on('data', (c: Buffer) => chunks.push(c));
@@ -122,7 +139,10 @@ export async function startFaultProxy(service: Service, upstream: string, option
     req.on('end', () => {
       const received = Buffer.concat(chunks);
       const raw = options.rewriteOwnOrigin && ownOrigin ? Buffer.from(received.toString('utf8').replaceAll(ownOrigin, target.origin), 'utf8') : received;
-      const action = String(req.headers['x-amz-target'] ?? '').split('.').pop() ?? '';
+      const action =
+        String(req.headers['x-amz-target'] ?? '')
+          .split('.')
+          .pop() ?? '';
       let body: unknown;
       try {
         body = JSON.parse(raw.toString('utf8'));
@@ -143,7 +163,12 @@ export async function startFaultProxy(service: Service, upstream: string, option
           return reply(res, 500, shape.internal);
         case 'lost':
           hold(res);
-          return forward(req, raw, () => undefined, () => undefined);
+          return forward(
+            req,
+            raw,
+            () => undefined,
+            () => undefined,
+          );
         case 'applied500': {
           const answer500 = () => {
             if (!res.headersSent && !res.destroyed) reply(res, 500, shape.internal);

@@ -20,7 +20,12 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import type { SecretsReader } from '../../lambda/adapters/secrets-manager';
 import { clientOptions } from '../../lambda/handlers/aws-clients';
-import { deliveryLambdaFromEnvironment, type DeliveryAwsClients, type DeliveryLambda, type DeliveryLambdaOverrides } from '../../lambda/handlers/delivery-lambda';
+import {
+  deliveryLambdaFromEnvironment,
+  type DeliveryAwsClients,
+  type DeliveryLambda,
+  type DeliveryLambdaOverrides,
+} from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment, type McpAwsClients, type McpLambdaOverrides } from '../../lambda/handlers/mcp-lambda';
 import { createLogger } from '../../lambda/log';
 import { localApiGateway } from './apigw';
@@ -121,7 +126,6 @@ export interface AwsWorld<P extends Service = never> {
   stop(): Promise<void>;
 }
 
-
 /**
  * A file's set-up subscription: `events/subscribe` of `url` through a fresh MCP Lambda, made again
  * (at most 3 times) until the table holds it, with every proxy passing. An answer of 200 may carry
@@ -196,7 +200,14 @@ export async function startAwsWorld<P extends Service = never>(options: AwsWorld
 
 function buildWorld<P extends Service>(
   options: AwsWorldOptions<P>,
-  { ddb, fauxqs, secrets, receiver, proxies, through }: {
+  {
+    ddb,
+    fauxqs,
+    secrets,
+    receiver,
+    proxies,
+    through,
+  }: {
     ddb: DynamoDbLocal;
     fauxqs: Fauxqs;
     secrets: FakeSecretsManager;

@@ -11,11 +11,9 @@
 import type { App, HttpConfig } from '../../lambda/http/app';
 import {
   API_KEY,
-  buildApp,
   hasStackTrace,
   keyQuery,
   legacyHeaders,
-  liveSubscription,
   MODERN,
   MODERN_META,
   modernBody,
@@ -61,8 +59,10 @@ export interface BadInputRow {
 
 export const callTool = (app: App, args: unknown) => rpcModern(app, 'tools/call', { name: TOOL, arguments: args }, { 'mcp-name': TOOL });
 const subscribeWith = (params: Record<string, unknown>) => (app: App) => rpcModern(app, 'events/subscribe', params);
-export const rest = (body: string, extra: Record<string, string> = {}) => (app: App) =>
-  send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json', ...extra }, body });
+export const rest =
+  (body: string, extra: Record<string, string> = {}) =>
+  (app: App) =>
+    send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json', ...extra }, body });
 export const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
 
 // --- The pup door (docs/contract/pup.md): requests signed with node:crypto at the fake clock's now (T0).
@@ -75,7 +75,13 @@ const pupPost =
     const bytes = Buffer.from(body, 'utf8');
     const id = options.id ?? PUP_ID;
     const ts = Math.floor(T0 / 1000) - (options.ageS ?? 0);
-    const headers = { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': pupSignature(options.key ?? PUP.key, id, ts, bytes), ...options.headers };
+    const headers = {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(ts),
+      'webhook-signature': pupSignature(options.key ?? PUP.key, id, ts, bytes),
+      ...options.headers,
+    };
     return send(app, { path, query: '', headers, body: bytes });
   };
 
@@ -249,7 +255,12 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     call: (app) =>
       send(app, {
         headers: modernHeaders('tools/list', { 'mcp-protocol-version': '2099-01-01' }),
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { ...MODERN_META, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } }),
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/list',
+          params: { _meta: { ...MODERN_META, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } },
+        }),
       }),
   },
   {
@@ -287,15 +298,63 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
       ['delivery', 'missing', 'no `delivery`', { name: SUBSCRIBE.name }, /^delivery is required/],
       ['delivery.mode', 'not webhook', '`mode: "poll"`', { ...SUBSCRIBE, delivery: { ...DELIVERY, mode: 'poll' } }, /^delivery\.mode /],
       ['delivery.url', 'missing', 'no `url`', { ...SUBSCRIBE, delivery: { mode: 'webhook', secret: SECRET } }, /^delivery\.url is required/],
-      ['delivery.url', 'not https:', '`http://dot.example/hook`', { ...SUBSCRIBE, delivery: { ...DELIVERY, url: 'http://dot.example/hook' } }, /^delivery\.url must use https:/],
-      ['delivery.url', 'with user info', '`https://u:p@dot.example/hook`', { ...SUBSCRIBE, delivery: { ...DELIVERY, url: 'https://u:p@dot.example/hook' } }, /^delivery\.url must not contain user info/],
-      ['delivery.url', 'with a fragment', '`https://dot.example/hook#x`', { ...SUBSCRIBE, delivery: { ...DELIVERY, url: 'https://dot.example/hook#x' } }, /^delivery\.url must not contain a fragment/],
-      ['delivery.url', 'too long', '2,049 characters', { ...SUBSCRIBE, delivery: { ...DELIVERY, url: `https://dot.example/${'a'.repeat(2049 - 20)}` } }, /^delivery\.url is longer than 2048/],
+      [
+        'delivery.url',
+        'not https:',
+        '`http://dot.example/hook`',
+        { ...SUBSCRIBE, delivery: { ...DELIVERY, url: 'http://dot.example/hook' } },
+        /^delivery\.url must use https:/,
+      ],
+      [
+        'delivery.url',
+        'with user info',
+        '`https://u:p@dot.example/hook`',
+        { ...SUBSCRIBE, delivery: { ...DELIVERY, url: 'https://u:p@dot.example/hook' } },
+        /^delivery\.url must not contain user info/,
+      ],
+      [
+        'delivery.url',
+        'with a fragment',
+        '`https://dot.example/hook#x`',
+        { ...SUBSCRIBE, delivery: { ...DELIVERY, url: 'https://dot.example/hook#x' } },
+        /^delivery\.url must not contain a fragment/,
+      ],
+      [
+        'delivery.url',
+        'too long',
+        '2,049 characters',
+        { ...SUBSCRIBE, delivery: { ...DELIVERY, url: `https://dot.example/${'a'.repeat(2049 - 20)}` } },
+        /^delivery\.url is longer than 2048/,
+      ],
       ['delivery.url', 'not absolute', '`/hook`', { ...SUBSCRIBE, delivery: { ...DELIVERY, url: '/hook' } }, /^delivery\.url is not a valid absolute URL/],
-      ['delivery.secret', 'without prefix', 'base64 of 32 bytes without `whsec_`', { ...SUBSCRIBE, delivery: { ...DELIVERY, secret: b64(32) } }, /^delivery\.secret must be/],
-      ['delivery.secret', 'too short', '`whsec_` + base64 of 23 bytes', { ...SUBSCRIBE, delivery: { ...DELIVERY, secret: `whsec_${b64(23)}` } }, /^delivery\.secret must be/],
-      ['delivery.secret', 'too long', '`whsec_` + base64 of 65 bytes', { ...SUBSCRIBE, delivery: { ...DELIVERY, secret: `whsec_${b64(65)}` } }, /^delivery\.secret must be/],
-      ['delivery.secret', 'not base64', '`whsec_!!!!not-base64!!!!`', { ...SUBSCRIBE, delivery: { ...DELIVERY, secret: 'whsec_!!!!not-base64!!!!' } }, /^delivery\.secret must be/],
+      [
+        'delivery.secret',
+        'without prefix',
+        'base64 of 32 bytes without `whsec_`',
+        { ...SUBSCRIBE, delivery: { ...DELIVERY, secret: b64(32) } },
+        /^delivery\.secret must be/,
+      ],
+      [
+        'delivery.secret',
+        'too short',
+        '`whsec_` + base64 of 23 bytes',
+        { ...SUBSCRIBE, delivery: { ...DELIVERY, secret: `whsec_${b64(23)}` } },
+        /^delivery\.secret must be/,
+      ],
+      [
+        'delivery.secret',
+        'too long',
+        '`whsec_` + base64 of 65 bytes',
+        { ...SUBSCRIBE, delivery: { ...DELIVERY, secret: `whsec_${b64(65)}` } },
+        /^delivery\.secret must be/,
+      ],
+      [
+        'delivery.secret',
+        'not base64',
+        '`whsec_!!!!not-base64!!!!`',
+        { ...SUBSCRIBE, delivery: { ...DELIVERY, secret: 'whsec_!!!!not-base64!!!!' } },
+        /^delivery\.secret must be/,
+      ],
       ['ttlMs', 'too small', '`ttlMs: 59999`', { ...SUBSCRIBE, ttlMs: 59_999 }, /^ttlMs /],
       ['ttlMs', 'not an integer', '`ttlMs: 60000.5`', { ...SUBSCRIBE, ttlMs: 60_000.5 }, /^ttlMs /],
       ['ttlMs', 'a string', '`ttlMs: "600000"`', { ...SUBSCRIBE, ttlMs: '600000' }, /^ttlMs /],
@@ -363,7 +422,13 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
   },
   // --- POST /v1/messages (docs/contract/delivery.md) and the other routes.
   { klass: 'REST: malformed JSON', sent: '`{"message":`', status: 400, error: { rest: 'invalid_json' }, call: rest('{"message":') },
-  { klass: 'REST: invalid UTF-8', sent: 'bytes `FF FE`', status: 400, error: { rest: 'invalid_json' }, call: (app) => send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: new Uint8Array([0xff, 0xfe]) }) },
+  {
+    klass: 'REST: invalid UTF-8',
+    sent: 'bytes `FF FE`',
+    status: 400,
+    error: { rest: 'invalid_json' },
+    call: (app) => send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: new Uint8Array([0xff, 0xfe]) }),
+  },
   { klass: 'REST: empty message', sent: '`{"message":""}`', status: 400, error: { rest: 'invalid_input' }, message: /empty/, call: rest('{"message":""}') },
   {
     klass: 'REST: oversized message',
@@ -373,10 +438,29 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     message: /16385/,
     call: rest(JSON.stringify({ message: 'x'.repeat(16_385) })),
   },
-  { klass: 'REST: non-string message', sent: '`{"message":["hi"]}`', status: 400, error: { rest: 'invalid_input' }, message: /string/, call: rest('{"message":["hi"]}') },
+  {
+    klass: 'REST: non-string message',
+    sent: '`{"message":["hi"]}`',
+    status: 400,
+    error: { rest: 'invalid_input' },
+    message: /string/,
+    call: rest('{"message":["hi"]}'),
+  },
   { klass: 'REST: body not an object', sent: '`"hi"`', status: 400, error: { rest: 'invalid_input' }, call: rest('"hi"') },
-  { klass: 'REST: wrong Content-Type', sent: '`Content-Type: text/plain`', status: 415, error: { rest: 'unsupported_media_type' }, call: rest('{"message":"hi"}', { 'content-type': 'text/plain' }) },
-  { klass: 'REST: no subscription', sent: '`{"message":"hi"}`, nobody subscribed', status: 409, error: { rest: 'no_subscription' }, call: rest('{"message":"hi"}') },
+  {
+    klass: 'REST: wrong Content-Type',
+    sent: '`Content-Type: text/plain`',
+    status: 415,
+    error: { rest: 'unsupported_media_type' },
+    call: rest('{"message":"hi"}', { 'content-type': 'text/plain' }),
+  },
+  {
+    klass: 'REST: no subscription',
+    sent: '`{"message":"hi"}`, nobody subscribed',
+    status: 409,
+    error: { rest: 'no_subscription' },
+    call: rest('{"message":"hi"}'),
+  },
   {
     klass: 'REST: GET /v1/messages',
     sent: '`GET /v1/messages`',
@@ -385,7 +469,13 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     headers: { allow: 'POST' },
     call: (app) => send(app, { method: 'GET', path: '/v1/messages' }),
   },
-  { klass: 'Unknown route', sent: '`POST /v2/messages`', status: 404, error: { rest: 'not_found' }, call: (app) => send(app, { path: '/v2/messages', headers: { 'content-type': 'application/json' }, body: '{}' }) },
+  {
+    klass: 'Unknown route',
+    sent: '`POST /v2/messages`',
+    status: 404,
+    error: { rest: 'not_found' },
+    call: (app) => send(app, { path: '/v2/messages', headers: { 'content-type': 'application/json' }, body: '{}' }),
+  },
   {
     klass: '/healthz with POST',
     sent: '`POST /healthz`',
@@ -437,8 +527,22 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     error: { rest: 'not_configured' },
     call: pupPost('/pup/events', '{}'),
   },
-  { klass: 'pup: wrong Content-Type', sent: '`Content-Type: text/plain`', status: 415, error: { rest: 'unsupported_media_type' }, config: PUP_CONFIG, call: pupPost('/pup/challenge', '"n"', { headers: { 'content-type': 'text/plain' } }) },
-  { klass: 'pup: body over 1 MiB', sent: '1 MiB + 2 bytes, signed', status: 413, error: { rest: 'payload_too_large' }, config: PUP_CONFIG, call: pupPost('/pup/events', `"${'x'.repeat(MiB)}"`) },
+  {
+    klass: 'pup: wrong Content-Type',
+    sent: '`Content-Type: text/plain`',
+    status: 415,
+    error: { rest: 'unsupported_media_type' },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/challenge', '"n"', { headers: { 'content-type': 'text/plain' } }),
+  },
+  {
+    klass: 'pup: body over 1 MiB',
+    sent: '1 MiB + 2 bytes, signed',
+    status: 413,
+    error: { rest: 'payload_too_large' },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/events', `"${'x'.repeat(MiB)}"`),
+  },
   {
     klass: 'pup: GET /pup/mcp',
     sent: '`GET /pup/mcp`',
@@ -448,8 +552,22 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     config: PUP_CONFIG,
     call: (app) => send(app, { method: 'GET', path: '/pup/mcp', query: '' }),
   },
-  { klass: 'pup: challenge without a challenge', sent: '`{"nonce":"n"}`, signed', status: 400, error: { rest: 'invalid_challenge' }, config: PUP_CONFIG, call: pupPost('/pup/challenge', '{"nonce":"n"}') },
-  { klass: 'pup: event body not JSON', sent: '`{oops`, signed', status: 400, error: { rest: 'invalid_json' }, config: PUP_CONFIG, call: pupPost('/pup/events', '{oops') },
+  {
+    klass: 'pup: challenge without a challenge',
+    sent: '`{"nonce":"n"}`, signed',
+    status: 400,
+    error: { rest: 'invalid_challenge' },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/challenge', '{"nonce":"n"}'),
+  },
+  {
+    klass: 'pup: event body not JSON',
+    sent: '`{oops`, signed',
+    status: 400,
+    error: { rest: 'invalid_json' },
+    config: PUP_CONFIG,
+    call: pupPost('/pup/events', '{oops'),
+  },
   {
     klass: 'pup: event envelope field missing',
     sent: 'an envelope without `occurredAt`',
@@ -482,9 +600,18 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     status: 400,
     error: { rpc: -32022 },
     config: PUP_CONFIG,
-    call: pupPost('/pup/mcp', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }), {
-      headers: { accept: 'application/json, text/event-stream' },
-    }),
+    call: pupPost(
+      '/pup/mcp',
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+      }),
+      {
+        headers: { accept: 'application/json, text/event-stream' },
+      },
+    ),
   },
   // --- Nesting deep enough to break recursive code, on every route: a generic 400, never a 5xx.
   {
@@ -538,7 +665,10 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     call: (app) => {
       const body = Buffer.concat([Buffer.from(modernBody('tools/call', { name: TOOL, arguments: { message: 'a@b' } }).replace('a@b', 'a'), 'utf8')]);
       const at = body.indexOf('"a"') + 2;
-      return send(app, { headers: modernHeaders('tools/call', { 'mcp-name': TOOL }), body: Buffer.concat([body.subarray(0, at), Buffer.from([0xff]), body.subarray(at)]) });
+      return send(app, {
+        headers: modernHeaders('tools/call', { 'mcp-name': TOOL }),
+        body: Buffer.concat([body.subarray(0, at), Buffer.from([0xff]), body.subarray(at)]),
+      });
     },
   },
   {
@@ -555,7 +685,12 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     status: 400,
     error: { rest: 'invalid_input' },
     message: /must be valid UTF-8 text/,
-    call: (app) => send(app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: Buffer.concat([Buffer.from('{"message":"a'), Buffer.from([0xff]), Buffer.from('"}')]) }),
+    call: (app) =>
+      send(app, {
+        path: '/v1/messages',
+        headers: { 'content-type': 'application/json' },
+        body: Buffer.concat([Buffer.from('{"message":"a'), Buffer.from([0xff]), Buffer.from('"}')]),
+      }),
   },
   {
     klass: 'REST: message with a lone surrogate',
@@ -566,7 +701,12 @@ export const BAD_INPUT_ROWS: BadInputRow[] = [
     call: rest('{"message":"a\\ud800"}'),
   },
   // --- OAuth discovery: MCP clients look for it after a 401; the answer says to use the API key.
-  ...['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-authorization-server', '/.well-known/oauth-authorization-server/mcp'].map(
+  ...[
+    '/.well-known/oauth-protected-resource',
+    '/.well-known/oauth-protected-resource/mcp',
+    '/.well-known/oauth-authorization-server',
+    '/.well-known/oauth-authorization-server/mcp',
+  ].map(
     (path): BadInputRow => ({
       klass: `OAuth discovery: ${path}`,
       sent: `\`GET ${path}\``,

@@ -29,7 +29,11 @@ export function buildCli(): void {
   assert.equal(built.status, 0, built.stderr);
 }
 
-export function runCli(args: string[], env: Record<string, string>, options: { cwd?: string; onOutput?: (out: string, err: string) => void } = {}): Promise<CliRun> {
+export function runCli(
+  args: string[],
+  env: Record<string, string>,
+  options: { cwd?: string; onOutput?: (out: string, err: string) => void } = {},
+): Promise<CliRun> {
   return new Promise((done, fail) => {
     // In a process group of its own (processes.ts), with the run's marker added to `env`.
     const child = spawnGroup(process.execPath, [CLI, ...args], { cwd: options.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -27,7 +27,11 @@ process.on('message', (message: { clockAheadMs?: unknown }) => {
 async function main(): Promise<void> {
   const settings = localSettings(process.env, { projectRoot: resolve(__dirname, '..', '..') });
   const runtime = await startLocal({ settings, log: createLogger({ format: 'json' }), clock });
-  const shutdown = () => runtime.stop().then(() => process.exit(0), () => process.exit(1));
+  const shutdown = () =>
+    runtime.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
 }

@@ -88,7 +88,10 @@ export async function startServer(
       done(code);
     }),
   );
-  child.stderr!.setEncoding('utf8').on('data', linesOf((line) => stderr.push(line)));
+  child.stderr!.setEncoding('utf8').on(
+    'data',
+    linesOf((line) => stderr.push(line)),
+  );
   let url: string | undefined;
   child.stdout!.setEncoding('utf8').on(
     'data',
@@ -252,7 +255,13 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
 }
 
 /** Raw JSON-RPC over HTTP on the 2026-07-28 era (stateless), for calls no client helper covers. */
-export async function rpc(server: RunningServer, method: string, params: Record<string, unknown> = {}, extraHeaders: Record<string, string> = {}, options: { key?: string } = {}) {
+export async function rpc(
+  server: RunningServer,
+  method: string,
+  params: Record<string, unknown> = {},
+  extraHeaders: Record<string, string> = {},
+  options: { key?: string } = {},
+) {
   // The server's own key in the URL, as ChatGPT's connector sends it; another key as a bearer token.
   const url = options.key === undefined ? `${server.mcpUrl}?key=${encodeURIComponent(server.key)}` : server.mcpUrl;
   const bearer: Record<string, string> = options.key === undefined ? {} : { authorization: `Bearer ${options.key}` };

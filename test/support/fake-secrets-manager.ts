@@ -72,7 +72,16 @@ async function signatureVerifies(signer: SignatureV4, req: http.IncomingMessage,
   }
   const [host, port] = String(req.headers.host ?? '').split(':');
   const expected = await signer.sign(
-    { method: req.method ?? 'POST', protocol: 'http:', hostname: host ?? '', ...(port ? { port: Number(port) } : {}), path: req.url ?? '/', query: {}, headers, body: body.toString('utf8') },
+    {
+      method: req.method ?? 'POST',
+      protocol: 'http:',
+      hostname: host ?? '',
+      ...(port ? { port: Number(port) } : {}),
+      path: req.url ?? '/',
+      query: {},
+      headers,
+      body: body.toString('utf8'),
+    },
     { signingDate: new Date(Date.UTC(+when[1]!, +when[2]! - 1, +when[3]!, +when[4]!, +when[5]!, +when[6]!)) },
   );
   const want = Buffer.from(String(expected.headers.authorization ?? expected.headers.Authorization ?? ''));
@@ -116,7 +125,9 @@ export async function startFakeSecretsManager(
     if (verify && !(await Promise.all(signers.map((signer) => signatureVerifies(signer, req, raw)))).some(Boolean)) {
       badSignatures++;
       res.writeHead(403, { 'content-type': 'application/x-amz-json-1.1' });
-      res.end(JSON.stringify({ __type: 'InvalidSignatureException', message: 'The request signature we calculated does not match the signature you provided.' }));
+      res.end(
+        JSON.stringify({ __type: 'InvalidSignatureException', message: 'The request signature we calculated does not match the signature you provided.' }),
+      );
       return;
     }
     const target = String(req.headers['x-amz-target'] ?? '');

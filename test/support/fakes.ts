@@ -129,10 +129,14 @@ class EventRecords implements Iterable<[string, EventRecord]> {
     return this.ids()[Symbol.iterator]();
   }
   values(): IterableIterator<EventRecord> {
-    return this.ids().map((eventId) => this.get(eventId)!)[Symbol.iterator]();
+    return this.ids()
+      .map((eventId) => this.get(eventId)!)
+      [Symbol.iterator]();
   }
   entries(): IterableIterator<[string, EventRecord]> {
-    return this.ids().map((eventId): [string, EventRecord] => [eventId, this.get(eventId)!])[Symbol.iterator]();
+    return this.ids()
+      .map((eventId): [string, EventRecord] => [eventId, this.get(eventId)!])
+      [Symbol.iterator]();
   }
   [Symbol.iterator](): IterableIterator<[string, EventRecord]> {
     return this.entries();
@@ -291,9 +295,7 @@ const utf8 = new TextEncoder();
 
 export function respond(status: number, body: string | object = '', retryAfter?: string): WebhookResponse {
   const text = typeof body === 'string' ? body : JSON.stringify(body);
-  return retryAfter === undefined
-    ? { kind: 'response', status, body: utf8.encode(text) }
-    : { kind: 'response', status, body: utf8.encode(text), retryAfter };
+  return retryAfter === undefined ? { kind: 'response', status, body: utf8.encode(text) } : { kind: 'response', status, body: utf8.encode(text), retryAfter };
 }
 
 export function transportFailure(reason: TransportFailure): WebhookResponse {

@@ -15,14 +15,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import {
-  CreateQueueCommand,
-  GetQueueAttributesCommand,
-  PurgeQueueCommand,
-  ReceiveMessageCommand,
-  SQSClient,
-  type Message,
-} from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, GetQueueAttributesCommand, PurgeQueueCommand, ReceiveMessageCommand, SQSClient, type Message } from '@aws-sdk/client-sqs';
 import { startGroup, waitUntilReady, type GroupChild } from './processes';
 
 export interface Fauxqs {

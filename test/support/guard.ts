@@ -145,7 +145,23 @@ export function selfSignedCertificate(): SelfSigned {
     const certPath = join(dir, 'c.pem');
     execFileSync(
       'openssl',
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=localhost', '-days', '1', '-keyout', keyPath, '-out', certPath],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-subj',
+        '/CN=localhost',
+        '-days',
+        '1',
+        '-keyout',
+        keyPath,
+        '-out',
+        certPath,
+      ],
       { stdio: 'pipe' },
     );
     return { key: readFileSync(keyPath), cert: readFileSync(certPath) };

@@ -89,4 +89,3 @@ export function resultText(result: APIGatewayProxyStructuredResultV2): string {
   const body = result.body ?? '';
   return result.isBase64Encoded ? Buffer.from(body, 'base64').toString('utf8') : body;
 }
-

@@ -36,7 +36,10 @@ export class MapTable implements ItemTable {
   }
 
   async queryPrefix(prefix: string): Promise<TableEntry[]> {
-    return [...this.records.keys()].filter((key) => key.startsWith(prefix)).sort().map((key) => ({ key, item: this.read(key)! }));
+    return [...this.records.keys()]
+      .filter((key) => key.startsWith(prefix))
+      .sort()
+      .map((key) => ({ key, item: this.read(key)! }));
   }
 
   async queryIndex(index: IndexDefinition, partition: string, range: IndexRange): Promise<TableEntry[]> {

@@ -7,7 +7,6 @@ import { localSettings, type LocalSettings } from '../../lambda/config/settings'
 
 export const ROOT = resolve(__dirname, '..', '..');
 
-
 /** The local runtime's settings as `npm start` reads them from an empty environment, with overrides. */
 export function testLocalSettings(overrides: Partial<LocalSettings> = {}): LocalSettings {
   return { ...localSettings({}, { projectRoot: ROOT }), ...overrides };

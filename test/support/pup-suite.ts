@@ -44,7 +44,9 @@ export function newPupSecret(): { secret: string; key: Buffer } {
 }
 
 export function pupSignature(key: Buffer, id: string, ts: number, body: Uint8Array): string {
-  return `v1,${createHmac('sha256', key).update(Buffer.concat([Buffer.from(`${id}.${ts}.`), body])).digest('base64')}`;
+  return `v1,${createHmac('sha256', key)
+    .update(Buffer.concat([Buffer.from(`${id}.${ts}.`), body]))
+    .digest('base64')}`;
 }
 
 let counter = 0;
@@ -61,7 +63,13 @@ export interface SignedOptions {
   query?: string;
 }
 
-export async function signedPost(target: PupTarget, path: string, body: string | Uint8Array, key: Buffer, options: SignedOptions = {}): Promise<{ status: number; text: string; json: unknown; headers: Headers }> {
+export async function signedPost(
+  target: PupTarget,
+  path: string,
+  body: string | Uint8Array,
+  key: Buffer,
+  options: SignedOptions = {},
+): Promise<{ status: number; text: string; json: unknown; headers: Headers }> {
   const bytes = typeof body === 'string' ? utf8.encode(body) : body;
   const id = options.id ?? newWebhookId();
   const ts = options.ts ?? Math.floor(target.clock.now() / 1000);
@@ -73,7 +81,9 @@ export async function signedPost(target: PupTarget, path: string, body: string |
     ...options.headers,
   };
   for (const name of options.omit ?? []) delete headers[name];
-  const response = await target.app.handle(new Request(`${BASE}${path}${options.query ? `?${options.query}` : ''}`, { method: 'POST', headers, body: bytes as BodyInit }));
+  const response = await target.app.handle(
+    new Request(`${BASE}${path}${options.query ? `?${options.query}` : ''}`, { method: 'POST', headers, body: bytes as BodyInit }),
+  );
   const text = await response.text();
   let json: unknown;
   try {
@@ -101,10 +111,25 @@ export const mcpHeaders = (method: string, name?: string): Record<string, string
 });
 
 export function envelope(id: string, event: unknown, overrides: Record<string, unknown> = {}): string {
-  return JSON.stringify({ version: '1', id, eventId: `evt_${id}`, occurredAt: '2026-11-30T12:00:00.000Z', event, context: { installationId: 'inst_1' }, ...overrides });
+  return JSON.stringify({
+    version: '1',
+    id,
+    eventId: `evt_${id}`,
+    occurredAt: '2026-11-30T12:00:00.000Z',
+    event,
+    context: { installationId: 'inst_1' },
+    ...overrides,
+  });
 }
 
-const CONTEXT = { installationId: 'inst_42', askerId: 'user_7', channelId: 'chan_9', callId: 'call_3', settings: { tone: 'SECRET-SETTING-VALUE' }, userRequest: 'PRIVATE USER TEXT' };
+const CONTEXT = {
+  installationId: 'inst_42',
+  askerId: 'user_7',
+  channelId: 'chan_9',
+  callId: 'call_3',
+  settings: { tone: 'SECRET-SETTING-VALUE' },
+  userRequest: 'PRIVATE USER TEXT',
+};
 
 function expectRefusal(answer: { status: number; json: unknown }, code: string): void {
   expect(answer.status).toBe(401);
@@ -152,7 +177,9 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
 
       test('PUP-2: POST on the manifest is 405', async () => {
         const t = await build({});
-        const response = await t.app.handle(new Request(`${BASE}/pup/manifest.json`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }));
+        const response = await t.app.handle(
+          new Request(`${BASE}/pup/manifest.json`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),
+        );
         expect(response.status).toBe(405);
       });
     });
@@ -258,12 +285,17 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
       test('PUP-22: an id used on /pup/mcp is refused on /pup/challenge, and the other way round', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
         const first = newWebhookId();
-        expect((await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: first, headers: mcpHeaders('server/discover') })).status).toBe(200);
+        expect((await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: first, headers: mcpHeaders('server/discover') })).status).toBe(
+          200,
+        );
         expectRefusal(await signedPost(t, '/pup/challenge', '"x"', current.key, { id: first }), 'replayed');
 
         const second = newWebhookId();
         expect((await signedPost(t, '/pup/challenge', '"y"', current.key, { id: second })).status).toBe(200);
-        expectRefusal(await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: second, headers: mcpHeaders('server/discover') }), 'replayed');
+        expectRefusal(
+          await signedPost(t, '/pup/mcp', mcpBody('server/discover'), current.key, { id: second, headers: mcpHeaders('server/discover') }),
+          'replayed',
+        );
       });
 
       test('LIM-9, PUP-10: the two windows agree at their edges: a replay is refused as replayed until the window closes, then it is stale', async () => {
@@ -356,7 +388,12 @@ export function describePupDoor(name: string, factory: PupTargetFactory): void {
 
       test('PUP-12: the legacy era (initialize) is refused with -32022: /pup/mcp is 2026-07-28 only', async () => {
         const t = await build({ secrets: { secrets: [current.secret] } });
-        const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } });
+        const body = JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+        });
         const answer = await signedPost(t, '/pup/mcp', body, current.key, { headers: { accept: 'application/json, text/event-stream' } });
         expect(JSON.stringify(answer.json)).toContain('-32022');
       });

@@ -30,7 +30,11 @@ export function modernBody(method: string, params: Record<string, unknown> = {},
 }
 
 /** The init of a modern-era POST /mcp of `method`, as ChatGPT sends it: its headers (Mcp-Name on tools/call) and body. */
-export function modernInit(method: string, params: Record<string, unknown> = {}, options: { id?: number | string; meta?: Record<string, unknown> } = {}): RequestInit {
+export function modernInit(
+  method: string,
+  params: Record<string, unknown> = {},
+  options: { id?: number | string; meta?: Record<string, unknown> } = {},
+): RequestInit {
   return {
     method: 'POST',
     headers: modernHeaders(method, method === 'tools/call' ? { 'mcp-name': String(params.name) } : {}),

@@ -78,7 +78,8 @@ child.on('close', (code, signal) => {
       // No output folder: nothing to name.
     }
     const where = relative(process.cwd(), abs) || '.';
-    if (written.length) process.stderr.write(`dm-dot: synthesized ${written.map((f) => join(where, f)).join(', ')} (cdk-nag checks passed; npx cdk deploy deploys it)\n`);
+    if (written.length)
+      process.stderr.write(`dm-dot: synthesized ${written.map((f) => join(where, f)).join(', ')} (cdk-nag checks passed; npx cdk deploy deploys it)\n`);
   }
   process.exit(code ?? (signal ? 1 : 0));
 });

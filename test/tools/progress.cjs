@@ -31,7 +31,7 @@ function line(step, ok, file, counts, ms) {
 }
 
 class JestProgress {
-  onTestResult(test, result) {
+  onTestResult(_test, result) {
     const ms = result.perfStats ? result.perfStats.end - result.perfStats.start : undefined;
     const ok = !result.failureMessage && result.numFailingTests === 0 && !result.testExecError;
     const counts = { passed: result.numPassingTests, failed: result.numFailingTests, skipped: result.numPendingTests + result.numTodoTests };

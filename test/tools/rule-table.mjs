@@ -322,8 +322,7 @@ function wrap(text, width = 100) {
   return lines.join('\n');
 }
 
-const list = (items) =>
-  items.length <= 1 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`;
+const list = (items) => (items.length <= 1 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`);
 
 /** The text between the two markers (the markers excluded). */
 export function renderTable(analysis) {

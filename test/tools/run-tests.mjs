@@ -28,6 +28,8 @@ const progressReporter = join(root, 'test', 'tools', 'progress.cjs');
 
 /** name -> [command, args] */
 const STEPS = {
+  // Formatting and lint (biome.json): one binary, a few seconds for the whole tree.
+  lint: [process.execPath, [join(root, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'check', '--reporter=summary', root]],
   typecheck: [process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', root]],
   jest: [
     process.execPath,

@@ -135,7 +135,10 @@ describe('text lines (a terminal)', () => {
     ],
     [{ action: 'deferred', status: 'leased', via: 'worker' }, 'deferred leased (worker)'],
     // The safety-net copy of an event that failed inline: one POST, so one failure and one copy.
-    [{ action: 'dead_letter_copy', reason: 'http_4xx', attempt: 1, via: 'worker' }, 'its copy kept in the dead letters: it failed before (http_4xx on attempt 1), no new attempt (worker)'],
+    [
+      { action: 'dead_letter_copy', reason: 'http_4xx', attempt: 1, via: 'worker' },
+      'its copy kept in the dead letters: it failed before (http_4xx on attempt 1), no new attempt (worker)',
+    ],
   ])('a delivery decision %j reads as “%s”', (fields, text) => {
     const { log, lines } = capture({ format: 'text' });
     log.info('delivery', { eventId: 'evt_0123', ...fields });

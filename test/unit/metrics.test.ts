@@ -13,16 +13,7 @@
  *     at most 100 numbers), and an optional `Unit` from CloudWatch's list.
  * The values are checked too: what the handler passed in is what CloudWatch would extract.
  */
-import {
-  DEPENDENCIES,
-  DimensionName,
-  METRICS_NAMESPACE,
-  MetricName,
-  createMetrics,
-  emfLine,
-  statusClass,
-  type Metrics,
-} from '../../lambda/metrics';
+import { DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName, createMetrics, emfLine, statusClass, type Metrics } from '../../lambda/metrics';
 
 type Json = Record<string, unknown>;
 
@@ -107,21 +98,13 @@ describe('the validator itself catches what the spec forbids', () => {
     ['prefix before the object', `2026-11-30T12:00:00.000Z\tabc\tINFO\t{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]}}`, /not JSON/],
     ['no _aws', '{"a":1}', /no _aws/],
     ['timestamp in seconds as a string', '{"_aws":{"Timestamp":"1","CloudWatchMetrics":[]}}', /Timestamp/],
-    [
-      'metric target missing',
-      '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[[]],"Metrics":[{"Name":"X"}]}]}}',
-      /metric target X/,
-    ],
+    ['metric target missing', '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[[]],"Metrics":[{"Name":"X"}]}]}}', /metric target X/],
     [
       'dimension target not a string',
       '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[["D"]],"Metrics":[]}]},"D":3}',
       /dimension target D/,
     ],
-    [
-      'no DimensionSet',
-      '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[]}]}}',
-      /at least one DimensionSet/,
-    ],
+    ['no DimensionSet', '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[],"Metrics":[]}]}}', /at least one DimensionSet/],
     [
       'unknown unit',
       '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"N","Dimensions":[[]],"Metrics":[{"Name":"X","Unit":"ms"}]}]},"X":1}',
@@ -156,7 +139,11 @@ describe('delivery decisions', () => {
     metrics.delivery({ outcome: 'malformed', via: 'worker', durationMs: 3 });
     expect(emfViolations(lines[0] as string)).toEqual([]);
     expect(extracted(lines[0] as string)).toEqual(
-      [`DmDot/Deliveries{Outcome=malformed} = 1 Count`, `DmDot/Deliveries{Outcome=malformed,Via=worker} = 1 Count`, `DmDot/DeliveryDuration{} = 3 Milliseconds`].sort(),
+      [
+        `DmDot/Deliveries{Outcome=malformed} = 1 Count`,
+        `DmDot/Deliveries{Outcome=malformed,Via=worker} = 1 Count`,
+        `DmDot/DeliveryDuration{} = 3 Milliseconds`,
+      ].sort(),
     );
   });
 

@@ -116,4 +116,3 @@ export function unlessDamaged<T>(read: () => T): T | undefined {
     throw error;
   }
 }
-

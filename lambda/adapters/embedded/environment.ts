@@ -295,7 +295,8 @@ async function createEnvironment(stateDir: string, file: string): Promise<void> 
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'EEXIST') return;
       // No hard links on this file system: an exclusive copy still never replaces a winner's file.
-      if (code === 'EPERM' || code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'EXDEV') await copyFile(temp, file, fsConstants.COPYFILE_EXCL).catch(ignoreExists);
+      if (code === 'EPERM' || code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'EXDEV')
+        await copyFile(temp, file, fsConstants.COPYFILE_EXCL).catch(ignoreExists);
       else throw error;
     }
   } catch (error) {
@@ -465,4 +466,3 @@ export function recordOf<T>(item: Record<string, unknown>): T {
   const { ttl: _ttl, ...rest } = item;
   return rest as T;
 }
-

@@ -28,7 +28,12 @@ export function damagedPage(file: string, detail: string): StateUnreadable {
 export function unreadable(file: string, error: unknown): StateUnreadable {
   const code = (error as NodeJS.ErrnoException | null)?.code;
   if (code === 'EACCES' || code === 'EPERM') {
-    return new StateUnreadable(file, 'permission denied', 'Give the user running dm-dot read and write access to it and to its directory (mode 0600 for the files)', { cause: error });
+    return new StateUnreadable(
+      file,
+      'permission denied',
+      'Give the user running dm-dot read and write access to it and to its directory (mode 0600 for the files)',
+      { cause: error },
+    );
   }
   const detail = error instanceof Error ? error.message : String(error);
   return new StateUnreadable(file, `it could not be opened (${detail})`, moveAsideRemedy(file), { cause: error });
@@ -66,7 +71,11 @@ export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
     const meta0 = parseMeta(first);
     if (meta0 === 'not_meta') throw notLmdb('no LMDB header');
     if (meta0 === 'bad_version') {
-      throw new StateUnreadable(file, 'it was written by an incompatible LMDB version', 'Open it with the dm-dot version that wrote it, or move it aside to start empty');
+      throw new StateUnreadable(
+        file,
+        'it was written by an incompatible LMDB version',
+        'Open it with the dm-dot version that wrote it, or move it aside to start empty',
+      );
     }
     const second = await readAt(handle, meta0.pageSize, PAGE_HEADER_BYTES + META_BYTES);
     const meta1 = second.length === PAGE_HEADER_BYTES + META_BYTES ? parseMeta(second) : 'not_meta';
@@ -146,7 +155,11 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
   });
   if (result.status === 0) return;
   // Exit 3 comes with the probe's own line; any other failure is the probe not running at all (no lmdb).
-  const lines = result.stderr?.toString('utf8').split('\n').map((line) => line.trim()) ?? [];
+  const lines =
+    result.stderr
+      ?.toString('utf8')
+      .split('\n')
+      .map((line) => line.trim()) ?? [];
   const said = result.status === 3 ? lines.find((line) => line.startsWith(PROBE_SAYS))?.slice(PROBE_SAYS.length, PROBE_SAYS.length + 200) : undefined;
   const firstLine = lines.find((line) => line !== '')?.slice(0, 200);
   const how = result.signal

@@ -28,7 +28,16 @@ import { closeDatabases, openDatabases, probeInChild, sweepExpired, type Databas
 import { JobTable } from './jobs';
 import { importLegacyLayout, legacyLayoutPresent, type LegacyImport } from './legacy';
 import { EmbeddedOutbox } from './outbox';
-import { claimOwnership, ownerAlive, readOwner as readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord, type OwnerSocket } from './ownership';
+import {
+  claimOwnership,
+  ownerAlive,
+  readOwner as readOwnerRecord,
+  releaseOwnership,
+  setOwnerUrl,
+  summary,
+  type OwnerRecord,
+  type OwnerSocket,
+} from './ownership';
 import { repairQueuedWithoutJobs, type RepairReport } from './repair';
 import { embeddedStore } from './table';
 import type { TableStore } from '../../core/store/store';

@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import type { DeadLetterReason } from '../../core/protocol';
 import type { Clock, DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
-import { unlessDamaged, withoutUndefined, write, type Databases, type DeadLetterRow, type JobKey, type JobRow } from './environment';
+import { unlessDamaged, withoutUndefined, write, type Databases, type JobKey, type JobRow } from './environment';
 
 export interface DueJob {
   eventId: string;

@@ -323,9 +323,13 @@ function describe(stateDir: string, result: Omit<LegacyImport, 'line'>): string 
     items.replay > 0 ? count(items.replay, 'replay id', 'replay ids') : '',
     items.answers > 0 ? count(items.answers, 'inbound answer', 'inbound answers') : '',
     items.other > 0 ? count(items.other, 'other item', 'other items') : '',
-    result.jobs > 0 ? `${count(result.jobs, 'queued job', 'queued jobs')}${result.jobsFromTmp > 0 ? ` (${result.jobsFromTmp} from a half-renamed file)` : ''}` : '',
+    result.jobs > 0
+      ? `${count(result.jobs, 'queued job', 'queued jobs')}${result.jobsFromTmp > 0 ? ` (${result.jobsFromTmp} from a half-renamed file)` : ''}`
+      : '',
     result.deadLetters > 0 ? count(result.deadLetters, 'dead letter', 'dead letters') : '',
-    result.failedEvents.length > 0 ? `${count(result.failedEvents.length, 'event', 'events')} marked failed (its job was never fully queued: ${idList(result.failedEvents)})` : '',
+    result.failedEvents.length > 0
+      ? `${count(result.failedEvents.length, 'event', 'events')} marked failed (its job was never fully queued: ${idList(result.failedEvents)})`
+      : '',
     result.alreadyPresent > 0 ? `${result.alreadyPresent} already in the database, kept` : '',
   ].filter((part) => part !== '');
   return `imported the earlier file layout of ${stateDir}: ${parts.length > 0 ? parts.join(', ') : 'nothing in it'}; moved aside ${result.movedAside.join(', ')}`;

@@ -101,7 +101,11 @@ export function summary(owner: OwnerRecord): OwnerSummary {
  * directory). Throws StateDirInUse when a live process owns it. Returns the record written and
  * the dead owner it replaced, if any.
  */
-export async function claimOwnership(dbs: Databases, stateDir: string, now: number): Promise<{ mine: OwnerRecord; replaced?: OwnerRecord; socket?: OwnerSocket }> {
+export async function claimOwnership(
+  dbs: Databases,
+  stateDir: string,
+  now: number,
+): Promise<{ mine: OwnerRecord; replaced?: OwnerRecord; socket?: OwnerSocket }> {
   const { startTime, bootId } = processIdentity(process.pid);
   const token = randomUUID();
   const socket = await listenOwnerSocket(stateDir, token);

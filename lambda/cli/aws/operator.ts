@@ -21,7 +21,10 @@ async function guarded<T>(what: string, work: () => Promise<T>): Promise<T> {
     if (error instanceof OperationError) throw error;
     const dependency = (error as { dependency?: string }).dependency;
     if ((error as Error).name === 'DependencyUnavailable' && dependency) {
-      throw new OperationError(`${what}: the ${dependency === 'queue' ? 'delivery queue' : 'table'} is unavailable (${describeAwsError((error as { cause?: unknown }).cause ?? error)})`, `${dependency}_unavailable`);
+      throw new OperationError(
+        `${what}: the ${dependency === 'queue' ? 'delivery queue' : 'table'} is unavailable (${describeAwsError((error as { cause?: unknown }).cause ?? error)})`,
+        `${dependency}_unavailable`,
+      );
     }
     throw new OperationError(`${what}: ${describeAwsError(error)}`, unusableAws(error)?.code ?? 'aws_error');
   }

@@ -19,7 +19,15 @@ import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
 import type { AwsClients, SendsCommands } from '../io';
 
-export type OutputName = 'TableName' | 'DeliveryQueueUrl' | 'DeadLetterQueueUrl' | 'McpEndpoint' | 'ApiKeySecretArn' | 'PupSecretArn' | 'McpFunctionName' | 'AlarmNames';
+export type OutputName =
+  | 'TableName'
+  | 'DeliveryQueueUrl'
+  | 'DeadLetterQueueUrl'
+  | 'McpEndpoint'
+  | 'ApiKeySecretArn'
+  | 'PupSecretArn'
+  | 'McpFunctionName'
+  | 'AlarmNames';
 
 export interface AwsFlags {
   stack?: string;
@@ -53,7 +61,10 @@ export function unusableAws(error: unknown): { code: string; message: string } |
     return { code: 'credentials_expired', message: `your AWS credentials have expired (${e.name}): sign in again (aws sso login) or renew them` };
   }
   if (e.name === 'TimeoutError' || NETWORK.test(`${e.code ?? ''} ${message}`)) {
-    return { code: 'aws_unreachable', message: `the AWS endpoint cannot be reached (${message}): check the network or proxy, the region, and any AWS_ENDPOINT_URL setting` };
+    return {
+      code: 'aws_unreachable',
+      message: `the AWS endpoint cannot be reached (${message}): check the network or proxy, the region, and any AWS_ENDPOINT_URL setting`,
+    };
   }
   return undefined;
 }
@@ -127,7 +138,10 @@ export class AwsSession {
         // Only a refusal that is about the stack is answered by naming another one.
         const unusable = unusableAws(error);
         if (unusable) throw new OperationError(`could not read stack ${this.stack}: ${unusable.message}`, unusable.code);
-        throw new OperationError(`could not read stack ${this.stack}: ${describeAwsError(error)} (name another with --stack or DMDOT_STACK)`, 'stack_unreadable');
+        throw new OperationError(
+          `could not read stack ${this.stack}: ${describeAwsError(error)} (name another with --stack or DMDOT_STACK)`,
+          'stack_unreadable',
+        );
       }
       const outputs: Record<string, string> = {};
       for (const output of result.Stacks?.[0]?.Outputs ?? []) if (output.OutputKey && output.OutputValue) outputs[output.OutputKey] = output.OutputValue;
@@ -138,7 +152,11 @@ export class AwsSession {
   /** One stack output; `instead` names the flag that can stand in for it. */
   async output(name: OutputName, instead?: string): Promise<string> {
     const value = (await this.outputs())[name];
-    if (!value) throw new OperationError(`stack ${this.stack} has no output ${name}${instead ? `; pass ${instead} instead` : ' (deploy the current version of the stack)'}`, 'missing_output');
+    if (!value)
+      throw new OperationError(
+        `stack ${this.stack} has no output ${name}${instead ? `; pass ${instead} instead` : ' (deploy the current version of the stack)'}`,
+        'missing_output',
+      );
     return value;
   }
 

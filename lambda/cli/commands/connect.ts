@@ -22,7 +22,17 @@ import { statusWithoutServer, withLocalOperator, type KeySource, type LocalStatu
 import { LOOPBACK_HOSTNAMES } from '../../core/loopback';
 import { reachable } from '../local/server';
 import { configuredBase, keyFileOf, readKeyFile } from '../local/target';
-import { DOT_INSTRUCTIONS, KEY_HEADER, PROFILE_NAME, profileText, referenceText, TUNNEL_ID, tunnelFiles, writeProfile, type KeyReference } from '../local/tunnel';
+import {
+  DOT_INSTRUCTIONS,
+  KEY_HEADER,
+  PROFILE_NAME,
+  profileText,
+  referenceText,
+  TUNNEL_ID,
+  tunnelFiles,
+  writeProfile,
+  type KeyReference,
+} from '../local/tunnel';
 import { UsageError } from '../errors';
 
 export const KEY_PLACEHOLDER = '<KEY>';
@@ -33,7 +43,7 @@ export const command = defineCommand({
     summary: 'the connector URL for ChatGPT and the pup manifest URL',
     description:
       "The URL to paste into a ChatGPT connector, <mcp url>?key=<KEY>, and pup's manifest URL. The key is left out unless --show-key is given. " +
-      'Locally ChatGPT and pup reach the server only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS: with one there, the URL is https://<that host>/mcp; without, the running server\'s own (else HOST/PORT). ' +
+      "Locally ChatGPT and pup reach the server only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS: with one there, the URL is https://<that host>/mcp; without, the running server's own (else HOST/PORT). " +
       "With --aws it is the stack's McpEndpoint, and --show-key reads the key from Secrets Manager (ApiKeySecretArn). " +
       "With --tunnel TUNNEL_ID it writes a profile for OpenAI's tunnel-client instead (ChatGPT reaches this machine through it, no public address needed): " +
       'the URL of this server and the key by a file: reference to the key file, never the key; it prints where it wrote it and what to run. ' +
@@ -58,7 +68,8 @@ export const command = defineCommand({
     if (values.tunnel !== undefined) {
       if (values.aws) throw new UsageError('--tunnel is for the local server: ChatGPT reaches a stack on AWS at its own URL (dm-dot connect --aws)');
       if (values['show-key']) throw new UsageError('--tunnel takes no --show-key: the profile names the key file, and tunnel-client reads the key from it');
-      if (!TUNNEL_ID.test(values.tunnel)) throw new UsageError('--tunnel must be a tunnel id: tunnel_ and 32 lowercase hexadecimal digits, as OpenAI\'s Tunnels page shows it');
+      if (!TUNNEL_ID.test(values.tunnel))
+        throw new UsageError("--tunnel must be a tunnel id: tunnel_ and 32 lowercase hexadecimal digits, as OpenAI's Tunnels page shows it");
       return connectTunnel(ctx, values.tunnel);
     }
     if (wantsAws(values)) return connectAws(ctx, values, !!values['show-key']);
@@ -113,11 +124,9 @@ function dotLines(): string[] {
 }
 
 function text(doc: ConnectDoc, notes: string[]): string {
-  const lines = [
-    'Connector URL (paste it into ChatGPT as the MCP server URL of a new connector, no authentication):',
-    `  ${doc.connectorUrl}`,
-  ];
-  if (!doc.keyShown) lines.push(`  ${KEY_PLACEHOLDER} is ${whereKeyIs(doc.key)}; dm-dot connect${doc.mode === 'aws' ? ' --aws' : ''} --show-key prints the URL with it.`);
+  const lines = ['Connector URL (paste it into ChatGPT as the MCP server URL of a new connector, no authentication):', `  ${doc.connectorUrl}`];
+  if (!doc.keyShown)
+    lines.push(`  ${KEY_PLACEHOLDER} is ${whereKeyIs(doc.key)}; dm-dot connect${doc.mode === 'aws' ? ' --aws' : ''} --show-key prints the URL with it.`);
   lines.push('pup manifest URL:', `  ${doc.pupManifestUrl}${doc.pupConfigured === false ? '   (pup is not configured: no signing secrets yet)' : ''}`);
   return `${[...lines, ...notes, ...dotLines()].join('\n')}\n`;
 }
@@ -141,7 +150,11 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
   if (showKey) {
     if (status.apiKey.from === 'MCP_API_KEY') {
       key = settings.apiKey;
-      if (!key) throw new OperationError('the server takes its key from MCP_API_KEY, which this environment does not have: the key is the value you gave it there', 'key_from_environment');
+      if (!key)
+        throw new OperationError(
+          'the server takes its key from MCP_API_KEY, which this environment does not have: the key is the value you gave it there',
+          'key_from_environment',
+        );
     } else {
       key = (await readKeyFile(status.stateDir)).key;
       if (!key) throw new OperationError(`there is no key yet: npm start generates one into ${status.apiKey.file}`, 'no_key');
@@ -233,7 +246,8 @@ async function connectTunnel(ctx: Context, tunnelId: string): Promise<number> {
     whenNothing: (stateDir) => statusWithoutServer(settings, stateDir),
   });
   const origin = status.server.running ? displayBase(status.server.url) : configuredBase(settings);
-  if (/:0$/.test(origin)) throw new OperationError('PORT=0 picks another port at every start, so no profile can name it: give the server a fixed PORT', 'no_fixed_port');
+  if (/:0$/.test(origin))
+    throw new OperationError('PORT=0 picks another port at every start, so no profile can name it: give the server a fixed PORT', 'no_fixed_port');
   const mcpUrl = `${origin}/mcp`;
   const key: KeyReference = status.apiKey.from === 'MCP_API_KEY' ? { env: 'MCP_API_KEY' } : { file: await keyFileOf(status.stateDir) };
   const files = tunnelFiles(ctx.io.env);
@@ -254,7 +268,7 @@ async function connectTunnel(ctx: Context, tunnelId: string): Promise<number> {
   ctx.result(doc, () =>
     [
       `${replaced ? 'Replaced' : 'Wrote'} the tunnel-client profile ${files.profile} (profile name ${PROFILE_NAME}):`,
-      `  tunnel ${tunnelId} -> ${mcpUrl}, with the API key as ${KEY_HEADER} read from ${'file' in key ? key.file : 'MCP_API_KEY in tunnel-client\'s environment'} (never written into the profile).`,
+      `  tunnel ${tunnelId} -> ${mcpUrl}, with the API key as ${KEY_HEADER} read from ${'file' in key ? key.file : "MCP_API_KEY in tunnel-client's environment"} (never written into the profile).`,
       ...(status.server.running ? [] : [`The server is not running: start it with npm start (the profile expects it on ${origin}).`]),
       'Next:',
       `  1. Put OpenAI's runtime API key (Tunnels: Read + Use) into ${files.runtimeKey}, one line, mode 0600.`,

@@ -54,10 +54,26 @@ export const command = defineCommand({
       'Messages go to stdout, everything else to stderr.',
     options: {
       port: { type: 'string', value: 'N', description: `receiver port on 127.0.0.1 (default ${DEFAULT_PORT}; 0 picks a free one)` },
-      status: { type: 'string', value: 'N', description: 'answer deliveries with HTTP status N (default 200): 500 to watch retries, 400 for a permanent failure, 410 to end the subscription' },
-      delay: { type: 'string', value: 'MS', description: 'wait MS milliseconds before answering (0..60000); past the server\'s 5 s deadline the server hangs up first and retries' },
-      ttl: { type: 'string', value: 'MS', description: `ask for this subscription lifetime (${Limits.ttlMinMs}..${Limits.ttlMaxMs}; default: the server's, 7 days)` },
-      check: { type: 'string', value: 'MS', description: `check that the subscription still stands every MS milliseconds (1000..3600000; default ${DEFAULT_CHECK_MS})` },
+      status: {
+        type: 'string',
+        value: 'N',
+        description: 'answer deliveries with HTTP status N (default 200): 500 to watch retries, 400 for a permanent failure, 410 to end the subscription',
+      },
+      delay: {
+        type: 'string',
+        value: 'MS',
+        description: "wait MS milliseconds before answering (0..60000); past the server's 5 s deadline the server hangs up first and retries",
+      },
+      ttl: {
+        type: 'string',
+        value: 'MS',
+        description: `ask for this subscription lifetime (${Limits.ttlMinMs}..${Limits.ttlMaxMs}; default: the server's, 7 days)`,
+      },
+      check: {
+        type: 'string',
+        value: 'MS',
+        description: `check that the subscription still stands every MS milliseconds (1000..3600000; default ${DEFAULT_CHECK_MS})`,
+      },
       ...TARGET_OPTIONS,
     },
     json:
@@ -160,7 +176,11 @@ class Dot {
     const server = createServer((req, res) => void this.receive(req, res).catch(() => res.destroy()));
     await new Promise<void>((done, fail) => {
       server.once('error', (error: NodeJS.ErrnoException) =>
-        fail(error.code === 'EADDRINUSE' ? new OperationError(`port ${this.options.port} on 127.0.0.1 is in use: pass --port N (0 picks a free one)`, 'port_in_use') : error),
+        fail(
+          error.code === 'EADDRINUSE'
+            ? new OperationError(`port ${this.options.port} on 127.0.0.1 is in use: pass --port N (0 picks a free one)`, 'port_in_use')
+            : error,
+        ),
       );
       server.listen(this.options.port, '127.0.0.1', () => done());
     });
@@ -173,9 +193,15 @@ class Dot {
     try {
       const granted = await this.ctx.progress('subscribing (the server challenges this receiver first)', this.subscribe());
       this.granted(granted);
-      this.say(`subscribed ${granted.id} for ${this.callbackUrl}${granted.deliveryStatus ? ' (it took over the live subscription an earlier dm-dot dot left on this URL)' : ''}`);
-      this.say(`the subscription expires at ${shortTime(granted.refreshBefore)} (${relative(granted.refreshBefore)}) unless refreshed; this dot refreshes it at ${shortTime(new Date(this.refreshAt).toISOString())}`);
-      this.say(`it checks the subscription every ${formatMs(this.options.checkMs)}: a subscription clear, a key rotation or another dot taking over is noticed within that`);
+      this.say(
+        `subscribed ${granted.id} for ${this.callbackUrl}${granted.deliveryStatus ? ' (it took over the live subscription an earlier dm-dot dot left on this URL)' : ''}`,
+      );
+      this.say(
+        `the subscription expires at ${shortTime(granted.refreshBefore)} (${relative(granted.refreshBefore)}) unless refreshed; this dot refreshes it at ${shortTime(new Date(this.refreshAt).toISOString())}`,
+      );
+      this.say(
+        `it checks the subscription every ${formatMs(this.options.checkMs)}: a subscription clear, a key rotation or another dot taking over is noticed within that`,
+      );
       this.say('waiting for messages; type a line to send it as a message; Ctrl-C unsubscribes and stops');
       this.checkTimer = setInterval(() => void this.check(), this.options.checkMs);
     } catch (error) {
@@ -201,7 +227,9 @@ class Dot {
         await this.rpcCall(Methods.eventsUnsubscribe, { name: EVENT_NAME, arguments: {}, delivery: { mode: 'webhook', url: this.callbackUrl } });
         unsubscribed = true;
       } catch (error) {
-        this.say(`could not unsubscribe (${this.ctx.scrub((error as Error).message)}); the subscription expires by itself at ${shortTime(new Date(this.expiresAt).toISOString())}, or end it with dm-dot subscription clear`);
+        this.say(
+          `could not unsubscribe (${this.ctx.scrub((error as Error).message)}); the subscription expires by itself at ${shortTime(new Date(this.expiresAt).toISOString())}, or end it with dm-dot subscription clear`,
+        );
       }
     }
     if (end.reason === 'interrupted') {
@@ -217,7 +245,12 @@ class Dot {
     await close();
     if (this.ctx.json) {
       this.ctx.printJson({
-        subscription: { id: this.subscriptionId, callbackUrl: this.callbackUrl, expiresAt: new Date(this.expiresAt).toISOString(), refreshAt: new Date(this.refreshAt).toISOString() },
+        subscription: {
+          id: this.subscriptionId,
+          callbackUrl: this.callbackUrl,
+          expiresAt: new Date(this.expiresAt).toISOString(),
+          refreshAt: new Date(this.refreshAt).toISOString(),
+        },
         ended: { reason: end.reason, message: end.message },
         unsubscribed,
         received: this.received,
@@ -318,10 +351,15 @@ class Dot {
       this.others.push({ secret: fresh, until: Date.now() + Limits.rotationOverlapMs + Budgets.dotSecretGraceMs });
       const left = this.expiresAt - Date.now();
       if (left <= 0) {
-        return this.end('expired', `the subscription expired at ${shortTime(new Date(this.expiresAt).toISOString())}: every refresh failed (last: ${this.ctx.scrub((error as Error).message)}). Run dm-dot dot again`);
+        return this.end(
+          'expired',
+          `the subscription expired at ${shortTime(new Date(this.expiresAt).toISOString())}: every refresh failed (last: ${this.ctx.scrub((error as Error).message)}). Run dm-dot dot again`,
+        );
       }
       const retryIn = Math.min(Budgets.dotRefreshRetryMaxMs, Math.max(1000, left / 2));
-      this.say(`refresh failed (${this.ctx.scrub((error as Error).message)}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ${shortTime(new Date(this.expiresAt).toISOString())}`);
+      this.say(
+        `refresh failed (${this.ctx.scrub((error as Error).message)}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ${shortTime(new Date(this.expiresAt).toISOString())}`,
+      );
       return this.scheduleRefresh(retryIn);
     }
     this.others.push({ secret: old, until: Date.now() + Limits.rotationOverlapMs + Budgets.dotSecretGraceMs });
@@ -337,7 +375,9 @@ class Dot {
       );
     }
     this.granted(granted);
-    this.say(`refreshed ${granted.id}: it now expires at ${shortTime(granted.refreshBefore)}; next refresh at ${shortTime(new Date(this.refreshAt).toISOString())}`);
+    this.say(
+      `refreshed ${granted.id}: it now expires at ${shortTime(granted.refreshBefore)}; next refresh at ${shortTime(new Date(this.refreshAt).toISOString())}`,
+    );
   }
 
   private async pumpStdin(): Promise<void> {
@@ -419,7 +459,9 @@ class Dot {
     const accepted = status >= 200 && status < 300;
     if (accepted) this.acknowledged.add(id);
     this.received.push({ eventId: id, message, latencyMs, attempt, answered: status, hungUp: false });
-    const line = accepted ? `${id}  ${latencyMs ?? '?'} ms  ${attempt > 1 ? `(attempt ${attempt})  ` : ''}${message}` : `${id}  answered ${status} (attempt ${attempt})`;
+    const line = accepted
+      ? `${id}  ${latencyMs ?? '?'} ms  ${attempt > 1 ? `(attempt ${attempt})  ` : ''}${message}`
+      : `${id}  answered ${status} (attempt ${attempt})`;
     if (this.ctx.json) this.say(`received ${line}`);
     else this.ctx.print(`${line}\n`);
     reply(status);

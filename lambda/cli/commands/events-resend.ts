@@ -40,7 +40,10 @@ export const command = defineCommand({
         if (ctx.json) ctx.printJson(result);
         throw new OperationError(`not resent: ${WHY[result.why](eventId)}`, result.why);
       }
-      ctx.result(result, `Resent ${eventId} to subscription ${result.subscriptionId}: a new round of the retry schedule, same id and bytes (dm-dot events show ${eventId} follows it).\n`);
+      ctx.result(
+        result,
+        `Resent ${eventId} to subscription ${result.subscriptionId}: a new round of the retry schedule, same id and bytes (dm-dot events show ${eventId} follows it).\n`,
+      );
       return 0;
     });
   },

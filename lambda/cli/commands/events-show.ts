@@ -51,7 +51,12 @@ export function describe(event: EventDetail): string {
     ['status', event.status],
     ['sender', event.sender ?? '-'],
     // A resend or redrive starts a new round of the schedule: the count is this round's, the log holds every round.
-    ['attempts', event.log.some((e) => e.kind === 'note' && (e.note === 'resent' || e.note === 'redriven')) ? `${event.attempts} in this round (the log below lists every round)` : String(event.attempts)],
+    [
+      'attempts',
+      event.log.some((e) => e.kind === 'note' && (e.note === 'resent' || e.note === 'redriven'))
+        ? `${event.attempts} in this round (the log below lists every round)`
+        : String(event.attempts),
+    ],
     ['last error', event.lastError ?? '-'],
     ['last HTTP status', event.lastHttpStatus === null ? '-' : String(event.lastHttpStatus)],
     ['created', shortTime(event.createdAt)],

@@ -15,7 +15,7 @@ export const command = defineCommand({
     description:
       'Event id, status, attempts, last error category, created and delivered times, sender, and READ: when the dot acknowledged it (the inbox). ' +
       'Locally it asks the running server (npm start) or, when none runs, reads its database in the state directory ' +
-      '(DMDOT_STATE_DIR, default .dm-dot in the project). With --aws it reads the stack\'s table (a paged Scan).',
+      "(DMDOT_STATE_DIR, default .dm-dot in the project). With --aws it reads the stack's table (a paged Scan).",
     options: {
       last: { type: 'string', value: 'N', description: 'show the N newest events (default 20, 1..10000)' },
       status: { type: 'string', value: 'S', description: `only events in status S: ${EVENT_STATUSES.join(', ')}` },
@@ -40,5 +40,14 @@ export const command = defineCommand({
 });
 
 function row(e: EventView): string[] {
-  return [e.eventId, e.status, String(e.attempts), e.lastError ?? '-', shortTime(e.createdAt), shortTime(e.deliveredAt), e.sender ?? '-', shortTime(e.acknowledgedAt)];
+  return [
+    e.eventId,
+    e.status,
+    String(e.attempts),
+    e.lastError ?? '-',
+    shortTime(e.createdAt),
+    shortTime(e.deliveredAt),
+    e.sender ?? '-',
+    shortTime(e.acknowledgedAt),
+  ];
 }

@@ -42,6 +42,7 @@ export const GROUPS: Readonly<Record<string, Group>> = {
   senders: { default: 'senders list', actions: ['add', 'list', 'revoke'] },
   service: {
     actions: ['install', 'uninstall', 'status'],
-    summary: "Keeps the local server (and OpenAI's tunnel-client, when a profile exists) running under the user's service manager: systemd on Linux, launchd on macOS.",
+    summary:
+      "Keeps the local server (and OpenAI's tunnel-client, when a profile exists) running under the user's service manager: systemd on Linux, launchd on macOS.",
   },
 };

@@ -44,13 +44,13 @@ export function nextSteps(mode: 'local' | 'aws', immediate: boolean, until: stri
     return [
       `The old key keeps working until ${until} (the overlap), then it stops.`,
       `Update the dot's connector URL in ChatGPT before then (${connect} prints the new one; --show-key puts the key in), and anything that sends with the connector key (POST /v1/messages, dm-dot send --key).`,
-      'The subscription id does not change (it is the deployment\'s, not the key\'s): the dot keeps its subscription and keeps receiving.',
+      "The subscription id does not change (it is the deployment's, not the key's): the dot keeps its subscription and keeps receiving.",
     ];
   }
   return [
     immediate ? 'The old key stopped working at once.' : 'The old key stops working when the server next starts.',
     `The dot's connector URL in ChatGPT holds the old key: its next MCP call (its subscription refresh) gets 401. Reconnect it with the new URL (${connect} prints it; --show-key puts the key in).`,
-    'The subscription id does not change (it is the deployment\'s, not the key\'s); anything that sends with the old key (POST /v1/messages, dm-dot send --key) needs the new one. --overlap DURATION keeps the old key working meanwhile.',
+    "The subscription id does not change (it is the deployment's, not the key's); anything that sends with the old key (POST /v1/messages, dm-dot send --key) needs the new one. --overlap DURATION keeps the old key working meanwhile.",
   ];
 }
 
@@ -58,7 +58,8 @@ export function nextSteps(mode: 'local' | 'aws', immediate: boolean, until: stri
 export function overlapOf(value: string | undefined): number {
   if (value === undefined) return 0;
   const ms = parseDuration(value);
-  if (ms === undefined || ms > AccessLimits.maxOverlapMs) throw new UsageError(`--overlap must be a duration such as 1h, 30m or 90s, at most 7d, got "${value.slice(0, 40)}"`);
+  if (ms === undefined || ms > AccessLimits.maxOverlapMs)
+    throw new UsageError(`--overlap must be a duration such as 1h, 30m or 90s, at most 7d, got "${value.slice(0, 40)}"`);
   return ms;
 }
 
@@ -72,7 +73,11 @@ export const command = defineCommand({
       "With --aws: a new value in the stack's API key secret, then the MCP function's execution environments are recycled so that they read it. " +
       'Asks for confirmation on a terminal; without one, pass --yes.',
     options: {
-      overlap: { type: 'string', value: 'DURATION', description: 'keep the previous key working this long (1h, 30m, 90s; at most 7d); default: it stops at once' },
+      overlap: {
+        type: 'string',
+        value: 'DURATION',
+        description: 'keep the previous key working this long (1h, 30m, 90s; at most 7d); default: it stops at once',
+      },
       ...YES_OPTION,
       ...SHOW_KEY_OPTION,
       ...AWS_STACK_OPTIONS,
@@ -146,7 +151,10 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
     const { access } = await storeOf(session);
     overlapUntil = (await ctx.progress('recording the rotation in the table', recordRotation(access, previous, key, overlapMs, started))).previousKeyUntil;
   } catch (error) {
-    throw new OperationError(`could not record the rotation in the table: ${describeAwsError(error)}; nothing was changed, the old key still works`, 'table_unwritable');
+    throw new OperationError(
+      `could not record the rotation in the table: ${describeAwsError(error)}; nothing was changed, the old key still works`,
+      'table_unwritable',
+    );
   }
   try {
     await ctx.progress('writing the new key into Secrets Manager', secrets.send(new PutSecretValueCommand({ SecretId: secretArn, SecretString: key })));
@@ -158,7 +166,10 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
     const current = (await lambda.send(new GetFunctionConfigurationCommand({ FunctionName: functionName }))) as { Description?: string };
     const base = (current.Description ?? '').replace(/ \(API key rotated [^)]*\)$/, '');
     const description = `${base} (API key rotated ${new Date().toISOString()})`.trim().slice(-256);
-    await ctx.progress('recycling the MCP function', lambda.send(new UpdateFunctionConfigurationCommand({ FunctionName: functionName, Description: description })));
+    await ctx.progress(
+      'recycling the MCP function',
+      lambda.send(new UpdateFunctionConfigurationCommand({ FunctionName: functionName, Description: description })),
+    );
   } catch (error) {
     throw new OperationError(
       `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${describeAwsError(error)}): its warm environments accept the old key until they are replaced. ` +

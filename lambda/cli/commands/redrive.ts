@@ -40,8 +40,7 @@ export const command = defineCommand({
       'With --aws: an SQS message move task from the dead-letter queue to the delivery queue, waited for until it ends (Ctrl-C stops waiting; the task goes on). ' +
       'One event alone: dm-dot events resend evt_….',
     options: { ...AWS_STACK_OPTIONS, ...QUEUE_OPTIONS, ...DLQ_OPTIONS },
-    json:
-      'locally {"moved": N, "via": "server" | "database", "subscriptionId": "sub_…" | null, "endedSubscription": [evt_…, ...] (queued for a subscription that has ended: dropped, not sent)}; with --aws {"moved": N, "toMove": N | null, "status": "COMPLETED" | "FAILED" | "CANCELLED" | "NOTHING_TO_MOVE", "failureReason": string | null}.',
+    json: 'locally {"moved": N, "via": "server" | "database", "subscriptionId": "sub_…" | null, "endedSubscription": [evt_…, ...] (queued for a subscription that has ended: dropped, not sent)}; with --aws {"moved": N, "toMove": N | null, "status": "COMPLETED" | "FAILED" | "CANCELLED" | "NOTHING_TO_MOVE", "failureReason": string | null}.',
   },
   async run(ctx, { values }) {
     if (wantsAws(values)) {
@@ -53,14 +52,20 @@ export const command = defineCommand({
         }
         if (result.status !== 'COMPLETED') {
           if (ctx.json) ctx.printJson(result);
-          throw new OperationError(`the move task ended ${result.status}${result.failureReason ? `: ${result.failureReason}` : ''} after moving ${plural(result.moved, 'message')}`, 'move_failed');
+          throw new OperationError(
+            `the move task ended ${result.status}${result.failureReason ? `: ${result.failureReason}` : ''} after moving ${plural(result.moved, 'message')}`,
+            'move_failed',
+          );
         }
         ctx.result(result, `Moved ${plural(result.moved, 'message')} from the dead-letter queue back to the delivery queue.\n`);
         return 0;
       });
     }
     return withLocalOperator(ctx, async (op) => {
-      const [failed, subscription] = await ctx.progress(`reading the dead letters' events from ${op.where}`, Promise.all([op.listEvents(EventStatus.failed), op.showSubscription()]));
+      const [failed, subscription] = await ctx.progress(
+        `reading the dead letters' events from ${op.where}`,
+        Promise.all([op.listEvents(EventStatus.failed), op.showSubscription()]),
+      );
       const moved = await ctx.progress(`redriving through ${op.where}`, op.redrive());
       const ended = moved === 0 ? [] : endedSubscription(failed, subscription);
       ctx.result({ moved, via: op.via, subscriptionId: subscription?.id ?? null, endedSubscription: ended }, () => {

@@ -12,7 +12,10 @@ import { withSenders } from '../senders';
 import { AccessLimits } from '../../core/protocol';
 import { newSenderNameProblem, senderNameProblem } from '../../core/access';
 
-export const SENDER_NAME_ARGUMENT = { name: 'NAME', description: 'the sender: 1 to 32 lower-case letters, digits and dashes (it is part of the key and of every event it sends)' } as const;
+export const SENDER_NAME_ARGUMENT = {
+  name: 'NAME',
+  description: 'the sender: 1 to 32 lower-case letters, digits and dashes (it is part of the key and of every event it sends)',
+} as const;
 
 export function senderNameOf(word: string | undefined): string {
   const name = word ?? '';
@@ -50,7 +53,9 @@ export const command = defineCommand({
       ctx.keepSecret(result.key);
       ctx.reveal(
         `Added sender ${name}${rate === null ? '' : ` (at most ${rate} messages per minute)`}. Its key, shown this once:\n${result.key}\n` +
-          'It sends with Authorization: Bearer KEY (or ?key=KEY) to /mcp (send_to_dot) or POST /v1/messages; dm-dot senders revoke ' + name + ' stops it.\n',
+          'It sends with Authorization: Bearer KEY (or ?key=KEY) to /mcp (send_to_dot) or POST /v1/messages; dm-dot senders revoke ' +
+          name +
+          ' stops it.\n',
         { name, key: result.key, rate },
         'this prints the new sender key',
       );

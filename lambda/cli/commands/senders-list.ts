@@ -23,7 +23,13 @@ export const command = defineCommand({
           ? `No senders (${where}); dm-dot senders add NAME makes one.\n`
           : table(
               ['NAME', 'RATE', 'CREATED', 'LAST USED', 'REVOKED'],
-              list.map((s) => [s.name, s.rate === null ? '-' : `${s.rate}/min`, shortTime(s.createdAt), shortTime(s.lastUsedAt), s.revokedAt ? shortTime(s.revokedAt) : 'no']),
+              list.map((s) => [
+                s.name,
+                s.rate === null ? '-' : `${s.rate}/min`,
+                shortTime(s.createdAt),
+                shortTime(s.lastUsedAt),
+                s.revokedAt ? shortTime(s.revokedAt) : 'no',
+              ]),
             ),
       );
       return 0;

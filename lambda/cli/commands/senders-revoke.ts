@@ -28,7 +28,10 @@ export const command = defineCommand({
       const result = await ctx.progress(`revoking sender ${name}`, senders.revoke(name));
       if (!result.revoked) {
         if (ctx.json) ctx.printJson(result);
-        throw new OperationError(result.why === 'already_revoked' ? `sender ${name} is revoked already` : `no sender named ${name} (${where})`, result.why ?? 'not_found');
+        throw new OperationError(
+          result.why === 'already_revoked' ? `sender ${name} is revoked already` : `no sender named ${name} (${where})`,
+          result.why ?? 'not_found',
+        );
       }
       ctx.result(result, `Revoked sender ${name}: its key gets 401 from now on.\n`);
       return 0;

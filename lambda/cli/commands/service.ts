@@ -96,7 +96,8 @@ export const install = defineCommand({
     const platform = platformOf(values.platform);
     const dryRun = !!values['dry-run'];
     const settings = ctx.settings.local();
-    if (settings.port === 0) throw new OperationError('PORT=0 picks another port at every start: give the service a fixed PORT (the default is 8787)', 'no_fixed_port');
+    if (settings.port === 0)
+      throw new OperationError('PORT=0 picks another port at every start: give the service a fixed PORT (the default is 8787)', 'no_fixed_port');
     const home = homeOf(ctx);
     const notes: string[] = [];
     const bundle = serverBundle(ctx.projectRoot);
@@ -106,7 +107,9 @@ export const install = defineCommand({
     }
     const secrets = SECRET_SETTINGS.filter((name) => ctx.io.env[name]);
     if (secrets.length) {
-      notes.push(`${secrets.join(' and ')} ${secrets.length > 1 ? 'are' : 'is'} not written into the unit (a secret): put ${secrets.length > 1 ? 'them' : 'it'} in ${join(settings.stateDir, SERVICE_ENV_FILE)} (NAME=value lines, mode 0600) if the service needs ${secrets.length > 1 ? 'them' : 'it'}.`);
+      notes.push(
+        `${secrets.join(' and ')} ${secrets.length > 1 ? 'are' : 'is'} not written into the unit (a secret): put ${secrets.length > 1 ? 'them' : 'it'} in ${join(settings.stateDir, SERVICE_ENV_FILE)} (NAME=value lines, mode 0600) if the service needs ${secrets.length > 1 ? 'them' : 'it'}.`,
+      );
     }
     const files = tunnelFiles(ctx.io.env);
     const profile = readProfile(files.profile);
@@ -114,14 +117,26 @@ export const install = defineCommand({
     if (profile) {
       const binary = values['tunnel-client'] ?? onPath(ctx, 'tunnel-client');
       if (!binary) {
-        if (!dryRun) throw new OperationError(`tunnel-client is not on PATH: install it (docs/chatgpt.md) or pass --tunnel-client PATH; the profile ${files.profile} waits for it`, 'no_tunnel_client');
+        if (!dryRun)
+          throw new OperationError(
+            `tunnel-client is not on PATH: install it (docs/chatgpt.md) or pass --tunnel-client PATH; the profile ${files.profile} waits for it`,
+            'no_tunnel_client',
+          );
         notes.push('tunnel-client is not on PATH: install it (docs/chatgpt.md) or pass --tunnel-client PATH.');
       }
       tunnel = { binary: binary ?? 'tunnel-client', profile: files.profile, tunnelId: profile.tunnelId };
     } else {
       notes.push(`No tunnel-client profile at ${files.profile}: only the server runs (dm-dot connect --tunnel TUNNEL_ID writes one; install again after).`);
     }
-    const plan = { platform, home, node: process.execPath, projectRoot: ctx.projectRoot, stateDir: settings.stateDir, settings: { ...carriedSettings(ctx.io.env), DMDOT_STATE_DIR: settings.stateDir }, ...(tunnel ? { tunnel } : {}) };
+    const plan = {
+      platform,
+      home,
+      node: process.execPath,
+      projectRoot: ctx.projectRoot,
+      stateDir: settings.stateDir,
+      settings: { ...carriedSettings(ctx.io.env), DMDOT_STATE_DIR: settings.stateDir },
+      ...(tunnel ? { tunnel } : {}),
+    };
     const units = unitsOf(plan);
     const commands = startCommands(platform, units, uid());
     if (platform === 'linux') notes.push('A user unit stops when you log out unless lingering is on: loginctl enable-linger');
@@ -129,7 +144,11 @@ export const install = defineCommand({
 
     if (!dryRun) {
       const running = await findServer(settings.stateDir);
-      if (running) throw new OperationError(`a server (pid ${running.pid}) already owns ${settings.stateDir}: stop it (Ctrl-C where npm start runs), then install`, 'state_dir_in_use');
+      if (running)
+        throw new OperationError(
+          `a server (pid ${running.pid}) already owns ${settings.stateDir}: stop it (Ctrl-C where npm start runs), then install`,
+          'state_dir_in_use',
+        );
       if (platform === 'macos') await mkdir(logDir(home), { recursive: true });
       for (const unit of units) {
         await mkdir(dirname(unit.file), { recursive: true });
@@ -137,7 +156,11 @@ export const install = defineCommand({
       }
       for (const argv of commands) {
         const result = await run(argv);
-        if (result.code !== 0) throw new OperationError(`${commandText(argv)} failed (exit ${result.code}): ${result.out.split('\n')[0] ?? ''}; the units are written, dm-dot service uninstall removes them`, 'service_manager_failed');
+        if (result.code !== 0)
+          throw new OperationError(
+            `${commandText(argv)} failed (exit ${result.code}): ${result.out.split('\n')[0] ?? ''}; the units are written, dm-dot service uninstall removes them`,
+            'service_manager_failed',
+          );
       }
     }
     ctx.result(doc, () => text(doc, dryRun));
@@ -148,9 +171,21 @@ export const install = defineCommand({
 function text(doc: { units: Unit[]; commands: string[]; logs: string; notes: string[] }, dryRun: boolean): string {
   const lines: string[] = [];
   for (const unit of doc.units) {
-    lines.push(`${dryRun ? 'Would write' : 'Wrote'} ${unit.file}:`, ...unit.text.trimEnd().split('\n').map((l) => `  ${l}`), '');
+    lines.push(
+      `${dryRun ? 'Would write' : 'Wrote'} ${unit.file}:`,
+      ...unit.text
+        .trimEnd()
+        .split('\n')
+        .map((l) => `  ${l}`),
+      '',
+    );
   }
-  lines.push(`${dryRun ? 'Would run' : 'Ran'}:`, ...doc.commands.map((c) => `  ${c}`), `Logs: ${doc.logs}`, 'dm-dot service status shows whether it runs; dm-dot status shows the server itself.');
+  lines.push(
+    `${dryRun ? 'Would run' : 'Ran'}:`,
+    ...doc.commands.map((c) => `  ${c}`),
+    `Logs: ${doc.logs}`,
+    'dm-dot service status shows whether it runs; dm-dot status shows the server itself.',
+  );
   lines.push(...doc.notes);
   return `${lines.join('\n')}\n`;
 }
@@ -159,7 +194,8 @@ export const uninstall = defineCommand({
   spec: {
     name: 'service uninstall',
     summary: 'stop the service and remove its units',
-    description: 'Stops the server unit (and the tunnel-client unit) and removes what service install wrote. The state directory is left as it is. --dry-run prints what it would do.',
+    description:
+      'Stops the server unit (and the tunnel-client unit) and removes what service install wrote. The state directory is left as it is. --dry-run prints what it would do.',
     options: { ...COMMON, 'dry-run': { type: 'boolean', description: 'print the commands and the files; stop and remove nothing' } },
     json: '{"platform", "dryRun": bool, "removed": [files], "commands": [..]}; nothing installed: removed is [].',
   },
@@ -215,10 +251,15 @@ export const status = defineCommand({
       }
       units.push({ name, file, installed, active, state });
     }
-    ctx.result({ platform, units }, () =>
-      `${units
-        .map((u) => `${u.name}: ${u.installed ? `installed (${u.file}), ${u.active ? 'running' : 'not running'}${u.state ? ` [${u.state}]` : ''}` : 'not installed'}`)
-        .join('\n')}\nLogs: ${logHint(platform, home, units[1]!.installed)}\n`,
+    ctx.result(
+      { platform, units },
+      () =>
+        `${units
+          .map(
+            (u) =>
+              `${u.name}: ${u.installed ? `installed (${u.file}), ${u.active ? 'running' : 'not running'}${u.state ? ` [${u.state}]` : ''}` : 'not installed'}`,
+          )
+          .join('\n')}\nLogs: ${logHint(platform, home, units[1]!.installed)}\n`,
     );
     return 0;
   },

@@ -75,10 +75,21 @@ export function describeLocal(status: LocalStatus): string {
     ['state directory', status.stateDir],
     ...(status.damage !== null ? [['damaged', status.damage] as [string, string]] : []),
     ['API key', key],
-    ['loopback callbacks', s.loopbackCallbacks ? 'on (dm-dot dot can subscribe)' : 'off (DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start lets dm-dot dot subscribe)'],
-    ['pup', s.pup ? `configured (${s.pup.secrets} signing secret${s.pup.secrets > 1 ? 's' : ''})` : 'not configured (no PUP_SIGNING_SECRETS: its POST routes answer 503)'],
-    ['events profile', `${s.eventsProfile ?? 'chatgpt'}${s.eventsProfile === 'sep-3415' ? ' (SEP-3415 codes -32023..-32027)' : ' (ChatGPT codes -32011..-32015; DMDOT_EVENTS_PROFILE=sep-3415 for SEP-3415)'}`],
-    ['allowed origins', s.allowedOrigins.join(', ') || 'none (requests with an Origin are refused, except the server\'s own)'],
+    [
+      'loopback callbacks',
+      s.loopbackCallbacks ? 'on (dm-dot dot can subscribe)' : 'off (DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start lets dm-dot dot subscribe)',
+    ],
+    [
+      'pup',
+      s.pup
+        ? `configured (${s.pup.secrets} signing secret${s.pup.secrets > 1 ? 's' : ''})`
+        : 'not configured (no PUP_SIGNING_SECRETS: its POST routes answer 503)',
+    ],
+    [
+      'events profile',
+      `${s.eventsProfile ?? 'chatgpt'}${s.eventsProfile === 'sep-3415' ? ' (SEP-3415 codes -32023..-32027)' : ' (ChatGPT codes -32011..-32015; DMDOT_EVENTS_PROFILE=sep-3415 for SEP-3415)'}`,
+    ],
+    ['allowed origins', s.allowedOrigins.join(', ') || "none (requests with an Origin are refused, except the server's own)"],
     ['allowed hosts', s.allowedHosts.length ? `the server's own addresses and ${s.allowedHosts.join(', ')}` : "the server's own addresses only"],
     ['subscription', describeSubscriptionLine(status.subscription)],
   ];
@@ -90,7 +101,10 @@ export function describeLocal(status: LocalStatus): string {
     // An event delivered inline keeps its (safety-net) job until the worker next looks at it and
     // finds it settled: jobs beyond the queued events are those, not deliveries still to come.
     const settled = status.events ? Math.max(0, status.jobs.queued - status.events.queued) : 0;
-    const waiting = settled > 0 ? `${status.jobs.queued} waiting (${settled} for events already settled: the worker clears ${settled > 1 ? 'those' : 'it'} within seconds)` : `${status.jobs.queued} waiting`;
+    const waiting =
+      settled > 0
+        ? `${status.jobs.queued} waiting (${settled} for events already settled: the worker clears ${settled > 1 ? 'those' : 'it'} within seconds)`
+        : `${status.jobs.queued} waiting`;
     rows.push(['delivery jobs', `${waiting}, ${status.jobs.deadLetters} dead-lettered${status.jobs.deadLetters ? ' (dm-dot redrive)' : ''}`]);
   }
   return fields(rows);
@@ -105,8 +119,16 @@ interface QueueDepth {
 async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string): Promise<QueueDepth | null> {
   if (!url) return null;
   try {
-    const a = await queueAttributes(await session.client('sqs'), url, ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed']);
-    return { visible: Number(a.ApproximateNumberOfMessages ?? 0), inFlight: Number(a.ApproximateNumberOfMessagesNotVisible ?? 0), delayed: Number(a.ApproximateNumberOfMessagesDelayed ?? 0) };
+    const a = await queueAttributes(await session.client('sqs'), url, [
+      'ApproximateNumberOfMessages',
+      'ApproximateNumberOfMessagesNotVisible',
+      'ApproximateNumberOfMessagesDelayed',
+    ]);
+    return {
+      visible: Number(a.ApproximateNumberOfMessages ?? 0),
+      inFlight: Number(a.ApproximateNumberOfMessagesNotVisible ?? 0),
+      delayed: Number(a.ApproximateNumberOfMessagesDelayed ?? 0),
+    };
   } catch (error) {
     problems.push(`${what}: ${(error as Error).message}`);
     return null;
@@ -169,7 +191,10 @@ async function profileOf(session: AwsSession, functionName: string | undefined):
 async function awsStatus(ctx: Context, session: AwsSession): Promise<number> {
   const outputs = await session.outputs();
   const problems: string[] = [];
-  const alarmNames = (outputs.AlarmNames ?? '').split(',').map((n) => n.trim()).filter(Boolean);
+  const alarmNames = (outputs.AlarmNames ?? '')
+    .split(',')
+    .map((n) => n.trim())
+    .filter(Boolean);
   if (!outputs.AlarmNames) problems.push(`stack ${session.stack} has no output AlarmNames (deploy the current version of the stack)`);
   const subscription = async (): Promise<SubscriptionView | null> => {
     if (!outputs.TableName) {
@@ -195,7 +220,17 @@ async function awsStatus(ctx: Context, session: AwsSession): Promise<number> {
       profileOf(session, outputs.McpFunctionName),
     ]),
   );
-  const doc = { mode: 'aws', stack: session.stack, region: session.region ?? null, outputs, alarms, queues: { delivery, deadLetter }, subscription: sub, eventsProfile, problems };
+  const doc = {
+    mode: 'aws',
+    stack: session.stack,
+    region: session.region ?? null,
+    outputs,
+    alarms,
+    queues: { delivery, deadLetter },
+    subscription: sub,
+    eventsProfile,
+    problems,
+  };
   ctx.result(doc, () => {
     const rows: [string, string][] = [
       ['stack', `${session.stack}${session.region ? ` (${session.region})` : ''}`],
@@ -212,4 +247,3 @@ async function awsStatus(ctx: Context, session: AwsSession): Promise<number> {
   if (problems.length) throw new OperationError(`could not look at everything: ${problems.join('; ')}`, 'partial');
   return 0;
 }
-

@@ -138,9 +138,15 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
       revoke: async (name) => (await admin.call<{ revoked: boolean; name: string }>('DELETE', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}`)).body,
     },
     async rotateKey(overlapMs = 0) {
-      const answer = await admin.call<{ rotated?: boolean; keyFile?: string; overlapUntil?: string | null }>('POST', `${AdminRoutes.key}${overlapMs > 0 ? `?overlapMs=${overlapMs}` : ''}`);
+      const answer = await admin.call<{ rotated?: boolean; keyFile?: string; overlapUntil?: string | null }>(
+        'POST',
+        `${AdminRoutes.key}${overlapMs > 0 ? `?overlapMs=${overlapMs}` : ''}`,
+      );
       if (answer.status === 409) throw new OperationError(KEY_FROM_ENV, 'key_from_environment');
-      return { keyFile: answer.body.keyFile ?? (await keyFileOf(stateDir)), ...(answer.body.overlapUntil !== undefined ? { overlapUntil: answer.body.overlapUntil } : {}) };
+      return {
+        keyFile: answer.body.keyFile ?? (await keyFileOf(stateDir)),
+        ...(answer.body.overlapUntil !== undefined ? { overlapUntil: answer.body.overlapUntil } : {}),
+      };
     },
   };
 }
@@ -167,7 +173,11 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
       const damage = (db.damage() ?? verified)?.message ?? null;
       const failed = reads.find((read) => read.status === 'rejected');
       if (failed && damage === null) throw failed.reason;
-      const [subscription, events, jobs] = reads.map((read) => (read.status === 'fulfilled' ? read.value : null)) as [SubscriptionView | null, Record<EventStatus, number> | null, { queued: number; deadLetters: number } | null];
+      const [subscription, events, jobs] = reads.map((read) => (read.status === 'fulfilled' ? read.value : null)) as [
+        SubscriptionView | null,
+        Record<EventStatus, number> | null,
+        { queued: number; deadLetters: number } | null,
+      ];
       return {
         server: { running: false },
         stateDir: db.stateDir,
@@ -232,7 +242,10 @@ export async function withLocalOperator<T>(ctx: Context, work: (op: LocalOperato
     const embedded = await import('../../adapters/embedded');
     if (!existsSync(join(stateDir, embedded.DATABASE_FILE))) {
       if (options.whenNothing) return options.whenNothing(stateDir);
-      throw new OperationError(`no database in ${stateDir} yet: start the server once with npm start (it creates one, importing an earlier layout if there is one), or point DMDOT_STATE_DIR at its state directory`, 'no_state');
+      throw new OperationError(
+        `no database in ${stateDir} yet: start the server once with npm start (it creates one, importing an earlier layout if there is one), or point DMDOT_STATE_DIR at its state directory`,
+        'no_state',
+      );
     }
     let db: Database;
     try {
@@ -241,7 +254,10 @@ export async function withLocalOperator<T>(ctx: Context, work: (op: LocalOperato
       if (error instanceof embedded.StateDirInUse) {
         // A server owns it after all: go through it (next round), unless it is the one that did not answer.
         if (error.owner.url !== undefined && error.owner.url === triedServer) {
-          throw new OperationError(`the server (pid ${error.owner.pid}, ${error.owner.url}) owns ${stateDir} but does not answer: stop it, or wait until it is up`, 'server_unreachable');
+          throw new OperationError(
+            `the server (pid ${error.owner.pid}, ${error.owner.url}) owns ${stateDir} but does not answer: stop it, or wait until it is up`,
+            'server_unreachable',
+          );
         }
         continue;
       }

@@ -54,7 +54,8 @@ export async function findServer(stateDir: string): Promise<RunningServer | unde
     }
     if (!owner) return undefined;
     if (owner.url) return { pid: owner.pid, url: owner.url, ...reachable(owner.url) };
-    if (Date.now() > deadline) throw new OperationError(`the server (pid ${owner.pid}) on ${stateDir} is still starting; try again in a moment`, 'server_starting');
+    if (Date.now() > deadline)
+      throw new OperationError(`the server (pid ${owner.pid}) on ${stateDir} is still starting; try again in a moment`, 'server_starting');
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -76,7 +77,10 @@ export class AdminClient {
     const { readAdminToken } = await import('../../adapters/state-files');
     const token = await readAdminToken(this.stateDir);
     if (!token) {
-      throw new OperationError(`a server runs on ${this.stateDir} (pid ${this.server.pid}) but its admin token (${this.stateDir}/admin-token) is not readable: run dm-dot as the user that runs the server`, 'no_admin_token');
+      throw new OperationError(
+        `a server runs on ${this.stateDir} (pid ${this.server.pid}) but its admin token (${this.stateDir}/admin-token) is not readable: run dm-dot as the user that runs the server`,
+        'no_admin_token',
+      );
     }
     this.ctx.keepSecret(token);
     return token;
@@ -104,14 +108,21 @@ export class AdminClient {
       } catch (error) {
         if (error instanceof Unreachable) throw new ServerGone(this.server.url);
         if (error instanceof TimedOut) throw new OperationError(`the server at ${this.server.url} did not answer in time`, 'timeout');
-        throw new OperationError(`the server at ${this.server.url} broke off the answer (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, 'unreachable');
+        throw new OperationError(
+          `the server at ${this.server.url} broke off the answer (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+          'unreachable',
+        );
       }
       const body = (jsonOf(answer) ?? {}) as AdminAnswer<T>['body'];
       if (answer.status === 401 && round === 0) {
         await new Promise((r) => setTimeout(r, 200));
         continue;
       }
-      if (answer.status === 401) throw new OperationError(`the server at ${this.server.url} refused the admin token (${this.stateDir}/admin-token); was it restarted as another user?`, 'unauthorized');
+      if (answer.status === 401)
+        throw new OperationError(
+          `the server at ${this.server.url} refused the admin token (${this.stateDir}/admin-token); was it restarted as another user?`,
+          'unauthorized',
+        );
       if (answer.status >= 200 && answer.status < 300) return { status: answer.status, body };
       if (answer.status === 404 && body.error?.code === 'not_found' && path.startsWith(`${AdminRoutes.events}/`)) return { status: 404, body };
       if (answer.status === 409) return { status: 409, body };

@@ -75,7 +75,12 @@ export function logDir(home: string): string {
 export function unitFiles(platform: Platform, home: string): { server: Unit['file']; tunnel: Unit['file']; serverName: string; tunnelName: string } {
   const dir = unitDir(platform, home);
   return platform === 'linux'
-    ? { server: join(dir, `${SERVER_UNIT}.service`), tunnel: join(dir, `${TUNNEL_UNIT}.service`), serverName: `${SERVER_UNIT}.service`, tunnelName: `${TUNNEL_UNIT}.service` }
+    ? {
+        server: join(dir, `${SERVER_UNIT}.service`),
+        tunnel: join(dir, `${TUNNEL_UNIT}.service`),
+        serverName: `${SERVER_UNIT}.service`,
+        tunnelName: `${TUNNEL_UNIT}.service`,
+      }
     : { server: join(dir, `${SERVER_LABEL}.plist`), tunnel: join(dir, `${TUNNEL_LABEL}.plist`), serverName: SERVER_LABEL, tunnelName: TUNNEL_LABEL };
 }
 
@@ -156,7 +161,12 @@ function plist(label: string, args: string[], env: Record<string, string>, worki
     '  </array>',
     `  <key>WorkingDirectory</key><string>${xml(workingDirectory)}</string>`,
     ...(Object.keys(env).length
-      ? ['  <key>EnvironmentVariables</key>', '  <dict>', ...Object.entries(env).map(([k, v]) => `    <key>${xml(k)}</key><string>${xml(v)}</string>`), '  </dict>']
+      ? [
+          '  <key>EnvironmentVariables</key>',
+          '  <dict>',
+          ...Object.entries(env).map(([k, v]) => `    <key>${xml(k)}</key><string>${xml(v)}</string>`),
+          '  </dict>',
+        ]
       : []),
     '  <key>RunAtLoad</key><true/>',
     // Restarted unless it exited 0 (a clean stop), at most every 5 s.
@@ -179,14 +189,26 @@ function launchdUnits(plan: ServicePlan): Unit[] {
     {
       name: files.serverName,
       file: files.server,
-      text: plist(SERVER_LABEL, withEnvFile([plan.node, serverBundle(plan.projectRoot)]), plan.settings, plan.projectRoot, join(logDir(plan.home), 'server.log')),
+      text: plist(
+        SERVER_LABEL,
+        withEnvFile([plan.node, serverBundle(plan.projectRoot)]),
+        plan.settings,
+        plan.projectRoot,
+        join(logDir(plan.home), 'server.log'),
+      ),
     },
   ];
   if (plan.tunnel) {
     units.push({
       name: files.tunnelName,
       file: files.tunnel,
-      text: plist(TUNNEL_LABEL, withEnvFile([plan.tunnel.binary, 'run', '--profile-file', plan.tunnel.profile]), {}, plan.home, join(logDir(plan.home), 'tunnel-client.log')),
+      text: plist(
+        TUNNEL_LABEL,
+        withEnvFile([plan.tunnel.binary, 'run', '--profile-file', plan.tunnel.profile]),
+        {},
+        plan.home,
+        join(logDir(plan.home), 'tunnel-client.log'),
+      ),
     });
   }
   return units;
@@ -198,7 +220,11 @@ export function unitsOf(plan: ServicePlan): Unit[] {
 
 /** The service manager's commands that start (or stop) the units, as argv lists. */
 export function startCommands(platform: Platform, units: readonly Unit[], uid: number): string[][] {
-  if (platform === 'linux') return [['systemctl', '--user', 'daemon-reload'], ['systemctl', '--user', 'enable', '--now', ...units.map((u) => u.name)]];
+  if (platform === 'linux')
+    return [
+      ['systemctl', '--user', 'daemon-reload'],
+      ['systemctl', '--user', 'enable', '--now', ...units.map((u) => u.name)],
+    ];
   return units.map((u) => ['launchctl', 'bootstrap', `gui/${uid}`, u.file]);
 }
 

@@ -40,7 +40,13 @@ interface RpcMessage {
 
 /** A JSON answer, or the first `data:` line of an SSE answer (legacy-era servers reply that way). */
 export function parseRpcAnswer(text: string): RpcMessage | undefined {
-  const candidates = [text, ...text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5))];
+  const candidates = [
+    text,
+    ...text
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5)),
+  ];
   for (const candidate of candidates) {
     try {
       const parsed = JSON.parse(candidate) as RpcMessage;
@@ -81,9 +87,16 @@ export async function rpc(target: Target, method: string, params: Record<string,
     });
   } catch (error) {
     const origin = new URL(target.base).origin;
-    if (error instanceof Unreachable) throw new OperationError(`no server at ${origin} (${method}; ${error.code})${target.local ? ': start it with npm start, or pass --url' : ''}`, 'unreachable');
+    if (error instanceof Unreachable)
+      throw new OperationError(
+        `no server at ${origin} (${method}; ${error.code})${target.local ? ': start it with npm start, or pass --url' : ''}`,
+        'unreachable',
+      );
     if (error instanceof TimedOut) throw new OperationError(`${origin} did not answer ${method} in time`, 'timeout');
-    throw new OperationError(`the connection to ${origin} broke off during ${method} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, 'unreachable');
+    throw new OperationError(
+      `the connection to ${origin} broke off during ${method} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      'unreachable',
+    );
   }
   if (answer.status === 401) throw new KeyRefused();
   const message = parseRpcAnswer(answer.text);

@@ -50,7 +50,11 @@ export function isSameEvent(stored: Item | undefined, record: EventRecord): bool
 }
 
 function canonical(record: object): string {
-  return JSON.stringify(Object.entries(record).filter(([, value]) => value !== undefined).sort(([a], [b]) => (a < b ? -1 : 1)));
+  return JSON.stringify(
+    Object.entries(record)
+      .filter(([, value]) => value !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : 1)),
+  );
 }
 
 /**

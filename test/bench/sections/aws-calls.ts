@@ -78,9 +78,16 @@ export const awsCallsSection: Section = {
       startFauxqs(),
       startReceiver(),
     ]);
-    bench.cleanup(() => ddb.stop(), () => fauxqs.stop(), () => receiver.close());
+    bench.cleanup(
+      () => ddb.stop(),
+      () => fauxqs.stop(),
+      () => receiver.close(),
+    );
     const [ddbProxy, sqsProxy] = await Promise.all([startCountingProxy(ddb.endpoint), startCountingProxy(fauxqs.endpoint, { rewriteOwnOrigin: true })]);
-    bench.cleanup(() => ddbProxy.stop(), () => sqsProxy.stop());
+    bench.cleanup(
+      () => ddbProxy.stop(),
+      () => sqsProxy.stop(),
+    );
     const secrets = await startFakeSecretsManager(environments.mcp.API_KEY_SECRET_ARN, { credentials: [LAMBDA_TEST_CREDENTIALS, LOCAL_CREDENTIALS] });
     bench.cleanup(() => secrets.stop());
     const apiKey = newApiKey();
@@ -92,7 +99,17 @@ export const awsCallsSection: Section = {
     const principal = principalOf(apiKey);
     const url = receiver.url('/hook');
     await new DynamoDbStore({ client: ddb.client, tableName: TABLE }).putSubscription(
-      { id: subscriptionIdOf(principal, url, EVENT_NAME, {}), generation: 'gen-bench', url, name: EVENT_NAME, secret: newSecret(), principal, createdAt: now, refreshedAt: now, expiresAt: now + 3_600_000 },
+      {
+        id: subscriptionIdOf(principal, url, EVENT_NAME, {}),
+        generation: 'gen-bench',
+        url,
+        name: EVENT_NAME,
+        secret: newSecret(),
+        principal,
+        createdAt: now,
+        refreshedAt: now,
+        expiresAt: now + 3_600_000,
+      },
       now,
       { kind: 'absent' },
     );
@@ -138,7 +155,9 @@ export const awsCallsSection: Section = {
       if (answer.status !== 200 || outcome?.status !== 'delivered') {
         const seen = [...ddbProxy.calls.slice(marks.ddb), ...sqsProxy.calls.slice(marks.sqs)].map((c) => `${c.operation} ${c.status}`).join(', ');
         const logged = lambda.stderr().trim().split('\n').at(-1)?.slice(0, 300) ?? '';
-        throw new Error(`send_to_dot through the bundle was not delivered: ${answer.status} ${answer.body.slice(0, 120)}; calls: ${seen || 'none'}; last log line: ${logged}`);
+        throw new Error(
+          `send_to_dot through the bundle was not delivered: ${answer.status} ${answer.body.slice(0, 120)}; calls: ${seen || 'none'}; last log line: ${logged}`,
+        );
       }
       if (receiver.count() !== marks.received + 1) throw new Error(`the dot received ${receiver.count() - marks.received} events for one send`);
       return countOf(ddbProxy.calls.slice(marks.ddb), sqsProxy.calls.slice(marks.sqs), secrets.calls() - marks.secrets);
@@ -151,7 +170,11 @@ export const awsCallsSection: Section = {
     const measured: Counted[] = [];
     for (let i = 0; i < MEASURED_SENDS; i++) measured.push(await countedSend());
 
-    const median = (values: number[]) => quantile([...values].sort((a, b) => a - b), 0.5);
+    const median = (values: number[]) =>
+      quantile(
+        [...values].sort((a, b) => a - b),
+        0.5,
+      );
     const medianOps = (of: (m: Counted) => Record<string, number>) => {
       const operations = [...new Set(measured.flatMap((m) => Object.keys(of(m))))].sort();
       return Object.fromEntries(operations.map((op) => [op, median(measured.map((m) => of(m)[op] ?? 0))]));
@@ -204,6 +227,8 @@ export const awsCallsSection: Section = {
         ...(varied ? { perSend: measured } : {}),
       },
     });
-    bench.note(`awscalls: ${how}${varied ? ' The counts varied between sends: results.json lists each (perSend).' : ''} At init: ${describe(atInit.byOperation)} on DynamoDB/SQS, ${atInit.secretsManager} Secrets Manager read(s).`);
+    bench.note(
+      `awscalls: ${how}${varied ? ' The counts varied between sends: results.json lists each (perSend).' : ''} At init: ${describe(atInit.byOperation)} on DynamoDB/SQS, ${atInit.secretsManager} Secrets Manager read(s).`,
+    );
   },
 };

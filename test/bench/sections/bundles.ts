@@ -45,7 +45,12 @@ function bundleVariants(): Array<{ key: string; label: string; spec: LambdaBundl
   // esbuild's own default for platform node (what the stack used before).
   const cjsFirst = ['main', 'module'];
   return [
-    { key: 'before', label: 'before the bundle tuning (source maps loaded at run time)', spec: { ...oneFile, mainFields: cjsFirst, alias: otherAliases }, nodeOptions: '--enable-source-maps' },
+    {
+      key: 'before',
+      label: 'before the bundle tuning (source maps loaded at run time)',
+      spec: { ...oneFile, mainFields: cjsFirst, alias: otherAliases },
+      nodeOptions: '--enable-source-maps',
+    },
     { key: 'offlineMaps', label: '+ source maps decoded offline (no NODE_OPTIONS)', spec: { ...oneFile, mainFields: cjsFirst, alias: otherAliases } },
     { key: 'esBuilds', label: '+ ES builds of the AWS SDK (mainFields)', spec: { ...oneFile, alias: otherAliases } },
     { key: 'noAjv', label: '+ no ajv (_shims alias)', spec: { ...oneFile, alias: { ...otherAliases, [MCP_SDK_SHIMS]: shims! } } },
@@ -85,7 +90,8 @@ export const bundlesSection: Section = {
     );
     const baseline = await buildBaselineBundle(join(root, 'baseline'));
     const deployed = built.at(-1)!;
-    if (Object.keys(environments.mcp).includes('NODE_OPTIONS')) bench.note(`bundles: the stack sets NODE_OPTIONS=${environments.mcp.NODE_OPTIONS} on the MCP function; the "as deployed" rows include it.`);
+    if (Object.keys(environments.mcp).includes('NODE_OPTIONS'))
+      bench.note(`bundles: the stack sets NODE_OPTIONS=${environments.mcp.NODE_OPTIONS} on the MCP function; the "as deployed" rows include it.`);
 
     // A fake AWS endpoint: Secrets Manager answers the API key; nothing else is called before the first answer.
     const apiKey = newApiKey();
@@ -122,7 +128,9 @@ export const bundlesSection: Section = {
         key: `mcp:${v.key}`,
         run: async () => {
           // With a chunk: after the answer, what the first request that needs storage adds (timed apart).
-          const then = v.mcp.chunkFiles[0] ? { require: v.mcp.chunkFiles[0], call: 'createMcpStorage', args: [mcpEnv.TABLE_NAME, mcpEnv.QUEUE_URL] } : undefined;
+          const then = v.mcp.chunkFiles[0]
+            ? { require: v.mcp.chunkFiles[0], call: 'createMcpStorage', args: [mcpEnv.TABLE_NAME, mcpEnv.QUEUE_URL] }
+            : undefined;
           const started = await coldStart(node.path, v.mcp.file, 'apigw', event, envOf(mcpEnv, v.nodeOptions), undefined, then);
           checkMcp(v.key, started.answer, TOOL_NAME);
           return started;
@@ -184,9 +192,15 @@ export const bundlesSection: Section = {
     const sizeRow = (name: string, subject: number, baselineName: string, baselineBytes: number) =>
       bench.row({ name, median: kib(subject), p90: '-', baseline: baselineName, baselineMedian: kib(baselineBytes), ratio: ratio(subject, baselineBytes) });
     for (const v of variantResults) sizeRow(`MCP bundle, ${v.label}`, v.mcpBundleBytes, `budget ${kib(BUNDLE_BUDGET_BYTES.mcp)}`, BUNDLE_BUDGET_BYTES.mcp);
-    for (const v of variantResults) sizeRow(`delivery bundle, ${v.label}`, v.deliveryBundleBytes, `budget ${kib(BUNDLE_BUDGET_BYTES.delivery)}`, BUNDLE_BUDGET_BYTES.delivery);
+    for (const v of variantResults)
+      sizeRow(`delivery bundle, ${v.label}`, v.deliveryBundleBytes, `budget ${kib(BUNDLE_BUDGET_BYTES.delivery)}`, BUNDLE_BUDGET_BYTES.delivery);
     sizeRow('bare MCP SDK server bundle (the cold start baseline)', baseline.bytes, 'MCP bundle as deployed', deployed.mcp.bytes);
-    sizeRow('MCP index.js alone, as deployed (what a cold start parses; mcp-storage.js waits for storage)', deployed.mcp.indexBytes, 'MCP bundle as deployed', deployed.mcp.bytes);
+    sizeRow(
+      'MCP index.js alone, as deployed (what a cold start parses; mcp-storage.js waits for storage)',
+      deployed.mcp.indexBytes,
+      'MCP bundle as deployed',
+      deployed.mcp.bytes,
+    );
     const last = variantResults.at(-1)!;
     const paired = stats(pairRatios);
     bench.row({
@@ -206,11 +220,23 @@ export const bundlesSection: Section = {
       baselineMedian: ms(last.coldStartMs),
       ratio: ratio(chunkLoad.median, last.coldStartMs),
     });
-    bench.timeRow('delivery cold start (load + empty batch), as deployed', total('delivery:deployed'), 'the same, before the bundle tuning', total('delivery:before'));
+    bench.timeRow(
+      'delivery cold start (load + empty batch), as deployed',
+      total('delivery:deployed'),
+      'the same, before the bundle tuning',
+      total('delivery:before'),
+    );
 
     const SDK = /node_modules\/@modelcontextprotocol\//;
     const sdkInDelivery = inputsMatching(deployed.delivery, SDK).length > 0 || deployed.delivery.text.includes('@modelcontextprotocol');
-    bench.row({ name: "delivery bundle contains '@modelcontextprotocol' (must be no)", median: sdkInDelivery ? 'yes' : 'no', p90: '-', baseline: '-', baselineMedian: '-', ratio: '-' });
+    bench.row({
+      name: "delivery bundle contains '@modelcontextprotocol' (must be no)",
+      median: sdkInDelivery ? 'yes' : 'no',
+      p90: '-',
+      baseline: '-',
+      baselineMedian: '-',
+      ratio: '-',
+    });
 
     bench.record({
       mcpBundleBytes: deployed.mcp.bytes,

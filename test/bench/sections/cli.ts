@@ -128,13 +128,21 @@ export const cliSection: Section = {
         return `\`dm-dot events --json\` printed no JSON: ${events.stdout.slice(0, 200)}`;
       }
       // Its shape belongs to the CLI: a different one is worth a note, not a failure.
-      if (!Array.isArray(listed) || listed.length !== RECORDS) bench.note(`cli: \`dm-dot events --json\` did not list the ${RECORDS} records as an "events" array (${Array.isArray(listed) ? `${listed.length} listed` : 'no such array'}).`);
+      if (!Array.isArray(listed) || listed.length !== RECORDS)
+        bench.note(
+          `cli: \`dm-dot events --json\` did not list the ${RECORDS} records as an "events" array (${Array.isArray(listed) ? `${listed.length} listed` : 'no such array'}).`,
+        );
       return undefined;
     };
     let problem = await check();
     if (problem) {
       progress(`cli: ${problem}; running npm run build once`);
-      const built = await run(['run', 'build'], process.env, 90_000, 'npm').catch((error: unknown) => ({ code: null, stdout: '', stderr: errorText(error), ms: 0 }));
+      const built = await run(['run', 'build'], process.env, 90_000, 'npm').catch((error: unknown) => ({
+        code: null,
+        stdout: '',
+        stderr: errorText(error),
+        ms: 0,
+      }));
       bin = binPath();
       problem = await check();
       if (problem) {
@@ -157,7 +165,8 @@ export const cliSection: Section = {
         const job = jobs[(i + round) % jobs.length]!;
         for (let s = 0; s < PER_ROUND; s++) {
           const result = await run(job.args, env);
-          if (result.code !== 0) throw new Error(`${job.args.slice(1).join(' ') || job.args.join(' ')} exited ${result.code}: ${result.stderr.trim().slice(0, 200)}`);
+          if (result.code !== 0)
+            throw new Error(`${job.args.slice(1).join(' ') || job.args.join(' ')} exited ${result.code}: ${result.stderr.trim().slice(0, 200)}`);
           samples[job.key].push(result.ms);
         }
       }
@@ -175,7 +184,9 @@ export const cliSection: Section = {
       cliSamples: version.n,
       cliBin: bin.slice(ROOT.length + 1),
     });
-    bench.note(`cli: ${bin.slice(ROOT.length + 1)} run by this Node (${process.version}) with a minimal environment; ratios ${ratio(version.median, node.median)} (--version) and ${ratio(events.median, node.median)} (events --json).`);
+    bench.note(
+      `cli: ${bin.slice(ROOT.length + 1)} run by this Node (${process.version}) with a minimal environment; ratios ${ratio(version.median, node.median)} (--version) and ${ratio(events.median, node.median)} (events --json).`,
+    );
     await measureTaught(bench, env);
   },
 };
@@ -201,7 +212,12 @@ async function measureTaught(bench: Bench, baseEnv: NodeJS.ProcessEnv): Promise<
   bench.cleanup(() => receiver.close());
   const key = readFileSync(join(stateDir, 'api-key'), 'utf8').trim();
   const call: RpcCall = async (method, params, name) => {
-    const response = await fetch(runtime.url, { method: 'POST', headers: rpcHeaders(method, key, name), body: rpcBody(method, params), signal: AbortSignal.timeout(10_000) });
+    const response = await fetch(runtime.url, {
+      method: 'POST',
+      headers: rpcHeaders(method, key, name),
+      body: rpcBody(method, params),
+      signal: AbortSignal.timeout(10_000),
+    });
     return { status: response.status, body: (await response.json()) as any };
   };
   await subscribe(call, receiver);
@@ -236,18 +252,24 @@ async function measureTaught(bench: Bench, baseEnv: NodeJS.ProcessEnv): Promise<
       const job = jobs[(i + round) % jobs.length]!;
       for (let s = 0; s < PER_ROUND; s++) {
         const result = await inFolder(job.args, job.cmd);
-        if (result.code !== 0) throw new Error(`the taught \`dm-dot ${job.args.slice(prefix.length).join(' ')}\` exited ${result.code}: ${result.stderr.trim().slice(0, 200)}`);
+        if (result.code !== 0)
+          throw new Error(`the taught \`dm-dot ${job.args.slice(prefix.length).join(' ')}\` exited ${result.code}: ${result.stderr.trim().slice(0, 200)}`);
         samples[job.key].push(result.ms);
       }
     }
   }
   const node = stats(samples.node);
   const figures = { status: stats(samples.status), send: stats(samples.send), events: stats(samples.events) };
-  for (const [name, figure] of Object.entries(figures)) bench.timeRow(`dm-dot ${name} as the README teaches it, a running server (target ≤ 4×)`, figure, 'node -e 0', node);
+  for (const [name, figure] of Object.entries(figures))
+    bench.timeRow(`dm-dot ${name} as the README teaches it, a running server (target ≤ 4×)`, figure, 'node -e 0', node);
   bench.record({
     cliTaughtMs: { status: figures.status.median, send: figures.send.median, events: figures.events.median },
     cliTaughtBaselineMs: node.median,
-    cliTaughtRatio: { status: ratioOf(figures.status.median, node.median), send: ratioOf(figures.send.median, node.median), events: ratioOf(figures.events.median, node.median) },
+    cliTaughtRatio: {
+      status: ratioOf(figures.status.median, node.median),
+      send: ratioOf(figures.send.median, node.median),
+      events: ratioOf(figures.events.median, node.median),
+    },
     cliTaughtCommand: `${[command, ...prefix].join(' ').replace(ROOT, '$PWD')} (from a folder outside the clone)`,
   });
 
@@ -280,5 +302,7 @@ async function measureTaught(bench: Bench, baseEnv: NodeJS.ProcessEnv): Promise<
     bench.timeRow(`dm-dot status as the README teaches it, ${version} first on PATH (target ≤ 4×)`, statusStats, `node -e 0 on ${version}`, nodeStats);
     byNode[version] = { status: statusStats.median, node: nodeStats.median, ratio: ratioOf(statusStats.median, nodeStats.median) };
   }
-  bench.record({ cliTaughtByNode: { [process.version]: { status: figures.status.median, node: node.median, ratio: ratioOf(figures.status.median, node.median) }, ...byNode } });
+  bench.record({
+    cliTaughtByNode: { [process.version]: { status: figures.status.median, node: node.median, ratio: ratioOf(figures.status.median, node.median) }, ...byNode },
+  });
 }

@@ -24,7 +24,10 @@ export const coreSection: Section = {
 
     const id = pairedSync(
       () => subscriptionIdOf(principal, url, EVENT_NAME, {}),
-      () => createHash('sha256').update(JSON.stringify([principal, url, EVENT_NAME, {}])).digest('hex'),
+      () =>
+        createHash('sha256')
+          .update(JSON.stringify([principal, url, EVENT_NAME, {}]))
+          .digest('hex'),
       micro,
     );
     if (canonicalJson([principal, url, EVENT_NAME, {}]) !== JSON.stringify([principal, url, EVENT_NAME, {}])) {

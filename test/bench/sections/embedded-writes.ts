@@ -51,7 +51,12 @@ async function storeTrial(pair: Pair, writers: number, durationMs: number): Prom
         while (performance.now() < deadline) {
           const event = record();
           if (pair === 'putEvent') await db.store.putEvent(event);
-          else await db.outbox.add(event, { eventId: event.eventId, subscriptionId: event.subscriptionId, generation: 'gen-bench', body: event.body! }, { delayMs: 1_000 });
+          else
+            await db.outbox.add(
+              event,
+              { eventId: event.eventId, subscriptionId: event.subscriptionId, generation: 'gen-bench', body: event.body! },
+              { delayMs: 1_000 },
+            );
           await db.store.updateEvent(
             event.eventId,
             { status: EventStatus.delivered, attempts: 1, deliveredAt: Date.now(), lastHttpStatus: 200, lastError: null, body: null },
@@ -109,7 +114,19 @@ export const embeddedWritesSection: Section = {
     // A small JSON document (50 event records' worth, about 14 KiB): the baseline's durable write.
     const sample = JSON.stringify({
       version: 1,
-      items: Array.from({ length: 50 }, () => ({ pk: `EVENT#${newEventId()}`, eventId: newEventId(), status: 'delivered', subscriptionId: 'sub_bench', attempts: 1, createdAt: Date.now(), expiresAt: Date.now(), deliveredAt: Date.now(), lastHttpStatus: 200, lastError: null, ttl: 1 })),
+      items: Array.from({ length: 50 }, () => ({
+        pk: `EVENT#${newEventId()}`,
+        eventId: newEventId(),
+        status: 'delivered',
+        subscriptionId: 'sub_bench',
+        attempts: 1,
+        createdAt: Date.now(),
+        expiresAt: Date.now(),
+        deliveredAt: Date.now(),
+        lastHttpStatus: 200,
+        lastError: null,
+        ttl: 1,
+      })),
     });
     const samples = new Map<string, number[]>();
     const keyOf = (pair: Pair, n: number) => `${pair}:${n}`;
@@ -138,7 +155,13 @@ export const embeddedWritesSection: Section = {
       }
     }
     bench.record({
-      embeddedWritesPerSecond: { putEventUpdateEvent: figures.putEvent, outboxAddUpdateEvent: figures.outbox, baselineFsyncReplace: base.median, trials: base.n, trialMs: durationMs },
+      embeddedWritesPerSecond: {
+        putEventUpdateEvent: figures.putEvent,
+        outboxAddUpdateEvent: figures.outbox,
+        baselineFsyncReplace: base.median,
+        trials: base.n,
+        trialMs: durationMs,
+      },
     });
     bench.note(
       `embedded database: an op is one store write call (a pair is 2 ops); each trial runs ${durationMs} ms on a fresh database; the p90 column of ops/s rows is the slow tail (10th percentile of throughput); ratio > 1 means more writes per second than one fsync'd file replace each.`,

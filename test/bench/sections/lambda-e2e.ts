@@ -29,7 +29,12 @@ export const lambdaE2eSection: Section = {
     process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     const key = newApiKey();
     const [ddb, fauxqs, secrets, receiver] = await Promise.all([startDynamoDbLocal(), startFauxqs(), startFakeSecretsManager(), startReceiver()]);
-    bench.cleanup(() => ddb.stop(), () => fauxqs.stop(), () => secrets.stop(), () => receiver.close());
+    bench.cleanup(
+      () => ddb.stop(),
+      () => fauxqs.stop(),
+      () => secrets.stop(),
+      () => receiver.close(),
+    );
     const table = 'dm-dot-bench';
     await ddb.createTable(table);
     secrets.setSecret(key);
@@ -64,10 +69,16 @@ export const lambdaE2eSection: Section = {
     });
 
     const call = async (method: string, params: Record<string, unknown>, name?: string) => {
-      const response = await gateway.fetch('https://api.example/mcp', { method: 'POST', headers: rpcHeaders(method, key, name), body: rpcBody(method, params) });
+      const response = await gateway.fetch('https://api.example/mcp', {
+        method: 'POST',
+        headers: rpcHeaders(method, key, name),
+        body: rpcBody(method, params),
+      });
       return { status: response.status, body: (await response.json()) as any };
     };
     await measureSends(bench, 'lambda', call, receiver);
-    bench.note('lambda e2e: MCP and Delivery Lambdas in this process against DynamoDB Local and fauxqs (long-polled by a local event source); no SQS network hop or delivery cold start as on AWS.');
+    bench.note(
+      'lambda e2e: MCP and Delivery Lambdas in this process against DynamoDB Local and fauxqs (long-polled by a local event source); no SQS network hop or delivery cold start as on AWS.',
+    );
   },
 };

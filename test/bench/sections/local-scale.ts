@@ -64,7 +64,10 @@ async function fill(stateDir: string, count: number): Promise<number> {
 
 async function start(bench: Bench, stateDir: string, key: string): Promise<LocalRuntime> {
   const runtime = await startLocal({
-    settings: localSettings({ HOST: '127.0.0.1', PORT: '0', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1', MCP_API_KEY: key }, { projectRoot: ROOT }),
+    settings: localSettings(
+      { HOST: '127.0.0.1', PORT: '0', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1', MCP_API_KEY: key },
+      { projectRoot: ROOT },
+    ),
     log: silentLog,
     announce: () => undefined,
   });
@@ -74,7 +77,12 @@ async function start(bench: Bench, stateDir: string, key: string): Promise<Local
 
 function caller(runtime: LocalRuntime, key: string): RpcCall {
   return async (method, params, name) => {
-    const response = await fetch(runtime.url, { method: 'POST', headers: rpcHeaders(method, key, name), body: rpcBody(method, params), signal: AbortSignal.timeout(10_000) });
+    const response = await fetch(runtime.url, {
+      method: 'POST',
+      headers: rpcHeaders(method, key, name),
+      body: rpcBody(method, params),
+      signal: AbortSignal.timeout(10_000),
+    });
     return { status: response.status, body: (await response.json()) as any };
   };
 }
@@ -114,7 +122,12 @@ export const localScaleSection: Section = {
     const healthz = await pairedAsync(health(full), health(empty), { samples: 1200, batch: 1, warmup: 50, rounds: 6, maxMs: 10_000 });
 
     const records = RECORDS.toLocaleString('en-US');
-    bench.timeRow(`local send_to_dot → "delivered", ${records} records in the state directory (target ≤ 2×)`, sends.subject, 'the same, empty state directory', sends.baseline);
+    bench.timeRow(
+      `local send_to_dot → "delivered", ${records} records in the state directory (target ≤ 2×)`,
+      sends.subject,
+      'the same, empty state directory',
+      sends.baseline,
+    );
     bench.timeRow(`local GET /healthz, ${records} records in the state directory`, healthz.subject, 'the same, empty state directory', healthz.baseline);
     bench.row({
       name: `local server start (open, repair, sweep), ${records} records`,

@@ -88,7 +88,15 @@ function slowConnection(port: number, body: Buffer): Promise<Connection> {
       socket.destroy();
       const status = /^HTTP\/1\.[01] (\d{3})/.exec(answer)?.[1];
       const code = status === undefined ? undefined : Number(status);
-      const ending: Ending = gaveUp ? 'stillOpenAtGiveUp' : code === 503 ? 'busy503' : code === 408 ? 'timeout408' : code === undefined ? 'closedWithoutAnswer' : 'other';
+      const ending: Ending = gaveUp
+        ? 'stillOpenAtGiveUp'
+        : code === 503
+          ? 'busy503'
+          : code === 408
+            ? 'timeout408'
+            : code === undefined
+              ? 'closedWithoutAnswer'
+              : 'other';
       done({ ending, closedAfterMs, ...(code !== undefined ? { status: code } : {}) });
     }
     socket.setEncoding('latin1');
@@ -127,9 +135,15 @@ function sampleRss(server: ServerProcess): { stop(): number[] } {
 
 /** An authenticated tools/list on the server's /mcp; throws unless it is answered with the tool list. */
 async function toolsListOn(origin: string, key: string): Promise<void> {
-  const response = await fetch(`${origin}/mcp`, { method: 'POST', headers: rpcHeaders('tools/list', key), body: rpcBody('tools/list'), signal: AbortSignal.timeout(10_000) });
+  const response = await fetch(`${origin}/mcp`, {
+    method: 'POST',
+    headers: rpcHeaders('tools/list', key),
+    body: rpcBody('tools/list'),
+    signal: AbortSignal.timeout(10_000),
+  });
   const body = (await response.json()) as any;
-  if (response.status !== 200 || !Array.isArray(body?.result?.tools)) throw new Error(`tools/list answered ${response.status} ${JSON.stringify(body).slice(0, 160)}`);
+  if (response.status !== 200 || !Array.isArray(body?.result?.tools))
+    throw new Error(`tools/list answered ${response.status} ${JSON.stringify(body).slice(0, 160)}`);
 }
 
 /** One POST /pup/mcp of the whole `body` with a forged signature; its status and error code (0: no answer). */
@@ -299,7 +313,12 @@ export const slowBodySection: Section = {
     }
     const quietStats = stats(quiet);
     const loadedStats = stats(loaded);
-    bench.timeRow(`tools/list while ${LOAD_CLIENTS} clients post ${DECLARED_BYTES / 2 ** 20} MiB bodies with bogus signatures to ${PupRoutes.mcp}`, loadedStats, 'tools/list, no such clients', quietStats);
+    bench.timeRow(
+      `tools/list while ${LOAD_CLIENTS} clients post ${DECLARED_BYTES / 2 ** 20} MiB bodies with bogus signatures to ${PupRoutes.mcp}`,
+      loadedStats,
+      'tools/list, no such clients',
+      quietStats,
+    );
 
     bench.record({
       slowBodyAttack: {
@@ -334,9 +353,16 @@ export const slowBodySection: Section = {
       },
     });
     bench.note(
-      `slowbody: the server runs as its own process (RSS from /proc/<pid>/status); every connection comes from 127.0.0.1; during the tools/list rounds the ${LOAD_CLIENTS} posting clients were answered ${Object.entries(loadStatuses)
+      `slowbody: the server runs as its own process (RSS from /proc/<pid>/status); every connection comes from 127.0.0.1; during the tools/list rounds the ${LOAD_CLIENTS} posting clients were answered ${Object.entries(
+        loadStatuses,
+      )
         .map(([status, n]) => `${status} ×${n}`)
-        .join(', ')}. Close times p50 ${ms(quantile([...connections.map((c) => c.closedAfterMs)].sort((a, b) => a - b), 0.5))}, all ${CONNECTIONS} settled ${ms(attackMs)} after the first connect.`,
+        .join(', ')}. Close times p50 ${ms(
+        quantile(
+          [...connections.map((c) => c.closedAfterMs)].sort((a, b) => a - b),
+          0.5,
+        ),
+      )}, all ${CONNECTIONS} settled ${ms(attackMs)} after the first connect.`,
     );
   },
 };

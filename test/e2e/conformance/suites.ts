@@ -244,8 +244,18 @@ export function judge(scenarios: string[], results: Map<string, Check[]>, expect
 
 export function formatTable(title: string, judgement: Judgement): string {
   const header = ['scenario', 'passed', 'failed', 'expected'];
-  const body = judgement.rows.map((r) => [r.scenario, String(r.passed), String(r.failed), String(r.expected), r.missing ? '<- no results' : r.failed > r.expected ? '<- unexpected' : '']);
-  const total = judgement.rows.reduce((t, r) => ({ passed: t.passed + r.passed, failed: t.failed + r.failed, expected: t.expected + r.expected }), { passed: 0, failed: 0, expected: 0 });
+  const body = judgement.rows.map((r) => [
+    r.scenario,
+    String(r.passed),
+    String(r.failed),
+    String(r.expected),
+    r.missing ? '<- no results' : r.failed > r.expected ? '<- unexpected' : '',
+  ]);
+  const total = judgement.rows.reduce((t, r) => ({ passed: t.passed + r.passed, failed: t.failed + r.failed, expected: t.expected + r.expected }), {
+    passed: 0,
+    failed: 0,
+    expected: 0,
+  });
   const footer = ['TOTAL', String(total.passed), String(total.failed), String(total.expected), ''];
   const width = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length), footer[i]!.length));
   const line = (cells: string[]) =>
@@ -357,7 +367,10 @@ export async function runEachScenario(
     code: odd ? odd.code : runs.reduce<number>((code, r) => Math.max(code, r.code ?? 0), 0),
     timedOut: runs.some((r) => r.timedOut),
     stdout: runs.map((r) => r.stdout).join('\n'),
-    stderr: runs.map((r) => r.stderr).filter(Boolean).join('\n'),
+    stderr: runs
+      .map((r) => r.stderr)
+      .filter(Boolean)
+      .join('\n'),
   };
   const results = existsSync(join(dir, 'results')) ? readResults(join(dir, 'results')) : new Map<string, Check[]>();
   return { suite, expectedFile, scenarios, cli, judgement: judge(scenarios, results, expected), ms: Date.now() - started };

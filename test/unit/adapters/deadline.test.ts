@@ -5,7 +5,16 @@
  * deadline, and a POST only starts with time left to record its outcome.
  * The end-to-end behaviour against stalled endpoints is test/integration/deadlines.test.ts.
  */
-import { callOptions, DeadlineExceeded, deadlineLeftMs, keepingBack, runWithDeadline, webhookWithinDeadline, withDeadlines, withinDeadline } from '../../../lambda/adapters/deadline';
+import {
+  callOptions,
+  DeadlineExceeded,
+  deadlineLeftMs,
+  keepingBack,
+  runWithDeadline,
+  webhookWithinDeadline,
+  withDeadlines,
+  withinDeadline,
+} from '../../../lambda/adapters/deadline';
 import { Budgets, deliveryDeadline, mcpDeadline } from '../../../lambda/core/budgets';
 import { Limits } from '../../../lambda/core/protocol';
 import type { WebhookRequest, WebhookResponse } from '../../../lambda/ports';
@@ -120,14 +129,14 @@ describe('withinDeadline: a shared wait ends at the caller deadline', () => {
 });
 
 describe('budgets', () => {
-  test('DEL-PIPE-9: an MCP request must be done 800 ms before docs/contract/delivery.md\'s 5 s', () => {
+  test("DEL-PIPE-9: an MCP request must be done 800 ms before docs/contract/delivery.md's 5 s", () => {
     expect(Limits.requestMs).toBe(5_000);
     expect(mcpDeadline(1_000)).toBe(1_000 + 4_200);
     // A test's injected budget moves only the end; the answer's reserve stays 800 ms.
     expect(mcpDeadline(1_000, 2_000)).toBe(1_000 + 1_200);
   });
 
-  test('the delivery deadline is the Lambda context\'s remaining time less a reserve', () => {
+  test("the delivery deadline is the Lambda context's remaining time less a reserve", () => {
     expect(deliveryDeadline(1_000, 15_000)).toBe(1_000 + 15_000 - Budgets.deliveryEndReserveMs);
     // Without a context (tests, local use): room for one full POST and its writes.
     expect(deliveryDeadline(0, undefined)).toBeGreaterThan(Limits.outboundDeadlineMs);

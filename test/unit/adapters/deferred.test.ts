@@ -51,7 +51,23 @@ test('STORE-12: every Store method is forwarded with its arguments and its resul
   const methods = Object.keys(store).sort();
   // The Store port's methods, as the type has them today (a new one fails to compile in deferred.ts).
   expect(methods).toEqual(
-    ['claimReplayId', 'deleteSubscription', 'getEvent', 'getStoredSubscription', 'getSubscription', 'isVerified', 'listEvents', 'markVerified', 'putEvent', 'putInboundAnswer', 'putSubscription', 'recordDeliveryOutcome', 'restoreEvent', 'settleReplayId', 'updateEvent'].sort(),
+    [
+      'claimReplayId',
+      'deleteSubscription',
+      'getEvent',
+      'getStoredSubscription',
+      'getSubscription',
+      'isVerified',
+      'listEvents',
+      'markVerified',
+      'putEvent',
+      'putInboundAnswer',
+      'putSubscription',
+      'recordDeliveryOutcome',
+      'restoreEvent',
+      'settleReplayId',
+      'updateEvent',
+    ].sort(),
   );
   for (const name of methods) {
     const args = [`${name}-a`, { n: name.length }];

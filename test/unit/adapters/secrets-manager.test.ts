@@ -83,7 +83,9 @@ describe('against the fake Secrets Manager (signatures recomputed with the SDK s
   });
 
   test('a missing secret is ResourceNotFoundException, named as the SDK names it, message free of the ARN', async () => {
-    const error = await testSecretsReader(fake.endpoint).getSecretValue({ SecretId: `${ARN}-gone` }).catch((e: Error) => e);
+    const error = await testSecretsReader(fake.endpoint)
+      .getSecretValue({ SecretId: `${ARN}-gone` })
+      .catch((e: Error) => e);
     expect(error).toMatchObject({ name: 'ResourceNotFoundException' });
     expect((error as Error).message).not.toContain(ARN);
   });
@@ -114,7 +116,9 @@ describe('the request and the answer', () => {
         'x-amz-security-token': TEST_CREDENTIALS.sessionToken,
         host: new URL(server.endpoint).host,
       });
-      expect(request!.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDTESTEXAMPLE\/\d{8}\/us-east-1\/secretsmanager\/aws4_request, SignedHeaders=[^,]*host;[^,]*x-amz-target, Signature=[0-9a-f]{64}$/);
+      expect(request!.headers.authorization).toMatch(
+        /^AWS4-HMAC-SHA256 Credential=AKIDTESTEXAMPLE\/\d{8}\/us-east-1\/secretsmanager\/aws4_request, SignedHeaders=[^,]*host;[^,]*x-amz-target, Signature=[0-9a-f]{64}$/,
+      );
     });
   });
 
@@ -161,10 +165,17 @@ describe('the request and the answer', () => {
 
 describe('retries (the SDK standard mode: throttling, 5xx and the network; 3 attempts)', () => {
   test('throttling, then a 500, then the value', async () => {
-    await withScripted([{ status: 400, body: errorJson('ThrottlingException') }, { status: 500, body: errorJson('InternalServiceError') }, { status: 200, body: '{"SecretString":"third time"}' }], async (server) => {
-      await expect(reader(server.endpoint).getSecretValue({ SecretId: ARN })).resolves.toEqual({ SecretString: 'third time' });
-      expect(server.requests).toHaveLength(3);
-    });
+    await withScripted(
+      [
+        { status: 400, body: errorJson('ThrottlingException') },
+        { status: 500, body: errorJson('InternalServiceError') },
+        { status: 200, body: '{"SecretString":"third time"}' },
+      ],
+      async (server) => {
+        await expect(reader(server.endpoint).getSecretValue({ SecretId: ARN })).resolves.toEqual({ SecretString: 'third time' });
+        expect(server.requests).toHaveLength(3);
+      },
+    );
   });
 
   test('three 500s: the last error, after exactly three attempts', async () => {
@@ -194,7 +205,9 @@ describe('retries (the SDK standard mode: throttling, 5xx and the network; 3 att
 
   test('the abort signal ends the whole call (no further attempt) with its reason', async () => {
     await withScripted(['hang'], async (server) => {
-      const error = await reader(server.endpoint).getSecretValue({ SecretId: ARN }, { abortSignal: AbortSignal.timeout(150) }).catch((e: Error) => e);
+      const error = await reader(server.endpoint)
+        .getSecretValue({ SecretId: ARN }, { abortSignal: AbortSignal.timeout(150) })
+        .catch((e: Error) => e);
       expect((error as Error).name).toBe('TimeoutError');
       expect(server.requests).toHaveLength(1);
     });
@@ -222,7 +235,18 @@ describe('retries (the SDK standard mode: throttling, 5xx and the network; 3 att
 
 describe('endpoints', () => {
   test("the partition table agrees with the SDK's: one region of each partition, and an unknown one", () => {
-    const samples = ['us-east-1', 'mx-central-1', 'cn-north-1', 'eusc-de-east-1', 'us-iso-east-1', 'us-isob-east-1', 'eu-isoe-west-1', 'us-isof-south-1', 'us-gov-west-1', 'xx-nowhere-1'];
+    const samples = [
+      'us-east-1',
+      'mx-central-1',
+      'cn-north-1',
+      'eusc-de-east-1',
+      'us-iso-east-1',
+      'us-isob-east-1',
+      'eu-isoe-west-1',
+      'us-isof-south-1',
+      'us-gov-west-1',
+      'xx-nowhere-1',
+    ];
     for (const region of samples) {
       const sdk = partition(region) as { name: string; dnsSuffix: string };
       expect([region, dnsSuffixOf(region), dnsSuffixOf(region, sdk.name)]).toEqual([region, sdk.dnsSuffix, sdk.dnsSuffix]);

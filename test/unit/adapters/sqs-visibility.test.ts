@@ -8,13 +8,7 @@
  */
 import { ChangeMessageVisibilityCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
-import {
-  MAX_VISIBILITY_TIMEOUT_S,
-  RECEIVE_BEFORE_INVOKE_ALLOWANCE_S,
-  receivedAtOf,
-  SqsQueue,
-  visibilityTimeoutFor,
-} from '../../../lambda/adapters/sqs-queue';
+import { MAX_VISIBILITY_TIMEOUT_S, RECEIVE_BEFORE_INVOKE_ALLOWANCE_S, receivedAtOf, SqsQueue, visibilityTimeoutFor } from '../../../lambda/adapters/sqs-queue';
 import { MAX_RETRY_DELAY_S, retryDelays, SettingsError } from '../../../lambda/config/fields';
 
 const parseRetryDelays = (text: string) => retryDelays(text, 'DMDOT_RETRY_DELAYS');
@@ -37,9 +31,12 @@ function awsLikeSqs(receivedAt: number, now: () => number) {
       asked.push(seconds);
       const leftS = MAX_VISIBILITY_TIMEOUT_S - (now() - receivedAt) / 1000;
       if (seconds < 0 || seconds > MAX_VISIBILITY_TIMEOUT_S || seconds > leftS) {
-        throw Object.assign(new Error('Value for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]'), {
-          name: 'InvalidParameterValue',
-        });
+        throw Object.assign(
+          new Error('Value for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]'),
+          {
+            name: 'InvalidParameterValue',
+          },
+        );
       }
       return {};
     },
@@ -104,7 +101,9 @@ describe('SqsQueue.changeVisibility against the documented 12-hour rule', () => 
     const receivedAt = NOW - HOUR_MS;
     const sqs = awsLikeSqs(receivedAt, () => NOW);
     // What the adapter asked for before the fix: min(43200, delay).
-    await expect(sqs.client.send(new ChangeMessageVisibilityCommand({ QueueUrl: 'q', ReceiptHandle: 'r', VisibilityTimeout: 43_200 }))).rejects.toThrow(/beyond the limit/);
+    await expect(sqs.client.send(new ChangeMessageVisibilityCommand({ QueueUrl: 'q', ReceiptHandle: 'r', VisibilityTimeout: 43_200 }))).rejects.toThrow(
+      /beyond the limit/,
+    );
     const queue = new SqsQueue({ client: sqs.client, queueUrl: 'q' });
     const realNow = Date.now;
     Date.now = () => NOW;
@@ -132,14 +131,26 @@ describe('the delivery Lambda passes the receive time of each record', () => {
     const eventId = `evt_${'a'.repeat(32)}`;
     const store = new FakeStore();
     store.subscription = subscription;
-    store.events.set(eventId, { eventId, status: EventStatus.queued, subscriptionId: subscription.id, attempts: 0, createdAt: 0, expiresAt: Date.now() + Limits.eventRecordMs });
+    store.events.set(eventId, {
+      eventId,
+      status: EventStatus.queued,
+      subscriptionId: subscription.id,
+      attempts: 0,
+      createdAt: 0,
+      expiresAt: Date.now() + Limits.eventRecordMs,
+    });
     const asked: { seconds: number; receivedAt: number | undefined }[] = [];
     const queue: DeliveryQueue = {
       changeVisibility: async (_handle, seconds, receivedAt) => void asked.push({ seconds, receivedAt }),
       sendToDeadLetter: async () => undefined,
     };
     const handler = createDeliveryLambda({
-      delivery: { store, webhook: { post: async () => ({ kind: 'response', status: 503, body: new Uint8Array() }) }, clock: { now: Date.now, sleep: async () => undefined }, retryDelaysS: [43_200] },
+      delivery: {
+        store,
+        webhook: { post: async () => ({ kind: 'response', status: 503, body: new Uint8Array() }) },
+        clock: { now: Date.now, sleep: async () => undefined },
+        retryDelaysS: [43_200],
+      },
       queue,
       log: { info: () => undefined, warn: () => undefined, error: () => undefined },
     });

@@ -3,7 +3,7 @@
  * the stack `-c stage=NAME` deploys (`DmDot-NAME`, the name lib/app.ts gives it), DMDOT_STACK, then
  * `DmDot`. DescribeStacks is a fake that records the name it was asked for.
  */
-import { DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import type { DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { stackNameOf } from '../../../lambda/config/fields';
 import { AwsSession, type AwsFlags } from '../../../lambda/cli/aws/session';
 import { Context } from '../../../lambda/cli/context';
@@ -19,7 +19,17 @@ function session(flags: AwsFlags, envStack = 'DmDot') {
     },
   };
   const io = { out: () => undefined, err: () => undefined, aws: { cloudformation } } as unknown as CliIo;
-  const ctx = new Context(io, 'status', { local: () => { throw new Error('not local'); }, aws: () => ({ stack: envStack }) }, '/');
+  const ctx = new Context(
+    io,
+    'status',
+    {
+      local: () => {
+        throw new Error('not local');
+      },
+      aws: () => ({ stack: envStack }),
+    },
+    '/',
+  );
   return { make: () => new AwsSession(ctx, flags), asked };
 }
 

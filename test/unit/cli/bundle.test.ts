@@ -58,7 +58,6 @@ describe('the built CLI', () => {
     expect(r.stderr).toBe('dm-dot: built the CLI into dist/cli/dm-dot.cjs\ndm-dot: built the server into dist/server/dm-dot-server.cjs\n');
   }, 60_000);
 
-
   it('CLI-1: runs as plain JavaScript from dist/cli/dm-dot.cjs, without tsx', () => {
     const r = node([BUNDLE, '--version']);
     expect(r).toEqual({ code: 0, out: `${version}\n`, err: '' });
@@ -115,7 +114,12 @@ describe('the built CLI', () => {
   });
 
   it('CLI-1: nothing in README.md or docs/ runs the CLI through npx (outside the clone npx asks the public registry)', () => {
-    const files = ['README.md', ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+    const files = [
+      'README.md',
+      ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => join('docs', f)),
+    ];
     const found = files.filter((file) => /npx\s+dm-dot/.test(readFileSync(join(ROOT, file), 'utf8')));
     expect(found).toEqual([]);
   });

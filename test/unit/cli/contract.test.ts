@@ -62,18 +62,21 @@ describe('CLI-11: help', () => {
     for (const action of GROUPS[group]!.actions) if (COMMANDS[`${group} ${action}`]) expect(r.out).toContain(`${group} ${action}`);
   });
 
-  it('dm-dot help <command> is that command\'s help', async () => {
+  it("dm-dot help <command> is that command's help", async () => {
     expect((await run(['help', 'events', 'show'])).out).toBe((await run(['events', 'show', '--help'])).out);
   });
 });
 
 describe('version', () => {
-  it.each([[], ...NAMES.map(words)].map((w) => [w.join(' ') || '(none)', w] as const))('dm-dot %s -V and --version print the version, exit 0', async (_label, w) => {
-    for (const flag of ['-V', '--version']) {
-      const r = await run([...w, flag]);
-      expect(r).toMatchObject({ code: 0, out: `${version}\n`, err: '' });
-    }
-  });
+  it.each([[], ...NAMES.map(words)].map((w) => [w.join(' ') || '(none)', w] as const))(
+    'dm-dot %s -V and --version print the version, exit 0',
+    async (_label, w) => {
+      for (const flag of ['-V', '--version']) {
+        const r = await run([...w, flag]);
+        expect(r).toMatchObject({ code: 0, out: `${version}\n`, err: '' });
+      }
+    },
+  );
 });
 
 describe('CLI-12: bad usage: exit 2, one message form naming the flag, nothing on stdout (without --json)', () => {
@@ -119,7 +122,11 @@ describe('CLI-12: bad usage: exit 2, one message form naming the flag, nothing o
     [['send', '   '], 'send', 'the message is empty'],
     [['send', 'hi', '--url', 'ftp://example.com'], 'send', '--url must be an http: or https: URL'],
     [['send', 'hi', '--url', 'not a url'], 'send', '--url must be an absolute http(s) URL, e.g. https://abc.execute-api.eu-west-1.amazonaws.com/mcp'],
-    [['send', 'hi', '--url', 'https://example.com/mcp?key=abc'], 'send', '--url must not carry user info, a query or a fragment (pass the key with --key or MCP_API_KEY)'],
+    [
+      ['send', 'hi', '--url', 'https://example.com/mcp?key=abc'],
+      'send',
+      '--url must not carry user info, a query or a fragment (pass the key with --key or MCP_API_KEY)',
+    ],
     [['dot', '--status', '99'], 'dot', '--status must be an integer from 200 to 599'],
     [['dot', '--ttl', '1000'], 'dot', '--ttl must be an integer from 60000 to 604800000'],
     [['dot', '--delay=-1'], 'dot', '--delay must be an integer from 0 to 60000'],
@@ -192,7 +199,9 @@ describe('CLI-12: exit 1: the operation failed', () => {
     const r = await run(['events'], { env: env() });
     expect(r.code).toBe(1);
     expect(r.out).toBe('');
-    expect(r.err).toBe(`dm-dot events: no database in ${empty.dir}/state yet: start the server once with npm start (it creates one, importing an earlier layout if there is one), or point DMDOT_STATE_DIR at its state directory\n`);
+    expect(r.err).toBe(
+      `dm-dot events: no database in ${empty.dir}/state yet: start the server once with npm start (it creates one, importing an earlier layout if there is one), or point DMDOT_STATE_DIR at its state directory\n`,
+    );
   });
 
   it('CLI-3: send without any key says where the key comes from', async () => {
@@ -213,6 +222,11 @@ describe('status with nothing recorded', () => {
     const r = await run(['status'], { env: env() });
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^server +not running, and nothing is recorded yet/m);
-    expect(JSON.parse((await run(['status', '--json'], { env: env() })).out)).toMatchObject({ mode: 'local', server: { running: false }, readFrom: 'nothing', events: null });
+    expect(JSON.parse((await run(['status', '--json'], { env: env() })).out)).toMatchObject({
+      mode: 'local',
+      server: { running: false },
+      readFrom: 'nothing',
+      events: null,
+    });
   });
 });

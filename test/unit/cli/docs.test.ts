@@ -62,7 +62,12 @@ describe('the docs name what the code has', () => {
   });
 
   it('no page says a key rotation has no overlap or changes the subscription id', () => {
-    const pages = ['README.md', ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+    const pages = [
+      'README.md',
+      ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => join('docs', f)),
+    ];
     const wrong = pages.flatMap((file) =>
       read(file)
         .split(/\n\s*\n/)

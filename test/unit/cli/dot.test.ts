@@ -90,7 +90,13 @@ function eventBody(eventId: string, message: string) {
   return JSON.stringify({ eventId, name: 'message.created', timestamp: new Date().toISOString(), data: { message }, cursor: null });
 }
 
-async function deliver(callback: string, secret: string, eventId: string, message: string, options: { timestamp?: number; signature?: string; abortAfterMs?: number } = {}) {
+async function deliver(
+  callback: string,
+  secret: string,
+  eventId: string,
+  message: string,
+  options: { timestamp?: number; signature?: string; abortAfterMs?: number } = {},
+) {
   const body = eventBody(eventId, message);
   const ts = options.timestamp ?? Math.floor(Date.now() / 1000);
   const response = await fetch(callback, {
@@ -218,7 +224,9 @@ describe('CLI-2: dm-dot dot against an MCP endpoint', () => {
     const dot = await startDot(['--delay', '600']);
     await expect(deliver(dot.callback, dot.fake.secrets[0]!, evt(12), 'too slow', { abortAfterMs: 150 })).rejects.toThrow();
     await until('the hung-up line', () => /had already hung up/.test(dot.err()), 5000);
-    expect(dot.err()).toContain(`${evt(12)} (attempt 1) arrived, but the server had already hung up before this dot answered (--delay 600 ms is longer than it waits)`);
+    expect(dot.err()).toContain(
+      `${evt(12)} (attempt 1) arrived, but the server had already hung up before this dot answered (--delay 600 ms is longer than it waits)`,
+    );
     expect(dot.out()).toBe('');
     dot.interrupt();
     await dot.code;
@@ -240,14 +248,19 @@ describe('CLI-2: dm-dot dot against an MCP endpoint', () => {
   it('EV-SUB-14: a refresh that comes back without deliveryStatus: the subscription had ended; it says so, removes the new one, never re-subscribes, exit 1', async () => {
     const dot = await startDot([], { grantMs: 1500, subscribeAnswers: () => ({ result: {} }) });
     expect(await dot.code).toBe(1);
-    expect(dot.err()).toContain('the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh created a new one');
+    expect(dot.err()).toContain(
+      'the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh created a new one',
+    );
     expect(dot.err()).toContain('Run dm-dot dot again to subscribe anew');
     expect(dot.fake.methods()).toEqual(['events/subscribe', 'events/subscribe', 'events/unsubscribe']);
     expect(dot.fake.calls[2]!.params.delivery).toEqual({ mode: 'webhook', url: dot.callback });
   });
 
   it('a refresh refused with -32000: another callback holds the subscription now; it says so and stops, exit 1', async () => {
-    const dot = await startDot([], { grantMs: 1500, subscribeAnswers: () => ({ error: { code: -32000, message: 'A subscription for another callback is active.' } }) });
+    const dot = await startDot([], {
+      grantMs: 1500,
+      subscribeAnswers: () => ({ error: { code: -32000, message: 'A subscription for another callback is active.' } }),
+    });
     expect(await dot.code).toBe(1);
     expect(dot.err()).toContain('the subscription ended: another callback holds the subscription now');
     expect(dot.fake.methods()).toEqual(['events/subscribe', 'events/subscribe']);
@@ -262,8 +275,14 @@ describe('CLI-2: dm-dot dot against an MCP endpoint', () => {
   });
 
   it.each([
-    [{ error: { code: -32602, message: 'Invalid params: delivery.url must use https:' } }, 'the server refuses loopback callbacks: its switch DMDOT_ALLOW_LOOPBACK_CALLBACKS is off. Restart the local server with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start'],
-    [{ error: { code: -32000, message: 'A subscription for another callback is active.' } }, 'another callback holds the subscription (one dot per deployment), so this dot cannot subscribe. If it is stale, end it with dm-dot subscription clear'],
+    [
+      { error: { code: -32602, message: 'Invalid params: delivery.url must use https:' } },
+      'the server refuses loopback callbacks: its switch DMDOT_ALLOW_LOOPBACK_CALLBACKS is off. Restart the local server with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start',
+    ],
+    [
+      { error: { code: -32000, message: 'A subscription for another callback is active.' } },
+      'another callback holds the subscription (one dot per deployment), so this dot cannot subscribe. If it is stale, end it with dm-dot subscription clear',
+    ],
     [{ error: { code: -32015, message: 'CallbackEndpointError', data: { reason: 'timeout' } } }, 'the server could not verify this receiver (timeout)'],
   ])('a first subscribe refused (%j) is exit 1 with what to do', async (first, message) => {
     fake = await fakeServer({ first });
@@ -342,7 +361,9 @@ describe('dm-dot dot against a real local server', () => {
     const sent = await postMessage(server, await keyOf(server), 'are you there?');
     expect(sent.status).toBe(502);
     expect(await dot.code).toBe(1);
-    expect(dot.err()).toContain(`the subscription ended: this dot answered 410 Gone to ${sent.body.error.eventId}, and the server ends the subscription on a 410`);
+    expect(dot.err()).toContain(
+      `the subscription ended: this dot answered 410 Gone to ${sent.body.error.eventId}, and the server ends the subscription on a 410`,
+    );
     expect(await server.runtime.db.store.getSubscription(Date.now())).toBeUndefined();
   });
 

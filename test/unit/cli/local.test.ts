@@ -102,7 +102,12 @@ describe('through the running server', () => {
     expect(r.out).toMatch(/^AT +OUTCOME +STATUS +DURATION +COUNTED$/m);
     expect(r.out).toMatch(/^\S+Z +http_4xx +4xx +\d+ ms +yes$/m);
     const json = JSON.parse((await cli(['events', 'show', eventId, '--json'])).out);
-    expect(json.event).toMatchObject({ eventId, status: 'failed', resendable: true, log: [{ kind: 'attempt', outcome: 'http_4xx', statusClass: '4xx', counted: true }] });
+    expect(json.event).toMatchObject({
+      eventId,
+      status: 'failed',
+      resendable: true,
+      log: [{ kind: 'attempt', outcome: 'http_4xx', statusClass: '4xx', counted: true }],
+    });
   });
 
   it('events show of an event not in the log is exit 1 naming it', async () => {
@@ -156,7 +161,12 @@ describe('through the running server', () => {
     expect(r.out).toMatch(/^Moved 1 dead letter\(s\) back; the running server at http:\/\/127\.0\.0\.1:\d+ is delivering them now/);
     await until('the redriven delivery', () => receiver!.events.length === 2);
     expect(receiver!.events[1]!.headers['webhook-id']).toBe(eventId);
-    expect(JSON.parse((await cli(['redrive', '--json'])).out)).toEqual({ moved: 0, via: 'server', subscriptionId: expect.stringMatching(/^sub_/), endedSubscription: [] });
+    expect(JSON.parse((await cli(['redrive', '--json'])).out)).toEqual({
+      moved: 0,
+      via: 'server',
+      subscriptionId: expect.stringMatching(/^sub_/),
+      endedSubscription: [],
+    });
     // docs/operating.md: the event's log holds the `redriven` note between the two rounds.
     await until('recorded', async () => (await s.runtime.db.store.getEvent(eventId, Date.now()))?.status === 'delivered');
     const shown = JSON.parse((await cli(['events', 'show', eventId, '--json'])).out).event;
@@ -174,7 +184,9 @@ describe('through the running server', () => {
     const r = await cli(['redrive']);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^Moved 1 dead letter\(s\) back to the running server at http:\/\/127\.0\.0\.1:\d+\.$/m);
-    expect(r.out).toMatch(/^1 of them was queued for an earlier subscription, which has ended \(the dot was restarted, cleared or replaced; the live one began at .*\): it is dropped, not sent\.$/m);
+    expect(r.out).toMatch(
+      /^1 of them was queued for an earlier subscription, which has ended \(the dot was restarted, cleared or replaced; the live one began at .*\): it is dropped, not sent\.$/m,
+    );
     expect(r.out).toContain(`  dm-dot events resend ${eventId}\n`);
     expect(r.out).not.toContain('delivering');
     await until('dropped', async () => (await s.runtime.db.store.getEvent(eventId, Date.now()))?.status === 'dropped');
@@ -197,7 +209,12 @@ describe('through the running server', () => {
     receiver = await startReceiver();
     const id = (await subscribe(s, key, receiver.url)).body.result.id;
     const refused = await cli(['subscription', 'clear']);
-    expect(refused).toEqual({ code: 1, out: '', err: 'dm-dot subscription clear: not cleared: there is no terminal to confirm on; pass --yes to do it without asking\n', asked: [] });
+    expect(refused).toEqual({
+      code: 1,
+      out: '',
+      err: 'dm-dot subscription clear: not cleared: there is no terminal to confirm on; pass --yes to do it without asking\n',
+      asked: [],
+    });
     expect(JSON.parse((await cli(['subscription', '--json'])).out).subscription.id).toBe(id);
     const cleared = await cli(['subscription', 'clear', '--yes']);
     expect(cleared.code).toBe(0);
@@ -252,7 +269,10 @@ describe('through the running server', () => {
       serverRunning: true,
       tunnelHost: null,
       serverUrl: s.base,
-      dotInstructions: { subscribe: expect.stringMatching(/^Subscribe to the message\.created event/), withInbox: expect.stringContaining('get_pending_messages') },
+      dotInstructions: {
+        subscribe: expect.stringMatching(/^Subscribe to the message\.created event/),
+        withInbox: expect.stringContaining('get_pending_messages'),
+      },
     });
     // What to paste into the dot, in the text form too.
     expect(r.out).toMatch(/^Ask the dot to subscribe: paste this into the dot's conversation/m);
@@ -275,7 +295,11 @@ describe('through the running server', () => {
     expect(r.out).toContain('  https://abc.example-tunnel.dev/mcp?key=<KEY>\n');
     expect(r.out).toContain('  https://abc.example-tunnel.dev/pup/manifest.json');
     expect(r.out).toContain(`the tunnel must forward https://abc.example-tunnel.dev to ${s.base}, where the server listens`);
-    expect(JSON.parse((await cli(['connect', '--json'])).out)).toMatchObject({ mcpUrl: 'https://abc.example-tunnel.dev/mcp', tunnelHost: 'abc.example-tunnel.dev', serverUrl: s.base });
+    expect(JSON.parse((await cli(['connect', '--json'])).out)).toMatchObject({
+      mcpUrl: 'https://abc.example-tunnel.dev/mcp',
+      tunnelHost: 'abc.example-tunnel.dev',
+      serverUrl: s.base,
+    });
   });
 
   it('CLI-8: connect --show-key prints the key in the URL, after a one-line notice on stderr that it prints a secret', async () => {
@@ -321,7 +345,12 @@ describe('through the running server', () => {
     const s = await serve();
     const old = await keyOf(s);
     const r = await cli(['key', 'rotate']);
-    expect(r).toEqual({ code: 1, out: '', err: 'dm-dot key rotate: not rotated: there is no terminal to confirm on; pass --yes to do it without asking\n', asked: [] });
+    expect(r).toEqual({
+      code: 1,
+      out: '',
+      err: 'dm-dot key rotate: not rotated: there is no terminal to confirm on; pass --yes to do it without asking\n',
+      asked: [],
+    });
     expect(await keyOf(s)).toBe(old);
   });
 

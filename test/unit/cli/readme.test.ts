@@ -32,15 +32,22 @@ describe('the README as printed', () => {
     expect(curl).toMatch(/curl -sS /);
   });
 
-  it('every CDK command is the project\'s pinned CLI (npx cdk), never a global cdk', () => {
-    const bare = README.split('\n').filter((line) => /(^|[\s`])cdk (deploy|destroy|bootstrap|synth)\b/.test(line) && !/npx cdk (deploy|destroy|bootstrap|synth)/.test(line) && !/npm run synth|offline, quiet `cdk synth`/.test(line));
+  it("every CDK command is the project's pinned CLI (npx cdk), never a global cdk", () => {
+    const bare = README.split('\n').filter(
+      (line) =>
+        /(^|[\s`])cdk (deploy|destroy|bootstrap|synth)\b/.test(line) &&
+        !/npx cdk (deploy|destroy|bootstrap|synth)/.test(line) &&
+        !/npm run synth|offline, quiet `cdk synth`/.test(line),
+    );
     expect(bare).toEqual([]);
     expect(README).toContain('npx cdk deploy DmDot');
   });
 
   it('the MCP Inspector line pins 0.15.x (the last line that runs on Node 20) and passes the key in the URL, since 0.15 has no --header', () => {
     const inspector = lineWith('@modelcontextprotocol/inspector');
-    expect(inspector).toMatch(/npx @modelcontextprotocol\/inspector@0\.15\.\d+ --cli "http:\/\/127\.0\.0\.1:8787\/mcp\?key=\$\(cat \.dm-dot\/api-key\)" --transport http --method tools\/list/);
+    expect(inspector).toMatch(
+      /npx @modelcontextprotocol\/inspector@0\.15\.\d+ --cli "http:\/\/127\.0\.0\.1:8787\/mcp\?key=\$\(cat \.dm-dot\/api-key\)" --transport http --method tools\/list/,
+    );
     expect(inspector).not.toContain('--header');
   });
 });

@@ -43,7 +43,10 @@ describe('IDEM-9: dm-dot send and its idempotency key', () => {
   });
 
   test('each message carries a fresh printable key', async () => {
-    const s = await server([{ status: 202, body: { eventId: EVENT, status: 'queued' } }, { status: 202, body: { eventId: EVENT, status: 'queued' } }]);
+    const s = await server([
+      { status: 202, body: { eventId: EVENT, status: 'queued' } },
+      { status: 202, body: { eventId: EVENT, status: 'queued' } },
+    ]);
     await sendMessage(ctx, target(s.base), 'one', { wait });
     await sendMessage(ctx, target(s.base), 'two', { wait });
     await s.close();

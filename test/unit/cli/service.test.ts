@@ -46,7 +46,12 @@ function filesUnder(dir: string): string[] {
 describe('dm-dot service install --dry-run (CLI-SVC-1)', () => {
   it('CLI-SVC-1: Linux: a systemd user unit that runs the built server with this Node on the state directory, restarts on failure, logs to the journal', () => {
     const { home, state } = fresh();
-    const r = cli(['service', 'install', '--dry-run', '--platform', 'linux', '--json'], { HOME: home, DMDOT_STATE_DIR: state, DMDOT_RETRY_DELAYS: '2,8', MCP_API_KEY: KEY });
+    const r = cli(['service', 'install', '--dry-run', '--platform', 'linux', '--json'], {
+      HOME: home,
+      DMDOT_STATE_DIR: state,
+      DMDOT_RETRY_DELAYS: '2,8',
+      MCP_API_KEY: KEY,
+    });
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.out);
     expect(doc).toMatchObject({ platform: 'linux', dryRun: true });

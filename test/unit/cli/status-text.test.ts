@@ -12,7 +12,15 @@ function status(jobs: { queued: number; deadLetters: number }, queuedEvents: num
     stateDir: '/s',
     readFrom: 'server',
     apiKey: { from: 'file', file: '/s/api-key' },
-    switches: { loopbackCallbacks: false, pup: false, allowedOrigins: [], allowedHosts: [], retryDelaysS: [1, 4, 30, 120, 600], deliveryWaitMs: 3000, eventsProfile: 'chatgpt' },
+    switches: {
+      loopbackCallbacks: false,
+      pup: false,
+      allowedOrigins: [],
+      allowedHosts: [],
+      retryDelaysS: [1, 4, 30, 120, 600],
+      deliveryWaitMs: 3000,
+      eventsProfile: 'chatgpt',
+    },
     subscription: null,
     events: { queued: queuedEvents, delivered: 3, failed: 0, dropped: 0, kept: 0 },
     jobs,
@@ -22,7 +30,9 @@ function status(jobs: { queued: number; deadLetters: number }, queuedEvents: num
 
 describe('status: delivery jobs', () => {
   it('jobs beyond the queued events are named as those of settled events', () => {
-    expect(describeLocal(status({ queued: 1, deadLetters: 0 }, 0))).toMatch(/^delivery jobs +1 waiting \(1 for events already settled: the worker clears it within seconds\), 0 dead-lettered$/m);
+    expect(describeLocal(status({ queued: 1, deadLetters: 0 }, 0))).toMatch(
+      /^delivery jobs +1 waiting \(1 for events already settled: the worker clears it within seconds\), 0 dead-lettered$/m,
+    );
   });
 
   it('as many jobs as queued events: nothing to explain', () => {

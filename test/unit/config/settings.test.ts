@@ -33,11 +33,15 @@ describe('switches: one rule everywhere', () => {
   ])('%j is %s', (value, on) => {
     expect(field.flag(value, 'X')).toBe(on);
     expect(local({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: value }).allowLoopbackCallbacks).toBe(on);
-    expect(deliveryLambdaSettings({ TABLE_NAME: 't', QUEUE_URL: 'q', DEAD_LETTER_QUEUE_URL: 'd', DMDOT_ALLOW_LOOPBACK_CALLBACKS: value }).allowLoopbackCallbacks).toBe(on);
+    expect(
+      deliveryLambdaSettings({ TABLE_NAME: 't', QUEUE_URL: 'q', DEAD_LETTER_QUEUE_URL: 'd', DMDOT_ALLOW_LOOPBACK_CALLBACKS: value }).allowLoopbackCallbacks,
+    ).toBe(on);
   });
 
   test.each(['yes', 'on', '2', 'enabled'])('%j is refused with the setting named, not read as off', (value) => {
-    expect(() => local({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: value })).toThrow(`DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 or true (on), or 0, false or empty (off), got "${value}"`);
+    expect(() => local({ DMDOT_ALLOW_LOOPBACK_CALLBACKS: value })).toThrow(
+      `DMDOT_ALLOW_LOOPBACK_CALLBACKS must be 1 or true (on), or 0, false or empty (off), got "${value}"`,
+    );
   });
 });
 
@@ -66,7 +70,9 @@ describe('required values of the Lambdas', () => {
     writeFileSync(join(root, 'pup-manifest.json'), '{ "name" : "x" }');
     const settings = mcpLambdaSettings({ TABLE_NAME: 't', QUEUE_URL: 'q', PUP_MANIFEST_FILE: 'pup-manifest.json', LAMBDA_TASK_ROOT: root });
     expect(settings.pupManifest).toBe('{ "name" : "x" }');
-    expect(() => mcpLambdaSettings({ TABLE_NAME: 't', QUEUE_URL: 'q', PUP_MANIFEST_FILE: 'nope.json', LAMBDA_TASK_ROOT: root })).toThrow(/PUP_MANIFEST_FILE .* cannot be read/);
+    expect(() => mcpLambdaSettings({ TABLE_NAME: 't', QUEUE_URL: 'q', PUP_MANIFEST_FILE: 'nope.json', LAMBDA_TASK_ROOT: root })).toThrow(
+      /PUP_MANIFEST_FILE .* cannot be read/,
+    );
   });
 
   test('the AWS runtime facts come from the environment once: region, endpoint, FIPS, credentials, function name', () => {

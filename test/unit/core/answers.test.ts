@@ -119,17 +119,31 @@ describe('restAnswerOf', () => {
   });
 
   it('DEL-REST-2, DEL-REST-3: 400 invalid_input with the validation sentence', () => {
-    expect(restAnswerOf({ kind: 'invalid', error: 'body must be JSON' })).toStrictEqual({ status: 400, body: { error: { code: 'invalid_input', message: 'body must be JSON' } } });
+    expect(restAnswerOf({ kind: 'invalid', error: 'body must be JSON' })).toStrictEqual({
+      status: 400,
+      body: { error: { code: 'invalid_input', message: 'body must be JSON' } },
+    });
   });
 
   it('DEL-REST-2, DEL-PIPE-1: 409 no_subscription, with the same sentence as the tool', () => {
-    expect(restAnswerOf({ kind: 'no_subscription' })).toStrictEqual({ status: 409, body: { error: { code: 'no_subscription', message: NO_SUBSCRIPTION_TEXT } } });
+    expect(restAnswerOf({ kind: 'no_subscription' })).toStrictEqual({
+      status: 409,
+      body: { error: { code: 'no_subscription', message: NO_SUBSCRIPTION_TEXT } },
+    });
   });
 
   it('DEL-REST-2: 502 delivery_failed, carrying the event, its status and its category', () => {
     expect(restAnswerOf({ kind: 'failed', eventId: EVENT_ID, reason: 'http_4xx' })).toStrictEqual({
       status: 502,
-      body: { error: { code: 'delivery_failed', message: 'Delivery was rejected: the callback refused it (HTTP 4xx).', eventId: EVENT_ID, status: 'failed', reason: 'http_4xx' } },
+      body: {
+        error: {
+          code: 'delivery_failed',
+          message: 'Delivery was rejected: the callback refused it (HTTP 4xx).',
+          eventId: EVENT_ID,
+          status: 'failed',
+          reason: 'http_4xx',
+        },
+      },
     });
   });
 
@@ -213,7 +227,10 @@ describe('answerUnavailable', () => {
   it.each(cases)('EV-SUB-17, HTTP-19: on JSON-RPC, -32603 and a generic sentence naming the dependency (%s, event %s)', (dependency, eventId) => {
     const { log } = recordingLog();
     const error = new DependencyUnavailable(dependency, eventId ? { cause: new Error(CAUSE_TEXT), eventId } : { cause: new Error(CAUSE_TEXT) });
-    expect(answerUnavailable(log, 'rpc', error, context)).toStrictEqual({ code: ErrorCodes.internalError, message: `The ${dependency} is unavailable; try again shortly.` });
+    expect(answerUnavailable(log, 'rpc', error, context)).toStrictEqual({
+      code: ErrorCodes.internalError,
+      message: `The ${dependency} is unavailable; try again shortly.`,
+    });
     expect(ErrorCodes.internalError).toBe(-32603);
   });
 
@@ -223,21 +240,34 @@ describe('answerUnavailable', () => {
       const cause = new Error(CAUSE_TEXT);
       const error = new DependencyUnavailable(dependency, eventId ? { cause, eventId } : { cause });
       const json = JSON.stringify(answerUnavailable(log, surface, error, context));
-      for (const leak of ['ECONNREFUSED', '10.1.2.3', 'arn:aws', '123456789012', 'DmDotTable', 'Error:', 'req-42', 'tools/call']) expect(json).not.toContain(leak);
+      for (const leak of ['ECONNREFUSED', '10.1.2.3', 'arn:aws', '123456789012', 'DmDotTable', 'Error:', 'req-42', 'tools/call'])
+        expect(json).not.toContain(leak);
     }
   });
 
   it('whatever the cause, each surface gives the one answer of its dependency', () => {
-    const causes: unknown[] = [new Error(CAUSE_TEXT), new TypeError('x'), 'a string', undefined, { code: 'ThrottlingException' }, new DependencyUnavailable('storage')];
+    const causes: unknown[] = [
+      new Error(CAUSE_TEXT),
+      new TypeError('x'),
+      'a string',
+      undefined,
+      { code: 'ThrottlingException' },
+      new DependencyUnavailable('storage'),
+    ];
     for (const surface of ['tool', 'rest', 'rpc'] as const) {
-      const answers = causes.map((cause) => JSON.stringify(answerUnavailable(recordingLog().log, surface, new DependencyUnavailable('storage', { cause }), context)));
+      const answers = causes.map((cause) =>
+        JSON.stringify(answerUnavailable(recordingLog().log, surface, new DependencyUnavailable('storage', { cause }), context)),
+      );
       expect(new Set(answers).size).toBe(1);
     }
   });
 
   it('HTTP-19: logs once, as an error, with the request id, where, the dependency, the event and the cause', () => {
     const { log, lines } = recordingLog();
-    answerUnavailable(log, 'rest', new DependencyUnavailable('queue', { cause: new Error(CAUSE_TEXT), eventId: EVENT_ID }), { requestId: 'req-7', where: 'POST /v1/messages' });
+    answerUnavailable(log, 'rest', new DependencyUnavailable('queue', { cause: new Error(CAUSE_TEXT), eventId: EVENT_ID }), {
+      requestId: 'req-7',
+      where: 'POST /v1/messages',
+    });
     expect(lines).toStrictEqual([
       {
         level: 'error',

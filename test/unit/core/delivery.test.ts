@@ -108,7 +108,10 @@ describe('DEL-PIPE-15: classify', () => {
   });
 
   test('every reason classify gives is one of the stored categories', () => {
-    const responses = [...[100, 302, 404, 429, 503].map((s) => respond(s)), ...(['timeout', 'tls_error', 'connection_refused', 'bad_response'] as const).map(transportFailure)];
+    const responses = [
+      ...[100, 302, 404, 429, 503].map((s) => respond(s)),
+      ...(['timeout', 'tls_error', 'connection_refused', 'bad_response'] as const).map(transportFailure),
+    ];
     for (const response of responses) {
       const verdict = classify(response, T0);
       if (verdict.kind !== 'delivered') expect(FailureReasons).toContain(verdict.reason);
@@ -261,7 +264,7 @@ describe('deliver', () => {
     const { store, clock, webhook, deps, job } = world({ start: T0 });
     let sentAt = 0;
     store.before.getSubscription = () => clock.advance(7_000); // a slow storage read
-    webhook.add((request) => {
+    webhook.add((_request) => {
       sentAt = clock.now();
       return respond(200);
     });
@@ -490,7 +493,14 @@ describe('deliver after an operator redrive', () => {
   test('DEL-PIPE-12: a redriven failed event whose subscription ended is dropped as it failed: nothing is reopened, its attempts, last error and log stay', async () => {
     const { store, webhook, deps, job } = world();
     const attemptLog = [{ at: T0, outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true }] as const;
-    store.events.set(EVENT_ID, { ...store.events.get(EVENT_ID)!, status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400, log: [...attemptLog] });
+    store.events.set(EVENT_ID, {
+      ...store.events.get(EVENT_ID)!,
+      status: 'failed',
+      attempts: 1,
+      lastError: 'http_4xx',
+      lastHttpStatus: 400,
+      log: [...attemptLog],
+    });
     store.subscription = { ...store.subscription!, id: `sub_${'e'.repeat(32)}`, generation: 'another' };
     await expect(deliver(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'dropped' });
     expect(webhook.requests).toHaveLength(0);
@@ -605,7 +615,11 @@ describe('prepare: what a job may do now', () => {
 
   test('a job of the live generation is ready with the event and the subscription', async () => {
     const { store, deps, job } = world({ subscription: { generation: 'gen-1' } });
-    await expect(prepare(deps, { ...job, generation: 'gen-1' })).resolves.toEqual({ kind: 'ready', event: store.events.get(EVENT_ID), subscription: store.subscription });
+    await expect(prepare(deps, { ...job, generation: 'gen-1' })).resolves.toEqual({
+      kind: 'ready',
+      event: store.events.get(EVENT_ID),
+      subscription: store.subscription,
+    });
   });
 
   test('a job from before generations is judged by the subscription id alone', async () => {

@@ -30,7 +30,9 @@ describe('sep-3415', () => {
     const t = app('sep-3415');
     expect(rpcErrorCode((await rpcModern(t.app, 'events/unsubscribe', { name: EVENT_NAME, delivery: { url: HOOK } })).json)).toBe(-32023);
     expect(rpcErrorCode((await rpcModern(t.app, 'events/subscribe', subscribe())).json)).toBeUndefined();
-    expect(rpcErrorCode((await rpcModern(t.app, 'events/unsubscribe', { name: EVENT_NAME, delivery: { url: 'https://other.example/hook' } })).json)).toBe(-32023);
+    expect(rpcErrorCode((await rpcModern(t.app, 'events/unsubscribe', { name: EVENT_NAME, delivery: { url: 'https://other.example/hook' } })).json)).toBe(
+      -32023,
+    );
     expect(t.store.subscription).toBeDefined();
     expect(rpcErrorCode((await rpcModern(t.app, 'events/unsubscribe', { name: EVENT_NAME, delivery: { url: HOOK } })).json)).toBeUndefined();
     expect(t.store.subscription).toBeUndefined();

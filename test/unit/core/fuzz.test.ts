@@ -10,7 +10,6 @@ import { checkMessage, grantTtlMs, parseSubscribeParams } from '../../../lambda/
 import { ProtocolFault } from '../../../lambda/core/errors';
 import { fuzzParams, SECRET } from '../../support/app';
 
-
 const DAY = 24 * 60 * 60 * 1000;
 
 /** A deep copy of a JSON value with every object's keys in a shuffled order. */
@@ -153,7 +152,11 @@ describe('TTL grant', () => {
     fc.assert(
       fc.property(fc.oneof(validTtl, fc.constant(null), fc.constant(undefined)), (ttlMs) => {
         const request = parseSubscribeParams(
-          { name: 'message.created', delivery: { mode: 'webhook', url: 'https://dot.example/hook', secret: SECRET }, ...(ttlMs === undefined ? {} : { ttlMs }) },
+          {
+            name: 'message.created',
+            delivery: { mode: 'webhook', url: 'https://dot.example/hook', secret: SECRET },
+            ...(ttlMs === undefined ? {} : { ttlMs }),
+          },
           { allowLoopbackCallbacks: false },
         );
         const granted = grantTtlMs(request.ttlMs);
@@ -231,8 +234,17 @@ describe('message byte limit', () => {
     fc.assert(
       fc.property(
         fc.oneof(
-          fc.anything().filter((v) => typeof v !== 'string').map((v) => ({ message: v })),
-          fc.tuple(fc.string({ minLength: 1 }), fc.string().filter((k) => k !== 'message'), fc.anything()).map(([m, k, v]) => ({ message: m, [k]: v })),
+          fc
+            .anything()
+            .filter((v) => typeof v !== 'string')
+            .map((v) => ({ message: v })),
+          fc
+            .tuple(
+              fc.string({ minLength: 1 }),
+              fc.string().filter((k) => k !== 'message'),
+              fc.anything(),
+            )
+            .map(([m, k, v]) => ({ message: m, [k]: v })),
           fc.anything().filter((v) => v === null || typeof v !== 'object' || Array.isArray(v)),
         ),
         (args) => {

@@ -36,7 +36,7 @@ describe('IDEM-1: the key as the header carries it', () => {
     ['a', 'a'],
     ['8e03978e-40d5-43e8-bc93-6894a57f9324', '8e03978e-40d5-43e8-bc93-6894a57f9324'],
     ['with inner space', 'with inner space'],
-    ['~!#$%&\'()*+,-./:;<=>?@[]^_`{|}', '~!#$%&\'()*+,-./:;<=>?@[]^_`{|}'],
+    ["~!#$%&'()*+,-./:;<=>?@[]^_`{|}", "~!#$%&'()*+,-./:;<=>?@[]^_`{|}"],
     ['"quoted"', 'quoted'],
     ['"a \\"b\\" \\\\ c"', 'a "b" \\ c'],
     ['x'.repeat(255), 'x'.repeat(255)],
@@ -227,7 +227,14 @@ describe('IDEM-7: a first request that made nothing releases its key', () => {
   test('a stale claim whose request died before making its event is retaken with a new event id', async () => {
     const { deps, store, clock } = world();
     const stale = 'evt_00000000000000000000000000000002';
-    store.idempotencyKeys.set('alice\u0000k', { eventId: stale, messageHash: sha256Hex('hi'), state: 'in_progress', createdAt: T0, expiresAt: T0 + Limits.idempotencyMemoryMs, leaseUntil: T0 + IDEMPOTENCY_LEASE_MS });
+    store.idempotencyKeys.set('alice\u0000k', {
+      eventId: stale,
+      messageHash: sha256Hex('hi'),
+      state: 'in_progress',
+      createdAt: T0,
+      expiresAt: T0 + Limits.idempotencyMemoryMs,
+      leaseUntil: T0 + IDEMPOTENCY_LEASE_MS,
+    });
     clock.advance(IDEMPOTENCY_LEASE_MS);
     const outcome = (await sendOnce(deps, { message: 'hi' }, ALICE, 'k')) as { kind: string; eventId: string };
     expect(outcome.kind).toBe('queued');

@@ -5,7 +5,15 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { acceptedSecrets, checkInboundHeaders, createInboundVerifier, inboundSecretsProblem, verifyInbound, type InboundHeaders, type InboundSecrets } from '../../../lambda/core/inbound';
+import {
+  acceptedSecrets,
+  checkInboundHeaders,
+  createInboundVerifier,
+  inboundSecretsProblem,
+  verifyInbound,
+  type InboundHeaders,
+  type InboundSecrets,
+} from '../../../lambda/core/inbound';
 
 const utf8 = new TextEncoder();
 const MINUTE = 60_000;
@@ -17,7 +25,9 @@ function newSecret(bytes = 32): { secret: string; key: Buffer } {
 
 /** Standard Webhooks, written from the spec with node:crypto: v1,base64(HMAC-SHA256(key, id.ts.body)). */
 function independentSignature(key: Buffer, id: string, ts: number, body: Uint8Array): string {
-  return `v1,${createHmac('sha256', key).update(Buffer.concat([Buffer.from(`${id}.${ts}.`, 'utf8'), body])).digest('base64')}`;
+  return `v1,${createHmac('sha256', key)
+    .update(Buffer.concat([Buffer.from(`${id}.${ts}.`, 'utf8'), body]))
+    .digest('base64')}`;
 }
 
 // A fixed instant far from the wall clock: a verifier that consulted Date.now() would fail here.
@@ -198,7 +208,9 @@ describe('the verifier against the standardwebhooks library, both ways', () => {
     const nowS = Math.floor(Date.now() / 1000);
     const signature = independentSignature(current.key, ID, nowS, BODY);
     expect(verifyInbound(ONE, { id: ID, timestamp: String(nowS), signature }, BODY, nowS * 1000)).toEqual({ ok: true, webhookId: ID });
-    expect(() => new Webhook(current.secret).verify(Buffer.from(BODY), { 'webhook-id': ID, 'webhook-timestamp': String(nowS), 'webhook-signature': signature })).not.toThrow();
+    expect(() =>
+      new Webhook(current.secret).verify(Buffer.from(BODY), { 'webhook-id': ID, 'webhook-timestamp': String(nowS), 'webhook-signature': signature }),
+    ).not.toThrow();
   });
 });
 

@@ -314,7 +314,11 @@ describe('RCPT-1, RCPT-2: read receipts', () => {
     expect(await readReceipt(store, { role: 'sender', sender: 'alice' }, idOf(1), T0)).toEqual(receipt);
     expect(await readReceipt(store, { role: 'connector', sender: 'connector' }, idOf(1), T0)).toEqual(receipt);
     put(store, 2, { status: EventStatus.queued, deliveredAt: undefined, sender: undefined });
-    expect(await readReceipt(store, { role: 'connector', sender: 'connector' }, idOf(2), T0)).toMatchObject({ deliveredAt: null, acknowledgedAt: null, sender: null });
+    expect(await readReceipt(store, { role: 'connector', sender: 'connector' }, idOf(2), T0)).toMatchObject({
+      deliveredAt: null,
+      acknowledgedAt: null,
+      sender: null,
+    });
   });
 
   test('another sender, an unknown id, and a malformed one (which reads nothing) get nothing', async () => {

@@ -6,8 +6,7 @@
 import { scanJsonText } from '../../../lambda/core/json-text';
 import { checkMessage, NOT_UTF8_MESSAGE } from '../../../lambda/core/validation';
 
-const bytes = (...parts: (string | number[])[]) =>
-  Uint8Array.from(parts.flatMap((part) => (typeof part === 'string' ? [...Buffer.from(part, 'utf8')] : part)));
+const bytes = (...parts: (string | number[])[]) => Uint8Array.from(parts.flatMap((part) => (typeof part === 'string' ? [...Buffer.from(part, 'utf8')] : part)));
 const text = (b: Uint8Array) => Buffer.from(b).toString('utf8');
 
 describe('depth', () => {

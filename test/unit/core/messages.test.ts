@@ -37,7 +37,14 @@ function world(options: { subscription?: Partial<SubscriptionRecord> | null; del
   const queue = new FakeQueue();
   const webhook = new ScriptedWebhookClient(...(options.answers ?? []));
   if (options.subscription !== null) store.subscription = liveSubscription(options.subscription);
-  const deps: MessageDeps = { store, outbox: fakeOutbox(store, queue), clock, webhook, retryDelaysS: [1, 4, 30, 120, 600], deliveryWaitMs: options.deliveryWaitMs ?? 3_000 };
+  const deps: MessageDeps = {
+    store,
+    outbox: fakeOutbox(store, queue),
+    clock,
+    webhook,
+    retryDelaysS: [1, 4, 30, 120, 600],
+    deliveryWaitMs: options.deliveryWaitMs ?? 3_000,
+  };
   return { clock, store, queue, webhook, deps };
 }
 
@@ -174,7 +181,7 @@ describe('sendMessage', () => {
     expect(queue.jobs).toHaveLength(1);
   });
 
-  test('DEL-RUN-6: an inline decision emits the worker\'s metric with Via inline, and the worker\'s `delivery` line with via inline', async () => {
+  test("DEL-RUN-6: an inline decision emits the worker's metric with Via inline, and the worker's `delivery` line with via inline", async () => {
     const { store, clock, deps } = world({ answers: [() => (clock.advance(120), respond(200)), () => (clock.advance(30), respond(503))] });
     const metrics: DeliveryMetric[] = [];
     const lines: { level: string; event: string; fields?: Record<string, unknown> }[] = [];
@@ -192,7 +199,11 @@ describe('sendMessage', () => {
     ]);
     expect(lines).toEqual([
       { level: 'info', event: 'delivery', fields: { eventId: (delivered as { eventId: string }).eventId, via: 'inline', action: 'delivered', attempt: 1 } },
-      { level: 'info', event: 'delivery', fields: { eventId: (retried as { eventId: string }).eventId, via: 'inline', action: 'retry', attempt: 1, reason: 'http_5xx', delayS: 1 } },
+      {
+        level: 'info',
+        event: 'delivery',
+        fields: { eventId: (retried as { eventId: string }).eventId, via: 'inline', action: 'retry', attempt: 1, reason: 'http_5xx', delayS: 1 },
+      },
     ]);
     // Still one read and two writes per message delivered inline: the metric costs no storage call.
     expect(store.calls.slice(0, 3).map((c) => c.method)).toEqual(['getSubscription', 'putEvent', 'updateEvent']);
@@ -208,7 +219,7 @@ describe('sendMessage', () => {
     expect(warnings).toEqual([expect.objectContaining({ eventId: onlyEvent(store).eventId, action: 'retry', reason: 'timeout', outcomeUnknown: true })]);
   });
 
-  test('DEL-PIPE-20: a failed inline POST rewrites the subscription\'s delivery status only when it changes (the item must not become hot)', async () => {
+  test("DEL-PIPE-20: a failed inline POST rewrites the subscription's delivery status only when it changes (the item must not become hot)", async () => {
     const { store, deps } = world({ answers: [respond(503), respond(503), respond(400)] });
     store.subscription = { ...store.subscription!, lastDeliveryAt: T0 - 1_000, lastError: null };
     await sendMessage(deps, { message: 'one' });
@@ -247,7 +258,7 @@ describe('sendMessage', () => {
     const { store, clock, webhook, deps } = world({ deliveryWaitMs: 1_000, answers: [respond(200)] });
     store.before.putEvent = () => clock.advance(1_500);
     const running: Promise<unknown>[] = [];
-    const background = <T,>(work: () => Promise<T>): Promise<T> => {
+    const background = <T>(work: () => Promise<T>): Promise<T> => {
       const p = work();
       running.push(p);
       return p;
@@ -306,7 +317,7 @@ describe('sendMessage', () => {
   /** Runs the inline attempt as the runtimes do, keeping hold of it so the test can wait for it. */
   function tracking() {
     const running: Promise<unknown>[] = [];
-    const background = <T,>(work: () => Promise<T>): Promise<T> => {
+    const background = <T>(work: () => Promise<T>): Promise<T> => {
       const p = work();
       running.push(p.catch(() => undefined));
       return p;
@@ -338,7 +349,7 @@ describe('sendMessage', () => {
     expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'http_5xx' });
   });
 
-  test('DEL-PIPE-21: a dot answering after the wait window gets one POST: the caller is told queued, the attempt settles the event, the worker\'s copy skips it', async () => {
+  test("DEL-PIPE-21: a dot answering after the wait window gets one POST: the caller is told queued, the attempt settles the event, the worker's copy skips it", async () => {
     let answer: (response: ReturnType<typeof respond>) => void = () => undefined;
     const late = new Promise<ReturnType<typeof respond>>((resolve) => (answer = resolve));
     const { store, queue, webhook, deps } = world({ deliveryWaitMs: 20, answers: [() => late] });
@@ -354,7 +365,7 @@ describe('sendMessage', () => {
     expect(webhook.requests).toHaveLength(1);
   });
 
-  test('DEL-PIPE-21: while the inline attempt runs past the window, its lease keeps the worker\'s copy from a second POST', async () => {
+  test("DEL-PIPE-21: while the inline attempt runs past the window, its lease keeps the worker's copy from a second POST", async () => {
     let answer: (response: ReturnType<typeof respond>) => void = () => undefined;
     const late = new Promise<ReturnType<typeof respond>>((resolve) => (answer = resolve));
     const { store, queue, clock, webhook, deps } = world({ deliveryWaitMs: 20, answers: [() => late] });

@@ -35,7 +35,13 @@ function record(overrides: Partial<EventRecord> = {}): EventRecord {
   };
 }
 
-const job = (overrides: Partial<DeliveryJob> = {}): DeliveryJob => ({ eventId: EVENT_ID, subscriptionId: 'sub_a', generation: 'gen-a', body: BODY, ...overrides });
+const job = (overrides: Partial<DeliveryJob> = {}): DeliveryJob => ({
+  eventId: EVENT_ID,
+  subscriptionId: 'sub_a',
+  generation: 'gen-a',
+  body: BODY,
+  ...overrides,
+});
 
 let store: FakeStore;
 let queue: FakeQueue;
@@ -202,8 +208,23 @@ describe('add', () => {
 
 describe('reopen (an operator resend)', () => {
   const NOW = T0 + 60 * SECOND;
-  const settled = () => record({ status: EventStatus.failed, attempts: 6, lastError: 'http_5xx', lastHttpStatus: 503, log: [{ at: T0, outcome: 'http_5xx', statusClass: '5xx', durationMs: 10, counted: true }] });
-  const patch: EventPatch = { status: EventStatus.queued, attempts: 0, lastError: null, notBefore: NOW, subscriptionId: 'sub_b', generation: 'gen-b', appendLog: { at: NOW, note: 'resent' } };
+  const settled = () =>
+    record({
+      status: EventStatus.failed,
+      attempts: 6,
+      lastError: 'http_5xx',
+      lastHttpStatus: 503,
+      log: [{ at: T0, outcome: 'http_5xx', statusClass: '5xx', durationMs: 10, counted: true }],
+    });
+  const patch: EventPatch = {
+    status: EventStatus.queued,
+    attempts: 0,
+    lastError: null,
+    notBefore: NOW,
+    subscriptionId: 'sub_b',
+    generation: 'gen-b',
+    appendLog: { at: NOW, note: 'resent' },
+  };
   const resend = job({ subscriptionId: 'sub_b', generation: 'gen-b' });
 
   beforeEach(() => {
@@ -217,7 +238,14 @@ describe('reopen (an operator resend)', () => {
       [EVENT_ID, fields, { status: 'failed', attempts: 6 }],
       [EVENT_ID, { appendLog }, { status: ['queued', 'delivered', 'failed', 'dropped', 'kept'] }],
     ]);
-    expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'queued', attempts: 0, lastError: null, notBefore: NOW, subscriptionId: 'sub_b', generation: 'gen-b' });
+    expect(store.events.get(EVENT_ID)).toMatchObject({
+      status: 'queued',
+      attempts: 0,
+      lastError: null,
+      notBefore: NOW,
+      subscriptionId: 'sub_b',
+      generation: 'gen-b',
+    });
     expect(store.events.get(EVENT_ID)?.log?.at(-1)).toStrictEqual({ at: NOW, note: 'resent' });
     expect(queue.jobs).toStrictEqual([resend]);
     expect(queue.delays).toStrictEqual([undefined]);

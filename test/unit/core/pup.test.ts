@@ -43,7 +43,10 @@ describe('PUP-16: parsePupEvent', () => {
     ['an object with user.id as a number', { type: 'member.joined', user: { id: 1234567 } }, '1234567'],
   ])('event as %s', (_label, event, memberId) => {
     const parsed = parsePupEvent({ ...base, event }, 'msg_1');
-    expect(parsed).toEqual({ ok: true, event: { type: 'member.joined', known: true, eventId: 'e_1', installationId: 'inst_1', ...(memberId ? { memberId } : {}) } });
+    expect(parsed).toEqual({
+      ok: true,
+      event: { type: 'member.joined', known: true, eventId: 'e_1', installationId: 'inst_1', ...(memberId ? { memberId } : {}) },
+    });
   });
 
   test('member.left is known; another type is parsed but not known', () => {
@@ -52,7 +55,10 @@ describe('PUP-16: parsePupEvent', () => {
   });
 
   test('type wins over name when both are there', () => {
-    expect(parsePupEvent({ ...base, event: { type: 'member.left', name: 'member.joined' } }, 'msg_1')).toMatchObject({ ok: true, event: { type: 'member.left' } });
+    expect(parsePupEvent({ ...base, event: { type: 'member.left', name: 'member.joined' } }, 'msg_1')).toMatchObject({
+      ok: true,
+      event: { type: 'member.left' },
+    });
   });
 
   test('extra envelope fields are allowed', () => {
@@ -81,7 +87,9 @@ describe('PUP-13: pupContextOf', () => {
   const message = (context: unknown) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { _meta: { 'io.puphq/context': context } } });
 
   test('ids come back as text; settings and userRequest never do', () => {
-    const check = pupContextOf(message({ installationId: 'i', askerId: 42, channelId: 'c', callId: 'k', settings: { a: 1 }, userRequest: 'text', extra: true }));
+    const check = pupContextOf(
+      message({ installationId: 'i', askerId: 42, channelId: 'c', callId: 'k', settings: { a: 1 }, userRequest: 'text', extra: true }),
+    );
     expect(check).toEqual({ kind: 'ok', ids: { installationId: 'i', askerId: '42', channelId: 'c', callId: 'k' } });
   });
 
@@ -120,7 +128,13 @@ describe('the pup principal and the default manifest', () => {
 
   test('PUP-6: the default manifest names the three endpoints (relative) and the one tool', () => {
     const manifest = defaultPupManifest('1.2.3');
-    expect(manifest).toMatchObject({ name: 'dm-dot', version: '1.2.3', mcp: { url: '/pup/mcp', protocolVersion: '2026-07-28' }, challengeUrl: '/pup/challenge', eventsUrl: '/pup/events' });
+    expect(manifest).toMatchObject({
+      name: 'dm-dot',
+      version: '1.2.3',
+      mcp: { url: '/pup/mcp', protocolVersion: '2026-07-28' },
+      challengeUrl: '/pup/challenge',
+      eventsUrl: '/pup/events',
+    });
     expect(manifest.tools).toEqual([expect.objectContaining({ name: 'send_to_dot' })]);
   });
 });

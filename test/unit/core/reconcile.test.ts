@@ -14,7 +14,17 @@ const STALE = strandedAfterMs(DELAYS);
 const EVENT_ID = 'evt_0123456789abcdef0123456789abcdef';
 
 function record(overrides: Partial<EventRecord> = {}): EventRecord {
-  return { eventId: EVENT_ID, status: EventStatus.queued, subscriptionId: 'sub_a', generation: 'g1', attempts: 0, createdAt: T0, expiresAt: T0 + 1e9, body: '{"eventId":"x"}', ...overrides };
+  return {
+    eventId: EVENT_ID,
+    status: EventStatus.queued,
+    subscriptionId: 'sub_a',
+    generation: 'g1',
+    attempts: 0,
+    createdAt: T0,
+    expiresAt: T0 + 1e9,
+    body: '{"eventId":"x"}',
+    ...overrides,
+  };
 }
 const entry = { eventId: EVENT_ID, queuedSince: T0 };
 
@@ -26,7 +36,8 @@ describe('repairOf (DEL-OUT-4)', () => {
 
   test('not yet stranded, or no longer queued, or gone: nothing', () => {
     expect(repairOf(record(), entry, T0 + STALE - 1, DELAYS)).toEqual({ kind: 'skip' });
-    for (const status of [EventStatus.delivered, EventStatus.failed, EventStatus.dropped]) expect(repairOf(record({ status }), entry, T0 + STALE, DELAYS)).toEqual({ kind: 'skip' });
+    for (const status of [EventStatus.delivered, EventStatus.failed, EventStatus.dropped])
+      expect(repairOf(record({ status }), entry, T0 + STALE, DELAYS)).toEqual({ kind: 'skip' });
     expect(repairOf(undefined, entry, T0 + STALE, DELAYS)).toEqual({ kind: 'skip' });
   });
 

@@ -19,7 +19,9 @@ const BODY_TEXT = '{"eventId":"evt_0123456789abcdef0123456789abcdef","name":"mes
 const BODY = utf8.encode(BODY_TEXT);
 
 function independentSignature(key: Uint8Array, id: string, ts: number, body: Uint8Array): string {
-  const mac = createHmac('sha256', key).update(Buffer.concat([Buffer.from(`${id}.${ts}.`), body])).digest('base64');
+  const mac = createHmac('sha256', key)
+    .update(Buffer.concat([Buffer.from(`${id}.${ts}.`), body]))
+    .digest('base64');
   return `v1,${mac}`;
 }
 

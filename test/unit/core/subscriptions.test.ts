@@ -133,7 +133,14 @@ describe('callback challenge', () => {
       cursor: null,
       truncated: false,
     });
-    expect(store.subscription).toMatchObject({ id: ID_A, url: URL_A, name: 'message.created', secret: SECRET, principal: PRINCIPAL, expiresAt: start + 7 * DAY });
+    expect(store.subscription).toMatchObject({
+      id: ID_A,
+      url: URL_A,
+      name: 'message.created',
+      secret: SECRET,
+      principal: PRINCIPAL,
+      expiresAt: start + 7 * DAY,
+    });
   });
 
   test('EV-CHAL-8: an echo with extra fields in the response still passes', async () => {
@@ -525,7 +532,11 @@ describe('a new secret is proven before it signs anything', () => {
     await subscribe(deps, PRINCIPAL, params({ secret: newer }));
     expect(webhook.requests).toHaveLength(2);
     const challenge = webhook.requests[1]!;
-    const headers = { id: challenge.headers['webhook-id'], timestamp: challenge.headers['webhook-timestamp'], signature: challenge.headers['webhook-signature'] };
+    const headers = {
+      id: challenge.headers['webhook-id'],
+      timestamp: challenge.headers['webhook-timestamp'],
+      signature: challenge.headers['webhook-signature'],
+    };
     expect(verifyInbound({ secrets: [newer] }, headers, challenge.body, clock.now())).toMatchObject({ ok: true });
     expect(verifyInbound({ secrets: [SECRET] }, headers, challenge.body, clock.now())).toMatchObject({ ok: false });
     expect(store.subscription?.secret).toBe(newer);

@@ -75,7 +75,9 @@ describe('MCP-1: event -> Request', () => {
   });
 
   test('folds header names to lower case and joins repeats', () => {
-    const { request } = requestFromEvent(baseEvent({ headers: { 'Content-Type': 'application/json', 'X-Thing': 'a', 'x-thing': 'b', Authorization: 'Bearer k' } }));
+    const { request } = requestFromEvent(
+      baseEvent({ headers: { 'Content-Type': 'application/json', 'X-Thing': 'a', 'x-thing': 'b', Authorization: 'Bearer k' } }),
+    );
     expect(request.headers.get('content-type')).toBe('application/json');
     expect(request.headers.get('x-thing')).toBe('a, b');
     expect(request.headers.get('authorization')).toBe('Bearer k');
@@ -133,7 +135,9 @@ describe('MCP-1: event -> Request', () => {
 
 describe('Response -> result', () => {
   test('copies status and headers and returns a JSON body as text', async () => {
-    const result = await resultFromResponse(new Response('{"ok":true}', { status: 202, headers: { 'content-type': 'application/json', 'x-request-id': 'r1' } }));
+    const result = await resultFromResponse(
+      new Response('{"ok":true}', { status: 202, headers: { 'content-type': 'application/json', 'x-request-id': 'r1' } }),
+    );
     expect(result).toMatchObject({ statusCode: 202, isBase64Encoded: false, body: '{"ok":true}' });
     expect(result.headers).toMatchObject({ 'content-type': 'application/json', 'x-request-id': 'r1' });
   });
@@ -257,6 +261,6 @@ describe('the test API Gateway (test/support/apigw.ts)', () => {
   });
 
   test('a plain string result means 200 with that body', async () => {
-    expect((await responseFromResult('{"x":1}').json())).toEqual({ x: 1 });
+    expect(await responseFromResult('{"x":1}').json()).toEqual({ x: 1 });
   });
 });

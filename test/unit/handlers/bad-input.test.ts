@@ -21,7 +21,6 @@ import { API_KEY, buildApp, hasStackTrace, keyQuery, legacyHeaders, readAnswer, 
 import { BAD_INPUT_ROWS, expectBadInputAnswer, type BadInputRow } from '../../support/bad-input';
 import { asApp, buildLambda, resultText } from '../../support/lambda';
 
-
 const MiB = 1024 * 1024;
 const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
 
@@ -46,7 +45,14 @@ function comparable(answer: Answer) {
   return {
     status: answer.status,
     headers,
-    json: answer.json === undefined ? undefined : JSON.parse(JSON.stringify(answer.json).replace(UUID, '<uuid>').replace(/evt_[0-9a-f]{32}/g, 'evt_<id>')),
+    json:
+      answer.json === undefined
+        ? undefined
+        : JSON.parse(
+            JSON.stringify(answer.json)
+              .replace(UUID, '<uuid>')
+              .replace(/evt_[0-9a-f]{32}/g, 'evt_<id>'),
+          ),
     empty: answer.text === '',
   };
 }
@@ -121,14 +127,18 @@ describe('the boundaries next to the bad rows, through the MCP Lambda', () => {
 
 /** POSTs `body` to /mcp with the valid key and the legacy headers. */
 async function post(app: App, body: string): Promise<Response> {
-  return app.handle(new Request(`https://dmdot.example/mcp?${keyQuery()}`, { method: 'POST', headers: legacyHeaders({ 'content-type': 'application/json' }), body }));
+  return app.handle(
+    new Request(`https://dmdot.example/mcp?${keyQuery()}`, { method: 'POST', headers: legacyHeaders({ 'content-type': 'application/json' }), body }),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
 // Classes that only exist on the Lambda: events, not requests.
 
 async function baseEvent(): Promise<APIGatewayProxyEventV2> {
-  return eventFromRequest(new Request(`https://dmdot.example/mcp?${keyQuery()}`, { method: 'POST', headers: legacyHeaders(), body: ping }), { requestId: 'evt-row' });
+  return eventFromRequest(new Request(`https://dmdot.example/mcp?${keyQuery()}`, { method: 'POST', headers: legacyHeaders(), body: ping }), {
+    requestId: 'evt-row',
+  });
 }
 
 interface EventRow {
@@ -139,30 +149,73 @@ interface EventRow {
   answer: { rpc: number } | { rest: string } | 'result';
 }
 
-const withMethod = (method: string) => (e: APIGatewayProxyEventV2) => ({ ...e, requestContext: { ...e.requestContext, http: { ...e.requestContext.http, method } } });
+const withMethod = (method: string) => (e: APIGatewayProxyEventV2) => ({
+  ...e,
+  requestContext: { ...e.requestContext, http: { ...e.requestContext.http, method } },
+});
 
 const EVENT_ROWS: EventRow[] = [
   { klass: 'a method no web Request accepts (TRACE)', change: withMethod('TRACE'), status: 400, answer: { rest: 'bad_request' } },
   { klass: 'a method that is not a token', change: withMethod('GE T'), status: 400, answer: { rest: 'bad_request' } },
   { klass: 'a lower-case method (post)', change: withMethod('post'), status: 200, answer: 'result' },
   { klass: 'no headers object at all', change: (e) => ({ ...e, headers: undefined as never }), status: 415, answer: { rpc: -32600 } },
-  { klass: 'isBase64Encoded with a body that is not base64', change: (e) => ({ ...e, isBase64Encoded: true, body: '{not base64!}' }), status: 400, answer: { rpc: -32700 } },
+  {
+    klass: 'isBase64Encoded with a body that is not base64',
+    change: (e) => ({ ...e, isBase64Encoded: true, body: '{not base64!}' }),
+    status: 400,
+    answer: { rpc: -32700 },
+  },
   { klass: 'isBase64Encoded with an empty body', change: (e) => ({ ...e, isBase64Encoded: true, body: '' }), status: 400, answer: { rpc: -32700 } },
-  { klass: 'a base64 body of 1 MiB + 1 decoded bytes', change: (e) => ({ ...e, isBase64Encoded: true, body: Buffer.alloc(MiB + 1, 0x20).toString('base64') }), status: 413, answer: { rpc: -32600 } },
+  {
+    klass: 'a base64 body of 1 MiB + 1 decoded bytes',
+    change: (e) => ({ ...e, isBase64Encoded: true, body: Buffer.alloc(MiB + 1, 0x20).toString('base64') }),
+    status: 413,
+    answer: { rpc: -32600 },
+  },
   { klass: 'a text body of 1 MiB + 1 UTF-8 bytes', change: (e) => ({ ...e, body: `${'é'.repeat(MiB / 2)}x` }), status: 413, answer: { rpc: -32600 } },
-  { klass: 'mixed-case header names', change: (e) => ({ ...e, headers: { 'Content-Type': 'application/json', ACCEPT: 'application/json, text/event-stream' } }), status: 200, answer: 'result' },
-  { klass: 'the same header twice in different case (joined, so not JSON)', change: (e) => ({ ...e, headers: { 'content-type': 'application/json', 'Content-Type': 'application/json' } }), status: 415, answer: { rpc: -32600 } },
+  {
+    klass: 'mixed-case header names',
+    change: (e) => ({ ...e, headers: { 'Content-Type': 'application/json', ACCEPT: 'application/json, text/event-stream' } }),
+    status: 200,
+    answer: 'result',
+  },
+  {
+    klass: 'the same header twice in different case (joined, so not JSON)',
+    change: (e) => ({ ...e, headers: { 'content-type': 'application/json', 'Content-Type': 'application/json' } }),
+    status: 415,
+    answer: { rpc: -32600 },
+  },
   { klass: 'an empty `key` before the valid one', change: (e) => ({ ...e, rawQueryString: `key=&${keyQuery()}` }), status: 401, answer: { rpc: -32600 } },
   { klass: 'the valid `key` before a wrong one', change: (e) => ({ ...e, rawQueryString: `${keyQuery()}&key=wrong` }), status: 200, answer: 'result' },
   { klass: '`key` given as a bare flag', change: (e) => ({ ...e, rawQueryString: 'key' }), status: 401, answer: { rpc: -32600 } },
   { klass: 'a `cookies` array (ignored)', change: (e) => ({ ...e, cookies: ['a=1', '', 'key=x', `session=${'é'}`] }), status: 200, answer: 'result' },
-  { klass: 'no requestContext.http', change: (e) => ({ ...e, requestContext: { ...e.requestContext, http: undefined as never } }), status: 405, answer: { rpc: -32600 } },
+  {
+    klass: 'no requestContext.http',
+    change: (e) => ({ ...e, requestContext: { ...e.requestContext, http: undefined as never } }),
+    status: 405,
+    answer: { rpc: -32600 },
+  },
   { klass: 'no rawPath (the root)', change: (e) => ({ ...e, rawPath: undefined as never }), status: 404, answer: { rest: 'not_found' } },
   { klass: 'a rawPath without its leading slash', change: (e) => ({ ...e, rawPath: 'mcp' }), status: 200, answer: 'result' },
-  { klass: 'a domain name that is not a host', change: (e) => ({ ...e, requestContext: { ...e.requestContext, domainName: 'evil.example/@x' } }), status: 200, answer: 'result' },
+  {
+    klass: 'a domain name that is not a host',
+    change: (e) => ({ ...e, requestContext: { ...e.requestContext, domainName: 'evil.example/@x' } }),
+    status: 200,
+    answer: 'result',
+  },
   // Regressions: both once made the handler fail open or throw.
-  { klass: 'an Origin a web Request cannot carry (non-Latin-1) is still refused', change: (e) => ({ ...e, headers: { ...e.headers, origin: 'https://évil€.example' } }), status: 403, answer: { rpc: -32600 } },
-  { klass: 'a request id that is not a header value (the app makes its own)', change: (e) => ({ ...e, requestContext: { ...e.requestContext, requestId: 'id\n€' } }), status: 200, answer: 'result' },
+  {
+    klass: 'an Origin a web Request cannot carry (non-Latin-1) is still refused',
+    change: (e) => ({ ...e, headers: { ...e.headers, origin: 'https://évil€.example' } }),
+    status: 403,
+    answer: { rpc: -32600 },
+  },
+  {
+    klass: 'a request id that is not a header value (the app makes its own)',
+    change: (e) => ({ ...e, requestContext: { ...e.requestContext, requestId: 'id\n€' } }),
+    status: 200,
+    answer: 'result',
+  },
 ];
 
 describe('HTTP-19: events only the Lambda sees: answered, never thrown', () => {

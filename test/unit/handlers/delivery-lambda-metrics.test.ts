@@ -31,7 +31,15 @@ function memoryStore(options: { failReads?: boolean; subscriptionId?: string } =
   const events = new Map<string, EventRecord>();
   const store = {
     add(eventId: string, patch: Partial<EventRecord> = {}) {
-      events.set(eventId, { eventId, status: EventStatus.queued, subscriptionId: SUB_ID, attempts: 0, createdAt: NOW, expiresAt: NOW + Limits.eventRecordMs, ...patch });
+      events.set(eventId, {
+        eventId,
+        status: EventStatus.queued,
+        subscriptionId: SUB_ID,
+        attempts: 0,
+        createdAt: NOW,
+        expiresAt: NOW + Limits.eventRecordMs,
+        ...patch,
+      });
     },
     getSubscription: async () => subscription,
     getEvent: async (id: string) => {
@@ -91,7 +99,12 @@ test('delivered: outcome, attempt 1, worker time, and the latency from the enque
   await lambda({ Records: [record(1, { sentAt: NOW - 1_500 })] });
   expect(docs()).toHaveLength(1);
   const [doc] = docs();
-  expect(doc).toMatchObject({ [DimensionName.outcome]: 'delivered', [DimensionName.via]: 'worker', [MetricName.deliveries]: 1, [MetricName.deliveryLatency]: 1_500 });
+  expect(doc).toMatchObject({
+    [DimensionName.outcome]: 'delivered',
+    [DimensionName.via]: 'worker',
+    [MetricName.deliveries]: 1,
+    [MetricName.deliveryLatency]: 1_500,
+  });
   expect(doc?.[MetricName.deliveryDuration]).toEqual(expect.any(Number));
 });
 
@@ -117,7 +130,11 @@ test('already final, dropped and malformed records are counted by outcome too', 
   other.add(eventIdOf(5));
   const second = instrumented(other, webhook);
   await second.lambda({ Records: [record(5)] });
-  expect(docs().map((d) => d.Outcome).sort()).toEqual(['already_final', 'malformed']);
+  expect(
+    docs()
+      .map((d) => d.Outcome)
+      .sort(),
+  ).toEqual(['already_final', 'malformed']);
   expect(second.docs().map((d) => d.Outcome)).toEqual(['dropped']);
   expect(webhook.post).not.toHaveBeenCalled();
 });
@@ -125,7 +142,11 @@ test('already final, dropped and malformed records are counted by outcome too', 
 test('a storage failure is a worker_error; at the receive limit it is receive_limit', async () => {
   const { lambda, docs } = instrumented(memoryStore({ failReads: true }), respond(200));
   await lambda({ Records: [record(6, { receives: 1 }), record(7, { receives: 999 })] });
-  expect(docs().map((d) => d.Outcome).sort()).toEqual(['receive_limit', 'worker_error']);
+  expect(
+    docs()
+      .map((d) => d.Outcome)
+      .sort(),
+  ).toEqual(['receive_limit', 'worker_error']);
 });
 
 test('a batch writes one line per record, each carrying no id, URL or secret', async () => {

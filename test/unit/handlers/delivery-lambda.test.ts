@@ -30,7 +30,15 @@ function memoryStore(options: { failReads?: boolean } = {}) {
     expiresAt: now + Limits.ttlDefaultMs,
   };
   store.add = (eventId, patch = {}) => {
-    store.events.set(eventId, { eventId, status: EventStatus.queued, subscriptionId: SUB_ID, attempts: 0, createdAt: now, expiresAt: now + Limits.eventRecordMs, ...patch });
+    store.events.set(eventId, {
+      eventId,
+      status: EventStatus.queued,
+      subscriptionId: SUB_ID,
+      attempts: 0,
+      createdAt: now,
+      expiresAt: now + Limits.eventRecordMs,
+      ...patch,
+    });
   };
   if (options.failReads) store.failing.add('getEvent');
   return store;
@@ -72,7 +80,11 @@ function record(n: number, overrides: { attributes?: Record<string, string>; rec
 }
 
 function lambdaWith(store: Store, webhook: WebhookClient, queue: DeliveryQueue, retryDelaysS = [1, 4]) {
-  return createDeliveryLambda({ delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS }, queue, log: silentLog });
+  return createDeliveryLambda({
+    delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS },
+    queue,
+    log: silentLog,
+  });
 }
 
 test('ARCH-6, DEL-PIPE-10, DEL-PIPE-17: retry: visibility set to the delay rounded up to whole seconds, record listed as failed', async () => {
@@ -154,7 +166,7 @@ test('DEL-RUN-4: at the receive limit with no attempt made, a dead-letter send t
   expect(up.deadLetters.map((d) => d.reason)).toEqual(['receive_limit']);
 });
 
-test('DEL-RUN-5: each record decision is one `delivery` line with via=worker (the inline attempt\'s vocabulary), with the SQS message id', async () => {
+test("DEL-RUN-5: each record decision is one `delivery` line with via=worker (the inline attempt's vocabulary), with the SQS message id", async () => {
   const store = memoryStore();
   store.add(eventIdOf(17));
   store.add(eventIdOf(18));
@@ -166,12 +178,20 @@ test('DEL-RUN-5: each record decision is one `delivery` line with via=worker (th
   };
   const answers: Record<string, number> = { [eventIdOf(17)]: 200, [eventIdOf(18)]: 404 };
   const webhook: WebhookClient = { post: async (request) => ({ kind: 'response', status: answers[request.headers['webhook-id']!]!, body: new Uint8Array() }) };
-  const lambda = createDeliveryLambda({ delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS: [1, 4] }, queue: recordingQueue().queue, log });
+  const lambda = createDeliveryLambda({
+    delivery: { store, webhook, clock: { now: () => Date.now(), sleep: async () => undefined }, retryDelaysS: [1, 4] },
+    queue: recordingQueue().queue,
+    log,
+  });
   await lambda({ Records: [record(17), record(18)] });
   expect(lines).toEqual(
     expect.arrayContaining([
       { level: 'info', event: 'delivery', fields: { eventId: eventIdOf(17), via: 'worker', action: 'delivered', messageId: 'm-17', receives: 1 } },
-      { level: 'warn', event: 'delivery', fields: { eventId: eventIdOf(18), via: 'worker', action: 'failed', attempt: 1, reason: 'http_4xx', messageId: 'm-18', receives: 1 } },
+      {
+        level: 'warn',
+        event: 'delivery',
+        fields: { eventId: eventIdOf(18), via: 'worker', action: 'failed', attempt: 1, reason: 'http_4xx', messageId: 'm-18', receives: 1 },
+      },
     ]),
   );
   expect(lines).toHaveLength(2);
@@ -208,7 +228,12 @@ test('DEL-RUN-2: a lease that ends within a second is waited out in place, then 
   const slept: number[] = [];
   const q = recordingQueue();
   const lambda = createDeliveryLambda({
-    delivery: { store, webhook: respond(200), clock: { now: () => Date.now() + slept.reduce((a, b) => a + b, 0), sleep: async (ms) => void slept.push(ms) }, retryDelaysS: [1, 4] },
+    delivery: {
+      store,
+      webhook: respond(200),
+      clock: { now: () => Date.now() + slept.reduce((a, b) => a + b, 0), sleep: async (ms) => void slept.push(ms) },
+      retryDelaysS: [1, 4],
+    },
     queue: q.queue,
     log: silentLog,
   });

@@ -25,9 +25,25 @@
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import fc from 'fast-check';
-import { API_KEY, BASE, buildApp, echoingWebhook, expectGenericInternalErrors, expectRpcResponses, fuzzParams, hasStackTrace, isRpcResponse, liveSubscription, MODERN, readAnswer, rpcErrorCode, SECRET, type Answer, type LogLine } from '../../support/app';
+import {
+  API_KEY,
+  BASE,
+  buildApp,
+  echoingWebhook,
+  expectGenericInternalErrors,
+  expectRpcResponses,
+  fuzzParams,
+  hasStackTrace,
+  isRpcResponse,
+  liveSubscription,
+  MODERN,
+  readAnswer,
+  rpcErrorCode,
+  SECRET,
+  type Answer,
+  type LogLine,
+} from '../../support/app';
 import { asApp, buildLambda, resultText, type TestLambda } from '../../support/lambda';
-
 
 const MiB = 1024 * 1024;
 const ALLOWED_ORIGIN = 'https://inspector.example';
@@ -44,8 +60,45 @@ let eventsSent = 0;
 
 const ABSENT = Symbol('absent');
 const ODD_CHARS = [
-  '\u0000', '\u001f', '\u007f', '\ud800', '\udfff', '\ufffe', '\ufffd', '\u202e', '\u200b', '\u2028', '\ufeff', '\u00a0',
-  '😀', '\u{10ffff}', 'é', 'ß', '€', '"', '\\', '/', '\n', '\r', '\t', ' ', 'a', '0', '{', '}', '[', ']', ':', ',', '%', '?', '#', '&', '=', '+', ';',
+  '\u0000',
+  '\u001f',
+  '\u007f',
+  '\ud800',
+  '\udfff',
+  '\ufffe',
+  '\ufffd',
+  '\u202e',
+  '\u200b',
+  '\u2028',
+  '\ufeff',
+  '\u00a0',
+  '😀',
+  '\u{10ffff}',
+  'é',
+  'ß',
+  '€',
+  '"',
+  '\\',
+  '/',
+  '\n',
+  '\r',
+  '\t',
+  ' ',
+  'a',
+  '0',
+  '{',
+  '}',
+  '[',
+  ']',
+  ':',
+  ',',
+  '%',
+  '?',
+  '#',
+  '&',
+  '=',
+  '+',
+  ';',
 ];
 const oddChar = fc.constantFrom(...ODD_CHARS);
 const oddString: fc.Arbitrary<string> = fc.oneof(
@@ -55,31 +108,65 @@ const oddString: fc.Arbitrary<string> = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom('', ' ', 'null', '__proto__', 'constructor', '-1', 'NaN') },
 );
 const hugeString = fc.tuple(oddChar, fc.constantFrom(1_000, 16_384, 16_385, 60_000)).map(([c, n]) => c.repeat(n));
-const wrongValue: fc.Arbitrary<unknown> = fc.oneof(oddString, fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.constantFrom({}, [], [null], 1e308, -0, 2 ** 53 + 1), fc.jsonValue({ maxDepth: 2 }));
-const rarely = <T>(arb: fc.Arbitrary<T>, n: number): fc.Arbitrary<T | null> => fc.oneof({ weight: 1, arbitrary: arb }, { weight: n - 1, arbitrary: fc.constant(null) });
+const wrongValue: fc.Arbitrary<unknown> = fc.oneof(
+  oddString,
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.constantFrom({}, [], [null], 1e308, -0, 2 ** 53 + 1),
+  fc.jsonValue({ maxDepth: 2 }),
+);
+const rarely = <T>(arb: fc.Arbitrary<T>, n: number): fc.Arbitrary<T | null> =>
+  fc.oneof({ weight: 1, arbitrary: arb }, { weight: n - 1, arbitrary: fc.constant(null) });
 /** Usually `valid`, sometimes absent, sometimes of a wrong type. */
-const field = (valid: fc.Arbitrary<unknown>) => fc.oneof({ weight: 8, arbitrary: valid }, { weight: 1, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<unknown> }, { weight: 2, arbitrary: wrongValue });
+const field = (valid: fc.Arbitrary<unknown>) =>
+  fc.oneof({ weight: 8, arbitrary: valid }, { weight: 1, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<unknown> }, { weight: 2, arbitrary: wrongValue });
 const objectOf = (fields: Record<string, fc.Arbitrary<unknown>>) =>
-  fc.record(Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, field(v)]))).map((o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== ABSENT)));
+  fc
+    .record(Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, field(v)])))
+    .map((o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== ABSENT)));
 
 /** Turns any string into a header value a client could send (UTF-8 bytes as Latin-1, no NUL/CR/LF). */
-const headerValue = (value: string) => Buffer.from(value, 'utf8').toString('latin1').replace(/[\0\r\n]/g, '');
+const headerValue = (value: string) =>
+  Buffer.from(value, 'utf8')
+    .toString('latin1')
+    .replace(/[\0\r\n]/g, '');
 
 const VERSIONS = ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
-const versionArb = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...VERSIONS) }, { weight: 1, arbitrary: fc.constantFrom('2099-01-01', 'latest', '') }, { weight: 1, arbitrary: oddString });
+const versionArb = fc.oneof(
+  { weight: 6, arbitrary: fc.constantFrom(...VERSIONS) },
+  { weight: 1, arbitrary: fc.constantFrom('2099-01-01', 'latest', '') },
+  { weight: 1, arbitrary: oddString },
+);
 const urlArb = fc.oneof(
-  fc.constantFrom('https://dot.example/hook', 'http://dot.example/hook', 'https://127.0.0.1/x', 'https://u:p@dot.example/', 'https://dot.example/#x', 'file:///etc/passwd', `https://dot.example/${'a'.repeat(2100)}`),
+  fc.constantFrom(
+    'https://dot.example/hook',
+    'http://dot.example/hook',
+    'https://127.0.0.1/x',
+    'https://u:p@dot.example/',
+    'https://dot.example/#x',
+    'file:///etc/passwd',
+    `https://dot.example/${'a'.repeat(2100)}`,
+  ),
   fc.webUrl(),
   oddString,
 );
-const secretArb = fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...VALID_SECRETS) }, { weight: 2, arbitrary: fc.constantFrom(`whsec_${b64(23)}`, b64(32), 'whsec_', 'whsec_!!!!') }, { weight: 1, arbitrary: oddString });
+const secretArb = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom(...VALID_SECRETS) },
+  { weight: 2, arbitrary: fc.constantFrom(`whsec_${b64(23)}`, b64(32), 'whsec_', 'whsec_!!!!') },
+  { weight: 1, arbitrary: oddString },
+);
 
 const PARAMS: Record<string, fc.Arbitrary<Record<string, unknown>>> = {
   initialize: objectOf({ protocolVersion: versionArb, capabilities: fc.constant({}), clientInfo: objectOf({ name: oddString, version: oddString }) }),
   ping: fc.constant({}),
   'server/discover': fc.constant({}),
   'tools/list': fc.oneof(fc.constant({}), objectOf({ cursor: oddString })),
-  'tools/call': objectOf({ name: fc.oneof({ weight: 5, arbitrary: fc.constant('send_to_dot') }, { weight: 1, arbitrary: oddString }), arguments: objectOf({ message: fc.oneof({ weight: 8, arbitrary: oddString }, { weight: 1, arbitrary: hugeString }) }) }),
+  'tools/call': objectOf({
+    name: fc.oneof({ weight: 5, arbitrary: fc.constant('send_to_dot') }, { weight: 1, arbitrary: oddString }),
+    arguments: objectOf({ message: fc.oneof({ weight: 8, arbitrary: oddString }, { weight: 1, arbitrary: hugeString }) }),
+  }),
   'events/list': fc.constant({}),
   'events/subscribe': objectOf({
     name: fc.oneof({ weight: 5, arbitrary: fc.constant('message.created') }, { weight: 1, arbitrary: oddString }),
@@ -87,29 +174,61 @@ const PARAMS: Record<string, fc.Arbitrary<Record<string, unknown>>> = {
     delivery: objectOf({ mode: fc.constant('webhook'), url: urlArb, secret: secretArb }),
     ttlMs: fc.oneof(fc.integer(), fc.constantFrom(60_000, 59_999, 1e300)),
   }),
-  'events/unsubscribe': objectOf({ name: fc.constant('message.created'), arguments: fc.constant({}), delivery: objectOf({ mode: fc.constant('webhook'), url: urlArb }) }),
+  'events/unsubscribe': objectOf({
+    name: fc.constant('message.created'),
+    arguments: fc.constant({}),
+    delivery: objectOf({ mode: fc.constant('webhook'), url: urlArb }),
+  }),
   'notifications/initialized': fc.constant({}),
   'notifications/cancelled': objectOf({ requestId: fc.integer(), reason: oddString }),
 };
 const KNOWN = Object.keys(PARAMS);
 const OTHER = ['resources/list', 'prompts/get', 'logging/setLevel', 'tasks/get', 'Tools/List', '', 'notifications/unknown'];
-const methodArb = fc.oneof({ weight: 10, arbitrary: fc.constantFrom(...KNOWN) }, { weight: 2, arbitrary: fc.constantFrom(...OTHER) }, { weight: 1, arbitrary: oddString });
+const methodArb = fc.oneof(
+  { weight: 10, arbitrary: fc.constantFrom(...KNOWN) },
+  { weight: 2, arbitrary: fc.constantFrom(...OTHER) },
+  { weight: 1, arbitrary: oddString },
+);
 const metaArb = fc.oneof(
-  { weight: 6, arbitrary: fc.constant({ 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} }) as fc.Arbitrary<unknown> },
-  { weight: 2, arbitrary: objectOf({ 'io.modelcontextprotocol/protocolVersion': versionArb, 'io.modelcontextprotocol/clientCapabilities': fc.constant({}), 'io.modelcontextprotocol/clientInfo': objectOf({ name: oddString, version: oddString }) }) },
+  {
+    weight: 6,
+    arbitrary: fc.constant({ 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} }) as fc.Arbitrary<unknown>,
+  },
+  {
+    weight: 2,
+    arbitrary: objectOf({
+      'io.modelcontextprotocol/protocolVersion': versionArb,
+      'io.modelcontextprotocol/clientCapabilities': fc.constant({}),
+      'io.modelcontextprotocol/clientInfo': objectOf({ name: oddString, version: oddString }),
+    }),
+  },
   { weight: 3, arbitrary: fc.constant(ABSENT) },
   { weight: 1, arbitrary: wrongValue },
 );
-const idArb: fc.Arbitrary<unknown> = fc.oneof({ weight: 8, arbitrary: fc.integer({ min: 0, max: 1_000_000 }) }, { weight: 2, arbitrary: oddString }, { weight: 1, arbitrary: wrongValue }, { weight: 1, arbitrary: fc.constant(ABSENT) });
+const idArb: fc.Arbitrary<unknown> = fc.oneof(
+  { weight: 8, arbitrary: fc.integer({ min: 0, max: 1_000_000 }) },
+  { weight: 2, arbitrary: oddString },
+  { weight: 1, arbitrary: wrongValue },
+  { weight: 1, arbitrary: fc.constant(ABSENT) },
+);
 
 /** One JSON-RPC message (or something shaped like one) and its method. */
 const rpcMessage = methodArb.chain((method) =>
-  fc.record({ params: Object.hasOwn(PARAMS, method) ? PARAMS[method]! : objectOf({ x: oddString }), meta: metaArb, id: method.startsWith('notifications/') ? fc.oneof({ weight: 6, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: idArb }) : idArb, jsonrpc: fc.oneof({ weight: 20, arbitrary: fc.constant('2.0') as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: wrongValue }) }).map(({ params, meta, id, jsonrpc }) => {
-    const message: Record<string, unknown> = { jsonrpc, method };
-    if (id !== ABSENT) message.id = id;
-    message.params = meta === ABSENT ? params : { ...params, _meta: meta };
-    return { method, message };
-  }),
+  fc
+    .record({
+      params: Object.hasOwn(PARAMS, method) ? PARAMS[method]! : objectOf({ x: oddString }),
+      meta: metaArb,
+      id: method.startsWith('notifications/')
+        ? fc.oneof({ weight: 6, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: idArb })
+        : idArb,
+      jsonrpc: fc.oneof({ weight: 20, arbitrary: fc.constant('2.0') as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: wrongValue }),
+    })
+    .map(({ params, meta, id, jsonrpc }) => {
+      const message: Record<string, unknown> = { jsonrpc, method };
+      if (id !== ABSENT) message.id = id;
+      message.params = meta === ABSENT ? params : { ...params, _meta: meta };
+      return { method, message };
+    }),
 );
 
 /** The bytes of a /mcp body: one message, a batch, broken JSON, any JSON value, raw bytes, or padded. */
@@ -117,7 +236,14 @@ const mcpBody = fc
   .record({
     first: rpcMessage,
     more: fc.array(rpcMessage, { maxLength: 2 }),
-    framing: fc.oneof({ weight: 12, arbitrary: fc.constant('single') }, { weight: 2, arbitrary: fc.constant('batch') }, { weight: 3, arbitrary: fc.constant('broken') }, { weight: 1, arbitrary: fc.constant('value') }, { weight: 1, arbitrary: fc.constant('bytes') }, { weight: 1, arbitrary: fc.constant('padded') }),
+    framing: fc.oneof(
+      { weight: 12, arbitrary: fc.constant('single') },
+      { weight: 2, arbitrary: fc.constant('batch') },
+      { weight: 3, arbitrary: fc.constant('broken') },
+      { weight: 1, arbitrary: fc.constant('value') },
+      { weight: 1, arbitrary: fc.constant('bytes') },
+      { weight: 1, arbitrary: fc.constant('padded') },
+    ),
     cut: fc.nat(),
     value: fc.jsonValue({ maxDepth: 2 }),
     bytes: fc.uint8Array({ maxLength: 64 }),
@@ -126,12 +252,17 @@ const mcpBody = fc
   .map((c) => {
     const serialized = JSON.stringify(c.first.message);
     const text =
-      c.framing === 'single' ? serialized
-      : c.framing === 'batch' ? JSON.stringify([c.first.message, ...c.more.map((m) => m.message)])
-      : c.framing === 'broken' ? serialized.slice(0, c.cut % Math.max(1, serialized.length))
-      : c.framing === 'value' ? JSON.stringify(c.value)
-      : c.framing === 'padded' ? c.pad + serialized + c.pad
-      : undefined;
+      c.framing === 'single'
+        ? serialized
+        : c.framing === 'batch'
+          ? JSON.stringify([c.first.message, ...c.more.map((m) => m.message)])
+          : c.framing === 'broken'
+            ? serialized.slice(0, c.cut % Math.max(1, serialized.length))
+            : c.framing === 'value'
+              ? JSON.stringify(c.value)
+              : c.framing === 'padded'
+                ? c.pad + serialized + c.pad
+                : undefined;
     const bytes = text === undefined ? Buffer.from(c.bytes) : Buffer.from(text, 'utf8');
     return { method: c.first.method, message: c.first.message, bytes };
   });
@@ -147,16 +278,31 @@ const cleanBody = fc
   })
   .map((c) => {
     const params: Record<string, unknown> =
-      c.method === 'tools/call' ? { name: 'send_to_dot', arguments: { message: c.message } }
-      : c.method === 'events/subscribe' ? { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: c.url, secret: c.secret } }
-      : c.method === 'events/unsubscribe' ? { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: c.url } }
-      : {};
-    const message = { jsonrpc: '2.0', id: c.id, method: c.method, params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+      c.method === 'tools/call'
+        ? { name: 'send_to_dot', arguments: { message: c.message } }
+        : c.method === 'events/subscribe'
+          ? { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: c.url, secret: c.secret } }
+          : c.method === 'events/unsubscribe'
+            ? { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: c.url } }
+            : {};
+    const message = {
+      jsonrpc: '2.0',
+      id: c.id,
+      method: c.method,
+      params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+    };
     return { method: c.method, message: message as Record<string, unknown>, bytes: Buffer.from(JSON.stringify(message), 'utf8') };
   });
 
 /** Random upper/lower case of a header name (API Gateway sends lower case; the handler must not care). */
-const casing = (name: string) => fc.constantFrom<(s: string) => string>((s) => s, (s) => s.toUpperCase(), (s) => s.replace(/(^|-)([a-z])/g, (_, d: string, c: string) => d + c.toUpperCase())).map((f) => f(name));
+const casing = (name: string) =>
+  fc
+    .constantFrom<(s: string) => string>(
+      (s) => s,
+      (s) => s.toUpperCase(),
+      (s) => s.replace(/(^|-)([a-z])/g, (_, d: string, c: string) => d + c.toUpperCase()),
+    )
+    .map((f) => f(name));
 
 // ---------------------------------------------------------------------------------------------
 // Events and invariants
@@ -218,10 +364,20 @@ async function invoke(t: TestLambda, event: APIGatewayProxyEventV2): Promise<{ r
   } catch (error) {
     throw new Error(`the MCP Lambda threw: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
   }
-  const answer = await readAnswer(new Response(resultText(result), { status: result.statusCode === 204 ? 200 : (result.statusCode ?? 200), headers: result.headers as Record<string, string> }));
+  const answer = await readAnswer(
+    new Response(resultText(result), {
+      status: result.statusCode === 204 ? 200 : (result.statusCode ?? 200),
+      headers: result.headers as Record<string, string>,
+    }),
+  );
   answer.status = result.statusCode ?? 0;
   const values = Array.isArray(answer.json) ? answer.json : [answer.json];
-  const codes = values.map((v) => rpcErrorCode(v) ?? (v as { error?: { code?: unknown } } | undefined)?.error?.code ?? ((v as { result?: unknown } | undefined)?.result !== undefined ? 'result' : '-'));
+  const codes = values.map(
+    (v) =>
+      rpcErrorCode(v) ??
+      (v as { error?: { code?: unknown } } | undefined)?.error?.code ??
+      ((v as { result?: unknown } | undefined)?.result !== undefined ? 'result' : '-'),
+  );
   const key = `${answer.status} ${[...new Set(codes)].join(',')}`;
   outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
   return { result, answer };
@@ -321,12 +477,23 @@ describe('fuzz: MCP events with a valid key and a JSON content type answer JSON-
     contentType: fc.constantFrom('application/json', 'application/json; charset=utf-8', 'Application/JSON'),
     era: fc.constantFrom('modern', 'modern', 'legacy', 'bare'),
     headerCase: fc.array(fc.nat(), { minLength: 4, maxLength: 4 }),
-    accept: fc.oneof({ weight: 6, arbitrary: fc.constant('application/json, text/event-stream') }, { weight: 1, arbitrary: fc.constantFrom('application/json', 'text/event-stream', '*/*', 'text/html') }, { weight: 1, arbitrary: fc.constant(ABSENT) }),
+    accept: fc.oneof(
+      { weight: 6, arbitrary: fc.constant('application/json, text/event-stream') },
+      { weight: 1, arbitrary: fc.constantFrom('application/json', 'text/event-stream', '*/*', 'text/html') },
+      { weight: 1, arbitrary: fc.constant(ABSENT) },
+    ),
     base64: fc.boolean(),
     cookies: rarely(fc.array(fc.oneof(fc.constantFrom('a=1', '', 'key=x', `key=${WRONG}`), oddString), { minLength: 1, maxLength: 3 }), 4),
     origin: rarely(fc.constant(ALLOWED_ORIGIN), 6),
-    extra: rarely(fc.tuple(fc.constantFrom('mcp-session-id', 'last-event-id', 'x-forwarded-for', 'x-amzn-trace-id', 'content-length'), oddString.map(headerValue)), 6),
-    requestId: fc.oneof({ weight: 20, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<typeof ABSENT> }, { weight: 1, arbitrary: oddString }),
+    extra: rarely(
+      fc.tuple(fc.constantFrom('mcp-session-id', 'last-event-id', 'x-forwarded-for', 'x-amzn-trace-id', 'content-length'), oddString.map(headerValue)),
+      6,
+    ),
+    requestId: fc.oneof(
+      { weight: 20, arbitrary: fc.constant(undefined) },
+      { weight: 1, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<typeof ABSENT> },
+      { weight: 1, arbitrary: oddString },
+    ),
   });
 
   test(`${RUNS.mcpEvents} events: JSON-RPC answers, whatever the encoding, header case or key placement`, async () => {
@@ -373,7 +540,24 @@ describe('fuzz: any event (method, path, query, headers, cookies, encoding, body
   });
 
   const queryArb = fc.oneof(
-    { weight: 4, arbitrary: fc.constantFrom(`key=${API_KEY}`, `key=${API_KEY}&key=${WRONG}`, `key=&key=${API_KEY}`, `key=${WRONG}&key=${API_KEY}`, 'key=', 'key', `KEY=${API_KEY}`, `key=${API_KEY}x`, '', `key=${API_KEY}#frag`, `key=${encodeURIComponent(API_KEY)}&key=`, `%6Bey=${API_KEY}`, `key=${API_KEY};x`) },
+    {
+      weight: 4,
+      arbitrary: fc.constantFrom(
+        `key=${API_KEY}`,
+        `key=${API_KEY}&key=${WRONG}`,
+        `key=&key=${API_KEY}`,
+        `key=${WRONG}&key=${API_KEY}`,
+        'key=',
+        'key',
+        `KEY=${API_KEY}`,
+        `key=${API_KEY}x`,
+        '',
+        `key=${API_KEY}#frag`,
+        `key=${encodeURIComponent(API_KEY)}&key=`,
+        `%6Bey=${API_KEY}`,
+        `key=${API_KEY};x`,
+      ),
+    },
     { weight: 1, arbitrary: oddString },
   );
   const methodArb2 = fc.oneof(
@@ -384,17 +568,54 @@ describe('fuzz: any event (method, path, query, headers, cookies, encoding, body
   const pathArb = fc.oneof(
     { weight: 12, arbitrary: fc.constantFrom('/mcp', '/v1/messages') },
     { weight: 1, arbitrary: fc.constant('/healthz') },
-    { weight: 3, arbitrary: fc.constantFrom('/', 'mcp', '/mcp/', '/MCP', '//mcp', '/%6dcp', '/mcp?key=x', '/mcp#x', '/./mcp', '/a/../mcp', '\\mcp', '/v1/messages%00', '') },
+    {
+      weight: 3,
+      arbitrary: fc.constantFrom('/', 'mcp', '/mcp/', '/MCP', '//mcp', '/%6dcp', '/mcp?key=x', '/mcp#x', '/./mcp', '/a/../mcp', '\\mcp', '/v1/messages%00', ''),
+    },
     { weight: 1, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<typeof ABSENT> },
     { weight: 1, arbitrary: oddString.map((s) => `/${s}`) },
   );
   const headerEntry = fc.tuple(
     fc.oneof(
-      { weight: 6, arbitrary: fc.constantFrom('content-type', 'authorization', 'origin', 'accept', 'mcp-protocol-version', 'mcp-method', 'content-length', 'cookie', 'host', 'transfer-encoding').chain(casing) },
+      {
+        weight: 6,
+        arbitrary: fc
+          .constantFrom(
+            'content-type',
+            'authorization',
+            'origin',
+            'accept',
+            'mcp-protocol-version',
+            'mcp-method',
+            'content-length',
+            'cookie',
+            'host',
+            'transfer-encoding',
+          )
+          .chain(casing),
+      },
       { weight: 1, arbitrary: oddString },
     ),
     fc.oneof(
-      { weight: 6, arbitrary: fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', `Bearer ${API_KEY}`, `Bearer ${WRONG}`, ALLOWED_ORIGIN, 'https://evil.example', 'null', '2026-07-28', 'ping', '5', '99999999', 'chunked', '') },
+      {
+        weight: 6,
+        arbitrary: fc.constantFrom(
+          'application/json',
+          'application/json; charset=utf-8',
+          'text/plain',
+          `Bearer ${API_KEY}`,
+          `Bearer ${WRONG}`,
+          ALLOWED_ORIGIN,
+          'https://evil.example',
+          'null',
+          '2026-07-28',
+          'ping',
+          '5',
+          '99999999',
+          'chunked',
+          '',
+        ),
+      },
       { weight: 2, arbitrary: oddString },
     ),
   );
@@ -405,7 +626,12 @@ describe('fuzz: any event (method, path, query, headers, cookies, encoding, body
   );
   const bodyArb = fc.oneof(
     { weight: 3, arbitrary: fc.constant(undefined) },
-    { weight: 4, arbitrary: fc.constantFrom('{"jsonrpc":"2.0","id":1,"method":"ping"}', '{"message":"hi"}', '{}', '[]', 'null', '').map((text) => ({ text, base64: false })) },
+    {
+      weight: 4,
+      arbitrary: fc
+        .constantFrom('{"jsonrpc":"2.0","id":1,"method":"ping"}', '{"message":"hi"}', '{}', '[]', 'null', '')
+        .map((text) => ({ text, base64: false })),
+    },
     { weight: 3, arbitrary: mcpBody.map((b) => ({ text: b.bytes.toString('base64'), base64: true })) },
     { weight: 2, arbitrary: fc.uint8Array({ maxLength: 128 }).map((bytes) => ({ text: Buffer.from(bytes).toString('base64'), base64: true })) },
     { weight: 2, arbitrary: oddString.map((text) => ({ text, base64: true })) }, // isBase64Encoded, but not base64
@@ -420,8 +646,16 @@ describe('fuzz: any event (method, path, query, headers, cookies, encoding, body
     headers: headersArb,
     cookies: rarely(fc.array(fc.oneof(fc.constantFrom('a=1', '', `key=${API_KEY}`, 'k=v; other=w'), oddString), { maxLength: 3 }), 4),
     body: bodyArb,
-    requestId: fc.oneof({ weight: 10, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<typeof ABSENT> }, { weight: 1, arbitrary: oddString }, { weight: 1, arbitrary: fc.constant('x'.repeat(200)) }),
-    domainName: rarely(fc.oneof(fc.constantFrom('evil.example/@x', 'a b', '', '[::1]', 'host:99999999', 'h:65535'), fc.string({ unit: oddChar, maxLength: 20 })), 6),
+    requestId: fc.oneof(
+      { weight: 10, arbitrary: fc.constant(undefined) },
+      { weight: 1, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<typeof ABSENT> },
+      { weight: 1, arbitrary: oddString },
+      { weight: 1, arbitrary: fc.constant('x'.repeat(200)) },
+    ),
+    domainName: rarely(
+      fc.oneof(fc.constantFrom('evil.example/@x', 'a b', '', '[::1]', 'host:99999999', 'h:65535'), fc.string({ unit: oddChar, maxLength: 20 })),
+      6,
+    ),
   });
 
   test(`HTTP-6, HTTP-19: ${RUNS.anyEvent} events: never a throw or a 5xx, JSON answers, and the checks of docs/contract/http.md in order`, async () => {
@@ -490,7 +724,8 @@ function expectModel(event: APIGatewayProxyEventV2, answer: Answer): void {
   const keyValid = url.searchParams.get('key') === API_KEY || bearer === API_KEY;
   const contentType = header('content-type') ?? '';
   const canHaveBody = method !== 'GET' && method !== 'HEAD';
-  const size = !canHaveBody || event.body === undefined ? 0 : event.isBase64Encoded ? Buffer.byteLength(event.body, 'base64') : Buffer.byteLength(event.body, 'utf8');
+  const size =
+    !canHaveBody || event.body === undefined ? 0 : event.isBase64Encoded ? Buffer.byteLength(event.body, 'base64') : Buffer.byteLength(event.body, 'utf8');
 
   if (path === '/healthz') {
     expect(answer.status).toBe(method === 'GET' || method === 'HEAD' ? 200 : 405);
@@ -526,21 +761,52 @@ describe('fuzz: the Lambda behind API Gateway answers as the local app does', ()
   const comparable = (answer: Answer) => ({
     status: answer.status,
     headers: Object.fromEntries([...answer.headers].filter(([name]) => !['x-request-id', 'date', 'connection', 'keep-alive'].includes(name))),
-    body: answer.json === undefined ? answer.text : JSON.stringify(answer.json).replace(UUIDS, '<uuid>').replace(/evt_[0-9a-f]{32}/g, 'evt_<id>'),
+    body:
+      answer.json === undefined
+        ? answer.text
+        : JSON.stringify(answer.json)
+            .replace(UUIDS, '<uuid>')
+            .replace(/evt_[0-9a-f]{32}/g, 'evt_<id>'),
   });
 
   const keyWay = fc.oneof(
-    { weight: 8, arbitrary: fc.constantFrom<{ query: string; authorization?: string }>({ query: `key=${encodeURIComponent(API_KEY)}` }, { query: '', authorization: `Bearer ${API_KEY}` }, { query: `key=${API_KEY}&key=${WRONG}` }) },
+    {
+      weight: 8,
+      arbitrary: fc.constantFrom<{ query: string; authorization?: string }>(
+        { query: `key=${encodeURIComponent(API_KEY)}` },
+        { query: '', authorization: `Bearer ${API_KEY}` },
+        { query: `key=${API_KEY}&key=${WRONG}` },
+      ),
+    },
     { weight: 1, arbitrary: fc.constantFrom<{ query: string; authorization?: string }>({ query: '' }, { query: `key=${WRONG}` }, { query: 'key=' }) },
   );
   const arb = fc.record({
     method: fc.oneof({ weight: 12, arbitrary: fc.constant('POST') }, { weight: 1, arbitrary: fc.constantFrom('GET', 'DELETE', 'OPTIONS', 'HEAD', 'PUT') }),
-    path: fc.oneof({ weight: 8, arbitrary: fc.constantFrom('/mcp', '/mcp', '/v1/messages') }, { weight: 1, arbitrary: fc.constantFrom('/healthz', '/', '/mcp/', '/x') }),
+    path: fc.oneof(
+      { weight: 8, arbitrary: fc.constantFrom('/mcp', '/mcp', '/v1/messages') },
+      { weight: 1, arbitrary: fc.constantFrom('/healthz', '/', '/mcp/', '/x') },
+    ),
     key: keyWay,
     origin: rarely(fc.constantFrom(ALLOWED_ORIGIN, 'https://evil.example'), 8),
-    contentType: fc.oneof({ weight: 12, arbitrary: fc.constantFrom('application/json', 'application/json; charset=utf-8') }, { weight: 1, arbitrary: fc.constantFrom('text/plain', 'application/octet-stream', '') }),
+    contentType: fc.oneof(
+      { weight: 12, arbitrary: fc.constantFrom('application/json', 'application/json; charset=utf-8') },
+      { weight: 1, arbitrary: fc.constantFrom('text/plain', 'application/octet-stream', '') },
+    ),
     era: fc.constantFrom('modern', 'modern', 'legacy', 'bare'),
-    body: fc.oneof({ weight: 4, arbitrary: mcpBody }, { weight: 4, arbitrary: cleanBody }, { weight: 2, arbitrary: fc.oneof(oddString, hugeString, fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v))).map((m) => ({ method: 'rest', message: {} as Record<string, unknown>, bytes: Buffer.from(JSON.stringify({ message: m }), 'utf8') })) }),
+    body: fc.oneof(
+      { weight: 4, arbitrary: mcpBody },
+      { weight: 4, arbitrary: cleanBody },
+      {
+        weight: 2,
+        arbitrary: fc
+          .oneof(
+            oddString,
+            hugeString,
+            fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v)),
+          )
+          .map((m) => ({ method: 'rest', message: {} as Record<string, unknown>, bytes: Buffer.from(JSON.stringify({ message: m }), 'utf8') })),
+      },
+    ),
     subscribed: fc.boolean(),
   });
 
@@ -568,7 +834,12 @@ describe('fuzz: the Lambda behind API Gateway answers as the local app does', ()
           const name = (c.body.message.params as { name?: unknown } | undefined)?.name;
           if (c.body.method === 'tools/call' && typeof name === 'string') headers['mcp-name'] = headerValue(name);
         } else if (c.era === 'legacy') headers['mcp-protocol-version'] = '2025-11-25';
-        const make = () => new Request(`${BASE}${c.path}${c.key.query ? `?${c.key.query}` : ''}`, { method: c.method, headers, ...(c.method !== 'GET' && c.method !== 'HEAD' ? { body: new Uint8Array(c.body.bytes) } : {}) });
+        const make = () =>
+          new Request(`${BASE}${c.path}${c.key.query ? `?${c.key.query}` : ''}`, {
+            method: c.method,
+            headers,
+            ...(c.method !== 'GET' && c.method !== 'HEAD' ? { body: new Uint8Array(c.body.bytes) } : {}),
+          });
         let utf8 = true;
         try {
           new TextDecoder('utf-8', { fatal: true }).decode(c.body.bytes);
@@ -609,10 +880,15 @@ describe('fuzz: bodies near and over 1 MiB, as text and as base64', () => {
         reset(t);
         const core = route === '/mcp' ? '{"jsonrpc":"2.0","id":1,"method":"ping"}' : '{"message":"hi"}';
         const bytes = Buffer.from(core + ' '.repeat(Math.max(0, size - core.length)), 'utf8');
-        const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${API_KEY}` };
+        const headers: Record<string, string> = {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          authorization: `Bearer ${API_KEY}`,
+        };
         // A client's Content-Length is not the event's business: the body is measured.
         if (declared) headers['content-length'] = declared;
-        const body = encoding === 'text' ? bytes.toString('utf8') : encoding === 'base64' ? bytes.toString('base64') : bytes.toString('base64').replace(/=+$/, '');
+        const body =
+          encoding === 'text' ? bytes.toString('utf8') : encoding === 'base64' ? bytes.toString('base64') : bytes.toString('base64').replace(/=+$/, '');
         const event = makeEvent({ rawPath: route, headers, body, isBase64Encoded: encoding !== 'text' });
         const { result, answer } = await invoke(t, event);
         expectSane(t, event, result, answer);

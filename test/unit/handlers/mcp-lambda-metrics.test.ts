@@ -83,8 +83,7 @@ describe('ARCH-ALARM-1: every answer a failed dependency forces is counted as De
   const rpc = (method: string, params: Record<string, unknown>) => event('POST /mcp', `https://api.example/mcp?key=${API_KEY}`, modernInit(method, params));
   /** POST /v1/messages with the key, as a sender sends it. */
   const sendHello = () => event('POST /v1/messages', 'https://api.example/v1/messages', messageInit('hello', API_KEY));
-  const unavailableLines = (lines: string[]) =>
-    lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => MetricName.dependencyUnavailable in l);
+  const unavailableLines = (lines: string[]) => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => MetricName.dependencyUnavailable in l);
 
   test('send_to_dot with the table failing: still an isError tool result on HTTP 200, and one line with Dependency=storage', async () => {
     const { lambda, lines } = instrumented();
@@ -94,7 +93,7 @@ describe('ARCH-ALARM-1: every answer a failed dependency forces is counted as De
     const counted = unavailableLines(lines);
     expect(counted).toHaveLength(1);
     expect(counted[0]).toMatchObject({ Dependency: 'storage', DependencyUnavailable: 1 });
-    expect((counted[0]?._aws as { CloudWatchMetrics: unknown[] }).CloudWatchMetrics).toEqual([
+    expect((counted[0]!._aws as { CloudWatchMetrics: unknown[] }).CloudWatchMetrics).toEqual([
       { Namespace: METRICS_NAMESPACE, Dimensions: [[DimensionName.dependency]], Metrics: [{ Name: MetricName.dependencyUnavailable, Unit: 'Count' }] },
     ]);
   });
@@ -174,7 +173,10 @@ test('DEL-RUN-6: a message delivered inline through POST /v1/messages is counted
     refreshedAt: now,
     expiresAt: now + 3_600_000,
   };
-  const { lambda, lines } = instrumented({}, { store, outbox: fakeOutbox(store, new FakeQueue()), webhook: new ScriptedWebhookClient(respond(200)), deliveryWaitMs: 3_000 });
+  const { lambda, lines } = instrumented(
+    {},
+    { store, outbox: fakeOutbox(store, new FakeQueue()), webhook: new ScriptedWebhookClient(respond(200)), deliveryWaitMs: 3_000 },
+  );
   const answer = await lambda(await event('POST /v1/messages', 'https://api.example/v1/messages', messageInit('hi', API_KEY)));
   expect(answer.statusCode).toBe(200);
   const deliveries = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => 'Deliveries' in l);

@@ -102,7 +102,9 @@ describe('HTTP-13: Origin: the local runtime accepts its own origin (docs/contra
 
   test('a preflight from an allowed origin answers the one CORS policy (core/protocol CorsPolicy), the one API Gateway answers', async () => {
     const { app } = buildApp({ allowedHosts: ['127.0.0.1:8787'], allowedOrigins: ['https://inspector.example'] });
-    const answer = await app.handle(request({ method: 'OPTIONS', headers: { origin: 'https://inspector.example', 'access-control-request-method': 'GET' } }), { host: '127.0.0.1:8787' });
+    const answer = await app.handle(request({ method: 'OPTIONS', headers: { origin: 'https://inspector.example', 'access-control-request-method': 'GET' } }), {
+      host: '127.0.0.1:8787',
+    });
     expect(answer.status).toBe(204);
     const list = (name: string) => (answer.headers.get(name) ?? '').split(',').map((item) => item.trim());
     expect(answer.headers.get('access-control-allow-origin')).toBe('https://inspector.example');

@@ -53,7 +53,10 @@ describe('one validation for both send surfaces', () => {
       const at = Buffer.from(json).indexOf(marker);
       return Buffer.concat([Buffer.from(json).subarray(0, at), Buffer.from([0xc3, 0x28]), Buffer.from(json).subarray(at + marker.length)]);
     };
-    const tool = await send(t.app, { headers: modernHeaders('tools/call', { 'mcp-name': TOOL }), body: withBadByte(modernBody('tools/call', { name: TOOL, arguments: { message: 'x#y' } }), '#') });
+    const tool = await send(t.app, {
+      headers: modernHeaders('tools/call', { 'mcp-name': TOOL }),
+      body: withBadByte(modernBody('tools/call', { name: TOOL, arguments: { message: 'x#y' } }), '#'),
+    });
     const viaRest = await send(t.app, { path: '/v1/messages', headers: { 'content-type': 'application/json' }, body: withBadByte('{"message":"x#y"}', '#') });
     const toolText = (tool.json as any).result.content[0].text;
     expect((tool.json as any).result.isError).toBe(true);

@@ -8,7 +8,10 @@
 import { API_KEY, buildApp, legacyHeaders, liveSubscription, MODERN, rpcErrorCode, send } from '../../support/app';
 
 const TOOL_CALL = (id: number, message: string) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'send_to_dot', arguments: { message } } });
-const BATCH = JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, { jsonrpc: '2.0', id: 2, method: 'ping' }]);
+const BATCH = JSON.stringify([
+  { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
+  { jsonrpc: '2.0', id: 2, method: 'ping' },
+]);
 const auth = { authorization: `Bearer ${API_KEY}` };
 
 describe('MCP-15: JSON-RPC batches follow each protocol revision', () => {
@@ -28,7 +31,10 @@ describe('MCP-15: JSON-RPC batches follow each protocol revision', () => {
     // A live subscription: a batch that ran would record its messages.
     store.subscription = liveSubscription();
     const body = JSON.stringify([TOOL_CALL(1, 'first of a batch'), TOOL_CALL(2, 'second of a batch')]);
-    const answer = await send(app, { headers: legacyHeaders({ ...auth, 'mcp-protocol-version': version, 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' }), body });
+    const answer = await send(app, {
+      headers: legacyHeaders({ ...auth, 'mcp-protocol-version': version, 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' }),
+      body,
+    });
     expect(answer.status).toBe(400);
     expect(answer.headers.get('content-type')).toMatch(/application\/json/);
     expect(rpcErrorCode(answer.json)).toBe(-32600);
@@ -40,7 +46,10 @@ describe('MCP-15: JSON-RPC batches follow each protocol revision', () => {
 
   it('MCP-15: a single request on 2025-06-18 is still served (only arrays are refused)', async () => {
     const { app } = buildApp();
-    const answer = await send(app, { headers: legacyHeaders({ ...auth, 'mcp-protocol-version': '2025-06-18' }), body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping' }) });
+    const answer = await send(app, {
+      headers: legacyHeaders({ ...auth, 'mcp-protocol-version': '2025-06-18' }),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping' }),
+    });
     expect(answer.status).toBe(200);
     expect((answer.json as { id: number }).id).toBe(7);
   });

@@ -25,45 +25,76 @@ const ROUTES = ['/pup/mcp', '/pup/challenge', '/pup/events'] as const;
 const oddText = fc.string({ unit: fc.constantFrom('a', 'é', '😀', '\u0000', '\ud800', '\ufeff', '"', '\\', '{', '}', ' ', '\n', '\u2028'), maxLength: 40 });
 const jsonValue = fc.jsonValue({ maxDepth: 4 });
 const context = fc.oneof(
-  fc.record({ installationId: fc.oneof(fc.string(), fc.integer()), askerId: fc.option(fc.string(), { nil: undefined }), settings: fc.option(jsonValue, { nil: undefined }) }, { requiredKeys: [] }),
+  fc.record(
+    {
+      installationId: fc.oneof(fc.string(), fc.integer()),
+      askerId: fc.option(fc.string(), { nil: undefined }),
+      settings: fc.option(jsonValue, { nil: undefined }),
+    },
+    { requiredKeys: [] },
+  ),
   jsonValue,
 );
 const rpcBody = fc
-  .record({
-    jsonrpc: fc.constantFrom('2.0', '1.0', 2),
-    id: fc.oneof(fc.integer(), fc.string(), fc.constant(null)),
-    method: fc.constantFrom('server/discover', 'tools/list', 'tools/call', 'events/list', 'initialize', 'ping', 'tasks/get', 'nope'),
-    params: fc.oneof(
-      jsonValue,
-      fc.record({
-        name: fc.constantFrom('send_to_dot', 'other'),
-        arguments: jsonValue,
-        _meta: fc.record({ 'io.modelcontextprotocol/protocolVersion': fc.constantFrom('2026-07-28', '2025-11-25', 'x'), 'io.puphq/context': context }, { requiredKeys: [] }),
-      }, { requiredKeys: [] }),
-    ),
-  }, { requiredKeys: [] })
+  .record(
+    {
+      jsonrpc: fc.constantFrom('2.0', '1.0', 2),
+      id: fc.oneof(fc.integer(), fc.string(), fc.constant(null)),
+      method: fc.constantFrom('server/discover', 'tools/list', 'tools/call', 'events/list', 'initialize', 'ping', 'tasks/get', 'nope'),
+      params: fc.oneof(
+        jsonValue,
+        fc.record(
+          {
+            name: fc.constantFrom('send_to_dot', 'other'),
+            arguments: jsonValue,
+            _meta: fc.record(
+              { 'io.modelcontextprotocol/protocolVersion': fc.constantFrom('2026-07-28', '2025-11-25', 'x'), 'io.puphq/context': context },
+              { requiredKeys: [] },
+            ),
+          },
+          { requiredKeys: [] },
+        ),
+      ),
+    },
+    { requiredKeys: [] },
+  )
   .map((value) => JSON.stringify(value));
 const envelopeBody = (id: string) =>
   fc
-    .record({
-      version: fc.oneof({ weight: 4, arbitrary: fc.constant('1') }, jsonValue),
-      id: fc.oneof({ weight: 4, arbitrary: fc.constant(id) }, fc.string()),
-      eventId: fc.oneof(fc.string({ minLength: 1 }), fc.integer(), jsonValue),
-      occurredAt: fc.oneof({ weight: 4, arbitrary: fc.constant('2026-11-30T12:00:00Z') }, fc.string()),
-      event: fc.oneof(
-        { weight: 2, arbitrary: fc.constantFrom('member.joined', 'member.left', 'x.y') },
-        { weight: 2, arbitrary: fc.record({ type: fc.option(fc.string(), { nil: undefined }), name: fc.option(oddText, { nil: undefined }), memberId: jsonValue }, { requiredKeys: [] }) },
-        jsonValue,
-      ),
-      context: fc.oneof({ weight: 4, arbitrary: fc.constant({ installationId: 'i' }) }, jsonValue),
-    }, { requiredKeys: ['version', 'id', 'eventId', 'occurredAt', 'event', 'context'] })
+    .record(
+      {
+        version: fc.oneof({ weight: 4, arbitrary: fc.constant('1') }, jsonValue),
+        id: fc.oneof({ weight: 4, arbitrary: fc.constant(id) }, fc.string()),
+        eventId: fc.oneof(fc.string({ minLength: 1 }), fc.integer(), jsonValue),
+        occurredAt: fc.oneof({ weight: 4, arbitrary: fc.constant('2026-11-30T12:00:00Z') }, fc.string()),
+        event: fc.oneof(
+          { weight: 2, arbitrary: fc.constantFrom('member.joined', 'member.left', 'x.y') },
+          {
+            weight: 2,
+            arbitrary: fc.record(
+              { type: fc.option(fc.string(), { nil: undefined }), name: fc.option(oddText, { nil: undefined }), memberId: jsonValue },
+              { requiredKeys: [] },
+            ),
+          },
+          jsonValue,
+        ),
+        context: fc.oneof({ weight: 4, arbitrary: fc.constant({ installationId: 'i' }) }, jsonValue),
+      },
+      { requiredKeys: ['version', 'id', 'eventId', 'occurredAt', 'event', 'context'] },
+    )
     .map((value) => JSON.stringify(value));
 
 const webhookId = fc.constantFrom('msg_a', 'msg_b', 'msg_c', 'msg_d').chain((base) => fc.constantFrom(base, `${base}_x`));
 const signing = fc.constantFrom('valid', 'valid', 'valid', 'wrong-secret', 'stale', 'missing');
 
-const anyBody = fc.oneof(oddText, jsonValue.map((v) => JSON.stringify(v)));
-const challengeBody = fc.oneof(oddText.map((t) => JSON.stringify(t)), jsonValue.map((v) => JSON.stringify({ challenge: v })));
+const anyBody = fc.oneof(
+  oddText,
+  jsonValue.map((v) => JSON.stringify(v)),
+);
+const challengeBody = fc.oneof(
+  oddText.map((t) => JSON.stringify(t)),
+  jsonValue.map((v) => JSON.stringify({ challenge: v })),
+);
 
 /** Mostly the route's own kind of body, sometimes anything at all. */
 const requestCase = fc.tuple(webhookId, fc.constantFrom(...ROUTES)).chain(([id, route]) =>
@@ -107,7 +138,12 @@ test('PUP-7, PUP-11, PUP-17: the pup door answers every generated request within
       for (const c of cases) {
         const bytes = Buffer.from(c.body, 'utf8');
         const ts = Math.floor(clock.now() / 1000) - (c.signing === 'stale' ? 400 : 0);
-        const headers: Record<string, string> = { 'content-type': 'application/json', ...mcpHeadersFor(c.body), 'webhook-id': c.id, 'webhook-timestamp': String(ts) };
+        const headers: Record<string, string> = {
+          'content-type': 'application/json',
+          ...mcpHeadersFor(c.body),
+          'webhook-id': c.id,
+          'webhook-timestamp': String(ts),
+        };
         if (c.signing !== 'missing') headers['webhook-signature'] = pupSignature(c.signing === 'wrong-secret' ? newPupSecret().key : key, c.id, ts, bytes);
         const writesBefore = t.store.writes.length;
         const answer = await readAnswer(await t.app.handle(new Request(`https://dmdot.example${c.route}`, { method: 'POST', headers, body: bytes })));

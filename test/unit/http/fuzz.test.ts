@@ -48,10 +48,61 @@ let requestsSent = 0;
 const ABSENT = Symbol('absent');
 
 const ODD_CHARS = [
-  '\u0000', '\u0001', '\u001f', '\u007f', '\ud800', '\udbff', '\udc00', '\udfff', '\ufffe', '\uffff', '\ufffd',
-  '\u202e', '\u202b', '\u200f', '\u061c', '\u2066', '\u200b', '\u2028', '\u2029', '\ufeff', '\u0301', '\u00a0',
-  '😀', '\u{10ffff}', '\u{e0001}', 'é', 'ß', 'İ', '"', '\\', '/', '\n', '\r', '\t', ' ', 'a', 'Z', '0',
-  '{', '}', '[', ']', ':', ',', '%', '?', '#', '@', '&', '=', '+', '<', '>', "'", '`',
+  '\u0000',
+  '\u0001',
+  '\u001f',
+  '\u007f',
+  '\ud800',
+  '\udbff',
+  '\udc00',
+  '\udfff',
+  '\ufffe',
+  '\uffff',
+  '\ufffd',
+  '\u202e',
+  '\u202b',
+  '\u200f',
+  '\u061c',
+  '\u2066',
+  '\u200b',
+  '\u2028',
+  '\u2029',
+  '\ufeff',
+  '\u0301',
+  '\u00a0',
+  '😀',
+  '\u{10ffff}',
+  '\u{e0001}',
+  'é',
+  'ß',
+  'İ',
+  '"',
+  '\\',
+  '/',
+  '\n',
+  '\r',
+  '\t',
+  ' ',
+  'a',
+  'Z',
+  '0',
+  '{',
+  '}',
+  '[',
+  ']',
+  ':',
+  ',',
+  '%',
+  '?',
+  '#',
+  '@',
+  '&',
+  '=',
+  '+',
+  '<',
+  '>',
+  "'",
+  '`',
 ];
 const oddChar = fc.constantFrom(...ODD_CHARS);
 /** Rarely: strings of 1 KB to 100 KB made of one odd character. */
@@ -75,7 +126,8 @@ const wrongValue: fc.Arbitrary<unknown> = fc.oneof(
 );
 
 /** `arb` once in `n` times, else null (fc.option's `freq` is the odds of null, not of a value). */
-const rarely = <T>(arb: fc.Arbitrary<T>, n: number): fc.Arbitrary<T | null> => fc.oneof({ weight: 1, arbitrary: arb }, { weight: n - 1, arbitrary: fc.constant(null) });
+const rarely = <T>(arb: fc.Arbitrary<T>, n: number): fc.Arbitrary<T | null> =>
+  fc.oneof({ weight: 1, arbitrary: arb }, { weight: n - 1, arbitrary: fc.constant(null) });
 
 /** Usually the valid value, sometimes absent, sometimes of a wrong type; always valid when strict. */
 const field = (valid: fc.Arbitrary<unknown>, loose: boolean): fc.Arbitrary<unknown> =>
@@ -105,7 +157,18 @@ const versionArb = fc.oneof(
 const b64 = (n: number) => Buffer.alloc(n, 0xa5).toString('base64');
 const secretArb = fc.oneof(
   { weight: 4, arbitrary: fc.constantFrom(SECRET, `whsec_${b64(24)}`, `whsec_${b64(64)}`) },
-  { weight: 3, arbitrary: fc.constantFrom(`whsec_${b64(23)}`, `whsec_${b64(65)}`, b64(32), 'whsec_', 'whsec_====', `whsec_${Buffer.alloc(32, 0xfb).toString('base64url')}`, `WHSEC_${b64(32)}`) },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(
+      `whsec_${b64(23)}`,
+      `whsec_${b64(65)}`,
+      b64(32),
+      'whsec_',
+      'whsec_====',
+      `whsec_${Buffer.alloc(32, 0xfb).toString('base64url')}`,
+      `WHSEC_${b64(32)}`,
+    ),
+  },
   { weight: 1, arbitrary: oddOrHugeString },
 );
 const urlArb = fc.oneof(
@@ -134,7 +197,11 @@ const urlArb = fc.oneof(
 );
 const ttlArb = fc.oneof(fc.integer(), fc.constant(null), fc.double(), fc.constantFrom(60_000, 59_999, 7 * DAY, 7 * DAY + 1, 1e300, Number.MAX_SAFE_INTEGER));
 const messageArb = fc.oneof({ weight: 10, arbitrary: oddString }, { weight: 1, arbitrary: hugeString });
-const toolNameArb = fc.oneof({ weight: 6, arbitrary: fc.constant('send_to_dot') }, { weight: 1, arbitrary: fc.constantFrom('Send_To_Dot', 'send_to_dot ', 'send-to-dot', '') }, { weight: 1, arbitrary: oddString });
+const toolNameArb = fc.oneof(
+  { weight: 6, arbitrary: fc.constant('send_to_dot') },
+  { weight: 1, arbitrary: fc.constantFrom('Send_To_Dot', 'send_to_dot ', 'send-to-dot', '') },
+  { weight: 1, arbitrary: oddString },
+);
 const eventNameArb = fc.oneof({ weight: 6, arbitrary: fc.constant('message.created') }, { weight: 1, arbitrary: oddString });
 
 function paramsArbs(loose: boolean): Record<string, fc.Arbitrary<Record<string, unknown>>> {
@@ -166,8 +233,23 @@ const PARAMS = { strict: paramsArbs(false), loose: paramsArbs(true) };
 const KNOWN_METHODS = Object.keys(PARAMS.strict);
 const NOTIFICATION_METHODS = KNOWN_METHODS.filter((m) => m.startsWith('notifications/'));
 const OTHER_METHODS = [
-  'resources/list', 'resources/read', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel', 'subscriptions/listen',
-  'tasks/get', 'events/poll', 'events/LIST', 'Tools/List', 'tools/list ', 'rpc.discover', 'notifications/unknown', '', '/', 'initialize/',
+  'resources/list',
+  'resources/read',
+  'prompts/list',
+  'prompts/get',
+  'completion/complete',
+  'logging/setLevel',
+  'subscriptions/listen',
+  'tasks/get',
+  'events/poll',
+  'events/LIST',
+  'Tools/List',
+  'tools/list ',
+  'rpc.discover',
+  'notifications/unknown',
+  '',
+  '/',
+  'initialize/',
 ];
 const methodArb = fc.oneof(
   { weight: 10, arbitrary: fc.constantFrom(...KNOWN_METHODS) },
@@ -178,8 +260,12 @@ const methodArb = fc.oneof(
 const metaArb = (loose: boolean) =>
   objectOf(
     {
-      'io.modelcontextprotocol/protocolVersion': loose ? fc.oneof({ weight: 3, arbitrary: fc.constant(MODERN) }, { weight: 1, arbitrary: versionArb }) : fc.constant(MODERN),
-      'io.modelcontextprotocol/clientCapabilities': loose ? fc.oneof({ weight: 4, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }) }) : fc.constant({}),
+      'io.modelcontextprotocol/protocolVersion': loose
+        ? fc.oneof({ weight: 3, arbitrary: fc.constant(MODERN) }, { weight: 1, arbitrary: versionArb })
+        : fc.constant(MODERN),
+      'io.modelcontextprotocol/clientCapabilities': loose
+        ? fc.oneof({ weight: 4, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }) })
+        : fc.constant({}),
       'io.modelcontextprotocol/clientInfo': fc.oneof(objectOf({ name: oddString, version: oddString }, loose), fc.constant(ABSENT)),
     },
     loose,
@@ -202,14 +288,25 @@ interface RpcMessage {
  * whose values may still be wrong; loose: anything in the envelope may be missing or mistyped.
  */
 const rpcMessageOf = (loose: boolean): fc.Arbitrary<RpcMessage> =>
-  (loose ? methodArb : fc.oneof({ weight: 12, arbitrary: fc.constantFrom(...KNOWN_METHODS) }, { weight: 1, arbitrary: fc.constantFrom(...OTHER_METHODS) })).chain((method) => {
+  (loose
+    ? methodArb
+    : fc.oneof({ weight: 12, arbitrary: fc.constantFrom(...KNOWN_METHODS) }, { weight: 1, arbitrary: fc.constantFrom(...OTHER_METHODS) })
+  ).chain((method) => {
     const params = Object.hasOwn(PARAMS.strict, method) ? (loose ? PARAMS.loose : PARAMS.strict)[method]! : objectOf({ x: oddString }, loose);
     const notification = NOTIFICATION_METHODS.includes(method);
     const always = <T>(value: T) => fc.constant(value) as fc.Arbitrary<unknown>;
     return fc
       .record({
-        params: loose ? fc.oneof({ weight: 12, arbitrary: params as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: always(ABSENT) }, { weight: 1, arbitrary: wrongValue }) : params,
-        meta: loose ? fc.oneof({ weight: 6, arbitrary: metaArb(true) as fc.Arbitrary<unknown> }, { weight: 3, arbitrary: always(ABSENT) }, { weight: 1, arbitrary: wrongValue }) : metaArb(false),
+        params: loose
+          ? fc.oneof({ weight: 12, arbitrary: params as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: always(ABSENT) }, { weight: 1, arbitrary: wrongValue })
+          : params,
+        meta: loose
+          ? fc.oneof(
+              { weight: 6, arbitrary: metaArb(true) as fc.Arbitrary<unknown> },
+              { weight: 3, arbitrary: always(ABSENT) },
+              { weight: 1, arbitrary: wrongValue },
+            )
+          : metaArb(false),
         id: notification
           ? loose
             ? fc.oneof({ weight: 8, arbitrary: always(ABSENT) }, { weight: 1, arbitrary: idArb })
@@ -217,9 +314,15 @@ const rpcMessageOf = (loose: boolean): fc.Arbitrary<RpcMessage> =>
           : loose
             ? fc.oneof({ weight: 12, arbitrary: idArb }, { weight: 1, arbitrary: always(ABSENT) })
             : fc.oneof(fc.integer({ min: 0, max: 1_000_000 }), fc.string({ maxLength: 8 })),
-        jsonrpc: loose ? fc.oneof({ weight: 20, arbitrary: always('2.0') }, { weight: 1, arbitrary: always(ABSENT) }, { weight: 1, arbitrary: wrongValue }) : always('2.0'),
-        methodField: loose ? fc.oneof({ weight: 20, arbitrary: always(method) }, { weight: 1, arbitrary: always(ABSENT) }, { weight: 1, arbitrary: wrongValue }) : always(method),
-        extra: loose ? rarely(fc.constantFrom<Record<string, unknown>>({ result: {} }, { error: { code: -1, message: 'x' } }, { result: null, error: null }), 20) : fc.constant(null),
+        jsonrpc: loose
+          ? fc.oneof({ weight: 20, arbitrary: always('2.0') }, { weight: 1, arbitrary: always(ABSENT) }, { weight: 1, arbitrary: wrongValue })
+          : always('2.0'),
+        methodField: loose
+          ? fc.oneof({ weight: 20, arbitrary: always(method) }, { weight: 1, arbitrary: always(ABSENT) }, { weight: 1, arbitrary: wrongValue })
+          : always(method),
+        extra: loose
+          ? rarely(fc.constantFrom<Record<string, unknown>>({ result: {} }, { error: { code: -1, message: 'x' } }, { result: null, error: null }), 20)
+          : fc.constant(null),
       })
       .map(({ params, meta, id, jsonrpc, methodField, extra }) => {
         const message: Record<string, unknown> = { ...(extra ?? {}) };
@@ -240,7 +343,9 @@ const rpcMessage = fc.oneof({ weight: 3, arbitrary: rpcMessageOf(false) }, { wei
 
 /** A header value as a client could send it: UTF-8 bytes read as Latin-1, no NUL, CR or LF. */
 function headerValue(value: string): string {
-  return Buffer.from(value, 'utf8').toString('latin1').replace(/[\0\r\n]/g, '');
+  return Buffer.from(value, 'utf8')
+    .toString('latin1')
+    .replace(/[\0\r\n]/g, '');
 }
 
 /** Percent-encodes every UTF-8 byte (lone surrogates become EF BF BD, as a client would send). */
@@ -256,8 +361,22 @@ const headerChoice = (others: fc.Arbitrary<string>) =>
     { weight: 2, arbitrary: others as fc.Arbitrary<string | symbol> },
   );
 
-const JSON_CONTENT_TYPES = ['application/json', 'application/json; charset=utf-8', 'Application/JSON', 'application/json ;charset=UTF-16', 'application/json; profile="x"'];
-const ACCEPTS = ['application/json, text/event-stream', 'text/event-stream, application/json', 'application/json', 'text/event-stream', '*/*', 'text/html', 'application/*;q=0.1, text/*'];
+const JSON_CONTENT_TYPES = [
+  'application/json',
+  'application/json; charset=utf-8',
+  'Application/JSON',
+  'application/json ;charset=UTF-16',
+  'application/json; profile="x"',
+];
+const ACCEPTS = [
+  'application/json, text/event-stream',
+  'text/event-stream, application/json',
+  'application/json',
+  'text/event-stream',
+  '*/*',
+  'text/html',
+  'application/*;q=0.1, text/*',
+];
 
 interface McpCase {
   headers: Record<string, string>;
@@ -290,11 +409,23 @@ const mcpCase: fc.Arbitrary<McpCase> = fc
     pad: fc.constantFrom('\ufeff', ' \n\t', '\u00a0', '\u0000'),
     contentType: fc.constantFrom(...JSON_CONTENT_TYPES),
     strictHeaders: fc.oneof({ weight: 3, arbitrary: fc.constant(true) }, { weight: 2, arbitrary: fc.constant(false) }),
-    accept: fc.oneof({ weight: 8, arbitrary: fc.constant(ACCEPTS[0]!) }, { weight: 2, arbitrary: fc.constantFrom(...ACCEPTS) }, { weight: 1, arbitrary: fc.constant(ABSENT) }),
+    accept: fc.oneof(
+      { weight: 8, arbitrary: fc.constant(ACCEPTS[0]!) },
+      { weight: 2, arbitrary: fc.constantFrom(...ACCEPTS) },
+      { weight: 1, arbitrary: fc.constant(ABSENT) },
+    ),
     version: headerChoice(versionArb),
-    mcpMethod: headerChoice(fc.oneof(methodArb.filter((m) => typeof m === 'string'), oddString)),
+    mcpMethod: headerChoice(
+      fc.oneof(
+        methodArb.filter((m) => typeof m === 'string'),
+        oddString,
+      ),
+    ),
     mcpName: headerChoice(oddString),
-    extraHeader: rarely(fc.tuple(fc.constantFrom('mcp-session-id', 'last-event-id', 'mcp-protocol-version', 'x-forwarded-for', 'content-length'), oddString), 8),
+    extraHeader: rarely(
+      fc.tuple(fc.constantFrom('mcp-session-id', 'last-event-id', 'mcp-protocol-version', 'x-forwarded-for', 'content-length'), oddString),
+      8,
+    ),
   })
   .map((c) => {
     const message = c.first.message;
@@ -378,7 +509,16 @@ async function handle(t: TestApp, request: Request): Promise<Answer> {
   }
   const answer = await readAnswer(response);
   const values = Array.isArray(answer.json) ? answer.json : [answer.json];
-  const codes = values.map((v) => rpcErrorCode(v) ?? (v as { error?: { code?: unknown } } | undefined)?.error?.code ?? ((v as { result?: { isError?: boolean } } | undefined)?.result?.isError ? 'tool-error' : (v as { result?: unknown } | undefined)?.result !== undefined ? 'result' : '-'));
+  const codes = values.map(
+    (v) =>
+      rpcErrorCode(v) ??
+      (v as { error?: { code?: unknown } } | undefined)?.error?.code ??
+      ((v as { result?: { isError?: boolean } } | undefined)?.result?.isError
+        ? 'tool-error'
+        : (v as { result?: unknown } | undefined)?.result !== undefined
+          ? 'result'
+          : '-'),
+  );
   const key = `${answer.status} ${[...new Set(codes)].join(',')}`;
   outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
   return answer;
@@ -472,24 +612,26 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
   }, 120_000);
 
   test(`MCP-7: ${RUNS.mcpMixed} requests of either era (legacy headers, no headers, mixed) answer JSON-RPC`, async () => {
-    const legacyish = fc.tuple(mcpCase, fc.constantFrom('legacy', 'bare', 'as-is'), fc.constantFrom('2025-03-26', '2025-06-18', '2025-11-25')).map(([c, era, version]) => {
-      const headers = { ...c.headers };
-      if (era !== 'as-is') {
-        delete headers['mcp-method'];
-        delete headers['mcp-name'];
-        delete headers['mcp-protocol-version'];
-        if (era === 'legacy') headers['mcp-protocol-version'] = version;
-      }
-      let { body, parsed } = c;
-      // Legacy clients send no _meta: strip it from a single message most of the time.
-      if (era !== 'as-is' && parsed !== ABSENT && parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
-        const p = (parsed as { params?: unknown }).params;
-        if (p !== null && typeof p === 'object' && !Array.isArray(p)) delete (p as Record<string, unknown>)._meta;
-        body = JSON.stringify(parsed);
-        parsed = JSON.parse(body);
-      }
-      return { ...c, headers, body, parsed };
-    });
+    const legacyish = fc
+      .tuple(mcpCase, fc.constantFrom('legacy', 'bare', 'as-is'), fc.constantFrom('2025-03-26', '2025-06-18', '2025-11-25'))
+      .map(([c, era, version]) => {
+        const headers = { ...c.headers };
+        if (era !== 'as-is') {
+          delete headers['mcp-method'];
+          delete headers['mcp-name'];
+          delete headers['mcp-protocol-version'];
+          if (era === 'legacy') headers['mcp-protocol-version'] = version;
+        }
+        let { body, parsed } = c;
+        // Legacy clients send no _meta: strip it from a single message most of the time.
+        if (era !== 'as-is' && parsed !== ABSENT && parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
+          const p = (parsed as { params?: unknown }).params;
+          if (p !== null && typeof p === 'object' && !Array.isArray(p)) delete (p as Record<string, unknown>)._meta;
+          body = JSON.stringify(parsed);
+          parsed = JSON.parse(body);
+        }
+        return { ...c, headers, body, parsed };
+      });
     await fc.assert(
       fc.asyncProperty(legacyish, async (c) => {
         resetState(t);
@@ -501,14 +643,28 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
 
   test(`MCP-4: ${RUNS.methodMismatch} Mcp-Method headers that disagree with the body answer -32020`, async () => {
     const modernMethods = ['tools/list', 'events/list', 'server/discover', 'ping', 'events/unsubscribe', 'events/subscribe'];
-    const arb = fc.tuple(fc.constantFrom(...modernMethods), fc.oneof(fc.constantFrom(...modernMethods, 'tools/call', 'initialize'), oddString.filter((s) => s.length > 0)));
+    const arb = fc.tuple(
+      fc.constantFrom(...modernMethods),
+      fc.oneof(
+        fc.constantFrom(...modernMethods, 'tools/call', 'initialize'),
+        oddString.filter((s) => s.length > 0),
+      ),
+    );
     await fc.assert(
       fc.asyncProperty(arb, async ([bodyMethod, headerMethod]) => {
         const header = headerValue(headerMethod);
         fc.pre(header.trim() !== bodyMethod && header.trim() !== '');
         resetState(t);
-        const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: bodyMethod, params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
-        const answer = await handle(t, mcpRequest({ headers: { 'content-type': 'application/json', accept: ACCEPTS[0]!, 'mcp-protocol-version': MODERN, 'mcp-method': header }, body }));
+        const body = JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: bodyMethod,
+          params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+        });
+        const answer = await handle(
+          t,
+          mcpRequest({ headers: { 'content-type': 'application/json', accept: ACCEPTS[0]!, 'mcp-protocol-version': MODERN, 'mcp-method': header }, body }),
+        );
         expectRpcAnswer(t, answer, JSON.parse(body));
         expect(answer.status).toBe(400);
         expect(rpcErrorCode(answer.json)).toBe(-32020);
@@ -518,14 +674,23 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
   }, 120_000);
 
   test(`MCP-5: ${RUNS.versionUnknown} unknown protocol versions in _meta answer -32022`, async () => {
-    const unknown = fc.oneof(fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 20 }), fc.date({ noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)), oddString.filter((s) => s.length > 0));
+    const unknown = fc.oneof(
+      fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 20 }),
+      fc.date({ noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)),
+      oddString.filter((s) => s.length > 0),
+    );
     const arb = fc.tuple(unknown, fc.boolean(), fc.constantFrom('tools/list', 'events/list', 'server/discover', 'ping'));
     await fc.assert(
       fc.asyncProperty(arb, async ([version, withHeader, method]) => {
         // The header must carry exactly the _meta value (Headers trim surrounding whitespace).
         fc.pre(!KNOWN_VERSIONS.includes(version) && (!withHeader || (headerValue(version) === version && version.trim() === version)));
         resetState(t);
-        const body = JSON.stringify({ jsonrpc: '2.0', id: 3, method, params: { _meta: { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+        const body = JSON.stringify({
+          jsonrpc: '2.0',
+          id: 3,
+          method,
+          params: { _meta: { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': {} } },
+        });
         const headers: Record<string, string> = { 'content-type': 'application/json', accept: ACCEPTS[0]!, 'mcp-method': method };
         if (withHeader) headers['mcp-protocol-version'] = version;
         const answer = await handle(t, mcpRequest({ headers, body }));
@@ -538,14 +703,25 @@ describe('fuzz: POST /mcp with a valid key and a JSON content type', () => {
   }, 120_000);
 
   test(`MCP-4: ${RUNS.versionMismatch} MCP-Protocol-Version headers that disagree with _meta answer -32020`, async () => {
-    const other = fc.oneof(fc.constantFrom(...KNOWN_VERSIONS.filter((v) => v !== MODERN), '2099-01-01'), fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 20 }));
+    const other = fc.oneof(
+      fc.constantFrom(...KNOWN_VERSIONS.filter((v) => v !== MODERN), '2099-01-01'),
+      fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 20 }),
+    );
     const arb = fc.tuple(other, fc.constantFrom('tools/list', 'events/list', 'server/discover', 'ping'));
     await fc.assert(
       fc.asyncProperty(arb, async ([header, method]) => {
         fc.pre(header.trim() !== MODERN && header.trim() !== '');
         resetState(t);
-        const body = JSON.stringify({ jsonrpc: '2.0', id: 'a', method, params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
-        const answer = await handle(t, mcpRequest({ headers: { 'content-type': 'application/json', accept: ACCEPTS[0]!, 'mcp-method': method, 'mcp-protocol-version': header }, body }));
+        const body = JSON.stringify({
+          jsonrpc: '2.0',
+          id: 'a',
+          method,
+          params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+        });
+        const answer = await handle(
+          t,
+          mcpRequest({ headers: { 'content-type': 'application/json', accept: ACCEPTS[0]!, 'mcp-method': method, 'mcp-protocol-version': header }, body }),
+        );
         expectRpcAnswer(t, answer, JSON.parse(body));
         expect(answer.status).toBe(400);
         expect(rpcErrorCode(answer.json)).toBe(-32020);
@@ -577,7 +753,16 @@ describe('fuzz: send_to_dot and POST /v1/messages with odd messages', () => {
         t.store.subscription = subscribed ? liveSubscription(t.clock.now()) : undefined;
         const args = { message: msg };
         const body = modern
-          ? JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'send_to_dot', arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } })
+          ? JSON.stringify({
+              jsonrpc: '2.0',
+              id: 1,
+              method: 'tools/call',
+              params: {
+                name: 'send_to_dot',
+                arguments: args,
+                _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} },
+              },
+            })
           : JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'send_to_dot', arguments: args } });
         const headers: Record<string, string> = modern
           ? { 'content-type': 'application/json', accept: ACCEPTS[0]!, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'send_to_dot' }
@@ -585,9 +770,11 @@ describe('fuzz: send_to_dot and POST /v1/messages with odd messages', () => {
         const answer = await handle(t, mcpRequest({ headers, body }));
         expectRpcAnswer(t, answer, JSON.parse(body));
         expect(answer.status).toBe(200);
-        const result = (answer.json as { result: { isError: boolean; content: { text: string }[]; structuredContent?: { status: string; eventId: string } } }).result;
+        const result = (answer.json as { result: { isError: boolean; content: { text: string }[]; structuredContent?: { status: string; eventId: string } } })
+          .result;
         // A lone surrogate travels as a JSON escape, parses, and is refused: not UTF-8 text.
-        const valid = typeof msg === 'string' && msg.isWellFormed() && Buffer.byteLength(msg.trim(), 'utf8') >= 1 && Buffer.byteLength(msg.trim(), 'utf8') <= 16_384;
+        const valid =
+          typeof msg === 'string' && msg.isWellFormed() && Buffer.byteLength(msg.trim(), 'utf8') >= 1 && Buffer.byteLength(msg.trim(), 'utf8') <= 16_384;
         expect(valid).toBe(checkMessage(args).ok);
         const text = result.content[0]!.text;
         if (valid && subscribed) {
@@ -615,7 +802,11 @@ describe('fuzz: send_to_dot and POST /v1/messages with odd messages', () => {
         resetState(t);
         t.store.subscription = subscribed ? liveSubscription(t.clock.now()) : undefined;
         const args: Record<string, unknown> = { ...(extra ?? {}), message: msg };
-        const request = new Request(`${BASE}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` }, body: JSON.stringify(args) });
+        const request = new Request(`${BASE}/v1/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+          body: JSON.stringify(args),
+        });
         const answer = await handle(t, request);
         expectSane(t, answer);
         const json = JSON.parse(answer.text) as { eventId?: string; status?: string; error?: { code: string; message: string } };
@@ -736,7 +927,20 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
     { label: 'KEY in upper case', valid: false, query: `KEY=${API_KEY}` },
   ];
 
-  const OTHER_PATHS = ['/', '/mcp/', '/MCP', '/v1/messages/', '/mcp/x', '//mcp', '/%6dcp', '/healthz/', '/.well-known/oauth-protected-resource', '/v1/messages%00', '/mcp;x', '/v1/Messages'];
+  const OTHER_PATHS = [
+    '/',
+    '/mcp/',
+    '/MCP',
+    '/v1/messages/',
+    '/mcp/x',
+    '//mcp',
+    '/%6dcp',
+    '/healthz/',
+    '/.well-known/oauth-protected-resource',
+    '/v1/messages%00',
+    '/mcp;x',
+    '/v1/Messages',
+  ];
   const anyCase = fc.record({
     method: fc.constantFrom('GET', 'POST', 'POST', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS', 'PROPFIND'),
     path: fc.oneof(
@@ -746,11 +950,31 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
       { weight: 1, arbitrary: oddString.map((s) => `/${pct(s)}`) },
     ),
     key: fc.oneof({ weight: 4, arbitrary: fc.constant(KEY_WAYS[0]!) }, { weight: 4, arbitrary: fc.constantFrom(...KEY_WAYS) }),
-    origin: rarely(fc.constantFrom(ALLOWED_ORIGIN, ALLOWED_ORIGIN, 'https://evil.example', 'null', 'HTTPS://INSPECTOR.EXAMPLE', `${ALLOWED_ORIGIN}/`, 'https://inspector.example.evil'), 5),
+    origin: rarely(
+      fc.constantFrom(
+        ALLOWED_ORIGIN,
+        ALLOWED_ORIGIN,
+        'https://evil.example',
+        'null',
+        'HTTPS://INSPECTOR.EXAMPLE',
+        `${ALLOWED_ORIGIN}/`,
+        'https://inspector.example.evil',
+      ),
+      5,
+    ),
     contentType: fc.option(
       fc.oneof(
         { weight: 4, arbitrary: fc.constantFrom(...JSON_CONTENT_TYPES) },
-        fc.constantFrom('text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonx', 'application/json-patch+json', 'text/json', 'application/ json', ''),
+        fc.constantFrom(
+          'text/plain',
+          'application/x-www-form-urlencoded',
+          'multipart/form-data; boundary=x',
+          'application/jsonx',
+          'application/json-patch+json',
+          'text/json',
+          'application/ json',
+          '',
+        ),
         oddString.map(headerValue),
       ),
       { freq: 5 },
@@ -767,7 +991,17 @@ describe('fuzz: any method, path, key, origin, content type and body', () => {
     headers: fc.oneof(
       { weight: 2, arbitrary: fc.constant({ accept: ACCEPTS[0]! }) },
       fc.dictionary(
-        fc.constantFrom('mcp-method', 'mcp-protocol-version', 'mcp-name', 'mcp-session-id', 'last-event-id', 'accept', 'x-forwarded-for', 'content-length', 'cookie'),
+        fc.constantFrom(
+          'mcp-method',
+          'mcp-protocol-version',
+          'mcp-name',
+          'mcp-session-id',
+          'last-event-id',
+          'accept',
+          'x-forwarded-for',
+          'content-length',
+          'cookie',
+        ),
         oddString.map(headerValue),
         { minKeys: 1, maxKeys: 3 },
       ),

@@ -52,14 +52,24 @@ async function legacyCall(app: App, key: string, method: string, params: Record<
   const init = await send(app, {
     query: keyQuery(key),
     headers,
-    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    }),
   });
   expect(init.status).toBe(200);
-  return send(app, { query: keyQuery(key), headers: { ...headers, 'mcp-protocol-version': '2025-03-26' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  return send(app, {
+    query: keyQuery(key),
+    headers: { ...headers, 'mcp-protocol-version': '2025-03-26' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
 }
 
 const toolNames = (answer: Answer) => ((answer.json as { result: { tools: { name: string }[] } }).result.tools ?? []).map((t) => t.name);
-const result = (answer: Answer) => (answer.json as { result: { isError?: boolean; structuredContent?: Record<string, unknown>; content: { text: string }[] } }).result;
+const result = (answer: Answer) =>
+  (answer.json as { result: { isError?: boolean; structuredContent?: Record<string, unknown>; content: { text: string }[] } }).result;
 
 describe('IDEM-*: Idempotency-Key on POST /v1/messages', () => {
   test('IDEM-4: a repeat answers the first event with its current status and makes no second event', async () => {
@@ -95,7 +105,14 @@ describe('IDEM-*: Idempotency-Key on POST /v1/messages', () => {
     const { app, store } = setup();
     store.subscription = liveSubscription();
     // A first request with the same message that claimed the key and is still being answered.
-    const first = { eventId: 'evt_00000000000000000000000000000001', messageHash: sha256Hex('hello'), state: 'in_progress', createdAt: T0, expiresAt: T0 + 1e8, leaseUntil: T0 + 3000 } as const;
+    const first = {
+      eventId: 'evt_00000000000000000000000000000001',
+      messageHash: sha256Hex('hello'),
+      state: 'in_progress',
+      createdAt: T0,
+      expiresAt: T0 + 1e8,
+      leaseUntil: T0 + 3000,
+    } as const;
     await store.claimIdempotencyKey('connector', 'k', first, T0);
     const busy = await post(app, API_KEY, 'hello', 'k');
     expect(busy.status).toBe(409);
@@ -156,11 +173,24 @@ describe('RCPT-*: GET /v1/messages/{eventId}', () => {
     const eventId = ((await post(app, alice, 'hi')).json as { eventId: string }).eventId;
     const own = await receipt(app, alice, eventId);
     expect(own.status).toBe(200);
-    expect(own.json).toEqual({ eventId, status: 'queued', sender: 'alice', createdAt: new Date(T0).toISOString(), deliveredAt: null, acknowledgedAt: null, attempts: 0 });
+    expect(own.json).toEqual({
+      eventId,
+      status: 'queued',
+      sender: 'alice',
+      createdAt: new Date(T0).toISOString(),
+      deliveredAt: null,
+      acknowledgedAt: null,
+      attempts: 0,
+    });
     clock.advance(2000);
     await store.acknowledgeEvent(eventId, clock.now(), clock.now());
     expect(((await receipt(app, API_KEY, eventId)).json as { acknowledgedAt: string }).acknowledgedAt).toBe(new Date(T0 + 2000).toISOString());
-    const refusals = await Promise.all([receipt(app, bob, eventId), receipt(app, alice, 'evt_ffffffffffffffffffffffffffffffff'), receipt(app, alice, 'not-an-id'), receipt(app, API_KEY, 'evt_%2e%2e')]);
+    const refusals = await Promise.all([
+      receipt(app, bob, eventId),
+      receipt(app, alice, 'evt_ffffffffffffffffffffffffffffffff'),
+      receipt(app, alice, 'not-an-id'),
+      receipt(app, API_KEY, 'evt_%2e%2e'),
+    ]);
     for (const refusal of refusals) {
       expect(refusal.status).toBe(404);
       expect(refusal.json).toEqual(refusals[0]!.json);
@@ -183,7 +213,12 @@ describe('RCPT-*: GET /v1/messages/{eventId}', () => {
     const refused = await receipt(app, 'wrong-key-0123456789', 'evt_ffffffffffffffffffffffffffffffff');
     expect(refused.status).toBe(401);
     expect(store.callsOf('getEvent')).toHaveLength(reads);
-    const put = await send(app, { method: 'PUT', path: '/v1/messages/evt_ffffffffffffffffffffffffffffffff', query: '', headers: { authorization: `Bearer ${API_KEY}` } });
+    const put = await send(app, {
+      method: 'PUT',
+      path: '/v1/messages/evt_ffffffffffffffffffffffffffffffff',
+      query: '',
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
     expect([put.status, put.headers.get('allow')]).toEqual([405, 'GET']);
   });
 
@@ -259,22 +294,29 @@ describe('INBOX-5: kept while no dot listens, on both surfaces', () => {
 });
 
 describe('INBOX-2, INBOX-4, INBOX-10: reading and acknowledging through /mcp, on both eras', () => {
-  test.each(['modern', 'legacy'] as const)('%s: a sender`s kept message is read (framed as its words), acknowledged, and the sender`s receipt shows it', async (era) => {
-    const { app, access, clock } = setup({ inbox: true });
-    const alice = await senderKey(access, 'alice');
-    const eventId = ((await post(app, alice, 'lunch at noon?')).json as { eventId: string }).eventId;
-    const rpc = (method: string, params: Record<string, unknown>) => (era === 'modern' ? call(app, API_KEY, method, params) : legacyCall(app, API_KEY, method, params));
-    const page = result(await rpc('tools/call', { name: 'get_pending_messages', arguments: { limit: 5 } }));
-    expect(page.isError).toBe(false);
-    expect(page.structuredContent).toEqual({ messages: [{ eventId, sender: 'alice', createdAt: new Date(T0).toISOString(), message: 'lunch at noon?' }], nextCursor: null });
-    expect(page.content[0]!.text).toContain('from "alice"');
-    expect(page.content[0]!.text).toContain('> lunch at noon?');
-    clock.advance(60_000);
-    const ack = result(await rpc('tools/call', { name: 'acknowledge_messages', arguments: { eventIds: [eventId] } }));
-    expect(ack.structuredContent).toEqual({ acknowledged: [eventId], alreadyAcknowledged: [], unknown: [] });
-    expect(((await receipt(app, alice, eventId)).json as { acknowledgedAt: string }).acknowledgedAt).toBe(new Date(T0 + 60_000).toISOString());
-    expect(result(await rpc('tools/call', { name: 'get_pending_messages', arguments: {} })).structuredContent).toEqual({ messages: [], nextCursor: null });
-  });
+  test.each(['modern', 'legacy'] as const)(
+    '%s: a sender`s kept message is read (framed as its words), acknowledged, and the sender`s receipt shows it',
+    async (era) => {
+      const { app, access, clock } = setup({ inbox: true });
+      const alice = await senderKey(access, 'alice');
+      const eventId = ((await post(app, alice, 'lunch at noon?')).json as { eventId: string }).eventId;
+      const rpc = (method: string, params: Record<string, unknown>) =>
+        era === 'modern' ? call(app, API_KEY, method, params) : legacyCall(app, API_KEY, method, params);
+      const page = result(await rpc('tools/call', { name: 'get_pending_messages', arguments: { limit: 5 } }));
+      expect(page.isError).toBe(false);
+      expect(page.structuredContent).toEqual({
+        messages: [{ eventId, sender: 'alice', createdAt: new Date(T0).toISOString(), message: 'lunch at noon?' }],
+        nextCursor: null,
+      });
+      expect(page.content[0]!.text).toContain('from "alice"');
+      expect(page.content[0]!.text).toContain('> lunch at noon?');
+      clock.advance(60_000);
+      const ack = result(await rpc('tools/call', { name: 'acknowledge_messages', arguments: { eventIds: [eventId] } }));
+      expect(ack.structuredContent).toEqual({ acknowledged: [eventId], alreadyAcknowledged: [], unknown: [] });
+      expect(((await receipt(app, alice, eventId)).json as { acknowledgedAt: string }).acknowledgedAt).toBe(new Date(T0 + 60_000).toISOString());
+      expect(result(await rpc('tools/call', { name: 'get_pending_messages', arguments: {} })).structuredContent).toEqual({ messages: [], nextCursor: null });
+    },
+  );
 
   test('INBOX-8: a bad cursor and 51 ids are tool errors, not JSON-RPC errors', async () => {
     const { app } = setup({ inbox: true });
@@ -336,7 +378,10 @@ describe('IDEM-8: the pup door', () => {
     expect([...store.events.values()][0]!.sender).toBe('pup');
     expect(store.idempotencyKeys.has('pup\u0000call-77')).toBe(true);
     const reused = await signedPost(target, '/pup/mcp', sendCall('something else', 'call-77'), pupKey, { headers: mcpHeaders('tools/call', 'send_to_dot') });
-    expect((reused.json as { result: { isError: boolean; content: { text: string }[] } }).result).toMatchObject({ isError: true, content: [{ text: expect.stringMatching(/another message/) }] });
+    expect((reused.json as { result: { isError: boolean; content: { text: string }[] } }).result).toMatchObject({
+      isError: true,
+      content: [{ text: expect.stringMatching(/another message/) }],
+    });
   });
 
   test('a callId that cannot be a key (over 255 characters) is a tool error that names the key, and sends nothing', async () => {

@@ -7,8 +7,17 @@ import { buildApp, liveSubscription, modernHeaders, send } from '../../support/a
 import { Limits } from '../../../lambda/core/protocol';
 import { FakeClock, respond } from '../../support/fakes';
 import { asApp, buildLambda } from '../../support/lambda';
-import { describePupDoor, envelope, newPupSecret, newWebhookId, secretsAt, signedPost, mcpBody, mcpHeaders, type PupTargetOptions } from '../../support/pup-suite';
-
+import {
+  describePupDoor,
+  envelope,
+  newPupSecret,
+  newWebhookId,
+  secretsAt,
+  signedPost,
+  mcpBody,
+  mcpHeaders,
+  type PupTargetOptions,
+} from '../../support/pup-suite';
 
 function pupConfig(options: PupTargetOptions, start: number) {
   const secrets = secretsAt(options, start);
@@ -146,7 +155,11 @@ describe('pup door: what only fakes show', () => {
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
     const target = { app: t.app, clock, logs: t.logs };
     const dotSecret = `whsec_${Buffer.alloc(32, 9).toString('base64')}`;
-    const body = mcpBody('events/subscribe', { name: 'message.created', arguments: {}, delivery: { mode: 'webhook', url: 'https://dot.example/hook', secret: dotSecret } });
+    const body = mcpBody('events/subscribe', {
+      name: 'message.created',
+      arguments: {},
+      delivery: { mode: 'webhook', url: 'https://dot.example/hook', secret: dotSecret },
+    });
     await signedPost(target, '/pup/mcp', body, key, { headers: mcpHeaders('events/subscribe', 'message.created') });
     const { PUP_PRINCIPAL } = await import('../../../lambda/core/pup');
     const { principalOf } = await import('../../../lambda/core/identity');
@@ -158,7 +171,9 @@ describe('pup door: what only fakes show', () => {
 
   test('PUP-2: /pup/ paths outside the four routes are 404', async () => {
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } });
-    const response = await t.app.handle(new Request('https://dmdot.example/pup/other', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }));
+    const response = await t.app.handle(
+      new Request('https://dmdot.example/pup/other', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),
+    );
     expect(response.status).toBe(404);
   });
 
@@ -173,10 +188,17 @@ describe('pup door: what only fakes show', () => {
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock, deliveryWaitMs: 0, webhook: { post: async () => respond(503) } });
     t.store.subscription = liveSubscription(clock.now());
     const target = { app: t.app, clock, logs: t.logs };
-    const withTasks = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } }, 'io.puphq/context': { installationId: 'inst_1' } };
-    const rpcBody = (method: string, params: Record<string, unknown>) => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: withTasks } });
+    const withTasks = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+      'io.puphq/context': { installationId: 'inst_1' },
+    };
+    const rpcBody = (method: string, params: Record<string, unknown>) =>
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: withTasks } });
 
-    const created = await signedPost(target, '/pup/mcp', rpcBody('tools/call', { name: 'send_to_dot', arguments: { message: 'slow dot' } }), key, { headers: mcpHeaders('tools/call', 'send_to_dot') });
+    const created = await signedPost(target, '/pup/mcp', rpcBody('tools/call', { name: 'send_to_dot', arguments: { message: 'slow dot' } }), key, {
+      headers: mcpHeaders('tools/call', 'send_to_dot'),
+    });
     const task = (created.json as { result: { resultType: string; taskId: string; status: string } }).result;
     expect(task).toMatchObject({ resultType: 'task', status: 'working' });
 
@@ -214,7 +236,15 @@ describe('pup door: refusals before the body is read, and a cap on bodies in fli
       },
       { highWaterMark: 0 },
     );
-    return { pulled, request: new Request(`https://dmdot.example${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body, duplex: 'half' } as RequestInit) };
+    return {
+      pulled,
+      request: new Request(`https://dmdot.example${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+        duplex: 'half',
+      } as RequestInit),
+    };
   }
 
   test.each([
@@ -267,7 +297,9 @@ describe('pup door: refusals before the body is read, and a cap on bodies in fli
   test('a validly signed body is verified as it streams in, and then served', async () => {
     const clock = new FakeClock();
     const t = buildApp({ pup: { secrets: async () => ({ secrets: [secret] }) } }, { clock });
-    const answer = await signedPost({ app: t.app, clock, logs: t.logs }, '/pup/mcp', mcpBody('server/discover'), key, { headers: mcpHeaders('server/discover') });
+    const answer = await signedPost({ app: t.app, clock, logs: t.logs }, '/pup/mcp', mcpBody('server/discover'), key, {
+      headers: mcpHeaders('server/discover'),
+    });
     expect(answer.status).toBe(200);
   });
 

@@ -7,7 +7,19 @@ import { createAuthenticator, keyHashOf, newSenderKey, senderNameOf } from '../.
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { AccessLimits, EVENT_NAME, type EventsProfileName } from '../../../lambda/core/protocol';
 import { addSender, recordRotation, revokeSender } from '../../../lambda/operator/access';
-import { API_KEY, buildApp, echoingWebhook, keyQuery, liveSubscription, modernBody, modernHeaders, rpcErrorCode, SECRET, send, type Answer } from '../../support/app';
+import {
+  API_KEY,
+  buildApp,
+  echoingWebhook,
+  keyQuery,
+  liveSubscription,
+  modernBody,
+  modernHeaders,
+  rpcErrorCode,
+  SECRET,
+  send,
+  type Answer,
+} from '../../support/app';
 import { FakeAccessStore, FakeClock, FakeStore, T0 } from '../../support/fakes';
 import type { App } from '../../../lambda/http/app';
 
@@ -25,7 +37,12 @@ function call(app: App, key: string, method: string, params: Record<string, unkn
 }
 
 function post(app: App, key: string, message = 'hello'): Promise<Answer> {
-  return send(app, { path: '/v1/messages', query: '', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify({ message }) });
+  return send(app, {
+    path: '/v1/messages',
+    query: '',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ message }),
+  });
 }
 
 const sendTool = (message = 'hello') => ({ name: 'send_to_dot', arguments: { message } });
@@ -86,17 +103,20 @@ describe('sender keys', () => {
   test.each([
     ['chatgpt', -32012],
     ['sep-3415', -32024],
-  ] as const)('HTTP-KEY-4: under %s a sender key is Forbidden (%d) on subscribe, unsubscribe, events/list and tasks; nothing is subscribed', async (profile, code) => {
-    const { app, access, store } = setup({ eventsProfile: profile });
-    const key = await withSender(access, 'billing');
-    expect(rpcErrorCode((await call(app, key, 'events/subscribe', subscribeParams)).json)).toBe(code);
-    expect(store.subscription).toBeUndefined();
-    store.subscription = liveSubscription();
-    expect(rpcErrorCode((await call(app, key, 'events/unsubscribe', { name: EVENT_NAME, delivery: { url: store.subscription.url } })).json)).toBe(code);
-    expect(store.subscription).toBeDefined();
-    expect(rpcErrorCode((await call(app, key, 'events/list')).json)).toBe(code);
-    expect(rpcErrorCode((await call(app, key, 'tasks/get', { taskId: 'task_x' })).json)).toBe(code);
-  });
+  ] as const)(
+    'HTTP-KEY-4: under %s a sender key is Forbidden (%d) on subscribe, unsubscribe, events/list and tasks; nothing is subscribed',
+    async (profile, code) => {
+      const { app, access, store } = setup({ eventsProfile: profile });
+      const key = await withSender(access, 'billing');
+      expect(rpcErrorCode((await call(app, key, 'events/subscribe', subscribeParams)).json)).toBe(code);
+      expect(store.subscription).toBeUndefined();
+      store.subscription = liveSubscription();
+      expect(rpcErrorCode((await call(app, key, 'events/unsubscribe', { name: EVENT_NAME, delivery: { url: store.subscription.url } })).json)).toBe(code);
+      expect(store.subscription).toBeDefined();
+      expect(rpcErrorCode((await call(app, key, 'events/list')).json)).toBe(code);
+      expect(rpcErrorCode((await call(app, key, 'tasks/get', { taskId: 'task_x' })).json)).toBe(code);
+    },
+  );
 
   test('HTTP-KEY-5: a revoked sender, a wrong secret under a real name and an unknown name are 401; revocation holds at the next request', async () => {
     const { app, access, store } = setup();

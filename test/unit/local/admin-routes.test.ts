@@ -41,11 +41,14 @@ async function adminServer(overrides: Partial<AdminDeps> = {}) {
     close: () => new Promise<void>((done) => server.close(() => done())),
     async get(path: string, headers: Record<string, string> = {}, method = 'GET') {
       return new Promise<{ status: number; body: any }>((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port, path, method, headers: { authorization: `Bearer ${TOKEN}`, host: `127.0.0.1:${port}`, ...headers } }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') }));
-        });
+        const req = http.request(
+          { host: '127.0.0.1', port, path, method, headers: { authorization: `Bearer ${TOKEN}`, host: `127.0.0.1:${port}`, ...headers } },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') }));
+          },
+        );
         req.on('error', reject);
         req.end();
       });
@@ -80,7 +83,10 @@ describe('CLI-14: admin routes are for this machine only', () => {
   );
 
   test('a request with an Origin (a browser page) is refused 403', async () => {
-    expect(await s.get('/admin/events', { origin: `http://127.0.0.1:${s.port}` })).toMatchObject({ status: 403, body: { error: { code: 'forbidden_origin' } } });
+    expect(await s.get('/admin/events', { origin: `http://127.0.0.1:${s.port}` })).toMatchObject({
+      status: 403,
+      body: { error: { code: 'forbidden_origin' } },
+    });
   });
 
   test('CLI-14: the API key is not the admin token: 401', async () => {
@@ -120,7 +126,10 @@ describe('admin routes over the operator actions', () => {
         log: [{ at: T0, outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true }],
       });
       const shown = await s.get(`/admin/events/${eventId}`);
-      expect(shown).toMatchObject({ status: 200, body: { event: { eventId, resendable: true, log: [{ kind: 'attempt', outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true }] } } });
+      expect(shown).toMatchObject({
+        status: 200,
+        body: { event: { eventId, resendable: true, log: [{ kind: 'attempt', outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true }] } },
+      });
       expect(await s.get(`/admin/events/evt_${'b'.repeat(32)}`)).toMatchObject({ status: 404 });
     } finally {
       await s.close();

@@ -152,7 +152,9 @@ test('LOCAL-FAULT-1: a request sent on a connection answered 503 busy never reac
     let text = '';
     refused.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
     refused.on('error', () => undefined);
-    refused.once('connect', () => refused.write('POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'));
+    refused.once('connect', () =>
+      refused.write('POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'),
+    );
     // The server's side ends: the client reads its end of stream (it keeps its own side open).
     await new Promise((r) => refused.once('end', r));
     expect(Date.now() - started).toBeLessThan(REFUSED_LINGER_MS);
@@ -175,7 +177,10 @@ test('LOCAL-FAULT-2: the Content-Length of the busy answer is the byte length of
 });
 
 test('a request answered without its body being read closes its connection', async () => {
-  const refuser: App = { handle: async () => new Response('{"error":{}}', { status: 401, headers: { 'content-type': 'application/json' } }), close: async () => undefined };
+  const refuser: App = {
+    handle: async () => new Response('{"error":{}}', { status: 401, headers: { 'content-type': 'application/json' } }),
+    close: async () => undefined,
+  };
   await withServer(refuser, {}, async ({ port }) => {
     const head = `POST /pup/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`;
     const { text } = await raw(port, [head, 'x'.repeat(100)], 10);
@@ -201,7 +206,9 @@ test('LOCAL-FAULT-8: a client that leaves mid-body is logged at info as client_a
     for (const path of ['/v1/messages', '/mcp']) {
       const socket = net.connect(server.port, '127.0.0.1');
       await new Promise((r) => socket.once('connect', r));
-      socket.write(`POST ${path}?key=${API_KEY} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{"message":`);
+      socket.write(
+        `POST ${path}?key=${API_KEY} HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{"message":`,
+      );
       await new Promise((r) => setTimeout(r, 100));
       socket.destroy();
     }
@@ -223,7 +230,11 @@ test('LOCAL-FAULT-9: Connection: close is honoured on an SSE answer, whatever co
     close: async () => undefined,
   };
   await withServer(sse, {}, async ({ port }) => {
-    const { text, closedAfterMs } = await raw(port, ['POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'], 0);
+    const { text, closedAfterMs } = await raw(
+      port,
+      ['POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'],
+      0,
+    );
     expect(text).toMatch(/^HTTP\/1\.1 200 /);
     expect(text).toMatch(/Connection: close/i);
     expect(closedAfterMs).toBeLessThan(1_000);

@@ -7,7 +7,8 @@ import { localSettings } from '../../../lambda/config/settings';
 import { startupLines } from '../../../lambda/local/runtime';
 import { ROOT } from '../../support/paths';
 
-const lines = (env: Record<string, string>) => startupLines(localSettings(env, { projectRoot: ROOT }), 'http://127.0.0.1:8787/mcp', { file: '/s/api-key', generated: false });
+const lines = (env: Record<string, string>) =>
+  startupLines(localSettings(env, { projectRoot: ROOT }), 'http://127.0.0.1:8787/mcp', { file: '/s/api-key', generated: false });
 
 describe('the start-up lines', () => {
   it('LOCAL-16: the listening line first; the events profile always; the default retry schedule not at all', () => {

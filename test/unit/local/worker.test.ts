@@ -183,7 +183,7 @@ describe('LOCAL-4: the schedule (fake clock, one pass at a time)', () => {
     await expect(db.jobs.counts()).resolves.toEqual({ queued: 0, deadLetters: 1 });
   });
 
-  it('DEL-PIPE-7: behind the inline attempt\'s lease the job is deferred to the lease\'s end, counting no attempt', async () => {
+  it("DEL-PIPE-7: behind the inline attempt's lease the job is deferred to the lease's end, counting no attempt", async () => {
     await db.outbox.add(recordAt(T0, 1, { notBefore: T0 + 3000 }), job(1));
     await worker().runDue();
     expect(webhook.requests).toHaveLength(0);
@@ -192,7 +192,7 @@ describe('LOCAL-4: the schedule (fake clock, one pass at a time)', () => {
     expect(decisions[0]?.decision).toEqual({ action: 'defer', delayMs: 3000 });
   });
 
-  it('DEL-RUN-3: a thrown error (storage down) leaves the job to come back when its lease ends, as SQS\'s visibility timeout does, and is reported', async () => {
+  it("DEL-RUN-3: a thrown error (storage down) leaves the job to come back when its lease ends, as SQS's visibility timeout does, and is reported", async () => {
     await db.outbox.add(recordAt(T0, 1), job(1));
     const failing: Store = Object.create(db.store) as Store;
     failing.getEvent = async () => {
@@ -225,17 +225,25 @@ describe('LOCAL-4: the schedule (fake clock, one pass at a time)', () => {
       error: (event: string, fields?: Record<string, unknown>) => void lines.push({ level: 'error', event, fields }),
     };
     await worker({ log }).runDue();
-    expect(lines).toEqual([{ level: 'info', event: 'delivery', fields: { eventId: id(1), via: 'worker', action: 'retry', attempt: 1, reason: 'http_5xx', delayS: 1, receives: 1 } }]);
+    expect(lines).toEqual([
+      { level: 'info', event: 'delivery', fields: { eventId: id(1), via: 'worker', action: 'retry', attempt: 1, reason: 'http_5xx', delayS: 1, receives: 1 } },
+    ]);
   });
 
   it('DEL-RUN-4: the safety-net job of an event that failed inline is its dead-letter copy, logged as that, not as a second failure', async () => {
     // The inline attempt got a 400: one POST, the event failed on attempt 1.
     await db.outbox.add(recordAt(T0, 1, { status: 'failed', attempts: 1, lastError: 'http_4xx', lastHttpStatus: 400 }), job(1));
     const lines: { event: string; fields: Record<string, unknown> | undefined }[] = [];
-    const log = { info: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, fields }), warn: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, fields }), error: () => undefined };
+    const log = {
+      info: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, fields }),
+      warn: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, fields }),
+      error: () => undefined,
+    };
     await worker({ log }).runDue();
     expect(webhook.requests).toHaveLength(0);
-    expect(lines).toEqual([{ event: 'delivery', fields: { eventId: id(1), via: 'worker', action: 'dead_letter_copy', attempt: 1, reason: 'http_4xx', receives: 1 } }]);
+    expect(lines).toEqual([
+      { event: 'delivery', fields: { eventId: id(1), via: 'worker', action: 'dead_letter_copy', attempt: 1, reason: 'http_4xx', receives: 1 } },
+    ]);
     await expect(db.jobs.deadLetters()).resolves.toMatchObject([{ eventId: id(1), reason: 'http_4xx' }]);
   });
 

@@ -213,7 +213,8 @@ function appWithSubscription(): TestApp {
 
 function rpc(t: TestApp, method: string, params: Record<string, unknown>, meta: object = WITH_TASKS, headers: Record<string, string> = {}) {
   // Mcp-Name mirrors params.taskId on tasks/* (the extension's routing header) and the tool name on tools/call.
-  const name: Record<string, string> = typeof params.taskId === 'string' ? { 'mcp-name': params.taskId } : method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
+  const name: Record<string, string> =
+    typeof params.taskId === 'string' ? { 'mcp-name': params.taskId } : method === 'tools/call' ? { 'mcp-name': String(params.name) } : {};
   return send(t.app, {
     headers: modernHeaders(method, { ...name, ...headers }),
     body: JSON.stringify({ jsonrpc: '2.0', id: 7, method, params: { ...params, _meta: meta } }),
@@ -336,7 +337,7 @@ describe('TASK-1: over the wire (2026-07-28), through the whole app', () => {
     expect(t.logs.some((l) => l.event === 'dependency_unavailable' && l.fields.where === 'tasks/get')).toBe(true);
   });
 
-  test('the task id must match Mcp-Name (the extension\'s routing header, checked by the SDK)', async () => {
+  test("the task id must match Mcp-Name (the extension's routing header, checked by the SDK)", async () => {
     const t = appWithSubscription();
     const { taskId } = await createdTask(t);
     const answer = await rpc(t, 'tasks/get', { taskId }, WITH_TASKS, { 'mcp-name': 'task_other' });
@@ -357,7 +358,10 @@ describe('TASK-1: over the wire (2026-07-28), through the whole app', () => {
     const { taskId } = await createdTask(t);
     expect(errorOf(await rpc(t, 'tasks/update', { taskId }))).toEqual({ code: -32602, message: 'tasks/update: params.inputResponses must be an object.' });
     const unknown = taskIdOf(PRINCIPAL, `evt_${'cd'.repeat(16)}`);
-    expect(errorOf(await rpc(t, 'tasks/update', { taskId: unknown, inputResponses: {} }))).toEqual({ code: -32602, message: 'Failed to retrieve task: Task not found' });
+    expect(errorOf(await rpc(t, 'tasks/update', { taskId: unknown, inputResponses: {} }))).toEqual({
+      code: -32602,
+      message: 'Failed to retrieve task: Task not found',
+    });
   });
 
   test('TASK-8: tasks/cancel of an unsettled task is an empty acknowledgement; the event is dropped and the task reads cancelled', async () => {

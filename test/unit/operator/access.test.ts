@@ -25,7 +25,14 @@ describe('senders', () => {
     const added = await addSender(access, 'ok', null, T0);
     await revokeSender(access, 'ok', T0 + 1000);
     const [view] = await listSenders(access);
-    expect(view).toStrictEqual({ name: 'ok', rate: null, createdAt: new Date(T0).toISOString(), lastUsedAt: null, revokedAt: new Date(T0 + 1000).toISOString(), revoked: true });
+    expect(view).toStrictEqual({
+      name: 'ok',
+      rate: null,
+      createdAt: new Date(T0).toISOString(),
+      lastUsedAt: null,
+      revokedAt: new Date(T0 + 1000).toISOString(),
+      revoked: true,
+    });
     expect(JSON.stringify(view)).not.toContain(added.added ? keyHashOf(added.key) : 'x');
   });
 
@@ -76,7 +83,12 @@ describe('rotation', () => {
     expect(rotation).toStrictEqual({ principal: principalOf('old-key'), previousKeyUntil: null });
     expect(access.deployment).toMatchObject({ principal: principalOf('old-key'), keyHash: keyHashOf('new-key') });
     await recordRotation(access, 'new-key', 'third-key', 60_000, T0 + 1);
-    expect(access.deployment).toMatchObject({ principal: principalOf('old-key'), keyHash: keyHashOf('third-key'), previousKeyHash: keyHashOf('new-key'), previousKeyUntil: T0 + 60_001 });
+    expect(access.deployment).toMatchObject({
+      principal: principalOf('old-key'),
+      keyHash: keyHashOf('third-key'),
+      previousKeyHash: keyHashOf('new-key'),
+      previousKeyUntil: T0 + 60_001,
+    });
     await expect(recordRotation(access, 'a', 'b', -1, T0)).rejects.toThrow(RangeError);
   });
 

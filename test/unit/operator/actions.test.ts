@@ -8,14 +8,7 @@
  */
 import { DependencyUnavailable } from '../../../lambda/core/errors';
 import { EventStatus } from '../../../lambda/core/protocol';
-import {
-  clearSubscription,
-  eventCounts,
-  listEventViews,
-  resendEvent,
-  showEvent,
-  showSubscription,
-} from '../../../lambda/operator/actions';
+import { clearSubscription, eventCounts, listEventViews, resendEvent, showEvent, showSubscription } from '../../../lambda/operator/actions';
 import type { EventRecord, SubscriptionRecord } from '../../../lambda/ports';
 import { fakeOutbox, FakeQueue, FakeStore, T0 } from '../../support/fakes';
 
@@ -48,7 +41,8 @@ const SUB_B = { id: 'sub_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb', generation: 'gen-b',
 const id = (n: number) => `evt_${n.toString(16).padStart(32, '0')}`;
 
 /** Bytes with characters that any re-serialization would change: escapes, non-ASCII, key order. */
-const bodyOf = (n: number) => `{"eventId":"${id(n)}","name":"message.created","timestamp":"2026-11-03T10:30:00.123Z","data":{"message":"h\\u00e9llo \u00e9 \u2603 \\\"q\\\""},"cursor":null}`;
+const bodyOf = (n: number) =>
+  `{"eventId":"${id(n)}","name":"message.created","timestamp":"2026-11-03T10:30:00.123Z","data":{"message":"h\\u00e9llo \u00e9 \u2603 \\"q\\""},"cursor":null}`;
 
 function event(n: number, overrides: Partial<EventRecord> = {}): EventRecord {
   return {
@@ -121,7 +115,10 @@ describe('clearSubscription', () => {
 
   it('with the id the operator confirmed, clears it', async () => {
     store.subscription = subscription();
-    await expect(clearSubscription(store, NOW, 'sub_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa')).resolves.toStrictEqual({ cleared: true, id: 'sub_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' });
+    await expect(clearSubscription(store, NOW, 'sub_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa')).resolves.toStrictEqual({
+      cleared: true,
+      id: 'sub_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa',
+    });
     expect(store.subscription).toBeUndefined();
   });
 
@@ -138,7 +135,10 @@ describe('clearSubscription', () => {
     store.before.deleteSubscription = () => {
       store.subscription = subscription({ ...SUB_B });
     };
-    await expect(clearSubscription(store, NOW, 'sub_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa')).resolves.toStrictEqual({ cleared: false, id: 'sub_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' });
+    await expect(clearSubscription(store, NOW, 'sub_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa')).resolves.toStrictEqual({
+      cleared: false,
+      id: 'sub_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa',
+    });
     expect(store.subscription?.id).toBe(SUB_B.id);
   });
 

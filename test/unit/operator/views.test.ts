@@ -8,14 +8,7 @@
  */
 import { EventStatus } from '../../../lambda/core/protocol';
 import type { EventRecord, LogEntry, SubscriptionRecord } from '../../../lambda/ports';
-import {
-  EVENT_STATUSES,
-  eventDetail,
-  eventView,
-  isEventStatus,
-  isResendable,
-  subscriptionView,
-} from '../../../lambda/operator/views';
+import { EVENT_STATUSES, eventDetail, eventView, isEventStatus, isResendable, subscriptionView } from '../../../lambda/operator/views';
 
 /** 2026-11-03T10:30:00.123Z */
 const T0 = Date.UTC(2026, 10, 3, 10, 30, 0, 123);
@@ -134,7 +127,7 @@ describe('CLI-4: eventView (a line of the delivery log)', () => {
     expect(eventView(event({ acknowledgedAt: T0 + 9 * SECOND })).acknowledgedAt).toBe('2026-11-03T10:30:09.123Z');
   });
 
-  it('HTTP-KEY-3: shows who sent the event: connector or the sender\'s name', () => {
+  it("HTTP-KEY-3: shows who sent the event: connector or the sender's name", () => {
     expect(eventView(event({ sender: 'connector' })).sender).toBe('connector');
     expect(eventView(event({ sender: 'billing' })).sender).toBe('billing');
   });
@@ -142,7 +135,17 @@ describe('CLI-4: eventView (a line of the delivery log)', () => {
   it('what the record does not have is null, never undefined (the JSON keeps every key)', () => {
     const bare: EventRecord = { eventId: EVENT_ID, status: EventStatus.queued, subscriptionId: 'sub_x', attempts: 0, createdAt: T0, expiresAt: T0 + DAY };
     const view = eventView(bare);
-    expect(view).toStrictEqual({ eventId: EVENT_ID, status: 'queued', attempts: 0, lastError: null, lastHttpStatus: null, createdAt: '2026-11-03T10:30:00.123Z', deliveredAt: null, sender: null, acknowledgedAt: null });
+    expect(view).toStrictEqual({
+      eventId: EVENT_ID,
+      status: 'queued',
+      attempts: 0,
+      lastError: null,
+      lastHttpStatus: null,
+      createdAt: '2026-11-03T10:30:00.123Z',
+      deliveredAt: null,
+      sender: null,
+      acknowledgedAt: null,
+    });
     expect(Object.keys(JSON.parse(JSON.stringify(view)) as object)).toHaveLength(9);
   });
 
@@ -171,7 +174,15 @@ describe('eventDetail (one event and its log)', () => {
 
   it('STORE-7: an attempt entry shows only time, outcome, status class, duration and counted, whatever else it holds', () => {
     // An entry as a careless (or older) writer might have stored it.
-    const leaky = { at: T0, outcome: 'http_4xx', statusClass: '4xx', durationMs: 5, counted: true, body: MESSAGE, headers: { 'webhook-signature': 'v1,abc' } } as unknown as LogEntry;
+    const leaky = {
+      at: T0,
+      outcome: 'http_4xx',
+      statusClass: '4xx',
+      durationMs: 5,
+      counted: true,
+      body: MESSAGE,
+      headers: { 'webhook-signature': 'v1,abc' },
+    } as unknown as LogEntry;
     const note = { at: T0, note: 'resent', body: MESSAGE } as unknown as LogEntry;
     const detail = eventDetail(event({ log: [leaky, note] }));
     expect(detail.log).toStrictEqual([
@@ -187,7 +198,19 @@ describe('eventDetail (one event and its log)', () => {
     const detail = eventDetail(event());
     expect(detail.resendable).toBe(true);
     expect(JSON.stringify(detail)).not.toContain(MESSAGE);
-    expect(Object.keys(detail).sort()).toStrictEqual(['acknowledgedAt', 'attempts', 'createdAt', 'deliveredAt', 'eventId', 'lastError', 'lastHttpStatus', 'log', 'resendable', 'sender', 'status']);
+    expect(Object.keys(detail).sort()).toStrictEqual([
+      'acknowledgedAt',
+      'attempts',
+      'createdAt',
+      'deliveredAt',
+      'eventId',
+      'lastError',
+      'lastHttpStatus',
+      'log',
+      'resendable',
+      'sender',
+      'status',
+    ]);
   });
 });
 

@@ -91,7 +91,14 @@ describe('the database file', () => {
     // It used to open sub-databases while listing them, which ends the listing's read (MDB_BAD_TXN):
     // a server starting beside another one that was still growing a new file called it damaged.
     const db = await openEmbeddedDatabase(dir, { role: 'server' });
-    await db.store.putEvent({ eventId: `evt_${'1'.repeat(32)}`, status: 'queued', subscriptionId: 'sub_a', attempts: 0, createdAt: T0, expiresAt: T0 + Limits.eventRecordMs });
+    await db.store.putEvent({
+      eventId: `evt_${'1'.repeat(32)}`,
+      status: 'queued',
+      subscriptionId: 'sub_a',
+      attempts: 0,
+      createdAt: T0,
+      expiresAt: T0 + Limits.eventRecordMs,
+    });
     expect(() => probeInChild(file)).not.toThrow();
     await db.close();
     expect(() => probeInChild(file)).not.toThrow();
@@ -143,7 +150,21 @@ describe('the earlier file layout', () => {
   const job = (overrides: Record<string, unknown> = {}) =>
     JSON.stringify({ job: { eventId: EVENT_ID, subscriptionId: 'sub_a', body: '{}' }, receives: 0, dueAt: T0, ...overrides });
   const storeFile = () =>
-    JSON.stringify({ version: 1, items: [{ pk: `EVENT#${EVENT_ID}`, ttl: Math.ceil((T0 + Limits.eventRecordMs) / 1000), eventId: EVENT_ID, status: 'queued', subscriptionId: 'sub_a', attempts: 0, createdAt: T0, expiresAt: T0 + Limits.eventRecordMs }] });
+    JSON.stringify({
+      version: 1,
+      items: [
+        {
+          pk: `EVENT#${EVENT_ID}`,
+          ttl: Math.ceil((T0 + Limits.eventRecordMs) / 1000),
+          eventId: EVENT_ID,
+          status: 'queued',
+          subscriptionId: 'sub_a',
+          attempts: 0,
+          createdAt: T0,
+          expiresAt: T0 + Limits.eventRecordMs,
+        },
+      ],
+    });
 
   /** Nothing was imported, and every legacy file is still where it was. */
   async function expectNothingImported(): Promise<void> {

@@ -62,12 +62,23 @@ const storeItems = [
   // 6: failed, in the dead letters
   { ...record(6, { status: 'failed', attempts: 6, lastError: 'http_5xx' }), pk: `EVENT#${id(6)}`, ttl: Math.ceil(record(6).expiresAt / 1000) },
   // 7: delivered
-  { ...record(7, { status: 'delivered', attempts: 1, deliveredAt: T0 - 500, body: undefined }), pk: `EVENT#${id(7)}`, ttl: Math.ceil(record(7).expiresAt / 1000) },
+  {
+    ...record(7, { status: 'delivered', attempts: 1, deliveredAt: T0 - 500, body: undefined }),
+    pk: `EVENT#${id(7)}`,
+    ttl: Math.ceil(record(7).expiresAt / 1000),
+  },
   // 8: failed, its dead letter moved back into queue/ by the old `dm-dot redrive`
   { ...record(8, { status: 'failed', attempts: 6, lastError: 'timeout' }), pk: `EVENT#${id(8)}`, ttl: Math.ceil(record(8).expiresAt / 1000) },
   { pk: 'VERIFIED#k1', verifiedAt: T0 - 1000, ttl: Math.ceil((T0 - 1000 + Limits.verificationCacheMs) / 1000) },
   { pk: 'REPLAY#msg_1', claimedAt: T0 - 1000, expiresAt: T0 - 1000 + Limits.replayMemoryMs, ttl: Math.ceil((T0 - 1000 + Limits.replayMemoryMs) / 1000) },
-  { pk: 'ANSWER#msg_evt', status: 200, body: '{ "a":1 }', storedAt: T0 - 1000, expiresAt: T0 + Limits.pupEventAnswerMs, ttl: Math.ceil((T0 + Limits.pupEventAnswerMs) / 1000) },
+  {
+    pk: 'ANSWER#msg_evt',
+    status: 200,
+    body: '{ "a":1 }',
+    storedAt: T0 - 1000,
+    expiresAt: T0 + Limits.pupEventAnswerMs,
+    ttl: Math.ceil((T0 + Limits.pupEventAnswerMs) / 1000),
+  },
 ];
 
 let dir: string;
@@ -79,8 +90,20 @@ async function writeLegacyLayout(): Promise<Record<string, string>> {
     [`queue/${id(1)}.json`]: JSON.stringify({ job: jobOf(1), receives: 2, dueAt: T0 + 4000 }),
     [`queue/${id(2)}.json.tmp`]: JSON.stringify({ job: jobOf(2), receives: 0, dueAt: T0 }),
     [`queue/${id(3)}.json.tmp`]: JSON.stringify({ job: jobOf(3), receives: 0, dueAt: T0 }).slice(0, 25),
-    [`queue/${id(8)}.json`]: JSON.stringify({ job: jobOf(8), receives: 7, dueAt: T0 - 100, reason: 'timeout', deadLetteredAt: new Date(T0 - 200).toISOString() }),
-    [`dead-letter/${id(6)}.json`]: JSON.stringify({ job: jobOf(6), receives: 6, dueAt: T0 - 300, reason: 'http_5xx', deadLetteredAt: new Date(T0 - 300).toISOString() }),
+    [`queue/${id(8)}.json`]: JSON.stringify({
+      job: jobOf(8),
+      receives: 7,
+      dueAt: T0 - 100,
+      reason: 'timeout',
+      deadLetteredAt: new Date(T0 - 200).toISOString(),
+    }),
+    [`dead-letter/${id(6)}.json`]: JSON.stringify({
+      job: jobOf(6),
+      receives: 6,
+      dueAt: T0 - 300,
+      reason: 'http_5xx',
+      deadLetteredAt: new Date(T0 - 300).toISOString(),
+    }),
   };
   await mkdir(join(dir, 'queue'));
   await mkdir(join(dir, 'dead-letter'));
@@ -112,7 +135,10 @@ describe('LOCAL-7: the first server start on an earlier layout', () => {
     await expect(db.store.getEvent(id(7), T0)).resolves.toStrictEqual(record(7, { status: 'delivered', attempts: 1, deliveredAt: T0 - 500, body: undefined }));
     await expect(db.store.isVerified('k1', T0)).resolves.toBe(true);
     await expect(db.store.claimReplayId('msg_1', T0, 'new', 'POST /pup/challenge')).resolves.toMatchObject({ claimed: false });
-    await expect(db.store.putInboundAnswer('msg_evt', { status: 200, body: '{}' }, T0)).resolves.toStrictEqual({ stored: false, answer: { status: 200, body: '{ "a":1 }' } });
+    await expect(db.store.putInboundAnswer('msg_evt', { status: 200, body: '{}' }, T0)).resolves.toStrictEqual({
+      stored: false,
+      answer: { status: 200, body: '{ "a":1 }' },
+    });
     expect(db.report.imported?.items).toEqual({ subscription: 1, events: 8, verified: 1, replay: 1, answers: 1, other: 0 });
   });
 
@@ -157,12 +183,17 @@ describe('LOCAL-7: the first server start on an earlier layout', () => {
     expect(existsSync(join(dir, 'queue'))).toBe(false);
     expect(existsSync(join(dir, 'dead-letter'))).toBe(false);
     for (const [name, content] of Object.entries(files)) {
-      const moved = name.replace(/^store\.json$/, 'store.json.imported').replace(/^queue\//, 'queue.imported/').replace(/^dead-letter\//, 'dead-letter.imported/');
+      const moved = name
+        .replace(/^store\.json$/, 'store.json.imported')
+        .replace(/^queue\//, 'queue.imported/')
+        .replace(/^dead-letter\//, 'dead-letter.imported/');
       await expect(readFile(join(dir, moved), 'utf8')).resolves.toBe(content);
     }
     const line = db.report.imported?.line ?? '';
     expect(line).toContain(dir);
-    expect(line).toMatch(/1 subscription, 8 events, 1 verification, 1 replay id, 1 inbound answer, 3 queued jobs \(1 from a half-renamed file\), 1 dead letter, 1 event marked failed/);
+    expect(line).toMatch(
+      /1 subscription, 8 events, 1 verification, 1 replay id, 1 inbound answer, 3 queued jobs \(1 from a half-renamed file\), 1 dead letter, 1 event marked failed/,
+    );
     expect(line).toContain('store.json -> store.json.imported');
     expect(db.report.lines).toContain(line);
   });

@@ -55,7 +55,7 @@ const queued = (n: number) => ({
 const jobOf = (n: number) => ({ eventId: queued(n).eventId, subscriptionId: 'sub_a', body: '{}' });
 
 describe('LOCAL-6: in one process', () => {
-  it('a second server gets StateDirInUse naming the first one\'s pid and URL, and the first keeps its records', async () => {
+  it("a second server gets StateDirInUse naming the first one's pid and URL, and the first keeps its records", async () => {
     const first = await server();
     await first.setOwnerUrl('http://127.0.0.1:8787');
     await first.outbox.add(queued(1), jobOf(1));
@@ -122,7 +122,10 @@ describe('the operator role', () => {
   it('with a live server it gets StateDirInUse naming that server, and readOwner finds it', async () => {
     const db = await server();
     await db.setOwnerUrl('http://127.0.0.1:8787');
-    await expect(openEmbeddedDatabase(dir, { role: 'operator' })).rejects.toMatchObject({ name: 'StateDirInUse', owner: { pid: process.pid, url: 'http://127.0.0.1:8787' } });
+    await expect(openEmbeddedDatabase(dir, { role: 'operator' })).rejects.toMatchObject({
+      name: 'StateDirInUse',
+      owner: { pid: process.pid, url: 'http://127.0.0.1:8787' },
+    });
     await expect(readOwner(dir)).resolves.toMatchObject({ pid: process.pid, url: 'http://127.0.0.1:8787' });
     await expect(db.owner()).resolves.toMatchObject({ pid: process.pid, alive: true });
   });
@@ -215,38 +218,46 @@ const unshareWorks = (() => {
 const inNamespaces = unshareWorks ? it : it.skip;
 
 describe('across PID namespaces (containers sharing a volume)', () => {
-  inNamespaces('LOCAL-6, LOCAL-FAULT-6: a server in another PID namespace refuses a directory whose owner lives, names it, and leaves its record alone', async () => {
-    const first = await server();
-    await first.setOwnerUrl('http://127.0.0.1:8787');
-    const before = await first.owner();
-    const other = await childUnder(['unshare', '--pid', '--fork'], 'server', dir);
-    // The other namespace's pid for itself is small (it is pid 1 or 2 there): the pid check could not tell.
-    await expect(other.next()).resolves.toMatchObject({ owner: false, name: 'StateDirInUse', ownerPid: process.pid });
-    await expect(first.owner()).resolves.toStrictEqual(before);
-    await expect(first.setOwnerUrl('http://127.0.0.1:8787')).resolves.toBeUndefined();
-  }, 30_000);
+  inNamespaces(
+    'LOCAL-6, LOCAL-FAULT-6: a server in another PID namespace refuses a directory whose owner lives, names it, and leaves its record alone',
+    async () => {
+      const first = await server();
+      await first.setOwnerUrl('http://127.0.0.1:8787');
+      const before = await first.owner();
+      const other = await childUnder(['unshare', '--pid', '--fork'], 'server', dir);
+      // The other namespace's pid for itself is small (it is pid 1 or 2 there): the pid check could not tell.
+      await expect(other.next()).resolves.toMatchObject({ owner: false, name: 'StateDirInUse', ownerPid: process.pid });
+      await expect(first.owner()).resolves.toStrictEqual(before);
+      await expect(first.setOwnerUrl('http://127.0.0.1:8787')).resolves.toBeUndefined();
+    },
+    30_000,
+  );
 
-  inNamespaces('LOCAL-FAULT-6: the owner in another PID namespace holds the directory against this one, and once it is gone its record never blocks', async () => {
-    const holder = await childUnder(['unshare', '--pid', '--fork', '--kill-child'], 'server', dir, 'http://127.0.0.1:8788');
-    await expect(holder.next()).resolves.toMatchObject({ owner: true });
-    await expect(openEmbeddedDatabase(dir, { role: 'server' })).rejects.toMatchObject({ name: 'StateDirInUse', owner: { url: 'http://127.0.0.1:8788' } });
-    holder.process.kill('SIGKILL');
-    await holder.exited;
-    // unshare's child (pid 1 of its namespace) is killed by the kernel when unshare dies, a moment later.
-    let db: EmbeddedDatabase | undefined;
-    for (let tries = 0; !db && tries < 50; tries++) {
-      db = await server().catch(async (error: unknown) => {
-        if (!(error instanceof StateDirInUse)) throw error;
-        await new Promise((r) => setTimeout(r, 100));
-        return undefined;
-      });
-    }
-    expect(db?.report.tookOverFrom).toMatchObject({ url: 'http://127.0.0.1:8788' });
-  }, 30_000);
+  inNamespaces(
+    'LOCAL-FAULT-6: the owner in another PID namespace holds the directory against this one, and once it is gone its record never blocks',
+    async () => {
+      const holder = await childUnder(['unshare', '--pid', '--fork', '--kill-child'], 'server', dir, 'http://127.0.0.1:8788');
+      await expect(holder.next()).resolves.toMatchObject({ owner: true });
+      await expect(openEmbeddedDatabase(dir, { role: 'server' })).rejects.toMatchObject({ name: 'StateDirInUse', owner: { url: 'http://127.0.0.1:8788' } });
+      holder.process.kill('SIGKILL');
+      await holder.exited;
+      // unshare's child (pid 1 of its namespace) is killed by the kernel when unshare dies, a moment later.
+      let db: EmbeddedDatabase | undefined;
+      for (let tries = 0; !db && tries < 50; tries++) {
+        db = await server().catch(async (error: unknown) => {
+          if (!(error instanceof StateDirInUse)) throw error;
+          await new Promise((r) => setTimeout(r, 100));
+          return undefined;
+        });
+      }
+      expect(db?.report.tookOverFrom).toMatchObject({ url: 'http://127.0.0.1:8788' });
+    },
+    30_000,
+  );
 });
 
 describe('a stale record', () => {
-  it('LOCAL-FAULT-6: a record naming a live pid (pid 1, a container\'s) whose socket nobody listens on never blocks a start', async () => {
+  it("LOCAL-FAULT-6: a record naming a live pid (pid 1, a container's) whose socket nobody listens on never blocks a start", async () => {
     await server().then((db) => db.close());
     await writeOwnerRecord({ token: 'stale-owner', pid: 1, hostname: 'h', startedAt: T0, socket: '.owner-stale000.sock' });
     const db = await server();

@@ -44,14 +44,21 @@ function deferred(): { promise: Promise<void>; resolve(): void } {
 }
 
 function rejectOnAbort(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => signal.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError', code: 'ABORT_ERR' })), { once: true }));
+  return new Promise((_, reject) =>
+    signal.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError', code: 'ABORT_ERR' })), { once: true }),
+  );
 }
 
 describe('default deadline', () => {
   it('GUARD-9, GUARD-12, LIM-4: schedules exactly one deadline of Limits.outboundDeadlineMs (5 s)', async () => {
     expect(Limits.outboundDeadlineMs).toBe(5_000);
     const timers = fakeTimers();
-    const client = createGuardedWebhookClient({ allowLoopback: false, timers, resolver: fixedResolver('93.184.216.34').resolver, connector: canaryConnector().connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      timers,
+      resolver: fixedResolver('93.184.216.34').resolver,
+      connector: canaryConnector().connector,
+    });
 
     await client.post(webhookRequest('https://dot.example/hook'));
 
@@ -60,7 +67,13 @@ describe('default deadline', () => {
 
   it('uses the deadlineMs option when given', async () => {
     const timers = fakeTimers();
-    const client = createGuardedWebhookClient({ allowLoopback: false, timers, deadlineMs: 1234, resolver: fixedResolver('93.184.216.34').resolver, connector: canaryConnector().connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      timers,
+      deadlineMs: 1234,
+      resolver: fixedResolver('93.184.216.34').resolver,
+      connector: canaryConnector().connector,
+    });
 
     await client.post(webhookRequest('https://dot.example/hook'));
 
@@ -69,7 +82,12 @@ describe('default deadline', () => {
 
   it('clears the deadline when a response completes', async () => {
     const timers = fakeTimers();
-    const client = createGuardedWebhookClient({ allowLoopback: false, timers, resolver: fixedResolver('93.184.216.34').resolver, connector: canaryConnector().connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      timers,
+      resolver: fixedResolver('93.184.216.34').resolver,
+      connector: canaryConnector().connector,
+    });
 
     await client.post(webhookRequest('https://dot.example/hook'));
 
@@ -78,7 +96,12 @@ describe('default deadline', () => {
 
   it('clears the deadline when the destination is refused', async () => {
     const timers = fakeTimers();
-    const client = createGuardedWebhookClient({ allowLoopback: false, timers, resolver: fixedResolver('10.0.0.1').resolver, connector: canaryConnector().connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      timers,
+      resolver: fixedResolver('10.0.0.1').resolver,
+      connector: canaryConnector().connector,
+    });
 
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual(REFUSED);
     expect(timers.cleared).toEqual([timers.scheduled[0]!.handle]);
@@ -190,7 +213,12 @@ describe('transport errors become categories', () => {
     const failing: Connector = async () => {
       throw Object.assign(new Error(`endpoint said: secret detail ${code}`), { code });
     };
-    const client = createGuardedWebhookClient({ allowLoopback: false, timers: fakeTimers(), resolver: fixedResolver('93.184.216.34').resolver, connector: failing });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      timers: fakeTimers(),
+      resolver: fixedResolver('93.184.216.34').resolver,
+      connector: failing,
+    });
 
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual({ kind: 'failure', reason });
   });

@@ -8,7 +8,16 @@
  * pins that a failure after the connection was made is final (no second POST). Injected resolver
  * and connector; the real node connector is checked against loopback servers this file starts.
  */
-import { createGuardedWebhookClient, hasGlobalIpv6, nodeConnector, orderAnswers, type ConnectRequest, type ConnectResponse, type Connector, type Timers } from '../../../../lambda/adapters/guarded-https';
+import {
+  createGuardedWebhookClient,
+  hasGlobalIpv6,
+  nodeConnector,
+  orderAnswers,
+  type ConnectRequest,
+  type ConnectResponse,
+  type Connector,
+  type Timers,
+} from '../../../../lambda/adapters/guarded-https';
 import { Limits } from '../../../../lambda/core/protocol';
 import { fixedResolver, REFUSED, selfSignedCertificate, startHttpServer, startHttpsServer, startRawServer, webhookRequest } from '../../../support/guard';
 
@@ -50,15 +59,22 @@ function scripted(behaviour: Record<string, (request: ConnectRequest) => Promise
   return { connector, tried };
 }
 
-const connected = (response: () => ConnectResponse = ok) => async (request: ConnectRequest) => {
-  request.onConnected?.();
-  return response();
-};
+const connected =
+  (response: () => ConnectResponse = ok) =>
+  async (request: ConnectRequest) => {
+    request.onConnected?.();
+    return response();
+  };
 
 describe('fallover to the next checked answer', () => {
   test('a refused first address falls over to the second, which answers', async () => {
     const script = scripted({ [V4_A]: async () => Promise.reject(fail('ECONNREFUSED')), [V4_B]: connected() });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, resolver: fixedResolver(V4_A, V4_B).resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: true,
+      resolver: fixedResolver(V4_A, V4_B).resolver,
+      connector: script.connector,
+    });
     const result = await client.post(webhookRequest('https://dot.example/hook'));
     expect(result).toMatchObject({ kind: 'response', status: 200 });
     expect(script.tried).toEqual([V4_A, V4_B]);
@@ -66,7 +82,12 @@ describe('fallover to the next checked answer', () => {
 
   test.each(['EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAFNOSUPPORT', 'ETIMEDOUT'])('%s before connecting falls over', async (code) => {
     const script = scripted({ [V6_A]: async () => Promise.reject(fail(code)), [V4_A]: connected() });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: false, resolver: fixedResolver(V6_A, V4_A).resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: false,
+      resolver: fixedResolver(V6_A, V4_A).resolver,
+      connector: script.connector,
+    });
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toMatchObject({ kind: 'response', status: 200 });
     expect(script.tried).toEqual([V6_A, V4_A]);
   });
@@ -90,14 +111,25 @@ describe('fallover to the next checked answer', () => {
 
   test('every address refused: connection_refused, each tried once', async () => {
     const script = scripted({ [V4_A]: async () => Promise.reject(fail('ECONNREFUSED')), [V4_B]: async () => Promise.reject(fail('ECONNREFUSED')) });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, resolver: fixedResolver(V4_A, V4_B).resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: true,
+      resolver: fixedResolver(V4_A, V4_B).resolver,
+      connector: script.connector,
+    });
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual(REFUSED);
     expect(script.tried).toEqual([V4_A, V4_B]);
   });
 
   test('GUARD-9: every address blackholed: timeout at the one deadline, not one deadline per address', async () => {
     const script = scripted({ [V4_A]: blackhole, [V4_B]: blackhole });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, deadlineMs: 400, resolver: fixedResolver(V4_A, V4_B).resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: true,
+      deadlineMs: 400,
+      resolver: fixedResolver(V4_A, V4_B).resolver,
+      connector: script.connector,
+    });
     const started = Date.now();
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual({ kind: 'failure', reason: 'timeout' });
     expect(script.tried).toEqual([V4_A, V4_B]);
@@ -112,7 +144,12 @@ describe('fallover to the next checked answer', () => {
       },
       [V4_B]: connected(),
     });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, resolver: fixedResolver(V4_A, V4_B).resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: true,
+      resolver: fixedResolver(V4_A, V4_B).resolver,
+      connector: script.connector,
+    });
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual(REFUSED);
     expect(script.tried).toEqual([V4_A]);
   });
@@ -125,21 +162,36 @@ describe('fallover to the next checked answer', () => {
       },
       [V4_B]: connected(),
     });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, resolver: fixedResolver(V4_A, V4_B).resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: true,
+      resolver: fixedResolver(V4_A, V4_B).resolver,
+      connector: script.connector,
+    });
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual({ kind: 'failure', reason: 'timeout' });
     expect(script.tried).toEqual([V4_A]);
   });
 
   test('a TLS failure is not a connection failure: no fallover', async () => {
     const script = scripted({ [V4_A]: async () => Promise.reject(fail('ERR_TLS_CERT_ALTNAME_INVALID')), [V4_B]: connected() });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, resolver: fixedResolver(V4_A, V4_B).resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: true,
+      resolver: fixedResolver(V4_A, V4_B).resolver,
+      connector: script.connector,
+    });
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual({ kind: 'failure', reason: 'tls_error' });
     expect(script.tried).toEqual([V4_A]);
   });
 
   test('fallover never reaches an address that failed the check: one forbidden answer still refuses all', async () => {
     const script = scripted({ [V4_A]: connected() });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, resolver: fixedResolver(V4_A, '10.0.0.1').resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: true,
+      resolver: fixedResolver(V4_A, '10.0.0.1').resolver,
+      connector: script.connector,
+    });
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual(REFUSED);
     expect(script.tried).toEqual([]);
   });
@@ -158,13 +210,26 @@ describe('address order', () => {
 
   test('the client connects to IPv4 first when preferIpv4, even if DNS answered IPv6 first', async () => {
     const script = scripted({ [V4_A]: connected(), [V6_A]: connected() });
-    const client = createGuardedWebhookClient({ allowLoopback: false, preferIpv4: true, resolver: fixedResolver(V6_A, V4_A).resolver, connector: script.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      preferIpv4: true,
+      resolver: fixedResolver(V6_A, V4_A).resolver,
+      connector: script.connector,
+    });
     await client.post(webhookRequest('https://dot.example/hook'));
     expect(script.tried).toEqual([V4_A]);
   });
 
   test('hasGlobalIpv6: only a global, external IPv6 address counts as an IPv6 route', () => {
-    const iface = (address: string, family: 'IPv4' | 'IPv6', internal = false) => ({ address, family, internal, netmask: '', mac: '', cidr: null, ...(family === 'IPv6' ? { scopeid: 0 } : {}) });
+    const iface = (address: string, family: 'IPv4' | 'IPv6', internal = false) => ({
+      address,
+      family,
+      internal,
+      netmask: '',
+      mac: '',
+      cidr: null,
+      ...(family === 'IPv6' ? { scopeid: 0 } : {}),
+    });
     expect(hasGlobalIpv6({ lo: [iface('127.0.0.1', 'IPv4', true), iface('::1', 'IPv6', true)], eth0: [iface('169.254.76.1', 'IPv4')] } as never)).toBe(false);
     expect(hasGlobalIpv6({ eth0: [iface('10.0.0.5', 'IPv4'), iface('fe80::1', 'IPv6')] } as never)).toBe(false);
     expect(hasGlobalIpv6({ eth0: [iface('10.0.0.5', 'IPv4'), iface('2600:1f18::5', 'IPv6')] } as never)).toBe(true);
@@ -186,20 +251,34 @@ describe('timeoutMs: a shorter deadline for one request', () => {
 
   test('a shorter timeoutMs is the deadline', async () => {
     const timers = recordingTimers();
-    const client = createGuardedWebhookClient({ allowLoopback: false, timers, resolver: fixedResolver(V4_A).resolver, connector: scripted({ [V4_A]: connected() }).connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      timers,
+      resolver: fixedResolver(V4_A).resolver,
+      connector: scripted({ [V4_A]: connected() }).connector,
+    });
     await client.post({ ...webhookRequest('https://dot.example/hook'), timeoutMs: 1_200 });
     expect(timers.delays).toEqual([1_200]);
   });
 
   test('GUARD-9: a longer timeoutMs does not extend the 5 s deadline', async () => {
     const timers = recordingTimers();
-    const client = createGuardedWebhookClient({ allowLoopback: false, timers, resolver: fixedResolver(V4_A).resolver, connector: scripted({ [V4_A]: connected() }).connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      timers,
+      resolver: fixedResolver(V4_A).resolver,
+      connector: scripted({ [V4_A]: connected() }).connector,
+    });
     await client.post({ ...webhookRequest('https://dot.example/hook'), timeoutMs: 60_000 });
     expect(timers.delays).toEqual([Limits.outboundDeadlineMs]);
   });
 
   test('a stalled endpoint answers timeout at the shorter deadline', async () => {
-    const client = createGuardedWebhookClient({ allowLoopback: false, resolver: fixedResolver(V4_A).resolver, connector: scripted({ [V4_A]: blackhole }).connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: false,
+      resolver: fixedResolver(V4_A).resolver,
+      connector: scripted({ [V4_A]: blackhole }).connector,
+    });
     const started = Date.now();
     expect(await client.post({ ...webhookRequest('https://dot.example/hook'), timeoutMs: 200 })).toEqual({ kind: 'failure', reason: 'timeout' });
     expect(Date.now() - started).toBeLessThan(Limits.outboundDeadlineMs);
@@ -221,7 +300,14 @@ describe('the node connector reports the connection', () => {
     const server = await startHttpServer((_req, res) => res.end('ok'));
     try {
       let connectedAt = 0;
-      const response = await nodeConnector({ url: new URL(`${server.origin}/hook`), address, headers: {}, body, signal: new AbortController().signal, onConnected: () => (connectedAt = Date.now()) });
+      const response = await nodeConnector({
+        url: new URL(`${server.origin}/hook`),
+        address,
+        headers: {},
+        body,
+        signal: new AbortController().signal,
+        onConnected: () => (connectedAt = Date.now()),
+      });
       response.destroy();
       expect(response.status).toBe(200);
       expect(connectedAt).toBeGreaterThan(0);
@@ -258,7 +344,14 @@ describe('the node connector reports the connection', () => {
     const port = raw.port;
     await raw.close();
     let connectedCalls = 0;
-    const error = await nodeConnector({ url: new URL(`http://127.0.0.1:${port}/hook`), address, headers: {}, body, signal: new AbortController().signal, onConnected: () => connectedCalls++ }).then(
+    const error = await nodeConnector({
+      url: new URL(`http://127.0.0.1:${port}/hook`),
+      address,
+      headers: {},
+      body,
+      signal: new AbortController().signal,
+      onConnected: () => connectedCalls++,
+    }).then(
       () => undefined,
       (e: unknown) => e,
     );

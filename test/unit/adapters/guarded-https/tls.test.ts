@@ -5,7 +5,15 @@
  */
 import dns from 'node:dns';
 import { createGuardedWebhookClient, nodeConnector } from '../../../../lambda/adapters/guarded-https';
-import { forbiddenResolver, selfSignedCertificate, startHttpServer, startHttpsServer, webhookRequest, type SelfSigned, type TestServer } from '../../../support/guard';
+import {
+  forbiddenResolver,
+  selfSignedCertificate,
+  startHttpServer,
+  startHttpsServer,
+  webhookRequest,
+  type SelfSigned,
+  type TestServer,
+} from '../../../support/guard';
 
 let credentials: SelfSigned;
 let server: TestServer & { servernames: string[] };

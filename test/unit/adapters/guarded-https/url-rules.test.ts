@@ -46,15 +46,12 @@ describe('GUARD-2: scheme: https only', () => {
 });
 
 describe('GUARD-2: no user info', () => {
-  it.each(['https://user:pass@dot.example/hook', 'https://user@dot.example/hook', 'https://:pass@dot.example/hook'])(
-    'refuses %s',
-    async (url) => {
-      const { client, canary, dns } = publicClient(false);
-      expect(await client.post(webhookRequest(url))).toEqual(REFUSED);
-      expect(canary.calls).toHaveLength(0);
-      expect(dns.calls).toHaveLength(0);
-    },
-  );
+  it.each(['https://user:pass@dot.example/hook', 'https://user@dot.example/hook', 'https://:pass@dot.example/hook'])('refuses %s', async (url) => {
+    const { client, canary, dns } = publicClient(false);
+    expect(await client.post(webhookRequest(url))).toEqual(REFUSED);
+    expect(canary.calls).toHaveLength(0);
+    expect(dns.calls).toHaveLength(0);
+  });
 
   it('refuses user info on a loopback literal with the switch on', async () => {
     const canary = canaryConnector();
@@ -74,15 +71,12 @@ describe('GUARD-2: no fragment', () => {
 });
 
 describe('loopback switch off', () => {
-  it.each(['https://127.0.0.1/hook', 'https://[::1]/hook', 'http://127.0.0.1:8080/hook', 'http://[::1]:8080/hook'])(
-    'refuses %s',
-    async (url) => {
-      const canary = canaryConnector();
-      const client = createGuardedWebhookClient({ allowLoopback: false, resolver: forbiddenResolver().resolver, connector: canary.connector });
-      expect(await client.post(webhookRequest(url))).toEqual(REFUSED);
-      expect(canary.calls).toHaveLength(0);
-    },
-  );
+  it.each(['https://127.0.0.1/hook', 'https://[::1]/hook', 'http://127.0.0.1:8080/hook', 'http://[::1]:8080/hook'])('refuses %s', async (url) => {
+    const canary = canaryConnector();
+    const client = createGuardedWebhookClient({ allowLoopback: false, resolver: forbiddenResolver().resolver, connector: canary.connector });
+    expect(await client.post(webhookRequest(url))).toEqual(REFUSED);
+    expect(canary.calls).toHaveLength(0);
+  });
 });
 
 describe('GUARD-13: loopback switch on: only the literal hosts 127.0.0.1 and [::1]', () => {
@@ -172,19 +166,26 @@ describe('GUARD-13: loopback switch on: only the literal hosts 127.0.0.1 and [::
 
   it('still checks every answer for other names (public then private refused)', async () => {
     const canary = canaryConnector();
-    const client = createGuardedWebhookClient({ allowLoopback: true, resolver: fixedResolver('93.184.216.34', '127.0.0.1').resolver, connector: canary.connector });
+    const client = createGuardedWebhookClient({
+      allowLoopback: true,
+      resolver: fixedResolver('93.184.216.34', '127.0.0.1').resolver,
+      connector: canary.connector,
+    });
     expect(await client.post(webhookRequest('https://dot.example/hook'))).toEqual(REFUSED);
     expect(canary.calls).toHaveLength(0);
   });
 });
 
 describe('unusable URLs', () => {
-  it.each(['not a url', 'https://', 'https://[fe80::1%25eth0]/hook', 'https://dot.example:99999/hook'])('refuses %s without resolving or connecting', async (url) => {
-    const { client, canary, dns } = publicClient(true);
-    expect(await client.post(webhookRequest(url))).toEqual(REFUSED);
-    expect(canary.calls).toHaveLength(0);
-    expect(dns.calls).toHaveLength(0);
-  });
+  it.each(['not a url', 'https://', 'https://[fe80::1%25eth0]/hook', 'https://dot.example:99999/hook'])(
+    'refuses %s without resolving or connecting',
+    async (url) => {
+      const { client, canary, dns } = publicClient(true);
+      expect(await client.post(webhookRequest(url))).toEqual(REFUSED);
+      expect(canary.calls).toHaveLength(0);
+      expect(dns.calls).toHaveLength(0);
+    },
+  );
 });
 
 describe('GUARD-11, LIM-3: outgoing body cap (256 KiB)', () => {

@@ -171,7 +171,9 @@ describe('deadlines', () => {
       signals,
       getSecretValue: (_input: unknown, options?: { abortSignal?: AbortSignal }) => {
         signals.push(options?.abortSignal);
-        return new Promise((_, reject) => options?.abortSignal?.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }))));
+        return new Promise((_, reject) =>
+          options?.abortSignal?.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }))),
+        );
       },
     };
   }

@@ -17,7 +17,10 @@ import { awsErrorNaming, fakeSecretsClient, type SecretAnswer } from '../../../s
 
 /** A logger that keeps lines as given, with no redaction: what the loader itself passes is checked. */
 function rawLog(lines: string[]): Logger {
-  const emit = (level: string) => (event: string, fields: Record<string, unknown> = {}) => void lines.push(JSON.stringify({ level, event, ...fields }));
+  const emit =
+    (level: string) =>
+    (event: string, fields: Record<string, unknown> = {}) =>
+      void lines.push(JSON.stringify({ level, event, ...fields }));
   return { info: emit('info'), warn: emit('warn'), error: emit('error') };
 }
 
@@ -150,7 +153,12 @@ test('no log line holds a secret, on success or failure', async () => {
   const lines: string[] = [];
   const log = rawLog(lines);
   const c = clock();
-  const loader = createPupSecretsLoader({ client: fakeClient([json([A, B], ROTATED), awsError('ThrottlingException')]) as never, secretArn: ARN, now: c.now, log });
+  const loader = createPupSecretsLoader({
+    client: fakeClient([json([A, B], ROTATED), awsError('ThrottlingException')]) as never,
+    secretArn: ARN,
+    now: c.now,
+    log,
+  });
   await loader.get();
   c.advance(PUP_SECRETS_REFRESH_MS);
   await loader.get();
