@@ -704,7 +704,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('a stale in-progress key is retaken once its lease ran out, only by naming its event, and never a done one', async () => {
         await store.claimIdempotencyKey('connector', 'k1', record(), T0);
         const next = record({ eventId: 'evt_next', createdAt: T0 + MINUTE, leaseUntil: T0 + MINUTE + 10 * SECOND });
-        await expect(store.retakeIdempotencyKey('connector', 'k1', record().eventId, next, T0 + 10 * SECOND)).resolves.toBe(false);
+        // Running until its leaseUntil (sendOnce's reading: held while now < leaseUntil).
+        await expect(store.retakeIdempotencyKey('connector', 'k1', record().eventId, next, T0 + 10 * SECOND - 1)).resolves.toBe(false);
         await expect(store.retakeIdempotencyKey('connector', 'k1', 'evt_wrong', next, T0 + MINUTE)).resolves.toBe(false);
         await expect(store.retakeIdempotencyKey('connector', 'k1', record().eventId, next, T0 + MINUTE)).resolves.toBe(true);
         await expect(store.retakeIdempotencyKey('connector', 'k1', record().eventId, next, T0 + MINUTE)).resolves.toBe(false);

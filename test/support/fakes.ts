@@ -201,7 +201,8 @@ export class FakeStore extends TableStore {
     this.events = new EventRecords(table);
     this.idempotencyKeys = new IdempotencyRecords(table);
     for (const method of STORE_METHODS) {
-      const inner = (TableStore.prototype[method] as (...args: unknown[]) => Promise<unknown>).bind(this);
+      // The class's own method, so a test's subclass that overrides one is still wrapped, not shadowed.
+      const inner = ((Object.getPrototypeOf(this) as Record<string, unknown>)[method] as (...args: unknown[]) => Promise<unknown>).bind(this);
       Object.defineProperty(this, method, {
         writable: true,
         configurable: true,
@@ -323,7 +324,8 @@ export class FakeAccessStore extends TableStore {
   constructor(table = new MapTable()) {
     super(table);
     for (const method of ACCESS_METHODS) {
-      const inner = (TableStore.prototype[method] as (...args: unknown[]) => Promise<unknown>).bind(this);
+      // The class's own method, so a test's subclass that overrides one is still wrapped, not shadowed.
+      const inner = ((Object.getPrototypeOf(this) as Record<string, unknown>)[method] as (...args: unknown[]) => Promise<unknown>).bind(this);
       Object.defineProperty(this, method, {
         writable: true,
         configurable: true,

@@ -259,8 +259,8 @@ export class TableStore implements Store, AccessStore, IdempotencyStore, InboxSt
   }
 
   async retakeIdempotencyKey(caller: string, key: string, staleEventId: string, record: IdempotencyRecord, now: number): Promise<boolean> {
-    // Held through its leaseUntil, as a replay claim is.
-    const stale = when.and(when.eq('eventId', staleEventId), when.eq('state', 'in_progress'), when.lt('leaseUntil', now));
+    // Over at its leaseUntil, as sendOnce judges it (core/idempotency.ts: running while now < leaseUntil).
+    const stale = when.and(when.eq('eventId', staleEventId), when.eq('state', 'in_progress'), when.le('leaseUntil', now));
     return (await this.table.put(ItemKeys.idempotency(caller, key), { ...record, ttl: ttl.of(record.expiresAt) }, stale)).ok;
   }
 
