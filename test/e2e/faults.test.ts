@@ -214,6 +214,7 @@ it(`DEL-OUT-1, DEL-PIPE-4: ${EVENTS} events with ~30% transient faults and ~5% 4
   const problems: string[] = [];
   let delivered = 0;
   let failed = 0;
+  let unknownTotal = 0;
   for (const [id, index] of sent) {
     const tries = receiver.byId.get(id) ?? [];
     const record = records.get(id);
@@ -224,17 +225,23 @@ it(`DEL-OUT-1, DEL-PIPE-4: ${EVENTS} events with ~30% transient faults and ~5% 4
     if (!tries.every((t) => t.raw.equals(tries[0]!.raw))) problems.push(`${id}: attempts sent different bytes`);
     const event = JSON.parse(tries[0]!.raw.toString('utf8'));
     if (event.eventId !== id || event.data?.message !== `fault run message ${index}`) problems.push(`${id}: body does not carry its id and message`);
+    // A second POST after the dot answered is allowed only where the sender never saw that answer in
+    // time: an attempt its record logs as a timeout (an unknown outcome, DEL-PIPE-21). On a loaded
+    // machine this receiver, in the test's own busy process, can answer after the sender gave up.
+    const unknownOutcomes = (record?.log ?? []).filter((entry) => 'outcome' in entry && entry.outcome === 'timeout').length;
+    unknownTotal += unknownOutcomes;
     if (receiver.gone.has(id)) {
-      if (tries.length !== 1) problems.push(`${id}: 404 event had ${tries.length} attempts`);
-      if (record?.status !== 'failed' || record.attempts !== 1 || record.lastHttpStatus !== 404 || record.lastError !== 'http_4xx') {
+      if (tries.length - 1 > unknownOutcomes) problems.push(`${id}: 404 event had ${tries.length} attempts`);
+      if (record?.status !== 'failed' || record.attempts !== tries.length || record.lastHttpStatus !== 404 || record.lastError !== 'http_4xx') {
         problems.push(`${id}: 404 event record ${JSON.stringify(record)}`);
       }
       if (deadLetterReasons.get(id) !== 'http_4xx') problems.push(`${id}: 404 event not dead-lettered with http_4xx`);
       if (record?.status === 'failed') failed++;
     } else {
       const accepts = tries.filter((t) => t.verdict === 'accepted' || t.verdict === 'duplicate').length;
-      if (accepts !== 1) problems.push(`${id}: accepted ${accepts} times`);
-      if (tries.at(-1)!.verdict !== 'accepted') problems.push(`${id}: last attempt was ${tries.at(-1)!.verdict}`);
+      if (accepts < 1 || accepts - 1 > unknownOutcomes) problems.push(`${id}: accepted ${accepts} times`);
+      const last = tries.at(-1)!.verdict;
+      if (last !== 'accepted' && !(last === 'duplicate' && unknownOutcomes > 0)) problems.push(`${id}: last attempt was ${last}`);
       if (record?.status !== 'delivered' || record.attempts !== tries.length) {
         problems.push(`${id}: record ${JSON.stringify(record)} after ${tries.length} attempts`);
       }
@@ -262,7 +269,7 @@ it(`DEL-OUT-1, DEL-PIPE-4: ${EVENTS} events with ~30% transient faults and ~5% 4
     `faults summary: seed=${SEED} events=${EVENTS} accepted=${sent.size} (${[...statuses].map(([s, c]) => `${s}:${c}`).join(',')}) ` +
       `attempts=${receiver.attempts.length} transient=${transient} (503=${byKind.http_503} 500=${byKind.http_500} reset=${byKind.reset} hang=${byKind.hang}) ` +
       `gone404=${receiver.gone.size} delivered=${delivered} failed=${failed} deadLetters=${deadLetters.length} ` +
-      `duplicates=${receiver.attempts.filter((a) => a.verdict === 'duplicate').length} badSignatures=${badSignatures} workerErrors=${workerErrors} ` +
+      `duplicates=${receiver.attempts.filter((a) => a.verdict === 'duplicate').length} unknownOutcomes=${unknownTotal} badSignatures=${badSignatures} workerErrors=${workerErrors} ` +
       `lost=${EVENTS - delivered - failed} sendMs=${sendMs} durationMs=${durationMs}`,
   );
 
