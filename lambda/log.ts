@@ -89,10 +89,16 @@ function describeDecision(fields: Record<string, unknown>): string {
       }
       return `retry in ${String(fields.delayS)} s${note(`${String(fields.reason)} on ${attempt}`, via)}`;
     case 'failed':
-      return `failed: ${String(fields.reason)}${note(attempt, via)}; kept in the dead letters${fields.subscriptionEnded ? '; the 410 ended its subscription' : ''}`;
+      return (
+        `failed: ${String(fields.reason)}${note(attempt, via)}; kept in the dead ` +
+        `letters${fields.subscriptionEnded ? '; the 410 ended its subscription' : ''}`
+      );
     case 'dead_letter_copy':
       // The job of an event that failed already (inline, or a dead-letter send that failed): no POST now.
-      return `its copy kept in the dead letters: it failed before (${String(fields.reason)}${fields.attempt ? ` on ${attempt}` : ''}), no new attempt${note(via)}`;
+      return (
+        `its copy kept in the dead letters: it failed before (${String(fields.reason)}${fields.attempt ? ` on ${attempt}` : ''}), no new ` +
+        `attempt${note(via)}`
+      );
     case 'malformed':
       return `a queued message that is not a delivery job: kept in the dead letters as malformed${note(via)}`;
     case 'dropped':

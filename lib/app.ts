@@ -37,7 +37,8 @@ export function addDmDot(app: App, found: Environment = {}, options: { regionKno
     const region = (options.regionKnown ?? true) ? found.region : undefined;
     if (domain && region && domain.certificateRegion !== region) {
       throw new SettingsError(
-        `context certificateArn is in ${domain.certificateRegion}, but API Gateway takes a certificate from the API's own region (${region}): use a certificate from ${region}, or deploy to ${domain.certificateRegion}`,
+        `context certificateArn is in ${domain.certificateRegion}, but API Gateway takes a certificate from the API's own region (${region}): use ` +
+          `a certificate from ${region}, or deploy to ${domain.certificateRegion}`,
       );
     }
     return { stack: new DmDotStack(app, name, { settings }) };

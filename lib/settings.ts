@@ -227,7 +227,8 @@ function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 
 
   if (domainName !== undefined && certificate === undefined) {
     throw new SettingsError(
-      `${named('domainName')} needs ${named('certificateArn')}: an ACM certificate for ${domainName} (in us-east-1 with protection=waf, else in the stack's region)`,
+      `${named('domainName')} needs ${named('certificateArn')}: an ACM certificate for ${domainName} (in us-east-1 with protection=waf, else in ` +
+        "the stack's region)",
     );
   }
   if (certificate !== undefined && domainName === undefined) {
@@ -235,7 +236,8 @@ function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 
   }
   if (kind === 'waf' && certificate !== undefined && certificate.region !== CLOUDFRONT_REGION) {
     throw new SettingsError(
-      `${named('certificateArn')} is in ${certificate.region}, but with protection=waf the domain is CloudFront's, which takes certificates from ${CLOUDFRONT_REGION} only`,
+      `${named('certificateArn')} is in ${certificate.region}, but with protection=waf the domain is CloudFront's, which takes certificates from ` +
+        `${CLOUDFRONT_REGION} only`,
     );
   }
   if (disableDefaultEndpoint && domainName === undefined) {
@@ -249,7 +251,8 @@ function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 
   }
   if (disableDefaultEndpoint && kind === 'waf' && lockedOrigin === undefined) {
     throw new SettingsError(
-      `${named('disableDefaultEndpoint')} with protection=waf needs the locked origin (originDomainName, originCertificateArn, originTruststoreUri, originClientCertificateArn): otherwise CloudFront reaches the API through the execute-api address`,
+      `${named('disableDefaultEndpoint')} with protection=waf needs the locked origin (originDomainName, originCertificateArn, ` +
+        'originTruststoreUri, originClientCertificateArn): otherwise CloudFront reaches the API through the execute-api address',
     );
   }
   return {

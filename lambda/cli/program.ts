@@ -136,7 +136,10 @@ export async function parseCommandLine(argv: readonly string[], io: CliIo): Prom
         if (cmd === program) return `${text}\n${TOP_NOTES}`;
         if (!spec) return `${text}\ndm-dot ${nodes.get(cmd)!.path} <action> --help for the options of each.\n`;
         const json = helper.boxWrap(spec.json.trim(), HELP_WIDTH - 2).replace(/^/gm, '  ');
-        return `${text}\nWith --json:\n${json}\n  A failure without a document of its own prints {"error": {"code", "message"}}.\n\nExit codes: 0 ok, 1 the operation failed, 2 bad usage.\n`;
+        return (
+          `${text}\nWith --json:\n${json}\n  A failure without a document of its own prints {"error": {"code", "message"}}.\n\nExit codes: 0 ok, 1 ` +
+          `the operation failed, 2 bad usage.\n`
+        );
       },
     })
     .showSuggestionAfterError(false)

@@ -90,7 +90,8 @@ export function retryDelays(value: Raw, name: string): number[] {
   const delays = list(value).map(Number);
   if (delays.length === 0 || delays.length > MAX_RETRY_DELAYS || delays.some((d) => !Number.isFinite(d) || d < 0 || d > MAX_RETRY_DELAY_S)) {
     throw new SettingsError(
-      `${name} must be 1 to ${MAX_RETRY_DELAYS} comma-separated numbers of seconds, each 0..${MAX_RETRY_DELAY_S} (SQS visibility limit of 12 h from the receive, less 15 min), got "${text(value).slice(0, 80)}"`,
+      `${name} must be 1 to ${MAX_RETRY_DELAYS} comma-separated numbers of seconds, each 0..${MAX_RETRY_DELAY_S} (SQS visibility limit of 12 h ` +
+        `from the receive, less 15 min), got "${text(value).slice(0, 80)}"`,
     );
   }
   return delays;
@@ -189,7 +190,9 @@ export function apiKey(value: Raw, name: string): { key: string; warning?: strin
   return key.length < Limits.apiKeyRecommendedChars
     ? {
         key,
-        warning: `${name} has ${key.length} characters; ${Limits.apiKeyRecommendedChars} or more are recommended (leave it unset and a 43-character key is generated)`,
+        warning:
+          `${name} has ${key.length} characters; ${Limits.apiKeyRecommendedChars} or more are recommended (leave it unset and a 43-character key is ` +
+          'generated)',
       }
     : { key };
 }

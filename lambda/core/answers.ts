@@ -49,11 +49,13 @@ export function describeReason(reason: string | null | undefined): string {
 
 /** What a kept message's sender is told (docs/contract/mcp.md, the inbox): no webhook, the inbox holds it. */
 export const KEPT_TEXT = (eventId: string) =>
-  `No dot is subscribed now: event ${eventId} is kept in the inbox, where the dot reads it with get_pending_messages once it is back. No webhook will be sent for it.`;
+  `No dot is subscribed now: event ${eventId} is kept in the inbox, where the dot reads it with get_pending_messages once it is back. No webhook ` +
+  'will be sent for it.';
 
 /** What a sender without a dot is told, on both surfaces: where a dot comes from. */
 export const NO_SUBSCRIPTION_TEXT =
-  'No dot is subscribed to message.created: connect a ChatGPT dot to this server (it subscribes by itself), or run `dm-dot dot` for a local stand-in; then send again.';
+  'No dot is subscribed to message.created: connect a ChatGPT dot to this server (it subscribes by itself), or run `dm-dot dot` for a local ' +
+  'stand-in; then send again.';
 
 /** A sender past its rate, on both surfaces: nothing was sent, and when the next window opens. */
 export function rateLimitedText(rate: number, retryAfterSeconds: number): string {
@@ -162,7 +164,10 @@ type AnswerOn<S extends Surface> = S extends 'tool' ? ToolResult : S extends 're
 
 function unavailableText(error: DependencyUnavailable): string {
   if (error.eventId && error.undecided) {
-    return `The delivery queue did not confirm event ${error.eventId}, and its record could not be marked failed: it may still be delivered. Check with dm-dot events show ${error.eventId} before sending it again.`;
+    return (
+      `The delivery queue did not confirm event ${error.eventId}, and its record could not be marked failed: it may still be delivered. Check with ` +
+      `dm-dot events show ${error.eventId} before sending it again.`
+    );
   }
   if (error.eventId) return `The delivery queue is unavailable, so event ${error.eventId} was not sent; try again shortly.`;
   return `The ${error.dependency === 'queue' ? 'delivery queue' : 'storage'} is unavailable; nothing was sent. Try again shortly.`;

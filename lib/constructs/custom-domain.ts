@@ -69,7 +69,9 @@ export class ApiCustomDomain extends Construct {
       assertions: [
         {
           assert: Fn.conditionEquals(Fn.ref('AWS::Region'), domain.certificateRegion),
-          assertDescription: `${setting} is in ${domain.certificateRegion}: deploy this stack there, or use a certificate of the stack's region (API Gateway takes none from another region)`,
+          assertDescription:
+            `${setting} is in ${domain.certificateRegion}: deploy this stack there, or use a certificate of the stack's region (API Gateway takes ` +
+            'none from another region)',
         },
       ],
     });

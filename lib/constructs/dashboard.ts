@@ -71,7 +71,8 @@ export class DmDotDashboard extends Construct {
         markdown:
           '## dm-dot\n' +
           "Deliveries count every decision, inline (the MCP function's first attempt) and worker (the delivery function) alike; " +
-          'a message delivered inline shows up again as `already_final` when its safety-net copy reaches the worker. Dead letters wait 14 days: see the stack output `RedriveCommand`.',
+          'a message delivered inline shows up again as `already_final` when its safety-net copy reaches the worker. Dead letters wait 14 days: ' +
+          'see the stack output `RedriveCommand`.',
       }),
     );
 

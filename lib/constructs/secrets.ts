@@ -42,7 +42,8 @@ export class Secrets extends Construct {
       id: 'AwsSolutions-SMG4',
       reason:
         'Rotation is a deliberate operator action: a new key changes the principal and therefore every ' +
-        'subscription id (docs/contract/events.md), and the dot has to be reconnected with the new URL. docs/deploying-aws.md ("Rotating the API key") documents the steps.',
+        'subscription id (docs/contract/events.md), and the dot has to be reconnected with the new URL. docs/deploying-aws.md ("Rotating the API ' +
+        'key") documents the steps.',
     });
 
     this.pupSigningSecrets = new secretsmanager.Secret(this, 'PupSigningSecrets', {

@@ -16,7 +16,9 @@ import { StateUnreadable } from './errors';
 
 /** What to do about a file dm-dot cannot use; `stopFirst` when a server may have it open (it was found while in use). */
 export function moveAsideRemedy(file: string, options: { stopFirst?: boolean } = {}): string {
-  const remedy = `move it aside (mv '${file}' '${file}.broken') to start with an empty state directory, or restore the state directory from a backup (docs/operating.md, "Back up the state directory"); dm-dot never overwrites it`;
+  const remedy =
+    `move it aside (mv '${file}' '${file}.broken') to start with an empty state directory, or restore the state directory from a backup ` +
+    '(docs/operating.md, "Back up the state directory"); dm-dot never overwrites it';
   return options.stopFirst ? `Stop any dm-dot server using it, then ${remedy}` : `${remedy[0]!.toUpperCase()}${remedy.slice(1)}`;
 }
 

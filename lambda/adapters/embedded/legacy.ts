@@ -275,7 +275,8 @@ function legacyUnreadable(file: string, problem: string, cause?: unknown): State
   return new StateUnreadable(
     file,
     `${problem}, so the earlier file layout was not imported (nothing was)`,
-    'Repair that file, or move it out of the state directory (an event whose job file is moved is marked failed, or queued again from its kept bytes), then start again',
+    'Repair that file, or move it out of the state directory (an event whose job file is moved is marked failed, or queued again from its kept ' +
+      'bytes), then start again',
     cause === undefined ? undefined : { cause },
   );
 }
@@ -332,5 +333,8 @@ function describe(stateDir: string, result: Omit<LegacyImport, 'line'>): string 
       : '',
     result.alreadyPresent > 0 ? `${result.alreadyPresent} already in the database, kept` : '',
   ].filter((part) => part !== '');
-  return `imported the earlier file layout of ${stateDir}: ${parts.length > 0 ? parts.join(', ') : 'nothing in it'}; moved aside ${result.movedAside.join(', ')}`;
+  return (
+    `imported the earlier file layout of ${stateDir}: ${parts.length > 0 ? parts.join(', ') : 'nothing in it'}; moved aside ` +
+    `${result.movedAside.join(', ')}`
+  );
 }

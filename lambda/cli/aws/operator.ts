@@ -22,7 +22,8 @@ async function guarded<T>(what: string, work: () => Promise<T>): Promise<T> {
     const dependency = (error as { dependency?: string }).dependency;
     if ((error as Error).name === 'DependencyUnavailable' && dependency) {
       throw new OperationError(
-        `${what}: the ${dependency === 'queue' ? 'delivery queue' : 'table'} is unavailable (${describeAwsError((error as { cause?: unknown }).cause ?? error)})`,
+        `${what}: the ${dependency === 'queue' ? 'delivery queue' : 'table'} is unavailable ` +
+          `(${describeAwsError((error as { cause?: unknown }).cause ?? error)})`,
         `${dependency}_unavailable`,
       );
     }

@@ -54,7 +54,9 @@ export function unusableAws(error: unknown): { code: string; message: string } |
   if (e.name === 'CredentialsProviderError') {
     return {
       code: 'no_credentials',
-      message: `no AWS credentials found (${message}): set AWS_PROFILE, sign in (aws sso login, or aws configure), or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`,
+      message:
+        `no AWS credentials found (${message}): set AWS_PROFILE, sign in (aws sso login, or aws configure), or set AWS_ACCESS_KEY_ID and ` +
+        'AWS_SECRET_ACCESS_KEY',
     };
   }
   if (e.name === 'ExpiredTokenException' || e.name === 'ExpiredToken') {

@@ -43,7 +43,8 @@ export const command = defineCommand({
     summary: 'the connector URL for ChatGPT and the pup manifest URL',
     description:
       "The URL to paste into a ChatGPT connector, <mcp url>?key=<KEY>, and pup's manifest URL. The key is left out unless --show-key is given. " +
-      "Locally ChatGPT and pup reach the server only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS: with one there, the URL is https://<that host>/mcp; without, the running server's own (else HOST/PORT). " +
+      'Locally ChatGPT and pup reach the server only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS: with one there, the URL is ' +
+      "https://<that host>/mcp; without, the running server's own (else HOST/PORT). " +
       "With --aws it is the stack's McpEndpoint, and --show-key reads the key from Secrets Manager (ApiKeySecretArn). " +
       "With --tunnel TUNNEL_ID it writes a profile for OpenAI's tunnel-client instead (ChatGPT reaches this machine through it, no public address needed): " +
       'the URL of this server and the key by a file: reference to the key file, never the key; it prints where it wrote it and what to run. ' +
@@ -59,7 +60,8 @@ export const command = defineCommand({
     },
     json:
       '{"mode": "local" | "aws", "mcpUrl", "connectorUrl" (with <KEY> in place of the key unless --show-key), "keyShown": bool, ' +
-      '"key": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"} | {"from": "secretsManager", "secretArn"}, "pupManifestUrl", "pupConfigured": bool | null, "serverRunning": bool | null, ' +
+      '"key": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"} | {"from": "secretsManager", "secretArn"}, ' +
+      '"pupManifestUrl", "pupConfigured": bool | null, "serverRunning": bool | null, ' +
       '"tunnelHost": the DMDOT_ALLOWED_HOSTS host the URLs use | null, "serverUrl": where the local server listens | null, ' +
       '"dotInstructions": {"subscribe", "withInbox"}}. With --tunnel: {"mode": "tunnel", "tunnelId", "profile", "replaced": bool, "runtimeKeyFile", ' +
       '"mcpUrl", "keyReference": "file:…" | "env:MCP_API_KEY", "serverRunning": bool, "commands": [..], "dotInstructions"}.',
@@ -183,7 +185,8 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
         ]
       : []),
     tunnelHost
-      ? `These URLs go through the tunnel host ${tunnelHost} (from DMDOT_ALLOWED_HOSTS): the tunnel must forward https://${tunnelHost} to ${origin}, where the server listens.`
+      ? `These URLs go through the tunnel host ${tunnelHost} (from DMDOT_ALLOWED_HOSTS): the tunnel must forward https://${tunnelHost} to ${origin}, ` +
+        'where the server listens.'
       : `ChatGPT and pup reach this machine only through an HTTPS tunnel: use the tunnel's URL in place of ${origin}, and add its host to DMDOT_ALLOWED_HOSTS.`,
   ];
   print(ctx, doc, notes);
@@ -268,7 +271,8 @@ async function connectTunnel(ctx: Context, tunnelId: string): Promise<number> {
   ctx.result(doc, () =>
     [
       `${replaced ? 'Replaced' : 'Wrote'} the tunnel-client profile ${files.profile} (profile name ${PROFILE_NAME}):`,
-      `  tunnel ${tunnelId} -> ${mcpUrl}, with the API key as ${KEY_HEADER} read from ${'file' in key ? key.file : "MCP_API_KEY in tunnel-client's environment"} (never written into the profile).`,
+      `  tunnel ${tunnelId} -> ${mcpUrl}, with the API key as ${KEY_HEADER} read from ` +
+        `${'file' in key ? key.file : "MCP_API_KEY in tunnel-client's environment"} (never written into the profile).`,
       ...(status.server.running ? [] : [`The server is not running: start it with npm start (the profile expects it on ${origin}).`]),
       'Next:',
       `  1. Put OpenAI's runtime API key (Tunnels: Read + Use) into ${files.runtimeKey}, one line, mode 0600.`,

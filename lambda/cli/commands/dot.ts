@@ -46,10 +46,12 @@ export const command = defineCommand({
     name: 'dot',
     summary: 'a stand-in ChatGPT dot: receive, verify and print messages; type lines to send them',
     description:
-      'Listens on http://127.0.0.1:PORT/dot, subscribes to message.created with a fresh signing secret, verifies every delivery, prints each message with its event id and latency, and sends each line typed on its standard input as a message. ' +
+      'Listens on http://127.0.0.1:PORT/dot, subscribes to message.created with a fresh signing secret, verifies every delivery, prints each ' +
+      'message with its event id and latency, and sends each line typed on its standard input as a message. ' +
       'The server must allow loopback callbacks: DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. ' +
       'It refreshes the subscription before it expires and unsubscribes on Ctrl-C (exit 0); the server then drops the queued events of that subscription. ' +
-      'It stops with exit 1 and says why when its subscription ended: it answered 410, another callback took it, the key was rotated, or the subscription had been cleared; ' +
+      'It stops with exit 1 and says why when its subscription ended: it answered 410, another callback took it, the key was rotated, or the ' +
+      'subscription had been cleared; ' +
       `it checks its subscription every ${DEFAULT_CHECK_MS / 1000} s (--check), so none of these goes unnoticed for longer. ` +
       'Messages go to stdout, everything else to stderr.',
     options: {
@@ -77,8 +79,10 @@ export const command = defineCommand({
       ...TARGET_OPTIONS,
     },
     json:
-      'one document when it stops: {"subscription": {"id", "callbackUrl", "expiresAt", "refreshAt"}, "ended": {"reason": "interrupted" | "gone" | "ended_before_refresh" | "conflict" | "key_refused" | "expired", "message"}, ' +
-      '"unsubscribed": bool, "received": [{"eventId", "message", "latencyMs", "attempt", "answered": N | null, "hungUp": bool}], "sent": [send\'s document, ...]}; the live lines go to stderr.',
+      'one document when it stops: {"subscription": {"id", "callbackUrl", "expiresAt", "refreshAt"}, "ended": {"reason": "interrupted" | "gone" | ' +
+      '"ended_before_refresh" | "conflict" | "key_refused" | "expired", "message"}, ' +
+      '"unsubscribed": bool, "received": [{"eventId", "message", "latencyMs", "attempt", "answered": N | null, "hungUp": bool}], "sent": [send\'s ' +
+      'document, ...]}; the live lines go to stderr.',
   },
   async run(ctx, { values }) {
     const options: DotOptions = {
@@ -194,13 +198,16 @@ class Dot {
       const granted = await this.ctx.progress('subscribing (the server challenges this receiver first)', this.subscribe());
       this.granted(granted);
       this.say(
-        `subscribed ${granted.id} for ${this.callbackUrl}${granted.deliveryStatus ? ' (it took over the live subscription an earlier dm-dot dot left on this URL)' : ''}`,
+        `subscribed ${granted.id} for ` +
+          `${this.callbackUrl}${granted.deliveryStatus ? ' (it took over the live subscription an earlier dm-dot dot left on this URL)' : ''}`,
       );
       this.say(
-        `the subscription expires at ${shortTime(granted.refreshBefore)} (${relative(granted.refreshBefore)}) unless refreshed; this dot refreshes it at ${shortTime(new Date(this.refreshAt).toISOString())}`,
+        `the subscription expires at ${shortTime(granted.refreshBefore)} (${relative(granted.refreshBefore)}) unless refreshed; this dot refreshes ` +
+          `it at ${shortTime(new Date(this.refreshAt).toISOString())}`,
       );
       this.say(
-        `it checks the subscription every ${formatMs(this.options.checkMs)}: a subscription clear, a key rotation or another dot taking over is noticed within that`,
+        `it checks the subscription every ${formatMs(this.options.checkMs)}: a subscription clear, a key rotation or another dot taking over is ` +
+          'noticed within that',
       );
       this.say('waiting for messages; type a line to send it as a message; Ctrl-C unsubscribes and stops');
       this.checkTimer = setInterval(() => void this.check(), this.options.checkMs);
@@ -228,7 +235,8 @@ class Dot {
         unsubscribed = true;
       } catch (error) {
         this.say(
-          `could not unsubscribe (${this.ctx.scrub((error as Error).message)}); the subscription expires by itself at ${shortTime(new Date(this.expiresAt).toISOString())}, or end it with dm-dot subscription clear`,
+          `could not unsubscribe (${this.ctx.scrub((error as Error).message)}); the subscription expires by itself at ` +
+            `${shortTime(new Date(this.expiresAt).toISOString())}, or end it with dm-dot subscription clear`,
         );
       }
     }
@@ -314,7 +322,8 @@ class Dot {
       this.subscriptionId = granted.id;
       return this.end(
         'ended_before_refresh',
-        `the subscription had ended (cleared with dm-dot subscription clear, or ended by a 410): this dot's check found none, and its check created a new one; ${ENDED_TAIL}`,
+        "the subscription had ended (cleared with dm-dot subscription clear, or ended by a 410): this dot's check found none, and its check " +
+          `created a new one; ${ENDED_TAIL}`,
       );
     }
     this.expiresAt = Date.parse(granted.refreshBefore);
@@ -353,12 +362,14 @@ class Dot {
       if (left <= 0) {
         return this.end(
           'expired',
-          `the subscription expired at ${shortTime(new Date(this.expiresAt).toISOString())}: every refresh failed (last: ${this.ctx.scrub((error as Error).message)}). Run dm-dot dot again`,
+          `the subscription expired at ${shortTime(new Date(this.expiresAt).toISOString())}: every refresh failed (last: ` +
+            `${this.ctx.scrub((error as Error).message)}). Run dm-dot dot again`,
         );
       }
       const retryIn = Math.min(Budgets.dotRefreshRetryMaxMs, Math.max(1000, left / 2));
       this.say(
-        `refresh failed (${this.ctx.scrub((error as Error).message)}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ${shortTime(new Date(this.expiresAt).toISOString())}`,
+        `refresh failed (${this.ctx.scrub((error as Error).message)}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ` +
+          `${shortTime(new Date(this.expiresAt).toISOString())}`,
       );
       return this.scheduleRefresh(retryIn);
     }
@@ -371,7 +382,8 @@ class Dot {
       this.expiresAt = Date.parse(granted.refreshBefore);
       return this.end(
         'ended_before_refresh',
-        `the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh created a new one; ${ENDED_TAIL}`,
+        'the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh ' +
+          `created a new one; ${ENDED_TAIL}`,
       );
     }
     this.granted(granted);
@@ -450,7 +462,8 @@ class Dot {
     if (hungUp || res.destroyed || req.socket.destroyed) {
       this.received.push({ eventId: id, message, latencyMs, attempt, answered: null, hungUp: true });
       this.say(
-        `${id} (attempt ${attempt}) arrived, but the server had already hung up before this dot answered (--delay ${this.options.delayMs} ms is longer than it waits): ` +
+        `${id} (attempt ${attempt}) arrived, but the server had already hung up before this dot answered (--delay ${this.options.delayMs} ms is ` +
+          'longer than it waits): ' +
           'the server takes it as a timeout and tries again later; the message was not received',
       );
       return;
@@ -468,7 +481,8 @@ class Dot {
     if (status === 410 && !this.stopping) {
       this.end(
         'gone',
-        `the subscription ended: this dot answered 410 Gone to ${id}, and the server ends the subscription on a 410. This dot stops; run dm-dot dot again to subscribe anew`,
+        `the subscription ended: this dot answered 410 Gone to ${id}, and the server ends the subscription on a 410. This dot stops; run dm-dot ` +
+          'dot again to subscribe anew',
       );
     }
   }
@@ -489,11 +503,14 @@ class Dot {
 }
 
 const CONFLICT =
-  'the subscription ended: another callback holds the subscription now (one dot per deployment), so this dot stops; it does not take it back. Run dm-dot subscription show to see it';
+  'the subscription ended: another callback holds the subscription now (one dot per deployment), so this dot stops; it does not take it back. Run ' +
+  'dm-dot subscription show to see it';
 const KEY_ROTATED =
-  'the subscription can no longer be refreshed: the server refused the API key (rotated with dm-dot key rotate?). Run dm-dot dot again: it reads the new key, and its subscription (whose id does not change with the key) goes on';
+  'the subscription can no longer be refreshed: the server refused the API key (rotated with dm-dot key rotate?). Run dm-dot dot again: it reads ' +
+  'the new key, and its subscription (whose id does not change with the key) goes on';
 const ENDED_TAIL =
-  'this dot removes it instead of re-subscribing quietly, and stops. Its queued events were dropped with the old subscription. Run dm-dot dot again to subscribe anew';
+  'this dot removes it instead of re-subscribing quietly, and stops. Its queued events were dropped with the old subscription. Run dm-dot dot ' +
+  'again to subscribe anew';
 
 /** 60000 as "60 s", 1500 as "1500 ms". */
 function formatMs(ms: number): string {
@@ -507,18 +524,21 @@ export function subscribeRefusal(error: unknown, target?: Pick<Target, 'base' | 
   if (error.code === ErrorCodes.invalidParams && /https/.test(error.rpcMessage)) {
     if (target && !target.local) {
       return new OperationError(
-        `${target.base} refuses callbacks to this machine, as a deployed server must: dm-dot dot only works against a local server started with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. Against AWS, connect a real ChatGPT dot (dm-dot connect --aws)`,
+        `${target.base} refuses callbacks to this machine, as a deployed server must: dm-dot dot only works against a local server started with ` +
+          'DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. Against AWS, connect a real ChatGPT dot (dm-dot connect --aws)',
         'loopback_refused',
       );
     }
     return new OperationError(
-      'the server refuses loopback callbacks: its switch DMDOT_ALLOW_LOOPBACK_CALLBACKS is off. Restart the local server with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start (the AWS stack never allows it)',
+      'the server refuses loopback callbacks: its switch DMDOT_ALLOW_LOOPBACK_CALLBACKS is off. Restart the local server with ' +
+        'DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start (the AWS stack never allows it)',
       'loopback_refused',
     );
   }
   if (error.code === ErrorCodes.subscriptionConflict) {
     return new OperationError(
-      'another callback holds the subscription (one dot per deployment), so this dot cannot subscribe. If it is stale, end it with dm-dot subscription clear, then run dm-dot dot again',
+      'another callback holds the subscription (one dot per deployment), so this dot cannot subscribe. If it is stale, end it with dm-dot ' +
+        'subscription clear, then run dm-dot dot again',
       'conflict',
     );
   }

@@ -27,10 +27,13 @@ export const command = defineCommand({
     summary: 'give one failed or dropped event another round',
     description:
       'A new round of the retry schedule, with the same event id and the same bytes, to the subscription that is live now. ' +
-      'An admin action: locally through the running server (its admin token) or, when none runs, the database; with --aws the table and the delivery queue. Queued and delivered events are left alone.',
+      'An admin action: locally through the running server (its admin token) or, when none runs, the database; with --aws the table and the ' +
+      'delivery queue. Queued and delivered events are left alone.',
     positionals: [EVENT_ID_ARGUMENT],
     options: { ...AWS_TABLE_OPTIONS, ...QUEUE_OPTIONS },
-    json: '{"resent": true, "eventId", "subscriptionId"} or {"resent": false, "eventId", "why": "not_found" | "not_settled" | "delivered" | "no_bytes" | "no_subscription" | "changed"} (exit 1).',
+    json:
+      '{"resent": true, "eventId", "subscriptionId"} or {"resent": false, "eventId", "why": "not_found" | "not_settled" | "delivered" | "no_bytes" | ' +
+      '"no_subscription" | "changed"} (exit 1).',
   },
   async run(ctx, { values, positionals }) {
     const eventId = eventIdOf(positionals[0]);
@@ -42,7 +45,8 @@ export const command = defineCommand({
       }
       ctx.result(
         result,
-        `Resent ${eventId} to subscription ${result.subscriptionId}: a new round of the retry schedule, same id and bytes (dm-dot events show ${eventId} follows it).\n`,
+        `Resent ${eventId} to subscription ${result.subscriptionId}: a new round of the retry schedule, same id and bytes (dm-dot events show ` +
+          `${eventId} follows it).\n`,
       );
       return 0;
     });

@@ -10,7 +10,10 @@ import { AWS_TABLE_OPTIONS, EVENT_ID, withOperator } from '../operator';
 import { fields, shortTime, table } from '../output';
 import type { EventDetail, LogEntryView } from '../../operator/views';
 
-export const EVENT_ID_ARGUMENT = { name: 'evt_…', description: 'the event id, as send, the dot and dm-dot events print it (evt_ and 32 hex digits)' } as const;
+export const EVENT_ID_ARGUMENT = {
+  name: 'evt_…',
+  description: 'the event id, as send, the dot and dm-dot events print it (evt_ and 32 hex digits)',
+} as const;
 
 export function eventIdOf(word: string | undefined): string {
   if (!word || !EVENT_ID.test(word)) throw new UsageError(`the event id must be evt_ followed by 32 hex digits, got "${(word ?? '').slice(0, 80)}"`);
@@ -22,11 +25,14 @@ export const command = defineCommand({
     name: 'events show',
     summary: 'one event and its attempts',
     description:
-      'Every attempt with its time, outcome, HTTP status class, duration and whether it counted against the retry schedule (an inline attempt cut short by the wait window does not), and the notes: resent, redriven, cancelled, and stranded or receive_limit for a failure no attempt made. Never the message or a header.',
+      'Every attempt with its time, outcome, HTTP status class, duration and whether it counted against the retry schedule (an inline attempt cut ' +
+      'short by the wait window does not), and the notes: resent, redriven, cancelled, and stranded or receive_limit for a failure no attempt ' +
+      'made. Never the message or a header.',
     positionals: [EVENT_ID_ARGUMENT],
     options: { ...AWS_TABLE_OPTIONS },
     json:
-      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, "acknowledgedAt": ISO | null, "resendable", ' +
+      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
+      '"acknowledgedAt": ISO | null, "resendable", ' +
       '"log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}',
   },
   async run(ctx, { values, positionals }) {

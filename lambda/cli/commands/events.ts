@@ -21,7 +21,9 @@ export const command = defineCommand({
       status: { type: 'string', value: 'S', description: `only events in status S: ${EVENT_STATUSES.join(', ')}` },
       ...AWS_TABLE_OPTIONS,
     },
-    json: '{"events": [{"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, "acknowledgedAt": ISO | null}, ...]}, newest first.',
+    json:
+      '{"events": [{"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
+      '"acknowledgedAt": ISO | null}, ...]}, newest first.',
   },
   async run(ctx, { values }) {
     const last = integerValue(values.last, 'last', 1, 10_000) ?? 20;

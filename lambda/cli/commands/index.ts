@@ -43,6 +43,7 @@ export const GROUPS: Readonly<Record<string, Group>> = {
   service: {
     actions: ['install', 'uninstall', 'status'],
     summary:
-      "Keeps the local server (and OpenAI's tunnel-client, when a profile exists) running under the user's service manager: systemd on Linux, launchd on macOS.",
+      "Keeps the local server (and OpenAI's tunnel-client, when a profile exists) running under the user's service manager: systemd on Linux, " +
+      'launchd on macOS.',
   },
 };

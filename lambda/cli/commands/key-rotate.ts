@@ -43,14 +43,17 @@ export function nextSteps(mode: 'local' | 'aws', immediate: boolean, until: stri
   if (until !== null) {
     return [
       `The old key keeps working until ${until} (the overlap), then it stops.`,
-      `Update the dot's connector URL in ChatGPT before then (${connect} prints the new one; --show-key puts the key in), and anything that sends with the connector key (POST /v1/messages, dm-dot send --key).`,
+      `Update the dot's connector URL in ChatGPT before then (${connect} prints the new one; --show-key puts the key in), and anything that sends ` +
+        'with the connector key (POST /v1/messages, dm-dot send --key).',
       "The subscription id does not change (it is the deployment's, not the key's): the dot keeps its subscription and keeps receiving.",
     ];
   }
   return [
     immediate ? 'The old key stopped working at once.' : 'The old key stops working when the server next starts.',
-    `The dot's connector URL in ChatGPT holds the old key: its next MCP call (its subscription refresh) gets 401. Reconnect it with the new URL (${connect} prints it; --show-key puts the key in).`,
-    "The subscription id does not change (it is the deployment's, not the key's); anything that sends with the old key (POST /v1/messages, dm-dot send --key) needs the new one. --overlap DURATION keeps the old key working meanwhile.",
+    "The dot's connector URL in ChatGPT holds the old key: its next MCP call (its subscription refresh) gets 401. Reconnect it with the new URL " +
+      `(${connect} prints it; --show-key puts the key in).`,
+    "The subscription id does not change (it is the deployment's, not the key's); anything that sends with the old key (POST /v1/messages, dm-dot " +
+      'send --key) needs the new one. --overlap DURATION keeps the old key working meanwhile.',
   ];
 }
 
@@ -69,7 +72,8 @@ export const command = defineCommand({
     summary: 'replace the API key and say what to update',
     description:
       'A new random key; the old one stops working, and the dot must be reconnected with the new connector URL. ' +
-      'Locally through the running server (it swaps the new key in at once) or, with no server running, by writing a new <state dir>/api-key; refused when the key comes from MCP_API_KEY. ' +
+      'Locally through the running server (it swaps the new key in at once) or, with no server running, by writing a new <state dir>/api-key; ' +
+      'refused when the key comes from MCP_API_KEY. ' +
       "With --aws: a new value in the stack's API key secret, then the MCP function's execution environments are recycled so that they read it. " +
       'Asks for confirmation on a terminal; without one, pass --yes.',
     options: {
@@ -83,8 +87,10 @@ export const command = defineCommand({
       ...AWS_STACK_OPTIONS,
     },
     json:
-      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool (the old key stopped working at once), "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
-      'with --aws {"rotated": true, "mode": "aws", "secretArn", "functionName", "recycled": true, "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [...]}.',
+      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool (the old key stopped working at ' +
+      'once), "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
+      'with --aws {"rotated": true, "mode": "aws", "secretArn", "functionName", "recycled": true, "overlapUntil": ISO | null, "key"?: only with ' +
+      '--show-key, "next": [...]}.',
   },
   async run(ctx, { values }) {
     const showKey = !!values['show-key'];
@@ -172,15 +178,19 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
     );
   } catch (error) {
     throw new OperationError(
-      `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${describeAwsError(error)}): its warm environments accept the old key until they are replaced. ` +
-        `To finish without another new key, change any setting of ${functionName} (for example its description in the Lambda console); running key rotate again would write yet another key`,
+      `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${describeAwsError(error)}): its warm ` +
+        'environments accept the old key until they are replaced. ' +
+        `To finish without another new key, change any setting of ${functionName} (for example its description in the Lambda console); running key ` +
+        'rotate again would write yet another key',
       'recycle_failed',
     );
   }
   const next = [
     overlapUntil === null
-      ? `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key, and the old key stops working.`
-      : `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key; the old key keeps working until ${overlapUntil}.`,
+      ? `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key, and the old key ` +
+        'stops working.'
+      : `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key; the old key ` +
+        `keeps working until ${overlapUntil}.`,
     ...nextSteps('aws', true, overlapUntil).slice(1),
   ];
   const doc = { rotated: true, mode: 'aws', secretArn, functionName, recycled: true, overlapUntil, next };

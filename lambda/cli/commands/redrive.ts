@@ -36,11 +36,16 @@ export const command = defineCommand({
     summary: 'move the dead letters back for another round',
     description:
       'Every dead-lettered event gets another round of the retry schedule; events whose subscription has ended are then dropped, not sent. ' +
-      'Locally: through the running server, which delivers them at once; with no server running, in the database itself, and the next npm start delivers them. ' +
-      'With --aws: an SQS message move task from the dead-letter queue to the delivery queue, waited for until it ends (Ctrl-C stops waiting; the task goes on). ' +
+      'Locally: through the running server, which delivers them at once; with no server running, in the database itself, and the next npm start ' +
+      'delivers them. ' +
+      'With --aws: an SQS message move task from the dead-letter queue to the delivery queue, waited for until it ends (Ctrl-C stops waiting; the ' +
+      'task goes on). ' +
       'One event alone: dm-dot events resend evt_….',
     options: { ...AWS_STACK_OPTIONS, ...QUEUE_OPTIONS, ...DLQ_OPTIONS },
-    json: 'locally {"moved": N, "via": "server" | "database", "subscriptionId": "sub_…" | null, "endedSubscription": [evt_…, ...] (queued for a subscription that has ended: dropped, not sent)}; with --aws {"moved": N, "toMove": N | null, "status": "COMPLETED" | "FAILED" | "CANCELLED" | "NOTHING_TO_MOVE", "failureReason": string | null}.',
+    json:
+      'locally {"moved": N, "via": "server" | "database", "subscriptionId": "sub_…" | null, "endedSubscription": [evt_…, ...] (queued for a ' +
+      'subscription that has ended: dropped, not sent)}; with --aws {"moved": N, "toMove": N | null, "status": "COMPLETED" | "FAILED" | "CANCELLED" ' +
+      '| "NOTHING_TO_MOVE", "failureReason": string | null}.',
   },
   async run(ctx, { values }) {
     if (wantsAws(values)) {
@@ -85,7 +90,8 @@ export const command = defineCommand({
           const they = ended.length === 1 ? 'it is' : 'they are';
           lines.push(
             subscription
-              ? `${plural(ended.length, 'of them was', 'of them were')} queued for an earlier subscription, which has ended (the dot was restarted, cleared or replaced; the live one began at ${shortTime(subscription.createdAt)}): ${they} dropped, not sent.`
+              ? `${plural(ended.length, 'of them was', 'of them were')} queued for an earlier subscription, which has ended (the dot was restarted, ` +
+                  `cleared or replaced; the live one began at ${shortTime(subscription.createdAt)}): ${they} dropped, not sent.`
               : `No dot is subscribed now, so ${they} dropped, not sent (${ended.length === 1 ? 'its' : 'their'} subscription ended).`,
             `To give one to the ${subscription ? 'live' : 'next'} subscription, resend it${subscription ? '' : ' once a dot has subscribed'}:`,
             ...ended.slice(0, SHOWN).map((id) => `  dm-dot events resend ${id}`),

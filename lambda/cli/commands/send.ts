@@ -15,12 +15,15 @@ export const command = defineCommand({
     name: 'send',
     summary: 'send one message to the dot and print its outcome',
     description:
-      'POST /v1/messages, then the outcome with the event id: delivered, queued (not acknowledged yet; retries continue), kept (the inbox is on and no dot is subscribed) or failed with its category. ' +
+      'POST /v1/messages, then the outcome with the event id: delivered, queued (not acknowledged yet; retries continue), kept (the inbox is on ' +
+      'and no dot is subscribed) or failed with its category. ' +
       'The message carries an Idempotency-Key, so an answer lost on the way back is asked for again without making a second event. ' +
       'Exit 1 when the message was not accepted (no dot subscribed, a refused key, an invalid message) or its delivery failed.',
     positionals: [{ name: 'MESSAGE', description: 'the message, quoted; - reads it from standard input' }],
     options: { ...TARGET_OPTIONS },
-    json: '{"status": "delivered" | "queued" | "kept" | "failed" | "not_accepted", "eventId": "evt_…" | null, "reason": category or error code | null, "httpStatus": N | null, "message": sentence}.',
+    json:
+      '{"status": "delivered" | "queued" | "kept" | "failed" | "not_accepted", "eventId": "evt_…" | null, "reason": category or error code | null, ' +
+      '"httpStatus": N | null, "message": sentence}.',
   },
   async run(ctx, { values, positionals }) {
     let message = positionals[0]!;

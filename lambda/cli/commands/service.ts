@@ -79,7 +79,8 @@ export const install = defineCommand({
     summary: "keep the local server running under the user's service manager",
     description:
       'Writes a systemd user unit (Linux) or a launchd agent (macOS) that runs the built server (dist/server/) with this Node on the state directory and ' +
-      'the settings of this environment (HOST, PORT, DMDOT_*, PUP_*; never MCP_API_KEY or PUP_SIGNING_SECRETS: secret settings go into <state dir>/service.env, mode 0600), ' +
+      'the settings of this environment (HOST, PORT, DMDOT_*, PUP_*; never MCP_API_KEY or PUP_SIGNING_SECRETS: secret settings go into ' +
+      '<state dir>/service.env, mode 0600), ' +
       'restarts it when it fails, and logs to the journal (Linux) or ~/Library/Logs/dm-dot (macOS). ' +
       'When a tunnel-client profile exists (dm-dot connect --tunnel), a second unit runs tunnel-client on it. Then it starts them. ' +
       '--dry-run prints the units and the commands and changes nothing. Stop a server started with npm start first: one server owns a state directory.',
@@ -108,7 +109,9 @@ export const install = defineCommand({
     const secrets = SECRET_SETTINGS.filter((name) => ctx.io.env[name]);
     if (secrets.length) {
       notes.push(
-        `${secrets.join(' and ')} ${secrets.length > 1 ? 'are' : 'is'} not written into the unit (a secret): put ${secrets.length > 1 ? 'them' : 'it'} in ${join(settings.stateDir, SERVICE_ENV_FILE)} (NAME=value lines, mode 0600) if the service needs ${secrets.length > 1 ? 'them' : 'it'}.`,
+        `${secrets.join(' and ')} ${secrets.length > 1 ? 'are' : 'is'} not written into the unit (a secret): put ` +
+          `${secrets.length > 1 ? 'them' : 'it'} in ${join(settings.stateDir, SERVICE_ENV_FILE)} (NAME=value lines, mode 0600) if the service needs ` +
+          `${secrets.length > 1 ? 'them' : 'it'}.`,
       );
     }
     const files = tunnelFiles(ctx.io.env);
@@ -158,7 +161,8 @@ export const install = defineCommand({
         const result = await run(argv);
         if (result.code !== 0)
           throw new OperationError(
-            `${commandText(argv)} failed (exit ${result.code}): ${result.out.split('\n')[0] ?? ''}; the units are written, dm-dot service uninstall removes them`,
+            `${commandText(argv)} failed (exit ${result.code}): ${result.out.split('\n')[0] ?? ''}; the units are written, dm-dot service ` +
+              'uninstall removes them',
             'service_manager_failed',
           );
       }
@@ -195,7 +199,8 @@ export const uninstall = defineCommand({
     name: 'service uninstall',
     summary: 'stop the service and remove its units',
     description:
-      'Stops the server unit (and the tunnel-client unit) and removes what service install wrote. The state directory is left as it is. --dry-run prints what it would do.',
+      'Stops the server unit (and the tunnel-client unit) and removes what service install wrote. The state directory is left as it is. --dry-run ' +
+      'prints what it would do.',
     options: { ...COMMON, 'dry-run': { type: 'boolean', description: 'print the commands and the files; stop and remove nothing' } },
     json: '{"platform", "dryRun": bool, "removed": [files], "commands": [..]}; nothing installed: removed is [].',
   },
@@ -218,7 +223,12 @@ export const uninstall = defineCommand({
     ctx.result(doc, () =>
       present.length === 0
         ? `Nothing to remove: no unit of dm-dot service in ${dirname(files.server)}.\n`
-        : `${[`${dryRun ? 'Would run' : 'Ran'}:`, ...doc.commands.map((c) => `  ${c}`), `${dryRun ? 'Would remove' : 'Removed'}:`, ...doc.removed.map((f) => `  ${f}`)].join('\n')}\n`,
+        : `${[
+            `${dryRun ? 'Would run' : 'Ran'}:`,
+            ...doc.commands.map((c) => `  ${c}`),
+            `${dryRun ? 'Would remove' : 'Removed'}:`,
+            ...doc.removed.map((f) => `  ${f}`),
+          ].join('\n')}\n`,
     );
     return 0;
   },

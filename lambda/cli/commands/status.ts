@@ -28,17 +28,22 @@ export const command = defineCommand({
     name: 'status',
     summary: 'everything at a glance',
     description:
-      'The server and its address, the switches in force, the subscription and its delivery status, and how many events are queued, failed and dead-lettered. ' +
+      'The server and its address, the switches in force, the subscription and its delivery status, and how many events are queued, failed and ' +
+      'dead-lettered. ' +
       'Locally it asks the running server, or reads the database when none runs (and says so), and reports a damaged page of the database file (exit 1). ' +
       'With --aws: the stack outputs, the state of its CloudWatch alarms, the depths of its queues and the subscription. ' +
       'Exit 0 when it could look, 1 when it could not.',
     options: { ...AWS_STACK_OPTIONS },
     json:
-      'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | "database" | "nothing", ' +
-      '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": {"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs", "eventsProfile": "chatgpt" | "sep-3415"}, ' +
-      `"subscription": ${SUBSCRIPTION_JSON} | null, "events": {"queued", "delivered", "failed", "dropped"} | null, "jobs": {"queued", "deadLetters"} | null, "damage": sentence | null}; ` +
+      'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | ' +
+      '"database" | "nothing", ' +
+      '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": ' +
+      '{"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs", "eventsProfile": "chatgpt" | "sep-3415"}, ' +
+      `"subscription": ${SUBSCRIPTION_JSON} | null, "events": {"queued", "delivered", "failed", "dropped"} | null, "jobs": {"queued", ` +
+      '"deadLetters"} | null, "damage": sentence | null}; ' +
       'with --aws {"mode": "aws", "stack", "region", "outputs": {name: value}, "alarms": [{"name", "state", "reason", "updatedAt"}] | null, ' +
-      '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "eventsProfile": "chatgpt" | "sep-3415" | null, "problems": [sentence, ...]}.',
+      '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "eventsProfile": ' +
+      '"chatgpt" | "sep-3415" | null, "problems": [sentence, ...]}.',
   },
   async run(ctx, { values }) {
     if (wantsAws(values)) return withAws(ctx, values, (session) => awsStatus(ctx, session));
@@ -54,7 +59,10 @@ export const command = defineCommand({
 function describeSubscriptionLine(s: SubscriptionView | null): string {
   if (!s) return 'none (no dot is subscribed)';
   const delivery = s.lastError ? `last error ${s.lastError}` : s.lastDeliveryAt ? 'delivering' : 'nothing delivered yet';
-  return `${s.id} for callback host ${s.callbackHost}; expires ${shortTime(s.expiresAt)} (${relative(s.expiresAt)}); last delivery ${shortTime(s.lastDeliveryAt)}; ${delivery}`;
+  return (
+    `${s.id} for callback host ${s.callbackHost}; expires ${shortTime(s.expiresAt)} (${relative(s.expiresAt)}); last delivery ` +
+    `${shortTime(s.lastDeliveryAt)}; ${delivery}`
+  );
 }
 
 export function describeLocal(status: LocalStatus): string {
@@ -87,7 +95,9 @@ export function describeLocal(status: LocalStatus): string {
     ],
     [
       'events profile',
-      `${s.eventsProfile ?? 'chatgpt'}${s.eventsProfile === 'sep-3415' ? ' (SEP-3415 codes -32023..-32027)' : ' (ChatGPT codes -32011..-32015; DMDOT_EVENTS_PROFILE=sep-3415 for SEP-3415)'}`,
+      `${s.eventsProfile ?? 'chatgpt'}${
+        s.eventsProfile === 'sep-3415' ? ' (SEP-3415 codes -32023..-32027)' : ' (ChatGPT codes -32011..-32015; DMDOT_EVENTS_PROFILE=sep-3415 for SEP-3415)'
+      }`,
     ],
     ['allowed origins', s.allowedOrigins.join(', ') || "none (requests with an Origin are refused, except the server's own)"],
     ['allowed hosts', s.allowedHosts.length ? `the server's own addresses and ${s.allowedHosts.join(', ')}` : "the server's own addresses only"],

@@ -18,7 +18,8 @@ export const command = defineCommand({
     summary: 'end the live subscription now (the way out of a stuck one)',
     description:
       'Another callback (a dot added again in ChatGPT) can then subscribe at once; the queued deliveries of the cleared one are dropped. ' +
-      'Asks for confirmation on a terminal; without one, pass --yes. Exit 1 when nothing is subscribed, when not confirmed, or when the subscription changed meanwhile.',
+      'Asks for confirmation on a terminal; without one, pass --yes. Exit 1 when nothing is subscribed, when not confirmed, or when the ' +
+      'subscription changed meanwhile.',
     options: { ...YES_OPTION, ...AWS_TABLE_OPTIONS },
     json: '{"cleared": true | false, "id": "sub_…" | null} (cleared false: exit 1).',
   },

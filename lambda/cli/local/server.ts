@@ -78,7 +78,8 @@ export class AdminClient {
     const token = await readAdminToken(this.stateDir);
     if (!token) {
       throw new OperationError(
-        `a server runs on ${this.stateDir} (pid ${this.server.pid}) but its admin token (${this.stateDir}/admin-token) is not readable: run dm-dot as the user that runs the server`,
+        `a server runs on ${this.stateDir} (pid ${this.server.pid}) but its admin token (${this.stateDir}/admin-token) is not readable: run dm-dot ` +
+          'as the user that runs the server',
         'no_admin_token',
       );
     }
