@@ -347,7 +347,9 @@ describe('GUARD-1, GUARD-4, GUARD-12: address matrix through the guard with a sc
     assert.equal(receiver.challenges().length, 1);
     assert.equal(receiver.challenges()[0]!.url, '/hook?route=control', 'path and query are kept byte-exact');
     const sent = await rpc(s, 'tools/call', { name: 'send_to_dot', arguments: { message: 'control' } }, { 'mcp-name': 'send_to_dot' });
-    assert.equal(sent.body.result.structuredContent.status, 'delivered');
+    // Delivered within the wait window, or (on a loaded machine) queued while the one attempt runs on.
+    assert.ok(['delivered', 'queued'].includes(sent.body.result.structuredContent.status), JSON.stringify(sent.body));
+    await waitFor('the event at the receiver', () => receiver.events().length >= 1, 10_000);
     assert.equal(receiver.events().length, 1);
     assert.equal(canaryCalls.length, 2);
     assert.deepEqual(violations, []);
