@@ -19,8 +19,9 @@
  *
  * The wait window decides what the caller is told, never whether an attempt's outcome counts: a
  * POST the caller stopped waiting for is not thrown away and sent again (the dot may not
- * deduplicate by webhook-id). Where nothing may run after the answer (`background` absent), the
- * answer waits for the attempt, whose POST then ends within the request's own deadline.
+ * deduplicate by webhook-id). Where nothing may run after the answer (`background` absent: Lambda
+ * without its after-response extension), the answer waits for the attempt, whose POST then ends
+ * within the wait window; one it cuts short is a timeout, an unknown outcome.
  *
  * Storage calls of a message delivered inline: one read (the subscription), one write (the record;
  * on AWS followed by the queue's send), one write (the outcome). The subscription's delivery
@@ -132,8 +133,10 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
 
   if (windowMs === 0) return { kind: 'queued', eventId };
   const ready: Ready = { kind: 'ready', event: record, subscription };
-  // The POST ends inside the lease, leaving its margin for the write that records the outcome.
-  const timeoutMs = (record.notBefore ?? now) - Budgets.inlineLeaseMarginMs - deps.clock.now();
+  // The POST ends inside the lease, leaving its margin for the write that records the outcome;
+  // where nothing may run after the answer, also within the wait window (the caller's answer waits for it).
+  const leaseLeftMs = (record.notBefore ?? now) - Budgets.inlineLeaseMarginMs - deps.clock.now();
+  const timeoutMs = deps.background ? leaseLeftMs : Math.min(leaseLeftMs, now + windowMs - deps.clock.now());
   let accepted: () => void = () => undefined;
   const acceptedByDot = new Promise<'accepted'>((resolve) => (accepted = () => resolve('accepted')));
   const attempt = async (): Promise<DeliveryDecision> => {
@@ -150,7 +153,8 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   };
 
   if (!deps.background) {
-    // Nothing runs after the answer: it waits for the attempt (the POST is bounded by the request's deadline).
+    // Nothing runs after the answer: it waits for the attempt, which ends within the wait window. A
+    // POST it cuts short is a timeout, an unknown outcome: the worker's attempt 2 is a second POST.
     const decision = await attempt().catch(() => undefined);
     // A failure after the event was accepted (storage, no time left for a POST): the worker attempts it once the lease runs out.
     return decision ? outcomeOf(deps, eventId, decision) : { kind: 'queued', eventId };

@@ -8,7 +8,7 @@
  *   test/unit/handlers/after-response.test.ts), the caller is told "queued" at the window, the
  *   inline attempt runs on and records the delivery, and the safety-net job makes no POST;
  * - without it (the fallback), the answer waits for the attempt, whose POST ends within the
- *   request's deadline (about 3.4 s): the dot's answer comes too late, the outcome is unknown,
+ *   wait window (3 s): the dot's answer comes too late, the outcome is unknown,
  *   logged and counted, and the worker's attempt 2 is a second POST. That is the cost the
  *   extension removes, measured here rather than assumed.
  */
@@ -95,7 +95,7 @@ test('DEL-PIPE-21, DEL-PIPE-22: with the after-response extension, a dot answeri
   ).toEqual([eventId]);
 });
 
-test('DEL-PIPE-21: without it, the POST ends with the request and its outcome is unknown: logged, counted, and sent again', async () => {
+test('DEL-PIPE-21: without it, the POST ends with the wait window and its outcome is unknown: logged, counted, and sent again', async () => {
   const before = dot.events().length;
   const linesBefore = world.logLines.length;
   const { sent } = await sendOnce(undefined, 'late, twice');

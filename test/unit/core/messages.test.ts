@@ -244,8 +244,16 @@ describe('sendMessage', () => {
     // Storage takes 700 ms in all before the POST starts; the lease counts from the start of the send.
     store.before.getSubscription = () => clock.advance(400);
     store.before.putEvent = () => clock.advance(300);
-    await sendMessage(deps, { message: 'hi' });
+    await sendMessage({ ...deps, background: (work) => work() }, { message: 'hi' });
     expect(webhook.last.timeoutMs).toBe(5_000 - 700);
+  });
+
+  test('DEL-PIPE-5: where nothing may run after the answer, the POST ends within what is left of the wait window', async () => {
+    const { store, clock, webhook, deps } = world({ deliveryWaitMs: 3_000, answers: [respond(200)] });
+    store.before.getSubscription = () => clock.advance(400);
+    store.before.putEvent = () => clock.advance(300);
+    await sendMessage(deps, { message: 'hi' });
+    expect(webhook.last.timeoutMs).toBe(3_000 - 700);
   });
 
   test('DEL-PIPE-9: the POST never asks for more than the outbound 5 s, whatever the window', async () => {
@@ -290,10 +298,10 @@ describe('sendMessage', () => {
   });
 
   test('DEL-PIPE-8: an inline POST with no answer within its deadline counts as attempt 1, an unknown outcome: attempt 2 follows the schedule', async () => {
-    const { store, clock, deps } = world({ answers: [() => (clock.advance(5_000), transportFailure('timeout'))] });
+    const { store, clock, deps } = world({ answers: [() => (clock.advance(3_000), transportFailure('timeout'))] });
     const outcome = await sendMessage(deps, { message: 'hi' });
     expect(outcome).toEqual({ kind: 'queued', eventId: onlyEvent(store).eventId });
-    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'timeout', notBefore: T0 + 5_000 + 1_000 });
+    expect(onlyEvent(store)).toMatchObject({ status: 'queued', attempts: 1, lastError: 'timeout', notBefore: T0 + 3_000 + 1_000 });
     expect(onlyEvent(store).log).toEqual([expect.objectContaining({ outcome: 'timeout', counted: true })]);
   });
 
