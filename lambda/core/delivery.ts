@@ -372,12 +372,17 @@ export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<Del
     case 'ready':
       // One POST per attempt: a copy that loses the lease defers for as long as the lease runs.
       if (!(await takeLease(deps, prepared.event))) return { action: 'defer', delayMs: Budgets.workerLeaseMs };
-      deps.inFlight?.add(job.eventId);
-      try {
-        return await commit(deps, prepared, await send(deps, prepared, job));
-      } finally {
-        deps.inFlight?.delete(job.eventId);
-      }
+      return holding(deps, job.eventId, async () => commit(deps, prepared, await send(deps, prepared, job)));
+  }
+}
+
+/** Runs one attempt of `eventId` (its POST and its record) marked in `deps.inFlight` while it runs. */
+export async function holding<T>(deps: Pick<DeliveryDeps, 'inFlight'>, eventId: string, attempt: () => Promise<T>): Promise<T> {
+  deps.inFlight?.add(eventId);
+  try {
+    return await attempt();
+  } finally {
+    deps.inFlight?.delete(eventId);
   }
 }
 

@@ -35,7 +35,7 @@
  */
 import type { DeliveryJob, DeliveryMetrics, EventRecord, InboxStore, Logger, Outbox } from '../ports';
 import { Budgets } from './budgets';
-import { commit, send, type DeliveryDecision, type DeliveryDeps, type Ready, type Sent } from './delivery';
+import { commit, holding, send, type DeliveryDecision, type DeliveryDeps, type Ready, type Sent } from './delivery';
 import { DependencyUnavailable, guardDependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
@@ -139,18 +139,14 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   const timeoutMs = deps.background ? leaseLeftMs : Math.min(leaseLeftMs, now + windowMs - deps.clock.now());
   let accepted: () => void = () => undefined;
   const acceptedByDot = new Promise<'accepted'>((resolve) => (accepted = () => resolve('accepted')));
-  const attempt = async (): Promise<DeliveryDecision> => {
-    deps.inFlight?.add(eventId);
-    try {
+  const attempt = (): Promise<DeliveryDecision> =>
+    holding(deps, eventId, async () => {
       const sent = await send(deps, ready, job, { timeoutMs });
       if (sent.verdict.kind === 'delivered') accepted();
       const decision = await commit(deps, ready, sent);
       reportInline(deps, record, sent, decision);
       return decision;
-    } finally {
-      deps.inFlight?.delete(eventId);
-    }
-  };
+    });
 
   if (!deps.background) {
     // Nothing runs after the answer: it waits for the attempt, which ends within the wait window. A
