@@ -517,7 +517,7 @@ describe('deliver after an operator redrive', () => {
 
 describe('deliver: leases, compare-and-set transitions and expired records', () => {
   test('DEL-PIPE-7: a lease in the future defers the worker: no POST, no attempt counted, the delay is what is left of it', async () => {
-    const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 2_000 } });
+    const { store, clock, webhook, deps, job } = world({ start: T0, event: { notBefore: T0 + 2_000 } });
     clock.advance(500);
     await expect(deliver(deps, job)).resolves.toEqual({ action: 'defer', delayMs: 1_500 });
     expect(webhook.requests).toHaveLength(0);
@@ -525,7 +525,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
   });
 
   test('ARCH-8, DEL-PIPE-7: the inline attempt holds the lease: send and commit only, with its own shorter deadline on the POST', async () => {
-    const { store, webhook, deps, job } = world({ event: { notBefore: Date.now() + 4_000 } });
+    const { store, webhook, deps, job } = world({ start: T0, event: { notBefore: T0 + 4_000 } });
     webhook.add(respond(200));
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
     store.calls.length = 0;
@@ -588,7 +588,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
   });
 
   test('a job whose record expired (redriven after the record lived out its days) is restored and delivered, not looped', async () => {
-    const { store, clock, webhook, deps, job } = world({ event: { expiresAt: Date.now() - 1 } });
+    const { store, clock, webhook, deps, job } = world({ start: T0, event: { expiresAt: T0 - 1 } });
     webhook.add(respond(200));
     await expect(deliver(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'delivered' });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1, createdAt: clock.now() });
@@ -664,7 +664,7 @@ describe('commit: the delivery log and the kept bytes', () => {
   });
 
   test('DEL-PIPE-8: a POST with no answer within its deadline counts as an attempt (a timeout: the dot may have it) and schedules the next', async () => {
-    const { store, clock, webhook, deps, job } = world({ event: { notBefore: Date.now() + 6_000 } });
+    const { store, clock, webhook, deps, job } = world({ start: T0, event: { notBefore: T0 + 6_000 } });
     webhook.add(() => {
       clock.advance(5_000);
       return transportFailure('timeout');
