@@ -1,6 +1,6 @@
 /**
  * Slow bodies with forged signatures against the pup door of the local runtime, run as its own
- * process (server-process.ts: `node --import tsx lambda/local/main.ts`, PORT=0, a pup signing
+ * process (server-process.ts: `node lambda/local/start.mjs`, PORT=0, a pup signing
  * secret in PUP_SIGNING_SECRETS), so its memory is its own: RSS is VmRSS of /proc/<pid>/status,
  * sampled every 50 ms.
  *
@@ -326,7 +326,7 @@ export const slowBodySection: Section = {
         declaredBytes: DECLARED_BYTES,
         sentAtOnceBytes: DECLARED_BYTES - HELD_BACK_BYTES,
         trickleEveryMs: TRICKLE_MS,
-        rss: `server child process (node --import tsx lambda/local/main.ts), VmRSS of /proc/<pid>/status sampled every ${RSS_SAMPLE_MS} ms`,
+        rss: `server child process (node lambda/local/start.mjs, the built server), VmRSS of /proc/<pid>/status sampled every ${RSS_SAMPLE_MS} ms`,
         rssBeforeBytes: before,
         rssPeakBytes: peak,
         peakIncreaseBytes: increase,
