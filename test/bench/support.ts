@@ -128,6 +128,8 @@ export interface Row {
   p90: string;
   /** What the p90 column holds when it is another tail (`p99`); `p90` when not given. */
   tail?: string;
+  /** A target that is not a ratio (`peak 180 MB against < 150 MB`): set when it was missed, and the row is marked as one. */
+  missed?: string;
   baseline: string;
   baselineMedian: string;
   ratio: string;
@@ -155,6 +157,9 @@ export class Bench {
     if (target !== undefined && Number.isFinite(value) && miss) {
       row = { ...row, ratio: `${row.ratio} MISSED` };
       this.missed.push(`${row.name}: ${row.ratio.replace(' MISSED', '')} against ${bound} ${target}×`);
+    } else if (row.missed) {
+      this.missed.push(`${row.name}: ${row.missed}`);
+      row = { ...row, ratio: `${row.ratio} MISSED` };
     }
     this.rows.push(row);
   }

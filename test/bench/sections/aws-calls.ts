@@ -339,6 +339,7 @@ export const awsCallsSection: Section = {
         baseline: 'target (at most)',
         baselineMedian: String(targetValue),
         ratio: targetValue > 0 ? `${(value / targetValue).toFixed(2)}×` : 'n/a',
+        ...(value > targetValue ? { missed: `${value} calls against at most ${targetValue}` } : {}),
       });
     countRow('DynamoDB', byService.dynamodb, steady.dynamodb, Math.max(...measured.map((m) => m.dynamodb)), target.dynamodb);
     countRow('SQS', byService.sqs, steady.sqs, Math.max(...measured.map((m) => m.sqs)), target.sqs);
