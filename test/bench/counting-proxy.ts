@@ -5,6 +5,13 @@
  * `.` of `X-Amz-Target` (the JSON protocols: `DynamoDB_20120810.GetItem`, `AmazonSQS.SendMessage`)
  * or, for the query protocol, the `Action` parameter of the query string or form body.
  *
+ * With `consumedCapacity`, for DynamoDB it also adds `ReturnConsumedCapacity: "INDEXES"` to each
+ * request of an operation that takes it (unless the request already names one) and records the
+ * `ConsumedCapacity` of the answer, table and indexes, per call. The answer is relayed unchanged
+ * (the SDK checks its CRC32): the client sees a `ConsumedCapacity` field it did not ask for and
+ * ignores it. The emulator does not check signatures, so the rewritten body's stale one does not
+ * matter; against real AWS it would.
+ *
  * Deliberately not here: faults and delays (test/support/aws-fault-proxy.ts injects those),
  * signature checks, and streaming: bodies are buffered (AWS API calls are small).
  */
@@ -17,6 +24,60 @@ export interface CountedCall {
   at: number;
   /** The emulator's HTTP status (0 until it answers, 502 when it could not be reached). */
   status: number;
+  /** The answer's `ConsumedCapacity` (one entry per table touched), with `consumedCapacity` on. */
+  capacity?: ConsumedCapacity[];
+}
+
+/** DynamoDB's ConsumedCapacity, as the wire carries it (only the fields this bench reads). */
+export interface ConsumedCapacity {
+  TableName?: string;
+  CapacityUnits?: number;
+  ReadCapacityUnits?: number;
+  WriteCapacityUnits?: number;
+  Table?: Units;
+  GlobalSecondaryIndexes?: Record<string, Units>;
+  LocalSecondaryIndexes?: Record<string, Units>;
+}
+export interface Units {
+  CapacityUnits?: number;
+  ReadCapacityUnits?: number;
+  WriteCapacityUnits?: number;
+}
+
+/** The DynamoDB operations that take ReturnConsumedCapacity. */
+const CAPACITY_OPERATIONS = new Set([
+  'GetItem',
+  'PutItem',
+  'UpdateItem',
+  'DeleteItem',
+  'Query',
+  'Scan',
+  'BatchGetItem',
+  'BatchWriteItem',
+  'TransactGetItems',
+  'TransactWriteItems',
+]);
+
+/** The request body with ReturnConsumedCapacity INDEXES added, or the body unchanged when the operation takes none or it is not JSON. */
+function askForCapacity(operation: string, body: Buffer): Buffer {
+  if (!CAPACITY_OPERATIONS.has(operation)) return body;
+  try {
+    const json = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+    if (json.ReturnConsumedCapacity !== undefined && json.ReturnConsumedCapacity !== 'NONE') return body;
+    return Buffer.from(JSON.stringify({ ...json, ReturnConsumedCapacity: 'INDEXES' }), 'utf8');
+  } catch {
+    return body;
+  }
+}
+
+function capacityOf(body: Buffer): ConsumedCapacity[] | undefined {
+  try {
+    const consumed = (JSON.parse(body.toString('utf8')) as { ConsumedCapacity?: ConsumedCapacity | ConsumedCapacity[] }).ConsumedCapacity;
+    if (consumed === undefined) return undefined;
+    return Array.isArray(consumed) ? consumed : [consumed];
+  } catch {
+    return undefined;
+  }
 }
 
 export interface CountingProxy {
@@ -46,6 +107,8 @@ export interface CountingProxyOptions {
    * URL the client is given must be the proxy's), while fauxqs knows the queue by its own URL.
    */
   rewriteOwnOrigin?: boolean;
+  /** DynamoDB: ask each call for its consumed capacity and record it (see the module header). */
+  consumedCapacity?: boolean;
 }
 
 export async function startCountingProxy(upstream: string, options: CountingProxyOptions = {}): Promise<CountingProxy> {
@@ -57,8 +120,9 @@ export async function startCountingProxy(upstream: string, options: CountingProx
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const received = Buffer.concat(chunks);
-      const raw = options.rewriteOwnOrigin && ownOrigin ? Buffer.from(received.toString('utf8').replaceAll(ownOrigin, target.origin), 'utf8') : received;
       const call: CountedCall = { operation: operationOf(req.headers, req.url ?? '/', received), at: Date.now(), status: 0 };
+      let raw: Buffer = options.rewriteOwnOrigin && ownOrigin ? Buffer.from(received.toString('utf8').replaceAll(ownOrigin, target.origin), 'utf8') : received;
+      if (options.consumedCapacity) raw = askForCapacity(call.operation, raw);
       calls.push(call);
       const upstreamReq = http.request(
         {
@@ -75,6 +139,10 @@ export async function startCountingProxy(upstream: string, options: CountingProx
             if (res.destroyed) return;
             const body = Buffer.concat(answer);
             call.status = upstreamRes.statusCode ?? 502;
+            if (options.consumedCapacity) {
+              const capacity = capacityOf(body);
+              if (capacity) call.capacity = capacity;
+            }
             const headers = { ...upstreamRes.headers };
             delete headers['transfer-encoding'];
             delete headers.connection;

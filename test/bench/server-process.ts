@@ -1,8 +1,10 @@
 /**
  * The local runtime as `npm start` runs it, in a child process of its own
- * (`node --import tsx lambda/local/main.ts`, PORT=0), so that its memory can be read apart from
- * the bench's: `rssBytes()` reads VmRSS from /proc/<pid>/status (Linux). The port comes from the
- * listening line the server prints first.
+ * (`node lambda/local/start.mjs`: the launcher over the built server, which builds it first when
+ * it is missing or stale; PORT=0), so that its memory can be read apart from the bench's:
+ * `rssBytes()` reads VmRSS from /proc/<pid>/status (Linux). The port comes from the listening line
+ * the server prints first. `args` runs another server the same way (the throughput section's
+ * floor-server.ts), which prints a listening line of the same shape.
  *
  * Deliberately not here: settings beyond the environment the caller passes, and any request.
  */
@@ -32,8 +34,8 @@ export function rssOf(pid: number): number {
   }
 }
 
-export async function startServerProcess(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'lambda/local/main.ts'], {
+export async function startServerProcess(env: Record<string, string>, timeoutMs = 60_000, args = ['lambda/local/start.mjs']): Promise<ServerProcess> {
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -55,7 +57,7 @@ export async function startServerProcess(env: Record<string, string>, timeoutMs 
     });
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
       if (out.length < 10_000) out += chunk;
-      const match = /dm-dot listening on http:\/\/[^:]+:(\d+)\//.exec(out);
+      const match = /listening on http:\/\/[^:]+:(\d+)\//.exec(out);
       if (match) {
         clearTimeout(timer);
         done(Number(match[1]));

@@ -126,6 +126,10 @@ export interface Row {
   name: string;
   median: string;
   p90: string;
+  /** What the p90 column holds when it is another tail (`p99`); `p90` when not given. */
+  tail?: string;
+  /** A target that is not a ratio (`peak 180 MB against < 150 MB`): set when it was missed, and the row is marked as one. */
+  missed?: string;
   baseline: string;
   baselineMedian: string;
   ratio: string;
@@ -140,15 +144,22 @@ export class Bench {
   private readonly cleanups: Array<() => unknown> = [];
   private environments: Promise<StackEnvironments> | undefined;
 
-  /** Rows whose ratio missed the target their name states (`target ≤ 1.5×`), as `name: ratio (target)` lines. */
+  /**
+   * Rows whose ratio missed the target their name states, as `name: ratio against target` lines:
+   * `target ≤ 1.5×` (a time or a size: at most) or `target ≥ 0.5×` (a throughput: at least).
+   */
   readonly missed: string[] = [];
 
   row(row: Row): void {
-    const target = /target ≤ ([\d.]+)×/.exec(row.name)?.[1];
+    const [, bound, target] = /target ([≤≥]) ([\d.]+)×/.exec(row.name) ?? [];
     const value = Number.parseFloat(row.ratio);
-    if (target !== undefined && Number.isFinite(value) && value > Number(target)) {
+    const miss = bound === '≤' ? value > Number(target) : value < Number(target);
+    if (target !== undefined && Number.isFinite(value) && miss) {
       row = { ...row, ratio: `${row.ratio} MISSED` };
-      this.missed.push(`${row.name}: ${row.ratio.replace(' MISSED', '')} against ≤ ${target}×`);
+      this.missed.push(`${row.name}: ${row.ratio.replace(' MISSED', '')} against ${bound} ${target}×`);
+    } else if (row.missed) {
+      this.missed.push(`${row.name}: ${row.missed}`);
+      row = { ...row, ratio: `${row.ratio} MISSED` };
     }
     this.rows.push(row);
   }
