@@ -36,6 +36,7 @@ import * as https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sign } from 'aws4';
 import { Budgets } from '../core/budgets';
+import { readCapped } from './capped-body';
 
 /** What a read answers: one of the two is set. */
 export interface SecretValue {
@@ -223,38 +224,34 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
           ...(signal ? { signal } : {}),
         },
         (res) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          res.on('data', (chunk: Buffer) => {
-            size += chunk.byteLength;
-            if (size > MAX_ANSWER_BYTES) return finish(new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB'));
-            chunks.push(chunk);
-          });
-          res.on('error', (error) => finish(new TransientNetworkError(error.name, error.message)));
-          res.on('end', () => {
-            const status = res.statusCode ?? 0;
-            const text = Buffer.concat(chunks).toString('utf8');
-            let parsed: Record<string, unknown> | undefined;
-            try {
-              parsed = JSON.parse(text) as Record<string, unknown>;
-            } catch {
-              parsed = undefined;
-            }
-            if (status >= 200 && status < 300 && parsed && typeof parsed === 'object') {
-              const value: SecretValue = {};
-              if (typeof parsed.SecretString === 'string') value.SecretString = parsed.SecretString;
-              if (typeof parsed.SecretBinary === 'string') value.SecretBinary = Buffer.from(parsed.SecretBinary, 'base64');
-              return finish(undefined, value);
-            }
-            const headerType = res.headers['x-amzn-errortype'];
-            const type =
-              (typeof headerType === 'string' && headerType) ||
-              (typeof parsed?.__type === 'string' && parsed.__type) ||
-              (typeof parsed?.code === 'string' && parsed.code) ||
-              '';
-            const code = codeOf(type) || (status >= 500 ? 'InternalServiceError' : status >= 200 && status < 300 ? 'UnreadableAnswer' : `Http${status}`);
-            finish(new SecretsManagerError(code, status));
-          });
+          readCapped(res, MAX_ANSWER_BYTES).then(
+            (answer) => {
+              if (answer === undefined) return finish(new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB'));
+              const status = res.statusCode ?? 0;
+              const text = answer.toString('utf8');
+              let parsed: Record<string, unknown> | undefined;
+              try {
+                parsed = JSON.parse(text) as Record<string, unknown>;
+              } catch {
+                parsed = undefined;
+              }
+              if (status >= 200 && status < 300 && parsed && typeof parsed === 'object') {
+                const value: SecretValue = {};
+                if (typeof parsed.SecretString === 'string') value.SecretString = parsed.SecretString;
+                if (typeof parsed.SecretBinary === 'string') value.SecretBinary = Buffer.from(parsed.SecretBinary, 'base64');
+                return finish(undefined, value);
+              }
+              const headerType = res.headers['x-amzn-errortype'];
+              const type =
+                (typeof headerType === 'string' && headerType) ||
+                (typeof parsed?.__type === 'string' && parsed.__type) ||
+                (typeof parsed?.code === 'string' && parsed.code) ||
+                '';
+              const code = codeOf(type) || (status >= 500 ? 'InternalServiceError' : status >= 200 && status < 300 ? 'UnreadableAnswer' : `Http${status}`);
+              finish(new SecretsManagerError(code, status));
+            },
+            (error: Error) => finish(new TransientNetworkError(error.name, error.message)),
+          );
         },
       );
       const attemptTimer = setTimeout(() => finish(new TransientNetworkError('TimeoutError', `no answer within ${attemptTimeoutMs} ms`)), attemptTimeoutMs);
