@@ -1,10 +1,10 @@
 /**
  * Lambda refuses a function whose environment variables take more than 4 KB ("Function environment
- * variables: 4 KB, for all environment variables associated with the function, in aggregate",
- * https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html), measured as the
- * variables serialized as one compact JSON object, names, quotes, escapes and commas included (its
- * refusal quotes that very string). A deploy would fail half-way with that error; this check fails
- * `cdk synth` instead, naming the context key that made the environment too big.
+ * variables: 4 KB, for all environment variables associated with the function, in aggregate", its
+ * quotas page, linked from docs/deploying-aws.md), measured as the variables serialized as one
+ * compact JSON object, names, quotes, escapes and commas included (its refusal quotes that very
+ * string). A deploy would fail half-way with that error; this check fails `cdk synth` instead,
+ * naming the context key that made the environment too big.
  *
  * Only the MCP function runs it: `allowedOrigins` is the one setting a user can make as long as
  * they like. Every other value is bounded by the stack's code: references, at most 20 retry delays,

@@ -1,31 +1,23 @@
 /**
  * Secrets Manager's `GetSecretValue`, the one Secrets Manager call dm-dot makes (the API key and
- * pup's signing secrets), over node:https and signed with Signature Version 4 by `aws4`: what the
- * MCP Lambda's cold start needs before its first answer, without the AWS SDK client. Loading and
- * running `@aws-sdk/client-secrets-manager` for this one call took about a fifth of a cold start
- * (docs/performance.md); the request itself is small and documented:
+ * pup's signing secrets), over node:https and signed with Signature Version 4 by `aws4`: the SDK
+ * client costs the MCP Lambda's cold start more than its budget allows (docs/decisions.md has the
+ * figures). The request is small and documented (AWS's API reference for the action):
  *
  * - Protocol: AWS JSON 1.1, `POST /` with `X-Amz-Target: secretsmanager.GetSecretValue` and the
- *   JSON body `{"SecretId": …}`; the answer's `SecretBinary` is base64
- *   (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html).
+ *   JSON body `{"SecretId": …}`; the answer's `SecretBinary` is base64.
  * - Errors: the code is the `__type` of the JSON body (or the `x-amzn-ErrorType` header), after
  *   any `namespace#` and before any `:`; the error's `name` is that code, as the SDK names its
  *   errors, so callers log the same words. Retried like the SDK's standard mode: throttling codes,
- *   5xx and network failures, up to 3 attempts with jittered exponential backoff
- *   (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html), all within the
+ *   5xx and network failures, up to 3 attempts with jittered exponential backoff, all within the
  *   caller's abort signal.
- * - Endpoint: `AWS_ENDPOINT_URL_SECRETS_MANAGER`, else `AWS_ENDPOINT_URL` (unless
- *   `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true`), as the SDKs read them
- *   (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html); otherwise
- *   `https://secretsmanager[-fips].<region>.<partition DNS suffix>`
- *   (https://docs.aws.amazon.com/general/latest/gr/asm.html), the region and partition taken from
- *   the secret's ARN (test/unit/adapters/secrets-manager.test.ts holds the suffixes to the SDK's partition table).
- * - Credentials: the environment, where Lambda puts the execution role's
- *   (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime).
+ * - Endpoint: the runtime's configured one (config/settings.ts reads the SDK's endpoint variables),
+ *   otherwise `https://secretsmanager[-fips].<region>.<partition DNS suffix>`, the region and
+ *   partition taken from the secret's ARN (the unit test holds the suffixes to the SDK's table).
+ * - Credentials: the environment, where Lambda puts the execution role's.
  *
- * Timeouts per attempt: 1 s to connect, 2 s in all (core/budgets.ts, the same as for the SDK
- * clients); the caller's abort signal (the request deadline, adapters/deadline.ts) bounds the
- * whole call, backoff included.
+ * Timeouts per attempt: 1 s to connect, 2 s in all (core/budgets.ts, as for the SDK clients); the
+ * caller's abort signal (the request deadline, adapters/deadline.ts) bounds the whole call.
  *
  * Deliberately not here: any other action, version ids or stages (AWSCURRENT is what a read
  * without them returns), dual-stack endpoints, caching (the loaders cache), logging, and any
@@ -83,20 +75,10 @@ export interface SecretsManagerOptions {
 }
 
 /** Error codes the SDK's standard retry mode treats as throttling or transient. */
-const RETRYABLE_CODES = new Set([
-  'ThrottlingException',
-  'Throttling',
-  'ThrottledException',
-  'TooManyRequestsException',
-  'RequestThrottled',
-  'RequestThrottledException',
-  'RequestLimitExceeded',
-  'SlowDown',
-  'RequestTimeout',
-  'RequestTimeoutException',
-  'TransactionInProgressException',
-  'PriorRequestNotComplete',
-]);
+const RETRYABLE_CODES = new Set(
+  `ThrottlingException Throttling ThrottledException TooManyRequestsException RequestThrottled RequestThrottledException RequestLimitExceeded
+  SlowDown RequestTimeout RequestTimeoutException TransactionInProgressException PriorRequestNotComplete`.split(/\s+/),
+);
 const THROTTLING_BASE_MS = 500;
 const BASE_MS = 100;
 const MAX_BACKOFF_MS = 20_000;
