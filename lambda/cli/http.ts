@@ -65,10 +65,10 @@ export async function httpRequest(url: string, request: HttpRequest): Promise<Ht
       },
       (res) => {
         readCapped(res, Limits.outboundResponseMaxBytes).then(
-          (text) => {
+          (body) => {
             clearTimeout(timer);
-            if (text === undefined) fail(new Error(`the answer of ${target.origin} is over 1 MiB`));
-            else done({ status: res.statusCode ?? 0, headers: res.headers, text: text.toString('utf8') });
+            if (body === undefined) fail(new Error(`the answer of ${target.origin} is over 1 MiB`));
+            else done({ status: res.statusCode ?? 0, headers: res.headers, text: body.toString('utf8') });
           },
           (error: unknown) => {
             clearTimeout(timer);
