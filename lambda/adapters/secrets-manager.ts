@@ -36,7 +36,7 @@ export interface SecretValue {
   SecretBinary?: Uint8Array;
 }
 
-/** The port the secret loaders use (adapters/secrets.ts, adapters/pup-secrets.ts). */
+/** The port the secret loaders use (adapters/secret-loader.ts). */
 export interface SecretsReader {
   getSecretValue(input: { SecretId: string }, options?: { abortSignal?: AbortSignal }): Promise<SecretValue>;
 }
