@@ -27,6 +27,7 @@ import { Limits } from '../core/protocol';
 import { isLoopbackLiteralHost } from '../core/validation';
 import type { TransportFailure, WebhookClient, WebhookRequest, WebhookResponse } from '../ports';
 import { isAllowedLoopback, isForbiddenAddress } from './address-policy';
+import { readCapped } from './capped-body';
 
 /** How long an answer whose status line arrived by the deadline may take for its body (see `post`). */
 const LATE_ANSWER_GRACE_MS = 250;
@@ -256,19 +257,14 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
         .split(',')
         .map((coding) => coding.trim());
       if (transfer?.some((coding) => coding !== '' && coding !== 'chunked' && coding !== 'identity')) return { kind: 'failure', reason: 'bad_response' };
-      const chunks: Uint8Array[] = [];
-      let length = 0;
-      for await (const chunk of response.body) {
-        length += chunk.byteLength;
-        if (length > maxResponseBytes) return { kind: 'failure', reason: 'bad_response' };
-        chunks.push(chunk);
-      }
+      const body = await readCapped(response.body, maxResponseBytes);
+      if (body === undefined) return { kind: 'failure', reason: 'bad_response' };
       if (timedOut) return { kind: 'failure', reason: 'timeout' };
       const retryAfter = firstHeader(response.headers['retry-after']);
       return {
         kind: 'response',
         status: response.status,
-        body: Buffer.concat(chunks),
+        body,
         ...(retryAfter !== undefined ? { retryAfter } : {}),
       };
     } catch (error) {

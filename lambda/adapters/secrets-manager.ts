@@ -1,31 +1,23 @@
 /**
  * Secrets Manager's `GetSecretValue`, the one Secrets Manager call dm-dot makes (the API key and
- * pup's signing secrets), over node:https and signed with Signature Version 4 by `aws4`: what the
- * MCP Lambda's cold start needs before its first answer, without the AWS SDK client. Loading and
- * running `@aws-sdk/client-secrets-manager` for this one call took about a fifth of a cold start
- * (docs/performance.md); the request itself is small and documented:
+ * pup's signing secrets), over node:https and signed with Signature Version 4 by `aws4`: the SDK
+ * client costs the MCP Lambda's cold start more than its budget allows (docs/decisions.md has the
+ * figures). The request is small and documented (AWS's API reference for the action):
  *
  * - Protocol: AWS JSON 1.1, `POST /` with `X-Amz-Target: secretsmanager.GetSecretValue` and the
- *   JSON body `{"SecretId": …}`; the answer's `SecretBinary` is base64
- *   (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html).
+ *   JSON body `{"SecretId": …}`; the answer's `SecretBinary` is base64.
  * - Errors: the code is the `__type` of the JSON body (or the `x-amzn-ErrorType` header), after
  *   any `namespace#` and before any `:`; the error's `name` is that code, as the SDK names its
  *   errors, so callers log the same words. Retried like the SDK's standard mode: throttling codes,
- *   5xx and network failures, up to 3 attempts with jittered exponential backoff
- *   (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html), all within the
+ *   5xx and network failures, up to 3 attempts with jittered exponential backoff, all within the
  *   caller's abort signal.
- * - Endpoint: `AWS_ENDPOINT_URL_SECRETS_MANAGER`, else `AWS_ENDPOINT_URL` (unless
- *   `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true`), as the SDKs read them
- *   (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html); otherwise
- *   `https://secretsmanager[-fips].<region>.<partition DNS suffix>`
- *   (https://docs.aws.amazon.com/general/latest/gr/asm.html), the region and partition taken from
- *   the secret's ARN (test/unit/adapters/secrets-manager.test.ts holds the suffixes to the SDK's partition table).
- * - Credentials: the environment, where Lambda puts the execution role's
- *   (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime).
+ * - Endpoint: the runtime's configured one (config/settings.ts reads the SDK's endpoint variables),
+ *   otherwise `https://secretsmanager[-fips].<region>.<partition DNS suffix>`, the region and
+ *   partition taken from the secret's ARN (the unit test holds the suffixes to the SDK's table).
+ * - Credentials: the environment, where Lambda puts the execution role's.
  *
- * Timeouts per attempt: 1 s to connect, 2 s in all (core/budgets.ts, the same as for the SDK
- * clients); the caller's abort signal (the request deadline, adapters/deadline.ts) bounds the
- * whole call, backoff included.
+ * Timeouts per attempt: 1 s to connect, 2 s in all (core/budgets.ts, as for the SDK clients); the
+ * caller's abort signal (the request deadline, adapters/deadline.ts) bounds the whole call.
  *
  * Deliberately not here: any other action, version ids or stages (AWSCURRENT is what a read
  * without them returns), dual-stack endpoints, caching (the loaders cache), logging, and any
@@ -36,6 +28,7 @@ import * as https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sign } from 'aws4';
 import { Budgets } from '../core/budgets';
+import { readCapped } from './capped-body';
 
 /** What a read answers: one of the two is set. */
 export interface SecretValue {
@@ -43,7 +36,7 @@ export interface SecretValue {
   SecretBinary?: Uint8Array;
 }
 
-/** The port the secret loaders use (adapters/secrets.ts, adapters/pup-secrets.ts). */
+/** The port the secret loaders use (adapters/secret-loader.ts). */
 export interface SecretsReader {
   getSecretValue(input: { SecretId: string }, options?: { abortSignal?: AbortSignal }): Promise<SecretValue>;
 }
@@ -82,20 +75,10 @@ export interface SecretsManagerOptions {
 }
 
 /** Error codes the SDK's standard retry mode treats as throttling or transient. */
-const RETRYABLE_CODES = new Set([
-  'ThrottlingException',
-  'Throttling',
-  'ThrottledException',
-  'TooManyRequestsException',
-  'RequestThrottled',
-  'RequestThrottledException',
-  'RequestLimitExceeded',
-  'SlowDown',
-  'RequestTimeout',
-  'RequestTimeoutException',
-  'TransactionInProgressException',
-  'PriorRequestNotComplete',
-]);
+const RETRYABLE_CODES = new Set(
+  `ThrottlingException Throttling ThrottledException TooManyRequestsException RequestThrottled RequestThrottledException RequestLimitExceeded
+  SlowDown RequestTimeout RequestTimeoutException TransactionInProgressException PriorRequestNotComplete`.split(/\s+/),
+);
 const THROTTLING_BASE_MS = 500;
 const BASE_MS = 100;
 const MAX_BACKOFF_MS = 20_000;
@@ -223,38 +206,34 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
           ...(signal ? { signal } : {}),
         },
         (res) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          res.on('data', (chunk: Buffer) => {
-            size += chunk.byteLength;
-            if (size > MAX_ANSWER_BYTES) return finish(new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB'));
-            chunks.push(chunk);
-          });
-          res.on('error', (error) => finish(new TransientNetworkError(error.name, error.message)));
-          res.on('end', () => {
-            const status = res.statusCode ?? 0;
-            const text = Buffer.concat(chunks).toString('utf8');
-            let parsed: Record<string, unknown> | undefined;
-            try {
-              parsed = JSON.parse(text) as Record<string, unknown>;
-            } catch {
-              parsed = undefined;
-            }
-            if (status >= 200 && status < 300 && parsed && typeof parsed === 'object') {
-              const value: SecretValue = {};
-              if (typeof parsed.SecretString === 'string') value.SecretString = parsed.SecretString;
-              if (typeof parsed.SecretBinary === 'string') value.SecretBinary = Buffer.from(parsed.SecretBinary, 'base64');
-              return finish(undefined, value);
-            }
-            const headerType = res.headers['x-amzn-errortype'];
-            const type =
-              (typeof headerType === 'string' && headerType) ||
-              (typeof parsed?.__type === 'string' && parsed.__type) ||
-              (typeof parsed?.code === 'string' && parsed.code) ||
-              '';
-            const code = codeOf(type) || (status >= 500 ? 'InternalServiceError' : status >= 200 && status < 300 ? 'UnreadableAnswer' : `Http${status}`);
-            finish(new SecretsManagerError(code, status));
-          });
+          readCapped(res, MAX_ANSWER_BYTES).then(
+            (answer) => {
+              if (answer === undefined) return finish(new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB'));
+              const status = res.statusCode ?? 0;
+              const text = answer.toString('utf8');
+              let parsed: Record<string, unknown> | undefined;
+              try {
+                parsed = JSON.parse(text) as Record<string, unknown>;
+              } catch {
+                parsed = undefined;
+              }
+              if (status >= 200 && status < 300 && parsed && typeof parsed === 'object') {
+                const value: SecretValue = {};
+                if (typeof parsed.SecretString === 'string') value.SecretString = parsed.SecretString;
+                if (typeof parsed.SecretBinary === 'string') value.SecretBinary = Buffer.from(parsed.SecretBinary, 'base64');
+                return finish(undefined, value);
+              }
+              const headerType = res.headers['x-amzn-errortype'];
+              const type =
+                (typeof headerType === 'string' && headerType) ||
+                (typeof parsed?.__type === 'string' && parsed.__type) ||
+                (typeof parsed?.code === 'string' && parsed.code) ||
+                '';
+              const code = codeOf(type) || (status >= 500 ? 'InternalServiceError' : status >= 200 && status < 300 ? 'UnreadableAnswer' : `Http${status}`);
+              finish(new SecretsManagerError(code, status));
+            },
+            (error: Error) => finish(new TransientNetworkError(error.name, error.message)),
+          );
         },
       );
       const attemptTimer = setTimeout(() => finish(new TransientNetworkError('TimeoutError', `no answer within ${attemptTimeoutMs} ms`)), attemptTimeoutMs);

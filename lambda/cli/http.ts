@@ -10,6 +10,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Budgets } from '../core/budgets';
 import { Limits } from '../core/protocol';
+import { readCapped } from '../adapters/capped-body';
 
 export interface HttpAnswer {
   status: number;
@@ -63,24 +64,17 @@ export async function httpRequest(url: string, request: HttpRequest): Promise<Ht
         ...(request.signal ? { signal: request.signal } : {}),
       },
       (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > Limits.outboundResponseMaxBytes) {
-            req.destroy(new Error(`the answer of ${target.origin} is over 1 MiB`));
-            return;
-          }
-          chunks.push(chunk);
-        });
-        res.on('end', () => {
-          clearTimeout(timer);
-          done({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') });
-        });
-        res.on('error', (error) => {
-          clearTimeout(timer);
-          fail(error);
-        });
+        readCapped(res, Limits.outboundResponseMaxBytes).then(
+          (body) => {
+            clearTimeout(timer);
+            if (body === undefined) fail(new Error(`the answer of ${target.origin} is over 1 MiB`));
+            else done({ status: res.statusCode ?? 0, headers: res.headers, text: body.toString('utf8') });
+          },
+          (error: unknown) => {
+            clearTimeout(timer);
+            fail(error);
+          },
+        );
       },
     );
     const timer = setTimeout(() => req.destroy(new TimedOut(target.origin)), request.timeoutMs ?? Budgets.cliCallMs);

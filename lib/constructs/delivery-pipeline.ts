@@ -31,7 +31,6 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { ItemKeys } from '../../lambda/adapters/items';
-import { assertEnvironmentFits } from '../lambda-environment';
 import { HandlerFunction } from './handler-function';
 import { keepLogicalId, logicalIdAt } from './logical-ids';
 import type { ItemAction, Storage } from './storage';
@@ -121,7 +120,6 @@ export class DeliveryPipeline extends Construct {
       DMDOT_RETRY_DELAYS: props.retryDelaysS.join(','),
     };
     const environment = { ...this.settingsEnvironment };
-    assertEnvironmentFits('Delivery', environment, { DMDOT_RETRY_DELAYS: 'retryDelays' });
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/delivery.ts',
       description: 'dm-dot: signs and delivers queued events to the dot callback',

@@ -1,5 +1,5 @@
 /**
- * One Lambda handler of dm-dot, bundled the same way for both functions: Node.js 24 on arm64,
+ * One Lambda handler of dm-dot, bundled the same way for every function: Node.js 24 on arm64,
  * esbuild with the options of lib/bundling.ts (minified, CommonJS, ES builds of the AWS SDK, a
  * source map written but not loaded at run time, two aliases that keep ajv and the unused
  * credential providers out), the AWS SDK bundled at the versions the tests ran against, and its
@@ -10,8 +10,8 @@
  * `logs:CreateLogStream` / `logs:PutLogEvents` on this function's own log group. Callers add the
  * data-plane grants.
  *
- * The MCP function's asset also holds its storage chunk (`mcp-storage.js`), built by the afterBundling
- * hook with the same options (lib/bundling.ts says why it is a file of its own), and, when the
+ * The MCP function's asset also holds its chunks (`mcp-storage.js`, `after-response.mjs`), built by the afterBundling
+ * hook with the same options (lib/bundling.ts says why each is a file of its own), and, when the
  * operator configured one, a copy of the pup manifest (`assetFiles`): a file known at synth belongs
  * in the code, not in the 4 KB environment. The asset is hashed from the bundling output
  * (`NodejsFunction`'s default, AssetHashType.OUTPUT), so a changed file is a new asset and a new

@@ -51,7 +51,7 @@ export interface McpFunctionProps {
 }
 
 export class McpFunction extends HandlerFunction {
-  /** The environment's size as Lambda measures it (references at their longest), in bytes. */
+  /** The environment's size as Lambda measures it (each reference at 256 bytes), in bytes. */
   readonly environmentBytes: number;
 
   constructor(scope: Construct, id: string, props: McpFunctionProps) {

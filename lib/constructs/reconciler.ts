@@ -26,7 +26,6 @@ import * as targets from 'aws-cdk-lib/aws-events-targets';
 import { Construct } from 'constructs';
 import { ItemKeys } from '../../lambda/adapters/items';
 import { Budgets } from '../../lambda/core/budgets';
-import { assertEnvironmentFits } from '../lambda-environment';
 import type { DeliveryPipeline } from './delivery-pipeline';
 import { HandlerFunction } from './handler-function';
 import type { ItemAction, Storage } from './storage';
@@ -57,7 +56,6 @@ export class Reconciler extends Construct {
     const { queue, deadLetterQueue } = props.delivery;
 
     const environment = { ...props.delivery.settingsEnvironment };
-    assertEnvironmentFits('Reconciler', environment, { DMDOT_RETRY_DELAYS: 'retryDelays' });
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/reconciler.ts',
       description: 'dm-dot: requeues or fails event records left queued with nothing to deliver them',

@@ -4,7 +4,7 @@
  * message per bad value naming the context key, and what the non-default values change in the
  * template. The template checks synthesize once without bundling: they read resources, not code.
  */
-import { App, Stack, Tokenization } from 'aws-cdk-lib';
+import { App, Stack } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import * as fs from 'node:fs';
@@ -18,7 +18,7 @@ import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delive
 import { CorsPolicy, DEFAULT_RETRY_DELAYS_S, Limits } from '../../lambda/core/protocol';
 import { PUP_MANIFEST_ASSET_FILE } from '../../lib/constructs/mcp-function';
 import { queueAgeAlarmThresholdS } from '../../lib/constructs/observability';
-import { LAMBDA_ENVIRONMENT_MAX_BYTES, assertEnvironmentFits, environmentBytes, referenceMaxLength, worstCaseValue } from '../../lib/lambda-environment';
+import { LAMBDA_ENVIRONMENT_MAX_BYTES, REFERENCE_BYTES, assertEnvironmentFits, environmentBytes } from '../../lib/lambda-environment';
 import { DEFAULTS, MAX_RETRY_DELAY_S, type ContextKey, SettingsError, readSettings } from '../../lib/settings';
 import { type Json, type Synthesized, cdkJson, cdkJsonContext, logicalIds, resource, synthesize, unacknowledgedViolations } from './synth';
 
@@ -399,43 +399,27 @@ describe('Lambda`s 4 KB environment limit, measured as Lambda measures it (https
     expect(() => assertEnvironmentFits('X', of(4097), { A: 'someKey' })).toThrow(/X function: .*4097 bytes.*Lambda allows 4096.*context someKey \(A\)/);
   });
 
-  describe('references count at the longest text CloudFormation can give them, by what they refer to', () => {
-    const stack = new Stack(new App(), 'DmDot');
+  test('a reference counts as 256 bytes, more than a table name (255 at most under the longest stack name) or a queue URL can take', () => {
+    const stack = new Stack(new App(), 'S'.repeat(128));
     const table = new dynamodb.Table(stack, 'Table', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
     const queue = new sqs.Queue(stack, 'DeliveryQueue');
     const secret = new secretsmanager.Secret(stack, 'PupSigningSecrets');
-    const longest = (value: string) => worstCaseValue(value).length;
+    expect(environmentBytes({ T: table.tableName })).toBe('{"T":""}'.length + REFERENCE_BYTES);
+    // Text around a reference counts as it is.
+    expect(environmentBytes({ Q: `${queue.queueUrl}?x` })).toBe('{"Q":""}'.length + REFERENCE_BYTES + 2);
+    expect(environmentBytes({ S: secret.secretArn, T: table.tableName })).toBe('{"S":"","T":""}'.length + 2 * REFERENCE_BYTES);
+  });
 
-    test('a table name: <stack>-<logical ID>-<13 random>, at most 255', () => {
-      // DmDot-TableCD117FA1-XXXXXXXXXXXXX
-      expect(longest(table.tableName)).toBe('DmDot'.length + 1 + 'TableCD117FA1'.length + 1 + 13);
-      const long = new Stack(new App(), 'S'.repeat(128));
-      const longTable = new dynamodb.Table(long, 'Table'.repeat(30), { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
-      expect(longest(longTable.tableName)).toBe(255);
-    });
-
-    test('a queue URL: https://sqs.<longest region>.<amazonaws.com.cn>/<account>/<generated name, at most 80>', () => {
-      const name = 'DmDot'.length + 1 + 'DeliveryQueueA11633D0'.length + 1 + 13;
-      expect(longest(queue.queueUrl)).toBe('https://sqs.'.length + 15 + 1 + 'amazonaws.com.cn'.length + 1 + 12 + 1 + name);
-      const long = new Stack(new App(), 'S'.repeat(128));
-      // At most 80 for the name: 138 characters for any queue URL.
-      expect(longest(new sqs.Queue(long, 'Queue').queueUrl)).toBe(12 + 15 + 1 + 16 + 1 + 12 + 1 + 80);
-    });
-
-    test('a generated secret ARN: arn:<aws-us-gov>:secretsmanager:<region>:<account>:secret:<logical ID>-<12>-<6>', () => {
-      const arn = longest(secret.secretArn);
-      expect(arn).toBe('arn:aws-us-gov:secretsmanager:'.length + 15 + 1 + 12 + ':secret:'.length + 'PupSigningSecretsDEB7DA65'.length + 13 + 7);
-      expect(arn).toBeGreaterThanOrEqual(90);
-      expect(arn).toBeLessThanOrEqual(130);
-    });
-
-    test('text around a reference counts as it is; a reference of a kind without a bound fails the check instead of being guessed', () => {
-      expect(longest(`name=${table.tableName};`)).toBe(6 + longest(table.tableName));
-      expect(() => worstCaseValue(table.tableArn)).toThrow(/no longest length is known for AWS::DynamoDB::Table/);
-      const token = Tokenization.reverseString(queue.queueArn).firstToken;
-      expect(token).toBeDefined();
-      expect(() => referenceMaxLength(token!)).toThrow(/REFERENCE_BOUNDS/);
-    });
+  test('the Delivery and Reconciler functions need no check: 20 retry delays of the longest text leave their environment far under 4 KB', () => {
+    const longest = Array.from({ length: 20 }, () => '0.00000012345678901234567').join(',');
+    const long = synthesize({ bundle: false, context: { retryDelays: longest } });
+    try {
+      const environment = long.stack.delivery.settingsEnvironment;
+      expect(environment.DMDOT_RETRY_DELAYS).toHaveLength(20 * 22 - 1);
+      expect(environmentBytes(environment)).toBeLessThan(LAMBDA_ENVIRONMENT_MAX_BYTES / 2);
+    } finally {
+      long.cleanup();
+    }
   });
 
   test('too many allowed origins fail synth naming allowedOrigins, the one sizable setting left in the environment', () => {
