@@ -17,9 +17,9 @@
  *
  * What must hold, whatever the faults:
  * - every MCP request is answered within the contract's 5 s (an error where a dependency failed),
- *   plus the time this process waited for a CPU while it had work (cpuWaitMs in the figures,
- *   test/support/cpu-wait.ts): that is the loaded machine's time, not the handler's (a few ms on
- *   an idle machine, so there the check is the 5 s);
+ *   plus the time this process waited for a CPU while it had work during that request
+ *   (test/support/cpu-wait.ts): that is the loaded machine's time, not the handler's (a few ms on
+ *   an idle machine, so there the check is the 5 s; slowestNetAnswerMs in the figures);
  * - every Delivery invocation answers before its Lambda timeout;
  * - every accepted event (the caller got an event id with delivered/queued/failed) ends
  *   `delivered` or `failed` with a copy in the dead-letter queue: none lost, none left queued,
@@ -124,6 +124,8 @@ async function startDot(seed: number): Promise<Dot> {
 
 interface SendResult {
   ms: number;
+  /** How long this process waited for a CPU during the request (test/support/cpu-wait.ts). */
+  cpuWaitMs?: number;
   /** HTTP status (REST) or 200 for an MCP answer. */
   status: number;
   surface: 'rest' | 'mcp';
@@ -179,15 +181,28 @@ async function sendOnce(gateway: McpGateway, n: number): Promise<SendResult> {
   };
 }
 
+/** sendOnce, with the CPU wait of this process while it ran. */
+async function sendMeasured(gateway: McpGateway, n: number): Promise<SendResult> {
+  const cpuWait = measureCpuWait();
+  const result = await sendOnce(gateway, n);
+  return { ...result, cpuWaitMs: cpuWait.stop() };
+}
+
+interface Invocation {
+  ms: number;
+  cpuWaitMs: number;
+}
+
 /** One event source poller: receive, invoke with a Lambda context, delete what succeeded. */
-async function poll(lambda: DeliveryLambda, invocations: number[]): Promise<number> {
+async function poll(lambda: DeliveryLambda, invocations: Invocation[]): Promise<number> {
   const messages = await world.fauxqs.receive(world.fauxqs.queueUrl, { max: 10, timeoutMs: 1_000 });
   if (messages.length === 0) return 0;
+  const cpuWait = measureCpuWait();
   const started = Date.now();
   const context = { getRemainingTimeInMillis: () => DELIVERY_TIMEOUT_MS - (Date.now() - started) };
   const event = sqsEventOf(messages);
   const response = await lambda(event, context);
-  invocations.push(Date.now() - started);
+  invocations.push({ ms: Date.now() - started, cpuWaitMs: cpuWait.stop() });
   const kept = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
   for (const record of event.Records) {
     if (kept.has(record.messageId)) continue;
@@ -256,11 +271,11 @@ test(
     world.proxies.sqs.setRule(ruleFor());
     world.proxies.secretsmanager.setRule(ruleFor());
 
-    // How long this process waited for a CPU during the run: a loaded machine's time, not the handlers'.
+    // How long this process waited for a CPU during the whole run (the figures; each bound takes its request's own).
     const cpuWait = measureCpuWait();
     // Senders and pollers run together, as production would.
     const results: SendResult[] = [];
-    const invocations: number[] = [];
+    const invocations: Invocation[] = [];
     let next = 0;
     let sending = true;
     const senders = Array.from({ length: SENDERS }, async () => {
@@ -273,7 +288,7 @@ test(
           environment = world.mcpGateway();
           served = 1;
         }
-        results.push(await sendOnce(environment, n));
+        results.push(await sendMeasured(environment, n));
       }
     });
     const deliveryLambdas = Array.from({ length: POLLERS }, () => world.deliveryLambda());
@@ -341,6 +356,7 @@ test(
       answered: results.length,
       slowestAnswerMs: slowest,
       cpuWaitMs,
+      slowestNetAnswerMs: Math.max(...results.map((r) => r.ms - (r.cpuWaitMs ?? 0))),
       answers: byStatus,
       accepted: accepted.length,
       endStates,
@@ -350,7 +366,7 @@ test(
       duplicatePostsBeforeDedup: [...okPosts.values()].reduce((sum, list) => sum + list.length - 1, 0),
       reconciled: repairs,
       deliveryInvocations: invocations.length,
-      slowestInvocationMs: Math.max(0, ...invocations),
+      slowestInvocationMs: Math.max(0, ...invocations.map((i) => i.ms)),
       receivedButRecordedFailed: [...finals.entries()].filter(([id, s]) => s === EventStatus.failed && okPosts.has(id)).length,
       faults: faultCounts,
     };
@@ -358,9 +374,9 @@ test(
 
     // Every request answered, within 5 s of the time this process could run.
     expect(results).toHaveLength(SENDS);
-    expect(slowest).toBeLessThan(MCP_REQUEST_BUDGET_MS + cpuWaitMs);
+    expect(results.filter((r) => r.ms >= MCP_REQUEST_BUDGET_MS + (r.cpuWaitMs ?? 0))).toEqual([]);
     // Every Delivery invocation answered before its timeout (its deadlines are timers too).
-    expect(Math.max(0, ...invocations)).toBeLessThan(DELIVERY_TIMEOUT_MS + cpuWaitMs);
+    expect(invocations.filter((i) => i.ms >= DELIVERY_TIMEOUT_MS + i.cpuWaitMs)).toEqual([]);
     // The faults really happened, on every service.
     for (const counts of Object.values(faultCounts)) expect(Object.keys(counts).some((k) => !k.endsWith(':pass'))).toBe(true);
     // What went wrong for an event that ends against the rule below, to debug a failing run.
