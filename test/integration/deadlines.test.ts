@@ -32,6 +32,7 @@ import { messageInit } from '../support/app';
 import type { FaultProxy } from '../support/aws-fault-proxy';
 import { startAwsWorld, subscribeForSetUp, timed, type AwsWorld } from '../support/aws-world';
 import { sqsEventOf } from '../support/event-source';
+import { pollUntil } from '../support/cpu-wait';
 
 const TABLE = 'dm-dot-deadlines';
 const API_KEY = `dl-${randomBytes(24).toString('base64url')}`;
@@ -207,7 +208,7 @@ describe('DEL-PIPE-9: MCP Lambda: a stalled dependency is an answer within 5 s',
     world.proxies.secretsmanager.setRule(() => 'stall');
     // A cold start: the init-phase key read goes out and stalls.
     const gateway = mcpGateway();
-    for (let i = 0; i < 100 && world.proxies.secretsmanager.held() === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await pollUntil(() => world.proxies.secretsmanager.held() > 0, { limitMs: 2_000 });
     expect(world.proxies.secretsmanager.held()).toBe(1);
     const health = await gateway.fetch('https://api.example/healthz');
     expect(health.status).toBe(200);

@@ -23,19 +23,40 @@ function runDelayNs(pid: number): number | undefined {
 
 /**
  * Starts measuring the processes `pids` (default: this one; an end-to-end test adds the server's,
- * where its handler runs); `stop()` returns their run-queue waits since, summed, in whole ms.
+ * where its handler runs): `sofar()` returns their run-queue waits since, summed, in whole ms, and
+ * `stop()` the same, fixed at its first call.
  */
-export function measureCpuWait(pids: readonly (number | undefined)[] = [process.pid]): { stop(): number } {
+export function measureCpuWait(pids: readonly (number | undefined)[] = [process.pid]): { sofar(): number; stop(): number } {
   const from = pids.map((pid) => (pid === undefined ? undefined : runDelayNs(pid)));
+  const sofar = () =>
+    pids.reduce<number>((sum, pid, i) => {
+      const to = pid === undefined ? undefined : runDelayNs(pid);
+      const start = from[i];
+      return start === undefined || to === undefined ? sum : sum + Math.ceil((to - start) / 1e6);
+    }, 0);
   let waitedMs: number | undefined;
   return {
+    sofar,
     stop() {
-      waitedMs ??= pids.reduce<number>((sum, pid, i) => {
-        const to = pid === undefined ? undefined : runDelayNs(pid);
-        const start = from[i];
-        return start === undefined || to === undefined ? sum : sum + Math.ceil((to - start) / 1e6);
-      }, 0);
+      waitedMs ??= sofar();
       return waitedMs;
     },
   };
+}
+
+/**
+ * Polls `probe` every `everyMs` until it holds; gives up after `limitMs` plus the CPU wait of
+ * `pids` meanwhile, so a loaded machine makes the wait longer, not red. Resolves whether it held.
+ */
+export async function pollUntil(
+  probe: () => boolean | Promise<boolean>,
+  options: { limitMs: number; everyMs?: number; pids?: readonly (number | undefined)[] },
+): Promise<boolean> {
+  const cpuWait = measureCpuWait(options.pids);
+  const started = Date.now();
+  for (;;) {
+    if (await probe()) return true;
+    if (Date.now() - started > options.limitMs + cpuWait.sofar()) return false;
+    await new Promise((resolve) => setTimeout(resolve, options.everyMs ?? 20));
+  }
 }
