@@ -57,7 +57,10 @@ it('LOCAL-FAULT-1, LOCAL-FAULT-2: past a full connection cap, /v1/messages and s
       held.push(socket);
     }
     await Promise.all(held.map((socket) => new Promise((r) => (socket.connecting ? socket.once('connect', r) : r(undefined)))));
-    await new Promise((r) => setTimeout(r, 200));
+    // The server takes connections in the order they were made, so once a later one is answered
+    // busy it has counted every held one: the fact a fixed pause here only hoped for.
+    const probe = await rawRequest(port, `GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nconnection: close\r\n\r\n`);
+    assert.match(probe, /^HTTP\/1\.1 503 /, 'the cap is full');
 
     const rest = rawRequest(port, post(port, '/v1/messages', server.key, JSON.stringify({ message: 'refused over rest' })));
     const mcpBody = JSON.stringify({

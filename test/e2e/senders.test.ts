@@ -208,11 +208,12 @@ describe('reserved sender names', () => {
 
 describe('dm-dot key rotate --overlap', () => {
   it('CLI-10, EV-ID-4, HTTP-KEY-10: both keys work during the overlap, the dot keeps its subscription id and keeps receiving, then the old key gets 401', async () => {
-    const s = await serverWithKeyFile();
+    // The overlap's end is a step of the server's clock, not a wait that a slow request could outrun.
+    const s = await serverWithKeyFile({}, { movableClock: true });
     const old = s.key;
     const { receiver, params, id } = await subscribed(s, old);
 
-    const rotated = await cli(['key', 'rotate', '--overlap', '4s', '--yes', '--json'], s.stateDir);
+    const rotated = await cli(['key', 'rotate', '--overlap', '10m', '--yes', '--json'], s.stateDir);
     assert.equal(rotated.code, 0, rotated.err);
     const doc = JSON.parse(rotated.out) as { overlapUntil: string | null; next: string[] };
     assert.ok(doc.overlapUntil, 'the end of the overlap is reported');
@@ -231,7 +232,7 @@ describe('dm-dot key rotate --overlap', () => {
     for (const key of [old, fresh]) assert.ok([200, 202].includes((await post(s, key, 'during the overlap')).status));
     await until('both events delivered', async () => receiver.events().length >= 2 || undefined);
 
-    await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(doc.overlapUntil!) - Date.now()) + 200));
+    await s.setClockAhead!(Date.parse(doc.overlapUntil!) - Date.now() + 1_000);
     assert.equal((await post(s, old, 'after the overlap')).status, 401);
     assert.equal((await mcp(s, old, 'tools/list')).status, 401);
     assert.ok([200, 202].includes((await post(s, fresh, 'after the overlap')).status));

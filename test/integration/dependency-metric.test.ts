@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { Limits } from '../../lambda/core/protocol';
 import { createMetrics, MetricName } from '../../lambda/metrics';
-import { startAwsWorld, type AwsWorld } from '../support/aws-world';
+import { startAwsWorld, timed, type AwsWorld } from '../support/aws-world';
 import { START_HOOK_MS } from '../support/processes';
 
 const TABLE = 'dm-dot-dependency-metric';
@@ -60,9 +60,8 @@ afterAll(() => world?.stop());
 describe('ARCH-ALARM-1: a stalled table on the MCP path moves DependencyUnavailable, and the answers stay as they were', () => {
   test('send_to_dot: HTTP 200 with isError, within 5 s, and one line with Dependency=storage', async () => {
     const { api, metricLines } = await stalledGateway();
-    const started = Date.now();
-    const answer = await api.sendToDot('into the void');
-    expect(Date.now() - started).toBeLessThan(Limits.requestMs);
+    const { value: answer, ms, cpuWaitMs } = await timed(() => api.sendToDot('into the void'));
+    expect(ms).toBeLessThan(Limits.requestMs + cpuWaitMs);
     expect(answer.status).toBe(200);
     expect(answer.body.error).toBeUndefined();
     expect(answer.body.result).toMatchObject({ isError: true });

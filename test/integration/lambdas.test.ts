@@ -241,13 +241,22 @@ describe('MCP Lambda: sender keys and the rotation overlap, on DynamoDB (docs/co
 
   test('HTTP-KEY-10: the previous connector key recorded in DEPLOYMENT is accepted until its overlap ends', async () => {
     const previous = `old-${randomBytes(24).toString('base64url')}`;
-    await recordRotation(own, previous, API_KEY, 1_500, Date.now());
+    const overlapMs = 10 * 60_000;
+    await recordRotation(own, previous, API_KEY, overlapMs, Date.now());
     // A fresh environment (the rotation recycles them): it reads DEPLOYMENT on the first unknown key.
-    gatewayOnOwnTable = mcpGateway({ ...world.env(), TABLE_NAME: `${TABLE}-keys` });
+    // Its clock is the test's, so the overlap's end is a step of it, not a wait that a slow request could outrun.
+    let aheadMs = 0;
+    const clock = { now: () => Date.now() + aheadMs, sleep: (ms: number) => new Promise<void>((r) => setTimeout(r, ms)) };
+    gatewayOnOwnTable = world.mcpGateway({
+      env: { ...world.env(), TABLE_NAME: `${TABLE}-keys` },
+      clients: { dynamodb: world.ddb.client, sqs: world.fauxqs.client, secrets: testSecretsReader(world.secrets.endpoint, { maxAttempts: 1 }) },
+      overrides: { clock },
+    });
     expect((await keyed(previous, '/v1/messages', { message: 'hi' })).status).toBe(409);
     expect((await keyed(API_KEY, '/v1/messages', { message: 'hi' })).status).toBe(409);
-    await new Promise((r) => setTimeout(r, 1_600));
+    aheadMs = overlapMs + 1_000;
     expect((await keyed(previous, '/v1/messages', { message: 'hi' })).status).toBe(401);
+    expect((await keyed(API_KEY, '/v1/messages', { message: 'hi' })).status).toBe(409);
     expect((await own.getDeployment())?.principal).toBe(sha256Hex(previous));
   });
 });

@@ -43,16 +43,19 @@ afterAll(async () => {
 });
 
 /** What the extension does for the handler: keeps each piece of work until it settles. */
-function keptWork(): AfterResponse & { settled(): Promise<unknown> } {
+function keptWork(): AfterResponse & { settled(): Promise<unknown>; pending(): number } {
   const running: Promise<unknown>[] = [];
+  let pending = 0;
   return {
     run(work) {
       const p = work();
-      running.push(p.catch(() => undefined));
+      pending++;
+      running.push(p.catch(() => undefined).finally(() => pending--));
       return p;
     },
     invocationEnded: () => undefined,
     settled: () => Promise.all(running),
+    pending: () => pending,
   };
 }
 
@@ -68,18 +71,18 @@ async function sendOnce(afterResponse: AfterResponse | undefined, message: strin
   let subscribed = await gateway.subscribe(url, { secret: newSecret() });
   for (let i = 0; i < 3 && !subscribed.body.result; i++) subscribed = await gateway.subscribe(url, { secret: newSecret() });
   expect(subscribed.body).toMatchObject({ result: { id: expect.stringMatching(/^sub_/) } });
-  const started = Date.now();
   const sent = await gateway.postMessage(message);
-  return { sent, answeredMs: Date.now() - started };
+  return { sent };
 }
 
 test('DEL-PIPE-21, DEL-PIPE-22: with the after-response extension, a dot answering in 3.5 s gets one POST and the event is delivered by it', async () => {
   const kept = keptWork();
   const before = dot.events().length;
-  const { sent, answeredMs } = await sendOnce(kept, 'late but once');
+  const { sent } = await sendOnce(kept, 'late but once');
+  // Told at the window, not when the dot answered: the answer came while the inline attempt still
+  // ran (an order of facts, where a bound on the answer's time would measure the machine's load).
+  expect(kept.pending()).toBe(1);
   expect(sent).toMatchObject({ status: 202, body: { status: 'queued' } });
-  // Told at the window, not when the dot answered.
-  expect(answeredMs).toBeLessThan(DOT_ANSWERS_MS);
   await kept.settled();
   const eventId = sent.body.eventId!;
   expect(await world.store.getEvent(eventId, Date.now())).toMatchObject({ status: EventStatus.delivered, attempts: 1 });

@@ -39,6 +39,7 @@ import {
 } from '../support/pup-suite';
 import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
 import { START_HOOK_MS } from '../support/processes';
+import { pollUntil } from '../support/cpu-wait';
 
 const PUP_ARN = 'arn:aws:secretsmanager:us-east-1:000000000000:secret:dm-dot-pup-TeSt02';
 
@@ -128,11 +129,8 @@ describe('pup door on the Lambda: what only this wiring shows', () => {
     secrets.setSecret(secretString({ secrets: [fresh.secret, old.secret], rotatedAt: clock.now() }), PUP_ARN);
     clock.advance(2 * 60_000);
     await signedPost(t, '/pup/challenge', '"c"', old.key); // served from the cache; the refresh starts beside it
-    let accepted = false;
-    for (let i = 0; i < 50 && !accepted; i++) {
-      accepted = (await signedPost(t, '/pup/challenge', `"d${i}"`, fresh.key)).status === 200;
-      if (!accepted) await new Promise((done) => setTimeout(done, 20));
-    }
+    let tries = 0;
+    const accepted = await pollUntil(async () => (await signedPost(t, '/pup/challenge', `"d${tries++}"`, fresh.key)).status === 200, { limitMs: 1_000 });
     expect(accepted).toBe(true);
     expect((await signedPost(t, '/pup/challenge', '"e"', old.key)).status).toBe(200);
     clock.advance(10 * 60_000);

@@ -36,6 +36,7 @@ import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager, ty
 import { startFauxqs, type Fauxqs, type FauxqsOptions } from './fauxqs';
 import { startReceiver, type Receiver } from './receiver';
 import { newSecret } from './webhook-secret';
+import { measureCpuWait } from './cpu-wait';
 
 export { newSecret };
 
@@ -141,10 +142,16 @@ export async function subscribeForSetUp(world: Pick<AwsWorld<Service>, 'mcpGatew
   }
 }
 
-export async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
+/** `fn`'s value, how long it took, and how long this process waited for a CPU meanwhile (test/support/cpu-wait.ts). */
+export async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number; cpuWaitMs: number }> {
+  const cpuWait = measureCpuWait();
   const started = Date.now();
-  const value = await fn();
-  return { value, ms: Date.now() - started };
+  try {
+    const value = await fn();
+    return { value, ms: Date.now() - started, cpuWaitMs: cpuWait.stop() };
+  } finally {
+    cpuWait.stop();
+  }
 }
 
 /** The requests of McpGateway on a fetch-like client of the MCP Lambda. */

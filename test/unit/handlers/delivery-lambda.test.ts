@@ -247,15 +247,16 @@ test('DEL-LEASE-2: three copies of one job in one batch make one POST (the lease
   const store = memoryStore();
   store.add(eventIdOf(14));
   let posts = 0;
+  const q = recordingQueue();
   const webhook: WebhookClient = {
     post: async () => {
       posts++;
-      // Slow enough that every copy has read the record while the first POST is in flight.
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      // In flight until both other copies have met the lease and been kept (or, were the lease
+      // broken, one of them POSTs too): the fact, where a fixed pause only made it likely.
+      while (q.visibility.length < 2 && posts === 1) await new Promise((resolve) => setImmediate(resolve));
       return { kind: 'response', status: 200, body: new Uint8Array() };
     },
   };
-  const q = recordingQueue();
   const copy = (suffix: string) => ({ ...record(14), messageId: `m-14${suffix}`, receiptHandle: `rh-14${suffix}` });
   const response = await lambdaWith(store, webhook, q.queue)({ Records: [copy('a'), copy('b'), copy('c')] });
   expect(posts).toBe(1);

@@ -9,6 +9,7 @@ import { deadlineLeftMs } from '../../../lambda/adapters/deadline';
 import { BUSY, REFUSED_LINGER_MS, requestBudgetMs, startLocalServer, type LocalServer } from '../../../lambda/local/http-server';
 import type { App } from '../../../lambda/http/app';
 import { API_KEY, buildApp } from '../../support/app';
+import { pollUntil } from '../../support/cpu-wait';
 
 const ok: App = { handle: async () => new Response('{"ok":true}', { headers: { 'content-type': 'application/json' } }), close: async () => undefined };
 
@@ -106,7 +107,7 @@ test('a body cut off by the deadline ends its reader too: nothing it counted sta
     const head = `POST /pup/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n`;
     const answers = await Promise.all(Array.from({ length: 5 }, () => raw(port, [head, ...Array.from({ length: 12 }, () => 'x')], 100)));
     for (const { text } of answers) expect(text).toMatch(/^HTTP\/1\.1 408 /);
-    for (let i = 0; i < 50 && settled < 5; i++) await new Promise((r) => setTimeout(r, 20));
+    await pollUntil(() => settled >= 5, { limitMs: 1_000 });
     expect(settled).toBe(5);
     expect(reading).toBe(0);
   });

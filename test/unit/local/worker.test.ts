@@ -70,6 +70,26 @@ function gate() {
   return { open, opened };
 }
 
+/**
+ * The job table, and a promise that resolves once the worker has read when the next job is due:
+ * its pass is over and it is about to sleep (the fact a fixed pause before an add only hoped for).
+ */
+function watched(table: EmbeddedDatabase['jobs']): { jobs: EmbeddedDatabase['jobs']; scheduleRead: Promise<void> } {
+  const read = signal();
+  const jobs = new Proxy(table, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (property !== 'nextDueAt' || typeof value !== 'function') return typeof value === 'function' ? value.bind(target) : value;
+      return async (...args: unknown[]) => {
+        const next = await value.apply(target, args);
+        read.fire();
+        return next;
+      };
+    },
+  });
+  return { jobs, scheduleRead: read.fired };
+}
+
 function signal<T = void>() {
   let fire: (value: T) => void = () => undefined;
   const fired = new Promise<T>((done) => (fire = done));
@@ -287,9 +307,11 @@ describe('LOCAL-4: the schedule (fake clock, one pass at a time)', () => {
     let running = 0;
     let most = 0;
     const release = gate();
+    const bothStarted = signal();
     for (let n = 1; n <= 5; n++) {
       webhook.add(async () => {
         most = Math.max(most, ++running);
+        if (running === 2) bothStarted.fire();
         await release.opened;
         running--;
         return respond(200);
@@ -297,7 +319,7 @@ describe('LOCAL-4: the schedule (fake clock, one pass at a time)', () => {
     }
     const pass = worker({ concurrency: 2 });
     const first = pass.runDue();
-    await new Promise((done) => setTimeout(done, 50));
+    await bothStarted.fired;
     expect(pass.inFlight).toBe(2);
     release.open();
     await expect(first).resolves.toBe(2);
@@ -324,9 +346,11 @@ describe('the loop (real clock)', () => {
       posted.fire();
       return respond(200);
     });
-    const worker = startDeliveryWorker({ jobs: db.jobs, deps, pollIntervalMs: 100 });
+    const { jobs, scheduleRead } = watched(db.jobs);
+    const worker = startDeliveryWorker({ jobs, deps, pollIntervalMs: 100 });
     workers.push(worker);
-    await new Promise((done) => setTimeout(done, 150));
+    // Added once the first pass has found nothing and gone to sleep, so only a poll can find it.
+    await scheduleRead;
     await operator.outbox.add(recordAt(Date.now(), 1), job(1));
     // Nothing wakes this worker: without its poll the attempt never comes and the test times out.
     await posted.fired;
@@ -340,10 +364,11 @@ describe('the loop (real clock)', () => {
       return respond(200);
     });
     // The poll is far longer than the test's timeout: only the wake can start the attempt in time.
-    const worker = startDeliveryWorker({ jobs: db.jobs, deps, pollIntervalMs: 600_000 });
+    const { jobs, scheduleRead } = watched(db.jobs);
+    const worker = startDeliveryWorker({ jobs, deps, pollIntervalMs: 600_000 });
     workers.push(worker);
     db.onJobsChanged(() => worker.wake());
-    await new Promise((done) => setTimeout(done, 100));
+    await scheduleRead;
     await db.outbox.add(recordAt(Date.now(), 1), job(1));
     await posted.fired;
   });
@@ -381,14 +406,14 @@ describe('the loop (real clock)', () => {
     worker.wake();
     await inFlight.fired;
     await db.outbox.add(recordAt(Date.now(), 2), job(2));
-    let stopped = false;
-    const stopping = worker.stop().then(() => (stopped = true));
-    await new Promise((done) => setTimeout(done, 100));
-    expect(stopped).toBe(false);
+    const stopping = worker.stop();
     release.open();
     await stopping;
+    // Read as soon as stop resolved: the attempt it waited for has recorded its outcome (a stop
+    // that did not wait would resolve with the record still in flight).
+    const record = await db.store.getEvent(id(1), Date.now());
+    expect(record).toMatchObject({ status: 'delivered' });
     expect(webhook.requests).toHaveLength(1);
-    await expect(db.store.getEvent(id(1), Date.now())).resolves.toMatchObject({ status: 'delivered' });
     await expect(db.jobs.all()).resolves.toMatchObject([{ eventId: id(2), receives: 0 }]);
   });
 });
