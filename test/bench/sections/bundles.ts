@@ -108,6 +108,9 @@ export const bundlesSection: Section = {
     const nodeVersion = await versionOf(node.path);
     bench.recordMachine({ coldStartNode: nodeVersion, coldStartNodeIsLambdaMajor: node.isLambdaMajor });
 
+    // The stack's NODE_OPTIONS imports the after-response extension: only the as-deployed build carries
+    // that file, so the baseline and the earlier variants run without it.
+    const { NODE_OPTIONS: deployedNodeOptions, ...mcpEnvBare } = mcpEnv;
     const envOf = (base: Record<string, string>, nodeOptions?: string) => (nodeOptions ? { ...base, NODE_OPTIONS: nodeOptions } : base);
     const checkMcp = (label: string, answer: { status: number; body: string }, expected: string) => {
       const tools = toolNames(answer.body);
@@ -117,7 +120,7 @@ export const bundlesSection: Section = {
       {
         key: 'baseline',
         run: async () => {
-          const started = await coldStart(node.path, baseline.file, 'fetch', bareRequest, mcpEnv);
+          const started = await coldStart(node.path, baseline.file, 'fetch', bareRequest, mcpEnvBare);
           checkMcp('baseline', started.answer, 'echo');
           return started;
         },
@@ -131,7 +134,15 @@ export const bundlesSection: Section = {
           const then = v.mcp.chunkFiles[0]
             ? { require: v.mcp.chunkFiles[0], call: 'createMcpStorage', args: [mcpEnv.TABLE_NAME, mcpEnv.QUEUE_URL] }
             : undefined;
-          const started = await coldStart(node.path, v.mcp.file, 'apigw', event, envOf(mcpEnv, v.nodeOptions), undefined, then);
+          const started = await coldStart(
+            node.path,
+            v.mcp.file,
+            'apigw',
+            event,
+            envOf(mcpEnvBare, v.key === 'deployed' ? deployedNodeOptions : v.nodeOptions),
+            undefined,
+            then,
+          );
           checkMcp(v.key, started.answer, TOOL_NAME);
           return started;
         },
