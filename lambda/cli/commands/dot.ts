@@ -46,7 +46,8 @@ export function command(ctx: Context): Command {
         'subscription. It stops with exit 1 and says why when its subscription ended: it answered 410, another callback took it, the key was ' +
         'rotated, or the subscription had been cleared; ' +
         `it checks its subscription every ${DEFAULT_CHECK_MS / 1000} s (--check), so none of these goes unnoticed for longer. ` +
-        '"attempt N" counts the POSTs of an event in this round of the retry schedule, as the server log and dm-dot events show count them. ' +
+        '"attempt N" counts the POSTs of an event in this round of the retry schedule, as the server log and dm-dot events show count them ' +
+        '(docs/operating.md says how). ' +
         'Messages go to stdout, everything else to stderr.',
     )
     .option('--port <N>', `receiver port on 127.0.0.1 (default ${DEFAULT_PORT}; 0 picks a free one)`)

@@ -25,9 +25,9 @@ export function command(ctx: Context): Command {
     .summary('one event and its attempts')
     .description(
       'One event and its attempts.\n\n' +
-        'Every attempt with its time, outcome, HTTP status class, duration and whether it counted against the retry schedule (an inline attempt cut ' +
-        'short by the wait window does not), and the notes: resent, redriven, cancelled, and stranded or receive_limit for a failure no attempt ' +
-        'made. Never the message or a header.',
+        'Every attempt (one POST to the dot) with its time, outcome, HTTP status class, duration and whether it counted against the retry ' +
+        'schedule, and the notes: resent, redriven (each starts a new round at attempt 1), cancelled, and stranded or receive_limit for a failure ' +
+        'no attempt made. The attempts are numbered as the server log and dm-dot dot number them. Never the message or a header.',
     )
     .addArgument(eventIdArgument());
   withOptions(cmd, ...awsTableOptions());

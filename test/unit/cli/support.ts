@@ -130,10 +130,10 @@ export interface LocalServer {
 }
 
 /** A real local server, in-process, on an ephemeral loopback port, as `npm start` runs it. */
-export async function startLocalServer(stateDir: string, env: Record<string, string> = {}): Promise<LocalServer> {
+export async function startLocalServer(stateDir: string, env: Record<string, string> = {}, log: Logger = silentLog): Promise<LocalServer> {
   const serverEnv = { HOST: '127.0.0.1', PORT: '0', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1', ...env };
   const settings = localSettings(serverEnv, { projectRoot: ROOT });
-  const runtime = await startLocal({ settings, log: silentLog, announce: () => undefined });
+  const runtime = await startLocal({ settings, log, announce: () => undefined });
   return {
     runtime,
     stateDir,
