@@ -21,16 +21,27 @@ export interface CliSettings {
 export class Context {
   private readonly secrets = new Set<string>();
   private jsonPrinted = false;
+  private root: string | (() => string);
   /** Set by main.ts once the command's flags are parsed. */
   json = false;
+  /** The exit code of a command that ends without an error but not ok (`send` whose delivery failed, `dot`). */
+  exitCode: number = 0;
 
   constructor(
     readonly io: CliIo,
-    /** `events show`: what messages name. */
-    readonly command: string,
+    /** `events show`: what messages name; main.ts sets it once commander has chosen the command. */
+    public command: string,
     readonly settings: CliSettings,
-    readonly projectRoot: string,
-  ) {}
+    /** The project root, or how to find it the first time a command needs it. */
+    projectRoot: string | (() => string),
+  ) {
+    this.root = projectRoot;
+  }
+
+  get projectRoot(): string {
+    if (typeof this.root === 'function') this.root = this.root();
+    return this.root;
+  }
 
   get signal(): AbortSignal | undefined {
     return this.io.signal;

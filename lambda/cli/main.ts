@@ -1,6 +1,6 @@
 /**
- * The `dm-dot` operator CLI (docs/contract/local-runtime.md): takes the command the command line
- * names (program.ts, on commander), reads the environment once into typed settings
+ * The `dm-dot` operator CLI (docs/contract/local-runtime.md): lets commander run the command the
+ * command line names (program.ts builds the program), reads the environment once into typed settings
  * (lambda/config/settings.ts; nothing else in the CLI reads it), runs the command, and turns its
  * outcome into the one contract of every command: exit 0 ok, 1 the operation failed, 2 bad usage;
  * a bad usage is `dm-dot <cmd>: <message>` plus `Run dm-dot <cmd> --help for usage.` on stderr (and,
@@ -15,8 +15,8 @@ import type { CliAwsSettings, LocalSettings } from '../config/settings';
 import { Context, type CliSettings } from './context';
 import { describeError, ExitCode, OperationError, UsageError } from './errors';
 import type { CliIo } from './io';
-import { findProjectRoot } from './local/project';
-import { parseCommandLine, usageFailure } from './program';
+import { findProjectRoot } from './local-server/project';
+import { asksJson, buildProgram, pathOf, Stop, usageFailure } from './program';
 
 type Config = typeof import('../config/settings');
 
@@ -24,15 +24,15 @@ type Config = typeof import('../config/settings');
  * The settings of this run, each read from the environment on first use, once. (The settings
  * module is loaded only for a command that runs: `--version` and `--help` never need it.)
  */
-function settingsOf(config: Config, io: CliIo, projectRoot: string): CliSettings {
-  const { cliAwsSettings, localSettings, SettingsError } = config;
+function settingsOf(config: () => Config, io: CliIo, projectRoot: () => string): CliSettings {
   let local: LocalSettings | undefined;
   let aws: CliAwsSettings | undefined;
   return {
     local() {
       if (!local) {
+        const { localSettings, SettingsError } = config();
         try {
-          local = localSettings(io.env, { projectRoot });
+          local = localSettings(io.env, { projectRoot: projectRoot() });
         } catch (error) {
           if (error instanceof SettingsError) throw new UsageError(error.message);
           throw error;
@@ -40,21 +40,37 @@ function settingsOf(config: Config, io: CliIo, projectRoot: string): CliSettings
       }
       return local;
     },
-    aws: () => (aws ??= cliAwsSettings(io.env)),
+    aws: () => (aws ??= config().cliAwsSettings(io.env)),
   };
 }
 
 export async function main(argv: string[], io: CliIo): Promise<number> {
-  const line = await parseCommandLine(argv, io);
-  if ('exit' in line) return line.exit;
-  const { name, command, parsed } = line;
-  const projectRoot = io.projectRoot ?? findProjectRoot();
-  const ctx = new Context(io, name, settingsOf(await import('../config/settings'), io, projectRoot), projectRoot);
-  ctx.json = !!parsed.values.json;
+  // `dm-dot help events show` is `dm-dot events show --help`.
+  const words = argv[0] === 'help' ? [...argv.slice(1), '--help'] : [...argv];
+  let config: Config | undefined;
+  const ctx: Context = new Context(
+    io,
+    '',
+    settingsOf(
+      () => config!,
+      io,
+      () => ctx.projectRoot,
+    ),
+    () => io.projectRoot ?? findProjectRoot(),
+  );
+  const program = await buildProgram(ctx, words);
+  program.hook('preAction', async (_program, chosen) => {
+    ctx.command = pathOf(chosen);
+    ctx.json = !!chosen.opts().json;
+    config = await import('../config/settings');
+  });
   try {
-    return await command.run(ctx, parsed);
+    await program.parseAsync(words, { from: 'user' });
+    return ctx.exitCode;
   } catch (error) {
-    return failure(ctx, error);
+    if (!(error instanceof Stop)) return failure(ctx, error);
+    if ('code' in error.outcome) return error.outcome.code;
+    return usageFailure(io, error.path || undefined, error.outcome.usage, asksJson(words));
   }
 }
 

@@ -51,8 +51,11 @@ export interface DeliveryDeps {
 
 /** What the worker's attempt (`deliver`) decided: the delivery runner (core/runner.ts) applies it to the queue. */
 export type DeliveryDecision =
-  /** `duplicate`: another copy of the job committed this attempt's outcome first; this copy ends. */
-  | { action: 'done'; status: 'delivered' | 'already_final' | 'dropped' | 'duplicate' }
+  /**
+   * `duplicate`: another copy of the job committed this attempt's outcome first; this copy ends.
+   * `attempt`: the attempt that delivered it, numbered as `retry` and `dead_letter` number theirs.
+   */
+  | { action: 'done'; status: 'delivered' | 'already_final' | 'dropped' | 'duplicate'; attempt?: number }
   | { action: 'retry'; delayMs: number; reason: FailureReason; attempt: number }
   /** A lease holds (the inline attempt's, another copy's): no attempt was made and none is counted; look again after delayMs. */
   | { action: 'defer'; delayMs: number }
@@ -293,7 +296,7 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
       ),
       statusCurrent ? undefined : deps.store.recordDeliveryOutcome(subscription.id, { deliveredAt: doneAt, error: null }),
     ]);
-    return { action: 'done', status: recorded ? 'delivered' : 'duplicate' };
+    return recorded ? { action: 'done', status: 'delivered', attempt } : { action: 'done', status: 'duplicate' };
   }
   const delayMs = verdict.kind === 'transient' ? nextDelayMs(deps.retryDelaysS, attempt, verdict.retryAfterMs) : undefined;
   if (delayMs === undefined) {
@@ -344,7 +347,7 @@ export async function commitDrop(deps: DeliveryDeps, event: EventRecord): Promis
 export function decisionLogFields(decision: DeliveryDecision): Record<string, unknown> {
   switch (decision.action) {
     case 'done':
-      if (decision.status === 'delivered') return { action: 'delivered' };
+      if (decision.status === 'delivered') return { action: 'delivered', ...(decision.attempt ? { attempt: decision.attempt } : {}) };
       if (decision.status === 'dropped') return { action: 'dropped' };
       return { action: 'done', status: decision.status };
     case 'retry':

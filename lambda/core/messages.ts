@@ -189,8 +189,6 @@ function reportInline(deps: MessageDeps, record: EventRecord, sent: Sent, decisi
     // From the POST to its record; the latency from the event's recording to its delivery.
     durationMs: Math.max(0, done - sent.entry.at),
     latencyMs: sent.doneAt - record.createdAt,
-    // The first attempt is attempt 1 whatever it decided.
-    ...(decision.action === 'done' && decision.status === 'delivered' ? { fields: { attempt: 1 } } : {}),
   });
 }
 

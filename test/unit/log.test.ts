@@ -121,6 +121,7 @@ describe('text lines (a terminal)', () => {
 
   it.each([
     [{ action: 'delivered', attempt: 1, via: 'inline' }, 'delivered (attempt 1, inline)'],
+    [{ action: 'delivered', attempt: 3, via: 'worker' }, 'delivered (attempt 3, worker)'],
     [{ action: 'delivered' }, 'delivered'],
     [{ action: 'retry', delayS: 4, reason: 'http_5xx', attempt: 2, via: 'worker' }, 'retry in 4 s (http_5xx on attempt 2, worker)'],
     [{ action: 'failed', reason: 'http_4xx', attempt: 1 }, 'failed: http_4xx (attempt 1); kept in the dead letters'],

@@ -35,8 +35,8 @@ export interface AwsFlags {
   stage?: string;
   region?: string;
   table?: string;
-  'queue-url'?: string;
-  'dlq-url'?: string;
+  queueUrl?: string;
+  dlqUrl?: string;
 }
 
 const NETWORK = /\b(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNRESET|EHOSTUNREACH|ENETUNREACH|EPIPE)\b/;
@@ -168,12 +168,12 @@ export class AwsSession {
   }
 
   queueUrl(): Promise<string> {
-    const given = this.flags['queue-url'] ?? this.settings.queueUrl;
+    const given = this.flags.queueUrl ?? this.settings.queueUrl;
     return given ? Promise.resolve(given) : this.output('DeliveryQueueUrl', '--queue-url (or DMDOT_QUEUE_URL)');
   }
 
   deadLetterQueueUrl(): Promise<string> {
-    const given = this.flags['dlq-url'] ?? this.settings.deadLetterQueueUrl;
+    const given = this.flags.dlqUrl ?? this.settings.deadLetterQueueUrl;
     return given ? Promise.resolve(given) : this.output('DeadLetterQueueUrl', '--dlq-url (or DMDOT_DLQ_URL)');
   }
 

@@ -8,20 +8,19 @@
  * (ApiKeySecretArn).
  *
  * `--tunnel TUNNEL_ID` is the way a ChatGPT dot reaches the local server (docs/chatgpt.md): it
- * writes a `tunnel-client` profile for this server (local/tunnel.ts: its `/mcp` URL, the key by a
+ * writes a `tunnel-client` profile for this server (local-server/tunnel.ts: its `/mcp` URL, the key by a
  * `file:` reference, never the key) and prints where, the commands to run and the ChatGPT steps.
  * Every form prints the text to paste into the dot so that it subscribes.
  */
-import { PupRoutes } from '../../core/protocol';
-import { AWS_STACK_OPTIONS, SHOW_KEY_OPTION, wantsAws } from '../args';
-import { describeAwsError, withAws } from '../aws/session';
-import { defineCommand } from '../command';
-import type { Context } from '../context';
-import { OperationError } from '../errors';
-import { statusWithoutServer, withLocalOperator, type KeySource, type LocalStatus } from '../local/operator';
+import { Command, Option } from 'commander';
 import { LOOPBACK_HOSTNAMES } from '../../core/loopback';
-import { reachable } from '../local/server';
-import { configuredBase, keyFileOf, readKeyFile } from '../local/target';
+import { PupRoutes } from '../../core/protocol';
+import { type AwsFlags, describeAwsError, withAws } from '../aws/session';
+import type { Context } from '../context';
+import { OperationError, UsageError } from '../errors';
+import { statusWithoutServer, withLocalOperator, type KeySource, type LocalStatus } from '../local-server/local-operator';
+import { reachable } from '../local-server/server';
+import { configuredBase, keyFileOf, readKeyFile } from '../local-server/target';
 import {
   DOT_INSTRUCTIONS,
   KEY_HEADER,
@@ -32,52 +31,54 @@ import {
   tunnelFiles,
   writeProfile,
   type KeyReference,
-} from '../local/tunnel';
-import { UsageError } from '../errors';
+} from '../local-server/tunnel';
+import { awsStackOptions, showKeyOption, wantsAws, withJson, withOptions } from '../options';
 
 export const KEY_PLACEHOLDER = '<KEY>';
 
-export const command = defineCommand({
-  spec: {
-    name: 'connect',
-    summary: 'the connector URL for ChatGPT and the pup manifest URL',
-    description:
-      "The URL to paste into a ChatGPT connector, <mcp url>?key=<KEY>, and pup's manifest URL. The key is left out unless --show-key is given. " +
-      'Locally ChatGPT and pup reach the server only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS: with one there, the URL is ' +
-      "https://<that host>/mcp; without, the running server's own (else HOST/PORT). " +
-      "With --aws it is the stack's McpEndpoint, and --show-key reads the key from Secrets Manager (ApiKeySecretArn). " +
-      "With --tunnel TUNNEL_ID it writes a profile for OpenAI's tunnel-client instead (ChatGPT reaches this machine through it, no public address needed): " +
-      'the URL of this server and the key by a file: reference to the key file, never the key; it prints where it wrote it and what to run. ' +
-      'Every form prints the text to paste into the dot so that it subscribes (and, with the inbox on, reads and acknowledges its messages).',
-    options: {
-      ...SHOW_KEY_OPTION,
-      tunnel: {
-        type: 'string',
-        value: 'TUNNEL_ID',
-        description: "write a tunnel-client profile for OpenAI's Secure MCP Tunnel (tunnel_ and 32 hex digits) and print the steps (docs/chatgpt.md)",
-      },
-      ...AWS_STACK_OPTIONS,
-    },
-    json:
-      '{"mode": "local" | "aws", "mcpUrl", "connectorUrl" (with <KEY> in place of the key unless --show-key), "keyShown": bool, ' +
+export function command(ctx: Context): Command {
+  const cmd = new Command('connect')
+    .summary('the connector URL for ChatGPT and the pup manifest URL')
+    .description(
+      'The connector URL for ChatGPT and the pup manifest URL.\n\n' +
+        "The URL to paste into a ChatGPT connector, <mcp url>?key=<KEY>, and pup's manifest URL. The key is left out unless --show-key is given. " +
+        'Locally ChatGPT and pup reach the server only through an HTTPS tunnel, whose host goes into DMDOT_ALLOWED_HOSTS: with one there, the URL is ' +
+        "https://<that host>/mcp; without, the running server's own (else HOST/PORT). " +
+        "With --aws it is the stack's McpEndpoint, and --show-key reads the key from Secrets Manager (ApiKeySecretArn). " +
+        "With --tunnel TUNNEL_ID it writes a profile for OpenAI's tunnel-client instead (ChatGPT reaches this machine through it, no public address needed): " +
+        'the URL of this server and the key by a file: reference to the key file, never the key; it prints where it wrote it and what to run. ' +
+        'Every form prints the text to paste into the dot so that it subscribes (and, with the inbox on, reads and acknowledges its messages).',
+    );
+  withOptions(
+    cmd,
+    showKeyOption(),
+    new Option(
+      '--tunnel <TUNNEL_ID>',
+      "write a tunnel-client profile for OpenAI's Secure MCP Tunnel (tunnel_ and 32 hex digits) and print the steps (docs/chatgpt.md)",
+    ),
+    ...awsStackOptions(),
+  );
+  withJson(
+    cmd,
+    '{"mode": "local" | "aws", "mcpUrl", "connectorUrl" (with <KEY> in place of the key unless --show-key), "keyShown": bool, ' +
       '"key": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"} | {"from": "secretsManager", "secretArn"}, ' +
       '"pupManifestUrl", "pupConfigured": bool | null, "serverRunning": bool | null, ' +
       '"tunnelHost": the DMDOT_ALLOWED_HOSTS host the URLs use | null, "serverUrl": where the local server listens | null, ' +
       '"dotInstructions": {"subscribe", "withInbox"}}. With --tunnel: {"mode": "tunnel", "tunnelId", "profile", "replaced": bool, "runtimeKeyFile", ' +
       '"mcpUrl", "keyReference": "file:…" | "env:MCP_API_KEY", "serverRunning": bool, "commands": [..], "dotInstructions"}.',
-  },
-  async run(ctx, { values }) {
+  );
+  return cmd.action(async (values: { tunnel?: string; showKey?: boolean; aws?: boolean } & AwsFlags) => {
     if (values.tunnel !== undefined) {
       if (values.aws) throw new UsageError('--tunnel is for the local server: ChatGPT reaches a stack on AWS at its own URL (dm-dot connect --aws)');
-      if (values['show-key']) throw new UsageError('--tunnel takes no --show-key: the profile names the key file, and tunnel-client reads the key from it');
+      if (values.showKey) throw new UsageError('--tunnel takes no --show-key: the profile names the key file, and tunnel-client reads the key from it');
       if (!TUNNEL_ID.test(values.tunnel))
         throw new UsageError("--tunnel must be a tunnel id: tunnel_ and 32 lowercase hexadecimal digits, as OpenAI's Tunnels page shows it");
       return connectTunnel(ctx, values.tunnel);
     }
-    if (wantsAws(values)) return connectAws(ctx, values, !!values['show-key']);
-    return connectLocal(ctx, !!values['show-key']);
-  },
-});
+    if (wantsAws(values)) return connectAws(ctx, values, !!values.showKey);
+    return connectLocal(ctx, !!values.showKey);
+  });
+}
 
 function connectorUrl(mcpUrl: string, key: string | undefined): string {
   return `${mcpUrl}?key=${key === undefined ? KEY_PLACEHOLDER : encodeURIComponent(key)}`;
@@ -138,7 +139,7 @@ function print(ctx: Context, doc: ConnectDoc, notes: string[]): void {
   else ctx.result(doc, text(doc, notes));
 }
 
-async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
+async function connectLocal(ctx: Context, showKey: boolean): Promise<void> {
   const settings = ctx.settings.local();
   const status: LocalStatus = await withLocalOperator(ctx, (op) => op.status(), {
     whenNothing: (stateDir) => statusWithoutServer(settings, stateDir),
@@ -190,7 +191,6 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<number> {
       : `ChatGPT and pup reach this machine only through an HTTPS tunnel: use the tunnel's URL in place of ${origin}, and add its host to DMDOT_ALLOWED_HOSTS.`,
   ];
   print(ctx, doc, notes);
-  return 0;
 }
 
 /** The first host in DMDOT_ALLOWED_HOSTS that names a tunnel: a host name, not an address of this machine. */
@@ -206,8 +206,8 @@ function displayBase(url: string): string {
   return reachable(url).connectUrl;
 }
 
-async function connectAws(ctx: Context, values: { stack?: string; region?: string }, showKey: boolean): Promise<number> {
-  return withAws(ctx, values, async (session) => {
+async function connectAws(ctx: Context, values: AwsFlags, showKey: boolean): Promise<void> {
+  await withAws(ctx, values, async (session) => {
     const mcpUrl = (await session.output('McpEndpoint')).replace(/\/$/, '');
     const secretArn = await session.output('ApiKeySecretArn');
     const outputs = await session.outputs();
@@ -238,12 +238,11 @@ async function connectAws(ctx: Context, values: { stack?: string; region?: strin
       dotInstructions: DOT_INSTRUCTIONS,
     };
     print(ctx, doc, []);
-    return 0;
   });
 }
 
 /** `connect --tunnel`: the tunnel-client profile for this server, and the steps around it. */
-async function connectTunnel(ctx: Context, tunnelId: string): Promise<number> {
+async function connectTunnel(ctx: Context, tunnelId: string): Promise<void> {
   const settings = ctx.settings.local();
   const status: LocalStatus = await withLocalOperator(ctx, (op) => op.status(), {
     whenNothing: (stateDir) => statusWithoutServer(settings, stateDir),
@@ -283,5 +282,4 @@ async function connectTunnel(ctx: Context, tunnelId: string): Promise<number> {
       '',
     ].join('\n'),
   );
-  return 0;
 }

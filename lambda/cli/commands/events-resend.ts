@@ -5,12 +5,14 @@
  * with `--aws` the table and the delivery queue with the operator's credentials. Never with the
  * shared API key alone.
  */
-import { QUEUE_OPTIONS } from '../args';
-import { defineCommand } from '../command';
-import { AWS_TABLE_OPTIONS, withOperator } from '../operator';
-import { OperationError } from '../errors';
+import { Command } from 'commander';
 import type { ResendResult } from '../../operator/actions';
-import { EVENT_ID_ARGUMENT, eventIdOf } from './events-show';
+import type { AwsFlags } from '../aws/session';
+import { withOperator } from '../backings';
+import type { Context } from '../context';
+import { OperationError } from '../errors';
+import { awsTableOptions, queueOption, withJson, withOptions } from '../options';
+import { eventIdArgument, eventIdOf } from './events-show';
 
 const WHY: Record<Extract<ResendResult, { resent: false }>['why'], (id: string) => string> = {
   not_found: (id) => `no event ${id} in the delivery log; events are kept 15 days`,
@@ -21,23 +23,25 @@ const WHY: Record<Extract<ResendResult, { resent: false }>['why'], (id: string) 
   changed: (id) => `${id} changed while it was being resent; look again with dm-dot events show ${id}`,
 };
 
-export const command = defineCommand({
-  spec: {
-    name: 'events resend',
-    summary: 'give one failed or dropped event another round',
-    description:
-      'A new round of the retry schedule, with the same event id and the same bytes, to the subscription that is live now. ' +
-      'An admin action: locally through the running server (its admin token) or, when none runs, the database; with --aws the table and the ' +
-      'delivery queue. Queued and delivered events are left alone.',
-    positionals: [EVENT_ID_ARGUMENT],
-    options: { ...AWS_TABLE_OPTIONS, ...QUEUE_OPTIONS },
-    json:
-      '{"resent": true, "eventId", "subscriptionId"} or {"resent": false, "eventId", "why": "not_found" | "not_settled" | "delivered" | "no_bytes" | ' +
+export function command(ctx: Context): Command {
+  const cmd = new Command('resend')
+    .summary('give one failed or dropped event another round')
+    .description(
+      'Give one failed or dropped event another round.\n\n' +
+        'A new round of the retry schedule, with the same event id and the same bytes, to the subscription that is live now. ' +
+        'An admin action: locally through the running server (its admin token) or, when none runs, the database; with --aws the table and the ' +
+        'delivery queue. Queued and delivered events are left alone.',
+    )
+    .addArgument(eventIdArgument());
+  withOptions(cmd, ...awsTableOptions(), queueOption());
+  withJson(
+    cmd,
+    '{"resent": true, "eventId", "subscriptionId"} or {"resent": false, "eventId", "why": "not_found" | "not_settled" | "delivered" | "no_bytes" | ' +
       '"no_subscription" | "changed"} (exit 1).',
-  },
-  async run(ctx, { values, positionals }) {
-    const eventId = eventIdOf(positionals[0]);
-    return withOperator(ctx, values, async (op) => {
+  );
+  return cmd.action(async (word: string, options: { aws?: boolean } & AwsFlags) => {
+    const eventId = eventIdOf(word);
+    await withOperator(ctx, options, async (op) => {
       const result = await ctx.progress(`resending ${eventId} through ${op.where}`, op.resendEvent(eventId));
       if (!result.resent) {
         if (ctx.json) ctx.printJson(result);
@@ -48,7 +52,6 @@ export const command = defineCommand({
         `Resent ${eventId} to subscription ${result.subscriptionId}: a new round of the retry schedule, same id and bytes (dm-dot events show ` +
           `${eventId} follows it).\n`,
       );
-      return 0;
     });
-  },
-});
+  });
+}

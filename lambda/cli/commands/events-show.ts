@@ -4,47 +4,48 @@
  * or task action (resent, redriven, cancelled), or failure no attempt made (stranded, receive_limit).
  * Never the message or a header: the log keeps none.
  */
-import { defineCommand } from '../command';
-import { OperationError, UsageError } from '../errors';
-import { AWS_TABLE_OPTIONS, EVENT_ID, withOperator } from '../operator';
-import { fields, shortTime, table } from '../output';
+import { Argument, Command } from 'commander';
 import type { EventDetail, LogEntryView } from '../../operator/views';
+import type { AwsFlags } from '../aws/session';
+import { EVENT_ID, withOperator } from '../backings';
+import type { Context } from '../context';
+import { OperationError, UsageError } from '../errors';
+import { awsTableOptions, withJson, withOptions } from '../options';
+import { fields, shortTime, table } from '../output';
 
-export const EVENT_ID_ARGUMENT = {
-  name: 'evt_…',
-  description: 'the event id, as send, the dot and dm-dot events print it (evt_ and 32 hex digits)',
-} as const;
+export const eventIdArgument = () => new Argument('<evt_…>', 'the event id, as send, the dot and dm-dot events print it (evt_ and 32 hex digits)');
 
 export function eventIdOf(word: string | undefined): string {
   if (!word || !EVENT_ID.test(word)) throw new UsageError(`the event id must be evt_ followed by 32 hex digits, got "${(word ?? '').slice(0, 80)}"`);
   return word;
 }
 
-export const command = defineCommand({
-  spec: {
-    name: 'events show',
-    summary: 'one event and its attempts',
-    description:
-      'Every attempt with its time, outcome, HTTP status class, duration and whether it counted against the retry schedule (an inline attempt cut ' +
-      'short by the wait window does not), and the notes: resent, redriven, cancelled, and stranded or receive_limit for a failure no attempt ' +
-      'made. Never the message or a header.',
-    positionals: [EVENT_ID_ARGUMENT],
-    options: { ...AWS_TABLE_OPTIONS },
-    json:
-      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
+export function command(ctx: Context): Command {
+  const cmd = new Command('show')
+    .summary('one event and its attempts')
+    .description(
+      'One event and its attempts.\n\n' +
+        'Every attempt (one POST to the dot) with its time, outcome, HTTP status class, duration and whether it counted against the retry ' +
+        'schedule, and the notes: resent, redriven (each starts a new round at attempt 1), cancelled, and stranded or receive_limit for a failure ' +
+        'no attempt made. The attempts are numbered as the server log and dm-dot dot number them. Never the message or a header.',
+    )
+    .addArgument(eventIdArgument());
+  withOptions(cmd, ...awsTableOptions());
+  withJson(
+    cmd,
+    '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
       '"acknowledgedAt": ISO | null, "resendable", ' +
       '"log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}',
-  },
-  async run(ctx, { values, positionals }) {
-    const eventId = eventIdOf(positionals[0]);
-    return withOperator(ctx, values, async (op) => {
+  );
+  return cmd.action(async (word: string, options: { aws?: boolean } & AwsFlags) => {
+    const eventId = eventIdOf(word);
+    await withOperator(ctx, options, async (op) => {
       const event = await ctx.progress(`reading ${eventId} from ${op.where}`, op.showEvent(eventId));
       if (!event) throw new OperationError(`no event ${eventId} in the delivery log (${op.where}); events are kept 15 days`, 'not_found');
       ctx.result({ event }, () => describe(event));
-      return 0;
     });
-  },
-});
+  });
+}
 
 function entryRow(entry: LogEntryView): string[] {
   if (entry.kind === 'note') return [shortTime(entry.at), entry.note, '-', '-', '-'];

@@ -1,34 +1,42 @@
 /**
- * `dm-dot events [--last N] [--status S]`: the delivery log, newest first. Read-only: through the
- * running local server, a stopped one's database, or with `--aws` the stack's table (a paged Scan).
+ * `dm-dot events [--last N] [--status S]`: the delivery log, newest first, and the group of its
+ * actions: `events list` (the same), `events show` (events-show.ts) and `events resend`
+ * (events-resend.ts). Read-only: through the running local server, a stopped one's database, or
+ * with `--aws` the stack's table (a paged Scan).
  */
-import { choiceValue, integerValue } from '../args';
-import { defineCommand } from '../command';
-import { AWS_TABLE_OPTIONS, withOperator } from '../operator';
-import { plural, shortTime, table } from '../output';
+import { Command } from 'commander';
 import { EVENT_STATUSES, type EventView } from '../../operator/views';
+import type { AwsFlags } from '../aws/session';
+import { withOperator } from '../backings';
+import type { Context } from '../context';
+import { awsTableOptions, choiceValue, integerValue, withJson, withOptions } from '../options';
+import { plural, shortTime, table } from '../output';
+import { command as show } from './events-show';
+import { command as resend } from './events-resend';
 
-export const command = defineCommand({
-  spec: {
-    name: 'events',
-    summary: 'the delivery log, newest first',
-    description:
-      'Event id, status, attempts, last error category, created and delivered times, sender, and READ: when the dot acknowledged it (the inbox). ' +
-      'Locally it asks the running server (npm start) or, when none runs, reads its database in the state directory ' +
-      "(DMDOT_STATE_DIR, default .dm-dot in the project). With --aws it reads the stack's table (a paged Scan).",
-    options: {
-      last: { type: 'string', value: 'N', description: 'show the N newest events (default 20, 1..10000)' },
-      status: { type: 'string', value: 'S', description: `only events in status S: ${EVENT_STATUSES.join(', ')}` },
-      ...AWS_TABLE_OPTIONS,
-    },
-    json:
-      '{"events": [{"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
+/** `events`, or `events list` under it: the same command under two names. */
+function list(ctx: Context, name: string): Command {
+  const cmd = new Command(name)
+    .summary('the delivery log, newest first')
+    .description(
+      'The delivery log, newest first.\n\n' +
+        'Columns: EVENT (its id), STATUS, ATTEMPTS (in this round of the retry schedule), LAST ERROR (its category), CREATED, DELIVERED, ' +
+        'SENDER (connector, or the name of the sender key that sent it) and READ (when the dot acknowledged it, with the inbox on). ' +
+        'Locally it asks the running server (npm start) or, when none runs, reads its database in the state directory ' +
+        "(DMDOT_STATE_DIR, default .dm-dot in the project). With --aws it reads the stack's table (a paged Scan).",
+    )
+    .option('--last <N>', 'show the N newest events (default 20, 1..10000)')
+    .option('--status <S>', `only events in status S: ${EVENT_STATUSES.join(', ')}`);
+  withOptions(cmd, ...awsTableOptions());
+  withJson(
+    cmd,
+    '{"events": [{"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
       '"acknowledgedAt": ISO | null}, ...]}, newest first.',
-  },
-  async run(ctx, { values }) {
-    const last = integerValue(values.last, 'last', 1, 10_000) ?? 20;
-    const status = choiceValue(values.status, 'status', EVENT_STATUSES);
-    return withOperator(ctx, values, async (op) => {
+  );
+  return cmd.action(async (options: { last?: string; status?: string; aws?: boolean } & AwsFlags) => {
+    const last = integerValue(options.last, 'last', 1, 10_000) ?? 20;
+    const status = choiceValue(options.status, 'status', EVENT_STATUSES);
+    await withOperator(ctx, options, async (op) => {
       const all = await ctx.progress(`reading the delivery log from ${op.where}`, op.listEvents(status));
       const events = all.slice(0, last);
       ctx.result({ events }, () => {
@@ -36,10 +44,13 @@ export const command = defineCommand({
         const more = all.length > last ? `(the ${plural(last, 'newest event')} of ${all.length}; --last N for more)\n` : '';
         return table(['EVENT', 'STATUS', 'ATTEMPTS', 'LAST ERROR', 'CREATED', 'DELIVERED', 'SENDER', 'READ'], events.map(row)) + more;
       });
-      return 0;
     });
-  },
-});
+  });
+}
+
+export function command(ctx: Context): Command {
+  return list(ctx, 'events').addCommand(list(ctx, 'list')).addCommand(show(ctx)).addCommand(resend(ctx));
+}
 
 function row(e: EventView): string[] {
   return [

@@ -15,17 +15,17 @@
  * `--show-key`.
  */
 import { randomInt } from 'node:crypto';
-import { AWS_STACK_OPTIONS, SHOW_KEY_OPTION, wantsAws, YES_OPTION } from '../args';
-import { describeAwsError, withAws, type AwsSession } from '../aws/session';
-import { defineCommand } from '../command';
+import { Command } from 'commander';
+import { AccessLimits } from '../../core/protocol';
+import { parseDuration, recordRotation } from '../../operator/access';
+import { type AwsFlags, type AwsSession, describeAwsError, withAws } from '../aws/session';
+import { storeOf } from '../aws/stack-operator';
 import { confirm } from '../confirm';
 import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
-import { withLocalOperator } from '../local/operator';
-import { readKeyFile } from '../local/target';
-import { parseDuration, recordRotation } from '../../operator/access';
-import { AccessLimits } from '../../core/protocol';
-import { storeOf } from '../aws/operator';
+import { withLocalOperator } from '../local-server/local-operator';
+import { readKeyFile } from '../local-server/target';
+import { awsStackOptions, showKeyOption, wantsAws, withJson, withOptions, yesOption } from '../options';
 
 /** The stack generates 48 letters and digits (lib/constructs/secrets.ts); so does a rotation. */
 export const AWS_KEY_LENGTH = 48;
@@ -66,37 +66,34 @@ export function overlapOf(value: string | undefined): number {
   return ms;
 }
 
-export const command = defineCommand({
-  spec: {
-    name: 'key rotate',
-    summary: 'replace the API key and say what to update',
-    description:
-      'A new random key; the old one stops working, and the dot must be reconnected with the new connector URL. ' +
-      'Locally through the running server (it swaps the new key in at once) or, with no server running, by writing a new <state dir>/api-key; ' +
-      'refused when the key comes from MCP_API_KEY. ' +
-      "With --aws: a new value in the stack's API key secret, then the MCP function's execution environments are recycled so that they read it. " +
-      'Asks for confirmation on a terminal; without one, pass --yes.',
-    options: {
-      overlap: {
-        type: 'string',
-        value: 'DURATION',
-        description: 'keep the previous key working this long (1h, 30m, 90s; at most 7d); default: it stops at once',
-      },
-      ...YES_OPTION,
-      ...SHOW_KEY_OPTION,
-      ...AWS_STACK_OPTIONS,
-    },
-    json:
-      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool (the old key stopped working at ' +
+export function command(ctx: Context): Command {
+  const cmd = new Command('rotate')
+    .summary('replace the API key and say what to update')
+    .description(
+      'Replace the API key and say what to update.\n\n' +
+        'A new random key; the old one stops working, and the dot must be reconnected with the new connector URL. ' +
+        'Locally through the running server (it swaps the new key in at once) or, with no server running, by writing a new <state dir>/api-key; ' +
+        'refused when the key comes from MCP_API_KEY. ' +
+        "With --aws: a new value in the stack's API key secret, then the MCP function's execution environments are recycled so that they read it. " +
+        'Asks for confirmation on a terminal; without one, pass --yes.',
+    )
+    .option('--overlap <DURATION>', 'keep the previous key working this long (1h, 30m, 90s; at most 7d); default: it stops at once');
+  withOptions(cmd, yesOption(), showKeyOption(), ...awsStackOptions());
+  withJson(
+    cmd,
+    'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool (the old key stopped working at ' +
       'once), "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
       'with --aws {"rotated": true, "mode": "aws", "secretArn", "functionName", "recycled": true, "overlapUntil": ISO | null, "key"?: only with ' +
       '--show-key, "next": [...]}.',
-  },
-  async run(ctx, { values }) {
-    const showKey = !!values['show-key'];
+  );
+  return cmd.action(async (values: { overlap?: string; yes?: boolean; showKey?: boolean; aws?: boolean } & AwsFlags) => {
+    const showKey = !!values.showKey;
     const overlapMs = overlapOf(values.overlap);
-    if (wantsAws(values)) return withAws(ctx, values, (session) => rotateAws(ctx, session, !!values.yes, showKey, overlapMs));
-    return withLocalOperator(ctx, async (op) => {
+    if (wantsAws(values)) {
+      await withAws(ctx, values, (session) => rotateAws(ctx, session, !!values.yes, showKey, overlapMs));
+      return;
+    }
+    await withLocalOperator(ctx, async (op) => {
       await confirm(ctx, {
         yes: values.yes,
         what: 'rotated',
@@ -115,18 +112,17 @@ export const command = defineCommand({
       const text = `Rotated the API key: the new key is in ${keyFile}.\n${next.join('\n')}\n`;
       if (!showKey) {
         ctx.result(doc, text);
-        return 0;
+        return;
       }
       const key = (await readKeyFile(ctx.settings.local().stateDir)).key;
       if (!key) throw new OperationError(`rotated, but ${keyFile} cannot be read back`, 'key_unreadable');
       ctx.keepSecret(key);
       ctx.reveal(`${text}New key: ${key}\n`, { ...doc, key });
-      return 0;
     });
-  },
-});
+  });
+}
 
-async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKey: boolean, overlapMs: number): Promise<number> {
+async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKey: boolean, overlapMs: number): Promise<void> {
   const secretArn = await session.output('ApiKeySecretArn');
   const functionName = await session.output('McpFunctionName');
   await confirm(ctx, {
@@ -197,5 +193,4 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
   const text = `Rotated the API key in ${secretArn}.\n${next.join('\n')}\n`;
   if (showKey) ctx.reveal(`${text}New key: ${key}\n`, { ...doc, key });
   else ctx.result(doc, text);
-  return 0;
 }

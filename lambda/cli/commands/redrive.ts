@@ -11,14 +11,15 @@
  * subscription of the same callback that merely expired keeps its generation: those would be sent
  * after all; the text says "were queued for", not "will never arrive", for that reason.)
  */
-import { AWS_STACK_OPTIONS, DLQ_OPTIONS, QUEUE_OPTIONS, wantsAws } from '../args';
-import { redriveAws } from '../aws/redrive';
-import { withAws } from '../aws/session';
-import { defineCommand } from '../command';
-import { OperationError } from '../errors';
-import { withLocalOperator } from '../local/operator';
+import { Command } from 'commander';
 import { EventStatus } from '../../core/protocol';
 import type { EventView, SubscriptionView } from '../../operator/views';
+import { redriveAws } from '../aws/redrive';
+import { type AwsFlags, withAws } from '../aws/session';
+import type { Context } from '../context';
+import { OperationError } from '../errors';
+import { withLocalOperator } from '../local-server/local-operator';
+import { awsStackOptions, dlqOption, queueOption, wantsAws, withJson, withOptions } from '../options';
 import { plural, shortTime } from '../output';
 
 /** How many resend lines the text lists. */
@@ -30,30 +31,32 @@ export function endedSubscription(failed: readonly EventView[], subscription: Su
   return failed.filter((e) => Date.parse(e.createdAt) < since).map((e) => e.eventId);
 }
 
-export const command = defineCommand({
-  spec: {
-    name: 'redrive',
-    summary: 'move the dead letters back for another round',
-    description:
-      'Every dead-lettered event gets another round of the retry schedule; events whose subscription has ended are then dropped, not sent. ' +
-      'Locally: through the running server, which delivers them at once; with no server running, in the database itself, and the next npm start ' +
-      'delivers them. ' +
-      'With --aws: an SQS message move task from the dead-letter queue to the delivery queue, waited for until it ends (Ctrl-C stops waiting; the ' +
-      'task goes on). ' +
-      'One event alone: dm-dot events resend evt_….',
-    options: { ...AWS_STACK_OPTIONS, ...QUEUE_OPTIONS, ...DLQ_OPTIONS },
-    json:
-      'locally {"moved": N, "via": "server" | "database", "subscriptionId": "sub_…" | null, "endedSubscription": [evt_…, ...] (queued for a ' +
+export function command(ctx: Context): Command {
+  const cmd = new Command('redrive')
+    .summary('move the dead letters back for another round')
+    .description(
+      'Move the dead letters back for another round.\n\n' +
+        'Every dead-lettered event gets another round of the retry schedule; events whose subscription has ended are then dropped, not sent. ' +
+        'Locally: through the running server, which delivers them at once; with no server running, in the database itself, and the next npm start ' +
+        'delivers them. ' +
+        'With --aws: an SQS message move task from the dead-letter queue to the delivery queue, waited for until it ends (Ctrl-C stops waiting; the ' +
+        'task goes on). ' +
+        'One event alone: dm-dot events resend evt_….',
+    );
+  withOptions(cmd, ...awsStackOptions(), queueOption(), dlqOption());
+  withJson(
+    cmd,
+    'locally {"moved": N, "via": "server" | "database", "subscriptionId": "sub_…" | null, "endedSubscription": [evt_…, ...] (queued for a ' +
       'subscription that has ended: dropped, not sent)}; with --aws {"moved": N, "toMove": N | null, "status": "COMPLETED" | "FAILED" | "CANCELLED" ' +
       '| "NOTHING_TO_MOVE", "failureReason": string | null}.',
-  },
-  async run(ctx, { values }) {
+  );
+  return cmd.action(async (values: { aws?: boolean } & AwsFlags) => {
     if (wantsAws(values)) {
-      return withAws(ctx, values, async (session) => {
+      await withAws(ctx, values, async (session) => {
         const result = await redriveAws(ctx, session);
         if (result.status === 'NOTHING_TO_MOVE') {
           ctx.result(result, 'The dead-letter queue is empty: nothing to redrive.\n');
-          return 0;
+          return;
         }
         if (result.status !== 'COMPLETED') {
           if (ctx.json) ctx.printJson(result);
@@ -63,10 +66,10 @@ export const command = defineCommand({
           );
         }
         ctx.result(result, `Moved ${plural(result.moved, 'message')} from the dead-letter queue back to the delivery queue.\n`);
-        return 0;
       });
+      return;
     }
-    return withLocalOperator(ctx, async (op) => {
+    await withLocalOperator(ctx, async (op) => {
       const [failed, subscription] = await ctx.progress(
         `reading the dead letters' events from ${op.where}`,
         Promise.all([op.listEvents(EventStatus.failed), op.showSubscription()]),
@@ -100,7 +103,6 @@ export const command = defineCommand({
         }
         return `${lines.join('\n')}\n`;
       });
-      return 0;
     });
-  },
-});
+  });
+}

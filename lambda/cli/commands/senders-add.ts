@@ -4,18 +4,17 @@
  * past N messages in a minute it gets 429 with Retry-After (a tool error on /mcp). connector, pup and
  * dm-dot are reserved: the log names the connector key, pup and dm-dot itself so.
  */
-import { AWS_TABLE_OPTIONS } from '../operator';
-import { integerValue } from '../args';
-import { defineCommand } from '../command';
-import { OperationError, UsageError } from '../errors';
-import { withSenders } from '../senders';
-import { AccessLimits } from '../../core/protocol';
+import { Argument, Command } from 'commander';
 import { newSenderNameProblem, senderNameProblem } from '../../core/access';
+import { AccessLimits } from '../../core/protocol';
+import type { AwsFlags } from '../aws/session';
+import { withSenders } from '../backings';
+import type { Context } from '../context';
+import { OperationError, UsageError } from '../errors';
+import { awsTableOptions, integerValue, withJson, withOptions } from '../options';
 
-export const SENDER_NAME_ARGUMENT = {
-  name: 'NAME',
-  description: 'the sender: 1 to 32 lower-case letters, digits and dashes (it is part of the key and of every event it sends)',
-} as const;
+export const senderNameArgument = () =>
+  new Argument('<NAME>', 'the sender: 1 to 32 lower-case letters, digits and dashes (it is part of the key and of every event it sends)');
 
 export function senderNameOf(word: string | undefined): string {
   const name = word ?? '';
@@ -24,30 +23,28 @@ export function senderNameOf(word: string | undefined): string {
   return name;
 }
 
-export const command = defineCommand({
-  spec: {
-    name: 'senders add',
-    summary: 'a new send-only key, printed once',
-    description:
-      'The key may list the tools, call send_to_dot and POST /v1/messages; subscribing, unsubscribing and every operator action are refused (Forbidden). ' +
-      'Only its hash is stored: copy it now, it is never shown again (revoke and add another if it is lost). ' +
-      'Every event it sends names it in the delivery log. With --rate N, past N messages in a minute it gets HTTP 429 with Retry-After ' +
-      '(on /mcp a send_to_dot tool error carrying retryAfterMs). ' +
-      'connector, pup and dm-dot are reserved names.',
-    positionals: [SENDER_NAME_ARGUMENT],
-    options: {
-      rate: { type: 'string', value: 'N', description: `at most N messages per minute (1..${AccessLimits.maxSenderRate}); default: no limit` },
-      ...AWS_TABLE_OPTIONS,
-    },
-    json: '{"name", "key", "rate": N | null} (the key is a secret: a notice on stderr says so first).',
-  },
-  async run(ctx, { values, positionals }) {
-    const name = senderNameOf(positionals[0]);
+export function command(ctx: Context): Command {
+  const cmd = new Command('add')
+    .summary('a new send-only key, printed once')
+    .description(
+      'A new send-only key, printed once.\n\n' +
+        'The key may list the tools, call send_to_dot and POST /v1/messages; subscribing, unsubscribing and every operator action are refused ' +
+        '(Forbidden). Only its hash is stored: copy it now, it is never shown again (revoke and add another if it is lost). ' +
+        'Every event it sends names it in the delivery log. With --rate N, past N messages in a minute it gets HTTP 429 with Retry-After ' +
+        '(on /mcp a send_to_dot tool error carrying retryAfterMs). ' +
+        'connector, pup and dm-dot are reserved names.',
+    )
+    .addArgument(senderNameArgument())
+    .option('--rate <N>', `at most N messages per minute (1..${AccessLimits.maxSenderRate}); default: no limit`);
+  withOptions(cmd, ...awsTableOptions());
+  withJson(cmd, '{"name", "key", "rate": N | null} (the key is a secret: a notice on stderr says so first).');
+  return cmd.action(async (word: string, options: { rate?: string; aws?: boolean } & AwsFlags) => {
+    const name = senderNameOf(word);
     // A reserved name is refused here, as a usage error, before anything is asked of a server.
     const reserved = newSenderNameProblem(name);
     if (reserved) throw new UsageError(reserved);
-    const rate = integerValue(values.rate, 'rate', 1, AccessLimits.maxSenderRate) ?? null;
-    return withSenders(ctx, values, async ({ where, senders }) => {
+    const rate = integerValue(options.rate, 'rate', 1, AccessLimits.maxSenderRate) ?? null;
+    await withSenders(ctx, options, async ({ where, senders }) => {
       const result = await ctx.progress(`adding sender ${name} in ${where}`, senders.add(name, rate));
       if (!result.added) throw new OperationError(result.message, result.why);
       ctx.keepSecret(result.key);
@@ -59,7 +56,6 @@ export const command = defineCommand({
         { name, key: result.key, rate },
         'this prints the new sender key',
       );
-      return 0;
     });
-  },
-});
+  });
+}

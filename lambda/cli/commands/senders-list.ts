@@ -2,21 +2,25 @@
  * `dm-dot senders list`: every sender with its rate, creation, last use (kept to the minute: a send
  * rewrites it at most once a minute) and whether it is revoked. Never a key, nor its hash.
  */
-import { defineCommand } from '../command';
-import { AWS_TABLE_OPTIONS } from '../operator';
+import { Command } from 'commander';
+import type { AwsFlags } from '../aws/session';
+import { withSenders } from '../backings';
+import type { Context } from '../context';
+import { awsTableOptions, withJson, withOptions } from '../options';
 import { shortTime, table } from '../output';
-import { withSenders } from '../senders';
 
-export const command = defineCommand({
-  spec: {
-    name: 'senders list',
-    summary: 'the sender keys: names, rates, creation, last use, revoked',
-    description: 'Never a key: only its hash is stored. Last use is kept to the minute (a send rewrites it at most once a minute).',
-    options: { ...AWS_TABLE_OPTIONS },
-    json: '{"senders": [{"name", "rate": N | null, "createdAt", "lastUsedAt": ISO | null, "revokedAt": ISO | null, "revoked": bool}, ...]}, by name.',
-  },
-  async run(ctx, { values }) {
-    return withSenders(ctx, values, async ({ where, senders }) => {
+/** `senders list`, and `senders` alone (the same command under the group's name). */
+export function command(ctx: Context, name = 'list'): Command {
+  const cmd = new Command(name)
+    .summary('the sender keys: names, rates, creation, last use, revoked')
+    .description(
+      'The sender keys: names, rates, creation, last use, revoked.\n\n' +
+        'Never a key: only its hash is stored. Last use is kept to the minute (a send rewrites it at most once a minute).',
+    );
+  withOptions(cmd, ...awsTableOptions());
+  withJson(cmd, '{"senders": [{"name", "rate": N | null, "createdAt", "lastUsedAt": ISO | null, "revokedAt": ISO | null, "revoked": bool}, ...]}, by name.');
+  return cmd.action(async (options: { aws?: boolean } & AwsFlags) => {
+    await withSenders(ctx, options, async ({ where, senders }) => {
       const list = await ctx.progress(`reading the senders from ${where}`, senders.list());
       ctx.result({ senders: list }, () =>
         list.length === 0
@@ -32,7 +36,6 @@ export const command = defineCommand({
               ]),
             ),
       );
-      return 0;
     });
-  },
-});
+  });
+}

@@ -11,31 +11,33 @@
  * running server has met, or, with no server, one found by reading the whole file as a server's
  * start would. Exit 0 when it could look, 1 when it could not (or could not look at everything).
  */
-import { AWS_STACK_OPTIONS, wantsAws } from '../args';
+import { Command } from 'commander';
+import { type SubscriptionView, subscriptionView } from '../../operator/views';
 import { queueAttributes } from '../aws/redrive';
-import { describeAwsError, withAws, type AwsSession } from '../aws/session';
-import { storeOf } from '../aws/operator';
-import { defineCommand } from '../command';
+import { type AwsFlags, type AwsSession, describeAwsError, withAws } from '../aws/session';
+import { storeOf } from '../aws/stack-operator';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
-import { statusWithoutServer, withLocalOperator, type LocalStatus } from '../local/operator';
+import { type LocalStatus, statusWithoutServer, withLocalOperator } from '../local-server/local-operator';
+import { awsStackOptions, wantsAws, withJson, withOptions } from '../options';
 import { fields, relative, shortTime } from '../output';
-import { subscriptionView, type SubscriptionView } from '../../operator/views';
 import { SUBSCRIPTION_JSON } from './subscription-show';
 
-export const command = defineCommand({
-  spec: {
-    name: 'status',
-    summary: 'everything at a glance',
-    description:
-      'The server and its address, the switches in force, the subscription and its delivery status, and how many events are queued, failed and ' +
-      'dead-lettered. ' +
-      'Locally it asks the running server, or reads the database when none runs (and says so), and reports a damaged page of the database file (exit 1). ' +
-      'With --aws: the stack outputs, the state of its CloudWatch alarms, the depths of its queues and the subscription. ' +
-      'Exit 0 when it could look, 1 when it could not.',
-    options: { ...AWS_STACK_OPTIONS },
-    json:
-      'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | ' +
+export function command(ctx: Context): Command {
+  const cmd = new Command('status')
+    .summary('everything at a glance')
+    .description(
+      'Everything at a glance.\n\n' +
+        'The server and its address, the switches in force, the subscription and its delivery status, and how many events are queued, failed and ' +
+        'dead-lettered. ' +
+        'Locally it asks the running server, or reads the database when none runs (and says so), and reports a damaged page of the database file (exit 1). ' +
+        'With --aws: the stack outputs, the state of its CloudWatch alarms, the depths of its queues and the subscription. ' +
+        'Exit 0 when it could look, 1 when it could not.',
+    );
+  withOptions(cmd, ...awsStackOptions());
+  withJson(
+    cmd,
+    'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | ' +
       '"database" | "nothing", ' +
       '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": ' +
       '{"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs", "eventsProfile": "chatgpt" | "sep-3415"}, ' +
@@ -44,17 +46,19 @@ export const command = defineCommand({
       'with --aws {"mode": "aws", "stack", "region", "outputs": {name: value}, "alarms": [{"name", "state", "reason", "updatedAt"}] | null, ' +
       '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "eventsProfile": ' +
       '"chatgpt" | "sep-3415" | null, "problems": [sentence, ...]}.',
-  },
-  async run(ctx, { values }) {
-    if (wantsAws(values)) return withAws(ctx, values, (session) => awsStatus(ctx, session));
+  );
+  return cmd.action(async (values: { aws?: boolean } & AwsFlags) => {
+    if (wantsAws(values)) {
+      await withAws(ctx, values, (session) => awsStatus(ctx, session));
+      return;
+    }
     const status = await withLocalOperator(ctx, (op) => ctx.progress(`reading the status from ${op.where}`, op.status()), {
       whenNothing: (stateDir) => statusWithoutServer(ctx.settings.local(), stateDir),
     });
     ctx.result({ mode: 'local', ...status }, () => describeLocal(status));
     if (status.damage !== null) throw new OperationError(status.damage, 'state_damaged');
-    return 0;
-  },
-});
+  });
+}
 
 function describeSubscriptionLine(s: SubscriptionView | null): string {
   if (!s) return 'none (no dot is subscribed)';
@@ -198,7 +202,7 @@ async function profileOf(session: AwsSession, functionName: string | undefined):
   }
 }
 
-async function awsStatus(ctx: Context, session: AwsSession): Promise<number> {
+async function awsStatus(ctx: Context, session: AwsSession): Promise<void> {
   const outputs = await session.outputs();
   const problems: string[] = [];
   const alarmNames = (outputs.AlarmNames ?? '')
@@ -255,5 +259,4 @@ async function awsStatus(ctx: Context, session: AwsSession): Promise<number> {
     return `${fields(rows)}\noutputs:\n${fields(outputRows)}${problems.length ? `\nproblems:\n${problems.map((p) => `  ${p}\n`).join('')}` : ''}`;
   });
   if (problems.length) throw new OperationError(`could not look at everything: ${problems.join('; ')}`, 'partial');
-  return 0;
 }

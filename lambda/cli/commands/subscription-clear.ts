@@ -5,26 +5,28 @@
  * skip). Only the subscription shown is cleared: one that replaced it meanwhile is left alone.
  * An admin action: the admin token locally, the operator's IAM credentials with `--aws`.
  */
-import { YES_OPTION } from '../args';
-import { defineCommand } from '../command';
-import { AWS_TABLE_OPTIONS, withOperator } from '../operator';
+import { Command } from 'commander';
+import type { AwsFlags } from '../aws/session';
+import { withOperator } from '../backings';
 import { confirm } from '../confirm';
+import type { Context } from '../context';
 import { OperationError } from '../errors';
+import { awsTableOptions, withJson, withOptions, yesOption } from '../options';
 import { describeSubscription } from './subscription-show';
 
-export const command = defineCommand({
-  spec: {
-    name: 'subscription clear',
-    summary: 'end the live subscription now (the way out of a stuck one)',
-    description:
-      'Another callback (a dot added again in ChatGPT) can then subscribe at once; the queued deliveries of the cleared one are dropped. ' +
-      'Asks for confirmation on a terminal; without one, pass --yes. Exit 1 when nothing is subscribed, when not confirmed, or when the ' +
-      'subscription changed meanwhile.',
-    options: { ...YES_OPTION, ...AWS_TABLE_OPTIONS },
-    json: '{"cleared": true | false, "id": "sub_…" | null} (cleared false: exit 1).',
-  },
-  async run(ctx, { values }) {
-    return withOperator(ctx, values, async (op) => {
+export function command(ctx: Context): Command {
+  const cmd = new Command('clear')
+    .summary('end the live subscription now (the way out of a stuck one)')
+    .description(
+      'End the live subscription now (the way out of a stuck one).\n\n' +
+        'Another callback (a dot added again in ChatGPT) can then subscribe at once; the queued deliveries of the cleared one are dropped. ' +
+        'Asks for confirmation on a terminal; without one, pass --yes. Exit 1 when nothing is subscribed, when not confirmed, or when the ' +
+        'subscription changed meanwhile.',
+    );
+  withOptions(cmd, yesOption(), ...awsTableOptions());
+  withJson(cmd, '{"cleared": true | false, "id": "sub_…" | null} (cleared false: exit 1).');
+  return cmd.action(async (values: { yes?: boolean; aws?: boolean } & AwsFlags) => {
+    await withOperator(ctx, values, async (op) => {
       const current = await ctx.progress(`reading the subscription from ${op.where}`, op.showSubscription());
       if (!current) {
         if (ctx.json) ctx.printJson({ cleared: false, id: null });
@@ -43,7 +45,6 @@ export const command = defineCommand({
         throw new OperationError('not cleared: the subscription changed meanwhile (expired or replaced); look again with dm-dot subscription show', 'changed');
       }
       ctx.result(result, `Cleared subscription ${result.id}. A dot can subscribe now; the cleared one's queued deliveries are dropped.\n`);
-      return 0;
     });
-  },
-});
+  });
+}

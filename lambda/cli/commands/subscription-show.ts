@@ -3,10 +3,13 @@
  * expires, last delivery, last error). Never the secret, never the callback's path or query (they
  * may carry the dot's own tokens): the host is enough to recognise a dot.
  */
-import { defineCommand } from '../command';
-import { AWS_TABLE_OPTIONS, withOperator } from '../operator';
-import { fields, relative, shortTime } from '../output';
+import { Command } from 'commander';
 import type { SubscriptionView } from '../../operator/views';
+import type { AwsFlags } from '../aws/session';
+import { withOperator } from '../backings';
+import type { Context } from '../context';
+import { awsTableOptions, withJson, withOptions } from '../options';
+import { fields, relative, shortTime } from '../output';
 
 export const SUBSCRIPTION_JSON = '{"id", "callbackHost", "createdAt", "refreshedAt", "expiresAt", "lastDeliveryAt", "lastError"}';
 
@@ -22,19 +25,20 @@ export function describeSubscription(s: SubscriptionView): string {
   ]);
 }
 
-export const command = defineCommand({
-  spec: {
-    name: 'subscription show',
-    summary: 'the live subscription (the default action)',
-    description: 'Id, callback host, created, refreshed, expires, last delivery and last error. Never the secret, never the callback path or query.',
-    options: { ...AWS_TABLE_OPTIONS },
-    json: `{"subscription": ${SUBSCRIPTION_JSON} | null}`,
-  },
-  async run(ctx, { values }) {
-    return withOperator(ctx, values, async (op) => {
+/** `subscription show`, and `subscription` alone (the same command under the group's name). */
+export function command(ctx: Context, name = 'show'): Command {
+  const cmd = new Command(name)
+    .summary('the live subscription')
+    .description(
+      'The live subscription.\n\nId, callback host, created, refreshed, expires, last delivery and last error. Never the secret, never the ' +
+        'callback path or query.',
+    );
+  withOptions(cmd, ...awsTableOptions());
+  withJson(cmd, `{"subscription": ${SUBSCRIPTION_JSON} | null}`);
+  return cmd.action(async (options: { aws?: boolean } & AwsFlags) => {
+    await withOperator(ctx, options, async (op) => {
       const subscription = await ctx.progress(`reading the subscription from ${op.where}`, op.showSubscription());
       ctx.result({ subscription }, () => (subscription ? describeSubscription(subscription) : `No live subscription (${op.where}).\n`));
-      return 0;
     });
-  },
-});
+  });
+}

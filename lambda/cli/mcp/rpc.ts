@@ -3,14 +3,14 @@
  * era with the required per-request `_meta`, no session and no SDK client state: the exact request
  * a ChatGPT-like client sends for `events/subscribe` and `events/unsubscribe`.
  *
- * Deliberately not here: what a refusal means for the dot (commands/dot.ts).
+ * Deliberately not here: what a refusal means for the dot (stand-in-dot/subscription.ts).
  */
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, MCP_PROTOCOL_VERSION, McpHeaders, PROTOCOL_VERSION_META_KEY, Routes } from '../../core/protocol';
 import { Budgets } from '../../core/budgets';
 import { version } from '../../version';
 import { OperationError } from '../errors';
 import { httpRequest, TimedOut, Unreachable } from '../http';
-import type { Target } from '../local/target';
+import type { Target } from '../local-server/target';
 
 /** A JSON-RPC error answer. */
 export class RpcError extends Error {

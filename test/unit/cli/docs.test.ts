@@ -8,9 +8,9 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { COMMANDS } from '../../../lambda/cli/commands';
-import { DOT_INSTRUCTIONS } from '../../../lambda/cli/local/tunnel';
+import { DOT_INSTRUCTIONS } from '../../../lambda/cli/local-server/tunnel';
 import { ROOT } from '../../support/paths';
+import { commandTree } from './support';
 
 const read = (file: string) => readFileSync(join(ROOT, file), 'utf8');
 const README = read('README.md');
@@ -35,12 +35,13 @@ describe('the docs name what the code has', () => {
     expect(missing).toEqual([]);
   });
 
-  it("every command group is in the README's command list and every command in operating.md's one-screen table", () => {
-    const tops = [...new Set(Object.keys(COMMANDS).map((key) => key.split(' ')[0]!))];
+  it("every command group is in the README's command list and every command in operating.md's one-screen table", async () => {
+    const paths = (await commandTree()).filter((c) => c.runs).map((c) => c.path);
+    const tops = [...new Set(paths.map((path) => path.split(' ')[0]!))];
     const list = README.slice(README.indexOf('## Other commands'));
     expect(tops.filter((top) => !list.includes(`\`${top}`))).toEqual([]);
     const screen = OPERATING.slice(OPERATING.indexOf('## The CLI in one screen'), OPERATING.indexOf('## Which server'));
-    expect(Object.keys(COMMANDS).filter((key) => !screen.includes(`\`${key}`) && !screen.includes(`\`${key.split(' ')[0]} [`))).toEqual([]);
+    expect(paths.filter((path) => !screen.includes(`\`${path}`) && !screen.includes(`\`${path.split(' ')[0]} [`))).toEqual([]);
   });
 
   it("the README's connect table leads with ChatGPT through the tunnel (local) and the API Gateway URL (AWS), and quotes what to ask the dot", () => {

@@ -8,6 +8,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from '../../../lambda/ports';
 import { expectNoSecrets, keyOf, postMessage, run, start, startLocalServer, StdinScript, tempDir, until, type LocalServer } from './support';
 
 const KEY = `test-key-${randomBytes(12).toString('hex')}`;
@@ -326,8 +327,8 @@ describe('dm-dot dot against a real local server', () => {
     await dir.remove();
   });
 
-  async function dotOn(extra: string[], serverEnv: Record<string, string> = {}, stdin?: StdinScript) {
-    server = await startLocalServer(dir.dir, serverEnv);
+  async function dotOn(extra: string[], serverEnv: Record<string, string> = {}, stdin?: StdinScript, log?: Logger) {
+    server = await startLocalServer(dir.dir, serverEnv, log);
     const dot = start(['dot', '--port', '0', ...extra], { env: server.env, ...(stdin ? { stdin } : {}) });
     await Promise.race([
       until('subscribed', () => /subscribed sub_/.test(dot.err())),
@@ -385,6 +386,28 @@ describe('dm-dot dot against a real local server', () => {
     await until('delivered', async () => (await server.runtime.db.store.getEvent(sent.body.eventId, Date.now()))?.status === 'delivered', 5000);
     expect(await server.runtime.db.store.getEvent(sent.body.eventId, Date.now())).toMatchObject({ attempts: 1 });
     expect(dot.err()).not.toContain('had already hung up');
+    dot.interrupt();
+    await dot.code;
+  });
+
+  it('CLI-2: the dot, the server log and events show number the attempts alike; a resend starts a new round at attempt 1', async () => {
+    const logged: { eventId: unknown; attempt: unknown }[] = [];
+    const line = (event: string, fields?: Record<string, unknown>) => {
+      if (event === 'delivery') logged.push({ eventId: fields?.eventId, attempt: fields?.attempt });
+    };
+    const dot = await dotOn(['--status', '400'], {}, undefined, { info: line, warn: line, error: line });
+    const sent = await postMessage(server, await keyOf(server), 'refused twice');
+    const eventId = sent.body.error.eventId as string;
+    await until('failed', async () => (await server.runtime.db.store.getEvent(eventId, Date.now()))?.status === 'failed', 5000);
+    expect((await run(['events', 'resend', eventId], { env: server.env })).code).toBe(0);
+    await until('the second answer', () => dot.out().split('\n').length > 2, 5000);
+    await until('failed again', async () => (await server.runtime.db.store.getEvent(eventId, Date.now()))?.status === 'failed', 5000);
+    // Each round has one attempt (400 is not retried): attempt 1 twice, the same number in all three places.
+    expect(dot.out()).toBe(`${eventId}  answered 400 (attempt 1)\n${eventId}  answered 400 (attempt 1)\n`);
+    expect(logged.filter((l) => l.eventId === eventId).map((l) => l.attempt)).toEqual([1, 1]);
+    const shown = JSON.parse((await run(['events', 'show', eventId, '--json'], { env: server.env })).out).event;
+    expect(shown.attempts).toBe(1);
+    expect(shown.log.map((e: { kind: string; note?: string }) => e.note ?? e.kind)).toEqual(['attempt', 'resent', 'attempt']);
     dot.interrupt();
     await dot.code;
   });

@@ -6,8 +6,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Context } from '../../../lambda/cli/context';
-import type { Target } from '../../../lambda/cli/local/target';
-import { SEND_TRIES, sendMessage } from '../../../lambda/cli/messages';
+import type { Target } from '../../../lambda/cli/local-server/target';
+import { SEND_TRIES, sendMessage } from '../../../lambda/cli/send-message';
 
 type Behaviour = 'reset' | { status: number; body: unknown; headers?: Record<string, string> };
 

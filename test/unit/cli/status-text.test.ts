@@ -4,7 +4,7 @@
  * line says those are for settled events, not deliveries still to come.
  */
 import { describeLocal } from '../../../lambda/cli/commands/status';
-import type { LocalStatus } from '../../../lambda/cli/local/operator';
+import type { LocalStatus } from '../../../lambda/cli/local-server/local-operator';
 
 function status(jobs: { queued: number; deadLetters: number }, queuedEvents: number): LocalStatus {
   return {

@@ -8,8 +8,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { main } from '../../../lambda/cli/main';
+import type { Command } from 'commander';
+import { Context } from '../../../lambda/cli/context';
 import type { AwsClients, CliIo } from '../../../lambda/cli/io';
+import { main } from '../../../lambda/cli/main';
+import { buildProgram, pathOf, runs } from '../../../lambda/cli/program';
 import { localSettings } from '../../../lambda/config/settings';
 import { startLocal, type LocalRuntime } from '../../../lambda/local/runtime';
 import type { Logger } from '../../../lambda/ports';
@@ -127,10 +130,10 @@ export interface LocalServer {
 }
 
 /** A real local server, in-process, on an ephemeral loopback port, as `npm start` runs it. */
-export async function startLocalServer(stateDir: string, env: Record<string, string> = {}): Promise<LocalServer> {
+export async function startLocalServer(stateDir: string, env: Record<string, string> = {}, log: Logger = silentLog): Promise<LocalServer> {
   const serverEnv = { HOST: '127.0.0.1', PORT: '0', DMDOT_STATE_DIR: stateDir, DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1', ...env };
   const settings = localSettings(serverEnv, { projectRoot: ROOT });
-  const runtime = await startLocal({ settings, log: silentLog, announce: () => undefined });
+  const runtime = await startLocal({ settings, log, announce: () => undefined });
   return {
     runtime,
     stateDir,
@@ -173,4 +176,16 @@ export async function postMessage(server: LocalServer, key: string, message: str
 export function expectNoSecrets(text: string, secrets: (string | undefined)[]): void {
   for (const secret of secrets) if (secret) expect(text).not.toContain(secret);
   expect(text).not.toMatch(/whsec_/);
+}
+
+/** Every command of the program as commander holds it, by its words (`events show`), and whether it runs something itself. */
+export async function commandTree(): Promise<{ path: string; command: Command; runs: boolean }[]> {
+  const unused = () => {
+    throw new Error('a command was built, not run');
+  };
+  const ctx = new Context({ out: unused, err: unused, env: {} }, '', { local: unused, aws: unused }, ROOT);
+  const all = (cmd: Command): Command[] => [cmd, ...cmd.commands.flatMap(all)];
+  return all(await buildProgram(ctx, ['--help']))
+    .slice(1)
+    .map((command) => ({ path: pathOf(command), command, runs: runs(command) }));
 }

@@ -205,7 +205,7 @@ describe('deliver', () => {
   test('ARCH-6, DEL-PIPE-20: a 2xx marks the event delivered and records the outcome on the subscription', async () => {
     const { store, clock, webhook, deps, job } = world();
     webhook.add(respond(200));
-    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered', attempt: 1 });
     expect(webhook.requests).toHaveLength(1);
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1, deliveredAt: clock.now(), lastHttpStatus: 200, lastError: null });
     expect(store.subscription).toMatchObject({ lastDeliveryAt: clock.now(), lastError: null });
@@ -215,7 +215,7 @@ describe('deliver', () => {
     const start = Date.now();
     const { store, clock, webhook, deps, job } = world({ start, subscription: { lastDeliveryAt: start - 59_000, lastError: null } });
     webhook.add(respond(200));
-    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered', attempt: 1 });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', deliveredAt: clock.now() });
     expect(store.subscription).toMatchObject({ lastDeliveryAt: start - 59_000, lastError: null });
     expect(store.callsOf('recordDeliveryOutcome')).toEqual([]);
@@ -345,7 +345,7 @@ describe('deliver', () => {
       await store.updateEvent(EVENT_ID, { status: 'failed', appendLog: { at: Date.now(), note: 'stranded' } }, { status: 'queued', attempts: 0 });
       return respond(200);
     });
-    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered', attempt: 1 });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1 });
     expect(webhook.requests).toHaveLength(1);
 
@@ -452,7 +452,7 @@ describe('deliver', () => {
     webhook.add(transportFailure('connection_refused'), respond(200));
     await deliver(deps, job);
     clock.advance(1_000);
-    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered', attempt: 2 });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 2, lastError: null });
     expect(store.subscription?.lastError).toBeNull();
   });
@@ -530,7 +530,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
     const ready: Ready = { kind: 'ready', event: store.events.get(EVENT_ID)!, subscription: store.subscription! };
     store.calls.length = 0;
     const sent = await send(deps, ready, job, { timeoutMs: 2_500 });
-    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(commit(deps, ready, sent)).resolves.toEqual({ action: 'done', status: 'delivered', attempt: 1 });
     expect(webhook.last.timeoutMs).toBe(2_500);
     // Nothing is read back: the caller holds the event it wrote and the subscription it read.
     expect(store.calls.map((c) => c.method).filter((m) => m.startsWith('get'))).toEqual([]);
@@ -590,7 +590,7 @@ describe('deliver: leases, compare-and-set transitions and expired records', () 
   test('a job whose record expired (redriven after the record lived out its days) is restored and delivered, not looped', async () => {
     const { store, clock, webhook, deps, job } = world({ start: T0, event: { expiresAt: T0 - 1 } });
     webhook.add(respond(200));
-    await expect(deliver(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, { ...job, redriven: true })).resolves.toEqual({ action: 'done', status: 'delivered', attempt: 1 });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1, createdAt: clock.now() });
     expect(store.events.get(EVENT_ID)!.expiresAt).toBe(clock.now() + 15 * DAY);
   });
@@ -647,7 +647,7 @@ describe('commit: the delivery log and the kept bytes', () => {
       clock.advance(12);
       return respond(204);
     });
-    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered', attempt: 2 });
     const record = store.events.get(EVENT_ID)!;
     expect(record.log).toEqual([
       { at: expect.any(Number), outcome: 'http_5xx', statusClass: '5xx', durationMs: 40, counted: true },
@@ -682,7 +682,7 @@ describe('commit: the delivery log and the kept bytes', () => {
       Object.assign(store.events.get(EVENT_ID)!, { status: 'dropped', cancelledAt: Date.now() });
       return respond(200);
     });
-    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered' });
+    await expect(deliver(deps, job)).resolves.toEqual({ action: 'done', status: 'delivered', attempt: 1 });
     expect(store.events.get(EVENT_ID)).toMatchObject({ status: 'delivered', attempts: 1 });
   });
 

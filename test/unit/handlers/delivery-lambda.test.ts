@@ -186,7 +186,7 @@ test("DEL-RUN-5: each record decision is one `delivery` line with via=worker (th
   await lambda({ Records: [record(17), record(18)] });
   expect(lines).toEqual(
     expect.arrayContaining([
-      { level: 'info', event: 'delivery', fields: { eventId: eventIdOf(17), via: 'worker', action: 'delivered', messageId: 'm-17', receives: 1 } },
+      { level: 'info', event: 'delivery', fields: { eventId: eventIdOf(17), via: 'worker', action: 'delivered', attempt: 1, messageId: 'm-17', receives: 1 } },
       {
         level: 'warn',
         event: 'delivery',

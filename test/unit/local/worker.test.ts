@@ -130,7 +130,7 @@ describe('LOCAL-4: the schedule (fake clock, one pass at a time)', () => {
     expect(webhook.last.headers['webhook-id']).toBe(id(1));
     await expect(db.store.getEvent(id(1), T0)).resolves.toMatchObject({ status: 'delivered', attempts: 1 });
     await expect(db.jobs.all()).resolves.toEqual([]);
-    expect(decisions).toEqual([{ eventId: id(1), decision: { action: 'done', status: 'delivered' }, receives: 1 }]);
+    expect(decisions).toEqual([{ eventId: id(1), decision: { action: 'done', status: 'delivered', attempt: 1 }, receives: 1 }]);
   });
 
   it('a job is not attempted before it is due', async () => {

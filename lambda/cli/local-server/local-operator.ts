@@ -8,7 +8,7 @@
  *
  * Both backings run the same functions (lambda/operator), so they answer the same views.
  *
- * Deliberately not here: AWS (aws/operator.ts) and printing.
+ * Deliberately not here: AWS (aws/stack-operator.ts) and printing.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ import { addSender, listSenders, revokeSender, recordRotation, type AddSenderRes
 import { switchesOf, type EventDetail, type EventView, type SubscriptionView, type Switches } from '../../operator/views';
 import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
-import type { Operator } from '../../operator/operator';
+import type { Operator } from '../../operator/surface';
 import { AdminClient, findServer, type RunningServer } from './server';
 import { keyFileOf, readKeyFile } from './target';
 

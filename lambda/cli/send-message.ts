@@ -18,7 +18,7 @@ import { Budgets } from '../core/budgets';
 import { IDEMPOTENCY_KEY_HEADER, Routes } from '../core/protocol';
 import type { Context } from './context';
 import { httpRequest, jsonOf, TimedOut, Unreachable, type HttpAnswer } from './http';
-import type { Target } from './local/target';
+import type { Target } from './local-server/target';
 
 export interface SendOutcome {
   status: 'delivered' | 'queued' | 'kept' | 'failed' | 'not_accepted';

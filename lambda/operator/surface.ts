@@ -1,8 +1,8 @@
 /**
  * The operator surface every backing offers the CLI's commands: the running local server's admin
- * routes, a stopped server's database opened as operator (cli/local/operator.ts), or the stack's
- * table and queue with `--aws` (cli/aws/operator.ts). Here, below the backings and the dispatcher
- * that picks one (cli/operator.ts), so that neither imports the other's module to name it.
+ * routes, a stopped server's database opened as operator (cli/local-server/local-operator.ts), or
+ * the stack's table and queue with `--aws` (cli/aws/stack-operator.ts). Here, below the backings
+ * and the module that picks one (cli/backings.ts), so that neither imports the other's to name it.
  *
  * Deliberately not here: any backing, and choosing one.
  */

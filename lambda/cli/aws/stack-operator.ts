@@ -11,7 +11,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import { clearSubscription, listEventViews, resendEvent, showEvent, showSubscription } from '../../operator/actions';
 import type { AccessStore, Store } from '../../ports';
 import { OperationError } from '../errors';
-import type { Operator } from '../../operator/operator';
+import type { Operator } from '../../operator/surface';
 import { describeAwsError, unusableAws, type AwsSession } from './session';
 
 async function guarded<T>(what: string, work: () => Promise<T>): Promise<T> {

@@ -4,7 +4,7 @@
  * loopback address with the admin token from `<state dir>/admin-token` as the bearer. The shared
  * API key is never sent to an admin route (it would not be accepted).
  *
- * Deliberately not here: what each route answers means for a command (local/operator.ts), and
+ * Deliberately not here: what each route answers means for a command (local-operator.ts), and
  * printing the token (registered with the context as a secret the moment it is read).
  */
 import { LOOPBACK_HOSTNAMES } from '../../core/loopback';

@@ -4,7 +4,7 @@
  * else `http://HOST:PORT`; the key from MCP_API_KEY, else `<state dir>/api-key` (read, never
  * created here). The key is registered as a secret the moment it is found: nothing prints it.
  *
- * Deliberately not here: the admin token (local/server.ts), which these commands never use.
+ * Deliberately not here: the admin token (server.ts), which these commands never use.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
