@@ -4,7 +4,7 @@
  * Reads at most 1 MiB of an answer. A connection that never opened is `Unreachable` with its
  * code, so callers can tell "nobody listens" (nothing was done) from a failure mid-request.
  *
- * Deliberately not here: retries (cli/messages.ts asks again for a lost send's answer with its
+ * Deliberately not here: retries (cli/send-message.ts asks again for a lost send's answer with its
  * idempotency key) and what any answer means.
  */
 import type { IncomingHttpHeaders } from 'node:http';
