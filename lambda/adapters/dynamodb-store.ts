@@ -18,8 +18,8 @@
  * Deliberately not here: what any item means (the Store), retries and timeouts (the SDK client's
  * configuration, and the request deadline every call of a Lambda's client carries:
  * adapters/deadline.ts), logging (the subscription item holds the signing secret, so nothing here
- * ever prints an item or an attribute value), and table creation (CDK owns the table;
- * `tableDefinition` exists for tests).
+ * ever prints an item or an attribute value), and table creation (CDK owns the table; tests create
+ * theirs in DynamoDB Local, test/support/dynamodb-local.ts).
  */
 import {
   ConditionalCheckFailedException,
@@ -30,10 +30,8 @@ import {
   ScanCommand,
   UpdateItemCommand,
   type AttributeValue,
-  type CreateTableCommandInput,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
-import { TableIndexes } from '../core/store/items';
 import { TableStore, type TableStoreOptions } from '../core/store/store';
 import type { Condition, IndexDefinition, IndexRange, Item, ItemTable, TableEntry, Update, WriteResult } from '../core/store/table';
 
@@ -211,30 +209,6 @@ class Expression {
       ...(Object.keys(this.values).length > 0 ? { ExpressionAttributeValues: this.values } : {}),
     };
   }
-}
-
-/** CreateTable input for the single table and its indexes; tests create it in DynamoDB Local (CDK owns the real one). */
-export function tableDefinition(tableName: string): CreateTableCommandInput {
-  return {
-    TableName: tableName,
-    AttributeDefinitions: [
-      { AttributeName: 'pk', AttributeType: 'S' },
-      ...TableIndexes.flatMap((index) => [
-        { AttributeName: index.partition, AttributeType: 'S' as const },
-        { AttributeName: index.sort, AttributeType: index.sortType },
-      ]),
-    ],
-    KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-    GlobalSecondaryIndexes: TableIndexes.map((index) => ({
-      IndexName: index.name,
-      KeySchema: [
-        { AttributeName: index.partition, KeyType: 'HASH' as const },
-        { AttributeName: index.sort, KeyType: 'RANGE' as const },
-      ],
-      Projection: { ProjectionType: index.projection === 'keys' ? ('KEYS_ONLY' as const) : ('ALL' as const) },
-    })),
-    BillingMode: 'PAY_PER_REQUEST',
-  };
 }
 
 function isConditionFailure(error: unknown): error is ConditionalCheckFailedException {
