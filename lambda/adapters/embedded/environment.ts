@@ -21,7 +21,7 @@
  * other (LMDB's writer lock), resolved once the batch is committed and fsynced
  * (`overlappingSync: false`: the commit promise is then the durability promise).
  *
- * Every sub-database is opened behind `guard` (damage.ts), which turns a damaged page met by a
+ * Every sub-database is opened behind `guard` (file-check.ts), which turns a damaged page met by a
  * read or a write into one StateUnreadable naming the file, never the bytes.
  *
  * Deliberately not here: what the records mean (the Store in lambda/core/store; jobs.ts), what to
@@ -38,8 +38,7 @@ import { TableIndexes } from '../../core/store/items';
 import { defined, type Item } from '../../core/store/table';
 import type { DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
-import { asDamage, guard, type DamageRecord } from './damage';
-import { checkHeader, moveAsideRemedy, probeInChild, unreadable } from './file-check';
+import { asDamage, checkHeader, guard, moveAsideRemedy, probeInChild, unreadable, type DamageRecord } from './file-check';
 
 export { probeInChild } from './file-check';
 

@@ -17,9 +17,9 @@ import type { DeadLetterReason } from '../../core/protocol';
 import { ItemKeys } from '../../core/store/items';
 import { defined } from '../../core/store/table';
 import type { Clock, DeliveryJob } from '../../ports';
-import { unlessDamaged } from './damage';
 import { StateUnreadable } from './errors';
 import { setItem, write, type Databases, type DeadLetterRow, type JobRow } from './environment';
+import { unlessDamaged } from './file-check';
 
 /** A job row with its event id; `jobId` is the receipt to pass back to complete, reschedule or dead-letter this very job. */
 export type DueJob = JobRow & { eventId: string };
