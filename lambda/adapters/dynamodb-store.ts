@@ -222,14 +222,11 @@ function keyOf(key: string): Attributes {
 
 /** Marshals an item; undefined fields are left out (null is kept: it means "cleared"). */
 function toItem(key: string, item: Item): Attributes {
-  const attributes: Attributes = {};
-  for (const [name, value] of Object.entries(item)) if (value !== undefined) attributes[name] = toAttr(value, name);
-  attributes.pk = { S: key };
-  return attributes;
+  return { ...toAttr(item).M, pk: { S: key } };
 }
 
 /** The error names the field, never the value (secrets). Undefined members of a map are left out. */
-function toAttr(value: unknown, field = 'value'): AttributeValue {
+function toAttr(value: unknown, field?: string): AttributeValue {
   if (value === null) return { NULL: true };
   if (typeof value === 'string') return { S: value };
   if (typeof value === 'number' && Number.isFinite(value)) return { N: String(value) };
@@ -237,25 +234,25 @@ function toAttr(value: unknown, field = 'value'): AttributeValue {
   if (Array.isArray(value)) return { L: value.map((member) => toAttr(member, field)) };
   if (typeof value === 'object') {
     const map: Attributes = {};
-    for (const [name, member] of Object.entries(value)) if (member !== undefined) map[name] = toAttr(member, `${field}.${name}`);
+    for (const [name, member] of Object.entries(value)) if (member !== undefined) map[name] = toAttr(member, field ? `${field}.${name}` : name);
     return { M: map };
   }
-  throw new TypeError(`cannot store ${field}: unsupported type ${typeof value}`);
+  throw new TypeError(`cannot store ${field ?? 'value'}: unsupported type ${typeof value}`);
 }
 
 /** An item without its key. */
 function fromItem(attributes: Attributes): Item {
-  const item: Item = {};
-  for (const [name, value] of Object.entries(attributes)) if (name !== 'pk') item[name] = fromAttr(value, name);
+  const { pk: _key, ...item } = fromAttr({ M: attributes }) as Item;
   return item;
 }
 
-function fromAttr(value: AttributeValue, field: string): unknown {
+function fromAttr(value: AttributeValue, field?: string): unknown {
   if (value.S !== undefined) return value.S;
   if (value.N !== undefined) return Number(value.N);
   if (value.BOOL !== undefined) return value.BOOL;
   if (value.NULL !== undefined) return null;
   if (value.L !== undefined) return value.L.map((member) => fromAttr(member, field));
-  if (value.M !== undefined) return Object.fromEntries(Object.entries(value.M).map(([name, member]) => [name, fromAttr(member, `${field}.${name}`)]));
-  throw new TypeError(`cannot read ${field}: unsupported attribute type`);
+  if (value.M !== undefined)
+    return Object.fromEntries(Object.entries(value.M).map(([name, member]) => [name, fromAttr(member, field ? `${field}.${name}` : name)]));
+  throw new TypeError(`cannot read ${field ?? 'value'}: unsupported attribute type`);
 }
