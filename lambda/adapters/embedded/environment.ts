@@ -68,8 +68,8 @@ export interface DeadLetterRow {
   deadLetteredAt: number;
 }
 
-export type JobKey = [number, string];
-export type IndexKey = [string, number | string, string];
+type JobKey = [number, string];
+type IndexKey = [string, number | string, string];
 
 export interface Databases {
   file: string;
@@ -87,10 +87,6 @@ export interface Databases {
   indexes: Map<string, Database<number, IndexKey>>;
   leases: Database<number, string>;
   meta: Database<unknown, string>;
-}
-
-export function databaseFile(stateDir: string): string {
-  return join(stateDir, DATABASE_FILE);
 }
 
 // One lmdb root per file and process, shared by every handle of this process. lmdb-js runs some
@@ -113,7 +109,7 @@ export interface OpenOptions {
  * successful open is matched by one `closeDatabases`.
  */
 export async function openDatabases(stateDir: string, options: OpenOptions): Promise<Databases | undefined> {
-  const file = databaseFile(stateDir);
+  const file = join(stateDir, DATABASE_FILE);
   await closing.get(file);
   const entry = shared.get(file);
   if (entry) {
@@ -223,7 +219,7 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
 }
 
 /** Below this much free space a start is refused: LMDB maps its file and dies by SIGBUS when a page cannot be backed. */
-export const MIN_FREE_BYTES = 1024 * 1024;
+const MIN_FREE_BYTES = 1024 * 1024;
 
 async function refuseFullDisk(stateDir: string, file: string): Promise<void> {
   // No statfs here: LMDB's own write errors must do.

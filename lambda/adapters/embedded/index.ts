@@ -33,16 +33,9 @@ import { LmdbTable } from './table';
 
 export { DATABASE_FILE } from './environment';
 export { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
-export type { DeadLetter, DueJob, JobCounts, JobTable } from './jobs';
-export type { LegacyImport, RepairReport } from './legacy';
-export type { EmbeddedOutbox } from './outbox';
-/** The one Store (lambda/core/store) over the embedded database. */
-export type EmbeddedStore = TableStore;
-
-export type DatabaseRole = 'server' | 'operator';
 
 export interface OpenEmbeddedOptions {
-  role: DatabaseRole;
+  role: 'server' | 'operator';
   /** The clock of job due times, the owner's start time and the sweep; default the system clock. */
   clock?: Clock;
 }
@@ -114,7 +107,8 @@ export async function readOwner(stateDir: string): Promise<OwnerSummary | undefi
 }
 
 export class EmbeddedDatabase {
-  readonly store: EmbeddedStore;
+  /** The one Store (lambda/core/store) over the embedded database. */
+  readonly store: TableStore;
   readonly outbox: EmbeddedOutbox;
   readonly jobs: JobTable;
   readonly report: OpenReport = { releasedLeases: 0, swept: 0, legacyPending: false, lines: [] };
