@@ -242,21 +242,17 @@ function parseJobEntry(text: string, eventId: string): JobEntry | string {
   return { eventId, job: entry, receives, dueAt, reason: reason as string | undefined, deadLetteredAt: Number.isNaN(at) ? undefined : at };
 }
 
-async function readText(file: string): Promise<string> {
+/** `run()` on `path`, or the sentence saying that it cannot be `what` (read, listed) and why. */
+async function io<T>(path: string, what: string, run: () => Promise<T>): Promise<T> {
   try {
-    return await readFile(file, 'utf8');
+    return await run();
   } catch (error) {
-    throw legacyUnreadable(file, `it cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, error);
+    throw legacyUnreadable(path, `it cannot be ${what} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, error);
   }
 }
 
-async function listDir(dir: string): Promise<string[]> {
-  try {
-    return (await readdir(dir)).sort();
-  } catch (error) {
-    throw legacyUnreadable(dir, `it cannot be listed (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, error);
-  }
-}
+const readText = (file: string) => io(file, 'read', () => readFile(file, 'utf8'));
+const listDir = (dir: string) => io(dir, 'listed', async () => (await readdir(dir)).sort());
 
 function legacyUnreadable(file: string, problem: string, cause?: unknown): StateUnreadable {
   return new StateUnreadable(
