@@ -1,11 +1,11 @@
 /**
- * The request deadline (docs/contract/delivery.md: no request takes more than 5 s): an entry point sets the
- * time by which its work must be done (`runWithDeadline`: each Lambda invocation, each request of
- * the local runtime), and every DynamoDB, SQS and
- * Secrets Manager call made inside it, however deep, carries an abort signal for what is left
- * (`withDeadlines`, applied to each client once), so a stalled connection fails that call in time for the handler to answer.
- * The guarded webhook client reads the same deadline. The deadline travels in an
- * AsyncLocalStorage, so the core stays pure and no port signature changes.
+ * The request deadline (docs/contract/delivery.md: no request takes more than 5 s): an entry point
+ * sets the time by which its work must be done (`runWithDeadline`: each Lambda invocation, each
+ * request of the local runtime), and every DynamoDB, SQS and Secrets Manager call made inside it,
+ * however deep, carries an abort signal for what is left (`withDeadlines`, applied to each client
+ * once), so a stalled connection fails that call in time for the handler to answer. The guarded
+ * webhook client reads the same deadline. It travels in an AsyncLocalStorage, so the core stays
+ * pure and no port signature changes.
  *
  * Why an abort signal and not only the SDK's timeouts: `requestTimeout` of
  * `@smithy/node-http-handler` only logs a warning unless `throwOnRequestTimeout` is set, and even
@@ -75,13 +75,18 @@ export function deadlineLeftMs(now: number = Date.now()): number | undefined {
   return deadline === undefined || deadline.at === Number.POSITIVE_INFINITY ? undefined : Math.max(0, deadline.at - now);
 }
 
+/** What is left of the deadline, or `capMs` when that is less; undefined when neither bounds it. */
+function limitMs(capMs?: number): number | undefined {
+  const left = deadlineLeftMs();
+  return left === undefined ? capMs : Math.min(left, capMs ?? left);
+}
+
 /**
  * The SDK call options for a call made now: an abort signal that fires when the deadline passes,
  * or after `capMs` when that comes first. Throws DeadlineExceeded when nothing is left.
  */
 export function callOptions(capMs?: number): { abortSignal?: AbortSignal; requestTimeout?: number } {
-  const left = deadlineLeftMs();
-  const limit = left === undefined ? capMs : capMs === undefined ? left : Math.min(left, capMs);
+  const limit = limitMs(capMs);
   // `requestTimeout` per call: @smithy/node-http-handler's `handle(request, { requestTimeout })`
   // prefers it to the client's own for each attempt.
   const attemptMs = current.getStore()?.attemptMs;
@@ -129,8 +134,7 @@ export function withDeadlines<C extends Sender>(client: C): C {
  * `fallback` and leaves the promise to settle on its own (its rejection is swallowed).
  */
 export async function withinDeadline<T, F>(promise: Promise<T>, fallback: F, capMs?: number): Promise<T | F> {
-  const left = deadlineLeftMs();
-  const limit = left === undefined ? capMs : capMs === undefined ? left : Math.min(left, capMs);
+  const limit = limitMs(capMs);
   if (limit === undefined) return promise;
   promise.catch(() => undefined);
   let timer: NodeJS.Timeout | undefined;

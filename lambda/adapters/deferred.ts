@@ -27,7 +27,43 @@ export function once<T>(load: () => Promise<T>): () => Promise<T> {
   };
 }
 
-type Methods<T> = { [K in keyof T]-?: T[K] extends ((...args: never[]) => Promise<unknown>) | undefined ? K : never }[keyof T];
+/** A port's required methods (the Store's optional ones are the reconciler's: the MCP Lambda never calls them). */
+type Methods<T> = { [K in keyof T]-?: undefined extends T[K] ? never : T[K] extends (...args: never[]) => Promise<unknown> ? K : never }[keyof T];
+
+/** The names of `T`'s methods, from a record of them all: a method missing or unknown there fails to compile. */
+const methodsOf = <T>(all: Record<Methods<T>, true>) => Object.keys(all) as Methods<T>[];
+
+// What each deferred port forwards; the tests' FakeStore (test/support/fakes.ts) wraps the same names.
+export const StoreMethods = methodsOf<Store>({
+  getSubscription: true,
+  getStoredSubscription: true,
+  putSubscription: true,
+  deleteSubscription: true,
+  recordDeliveryOutcome: true,
+  putEvent: true,
+  getEvent: true,
+  updateEvent: true,
+  restoreEvent: true,
+  isVerified: true,
+  markVerified: true,
+  claimReplayId: true,
+  settleReplayId: true,
+  putInboundAnswer: true,
+  listEvents: true,
+});
+export const AccessStoreMethods = methodsOf<AccessStore>({
+  getDeployment: true,
+  createDeployment: true,
+  setDeploymentKeys: true,
+  addSender: true,
+  getSender: true,
+  listSenders: true,
+  revokeSender: true,
+  touchSender: true,
+  countSend: true,
+});
+export const IdempotencyStoreMethods = methodsOf<IdempotencyStore>({ claimIdempotencyKey: true, settleIdempotencyKey: true, retakeIdempotencyKey: true });
+export const InboxStoreMethods = methodsOf<InboxStore>({ listPending: true, acknowledgeEvent: true });
 
 /** Each of `methods`, forwarded once `load` has given the real port. */
 function deferred<T extends object>(load: () => Promise<T>, methods: readonly Methods<T>[]): T {
@@ -38,49 +74,8 @@ function deferred<T extends object>(load: () => Promise<T>, methods: readonly Me
   return port as T;
 }
 
-export function deferredStore(load: () => Promise<Store>): Store {
-  return deferred(load, [
-    'getSubscription',
-    'getStoredSubscription',
-    'putSubscription',
-    'deleteSubscription',
-    'recordDeliveryOutcome',
-    'putEvent',
-    'getEvent',
-    'updateEvent',
-    'restoreEvent',
-    'isVerified',
-    'markVerified',
-    'claimReplayId',
-    'settleReplayId',
-    'putInboundAnswer',
-    'listEvents',
-  ]);
-}
-
-export function deferredAccessStore(load: () => Promise<AccessStore>): AccessStore {
-  const methods = [
-    'getDeployment',
-    'createDeployment',
-    'setDeploymentKeys',
-    'addSender',
-    'getSender',
-    'listSenders',
-    'revokeSender',
-    'touchSender',
-    'countSend',
-  ] as const;
-  return deferred(load, methods);
-}
-
-export function deferredIdempotencyStore(load: () => Promise<IdempotencyStore>): IdempotencyStore {
-  return deferred(load, ['claimIdempotencyKey', 'settleIdempotencyKey', 'retakeIdempotencyKey']);
-}
-
-export function deferredInboxStore(load: () => Promise<InboxStore>): InboxStore {
-  return deferred(load, ['listPending', 'acknowledgeEvent']);
-}
-
-export function deferredOutbox(load: () => Promise<Outbox>): Outbox {
-  return deferred(load, ['add', 'reopen']);
-}
+export const deferredStore = (load: () => Promise<Store>): Store => deferred(load, StoreMethods);
+export const deferredAccessStore = (load: () => Promise<AccessStore>): AccessStore => deferred(load, AccessStoreMethods);
+export const deferredIdempotencyStore = (load: () => Promise<IdempotencyStore>): IdempotencyStore => deferred(load, IdempotencyStoreMethods);
+export const deferredInboxStore = (load: () => Promise<InboxStore>): InboxStore => deferred(load, InboxStoreMethods);
+export const deferredOutbox = (load: () => Promise<Outbox>): Outbox => deferred(load, ['add', 'reopen']);

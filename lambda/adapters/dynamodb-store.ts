@@ -18,8 +18,8 @@
  * Deliberately not here: what any item means (the Store), retries and timeouts (the SDK client's
  * configuration, and the request deadline every call of a Lambda's client carries:
  * adapters/deadline.ts), logging (the subscription item holds the signing secret, so nothing here
- * ever prints an item or an attribute value), and table creation (CDK owns the table;
- * `tableDefinition` exists for tests).
+ * ever prints an item or an attribute value), and table creation (CDK owns the table; tests create
+ * theirs in DynamoDB Local, test/support/dynamodb-local.ts).
  */
 import {
   ConditionalCheckFailedException,
@@ -30,10 +30,8 @@ import {
   ScanCommand,
   UpdateItemCommand,
   type AttributeValue,
-  type CreateTableCommandInput,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
-import { TableIndexes } from '../core/store/items';
 import { TableStore, type TableStoreOptions } from '../core/store/store';
 import type { Condition, IndexDefinition, IndexRange, Item, ItemTable, TableEntry, Update, WriteResult } from '../core/store/table';
 
@@ -213,30 +211,6 @@ class Expression {
   }
 }
 
-/** CreateTable input for the single table and its indexes; tests create it in DynamoDB Local (CDK owns the real one). */
-export function tableDefinition(tableName: string): CreateTableCommandInput {
-  return {
-    TableName: tableName,
-    AttributeDefinitions: [
-      { AttributeName: 'pk', AttributeType: 'S' },
-      ...TableIndexes.flatMap((index) => [
-        { AttributeName: index.partition, AttributeType: 'S' as const },
-        { AttributeName: index.sort, AttributeType: index.sortType },
-      ]),
-    ],
-    KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-    GlobalSecondaryIndexes: TableIndexes.map((index) => ({
-      IndexName: index.name,
-      KeySchema: [
-        { AttributeName: index.partition, KeyType: 'HASH' as const },
-        { AttributeName: index.sort, KeyType: 'RANGE' as const },
-      ],
-      Projection: { ProjectionType: index.projection === 'keys' ? ('KEYS_ONLY' as const) : ('ALL' as const) },
-    })),
-    BillingMode: 'PAY_PER_REQUEST',
-  };
-}
-
 function isConditionFailure(error: unknown): error is ConditionalCheckFailedException {
   // By name as well: two copies of the SDK in one bundle would defeat instanceof.
   return error instanceof ConditionalCheckFailedException || (error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException';
@@ -248,14 +222,11 @@ function keyOf(key: string): Attributes {
 
 /** Marshals an item; undefined fields are left out (null is kept: it means "cleared"). */
 function toItem(key: string, item: Item): Attributes {
-  const attributes: Attributes = {};
-  for (const [name, value] of Object.entries(item)) if (value !== undefined) attributes[name] = toAttr(value, name);
-  attributes.pk = { S: key };
-  return attributes;
+  return { ...toAttr(item).M, pk: { S: key } };
 }
 
 /** The error names the field, never the value (secrets). Undefined members of a map are left out. */
-function toAttr(value: unknown, field = 'value'): AttributeValue {
+function toAttr(value: unknown, field?: string): AttributeValue {
   if (value === null) return { NULL: true };
   if (typeof value === 'string') return { S: value };
   if (typeof value === 'number' && Number.isFinite(value)) return { N: String(value) };
@@ -263,25 +234,25 @@ function toAttr(value: unknown, field = 'value'): AttributeValue {
   if (Array.isArray(value)) return { L: value.map((member) => toAttr(member, field)) };
   if (typeof value === 'object') {
     const map: Attributes = {};
-    for (const [name, member] of Object.entries(value)) if (member !== undefined) map[name] = toAttr(member, `${field}.${name}`);
+    for (const [name, member] of Object.entries(value)) if (member !== undefined) map[name] = toAttr(member, field ? `${field}.${name}` : name);
     return { M: map };
   }
-  throw new TypeError(`cannot store ${field}: unsupported type ${typeof value}`);
+  throw new TypeError(`cannot store ${field ?? 'value'}: unsupported type ${typeof value}`);
 }
 
 /** An item without its key. */
 function fromItem(attributes: Attributes): Item {
-  const item: Item = {};
-  for (const [name, value] of Object.entries(attributes)) if (name !== 'pk') item[name] = fromAttr(value, name);
+  const { pk: _key, ...item } = fromAttr({ M: attributes }) as Item;
   return item;
 }
 
-function fromAttr(value: AttributeValue, field: string): unknown {
+function fromAttr(value: AttributeValue, field?: string): unknown {
   if (value.S !== undefined) return value.S;
   if (value.N !== undefined) return Number(value.N);
   if (value.BOOL !== undefined) return value.BOOL;
   if (value.NULL !== undefined) return null;
   if (value.L !== undefined) return value.L.map((member) => fromAttr(member, field));
-  if (value.M !== undefined) return Object.fromEntries(Object.entries(value.M).map(([name, member]) => [name, fromAttr(member, `${field}.${name}`)]));
-  throw new TypeError(`cannot read ${field}: unsupported attribute type`);
+  if (value.M !== undefined)
+    return Object.fromEntries(Object.entries(value.M).map(([name, member]) => [name, fromAttr(member, field ? `${field}.${name}` : name)]));
+  throw new TypeError(`cannot read ${field ?? 'value'}: unsupported attribute type`);
 }

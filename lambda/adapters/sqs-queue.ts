@@ -1,9 +1,9 @@
 /**
- * The SQS delivery queue (docs/contract/delivery.md): the AWS twin of the embedded job table (adapters/embedded/jobs.ts). The MCP Lambda enqueues one
- * message per event; the Delivery Lambda (SQS event source) applies the delivery core's decision
- * with the two operations below: a backoff is a visibility change of the received message, and a
- * final failure is a copy in the dead-letter queue that carries its reason. The reconciler reads
- * the dead-letter queue's depth once a run, for its metric.
+ * The SQS delivery queue (docs/contract/delivery.md): the AWS twin of the embedded job table
+ * (adapters/embedded/jobs.ts). The MCP Lambda enqueues one message per event; the Delivery Lambda
+ * (SQS event source) applies the delivery core's decision with the two operations below: a backoff
+ * is a visibility change of the received message, and a final failure is a copy in the dead-letter
+ * queue that carries its reason. The reconciler reads the dead-letter queue's depth once a run.
  *
  * Message shape: the body is the event's exact serialized bytes (what every attempt signs and
  * sends), and the routing data travels as message attributes (`eventId`, `subscriptionId`,
@@ -31,33 +31,28 @@ export const QueueAttributes = {
 const MAX_ATTRIBUTES = 10;
 
 /** SendMessage accepts DelaySeconds 0..900 (15 minutes). */
-export const MAX_DELAY_S = 900;
+const MAX_DELAY_S = 900;
 
 /**
- * SQS refuses a visibility timeout above 12 hours, and it counts those 12 hours from the receive:
- * a ChangeMessageVisibility asking for more than what is left of them fails ("If you attempt to set
- * the VisibilityTimeout to a value greater than the maximum time left, Amazon SQS returns an error.
- * Amazon SQS doesn't automatically recalculate and increase the timeout to the maximum remaining
- * time.", https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html).
- * Each receive starts a new 12 hours (a changed timeout "isn't saved in memory for that message").
+ * SQS refuses a visibility timeout above 12 hours, counted from the receive: a
+ * ChangeMessageVisibility asking for more than what is left of them fails (SQS does not clamp it),
+ * and each receive starts a new 12 hours.
  */
 export const MAX_VISIBILITY_TIMEOUT_S = 43_200;
 
 /**
  * How long before the handler started the current receive may have happened. The event source
  * mapping receives, then invokes; a throttled invoke is retried only until the message's visibility
- * timeout (the stack's 90 s) runs out, and the stack sets no batching window (at most 300 s on AWS):
- * https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html,
- * https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-parameters.html. 300 s covers both.
+ * timeout (the stack's 90 s) runs out, and the stack sets no batching window (at most 300 s on AWS).
+ * 300 s covers both.
  */
 export const RECEIVE_BEFORE_INVOKE_ALLOWANCE_S = 300;
 
 /**
- * When SQS received this record, as an earliest bound (an earlier time only makes the clamp safer;
- * 300 s of 12 hours do not matter). There is no attribute for the current receive: the handler's
- * start less the allowance above is the bound, and on a first receive
- * `ApproximateFirstReceiveTimestamp` is that receive, so it wins when older still. On a later
- * receive it is an earlier receive's time and would make the clamp far too short: not used.
+ * When SQS received this record, as an earliest bound (an earlier time only makes the clamp safer).
+ * There is no attribute for the current receive: the handler's start less the allowance above is
+ * the bound, and on a first receive `ApproximateFirstReceiveTimestamp` is that receive, so it wins
+ * when older still. On a later receive it is an earlier receive's time: not used.
  */
 export function receivedAtOf(
   attributes: { ApproximateReceiveCount?: string; ApproximateFirstReceiveTimestamp?: string } | undefined,

@@ -96,8 +96,7 @@ export async function loadOrCreateApiKey(
   return { key, file, generated: true };
 }
 
-/** Writes a new key into `<state dir>/api-key`; the caller swaps it in. */
-/** `key`: the new key when the caller made it first (a rotation records its hash before the file changes). */
+/** Writes a new key (`key` when the caller made it first: a rotation records its hash before the file changes) into `<state dir>/api-key`. */
 export async function rotateApiKeyFile(stateDir: string, key: string = newApiKey()): Promise<{ key: string; file: string }> {
   const file = resolve(stateDir, API_KEY_FILE);
   await writeFileAtomic(file, `${key}\n`);

@@ -30,7 +30,7 @@ import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
-import { ItemKeys } from '../../lambda/adapters/items';
+import { ItemKeys } from '../../lambda/core/store/items';
 import { HandlerFunction } from './handler-function';
 import { keepLogicalId, logicalIdAt } from './logical-ids';
 import type { ItemAction, Storage } from './storage';
@@ -48,7 +48,7 @@ export const DeliverySizing = {
 
 /** GetItem and UpdateItem on events and the subscription; DeleteItem on the subscription (a 410 ends it). No PutItem. */
 export const DELIVERY_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'];
-/** The items the delivery function touches (lambda/adapters/items.ts): the subscription and event records. */
+/** The items the delivery function touches (lambda/core/store/items.ts): the subscription and event records. */
 export const DELIVERY_LEADING_KEYS: readonly string[] = [ItemKeys.subscription, ItemKeys.event('*')];
 
 /**

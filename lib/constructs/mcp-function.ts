@@ -11,7 +11,7 @@
  * setting left in the environment is `allowedOrigins`.
  *
  * Grants: every item action on the table but Scan and Query. It touches every kind of item the
- * table holds (SUBSCRIPTION, EVENT#, VERIFIED#, REPLAY#, ANSWER#: lambda/adapters/items.ts), so a
+ * table holds (SUBSCRIPTION, EVENT#, VERIFIED#, REPLAY#, ANSWER#: lambda/core/store/items.ts), so a
  * `dynamodb:LeadingKeys` list would name the whole key space: it would deny nothing today and would
  * turn the next kind of item into a failure that shows only on AWS. Also the table key through
  * DynamoDB, SendMessage on the delivery queue (nothing on the dead-letter queue) and read access to

@@ -24,7 +24,7 @@ import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import { Construct } from 'constructs';
-import { ItemKeys } from '../../lambda/adapters/items';
+import { ItemKeys } from '../../lambda/core/store/items';
 import { Budgets } from '../../lambda/core/budgets';
 import type { DeliveryPipeline } from './delivery-pipeline';
 import { HandlerFunction } from './handler-function';

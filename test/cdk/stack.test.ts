@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
-import { ItemKeys } from '../../lambda/adapters/items';
+import { ItemKeys } from '../../lambda/core/store/items';
 import { OAUTH_DISCOVERY_PATHS } from '../../lambda/core/protocol';
 import { DELIVERY_OUTCOMES, DELIVERY_VIAS, DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName, STATUS_CLASSES } from '../../lambda/metrics';
 import { ACCESS_LOG_FIELDS, ACCESS_LOG_VARIABLES, HEALTHZ_ROUTE, HEALTHZ_THROTTLE, ROUTES } from '../../lib/constructs/http-api';
@@ -469,7 +469,7 @@ describe('least privilege', () => {
     for (const action of ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']) {
       expect({ action, condition: conditions[action] }).toEqual({ action, condition: leadingKeys });
     }
-    // The patterns are the keys the storage adapter writes (lambda/adapters/items.ts), not look-alikes.
+    // The patterns are the keys the storage adapter writes (lambda/core/store/items.ts), not look-alikes.
     expect(ItemKeys.subscription).toBe('SUBSCRIPTION');
     expect(ItemKeys.event('evt_0')).toBe('EVENT#evt_0');
     // Nothing else of the delivery role is conditional, nothing is left unconditional on the table or key.

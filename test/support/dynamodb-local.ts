@@ -12,8 +12,15 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
-import { CreateTableCommand, DynamoDBClient, ListTablesCommand, UpdateTimeToLiveCommand, waitUntilTableExists } from '@aws-sdk/client-dynamodb';
-import { tableDefinition } from '../../lambda/adapters/dynamodb-store';
+import {
+  CreateTableCommand,
+  DynamoDBClient,
+  ListTablesCommand,
+  UpdateTimeToLiveCommand,
+  waitUntilTableExists,
+  type CreateTableCommandInput,
+} from '@aws-sdk/client-dynamodb';
+import { TableIndexes } from '../../lambda/core/store/items';
 import { startGroup, waitUntilReady } from './processes';
 
 export interface DynamoDbLocal {
@@ -160,4 +167,28 @@ function freePort(): Promise<number> {
       server.close(() => (port ? resolve(port) : reject(new Error('no free port'))));
     });
   });
+}
+
+/** CreateTable input for the single table and its indexes; as CDK defines it (lib/constructs/storage.ts), for DynamoDB Local. */
+export function tableDefinition(tableName: string): CreateTableCommandInput {
+  return {
+    TableName: tableName,
+    AttributeDefinitions: [
+      { AttributeName: 'pk', AttributeType: 'S' },
+      ...TableIndexes.flatMap((index) => [
+        { AttributeName: index.partition, AttributeType: 'S' as const },
+        { AttributeName: index.sort, AttributeType: index.sortType },
+      ]),
+    ],
+    KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+    GlobalSecondaryIndexes: TableIndexes.map((index) => ({
+      IndexName: index.name,
+      KeySchema: [
+        { AttributeName: index.partition, KeyType: 'HASH' as const },
+        { AttributeName: index.sort, KeyType: 'RANGE' as const },
+      ],
+      Projection: { ProjectionType: index.projection === 'keys' ? ('KEYS_ONLY' as const) : ('ALL' as const) },
+    })),
+    BillingMode: 'PAY_PER_REQUEST',
+  };
 }

@@ -26,6 +26,7 @@ import type {
   WebhookRequest,
   WebhookResponse,
 } from '../../lambda/ports';
+import { IdempotencyStoreMethods, InboxStoreMethods, StoreMethods } from '../../lambda/adapters/deferred';
 import { sequentialOutbox } from '../../lambda/core/outbox';
 import { newEventWrite } from '../../lambda/core/store/events';
 import { ItemKeys, ttl } from '../../lambda/core/store/items';
@@ -53,28 +54,7 @@ export class FakeClock implements Clock {
 
 export type StoreMethod = keyof Store | keyof IdempotencyStore | keyof InboxStore;
 /** The Store's methods a FakeStore logs (and can make fail); `writes` are the ones that write. */
-const STORE_METHODS: readonly StoreMethod[] = [
-  'getSubscription',
-  'getStoredSubscription',
-  'putSubscription',
-  'deleteSubscription',
-  'recordDeliveryOutcome',
-  'putEvent',
-  'getEvent',
-  'updateEvent',
-  'restoreEvent',
-  'isVerified',
-  'markVerified',
-  'claimReplayId',
-  'settleReplayId',
-  'putInboundAnswer',
-  'listEvents',
-  'claimIdempotencyKey',
-  'settleIdempotencyKey',
-  'retakeIdempotencyKey',
-  'listPending',
-  'acknowledgeEvent',
-];
+const STORE_METHODS: readonly StoreMethod[] = [...StoreMethods, ...IdempotencyStoreMethods, ...InboxStoreMethods];
 const WRITES: ReadonlySet<StoreMethod> = new Set<StoreMethod>([
   'putSubscription',
   'deleteSubscription',

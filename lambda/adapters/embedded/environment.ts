@@ -4,35 +4,29 @@
  *
  *   items          pk (the item keys of lambda/core/store/items.ts) -> the item (the record, its `ttl`)
  *   expiry         [ttl seconds, pk] -> 1: finds expired items for the sweep without a scan
- *   index:<name>   [partition, sort, pk] -> 1: each sparse index of the Store (table.ts keeps them)
+ *   index:<name>   [partition, sort, pk] -> 1: each sparse index of the Store
  *   jobs           [dueAt ms, eventId] -> JobRow: the delivery schedule, ordered by due time
  *   jobs-by-event  eventId -> dueAt: finds an event's job (at most one per event)
  *   dead-letters   eventId -> DeadLetterRow
- *   queued         layout 1 only: the keys of `queued` events, moved into `index:queued` at the first open
+ *   queued         layout 1 only: moved into `index:queued` at the first open (legacy.ts)
  *   leases         eventId -> leasedUntil of jobs a worker holds: released at a server's start
  *   meta           'schema', 'owner'
  *
  * Before LMDB maps the file, its header is checked (file-check.ts): LMDB itself crashes the
- * process on a file that is not an LMDB environment or is truncated, so a bad file is refused
- * before it is mapped, with a sentence naming it; a server's start reads the whole file in a child
- * process first. A new file is created under a temporary name and published with link(), so no
- * process ever sees a half-created one. All handles of one process share one lmdb root per file
- * (see `shared` below).
+ * process on a file that is not an LMDB environment or is truncated. A new file is created under a
+ * temporary name and published with link(), so no process ever sees a half-created one.
  *
  * Every write goes through `write` (an LMDB child transaction inside lmdb-js's batched write
- * transaction): the callback's reads and writes are one atomic step, serialized with every other
- * writer of the environment in this process and in any other (LMDB's writer lock), and its promise
- * resolves once the batch is committed and fsynced (`overlappingSync: false`: the commit promise is
- * then the durability promise; concurrent writes share one commit).
+ * transaction): one atomic step, serialized with every other writer in this process and in any
+ * other (LMDB's writer lock), resolved once the batch is committed and fsynced
+ * (`overlappingSync: false`: the commit promise is then the durability promise).
  *
- * Every sub-database is opened behind `guard` (damage.ts), which turns a damaged page met by a
- * read or a write into one StateUnreadable naming the file, never the bytes; the first one is kept
- * in `Databases.damage` for whoever reports it (the runtime logs it once, `status` shows it).
+ * Every sub-database is opened behind `guard` (file-check.ts), which turns a damaged page met by a
+ * read or a write into one StateUnreadable naming the file, never the bytes.
  *
  * Deliberately not here: what the records mean (the Store in lambda/core/store; jobs.ts), what to
- * do about a damaged page at run time (the caller decides: the schedule leaves a damaged row out, everything
- * else throws), and repairing a file (dm-dot never rewrites a damaged file: the operator moves it
- * aside or restores a backup).
+ * do about a damaged page at run time (the caller decides), and repairing a file (dm-dot never
+ * rewrites a damaged file: the operator moves it aside or restores a backup).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { chmodSync, constants as fsConstants } from 'node:fs';
@@ -40,16 +34,13 @@ import { chmod, copyFile, link, mkdir, rm, stat, statfs } from 'node:fs/promises
 import { join } from 'node:path';
 import { open, type Database, type Key, type RootDatabase } from 'lmdb';
 import type { DeadLetterReason } from '../../core/protocol';
-import { newEventWrite } from '../../core/store/events';
 import { TableIndexes } from '../../core/store/items';
-import type { Item } from '../../core/store/table';
-import type { DeliveryJob, EventRecord } from '../../ports';
+import { defined, type Item } from '../../core/store/table';
+import type { DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
-import { asDamage, guard, type DamageRecord } from './damage';
-import { checkHeader, moveAsideRemedy, probeInChild, unreadable } from './file-check';
+import { asDamage, checkHeader, guard, moveAsideRemedy, probeInChild, unreadable, type DamageRecord } from './file-check';
 
-export { damagedPage, moveAsideRemedy, probeInChild } from './file-check';
-export { unlessDamaged } from './damage';
+export { probeInChild } from './file-check';
 
 export const DATABASE_FILE = 'dm-dot.lmdb';
 /** Bumped when the layout of the sub-databases changes; a newer file is refused, never rewritten. */
@@ -77,8 +68,8 @@ export interface DeadLetterRow {
   deadLetteredAt: number;
 }
 
-export type JobKey = [number, string];
-export type IndexKey = [string, number | string, string];
+type JobKey = [number, string];
+type IndexKey = [string, number | string, string];
 
 export interface Databases {
   file: string;
@@ -96,10 +87,6 @@ export interface Databases {
   indexes: Map<string, Database<number, IndexKey>>;
   leases: Database<number, string>;
   meta: Database<unknown, string>;
-}
-
-export function databaseFile(stateDir: string): string {
-  return join(stateDir, DATABASE_FILE);
 }
 
 // One lmdb root per file and process, shared by every handle of this process. lmdb-js runs some
@@ -122,7 +109,7 @@ export interface OpenOptions {
  * successful open is matched by one `closeDatabases`.
  */
 export async function openDatabases(stateDir: string, options: OpenOptions): Promise<Databases | undefined> {
-  const file = databaseFile(stateDir);
+  const file = join(stateDir, DATABASE_FILE);
   await closing.get(file);
   const entry = shared.get(file);
   if (entry) {
@@ -136,14 +123,12 @@ export async function openDatabases(stateDir: string, options: OpenOptions): Pro
   }
   const opening = { dbs: openRoot(stateDir, file, options), users: 1 };
   shared.set(file, opening);
-  try {
-    const dbs = await opening.dbs;
-    if (!dbs && shared.get(file) === opening) shared.delete(file);
-    return dbs;
-  } catch (error) {
+  const dbs = await opening.dbs.catch((error: unknown) => {
     if (shared.get(file) === opening) shared.delete(file);
     throw error;
-  }
+  });
+  if (!dbs && shared.get(file) === opening) shared.delete(file);
+  return dbs;
 }
 
 /** Gives back one open of `openDatabases`; the last one closes the environment. */
@@ -156,36 +141,37 @@ export async function closeDatabases(dbs: Databases): Promise<void> {
   await done;
 }
 
+/** The file's stat, or undefined when it is absent; a file that cannot be examined is named. */
+async function statOf(file: string) {
+  return stat(file).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw unreadable(file, error);
+  });
+}
+
 async function openRoot(stateDir: string, file: string, options: OpenOptions): Promise<Databases | undefined> {
-  let exists = true;
-  try {
-    const info = await stat(file);
-    if (!info.isFile()) throw new StateUnreadable(file, 'it is not a regular file', moveAsideRemedy(file));
-  } catch (error) {
-    if (error instanceof StateUnreadable) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code !== 'ENOENT') throw unreadable(file, error);
-    exists = false;
+  const info = await statOf(file);
+  if (info && !info.isFile()) throw new StateUnreadable(file, 'it is not a regular file', moveAsideRemedy(file));
+  if (!info && !options.create) return undefined;
+  if (!info) await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  await refuseFullDisk(stateDir, file);
+  if (!info) await createEnvironment(stateDir, file);
+  // LMDB maps its lock file too: anything but a regular file there crashes the process (SIGSEGV).
+  const lock = await statOf(`${file}-lock`);
+  if (lock && !lock.isFile()) {
+    throw new StateUnreadable(
+      `${file}-lock`,
+      "it is not a regular file (it is LMDB's lock file)",
+      `Stop any dm-dot using this directory, remove it (rm -r '${file}-lock'); it is recreated at the next start and holds no data`,
+    );
   }
-  if (!exists) {
-    if (!options.create) return undefined;
-    await mkdir(stateDir, { recursive: true, mode: 0o700 });
-    await refuseFullDisk(stateDir, file);
-    await createEnvironment(stateDir, file);
-  } else await refuseFullDisk(stateDir, file);
-  await checkLockFile(`${file}-lock`);
   const header = await checkHeader(file);
   if (header === 'suspect') probeInChild(file);
   // A server reads it all before it serves (a file this open just created holds nothing to read).
-  else if (options.verify && exists) probeInChild(file, { suspect: false });
+  else if (options.verify && info) probeInChild(file, { suspect: false });
   let root: RootDatabase;
   try {
-    root = open(file, {
-      // The commit promise must be the durability promise (see the module header).
-      overlappingSync: false,
-      maxDbs: 12,
-      noSubdir: true,
-    });
+    root = open(file, { overlappingSync: false, maxDbs: 12, noSubdir: true });
   } catch (error) {
     throw unreadable(file, error);
   }
@@ -203,69 +189,42 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
     file,
     root,
     damage,
-    items: sub<StoredItem, string>('items'),
-    expiry: sub<number, [number, string]>('expiry'),
-    jobs: sub<JobRow, JobKey>('jobs'),
-    jobIndex: sub<number, string>('jobs-by-event'),
-    deadLetters: sub<DeadLetterRow, string>('dead-letters'),
-    queued: sub<number, string>('queued'),
+    items: sub('items'),
+    expiry: sub('expiry'),
+    jobs: sub('jobs'),
+    jobIndex: sub('jobs-by-event'),
+    deadLetters: sub('dead-letters'),
+    queued: sub('queued'),
     indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
-    leases: sub<number, string>('leases'),
-    meta: sub<unknown, string>('meta'),
+    leases: sub('leases'),
+    meta: sub('meta'),
   };
+  let schema: unknown;
   try {
-    const schema = dbs.meta.get('schema');
-    if (schema === undefined || schema === 1) {
-      await write(dbs, () => {
-        const stored = dbs.meta.get('schema');
-        if (stored === 1) upgradeFromLayout1(dbs);
-        if (stored === undefined || stored === 1) void dbs.meta.put('schema', SCHEMA_VERSION);
-      });
-    } else if (typeof schema !== 'number' || schema > SCHEMA_VERSION) {
-      await root.close().catch(() => undefined);
-      throw new StateUnreadable(
-        file,
-        `it was written by a newer dm-dot (layout ${String(schema)}, this one reads ${SCHEMA_VERSION})`,
-        'Run the dm-dot version that wrote it, or move it aside to start empty',
-      );
-    }
+    schema = dbs.meta.get('schema');
   } catch (error) {
-    if (error instanceof StateUnreadable) throw error;
     await root.close().catch(() => undefined);
-    throw unreadable(file, error);
+    throw error instanceof StateUnreadable ? error : unreadable(file, error);
+  }
+  // Absent or 1: an earlier layout, brought up to date by legacy.ts `upgradeLayout`.
+  if (schema !== undefined && (typeof schema !== 'number' || schema > SCHEMA_VERSION)) {
+    await root.close().catch(() => undefined);
+    throw new StateUnreadable(
+      file,
+      `it was written by a newer dm-dot (layout ${String(schema)}, this one reads ${SCHEMA_VERSION})`,
+      'Run the dm-dot version that wrote it, or move it aside to start empty',
+    );
   }
   return dbs;
 }
 
-/** LMDB maps its lock file too: anything but a regular file there crashes the process (SIGSEGV). */
-async function checkLockFile(lock: string): Promise<void> {
-  let info;
-  try {
-    info = await stat(lock);
-  } catch {
-    // Absent: LMDB creates it.
-    return;
-  }
-  if (info.isFile()) return;
-  throw new StateUnreadable(
-    lock,
-    "it is not a regular file (it is LMDB's lock file)",
-    `Stop any dm-dot using this directory, remove it (rm -r '${lock}'); it is recreated at the next start and holds no data`,
-  );
-}
-
 /** Below this much free space a start is refused: LMDB maps its file and dies by SIGBUS when a page cannot be backed. */
-export const MIN_FREE_BYTES = 1024 * 1024;
+const MIN_FREE_BYTES = 1024 * 1024;
 
 async function refuseFullDisk(stateDir: string, file: string): Promise<void> {
-  let free: number;
-  try {
-    const info = await statfs(stateDir);
-    free = Number(info.bavail) * Number(info.bsize);
-  } catch {
-    // No statfs here: LMDB's own write errors must do.
-    return;
-  }
+  // No statfs here: LMDB's own write errors must do.
+  const info = await statfs(stateDir).catch(() => undefined);
+  const free = info ? Number(info.bavail) * Number(info.bsize) : Number.POSITIVE_INFINITY;
   if (free >= MIN_FREE_BYTES) return;
   throw new StateUnreadable(
     file,
@@ -289,26 +248,20 @@ async function createEnvironment(stateDir: string, file: string): Promise<void> 
       await root.close();
     }
     await chmod(temp, 0o600);
-    try {
-      await link(temp, file);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST') return;
+    await link(temp, file).catch(async (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EEXIST') return;
       // No hard links on this file system: an exclusive copy still never replaces a winner's file.
-      if (code === 'EPERM' || code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'EXDEV')
-        await copyFile(temp, file, fsConstants.COPYFILE_EXCL).catch(ignoreExists);
-      else throw error;
-    }
+      if (!['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'EXDEV'].includes(error.code ?? '')) throw error;
+      await copyFile(temp, file, fsConstants.COPYFILE_EXCL).catch((copy: NodeJS.ErrnoException) => {
+        if (copy.code !== 'EEXIST') throw copy;
+      });
+    });
   } catch (error) {
     throw unreadable(file, error);
   } finally {
     await rm(temp, { force: true });
     await rm(`${temp}-lock`, { force: true });
   }
-}
-
-function ignoreExists(error: unknown): void {
-  if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
 }
 
 /**
@@ -326,7 +279,6 @@ export function write<T>(dbs: Databases, fn: () => T): Promise<T> {
   });
 }
 
-const ORPHAN_COMMIT_FAILURE = /^Commit failed \(see commitError for details\)$/;
 let orphanGuard = false;
 
 /**
@@ -340,7 +292,7 @@ function ignoreOrphanCommitRejections(): void {
   if (orphanGuard) return;
   orphanGuard = true;
   process.on('unhandledRejection', (reason) => {
-    if (reason instanceof Error && ORPHAN_COMMIT_FAILURE.test(reason.message)) return;
+    if (reason instanceof Error && reason.message === 'Commit failed (see commitError for details)') return;
     throw reason;
   });
 }
@@ -361,108 +313,26 @@ export function getItem(dbs: Databases, pk: string): StoredItem | undefined {
   return dbs.items.get(storageKey(pk));
 }
 
-const EVENT_PREFIX = 'EVENT#';
-
-/** Inside a write: stores the item under `pk` and keeps the expiry index and the Store's indexes in step with it. */
-export function putItem(dbs: Databases, pk: string, item: Item): void {
+/** Inside a write: stores the item under `pk`, or removes it (`undefined`), keeping the expiry index and the Store's indexes in step. */
+export function setItem(dbs: Databases, pk: string, item: Item | undefined): void {
   const key = storageKey(pk);
   const old = dbs.items.get(key);
-  unindex(dbs, key, old);
-  const stored = withoutUndefined(item) as StoredItem;
+  if (old) indexEntries(dbs, key, old, 'remove');
+  if (!item) {
+    if (old) void dbs.items.remove(key);
+    return;
+  }
+  const stored = defined(item) as StoredItem;
   void dbs.items.put(key, stored);
-  if (typeof stored.ttl === 'number') void dbs.expiry.put([stored.ttl, key], 1);
+  indexEntries(dbs, key, stored, 'put');
+}
+
+/** Inside a write: puts or removes the expiry and index entries of a stored item. */
+function indexEntries(dbs: Databases, key: string, item: StoredItem, how: 'put' | 'remove'): void {
+  const change = <K extends Key>(db: Database<number, K>, entry: K) => void (how === 'put' ? db.put(entry, 1) : db.remove(entry));
+  if (typeof item.ttl === 'number') change(dbs.expiry, [item.ttl, key]);
   for (const index of TableIndexes) {
-    const entry = indexKey(stored, index.partition, index.sort, key);
-    if (entry) void dbs.indexes.get(index.name)!.put(entry, 1);
+    const [partition, sort] = [item[index.partition], item[index.sort]];
+    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) change(dbs.indexes.get(index.name)!, [partition, sort, key]);
   }
-}
-
-export function removeItem(dbs: Databases, pk: string): void {
-  const key = storageKey(pk);
-  const old = dbs.items.get(key);
-  if (!old) return;
-  unindex(dbs, key, old);
-  void dbs.items.remove(key);
-}
-
-/** Inside a write: the expiry and index entries of a stored item. */
-function unindex(dbs: Databases, key: string, old: StoredItem | undefined): void {
-  if (!old) return;
-  if (typeof old.ttl === 'number') void dbs.expiry.remove([old.ttl, key]);
-  for (const index of TableIndexes) {
-    const entry = indexKey(old, index.partition, index.sort, key);
-    if (entry) void dbs.indexes.get(index.name)!.remove(entry);
-  }
-}
-
-/** An item's entry in an index, when it has the index's two attributes. */
-function indexKey(item: StoredItem, partitionField: string, sortField: string, key: string): IndexKey | undefined {
-  const [partition, sort] = [item[partitionField], item[sortField]];
-  return typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number') ? [partition, sort, key] : undefined;
-}
-
-/**
- * Inside a write: layout 1 kept the keys of queued events in `queued`; layout 2 keeps them in the
- * Store's `queued` index, whose attributes the item itself carries (queued since its creation).
- */
-function upgradeFromLayout1(dbs: Databases): void {
-  const keys = [...dbs.queued.getKeys()];
-  for (const key of keys) {
-    const item = dbs.items.get(key);
-    if (item && typeof item.eventId === 'string') putItem(dbs, key, { ...newEventWrite(recordOf<EventRecord>(item)).item, ttl: item.ttl });
-    void dbs.queued.remove(key);
-  }
-}
-
-/**
- * Deletes items whose ttl has passed at `now` (the DynamoDB TTL sweeper's job), at most `batch`
- * per transaction so that no writer waits long. Reads never depend on it: they judge expiry
- * themselves. Returns how many were deleted.
- */
-export async function sweepExpired(dbs: Databases, now: number, batch = 5000): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const deleted = await write(dbs, () => {
-      // Collected first: deleting under a live cursor would move it.
-      const keys = [...dbs.expiry.getKeys({ end: [now / 1000], limit: batch })];
-      for (const key of keys) {
-        const [ttl, pk] = key;
-        const item = dbs.items.get(pk);
-        if (item && item.ttl === ttl) {
-          removeItem(dbs, pk);
-          // Retention removes a record and its job together: a job left behind would come back
-          // later as a delivery of a record that is gone (`dropped`).
-          if (pk.startsWith(EVENT_PREFIX) && typeof item.eventId === 'string') removeJobOf(dbs, item.eventId);
-        }
-        void dbs.expiry.remove(key);
-      }
-      return keys.length;
-    });
-    total += deleted;
-    if (deleted < batch) return total;
-  }
-}
-
-/** Inside a write: the event's job row, its index entry and its lease (jobs.ts keeps them; this is the sweep's part). */
-function removeJobOf(dbs: Databases, eventId: string): void {
-  const dueAt = dbs.jobIndex.get(eventId);
-  if (dueAt === undefined) return;
-  void dbs.jobs.remove([dueAt, eventId]);
-  void dbs.jobIndex.remove(eventId);
-  if (dbs.leases.get(eventId) !== undefined) void dbs.leases.remove(eventId);
-}
-
-/** Event ids for a log line: all of a few, the first ten of many. */
-export function idList(ids: readonly string[]): string {
-  return ids.length <= 10 ? ids.join(', ') : `${ids.slice(0, 10).join(', ')} and ${ids.length - 10} more`;
-}
-
-export function withoutUndefined(value: object): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined));
-}
-
-/** An item as a record: without the storage-only `ttl`, and a copy the caller may keep. */
-export function recordOf<T>(item: Record<string, unknown>): T {
-  const { ttl: _ttl, ...rest } = item;
-  return rest as T;
 }

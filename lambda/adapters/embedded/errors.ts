@@ -1,13 +1,8 @@
 /**
- * The two ways the embedded database refuses, each with a sentence for the operator:
- *
- * - `StateDirInUse`: a live server owns the state directory (one server per directory). It names
- *   the owner's pid and, once known, its URL, so a second server can say who holds it and exit 2,
- *   and the operator CLI can go through that server instead.
- * - `StateUnreadable`: a file of the state directory cannot be opened or read (not an LMDB file,
- *   truncated, wrong permissions, a legacy file that does not parse, a damaged page). It names the
- *   file and what to do; nothing is ever skipped silently. Thrown by an open, and by any read or
- *   write that meets a damaged page while the file is in use (environment.ts).
+ * The two ways the embedded database refuses, each a sentence for the operator that names what to do:
+ * a live server owns the state directory (`StateDirInUse`: its pid and, once known, its URL), or a
+ * file of it cannot be opened or read (`StateUnreadable`: the file; thrown by an open, and by any
+ * read or write that meets a damaged page while the file is in use).
  *
  * Deliberately not here: printing or exit codes (the entry point decides), and any file content
  * in a message (a store file holds the subscription's signing secret).

@@ -14,28 +14,16 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { DeadLetterReason } from '../../core/protocol';
+import { ItemKeys } from '../../core/store/items';
+import { defined } from '../../core/store/table';
 import type { Clock, DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
-import { unlessDamaged, withoutUndefined, write, type Databases, type JobKey, type JobRow } from './environment';
+import { setItem, write, type Databases, type DeadLetterRow, type JobRow } from './environment';
+import { unlessDamaged } from './file-check';
 
-export interface DueJob {
-  eventId: string;
-  job: DeliveryJob;
-  dueAt: number;
-  receives: number;
-  /** The receipt of this row: pass it back to complete, reschedule or dead-letter this very job. */
-  jobId: string;
-  /** Set while a worker holds it (or held it when its process died). */
-  leasedUntil?: number;
-}
-
-export interface DeadLetter {
-  eventId: string;
-  job: DeliveryJob;
-  reason: DeadLetterReason;
-  receives: number;
-  deadLetteredAt: number;
-}
+/** A job row with its event id; `jobId` is the receipt to pass back to complete, reschedule or dead-letter this very job. */
+export type DueJob = JobRow & { eventId: string };
+export type DeadLetter = DeadLetterRow & { eventId: string };
 
 export interface JobCounts {
   /** Jobs waiting, retrying or being attempted. */
@@ -52,10 +40,9 @@ export class JobTable {
 
   /**
    * Jobs due at `now` (dueAt <= now), earliest first, at most `limit`. A row on a damaged page is
-   * left out, not counted, and the rest are still returned: the environment has kept the damage
-   * (environment.ts `unlessDamaged`) for the runtime to report, and the jobs that can be read are
-   * still delivered. When the range itself breaks off at a damaged page, the rows read before it
-   * are returned, and only a range that yields none throws (StateUnreadable).
+   * left out and the rest are still returned: the environment has kept the damage for the runtime
+   * to report. When the range itself breaks off at a damaged page, the rows read before it are
+   * returned, and only a range that yields none throws (StateUnreadable).
    */
   async due(now: number, limit = 100): Promise<DueJob[]> {
     const rows: DueJob[] = [];
@@ -80,7 +67,7 @@ export class JobTable {
 
   async get(eventId: string): Promise<DueJob | undefined> {
     const row = rowOf(this.dbs, eventId);
-    return row ? dueJob(row) : undefined;
+    return row && dueJob(row);
   }
 
   /** Every job, earliest first (for inspection and tests). */
@@ -94,22 +81,19 @@ export class JobTable {
    */
   receive(eventId: string, now: number, leaseMs: number, jobId?: string): Promise<DueJob | undefined> {
     return write(this.dbs, () => {
-      const row = rowOf(this.dbs, eventId);
-      if (!row || (jobId !== undefined && row.jobId !== jobId)) return undefined;
+      const row = rowOf(this.dbs, eventId, jobId);
+      if (!row) return undefined;
       const leasedUntil = Math.ceil(now + leaseMs);
-      const next = moveRow(this.dbs, row, leasedUntil, { receives: row.receives + 1, leasedUntil });
-      return dueJob(next);
+      return dueJob(moveRow(this.dbs, row, leasedUntil, { receives: row.receives + 1, leasedUntil }));
     });
   }
 
   /** Due again at `dueAt` with this receive count. False when the job is gone or was replaced. */
   async reschedule(eventId: string, dueAt: number, receives: number, jobId?: string): Promise<boolean> {
     const moved = await write(this.dbs, () => {
-      const row = rowOf(this.dbs, eventId);
-      if (!row || (jobId !== undefined && row.jobId !== jobId)) return false;
-      const { leasedUntil: _released, ...rest } = row;
-      moveRow(this.dbs, rest, Math.ceil(dueAt), { receives });
-      return true;
+      const row = rowOf(this.dbs, eventId, jobId);
+      if (row) moveRow(this.dbs, row, Math.ceil(dueAt), { receives, leasedUntil: undefined });
+      return row !== undefined;
     });
     if (moved) this.changed();
     return moved;
@@ -117,20 +101,15 @@ export class JobTable {
 
   /** The job reached a final state: its row goes. False when it was gone or replaced already. */
   complete(eventId: string, jobId?: string): Promise<boolean> {
-    return write(this.dbs, () => {
-      const row = rowOf(this.dbs, eventId);
-      if (!row || (jobId !== undefined && row.jobId !== jobId)) return false;
-      removeJobInTxn(this.dbs, eventId);
-      return true;
-    });
+    return write(this.dbs, () => rowOf(this.dbs, eventId, jobId) !== undefined && removeJobInTxn(this.dbs, eventId) !== undefined);
   }
 
   /** Moves the job to the dead letters with why (the local dead-letter queue). */
   deadLetter(eventId: string, reason: DeadLetterReason, receives: number, jobId?: string): Promise<boolean> {
     const at = this.clock.now();
     return write(this.dbs, () => {
-      const row = rowOf(this.dbs, eventId);
-      if (!row || (jobId !== undefined && row.jobId !== jobId)) return false;
+      const row = rowOf(this.dbs, eventId, jobId);
+      if (!row) return false;
       removeJobInTxn(this.dbs, eventId);
       void this.dbs.deadLetters.put(eventId, { job: row.job, reason, receives, deadLetteredAt: at });
       return true;
@@ -146,7 +125,7 @@ export class JobTable {
     const count = await write(this.dbs, () => {
       const letters = [...this.dbs.deadLetters.getRange()];
       for (const { key, value } of letters) {
-        if (rowOf(this.dbs, key) === undefined) putJobInTxn(this.dbs, { ...value.job, redriven: true }, now, now);
+        if (!hasJobInTxn(this.dbs, key)) putJobInTxn(this.dbs, { ...value.job, redriven: true }, now, now);
         void this.dbs.deadLetters.remove(key);
       }
       return letters.length;
@@ -156,7 +135,8 @@ export class JobTable {
   }
 
   async counts(): Promise<JobCounts> {
-    return { queued: entryCount(this.dbs.jobIndex), deadLetters: entryCount(this.dbs.deadLetters) };
+    const entries = (db: { getStats(): object }) => (db.getStats() as { entryCount: number }).entryCount;
+    return { queued: entries(this.dbs.jobIndex), deadLetters: entries(this.dbs.deadLetters) };
   }
 
   async deadLetters(): Promise<DeadLetter[]> {
@@ -172,12 +152,8 @@ export class JobTable {
       const leased = [...this.dbs.leases.getKeys()];
       for (const eventId of leased) {
         const row = rowOf(this.dbs, eventId);
-        if (!row) {
-          void this.dbs.leases.remove(eventId);
-          continue;
-        }
-        const { leasedUntil: _released, ...rest } = row;
-        moveRow(this.dbs, rest, Math.min(Math.ceil(now), row.dueAt), {});
+        if (row) moveRow(this.dbs, row, Math.min(Math.ceil(now), row.dueAt), { leasedUntil: undefined });
+        else void this.dbs.leases.remove(eventId);
       }
       return leased.length;
     });
@@ -187,35 +163,25 @@ export class JobTable {
 }
 
 function dueJob(row: JobRow): DueJob {
-  return {
-    eventId: row.job.eventId,
-    job: row.job,
-    dueAt: row.dueAt,
-    receives: row.receives,
-    jobId: row.jobId,
-    ...(row.leasedUntil !== undefined ? { leasedUntil: row.leasedUntil } : {}),
-  };
+  return { eventId: row.job.eventId, ...row };
 }
 
-function entryCount(db: Databases['jobIndex'] | Databases['deadLetters']): number {
-  const stats = db.getStats() as { entryCount?: unknown };
-  return typeof stats.entryCount === 'number' ? stats.entryCount : db.getCount();
-}
-
-function rowOf(dbs: Databases, eventId: string): JobRow | undefined {
+/** The event's job row; undefined when there is none, or when `jobId` is given and the row is another job. */
+function rowOf(dbs: Databases, eventId: string, jobId?: string): JobRow | undefined {
   const dueAt = dbs.jobIndex.get(eventId);
-  return dueAt === undefined ? undefined : dbs.jobs.get([dueAt, eventId]);
+  const row = dueAt === undefined ? undefined : dbs.jobs.get([dueAt, eventId]);
+  return row && (jobId === undefined || row.jobId === jobId) ? row : undefined;
 }
 
-/** Inside a write: the row under its new due time, with `changes` applied. */
+/** Inside a write: the row under its new due time, with `changes` applied (`leasedUntil: undefined` ends a lease). */
 function moveRow(dbs: Databases, row: JobRow, dueAt: number, changes: Partial<JobRow>): JobRow {
   const eventId = row.job.eventId;
   void dbs.jobs.remove([row.dueAt, eventId]);
-  const next: JobRow = { ...row, ...changes, dueAt };
-  void dbs.jobs.put([dueAt, eventId] satisfies JobKey, next);
+  const next = defined({ ...row, ...changes, dueAt }) as unknown as JobRow;
+  void dbs.jobs.put([dueAt, eventId], next);
   void dbs.jobIndex.put(eventId, dueAt);
   if (next.leasedUntil !== undefined) void dbs.leases.put(eventId, next.leasedUntil);
-  else if (row.leasedUntil !== undefined || dbs.leases.get(eventId) !== undefined) void dbs.leases.remove(eventId);
+  else void dbs.leases.remove(eventId);
   return next;
 }
 
@@ -225,23 +191,49 @@ function moveRow(dbs: Databases, row: JobRow, dueAt: number, changes: Partial<Jo
  */
 export function putJobInTxn(dbs: Databases, job: DeliveryJob, dueAt: number, now: number, receives = 0): JobRow {
   removeJobInTxn(dbs, job.eventId);
-  const row: JobRow = { jobId: randomUUID(), job: withoutUndefined(job) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives, enqueuedAt: now };
-  void dbs.jobs.put([row.dueAt, job.eventId] satisfies JobKey, row);
+  const row: JobRow = { jobId: randomUUID(), job: defined({ ...job }) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives, enqueuedAt: now };
+  void dbs.jobs.put([row.dueAt, job.eventId], row);
   void dbs.jobIndex.put(job.eventId, row.dueAt);
   return row;
 }
 
-/** Inside a write: removes the event's job, if any. */
+/** Inside a write: removes the event's job, its index entry and its lease, if any. */
 export function removeJobInTxn(dbs: Databases, eventId: string): JobRow | undefined {
-  const dueAt = dbs.jobIndex.get(eventId);
-  if (dueAt === undefined) return undefined;
-  const row = dbs.jobs.get([dueAt, eventId]);
-  void dbs.jobs.remove([dueAt, eventId]);
+  const row = rowOf(dbs, eventId);
+  if (!row) return undefined;
+  void dbs.jobs.remove([row.dueAt, eventId]);
   void dbs.jobIndex.remove(eventId);
-  if (row?.leasedUntil !== undefined) void dbs.leases.remove(eventId);
+  if (row.leasedUntil !== undefined) void dbs.leases.remove(eventId);
   return row;
 }
 
 export function hasJobInTxn(dbs: Databases, eventId: string): boolean {
   return dbs.jobIndex.get(eventId) !== undefined;
+}
+
+/**
+ * Deletes items whose ttl has passed at `now` (the DynamoDB TTL sweeper's job), at most `batch`
+ * per transaction so that no writer waits long, and with an event its job: retention removes a
+ * record and its job together, or the job would come back as a delivery of a record that is gone.
+ * Reads never depend on it: they judge expiry themselves. Returns how many items were deleted.
+ */
+export async function sweepExpired(dbs: Databases, now: number, batch = 5000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const deleted = await write(dbs, () => {
+      // Collected first: deleting under a live cursor would move it.
+      const keys = [...dbs.expiry.getKeys({ end: [now / 1000], limit: batch })];
+      for (const [ttl, pk] of keys) {
+        const item = dbs.items.get(pk);
+        if (item?.ttl === ttl) {
+          setItem(dbs, pk, undefined);
+          if (pk.startsWith(ItemKeys.event('')) && typeof item.eventId === 'string') removeJobInTxn(dbs, item.eventId);
+        }
+        void dbs.expiry.remove([ttl, pk]);
+      }
+      return keys.length;
+    });
+    total += deleted;
+    if (deleted < batch) return total;
+  }
 }

@@ -1,45 +1,80 @@
 /**
- * Imports a state directory of the earlier file layout into the embedded database, once, on the
- * first start of a server:
+ * What a state directory of an earlier layout leaves behind, brought up to date at open:
+ *
+ * - `upgradeLayout` (every open): a file of layout 1 kept the keys of queued events in `queued`;
+ *   layout 2 keeps them in the Store's `queued` index, whose attributes the item itself carries.
+ * - `importLegacyLayout` (a server's first start): the earlier file layout, imported once:
  *
  *   store.json                {version, items: [{pk, ttl, ...record}]}  every store item, as is
- *   queue/evt_*.json          {job, receives, dueAt, reason?}           queued jobs (with `reason`:
- *                                                                        a dead letter an operator
- *                                                                        moved back, so redriven)
+ *   queue/evt_*.json          {job, receives, dueAt, reason?}           queued jobs (with `reason`: a
+ *                                                                        dead letter moved back, so redriven)
  *   queue/evt_*.json.tmp      a job write that may not have finished
  *   dead-letter/evt_*.json    {job, receives, dueAt, reason, deadLetteredAt}
  *
- * Everything is read and checked first; a file that cannot be read or parsed stops the import
- * with StateUnreadable naming it, and nothing is imported. Then one transaction writes it all,
- * and only after it committed are the old files renamed aside (`store.json.imported`,
- * `queue.imported/`, `dead-letter.imported/`): nothing is deleted. Items, jobs and dead letters
- * already in the database are kept, so an import interrupted before the renames can simply run
- * again.
+ *   Everything is read and checked first; a file that cannot be read or parsed stops the import
+ *   with StateUnreadable naming it, and nothing is imported. Then one transaction writes it all,
+ *   and only after it committed are the old files renamed aside (`store.json.imported`, ...):
+ *   nothing is deleted. What is already in the database is kept, so an import interrupted before
+ *   the renames can simply run again. A `.json.tmp` job is imported when it parses as a complete
+ *   job and no `.json` of that event exists; otherwise, if its event is still `queued` without a
+ *   job, the record is marked `failed`: its job was never fully written, so its caller never got
+ *   an answer.
+ * - `repairQueuedWithoutJobs` (every server start): the outbox invariant, every live `queued`
+ *   record has a job. The outbox writes both in one transaction, so only an import (or a record
+ *   written by hand) can break it: such a record gets a job from its kept bytes (`body`), due now,
+ *   or, without them, is marked `failed`; both are reported by event id.
  *
- * A `.json.tmp` job is imported when it parses as a complete job and no `.json` of that event
- * exists; otherwise it is left where it is, and if its event is still `queued` without a job, the
- * record is marked `failed`: its job was never fully written, so its caller never got an answer.
- *
- * Deliberately not here: the general repair of queued records without a job (repair.ts runs after
- * this at every start), and `store.json.tmp-*` files (never committed writes of the old store).
+ * Deliberately not here: jobs without a record (the worker restores the record when it meets one,
+ * as the Delivery Lambda does), and `store.json.tmp-*` files (never committed writes of the old store).
  */
 import { lstat, readdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { FailureReasons, type DeadLetterReason } from '../../core/protocol';
-import { newEventWrite } from '../../core/store/events';
-import { ItemKeys } from '../../core/store/items';
+import { EventStatus, FailureReasons, type DeadLetterReason } from '../../core/protocol';
+import { eventUpdate, newEventWrite } from '../../core/store/events';
+import { ItemKeys, QueuedIndex, isLive, recordOf } from '../../core/store/items';
 import type { DeliveryJob, EventRecord } from '../../ports';
 import { StateUnreadable } from './errors';
-import { getItem, idList, putItem, write, type Databases } from './environment';
+import { getItem, SCHEMA_VERSION, setItem, write, type Databases, type StoredItem } from './environment';
+import { unreadable } from './file-check';
 import { hasJobInTxn, putJobInTxn } from './jobs';
-import { failQueuedInTxn } from './table';
+import { LmdbTable } from './table';
+
+/** Layout 1 (or a file without a layout) to layout 2; environment.ts has refused a newer one. */
+export async function upgradeLayout(dbs: Databases): Promise<void> {
+  try {
+    if (dbs.meta.get('schema') === SCHEMA_VERSION) return;
+    await write(dbs, () => {
+      const stored = dbs.meta.get('schema');
+      if (stored === SCHEMA_VERSION) return;
+      for (const key of stored === 1 ? [...dbs.queued.getKeys()] : []) {
+        const item = dbs.items.get(key);
+        if (typeof item?.eventId === 'string') setItem(dbs, key, { ...newEventWrite(recordOf<EventRecord>(item)).item, ttl: item.ttl });
+        void dbs.queued.remove(key);
+      }
+      void dbs.meta.put('schema', SCHEMA_VERSION);
+    });
+  } catch (error) {
+    throw error instanceof StateUnreadable ? error : unreadable(dbs.file, error);
+  }
+}
 
 export const LegacyFiles = { store: 'store.json', queue: 'queue', deadLetter: 'dead-letter' } as const;
+
+/** The kinds of store item an import counts, by key prefix, and what the line calls one. */
+const KINDS = {
+  subscription: [ItemKeys.subscription, 'subscription'],
+  events: [ItemKeys.event(''), 'event'],
+  verified: [ItemKeys.verified(''), 'verification'],
+  replay: [ItemKeys.replay(''), 'replay id'],
+  answers: [ItemKeys.inboundAnswer(''), 'inbound answer'],
+  other: ['', 'other item'],
+} as const;
+type Kind = keyof typeof KINDS;
 
 export interface LegacyImport {
   /** One line for the log: what was imported and where the old files went. */
   line: string;
-  items: { subscription: number; events: number; verified: number; replay: number; answers: number; other: number };
+  items: Record<Kind, number>;
   jobs: number;
   /** Of `jobs`: taken from a complete `.json.tmp`. */
   jobsFromTmp: number;
@@ -63,149 +98,106 @@ interface JobEntry {
   fromTmp?: boolean;
 }
 
-interface LegacyData {
-  items: { pk: string; ttl: number; fields: Record<string, unknown> }[];
-  jobs: JobEntry[];
-  deadLetters: (JobEntry & { reason: DeadLetterReason })[];
-  /** Event ids of `.json.tmp` files that are not a complete job (and have no `.json`). */
-  brokenTmps: string[];
-  present: { store: boolean; queue: boolean; deadLetter: boolean };
-}
-
 const JOB_FILE = /^(evt_[0-9a-f]{32})\.json$/;
 const TMP_FILE = /^(evt_[0-9a-f]{32})\.json\.tmp$/;
 const DEAD_LETTER_REASONS: ReadonlySet<string> = new Set<string>([...FailureReasons, 'receive_limit', 'malformed']);
 
-/** True when any part of the earlier layout is still in place (not yet imported). */
+/** Which parts of the earlier layout are still in place (not yet imported). */
+async function presence(stateDir: string): Promise<Record<keyof typeof LegacyFiles, boolean>> {
+  const is = async (name: string, directory: boolean) => {
+    try {
+      return (await lstat(join(stateDir, name))).isDirectory() === directory;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw legacyUnreadable(join(stateDir, name), `it cannot be examined (${(error as Error).message})`, error);
+    }
+  };
+  return { store: await is(LegacyFiles.store, false), queue: await is(LegacyFiles.queue, true), deadLetter: await is(LegacyFiles.deadLetter, true) };
+}
+
 export async function legacyLayoutPresent(stateDir: string): Promise<boolean> {
-  const present = await presence(stateDir);
-  return present.store || present.queue || present.deadLetter;
+  return Object.values(await presence(stateDir)).some(Boolean);
 }
 
 /** Imports the earlier layout if there is one; undefined when there is nothing to import. */
 export async function importLegacyLayout(dbs: Databases, stateDir: string, now: number): Promise<LegacyImport | undefined> {
-  const data = await readLegacy(stateDir);
-  if (!data) return undefined;
-  const counts = await write(dbs, () => {
-    const items = { subscription: 0, events: 0, verified: 0, replay: 0, answers: 0, other: 0 };
-    let alreadyPresent = 0;
-    for (const item of data.items) {
-      if (getItem(dbs, item.pk) !== undefined) {
-        alreadyPresent++;
-        continue;
-      }
-      // An event carries the Store's index attributes, as if the Store had written it.
-      const fields = item.pk.startsWith(ItemKeys.event('')) ? newEventWrite(item.fields as unknown as EventRecord).item : item.fields;
-      putItem(dbs, item.pk, { ...fields, ttl: item.ttl });
-      items[kindOf(item.pk)]++;
-    }
-    let jobs = 0;
-    let jobsFromTmp = 0;
-    for (const entry of data.jobs) {
-      if (hasJobInTxn(dbs, entry.eventId)) {
-        alreadyPresent++;
-        continue;
-      }
-      if (entry.reason !== undefined) {
-        // A dead letter moved back by the old `dm-dot redrive`: a new round, as its next pick-up would have given it.
-        putJobInTxn(dbs, { ...entry.job, redriven: true }, now, now);
-      } else putJobInTxn(dbs, entry.job, entry.dueAt, now, entry.receives);
-      jobs++;
-      if (entry.fromTmp) jobsFromTmp++;
-    }
-    let deadLetters = 0;
-    for (const entry of data.deadLetters) {
-      if (dbs.deadLetters.get(entry.eventId) !== undefined) {
-        alreadyPresent++;
-        continue;
-      }
-      void dbs.deadLetters.put(entry.eventId, { job: entry.job, reason: entry.reason, receives: entry.receives, deadLetteredAt: entry.deadLetteredAt ?? now });
-      deadLetters++;
-    }
-    const failedEvents: string[] = [];
-    for (const eventId of data.brokenTmps) {
-      if (hasJobInTxn(dbs, eventId)) continue;
-      if (failQueuedInTxn(dbs, eventId, now)) failedEvents.push(eventId);
-    }
-    return { items, jobs, jobsFromTmp, deadLetters, alreadyPresent, failedEvents };
-  });
-  const movedAside: string[] = [];
-  for (const [name, isPresent] of [
-    [LegacyFiles.store, data.present.store],
-    [LegacyFiles.queue, data.present.queue],
-    [LegacyFiles.deadLetter, data.present.deadLetter],
-  ] as const) {
-    if (isPresent) movedAside.push(await moveAside(stateDir, name));
-  }
-  const result = { ...counts, movedAside };
-  return { ...result, line: describe(stateDir, result) };
-}
-
-async function presence(stateDir: string): Promise<LegacyData['present']> {
-  const kind = async (name: string) => {
-    try {
-      const info = await lstat(join(stateDir, name));
-      return info.isDirectory() ? 'dir' : 'file';
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'none';
-      throw legacyUnreadable(join(stateDir, name), `it cannot be examined (${(error as Error).message})`, error);
-    }
-  };
-  return {
-    store: (await kind(LegacyFiles.store)) === 'file',
-    queue: (await kind(LegacyFiles.queue)) === 'dir',
-    deadLetter: (await kind(LegacyFiles.deadLetter)) === 'dir',
-  };
-}
-
-async function readLegacy(stateDir: string): Promise<LegacyData | undefined> {
   const present = await presence(stateDir);
-  if (!present.store && !present.queue && !present.deadLetter) return undefined;
-  const data: LegacyData = { items: [], jobs: [], deadLetters: [], brokenTmps: [], present };
-  if (present.store) data.items = await readStoreFile(join(stateDir, LegacyFiles.store));
+  if (!Object.values(present).some(Boolean)) return undefined;
+  const items = present.store ? await readStoreFile(join(stateDir, LegacyFiles.store)) : [];
+  const jobs: JobEntry[] = [];
+  const brokenTmps: string[] = [];
   if (present.queue) {
     const dir = join(stateDir, LegacyFiles.queue);
     const names = await listDir(dir);
     const committed = new Set(names.flatMap((name) => JOB_FILE.exec(name)?.[1] ?? []));
     for (const name of names) {
-      const job = JOB_FILE.exec(name);
-      if (job?.[1]) {
-        const file = join(dir, name);
-        const parsed = parseJobEntry(await readText(file), job[1]);
-        if (typeof parsed === 'string') throw legacyUnreadable(file, parsed);
-        data.jobs.push(parsed);
-        continue;
-      }
-      const tmp = TMP_FILE.exec(name);
-      if (tmp?.[1] && !committed.has(tmp[1])) {
+      const eventId = JOB_FILE.exec(name)?.[1];
+      if (eventId) jobs.push(await readJobFile(join(dir, name), eventId));
+      const tmp = TMP_FILE.exec(name)?.[1];
+      if (tmp && !committed.has(tmp)) {
         // A write that may not have finished: used only when it is a complete job.
-        const parsed = parseJobEntry(await readText(join(dir, name)), tmp[1]);
-        if (typeof parsed === 'string') data.brokenTmps.push(tmp[1]);
-        else data.jobs.push({ ...parsed, fromTmp: true });
+        const parsed = parseJobEntry(await readText(join(dir, name)), tmp);
+        if (typeof parsed === 'string') brokenTmps.push(tmp);
+        else jobs.push({ ...parsed, fromTmp: true });
       }
     }
   }
+  const deadLetters: (JobEntry & { reason: DeadLetterReason })[] = [];
   if (present.deadLetter) {
     const dir = join(stateDir, LegacyFiles.deadLetter);
     for (const name of await listDir(dir)) {
-      const match = JOB_FILE.exec(name);
-      if (!match?.[1]) continue;
-      const file = join(dir, name);
-      const parsed = parseJobEntry(await readText(file), match[1]);
-      if (typeof parsed === 'string') throw legacyUnreadable(file, parsed);
-      if (parsed.reason === undefined || !DEAD_LETTER_REASONS.has(parsed.reason)) throw legacyUnreadable(file, 'it has no known dead-letter reason');
-      data.deadLetters.push({ ...parsed, reason: parsed.reason as DeadLetterReason });
+      const eventId = JOB_FILE.exec(name)?.[1];
+      if (!eventId) continue;
+      const entry = await readJobFile(join(dir, name), eventId);
+      if (!DEAD_LETTER_REASONS.has(entry.reason ?? '')) throw legacyUnreadable(join(dir, name), 'it has no known dead-letter reason');
+      deadLetters.push(entry as JobEntry & { reason: DeadLetterReason });
     }
   }
-  return data;
+  const counts = await write(dbs, () => {
+    const result = { items: { subscription: 0, events: 0, verified: 0, replay: 0, answers: 0, other: 0 }, jobs: 0, jobsFromTmp: 0, deadLetters: 0 };
+    let alreadyPresent = 0;
+    for (const { pk, ttl, fields } of items) {
+      if (getItem(dbs, pk) !== undefined) alreadyPresent++;
+      else {
+        const kind = kindOf(pk);
+        // An event carries the Store's index attributes, as if the Store had written it.
+        setItem(dbs, pk, { ...(kind === 'events' ? newEventWrite(fields as unknown as EventRecord).item : fields), ttl });
+        result.items[kind]++;
+      }
+    }
+    for (const entry of jobs) {
+      if (hasJobInTxn(dbs, entry.eventId)) {
+        alreadyPresent++;
+        continue;
+      }
+      // A dead letter moved back by the old `dm-dot redrive`: a new round, as its next pick-up would have given it.
+      if (entry.reason !== undefined) putJobInTxn(dbs, { ...entry.job, redriven: true }, now, now);
+      else putJobInTxn(dbs, entry.job, entry.dueAt, now, entry.receives);
+      result.jobs++;
+      if (entry.fromTmp) result.jobsFromTmp++;
+    }
+    for (const { eventId, job, reason, receives, deadLetteredAt } of deadLetters) {
+      if (dbs.deadLetters.get(eventId) !== undefined) alreadyPresent++;
+      else {
+        void dbs.deadLetters.put(eventId, { job, reason, receives, deadLetteredAt: deadLetteredAt ?? now });
+        result.deadLetters++;
+      }
+    }
+    const failedEvents = brokenTmps.filter((eventId) => !hasJobInTxn(dbs, eventId) && failQueuedInTxn(dbs, eventId, now));
+    return { ...result, alreadyPresent, failedEvents };
+  });
+  const movedAside: string[] = [];
+  for (const name of ['store', 'queue', 'deadLetter'] as const) if (present[name]) movedAside.push(await moveAside(stateDir, LegacyFiles[name]));
+  const result = { ...counts, movedAside };
+  return { ...result, line: describe(stateDir, result) };
 }
 
-async function readStoreFile(file: string): Promise<LegacyData['items']> {
+async function readStoreFile(file: string): Promise<{ pk: string; ttl: number; fields: Record<string, unknown> }[]> {
+  const text = await readText(file);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(await readText(file));
+    parsed = JSON.parse(text);
   } catch (error) {
-    if (error instanceof StateUnreadable) throw error;
     throw legacyUnreadable(file, `it is not valid JSON (${(error as Error).message})`, error);
   }
   const items = (parsed as { items?: unknown } | null)?.items;
@@ -217,6 +209,12 @@ async function readStoreFile(file: string): Promise<LegacyData['items']> {
     if (typeof ttl !== 'number' || !Number.isFinite(ttl)) throw legacyUnreadable(file, `item ${index} has no ttl`);
     return { pk, ttl, fields };
   });
+}
+
+async function readJobFile(file: string, eventId: string): Promise<JobEntry> {
+  const parsed = parseJobEntry(await readText(file), eventId);
+  if (typeof parsed === 'string') throw legacyUnreadable(file, parsed);
+  return parsed;
 }
 
 /** The entry, or why it is not one. */
@@ -233,43 +231,28 @@ function parseJobEntry(text: string, eventId: string): JobEntry | string {
   const { eventId: id, subscriptionId, body, generation, redriven } = job as Record<string, unknown>;
   if (id !== eventId) return 'its job is of another event than its name says';
   if (typeof subscriptionId !== 'string' || typeof body !== 'string') return 'its job has no subscription id or body';
-  if (generation !== undefined && typeof generation !== 'string') return 'its job has a malformed generation';
-  if (redriven !== undefined && typeof redriven !== 'boolean') return 'its job has a malformed redriven flag';
+  if (!['undefined', 'string'].includes(typeof generation)) return 'its job has a malformed generation';
+  if (!['undefined', 'boolean'].includes(typeof redriven)) return 'its job has a malformed redriven flag';
   if (typeof receives !== 'number' || !Number.isInteger(receives) || receives < 0) return 'it has no receive count';
   if (typeof dueAt !== 'number' || !Number.isFinite(dueAt)) return 'it has no due time';
-  if (reason !== undefined && typeof reason !== 'string') return 'it has a malformed reason';
+  if (!['undefined', 'string'].includes(typeof reason)) return 'it has a malformed reason';
   const at = typeof deadLetteredAt === 'string' ? Date.parse(deadLetteredAt) : Number.NaN;
-  return {
-    eventId,
-    job: {
-      eventId,
-      subscriptionId,
-      body,
-      ...(generation !== undefined ? { generation } : {}),
-      ...(redriven !== undefined ? { redriven } : {}),
-    },
-    receives,
-    dueAt,
-    ...(reason !== undefined ? { reason } : {}),
-    ...(Number.isNaN(at) ? {} : { deadLetteredAt: at }),
-  };
+  // Undefined fields are left out by the JSON encoding of every sub-database.
+  const entry = { eventId, subscriptionId, body, generation, redriven } as DeliveryJob;
+  return { eventId, job: entry, receives, dueAt, reason: reason as string | undefined, deadLetteredAt: Number.isNaN(at) ? undefined : at };
 }
 
-async function readText(file: string): Promise<string> {
+/** `run()` on `path`, or the sentence saying that it cannot be `what` (read, listed) and why. */
+async function io<T>(path: string, what: string, run: () => Promise<T>): Promise<T> {
   try {
-    return await readFile(file, 'utf8');
+    return await run();
   } catch (error) {
-    throw legacyUnreadable(file, `it cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, error);
+    throw legacyUnreadable(path, `it cannot be ${what} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, error);
   }
 }
 
-async function listDir(dir: string): Promise<string[]> {
-  try {
-    return (await readdir(dir)).sort();
-  } catch (error) {
-    throw legacyUnreadable(dir, `it cannot be listed (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, error);
-  }
-}
+const readText = (file: string) => io(file, 'read', () => readFile(file, 'utf8'));
+const listDir = (dir: string) => io(dir, 'listed', async () => (await readdir(dir)).sort());
 
 function legacyUnreadable(file: string, problem: string, cause?: unknown): StateUnreadable {
   return new StateUnreadable(
@@ -285,12 +268,14 @@ function legacyUnreadable(file: string, problem: string, cause?: unknown): State
 async function moveAside(stateDir: string, name: string): Promise<string> {
   for (let n = 1; ; n++) {
     const target = `${name}.imported${n === 1 ? '' : `.${n}`}`;
-    try {
-      await lstat(join(stateDir, target));
-      continue;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    }
+    const taken = await lstat(join(stateDir, target)).then(
+      () => true,
+      (error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOENT') return false;
+        throw error;
+      },
+    );
+    if (taken) continue;
     try {
       await rename(join(stateDir, name), join(stateDir, target));
     } catch (error) {
@@ -305,36 +290,80 @@ async function moveAside(stateDir: string, name: string): Promise<string> {
   }
 }
 
-function kindOf(pk: string): keyof LegacyImport['items'] {
-  if (pk === ItemKeys.subscription) return 'subscription';
-  if (pk.startsWith(ItemKeys.event(''))) return 'events';
-  if (pk.startsWith(ItemKeys.verified(''))) return 'verified';
-  if (pk.startsWith(ItemKeys.replay(''))) return 'replay';
-  if (pk.startsWith(ItemKeys.inboundAnswer(''))) return 'answers';
-  return 'other';
+function kindOf(pk: string): Kind {
+  const kinds = Object.entries(KINDS) as [Kind, (typeof KINDS)[Kind]][];
+  return kinds.find(([, [prefix]]) => (prefix.endsWith('#') ? pk.startsWith(prefix) : pk === prefix))?.[0] ?? 'other';
+}
+
+/** `n thing(s)`, or nothing for none. */
+const count = (n: number, one: string) => (n > 0 ? `${n} ${one}${n === 1 ? '' : 's'}` : '');
+
+/** Event ids for a log line: all of a few, the first ten of many. */
+function idList(ids: readonly string[]): string {
+  return ids.length <= 10 ? ids.join(', ') : `${ids.slice(0, 10).join(', ')} and ${ids.length - 10} more`;
 }
 
 function describe(stateDir: string, result: Omit<LegacyImport, 'line'>): string {
-  const count = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
-  const { items } = result;
   const parts = [
-    items.subscription > 0 ? count(items.subscription, 'subscription', 'subscriptions') : '',
-    items.events > 0 ? count(items.events, 'event', 'events') : '',
-    items.verified > 0 ? count(items.verified, 'verification', 'verifications') : '',
-    items.replay > 0 ? count(items.replay, 'replay id', 'replay ids') : '',
-    items.answers > 0 ? count(items.answers, 'inbound answer', 'inbound answers') : '',
-    items.other > 0 ? count(items.other, 'other item', 'other items') : '',
-    result.jobs > 0
-      ? `${count(result.jobs, 'queued job', 'queued jobs')}${result.jobsFromTmp > 0 ? ` (${result.jobsFromTmp} from a half-renamed file)` : ''}`
-      : '',
-    result.deadLetters > 0 ? count(result.deadLetters, 'dead letter', 'dead letters') : '',
+    ...(Object.keys(KINDS) as Kind[]).map((kind) => count(result.items[kind], KINDS[kind][1])),
+    count(result.jobs, 'queued job') + (result.jobsFromTmp > 0 ? ` (${result.jobsFromTmp} from a half-renamed file)` : ''),
+    count(result.deadLetters, 'dead letter'),
     result.failedEvents.length > 0
-      ? `${count(result.failedEvents.length, 'event', 'events')} marked failed (its job was never fully queued: ${idList(result.failedEvents)})`
+      ? `${count(result.failedEvents.length, 'event')} marked failed (its job was never fully queued: ${idList(result.failedEvents)})`
       : '',
     result.alreadyPresent > 0 ? `${result.alreadyPresent} already in the database, kept` : '',
   ].filter((part) => part !== '');
-  return (
-    `imported the earlier file layout of ${stateDir}: ${parts.length > 0 ? parts.join(', ') : 'nothing in it'}; moved aside ` +
-    `${result.movedAside.join(', ')}`
-  );
+  const what = parts.length > 0 ? parts.join(', ') : 'nothing in it';
+  return `imported the earlier file layout of ${stateDir}: ${what}; moved aside ${result.movedAside.join(', ')}`;
+}
+
+export interface RepairReport {
+  /** Given a job from their kept bytes. */
+  requeued: string[];
+  /** Marked failed: no kept bytes to send. */
+  failed: string[];
+  /** One line for the log, when anything was repaired. */
+  line?: string;
+}
+
+/** Inside a write: marks a `queued` event `failed` (a job that can never be sent). True when it was. */
+function failQueuedInTxn(dbs: Databases, eventId: string, now: number): boolean {
+  const planned = eventUpdate(eventId, { status: EventStatus.failed }, { status: EventStatus.queued }, now)!;
+  return new LmdbTable(dbs).applyInTxn({ kind: 'update', ...planned }).ok;
+}
+
+/** The event's record when it is live, `queued` and without a job. */
+function queuedWithoutJob(dbs: Databases, eventId: string, now: number): StoredItem | undefined {
+  const item = getItem(dbs, ItemKeys.event(eventId));
+  return item?.status === EventStatus.queued && isLive(item.expiresAt, now) && !hasJobInTxn(dbs, eventId) ? item : undefined;
+}
+
+export async function repairQueuedWithoutJobs(dbs: Databases, now: number): Promise<RepairReport> {
+  // Found from the index of queued events (not every event), then re-checked inside the write:
+  // the search holds no writer lock.
+  const candidates: string[] = [];
+  for (const [, , key] of dbs.indexes.get(QueuedIndex.name)!.getKeys()) {
+    const eventId = dbs.items.get(key)?.eventId;
+    if (typeof eventId === 'string' && queuedWithoutJob(dbs, eventId, now)) candidates.push(eventId);
+  }
+  if (candidates.length === 0) return { requeued: [], failed: [] };
+  const report = await write(dbs, () => {
+    const requeued: string[] = [];
+    const failed: string[] = [];
+    for (const eventId of candidates) {
+      const item = queuedWithoutJob(dbs, eventId, now);
+      if (!item) continue;
+      const { subscriptionId, body, generation } = item;
+      if (typeof body === 'string' && typeof subscriptionId === 'string') {
+        putJobInTxn(dbs, { eventId, subscriptionId, body, generation } as DeliveryJob, now, now);
+        requeued.push(eventId);
+      } else if (failQueuedInTxn(dbs, eventId, now)) failed.push(eventId);
+    }
+    return { requeued, failed };
+  });
+  const parts = [
+    report.requeued.length > 0 ? `${report.requeued.length} queued again from their kept bytes (${idList(report.requeued)})` : '',
+    report.failed.length > 0 ? `${report.failed.length} marked failed, having no kept bytes to send (${idList(report.failed)})` : '',
+  ].filter((part) => part !== '');
+  return parts.length > 0 ? { ...report, line: `queued events without a delivery job: ${parts.join('; ')}` } : report;
 }

@@ -11,8 +11,7 @@
  */
 import { DependencyUnavailable } from '../../core/errors';
 import { eventUpdate, newEventWrite } from '../../core/store/events';
-import { ItemKeys } from '../../core/store/items';
-import { when } from '../../core/store/table';
+import type { TableWrite } from '../../core/store/table';
 import type { Clock, DeliveryJob, EnqueueOptions, EventPatch, EventRecord, Outbox } from '../../ports';
 import type { Databases } from './environment';
 import { putJobInTxn } from './jobs';
@@ -31,38 +30,30 @@ export class EmbeddedOutbox implements Outbox {
   }
 
   async add(record: EventRecord, job: DeliveryJob, options: EnqueueOptions = {}): Promise<void> {
-    if (job.eventId !== record.eventId) throw new Error('outbox: the job belongs to another event than the record');
     const now = this.clock.now();
-    const dueAt = now + Math.max(0, options.delayMs ?? 0);
-    let written: boolean;
-    try {
-      written = await this.table.transact([newEventWrite(record)], () => putJobInTxn(this.dbs, job, dueAt, now));
-    } catch (cause) {
-      throw new DependencyUnavailable('storage', { cause });
+    if (!(await this.write(record, job, newEventWrite(record), now + Math.max(0, options.delayMs ?? 0), now))) {
+      throw new DependencyUnavailable('storage', { cause: new Error(`event ${record.eventId} already exists`) });
     }
-    if (!written) throw new DependencyUnavailable('storage', { cause: new Error(`event ${record.eventId} already exists`) });
-    this.changed();
   }
 
+  /** The same compare-and-set as Store.updateEvent, with the job in its transaction. */
   async reopen(read: EventRecord, patch: EventPatch, job: DeliveryJob): Promise<boolean> {
-    if (job.eventId !== read.eventId) throw new Error('outbox: the job belongs to another event than the record');
     const now = this.clock.now();
-    // The same compare-and-set as Store.updateEvent, with the job in its transaction.
-    const expected = { status: read.status, attempts: read.attempts };
-    const planned = eventUpdate(read.eventId, patch, expected, now) ?? {
-      key: ItemKeys.event(read.eventId),
-      update: {},
-      condition: when.and(when.exists(), when.eq('status', read.status), when.eq('attempts', read.attempts)),
-    };
-    let reopened: boolean;
+    const planned = eventUpdate(read.eventId, patch, { status: read.status, attempts: read.attempts }, now);
+    if (!planned) throw new Error('outbox: a reopen changes the record');
+    return this.write(read, job, { kind: 'update', ...planned }, now, now);
+  }
+
+  /** The record's write and, when its condition held, the job due at `dueAt`, in one transaction. */
+  private async write(record: EventRecord, job: DeliveryJob, planned: TableWrite, dueAt: number, now: number): Promise<boolean> {
+    if (job.eventId !== record.eventId) throw new Error('outbox: the job belongs to another event than the record');
+    let written: boolean;
     try {
-      reopened = await this.table.transact([{ kind: 'update', key: planned.key, update: planned.update, condition: planned.condition }], () =>
-        putJobInTxn(this.dbs, job, now, now),
-      );
+      written = await this.table.transact([planned], () => putJobInTxn(this.dbs, job, dueAt, now));
     } catch (cause) {
       throw new DependencyUnavailable('storage', { cause });
     }
-    if (reopened) this.changed();
-    return reopened;
+    if (written) this.changed();
+    return written;
   }
 }

@@ -1,22 +1,19 @@
 /**
  * One server per state directory. A server claims the owner record (`meta/owner`) in a write
  * transaction: LMDB serializes writers across processes, so of two servers starting at once
- * exactly one finds no live owner and writes itself. The record names the process (pid, and on
- * Linux its start time and the boot id, so that a pid reused by another process after a crash or
- * a reboot is not mistaken for the owner), its URL once it listens, and when it started.
- *
- * A record whose process is gone (kill -9, a crash) is taken over. A server clears the record at
- * stop only while it is still its own (the `token` is per open, so two servers in one process are
- * told apart too). The operator role never writes it.
+ * exactly one finds no live owner and writes itself. The record names the process, its URL once it
+ * listens, and when it started; a record whose process is gone (kill -9, a crash) is taken over. A
+ * server clears the record at stop only while it is still its own (the `token` is per open, so two
+ * servers in one process are told apart too). The operator role never writes it.
  *
  * Liveness is an OS-level fact, not a pid: the owner listens on a Unix-domain socket in the state
  * directory (`.owner-<token>.sock`, named in the record). While the owner lives a connect to it
  * succeeds, from any PID namespace that shares the directory (containers sharing a volume); once
  * it is gone the connect is refused and the record is stale, whatever its pid now names. The
  * claim is a check-and-set: the record is probed outside the transaction, then replaced only if
- * it is still the record that was probed, so of two racing starts exactly one wins. A record
- * without a socket (written by an earlier dm-dot, or where the path is too long for a socket)
- * falls back to the pid check below.
+ * it is still the record that was probed. A record without a socket (written by an earlier dm-dot,
+ * or where the path is too long for a socket) falls back to the pid, told apart from a later
+ * process with the same pid by its start time and the boot id (Linux).
  *
  * Deliberately not here: what the caller does about a live owner (print, exit 2, or go through
  * that server's admin routes), and any locking beyond LMDB's own writer lock.
@@ -56,29 +53,19 @@ export async function listenOwnerSocket(stateDir: string, token: string): Promis
   const path = join(stateDir, name);
   const server = net.createServer((socket) => socket.destroy());
   try {
-    await new Promise<void>((done, fail) => {
-      server.once('error', fail);
-      server.listen(path, () => done());
-    });
+    await new Promise<void>((done, fail) => server.once('error', fail).listen(path, () => done()));
   } catch {
     return undefined;
   }
   server.unref();
-  return {
-    name,
-    close: () => {
-      server.close();
-      rmSync(path, { force: true });
-    },
-  };
+  return { name, close: () => (server.close(), rmSync(path, { force: true })) };
 }
 
 /** True while the owner lives: its socket accepts a connection (any PID namespace), else its pid runs. */
 export async function ownerAlive(stateDir: string, owner: OwnerRecord): Promise<boolean> {
-  if (owner.socket === undefined) return isAlive(owner);
-  const path = join(stateDir, owner.socket);
+  if (owner.socket === undefined) return pidAlive(owner);
   return new Promise<boolean>((done) => {
-    const socket = net.connect(path);
+    const socket = net.connect(join(stateDir, owner.socket!));
     const timer = setTimeout(() => (socket.destroy(), done(true)), 2_000);
     socket.once('connect', () => (clearTimeout(timer), socket.destroy(), done(true)));
     // ECONNREFUSED (nobody listens), ENOENT (the file is gone): the owner is gone.
@@ -88,8 +75,10 @@ export async function ownerAlive(stateDir: string, owner: OwnerRecord): Promise<
 
 const OWNER_KEY = 'owner';
 
-export function readOwner(dbs: Databases): OwnerRecord | undefined {
-  return ownerOf(dbs.meta.get(OWNER_KEY));
+export function readOwnerRecord(dbs: Databases): OwnerRecord | undefined {
+  const record = dbs.meta.get(OWNER_KEY) as Partial<OwnerRecord> | null | undefined;
+  const valid = typeof record?.token === 'string' && typeof record.pid === 'number' && typeof record.startedAt === 'number';
+  return valid ? (record as OwnerRecord) : undefined;
 }
 
 export function summary(owner: OwnerRecord): OwnerSummary {
@@ -98,41 +87,26 @@ export function summary(owner: OwnerRecord): OwnerSummary {
 
 /**
  * Claims the state directory for this process (a server starts nothing else before it owns the
- * directory). Throws StateDirInUse when a live process owns it. Returns the record written and
- * the dead owner it replaced, if any.
+ * directory). Throws StateDirInUse when a live process owns it. Returns the record written, its
+ * socket, and the dead owner it replaced, if any.
  */
 export async function claimOwnership(
   dbs: Databases,
   stateDir: string,
   now: number,
 ): Promise<{ mine: OwnerRecord; replaced?: OwnerRecord; socket?: OwnerSocket }> {
-  const { startTime, bootId } = processIdentity(process.pid);
   const token = randomUUID();
   const socket = await listenOwnerSocket(stateDir, token);
-  const mine: OwnerRecord = {
-    token,
-    pid: process.pid,
-    hostname: hostname(),
-    startedAt: now,
-    ...(startTime !== undefined ? { startTime } : {}),
-    ...(bootId !== undefined ? { bootId } : {}),
-    ...(socket ? { socket: socket.name } : {}),
-  };
+  const { startTime, bootId } = processIdentity(process.pid);
+  const mine: OwnerRecord = { token, pid: process.pid, hostname: hostname(), startedAt: now, startTime, bootId, socket: socket?.name };
   try {
     for (;;) {
       // Probed outside the transaction (a connect is asynchronous), replaced only if unchanged since.
-      const seen = readOwner(dbs);
+      const seen = readOwnerRecord(dbs);
       if (seen && (await ownerAlive(stateDir, seen))) throw new StateDirInUse(stateDir, summary(seen));
-      const outcome = await write(dbs, () => {
-        const current = readOwner(dbs);
-        if (current?.token !== seen?.token) return 'changed' as const;
-        void dbs.meta.put(OWNER_KEY, mine);
-        return 'mine' as const;
-      });
-      if (outcome === 'mine') {
-        if (seen?.socket !== undefined) rmSync(join(stateDir, seen.socket), { force: true });
-        return { mine, ...(seen ? { replaced: seen } : {}), ...(socket ? { socket } : {}) };
-      }
+      if (!(await ifOwnerIs(dbs, seen?.token, () => void dbs.meta.put(OWNER_KEY, mine)))) continue;
+      if (seen?.socket !== undefined) rmSync(join(stateDir, seen.socket), { force: true });
+      return { mine, replaced: seen, socket };
     }
   } catch (error) {
     socket?.close();
@@ -140,28 +114,28 @@ export async function claimOwnership(
   }
 }
 
-/** Records the server's URL in its owner record; false when the record is not ours any more. */
-export function setOwnerUrl(dbs: Databases, token: string, url: string): Promise<boolean> {
+/** Changes the owner record only while it is the one of `token` (undefined: none); false when it is not. */
+function ifOwnerIs(dbs: Databases, token: string | undefined, change: (current: OwnerRecord | undefined) => void): Promise<boolean> {
   return write(dbs, () => {
-    const current = readOwner(dbs);
-    if (!current || current.token !== token) return false;
-    void dbs.meta.put(OWNER_KEY, { ...current, url });
+    const current = readOwnerRecord(dbs);
+    if (current?.token !== token) return false;
+    change(current);
     return true;
   });
+}
+
+/** Records the server's URL in its owner record; false when the record is not ours any more. */
+export function setOwnerUrl(dbs: Databases, token: string, url: string): Promise<boolean> {
+  return ifOwnerIs(dbs, token, (current) => void dbs.meta.put(OWNER_KEY, { ...current, url }));
 }
 
 /** Clears the owner record only if it is still ours (a takeover since must not be undone). */
 export function releaseOwnership(dbs: Databases, token: string): Promise<boolean> {
-  return write(dbs, () => {
-    const current = readOwner(dbs);
-    if (!current || current.token !== token) return false;
-    void dbs.meta.remove(OWNER_KEY);
-    return true;
-  });
+  return ifOwnerIs(dbs, token, () => void dbs.meta.remove(OWNER_KEY));
 }
 
 /** True while the process that wrote `owner` still runs: only for a record without a socket (see the header). */
-function isAlive(owner: Pick<OwnerRecord, 'pid' | 'startTime' | 'bootId'>): boolean {
+function pidAlive(owner: OwnerRecord): boolean {
   // process.kill(0) and negative pids address process groups: never a valid owner.
   if (!Number.isSafeInteger(owner.pid) || owner.pid <= 0) return false;
   try {
@@ -170,39 +144,26 @@ function isAlive(owner: Pick<OwnerRecord, 'pid' | 'startTime' | 'bootId'>): bool
     // EPERM: it exists but belongs to another user; it still holds the directory.
     if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  if (process.platform !== 'linux') return true;
   const now = processIdentity(owner.pid);
-  if (owner.bootId !== undefined && now.bootId !== undefined && owner.bootId !== now.bootId) return false;
-  if (now.zombie) return false;
+  if (now.zombie || (owner.bootId !== undefined && now.bootId !== undefined && owner.bootId !== now.bootId)) return false;
   return owner.startTime === undefined || now.startTime === undefined || owner.startTime === now.startTime;
 }
 
-/** What tells this process apart from a later one with the same pid (Linux only; empty elsewhere). */
-export function processIdentity(pid: number): { startTime?: string; bootId?: string; zombie?: boolean } {
-  if (process.platform !== 'linux') return {};
-  const identity: { startTime?: string; bootId?: string; zombie?: boolean } = {};
-  try {
-    identity.bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-  } catch {
-    // No procfs boot id (some containers): the start time alone must do.
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so split after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // fields[0] is field 3 (state); starttime is field 22.
-    const startTime = fields[19];
-    if (startTime !== undefined && /^\d+$/.test(startTime)) identity.startTime = startTime;
-    if (fields[0] === 'Z' || fields[0] === 'X') identity.zombie = true;
-  } catch {
-    // Gone between the signal check and this read, or no procfs.
-  }
-  return identity;
-}
-
-function ownerOf(value: unknown): OwnerRecord | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const record = value as Partial<OwnerRecord>;
-  if (typeof record.token !== 'string' || typeof record.pid !== 'number' || typeof record.startedAt !== 'number') return undefined;
-  return record as OwnerRecord;
+/** What tells a process apart from a later one with the same pid (Linux only; empty elsewhere). */
+function processIdentity(pid: number): { startTime?: string; bootId?: string; zombie?: boolean } {
+  const read = (file: string) => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      // No procfs (another OS, some containers), or the process is gone.
+      return undefined;
+    }
+  };
+  const bootId = read('/proc/sys/kernel/random/boot_id')?.trim();
+  const stat = read(`/proc/${pid}/stat`);
+  // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so split after the last ')'.
+  // fields[0] is field 3 (state); starttime is field 22.
+  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ') ?? [];
+  const startTime = /^\d+$/.test(fields[19] ?? '') ? fields[19] : undefined;
+  return { bootId, startTime, zombie: fields[0] === 'Z' || fields[0] === 'X' };
 }

@@ -5,19 +5,15 @@
  * Each conditional write reads, evaluates (the core's `holds` and `applied`) and writes inside one
  * LMDB write transaction (environment.ts `write`), so it is atomic against every other writer of
  * this process and of any other process that has the environment open; it resolves once committed
- * and fsynced. The `...InTxn` forms run inside a transaction the caller holds: the outbox writes an
- * event and its job in one (`transact` with `also`), the start-up repair and the legacy import
- * theirs.
+ * and fsynced. `applyInTxn` runs inside a transaction the caller holds: the outbox writes an event
+ * and its job in one (`transact` with `also`), the start-up repair and the legacy import theirs.
  *
  * Deliberately not here: what any item means (the Store), the jobs (jobs.ts), the file's handling
  * (environment.ts: its creation, ownership, damage and full-disk checks).
  */
-import { EventStatus } from '../../core/protocol';
-import { eventUpdate } from '../../core/store/events';
-import { TableStore, type TableStoreOptions } from '../../core/store/store';
 import { afterWrite, holds, type Condition, type IndexDefinition, type IndexRange, type Item } from '../../core/store/table';
 import type { ItemTable, TableEntry, TableWrite, Update, WriteResult } from '../../core/store/table';
-import { getItem, putItem, removeItem, storageKey, write, type Databases } from './environment';
+import { getItem, setItem, storageKey, write, type Databases } from './environment';
 
 export class LmdbTable implements ItemTable {
   constructor(private readonly dbs: Databases) {}
@@ -50,8 +46,7 @@ export class LmdbTable implements ItemTable {
   }
 
   async queryIndex(index: IndexDefinition, partition: string, range: IndexRange): Promise<TableEntry[]> {
-    const db = this.dbs.indexes.get(index.name);
-    if (!db) throw new Error(`no index ${index.name}`);
+    const db = this.dbs.indexes.get(index.name)!;
     const entries: TableEntry[] = [];
     const start = range.after === undefined ? [partition] : [partition, range.after];
     // Past every sort value of the partition: strings sort after numbers, and no key holds U+FFFF.
@@ -79,20 +74,7 @@ export class LmdbTable implements ItemTable {
   applyInTxn(planned: TableWrite): WriteResult {
     const stored = getItem(this.dbs, planned.key);
     if (!holds(stored, planned.condition)) return { ok: false, old: stored };
-    const next = afterWrite(stored, planned);
-    if (next) putItem(this.dbs, planned.key, next);
-    else removeItem(this.dbs, planned.key);
+    setItem(this.dbs, planned.key, afterWrite(stored, planned));
     return { ok: true };
   }
-}
-
-/** The one Store over the embedded database. */
-export function embeddedStore(dbs: Databases, options: TableStoreOptions = {}): TableStore {
-  return new TableStore(new LmdbTable(dbs), options);
-}
-
-/** Inside a write: marks a `queued` event `failed` (a job that can never be sent). True when it was. */
-export function failQueuedInTxn(dbs: Databases, eventId: string, now: number): boolean {
-  const planned = eventUpdate(eventId, { status: EventStatus.failed }, { status: EventStatus.queued }, now)!;
-  return new LmdbTable(dbs).applyInTxn({ kind: 'update', ...planned }).ok;
 }
