@@ -34,8 +34,11 @@ import { Budgets } from './budgets';
 import { EventStatus, Limits, WebhookHeaders, type DeadLetterReason, type FailureReason } from './protocol';
 import { decodeSecret, signatureHeader } from './signing';
 
+/** What a delivery reads and writes of the Store: the event, and the live subscription it is sent to. */
+export type DeliveryStore = Pick<Store, 'getEvent' | 'updateEvent' | 'restoreEvent' | 'getSubscription' | 'deleteSubscription' | 'recordDeliveryOutcome'>;
+
 export interface DeliveryDeps {
-  store: Store;
+  store: DeliveryStore;
   webhook: WebhookClient;
   clock: Clock;
   /** Seconds to wait before attempts 2, 3, ...; its length + 1 is the number of attempts. */

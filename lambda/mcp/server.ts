@@ -35,6 +35,7 @@ import { answerUnavailable, describeCause, idempotentToolResult, rateLimitedTool
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { announcePending } from '../core/inbox';
 import { sendOnce, type IdempotencyDeps } from '../core/idempotency';
+import type { MessageStore } from '../core/messages';
 import { inboxTools } from './inbox-tools';
 import { publishedSchema } from './schema';
 import {
@@ -50,11 +51,18 @@ import {
   SERVER_NAME,
   TOOL_NAME,
 } from '../core/protocol';
-import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
-import type { AccessStore, Logger } from '../ports';
+import { subscribe, unsubscribe, type SubscriptionDeps, type SubscriptionStore } from '../core/subscriptions';
+import type { AccessStore, Logger, Store } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
 
+/**
+ * What the MCP endpoint reads and writes of the Store: a send's part, a subscribe's, and the replay
+ * claims and kept answers of the pup door that serves the same endpoint (http/pup.ts).
+ */
+export type McpStore = MessageStore & SubscriptionStore & Pick<Store, 'claimReplayId' | 'settleReplayId' | 'putInboundAnswer'>;
+
 export interface McpDeps extends IdempotencyDeps, SubscriptionDeps {
+  store: McpStore;
   version: string;
   log: Logger;
   /**
