@@ -30,7 +30,7 @@ import {
   type McpRequestContext,
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
-import { admitSend, type Identity } from '../core/access';
+import { admitSend, type AdmissionStore, type Identity } from '../core/access';
 import { answerUnavailable, describeCause, idempotentToolResult, rateLimitedToolResult } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { announcePending } from '../core/inbox';
@@ -52,7 +52,7 @@ import {
   TOOL_NAME,
 } from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps, type SubscriptionStore } from '../core/subscriptions';
-import type { AccessStore, Logger, Store } from '../ports';
+import type { Logger, Store } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
 
 /**
@@ -69,7 +69,7 @@ export interface McpDeps extends IdempotencyDeps, SubscriptionDeps {
    * The deployment's principal, the previous connector key, the sender keys and their rates
    * (core/access.ts). Absent: only the configured key is accepted and its hash is the principal.
    */
-  access?: AccessStore;
+  access?: AdmissionStore;
 }
 
 /** Identity set by the HTTP layer after the key check (core/access.ts); the key itself never travels here. */

@@ -4,7 +4,8 @@
  * operator's actions hold it whole; each request and delivery path declares beside itself the view
  * it uses (a `Pick` of these: core/delivery.ts `DeliveryStore`, core/messages.ts `MessageStore`,
  * core/subscriptions.ts `SubscriptionStore`, core/outbox.ts `OutboxStore`, core/reconcile.ts,
- * mcp/server.ts `McpStore`), so a Lambda or a test double gives only that part.
+ * mcp/server.ts `McpStore`, core/access.ts `AdmissionStore`), so a Lambda or a test double gives
+ * only that part.
  *
  * Deliberately not here: how any of it is stored (core/store), and the ports of the delivery
  * pipeline, the webhook client, the clock and the logger (lambda/ports.ts).
