@@ -85,7 +85,7 @@ export function senderNameOf(key: string): string | undefined {
  * force, which is what subscription ids were made from before the item existed; when two first
  * requests race, the conditional put makes both use the winner's.
  */
-export async function ensureDeployment(access: AccessStore, connectorKey: string, now: number): Promise<DeploymentRecord> {
+export async function ensureDeployment(access: AdmissionStore, connectorKey: string, now: number): Promise<DeploymentRecord> {
   const stored = await access.getDeployment();
   if (stored) return stored;
   return access.createDeployment(deploymentFor(connectorKey, now));
@@ -96,11 +96,18 @@ function deploymentFor(connectorKey: string, now: number): DeploymentRecord {
   return { principal: principalOf(connectorKey), keyHash: keyHashOf(connectorKey), createdAt: now };
 }
 
+/**
+ * What the request path reads and writes of the access items: the deployment (created on first
+ * use), a sender by name, its last use and its rate counter. Listing, adding, revoking senders and
+ * rotating the key are the operator's (operator/access.ts takes the whole AccessStore).
+ */
+export type AdmissionStore = Pick<AccessStore, 'getDeployment' | 'createDeployment' | 'getSender' | 'touchSender' | 'countSend'>;
+
 export interface AuthenticatorOptions {
   /** The connector key in force; undefined: not configured (the app answers 503 before asking). */
   apiKey: string;
   /** Absent (tests of the HTTP surface alone): only the configured key is accepted, its hash is the principal. */
-  access?: AccessStore;
+  access?: AdmissionStore;
   clock: Clock;
 }
 
@@ -232,7 +239,7 @@ export type Admission = { ok: true } | { ok: false; retryAfterMs: number; retryA
  * called where each send runs (the send_to_dot tool, POST /v1/messages), so every `tools/call`
  * counts, whatever carries it: a JSON-RPC batch, a task, either surface.
  */
-export async function admitSend(access: AccessStore | undefined, identity: Identity, now: number): Promise<Admission> {
+export async function admitSend(access: AdmissionStore | undefined, identity: Identity, now: number): Promise<Admission> {
   if (!access || identity.role !== 'sender' || identity.rate === undefined) return { ok: true };
   const { window, endsAt } = rateWindowOf(now);
   const counted = await guardDependency('storage', () => access.countSend(identity.sender, window, identity.rate!, endsAt + AccessLimits.rateCounterGraceMs));

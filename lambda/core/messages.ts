@@ -33,16 +33,20 @@
  * Deliberately not here: the attempt itself (core/delivery.ts), and wording of results for a
  * particular surface (core/answers.ts).
  */
-import type { DeliveryJob, DeliveryMetrics, EventRecord, InboxStore, Logger, Outbox } from '../ports';
+import type { DeliveryJob, DeliveryMetrics, EventRecord, InboxStore, Logger, Outbox, Store } from '../ports';
 import { Budgets } from './budgets';
-import { commit, holding, send, type DeliveryDecision, type DeliveryDeps, type Ready, type Sent } from './delivery';
+import { commit, holding, send, type DeliveryDecision, type DeliveryDeps, type DeliveryStore, type Ready, type Sent } from './delivery';
 import { DependencyUnavailable, guardDependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
 import { reportDecision } from './runner';
 import { checkMessage } from './validation';
 
+/** What a send reads and writes of the Store: a delivery's part, and the put of a kept event (the outbox puts the others). */
+export type MessageStore = DeliveryStore & Pick<Store, 'putEvent'>;
+
 export interface MessageDeps extends DeliveryDeps {
+  store: MessageStore;
   outbox: Outbox;
   /** How long the inline first attempt may take; capped at Limits.deliveryWaitMaxMs. */
   deliveryWaitMs: number;

@@ -67,7 +67,7 @@ const asIs = <T>(fn: () => Promise<T>): Promise<T> => fn();
  * request DynamoDB has not yet applied could still arrive after this: the failed record in its
  * place makes that late put fail its condition.
  */
-async function settleUnsent(store: Store, record: EventRecord): Promise<boolean> {
+async function settleUnsent(store: OutboxStore, record: EventRecord): Promise<boolean> {
   if (await store.restoreEvent({ ...record, status: EventStatus.failed })) return true;
   // A record is stored: mark it as a failed send would be. Before its job is sent nothing but this
   // request writes the event, so a record that is no longer queued is our own settling write.
@@ -84,7 +84,7 @@ function neverSent(stored: EventRecord | undefined): boolean {
  * (so "not sent" is true), `moved` when it had moved on without us (the job did go out), and
  * `unknown` when no answer came.
  */
-async function markUnsent(store: Store, record: EventRecord): Promise<'marked' | 'moved' | 'unknown'> {
+async function markUnsent(store: OutboxStore, record: EventRecord): Promise<'marked' | 'moved' | 'unknown'> {
   try {
     if (await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued })) return 'marked';
     const stored = await store.getEvent(record.eventId, record.createdAt);
@@ -95,7 +95,10 @@ async function markUnsent(store: Store, record: EventRecord): Promise<'marked' |
   }
 }
 
-export function sequentialOutbox(store: Store, queue: Queue, options: SequentialOutboxOptions = {}): Outbox {
+/** What the outbox writes of the Store: the event record, put and then settled if its job could not be sent. */
+export type OutboxStore = Pick<Store, 'putEvent' | 'getEvent' | 'updateEvent' | 'restoreEvent'>;
+
+export function sequentialOutbox(store: OutboxStore, queue: Queue, options: SequentialOutboxOptions = {}): Outbox {
   const keepBack = options.keepBack ?? asIs;
   return {
     async add(record: EventRecord, job: DeliveryJob, enqueueOptions?: EnqueueOptions): Promise<void> {

@@ -30,8 +30,11 @@ import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits,
 import { constantTimeEqual, signatureHeader } from './signing';
 import { grantTtlMs, parseSubscribeParams, parseUnsubscribeParams, type SubscribeRequest, type TtlPolicy, type UrlPolicy } from './validation';
 
+/** What subscribe and unsubscribe read and write of the Store: the subscription item and the verification cache. */
+export type SubscriptionStore = Pick<Store, 'getStoredSubscription' | 'putSubscription' | 'deleteSubscription' | 'isVerified' | 'markVerified'>;
+
 export interface SubscriptionDeps {
-  store: Store;
+  store: SubscriptionStore;
   webhook: WebhookClient;
   clock: Clock;
   urlPolicy: UrlPolicy;

@@ -6,7 +6,6 @@
  * Deliberately not here: address checks of the callback host (the outbound guard does those at
  * connect time, where DNS answers are known) and any I/O.
  */
-import * as z from 'zod/mini';
 import { decodeSecret } from './signing';
 import { LOOPBACK_LITERAL_HOSTNAMES } from './loopback';
 import { DEFAULT_EVENTS_PROFILE, EVENT_NAME, EventsProfiles, Limits, type EventsProfile } from './protocol';
@@ -93,15 +92,6 @@ export interface SubscribeRequest {
   ttlMs: number | null;
 }
 
-// Shape only: each field's rule is checked below in the contract's order so the first failure names its field.
-const SubscribeShape = z.looseObject({
-  name: z.optional(z.unknown()),
-  arguments: z.optional(z.unknown()),
-  delivery: z.optional(z.unknown()),
-  ttlMs: z.optional(z.unknown()),
-  cursor: z.optional(z.unknown()),
-});
-
 function isEmptyArguments(value: unknown): boolean {
   return value === undefined || (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0);
 }
@@ -125,9 +115,9 @@ function asObject(value: unknown): Record<string, unknown> | undefined {
 
 /** `events/subscribe` params, in the order of docs/contract/events.md. Throws ProtocolFault(-32602). */
 export function parseSubscribeParams(params: unknown, policy: UrlPolicy, profile: EventsProfile = CHATGPT): SubscribeRequest {
-  const shape = SubscribeShape.safeParse(params);
-  if (!shape.success) throw invalidParams('params must be an object');
-  const p = shape.data;
+  // Each field's rule is checked in the contract's order, so the first failure names its field.
+  const p = asObject(params);
+  if (!p) throw invalidParams('params must be an object');
   checkEventSelector(p, profile);
   const delivery = asObject(p.delivery);
   if (!delivery) throw invalidParams('delivery is required and must be an object');

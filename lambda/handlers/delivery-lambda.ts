@@ -30,7 +30,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { runWithDeadline, webhookWithinDeadline, withDeadlines } from '../adapters/deadline';
-import { DynamoDbStore } from '../adapters/dynamodb-store';
+import { DynamoDbTable } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
 import { deliveryLambdaSettings, type DeliveryLambdaSettings, type Env } from '../config/settings';
@@ -39,6 +39,7 @@ import { describeCause } from '../core/errors';
 import type { DeliveryDeps } from '../core/delivery';
 import { createDeliveryRunner } from '../core/runner';
 import { EVENT_ID_PREFIX, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
+import { EventStore } from '../core/store/event-store';
 import { createLogger } from '../log';
 import { createMetrics, type Metrics } from '../metrics';
 import { systemClock, type Clock, type DeliveryJob, type JobEffects, type Logger, type WebhookClient } from '../ports';
@@ -183,7 +184,8 @@ export function deliveryLambdaFromSettings(
   clients: DeliveryAwsClients,
   overrides: DeliveryLambdaOverrides = {},
 ): DeliveryLambda {
-  const store = new DynamoDbStore({ client: clients.dynamodb, tableName: settings.tableName });
+  // The events and the subscription only: the worker's bundle carries no other record's meaning.
+  const store = new EventStore(new DynamoDbTable(clients.dynamodb, settings.tableName));
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
   // Every call of these clients carries the invocation deadline (a no-op when already applied).
   withDeadlines(clients.dynamodb);

@@ -20,11 +20,12 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { runWithDeadline, withDeadlines } from '../adapters/deadline';
-import { DynamoDbStore } from '../adapters/dynamodb-store';
+import { DynamoDbTable } from '../adapters/dynamodb-store';
 import { QueueAttributes, SqsQueue } from '../adapters/sqs-queue';
 import type { DeliveryLambdaSettings } from '../config/settings';
 import { Budgets } from '../core/budgets';
 import { reconcile, type ReconcileDeps, type ReconcileReport, type RepairQueue } from '../core/reconcile';
+import { EventStore } from '../core/store/event-store';
 import { createLogger } from '../log';
 import { createRepairMetrics } from '../metrics';
 import { systemClock, type Clock, type Logger } from '../ports';
@@ -125,7 +126,8 @@ export function reconcilerLambdaFromSettings(
 ): ReconcilerLambda {
   withDeadlines(clients.dynamodb);
   withDeadlines(clients.sqs);
-  const store = new DynamoDbStore({ client: clients.dynamodb, tableName: settings.tableName });
+  // The events and their queued index only, as the delivery worker's.
+  const store = new EventStore(new DynamoDbTable(clients.dynamodb, settings.tableName));
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
   const metrics = overrides.metrics ?? createRepairMetrics({ enabled: settings.aws.functionName !== undefined });
   return createReconcilerLambda(

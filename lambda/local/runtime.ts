@@ -43,6 +43,7 @@ import { DEFAULT_RETRY_DELAYS_S, EventsProfiles } from '../core/protocol';
 import { version } from '../version';
 import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
 import { startLocalServer, type LocalServer } from './http-server';
+import { retiringApp, type RetiringApp } from './retiring-app';
 import { startDeliveryWorker, type DeliveryWorker } from './worker';
 
 export interface LocalRuntime {
@@ -127,7 +128,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     };
     cleanups.push(() => Promise.allSettled([...background]));
 
-    // The app in force; a rotation replaces it (retiringApp below).
+    // The app in force; a rotation replaces it (retiring-app.ts).
     let serving: RetiringApp | undefined;
     let admin: AdminDeps | undefined;
     const server: LocalServer = await startLocalServer(() => serving!.app, {
@@ -273,85 +274,6 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     await unwind();
     throw error;
   }
-}
-
-interface RetiringApp {
-  app: App;
-  /** No new request comes to it any more: it is closed once the requests it holds are answered. */
-  retire(): void;
-}
-
-/**
- * An app that counts the requests it is answering, so that the one a rotation replaces is closed
- * only after its last answer (closing the MCP handler cuts the exchanges it holds: an empty 499).
- * A request counts until its answer's body has been read to its end or given up (a legacy-era
- * answer is an event stream). The server takes the app in force synchronously when a request
- * starts (http-server.ts), so no request reaches a retired app after its count came to zero.
- */
-function retiringApp(inner: App): RetiringApp {
-  let inFlight = 0;
-  let retired = false;
-  let closed: Promise<void> | undefined;
-  const closeIfDone = () => {
-    if (retired && inFlight === 0) closed ??= inner.close().catch(() => undefined);
-  };
-  const finished = () => {
-    inFlight--;
-    closeIfDone();
-  };
-  return {
-    app: {
-      async handle(request, options) {
-        inFlight++;
-        let response: Response;
-        try {
-          response = await inner.handle(request, options);
-        } catch (error) {
-          finished();
-          throw error;
-        }
-        if (!response.body) {
-          finished();
-          return response;
-        }
-        return new Response(countedBody(response.body, finished), { status: response.status, statusText: response.statusText, headers: response.headers });
-      },
-      close: () => (closed ??= inner.close()),
-    },
-    retire() {
-      retired = true;
-      closeIfDone();
-    },
-  };
-}
-
-/** `body` as it is, calling `done` once when it ends, fails or is cancelled. */
-function countedBody(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  let settled = false;
-  const settle = () => {
-    if (settled) return;
-    settled = true;
-    done();
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const next = await reader.read();
-        if (next.done) {
-          settle();
-          controller.close();
-        } else controller.enqueue(next.value);
-      } catch (error) {
-        settle();
-        controller.error(error);
-      }
-    },
-    async cancel(reason) {
-      settle();
-      await reader.cancel(reason).catch(() => undefined);
-    },
-  });
 }
 
 /**

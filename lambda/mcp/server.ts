@@ -30,11 +30,12 @@ import {
   type McpRequestContext,
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
-import { admitSend, type Identity } from '../core/access';
+import { admitSend, type AdmissionStore, type Identity } from '../core/access';
 import { answerUnavailable, describeCause, idempotentToolResult, rateLimitedToolResult } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { announcePending } from '../core/inbox';
 import { sendOnce, type IdempotencyDeps } from '../core/idempotency';
+import type { MessageStore } from '../core/messages';
 import { inboxTools } from './inbox-tools';
 import { publishedSchema } from './schema';
 import {
@@ -50,18 +51,25 @@ import {
   SERVER_NAME,
   TOOL_NAME,
 } from '../core/protocol';
-import { subscribe, unsubscribe, type SubscriptionDeps } from '../core/subscriptions';
-import type { AccessStore, Logger } from '../ports';
+import { subscribe, unsubscribe, type SubscriptionDeps, type SubscriptionStore } from '../core/subscriptions';
+import type { Logger, Store } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
 
+/**
+ * What the MCP endpoint reads and writes of the Store: a send's part, a subscribe's, and the replay
+ * claims and kept answers of the pup door that serves the same endpoint (http/pup.ts).
+ */
+export type McpStore = MessageStore & SubscriptionStore & Pick<Store, 'claimReplayId' | 'settleReplayId' | 'putInboundAnswer'>;
+
 export interface McpDeps extends IdempotencyDeps, SubscriptionDeps {
+  store: McpStore;
   version: string;
   log: Logger;
   /**
    * The deployment's principal, the previous connector key, the sender keys and their rates
    * (core/access.ts). Absent: only the configured key is accepted and its hash is the principal.
    */
-  access?: AccessStore;
+  access?: AdmissionStore;
 }
 
 /** Identity set by the HTTP layer after the key check (core/access.ts); the key itself never travels here. */

@@ -1,6 +1,6 @@
 /**
  * The size budgets of the Lambda bundles (cold start grows with the bytes loaded), built once each with the options the stack deploys
- * (lib/bundling.ts) into the asset layout: MCP at most 700 KiB, delivery at most 310 KiB; no ajv
+ * (lib/bundling.ts) into the asset layout: MCP at most 700 KiB, delivery at most 295 KiB; no ajv
  * in the MCP bundle (the `_shims` alias), none of the default credential chain beyond the
  * environment (the credential alias), and no source maps loaded at run time (no NODE_OPTIONS in
  * the synthesized functions' environment, no run-time source map support in the code). Then both
@@ -84,6 +84,18 @@ describe('size budgets', () => {
     expect(reconciler.bytes).toBeGreaterThan(50 * 1024); // the DynamoDB and SQS clients
     expect(reconciler.bytes).toBeLessThanOrEqual(BUNDLE_BUDGET_BYTES.reconciler);
     expect(inputsMatching(reconciler, /@modelcontextprotocol\/|lambda\/http\/|lambda\/mcp\//)).toEqual([]);
+  });
+
+  test("the workers build only the events' part of the Store, and no zod (docs/decisions.md, ports by consumer)", () => {
+    // What the output holds: a module esbuild read and then shook out entirely (store.ts, which the DynamoDB adapter imports) has no bytes in it.
+    const bundled = (bundle: BuiltBundle, pattern: RegExp) =>
+      Object.values(bundle.metafile.outputs).flatMap((output) =>
+        Object.entries(output.inputs).flatMap(([input, { bytesInOutput }]) => (bytesInOutput > 0 && pattern.test(input) ? [input] : [])),
+      );
+    for (const bundle of [delivery, reconciler]) {
+      expect(bundled(bundle, /lambda\/core\/store\/event-store\.ts$/)).toHaveLength(1);
+      expect(bundled(bundle, /lambda\/core\/store\/store\.ts$|node_modules\/zod\//)).toEqual([]);
+    }
   });
 
   test('the MCP storage code is a file of its own: index.js holds no DynamoDB or SQS client, mcp-storage.js holds both', () => {

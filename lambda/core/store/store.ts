@@ -1,6 +1,9 @@
 /**
  * The one Store (docs/contract/storage.md): every record's meaning, written once over the item
  * table port (./table.ts) that DynamoDB, the embedded database and the tests' Map implement.
+ * The subscription and the events are ./event-store.ts's (what the delivery worker and the
+ * reconciler build alone); this class adds every other record: the inbox, the verification cache,
+ * the inbound door's replay claims and answers, idempotency keys, and access.
  *
  * - Every read treats an item past its own expiry (expiresAt, or verifiedAt + 24 h) as absent,
  *   and so does every condition: the backends' TTL sweeps are late (DynamoDB's by days).
@@ -8,13 +11,6 @@
  *   write (ALL_OLD), never from a read followed by a write.
  * - The subscription is one item: a subscribe is one conditional put on what the subscribe read
  *   (absent; this URL with this generation; another URL's, expired), so there is one subscriber.
- *
- * When the SUBSCRIPTION item counts as live (epoch ms on the caller's clock `now`):
- *
- *   createdAt / refreshedAt      expiresAt                  ttl * 1000 = expiresAt + 1 day
- *   |---------- live ------------|---- stored, expired -----|---- the sweep may delete it
- *   live: now < expiresAt (at now == expiresAt it is already expired); expired: reads say absent
- *   and a put of the right expectation overwrites it, whether or not the sweep removed it yet.
  *
  * Deliberately not here: retries, timeouts and logging (the subscription item holds the signing
  * secret: nothing here ever prints an item), and scans on any request or delivery path: every
@@ -24,10 +20,7 @@ import type {
   AccessStore,
   DeploymentKeys,
   DeploymentRecord,
-  EventExpectation,
-  EventPatch,
   EventRecord,
-  FailureReason,
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
@@ -35,129 +28,19 @@ import type {
   InboundAnswerResult,
   InboxStore,
   PendingPosition,
-  PutSubscriptionResult,
-  QueuedEntry,
   ReplayClaim,
   SenderRecord,
   Store,
-  SubscriptionExpectation,
-  SubscriptionRecord,
 } from '../../ports';
-import { systemClock, type Clock } from '../../ports';
-import { EventExists } from '../errors';
 import { EventStatus, Limits } from '../protocol';
-import { eventUpdate, isPending, isSameEvent, newEventWrite, requeuedWrite, restoreWrite } from './events';
-import { ItemKeys, PendingIndex, QueuedIndex, isLive, newestFirst, pendingKeyOf, queuedShards, recordOf, ttl } from './items';
-import { holds, when, type Item, type ItemTable, type Update } from './table';
+import { EventStore } from './event-store';
+import { isPending } from './events';
+import { ItemKeys, PendingIndex, isLive, pendingKeyOf, recordOf, ttl } from './items';
+import { when, type Update } from './table';
 
-export interface TableStoreOptions {
-  /** The clock of the queued index's times only (every decision uses the caller's `now`). */
-  clock?: Clock;
-}
+export type { TableStoreOptions } from './event-store';
 
-export class TableStore implements Store, AccessStore, IdempotencyStore, InboxStore {
-  protected readonly clock: Clock;
-
-  constructor(
-    readonly table: ItemTable,
-    options: TableStoreOptions = {},
-  ) {
-    this.clock = options.clock ?? systemClock;
-  }
-
-  // ---- the subscription ----------------------------------------------------------------------
-
-  async getSubscription(now: number): Promise<SubscriptionRecord | undefined> {
-    const item = await this.table.get(ItemKeys.subscription);
-    return item && isLive(item.expiresAt, now) ? recordOf<SubscriptionRecord>(item) : undefined;
-  }
-
-  async getStoredSubscription(): Promise<SubscriptionRecord | undefined> {
-    const item = await this.table.get(ItemKeys.subscription);
-    return item ? recordOf<SubscriptionRecord>(item) : undefined;
-  }
-
-  async putSubscription(record: SubscriptionRecord, now: number, expected: SubscriptionExpectation): Promise<PutSubscriptionResult> {
-    const generationIs = (generation: string | undefined) => (generation === undefined ? when.lacks('generation') : when.eq('generation', generation));
-    const condition =
-      expected.kind === 'absent'
-        ? when.absent()
-        : expected.kind === 'same'
-          ? when.and(when.eq('url', expected.url), generationIs(expected.generation))
-          : // `le`: a subscription is expired at now == expiresAt, for reads and this condition alike.
-            when.and(when.le('expiresAt', now), generationIs(expected.generation));
-    const result = await this.table.put(ItemKeys.subscription, { ...record, ttl: ttl.subscription(record.expiresAt) }, condition);
-    // ALL_OLD: what is stored; nothing when the item is gone (a same-URL put after a delete).
-    return result.ok ? { ok: true } : { ok: false, holder: result.old ? recordOf<SubscriptionRecord>(result.old) : undefined };
-  }
-
-  async deleteSubscription(url: string): Promise<boolean> {
-    return (await this.table.delete(ItemKeys.subscription, when.eq('url', url))).ok;
-  }
-
-  async recordDeliveryOutcome(subscriptionId: string, outcome: { deliveredAt?: number; error: FailureReason | null }): Promise<void> {
-    // Replaced or removed since the event was queued: nothing to record, and no stub is created.
-    const set: Item = { lastError: outcome.error, lastDeliveryAt: outcome.deliveredAt };
-    await this.table.update(ItemKeys.subscription, { set }, when.eq('id', subscriptionId));
-  }
-
-  // ---- events --------------------------------------------------------------------------------
-
-  async putEvent(record: EventRecord): Promise<void> {
-    const write = newEventWrite(record);
-    const result = await this.table.put(write.key, write.item, write.condition);
-    // A retry of this very put (the SDK's, after an answer was lost) meets its own first try.
-    if (!result.ok && !isSameEvent(result.old, record)) throw new EventExists(record.eventId);
-  }
-
-  async getEvent(eventId: string, now: number): Promise<EventRecord | undefined> {
-    const item = await this.table.get(ItemKeys.event(eventId));
-    return item && isLive(item.expiresAt, now) ? recordOf<EventRecord>(item) : undefined;
-  }
-
-  async updateEvent(eventId: string, patch: EventPatch, expected?: EventExpectation): Promise<boolean> {
-    const planned = eventUpdate(eventId, patch, expected, this.clock.now());
-    if (!planned) return false;
-    const result = await this.table.update(planned.key, planned.update, planned.condition);
-    if (result.ok) return true;
-    // Failed only because the event is pending in the inbox: the same update, keeping its bytes.
-    if (patch.body !== null || !holds(result.old, planned.guard)) return false;
-    const keeping = eventUpdate(eventId, patch, expected, this.clock.now(), true);
-    if (!keeping) return true;
-    return (await this.table.update(keeping.key, keeping.update, keeping.condition)).ok;
-  }
-
-  async restoreEvent(record: EventRecord): Promise<boolean> {
-    const write = restoreWrite(record, this.clock.now());
-    return (await this.table.update(write.key, write.update, write.condition)).ok;
-  }
-
-  async listEvents(now: number, filter: { status?: EventStatus } = {}): Promise<EventRecord[]> {
-    const events: EventRecord[] = [];
-    for (const { item } of await this.table.queryPrefix(ItemKeys.event(''))) {
-      if (!isLive(item.expiresAt, now) || (filter.status !== undefined && item.status !== filter.status)) continue;
-      events.push(recordOf<EventRecord>(item));
-    }
-    return newestFirst(events);
-  }
-
-  async listQueuedBefore(before: number, limit: number): Promise<QueuedEntry[]> {
-    const found: QueuedEntry[] = [];
-    // One query per shard, oldest first; each stops at `limit`, so the merge below is exact.
-    for (const shard of queuedShards()) {
-      for (const { key, item } of await this.table.queryIndex(QueuedIndex, shard, { before, limit })) {
-        const since = item[QueuedIndex.sort];
-        if (key.startsWith(ItemKeys.event('')) && typeof since === 'number') found.push({ eventId: key.slice(ItemKeys.event('').length), queuedSince: since });
-      }
-    }
-    return found.sort((a, b) => a.queuedSince - b.queuedSince).slice(0, limit);
-  }
-
-  async markRequeued(eventId: string, attempts: number, now: number, notBefore: number | null): Promise<boolean> {
-    const write = requeuedWrite(eventId, attempts, now, notBefore);
-    return (await this.table.update(write.key, write.update, write.condition)).ok;
-  }
-
+export class TableStore extends EventStore implements Store, AccessStore, IdempotencyStore, InboxStore {
   // ---- the inbox (ports.InboxStore) ------------------------------------------------------------
 
   async listPending(now: number, limit: number, after?: PendingPosition): Promise<EventRecord[]> {

@@ -4,7 +4,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { classify, commit, deliver, nextDelayMs, parseRetryAfter, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
+import { commit, deliver, prepare, send, type DeliveryDeps, type Ready } from '../../../lambda/core/delivery';
+import { classify, nextDelayMs, parseRetryAfter } from '../../../lambda/core/retry-policy';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
 import { buildEvent } from '../../../lambda/core/messages';
 import { DEFAULT_RETRY_DELAYS_S, FailureReasons } from '../../../lambda/core/protocol';
