@@ -142,10 +142,12 @@ it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct event
   );
 
   assert.deepEqual([...perId.keys()].sort(), [...ids.keys()].sort(), 'the receiver got exactly the sent event ids');
-  assert.ok(
-    [...perId.values()].every((n) => n === 1),
-    'each webhook-id arrived once (the receiver never failed one)',
-  );
+  // One POST per event (DEL-PIPE-21). A second one is allowed only where the sender never saw the
+  // answer in time, an attempt its record logs as a timeout (an unknown outcome): on a loaded
+  // machine this receiver, in the test's own busy process, can answer after the sender gave up.
+  const timeoutsOf = new Map(records.map((e) => [e.eventId, (e.log ?? []).filter((entry) => 'outcome' in entry && entry.outcome === 'timeout').length]));
+  const doubled = [...perId].filter(([id, n]) => n !== 1 + (timeoutsOf.get(id) ?? 0));
+  assert.deepEqual(doubled, [], 'each webhook-id arrived once, or once more per attempt its record logs as a timeout');
   assert.equal(badSignatures, 0);
   for (const e of events) {
     const index = ids.get(String(e.headers['webhook-id']))!;
@@ -153,10 +155,12 @@ it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct event
     assert.equal(e.json.eventId, e.headers['webhook-id']);
   }
   assert.equal(deliveredRecords, CALLS, 'the server recorded every event delivered');
-  const retried = records.filter((e) => ids.has(e.eventId) && e.attempts !== 1);
+  const retried = records.filter((e) => ids.has(e.eventId) && e.attempts !== 1 + (timeoutsOf.get(e.eventId) ?? 0));
   assert.deepEqual(
     retried.map((e) => [e.eventId, e.attempts]),
     [],
-    'every event delivered by its first attempt',
+    'every event delivered by its first attempt (after a timed-out one only where its record logs it)',
   );
+  const unknown = [...timeoutsOf.values()].reduce((a, b) => a + b, 0);
+  if (unknown > 0) console.log(`send race: ${unknown} attempt(s) timed out on this machine and were made again`);
 });
