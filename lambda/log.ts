@@ -114,13 +114,12 @@ export function createLogger(options: LoggerOptions | ((line: string) => void) =
     sink = (line: string) => process.stderr.write(`${line}\n`),
     now = () => new Date(),
   } = typeof options === 'function' ? { sink: options } : options;
+  // Each registered value as written and as JSON escapes it (a key may hold a quote or a
+  // backslash), worked out once at `redact`, not on every line.
   const redacted = new Set<string>();
   const scrub = (line: string) => {
     let out = scrubApiKeys(scrubWebhookSecrets(line));
-    for (const value of redacted) {
-      // As written and as JSON escapes it (a key may hold a quote or a backslash).
-      for (const form of new Set([value, JSON.stringify(value).slice(1, -1)])) out = out.split(form).join('[redacted]');
-    }
+    for (const form of redacted) if (out.includes(form)) out = out.split(form).join('[redacted]');
     return out;
   };
   const emit = (level: string, event: string, fields: Record<string, unknown> = {}) => {
@@ -135,7 +134,9 @@ export function createLogger(options: LoggerOptions | ((line: string) => void) =
     warn: (event, fields) => emit('warn', event, fields),
     error: (event, fields) => emit('error', event, fields),
     redact: (value) => {
-      if (value.length >= 8) redacted.add(value);
+      if (value.length < 8) return;
+      redacted.add(value);
+      redacted.add(JSON.stringify(value).slice(1, -1));
     },
   };
 }
