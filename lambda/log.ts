@@ -54,9 +54,15 @@ function oneLine(text: string): string {
 /** JSON.stringify that never throws (a BigInt, a cycle): a log line must not fail its caller. */
 function safeJson(value: unknown): string {
   try {
-    return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) ?? String(value);
+    // Without a replacer first: it is called for every field of every line, and a BigInt, the
+    // one value it changes, makes this first try throw.
+    return JSON.stringify(value) ?? String(value);
   } catch {
-    return '"[unserializable]"';
+    try {
+      return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) ?? String(value);
+    } catch {
+      return '"[unserializable]"';
+    }
   }
 }
 
