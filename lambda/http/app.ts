@@ -88,7 +88,7 @@ function batchRefusal(body: Uint8Array, version: string | null): Response | unde
 /**
  * `response` with `added` headers set. Every answer the routes make is a Response of our own (or
  * the SDK's), whose headers can be set in place: copying it into a new Response costs a second
- * body stream per request, a measurable share of a send. One with immutable headers (a fetched
+ * Response and Headers per request, a measurable share of a send. One with immutable headers (a fetched
  * Response) is copied, as before.
  */
 function withHeaders(response: Response, added: readonly [string, string][]): Response {
