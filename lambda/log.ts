@@ -54,9 +54,15 @@ function oneLine(text: string): string {
 /** JSON.stringify that never throws (a BigInt, a cycle): a log line must not fail its caller. */
 function safeJson(value: unknown): string {
   try {
-    return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) ?? String(value);
+    // Without a replacer first: it is called for every field of every line, and a BigInt, the
+    // one value it changes, makes this first try throw.
+    return JSON.stringify(value) ?? String(value);
   } catch {
-    return '"[unserializable]"';
+    try {
+      return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) ?? String(value);
+    } catch {
+      return '"[unserializable]"';
+    }
   }
 }
 
@@ -114,13 +120,12 @@ export function createLogger(options: LoggerOptions | ((line: string) => void) =
     sink = (line: string) => process.stderr.write(`${line}\n`),
     now = () => new Date(),
   } = typeof options === 'function' ? { sink: options } : options;
+  // Each registered value as written and as JSON escapes it (a key may hold a quote or a
+  // backslash), worked out once at `redact`, not on every line.
   const redacted = new Set<string>();
   const scrub = (line: string) => {
     let out = scrubApiKeys(scrubWebhookSecrets(line));
-    for (const value of redacted) {
-      // As written and as JSON escapes it (a key may hold a quote or a backslash).
-      for (const form of new Set([value, JSON.stringify(value).slice(1, -1)])) out = out.split(form).join('[redacted]');
-    }
+    for (const form of redacted) if (out.includes(form)) out = out.split(form).join('[redacted]');
     return out;
   };
   const emit = (level: string, event: string, fields: Record<string, unknown> = {}) => {
@@ -135,7 +140,9 @@ export function createLogger(options: LoggerOptions | ((line: string) => void) =
     warn: (event, fields) => emit('warn', event, fields),
     error: (event, fields) => emit('error', event, fields),
     redact: (value) => {
-      if (value.length >= 8) redacted.add(value);
+      if (value.length < 8) return;
+      redacted.add(value);
+      redacted.add(JSON.stringify(value).slice(1, -1));
     },
   };
 }

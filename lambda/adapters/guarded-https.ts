@@ -173,9 +173,11 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
     for (let i = 0; i < addresses.length; i++) {
       if (deadline.aborted) break;
       const othersLeft = addresses.length - i - 1;
-      const attempt = new AbortController();
-      const onDeadline = () => attempt.abort();
-      deadline.addEventListener('abort', onDeadline, { once: true });
+      // Only while other answers remain does an attempt end before the deadline; the last (most
+      // often the only) one takes the deadline's signal itself: no controller per POST for nothing.
+      const attempt = othersLeft > 0 ? new AbortController() : undefined;
+      const onDeadline = () => attempt?.abort();
+      if (attempt) deadline.addEventListener('abort', onDeadline, { once: true });
       let connected = false;
       let gaveUp = false;
       // Only while other answers remain: the last one gets whatever is left of the deadline.
@@ -186,7 +188,7 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
               () => {
                 if (connected) return;
                 gaveUp = true;
-                attempt.abort();
+                attempt?.abort();
               },
               Math.max(0, share),
             )
@@ -196,7 +198,7 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
           url,
           address: addresses[i]!,
           body: request.body,
-          signal: attempt.signal,
+          signal: attempt?.signal ?? deadline,
           headers: { ...request.headers, 'accept-encoding': 'identity', 'user-agent': 'dm-dot' },
           onConnected: () => {
             connected = true;
@@ -205,7 +207,7 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       } catch (error) {
         // The link to the deadline stays on the connection that is answering (its body is read
         // under the same deadline); only a failed attempt lets go of it.
-        deadline.removeEventListener('abort', onDeadline);
+        if (attempt) deadline.removeEventListener('abort', onDeadline);
         lastError = error;
         const code = String((error as { code?: unknown })?.code ?? '');
         const neverConnected = !connected && (gaveUp || NOT_CONNECTED_CODES.has(code));

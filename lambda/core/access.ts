@@ -31,7 +31,7 @@ import type { AccessStore, Clock, DeploymentRecord, SenderRecord } from '../port
 import { guardDependency } from './errors';
 import { principalOf, sha256Hex } from './identity';
 import { AccessLimits, CONNECTOR_SENDER, RESERVED_SENDER_NAMES, SENDER_KEY_PREFIX, SENDER_NAME_PATTERN } from './protocol';
-import { constantTimeEqual } from './signing';
+import { constantTimeEqual, constantTimeMatcher } from './signing';
 
 /** What an authenticated request carries into the MCP server and the send path. */
 export interface Identity {
@@ -148,6 +148,8 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     return principal;
   };
   const connector: Identity = { role: 'connector', sender: CONNECTOR_SENDER, principal: connectorPrincipal };
+  // The configured key is hashed once, not on every request.
+  const isApiKey = constantTimeMatcher(apiKey);
 
   async function currentDeployment(now: number, maxAgeMs: number = AccessLimits.deploymentCacheMs): Promise<DeploymentRecord | undefined> {
     if (deployment && now - deployment.readAt < maxAgeMs && maxAgeMs > 0) return deployment.record;
@@ -190,7 +192,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     async identify(offered) {
       // Every credential is compared with the connector key, always, so the time taken does not
       // tell which one was wrong.
-      const matched = offered.map((key) => constantTimeEqual(key, apiKey));
+      const matched = offered.map((key) => isApiKey(key));
       if (!access) return matched.includes(true) ? connector : undefined;
       for (const [i, key] of offered.entries()) {
         if (key === '') continue;

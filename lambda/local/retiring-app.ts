@@ -1,6 +1,7 @@
 /**
  * The app a key rotation replaces (runtime.ts), retired without cutting an answer: it counts the
- * requests it is answering and closes once the last answer's body is read to its end or given up.
+ * requests it is answering and closes once the last answer is complete (an event stream's body
+ * read to its end or given up).
  *
  * Deliberately not here: when a rotation happens and which app is in force (runtime.ts), and the
  * server that takes the app in force per request (http-server.ts).
@@ -16,9 +17,10 @@ export interface RetiringApp {
 /**
  * An app that counts the requests it is answering, so that the one a rotation replaces is closed
  * only after its last answer (closing the MCP handler cuts the exchanges it holds: an empty 499).
- * A request counts until its answer's body has been read to its end or given up (a legacy-era
- * answer is an event stream). The server takes the app in force synchronously when a request
- * starts (http-server.ts), so no request reaches a retired app after its count came to zero.
+ * A request counts until its answer is returned or, for an event stream (a legacy-era answer),
+ * until its body has been read to its end or given up. The server takes the app in force
+ * synchronously when a request starts (http-server.ts), so no request reaches a retired app after
+ * its count came to zero.
  */
 export function retiringApp(inner: App): RetiringApp {
   let inFlight = 0;
@@ -42,7 +44,10 @@ export function retiringApp(inner: App): RetiringApp {
           finished();
           throw error;
         }
-        if (!response.body) {
+        // Only an event stream runs on after its answer is returned; any other body is whole by
+        // then (the MCP SDK tears its exchange down at once for those too), so closing the app
+        // cannot cut it. Wrapping every body cost a stream per request (the throughput section).
+        if (!response.body || !isEventStream(response)) {
           finished();
           return response;
         }
@@ -55,6 +60,10 @@ export function retiringApp(inner: App): RetiringApp {
       closeIfDone();
     },
   };
+}
+
+function isEventStream(response: Response): boolean {
+  return /^\s*text\/event-stream\s*(;|$)/i.test(response.headers.get('content-type') ?? '');
 }
 
 /** `body` as it is, calling `done` once when it ends, fails or is cancelled. */

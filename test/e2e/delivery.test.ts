@@ -255,3 +255,33 @@ describe('secret rotation', () => {
     assert.equal(afterOverlap.headers['webhook-signature'], `v1,${mac}`);
   });
 });
+
+describe('the safety-net job of an inline delivery', () => {
+  it('is removed once the inline attempt has recorded the event delivered, without waiting for the worker', async () => {
+    // The first retry delay is long, so the worker would not look at the job during this test:
+    // only the send path can have removed it.
+    const stateDir = mkdtempSync(join(tmpdir(), 'dmdot-safety-net-'));
+    const runtime = await startLocal({
+      settings: testLocalSettings({ port: 0, stateDir, allowLoopbackCallbacks: true, apiKey: 'safety-net-test-key-0123456789', retryDelaysS: [60] }),
+      log: createLogger(() => undefined),
+      announce: () => undefined,
+    });
+    cleanups.push(async () => {
+      await runtime.stop();
+      rmSync(stateDir, { recursive: true, force: true });
+    });
+    const s = { mcpUrl: runtime.url, url: runtime.url.replace(/\/mcp$/, ''), key: 'safety-net-test-key-0123456789' } as RunningServer;
+    const r = await receiver(echoing());
+    await rpc(s, 'events/subscribe', subscribeParams(r.url(), newSecret()));
+    const sent = await send(s, 'no job left behind');
+    assert.equal(sent.structuredContent?.status, 'delivered');
+    const eventId = sent.structuredContent!.eventId;
+    // "delivered" is answered before the write that records it: wait for that write.
+    const deadline = Date.now() + 5_000;
+    while ((await runtime.db.store.getEvent(eventId, Date.now()))?.status !== 'delivered' || (await runtime.db.jobs.get(eventId)) !== undefined) {
+      assert.ok(Date.now() < deadline, 'the delivered event still has its job');
+      await new Promise((done) => setTimeout(done, 25));
+    }
+    assert.equal(r.events().length, 1);
+  });
+});

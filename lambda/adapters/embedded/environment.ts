@@ -317,22 +317,38 @@ export function getItem(dbs: Databases, pk: string): StoredItem | undefined {
 export function setItem(dbs: Databases, pk: string, item: Item | undefined): void {
   const key = storageKey(pk);
   const old = dbs.items.get(key);
-  if (old) indexEntries(dbs, key, old, 'remove');
-  if (!item) {
+  const stored = item && (defined(item) as StoredItem);
+  const before = old ? indexEntries(dbs, key, old) : [];
+  const after = stored ? indexEntries(dbs, key, stored) : [];
+  // An entry the item keeps (most updates keep its ttl) is left alone: removing and putting it
+  // back was two writes for nothing in every update's transaction.
+  for (const entry of before) if (!after.some((other) => sameEntry(entry, other))) void entry.db.remove(entry.key);
+  if (!stored) {
     if (old) void dbs.items.remove(key);
     return;
   }
-  const stored = defined(item) as StoredItem;
   void dbs.items.put(key, stored);
-  indexEntries(dbs, key, stored, 'put');
+  for (const entry of after) if (!before.some((other) => sameEntry(entry, other))) void entry.db.put(entry.key, 1);
 }
 
-/** Inside a write: puts or removes the expiry and index entries of a stored item. */
-function indexEntries(dbs: Databases, key: string, item: StoredItem, how: 'put' | 'remove'): void {
-  const change = <K extends Key>(db: Database<number, K>, entry: K) => void (how === 'put' ? db.put(entry, 1) : db.remove(entry));
-  if (typeof item.ttl === 'number') change(dbs.expiry, [item.ttl, key]);
+interface IndexEntry {
+  db: Database<number, Key>;
+  key: (string | number)[];
+}
+
+/** The expiry and index entries of a stored item. */
+function indexEntries(dbs: Databases, key: string, item: StoredItem): IndexEntry[] {
+  const entries: IndexEntry[] = [];
+  if (typeof item.ttl === 'number') entries.push({ db: dbs.expiry as Database<number, Key>, key: [item.ttl, key] });
   for (const index of TableIndexes) {
     const [partition, sort] = [item[index.partition], item[index.sort]];
-    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) change(dbs.indexes.get(index.name)!, [partition, sort, key]);
+    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) {
+      entries.push({ db: dbs.indexes.get(index.name)! as Database<number, Key>, key: [partition, sort, key] });
+    }
   }
+  return entries;
+}
+
+function sameEntry(a: IndexEntry, b: IndexEntry): boolean {
+  return a.db === b.db && a.key.length === b.key.length && a.key.every((part, i) => part === b.key[i]);
 }

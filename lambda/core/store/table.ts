@@ -156,7 +156,17 @@ export function applied(item: Item | undefined, update: Update): Item {
 
 /** An item without its undefined fields (a backend never stores them). */
 export function defined(item: Item): Item {
-  return Object.fromEntries(Object.entries(item).filter(([, value]) => value !== undefined));
+  // A plain loop: every write of the embedded database passes here, and the entries/filter/fromEntries
+  // form built three arrays per item.
+  const out: Item = {};
+  for (const field of Object.keys(item)) {
+    const value = item[field];
+    if (value === undefined) continue;
+    // As fromEntries did: a field named __proto__ stays a field, never the prototype.
+    if (field === '__proto__') Object.defineProperty(out, field, { value, enumerable: true, writable: true, configurable: true });
+    else out[field] = value;
+  }
+  return out;
 }
 
 /** What a put, update or delete does to `stored` when its condition holds (undefined: the item goes). */

@@ -103,6 +103,22 @@ describe('LOCAL-2: receiving and settling a job', () => {
     await expect(db.jobs.counts()).resolves.toEqual({ queued: 1, deadLetters: 0 });
   });
 
+  it('completeDelivered removes the job only while its record is delivered (what the worker would do with it)', async () => {
+    await add(1);
+    await add(2);
+    // Still queued: the safety net stays.
+    await expect(db.jobs.completeDelivered(id(1))).resolves.toBe(false);
+    await expect(db.jobs.get(id(1))).resolves.toBeDefined();
+    await expect(db.store.updateEvent(id(1), { status: 'delivered', attempts: 1, body: null }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
+    await expect(db.jobs.completeDelivered(id(1))).resolves.toBe(true);
+    await expect(db.jobs.get(id(1))).resolves.toBeUndefined();
+    await expect(db.jobs.completeDelivered(id(1))).resolves.toBe(false);
+    // Failed: its job is the worker's (it dead-letters a copy), never removed here.
+    await expect(db.store.updateEvent(id(2), { status: 'failed', attempts: 1 }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
+    await expect(db.jobs.completeDelivered(id(2))).resolves.toBe(false);
+    await expect(db.jobs.counts()).resolves.toEqual({ queued: 1, deadLetters: 0 });
+  });
+
   it('LOCAL-2: a dead letter keeps the job, the reason, the receive count and when', async () => {
     await add(1);
     clock.at = T0 + 777;
