@@ -9,6 +9,7 @@
  * Deliberately not here: settings beyond the environment the caller passes, and any request.
  */
 import { spawn } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
 import { readFileSync } from 'node:fs';
 import { ROOT } from './support';
 
@@ -32,6 +33,34 @@ export function rssOf(pid: number): number {
   } catch {
     return Number.NaN;
   }
+}
+
+/** CPU time the process has used, in clock ticks (utime + stime of /proc/<pid>/stat; NaN when unreadable). */
+function cpuTicksOf(pid: number): number {
+  try {
+    // The command name may hold spaces; the fields after its closing parenthesis do not.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * Waits until none of the processes used more than 2 ticks (about 20 ms) of CPU in the last 250 ms,
+ * or `limitMs` passed: work one side left running (a worker draining jobs) must not slow the other
+ * side's round. Returns how long it waited. Where /proc is missing it returns at once.
+ */
+export async function untilIdle(pids: readonly number[], limitMs = 10_000): Promise<number> {
+  const started = performance.now();
+  let before = pids.map(cpuTicksOf);
+  while (performance.now() - started < limitMs) {
+    await new Promise((done) => setTimeout(done, 250));
+    const now = pids.map(cpuTicksOf);
+    if (now.some(Number.isNaN) || now.every((ticks, i) => ticks - before[i]! <= 2)) break;
+    before = now;
+  }
+  return performance.now() - started;
 }
 
 export async function startServerProcess(env: Record<string, string>, timeoutMs = 60_000, args = ['lambda/local/start.mjs']): Promise<ServerProcess> {

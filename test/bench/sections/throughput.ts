@@ -21,7 +21,7 @@
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { startReceiver, subscribe, type Receiver, type RpcCall } from '../sends';
-import { startServerProcess, type ServerProcess } from '../server-process';
+import { startServerProcess, untilIdle, type ServerProcess } from '../server-process';
 import { ms, newApiKey, newSecret, perSecond, progress, quantile, ratio, ratioOf, rpcBody, rpcHeaders, throughputStats, type Section } from '../support';
 
 const SENDERS = 64;
@@ -149,6 +149,7 @@ export const throughputSection: Section = {
     const lost = { subject: 0, floor: 0 };
     const queuedLate = { subject: 0, floor: 0 };
     const runSide = async (side: (typeof sides)[number], durationMs: number, record: boolean) => {
+      await untilIdle([servers.subject.pid, servers.floor.pid]);
       const load = await drive(servers[side].origin, key, durationMs, side);
       if (load.otherCount > 0 && load.delivered.length === 0)
         throw new Error(
