@@ -277,10 +277,6 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
 }
 
 /**
- * The worker's lines for a person watching `npm start`: a decision that changed nothing about the
- * event (a deferral, a copy that found it settled or lost the race) is not worth a line.
- */
-/**
  * The store the app's sends write through: db.store, except that once an inline attempt has
  * recorded its event `delivered`, the event's job (its safety net, due a retry delay later) is
  * removed at once (jobs.ts `completeDelivered`). That is all the worker would do with it: its
@@ -299,6 +295,10 @@ function clearingSafetyNets(db: EmbeddedDatabase): EmbeddedDatabase['store'] {
   return clearing;
 }
 
+/**
+ * The worker's lines for a person watching `npm start`: a decision that changed nothing about the
+ * event (a deferral, a copy that found it settled or lost the race) is not worth a line.
+ */
 function withoutQuietDecisions(log: Logger): Logger {
   return {
     info: (event, fields) => {
