@@ -171,7 +171,9 @@ describe('a damaged page of the state file', () => {
       const looked = await status(stateDir, server.key);
       assert.equal(looked.code, 1, looked.err);
       const doc = JSON.parse(looked.out);
-      assert.equal(doc.readFrom, 'server');
+      // Failed once in 5 full runs at load 6 to 8 with exit 1 and no readFrom (an error answer);
+      // the output says which one if it happens again.
+      assert.equal(doc.readFrom, 'server', `${looked.out}\n${looked.err}`);
       assert.ok(typeof doc.damage === 'string' && doc.damage.includes(file), looked.out);
       assert.match(doc.damage, /a damaged page/);
       assert.ok(looked.err.includes(file), looked.err);
