@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { echoing, inspectState, newSecret, rpc, startReceiver, startServer, verifies, waitFor, type RunningServer } from '../support/e2e';
+import { echoing, inspectState, newSecret, rpc, startReceiver, startServer, timeoutsLogged, verifies, waitFor, type RunningServer } from '../support/e2e';
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
@@ -145,7 +145,7 @@ it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct event
   // One POST per event (DEL-PIPE-21). A second one is allowed only where the sender never saw the
   // answer in time, an attempt its record logs as a timeout (an unknown outcome): on a loaded
   // machine this receiver, in the test's own busy process, can answer after the sender gave up.
-  const timeoutsOf = new Map(records.map((e) => [e.eventId, (e.log ?? []).filter((entry) => 'outcome' in entry && entry.outcome === 'timeout').length]));
+  const timeoutsOf = new Map(records.map((e) => [e.eventId, timeoutsLogged(e)]));
   const doubled = [...perId].filter(([id, n]) => n !== 1 + (timeoutsOf.get(id) ?? 0));
   assert.deepEqual(doubled, [], 'each webhook-id arrived once, or once more per attempt its record logs as a timeout');
   assert.equal(badSignatures, 0);

@@ -24,7 +24,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inspectState, newSecret, queueOf, rpc, startServer, until, verifies, waitFor, type ReceivedRequest } from '../support/e2e';
+import { inspectState, newSecret, queueOf, rpc, startServer, timeoutsLogged, until, verifies, waitFor, type ReceivedRequest } from '../support/e2e';
 
 const EVENTS = 1000;
 const SEND_PARALLELISM = 16;
@@ -228,7 +228,7 @@ it(`DEL-OUT-1, DEL-PIPE-4: ${EVENTS} events with ~30% transient faults and ~5% 4
     // A second POST after the dot answered is allowed only where the sender never saw that answer in
     // time: an attempt its record logs as a timeout (an unknown outcome, DEL-PIPE-21). On a loaded
     // machine this receiver, in the test's own busy process, can answer after the sender gave up.
-    const unknownOutcomes = (record?.log ?? []).filter((entry) => 'outcome' in entry && entry.outcome === 'timeout').length;
+    const unknownOutcomes = timeoutsLogged(record);
     unknownTotal += unknownOutcomes;
     if (receiver.gone.has(id)) {
       if (tries.length - 1 > unknownOutcomes) problems.push(`${id}: 404 event had ${tries.length} attempts`);

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { newSecret, startServer, type RunningServer } from '../support/e2e';
+import { modernBody, modernHeaders } from '../support/rpc';
 
 function sign(secret: string, id: string, ts: number, body: Buffer): string {
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
@@ -83,23 +84,10 @@ describe('PUP-1: pup door on the local runtime', () => {
       assert.equal(served.status, 200);
       assert.equal(await served.text(), manifest);
 
-      const meta = {
-        'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-        'io.modelcontextprotocol/clientCapabilities': {},
+      const call = modernBody('tools/call', { name: 'send_to_dot', arguments: { message: 'héllo from pup' } }, 1, {
         'io.puphq/context': { installationId: 'inst_1', askerId: 'u_1', channelId: 'c_1' },
-      };
-      const call = JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'send_to_dot', arguments: { message: 'héllo from pup' }, _meta: meta },
       });
-      const mcpHeaders = {
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': '2026-07-28',
-        'mcp-method': 'tools/call',
-        'mcp-name': 'send_to_dot',
-      };
+      const mcpHeaders = modernHeaders('tools/call', { 'mcp-name': 'send_to_dot' });
       const answer = await signedPost(server, '/pup/mcp', call, previous, undefined, mcpHeaders);
       assert.equal(answer.status, 200, answer.text);
       assert.match(answer.text, /isError/);
@@ -146,19 +134,8 @@ describe('PUP-1: pup door on the local runtime', () => {
     let first: { status: number; text: string };
     let challenged: { status: number; text: string };
     try {
-      const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
-      const call = JSON.stringify({
-        jsonrpc: '2.0',
-        id: 7,
-        method: 'tools/call',
-        params: { name: 'send_to_dot', arguments: { message: 'only once' }, _meta: meta },
-      });
-      const mcpHeaders = {
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': '2026-07-28',
-        'mcp-method': 'tools/call',
-        'mcp-name': 'send_to_dot',
-      };
+      const call = modernBody('tools/call', { name: 'send_to_dot', arguments: { message: 'only once' } }, 7);
+      const mcpHeaders = modernHeaders('tools/call', { 'mcp-name': 'send_to_dot' });
       const id = `msg_${randomBytes(8).toString('hex')}`;
       first = await signedPost(server, '/pup/mcp', call, secret, id, mcpHeaders);
       assert.equal(first.status, 200, first.text);

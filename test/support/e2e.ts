@@ -17,6 +17,7 @@ import { Webhook } from 'standardwebhooks';
 import { measureCpuWait } from './cpu-wait';
 import { killGroup, spawnGroup, waitUntilReady } from './processes';
 import { modernBody, modernHeaders } from './rpc';
+import type { EventRecord } from '../../lambda/ports';
 
 export const ROOT = resolve(__dirname, '..', '..');
 
@@ -335,6 +336,14 @@ export async function admin(server: RunningServer, method: string, path: string)
 /** The running server's queue counts: jobs waiting or retrying, and dead letters. */
 export async function queueOf(server: RunningServer): Promise<{ queued: number; deadLetters: number }> {
   return (await admin(server, 'GET', '/admin/status')).body.queue;
+}
+
+/**
+ * How many attempts an event's record logs as a timeout: each is an unknown outcome (the dot may
+ * have answered after the sender gave up), the one case that allows one POST more (DEL-PIPE-21).
+ */
+export function timeoutsLogged(record: Pick<EventRecord, 'log'> | undefined): number {
+  return (record?.log ?? []).filter((entry) => 'outcome' in entry && entry.outcome === 'timeout').length;
 }
 
 /**
