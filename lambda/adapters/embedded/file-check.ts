@@ -72,10 +72,9 @@ export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
     throw unreadable(file, error);
   }
   try {
-    const size = (await handle.stat()).size;
     const notLmdb = (why: string) => new StateUnreadable(file, `it is not a dm-dot database (${why})`, moveAsideRemedy(file));
-    if (size === 0) throw notLmdb('the file is empty');
     const first = await readAt(handle, 0, PAGE_HEADER_BYTES + META_BYTES);
+    if (first.length === 0) throw notLmdb('the file is empty');
     if (first.length < PAGE_HEADER_BYTES + META_BYTES) throw notLmdb('the file is too short');
     const meta0 = parseMeta(first);
     if (meta0 === 'not_meta') throw notLmdb('no LMDB header');
@@ -90,6 +89,9 @@ export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
     const meta1 = second.length === PAGE_HEADER_BYTES + META_BYTES ? parseMeta(second) : 'not_meta';
     if (typeof meta1 === 'string') throw new StateUnreadable(file, 'it is damaged or truncated (its second header page is missing)', moveAsideRemedy(file));
     const newest = meta1.txnId > meta0.txnId ? meta1 : meta0;
+    // The size after the headers: a writer extends the file before it writes the header naming the
+    // new pages, so a size read first could predate a commit and call a growing file truncated.
+    const size = (await handle.stat()).size;
     return size < (newest.lastPage + 1) * newest.pageSize ? 'suspect' : 'ok';
   } finally {
     await handle.close();

@@ -10,6 +10,7 @@ import { open } from 'lmdb';
 import { DATABASE_FILE, openEmbeddedDatabase, StateUnreadable } from '../../../../lambda/adapters/embedded';
 import { Limits } from '../../../../lambda/core/protocol';
 import { probeInChild } from '../../../../lambda/adapters/embedded/environment';
+import { checkHeader } from '../../../../lambda/adapters/embedded/file-check';
 
 const T0 = Date.UTC(2030, 0, 1);
 const EVENT_ID = 'evt_0123456789abcdef0123456789abcdef';
@@ -104,6 +105,28 @@ describe('the database file', () => {
     expect(() => probeInChild(file)).not.toThrow();
   }, 30_000);
 
+  it('a healthy database growing under a writer never reads as suspect (the size is taken after the headers)', async () => {
+    // The size used to be read before the headers: a commit in between named pages past it, and
+    // `dm-dot status` beside a busy server read its whole file and reported a damaged page found
+    // elsewhere as though the file could not be opened. Values past a page make every commit grow the file.
+    const root = open(file, { overlappingSync: false, noSubdir: true });
+    const items = root.openDB<string, string>('items', { encoding: 'json' });
+    await items.put('first', 'x');
+    let writing = true;
+    let commits = 0;
+    const writer = (async () => {
+      while (writing) await items.put(`k${commits++}`, 'v'.repeat(40_000));
+    })();
+    const verdicts = new Set<string>();
+    try {
+      for (let n = 0; n < 5_000 || commits < 300; n++) verdicts.add(await checkHeader(file));
+    } finally {
+      writing = false;
+      await writer;
+      await root.close();
+    }
+    expect([...verdicts]).toEqual(['ok']);
+  }, 60_000);
   it('a database written by a newer dm-dot is refused, not rewritten', async () => {
     await openEmbeddedDatabase(dir, { role: 'server' }).then((db) => db.close());
     const env = open(file, { overlappingSync: false, noSubdir: true, maxDbs: 12 });
