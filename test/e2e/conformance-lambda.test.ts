@@ -56,7 +56,7 @@ interface Seen {
   message: string | undefined;
 }
 
-describe('CON-1, MCP-1: MCP conformance suites against the MCP Lambda behind a local API Gateway', { timeout: 150_000 }, () => {
+describe('CON-1, MCP-1: MCP conformance suites against the MCP Lambda behind a local API Gateway', { timeout: 280_000 }, () => {
   let ddb: DynamoDbLocal | undefined;
   let fauxqs: Fauxqs | undefined;
   let gateway: ApiGatewayServer | undefined;
@@ -136,7 +136,7 @@ describe('CON-1, MCP-1: MCP conformance suites against the MCP Lambda behind a l
         process.stdout.write(`\n${formatTable(title, o.judgement)}\n`);
       }
     },
-    { timeout: 130_000 },
+    { timeout: 200_000 },
   );
 
   after(async () => {

@@ -28,7 +28,7 @@ import { startServer, type RunningServer } from '../support/e2e';
 import { startAuthProxy, type AuthProxy } from './conformance/proxy';
 import { assertSuiteOutcome, formatTable, runSuite, SUITES, type SuiteOutcome } from './conformance/suites';
 
-describe('CON-1: MCP conformance suites against the local runtime', { timeout: 150_000 }, () => {
+describe('CON-1: MCP conformance suites against the local runtime', { timeout: 280_000 }, () => {
   let proxy: AuthProxy;
   let server: RunningServer;
   let workDir: string;
@@ -46,7 +46,7 @@ describe('CON-1: MCP conformance suites against the local runtime', { timeout: 1
       outcomes = await Promise.all(SUITES.map((suite) => runSuite(suite, `${proxy.origin}/mcp`, workDir)));
       for (const o of outcomes) process.stdout.write(`\n${formatTable(`${o.suite.label} (${o.suite.name}, ${(o.ms / 1000).toFixed(1)} s)`, o.judgement)}\n`);
     },
-    { timeout: 130_000 },
+    { timeout: 200_000 },
   );
 
   after(async () => {
