@@ -1,8 +1,7 @@
 /**
- * How dm-dot says what happened, on each surface: `send_to_dot` tool results (docs/contract/mcp.md), the
- * `POST /v1/messages` answers (docs/contract/delivery.md), and the one mapping of a failed dependency (a port that
- * threw DependencyUnavailable) to the answer of the surface that asked, logged once with the
- * request id. One place, so every surface says the same thing.
+ * How dm-dot says what happened, on each surface: `send_to_dot` tool results, `POST /v1/messages`
+ * answers, and the one mapping of a failed dependency to the answer of the surface that asked. One
+ * place, so every surface says the same thing.
  *
  * Deliberately not here: deciding outcomes (core/messages.ts), HTTP framing (lambda/http), and
  * the SDK's error classes (lambda/mcp turns the JSON-RPC shape below into a ProtocolError).
@@ -11,10 +10,9 @@ import type { Logger } from '../ports';
 import type { IdempotentOutcome } from './idempotency';
 import type { SendOutcome } from './messages';
 import { type DependencyUnavailable, describeCause } from './errors';
-
-// The one error description lives in errors.ts; its callers at the edge import it from here too.
-export { describeCause };
 import { ErrorCodes } from './protocol';
+
+export { describeCause };
 
 /** `S`: what `structuredContent` holds, `{eventId, status}` once an event exists (a rate refusal says when instead). */
 export interface ToolResult<S = { eventId: string; status: 'delivered' | 'queued' | 'failed' | 'kept' }> {
@@ -173,19 +171,10 @@ function unavailableText(error: DependencyUnavailable): string {
   return `The ${error.dependency === 'queue' ? 'delivery queue' : 'storage'} is unavailable; nothing was sent. Try again shortly.`;
 }
 
-/**
- * The log event of that mapping, one line per answer it gave. On Lambda the MCP function's logger
- * also counts each one as the DependencyUnavailable metric (handlers/mcp-lambda.ts), which an alarm
- * watches: the core stays free of metrics, and every surface that answers through here is counted.
- */
+/** The log event of that mapping; on Lambda the logger also counts it as a metric an alarm watches (handlers/mcp-lambda.ts). */
 export const DEPENDENCY_UNAVAILABLE_EVENT = 'dependency_unavailable';
 
-/**
- * The one mapping of a failed dependency: logged here, once, with the request id and the cause
- * (an error name and message of our own adapters, never a secret), and answered in the shape of
- * the surface that asked. A tool gets a tool error (naming the event when one exists), REST and
- * pup routes a 503, a JSON-RPC method -32603 with a generic sentence.
- */
+/** The one mapping of a failed dependency: logged once with the request id and cause, answered in the asking surface's shape. */
 export function answerUnavailable<S extends Surface>(
   log: Logger,
   surface: S,
