@@ -1,12 +1,8 @@
 /**
- * The inbox (docs/contract/mcp.md, the inbox): the dot reads the messages it has not acknowledged
- * (`get_pending_messages`), acknowledges them (`acknowledge_messages`), and is told when it
- * subscribes anew that messages wait. Each message is shown as its sender's words, quoted, with
- * the sender's name and time, so that a model never takes a message for dm-dot's own instructions.
- *
- * Every bad input (arguments of the wrong shape, a page size outside 1..50, a cursor this module
- * did not make, more than 50 ids, an id that is not `evt_` + 32 hex) is a tool error that reads
- * and changes nothing.
+ * The inbox (docs/contract/mcp.md): the dot reads the messages it has not acknowledged, acknowledges
+ * them, and is told when it subscribes anew that messages wait. Each message is shown quoted, with
+ * its sender's name and time, so that a model never takes it for dm-dot's own instructions. Every
+ * bad input is a tool error that reads and changes nothing.
  *
  * Deliberately not here: who may call the tools (mcp/server.ts offers them to the connector key
  * only), how the pending index is kept (the InboxStore port), and the receipts (core/receipts.ts).
@@ -61,8 +57,6 @@ function argumentsOf(args: unknown, tool: string, allowed: readonly string[]): R
   return args;
 }
 
-// ---- the cursor ----------------------------------------------------------------------------------
-
 /** The cursor of the page after `position`: base64url of `[createdAt, eventId]`, opaque to callers. */
 export function encodeCursor(position: PendingPosition): string {
   return Buffer.from(JSON.stringify([position.createdAt, position.eventId]), 'utf8').toString('base64url');
@@ -85,8 +79,6 @@ export function decodeCursor(cursor: string): PendingPosition | undefined {
   if (encodeCursor({ createdAt, eventId }) !== cursor) return undefined;
   return { createdAt, eventId };
 }
-
-// ---- get_pending_messages -------------------------------------------------------------------------
 
 /** The message of an event's kept bytes (the envelope of docs/contract/delivery.md); undefined when not kept. */
 export function messageOf(record: EventRecord): string | undefined {
@@ -152,8 +144,6 @@ export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'
   return result(pendingText(messages, nextCursor), { messages, nextCursor });
 }
 
-// ---- acknowledge_messages -------------------------------------------------------------------------
-
 export async function acknowledgeMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'>, args: unknown): Promise<InboxToolResult> {
   const tool = INBOX_TOOLS.acknowledge;
   const parsed = argumentsOf(args, tool, ['eventIds']);
@@ -182,13 +172,9 @@ export async function acknowledgeMessages(deps: Pick<InboxDeps, 'inbox' | 'clock
   return result(`${parts.join('; ')}.`, { acknowledged, alreadyAcknowledged, unknown });
 }
 
-// ---- the announcement -----------------------------------------------------------------------------
-
 /**
- * Called when a dot subscribes anew (not a refresh): if messages wait, one ordinary
- * `message.created` event from `dm-dot` says how many and how to read them. It is not itself in
- * the inbox, and it goes through the queue (no inline attempt: the subscribe's answer does not wait
- * for it). A failure is logged and swallowed: the subscription stands either way.
+ * When a dot subscribes anew: if messages wait, one ordinary event from `dm-dot` says how many,
+ * through the queue and not itself in the inbox. A failure is logged and swallowed.
  */
 export async function announcePending(deps: InboxDeps): Promise<void> {
   try {
