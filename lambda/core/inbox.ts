@@ -11,6 +11,7 @@ import type { EventRecord, InboxStore, PendingPosition } from '../ports';
 import { guardDependency } from './errors';
 import { sendMessage, type MessageDeps } from './messages';
 import { ANNOUNCE_COUNT_MAX, DMDOT_SENDER, EVENT_ID_PREFIX, INBOX_TOOLS, Limits } from './protocol';
+import { isObject } from './validation';
 
 export interface InboxDeps extends MessageDeps {
   inbox: InboxStore;
@@ -39,10 +40,6 @@ function toolError(text: string): InboxToolResult {
 
 function result(text: string, structuredContent: Record<string, unknown>): InboxToolResult {
   return { content: [{ type: 'text', text }], isError: false, structuredContent };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 /** Arguments as an object (absent is `{}`), with no key but `allowed`; otherwise the sentence that says why. */

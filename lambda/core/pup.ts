@@ -10,6 +10,7 @@
  */
 import * as z from 'zod/mini';
 import { sha256Hex } from './identity';
+import { isObject } from './validation';
 import { EVENT_NAME, PUP_CONTEXT_META_KEY, PUP_PROTOCOL_VERSION, PupMemberEvents, PupRoutes, SERVER_NAME, TOOL_NAME } from './protocol';
 
 /**
@@ -161,10 +162,6 @@ export function defaultPupManifest(version: string): Record<string, unknown> {
     events: [...PupMemberEvents],
     tools: [{ name: TOOL_NAME, description: `Sends a message to the dot as a ${EVENT_NAME} event.` }],
   };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 function idText(value: unknown): string | undefined {
