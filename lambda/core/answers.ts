@@ -171,8 +171,22 @@ function unavailableText(error: DependencyUnavailable): string {
   return `The ${error.dependency === 'queue' ? 'delivery queue' : 'storage'} is unavailable; nothing was sent. Try again shortly.`;
 }
 
-/** The log event of that mapping; on Lambda the logger also counts it as a metric an alarm watches (handlers/mcp-lambda.ts). */
-export const DEPENDENCY_UNAVAILABLE_EVENT = 'dependency_unavailable';
+const DEPENDENCY_UNAVAILABLE_EVENT = 'dependency_unavailable';
+
+/**
+ * `log`, also calling `seen` with the fields of each answer `answerUnavailable` gave: through the
+ * Logger port, so the core never knows who watches (the Lambda's metric, the pup door's replay claims).
+ */
+export function watchingUnavailable(log: Logger, seen: (fields: Record<string, unknown> | undefined) => void): Logger {
+  return {
+    info: (event, fields) => log.info(event, fields),
+    warn: (event, fields) => log.warn(event, fields),
+    error: (event, fields) => {
+      log.error(event, fields);
+      if (event === DEPENDENCY_UNAVAILABLE_EVENT) seen(fields);
+    },
+  };
+}
 
 /** The one mapping of a failed dependency: logged once with the request id and cause, answered in the asking surface's shape. */
 export function answerUnavailable<S extends Surface>(

@@ -17,14 +17,14 @@
  * CORS (pup calls server to server), and where the secrets come from (`PupConfig.secrets`).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { answerUnavailable, DEPENDENCY_UNAVAILABLE_EVENT, describeCause } from '../core/answers';
+import { answerUnavailable, describeCause, watchingUnavailable } from '../core/answers';
 import { DependencyUnavailable } from '../core/errors';
 import { checkInboundHeaders, createInboundVerifier, type InboundSecrets } from '../core/inbound';
 import { scanJsonText } from '../core/json-text';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
 import { ErrorCodes, Limits, PUP_SENDER, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import { timeOfDay, type InboundAnswer, type Logger } from '../ports';
+import { timeOfDay, type InboundAnswer } from '../ports';
 import { declaredTooLarge, isJsonContentType, readStream } from './body';
 import { json, jsonText, restError, rpcError } from './json';
 
@@ -60,14 +60,9 @@ const REPLAYED_ANSWER: InboundAnswer = { status: 401, body: JSON.stringify({ err
 export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   // Requests whose MCP answer hid a failed dependency (seen by its log line): not settled as processed.
   const dependencyFailed = new Set<string>();
-  const log: Logger = {
-    info: (event, fields) => deps.log.info(event, fields),
-    warn: (event, fields) => deps.log.warn(event, fields),
-    error: (event, fields) => {
-      deps.log.error(event, fields);
-      if (event === DEPENDENCY_UNAVAILABLE_EVENT && typeof fields?.requestId === 'string') dependencyFailed.add(fields.requestId);
-    },
-  };
+  const log = watchingUnavailable(deps.log, (fields) => {
+    if (typeof fields?.requestId === 'string') dependencyFailed.add(fields.requestId);
+  });
   const mcp = createMcpEndpoint({ ...deps, log }, { legacy: 'reject' });
   const manifest = config.manifest ?? JSON.stringify(defaultPupManifest(deps.version));
   const storageUnavailable = (requestId: string, route: string, error: unknown) => {
