@@ -1,18 +1,9 @@
 /**
- * The Reconciler Lambda without its entry file: one scheduled run of the reconciler
- * (core/reconcile.ts) over the table's sparse index of queued records, with the delivery queue
- * for a requeue and the dead-letter queue for a copy of what it fails. Its deadline is the
- * context's remaining time less Budgets.reconcileEndReserveMs: every DynamoDB and SQS call carries
- * what is left (adapters/deadline.ts), and no new repair starts after it, so a run always ends
- * with its metrics written.
- *
- * Each run writes, besides RecordsRepaired, what it could not do (ReconcileErrors) and the
- * dead-letter queue's depth (DeadLetters, from one GetQueueAttributes): the alarms read those.
- * A run with an error then fails, so the function's own Errors count it too; the stack does not
- * let Lambda retry it (the next run comes a period later and finds the same records).
- *
- * It reads the same settings as the Delivery Lambda (TABLE_NAME, QUEUE_URL, DEAD_LETTER_QUEUE_URL,
- * DMDOT_RETRY_DELAYS): the stranded threshold follows from the same retry schedule.
+ * The Reconciler Lambda without its entry file: one scheduled run of core/reconcile.ts, under the
+ * context's remaining time less Budgets.reconcileEndReserveMs, so a run always ends with its
+ * metrics written (RecordsRepaired, ReconcileErrors, and the dead-letter queue's depth). A run with
+ * an error then fails, so the function's own Errors count it too. It reads the Delivery Lambda's
+ * settings: the stranded threshold follows from the same retry schedule.
  *
  * Deliberately not here: the decisions (core/reconcile.ts), the schedule (lib/constructs/reconciler.ts),
  * and the environment (reconciler.ts reads it once, through lambda/config).
