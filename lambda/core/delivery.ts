@@ -46,7 +46,7 @@ export type DeliveryDecision =
   | { action: 'retry'; delayMs: number; reason: FailureReason; attempt: number }
   /** A lease holds (the inline attempt's, another copy's): no attempt was made and none is counted; look again after delayMs. */
   | { action: 'defer'; delayMs: number }
-  /** Final failure. `subscriptionEnded`: a 410 ended its subscription. `copy`: no attempt now; the event had failed already and this job becomes its dead-letter copy. */
+  /** Final failure. `subscriptionEnded`: a 410 ended its subscription. `copy`: no attempt; the event had failed already and this is its dead letter. */
   | { action: 'dead_letter'; reason: DeadLetterReason; attempt: number; subscriptionEnded?: boolean; copy?: true };
 
 /** What `prepare` found. Only `ready` leads to a POST. */

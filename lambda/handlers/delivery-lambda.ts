@@ -10,8 +10,6 @@
  * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size; a test walks the
  * import graph), the decision and its queue effects (core/), and the environment (delivery.ts).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { runWithDeadline, webhookWithinDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbTable } from '../adapters/dynamodb-store';
@@ -27,7 +25,7 @@ import { EventStore } from '../core/store/event-store';
 import { createLogger } from '../log';
 import { createMetrics, type Metrics } from '../metrics';
 import { systemClock, type Clock, type DeliveryJob, type JobEffects, type Logger, type WebhookClient } from '../ports';
-import { clientOptions } from './aws-clients';
+import type { AwsClients } from './aws-clients';
 
 /** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
 export interface DeliveryQueue {
@@ -143,14 +141,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   }
 }
 
-export interface DeliveryAwsClients {
-  dynamodb: DynamoDBClient;
-  sqs: SQSClient;
-}
-
-export function createDeliveryAwsClients(): DeliveryAwsClients {
-  return { dynamodb: new DynamoDBClient(clientOptions()), sqs: new SQSClient(clientOptions()) };
-}
+export type DeliveryAwsClients = AwsClients;
 
 export interface DeliveryLambdaOverrides {
   log?: Logger;

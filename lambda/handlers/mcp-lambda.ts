@@ -42,7 +42,7 @@ import {
 import { version as packageVersion } from '../version';
 import { afterResponse, type AfterResponse } from './after-response';
 import { requestFromEvent, resultFromResponse } from './apigw';
-import type { McpStorageClients } from './mcp-storage';
+import type { AwsClients } from './aws-clients';
 
 export interface McpLambdaDeps {
   store: Store;
@@ -166,7 +166,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
 }
 
 /** What the MCP Lambda talks to AWS with: production passes nothing (clients made on first use), tests local endpoints. */
-export interface McpAwsClients extends McpStorageClients {
+export interface McpAwsClients extends AwsClients {
   secrets: SecretsReader;
 }
 

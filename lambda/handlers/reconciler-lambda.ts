@@ -8,8 +8,6 @@
  * Deliberately not here: the decisions (core/reconcile.ts), the schedule (lib/constructs/reconciler.ts),
  * and the environment (reconciler.ts reads it once, through lambda/config).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import { runWithDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbTable } from '../adapters/dynamodb-store';
 import { QueueAttributes, SqsQueue } from '../adapters/sqs-queue';
@@ -21,7 +19,7 @@ import { createLogger } from '../log';
 import { createRepairMetrics } from '../metrics';
 import { systemClock, type Clock, type Logger } from '../ports';
 import type { InvocationContext } from './delivery-lambda';
-import { clientOptions } from './aws-clients';
+import type { AwsClients } from './aws-clients';
 
 export type ReconcilerLambda = (event?: unknown, context?: InvocationContext) => Promise<ReconcileReport>;
 
@@ -93,15 +91,6 @@ export function repairQueueOf(queue: SqsQueue): RepairQueue {
   };
 }
 
-export interface ReconcilerAwsClients {
-  dynamodb: DynamoDBClient;
-  sqs: SQSClient;
-}
-
-export function createReconcilerAwsClients(): ReconcilerAwsClients {
-  return { dynamodb: new DynamoDBClient(clientOptions()), sqs: new SQSClient(clientOptions()) };
-}
-
 export interface ReconcilerLambdaOverrides {
   log?: Logger;
   /** Default: EMF on stdout when running in Lambda, nothing elsewhere. */
@@ -112,7 +101,7 @@ export interface ReconcilerLambdaOverrides {
 /** The Reconciler Lambda from the delivery settings (lambda/config/settings.ts `deliveryLambdaSettings`). */
 export function reconcilerLambdaFromSettings(
   settings: DeliveryLambdaSettings,
-  clients: ReconcilerAwsClients,
+  clients: AwsClients,
   overrides: ReconcilerLambdaOverrides = {},
 ): ReconcilerLambda {
   withDeadlines(clients.dynamodb);
