@@ -31,7 +31,7 @@ import {
 } from '../core/protocol';
 import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import { isJsonContentType, readCapped } from './body';
+import { isJsonContentType, readStream } from './body';
 import { json, restError, rpcError } from './json';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
@@ -193,7 +193,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     if (isReceipt) return receipt(request, url, requestId, identity);
     if (request.method !== 'POST') return refuse(405, 'method_not_allowed', 'Method not allowed: use POST (no SSE stream, no sessions).', { allow: 'POST' });
     if (!isJsonContentType(request.headers.get('content-type'))) return refuse(415, 'unsupported_media_type', 'Content-Type must be application/json.');
-    const raw = await readCapped(request, Limits.requestBodyMaxBytes);
+    const raw = await readStream(request, Limits.requestBodyMaxBytes);
     if (!raw) return refuse(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
     const scanned = scanJsonText(raw);
     if (scanned.tooDeep) {
