@@ -62,33 +62,33 @@ export function rateLimitedText(rate: number, retryAfterSeconds: number): string
 
 /** `send_to_dot` past the sender's rate: a tool error like every other send failure, saying when to try again. */
 export function rateLimitedToolResult(rate: number, retryAfterMs: number): ToolResult<{ retryAfterMs: number }> {
-  return text(rateLimitedText(rate, Math.max(1, Math.ceil(retryAfterMs / 1000))), true, { retryAfterMs });
+  return toolText(rateLimitedText(rate, Math.max(1, Math.ceil(retryAfterMs / 1000))), true, { retryAfterMs });
 }
 
-function text<S = ToolResult['structuredContent']>(value: string, isError: boolean, structured?: S): ToolResult<S> {
+export function toolText<S = ToolResult['structuredContent']>(value: string, isError: boolean, structured?: S): ToolResult<S> {
   return { content: [{ type: 'text', text: value }], isError, ...(structured ? { structuredContent: structured } : {}) };
 }
 
 export function toolResultOf(outcome: SendOutcome): ToolResult {
   switch (outcome.kind) {
     case 'invalid':
-      return text(outcome.error, true);
+      return toolText(outcome.error, true);
     case 'no_subscription':
-      return text(NO_SUBSCRIPTION_TEXT, true);
+      return toolText(NO_SUBSCRIPTION_TEXT, true);
     case 'delivered':
-      return text(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, {
+      return toolText(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, {
         eventId: outcome.eventId,
         status: 'delivered',
       });
     case 'queued':
-      return text(`Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`, false, {
+      return toolText(`Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`, false, {
         eventId: outcome.eventId,
         status: 'queued',
       });
     case 'kept':
-      return text(KEPT_TEXT(outcome.eventId), false, { eventId: outcome.eventId, status: 'kept' });
+      return toolText(KEPT_TEXT(outcome.eventId), false, { eventId: outcome.eventId, status: 'kept' });
     case 'failed':
-      return text(`Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`, true, {
+      return toolText(`Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`, true, {
         eventId: outcome.eventId,
         status: 'failed',
       });
@@ -129,11 +129,11 @@ const inProgressText = (seconds: number) =>
 export function idempotentToolResult(outcome: IdempotentOutcome): ToolResult {
   switch (outcome.kind) {
     case 'invalid_key':
-      return text(outcome.error, true);
+      return toolText(outcome.error, true);
     case 'key_reused':
-      return text(KEY_REUSED_TEXT, true);
+      return toolText(KEY_REUSED_TEXT, true);
     case 'in_progress':
-      return text(inProgressText(outcome.retryAfterSeconds), true);
+      return toolText(inProgressText(outcome.retryAfterSeconds), true);
     default:
       return toolResultOf(outcome);
   }
@@ -206,7 +206,7 @@ export function answerUnavailable<S extends Surface>(
   const sentence = unavailableText(error);
   if (surface === 'tool') {
     return (
-      error.eventId ? text(sentence, true, { eventId: error.eventId, status: error.undecided ? 'queued' : 'failed' }) : text(sentence, true)
+      error.eventId ? toolText(sentence, true, { eventId: error.eventId, status: error.undecided ? 'queued' : 'failed' }) : toolText(sentence, true)
     ) as AnswerOn<S>;
   }
   if (surface === 'rest') return restError(503, `${error.dependency}_unavailable`, sentence, error.eventId ? { eventId: error.eventId } : {}) as AnswerOn<S>;

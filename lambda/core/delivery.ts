@@ -18,9 +18,9 @@
  */
 import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../ports';
 import { Budgets } from './budgets';
-import { EventStatus, Limits, WebhookHeaders, type DeadLetterReason, type FailureReason } from './protocol';
+import { EventStatus, Limits, type DeadLetterReason, type FailureReason } from './protocol';
 import { classify, nextDelayMs, type Classification } from './retry-policy';
-import { decodeSecret, signatureHeader } from './signing';
+import { decodeSecret, signedHeaders } from './signing';
 
 /** What a delivery reads and writes of the Store: the event, and the live subscription it is sent to. */
 export type DeliveryStore = Pick<Store, 'getEvent' | 'updateEvent' | 'restoreEvent' | 'getSubscription' | 'deleteSubscription' | 'recordDeliveryOutcome'>;
@@ -168,13 +168,7 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
   const response = await deps.webhook.post({
     url: subscription.url,
     body,
-    headers: {
-      'content-type': 'application/json',
-      [WebhookHeaders.id]: job.eventId,
-      [WebhookHeaders.timestamp]: String(timestamp),
-      [WebhookHeaders.signature]: signatureHeader(decoded, job.eventId, timestamp, body),
-      [WebhookHeaders.subscriptionId]: subscription.id,
-    },
+    headers: signedHeaders(decoded, job.eventId, timestamp, body, subscription.id),
     ...(timeoutMs !== undefined ? { timeoutMs } : {}),
   });
   const doneAt = deps.clock.now();

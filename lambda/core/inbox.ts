@@ -8,6 +8,7 @@
  * only), how the pending index is kept (the InboxStore port), and the receipts (core/receipts.ts).
  */
 import type { EventRecord, InboxStore, PendingPosition } from '../ports';
+import { toolText, type ToolResult } from './answers';
 import { guardDependency } from './errors';
 import { sendMessage, type MessageDeps } from './messages';
 import { ANNOUNCE_COUNT_MAX, DMDOT_SENDER, EVENT_ID_PREFIX, INBOX_TOOLS, Limits } from './protocol';
@@ -24,23 +25,10 @@ export interface PendingMessage {
   message: string;
 }
 
-export interface InboxToolResult {
-  [key: string]: unknown;
-  content: { type: 'text'; text: string }[];
-  isError: boolean;
-  structuredContent?: Record<string, unknown>;
-}
+export type InboxToolResult = ToolResult<Record<string, unknown>>;
 
 /** An event id as dm-dot makes them (core/identity.ts newEventId). */
 export const EVENT_ID_PATTERN = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
-
-function toolError(text: string): InboxToolResult {
-  return { content: [{ type: 'text', text }], isError: true };
-}
-
-function result(text: string, structuredContent: Record<string, unknown>): InboxToolResult {
-  return { content: [{ type: 'text', text }], isError: false, structuredContent };
-}
 
 /** Arguments as an object (absent is `{}`), with no key but `allowed`; otherwise the sentence that says why. */
 function argumentsOf(args: unknown, tool: string, allowed: readonly string[]): Record<string, unknown> | string {
@@ -110,11 +98,11 @@ function pendingText(messages: PendingMessage[], nextCursor: string | null): str
 export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'>, args: unknown): Promise<InboxToolResult> {
   const tool = INBOX_TOOLS.pending;
   const parsed = argumentsOf(args, tool, ['limit', 'cursor']);
-  if (typeof parsed === 'string') return toolError(parsed);
+  if (typeof parsed === 'string') return toolText(parsed, true);
   let limit: number = Limits.inboxPageDefault;
   if (parsed.limit !== undefined) {
     if (typeof parsed.limit !== 'number' || !Number.isInteger(parsed.limit) || parsed.limit < 1 || parsed.limit > Limits.inboxPageMax) {
-      return toolError(`Invalid input: "limit" must be a whole number from 1 to ${Limits.inboxPageMax} (default ${Limits.inboxPageDefault}).`);
+      return toolText(`Invalid input: "limit" must be a whole number from 1 to ${Limits.inboxPageMax} (default ${Limits.inboxPageDefault}).`, true);
     }
     limit = parsed.limit;
   }
@@ -122,8 +110,9 @@ export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'
   if (parsed.cursor !== undefined && parsed.cursor !== null) {
     after = typeof parsed.cursor === 'string' ? decodeCursor(parsed.cursor) : undefined;
     if (!after) {
-      return toolError(
+      return toolText(
         `Invalid input: "cursor" is not a cursor ${tool} gave; pass the nextCursor of its last answer, or leave it out to start from the oldest message.`,
+        true,
       );
     }
   }
@@ -138,21 +127,24 @@ export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'
     createdAt: new Date(record.createdAt).toISOString(),
     message: messageOf(record) ?? '(its text is no longer kept)',
   }));
-  return result(pendingText(messages, nextCursor), { messages, nextCursor });
+  return toolText(pendingText(messages, nextCursor), false, { messages, nextCursor });
 }
 
 export async function acknowledgeMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'>, args: unknown): Promise<InboxToolResult> {
   const tool = INBOX_TOOLS.acknowledge;
   const parsed = argumentsOf(args, tool, ['eventIds']);
-  if (typeof parsed === 'string') return toolError(parsed);
+  if (typeof parsed === 'string') return toolText(parsed, true);
   const ids = parsed.eventIds;
   if (!Array.isArray(ids) || ids.length === 0 || ids.length > Limits.acknowledgeMax) {
-    return toolError(`Invalid input: "eventIds" must be a list of 1 to ${Limits.acknowledgeMax} event ids (evt_ and 32 hex digits); nothing was acknowledged.`);
+    return toolText(
+      `Invalid input: "eventIds" must be a list of 1 to ${Limits.acknowledgeMax} event ids (evt_ and 32 hex digits); nothing was acknowledged.`,
+      true,
+    );
   }
   const bad = ids.find((id) => typeof id !== 'string' || !EVENT_ID_PATTERN.test(id));
   if (bad !== undefined) {
     const shown = typeof bad === 'string' ? JSON.stringify(bad.slice(0, 60)) : `a ${bad === null ? 'null' : typeof bad}`;
-    return toolError(`Invalid input: ${shown} is not an event id (evt_ and 32 lower-case hex digits); nothing was acknowledged.`);
+    return toolText(`Invalid input: ${shown} is not an event id (evt_ and 32 lower-case hex digits); nothing was acknowledged.`, true);
   }
   const unique = [...new Set(ids as string[])];
   const now = deps.clock.now();
@@ -166,7 +158,7 @@ export async function acknowledgeMessages(deps: Pick<InboxDeps, 'inbox' | 'clock
     const named = `${unknown.slice(0, 5).join(', ')}${unknown.length > 5 ? ', …' : ''}`;
     parts.push(`${unknown.length} unknown (no such event within the 15 days records are kept): ${named}`);
   }
-  return result(`${parts.join('; ')}.`, { acknowledged, alreadyAcknowledged, unknown });
+  return toolText(`${parts.join('; ')}.`, false, { acknowledged, alreadyAcknowledged, unknown });
 }
 
 /**

@@ -7,7 +7,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { Limits, SECRET_PREFIX } from './protocol';
+import { Limits, SECRET_PREFIX, WebhookHeaders } from './protocol';
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
@@ -48,6 +48,23 @@ export function sign(key: Uint8Array, msgId: string, timestampS: number, body: U
 export function signatureHeader(keys: readonly Uint8Array[], msgId: string, timestampS: number, body: Uint8Array): string {
   if (keys.length === 0) throw new Error('signatureHeader: at least one key is required');
   return keys.map((key) => sign(key, msgId, timestampS, body)).join(' ');
+}
+
+/** The headers of a signed POST to a callback (an event or a challenge), one spelling for both. */
+export function signedHeaders(
+  keys: readonly Uint8Array[],
+  msgId: string,
+  timestampS: number,
+  body: Uint8Array,
+  subscriptionId: string,
+): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    [WebhookHeaders.id]: msgId,
+    [WebhookHeaders.timestamp]: String(timestampS),
+    [WebhookHeaders.signature]: signatureHeader(keys, msgId, timestampS, body),
+    [WebhookHeaders.subscriptionId]: subscriptionId,
+  };
 }
 
 /**

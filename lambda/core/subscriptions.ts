@@ -14,8 +14,8 @@
 import { timeOfDay, type Clock, type Store, type SubscriptionExpectation, type SubscriptionRecord, type WebhookClient } from '../ports';
 import { callbackEndpointError as callbackEndpointFault, guardDependency, ProtocolFault } from './errors';
 import { newChallengeNonce, newGeneration, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
-import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits, WebhookHeaders, type EventsProfile, type FailureReason } from './protocol';
-import { constantTimeEqual, signatureHeader } from './signing';
+import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits, type EventsProfile, type FailureReason } from './protocol';
+import { constantTimeEqual, signedHeaders } from './signing';
 import { grantTtlMs, parseSubscribeParams, parseUnsubscribeParams, type SubscribeRequest, type TtlPolicy, type UrlPolicy } from './validation';
 
 /** What subscribe and unsubscribe read and write of the Store: the subscription item and the verification cache. */
@@ -179,13 +179,7 @@ export async function runChallenge(
   const response = await deps.webhook.post({
     url,
     body,
-    headers: {
-      'content-type': 'application/json',
-      [WebhookHeaders.id]: msgId,
-      [WebhookHeaders.timestamp]: String(timestamp),
-      [WebhookHeaders.signature]: signatureHeader([key], msgId, timestamp, body),
-      [WebhookHeaders.subscriptionId]: subscriptionId,
-    },
+    headers: signedHeaders([key], msgId, timestamp, body, subscriptionId),
   });
   if (response.kind === 'failure') return response.reason === 'bad_response' ? 'challenge_failed' : response.reason;
   if (response.status >= 500) return 'http_5xx';
