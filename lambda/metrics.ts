@@ -1,19 +1,12 @@
 /**
- * Metrics in CloudWatch embedded metric format (EMF): one JSON line on stdout per delivery decision
- * and per HTTP request (and per answer a failed dependency forced), which CloudWatch Logs turns into
- * metrics in the `DmDot` namespace. No API call, no dependency, nothing to flush: on Lambda
- * "write embedded metric format logs to STDOUT" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Lambda.html),
- * against the spec at
- * https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html.
+ * Metrics in CloudWatch embedded metric format (EMF): one JSON line on stdout per delivery decision,
+ * per HTTP request and per answer a failed dependency forced, which CloudWatch Logs turns into
+ * metrics in the `DmDot` namespace: no API call, nothing to flush. `process.stdout.write`, not
+ * `console.log`, whose prefix the spec forbids ("no additional data at the beginning or end").
  *
- * Lines go through `process.stdout.write`, not `console.log`: the Node.js runtime prefixes console
- * output with a time stamp, request id and level, and the spec asks for a log event that is one
- * JSON object "with no additional data at the beginning or end".
- *
- * Dimensions are chosen for a bill that stays small: every distinct combination of dimension values
- * is one custom metric, priced per month. Only bounded values become dimensions (an outcome from a
- * fixed list, a route template, a status class); ids, URLs, hosts and the API key never do. The
- * stack's dashboard (lib/constructs/dashboard.ts) reads the names below, so they are defined once, here.
+ * Every distinct combination of dimension values is one custom metric, priced per month, so only
+ * bounded values become dimensions; ids, URLs, hosts and the API key never do. The stack's dashboard
+ * reads the names below, so they are defined once, here.
  *
  * Deliberately not here: the AWS SDK or PutMetricData, buffering across invocations, high-resolution
  * metrics, and any value that could carry a secret (callers pass outcomes, routes and numbers).
@@ -37,20 +30,13 @@ export const MetricName = {
   requests: 'Requests',
   /** How long the MCP function took to answer one request. */
   requestLatency: 'RequestLatency',
-  /**
-   * One per answer the MCP function gave because a dependency failed (a tool error, -32603 or 503),
-   * by `Dependency`: ChatGPT's path answers HTTP 200 with the error inside, so API Gateway's 5xx
-   * never sees it. Alarmed (lib/constructs/observability.ts).
-   */
+  /** One per answer forced by a failed dependency, by `Dependency`: often an HTTP 200 API Gateway's 5xx never sees. Alarmed. */
   dependencyUnavailable: 'DependencyUnavailable',
   /** Records the reconciler had to repair (re-enqueued or failed), by `Action`: emitted by the reconciler, alarmed. */
   recordsRepaired: 'RecordsRepaired',
   /** Per reconciler run, what it could not do (a record it could not settle, a read that failed), 0 included: alarmed. */
   reconcileErrors: 'ReconcileErrors',
-  /**
-   * Per reconciler run, the messages in the dead-letter queue as SQS counts them then: the new
-   * dead letter alarm reads its rises, on the reconciler's clock rather than SQS's late metrics.
-   */
+  /** Per reconciler run, the dead-letter queue's depth: the new dead letter alarm reads its rises, sooner than SQS's metrics. */
   deadLetters: 'DeadLetters',
 } as const;
 
@@ -67,11 +53,7 @@ export const DimensionName = {
 export const REPAIR_ACTIONS = ['requeued', 'failed'] as const;
 export type RepairAction = (typeof REPAIR_ACTIONS)[number];
 
-/**
- * The values of `Dependency`: the ports whose failure is answered as "unavailable" (core/errors.ts
- * `Dependency`) and the Secrets Manager read of the API key. A fixed list, so the alarm can sum
- * exactly these and the bill stays bounded.
- */
+/** The values of `Dependency` (core/errors.ts's, and the API key's Secrets Manager read): the alarm sums exactly these. */
 export const DEPENDENCIES = ['storage', 'queue', 'secrets'] as const;
 export type MetricDependency = (typeof DEPENDENCIES)[number];
 
@@ -111,10 +93,7 @@ function dimensionValue(value: string): string {
   return clean === '' ? 'unknown' : clean;
 }
 
-/**
- * The EMF document for one event, as one line of JSON. Directives whose metrics all had unusable
- * values are left out; undefined when nothing remains.
- */
+/** The EMF document for one event, as one line of JSON, without directives of unusable values; undefined when none remain. */
 export function emfLine(timestamp: number, dimensions: Readonly<Record<string, string>>, directives: readonly Directive[]): string | undefined {
   const root: Record<string, unknown> = {};
   const cloudWatchMetrics: unknown[] = [];
@@ -145,18 +124,22 @@ export interface MetricsOptions {
   enabled?: boolean;
 }
 
-export function createMetrics(options: MetricsOptions = {}): Metrics {
-  if (options.enabled === false) return { delivery: () => undefined, request: () => undefined, dependencyUnavailable: () => undefined };
+function emfWriter(options: MetricsOptions): (dimensions: Record<string, string>, directives: Directive[]) => void {
   const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
   const clock = options.clock ?? Date.now;
-  const write = (dimensions: Record<string, string>, directives: Directive[]) => {
+  return (dimensions, directives) => {
     try {
       const line = emfLine(clock(), dimensions, directives);
       if (line !== undefined) sink(line);
     } catch {
-      // A metric is never worth a failed request or a retried delivery.
+      // A metric is never worth a failed request, a retried delivery or a failed run.
     }
   };
+}
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  if (options.enabled === false) return { delivery: () => undefined, request: () => undefined, dependencyUnavailable: () => undefined };
+  const write = emfWriter(options);
   return {
     delivery({ outcome, via, attempt, durationMs, latencyMs }) {
       // By Outcome alone too: the totals (and the alarms on them) need no sum over Via.
@@ -204,16 +187,9 @@ export interface RepairMetrics {
 
 export function createRepairMetrics(options: MetricsOptions = {}): RepairMetrics {
   if (options.enabled === false) return { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined };
-  const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
-  const clock = options.clock ?? Date.now;
-  const write = (dimensions: Record<string, string>, name: string, value: number) => {
-    try {
-      const line = emfLine(clock(), dimensions, [{ dimensionSets: [Object.keys(dimensions)], metrics: [{ name, unit: 'Count', value }] }]);
-      if (line !== undefined) sink(line);
-    } catch {
-      // A metric is never worth a failed run.
-    }
-  };
+  const emit = emfWriter(options);
+  const write = (dimensions: Record<string, string>, name: string, value: number) =>
+    emit(dimensions, [{ dimensionSets: [Object.keys(dimensions)], metrics: [{ name, unit: 'Count', value }] }]);
   return {
     repaired: (action, count) => write({ [DimensionName.action]: action }, MetricName.recordsRepaired, count),
     errors: (count) => write({}, MetricName.reconcileErrors, count),

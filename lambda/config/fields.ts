@@ -1,13 +1,8 @@
 /**
- * Pure parsers for every setting dm-dot has, one per kind of field, each throwing the one error
- * type `SettingsError` with a sentence that names the setting. The local runtime, both Lambdas
- * and the CLI read their environment through them (lambda/config/settings.ts), and the CDK stack
- * validates its context with the very same functions (lib/settings.ts): a value the stack accepts
- * is one the Lambda accepts, with the same bounds.
- *
- * Every parser takes the text as it arrives (an environment variable, a CDK context value, which
- * may also be a number) and the name to use in its message (`DMDOT_RETRY_DELAYS`, `context
- * retryDelays`).
+ * Pure parsers for every setting dm-dot has, one per kind of field, each throwing `SettingsError`
+ * with a sentence that names the setting. The runtimes and the CLI (config/settings.ts) and the CDK
+ * stack (lib/settings.ts) use the very same functions, so a value the stack accepts is one the
+ * Lambda accepts. Each takes the raw value and the name its message uses.
  *
  * Deliberately not here: reading the environment or files (settings.ts does, once per entry
  * point), defaults of AWS resources (lib/), and quoting a secret in any message.
@@ -54,7 +49,6 @@ export function flag(value: Raw, name: string): boolean {
   const t = text(value).toLowerCase();
   if (t === '' || t === '0' || t === 'false') return false;
   if (t === '1' || t === 'true') return true;
-  // Exactly what is accepted, so that "yes" or "on" is not guessed at twice.
   throw new SettingsError(`${name} must be 1 or true (on), or 0, false or empty (off), got "${text(value).slice(0, 40)}"`);
 }
 
@@ -76,11 +70,7 @@ export function integer(value: Raw, name: string, min: number, max: number, fall
   return n;
 }
 
-/**
- * The longest delay between two attempts: 12 hours (SQS's visibility limit, counted from the
- * receive) less 15 minutes for the time between the receive and the visibility change
- * (adapters/sqs-queue.ts clamps at run time as well).
- */
+/** The longest delay between two attempts: SQS's 12-hour visibility limit, from the receive, less 15 minutes of slack. */
 export const MAX_RETRY_DELAY_S = 43_200 - 900;
 export const MAX_RETRY_DELAYS = 20;
 
@@ -146,11 +136,7 @@ export function email(value: Raw, name: string): string | undefined {
   return t;
 }
 
-/**
- * pup's signing secrets (comma-separated `whsec_` secrets, current first, at most two) and the
- * rotation time (ISO 8601 with a zone; required with two secrets: the previous one is accepted
- * until 10 minutes after it). Messages name the setting and a secret's position, never a secret.
- */
+/** pup's signing secrets (current first, at most two) and the rotation time; messages never quote a secret. */
 export function pupSecrets(secretsValue: Raw, rotatedAtValue: Raw, names = 'PUP_SIGNING_SECRETS / PUP_ROTATED_AT'): InboundSecrets {
   const secrets = list(secretsValue);
   let rotatedAt: number | undefined;
@@ -204,11 +190,7 @@ export function port(value: Raw, name: string): number {
 /** The CloudFormation stack of the default deployment; `-c stage=NAME` deploys `DmDot-NAME` beside it. */
 export const DEFAULT_STACK_NAME = 'DmDot';
 
-/**
- * A stage name (`-c stage=NAME`, the CLI's `--stage`): a letter, then letters, digits or hyphens, at
- * most 24 in all, so `DmDot-NAME` is a valid stack name and the names derived from it (the dashboard's
- * `<stack>-<region>`, the edge stack's `<stack>-Edge`) stay within their limits.
- */
+/** A stage name (`-c stage=NAME`, `--stage`): at most 24 characters, so the names derived from `DmDot-NAME` stay within their limits. */
 export function stageName(value: Raw, name: string): string | undefined {
   const t = text(value);
   if (t === '') return undefined;
@@ -227,11 +209,7 @@ export function stackNameOf(stage: string | undefined): string {
 
 /** One of a fixed set of words (case-insensitive); unset gives the first. */
 export function choice<T extends string>(value: Raw, name: string, options: readonly [T, ...T[]]): T {
-  const t = text(value).toLowerCase();
-  if (t === '') return options[0];
-  const found = options.find((o) => o === t);
-  if (found === undefined) throw new SettingsError(`${name} must be one of ${options.join(', ')}, got "${text(value).slice(0, 40)}"`);
-  return found;
+  return oneOf(value, name, options, options[0]);
 }
 
 /** A fully qualified DNS name for a custom domain (`mcp.example.com`): lower-cased, no scheme, port, path or wildcard. */

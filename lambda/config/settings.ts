@@ -1,10 +1,7 @@
 /**
- * The settings of each entry point, read once from its environment into a typed object: the local
- * runtime (`npm start`), the MCP Lambda, the Delivery Lambda and the operator CLI. Everything
- * below an entry point receives these objects; no handler or adapter reads `process.env`.
- *
- * Every value goes through the parsers of fields.ts, so a bad one stops the entry point with a
- * SettingsError naming it (the local runtime exits 2, a Lambda fails its init).
+ * The settings of each entry point (`npm start`, the two Lambdas, the CLI), read once from its
+ * environment into a typed object through the parsers of fields.ts, so a bad value stops the entry
+ * point with a SettingsError naming it. Nothing below an entry point reads `process.env`.
  *
  * Deliberately not here: the API key and pup's secrets on AWS (Secrets Manager, read by the
  * runtime that owns them; only their ARNs are settings), and CDK context (lib/settings.ts, which
@@ -129,11 +126,7 @@ function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: Read
 export const DEFAULT_DELIVERY_CONCURRENCY = 8;
 export const MAX_DELIVERY_CONCURRENCY = 256;
 
-/**
- * `npm start`'s settings. `projectRoot` is where a relative DMDOT_STATE_DIR (default `.dm-dot`)
- * and PUP_MANIFEST_FILE are taken from, so the CLI run from any folder of the project finds the
- * same state directory as the server.
- */
+/** `npm start`'s settings; relative paths are taken from `projectRoot`, so the CLI finds the server's state from any folder. */
 export function localSettings(env: Env, options: { projectRoot: string; readFile?: ReadText }): LocalSettings {
   const host = field.optional(env.HOST) ?? '127.0.0.1';
   const key = field.apiKey(env.MCP_API_KEY, 'MCP_API_KEY');
@@ -175,11 +168,7 @@ export function awsRuntime(env: Env): AwsRuntime {
   };
 }
 
-/**
- * The MCP Lambda's settings. PUP_MANIFEST_FILE names a file in the function's own asset (the stack
- * ships the manifest there, out of the 4 KB environment); a relative path is taken from the task
- * root.
- */
+/** The MCP Lambda's settings; PUP_MANIFEST_FILE names a file in the function's asset (out of the 4 KB environment). */
 export function mcpLambdaSettings(env: Env, options: { readFile?: ReadText } = {}): McpLambdaSettings {
   const apiKeySecretArn = field.optional(env.API_KEY_SECRET_ARN);
   const pupSecretArn = field.optional(env.PUP_SECRET_ARN);

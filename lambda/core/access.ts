@@ -1,27 +1,15 @@
 /**
  * Who is calling (docs/contract/http.md, keys): the connector key in force, the previous connector
- * key during a rotation's overlap, or a named sender key; and the deployment's stable principal
- * behind every subscription id, kept in the one DEPLOYMENT item.
+ * key during a rotation's overlap, or a named sender key (`dmsk_<name>_<secret>`, looked up by name,
+ * accepted by hash unless revoked); and the deployment's stable principal, kept in the one
+ * DEPLOYMENT item (created once by a conditional put, then kept for the life of the app).
  *
- * - The connector key is compared in constant time with the configured key; with a store, the
- *   DEPLOYMENT item confirms it (see below: one read per window per app). The principal is read (or created, once, with a conditional put)
- *   on the first request that needs it and then kept for the life of the app: it never changes.
- *   A deployment that predates the item gets the principal its subscription ids were made from,
- *   the hash of the key in force at that first request.
- * - A key of the sender shape (`dmsk_<name>_<secret>`) is looked up by its name (one read by key,
- *   never a scan) and accepted when the hash of the whole key equals the stored one (constant
- *   time) and the sender is not revoked: a revocation holds from the next request on.
- * - Any other key is compared, by hash, with the previous connector key of the DEPLOYMENT item,
- *   accepted until its overlap ends. That item is trusted for AccessLimits.deploymentCacheMs, so a
- *   stranger's wrong keys cost at most one read per window.
- * - With a store, the DEPLOYMENT item says which connector keys are in force, whatever key the app
- *   was built with: a key whose hash is its `keyHash` is accepted, and the key the app was built
- *   with only while the item agrees, unless the item's last rotation is older than the app (a key
- *   changed by hand, not rotated). So an app that outlives a rotation (a warm Lambda environment)
- *   takes the new key at once and drops a superseded one within deploymentCacheMs: a key the
- *   cached item refuses reads it again, at most once per deploymentRecheckMs. When the item cannot
- *   be read, the app's own key still opens what needs no storage, without waiting on storage again
- *   for deploymentCacheMs.
+ * With a store the DEPLOYMENT item, not the key the app was built with, says which connector keys
+ * are in force (the app's own key counts while the item agrees, or when the item's last rotation is
+ * older than the app: a key changed by hand). So a warm app takes a rotated key at once and drops a
+ * superseded one within AccessLimits.deploymentCacheMs, and a stranger's wrong keys cost at most one
+ * read per deploymentRecheckMs. When the item cannot be read, the app's own key still opens what
+ * needs no storage.
  *
  * Deliberately not here: where the key is configured or rotated (the runtimes and the operator),
  * HTTP answers (http/app.ts) and which methods a sender may call (mcp/server.ts).
@@ -57,9 +45,8 @@ export function senderNameProblem(name: string): string | undefined {
 }
 
 /**
- * What is wrong with `name` for a new sender: its shape, or a name the log already gives another
- * caller (`connector`, `pup`, `dm-dot`), so that no two callers are ever logged alike. Only adding
- * checks this: a sender of such a name made before the rule can still be listed and revoked.
+ * What is wrong with `name` for a new sender: its shape, or a name the log gives another caller, so
+ * no two callers are logged alike. Only adding checks this: older such senders can still be revoked.
  */
 export function newSenderNameProblem(name: string): string | undefined {
   const shape = senderNameProblem(name);
@@ -80,48 +67,30 @@ export function senderNameOf(key: string): string | undefined {
   return SENDER_KEY.exec(key)?.[1];
 }
 
-/**
- * The DEPLOYMENT item, created if absent. The created one's principal is the hash of the key in
- * force, which is what subscription ids were made from before the item existed; when two first
- * requests race, the conditional put makes both use the winner's.
- */
+/** The DEPLOYMENT item, created if absent (racing first requests both get the winner's). */
 export async function ensureDeployment(access: AdmissionStore, connectorKey: string, now: number): Promise<DeploymentRecord> {
   const stored = await access.getDeployment();
   if (stored) return stored;
   return access.createDeployment(deploymentFor(connectorKey, now));
 }
 
-/** The DEPLOYMENT item a deployment that has none gets: its principal is the hash of the key in force. */
+/** Its principal is the hash of the key in force: what subscription ids were made from before the item existed. */
 function deploymentFor(connectorKey: string, now: number): DeploymentRecord {
   return { principal: principalOf(connectorKey), keyHash: keyHashOf(connectorKey), createdAt: now };
 }
 
-/**
- * What the request path reads and writes of the access items: the deployment (created on first
- * use), a sender by name, its last use and its rate counter. Listing, adding, revoking senders and
- * rotating the key are the operator's (operator/access.ts takes the whole AccessStore).
- */
+/** What the request path reads and writes of the access items; the rest is the operator's (operator/access.ts). */
 export type AdmissionStore = Pick<AccessStore, 'getDeployment' | 'createDeployment' | 'getSender' | 'touchSender' | 'countSend'>;
-
-export interface AuthenticatorOptions {
-  /** The connector key in force; undefined: not configured (the app answers 503 before asking). */
-  apiKey: string;
-  /** Absent (tests of the HTTP surface alone): only the configured key is accepted, its hash is the principal. */
-  access?: AdmissionStore;
-  clock: Clock;
-}
 
 export interface Authenticator {
   /** The identity behind the first credential that authenticates, or undefined. Throws DependencyUnavailable('storage'). */
   identify(offered: readonly string[]): Promise<Identity | undefined>;
-  /**
-   * For the refusal only: the name of a revoked sender whose very key is among `offered` (so the
-   * answer can say it was revoked, to the one who holds that key), else undefined.
-   */
+  /** For the refusal only: the name of a revoked sender whose very key is among `offered`. */
   revokedSender(offered: readonly string[]): Promise<string | undefined>;
 }
 
-export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
+/** `access` absent (tests of the HTTP surface alone): only `apiKey` is accepted, and its hash is the principal. */
+export function createAuthenticator(options: { apiKey: string; access?: AdmissionStore; clock: Clock }): Authenticator {
   const { apiKey, access, clock } = options;
   // A rotation recorded before this moment is one this app's key already follows.
   const builtAt = clock.now();
@@ -134,8 +103,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   const connectorPrincipal = (): Promise<string> => {
     if (!access) return Promise.resolve(principalOf(apiKey));
     if (!principal) {
-      // The key check's read already says (a principal never changes): no second read. It found no
-      // item: straight to the conditional put, which returns the stored item if one came meanwhile.
+      // The key check's read already says (a principal never changes); it found no item: straight to the conditional put.
       const read = deployment;
       const stored = () => (read ? access.createDeployment(deploymentFor(apiKey, clock.now())) : ensureDeployment(access, apiKey, clock.now()));
       const pending = read?.record ? Promise.resolve(read.record.principal) : guardDependency('storage', stored).then((record) => record.principal);
@@ -190,8 +158,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
 
   return {
     async identify(offered) {
-      // Every credential is compared with the connector key, always, so the time taken does not
-      // tell which one was wrong.
+      // Every credential is compared with the connector key, so the time taken does not tell which one was wrong.
       const matched = offered.map((key) => isApiKey(key));
       if (!access) return matched.includes(true) ? connector : undefined;
       for (const [i, key] of offered.entries()) {
@@ -204,8 +171,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
         }
         const now = clock.now();
         if (await connectorKeyInForce(key, matched[i]!, now)) return connector;
-        // Refused by the item as cached: read it again, in case the key was rotated in since (at
-        // most once per deploymentRecheckMs, whatever keys a stranger tries).
+        // Refused by the cached item: read it again, in case the key was rotated in since.
         if (deployment !== undefined && deployment.readAt < now && now - recheckedAt >= AccessLimits.deploymentRecheckMs) {
           recheckedAt = now;
           if (await connectorKeyInForce(key, matched[i]!, now, 0)) return connector;
@@ -226,24 +192,17 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   };
 }
 
-/** The minute window a time falls in, and when the next one starts. */
-export function rateWindowOf(now: number): { window: number; endsAt: number } {
-  const window = Math.floor(now / AccessLimits.rateWindowMs);
-  return { window, endsAt: (window + 1) * AccessLimits.rateWindowMs };
-}
-
 /** Refused: `retryAfterMs` until the next window opens, and the same rounded up to whole seconds (at least 1) for Retry-After. */
 export type Admission = { ok: true } | { ok: false; retryAfterMs: number; retryAfterSeconds: number };
 
 /**
- * Counts one send against the sender's rate (a fixed window of one minute): refused past it, with
- * the time until the next window. The connector and senders without a rate are not counted. It is
- * called where each send runs (the send_to_dot tool, POST /v1/messages), so every `tools/call`
- * counts, whatever carries it: a JSON-RPC batch, a task, either surface.
+ * Counts one send against the sender's rate (a fixed one-minute window). Called where each send
+ * runs, so every `tools/call` counts, whatever carries it (a batch, a task, either surface).
  */
 export async function admitSend(access: AdmissionStore | undefined, identity: Identity, now: number): Promise<Admission> {
   if (!access || identity.role !== 'sender' || identity.rate === undefined) return { ok: true };
-  const { window, endsAt } = rateWindowOf(now);
+  const window = Math.floor(now / AccessLimits.rateWindowMs);
+  const endsAt = (window + 1) * AccessLimits.rateWindowMs;
   const counted = await guardDependency('storage', () => access.countSend(identity.sender, window, identity.rate!, endsAt + AccessLimits.rateCounterGraceMs));
   if (counted) return { ok: true };
   const retryAfterMs = Math.max(1, endsAt - now);

@@ -1,8 +1,7 @@
 /**
- * How dm-dot says what happened, on each surface: `send_to_dot` tool results (docs/contract/mcp.md), the
- * `POST /v1/messages` answers (docs/contract/delivery.md), and the one mapping of a failed dependency (a port that
- * threw DependencyUnavailable) to the answer of the surface that asked, logged once with the
- * request id. One place, so every surface says the same thing.
+ * How dm-dot says what happened, on each surface: `send_to_dot` tool results, `POST /v1/messages`
+ * answers, and the one mapping of a failed dependency to the answer of the surface that asked. One
+ * place, so every surface says the same thing.
  *
  * Deliberately not here: deciding outcomes (core/messages.ts), HTTP framing (lambda/http), and
  * the SDK's error classes (lambda/mcp turns the JSON-RPC shape below into a ProtocolError).
@@ -11,10 +10,9 @@ import type { Logger } from '../ports';
 import type { IdempotentOutcome } from './idempotency';
 import type { SendOutcome } from './messages';
 import { type DependencyUnavailable, describeCause } from './errors';
-
-// The one error description lives in errors.ts; its callers at the edge import it from here too.
-export { describeCause };
 import { ErrorCodes } from './protocol';
+
+export { describeCause };
 
 /** `S`: what `structuredContent` holds, `{eventId, status}` once an event exists (a rate refusal says when instead). */
 export interface ToolResult<S = { eventId: string; status: 'delivered' | 'queued' | 'failed' | 'kept' }> {
@@ -64,33 +62,33 @@ export function rateLimitedText(rate: number, retryAfterSeconds: number): string
 
 /** `send_to_dot` past the sender's rate: a tool error like every other send failure, saying when to try again. */
 export function rateLimitedToolResult(rate: number, retryAfterMs: number): ToolResult<{ retryAfterMs: number }> {
-  return text(rateLimitedText(rate, Math.max(1, Math.ceil(retryAfterMs / 1000))), true, { retryAfterMs });
+  return toolText(rateLimitedText(rate, Math.max(1, Math.ceil(retryAfterMs / 1000))), true, { retryAfterMs });
 }
 
-function text<S = ToolResult['structuredContent']>(value: string, isError: boolean, structured?: S): ToolResult<S> {
+export function toolText<S = ToolResult['structuredContent']>(value: string, isError: boolean, structured?: S): ToolResult<S> {
   return { content: [{ type: 'text', text: value }], isError, ...(structured ? { structuredContent: structured } : {}) };
 }
 
 export function toolResultOf(outcome: SendOutcome): ToolResult {
   switch (outcome.kind) {
     case 'invalid':
-      return text(outcome.error, true);
+      return toolText(outcome.error, true);
     case 'no_subscription':
-      return text(NO_SUBSCRIPTION_TEXT, true);
+      return toolText(NO_SUBSCRIPTION_TEXT, true);
     case 'delivered':
-      return text(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, {
+      return toolText(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, {
         eventId: outcome.eventId,
         status: 'delivered',
       });
     case 'queued':
-      return text(`Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`, false, {
+      return toolText(`Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`, false, {
         eventId: outcome.eventId,
         status: 'queued',
       });
     case 'kept':
-      return text(KEPT_TEXT(outcome.eventId), false, { eventId: outcome.eventId, status: 'kept' });
+      return toolText(KEPT_TEXT(outcome.eventId), false, { eventId: outcome.eventId, status: 'kept' });
     case 'failed':
-      return text(`Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`, true, {
+      return toolText(`Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`, true, {
         eventId: outcome.eventId,
         status: 'failed',
       });
@@ -131,11 +129,11 @@ const inProgressText = (seconds: number) =>
 export function idempotentToolResult(outcome: IdempotentOutcome): ToolResult {
   switch (outcome.kind) {
     case 'invalid_key':
-      return text(outcome.error, true);
+      return toolText(outcome.error, true);
     case 'key_reused':
-      return text(KEY_REUSED_TEXT, true);
+      return toolText(KEY_REUSED_TEXT, true);
     case 'in_progress':
-      return text(inProgressText(outcome.retryAfterSeconds), true);
+      return toolText(inProgressText(outcome.retryAfterSeconds), true);
     default:
       return toolResultOf(outcome);
   }
@@ -173,19 +171,24 @@ function unavailableText(error: DependencyUnavailable): string {
   return `The ${error.dependency === 'queue' ? 'delivery queue' : 'storage'} is unavailable; nothing was sent. Try again shortly.`;
 }
 
-/**
- * The log event of that mapping, one line per answer it gave. On Lambda the MCP function's logger
- * also counts each one as the DependencyUnavailable metric (handlers/mcp-lambda.ts), which an alarm
- * watches: the core stays free of metrics, and every surface that answers through here is counted.
- */
-export const DEPENDENCY_UNAVAILABLE_EVENT = 'dependency_unavailable';
+const DEPENDENCY_UNAVAILABLE_EVENT = 'dependency_unavailable';
 
 /**
- * The one mapping of a failed dependency: logged here, once, with the request id and the cause
- * (an error name and message of our own adapters, never a secret), and answered in the shape of
- * the surface that asked. A tool gets a tool error (naming the event when one exists), REST and
- * pup routes a 503, a JSON-RPC method -32603 with a generic sentence.
+ * `log`, also calling `seen` with the fields of each answer `answerUnavailable` gave: through the
+ * Logger port, so the core never knows who watches (the Lambda's metric, the pup door's replay claims).
  */
+export function watchingUnavailable(log: Logger, seen: (fields: Record<string, unknown> | undefined) => void): Logger {
+  return {
+    info: (event, fields) => log.info(event, fields),
+    warn: (event, fields) => log.warn(event, fields),
+    error: (event, fields) => {
+      log.error(event, fields);
+      if (event === DEPENDENCY_UNAVAILABLE_EVENT) seen(fields);
+    },
+  };
+}
+
+/** The one mapping of a failed dependency: logged once with the request id and cause, answered in the asking surface's shape. */
 export function answerUnavailable<S extends Surface>(
   log: Logger,
   surface: S,
@@ -203,7 +206,7 @@ export function answerUnavailable<S extends Surface>(
   const sentence = unavailableText(error);
   if (surface === 'tool') {
     return (
-      error.eventId ? text(sentence, true, { eventId: error.eventId, status: error.undecided ? 'queued' : 'failed' }) : text(sentence, true)
+      error.eventId ? toolText(sentence, true, { eventId: error.eventId, status: error.undecided ? 'queued' : 'failed' }) : toolText(sentence, true)
     ) as AnswerOn<S>;
   }
   if (surface === 'rest') return restError(503, `${error.dependency}_unavailable`, sentence, error.eventId ? { eventId: error.eventId } : {}) as AnswerOn<S>;

@@ -1,8 +1,6 @@
 /**
- * Every time budget dm-dot keeps, in one table: how a request's 5 s are split, what each AWS call
- * and each secret read may take, how long the local runtime waits for a slow client. The wire
- * contract's own limits (the 5 s request, the wait window's default and cap, the outbound 5 s
- * deadline) are in protocol.ts `Limits`; this module holds how dm-dot fits its work inside them.
+ * Every time budget dm-dot keeps, in one table: how dm-dot fits its work inside the wire contract's
+ * own limits (protocol.ts `Limits`).
  *
  * Deliberately not here: behaviour. Nothing in this module computes anything but a sum.
  */
@@ -19,11 +17,7 @@ export const Budgets = {
   mcpRecordReserveMs: 700,
   /** No POST starts with less than this to run: it could not tell a slow endpoint from a dead one. */
   minPostMs: 1 * SECOND,
-  /**
-   * The inline attempt's lease runs this much past its wait window: long enough for the attempt to
-   * record its outcome after the POST ends, short enough that a process that died mid-attempt
-   * delays the worker's attempt by about a second.
-   */
+  /** The inline attempt's lease runs this much past its POST: time to record its outcome, little delay if the process died. */
   inlineLeaseMarginMs: 1 * SECOND,
 
   // --- One Delivery Lambda invocation: its context's remaining time.
@@ -33,11 +27,7 @@ export const Budgets = {
   deliveryRecordReserveMs: 3 * SECOND,
   /** A worker's deferral this short is slept in place instead of going back to the queue. */
   deferInPlaceMaxMs: 1 * SECOND,
-  /**
-   * The worker's lease on an event before its POST (core/delivery.ts): the POST's own 5 s plus the
-   * time kept for recording its outcome. Another copy of the job meets it and defers, so duplicate
-   * jobs make one POST; a worker that died mid-attempt delays the next copy by at most this.
-   */
+  /** The worker's lease before its POST: the POST's 5 s plus recording its outcome; another copy meets it and defers. */
   workerLeaseMs: Limits.outboundDeadlineMs + 3 * SECOND,
 
   // --- AWS calls (SDK clients and the Secrets Manager reader), each inside the request deadline.
@@ -47,16 +37,9 @@ export const Budgets = {
 
   // --- The outbox on AWS (core/outbox.ts): the record's PutItem, the job's SendMessage, and the
   // compensating write when either fails. docs/decisions.md says how these were measured.
-  /**
-   * One attempt of the outbox's PutItem or SendMessage. Healthy, either answers in tens of
-   * milliseconds; a stalled attempt is given up after this, so two stalled attempts and their
-   * backoff fit before the compensation's reserve.
-   */
+  /** One attempt of the outbox's PutItem or SendMessage: two stalled ones and their backoff fit before the compensation's reserve. */
   outboxAttemptMs: 800,
-  /**
-   * Kept back from the request deadline while the record is put and its job sent: the time of
-   * the compensating write that marks the record failed when they do not come back.
-   */
+  /** Kept back from the request deadline while the record is put and its job sent, for the compensating write. */
   outboxCompensationReserveMs: 1_000,
 
   // --- Secret reads on the MCP Lambda (the API key, pup's signing secrets).
@@ -82,11 +65,7 @@ export const Budgets = {
   // --- The reconciler (core/reconcile.ts): what settles a record left `queued` with no job.
   /** How often the scheduled reconciler runs. */
   reconcileEveryMs: 5 * MINUTE,
-  /**
-   * Added to the retry schedule before a `queued` record counts as stranded: the inline window and
-   * its lease, SQS's DelaySeconds, the receives that are not attempts (up to four, each up to the
-   * queue's 90 s visibility timeout), Retry-After within the schedule, and a busy event source.
-   */
+  /** Added to the retry schedule before a `queued` record counts as stranded: leases, delays, non-attempt receives, Retry-After. */
   reconcileMarginMs: 15 * MINUTE,
   /** Kept back from the reconciler's own timeout, so a run always ends with its metric written. */
   reconcileEndReserveMs: 5 * SECOND,
@@ -104,13 +83,7 @@ export const Budgets = {
   dotSecretGraceMs: 60 * SECOND,
 } as const;
 
-/**
- * The deadline (epoch ms) of an MCP request that started at `startedAt`. `requestMs` is the
- * request's whole budget: the contract's 5 s everywhere in production; only tests pass a shorter
- * one (handlers/mcp-lambda.ts `McpLambdaOverrides.requestMs`). The reserves stay absolute at any
- * budget, so a budget shorter than this answer reserve plus the outbox's compensation reserve
- * leaves a send no time at all.
- */
+/** The deadline (epoch ms) of an MCP request; only tests pass a `requestMs` shorter than the contract's 5 s. */
 export function mcpDeadline(startedAt: number, requestMs: number = Limits.requestMs): number {
   return startedAt + requestMs - Budgets.mcpAnswerReserveMs;
 }

@@ -1,39 +1,26 @@
 /**
- * One delivery attempt (docs/contract/delivery.md), in three steps that every caller runs in this order:
+ * One delivery attempt (docs/contract/delivery.md) in three steps: `prepare` (read the event and
+ * the live subscription: skip, defer behind the lease, drop, or hand back what to send), `send`
+ * (sign at send time, POST through the guarded client, classify) and `commit` (the compare-and-set
+ * writes for that outcome and the decision the queue applies). The worker runs all three
+ * (`deliver`); the MCP side's inline first attempt holds what it just read and wrote, so it runs
+ * `send` and `commit` only.
  *
- *   prepare  read the event and the live subscription: skip what is settled, defer behind the
- *            lease, drop what lost its subscription (ended, replaced, or of another generation),
- *            or hand back the event and subscription to send with
- *   send     sign at send time (the current secret, plus the previous one during its overlap),
- *            POST through the guarded client, classify the answer
- *   commit   the compare-and-set writes for that outcome (event status, attempt count, log; the
- *            subscription's delivery status; a 410 ends the subscription) and the decision the
- *            queue applies (retry later, dead-letter, done)
+ * One POST per event: a POST ends by its own deadline inside the lease its sender holds, so two
+ * attempts never overlap; a second POST follows only an unknown outcome (a timeout), which the
+ * runner logs and counts. Every status change is a compare-and-set on the status (and attempt
+ * count) it moves from, so two copies of a job commit one outcome and `failed` never overwrites
+ * `delivered`; a 2xx is recorded even over `dropped` or a `failed` no attempt made, since the dot
+ * did receive it.
  *
- * The delivery worker runs all three (`deliver`). The MCP side's inline first attempt already
- * holds the subscription it read and the event it just wrote, so it runs `send` and `commit` only:
- * nothing is read back that was just written.
- *
- * One POST per event: an attempt's outcome always counts. Nothing cuts a POST short but its own
- * deadline, which ends inside the lease its sender holds, so two attempts never overlap; a second
- * POST follows only an attempt whose outcome is unknown (a timeout: the dot may have received it),
- * and the runner logs and counts each such case (core/runner.ts).
- *
- * Every status change is a compare-and-set on the status (and attempt count) it moves from, so two
- * copies of one job running at once commit one outcome between them, and `failed` never
- * overwrites `delivered`. A 2xx is recorded even over `dropped`, and over a `failed` that no
- * attempt made (the reconciler's `stranded`, a receive limit): the dot did receive it (an attempt
- * in flight when its task was cancelled, its subscription ended or its record was given up lands
- * as it settled).
- *
- * Deliberately not here: the queue mechanics (visibility, dead-letter sends, the local job
- * table), and any reading of a response body: a delivery only cares about the status line.
+ * Deliberately not here: the queue mechanics, and any reading of a response body (a delivery only
+ * cares about the status line).
  */
 import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../ports';
 import { Budgets } from './budgets';
-import { EventStatus, Limits, WebhookHeaders, type DeadLetterReason, type FailureReason } from './protocol';
+import { EventStatus, Limits, type DeadLetterReason, type FailureReason } from './protocol';
 import { classify, nextDelayMs, type Classification } from './retry-policy';
-import { decodeSecret, signatureHeader } from './signing';
+import { decodeSecret, signedHeaders } from './signing';
 
 /** What a delivery reads and writes of the Store: the event, and the live subscription it is sent to. */
 export type DeliveryStore = Pick<Store, 'getEvent' | 'updateEvent' | 'restoreEvent' | 'getSubscription' | 'deleteSubscription' | 'recordDeliveryOutcome'>;
@@ -45,29 +32,21 @@ export interface DeliveryDeps {
   /** Seconds to wait before attempts 2, 3, ...; its length + 1 is the number of attempts. */
   retryDelaysS: readonly number[];
   /**
-   * The events this process is POSTing or recording right now, where the inline attempt and the
-   * worker share a process (the local runtime): the worker defers them whatever their lease says,
-   * so a process too busy to record an outcome within the lease never makes a second POST. Absent
-   * on Lambda, where the lease alone keeps two functions apart.
+   * The events this process is POSTing or recording now (the local runtime, where the inline attempt
+   * and the worker share a process): the worker defers them whatever their lease says, so a slow
+   * process never makes a second POST. Absent on Lambda, where the lease alone suffices.
    */
   inFlight?: Set<string>;
 }
 
 /** What the worker's attempt (`deliver`) decided: the delivery runner (core/runner.ts) applies it to the queue. */
 export type DeliveryDecision =
-  /**
-   * `duplicate`: another copy of the job committed this attempt's outcome first; this copy ends.
-   * `attempt`: the attempt that delivered it, numbered as `retry` and `dead_letter` number theirs.
-   */
+  /** `duplicate`: another copy of the job committed this attempt's outcome first. */
   | { action: 'done'; status: 'delivered' | 'already_final' | 'dropped' | 'duplicate'; attempt?: number }
   | { action: 'retry'; delayMs: number; reason: FailureReason; attempt: number }
   /** A lease holds (the inline attempt's, another copy's): no attempt was made and none is counted; look again after delayMs. */
   | { action: 'defer'; delayMs: number }
-  /**
-   * Final failure. `subscriptionEnded`: the endpoint answered 410 and its subscription is gone.
-   * `copy`: no attempt now; the event had failed already (inline, or a dead-letter send that failed)
-   * and this job becomes its dead-letter copy.
-   */
+  /** Final failure. `subscriptionEnded`: a 410 ended its subscription. `copy`: no attempt; the event had failed already and this is its dead letter. */
   | { action: 'dead_letter'; reason: DeadLetterReason; attempt: number; subscriptionEnded?: boolean; copy?: true };
 
 /** What `prepare` found. Only `ready` leads to a POST. */
@@ -91,19 +70,10 @@ export interface Sent {
   doneAt: number;
 }
 
-export interface SendOptions {
-  /**
-   * A deadline shorter than the guard's 5 s: the POST must end this long after it starts, so that
-   * it ends inside the lease its sender holds (the inline attempt's). Never longer than 5 s.
-   */
-  timeoutMs?: number;
-}
-
 /**
- * The receive on which the worker itself dead-letters a job, with a reason, whatever else happens:
- * the attempts of the schedule, plus receives that are not attempts (a deferral behind the inline
- * attempt's lease, a worker error, a timeout). SQS's own redrive (maxReceiveCount) sits a further
- * RECEIVE_LIMIT_AWS_MARGIN above it, so it only ever catches what the handler never saw.
+ * The receive on which the worker itself dead-letters a job: the schedule's attempts plus room for
+ * receives that are not attempts (deferrals, errors, timeouts). SQS's own redrive sits
+ * RECEIVE_LIMIT_AWS_MARGIN above it, so it only catches what the handler never saw.
  */
 export function receiveLimit(retryDelaysS: readonly number[]): number {
   return retryDelaysS.length + 1 + 4;
@@ -112,20 +82,15 @@ export function receiveLimit(retryDelaysS: readonly number[]): number {
 /** AWS recommends a maxReceiveCount that leaves room for throttled and failed receives (at least 5). */
 export const RECEIVE_LIMIT_AWS_MARGIN = 5;
 
-/**
- * Ends a job that reached its receive limit without a final outcome: its event becomes `failed`
- * (only from `queued`: a delivered event stays delivered), with a note saying why. The caller
- * dead-letters the job with the reason `receive_limit`.
- */
+/** A job at its receive limit: its event becomes `failed` (only from `queued`) with a note; the caller dead-letters it. */
 export async function failAtReceiveLimit(deps: Pick<DeliveryDeps, 'store' | 'clock'>, eventId: string): Promise<void> {
   const note = { at: deps.clock.now(), note: 'receive_limit' } as const;
   await deps.store.updateEvent(eventId, { status: EventStatus.failed, appendLog: note }, { status: EventStatus.queued });
 }
 
 /**
- * Why a failed event failed, as its dead letter says: the note of a failure no attempt made (the
- * reconciler's `stranded`, a receive limit) when it is the last thing that happened to it,
- * otherwise its last attempt's error; `receive_limit` for a record failed before notes existed.
+ * Why a failed event failed: the note of a failure no attempt made (`stranded`, `receive_limit`)
+ * when it came last, else its last attempt's error; `receive_limit` for a record older than notes.
  */
 export function failureReasonOf(event: EventRecord): DeadLetterReason {
   const last = event.log?.[event.log.length - 1];
@@ -149,12 +114,10 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
   let event = (await deps.store.getEvent(job.eventId, now)) ?? (await restore(deps, job, now));
   let subscription: SubscriptionRecord | undefined;
   if (event.status === EventStatus.failed && job.redriven) {
-    // A redrive that cannot be attempted (its subscription ended meanwhile) reopens nothing: the
-    // event is dropped as it failed, its attempts and last error still there to read.
+    // A redrive whose subscription ended reopens nothing: the event is dropped as it failed.
     subscription = await deps.store.getSubscription(now);
     if (!jobMatches(job, subscription)) return { kind: 'drop', event };
-    // Redriving is the operator's explicit choice to try again: a fresh round of the schedule, once
-    // per redrive (a second copy redriven with it finds the event queued and races as a duplicate).
+    // A redrive is a fresh round of the schedule, once (a second copy finds the event queued).
     const reopened = { status: EventStatus.queued, attempts: 0, lastError: null, notBefore: now } as const;
     const note = { at: now, note: 'redriven' } as const;
     if (await deps.store.updateEvent(job.eventId, { ...reopened, appendLog: note }, { status: EventStatus.failed })) {
@@ -162,9 +125,8 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
     } else event = (await deps.store.getEvent(job.eventId, now)) ?? event;
   }
   if (event.status === EventStatus.failed && !job.redriven) {
-    // Failed, yet a copy of its job is still queued: the inline attempt failed it (this is its
-    // safety-net job), or an earlier dead-letter send failed after the event was marked (at the
-    // receive limit too, with no attempt made). A copy in the DLQ beats an event that vanished.
+    // Failed, yet a copy of its job is still queued (the inline attempt's safety net, or a failed
+    // dead-letter send): a copy in the DLQ beats an event that vanished.
     return { kind: 'dead_letter_again', reason: failureReasonOf(event), attempt: event.attempts };
   }
   if (event.status !== EventStatus.queued) return { kind: 'skip' };
@@ -176,10 +138,8 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
 }
 
 /**
- * The worker's lease before its POST: a compare-and-set on the status, attempt count and lease it
- * read, moving the lease Budgets.workerLeaseMs ahead. False when another copy of the job took it
- * (or settled the event) since: that copy makes the POST, this one defers. The inline attempt
- * needs none: its record was written with its lease.
+ * The worker's lease before its POST: a compare-and-set on what it read, moving the lease
+ * Budgets.workerLeaseMs ahead. False when another copy took it (or settled the event) since.
  */
 export async function takeLease(deps: Pick<DeliveryDeps, 'store' | 'clock'>, event: EventRecord): Promise<boolean> {
   return deps.store.updateEvent(
@@ -190,7 +150,8 @@ export async function takeLease(deps: Pick<DeliveryDeps, 'store' | 'clock'>, eve
 }
 
 /** Step 2: sign at send time, POST, classify. Throws only when no POST could be made at all. */
-export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: SendOptions = {}): Promise<Sent> {
+/** `timeoutMs`: a deadline shorter than the guard's 5 s, so the POST ends inside its sender's lease. */
+export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: { timeoutMs?: number } = {}): Promise<Sent> {
   const { subscription } = ready;
   // Signed at send time: whatever came before (reads, the record write) may have taken a while.
   const sendAt = deps.clock.now();
@@ -207,13 +168,7 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
   const response = await deps.webhook.post({
     url: subscription.url,
     body,
-    headers: {
-      'content-type': 'application/json',
-      [WebhookHeaders.id]: job.eventId,
-      [WebhookHeaders.timestamp]: String(timestamp),
-      [WebhookHeaders.signature]: signatureHeader(decoded, job.eventId, timestamp, body),
-      [WebhookHeaders.subscriptionId]: subscription.id,
-    },
+    headers: signedHeaders(decoded, job.eventId, timestamp, body, subscription.id),
     ...(timeoutMs !== undefined ? { timeoutMs } : {}),
   });
   const doneAt = deps.clock.now();
@@ -241,9 +196,8 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
   const expected = { status: EventStatus.queued, attempts: event.attempts };
   const attempt = event.attempts + 1;
   if (verdict.kind === 'delivered') {
-    // The subscription's delivery status holds even when this copy loses the race below, since the
-    // dot did answer 2xx. It is left alone when it already says "delivering fine" and is recent
-    // (Limits.deliveryStatusRefreshMs): one write fewer on the path a send_to_dot answer waits for.
+    // The delivery status holds even if this copy loses the race (the dot did answer 2xx); it is
+    // left alone when it already says so and is recent, one write fewer on send_to_dot's path.
     const statusCurrent =
       subscription.lastError == null && subscription.lastDeliveryAt !== undefined && doneAt - subscription.lastDeliveryAt < Limits.deliveryStatusRefreshMs;
     const [recorded] = await Promise.all([
@@ -266,8 +220,7 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
     );
     if (!recorded) return { action: 'done', status: 'duplicate' };
     await recordFailure(deps, subscription, verdict.reason);
-    // Standard Webhooks: 410 Gone means the endpoint is gone for good. Ending its subscription
-    // lets a re-added dot (a new callback URL) subscribe at once instead of waiting out the TTL.
+    // 410 Gone: the endpoint is gone for good; ending its subscription lets a re-added dot subscribe at once.
     const subscriptionEnded = httpStatus === 410 && (await deps.store.deleteSubscription(subscription.url));
     return { action: 'dead_letter', reason: verdict.reason, attempt, ...(subscriptionEnded ? { subscriptionEnded } : {}) };
   }
@@ -282,11 +235,7 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
   return { action: 'retry', delayMs, reason: verdict.reason, attempt };
 }
 
-/**
- * The subscription's delivery status after a failed POST, written only when it changes: the item
- * is one key, and rewriting it on every failure made it hot (DynamoDB takes about 1,000 writes a
- * second per item). The status carries no time of its own, so an unchanged error needs no refresh.
- */
+/** Written only when it changes: rewriting the one subscription item on every failure made it hot. */
 async function recordFailure(deps: DeliveryDeps, subscription: SubscriptionRecord, reason: FailureReason): Promise<void> {
   if (subscription.lastError === reason) return;
   await deps.store.recordDeliveryOutcome(subscription.id, { error: reason });
@@ -298,11 +247,7 @@ export async function commitDrop(deps: DeliveryDeps, event: EventRecord): Promis
   return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
 }
 
-/**
- * A decision as the fields of one `delivery` log line (lambda/log.ts prints it for a person):
- * `action` is what happened (delivered, retry, failed, dropped, cut_short) or the decision's own
- * action when nothing was decided about the event (defer, done already_final, duplicate).
- */
+/** A decision as the fields of one `delivery` log line: what happened, or the decision's own action when nothing was decided. */
 export function decisionLogFields(decision: DeliveryDecision): Record<string, unknown> {
   switch (decision.action) {
     case 'done':
@@ -348,10 +293,7 @@ export async function holding<T>(deps: Pick<DeliveryDeps, 'inFlight'>, eventId: 
   }
 }
 
-/**
- * The record of a job whose record expired while the job was still in play (a dead letter
- * redriven late). Restoring it gives the job a round of its own instead of a loop at attempt 1.
- */
+/** The record of a job whose record expired while it was in play (a dead letter redriven late). */
 async function restore(deps: DeliveryDeps, job: DeliveryJob, now: number): Promise<EventRecord> {
   const record: EventRecord = {
     eventId: job.eventId,

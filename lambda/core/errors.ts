@@ -32,34 +32,21 @@ export function callbackEndpointError(reason: FailureReason, code: number = Erro
 export type Dependency = 'storage' | 'queue';
 
 /**
- * A port failed. The one way the core reports it: every use case throws this, and one function at
- * the edge (core/answers.ts `answerUnavailable`) turns it into each surface's answer and logs it.
- * `eventId` is set when an event exists anyway (its record was written, its job could not be
- * queued), so that the answer can name it.
+ * A port failed: every use case throws this, and core/answers.ts `answerUnavailable` answers and
+ * logs it. `eventId` is set when an event exists anyway, so that the answer can name it.
  */
 const DEPENDENCY_UNAVAILABLE = Symbol.for('dm-dot.dependency-unavailable');
 
 export class DependencyUnavailable extends Error {
-  /**
-   * `instanceof` by brand, not by class: the MCP Lambda's storage code is a file of its own with
-   * its own copy of this module (lib/bundling.ts), and an outbox error thrown there must still be
-   * recognised in index.js, or its event id and "undecided" are lost to a generic storage error.
-   */
+  /** `instanceof` by brand, not by class: the MCP Lambda's storage code is a bundle of its own with its own copy of this module. */
   static override [Symbol.hasInstance](value: unknown): boolean {
     return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[DEPENDENCY_UNAVAILABLE] === true;
   }
   readonly [DEPENDENCY_UNAVAILABLE] = true;
   readonly eventId: string | undefined;
-  /**
-   * The event's fate is not known: the queue failed to confirm its job (which it may have taken
-   * all the same) and the record could not be marked failed, so it may still be delivered.
-   */
+  /** The event's fate is not known: its job may have been queued and its record could not be marked failed. */
   readonly undecided: boolean;
-  /**
-   * Undecided, yet something will settle the event: its record is stored and the reconciler
-   * re-enqueues or fails it, or its job is out and the worker restores a record that never landed.
-   * The caller may then answer "queued" with the event id.
-   */
+  /** Undecided, yet the reconciler or the worker will settle the event: the caller may answer "queued". */
   readonly willSettle: boolean;
   constructor(
     readonly dependency: Dependency,
@@ -76,10 +63,8 @@ export class DependencyUnavailable extends Error {
 const EVENT_EXISTS = Symbol.for('dm-dot.event-exists');
 
 /**
- * A store refused to create an event record because another live record has its id. Event ids are
- * random, so this is never a retry of our own put (that one succeeds): nothing of this event was
- * stored, and nothing may be compensated on the record that holds the id. Recognised by brand,
- * like DependencyUnavailable, because the stores may run from a file of their own.
+ * Another live record has this event's id (never our own retried put, which succeeds): nothing of
+ * this event was stored, and nothing may be compensated on that record. Recognised by brand too.
  */
 export class EventExists extends Error {
   static override [Symbol.hasInstance](value: unknown): boolean {
@@ -102,11 +87,7 @@ export async function guardDependency<T>(dependency: Dependency, fn: () => Promi
   }
 }
 
-/**
- * An error as one line, its name and message, as our adapters and the AWS SDK word them: the one
- * description for log lines and the CLI's "failed: …" and AWS errors alike (callers scrub secrets).
- * An object that is not an Error but carries a message (an SDK error from another realm) reads the same.
- */
+/** An error as one line, `name: message`, for log lines and the CLI alike (callers scrub secrets); also an Error from another realm. */
 export function describeCause(error: unknown): string {
   if (error instanceof Error) return `${error.name || 'Error'}: ${error.message}`;
   const named = error as { name?: unknown; message?: unknown } | null;
@@ -120,11 +101,7 @@ export function describeCause(error: unknown): string {
   }
 }
 
-/**
- * The client went away before its request's body had arrived (a closed connection, a deadline
- * that ended the exchange). Nothing failed on our side: it is logged at info, never as an internal
- * error, and no answer can reach the client anyway.
- */
+/** The client went away before its request's body had arrived: logged at info, never as an internal error. */
 export class ClientAborted extends Error {
   constructor(message = 'the request ended before its body') {
     super(message);

@@ -1,21 +1,10 @@
 /**
- * Idempotency keys (docs/contract/http.md, idempotency keys): a send that carries a key makes at
- * most one event per caller and key within Limits.idempotencyMemoryMs, whatever number of times it
- * is sent. It wraps `sendMessage` and nothing else:
- *
- *   claim(key, new event id, hash of the message, in_progress until now + lease)
- *     ├─ claimed ──> sendMessage with that event id ──> an event exists: settle `done`
- *     │                                             └─> nothing made (400, 409, 503): release the key
- *     └─ held by another request:
- *          other message ─────────────────> key_reused (422)
- *          done ──────────────────────────> the event's current status, as the first request's answer
- *          in_progress, lease running ────> in_progress (409, Retry-After)
- *          in_progress, lease over: its event exists ──> its current status (the first request died after making it)
- *                                   no event ──────────> retaken: this request makes the event
- *
- * The key is scoped to the caller (`connector`, `pup` or a sender's name): two callers' same key
- * are two keys. The message is compared by a hash of its trimmed text, so a retry whose JSON
- * differs only in spacing is the same message.
+ * Idempotency keys (docs/contract/http.md): a send that carries a key makes at most one event per
+ * caller and key within Limits.idempotencyMemoryMs. It wraps `sendMessage`: a claimed key sends with
+ * the claim's event id and is settled `done` (or released when nothing was made); a held key answers
+ * `key_reused` for another message, the event's current status once it exists, `in_progress` while
+ * the first request's lease runs, and is retaken when that request died without making an event.
+ * The message is compared by a hash of its trimmed text, so JSON spacing does not matter.
  *
  * Deliberately not here: reading the header or pup's callId (the surfaces), the HTTP and tool
  * answers (core/answers.ts), and how the store makes its claim atomic (the IdempotencyStore port).
@@ -44,10 +33,9 @@ export type KeyCheck = { ok: true; key: string } | { ok: false; error: string };
 const PRINTABLE = /^[\x20-\x7e]+$/;
 
 /**
- * An idempotency key as the header carries it: 1 to 255 printable ASCII characters (0x20..0x7E,
- * the characters of a Structured Field String, which the IETF draft makes the header). A value in
- * double quotes is read as that Structured Field String (`\"` and `\\` escapes), so `"abc"` and
- * `abc` are the same key; anything else is the key as written.
+ * An idempotency key as the header carries it: 1 to 255 printable ASCII characters. A value in
+ * double quotes is read as a Structured Field String (the IETF draft's header type), so `"abc"` and
+ * `abc` are the same key.
  */
 export function checkIdempotencyKey(raw: string): KeyCheck {
   let key = raw;
@@ -84,11 +72,7 @@ function unquote(inner: string): string | undefined {
 /** How often a send tries to take a key that changes under it (a stale claim retaken by another request). */
 const MAX_ROUNDS = 3;
 
-/**
- * `sendMessage`, at most once per (caller, key). Without a key it is `sendMessage` itself. A failed
- * store throws DependencyUnavailable, as `sendMessage` does: nothing was claimed, or the claim
- * lapses with its lease.
- */
+/** `sendMessage`, at most once per (caller, key). A failed store throws DependencyUnavailable; a claim then lapses with its lease. */
 export async function sendOnce(
   deps: IdempotencyDeps,
   args: unknown,
@@ -135,8 +119,7 @@ export async function sendOnce(
       return outcomeOfRecord(event);
     }
     if (existing.state === 'done') {
-      // Its event is gone (records outlive keys, so only a store that lost it gets here): there is
-      // nothing to report but that it ended without a delivery.
+      // Its event is gone (records outlive keys, so only a store that lost it gets here).
       deps.log?.warn('idempotent_event_missing', { sender: caller, eventId: existing.eventId });
       return { kind: 'failed', eventId: existing.eventId, reason: null };
     }
@@ -163,8 +146,7 @@ async function makeEvent(
   try {
     outcome = await sendMessage(deps, args, { ...origin, eventId });
   } catch (error) {
-    // An event exists when the failure names it (its record was written, its job was not): the key
-    // keeps naming it, so a retry learns its status instead of making a second one.
+    // An event exists when the failure names it: the key keeps naming it, so a retry learns its status.
     const made = error instanceof DependencyUnavailable && error.eventId === eventId;
     await settle(deps, store, origin.sender, key, eventId, made ? 'done' : 'release');
     throw error;
@@ -174,11 +156,7 @@ async function makeEvent(
   return outcome;
 }
 
-/**
- * Best effort: the answer stands whether or not this write lands. Unsettled, the claim stays
- * `in_progress` until its lease ends; a retry then reads its event and answers it, or retakes the
- * key when there is none.
- */
+/** Best effort: unsettled, the claim stays `in_progress` until its lease ends, and a retry then reads its event. */
 async function settle(
   deps: IdempotencyDeps,
   store: IdempotencyStore,

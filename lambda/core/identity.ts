@@ -35,10 +35,7 @@ export function sha256Hex(input: string | Uint8Array): string {
   return createHash('sha256').update(input).digest('hex');
 }
 
-/**
- * The hex SHA-256 of a connector key: the principal a deployment gets when its DEPLOYMENT item is
- * created (core/access.ts), which is what every id was made from before that item existed.
- */
+/** The principal a deployment gets when its DEPLOYMENT item is created: what every id was made from before it existed. */
 export function principalOf(apiKey: string): string {
   return sha256Hex(apiKey);
 }
@@ -47,11 +44,7 @@ export function subscriptionIdOf(principal: string, url: string, name: string, a
   return SUBSCRIPTION_ID_PREFIX + sha256Hex(canonicalJson([principal, url, name, args])).slice(0, 32);
 }
 
-/**
- * Key of the verification cache entry for (principal, url, secret): a callback proved that it
- * holds this secret, at this URL, for this caller. A new secret is a new key, so it is challenged
- * before it signs anything. The secret enters only through a hash, like the rest of the key.
- */
+/** The verification cache key of (principal, url, secret): a new secret is a new key, challenged before it signs anything. */
 export function verificationKeyOf(principal: string, url: string, secret: string): string {
   return sha256Hex(canonicalJson([principal, url, sha256Hex(secret)]));
 }

@@ -1,32 +1,17 @@
 /**
- * The one verifier of signed inbound requests (docs/contract/pup.md: every pup POST, MCP, challenge and events
- * alike): Standard Webhooks, `v1,<base64 HMAC-SHA256(secret, id.timestamp.body)>`, over the exact
- * body bytes, with node:crypto's HMAC (native code: a 1 MiB body costs about a millisecond and
- * never holds the event loop the way a JavaScript HMAC does). Tests check it against the
- * `standardwebhooks` library in both directions.
+ * The one verifier of signed inbound requests (docs/contract/pup.md: every pup POST): Standard
+ * Webhooks, `v1,<base64 HMAC-SHA256(secret, id.timestamp.body)>` over the exact body bytes, with
+ * node:crypto's native HMAC (a 1 MiB body never holds the event loop). Rules, in this order:
+ * 1. the three headers present, the timestamp whole seconds, at least one well-formed `v1,`
+ *    signature, else `invalid_signature` (never saying which part was missing);
+ * 2. the timestamp within 5 minutes of `now`, either way, else `stale_timestamp`;
+ *    (1 and 2 need only the headers, so the route refuses before reading the body)
+ * 3. a signature by the current secret, or the previous one until `rotatedAt` + 10 minutes, else
+ *    `invalid_signature`; the HMAC is computed as the body streams in;
+ * 4. the body is UTF-8 (pup signs JSON text), else `invalid_signature`.
  *
- * Rules, in this order:
- * 1. `webhook-id`, `webhook-timestamp` and `webhook-signature` present, the timestamp whole
- *    seconds, at least one well-formed `v1,` signature (32 bytes of standard base64): otherwise
- *    `invalid_signature` (a request that cannot be verified is an unsigned one; the answer never
- *    says which part was missing).
- * 2. The timestamp within 5 minutes of `now`, either way (inclusive): otherwise `stale_timestamp`.
- *    Judged on the caller's clock, so the window is testable in-process.
- *
- *    Rules 1 and 2 need only the headers (`checkInboundHeaders`): the route refuses such a request
- *    before it reads a byte of the body.
- * 3. A `v1` signature made with the current secret, or with the previous one while it is still
- *    accepted (until `rotatedAt` + 10 minutes; the end is exclusive): otherwise
- *    `invalid_signature`. The current secret is tried first; one match among any number of
- *    space-separated signatures is enough. The HMAC is computed as the body streams in
- *    (`InboundVerifier.update`), so nothing but the bytes themselves needs to be kept meanwhile.
- * 4. The body is UTF-8: otherwise `invalid_signature` (pup signs JSON text; bytes that are not
- *    UTF-8 cannot be it, whatever their HMAC).
- *
- * Deliberately not here: the replay guard and the stored event answers (they need the store: the
- * route layer, lambda/http/pup.ts, adds `replayed`), parsing the body, and reading settings: the
- * caller hands in already-validated secrets (`inboundSecretsProblem` says what is wrong with a
- * configuration, without ever quoting a secret).
+ * Deliberately not here: the replay guard and stored answers (lambda/http/pup.ts adds `replayed`),
+ * parsing the body, and reading settings (the caller hands in validated secrets).
  */
 import { createHmac, type Hmac } from 'node:crypto';
 import { Limits, PUP_MAX_SECRETS, PupRefusals, SIGNATURE_VERSION, type PupRefusal } from './protocol';
@@ -62,10 +47,7 @@ export function inboundSecretsProblem(config: InboundSecrets): string | undefine
 
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/;
 
-/**
- * A rotation time as written in settings: ISO 8601 with a time and a zone (`Z` or an offset).
- * Impossible dates (Feb 31st, hour 24) are refused rather than rolled over as `Date.parse` does.
- */
+/** A rotation time as written in settings: ISO 8601 with a time and a zone; impossible dates are refused, not rolled over. */
 export function parseRotationTime(text: string): number | undefined {
   const match = ISO_TIME.exec(text);
   if (!match) return undefined;

@@ -1,20 +1,18 @@
 /**
- * The inbox (docs/contract/mcp.md, the inbox): the dot reads the messages it has not acknowledged
- * (`get_pending_messages`), acknowledges them (`acknowledge_messages`), and is told when it
- * subscribes anew that messages wait. Each message is shown as its sender's words, quoted, with
- * the sender's name and time, so that a model never takes a message for dm-dot's own instructions.
- *
- * Every bad input (arguments of the wrong shape, a page size outside 1..50, a cursor this module
- * did not make, more than 50 ids, an id that is not `evt_` + 32 hex) is a tool error that reads
- * and changes nothing.
+ * The inbox (docs/contract/mcp.md): the dot reads the messages it has not acknowledged, acknowledges
+ * them, and is told when it subscribes anew that messages wait. Each message is shown quoted, with
+ * its sender's name and time, so that a model never takes it for dm-dot's own instructions. Every
+ * bad input is a tool error that reads and changes nothing.
  *
  * Deliberately not here: who may call the tools (mcp/server.ts offers them to the connector key
  * only), how the pending index is kept (the InboxStore port), and the receipts (core/receipts.ts).
  */
 import type { EventRecord, InboxStore, PendingPosition } from '../ports';
+import { toolText, type ToolResult } from './answers';
 import { guardDependency } from './errors';
 import { sendMessage, type MessageDeps } from './messages';
 import { ANNOUNCE_COUNT_MAX, DMDOT_SENDER, EVENT_ID_PREFIX, INBOX_TOOLS, Limits } from './protocol';
+import { isObject } from './validation';
 
 export interface InboxDeps extends MessageDeps {
   inbox: InboxStore;
@@ -27,27 +25,10 @@ export interface PendingMessage {
   message: string;
 }
 
-export interface InboxToolResult {
-  [key: string]: unknown;
-  content: { type: 'text'; text: string }[];
-  isError: boolean;
-  structuredContent?: Record<string, unknown>;
-}
+export type InboxToolResult = ToolResult<Record<string, unknown>>;
 
 /** An event id as dm-dot makes them (core/identity.ts newEventId). */
 export const EVENT_ID_PATTERN = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
-
-function toolError(text: string): InboxToolResult {
-  return { content: [{ type: 'text', text }], isError: true };
-}
-
-function result(text: string, structuredContent: Record<string, unknown>): InboxToolResult {
-  return { content: [{ type: 'text', text }], isError: false, structuredContent };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
 
 /** Arguments as an object (absent is `{}`), with no key but `allowed`; otherwise the sentence that says why. */
 function argumentsOf(args: unknown, tool: string, allowed: readonly string[]): Record<string, unknown> | string {
@@ -60,8 +41,6 @@ function argumentsOf(args: unknown, tool: string, allowed: readonly string[]): R
   }
   return args;
 }
-
-// ---- the cursor ----------------------------------------------------------------------------------
 
 /** The cursor of the page after `position`: base64url of `[createdAt, eventId]`, opaque to callers. */
 export function encodeCursor(position: PendingPosition): string {
@@ -85,8 +64,6 @@ export function decodeCursor(cursor: string): PendingPosition | undefined {
   if (encodeCursor({ createdAt, eventId }) !== cursor) return undefined;
   return { createdAt, eventId };
 }
-
-// ---- get_pending_messages -------------------------------------------------------------------------
 
 /** The message of an event's kept bytes (the envelope of docs/contract/delivery.md); undefined when not kept. */
 export function messageOf(record: EventRecord): string | undefined {
@@ -121,11 +98,11 @@ function pendingText(messages: PendingMessage[], nextCursor: string | null): str
 export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'>, args: unknown): Promise<InboxToolResult> {
   const tool = INBOX_TOOLS.pending;
   const parsed = argumentsOf(args, tool, ['limit', 'cursor']);
-  if (typeof parsed === 'string') return toolError(parsed);
+  if (typeof parsed === 'string') return toolText(parsed, true);
   let limit: number = Limits.inboxPageDefault;
   if (parsed.limit !== undefined) {
     if (typeof parsed.limit !== 'number' || !Number.isInteger(parsed.limit) || parsed.limit < 1 || parsed.limit > Limits.inboxPageMax) {
-      return toolError(`Invalid input: "limit" must be a whole number from 1 to ${Limits.inboxPageMax} (default ${Limits.inboxPageDefault}).`);
+      return toolText(`Invalid input: "limit" must be a whole number from 1 to ${Limits.inboxPageMax} (default ${Limits.inboxPageDefault}).`, true);
     }
     limit = parsed.limit;
   }
@@ -133,8 +110,9 @@ export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'
   if (parsed.cursor !== undefined && parsed.cursor !== null) {
     after = typeof parsed.cursor === 'string' ? decodeCursor(parsed.cursor) : undefined;
     if (!after) {
-      return toolError(
+      return toolText(
         `Invalid input: "cursor" is not a cursor ${tool} gave; pass the nextCursor of its last answer, or leave it out to start from the oldest message.`,
+        true,
       );
     }
   }
@@ -149,23 +127,24 @@ export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'
     createdAt: new Date(record.createdAt).toISOString(),
     message: messageOf(record) ?? '(its text is no longer kept)',
   }));
-  return result(pendingText(messages, nextCursor), { messages, nextCursor });
+  return toolText(pendingText(messages, nextCursor), false, { messages, nextCursor });
 }
-
-// ---- acknowledge_messages -------------------------------------------------------------------------
 
 export async function acknowledgeMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'>, args: unknown): Promise<InboxToolResult> {
   const tool = INBOX_TOOLS.acknowledge;
   const parsed = argumentsOf(args, tool, ['eventIds']);
-  if (typeof parsed === 'string') return toolError(parsed);
+  if (typeof parsed === 'string') return toolText(parsed, true);
   const ids = parsed.eventIds;
   if (!Array.isArray(ids) || ids.length === 0 || ids.length > Limits.acknowledgeMax) {
-    return toolError(`Invalid input: "eventIds" must be a list of 1 to ${Limits.acknowledgeMax} event ids (evt_ and 32 hex digits); nothing was acknowledged.`);
+    return toolText(
+      `Invalid input: "eventIds" must be a list of 1 to ${Limits.acknowledgeMax} event ids (evt_ and 32 hex digits); nothing was acknowledged.`,
+      true,
+    );
   }
   const bad = ids.find((id) => typeof id !== 'string' || !EVENT_ID_PATTERN.test(id));
   if (bad !== undefined) {
     const shown = typeof bad === 'string' ? JSON.stringify(bad.slice(0, 60)) : `a ${bad === null ? 'null' : typeof bad}`;
-    return toolError(`Invalid input: ${shown} is not an event id (evt_ and 32 lower-case hex digits); nothing was acknowledged.`);
+    return toolText(`Invalid input: ${shown} is not an event id (evt_ and 32 lower-case hex digits); nothing was acknowledged.`, true);
   }
   const unique = [...new Set(ids as string[])];
   const now = deps.clock.now();
@@ -179,16 +158,12 @@ export async function acknowledgeMessages(deps: Pick<InboxDeps, 'inbox' | 'clock
     const named = `${unknown.slice(0, 5).join(', ')}${unknown.length > 5 ? ', …' : ''}`;
     parts.push(`${unknown.length} unknown (no such event within the 15 days records are kept): ${named}`);
   }
-  return result(`${parts.join('; ')}.`, { acknowledged, alreadyAcknowledged, unknown });
+  return toolText(`${parts.join('; ')}.`, false, { acknowledged, alreadyAcknowledged, unknown });
 }
 
-// ---- the announcement -----------------------------------------------------------------------------
-
 /**
- * Called when a dot subscribes anew (not a refresh): if messages wait, one ordinary
- * `message.created` event from `dm-dot` says how many and how to read them. It is not itself in
- * the inbox, and it goes through the queue (no inline attempt: the subscribe's answer does not wait
- * for it). A failure is logged and swallowed: the subscription stands either way.
+ * When a dot subscribes anew: if messages wait, one ordinary event from `dm-dot` says how many,
+ * through the queue and not itself in the inbox. A failure is logged and swallowed.
  */
 export async function announcePending(deps: InboxDeps): Promise<void> {
   try {

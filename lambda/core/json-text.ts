@@ -1,16 +1,10 @@
 /**
- * A look at a JSON request body before any parser or schema walks it, in one pass over the bytes
- * without recursion:
- *
- * - **Depth.** Objects and arrays nested deeper than `Limits.jsonMaxDepth` are refused by the
- *   caller: recursive code further on (schema validation, serialization) would otherwise run out
- *   of stack on a few kilobytes of `[[[[…`, and answer with an internal fault.
- * - **UTF-8.** JSON text is UTF-8 (RFC 8259 §8.1). A decoder that is not strict replaces a byte
- *   that is not UTF-8 with U+FFFD, and a message would be delivered with characters the sender
- *   never wrote. Inside a JSON string, each ill-formed sequence (Unicode's "maximal subpart", the
- *   same unit a decoder replaces) is rewritten as the escape `\udfff`: a lone surrogate, which the
- *   message validation refuses with the one sentence both send surfaces use. Outside a string the
- *   bytes are left alone: the JSON is malformed anyway and the parser says so.
+ * A look at a JSON request body before any parser or schema walks it, in one pass without
+ * recursion: nesting deeper than `Limits.jsonMaxDepth` (recursive code further on would run out of
+ * stack on a few kilobytes of `[[[[…`), and bytes that are not UTF-8, which a lenient decoder would
+ * turn into U+FFFD the sender never wrote. Inside a string each ill-formed sequence (Unicode's
+ * "maximal subpart") becomes the escape `\udfff`, a lone surrogate the message validation refuses;
+ * outside a string the JSON is malformed anyway and the parser says so.
  *
  * Deliberately not here: parsing (JSON.parse and the SDK do that, on the bytes this returns), and
  * any answer: the HTTP layer chooses each route's refusal.

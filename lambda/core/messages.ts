@@ -1,34 +1,16 @@
 /**
- * The send use case behind `send_to_dot` and `POST /v1/messages` (docs/contract/delivery.md steps 1-3): validate,
- * read the live subscription, hand the event to the outbox (its record, queued under a lease, and
- * its job, delayed as a safety net), then make the first attempt inline with the subscription just
- * read and the record just written (core/delivery.ts `send` and `commit`: the same code the worker
- * runs, without reading anything back).
+ * The send use case behind `send_to_dot` and `POST /v1/messages` (docs/contract/delivery.md steps
+ * 1-3): validate, read the live subscription, hand the event to the outbox (its record, queued under
+ * a lease, and its job, delayed as a safety net), then make the first attempt inline with what was
+ * just read and written (core/delivery.ts `send` and `commit`, without reading anything back).
  *
- * Timeline of one send (t = 0 when the event is recorded; W = the wait window; L = the lease,
- * the outbound 5 s deadline plus a margin for the write after it):
+ * The wait window decides what the caller is told ("queued" once it ends), never whether an
+ * attempt's outcome counts: a POST the caller stopped waiting for runs on and settles the event
+ * (`background`), and is never sent again (the dot may not deduplicate by webhook-id). If this
+ * process dies mid-attempt the lease runs out and the worker's copy makes the attempt.
  *
- *   0 ── record EVENT (queued, notBefore = L) + its job (delay = first retry delay)
- *   └─ inline attempt (its POST ends by L - margin, whatever W is)
- *        ──> delivered / failed: final, the worker's copy skips it
- *        ──> transient: notBefore = when attempt 2 is due
- *   the caller is answered with the outcome if it came within W, else "queued" while the attempt
- *   runs on and settles the event (`background`); the worker's copy surfaces, defers until
- *   notBefore, then attempts; if this process died mid-attempt the lease simply runs out and the
- *   worker makes the attempt (the dot may then get the event twice: an unknown outcome).
- *
- * The wait window decides what the caller is told, never whether an attempt's outcome counts: a
- * POST the caller stopped waiting for is not thrown away and sent again (the dot may not
- * deduplicate by webhook-id). Where nothing may run after the answer (`background` absent: Lambda
- * without its after-response extension), the answer waits for the attempt, whose POST then ends
- * within the wait window; one it cuts short is a timeout, an unknown outcome.
- *
- * Storage calls of a message delivered inline: one read (the subscription), one write (the record;
- * on AWS followed by the queue's send), one write (the outcome). The subscription's delivery
- * status is rewritten at most once a minute while deliveries succeed (core/delivery.ts).
- *
- * Failures travel one way: a port that fails throws DependencyUnavailable (with the event id when
- * the event exists), which the edge maps for each surface (core/answers.ts).
+ * A port that fails throws DependencyUnavailable (with the event id once it exists), which the edge
+ * maps for each surface.
  *
  * Deliberately not here: the attempt itself (core/delivery.ts), and wording of results for a
  * particular surface (core/answers.ts).
@@ -51,22 +33,15 @@ export interface MessageDeps extends DeliveryDeps {
   /** How long the inline first attempt may take; capped at Limits.deliveryWaitMaxMs. */
   deliveryWaitMs: number;
   /**
-   * Runs work that may outlive the answer, outside the request's deadline, and keeps the runtime
-   * alive until it settles: the local process tracks it (a clean stop waits for it); on Lambda the
-   * after-response extension holds the environment (handlers/after-response.ts). With it the
-   * inline attempt gets its whole lease, a 2xx is answered "delivered" before the write that
-   * records it, and the wait window only decides when the caller stops waiting. Without it the
-   * answer waits for the attempt.
+   * Runs work that may outlive the answer and keeps the runtime alive until it settles (the local
+   * process; on Lambda the after-response extension). Without it the answer waits for the attempt.
    */
   background?: <T>(work: () => Promise<T>) => Promise<T>;
   /** One `delivery` line per inline decision (ids and categories only), as the worker's (core/runner.ts). */
   log?: Logger;
   /** One metric per inline decision, `Via` inline; none when absent. */
   metrics?: DeliveryMetrics;
-  /**
-   * Present when the inbox is on (docs/contract/mcp.md, the inbox): every event is recorded
-   * `inbox: true`, and a message sent while no dot is subscribed is kept instead of refused.
-   */
+  /** Present when the inbox is on: every event is recorded `inbox: true`, and one sent with no dot subscribed is kept. */
   inbox?: InboxStore;
 }
 
@@ -115,8 +90,7 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
     attempts: 0,
     createdAt: now,
     expiresAt: now + Limits.eventRecordMs,
-    // The inline attempt's lease: its whole POST and the write after it, so the worker's copy never
-    // overlaps it, whenever the caller stops waiting.
+    // The inline attempt's lease: its whole POST and the write after it.
     notBefore: windowMs > 0 ? now + Limits.outboundDeadlineMs + Budgets.inlineLeaseMarginMs : now,
     body,
     ...(origin.sender !== undefined ? { sender: origin.sender } : {}),
@@ -125,9 +99,7 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   try {
     await guardDependency('storage', () => deps.outbox.add(record, job, { delayMs: safetyNetDelayMs(deps, windowMs) }));
   } catch (error) {
-    // Undecided, yet something will settle it (core/outbox.ts): a stored `queued` record that the
-    // reconciler (core/reconcile.ts) re-enqueues or fails, or a job whose worker restores the
-    // record. "queued" is what is true.
+    // Undecided, yet something will settle it (the reconciler, or a worker restoring the record).
     if (error instanceof DependencyUnavailable && error.willSettle && error.eventId === eventId) {
       deps.log?.warn('outbox_undecided', { eventId, cause: error.cause instanceof Error ? error.cause.name : 'unknown' });
       return { kind: 'queued', eventId };
@@ -137,8 +109,7 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
 
   if (windowMs === 0) return { kind: 'queued', eventId };
   const ready: Ready = { kind: 'ready', event: record, subscription };
-  // The POST ends inside the lease, leaving its margin for the write that records the outcome;
-  // where nothing may run after the answer, also within the wait window (the caller's answer waits for it).
+  // The POST ends inside the lease (leaving its margin for the write), and within the wait window where the answer waits for it.
   const leaseLeftMs = (record.notBefore ?? now) - Budgets.inlineLeaseMarginMs - deps.clock.now();
   const timeoutMs = deps.background ? leaseLeftMs : Math.min(leaseLeftMs, now + windowMs - deps.clock.now());
   let accepted: () => void = () => undefined;
@@ -153,10 +124,9 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
     });
 
   if (!deps.background) {
-    // Nothing runs after the answer: it waits for the attempt, which ends within the wait window. A
-    // POST it cuts short is a timeout, an unknown outcome: the worker's attempt 2 is a second POST.
+    // A POST cut short is a timeout, an unknown outcome; a failure after the event was accepted
+    // leaves it to the worker once the lease runs out.
     const decision = await attempt().catch(() => undefined);
-    // A failure after the event was accepted (storage, no time left for a POST): the worker attempts it once the lease runs out.
     return decision ? outcomeOf(deps, eventId, decision) : { kind: 'queued', eventId };
   }
   const settled = deps.background(attempt);
@@ -172,10 +142,8 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
       acceptedByDot,
       windowEnds,
     ]);
-    // The dot answered 2xx: that is the answer, and the write that records it finishes in the background.
+    // A 2xx is the answer; the write that records it finishes in the background.
     if (first === 'accepted') return { kind: 'delivered', eventId };
-    // The window ended (the attempt runs on and settles the event), or the attempt failed after the
-    // event was accepted (the worker attempts it once the lease runs out).
     if (first === 'window' || first === 'failed') return { kind: 'queued', eventId };
     return await outcomeOf(deps, eventId, first.decision);
   } finally {
@@ -190,17 +158,12 @@ function reportInline(deps: MessageDeps, record: EventRecord, sent: Sent, decisi
     via: 'inline',
     eventId: record.eventId,
     decision,
-    // From the POST to its record; the latency from the event's recording to its delivery.
     durationMs: Math.max(0, done - sent.entry.at),
     latencyMs: sent.doneAt - record.createdAt,
   });
 }
 
-/**
- * When the worker's copy surfaces: when attempt 2 would be due after a quick transient failure
- * (so the schedule stays exact), and never before the inline attempt's lease when there is no
- * schedule. With no inline attempt (window 0) the worker takes the job at once.
- */
+/** When the worker's copy surfaces: when attempt 2 would be due, never before the inline lease, at once with no inline attempt. */
 function safetyNetDelayMs(deps: MessageDeps, windowMs: number): number {
   if (windowMs === 0) return 0;
   const first = deps.retryDelaysS[0];
@@ -243,16 +206,12 @@ function isFailureReason(reason: string): reason is FailureReason {
   return (FailureReasons as readonly string[]).includes(reason);
 }
 
-/**
- * With the inbox on and no dot subscribed: the event is recorded `kept`, with its bytes and no job
- * (nothing will ever POST it), for the dot to read with get_pending_messages.
- */
+/** With the inbox on and no dot subscribed: recorded `kept`, with its bytes and no job. */
 async function keepMessage(deps: MessageDeps, message: string, now: number, origin: SendOrigin): Promise<SendOutcome> {
   const eventId = origin.eventId ?? newEventId();
   const record: EventRecord = {
     eventId,
     status: EventStatus.kept,
-    // No subscription: it belongs to none, and no job will ever name one.
     subscriptionId: '',
     attempts: 0,
     createdAt: now,

@@ -1,32 +1,12 @@
 /**
- * The outbox for storage that cannot share a transaction with its queue (DynamoDB and SQS): the
- * record is written first, then its job is sent. A record therefore never waits silently for a
- * job that was never sent:
- *
- *   put record   fails, nothing stored     ─> storage unavailable, "nothing was sent"
- *                fails, maybe stored       ─> compensate: a `failed` record in its place (or the
- *                                             stored one marked failed) ─> "nothing was sent";
- *                                             compensation fails too ─> send the job anyway: the
- *                                             worker delivers the record, or restores one that
- *                                             never landed, so the caller is told `queued`
- *                                             (undecided only when that send fails as well)
- *   send job     fails                     ─> compensate: record `queued -> failed`, then "not
- *                                             sent" with the event id; the record had moved on
- *                                             (the job did go out) ─> `queued`; compensation
- *                                             unanswered ─> undecided, "may still be delivered":
- *                                             a write whose answer was lost may have landed, and
- *                                             a record still `queued` is the reconciler's
- *                                             (core/reconcile.ts)
- *
- * A compensating compare-and-set that answers "no" is read back before anything is concluded:
- * the SDK retries a write whose answer was lost, and the retry then meets the write it repeats.
- *
- * The compensating write needs time of its own: `keepBack` (the AWS wiring passes one from
- * adapters/deadline.ts) runs the put and the send so that Budgets.outboxCompensationReserveMs of
- * the request is left when they give up.
- *
- * The embedded database of the local runtime does not use this: it writes the record and its job
- * in one transaction (lambda/adapters/embedded).
+ * The outbox for storage that cannot share a transaction with its queue (DynamoDB and SQS; the
+ * embedded database writes both in one): the record is written first, then its job is sent, and a
+ * failure of either is compensated by marking the record failed, so a record never waits silently
+ * for a job that was never sent. When a compensation's own fate is unknown the caller is told
+ * "queued" if something will still settle the event, else "undecided". A compare-and-set that
+ * answers "no" is read back first: the SDK's retry of a write whose answer was lost meets the write
+ * it repeats. `keepBack` (adapters/deadline.ts on AWS) leaves
+ * Budgets.outboxCompensationReserveMs of the request for the compensating write.
  *
  * Deliberately not here: retries (the SDK clients retry within the request deadline), the
  * attempt itself (core/delivery.ts), and records stranded by a process that died between the two
@@ -51,26 +31,15 @@ function restoring(read: EventRecord, fields: Omit<EventPatch, 'appendLog'>): Ev
   return back;
 }
 
-export interface SequentialOutboxOptions {
-  /**
-   * Runs the record's put and the job's send so that time is left after them for the
-   * compensating write. Default: runs them as they are.
-   */
-  keepBack?: <T>(fn: () => Promise<T>) => Promise<T>;
-}
-
 const asIs = <T>(fn: () => Promise<T>): Promise<T> => fn();
 
 /**
- * True when nothing of `record` can be stored any more: a `failed` record is in its place, or the
- * stored one was marked failed. A put that failed may have been applied (its answer lost), and a
- * request DynamoDB has not yet applied could still arrive after this: the failed record in its
- * place makes that late put fail its condition.
+ * True when nothing of `record` can be stored any more: a `failed` record is in its place (so a late
+ * put fails its condition), or the stored one was marked failed.
  */
 async function settleUnsent(store: OutboxStore, record: EventRecord): Promise<boolean> {
   if (await store.restoreEvent({ ...record, status: EventStatus.failed })) return true;
-  // A record is stored: mark it as a failed send would be. Before its job is sent nothing but this
-  // request writes the event, so a record that is no longer queued is our own settling write.
+  // Before its job is sent nothing but this request writes the event, so one no longer queued is our own write.
   return (await markUnsent(store, record)) === 'marked';
 }
 
@@ -79,11 +48,7 @@ function neverSent(stored: EventRecord | undefined): boolean {
   return stored !== undefined && ((stored.status === EventStatus.failed && stored.attempts === 0) || stored.status === EventStatus.dropped);
 }
 
-/**
- * The compensation of a send that failed: `marked` when the record is now one no worker will POST
- * (so "not sent" is true), `moved` when it had moved on without us (the job did go out), and
- * `unknown` when no answer came.
- */
+/** The compensation of a failed send: `marked` (no worker will POST it), `moved` (the job did go out) or `unknown`. */
 async function markUnsent(store: OutboxStore, record: EventRecord): Promise<'marked' | 'moved' | 'unknown'> {
   try {
     if (await store.updateEvent(record.eventId, { status: EventStatus.failed }, { status: EventStatus.queued })) return 'marked';
@@ -98,7 +63,8 @@ async function markUnsent(store: OutboxStore, record: EventRecord): Promise<'mar
 /** What the outbox writes of the Store: the event record, put and then settled if its job could not be sent. */
 export type OutboxStore = Pick<Store, 'putEvent' | 'getEvent' | 'updateEvent' | 'restoreEvent'>;
 
-export function sequentialOutbox(store: OutboxStore, queue: Queue, options: SequentialOutboxOptions = {}): Outbox {
+/** `keepBack` runs the put and the send so that time is left after them for the compensating write. */
+export function sequentialOutbox(store: OutboxStore, queue: Queue, options: { keepBack?: <T>(fn: () => Promise<T>) => Promise<T> } = {}): Outbox {
   const keepBack = options.keepBack ?? asIs;
   return {
     async add(record: EventRecord, job: DeliveryJob, enqueueOptions?: EnqueueOptions): Promise<void> {
@@ -111,10 +77,8 @@ export function sequentialOutbox(store: OutboxStore, queue: Queue, options: Sequ
         const settled = await settleUnsent(store, record).catch(() => false);
         // Settled: nothing was recorded that anything could ever deliver.
         if (settled) throw cause instanceof DependencyUnavailable ? cause : new DependencyUnavailable('storage', { cause });
-        // Neither the put's fate nor the compensation's is known: send the job all the same. The
-        // worker delivers the record if the put landed and restores it from the job if it did not
-        // (core/delivery.ts `prepare`), so the event will be settled either way and the caller may be
-        // told "queued". Only when this send fails too is the event's fate really unknown.
+        // Neither fate is known: send the job all the same; the worker delivers the record or restores
+        // it from the job, so the caller may be told "queued" unless this send fails too.
         const jobOut = await queue.enqueue(job, enqueueOptions).then(
           () => true,
           () => false,
@@ -124,13 +88,9 @@ export function sequentialOutbox(store: OutboxStore, queue: Queue, options: Sequ
       try {
         await keepBack(() => queue.enqueue(job, enqueueOptions));
       } catch (cause) {
-        // The record must not claim a delivery that can never happen. A send that timed out may
-        // have been applied all the same; only a record marked failed makes "not sent" true (the
-        // worker never sends a failed event that did not come through the dead-letter queue).
+        // A send that timed out may have been applied: only a record marked failed makes "not sent"
+        // true. Unknown: the mark may have landed or not, so only "may still be delivered" is true.
         const mark = await markUnsent(store, record);
-        // Moved on: a worker has the job, so "queued" is true (core/messages.ts). Unknown: the mark
-        // may have landed with its answer lost (then nothing will ever send it) or not (then the
-        // reconciler re-enqueues the record), so the caller can only be told "may still be delivered".
         throw new DependencyUnavailable('queue', {
           cause,
           eventId: record.eventId,

@@ -1,12 +1,8 @@
 /**
- * What the pup door means once a request's signature has verified (docs/contract/pup.md), as pure functions:
- * the challenge echo, the member-event envelope, the invocation context pup puts in
- * `params._meta["io.puphq/context"]`, the principal pup callers act as, and the default manifest.
- *
- * pup's exact shapes are not public. Each reading here is the documented one (docs/pup.md, "What
- * is inferred") and is deliberately lenient where pup may differ (extra fields are allowed,
- * ids may be strings or numbers), strict only where the contract is explicit (the envelope's fields, `id`
- * equal to `webhook-id`).
+ * What the pup door means once a request's signature has verified (docs/contract/pup.md), as pure
+ * functions: the challenge echo, the member-event envelope, the invocation context, the principal
+ * pup callers act as, and the default manifest. pup's shapes are not public: each reading is the
+ * documented one (docs/pup.md), lenient where pup may differ, strict where the contract is explicit.
  *
  * Deliberately not here: signature checks (core/inbound.ts), the replay guard and stored answers
  * (the store, driven by lambda/http/pup.ts), HTTP statuses, and logging. The context grants no
@@ -14,25 +10,19 @@
  */
 import * as z from 'zod/mini';
 import { sha256Hex } from './identity';
+import { isObject } from './validation';
 import { EVENT_NAME, PUP_CONTEXT_META_KEY, PUP_PROTOCOL_VERSION, PupMemberEvents, PupRoutes, SERVER_NAME, TOOL_NAME } from './protocol';
 
 /**
- * The principal every pup request acts as: one caller, "the pup door of this deployment". Not
- * derived from the context (it grants no authority, so it must not pick a subscription id), nor
- * from the signing secret (rotating pup's secret must not change ids). The NUL byte keeps it apart
- * from every API key principal (`sha256(key)`): an environment variable cannot hold a NUL.
+ * The principal every pup request acts as: not derived from the context (it grants no authority) nor
+ * from the signing secret (a rotation must not change ids). The NUL byte keeps it apart from every
+ * API key principal: an environment variable cannot hold a NUL.
  */
 export const PUP_PRINCIPAL = sha256Hex('\u0000pup-door');
 
-// ---- challenge ----------------------------------------------------------------------------------
-
 export type ChallengeAnswer = { ok: true; body: string } | { ok: false; message: string };
 
-/**
- * Both readings of pup's challenge: a body that is a JSON string is answered with that same JSON
- * text (the signed bytes, only surrounding JSON whitespace dropped); an object with a `challenge`
- * field is answered `{"challenge": <same value>}`.
- */
+/** Both readings of pup's challenge: a JSON string is echoed as its own text; an object's `challenge` as `{"challenge": …}`. */
 export function challengeAnswer(bodyText: string): ChallengeAnswer {
   let value: unknown;
   try {
@@ -46,8 +36,6 @@ export function challengeAnswer(bodyText: string): ChallengeAnswer {
   }
   return { ok: false, message: 'The challenge must be a JSON string, or an object with a non-null "challenge" field.' };
 }
-
-// ---- member events ------------------------------------------------------------------------------
 
 const Id = z.union([z.string().check(z.minLength(1), z.maxLength(256)), z.number()]);
 
@@ -124,8 +112,6 @@ function memberIdOf(event: Record<string, unknown>): string | undefined {
   return undefined;
 }
 
-// ---- invocation context -------------------------------------------------------------------------
-
 const PupContext = z.looseObject({
   installationId: Id,
   askerId: z.optional(Id),
@@ -145,11 +131,7 @@ export interface PupContextIds {
 
 export type PupContextCheck = { kind: 'absent' } | { kind: 'ok'; ids: PupContextIds } | { kind: 'invalid'; message: string };
 
-/**
- * Reads `params._meta["io.puphq/context"]` of one JSON-RPC message. Absent (no params, no _meta,
- * no key, or not a single request object) is not an error: the SDK then judges the message as
- * usual. Present but malformed is `invalid`, with a message naming the field.
- */
+/** Reads `params._meta["io.puphq/context"]` of one JSON-RPC message; absent is not an error, malformed names the field. */
 export function pupContextOf(message: unknown): PupContextCheck {
   if (!isObject(message) || !isObject(message.params) || !isObject(message.params._meta)) return { kind: 'absent' };
   const meta = message.params._meta;
@@ -168,13 +150,7 @@ export function pupContextOf(message: unknown): PupContextCheck {
   return { kind: 'ok', ids };
 }
 
-// ---- manifest -----------------------------------------------------------------------------------
-
-/**
- * The default manifest, served when the operator supplies none. pup's schema is not public and
- * pup rejects unknown fields, so this is a documented example to adapt, not a promise: endpoint
- * URLs are relative, resolved against the manifest's own URL.
- */
+/** The default manifest when the operator supplies none: an example to adapt (pup's schema is not public); URLs are relative. */
 export function defaultPupManifest(version: string): Record<string, unknown> {
   return {
     name: SERVER_NAME,
@@ -186,12 +162,6 @@ export function defaultPupManifest(version: string): Record<string, unknown> {
     events: [...PupMemberEvents],
     tools: [{ name: TOOL_NAME, description: `Sends a message to the dot as a ${EVENT_NAME} event.` }],
   };
-}
-
-// ---- helpers ------------------------------------------------------------------------------------
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 function idText(value: unknown): string | undefined {

@@ -1,39 +1,15 @@
 /**
- * The reconciler (docs/contract/delivery.md, "Nothing strands"): what settles an event record
- * left `queued` with nothing to deliver it. On AWS the record and its job are two writes
- * (core/outbox.ts), and a few faults leave a record `queued` with no job that will ever run: the
- * function dying between the two writes, a compensation that failed, SQS's own redrive moving the
- * job to the dead-letter queue (without a reason, and without touching the record), a stopped
- * event source letting the job expire unseen. A scheduled run reads the store's sparse index of
- * queued records (adapters/queued-index.ts) and, for each record with no sign of life for longer
- * than the retry schedule plus a margin (`strandedAfterMs`), decides by the record alone:
+ * The reconciler (docs/contract/delivery.md, "Nothing strands"): what settles an event record left
+ * `queued` with nothing to deliver it (on AWS the record and its job are two writes, and a dying
+ * function, a failed compensation, SQS's own redrive or a stopped event source can leave a record
+ * with no job). A scheduled run reads the sparse index of queued records and, for each with no sign
+ * of life for longer than `strandedAfterMs`, decides by the record alone: nothing while it is live,
+ * a new job once (then `repairedAt`), else a `stranded` dead-letter copy and `queued -> failed`.
  *
- *   not queued any more (the index lags), its lease live (an attempt is being made, or the next
- *   one is not due yet), or a sign of life recently   ─> nothing
- *   queued, attempts left, never re-enqueued   ─> requeue: a new job, then `repairedAt` by
- *                                                 compare-and-set (once per stay in `queued`)
- *   queued again after a requeue, or no attempt left, or no body   ─> fail: a dead-letter copy
- *                                                 with reason `stranded`, then `queued -> failed`
- *                                                 by compare-and-set
- *
- * A record's last sign of life (`lastSignOfLife`) is the latest of when it was queued, requeued,
- * and its lease (`notBefore`): every attempt moves the lease (the worker's before its POST, the
- * outcome's to when the next attempt is due), so a job still being worked is never judged by when
- * it was created, and the reconciler costs the delivery path no write of its own.
- *
- * The order of each pair is what keeps it safe under a fault between the two: a job sent whose
- * mark failed is a duplicate job (the worker's lease and the record make it one POST at most per
- * attempt); a dead-letter copy whose record moved on meanwhile is a copy the worker skips if
- * redriven. Nothing is ever changed without the record still being what was read: the status,
- * the attempt count and the lease, so a worker that took the lease since the read wins, and its
- * 2xx is recorded even over a `stranded` failure (core/delivery.ts).
- *
- * Bound: a record stranded at t (its last sign of life) is requeued or failed by the first run
- * after t + strandedAfterMs (runs every Budgets.reconcileEveryMs), so within `repairBoundMs`; a
- * requeued record that strands again is failed one bound later.
- *
- * A run that could not settle a record (a failed read, send or write) counts it in `errors` and
- * goes on with the rest; the caller fails the run after its metrics are written.
+ * Each pair is ordered to stay safe under a fault between its two steps (a duplicate job, or a
+ * copy the worker skips), and every write is a compare-and-set on the status, attempts and lease
+ * read, so a worker that took the lease since wins. A record that could not be settled counts in
+ * `errors`; the caller fails the run after its metrics are written.
  *
  * Deliberately not here: the schedule and the AWS clients (handlers/reconciler-lambda.ts), the
  * index's shape (the store's), and the embedded runtime (one transaction: nothing strands there).
@@ -60,13 +36,6 @@ export interface ReconcileDeps {
   repaired?: (action: RepairAction, count: number) => void;
 }
 
-export interface ReconcileOptions {
-  /** Most records one run looks at. */
-  limit?: number;
-  /** Epoch ms (deps.clock) after which no new repair starts. */
-  until?: number;
-}
-
 export interface ReconcileReport {
   found: number;
   requeued: number;
@@ -81,11 +50,7 @@ export type Repair = { kind: 'skip' } | { kind: 'requeue'; job: DeliveryJob } | 
 export const RECONCILE_BATCH_LIMIT = 1_000;
 const CONCURRENCY = 10;
 
-/**
- * How long a record may be `queued` before it counts as stranded: the whole retry schedule, the
- * longest inline window and its lease, and Budgets.reconcileMarginMs for everything else that
- * legitimately keeps a job in play (see budgets.ts).
- */
+/** How long a record may be `queued` before it counts as stranded: the retry schedule, the inline window, and a margin. */
 export function strandedAfterMs(retryDelaysS: readonly number[]): number {
   const scheduleMs = retryDelaysS.reduce((sum, s) => sum + s * 1000, 0);
   return scheduleMs + Limits.deliveryWaitMaxMs + Budgets.inlineLeaseMarginMs + Budgets.reconcileMarginMs;
@@ -106,11 +71,7 @@ function jobOf(record: EventRecord): DeliveryJob | undefined {
   };
 }
 
-/**
- * The last time anything showed the record in play: its queued time, its requeue (the index is
- * eventually consistent: a requeue moments ago may not show there yet), and its lease, which every
- * attempt moves (a lease in the future counts as now: the record is in play until it ends).
- */
+/** The last time anything showed the record in play: queued, requeued (the index may lag), or its lease, which every attempt moves. */
 export function lastSignOfLife(record: EventRecord, entry: QueuedEntry): number {
   return Math.max(entry.queuedSince, record.repairedAt ?? 0, record.notBefore ?? 0);
 }
@@ -127,8 +88,8 @@ export function repairOf(record: EventRecord | undefined, entry: QueuedEntry, no
   return { kind: 'fail', job };
 }
 
-/** One run: lists what has been queued too long and settles each. Throws only when the list cannot be read. */
-export async function reconcile(deps: ReconcileDeps, options: ReconcileOptions = {}): Promise<ReconcileReport> {
+/** One run; `until`: epoch ms after which no new repair starts. Throws only when the list cannot be read. */
+export async function reconcile(deps: ReconcileDeps, options: { limit?: number; until?: number } = {}): Promise<ReconcileReport> {
   const limit = options.limit ?? RECONCILE_BATCH_LIMIT;
   const started = deps.clock.now();
   const report: ReconcileReport = { found: 0, requeued: 0, failed: 0, skipped: 0, errors: 0 };

@@ -1,31 +1,15 @@
 /**
- * The one delivery runner (docs/contract/delivery.md, "The delivery runner"): what both delivery
- * workers, the Delivery Lambda over SQS and the local worker over the embedded job table, do with
- * one received job. It runs the delivery core (`deliver`) and turns its decision into the effects
- * of the job's queue (ports.ts `JobEffects`: complete, keep for a delay, dead-letter). This is the
- * only place a decision becomes queue effects; the runtimes only say how each effect is made.
+ * The one delivery runner (docs/contract/delivery.md, "The delivery runner", DEL-RUN-1..3): what
+ * both delivery workers (the Delivery Lambda over SQS, the local worker over the job table) do with
+ * one received job. It runs `deliver` and turns its decision into the queue's JobEffects: `done`
+ * completes, `dead_letter` dead-letters with its reason, `retry` and `defer` keep the job for their
+ * delay (a short defer is slept in place), a thrown error keeps it for the queue's own redelivery,
+ * and a job received past its limit is given up (its event failed, the job dead-lettered with
+ * `receive_limit`). The runtimes only say how each effect is made.
  *
- *   decision / outcome          effect                         rule
- *   done (delivered, dropped,   complete
- *     already final, duplicate)
- *   dead_letter(reason)         dead-letter with the reason    (a copy of an event failed already too)
- *   retry(delayMs)              keep for delayMs               DEL-RUN-1: at the receive limit, give up
- *   defer(delayMs)              slept in place when short      DEL-RUN-2
- *                               (Budgets.deferInPlaceMaxMs),
- *                               else keep for delayMs
- *   received past the limit     give up, without an attempt    DEL-RUN-1
- *   a thrown error              keep, back by the queue's own  DEL-RUN-3
- *     (storage down)              redelivery; give up at the limit
- *   a job that is not one       dead-letter with `malformed`
- *
- * Giving up fails the event (from `queued` only) and dead-letters the job with `receive_limit`.
- *
- * One vocabulary for every decision, inline or worker (`reportDecision`, which the inline first
- * attempt in core/messages.ts calls too): one `delivery` log line with `via`, and one metric with
- * its outcome and `via`. A retry after a timeout is the one case where the dot may have received
- * the POST that failed (its answer never came): the next attempt is a second POST of the same
- * event, so the line is a warning with `outcomeUnknown: true` and the metric's outcome is
- * `outcome_unknown` (docs/contract/delivery.md: one POST per event).
+ * One vocabulary for every decision, inline or worker (`reportDecision`): one `delivery` log line
+ * and one metric, each with `via`. A retry after a timeout may follow a POST the dot did receive,
+ * so it is a warning with `outcomeUnknown: true` and the metric `outcome_unknown`.
  *
  * Deliberately not here: how a queue makes an effect (SQS calls, the job table's rows), reading
  * a queue's messages, and the decision itself (core/delivery.ts).
@@ -68,7 +52,8 @@ export type DeliveryRunner = (received: ReceivedJob) => Promise<RunResult>;
 export function outcomeOfDecision(decision: DeliveryDecision): DeliveryOutcome {
   switch (decision.action) {
     case 'retry':
-      return isOutcomeUnknown(decision) ? 'outcome_unknown' : 'retry';
+      // No answer came within its deadline: the failed POST may have reached the dot.
+      return decision.reason === 'timeout' ? 'outcome_unknown' : 'retry';
     case 'done':
       return decision.status;
     case 'dead_letter':
@@ -110,11 +95,6 @@ export function reportDecision(deps: Pick<RunnerDeps, 'log' | 'metrics'>, report
   } catch {
     // A log or metric sink that fails must not change what happens to the job.
   }
-}
-
-/** A retry whose failed POST may have reached the dot: no answer came within its deadline. */
-export function isOutcomeUnknown(decision: DeliveryDecision): boolean {
-  return decision.action === 'retry' && decision.reason === 'timeout';
 }
 
 function attemptOf(decision: DeliveryDecision): number | undefined {
@@ -168,8 +148,7 @@ export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
       if (receives > limit) return await giveUp(undefined);
       let decision = await deliver(delivery, job);
       if (decision.action === 'defer' && decision.delayMs <= Budgets.deferInPlaceMaxMs) {
-        // DEL-RUN-2: a lease about to run out (attempt 2 due a moment from now): wait here rather
-        // than pay a receive and, on SQS, a whole second of its granularity.
+        // DEL-RUN-2: a lease about to run out: wait here rather than pay a receive (and SQS's whole-second granularity).
         await clock.sleep(decision.delayMs);
         decision = await deliver(delivery, job);
       }
@@ -190,8 +169,7 @@ export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
           return { outcome: decision.action, decision };
       }
     } catch (error) {
-      // DEL-RUN-3: the worker itself failed (storage, the queue). The job stays and comes back by
-      // the queue's own redelivery, so an outage is not hammered; at the limit it is given up.
+      // DEL-RUN-3: the job comes back by the queue's own redelivery, so an outage is not hammered.
       deps.log?.error('delivery_worker_error', { eventId: job.eventId, ...fields, cause: describeCause(error) });
       try {
         if (receives >= limit) return await giveUp(undefined);

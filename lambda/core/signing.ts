@@ -1,15 +1,13 @@
 /**
- * Standard Webhooks signing: `v1,<base64 HMAC-SHA256(key, id.timestamp.body)>`, with one key or,
- * during a secret rotation, two (new first, space separated), computed by the `standardwebhooks`
- * library (the design's chosen implementation; tests check it against node:crypto). Also the
- * `whsec_` secret decoding and the constant-time string comparison the rest of the core uses.
+ * Standard Webhooks signing, `v1,<base64 HMAC-SHA256(key, id.timestamp.body)>` with one key or two
+ * during a rotation, by the `standardwebhooks` library; also `whsec_` decoding and the one
+ * constant-time comparison.
  *
- * Deliberately not here: verification of inbound requests (core/inbound.ts, with node:crypto's
- * HMAC, checked against this library by the tests), headers other than the signature, and any clock (callers pass the timestamp they sign).
+ * Deliberately not here: verification of inbound requests (core/inbound.ts), other headers, and any clock.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { Limits, SECRET_PREFIX } from './protocol';
+import { Limits, SECRET_PREFIX, WebhookHeaders } from './protocol';
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
@@ -29,11 +27,7 @@ export function decodeSecret(secret: string): Uint8Array | undefined {
   return new Uint8Array(bytes);
 }
 
-/**
- * The text the library signs. It takes a string (or a Buffer, which it turns into a string), so the
- * body must be UTF-8 for "the exact bytes" to hold: decoding is fatal and keeps a BOM, and the
- * library's TextEncoder gives back the very same bytes. Every body dm-dot signs is its own JSON.
- */
+/** The text the library signs: it takes a string, so the body must be UTF-8 (fatal, BOM kept) for "the exact bytes" to hold. */
 export function utf8Text(body: Uint8Array): string | undefined {
   try {
     return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(body);
@@ -54,6 +48,23 @@ export function sign(key: Uint8Array, msgId: string, timestampS: number, body: U
 export function signatureHeader(keys: readonly Uint8Array[], msgId: string, timestampS: number, body: Uint8Array): string {
   if (keys.length === 0) throw new Error('signatureHeader: at least one key is required');
   return keys.map((key) => sign(key, msgId, timestampS, body)).join(' ');
+}
+
+/** The headers of a signed POST to a callback (an event or a challenge), one spelling for both. */
+export function signedHeaders(
+  keys: readonly Uint8Array[],
+  msgId: string,
+  timestampS: number,
+  body: Uint8Array,
+  subscriptionId: string,
+): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    [WebhookHeaders.id]: msgId,
+    [WebhookHeaders.timestamp]: String(timestampS),
+    [WebhookHeaders.signature]: signatureHeader(keys, msgId, timestampS, body),
+    [WebhookHeaders.subscriptionId]: subscriptionId,
+  };
 }
 
 /**

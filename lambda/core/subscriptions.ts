@@ -1,24 +1,12 @@
 /**
- * Subscribe, refresh and unsubscribe (docs/contract/events.md): validation, the callback challenge with its
- * 24 h verification cache per (caller, URL, secret), the single-subscriber rule, the 10-minute
- * secret rotation overlap, and the subscription's generation.
+ * Subscribe, refresh and unsubscribe (docs/contract/events.md): validation, the callback challenge
+ * with its 24 h verification cache per (caller, URL, secret), the single-subscriber rule, the
+ * 10-minute secret rotation overlap, and the subscription's generation (kept by a refresh or a
+ * same-URL subscribe after mere expiry, new after an unsubscribe, so the old jobs are dropped).
  *
- * Timeline of the one SUBSCRIPTION item (each arrow is one conditional put or delete):
- *
- *   absent ──subscribe(url A)──> live(A, generation g1) ──refresh(A)──> live(A, g1, new secret; the
- *                                  │                       old one signs too until refreshedAt + 10 min)
- *                                  ├─subscribe(url B)──> -32000, A untouched
- *                                  ├─expiresAt passes──> stored, counts as absent
- *                                  │     └─subscribe(A)──> live(A, g1): the same generation
- *                                  │     └─subscribe(B)──> live(B, g2)
- *                                  └─unsubscribe(A) / clear / 410──> absent
- *                                        └─subscribe(A)──> live(A, g3): a new generation, so
- *                                          the jobs queued under g1 are dropped, not sent
- *
- * The put is conditional on the stored item being what the subscribe read (its URL and
- * generation, or its absence): an unsubscribe, a clear or another callback's subscribe that lands
- * while the challenge runs makes the put fail, and the subscribe plans again from the item the
- * failed put returned (ALL_OLD), without a second read.
+ * The put is conditional on the stored item being what the subscribe read: anything that lands
+ * while the challenge runs makes it fail, and the subscribe plans again from the item the failed
+ * put returned (ALL_OLD), without a second read.
  *
  * Deliberately not here: transport details of the challenge (the WebhookClient port), and
  * persistence of anything but the records of ports.ts.
@@ -26,8 +14,8 @@
 import { timeOfDay, type Clock, type Store, type SubscriptionExpectation, type SubscriptionRecord, type WebhookClient } from '../ports';
 import { callbackEndpointError as callbackEndpointFault, guardDependency, ProtocolFault } from './errors';
 import { newChallengeNonce, newGeneration, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
-import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits, WebhookHeaders, type EventsProfile, type FailureReason } from './protocol';
-import { constantTimeEqual, signatureHeader } from './signing';
+import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits, type EventsProfile, type FailureReason } from './protocol';
+import { constantTimeEqual, signedHeaders } from './signing';
 import { grantTtlMs, parseSubscribeParams, parseUnsubscribeParams, type SubscribeRequest, type TtlPolicy, type UrlPolicy } from './validation';
 
 /** What subscribe and unsubscribe read and write of the Store: the subscription item and the verification cache. */
@@ -42,10 +30,7 @@ export interface SubscriptionDeps {
   ttlPolicy?: TtlPolicy;
   /** The events profile (its error codes and the SEP-3415 behaviours); chatgpt when absent. */
   eventsProfile?: EventsProfile;
-  /**
-   * Called once a subscribe made a new subscription (not a refresh), before it answers: the inbox
-   * announces waiting messages there (core/inbox.ts). It must not throw.
-   */
+  /** Called when a subscribe made a new subscription (not a refresh), before it answers (the inbox's announcement). Must not throw. */
   onNewSubscription?: () => Promise<void>;
 }
 
@@ -78,19 +63,16 @@ export async function subscribe(deps: SubscriptionDeps, principal: string, param
   const request = parseSubscribeParams(params, deps.urlPolicy, profile);
   const id = subscriptionIdOf(principal, request.url, EVENT_NAME, {});
 
-  // Read first so a conflicting callback is refused before anything is sent to the new URL; the
-  // conditional put below is what actually enforces the rule under concurrency.
+  // Read first so a conflicting callback is refused before anything is sent; the conditional put enforces the rule.
   let stored = await guardDependency('storage', () => deps.store.getStoredSubscription());
   if (isLive(stored, deps.clock.now()) && stored.url !== request.url) throw conflict();
 
-  // A secret signs nothing before the callback proved it holds it: a new secret is challenged,
-  // signed with that new secret, even within 24 h of an earlier challenge of the same URL.
+  // A secret signs nothing before the callback proved it holds it: a new secret is challenged again.
   const verificationKey = verificationKeyOf(principal, request.url, request.secret);
   if (!(await guardDependency('storage', () => deps.store.isVerified(verificationKey, deps.clock.now())))) {
     const failure = await runChallenge(deps, request.url, id, request.key);
     if (failure === GONE) {
-      // Standard Webhooks: 410 Gone means the endpoint is gone for good. A live subscription of
-      // this URL (a refresh) ends with it, so nothing keeps a re-added dot locked out.
+      // 410 Gone: a live subscription of this URL ends with it, so nothing keeps a re-added dot locked out.
       await guardDependency('storage', () => deps.store.deleteSubscription(request.url));
       throw callbackEndpointError('http_4xx');
     }
@@ -127,8 +109,7 @@ function plan(
     : sameUrl
       ? { kind: 'same', url: stored.url, generation: stored.generation }
       : { kind: 'expired', generation: stored.generation };
-  // A refresh: this URL's subscription is still live. After mere expiry the generation is kept
-  // (its queued jobs still belong to this dot), but the subscription starts over otherwise.
+  // A refresh: this URL's subscription is still live. After mere expiry only the generation is kept.
   const live = sameUrl && stored.expiresAt > writtenAt ? stored : undefined;
   const rotated = live !== undefined && live.secret !== request.secret;
   const record: SubscriptionRecord = {
@@ -184,11 +165,7 @@ export async function unsubscribe(deps: Pick<SubscriptionDeps, 'store' | 'events
 /** The challenge was answered 410: an `http_4xx` failure that also ends the URL's subscription. */
 const GONE = 'gone';
 
-/**
- * POSTs a signed verification challenge to the callback URL exactly as given. Returns undefined
- * when the endpoint echoed the nonce, `gone` for a 410, else the failure category (never
- * endpoint text).
- */
+/** POSTs a signed verification challenge: undefined when the nonce was echoed, `gone` for a 410, else the failure category. */
 export async function runChallenge(
   deps: Pick<SubscriptionDeps, 'webhook' | 'clock'>,
   url: string,
@@ -202,13 +179,7 @@ export async function runChallenge(
   const response = await deps.webhook.post({
     url,
     body,
-    headers: {
-      'content-type': 'application/json',
-      [WebhookHeaders.id]: msgId,
-      [WebhookHeaders.timestamp]: String(timestamp),
-      [WebhookHeaders.signature]: signatureHeader([key], msgId, timestamp, body),
-      [WebhookHeaders.subscriptionId]: subscriptionId,
-    },
+    headers: signedHeaders([key], msgId, timestamp, body, subscriptionId),
   });
   if (response.kind === 'failure') return response.reason === 'bad_response' ? 'challenge_failed' : response.reason;
   if (response.status >= 500) return 'http_5xx';

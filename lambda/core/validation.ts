@@ -18,11 +18,7 @@ const utf8 = new TextEncoder();
 /** A UTF-16 surrogate without its partner: text no UTF-8 encoding can carry. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/**
- * The one sentence both send surfaces (the tool and POST /v1/messages) give for text that is not
- * valid UTF-8: bytes that are not UTF-8 in the request body, or a lone surrogate written as a JSON
- * escape (`\ud800`), which is valid JSON but not Unicode text.
- */
+/** What both send surfaces say for bytes that are not UTF-8, or a lone surrogate written as a JSON escape. */
 export const NOT_UTF8_MESSAGE = 'Invalid input: the message must be valid UTF-8 text (it holds bytes that are not UTF-8, or a lone surrogate).';
 
 /** `message` trimmed of surrounding whitespace, then valid Unicode text of 1..16,384 UTF-8 bytes. */
@@ -92,8 +88,12 @@ export interface SubscribeRequest {
   ttlMs: number | null;
 }
 
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
 function isEmptyArguments(value: unknown): boolean {
-  return value === undefined || (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0);
+  return value === undefined || (isObject(value) && Object.keys(value).length === 0);
 }
 
 const CHATGPT = EventsProfiles[DEFAULT_EVENTS_PROFILE];
@@ -110,12 +110,11 @@ function checkEventSelector(params: { name?: unknown; arguments?: unknown }, pro
 }
 
 function asObject(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return isObject(value) ? value : undefined;
 }
 
 /** `events/subscribe` params, in the order of docs/contract/events.md. Throws ProtocolFault(-32602). */
 export function parseSubscribeParams(params: unknown, policy: UrlPolicy, profile: EventsProfile = CHATGPT): SubscribeRequest {
-  // Each field's rule is checked in the contract's order, so the first failure names its field.
   const p = asObject(params);
   if (!p) throw invalidParams('params must be an object');
   checkEventSelector(p, profile);
@@ -150,10 +149,7 @@ export function parseUnsubscribeParams(params: unknown, profile: EventsProfile =
   return { url: delivery.url };
 }
 
-/**
- * The operator's TTL policy: a default for requests without ttlMs and a cap, both within
- * 60 s .. 7 days (docs/contract/events.md allows granting less than asked, never more than 7 days).
- */
+/** The operator's TTL policy: a default and a cap, both within 60 s .. 7 days. */
 export interface TtlPolicy {
   defaultMs: number;
   maxMs: number;
@@ -169,10 +165,7 @@ export function ttlPolicyProblem(policy: TtlPolicy): string | undefined {
   return undefined;
 }
 
-/**
- * The default (7 days unless configured) when ttlMs is absent or null, so a grant is always
- * finite; else min(ttlMs, cap). Input already validated.
- */
+/** The default when ttlMs is absent or null, so a grant is always finite; else min(ttlMs, cap). */
 export function grantTtlMs(ttlMs: number | null | undefined, policy: TtlPolicy = DEFAULT_TTL_POLICY): number {
   if (ttlMs === undefined || ttlMs === null) return policy.defaultMs;
   return Math.min(ttlMs, policy.maxMs);

@@ -1,22 +1,14 @@
 /**
- * Work after the answer on Lambda: an internal extension of the MCP function (Lambda's Extensions
- * API) that keeps the environment running until the work an invocation started has settled. The
- * work is the inline delivery attempt a caller stopped waiting for (core/messages.ts
- * `background`): its POST still has its whole deadline and its outcome still settles the event, so
- * the dot gets one POST even when it answers after the wait window.
+ * Work after the answer on Lambda: an internal extension of the MCP function that keeps the
+ * environment running until the inline delivery attempt a caller stopped waiting for has settled
+ * (core/messages.ts `background`), so the dot gets one POST even when it answers late. Lambda
+ * freezes an environment only once every extension has asked for the next event, and this one asks
+ * only when the handler has answered and the work has settled (billed, bounded by the timeout).
  *
- * Lambda freezes an environment only once the runtime and every registered extension have asked
- * for the next event. This extension receives each INVOKE event as the handler does, and asks for
- * the next one only when the handler has answered it and the work it started has settled. The
- * response has gone out by then; the time after it is billed as the function's duration and is
- * bounded by the function's timeout.
- *
- * An internal extension must register before the runtime asks for its first event (the Init
- * phase), which a CommonJS handler cannot wait for. So the function loads this module first, as
- * an ES module given to `NODE_OPTIONS=--import` (lib/constructs), whose top-level await registers;
- * the handler bundle finds it through `globalThis` (`afterResponse()`). Outside Lambda
- * (AWS_LAMBDA_RUNTIME_API unset), or when registration fails, there is none, and the handler's
- * answer waits for the attempt instead (the fallback the contract describes).
+ * An internal extension must register during Init, which a CommonJS handler cannot wait for, so
+ * the function loads this module first through `NODE_OPTIONS=--import`, and the handler finds it on
+ * `globalThis`. Outside Lambda, or when registration fails, there is none, and the answer waits for
+ * the attempt instead.
  *
  * Deliberately not here: what the work is, deadlines (the caller runs the work outside the
  * request's deadline), and retries of the Extensions API (a failed call ends the extension; the
@@ -99,11 +91,7 @@ function tracker() {
   };
 }
 
-/**
- * Registers the extension with the Extensions API at `api` (AWS_LAMBDA_RUNTIME_API) and starts its
- * loop; undefined when registration fails. Exported for the tests, which run it against a stand-in
- * of the API; the function calls `install()`.
- */
+/** Registers the extension with the Extensions API at `api` and starts its loop; undefined when registration fails. */
 export async function register(api: string, report: (line: string) => void = () => undefined): Promise<AfterResponse | undefined> {
   let id: string | undefined;
   try {
@@ -130,8 +118,7 @@ export async function register(api: string, report: (line: string) => void = () 
       await state.idle();
     }
   };
-  // Never awaited: it runs for the life of the environment. If it fails, the environment freezes
-  // when the runtime asks for its next event, as it would without the extension.
+  // Runs for the life of the environment; if it fails, the environment freezes as without the extension.
   void loop().catch(() => report('after_response_ended'));
   return {
     run<T>(work: () => Promise<T>): Promise<T> {

@@ -1,33 +1,15 @@
 /**
- * The Delivery Lambda without its entry file (docs/contract/delivery.md): each SQS record is one delivery
- * job, handed to the one delivery runner (core/runner.ts), which runs the delivery core and applies
- * its decision through the queue effects this module makes on SQS. Records of a batch are
- * processed concurrently; the answer lists the records SQS must keep (partial batch response,
- * `ReportBatchItemFailures`).
+ * The Delivery Lambda without its entry file (docs/contract/delivery.md): each SQS record is one
+ * job for the delivery runner (core/runner.ts), whose queue effects are made on SQS here: a record
+ * SQS must keep is listed in `batchItemFailures` (after a ChangeMessageVisibility when it has a
+ * delay), a dead letter is a copy sent to the DLQ, and everything else is left out (deleted).
+ * Records of a batch run concurrently, under a deadline 1 s before the Lambda's own timeout, so a
+ * stalled table fails only the records it holds up and the batch still answers (a timed-out
+ * invocation would redeliver the whole batch, POSTs that succeeded included).
  *
- *   effect (ports.ts JobEffects)   on SQS
- *   complete                       none: left out of batchItemFailures, the event source mapping deletes it
- *   keepFor(delayMs)               ChangeMessageVisibility ceil(delayMs / 1000) s, listed in batchItemFailures
- *   keepFor()                      listed: visible again after the queue's visibility timeout
- *   deadLetter(reason)             a copy to the DLQ with `reason`, then left out (deleted)
- *
- * A record that carries a `reason` attribute came back from the DLQ (an operator's redrive): its
- * failed event gets a new round of the retry schedule, once per redrive (core/delivery.ts).
- *
- * Deadlines: an invocation runs under a deadline 1 s before the Lambda's own timeout
- * (core/budgets.ts `deliveryDeadline`, from the context's remaining time). Every DynamoDB and SQS call
- * carries what is left, so a stalled table fails the records it holds up (they stay in SQS for a
- * later receive) and the batch still answers: a timed-out invocation would make SQS redeliver the
- * whole batch, POSTs that succeeded included. A POST only starts with time left to record its
- * outcome (Budgets.deliveryRecordReserveMs), so a POST that succeeds is rarely sent again.
- *
- * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size: this module and
- * everything it imports stay small, a test walks the import graph), the decision and its mapping
- * to queue effects (core/delivery.ts, core/runner.ts), and the environment (delivery.ts reads it
- * once, through lambda/config).
+ * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size; a test walks the
+ * import graph), the decision and its queue effects (core/), and the environment (delivery.ts).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { runWithDeadline, webhookWithinDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbTable } from '../adapters/dynamodb-store';
@@ -43,7 +25,7 @@ import { EventStore } from '../core/store/event-store';
 import { createLogger } from '../log';
 import { createMetrics, type Metrics } from '../metrics';
 import { systemClock, type Clock, type DeliveryJob, type JobEffects, type Logger, type WebhookClient } from '../ports';
-import { clientOptions } from './aws-clients';
+import type { AwsClients } from './aws-clients';
 
 /** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
 export interface DeliveryQueue {
@@ -85,8 +67,7 @@ export function jobOf(record: SQSRecord, attributes: Record<string, string>): De
   const subscriptionId = attributes[QueueAttributes.subscriptionId];
   if (!eventId || !EVENT_ID.test(eventId) || !subscriptionId || !SUBSCRIPTION_ID.test(subscriptionId)) return undefined;
   if (typeof record.body !== 'string' || record.body === '') return undefined;
-  // The body exactly as enqueued: these are the bytes every attempt signs and sends. Only a copy
-  // that went through the dead-letter queue carries `reason`, so its presence marks a redrive.
+  // Only a copy that went through the dead-letter queue carries `reason`: its presence marks a redrive.
   const redriven = attributes[QueueAttributes.reason] !== undefined;
   const generation = attributes[QueueAttributes.generation];
   return { eventId, subscriptionId, ...(generation ? { generation } : {}), body: record.body, ...(redriven ? { redriven } : {}) };
@@ -132,7 +113,6 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
       receives: Number(record.attributes?.ApproximateReceiveCount ?? 0),
       effects,
       ids: { messageId: record.messageId },
-      // Latency is from the enqueue (SQS SentTimestamp) to delivery.
       ...(sentAt > 0 ? { enqueuedAt: sentAt } : {}),
     });
     return kept();
@@ -161,14 +141,7 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   }
 }
 
-export interface DeliveryAwsClients {
-  dynamodb: DynamoDBClient;
-  sqs: SQSClient;
-}
-
-export function createDeliveryAwsClients(): DeliveryAwsClients {
-  return { dynamodb: new DynamoDBClient(clientOptions()), sqs: new SQSClient(clientOptions()) };
-}
+export type DeliveryAwsClients = AwsClients;
 
 export interface DeliveryLambdaOverrides {
   log?: Logger;

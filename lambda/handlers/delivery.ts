@@ -1,9 +1,6 @@
 /**
- * Entry of the Delivery Lambda (SQS event source, batches of up to 10, `ReportBatchItemFailures`).
- * Module scope runs once per cold start: settings from the environment, one DynamoDB and one SQS
- * client, the worker (see delivery-lambda.ts).
- *
- * middy is the thin wrapper, as for the MCP Lambda: no middlewares today.
+ * Entry of the Delivery Lambda (SQS event source, `ReportBatchItemFailures`): module scope runs once
+ * per cold start. middy is the thin wrapper, as for the MCP Lambda: no middlewares today.
  *
  * Deliberately not here: the MCP SDK, the HTTP app, classic zod, Secrets Manager (this bundle
  * stays small; test/build/delivery-import-graph.test.ts walks its imports), and any logic.
@@ -11,10 +8,10 @@
 import middy from '@middy/core';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { deliveryLambdaSettings } from '../config/settings';
-import { createDeliveryAwsClients, deliveryLambdaFromSettings } from './delivery-lambda';
+import { createAwsClients } from './aws-clients';
+import { deliveryLambdaFromSettings } from './delivery-lambda';
 
 // The one place the delivery function reads its environment.
-const lambda = deliveryLambdaFromSettings(deliveryLambdaSettings(process.env), createDeliveryAwsClients());
+const lambda = deliveryLambdaFromSettings(deliveryLambdaSettings(process.env), createAwsClients());
 
-// The context's remaining time sets the invocation deadline (see delivery-lambda.ts).
 export const handler = middy<SQSEvent, SQSBatchResponse>().handler((event, context) => lambda(event, context));

@@ -1,19 +1,12 @@
 /**
- * The MCP Lambda without its entry file: API Gateway v2 event -> web Request -> the HTTP app
- * (lambda/http/app.ts, the whole HTTP surface) -> Response -> payload 2.0 result. Built once per
- * cold start; `createMcpLambda` takes the adapters, `mcpLambdaFromEnvironment` builds them from
- * the environment and the AWS clients it is given (tests pass clients with local endpoints).
+ * The MCP Lambda without its entry file: API Gateway v2 event -> web Request -> the HTTP app ->
+ * Response -> payload 2.0 result. `createMcpLambda` takes the adapters, `mcpLambdaFromEnvironment`
+ * builds them from the environment and the AWS clients it is given.
  *
- * The API key comes from Secrets Manager through the secret loader (adapters/secret-loader.ts). The
- * app holds the key it was built with, so it is built once with the loaded key; while the key is
- * unavailable a keyless app answers 503 on authenticated routes (docs/contract/http.md), and the loader reads
- * again on a later request. `/healthz` never waits for the key (nor for Secrets Manager): it is
- * answered by whichever app exists.
- *
- * Deadlines: each invocation runs under a deadline 4.2 s after it starts (core/budgets.ts
- * `mcpDeadline`); every DynamoDB, SQS and Secrets Manager call and every callback POST made while
- * answering it carries what is left (adapters/deadline.ts), so a stalled dependency becomes an
- * error answer (a tool error, 503, -32603) within the contract's 5 s, not an API Gateway timeout.
+ * The app is built with the API key the secret loader read; while it cannot be read a keyless app
+ * answers 503 on authenticated routes, and `/healthz` never waits for it. Each invocation runs under
+ * `mcpDeadline`, and every AWS call and callback POST carries what is left (adapters/deadline.ts), so
+ * a stalled dependency becomes an error answer within the contract's 5 s, not a gateway timeout.
  *
  * Deliberately not here: middy and the process environment (handlers/mcp.ts reads it once, through
  * lambda/config/settings.ts), event translation details (handlers/apigw.ts), and any route, auth
@@ -26,7 +19,7 @@ import { deferredAccessStore, deferredIdempotencyStore, deferredInboxStore, defe
 import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
 import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
-import { DEPENDENCY_UNAVAILABLE_EVENT } from '../core/answers';
+import { watchingUnavailable } from '../core/answers';
 import { Budgets, mcpDeadline } from '../core/budgets';
 import type { Dependency } from '../core/errors';
 import { DEFAULT_RETRY_DELAYS_S, EventsProfiles, Routes, type EventsProfileName } from '../core/protocol';
@@ -49,7 +42,7 @@ import {
 import { version as packageVersion } from '../version';
 import { afterResponse, type AfterResponse } from './after-response';
 import { requestFromEvent, resultFromResponse } from './apigw';
-import type { McpStorageClients } from './mcp-storage';
+import type { AwsClients } from './aws-clients';
 
 export interface McpLambdaDeps {
   store: Store;
@@ -74,19 +67,13 @@ export interface McpLambdaDeps {
   log: Logger;
   clock?: Clock;
   version?: string;
-  /**
-   * One EMF line per request (route template, status class, latency), per inline delivery decision,
-   * and per answer a failed dependency forced (DependencyUnavailable); none when absent.
-   */
+  /** EMF lines per request, per inline delivery decision and per failed-dependency answer; none when absent. */
   metrics?: Metrics;
   /** The pup door: secrets (re-read while warm) and manifest. Absent: its POST routes answer 503. */
   pup?: PupConfig;
   /** Tests only (McpLambdaOverrides.requestMs): the request budget `mcpDeadline` counts from. Default: Limits.requestMs. */
   requestMs?: number;
-  /**
-   * The after-response extension (handlers/after-response.ts): with it an inline attempt the caller
-   * stopped waiting for runs on after the answer; without it the answer waits for the attempt.
-   */
+  /** The after-response extension: with it an inline attempt runs on after the answer; without it the answer waits. */
   afterResponse?: AfterResponse;
 }
 
@@ -108,25 +95,8 @@ function metricDependency(value: unknown): MetricDependency {
   return (DEPENDENCIES as readonly unknown[]).includes(value) ? (value as MetricDependency) : 'storage';
 }
 
-/**
- * The logger the app gets: each `dependency_unavailable` line (core/answers.ts `answerUnavailable`,
- * the one place a failed dependency becomes an answer, on every surface: tool error, -32603, 503)
- * is also counted as DependencyUnavailable. Through the Logger port, so the core never knows a
- * metric exists.
- */
-export function countingUnavailable(log: Logger, metrics: Metrics | undefined): Logger {
-  if (!metrics) return log;
-  return {
-    info: (event, fields) => log.info(event, fields),
-    warn: (event, fields) => log.warn(event, fields),
-    error: (event, fields) => {
-      log.error(event, fields);
-      if (event === DEPENDENCY_UNAVAILABLE_EVENT) metrics.dependencyUnavailable(metricDependency(fields?.dependency));
-    },
-  };
-}
-
 export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
+  const metrics = deps.metrics;
   const appDeps = {
     store: deps.store,
     outbox: deps.outbox,
@@ -137,8 +107,8 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     ...(deps.ttlPolicy ? { ttlPolicy: deps.ttlPolicy } : {}),
     urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
-    log: countingUnavailable(deps.log, deps.metrics),
-    // The inline first attempt's decisions, in the worker's vocabulary (Via inline).
+    // Every answer a failed dependency forced counts as DependencyUnavailable, which an alarm watches.
+    log: metrics ? watchingUnavailable(deps.log, (fields) => metrics.dependencyUnavailable(metricDependency(fields?.dependency))) : deps.log,
     ...(deps.metrics ? { metrics: deps.metrics } : {}),
     ...(deps.access ? { access: deps.access } : {}),
     ...(deps.eventsProfile ? { eventsProfile: EventsProfiles[deps.eventsProfile] } : {}),
@@ -171,8 +141,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     return runWithDeadline(mcpDeadline(Date.now(), deps.requestMs), async () => {
       const health = new URL(request.url).pathname === Routes.health;
       const key = health ? deps.apiKey.peek() : await deps.apiKey.get();
-      // No key for a request that needs one: Secrets Manager could not be read (the stack always
-      // configures the secret), and the keyless app answers 503.
+      // No key for a request that needs one: Secrets Manager could not be read.
       if (!health && key === undefined) deps.metrics?.dependencyUnavailable('secrets');
       const app = appFor(key);
       const response = await app.handle(request, requestId ? { requestId } : {});
@@ -196,12 +165,8 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
   };
 }
 
-/**
- * What the MCP Lambda talks to AWS with. Production passes nothing: Secrets Manager is read through
- * adapters/secrets-manager.ts, and the DynamoDB and SQS clients are created on first use. Tests pass
- * clients (and a reader) with local endpoints.
- */
-export interface McpAwsClients extends McpStorageClients {
+/** What the MCP Lambda talks to AWS with: production passes nothing (clients made on first use), tests local endpoints. */
+export interface McpAwsClients extends AwsClients {
   secrets: SecretsReader;
 }
 
@@ -213,13 +178,9 @@ export interface McpLambdaOverrides {
   webhook?: WebhookClient;
   clock?: Clock;
   /**
-   * Tests only: each request's whole budget instead of the contract's 5 s (Limits.requestMs), so a
-   * test of the deadline mechanism waits for a short budget rather than the real one. Only the
-   * deadline moves: the reserves inside it (Budgets.mcpAnswerReserveMs before the end,
-   * Budgets.outboxCompensationReserveMs kept back from a send, Budgets.minPostMs for a POST) and
-   * the SDK clients' per-attempt timeouts stay absolute, because scaling them would test other
-   * numbers than production's. A budget below those reserves' sum leaves the guarded step no time,
-   * which the test choosing it must allow for.
+   * Tests only: each request's whole budget instead of the contract's 5 s. Only the deadline moves:
+   * the reserves inside it stay absolute (scaling them would test other numbers than production's),
+   * so a budget below their sum leaves the guarded step no time.
    */
   requestMs?: number;
   /** Tests only: a stand-in of the after-response extension (default: the one this process registered, if any). */
@@ -229,10 +190,8 @@ export interface McpLambdaOverrides {
 /** The MCP Lambda from its settings (lambda/config/settings.ts `mcpLambdaSettings`). */
 export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
   const given = clients.dynamodb && clients.sqs ? { dynamodb: clients.dynamodb, sqs: clients.sqs } : undefined;
-  // Loaded on the first call that needs storage (adapters/deferred.ts): the cold start's first
-  // tools/list neither parses nor evaluates DynamoDB or SQS code. A require, not import(): the
-  // bundle keeps `require("./mcp-storage")`, which finds mcp-storage.js beside index.js (lib/bundling.ts),
-  // and Node's import() would not add the extension.
+  // Loaded on the first call that needs storage, so a cold start's tools/list never loads DynamoDB or
+  // SQS code. A require: the bundle keeps it and finds mcp-storage.js beside index.js; import() would not.
   const storage = once(async () => (require('./mcp-storage') as typeof import('./mcp-storage')).createMcpStorage(settings.tableName, settings.queueUrl, given));
   const store = deferredStore(async () => (await storage()).store);
   const outbox = deferredOutbox(async () => (await storage()).outbox);
@@ -249,9 +208,7 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
     onLoaded: (secret) => log.redact?.(secret),
     ...(overrides.clock ? { now: () => overrides.clock!.now() } : {}),
   });
-  // Start reading the key (and pup's secrets) during the init phase, so the first request rarely
-  // waits. Such a read never starts the loaders' back-off (adapters/secret-loader.ts): if Lambda
-  // freezes the environment after init, a read that times out at thaw is simply read again.
+  // Read during the init phase, so the first request rarely waits (a read frozen at init is simply read again).
   void apiKey.get();
   void pupSecrets.get();
   return createMcpLambda({

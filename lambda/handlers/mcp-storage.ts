@@ -1,9 +1,6 @@
 /**
- * The MCP Lambda's storage: the DynamoDB store and the outbox over DynamoDB and SQS, in a module of
- * their own so that mcp-lambda.ts reaches it only through `require` on first use
- * (adapters/deferred.ts): the AWS SDK clients and their command code are evaluated on the first
- * request that needs storage, not on every cold start. lib/bundling.ts builds it as a file of its
- * own beside `index.js`.
+ * The MCP Lambda's storage (the DynamoDB store, the outbox over DynamoDB and SQS), in a bundle file
+ * of its own that mcp-lambda.ts `require`s on first use, so the SDK is not evaluated on every cold start.
  *
  * Deliberately not here: settings checks (handlers/mcp.ts checks TABLE_NAME and QUEUE_URL at init,
  * so a missing one still fails the cold start) and anything the first `tools/list` needs.
@@ -16,18 +13,13 @@ import { SqsQueue } from '../adapters/sqs-queue';
 import { Budgets } from '../core/budgets';
 import { sequentialOutbox } from '../core/outbox';
 import type { AccessStore, IdempotencyStore, InboxStore, Outbox, Store } from '../ports';
-import { clientOptions } from './aws-clients';
-
-export interface McpStorageClients {
-  dynamodb: DynamoDBClient;
-  sqs: SQSClient;
-}
+import { clientOptions, type AwsClients } from './aws-clients';
 
 /** The store and outbox on the given clients (tests pass clients with local endpoints), or on new ones. */
 export function createMcpStorage(
   tableName: string,
   queueUrl: string,
-  clients?: McpStorageClients,
+  clients?: AwsClients,
 ): { store: Store & IdempotencyStore & InboxStore; outbox: Outbox; access: AccessStore } {
   const dynamodb = clients?.dynamodb ?? new DynamoDBClient(clientOptions());
   const sqs = clients?.sqs ?? new SQSClient(clientOptions());

@@ -1,11 +1,6 @@
 /**
- * Entry of the MCP Lambda (API Gateway HTTP API, payload format 2.0). Module scope runs once per
- * cold start: settings from the environment (lambda/config/settings.ts) and the app (see
- * mcp-lambda.ts); the API key read starts here too. The DynamoDB and SQS clients are created on the first request that needs them.
- * The handler itself only translates.
- *
- * middy is the thin wrapper: no middlewares today; it is where cross-cutting concerns (tracing,
- * metrics) would attach without touching the translation.
+ * Entry of the MCP Lambda (API Gateway HTTP API, payload format 2.0): module scope runs once per
+ * cold start. middy is the thin wrapper, where cross-cutting concerns would attach: no middlewares today.
  *
  * Deliberately not here: anything a test needs to inject (mcp-lambda.ts takes clients and
  * settings), and any logic.

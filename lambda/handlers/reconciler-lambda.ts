@@ -1,24 +1,13 @@
 /**
- * The Reconciler Lambda without its entry file: one scheduled run of the reconciler
- * (core/reconcile.ts) over the table's sparse index of queued records, with the delivery queue
- * for a requeue and the dead-letter queue for a copy of what it fails. Its deadline is the
- * context's remaining time less Budgets.reconcileEndReserveMs: every DynamoDB and SQS call carries
- * what is left (adapters/deadline.ts), and no new repair starts after it, so a run always ends
- * with its metrics written.
- *
- * Each run writes, besides RecordsRepaired, what it could not do (ReconcileErrors) and the
- * dead-letter queue's depth (DeadLetters, from one GetQueueAttributes): the alarms read those.
- * A run with an error then fails, so the function's own Errors count it too; the stack does not
- * let Lambda retry it (the next run comes a period later and finds the same records).
- *
- * It reads the same settings as the Delivery Lambda (TABLE_NAME, QUEUE_URL, DEAD_LETTER_QUEUE_URL,
- * DMDOT_RETRY_DELAYS): the stranded threshold follows from the same retry schedule.
+ * The Reconciler Lambda without its entry file: one scheduled run of core/reconcile.ts, under the
+ * context's remaining time less Budgets.reconcileEndReserveMs, so a run always ends with its
+ * metrics written (RecordsRepaired, ReconcileErrors, and the dead-letter queue's depth). A run with
+ * an error then fails, so the function's own Errors count it too. It reads the Delivery Lambda's
+ * settings: the stranded threshold follows from the same retry schedule.
  *
  * Deliberately not here: the decisions (core/reconcile.ts), the schedule (lib/constructs/reconciler.ts),
  * and the environment (reconciler.ts reads it once, through lambda/config).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import { runWithDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbTable } from '../adapters/dynamodb-store';
 import { QueueAttributes, SqsQueue } from '../adapters/sqs-queue';
@@ -30,7 +19,7 @@ import { createLogger } from '../log';
 import { createRepairMetrics } from '../metrics';
 import { systemClock, type Clock, type Logger } from '../ports';
 import type { InvocationContext } from './delivery-lambda';
-import { clientOptions } from './aws-clients';
+import type { AwsClients } from './aws-clients';
 
 export type ReconcilerLambda = (event?: unknown, context?: InvocationContext) => Promise<ReconcileReport>;
 
@@ -102,15 +91,6 @@ export function repairQueueOf(queue: SqsQueue): RepairQueue {
   };
 }
 
-export interface ReconcilerAwsClients {
-  dynamodb: DynamoDBClient;
-  sqs: SQSClient;
-}
-
-export function createReconcilerAwsClients(): ReconcilerAwsClients {
-  return { dynamodb: new DynamoDBClient(clientOptions()), sqs: new SQSClient(clientOptions()) };
-}
-
 export interface ReconcilerLambdaOverrides {
   log?: Logger;
   /** Default: EMF on stdout when running in Lambda, nothing elsewhere. */
@@ -121,7 +101,7 @@ export interface ReconcilerLambdaOverrides {
 /** The Reconciler Lambda from the delivery settings (lambda/config/settings.ts `deliveryLambdaSettings`). */
 export function reconcilerLambdaFromSettings(
   settings: DeliveryLambdaSettings,
-  clients: ReconcilerAwsClients,
+  clients: AwsClients,
   overrides: ReconcilerLambdaOverrides = {},
 ): ReconcilerLambda {
   withDeadlines(clients.dynamodb);

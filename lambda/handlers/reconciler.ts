@@ -7,8 +7,9 @@
  */
 import middy from '@middy/core';
 import { deliveryLambdaSettings } from '../config/settings';
-import { createReconcilerAwsClients, reconcilerLambdaFromSettings } from './reconciler-lambda';
+import { createAwsClients } from './aws-clients';
+import { reconcilerLambdaFromSettings } from './reconciler-lambda';
 
-const run = reconcilerLambdaFromSettings(deliveryLambdaSettings(process.env), createReconcilerAwsClients());
+const run = reconcilerLambdaFromSettings(deliveryLambdaSettings(process.env), createAwsClients());
 
 export const handler = middy().handler((event: unknown, context) => run(event, context));

@@ -1,20 +1,12 @@
 /**
- * The HTTP surface of docs/contract/http.md as one web-standard `handle(Request) -> Response`, shared by the local
- * runtime (node:http) and the MCP Lambda (API Gateway v2 events). Order of checks on an
- * authenticated route: Host (local runtime only), Origin, API key (the connector key, the previous
- * one during a rotation's overlap, or a sender key: core/access.ts), method, Content-Type, body
- * size; then the body's nesting depth and UTF-8 (core/json-text.ts), and a JSON-RPC batch on a
- * revision without batches; only then is it parsed. A sender's rate is counted where each send runs
- * (`rest` below: 429 past it; the send_to_dot tool: a tool error past it). `GET /v1/messages/{eventId}` (a read receipt)
- * stops after the API key: GET only, no body. The
- * pup routes (`/pup/*`, docs/contract/pup.md) pass the Host and Origin checks and then belong to the pup door
- * (pup.ts), which authenticates by signature instead of the API key. Every answer is JSON;
- * nothing a client sends yields a 5xx or internal text, and the API key is compared in constant
- * time and never logged.
- *
- * MCP clients that get a 401 with `WWW-Authenticate: Bearer` look for OAuth metadata next; those
- * discovery paths answer a 404 that says this server takes an API key, so the client's error says
- * what to do instead of "dynamic client registration failed".
+ * The HTTP surface of docs/contract/http.md as one web-standard `handle(Request) -> Response`,
+ * shared by the local runtime and the MCP Lambda. Checks on an authenticated route, in order: Host
+ * (local only), Origin, API key, method, Content-Type, body size, nesting depth and UTF-8, a batch
+ * on a revision without batches; only then is the body parsed. The pup routes pass Host and Origin
+ * and then belong to the pup door (pup.ts), which authenticates by signature. Every answer is JSON;
+ * nothing a client sends yields a 5xx or internal text, and the API key is never logged. OAuth
+ * discovery paths answer a 404 saying this server takes an API key, so a client's error says what
+ * to do.
  *
  * Deliberately not here: MCP semantics (the SDK and mcp/server.ts), event shapes of a particular
  * runtime, and TLS (API Gateway or a tunnel terminates it).
@@ -39,7 +31,7 @@ import {
 } from '../core/protocol';
 import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import { isJsonContentType, readCapped } from './body';
+import { isJsonContentType, readStream } from './body';
 import { json, restError, rpcError } from './json';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
@@ -66,10 +58,7 @@ const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, no
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
 const TOO_DEEP = `The request nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels; nothing dm-dot accepts is that deep.`;
 
-/**
- * A JSON-RPC batch on a revision that has none: refused as one error before anything in it runs
- * (the SDK would serve it on every revision it knows).
- */
+/** A JSON-RPC batch on a revision that has none is refused before anything in it runs (the SDK would serve it). */
 const SERVED_REVISIONS: ReadonlySet<string> = new Set([MCP_PROTOCOL_VERSION, ...LEGACY_PROTOCOL_VERSIONS]);
 
 function batchRefusal(body: Uint8Array, version: string | null): Response | undefined {
@@ -85,12 +74,7 @@ function batchRefusal(body: Uint8Array, version: string | null): Response | unde
   );
 }
 
-/**
- * `response` with `added` headers set. Every answer the routes make is a Response of our own (or
- * the SDK's), whose headers can be set in place: copying it into a new Response costs a second
- * Response and Headers per request, a measurable share of a send. One with immutable headers (a fetched
- * Response) is copied, as before.
- */
+/** `response` with `added` headers, set in place (a copy per request is a measurable share of a send) unless they are immutable. */
 function withHeaders(response: Response, added: readonly [string, string][]): Response {
   try {
     for (const [name, value] of added) response.headers.set(name, value);
@@ -119,12 +103,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return !allowedHosts.has(bare);
   }
 
-  /**
-   * docs/contract/http.md: a configured origin, or the server's own: `http://` plus one of its allowed Host values
-   * (a page the local runtime would serve, or a local tool on the same address; the MCP
-   * conformance check for localhost servers sends exactly that). Behind API Gateway there is no
-   * Host list, so only configured origins pass there.
-   */
+  /** A configured origin, or the server's own (`http://` plus an allowed Host value, as localhost tools send). */
   function originAllowed(origin: string): boolean {
     const lower = origin.toLowerCase();
     if (allowedOrigins.has(lower)) return true;
@@ -149,11 +128,9 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
     }
     const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
-    // `X-Api-Key: KEY` is for a forwarder that can read a header's value from a file but cannot
-    // prefix it (OpenAI's tunnel-client reads the key file itself: docs/chatgpt.md).
+    // `X-Api-Key` is for a forwarder that cannot prefix a header's value (OpenAI's tunnel-client: docs/chatgpt.md).
     const headerKey = request.headers.get(API_KEY_HEADER)?.trim();
-    // Any credential that matches authenticates: an empty or stale `?key=` left in a connector
-    // URL must not hide a valid Bearer header (or the other way round).
+    // Any credential that matches authenticates: a stale `?key=` must not hide a valid Bearer header.
     let identity: Identity | undefined;
     const offered = [url.searchParams.get('key') ?? '', bearer ?? '', headerKey ?? ''];
     try {
@@ -216,7 +193,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     if (isReceipt) return receipt(request, url, requestId, identity);
     if (request.method !== 'POST') return refuse(405, 'method_not_allowed', 'Method not allowed: use POST (no SSE stream, no sessions).', { allow: 'POST' });
     if (!isJsonContentType(request.headers.get('content-type'))) return refuse(415, 'unsupported_media_type', 'Content-Type must be application/json.');
-    const raw = await readCapped(request, Limits.requestBodyMaxBytes);
+    const raw = await readStream(request, Limits.requestBodyMaxBytes);
     if (!raw) return refuse(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
     const scanned = scanJsonText(raw);
     if (scanned.tooDeep) {
@@ -237,10 +214,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } } });
   }
 
-  /**
-   * `GET /v1/messages/{eventId}` (core/receipts.ts): one 404 for an id that is malformed, unknown
-   * or another key's, so the route tells no one which ids exist.
-   */
+  /** `GET /v1/messages/{eventId}`: one 404 for a malformed, unknown or another key's id, so no one learns which ids exist. */
   async function receipt(request: Request, url: URL, requestId: string, identity: Identity): Promise<Response> {
     if (request.method !== 'GET' && request.method !== 'HEAD') return restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
     let found;
@@ -257,15 +231,13 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   async function rest(request: Request, body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
     let parsed: unknown;
     try {
-      // Bytes that were not UTF-8 are lone surrogates by now (core/json-text.ts): the message
-      // check refuses them with the same sentence send_to_dot gives.
+      // Bytes that were not UTF-8 are lone surrogates by now: the message check refuses them as send_to_dot does.
       parsed = JSON.parse(new TextDecoder('utf-8').decode(body));
     } catch {
       return restError(400, 'invalid_json', 'The body is not valid JSON.');
     }
     let answer;
     try {
-      // Past the sender's rate nothing is recorded or sent: 429 with the seconds to the next window.
       const admission = await admitSend(deps.access, identity, deps.clock.now());
       if (!admission.ok) {
         return restError(429, 'rate_limited', rateLimitedText(identity.rate!, admission.retryAfterSeconds), {

@@ -1,8 +1,7 @@
 /**
- * Reading a request body the way every POST route of the HTTP surface does (docs/contract/http.md): the raw
- * bytes, read once, at most 1 MiB (`413` above), after a `Content-Type: application/json` check
- * (`415` otherwise). Shared by the API key routes (app.ts) and the pup door (pup.ts), which must
- * verify a signature over exactly these bytes.
+ * Reading a request body the way every POST route does (docs/contract/http.md): the raw bytes, read
+ * once, at most 1 MiB, after a JSON Content-Type check; the pup door verifies its signature over
+ * exactly these bytes.
  *
  * Deliberately not here: parsing (each route decides how, and when: pup verifies before parsing)
  * and any answer (the callers shape their own refusals).
@@ -14,10 +13,7 @@ export function declaredTooLarge(request: Request, max: number): boolean {
   return Number.isFinite(declared) && declared > max;
 }
 
-/**
- * Reads at most `max` bytes of the body, handing each chunk to `onChunk` as it arrives (the pup
- * door computes its HMAC that way); undefined when it is larger.
- */
+/** Reads at most `max` bytes of the body, handing each chunk to `onChunk` as it arrives; undefined when it is larger. */
 export async function readStream(request: Request, max: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array | undefined> {
   if (declaredTooLarge(request, max)) return undefined;
   if (!request.body) return new Uint8Array();
@@ -36,11 +32,6 @@ export async function readStream(request: Request, max: number, onChunk?: (chunk
     chunks.push(value);
   }
   return Buffer.concat(chunks);
-}
-
-/** Reads at most `max` bytes of the body; undefined when it is larger. */
-export function readCapped(request: Request, max: number): Promise<Uint8Array | undefined> {
-  return readStream(request, max);
 }
 
 export function isJsonContentType(value: string | null): boolean {

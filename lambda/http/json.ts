@@ -1,7 +1,6 @@
 /**
- * The JSON answers of the HTTP surface, one shape for both of its front doors (app.ts for the API
- * key routes, pup.ts for the pup door): a JSON body with its content type, a REST error
- * (core/answers' shape), and a JSON-RPC error with a null id.
+ * The JSON answers of the HTTP surface, one shape for both of its front doors: a JSON body, a REST
+ * error (core/answers' shape), and a JSON-RPC error with a null id.
  *
  * Deliberately not here: which status or code a situation gets (the routes decide, from
  * core/answers and core/protocol), and CORS or other headers a route adds.

@@ -1,57 +1,35 @@
 /**
- * The pup door (docs/contract/pup.md): `GET /pup/manifest.json`, `POST /pup/mcp`, `POST /pup/challenge`,
- * `POST /pup/events`, reached from the one route table of app.ts after its Host and Origin checks.
+ * The pup door (docs/contract/pup.md): `GET /pup/manifest.json` and `POST /pup/mcp|challenge|events`,
+ * reached from app.ts after its Host and Origin checks. On the POST routes everything that needs
+ * only the headers (secrets configured, method, Content-Type, declared size, signature headers and
+ * timestamp) is checked before a byte of the body is read; the body is then read once with the HMAC
+ * computed as it streams in, and only a verified body is parsed. A refusal says nothing about which
+ * secret and never echoes the body. Past `maxBodiesInFlight` a request is answered 503 at once, so
+ * a flood of slow forged bodies cannot hold the memory while it waits to be refused.
  *
- * Order on the POST routes: secrets configured (`503` otherwise; the manifest is served either
- * way), method (`405`), Content-Type (`415`), declared body size at most 1 MiB (`413`), then the
- * signature headers and their timestamp window (`401`), all before a byte of the body is read, so
- * a request that can never verify costs nothing but its headers. Then the body is read once, at
- * most 1 MiB, with the HMAC computed as it streams in, and only a verified body is parsed (after
- * the nesting check of core/json-text.ts). A refusal is
- * `401 {"error":{"code":"invalid_signature"|"stale_timestamp"|"replayed","message"}}` and nothing
- * else: no hint of which secret, no echo of the body.
+ * `/pup/mcp` and `/pup/challenge` run at most once per webhook-id (`once` below); `/pup/mcp` goes to
+ * the same MCP server factory as `/mcp`, 2026-07-28 only, as PUP_PRINCIPAL (the validated context is
+ * logged as ids and grants nothing). `/pup/events` stores its answer under the id, and only the
+ * request that stored it commits the effect; a retry gets the stored answer byte for byte (only
+ * 200s are stored: a 400 depends on the body alone).
  *
- * At most `maxBodiesInFlight` bodies are read at once (the local runtime sets it; a Lambda serves
- * one request at a time): past it, a signed-looking request is answered `503` at once with
- * `Retry-After`, so a flood of slow bodies with forged signatures cannot hold the memory of
- * hundreds of megabytes while it waits to be refused.
- *
- * - `/pup/mcp` and `/pup/challenge`: the `webhook-id` is claimed in the store's replay namespace
- *   (one conditional write with a token of the request's own, shared by both routes) before the
- *   work, and settled after it: after a success the id is `replayed` for 10 minutes (its answer
- *   is never given again, nor stored); a failure releases the id, so a retry is processed like
- *   the first try. The id used for another request (the other route, other bytes) is `replayed`.
- * - `/pup/mcp`: `params._meta["io.puphq/context"]` is validated (core/pup.ts), logged as ids only,
- *   and then the request goes to the same MCP server factory as `/mcp`, 2026-07-28 only, as the
- *   principal PUP_PRINCIPAL. The context grants nothing: it is not passed on.
- * - `/pup/events`: pup retries a delivery with the same id, so the id is not refused: the answer
- *   is stored under it with one conditional write, and only the request that stored it commits the
- *   delivery's effect (today: the member event's log line). A retry gets the stored answer, byte
- *   for byte. Only `200` answers are stored: a `400` depends on the body alone, so a retry of the
- *   same body gets the same `400` anyway, and nothing was committed for it.
- *
- * Deliberately not here: the API key (pup never needs it and may not use it instead of a
- * signature; a `key` parameter or `Authorization` header is ignored and stripped), CORS (pup calls
- * server to server), and where the secrets come from (the local settings or the Lambda's Secrets
- * Manager loader hand them in through `PupConfig.secrets`).
+ * Deliberately not here: the API key (pup may not use it instead of a signature; it is stripped),
+ * CORS (pup calls server to server), and where the secrets come from (`PupConfig.secrets`).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { answerUnavailable, DEPENDENCY_UNAVAILABLE_EVENT, describeCause } from '../core/answers';
+import { answerUnavailable, describeCause, watchingUnavailable } from '../core/answers';
 import { DependencyUnavailable } from '../core/errors';
 import { checkInboundHeaders, createInboundVerifier, type InboundSecrets } from '../core/inbound';
 import { scanJsonText } from '../core/json-text';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
 import { ErrorCodes, Limits, PUP_SENDER, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import { timeOfDay, type InboundAnswer, type Logger } from '../ports';
+import { timeOfDay, type InboundAnswer } from '../ports';
 import { declaredTooLarge, isJsonContentType, readStream } from './body';
 import { json, jsonText, restError, rpcError } from './json';
 
 export interface PupConfig {
-  /**
-   * The signing secrets in force now (called per request: the Lambda's loader caches and refreshes
-   * them, so a rotation needs no deploy). Undefined or an empty list: the POST routes answer 503.
-   */
+  /** The signing secrets in force now, asked per request (a rotation needs no deploy). None: the POST routes answer 503. */
   secrets?: () => Promise<InboundSecrets | undefined>;
   /** The manifest's exact text (already validated as a JSON object); undefined: the default one. */
   manifest?: string;
@@ -80,17 +58,11 @@ const REFUSAL_MESSAGES: Record<PupRefusal, string> = {
 const REPLAYED_ANSWER: InboundAnswer = { status: 401, body: JSON.stringify({ error: { code: PupRefusals.replayed, message: REFUSAL_MESSAGES.replayed } }) };
 
 export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
-  // Requests whose MCP answer hid a failed dependency (an HTTP 200 tool error or -32603 from
-  // core/answers.ts `answerUnavailable`, which logs each with its request id): not kept for replays.
+  // Requests whose MCP answer hid a failed dependency (seen by its log line): not settled as processed.
   const dependencyFailed = new Set<string>();
-  const log: Logger = {
-    info: (event, fields) => deps.log.info(event, fields),
-    warn: (event, fields) => deps.log.warn(event, fields),
-    error: (event, fields) => {
-      deps.log.error(event, fields);
-      if (event === DEPENDENCY_UNAVAILABLE_EVENT && typeof fields?.requestId === 'string') dependencyFailed.add(fields.requestId);
-    },
-  };
+  const log = watchingUnavailable(deps.log, (fields) => {
+    if (typeof fields?.requestId === 'string') dependencyFailed.add(fields.requestId);
+  });
   const mcp = createMcpEndpoint({ ...deps, log }, { legacy: 'reject' });
   const manifest = config.manifest ?? JSON.stringify(defaultPupManifest(deps.version));
   const storageUnavailable = (requestId: string, route: string, error: unknown) => {
@@ -115,8 +87,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     if (declaredTooLarge(request, Limits.requestBodyMaxBytes))
       return restError(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
 
-    // pup's timestamp is compared with the time of day, and the replay memory that must agree with
-    // its window (LIM-9) is kept in the same time.
+    // The time of day, as pup's timestamp window and the replay memory that must agree with it (LIM-9).
     const now = timeOfDay(deps.clock);
     const checked = checkInboundHeaders(
       secrets,
@@ -166,16 +137,11 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   }
 
   /**
-   * `/pup/mcp` and `/pup/challenge`: the request's work runs at most once per webhook-id, and an id
-   * that was processed is `401 replayed` from then on, whatever comes with it (pup's documentation:
-   * replayed MCP and challenge ids are rejected; a captured request must not fetch its answer
-   * twice). The id is claimed with a token of this request's own (a claim whose write applied but
-   * whose answer was lost is recognised as ours, not as a replay); a success (an answer below 400
-   * with no failed dependency) settles the claim as processed; a failure (400, 5xx, a dependency
-   * that failed inside an HTTP 200 tool result) releases it, so a retry of a request that had no
-   * effect is processed like its first try. While the first request is still being answered, the
-   * same request sent again is told to come back (`503 in_progress`, `Retry-After: 1`): it may
-   * yet fail and be released.
+   * `/pup/mcp` and `/pup/challenge`: the work runs at most once per webhook-id, and a processed id is
+   * `401 replayed` from then on (a captured request must not fetch its answer twice). A success
+   * settles the claim as processed; a failure (400, 5xx, a failed dependency inside a 200) releases
+   * it, so a retry is processed like a first try; while the first is being answered, the same
+   * request is told `503 in_progress`, as it may yet fail.
    */
   async function once(
     url: URL,
@@ -197,8 +163,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
       return storageUnavailable(requestId, url.pathname, error);
     }
     if (!claim.claimed) {
-      // Processed already (settled), or the id was used for another request (the other route, or
-      // other bytes): a replay, refused. A captured request never fetches its answer a second time.
+      // Processed already, or the id was used for another request: a replay, refused.
       if (!claim.sameRequest || claim.answer) {
         deps.log.info('pup_request_replayed', { requestId, webhookId: loggedId, route: url.pathname, processed: claim.answer !== undefined });
         return restError(401, PupRefusals.replayed, REFUSAL_MESSAGES.replayed);
@@ -216,8 +181,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
       throw error;
     }
     const failed = dependencyFailed.delete(requestId) || response.status >= 400;
-    // A processed request's claim is settled with the refusal its replays get, never with its
-    // answer: nothing of the answer is stored, so nothing of it can be handed out again.
+    // Settled with the refusal its replays get, never its answer: nothing of it can be handed out again.
     await settle(webhookId, token, failed ? undefined : REPLAYED_ANSWER, requestId, loggedId);
     return new Response(bodyText, { status: response.status, headers: response.headers });
   }
@@ -226,8 +190,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     try {
       await deps.store.settleReplayId(webhookId, token, kept);
     } catch (error) {
-      // The answer stands. Unsettled, the claim lapses with its lease: a retry after it is processed
-      // again (after a success, a second time: the one case the store cannot prevent).
+      // The answer stands; the claim lapses with its lease, and a retry after it is processed again.
       deps.log.warn('pup_claim_not_settled', { requestId, webhookId: loggedId, kept: kept !== undefined, cause: describeCause(error) });
     }
   }
@@ -254,8 +217,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     const headers = new Headers(request.headers);
     headers.delete('authorization');
     const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
-    // pup's callId is the idempotency key of its send_to_dot (scoped to the sender `pup`): a call
-    // pup makes again makes no second event.
+    // pup's callId is the idempotency key of its send_to_dot: a call pup makes again makes no second event.
     const callId = context.kind === 'ok' ? context.ids.callId : undefined;
     const extra = { principal: PUP_PRINCIPAL, requestId, sender: PUP_SENDER, ...(callId !== undefined ? { idempotencyKey: callId } : {}) };
     return mcp.fetch(forwarded, { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra } });

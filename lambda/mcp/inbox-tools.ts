@@ -1,12 +1,7 @@
 /**
- * The inbox's two tools on an `McpServer` (docs/contract/mcp.md, the inbox): their names, schemas,
- * annotations and descriptions, wired to core/inbox.ts. mcp/server.ts registers them for the
- * connector key only, with the inbox on; everyone else's `tools/list` is `send_to_dot` alone and a
- * call of these names is the SDK's unknown-tool answer.
- *
- * Errors follow the tool convention: bad input (core/inbox.ts) and a failed store are tool results
- * with `isError: true` and a sentence; only an unexpected fault goes out as -32603 (through the
- * server's `guarded`).
+ * The inbox's two tools on an `McpServer` (docs/contract/mcp.md, the inbox): their schemas,
+ * annotations and descriptions, wired to core/inbox.ts. Bad input and a failed store are tool
+ * results with `isError: true`; only an unexpected fault goes out as -32603.
  *
  * Deliberately not here: who may call them (mcp/server.ts decides before registering) and what
  * they read and write (core/inbox.ts, the InboxStore port).

@@ -1,23 +1,12 @@
 /**
- * The MCP server factory: one fresh `McpServer` per request (the SDK's stateless model), with the
- * `send_to_dot` tool and the three MCP Events methods wired to the core use cases. Both protocol
- * eras are served by this one factory through `createMcpHandler`. With the inbox on, the
- * connector key also gets the inbox's two tools (mcp/inbox-tools.ts); pup's callId is the
- * idempotency key of its send_to_dot (core/idempotency.ts).
+ * The MCP server factory: one fresh `McpServer` per request (the SDK's stateless model), serving
+ * both protocol eras, with `send_to_dot`, the three MCP Events methods, the inbox's tools for the
+ * connector key, and on the 2026-07-28 era the Tasks extension (mcp/tasks.ts).
  *
- * On the 2026-07-28 era it also serves the MCP Tasks extension (mcp/tasks.ts): a caller that
- * declares it gets a task instead of the queued text, and `tasks/get|update|cancel` read it.
- *
- * Errors: a core `ProtocolFault` goes out with its own code; a failing storage or queue
- * (DependencyUnavailable) is answered through core/answers.ts `answerUnavailable`, which logs it
- * once: a tool error for send_to_dot, -32603 with a generic sentence for the other methods;
- * anything else is -32603 "Internal error" and is logged with a request id, so no internal text
- * ever reaches a client.
- *
- * Responses are plain JSON on the 2026-07-28 era: the SDK's default response mode answers JSON
- * unless a handler emits a notification before its result, and dm-dot's handlers emit none (no
- * progress, no logging notifications, no subscriptions/listen). Choosing `responseMode: 'json'`
- * explicitly would say the same and make the SDK print a warning on every start.
+ * Errors: a `ProtocolFault` goes out with its own code, DependencyUnavailable through
+ * `answerUnavailable`, anything else as -32603 "Internal error" logged with a request id, so no
+ * internal text ever reaches a client. No `responseMode: 'json'`: the SDK answers JSON anyway, as no
+ * handler emits a notification, and naming it prints a warning on every start.
  *
  * Deliberately not here: HTTP concerns (auth, limits, routing: http/app.ts) and any state: every
  * piece of state lives behind the ports.
@@ -52,23 +41,18 @@ import {
   TOOL_NAME,
 } from '../core/protocol';
 import { subscribe, unsubscribe, type SubscriptionDeps, type SubscriptionStore } from '../core/subscriptions';
+import { isObject } from '../core/validation';
 import type { Logger, Store } from '../ports';
 import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
 
-/**
- * What the MCP endpoint reads and writes of the Store: a send's part, a subscribe's, and the replay
- * claims and kept answers of the pup door that serves the same endpoint (http/pup.ts).
- */
+/** What the MCP endpoint uses of the Store: a send's part, a subscribe's, and the pup door's replay claims and kept answers. */
 export type McpStore = MessageStore & SubscriptionStore & Pick<Store, 'claimReplayId' | 'settleReplayId' | 'putInboundAnswer'>;
 
 export interface McpDeps extends IdempotencyDeps, SubscriptionDeps {
   store: McpStore;
   version: string;
   log: Logger;
-  /**
-   * The deployment's principal, the previous connector key, the sender keys and their rates
-   * (core/access.ts). Absent: only the configured key is accepted and its hash is the principal.
-   */
+  /** The access items (core/access.ts). Absent: only the configured key is accepted and its hash is the principal. */
   access?: AdmissionStore;
 }
 
@@ -118,10 +102,7 @@ const TOOL_DESCRIPTION =
 
 const LOOSE_PARAMS: StandardSchemaWithJSON = publishedSchema({ type: 'object' });
 
-/**
- * `legacy: 'reject'` serves 2026-07-28 only (the pup door: pup speaks nothing else); the default
- * serves both eras (`/mcp`). Same factory either way: one tool, one set of events methods.
- */
+/** `legacy: 'reject'` serves 2026-07-28 only (the pup door); the default serves both eras (`/mcp`). */
 export function createMcpEndpoint(deps: McpDeps, options: { legacy?: 'stateless' | 'reject' } = {}): McpHttpHandler {
   return createMcpHandler((ctx) => buildServer(deps, ctx), {
     legacy: options.legacy ?? 'stateless',
@@ -188,8 +169,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       guarded('tools/call', async () => {
         let outcome;
         try {
-          // Each call counts against a sender's rate, here where it runs: one call alone, in a
-          // batch or as a task alike. Past the rate nothing is recorded or sent.
+          // Each call counts against a sender's rate here, where it runs, whatever carries it.
           const admission = await admitSend(deps.access, caller.identity, deps.clock.now());
           if (!admission.ok) return rateLimitedToolResult(caller.identity.rate!, admission.retryAfterMs);
           outcome = await sendOnce(deps, args, { sender: caller.identity.sender }, caller.idempotencyKey);
@@ -234,8 +214,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   );
 
   if (modern) {
-    // Custom methods (three-argument form); the SDK stamps `resultType: "complete"` on their
-    // answers, which is what the extension requires of tasks/get, tasks/update and tasks/cancel.
+    // The SDK stamps `resultType: "complete"` on custom methods' answers, as the extension requires.
     const tasksOf = async () => {
       if (sender) throw forbidden();
       return taskMethods(deps, await caller.identity.principal());
@@ -259,7 +238,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
 type HandlerContext = { mcpReq?: { envelope?: unknown; inputResponses?: unknown } } | undefined;
 
 function withoutMeta(params: unknown): unknown {
-  if (params === null || typeof params !== 'object' || Array.isArray(params)) return params;
-  const { _meta: _ignored, ...rest } = params as Record<string, unknown>;
+  if (!isObject(params)) return params;
+  const { _meta: _ignored, ...rest } = params;
   return rest;
 }

@@ -1,30 +1,18 @@
 /**
  * MCP Tasks for `send_to_dot`: the `io.modelcontextprotocol/tasks` extension of MCP 2026-07-28
- * (SEP-2663), as published in https://github.com/modelcontextprotocol/experimental-ext-tasks
- * (specification/draft/tasks.md). A caller that declares the extension in its per-request client
- * capabilities gets, instead of the queued text, a task (`resultType: "task"`, flat `taskId`,
- * `status`, `createdAt`, `lastUpdatedAt`, `ttlMs`, `pollIntervalMs`) when the delivery is not
- * settled within the wait window; `tasks/get` then reports `working` while the event is queued,
- * `completed` with the very tool result the synchronous path gives once it is settled, and
- * `cancelled` after a `tasks/cancel` that found it unsettled.
+ * (SEP-2663, modelcontextprotocol/experimental-ext-tasks). A caller that declares it gets a task
+ * instead of the queued text when the delivery is not settled within the wait window; `tasks/get`
+ * reports `working` while the event is queued, `completed` with the synchronous path's tool result
+ * once settled, and `cancelled` after a `tasks/cancel` that found it unsettled.
  *
- * A task is a view of the event record `EVENT#evt_…`, nothing more: its id is derived from the
- * event id and the caller's principal (reversible, so no mapping is stored), its status and times
- * are read from the record on every `tasks/get`, and it lives exactly as long as the record.
+ * A task is a view of the event record, nothing more: its id is derived from the event id and the
+ * caller's principal (reversible, so no mapping is stored), and it lives as long as the record. A
+ * cancel marks a `queued` event `dropped` by one compare-and-set; an attempt in flight may still
+ * land, and the task then reads as it settled.
  *
- * `tasks/cancel` is cooperative and real: an event still `queued` is marked `dropped` (with
- * `cancelledAt`) by one compare-and-set, so no further attempt is made (the worker skips it) and
- * the task reads `cancelled`. An attempt already in flight may still land; its 2xx is recorded
- * over `dropped` (core/delivery.ts), and the task then reads `completed` as it settled. Cancelling
- * a settled task acknowledges and changes nothing.
- *
- * Deliberately not here:
- * - storage of its own: no TASK# items; the only write is a cancel's, on the event record;
- * - `notifications/tasks` and `subscriptions/listen` (the extension makes them optional; a Lambda
- *   cannot hold a stream open), and `input_required` (send_to_dot never needs input);
- * - the legacy era: a 2025 client has no per-request capabilities to declare the extension with;
- * - the `failed` task status: the extension keeps it for JSON-RPC errors, and a rejected delivery
- *   is a tool result with `isError: true`, which the extension puts under `completed`.
+ * Deliberately not here: storage of its own (no TASK# items); `notifications/tasks`,
+ * `subscriptions/listen` (a Lambda cannot hold a stream open) and `input_required`; the legacy era;
+ * the `failed` status (a rejected delivery is a `completed` tool result with `isError: true`).
  */
 import type { EventRecord } from '../ports';
 import { guardDependency, invalidParams, ProtocolFault } from '../core/errors';
@@ -43,6 +31,7 @@ import {
   TASKS_EXTENSION,
 } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
+import { isObject } from '../core/validation';
 
 /** The Task fields every task answer carries (the extension's `Task` interface). */
 export interface TaskFields {
@@ -62,33 +51,21 @@ export type DetailedTask =
   | (TaskFields & { status: 'completed'; result: ToolResult });
 
 /**
- * What `tools/call` answers instead of a tool result: the extension's `CreateTaskResult = Result &
- * Task`, plus the queued tool result's `content` and `structuredContent`. `Result` is open, so
- * the two extra keys are allowed, and SDK 2.4.0 needs them: its McpServer refuses a result without
- * `structuredContent` for a tool that declares an output schema (send_to_dot does, docs/contract/mcp.md), and
- * adds `content: []` to any tools/call result without content. Filling them with the queued
- * answer keeps them truthful and tells a host that reads only `content` what happened.
+ * What `tools/call` answers instead of a tool result: the extension's `CreateTaskResult`, plus the
+ * queued tool result's `content` and `structuredContent`, which SDK 2.4.0's McpServer needs for a
+ * tool with an output schema, and which tell a host that reads only `content` what happened.
  */
 export type CreateTaskResult = TaskFields & { resultType: typeof TASK_RESULT_TYPE } & Pick<ToolResult, 'content' | 'structuredContent'>;
 
-const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
-
-/**
- * True when the request's per-request client capabilities (`_meta["io.modelcontextprotocol/
- * clientCapabilities"].extensions["io.modelcontextprotocol/tasks"]`) declare the extension. The
- * extension defines no settings: any object declares support; anything else does not.
- */
+/** True when the per-request client capabilities declare the extension: any object there does. */
 export function declaresTasks(envelope: unknown): boolean {
   const capabilities = isObject(envelope) ? envelope[CLIENT_CAPABILITIES_META_KEY] : undefined;
   const extensions = isObject(capabilities) ? capabilities.extensions : undefined;
   return isObject(extensions) && isObject(extensions[TASKS_EXTENSION]);
 }
 
-// The task id is `task_<the event id's 32 hex>_<16 hex tag>`. The event id part makes it
-// unguessable (128 random bits, as the extension's security considerations require of ids used as
-// bearer handles) and lets tasks/get find the record without a stored mapping; the tag binds it
-// to the principal that created it, so another principal (for example another door with its own
-// principal) cannot read the task even if it learns the event id, e.g. from a webhook-id.
+// `task_<the event id's 32 hex>_<16 hex tag>`: the event id makes it unguessable and finds the record;
+// the tag binds it to its principal, so another one cannot read the task even if it learns the event id.
 const TASK_ID_PATTERN = /^task_([0-9a-f]{32})_([0-9a-f]{16})$/;
 
 function tagOf(principal: string, eventId: string): string {
@@ -116,10 +93,8 @@ function fieldsOf(record: EventRecord, principal: string, now: number): Omit<Tas
   return {
     taskId: taskIdOf(principal, record.eventId),
     createdAt: new Date(record.createdAt).toISOString(),
-    // The record keeps when it was created and when it was delivered; a failure time is not
-    // stored, so a task that ended in a rejection reports its creation time here.
+    // A failure time is not stored: a task that ended in a rejection reports its creation time.
     lastUpdatedAt: new Date(record.deliveredAt ?? record.cancelledAt ?? record.createdAt).toISOString(),
-    // The task lives exactly as long as the event record it is a view of.
     ttlMs: Math.max(0, record.expiresAt - record.createdAt),
     pollIntervalMs: pollIntervalFor(Math.max(0, now - record.createdAt)),
   };
@@ -146,12 +121,9 @@ export function taskOf(record: EventRecord, principal: string, now: number): Det
 }
 
 /**
- * The answer to a `send_to_dot` call whose delivery was not settled within the wait window, for a
- * caller that declared the extension. The record is read back (strongly consistent) first: the
- * extension forbids returning a task before `tasks/get` would resolve it, and the read also
- * catches a delivery that settled in the meantime, which is then answered as a plain tool result.
- * undefined when the record cannot be read: the caller then gets the queued text, never a task
- * that might not resolve.
+ * The answer to an unsettled `send_to_dot` for a caller that declared the extension. The record is
+ * read back first (a task must resolve on `tasks/get`; a delivery settled meanwhile is answered as a
+ * tool result); undefined when it cannot be read: the caller then gets the queued text.
  */
 export async function taskForQueued(
   deps: Pick<MessageDeps, 'store' | 'clock'>,
@@ -184,11 +156,7 @@ function taskIdParam(method: string, params: unknown): string {
   return taskId;
 }
 
-/**
- * Reads the record behind a task id. A malformed id, an id issued to another principal, an event
- * that never existed and one whose record expired all answer the same -32602 (the extension's
- * code for an invalid or nonexistent taskId), so the answer reveals nothing about other callers.
- */
+/** The record behind a task id; every kind of unknown id answers the same -32602, revealing nothing about other callers. */
 async function recordOf(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string, taskId: string): Promise<EventRecord> {
   const eventId = eventIdOfTask(principal, taskId);
   const record = eventId ? await guardDependency('storage', () => deps.store.getEvent(eventId, deps.clock.now())) : undefined;
@@ -209,12 +177,7 @@ export interface TaskMethods {
   cancel(request: TaskRequest): Promise<Record<string, never>>;
 }
 
-/**
- * The three methods of the extension for one caller. Errors are core faults (the server maps them
- * to JSON-RPC): -32021 when the request does not declare the extension (the extension's MUST for
- * all three), -32602 for a missing, malformed or unknown task id, storage outages as
- * DependencyUnavailable.
- */
+/** The extension's three methods for one caller: -32021 without the extension declared, -32602 for a bad task id. */
 export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string): TaskMethods {
   const begin = (method: string, request: TaskRequest): string => {
     if (!declaresTasks(request.envelope)) throw missingTasksCapability(method);
@@ -227,8 +190,7 @@ export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principa
     },
     async update(request) {
       const taskId = begin(Methods.tasksUpdate, request);
-      // send_to_dot never asks for input, so no key is ever outstanding and every response is
-      // ignored, as the extension says of keys that are not outstanding; the shape is still checked.
+      // send_to_dot never asks for input, so every response is ignored; the shape is still checked.
       const responses = request.inputResponses ?? (isObject(request.params) ? request.params.inputResponses : undefined);
       if (!isObject(responses)) throw invalidParams(`${Methods.tasksUpdate}: params.inputResponses must be an object.`);
       await recordOf(deps, principal, taskId);
@@ -237,8 +199,7 @@ export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principa
     async cancel(request) {
       const record = await recordOf(deps, principal, begin(Methods.tasksCancel, request));
       if (record.status !== EventStatus.queued) return {};
-      // One compare-and-set from `queued`: a delivery that settles meanwhile wins, and the task
-      // reads as it settled (the extension allows a terminal status other than `cancelled`).
+      // One compare-and-set from `queued`: a delivery that settles meanwhile wins.
       const at = deps.clock.now();
       await guardDependency('storage', () =>
         deps.store.updateEvent(

@@ -1,12 +1,9 @@
 /**
- * The operator's actions on who may call (docs/contract/http.md, keys), over the AccessStore:
- * add, list and revoke sender keys, and record a connector key rotation in the DEPLOYMENT item
- * (with or without an overlap). Every backing runs these same functions: the running local
- * server, a stopped server's database, and the stack's table with `--aws`.
+ * The operator's actions on who may call (docs/contract/http.md, keys), over the AccessStore: add,
+ * list and revoke sender keys, and record a connector key rotation. Every backing runs these same
+ * functions. A sender key is returned once, by `addSender`, and never stored or shown again.
  *
- * Deliberately not here: where the connector key itself lives (the key file, MCP_API_KEY or the
- * Secrets Manager secret: the runtime or the CLI writes it after `recordRotation`), and printing.
- * A sender key is returned once, by `addSender`, and never stored or shown again.
+ * Deliberately not here: where the connector key itself lives (written after `recordRotation`), and printing.
  */
 import { ensureDeployment, keyHashOf, newSenderKey, newSenderNameProblem } from '../core/access';
 import { AccessLimits } from '../core/protocol';
@@ -62,10 +59,9 @@ export async function listSenders(access: AccessStore): Promise<SenderView[]> {
 }
 
 /**
- * Revokes a sender, and says what is true when it answers: `already_revoked` only of a sender whose
- * stored record carries a revocation, `not_found` only while none exists. A revoke that raced an
- * add of the same name (its write found nothing, then the add landed) sees the live sender on its
- * second read and revokes it, instead of calling "already revoked" a key that still sends.
+ * Revokes a sender, and says what is true when it answers: a revoke that raced an add of the same
+ * name sees the live sender on its second read and revokes it, never calling a key that still
+ * sends "already revoked".
  */
 export async function revokeSender(
   access: AccessStore,
@@ -89,10 +85,9 @@ export interface Rotation {
 }
 
 /**
- * Records a rotation before the new key is put in force: the DEPLOYMENT item is created first if
- * this deployment has none yet (its principal is then the hash of the key being replaced, what
- * its subscription ids were made from), then its key hashes are replaced. With an overlap the
- * previous key stays accepted until `now + overlapMs`; without one, any earlier overlap ends too.
+ * Records a rotation before the new key is put in force, creating the DEPLOYMENT item first if
+ * there is none (with the principal of the key being replaced). With an overlap the previous key
+ * stays accepted until `now + overlapMs`; without one, any earlier overlap ends too.
  */
 export async function recordRotation(access: AccessStore, previousKey: string, newKey: string, overlapMs: number, now: number): Promise<Rotation> {
   if (!Number.isInteger(overlapMs) || overlapMs < 0 || overlapMs > AccessLimits.maxOverlapMs) throw new RangeError('overlap out of range');

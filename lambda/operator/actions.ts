@@ -1,12 +1,9 @@
 /**
- * The operator's actions over the ports (docs/contract/local-runtime.md): show and clear the subscription, list the
- * delivery log, show one event, resend one event. The CLI runs them against the stack's table
- * (`--aws`) or a stopped local server's database; the running local server runs the very same
- * functions behind its admin routes, so the two never disagree.
+ * The operator's actions over the ports (docs/contract/local-runtime.md): show and clear the
+ * subscription, list the delivery log, show and resend one event. The CLI and the running local
+ * server's admin routes run the very same functions, so the two never disagree.
  *
- * Deliberately not here: how the CLI reaches them (lambda/cli), the admin routes' HTTP
- * (lambda/local/admin-routes.ts), and redrive (the queue's own mechanics: SQS move tasks, or the
- * embedded job table).
+ * Deliberately not here: how the CLI reaches them, the admin routes' HTTP, and redrive (the queue's own mechanics).
  */
 import { EventStatus } from '../core/protocol';
 import type { DeliveryJob, EventPatch, Outbox, Store } from '../ports';
@@ -18,10 +15,8 @@ export async function showSubscription(store: Store, now: number): Promise<Subsc
 }
 
 /**
- * Ends the live subscription so that another callback can subscribe at once. With `expectedId`
- * (the one the operator was shown and confirmed) nothing else is ever deleted; and the delete is
- * conditional on the URL just read, so a subscription that replaced it in between is left alone.
- * Its queued deliveries are dropped by the worker: the next subscribe starts a new generation.
+ * Ends the live subscription so that another callback can subscribe at once; with `expectedId` (the
+ * one shown and confirmed) nothing else is ever deleted. Its queued deliveries are then dropped.
  */
 export async function clearSubscription(store: Store, now: number, expectedId?: string): Promise<{ cleared: boolean; id: string | null }> {
   const record = await store.getSubscription(now);
@@ -44,11 +39,7 @@ export type ResendResult =
   | { resent: true; eventId: string; subscriptionId: string }
   | { resent: false; eventId: string; why: 'not_found' | 'not_settled' | 'delivered' | 'no_bytes' | 'no_subscription' | 'changed' };
 
-/**
- * Gives one failed or dropped event another round of the retry schedule, with the same id and the
- * same bytes, to the subscription that is live now (a deployment has one dot; the event was for
- * it). One compare-and-set from the status just read, and its job queued with it (the outbox).
- */
+/** Gives one failed or dropped event another round of the schedule, same id and bytes, to the subscription live now. */
 export async function resendEvent(deps: { store: Store; outbox: Outbox }, now: number, eventId: string): Promise<ResendResult> {
   const record = await deps.store.getEvent(eventId, now);
   if (!record) return { resent: false, eventId, why: 'not_found' };

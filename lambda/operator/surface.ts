@@ -1,8 +1,6 @@
 /**
- * The operator surface every backing offers the CLI's commands: the running local server's admin
- * routes, a stopped server's database opened as operator (cli/local-server/local-operator.ts), or
- * the stack's table and queue with `--aws` (cli/aws/stack-operator.ts). Here, below the backings
- * and the module that picks one (cli/backings.ts), so that neither imports the other's to name it.
+ * The operator surface every backing (the running server, its stopped database, the stack with
+ * `--aws`) offers the CLI's commands; here, below the backings, so that none imports another's.
  *
  * Deliberately not here: any backing, and choosing one.
  */

@@ -1,11 +1,8 @@
 /**
- * What an operator sees of the state: the subscription, the delivery log and one event's attempts,
- * as plain JSON-ready views. The CLI prints them (as tables, or as JSON with `--json`) and the local
- * runtime's admin routes answer them, so both show exactly the same fields.
+ * What an operator sees of the state, as JSON-ready views the CLI and the admin routes both show.
  *
- * Deliberately not here: the signing secret (never shown), the full callback URL (a view carries
- * the callback's host only: its path and query may carry the dot's own tokens), and message texts
- * (an event's kept bytes are for resending, not for reading).
+ * Deliberately not here: the signing secret, the full callback URL (its path and query may carry
+ * the dot's own tokens: a view has the host only), and message texts (kept for resending only).
  */
 import { EventStatus, type FailureReason } from '../core/protocol';
 import type { EventRecord, LogEntry, SubscriptionRecord } from '../ports';

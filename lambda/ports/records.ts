@@ -5,10 +5,7 @@
  * Deliberately not here: how a record is stored (core/store) or what a tool returns of it (core/protocol.ts).
  */
 
-/**
- * Why a callback (challenge or delivery) failed. Only these categories are ever stored or
- * returned: never a status line, header or body of the endpoint. (Re-exported by core/protocol.ts.)
- */
+/** Why a callback failed: only these categories are stored or returned, never the endpoint's text. */
 export const FailureReasons = ['challenge_failed', 'http_4xx', 'http_5xx', 'timeout', 'tls_error', 'connection_refused'] as const;
 export type FailureReason = (typeof FailureReasons)[number];
 
@@ -18,10 +15,7 @@ export const EventStatus = {
   delivered: 'delivered',
   failed: 'failed',
   dropped: 'dropped',
-  /**
-   * Accepted while no dot was subscribed, with the inbox on (docs/contract: the inbox): no webhook
-   * is ever attempted for it and it has no job; the dot reads it with get_pending_messages.
-   */
+  /** Accepted with the inbox on while no dot was subscribed: no job, no webhook; read with get_pending_messages. */
   kept: 'kept',
 } as const;
 export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
@@ -29,14 +23,12 @@ export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
 /** The `reason` a dead-lettered job carries (core/protocol.ts re-exports it and says what each means). */
 export type DeadLetterReason = FailureReason | 'receive_limit' | 'malformed' | 'stranded';
 
-/** All times are epoch milliseconds. */
 export interface SubscriptionRecord {
   id: string;
   /**
-   * Fixed when a subscribe finds no stored SUBSCRIPTION item; kept by a refresh and by a subscribe
-   * of the same URL after mere expiry. Jobs queued under another generation are dropped, so the
-   * events of an ended subscription never reach the next one on the same callback. Absent only on
-   * items written before generations existed.
+   * Fixed when a subscribe finds no stored item; kept by a refresh or a same-URL subscribe after
+   * expiry. Jobs of another generation are dropped, so an ended subscription's events never reach
+   * the next one on the same callback. Absent on items from before generations.
    */
   generation?: string;
   url: string;
@@ -60,10 +52,7 @@ export interface AttemptEntry {
   /** `2xx` … `5xx`, or null when no HTTP answer came (timeout, TLS, refused). */
   statusClass: '1xx' | '2xx' | '3xx' | '4xx' | '5xx' | null;
   durationMs: number;
-  /**
-   * Always true now: every POST's outcome counts. False only in logs written before that, for an
-   * inline first attempt the wait window cut short.
-   */
+  /** Always true now; false only in older logs, for an inline attempt the wait window cut short. */
   counted: boolean;
 }
 
@@ -90,33 +79,19 @@ export interface EventRecord {
   createdAt: number;
   deliveredAt?: number;
   expiresAt: number;
-  /**
-   * A lease: the delivery worker makes no attempt before this time (epoch ms). Set while the MCP
-   * side makes the inline first attempt, and after each transient failure to the time the next
-   * attempt is due, so the schedule holds whichever copy of the job comes first.
-   */
+  /** A lease: no worker attempt before this (the inline attempt's, then each retry's due time). */
   notBefore?: number;
-  /**
-   * The event's exact bytes, kept until it is delivered so that a failed or dropped event can be
-   * sent again with the same id and bytes (`dm-dot events resend`). Removed when it is delivered.
-   */
+  /** The event's exact bytes, kept until delivered so `dm-dot events resend` can send them again. */
   body?: string;
   /** The delivery log: every POST and every operator action, oldest first. */
   log?: LogEntry[];
   /** Set when its task was cancelled (tasks/cancel): the event is `dropped` and its task reads `cancelled`. */
   cancelledAt?: number;
-  /**
-   * Set when the reconciler re-enqueued the record because nothing would deliver it (once per
-   * time it is queued; removed when it leaves `queued`). A record stranded again is failed.
-   */
+  /** Set when the reconciler re-enqueued it (once per time queued); a record stranded again is failed. */
   repairedAt?: number;
   /** Who sent it: `connector` (the connector key) or a sender's name; absent on records from before senders. */
   sender?: string;
-  /**
-   * True when the event was sent with the inbox on: until it is acknowledged it is in the pending
-   * index (oldest first, never a scan) and keeps its `body` whatever its status, so the dot can
-   * read it again with get_pending_messages.
-   */
+  /** Sent with the inbox on: until acknowledged it is in the pending index and keeps its `body`. */
   inbox?: boolean;
   /** When the dot first acknowledged it (acknowledge_messages); the first acknowledgement stands. */
   acknowledgedAt?: number;
@@ -144,18 +119,10 @@ export interface EventPatch {
   appendLog?: LogEntry;
 }
 
-/**
- * What an event update expects to find: the status it moves from (or one of several) and, where
- * a second receipt of the same job could race it, the attempt count it read. Two workers can then
- * never both commit an outcome for one attempt, and `failed` can never overwrite `delivered`.
- */
+/** What an event update expects to find, so two copies of a job never both commit one attempt's outcome. */
 export interface EventExpectation {
   status: EventStatus | readonly EventStatus[];
   attempts?: number;
-  /**
-   * The lease it read: `null` when the record had none, a time when it had that one; left out, the
-   * lease is not compared. The worker's lease before a POST is a compare-and-set on all three, so
-   * two copies of one job that read the same record cannot both take it.
-   */
+  /** The lease it read (`null`: none); left out, the lease is not compared. */
   notBefore?: number | null;
 }

@@ -1,23 +1,11 @@
 /**
- * The part of the one Store (./store.ts) that the delivery worker and the reconciler reach: the
- * SUBSCRIPTION item and the EVENT# records, with the queued index. `TableStore` extends it with
- * every other record (the inbox, the inbound door's claims and answers, idempotency keys, access),
- * so a Lambda that builds only this class bundles only these records' meaning (the delivery
- * bundle's budget, docs/decisions.md).
+ * The part of the one Store (./store.ts, whose rules hold here) that the delivery worker and the
+ * reconciler reach: the SUBSCRIPTION item and the EVENT# records. `TableStore` extends it, so a
+ * Lambda that builds only this class bundles only these records' meaning (the delivery bundle's
+ * budget). The subscription is live while now < expiresAt; its `ttl` lets the sweep delete it a day
+ * later, and until then an expired item reads as absent and is overwritten by a put.
  *
- * The rules of ./store.ts hold here: every read treats an item past its own expiry as absent, and
- * so does every condition; every check-and-set is one conditional write whose loser learns what is
- * stored from that same write (ALL_OLD).
- *
- * When the SUBSCRIPTION item counts as live (epoch ms on the caller's clock `now`):
- *
- *   createdAt / refreshedAt      expiresAt                  ttl * 1000 = expiresAt + 1 day
- *   |---------- live ------------|---- stored, expired -----|---- the sweep may delete it
- *   live: now < expiresAt (at now == expiresAt it is already expired); expired: reads say absent
- *   and a put of the right expectation overwrites it, whether or not the sweep removed it yet.
- *
- * Deliberately not here: the records no worker reads, and scans on a delivery path (`listEvents`
- * is operator-only).
+ * Deliberately not here: the records no worker reads, and scans on a delivery path.
  */
 import type {
   EventExpectation,
@@ -50,8 +38,6 @@ export class EventStore {
   ) {
     this.clock = options.clock ?? systemClock;
   }
-
-  // ---- the subscription ----------------------------------------------------------------------
 
   async getSubscription(now: number): Promise<SubscriptionRecord | undefined> {
     const item = await this.table.get(ItemKeys.subscription);
@@ -86,8 +72,6 @@ export class EventStore {
     const set: Item = { lastError: outcome.error, lastDeliveryAt: outcome.deliveredAt };
     await this.table.update(ItemKeys.subscription, { set }, when.eq('id', subscriptionId));
   }
-
-  // ---- events --------------------------------------------------------------------------------
 
   async putEvent(record: EventRecord): Promise<void> {
     const write = newEventWrite(record);

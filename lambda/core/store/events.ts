@@ -1,11 +1,9 @@
 /**
- * What an EVENT# item is, as writes to the item table: the record with its `ttl` and the
- * attributes of the two sparse indexes (./items.ts), kept in step with its status and its
- * acknowledgement by every write that changes them. Pure: the Store (./store.ts) sends these
- * writes, and the embedded outbox puts the same ones into its transaction with the job.
+ * What an EVENT# item is, as writes to the item table: the record with its `ttl` and its index
+ * attributes, kept in step with its status and acknowledgement. Pure: the Store sends these writes,
+ * and the embedded outbox puts the same ones into its transaction with the job.
  *
- * Deliberately not here: any I/O, and deciding any transition (the core's delivery code does; an
- * expectation here only makes its compare-and-set one conditional write).
+ * Deliberately not here: any I/O, and deciding any transition (the core's delivery code does).
  */
 import type { EventExpectation, EventPatch, EventRecord } from '../../ports';
 import { EventStatus } from '../protocol';
@@ -57,11 +55,7 @@ function canonical(record: object): string {
   );
 }
 
-/**
- * The restore of a record where none lives (Store.restoreEvent): an update that creates the item,
- * so that its one caller, the Delivery Lambda, needs no PutItem permission; what an expired record
- * had and this one lacks is removed, as a put would drop it. It is queued from `now`.
- */
+/** Store.restoreEvent: an update that creates the item (the Delivery Lambda has no PutItem permission), removing what a put would drop. */
 export function restoreWrite(record: EventRecord, now: number): Extract<TableWrite, { kind: 'update' }> {
   const set: Item = { ...record, ttl: ttl.of(record.expiresAt), ...indexAttributes(record, now) };
   const remove = [...OPTIONAL_FIELDS, QueuedIndex.partition, QueuedIndex.sort, PendingIndex.partition, PendingIndex.sort].filter(
@@ -90,9 +84,8 @@ export function eventUpdate(eventId: string, patch: EventPatch, expected: EventE
     // A record that stays queued keeps its time; one that becomes queued starts it now.
     setIfAbsent[QueuedIndex.sort] = now;
   } else if (patch.status !== undefined) remove.push(QueuedIndex.partition, QueuedIndex.sort, 'repairedAt');
-  // Presence, not liveness: callers read the record (on their own clock) before they update it,
-  // and the expectation is what guards the transition. `exists` also keeps an update from
-  // creating a stub item for an unknown id.
+  // Presence, not liveness: callers read the record before they update it, and the expectation
+  // guards the transition. `exists` keeps an update from creating a stub for an unknown id.
   const parts: Condition[] = [when.exists()];
   if (expected) {
     parts.push(when.in('status', typeof expected.status === 'string' ? [expected.status] : [...expected.status]));
@@ -106,11 +99,7 @@ export function eventUpdate(eventId: string, patch: EventPatch, expected: EventE
   return { key: ItemKeys.event(eventId), update, condition, guard };
 }
 
-/**
- * The reconciler's mark (Store.markRequeued): once per time queued, restarting its queued time,
- * only while the record holds the lease the reconciler read (null: none), so a worker that took
- * the lease since is never fought.
- */
+/** The reconciler's mark (Store.markRequeued): only while the record holds the lease it read, so a worker that took it since is never fought. */
 export function requeuedWrite(eventId: string, attempts: number, now: number, notBefore: number | null): Extract<TableWrite, { kind: 'update' }> {
   const lease = notBefore === null ? when.lacks('notBefore') : when.eq('notBefore', notBefore);
   return {

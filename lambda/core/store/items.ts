@@ -1,18 +1,9 @@
 /**
  * What the Store (./store.ts) writes into the item table: the item keys, the `ttl` of each kind of
- * item (epoch seconds: what DynamoDB's TTL and the embedded sweep read) and the two sparse indexes.
- * DynamoDB deletes expired items lazily, so liveness is always decided from the record's own
- * expiry, never from the item's presence.
- *
- * The indexes (docs/contract/storage.md):
- * - `queued`: an EVENT# item carries `queuedShard` (`Q#0` .. `Q#7`, from the event id's last hex
- *   digit: the writes of a busy table spread over eight partitions) and `queuedSince` (epoch ms,
- *   since when it has been `queued`: its creation, a requeue, a resend) only while its status is
- *   `queued`. Keys only: no body flows into it. The reconciler reads it (core/reconcile.ts), and
- *   the embedded database's start-up repair.
- * - `pending`: an event sent with the inbox on carries `pendingShard` (one partition: one dot's
- *   inbox) and `pendingKey` (its createdAt, zero-padded, `#` its id: oldest first, ties by id) until
- *   the dot acknowledges it. The whole item is projected: a page of pending messages is one query.
+ * item (epoch seconds, read by the sweeps) and the two sparse indexes (docs/contract/storage.md):
+ * `queued` holds an EVENT# item's keys while it is `queued`, spread over eight shards, for the
+ * reconciler; `pending` holds a whole inbox event until the dot acknowledges it, oldest first, so a
+ * page of pending messages is one query.
  *
  * Deliberately not here: any I/O, and the CDK definition (lib/constructs/storage.ts reads these names).
  */

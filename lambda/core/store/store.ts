@@ -1,20 +1,12 @@
 /**
  * The one Store (docs/contract/storage.md): every record's meaning, written once over the item
- * table port (./table.ts) that DynamoDB, the embedded database and the tests' Map implement.
- * The subscription and the events are ./event-store.ts's (what the delivery worker and the
- * reconciler build alone); this class adds every other record: the inbox, the verification cache,
- * the inbound door's replay claims and answers, idempotency keys, and access.
+ * table port (./table.ts). The subscription and the events are ./event-store.ts's; this class adds
+ * every other record. Every read and condition judges an item's own expiry (the backends' TTL
+ * sweeps are late, DynamoDB's by days), and every check-and-set is one conditional write whose
+ * loser learns what is stored from that same write (ALL_OLD).
  *
- * - Every read treats an item past its own expiry (expiresAt, or verifiedAt + 24 h) as absent,
- *   and so does every condition: the backends' TTL sweeps are late (DynamoDB's by days).
- * - Every check-and-set is one conditional write whose loser learns what is stored from that same
- *   write (ALL_OLD), never from a read followed by a write.
- * - The subscription is one item: a subscribe is one conditional put on what the subscribe read
- *   (absent; this URL with this generation; another URL's, expired), so there is one subscriber.
- *
- * Deliberately not here: retries, timeouts and logging (the subscription item holds the signing
- * secret: nothing here ever prints an item), and scans on any request or delivery path: every
- * access there is by key; `listEvents` and `listSenders` (a prefix query) are operator-only.
+ * Deliberately not here: retries, timeouts and logging (an item may hold a signing secret: nothing
+ * here prints one), and scans on any request or delivery path (the listings are operator-only).
  */
 import type {
   AccessStore,
@@ -41,8 +33,6 @@ import { when, type Update } from './table';
 export type { TableStoreOptions } from './event-store';
 
 export class TableStore extends EventStore implements Store, AccessStore, IdempotencyStore, InboxStore {
-  // ---- the inbox (ports.InboxStore) ------------------------------------------------------------
-
   async listPending(now: number, limit: number, after?: PendingPosition): Promise<EventRecord[]> {
     const pending: EventRecord[] = [];
     let from = after ? pendingKeyOf(after.createdAt, after.eventId) : undefined;
@@ -78,8 +68,6 @@ export class TableStore extends EventStore implements Store, AccessStore, Idempo
     return 'acknowledged';
   }
 
-  // ---- the verification cache, replay claims, inbound answers ----------------------------------
-
   async isVerified(key: string, now: number): Promise<boolean> {
     const item = await this.table.get(ItemKeys.verified(key));
     return item !== undefined && typeof item.verifiedAt === 'number' && isLive(item.verifiedAt + Limits.verificationCacheMs, now);
@@ -94,8 +82,7 @@ export class TableStore extends EventStore implements Store, AccessStore, Idempo
     const expiresAt = now + Limits.replayMemoryMs;
     // TTL a second later than the claim's end, so no sweep removes a claim still in force.
     const item = { claimedAt: now, expiresAt, leaseUntil: now + Limits.replayLeaseMs, token, request, ttl: ttl.of(expiresAt) + 1 };
-    // `lt`: a claim holds through its expiresAt, the last instant the timestamp window accepts; an
-    // unsettled one (no answer) only through its lease.
+    // `lt`: a claim holds through its expiresAt (the timestamp window's last instant); an unsettled one through its lease.
     const free = when.or(when.absent(), when.lt('expiresAt', now), when.and(when.lacks('answerStatus'), when.lt('leaseUntil', now)));
     const result = await this.table.put(ItemKeys.replay(id), item, free);
     if (result.ok) return { claimed: true };
@@ -125,8 +112,6 @@ export class TableStore extends EventStore implements Store, AccessStore, Idempo
     return { stored: false, answer: { status: stored.status, body: stored.body } };
   }
 
-  // ---- idempotency keys (ports.IdempotencyStore) ------------------------------------------------
-
   async claimIdempotencyKey(caller: string, key: string, record: IdempotencyRecord, now: number): Promise<IdempotencyClaim> {
     const item = { ...record, ttl: ttl.of(record.expiresAt) };
     const result = await this.table.put(ItemKeys.idempotency(caller, key), item, when.or(when.absent(), when.le('expiresAt', now)));
@@ -147,7 +132,6 @@ export class TableStore extends EventStore implements Store, AccessStore, Idempo
     return (await this.table.put(ItemKeys.idempotency(caller, key), { ...record, ttl: ttl.of(record.expiresAt) }, stale)).ok;
   }
 
-  // ---- access (ports.AccessStore): DEPLOYMENT, SENDER#, RATE# -----------------------------------
   // DEPLOYMENT and SENDER# items carry no `ttl`: they never expire.
 
   async getDeployment(): Promise<DeploymentRecord | undefined> {

@@ -1,20 +1,10 @@
 /**
- * The item table the one Store (./store.ts) is written over: a key-value table of items (plain
- * records) under string keys, with conditional writes and ordered queries. DynamoDB, the embedded
- * LMDB database and the tests' Map each implement it (lambda/adapters, test/support); what every
- * item means lives in the Store, once.
- *
- * The primitives are DynamoDB's, so that each is one request there: get, put-if, update-if,
- * delete-if (the loser of a conditional write gets the stored item back: ALL_OLD), a query by key
- * prefix (operator listings only) or by a named sparse index (ordered by its sort attribute), and,
- * where a backend's outbox needs it, one transaction of a few writes.
- *
- * Expiry is not the table's: an item past its `expiresAt` is still stored until the backend's
- * sweep removes it (`ttl`, epoch seconds, is the attribute the sweep reads), so the Store's reads
- * and conditions judge expiry themselves with the `now` they are given.
- *
- * Also here, pure: `holds` and `applied`, what a condition and an update mean, for the backends
- * that evaluate them in process (LMDB, the Map) and for the Store reading a loser's ALL_OLD.
+ * The item table the one Store (./store.ts) is written over, implemented by DynamoDB, the embedded
+ * LMDB database and the tests' Map; what every item means lives in the Store, once. Its primitives
+ * are DynamoDB's, each one request there: get, conditional put/update/delete (a loser gets ALL_OLD),
+ * a prefix query (operator listings only), a sparse index query, and an optional transaction.
+ * Expiry is not the table's: the Store judges it with the `now` it is given (`ttl` is the sweep's).
+ * Also here, pure: what a condition (`holds`) and an update (`applied`) mean, for in-process backends.
  *
  * Deliberately not here: any I/O, and what any key or attribute means.
  */
@@ -47,11 +37,7 @@ export const when = {
   or: (...of: Condition[]): Condition => ({ op: 'or', of }),
 };
 
-/**
- * One update: fields set (null is stored as null), set only when missing, removed, lists appended
- * to (created when missing) and numbers added to (from 0). An update of a missing item creates it,
- * as DynamoDB's UpdateItem does: a condition is what prevents that. A field appears in one part only.
- */
+/** One update; of a missing item it creates it, as DynamoDB's UpdateItem does (a condition prevents that). A field appears in one part only. */
 export interface Update {
   set?: Item;
   setIfAbsent?: Item;
@@ -99,10 +85,7 @@ export interface ItemTable {
   queryPrefix(prefix: string): Promise<TableEntry[]>;
   /** One partition of a sparse index, ascending by its sort attribute (eventually consistent on DynamoDB). */
   queryIndex(index: IndexDefinition, partition: string, range: IndexRange): Promise<TableEntry[]>;
-  /**
-   * All the writes or none; true when every condition held. Only where a backend's outbox needs
-   * it (the embedded database writes an event and its job in one): the Store itself never calls it.
-   */
+  /** All the writes or none; true when every condition held. For a backend's outbox only: the Store never calls it. */
   transact?(writes: readonly TableWrite[]): Promise<boolean>;
 }
 
@@ -156,8 +139,7 @@ export function applied(item: Item | undefined, update: Update): Item {
 
 /** An item without its undefined fields (a backend never stores them). */
 export function defined(item: Item): Item {
-  // A plain loop: every write of the embedded database passes here, and the entries/filter/fromEntries
-  // form built three arrays per item.
+  // A plain loop: every write of the embedded database passes here.
   const out: Item = {};
   for (const field of Object.keys(item)) {
     const value = item[field];
