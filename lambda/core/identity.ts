@@ -54,6 +54,9 @@ export function newGeneration(): string {
   return randomBytes(8).toString('hex');
 }
 
+/** An event id as newEventId makes them. */
+export const EVENT_ID_PATTERN = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
+
 export function newEventId(): string {
   return EVENT_ID_PREFIX + randomBytes(16).toString('hex');
 }

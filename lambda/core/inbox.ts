@@ -10,8 +10,9 @@
 import type { EventRecord, InboxStore, PendingPosition } from '../ports';
 import { toolText, type ToolResult } from './answers';
 import { guardDependency } from './errors';
+import { EVENT_ID_PATTERN } from './identity';
 import { sendMessage, type MessageDeps } from './messages';
-import { ANNOUNCE_COUNT_MAX, DMDOT_SENDER, EVENT_ID_PREFIX, INBOX_TOOLS, Limits } from './protocol';
+import { ANNOUNCE_COUNT_MAX, DMDOT_SENDER, INBOX_TOOLS, Limits } from './protocol';
 import { isObject } from './validation';
 
 export interface InboxDeps extends MessageDeps {
@@ -26,9 +27,6 @@ export interface PendingMessage {
 }
 
 export type InboxToolResult = ToolResult<Record<string, unknown>>;
-
-/** An event id as dm-dot makes them (core/identity.ts newEventId). */
-export const EVENT_ID_PATTERN = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
 
 /** Arguments as an object (absent is `{}`), with no key but `allowed`; otherwise the sentence that says why. */
 function argumentsOf(args: unknown, tool: string, allowed: readonly string[]): Record<string, unknown> | string {

@@ -9,7 +9,7 @@
 import type { EventRecord, EventStatus, Store } from '../ports';
 import type { Identity } from './access';
 import { guardDependency } from './errors';
-import { EVENT_ID_PATTERN } from './inbox';
+import { EVENT_ID_PATTERN } from './identity';
 import { CONNECTOR_SENDER } from './protocol';
 
 export interface Receipt {

@@ -20,7 +20,8 @@ import { Budgets, deliveryDeadline } from '../core/budgets';
 import { describeCause } from '../core/errors';
 import type { DeliveryDeps } from '../core/delivery';
 import { createDeliveryRunner } from '../core/runner';
-import { EVENT_ID_PREFIX, SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
+import { EVENT_ID_PATTERN } from '../core/identity';
+import { SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
 import { EventStore } from '../core/store/event-store';
 import { createLogger } from '../log';
 import { createMetrics, type Metrics } from '../metrics';
@@ -49,7 +50,6 @@ export interface InvocationContext {
 
 export type DeliveryLambda = (event: SQSEvent, context?: InvocationContext) => Promise<SQSBatchResponse>;
 
-const EVENT_ID = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
 const SUBSCRIPTION_ID = new RegExp(`^${SUBSCRIPTION_ID_PREFIX}[0-9a-f]{32}$`);
 
 /** The record's string message attributes, by name (SQS events spell them `stringValue`). */
@@ -65,7 +65,7 @@ function stringAttributesOf(record: SQSRecord): Record<string, string> {
 export function jobOf(record: SQSRecord, attributes: Record<string, string>): DeliveryJob | undefined {
   const eventId = attributes[QueueAttributes.eventId];
   const subscriptionId = attributes[QueueAttributes.subscriptionId];
-  if (!eventId || !EVENT_ID.test(eventId) || !subscriptionId || !SUBSCRIPTION_ID.test(subscriptionId)) return undefined;
+  if (!eventId || !EVENT_ID_PATTERN.test(eventId) || !subscriptionId || !SUBSCRIPTION_ID.test(subscriptionId)) return undefined;
   if (typeof record.body !== 'string' || record.body === '') return undefined;
   // Only a copy that went through the dead-letter queue carries `reason`: its presence marks a redrive.
   const redriven = attributes[QueueAttributes.reason] !== undefined;
