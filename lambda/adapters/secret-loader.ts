@@ -1,26 +1,18 @@
 /**
- * The one secret loader of the MCP Lambda, configured twice: for the API key (read once per cold
- * start, docs/contract: architecture, http) and for pup's signing secrets (re-read every 2 minutes while warm, so a
- * rotation needs no deploy, docs/contract/pup.md). Both read one Secrets Manager secret by ARN through
- * adapters/secrets-manager.ts and follow the same rules:
+ * The MCP Lambda's secret loader, configured twice: for the API key (read once per cold start) and
+ * for pup's signing secrets (re-read every 2 minutes while warm: a rotation needs no deploy,
+ * docs/contract/pup.md). A loaded value is served from memory; `get()` never rejects and answers
+ * undefined while none has loaded (the app answers 503). Concurrent requests share one read, each
+ * waiting only until its own deadline (adapters/deadline.ts). A due refresh runs in the background;
+ * a failed one keeps the last good value.
  *
- * - A value, once loaded, is served from memory; `get()` never rejects, and answers undefined
- *   while no value has loaded (the app then answers 503).
- * - Concurrent requests share one read. A request waits for a read only until its own deadline
- *   (adapters/deadline.ts), so a stalled Secrets Manager becomes a 503 in time, never a timeout.
- * - With a refresh interval, a due refresh runs in the background while the cached value keeps
- *   answering; a failed refresh keeps the last good value.
- * - **The back-off** (no new read for 30 s) follows only a read that really failed: access
- *   denied, not found, a server error after the SDK-style retries, an unusable value. A read that
- *   ended by its own timeout or abort, or that started outside a request (during init, or a
- *   background refresh), starts no back-off: Lambda may initialise an environment and freeze it
- *   before any request, and at thaw that read's timer is long overdue though nothing failed. The
- *   next request reads again at once, and a request that was waiting on such a read starts a
- *   fresh one within its own deadline.
+ * The 30 s back-off follows only a read that really failed (access denied, not found, a server
+ * error after the retries, an unusable value); not one that ended by its own timeout or abort, nor
+ * one started outside a request: at a Lambda thaw such a read's timer is long overdue though
+ * nothing failed (docs/decisions.md). A request that waited on it starts a fresh one instead.
  *
- * Deliberately not here: logging a value (only an AWS error code or a sentence of ours that names
- * no secret; the loaded values are handed to `onLoaded` for log redaction), and parsing beyond
- * what each secret's `parse` does.
+ * Deliberately not here: logging a value (only an AWS error code or a sentence of ours; loaded
+ * values go to `onLoaded` for log redaction), and parsing beyond each secret's `parse`.
  */
 import type { Logger } from '../ports';
 import { Budgets } from '../core/budgets';
@@ -46,9 +38,6 @@ export interface SecretLoaderOptions<T> {
   describe?(value: T): Record<string, unknown>;
   /** Re-read while warm this often; undefined: read once and keep it. */
   refreshMs?: number;
-  retryIntervalMs?: number;
-  /** The longest one read may take, retries included. */
-  readCapMs?: number;
   now?: () => number;
   log?: Logger;
   onLoaded?: (secret: string) => void;
@@ -67,15 +56,8 @@ type ReadOutcome<T> = { ok: true; value: T } | { ok: false; backOff: boolean };
 
 const TIMED_OUT = Symbol('timed out');
 
-function endedByItself(error: unknown): boolean {
-  const name = (error as { name?: unknown } | null)?.name;
-  return name === 'TimeoutError' || name === 'AbortError';
-}
-
 export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLoader<T> {
   const now = options.now ?? Date.now;
-  const retryIntervalMs = options.retryIntervalMs ?? Budgets.secretRetryIntervalMs;
-  const readCapMs = options.readCapMs ?? Budgets.secretReadCapMs;
   const secretArn = options.secretArn?.trim() || undefined;
   let value: T | undefined;
   let loadedAt: number | undefined;
@@ -86,7 +68,7 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
   async function read(arn: string): Promise<ReadOutcome<T>> {
     const inRequest = deadlineLeftMs() !== undefined;
     try {
-      const answer = await options.client.getSecretValue({ SecretId: arn }, callOptions(readCapMs));
+      const answer = await options.client.getSecretValue({ SecretId: arn }, callOptions(Budgets.secretReadCapMs));
       const loaded = options.parse(answer);
       for (const secret of options.secretsOf(loaded)) options.onLoaded?.(secret);
       value = loaded;
@@ -95,28 +77,31 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
       options.log?.info(`${options.name}_loaded`, options.describe?.(loaded) ?? {});
       return { ok: true, value: loaded };
     } catch (error) {
-      const backOff = inRequest && !endedByItself(error);
+      const name = (error as { name?: unknown } | null)?.name;
+      const backOff = inRequest && name !== 'TimeoutError' && name !== 'AbortError';
       if (backOff) failedAt = now();
       // The error name (e.g. AccessDeniedException), or our own sentence: service messages may quote request data.
       const cause = error instanceof UnusableSecret ? `${error.name}: ${error.message}` : error instanceof Error ? error.name : 'unknown';
-      options.log?.error(`${options.name}_unavailable`, { cause, keepingPrevious: value !== undefined, retryInMs: backOff ? retryIntervalMs : 0 });
+      options.log?.error(`${options.name}_unavailable`, {
+        cause,
+        keepingPrevious: value !== undefined,
+        retryInMs: backOff ? Budgets.secretRetryIntervalMs : 0,
+      });
       return { ok: false, backOff };
     }
   }
 
   function start(arn: string): Promise<ReadOutcome<T>> {
-    if (inFlight) return inFlight;
     // Cleared in a later microtask, so even a synchronous failure cannot leave a stale promise.
-    const pending = Promise.resolve()
+    inFlight ??= Promise.resolve()
       .then(() => read(arn))
       .finally(() => {
         inFlight = undefined;
       });
-    inFlight = pending;
-    return pending;
+    return inFlight;
   }
 
-  const backingOff = () => failedAt !== undefined && now() - failedAt < retryIntervalMs;
+  const backingOff = () => failedAt !== undefined && now() - failedAt < Budgets.secretRetryIntervalMs;
   const due = () => options.refreshMs !== undefined && (loadedAt === undefined || now() - loadedAt >= options.refreshMs);
 
   return {
@@ -202,9 +187,7 @@ export function parsePupSecretString(text: string | undefined): InboundSecrets {
 }
 
 export type ApiKeyLoader = SecretLoader<string>;
-export type PupSecretsLoader = SecretLoader<InboundSecrets>;
-
-type LoaderOptions = Pick<SecretLoaderOptions<unknown>, 'client' | 'secretArn' | 'now' | 'log' | 'onLoaded' | 'retryIntervalMs' | 'readCapMs'>;
+type LoaderOptions = Pick<SecretLoaderOptions<unknown>, 'client' | 'secretArn' | 'now' | 'log' | 'onLoaded'>;
 
 /** The API key: read once per cold start (a rotated key takes effect when the environments are recycled). */
 export function createApiKeyLoader(options: LoaderOptions): ApiKeyLoader {
@@ -212,14 +195,14 @@ export function createApiKeyLoader(options: LoaderOptions): ApiKeyLoader {
 }
 
 /** pup's signing secrets: refreshed every 2 minutes while warm. */
-export function createPupSecretsLoader(options: LoaderOptions & { refreshMs?: number }): PupSecretsLoader {
+export function createPupSecretsLoader(options: LoaderOptions): SecretLoader<InboundSecrets> {
   return createSecretLoader({
     ...options,
     name: 'pup_secrets',
     parse: (answer) => parsePupSecretString(textOf(answer)),
     secretsOf: (value) => value.secrets,
     describe: (value) => ({ count: value.secrets.length }),
-    refreshMs: options.refreshMs ?? Budgets.pupSecretsRefreshMs,
+    refreshMs: Budgets.pupSecretsRefreshMs,
     missingLevel: 'warn',
   });
 }
