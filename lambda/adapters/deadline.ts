@@ -1,20 +1,16 @@
 /**
  * The request deadline (docs/contract/delivery.md: no request takes more than 5 s): an entry point
- * sets the time by which its work must be done (`runWithDeadline`: each Lambda invocation, each
- * request of the local runtime), and every DynamoDB, SQS and Secrets Manager call made inside it,
- * however deep, carries an abort signal for what is left (`withDeadlines`, applied to each client
- * once), so a stalled connection fails that call in time for the handler to answer. The guarded
- * webhook client reads the same deadline. It travels in an AsyncLocalStorage, so the core stays
- * pure and no port signature changes.
+ * sets it (`runWithDeadline`: each Lambda invocation, each request of the local runtime), and every
+ * DynamoDB, SQS and Secrets Manager call inside it, however deep, carries an abort signal for what
+ * is left (`withDeadlines`, applied to each client once); the webhook client reads it too. It
+ * travels in an AsyncLocalStorage, so the core stays pure and no port signature changes.
  *
- * Why an abort signal and not only the SDK's timeouts: `requestTimeout` of
- * `@smithy/node-http-handler` only logs a warning unless `throwOnRequestTimeout` is set, and even
- * then each retry gets a fresh timeout; the abort signal bounds the whole call, retries and
- * backoff sleeps included (the SDK's retry middleware races its sleeps against it).
+ * Why an abort signal and not only the SDK's timeouts: @smithy/node-http-handler's `requestTimeout`
+ * only warns unless `throwOnRequestTimeout` is set, and even then each retry gets a fresh one; the
+ * signal bounds the whole call, retries and backoff sleeps included.
  *
- * Deliberately not here: the budgets themselves (core/budgets.ts), retries (the SDK's), and any
- * reading of what a call did: an aborted write may or may not have been applied, and the caller
- * treats it as a failed dependency either way.
+ * Deliberately not here: the budgets (core/budgets.ts), retries (the SDK's), and any reading of
+ * what an aborted call did: the caller treats it as a failed dependency either way.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Budgets } from '../core/budgets';
@@ -75,18 +71,13 @@ export function deadlineLeftMs(now: number = Date.now()): number | undefined {
   return deadline === undefined || deadline.at === Number.POSITIVE_INFINITY ? undefined : Math.max(0, deadline.at - now);
 }
 
-/** What is left of the deadline, or `capMs` when that is less; undefined when neither bounds it. */
-function limitMs(capMs?: number): number | undefined {
-  const left = deadlineLeftMs();
-  return left === undefined ? capMs : Math.min(left, capMs ?? left);
-}
-
 /**
  * The SDK call options for a call made now: an abort signal that fires when the deadline passes,
  * or after `capMs` when that comes first. Throws DeadlineExceeded when nothing is left.
  */
 export function callOptions(capMs?: number): { abortSignal?: AbortSignal; requestTimeout?: number } {
-  const limit = limitMs(capMs);
+  const left = deadlineLeftMs();
+  const limit = left === undefined ? capMs : Math.min(left, capMs ?? left);
   // `requestTimeout` per call: @smithy/node-http-handler's `handle(request, { requestTimeout })`
   // prefers it to the client's own for each attempt.
   const attemptMs = current.getStore()?.attemptMs;
@@ -98,62 +89,42 @@ export function callOptions(capMs?: number): { abortSignal?: AbortSignal; reques
 
 const BOUNDED = Symbol.for('dm-dot.deadline-bounded');
 
-/** Any SDK v3 client; only `send` is touched. */
-interface Sender {
-  send(...args: never[]): unknown;
-}
-
 /**
- * Makes every `client.send(command)` of this client carry `callOptions()`: an abort signal for
- * what is left of the current deadline (none outside a deadline, where the SDK's own timeouts
- * apply). Applied once to each client a Lambda builds, so every adapter call on a request path is
- * bounded without the adapters knowing. Options given by a caller win; the callback form of
- * `send` is left alone. Idempotent; returns the same client.
+ * Makes every `client.send(command)` of an SDK v3 client carry `callOptions()`, so every adapter
+ * call on a request path is bounded without the adapters knowing. Options given by a caller win;
+ * the callback form of `send` is left alone. Idempotent; returns the same client.
  */
-export function withDeadlines<C extends Sender>(client: C): C {
+export function withDeadlines<C extends { send(...args: never[]): unknown }>(client: C): C {
   const target = client as unknown as { send: (...args: unknown[]) => Promise<unknown>; [BOUNDED]?: true };
   // A stand-in without `send` (a settings test) has nothing to bound.
   if (target[BOUNDED] || typeof target.send !== 'function') return client;
   const original = target.send.bind(client);
   target.send = (command: unknown, options?: unknown, callback?: unknown) => {
     if (typeof options === 'function' || callback !== undefined) return original(command, options, callback);
-    let bounded: { abortSignal?: AbortSignal };
-    try {
-      bounded = callOptions();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    return original(command, { ...bounded, ...(options as object | undefined) });
+    // A DeadlineExceeded from callOptions() rejects the promise, as the SDK's own failures do.
+    return new Promise((resolve) => resolve(original(command, { ...callOptions(), ...(options as object | undefined) })));
   };
   target[BOUNDED] = true;
   return client;
 }
 
 /**
- * Waits for `promise`, but at most until the current deadline (or `capMs`): then answers
- * `fallback` and leaves the promise to settle on its own (its rejection is swallowed).
+ * Waits for `promise`, but at most until the current deadline: then answers `fallback` and leaves
+ * the promise to settle on its own (its rejection is swallowed).
  */
-export async function withinDeadline<T, F>(promise: Promise<T>, fallback: F, capMs?: number): Promise<T | F> {
-  const limit = limitMs(capMs);
+export async function withinDeadline<T, F>(promise: Promise<T>, fallback: F): Promise<T | F> {
+  const limit = deadlineLeftMs();
   if (limit === undefined) return promise;
   promise.catch(() => undefined);
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<F>((resolve) => {
-    timer = setTimeout(() => resolve(fallback), limit);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const timeout = new Promise<F>((resolve) => (timer = setTimeout(resolve, limit, fallback)));
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
- * The webhook client on a deadline: each POST gets `timeoutMs` = what is left of the deadline less
- * `reserveMs` (never more than the request's own timeoutMs or the guard's 5 s), and no POST starts
- * when the deadline leaves less than Budgets.minPostMs: it throws DeadlineExceeded instead, which
- * the callers treat like any failure before a POST (nothing was sent, no attempt is counted).
- * Outside a deadline the client is used as is.
+ * The webhook client on a deadline: each POST gets `timeoutMs` = what is left of it less
+ * `reserveMs` (never more than the request's own or the guard's 5 s). With less than
+ * Budgets.minPostMs left no POST starts: DeadlineExceeded, a failure before any POST for callers.
  */
 export function webhookWithinDeadline(inner: WebhookClient, reserveMs: number): WebhookClient {
   return {
