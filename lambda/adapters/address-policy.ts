@@ -7,7 +7,6 @@
  * Deliberately not here: DNS resolution and connecting (guarded-https.ts).
  */
 import ipaddr from 'ipaddr.js';
-import { LOOPBACK_ADDRESSES } from '../core/loopback';
 
 const FORBIDDEN_V4 = [
   '0.0.0.0/8',
@@ -57,8 +56,4 @@ export function isForbiddenAddress(address: string): boolean {
   // Beyond the contract's list, ipaddr.js's non-unicast classes (6to4, Teredo, ORCHID, ...) can tunnel
   // to addresses the list forbids, so they are refused as well.
   return FORBIDDEN_V6.some((range) => v6.match(range)) || v6.range() !== 'unicast';
-}
-
-export function isAllowedLoopback(address: string, allowLoopback: boolean): boolean {
-  return allowLoopback && LOOPBACK_ADDRESSES.has(address);
 }
