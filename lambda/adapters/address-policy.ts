@@ -1,10 +1,9 @@
 /**
- * Which IP addresses an outbound callback may reach (docs/contract/outbound-guard.md): only globally routable unicast.
- * IPv4-mapped IPv6 is judged as the IPv4 address it carries. With the local switch, exactly the
- * loopback literals 127.0.0.1 and ::1 are also allowed, and only when the URL names them
- * literally (a DNS name resolving to loopback stays refused).
+ * Which IP addresses an outbound callback may reach (docs/contract/outbound-guard.md): only
+ * globally routable unicast. IPv4-mapped IPv6 is judged as the IPv4 address it carries.
  *
- * Deliberately not here: DNS resolution and connecting (guarded-https.ts).
+ * Deliberately not here: DNS resolution, connecting, and the local switch's exception for a URL
+ * that names 127.0.0.1 or [::1] literally (guarded-https.ts).
  */
 import ipaddr from 'ipaddr.js';
 
