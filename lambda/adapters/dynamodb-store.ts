@@ -1,25 +1,19 @@
 /**
- * The item table (lambda/core/store/table.ts) on DynamoDB, and `DynamoDbStore`, the one Store over
- * it: one table, partition key `pk` (S), no sort key, TTL attribute `ttl` (epoch seconds), and the
- * two sparse indexes of lambda/core/store/items.ts as global secondary indexes.
+ * The item table (core/store/table.ts) on DynamoDB, and `DynamoDbStore`, the Store over it: one
+ * table, partition key `pk` (S), no sort key, TTL attribute `ttl` (epoch seconds), and the two
+ * sparse indexes of core/store/items.ts as global secondary indexes.
  *
  * Each primitive is one request: a strongly consistent GetItem; a PutItem, UpdateItem or DeleteItem
- * whose condition is compiled to a ConditionExpression, with `ReturnValuesOnConditionCheckFailure:
- * ALL_OLD` so the loser learns what is stored from the failed write itself; a Query of one index
- * partition. No transaction: the Store needs none on DynamoDB (its outbox is a put, then an SQS
- * send: core/outbox.ts), and leaving it out keeps TransactWriteItems out of the bundles. The
- * prefix query is a paged Scan filtered by `begins_with(pk)`:
- * the Store calls it only for operator listings (`dm-dot events --aws`, `senders list`), never on
- * a request or delivery path.
+ * whose condition becomes a ConditionExpression, with `ReturnValuesOnConditionCheckFailure: ALL_OLD`
+ * so the loser learns what is stored from the failed write itself; a Query of one index partition.
+ * The prefix listing is a paged Scan filtered by `begins_with(pk)`: only operator listings call it,
+ * never a request or delivery path. No transaction (the Store's outbox is a put, then an SQS send),
+ * which keeps TransactWriteItems out of the bundles. Marshalling is by hand
+ * (`@aws-sdk/util-dynamodb` is not installed): strings, numbers, booleans, null, lists and maps.
  *
- * Marshalling is by hand (`@aws-sdk/util-dynamodb` is not installed): the records hold strings,
- * numbers, booleans, null and lists of small maps (the delivery log), nothing else.
- *
- * Deliberately not here: what any item means (the Store), retries and timeouts (the SDK client's
- * configuration, and the request deadline every call of a Lambda's client carries:
- * adapters/deadline.ts), logging (the subscription item holds the signing secret, so nothing here
- * ever prints an item or an attribute value), and table creation (CDK owns the table; tests create
- * theirs in DynamoDB Local, test/support/dynamodb-local.ts).
+ * Deliberately not here: what an item means (the Store), retries and timeouts (the client's, and
+ * adapters/deadline.ts), logging (an item may hold a signing secret: nothing here prints one), and
+ * creating the table (CDK's; the tests' in test/support/dynamodb-local.ts).
  */
 import {
   ConditionalCheckFailedException,
@@ -37,14 +31,8 @@ import type { Condition, IndexDefinition, IndexRange, Item, ItemTable, TableEntr
 
 type Attributes = Record<string, AttributeValue>;
 
-export interface DynamoDbStoreOptions extends TableStoreOptions {
-  client: DynamoDBClient;
-  tableName: string;
-}
-
-/** The one Store over the DynamoDB table. */
 export class DynamoDbStore extends TableStore {
-  constructor(options: DynamoDbStoreOptions) {
+  constructor(options: TableStoreOptions & { client: DynamoDBClient; tableName: string }) {
     super(new DynamoDbTable(options.client, options.tableName), options);
   }
 }
@@ -73,21 +61,8 @@ export class DynamoDbTable implements ItemTable {
   }
 
   async queryPrefix(prefix: string): Promise<TableEntry[]> {
-    const entries: TableEntry[] = [];
-    let startKey: Attributes | undefined;
-    do {
-      const page = await this.client.send(
-        new ScanCommand({
-          TableName: this.tableName,
-          FilterExpression: 'begins_with(pk, :prefix)',
-          ExpressionAttributeValues: { ':prefix': { S: prefix } },
-          ConsistentRead: true,
-          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
-        }),
-      );
-      for (const item of page.Items ?? []) entries.push({ key: item.pk!.S!, item: fromItem(item) });
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
+    const filter = { FilterExpression: 'begins_with(pk, :prefix)', ExpressionAttributeValues: { ':prefix': { S: prefix } } };
+    const entries = await this.pages((start) => new ScanCommand({ TableName: this.tableName, ...filter, ConsistentRead: true, ...start }));
     return entries.sort((a, b) => (a.key < b.key ? -1 : 1));
   }
 
@@ -99,24 +74,26 @@ export class DynamoDbTable implements ItemTable {
     // A key condition takes one bound of the sort key; a second is a filter.
     const filter = range.before === undefined ? undefined : `${sort()} < ${expression.value(range.before)}`;
     if (filter && range.after === undefined) bounds.push(filter);
+    const query = {
+      TableName: this.tableName,
+      IndexName: index.name,
+      KeyConditionExpression: bounds.join(' AND '),
+      ...(filter && range.after !== undefined ? { FilterExpression: filter } : {}),
+      ...expression.parts(),
+      ScanIndexForward: true,
+    };
+    return this.pages((start, found) => new QueryCommand({ ...query, Limit: range.limit - found, ...start }), range.limit);
+  }
+
+  /** The entries of every page, until there is no next page or `limit` entries are in. */
+  private async pages(command: (start: { ExclusiveStartKey?: Attributes }, found: number) => ScanCommand | QueryCommand, limit = Infinity) {
     const found: TableEntry[] = [];
     let startKey: Attributes | undefined;
     do {
-      const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: index.name,
-          KeyConditionExpression: bounds.join(' AND '),
-          ...(filter && range.after !== undefined ? { FilterExpression: filter } : {}),
-          ...expression.parts(),
-          ScanIndexForward: true,
-          Limit: range.limit - found.length,
-          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
-        }),
-      );
+      const page = await this.client.send(command(startKey ? { ExclusiveStartKey: startKey } : {}, found.length) as QueryCommand);
       for (const item of page.Items ?? []) found.push({ key: item.pk!.S!, item: fromItem(item) });
       startKey = page.LastEvaluatedKey;
-    } while (startKey && found.length < range.limit);
+    } while (startKey && found.length < limit);
     return found;
   }
 
