@@ -17,6 +17,7 @@
  * Deliberately not here: any other action, version ids or stages (a read without them answers
  * AWSCURRENT), dual-stack endpoints, caching (the loader's), logging, other credential sources.
  */
+import { once } from 'node:events';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -157,8 +158,8 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
   const random = options.random ?? Math.random;
   const configured = options.endpoint ? new URL(options.endpoint) : undefined;
 
-  /** One signed POST; throws synchronously only when there are no credentials. */
-  function attempt(secretId: string, signal: AbortSignal | undefined): Promise<SecretValue> {
+  /** One signed POST. */
+  async function attempt(secretId: string, signal: AbortSignal | undefined): Promise<SecretValue> {
     const arn = arnParts(secretId);
     const region = arn?.region ?? options.region;
     const url = configured ?? new URL(defaultEndpoint(region, options.useFips, arn?.partition));
@@ -175,54 +176,48 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
       { protocol: url.protocol, host: url.hostname, ...port, method: 'POST', path, service: 'secretsmanager', region, headers, body },
       credentials,
     );
-    return new Promise<SecretValue>((resolve, reject) => {
-      let settled = false;
-      const finish = (result: SecretValue | Error) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(attemptTimer);
-        clearTimeout(connectTimer);
-        if (result instanceof Error) {
-          req.destroy();
-          reject(result);
-        } else resolve(result);
-      };
-      const send = url.protocol === 'http:' ? http.request : https.request;
-      const req = send(
-        {
-          protocol: url.protocol,
-          // An IPv6 literal is bracketed in a URL and in Host, but not as a name to connect to.
-          hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-          port: url.port || undefined,
-          method: 'POST',
-          path: signed.path,
-          headers: signed.headers as http.OutgoingHttpHeaders,
-          ...(signal ? { signal } : {}),
-        },
-        (res) => {
-          readCapped(res, MAX_ANSWER_BYTES).then(
-            (answer) =>
-              finish(
-                answer === undefined
-                  ? new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB')
-                  : readAnswer(res.statusCode ?? 0, res.headers['x-amzn-errortype'], answer.toString('utf8')),
-              ),
-            (error: Error) => finish(new TransientNetworkError(error.name, error.message)),
-          );
-        },
-      );
-      const attemptTimer = setTimeout(() => finish(new TransientNetworkError('TimeoutError', `no answer within ${attemptTimeoutMs} ms`)), attemptTimeoutMs);
-      let connectTimer: NodeJS.Timeout | undefined;
-      req.on('socket', (socket) => {
-        if (!socket.connecting) return;
-        connectTimer = setTimeout(() => finish(new TransientNetworkError('TimeoutError', `no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
-        socket.once('connect', () => clearTimeout(connectTimer));
-      });
-      req.on('error', (error: NodeJS.ErrnoException) => {
-        finish(signal?.aborted ? abortError(signal) : new TransientNetworkError(error.code ?? error.name, error.message));
-      });
-      req.end(body);
+    const req = (url.protocol === 'http:' ? http.request : https.request)({
+      protocol: url.protocol,
+      // An IPv6 literal is bracketed in a URL and in Host, but not as a name to connect to.
+      hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: url.port || undefined,
+      method: 'POST',
+      path: signed.path,
+      headers: signed.headers as http.OutgoingHttpHeaders,
+      ...(signal ? { signal } : {}),
     });
+    // A timeout ends the attempt with its own error, whatever the cut connection reports.
+    let timedOut: Error | undefined;
+    const expire = (ms: number, what: string) =>
+      setTimeout(() => req.destroy((timedOut = new TransientNetworkError('TimeoutError', `no ${what} within ${ms} ms`))), ms);
+    const attemptTimer = expire(attemptTimeoutMs, 'answer');
+    let connectTimer: NodeJS.Timeout | undefined;
+    req.on('socket', (socket) => {
+      if (!socket.connecting) return;
+      connectTimer = expire(connectTimeoutMs, 'connection');
+      socket.once('connect', () => clearTimeout(connectTimer));
+    });
+    // `once` reports an error before the answer; after it, the body's read does.
+    req.on('error', () => undefined);
+    try {
+      req.end(body);
+      const [res] = (await once(req, 'response').catch((error: NodeJS.ErrnoException) => {
+        throw new TransientNetworkError(error.code ?? error.name, error.message);
+      })) as [http.IncomingMessage];
+      const answer = await readCapped(res, MAX_ANSWER_BYTES).catch((error: Error) => {
+        throw new TransientNetworkError(error.name, error.message);
+      });
+      if (answer === undefined) throw new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB');
+      const result = readAnswer(res.statusCode ?? 0, res.headers['x-amzn-errortype'], answer.toString('utf8'));
+      if (result instanceof Error) throw result;
+      return result;
+    } catch (error) {
+      req.destroy();
+      throw signal?.aborted ? abortError(signal) : (timedOut ?? error);
+    } finally {
+      clearTimeout(attemptTimer);
+      clearTimeout(connectTimer);
+    }
   }
 
   return {
