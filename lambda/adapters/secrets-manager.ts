@@ -126,9 +126,8 @@ function abortError(signal: AbortSignal): Error {
   if (reason instanceof Error) return reason;
   // AbortSignal.timeout()'s reason is a DOMException named TimeoutError: keep its name, which is
   // what callers log, even where it is not an Error of this realm.
-  const error = new Error(typeof reason?.message === 'string' ? reason.message : 'the call was aborted');
-  error.name = typeof reason?.name === 'string' ? reason.name : 'AbortError';
-  return error;
+  const name = typeof reason?.name === 'string' ? reason.name : 'AbortError';
+  return Object.assign(new Error(typeof reason?.message === 'string' ? reason.message : 'the call was aborted'), { name });
 }
 
 /** A complete answer's value, or the error it stands for. */
@@ -243,15 +242,8 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
   };
 }
 
-/** What the reader needs of the runtime's AWS settings (config/settings' AwsRuntime has this shape; an adapter does not import config). */
-export interface SecretsManagerRuntime {
-  region: string;
-  secretsManagerEndpoint?: string;
-  useFips: boolean;
-  credentials: Credentials;
-}
-
-/** The reader the MCP Lambda uses: region, endpoint, FIPS and credentials as its settings read them. */
-export function secretsManagerFromRuntime({ region, secretsManagerEndpoint: endpoint, useFips, credentials }: SecretsManagerRuntime): SecretsReader {
+/** The MCP Lambda's reader, from config/settings' AwsRuntime (an adapter does not import config). */
+export function secretsManagerFromRuntime(aws: { region: string; secretsManagerEndpoint?: string; useFips: boolean; credentials: Credentials }): SecretsReader {
+  const { region, secretsManagerEndpoint: endpoint, useFips, credentials } = aws;
   return createSecretsManagerReader({ region, endpoint, useFips, credentials: () => credentials });
 }
