@@ -138,6 +138,14 @@ function textOf(answer: SecretValue): string | undefined {
   return answer.SecretString ?? (answer.SecretBinary ? Buffer.from(answer.SecretBinary).toString('utf8') : undefined);
 }
 
+function jsonOf(text: string, unusable: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UnusableSecret(unusable);
+  }
+}
+
 /**
  * The API key's secret: the plain key (what a generated CDK secret holds), or a JSON object with a
  * string `apiKey` field. Surrounding whitespace is ignored.
@@ -145,13 +153,7 @@ function textOf(answer: SecretValue): string | undefined {
 export function parseApiKeySecret(answer: SecretValue): string {
   const raw = (textOf(answer) ?? '').trim();
   if (raw.startsWith('{')) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(raw);
-    } catch {
-      throw new UnusableSecret('secret is neither a plain key nor JSON');
-    }
-    const apiKey = (parsed as { apiKey?: unknown } | null)?.apiKey;
+    const apiKey = (jsonOf(raw, 'secret is neither a plain key nor JSON') as { apiKey?: unknown } | null)?.apiKey;
     if (typeof apiKey !== 'string' || apiKey.trim() === '') throw new UnusableSecret('JSON secret has no string apiKey');
     return apiKey.trim();
   }
@@ -165,22 +167,15 @@ export function parseApiKeySecret(answer: SecretValue): string {
  * `rotatedAt` (the previous one is accepted until 10 minutes after it).
  */
 export function parsePupSecretString(text: string | undefined): InboundSecrets {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text ?? '');
-  } catch {
-    throw new UnusableSecret('the secret is not JSON like {"secrets":["whsec_…"],"rotatedAt":"…"}');
-  }
-  const record = parsed as { secrets?: unknown; rotatedAt?: unknown } | null;
+  const record = jsonOf(text ?? '', 'the secret is not JSON like {"secrets":["whsec_…"],"rotatedAt":"…"}') as { secrets?: unknown; rotatedAt?: unknown } | null;
   if (record === null || typeof record !== 'object' || !Array.isArray(record.secrets) || !record.secrets.every((s) => typeof s === 'string')) {
     throw new UnusableSecret('the secret has no "secrets" array of strings');
   }
-  let rotatedAt: number | undefined;
+  const config: InboundSecrets = { secrets: record.secrets as string[] };
   if (record.rotatedAt !== undefined && record.rotatedAt !== null) {
-    rotatedAt = typeof record.rotatedAt === 'string' ? parseRotationTime(record.rotatedAt) : undefined;
-    if (rotatedAt === undefined) throw new UnusableSecret('"rotatedAt" is not an ISO 8601 time with a zone');
+    config.rotatedAt = typeof record.rotatedAt === 'string' ? parseRotationTime(record.rotatedAt) : undefined;
+    if (config.rotatedAt === undefined) throw new UnusableSecret('"rotatedAt" is not an ISO 8601 time with a zone');
   }
-  const config: InboundSecrets = rotatedAt === undefined ? { secrets: record.secrets as string[] } : { secrets: record.secrets as string[], rotatedAt };
   const problem = inboundSecretsProblem(config);
   if (problem) throw new UnusableSecret(problem);
   return config;

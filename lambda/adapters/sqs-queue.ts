@@ -102,7 +102,6 @@ export class SqsQueue implements Queue {
       new SendMessageCommand({
         QueueUrl: this.options.queueUrl,
         ...(delaySeconds > 0 ? { DelaySeconds: delaySeconds } : {}),
-        // The exact bytes built once by the MCP Lambda: every attempt signs and sends these.
         MessageBody: job.body,
         MessageAttributes: {
           [QueueAttributes.eventId]: stringAttribute(job.eventId),
@@ -129,15 +128,12 @@ export class SqsQueue implements Queue {
    * caller then lets the original be deleted: nothing disappears without a copy that says why.
    */
   async sendToDeadLetter(message: DeadLetterMessage, reason: string): Promise<void> {
-    const queueUrl = this.deadLetterQueueUrl;
-    const attributes: Record<string, MessageAttributeValue> = {};
-    for (const [name, value] of Object.entries(message.attributes)) {
-      // SQS allows 10 attributes and no empty values; `reason` is always ours and always last.
-      if (name === QueueAttributes.reason || value === '' || Object.keys(attributes).length >= MAX_ATTRIBUTES - 1) continue;
-      attributes[name] = stringAttribute(value);
-    }
-    attributes[QueueAttributes.reason] = stringAttribute(reason);
-    await this.options.client.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: message.body, MessageAttributes: attributes }));
+    // SQS allows 10 attributes and no empty values; `reason` is always ours and always last.
+    const kept = Object.entries(message.attributes).filter(([name, value]) => name !== QueueAttributes.reason && value !== '');
+    const attributes = Object.fromEntries(
+      [...kept.slice(0, MAX_ATTRIBUTES - 1), [QueueAttributes.reason, reason]].map(([name, value]) => [name, stringAttribute(value!)]),
+    );
+    await this.options.client.send(new SendMessageCommand({ QueueUrl: this.deadLetterQueueUrl, MessageBody: message.body, MessageAttributes: attributes }));
   }
 
   /** The messages in the dead-letter queue (visible, in flight and delayed), as SQS approximates them. */
