@@ -17,17 +17,12 @@ import { Budgets } from '../core/budgets';
 import { Limits } from '../core/protocol';
 import type { WebhookClient } from '../ports';
 
-interface Deadline {
-  /** Epoch ms (Date.now()) by which the work must be done. */
-  at: number;
-  /** When set, each SDK attempt inside gives up after this long (the client's requestTimeout for these calls). */
-  attemptMs?: number;
-}
+/** `at`: epoch ms by which the work must be done; `attemptMs`: each SDK attempt's own timeout inside. */
+type Deadline = { at: number; attemptMs?: number };
 
 /**
- * One store per process, not per copy of this module: the MCP Lambda's storage code is a file of
- * its own (lib/bundling.ts) with its own copy of this module, and its clients must see the deadline
- * the handler set in `index.js`.
+ * One store per process, not per copy of this module: the MCP Lambda's storage file (lib/bundling.ts)
+ * has its own copy, and its clients must see the deadline the handler set in `index.js`.
  */
 const STORE = Symbol.for('dm-dot.deadline-store');
 const current: AsyncLocalStorage<Deadline> = ((globalThis as Record<symbol, unknown>)[STORE] ??=
@@ -47,10 +42,8 @@ export function runWithDeadline<T>(at: number, fn: () => Promise<T>): Promise<T>
 }
 
 /**
- * Runs `fn` so that `reserveMs` of the current deadline is left when it ends: its calls see a
- * deadline that much earlier, and each SDK attempt inside gives up after `attemptMs`. What is
- * kept back belongs to the caller's next step (the outbox's compensating write). Outside a
- * deadline only the attempt cap applies.
+ * Runs `fn` with a deadline `reserveMs` earlier and each SDK attempt capped at `attemptMs`: what is
+ * kept back belongs to the caller's next step (the outbox's compensating write).
  */
 export function keepingBack<T>(reserveMs: number, attemptMs: number, fn: () => Promise<T>): Promise<T> {
   const outer = current.getStore();

@@ -1,13 +1,9 @@
 /**
- * Ports that load their real adapter on first use: the MCP Lambda's cold start answers
+ * Ports that load their real adapter on first use, so the MCP Lambda's cold start answers
  * `initialize`, `tools/list` and `/healthz` without evaluating the DynamoDB and SQS clients
- * (docs/performance.md). The Store, the AccessStore, the IdempotencyStore, the InboxStore and the
- * Outbox each get one: the loader (lambda/handlers/mcp-storage.ts) requires a file of its own
- * beside `index.js` (lib/bundling.ts), and the first call that needs storage pays for loading that
- * code, once.
- *
- * A failed load is not cached: the call fails like any storage call (the app answers 503 or a tool
- * error) and the next call loads again.
+ * (docs/performance.md): the loader (handlers/mcp-storage.ts) requires a file of its own beside
+ * `index.js` (lib/bundling.ts), once, on the first call that needs storage. A failed load is not
+ * cached: that call fails like any storage call (a 503 or a tool error) and the next one loads again.
  *
  * Deliberately not here: which adapters are built or how (the loader decides), and retries.
  */
@@ -51,7 +47,7 @@ export const StoreMethods = methodsOf<Store>({
   putInboundAnswer: true,
   listEvents: true,
 });
-export const AccessStoreMethods = methodsOf<AccessStore>({
+const AccessStoreMethods = methodsOf<AccessStore>({
   getDeployment: true,
   createDeployment: true,
   setDeploymentKeys: true,

@@ -30,10 +30,7 @@ import { readCapped } from './capped-body';
 /** How long an answer whose status line arrived by the deadline may take for its body (see `post`). */
 const LATE_ANSWER_GRACE_MS = 250;
 
-export interface ResolvedAddress {
-  address: string;
-  family: 4 | 6;
-}
+export type ResolvedAddress = { address: string; family: 4 | 6 };
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 
 export interface ConnectRequest {
@@ -56,10 +53,7 @@ export interface ConnectResponse {
 }
 export type Connector = (request: ConnectRequest) => Promise<ConnectResponse>;
 
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
+export type Timers = { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(handle: unknown): void };
 
 export interface GuardOptions {
   /** DMDOT_ALLOW_LOOPBACK_CALLBACKS: also allow the literal hosts 127.0.0.1 and [::1]. */
