@@ -12,15 +12,11 @@ import type { AccessStore, IdempotencyStore, InboxStore, Outbox, Store } from '.
 /** One load shared by concurrent first calls; forgotten when it fails. */
 export function once<T>(load: () => Promise<T>): () => Promise<T> {
   let pending: Promise<T> | undefined;
-  return () => {
-    if (!pending) {
-      pending = load();
-      pending.catch(() => {
-        pending = undefined;
-      });
-    }
-    return pending;
-  };
+  return () =>
+    (pending ??= load().catch((error: unknown) => {
+      pending = undefined;
+      throw error;
+    }));
 }
 
 /** A port's required methods (the Store's optional ones are the reconciler's: the MCP Lambda never calls them). */

@@ -26,10 +26,7 @@ import { Budgets } from '../core/budgets';
 import { readCapped } from './capped-body';
 
 /** What a read answers: one of the two is set. */
-export interface SecretValue {
-  SecretString?: string;
-  SecretBinary?: Uint8Array;
-}
+export type SecretValue = { SecretString?: string; SecretBinary?: Uint8Array };
 
 /** The port the secret loaders use (adapters/secret-loader.ts). */
 export interface SecretsReader {
@@ -48,11 +45,7 @@ export class SecretsManagerError extends Error {
   }
 }
 
-export interface Credentials {
-  accessKeyId: string;
-  secretAccessKey: string;
-  sessionToken?: string;
-}
+export type Credentials = { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
 
 export interface SecretsManagerOptions {
   /** Used when the secret id is not an ARN (the ARN's own region wins). */
@@ -171,10 +164,8 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
     const headers = { 'content-type': 'application/x-amz-json-1.1', 'x-amz-target': 'secretsmanager.GetSecretValue' };
     const path = `${url.pathname.replace(/\/+$/, '')}/`;
     const port = url.port ? { port: Number(url.port) } : {};
-    const signed = sign(
-      { protocol: url.protocol, host: url.hostname, ...port, method: 'POST', path, service: 'secretsmanager', region, headers, body },
-      credentials,
-    );
+    const unsigned = { protocol: url.protocol, host: url.hostname, ...port, method: 'POST', path, service: 'secretsmanager', region, headers, body };
+    const signed = sign(unsigned, credentials);
     const req = (url.protocol === 'http:' ? http.request : https.request)({
       protocol: url.protocol,
       // An IPv6 literal is bracketed in a URL and in Host, but not as a name to connect to.

@@ -103,7 +103,7 @@ export async function rotateApiKeyFile(stateDir: string, key: string = newApiKey
 
 /** Writes a fresh admin token; a token from an earlier run stops working. */
 export async function publishAdminToken(stateDir: string): Promise<string> {
-  const token = randomBytes(32).toString('base64url');
+  const token = newApiKey();
   await writeFileAtomic(join(stateDir, ADMIN_TOKEN_FILE), `${token}\n`);
   return token;
 }
