@@ -50,24 +50,18 @@ export function keepingBack<T>(reserveMs: number, attemptMs: number, fn: () => P
   return current.run({ at: outer === undefined ? Number.POSITIVE_INFINITY : outer.at - reserveMs, attemptMs }, fn);
 }
 
-/**
- * Runs `fn` outside any request deadline: work that may outlive its request's answer (the inline
- * attempt the caller stopped waiting for) is bounded by its own timeouts instead.
- */
+/** Runs `fn` outside any request deadline: work that may outlive its request's answer is bounded by its own timeouts. */
 export function outsideDeadline<T>(fn: () => Promise<T>): Promise<T> {
   return current.exit(fn);
 }
 
 /** Milliseconds left before the current deadline, or undefined outside any deadline. Never negative. */
-export function deadlineLeftMs(now: number = Date.now()): number | undefined {
+export function deadlineLeftMs(): number | undefined {
   const deadline = current.getStore();
-  return deadline === undefined || deadline.at === Number.POSITIVE_INFINITY ? undefined : Math.max(0, deadline.at - now);
+  return deadline === undefined || deadline.at === Number.POSITIVE_INFINITY ? undefined : Math.max(0, deadline.at - Date.now());
 }
 
-/**
- * The SDK call options for a call made now: an abort signal that fires when the deadline passes,
- * or after `capMs` when that comes first. Throws DeadlineExceeded when nothing is left.
- */
+/** SDK call options for a call made now: an abort signal for what is left of the deadline (or `capMs`, if sooner). */
 export function callOptions(capMs?: number): { abortSignal?: AbortSignal; requestTimeout?: number } {
   const left = deadlineLeftMs();
   const limit = left === undefined ? capMs : Math.min(left, capMs ?? left);
@@ -101,10 +95,7 @@ export function withDeadlines<C extends { send(...args: never[]): unknown }>(cli
   return client;
 }
 
-/**
- * Waits for `promise`, but at most until the current deadline: then answers `fallback` and leaves
- * the promise to settle on its own (its rejection is swallowed).
- */
+/** `promise`, or `fallback` when the current deadline passes first (the promise then settles on its own, unobserved). */
 export async function withinDeadline<T, F>(promise: Promise<T>, fallback: F): Promise<T | F> {
   const limit = deadlineLeftMs();
   if (limit === undefined) return promise;

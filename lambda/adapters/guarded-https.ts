@@ -39,10 +39,7 @@ export interface ConnectRequest {
   headers: Record<string, string>;
   body: Uint8Array;
   signal: AbortSignal;
-  /**
-   * The connector calls this once the TCP connection is made (before TLS). Until then a failure
-   * means nothing reached the endpoint, and the guard may try the next address.
-   */
+  /** Called once TCP is connected (before TLS): a failure before it reached nothing, and the next address may be tried. */
   onConnected?: () => void;
 }
 export interface ConnectResponse {
@@ -144,11 +141,7 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
     return orderAnswers(answers, preferIpv4);
   }
 
-  /**
-   * Connects to the checked addresses in turn until one connection is made. A failure before the
-   * connection (see NOT_CONNECTED_CODES, or this address's share of the deadline running out while
-   * others remain) moves on to the next; any other failure, or the last address's, is the answer.
-   */
+  /** The checked addresses in turn until one connection is made (the header's second paragraph). */
   async function connectAny(url: URL, addresses: ResolvedAddress[], request: WebhookRequest, deadline: AbortSignal, endsAt: number): Promise<ConnectResponse> {
     let lastError: unknown;
     for (let i = 0; i < addresses.length && !deadline.aborted; i++) {

@@ -113,9 +113,8 @@ export class SqsQueue implements Queue {
   }
 
   /**
-   * Backoff: the received message becomes visible again after `delaySeconds`, clamped to what is
-   * left of the 12 hours since `receivedAt` (see receivedAtOf; without it, to 12 hours). The caller
-   * must also report the record as failed, or the event source mapping deletes it.
+   * Backoff: the received message becomes visible again after `delaySeconds` (visibilityTimeoutFor).
+   * The caller must also report the record as failed, or the event source mapping deletes it.
    */
   async changeVisibility(receiptHandle: string, delaySeconds: number, receivedAt?: number): Promise<void> {
     const seconds = visibilityTimeoutFor(delaySeconds, receivedAt, Date.now());
