@@ -1,15 +1,12 @@
 /**
  * The item table (core/store/table.ts) on DynamoDB, and `DynamoDbStore`, the Store over it: one
  * table, partition key `pk` (S), no sort key, TTL attribute `ttl` (epoch seconds), and the two
- * sparse indexes of core/store/items.ts as global secondary indexes.
- *
- * Each primitive is one request: a strongly consistent GetItem; a PutItem, UpdateItem or DeleteItem
- * whose condition becomes a ConditionExpression, with `ReturnValuesOnConditionCheckFailure: ALL_OLD`
- * so the loser learns what is stored from the failed write itself; a Query of one index partition.
- * The prefix listing is a paged Scan filtered by `begins_with(pk)`: only operator listings call it,
- * never a request or delivery path. No transaction (the Store's outbox is a put, then an SQS send),
- * which keeps TransactWriteItems out of the bundles. Marshalling is by hand
- * (`@aws-sdk/util-dynamodb` is not installed): strings, numbers, booleans, null, lists and maps.
+ * sparse indexes of core/store/items.ts as global secondary indexes. Each primitive is one
+ * request; a failed condition answers ALL_OLD, so the loser learns what is stored from the failed
+ * write itself. The prefix listing is a paged Scan: only operator listings call it, never a request
+ * or delivery path. No transaction (the Store's outbox is a put, then an SQS send), which keeps
+ * TransactWriteItems out of the bundles. Marshalling is by hand (`@aws-sdk/util-dynamodb` is not
+ * installed): strings, numbers, booleans, null, lists and maps.
  *
  * Deliberately not here: what an item means (the Store), retries and timeouts (the client's, and
  * adapters/deadline.ts), logging (an item may hold a signing secret: nothing here prints one), and
@@ -140,21 +137,18 @@ class Expression {
   condition(condition: Condition): string {
     switch (condition.op) {
       case 'exists':
-        return 'attribute_exists(pk)';
-      case 'absent':
-        return 'attribute_not_exists(pk)';
       case 'has':
-        return `attribute_exists(${this.name(condition.field)})`;
+        return `attribute_exists(${condition.op === 'has' ? this.name(condition.field) : 'pk'})`;
+      case 'absent':
       case 'lacks':
-        return `attribute_not_exists(${this.name(condition.field)})`;
-      case 'eq':
-        return `${this.name(condition.field)} = ${this.value(condition.value)}`;
+        return `attribute_not_exists(${condition.op === 'lacks' ? this.name(condition.field) : 'pk'})`;
       case 'in':
         return `${this.name(condition.field)} IN (${condition.values.map((value) => this.value(value)).join(', ')})`;
+      case 'eq':
       case 'lt':
       case 'le':
       case 'gt':
-        return `${this.name(condition.field)} ${{ lt: '<', le: '<=', gt: '>' }[condition.op]} ${this.value(condition.value)}`;
+        return `${this.name(condition.field)} ${{ eq: '=', lt: '<', le: '<=', gt: '>' }[condition.op]} ${this.value(condition.value)}`;
       case 'and':
       case 'or':
         return condition.of

@@ -1,21 +1,16 @@
 /**
  * Secrets Manager's `GetSecretValue` (the API key and pup's signing secrets) over node:https,
  * signed with Signature Version 4 by `aws4`: the SDK client costs the MCP Lambda's cold start more
- * than its budget allows (docs/decisions.md has the figures).
- *
- * - AWS JSON 1.1: `POST /` with `X-Amz-Target: secretsmanager.GetSecretValue` and the body
- *   `{"SecretId": …}`; the answer's `SecretBinary` is base64.
- * - An error's `name` is its code, as the SDK names its errors: the `x-amzn-ErrorType` header or
- *   the body's `__type`, after any `namespace#` and before any `:`. Retried like the SDK's standard
- *   mode: throttling codes, 5xx and network failures, 3 attempts, jittered exponential backoff.
- * - Endpoint: the configured one (config/settings.ts reads the SDK's variables), else
- *   `https://secretsmanager[-fips].<region>.<partition DNS suffix>`, region and partition taken
- *   from the secret's ARN. Credentials: the environment's (Lambda puts the role's there).
- * - Each attempt: 1 s to connect, 2 s in all (core/budgets.ts); the caller's abort signal (the
- *   request deadline) bounds the whole call, backoff sleeps included.
+ * than its budget allows (docs/decisions.md has the figures). It behaves as the SDK client would
+ * where callers can tell: an error's `name` is the service's error code; retries follow the SDK's
+ * standard mode (throttling, 5xx and network failures; 3 attempts, jittered exponential backoff);
+ * the endpoint is the one the SDK's variables configure (config/settings.ts), else the one of the
+ * ARN's region and partition; each attempt has 1 s to connect and 2 s in all (core/budgets.ts),
+ * and the caller's abort signal (the request deadline) bounds the whole call.
  *
  * Deliberately not here: any other action, version ids or stages (a read without them answers
- * AWSCURRENT), dual-stack endpoints, caching (the loader's), logging, other credential sources.
+ * AWSCURRENT), dual-stack endpoints, caching (the loader's), logging, and credentials from
+ * anywhere but the environment (where Lambda puts the role's).
  */
 import { once } from 'node:events';
 import * as http from 'node:http';
@@ -78,6 +73,10 @@ class TransientNetworkError extends Error {
     super(message);
     this.name = name;
   }
+}
+
+function transient(error: Error, code?: string): never {
+  throw new TransientNetworkError(code ?? error.name, error.message);
 }
 
 /**
@@ -191,12 +190,8 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
     req.on('error', () => undefined);
     try {
       req.end(body);
-      const [res] = (await once(req, 'response').catch((error: NodeJS.ErrnoException) => {
-        throw new TransientNetworkError(error.code ?? error.name, error.message);
-      })) as [http.IncomingMessage];
-      const answer = await readCapped(res, MAX_ANSWER_BYTES).catch((error: Error) => {
-        throw new TransientNetworkError(error.name, error.message);
-      });
+      const [res] = (await once(req, 'response').catch((error: NodeJS.ErrnoException) => transient(error, error.code))) as [http.IncomingMessage];
+      const answer = await readCapped(res, MAX_ANSWER_BYTES).catch(transient);
       if (answer === undefined) throw new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB');
       const result = readAnswer(res.statusCode ?? 0, res.headers['x-amzn-errortype'], answer.toString('utf8'));
       if (result instanceof Error) throw result;
