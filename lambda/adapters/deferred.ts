@@ -59,11 +59,8 @@ export const InboxStoreMethods = methodsOf<InboxStore>({ listPending: true, ackn
 
 /** Each of `methods`, forwarded once `load` has given the real port. */
 function deferred<T extends object>(load: () => Promise<T>, methods: readonly Methods<T>[]): T {
-  const port: Record<PropertyKey, unknown> = {};
-  for (const method of methods) {
-    port[method] = async (...args: unknown[]) => ((await load())[method] as (...a: unknown[]) => Promise<unknown>)(...args);
-  }
-  return port as T;
+  const forward = (method: Methods<T>) => [method, async (...args: unknown[]) => ((await load())[method] as (...a: unknown[]) => Promise<unknown>)(...args)];
+  return Object.fromEntries(methods.map(forward)) as T;
 }
 
 export const deferredStore = (load: () => Promise<Store>): Store => deferred(load, StoreMethods);

@@ -46,7 +46,7 @@ export class DynamoDbTable implements ItemTable {
   }
 
   put(key: string, item: Item, condition?: Condition): Promise<WriteResult> {
-    return this.conditional(() => new PutItemCommand({ TableName: this.tableName, Item: toItem(key, item), ...this.request(condition) }));
+    return this.conditional(() => new PutItemCommand({ TableName: this.tableName, Item: { ...toAttr(item).M, ...keyOf(key) }, ...this.request(condition) }));
   }
 
   update(key: string, update: Update, condition?: Condition): Promise<WriteResult> {
@@ -187,16 +187,12 @@ function isConditionFailure(error: unknown): error is ConditionalCheckFailedExce
   return error instanceof ConditionalCheckFailedException || (error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException';
 }
 
-function keyOf(key: string): Attributes {
-  return { pk: { S: key } };
-}
+const keyOf = (key: string): Attributes => ({ pk: { S: key } });
 
-/** Marshals an item; undefined fields are left out (null is kept: it means "cleared"). */
-function toItem(key: string, item: Item): Attributes {
-  return { ...toAttr(item).M, pk: { S: key } };
-}
-
-/** The error names the field, never the value (secrets). Undefined members of a map are left out. */
+/**
+ * Marshals a value; the error names the field, never the value (secrets). Undefined members of a
+ * map are left out (null is kept: it means "cleared").
+ */
 function toAttr(value: unknown, field?: string): AttributeValue {
   if (value === null) return { NULL: true };
   if (typeof value === 'string') return { S: value };
