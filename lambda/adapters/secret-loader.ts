@@ -1,10 +1,9 @@
 /**
  * The MCP Lambda's secret loader, configured twice: for the API key (read once per cold start) and
- * for pup's signing secrets (re-read every 2 minutes while warm: a rotation needs no deploy,
- * docs/contract/pup.md). A loaded value is served from memory; `get()` never rejects and answers
- * undefined while none has loaded (the app answers 503). Concurrent requests share one read, each
- * waiting only until its own deadline (adapters/deadline.ts). A due refresh runs in the background;
- * a failed one keeps the last good value.
+ * for pup's signing secrets (re-read every 2 minutes while warm: a rotation needs no deploy). A
+ * loaded value is served from memory; `get()` never rejects and answers undefined while none has
+ * loaded (the app answers 503). Concurrent requests share one read, each waiting only until its own
+ * deadline. A due refresh runs in the background; a failed one keeps the last good value.
  *
  * The 30 s back-off follows only a read that really failed (access denied, not found, a server
  * error after the retries, an unusable value); not one that ended by its own timeout or abort, nor
@@ -59,6 +58,7 @@ const TIMED_OUT = Symbol('timed out');
 export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLoader<T> {
   const now = options.now ?? Date.now;
   const secretArn = options.secretArn?.trim() || undefined;
+  const retryIntervalMs = Budgets.secretRetryIntervalMs;
   let value: T | undefined;
   let loadedAt: number | undefined;
   let failedAt: number | undefined;
@@ -82,11 +82,7 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
       if (backOff) failedAt = now();
       // The error name (e.g. AccessDeniedException), or our own sentence: service messages may quote request data.
       const cause = error instanceof UnusableSecret ? `${error.name}: ${error.message}` : error instanceof Error ? error.name : 'unknown';
-      options.log?.error(`${options.name}_unavailable`, {
-        cause,
-        keepingPrevious: value !== undefined,
-        retryInMs: backOff ? Budgets.secretRetryIntervalMs : 0,
-      });
+      options.log?.error(`${options.name}_unavailable`, { cause, keepingPrevious: value !== undefined, retryInMs: backOff ? retryIntervalMs : 0 });
       return { ok: false, backOff };
     }
   }
@@ -101,7 +97,7 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
     return inFlight;
   }
 
-  const backingOff = () => failedAt !== undefined && now() - failedAt < Budgets.secretRetryIntervalMs;
+  const backingOff = () => failedAt !== undefined && now() - failedAt < retryIntervalMs;
   const due = () => options.refreshMs !== undefined && (loadedAt === undefined || now() - loadedAt >= options.refreshMs);
 
   return {

@@ -1,15 +1,13 @@
 /**
  * The SQS delivery queue (docs/contract/delivery.md), the AWS twin of adapters/embedded/jobs.ts:
- * the MCP Lambda enqueues one message per event; the Delivery Lambda (SQS event source) applies the
- * delivery core's decision: a backoff is a visibility change of the received message, a final
- * failure a copy in the dead-letter queue that carries its reason. The body is the event's exact
- * serialized bytes (never parsed or rewritten on the way); the routing data travels as message
- * attributes.
+ * the MCP Lambda enqueues one message per event, its body the event's exact serialized bytes (never
+ * parsed or rewritten on the way) and its routing data in message attributes; the Delivery Lambda
+ * (SQS event source) turns a backoff into a visibility change of the received message, and a final
+ * failure into a copy in the dead-letter queue that carries its reason.
  *
  * Deliberately not here: receiving and deleting (the event source mapping deletes every record
  * left out of `batchItemFailures`), the retry decision (core/delivery.ts), the redrive policy (the
- * stack's safety net for crashes), and the SDK calls' retries and deadline (the client's
- * configuration and adapters/deadline.ts).
+ * stack's safety net for crashes), and the SDK calls' retries and deadline.
  */
 import { ChangeMessageVisibilityCommand, GetQueueAttributesCommand, SendMessageCommand, type MessageAttributeValue, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DeliveryJob, EnqueueOptions, Queue } from '../ports';
