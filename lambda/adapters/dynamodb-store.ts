@@ -207,7 +207,6 @@ function toAttr(value: unknown, field?: string): AttributeValue {
   throw new TypeError(`cannot store ${field ?? 'value'}: unsupported type ${typeof value}`);
 }
 
-/** An item without its key. */
 function fromItem(attributes: Attributes): Item {
   const { pk: _key, ...item } = fromAttr({ M: attributes }) as Item;
   return item;

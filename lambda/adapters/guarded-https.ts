@@ -76,7 +76,6 @@ export function hasGlobalIpv6(interfaces: ReturnType<typeof networkInterfaces> =
   );
 }
 
-/** IPv4 answers first (stable), when asked to; otherwise the resolver's order. */
 export function orderAnswers(answers: readonly ResolvedAddress[], preferIpv4: boolean): ResolvedAddress[] {
   return preferIpv4 ? [...answers.filter((a) => a.family === 4), ...answers.filter((a) => a.family !== 4)] : [...answers];
 }
@@ -197,12 +196,8 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
     const requestDeadlineMs = Math.min(deadlineMs, request.timeoutMs ?? deadlineMs);
     const endsAt = Date.now() + requestDeadlineMs;
     const controller = new AbortController();
-    let timedOut = false;
+    const expire = () => controller.abort();
     let response: ConnectResponse | undefined;
-    const expire = () => {
-      timedOut = true;
-      controller.abort();
-    };
     // A starved event loop runs its due timers before the I/O that already arrived, so a deadline
     // that fires late would throw away an answer that came in time, and the event would be POSTed
     // again. The deadline yields once to pending I/O, and an answer whose status line is in gets a
@@ -227,11 +222,11 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
         return { kind: 'failure', reason: 'bad_response' };
       const body = await readCapped(response.body, maxResponseBytes);
       if (body === undefined) return { kind: 'failure', reason: 'bad_response' };
-      if (timedOut) return { kind: 'failure', reason: 'timeout' };
+      if (controller.signal.aborted) return { kind: 'failure', reason: 'timeout' };
       const retryAfter = firstHeader(response.headers['retry-after']);
       return { kind: 'response', status: response.status, body, ...(retryAfter !== undefined ? { retryAfter } : {}) };
     } catch (error) {
-      if (timedOut) return { kind: 'failure', reason: 'timeout' };
+      if (controller.signal.aborted) return { kind: 'failure', reason: 'timeout' };
       // Refused destinations, DNS failures and refused connections all read connection_refused.
       if (error instanceof RefusedDestination) return { kind: 'failure', reason: 'connection_refused' };
       return { kind: 'failure', reason: failureOf(error) };

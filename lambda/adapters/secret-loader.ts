@@ -129,7 +129,6 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
   };
 }
 
-/** Secret text from either field of a GetSecretValue answer. */
 function textOf(answer: SecretValue): string | undefined {
   return answer.SecretString ?? (answer.SecretBinary ? Buffer.from(answer.SecretBinary).toString('utf8') : undefined);
 }
@@ -185,7 +184,6 @@ export function createApiKeyLoader(options: LoaderOptions): ApiKeyLoader {
   return createSecretLoader({ ...options, name: 'api_key', parse: parseApiKeySecret, secretsOf: (key) => [key] });
 }
 
-/** pup's signing secrets: refreshed every 2 minutes while warm. */
 export function createPupSecretsLoader(options: LoaderOptions): SecretLoader<InboundSecrets> {
   return createSecretLoader({
     ...options,
