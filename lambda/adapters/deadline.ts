@@ -1,13 +1,11 @@
 /**
- * The request deadline (docs/contract/delivery.md: no request takes more than 5 s): an entry point
- * sets it (`runWithDeadline`: each Lambda invocation, each request of the local runtime), and every
- * DynamoDB, SQS and Secrets Manager call inside it, however deep, carries an abort signal for what
- * is left (`withDeadlines`, applied to each client once); the webhook client reads it too. It
- * travels in an AsyncLocalStorage, so the core stays pure and no port signature changes.
- *
- * Why an abort signal and not only the SDK's timeouts: @smithy/node-http-handler's `requestTimeout`
- * only warns unless `throwOnRequestTimeout` is set, and even then each retry gets a fresh one; the
- * signal bounds the whole call, retries and backoff sleeps included.
+ * The request deadline (docs/contract/delivery.md: no request takes more than 5 s), set by each
+ * entry point (`runWithDeadline`: a Lambda invocation, a request of the local runtime) and carried
+ * in an AsyncLocalStorage, so the core stays pure and no port signature changes. Every DynamoDB,
+ * SQS and Secrets Manager call inside it, however deep, gets an abort signal for what is left
+ * (`withDeadlines`); the webhook client reads it too. Not only the SDK's timeouts, because
+ * @smithy/node-http-handler's `requestTimeout` only warns unless `throwOnRequestTimeout` is set, and
+ * even then each retry gets a fresh one; the signal bounds the whole call, backoff included.
  *
  * Deliberately not here: the budgets (core/budgets.ts), retries (the SDK's), and any reading of
  * what an aborted call did: the caller treats it as a failed dependency either way.

@@ -1,16 +1,15 @@
 /**
- * The outbound guard (docs/contract/outbound-guard.md): the only way dm-dot sends anything to a
- * callback (the challenge and every delivery). It checks the URL, resolves the host once, refuses
- * the request if any answer is not globally routable, then connects to a checked address with the
- * host name kept for SNI and certificate checks, so DNS rebinding cannot move the connection. No
- * redirects, `Accept-Encoding: identity`, one 5 s deadline for everything (less when the request's
- * `timeoutMs` says so), at most 1 MiB read.
+ * The outbound guard (docs/contract/outbound-guard.md), the only way dm-dot sends anything to a
+ * callback: it checks the URL, resolves the host once, refuses the request if any answer is not
+ * globally routable, and connects to a checked address with the host name kept for SNI and the
+ * certificate, so DNS rebinding cannot move the connection. No redirects, `Accept-Encoding:
+ * identity`, one 5 s deadline for everything (or the request's shorter `timeoutMs`), 1 MiB read.
  *
  * A name with several addresses must not fail on the first dead one: a connection that fails
  * before it is made (refused, unreachable, or not made within its share of the deadline) moves on
- * to the next checked answer. Nothing was sent on it, so this cannot deliver twice; once connected,
- * that connection's outcome is final. IPv4 answers go first when the machine has no global IPv6
- * address (a Lambda outside a VPC has no IPv6 egress), else the resolver's order is kept.
+ * to the next checked answer; nothing was sent on it, so this cannot deliver twice, and once
+ * connected the outcome is final. IPv4 answers go first when the machine has no global IPv6
+ * address (a Lambda outside a VPC has no IPv6 egress).
  *
  * Deliberately not here: retries (the delivery core decides), and reporting anything of the
  * endpoint beyond a status code and the capped body: errors become categories.
