@@ -149,19 +149,12 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       const attempt = othersLeft > 0 ? new AbortController() : undefined;
       const onDeadline = () => attempt?.abort();
       let connected = false;
-      let gaveUp = false;
       let timer: unknown;
       if (attempt) {
         deadline.addEventListener('abort', onDeadline, { once: true });
         const share = Math.min(connectAttemptMs, Math.floor((endsAt - Date.now()) / (othersLeft + 1)));
-        timer = timers.setTimeout(
-          () => {
-            if (connected) return;
-            gaveUp = true;
-            attempt.abort();
-          },
-          Math.max(0, share),
-        );
+        // Its share over, an attempt not yet connected gives up (its signal aborted: the next address's turn).
+        timer = timers.setTimeout(() => connected || attempt.abort(), Math.max(0, share));
       }
       try {
         return await connector({
@@ -177,7 +170,8 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
         // under the same deadline); only a failed attempt lets go of it.
         if (attempt) deadline.removeEventListener('abort', onDeadline);
         lastError = error;
-        const neverConnected = !connected && (gaveUp || NOT_CONNECTED_CODES.has(String((error as { code?: unknown })?.code ?? '')));
+        const code = String((error as { code?: unknown })?.code ?? '');
+        const neverConnected = !connected && (attempt?.signal.aborted || NOT_CONNECTED_CODES.has(code));
         if (!neverConnected || deadline.aborted) throw error;
       } finally {
         if (timer !== undefined) timers.clearTimeout(timer);
