@@ -218,10 +218,8 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
           const failedService = error instanceof SecretsManagerError && (error.status >= 500 || error.status === 429);
           if (attemptNo >= maxAttempts || !(throttled || failedService || error instanceof TransientNetworkError)) throw error;
           const backoffMs = Math.floor(random() * Math.min(MAX_BACKOFF_MS, (throttled ? THROTTLING_BASE_MS : BASE_MS) * 2 ** (attemptNo - 1)));
-          // Node's abortable timer rejects with a generic AbortError: the signal's own reason is what callers log.
-          await delay(backoffMs, undefined, signal ? { signal } : {}).catch((error: unknown) => {
-            throw signal?.aborted ? abortError(signal) : error;
-          });
+          // An abort ends the sleep early (with a generic AbortError): the loop's first check throws the signal's own reason.
+          await delay(backoffMs, undefined, signal ? { signal } : {}).catch(() => undefined);
         }
       }
     },
