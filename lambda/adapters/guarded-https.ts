@@ -189,7 +189,6 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
     const requestDeadlineMs = Math.min(deadlineMs, request.timeoutMs ?? deadlineMs);
     const endsAt = Date.now() + requestDeadlineMs;
     const controller = new AbortController();
-    const expire = () => controller.abort();
     let response: ConnectResponse | undefined;
     // A starved event loop runs its due timers before the I/O that already arrived, so a deadline
     // that fires late would throw away an answer that came in time, and the event would be POSTed
@@ -197,8 +196,8 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
     // short grace for its body; the POST's own 5 s is unchanged when the loop keeps up.
     let timer = timers.setTimeout(() => {
       timer = timers.setTimeout(() => {
-        if (response === undefined) return expire();
-        timer = timers.setTimeout(expire, LATE_ANSWER_GRACE_MS);
+        if (response === undefined) return controller.abort();
+        timer = timers.setTimeout(() => controller.abort(), LATE_ANSWER_GRACE_MS);
       }, 0);
     }, requestDeadlineMs);
     try {
@@ -220,8 +219,7 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       return { kind: 'response', status: response.status, body, ...(retryAfter !== undefined ? { retryAfter } : {}) };
     } catch (error) {
       if (controller.signal.aborted) return { kind: 'failure', reason: 'timeout' };
-      // Refused destinations, DNS failures and refused connections all read connection_refused.
-      if (error instanceof RefusedDestination) return { kind: 'failure', reason: 'connection_refused' };
+      // Refused destinations and DNS failures have no TLS or timeout code: they read connection_refused.
       return { kind: 'failure', reason: failureOf(error) };
     } finally {
       timers.clearTimeout(timer);
