@@ -158,15 +158,14 @@ class Expression {
   }
 
   update(update: Update): string {
-    const sets: string[] = [];
-    for (const [field, value] of Object.entries(update.set ?? {})) if (value !== undefined) sets.push(`${this.name(field)} = ${this.value(value)}`);
-    for (const [field, value] of Object.entries(update.setIfAbsent ?? {})) {
-      if (value !== undefined) sets.push(`${this.name(field)} = if_not_exists(${this.name(field)}, ${this.value(value)})`);
-    }
-    for (const [field, values] of Object.entries(update.append ?? {})) {
-      const name = this.name(field);
-      sets.push(`${name} = list_append(if_not_exists(${name}, ${this.value([])}), ${this.value(values)})`);
-    }
+    const defined = (fields: Item = {}) => Object.entries(fields).filter(([, value]) => value !== undefined);
+    const sets = [
+      ...defined(update.set).map(([field, value]) => `${this.name(field)} = ${this.value(value)}`),
+      ...defined(update.setIfAbsent).map(([field, value]) => `${this.name(field)} = if_not_exists(${this.name(field)}, ${this.value(value)})`),
+      ...Object.entries(update.append ?? {}).map(
+        ([field, values]) => `${this.name(field)} = list_append(if_not_exists(${this.name(field)}, ${this.value([])}), ${this.value(values)})`,
+      ),
+    ];
     const adds = Object.entries(update.add ?? {}).map(([field, amount]) => `${this.name(field)} ${this.value(amount)}`);
     const removes = (update.remove ?? []).map((field) => this.name(field));
     return [sets.length ? `SET ${sets.join(', ')}` : '', removes.length ? `REMOVE ${removes.join(', ')}` : '', adds.length ? `ADD ${adds.join(', ')}` : '']
