@@ -1,13 +1,9 @@
 /**
- * Ports that load their real adapter on first use: the MCP Lambda's cold start answers
+ * Ports that load their real adapter on first use, so the MCP Lambda's cold start answers
  * `initialize`, `tools/list` and `/healthz` without evaluating the DynamoDB and SQS clients
- * (docs/performance.md). The Store, the AccessStore, the IdempotencyStore, the InboxStore and the
- * Outbox each get one: the loader (lambda/handlers/mcp-storage.ts) requires a file of its own
- * beside `index.js` (lib/bundling.ts), and the first call that needs storage pays for loading that
- * code, once.
- *
- * A failed load is not cached: the call fails like any storage call (the app answers 503 or a tool
- * error) and the next call loads again.
+ * (docs/performance.md): the loader (handlers/mcp-storage.ts) requires a file of its own beside
+ * `index.js` (lib/bundling.ts), once, on the first call that needs storage. A failed load is not
+ * cached: that call fails like any storage call (a 503 or a tool error) and the next one loads again.
  *
  * Deliberately not here: which adapters are built or how (the loader decides), and retries.
  */
@@ -16,15 +12,11 @@ import type { AccessStore, IdempotencyStore, InboxStore, Outbox, Store } from '.
 /** One load shared by concurrent first calls; forgotten when it fails. */
 export function once<T>(load: () => Promise<T>): () => Promise<T> {
   let pending: Promise<T> | undefined;
-  return () => {
-    if (!pending) {
-      pending = load();
-      pending.catch(() => {
-        pending = undefined;
-      });
-    }
-    return pending;
-  };
+  return () =>
+    (pending ??= load().catch((error: unknown) => {
+      pending = undefined;
+      throw error;
+    }));
 }
 
 /** A port's required methods (the Store's optional ones are the reconciler's: the MCP Lambda never calls them). */
@@ -51,7 +43,7 @@ export const StoreMethods = methodsOf<Store>({
   putInboundAnswer: true,
   listEvents: true,
 });
-export const AccessStoreMethods = methodsOf<AccessStore>({
+const AccessStoreMethods = methodsOf<AccessStore>({
   getDeployment: true,
   createDeployment: true,
   setDeploymentKeys: true,
@@ -67,11 +59,8 @@ export const InboxStoreMethods = methodsOf<InboxStore>({ listPending: true, ackn
 
 /** Each of `methods`, forwarded once `load` has given the real port. */
 function deferred<T extends object>(load: () => Promise<T>, methods: readonly Methods<T>[]): T {
-  const port: Record<PropertyKey, unknown> = {};
-  for (const method of methods) {
-    port[method] = async (...args: unknown[]) => ((await load())[method] as (...a: unknown[]) => Promise<unknown>)(...args);
-  }
-  return port as T;
+  const forward = (method: Methods<T>) => [method, async (...args: unknown[]) => ((await load())[method] as (...a: unknown[]) => Promise<unknown>)(...args)];
+  return Object.fromEntries(methods.map(forward)) as T;
 }
 
 export const deferredStore = (load: () => Promise<Store>): Store => deferred(load, StoreMethods);

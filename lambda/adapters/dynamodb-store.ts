@@ -1,25 +1,16 @@
 /**
- * The item table (lambda/core/store/table.ts) on DynamoDB, and `DynamoDbStore`, the one Store over
- * it: one table, partition key `pk` (S), no sort key, TTL attribute `ttl` (epoch seconds), and the
- * two sparse indexes of lambda/core/store/items.ts as global secondary indexes.
+ * The item table (core/store/table.ts) on DynamoDB, and `DynamoDbStore`, the Store over it: one
+ * table, partition key `pk` (S), no sort key, TTL attribute `ttl` (epoch seconds), and the two
+ * sparse indexes of core/store/items.ts as global secondary indexes. Each primitive is one
+ * request; a failed condition answers ALL_OLD, so the loser learns what is stored from the failed
+ * write itself. The prefix listing is a paged Scan: only operator listings call it, never a request
+ * or delivery path. No transaction (the Store's outbox is a put, then an SQS send), which keeps
+ * TransactWriteItems out of the bundles. Marshalling is by hand (`@aws-sdk/util-dynamodb` is not
+ * installed): strings, numbers, booleans, null, lists and maps.
  *
- * Each primitive is one request: a strongly consistent GetItem; a PutItem, UpdateItem or DeleteItem
- * whose condition is compiled to a ConditionExpression, with `ReturnValuesOnConditionCheckFailure:
- * ALL_OLD` so the loser learns what is stored from the failed write itself; a Query of one index
- * partition. No transaction: the Store needs none on DynamoDB (its outbox is a put, then an SQS
- * send: core/outbox.ts), and leaving it out keeps TransactWriteItems out of the bundles. The
- * prefix query is a paged Scan filtered by `begins_with(pk)`:
- * the Store calls it only for operator listings (`dm-dot events --aws`, `senders list`), never on
- * a request or delivery path.
- *
- * Marshalling is by hand (`@aws-sdk/util-dynamodb` is not installed): the records hold strings,
- * numbers, booleans, null and lists of small maps (the delivery log), nothing else.
- *
- * Deliberately not here: what any item means (the Store), retries and timeouts (the SDK client's
- * configuration, and the request deadline every call of a Lambda's client carries:
- * adapters/deadline.ts), logging (the subscription item holds the signing secret, so nothing here
- * ever prints an item or an attribute value), and table creation (CDK owns the table; tests create
- * theirs in DynamoDB Local, test/support/dynamodb-local.ts).
+ * Deliberately not here: what an item means (the Store), retries and timeouts (the client's, and
+ * adapters/deadline.ts), logging (an item may hold a signing secret: nothing here prints one), and
+ * creating the table (CDK's; the tests' in test/support/dynamodb-local.ts).
  */
 import {
   ConditionalCheckFailedException,
@@ -37,14 +28,8 @@ import type { Condition, IndexDefinition, IndexRange, Item, ItemTable, TableEntr
 
 type Attributes = Record<string, AttributeValue>;
 
-export interface DynamoDbStoreOptions extends TableStoreOptions {
-  client: DynamoDBClient;
-  tableName: string;
-}
-
-/** The one Store over the DynamoDB table. */
 export class DynamoDbStore extends TableStore {
-  constructor(options: DynamoDbStoreOptions) {
+  constructor(options: TableStoreOptions & { client: DynamoDBClient; tableName: string }) {
     super(new DynamoDbTable(options.client, options.tableName), options);
   }
 }
@@ -61,7 +46,7 @@ export class DynamoDbTable implements ItemTable {
   }
 
   put(key: string, item: Item, condition?: Condition): Promise<WriteResult> {
-    return this.conditional(() => new PutItemCommand({ TableName: this.tableName, Item: toItem(key, item), ...this.request(condition) }));
+    return this.conditional(() => new PutItemCommand({ TableName: this.tableName, Item: { ...toAttr(item).M, ...keyOf(key) }, ...this.request(condition) }));
   }
 
   update(key: string, update: Update, condition?: Condition): Promise<WriteResult> {
@@ -73,21 +58,8 @@ export class DynamoDbTable implements ItemTable {
   }
 
   async queryPrefix(prefix: string): Promise<TableEntry[]> {
-    const entries: TableEntry[] = [];
-    let startKey: Attributes | undefined;
-    do {
-      const page = await this.client.send(
-        new ScanCommand({
-          TableName: this.tableName,
-          FilterExpression: 'begins_with(pk, :prefix)',
-          ExpressionAttributeValues: { ':prefix': { S: prefix } },
-          ConsistentRead: true,
-          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
-        }),
-      );
-      for (const item of page.Items ?? []) entries.push({ key: item.pk!.S!, item: fromItem(item) });
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
+    const filter = { FilterExpression: 'begins_with(pk, :prefix)', ExpressionAttributeValues: { ':prefix': { S: prefix } } };
+    const entries = await this.pages((start) => new ScanCommand({ TableName: this.tableName, ...filter, ConsistentRead: true, ...start }));
     return entries.sort((a, b) => (a.key < b.key ? -1 : 1));
   }
 
@@ -99,24 +71,26 @@ export class DynamoDbTable implements ItemTable {
     // A key condition takes one bound of the sort key; a second is a filter.
     const filter = range.before === undefined ? undefined : `${sort()} < ${expression.value(range.before)}`;
     if (filter && range.after === undefined) bounds.push(filter);
+    const query = {
+      TableName: this.tableName,
+      IndexName: index.name,
+      KeyConditionExpression: bounds.join(' AND '),
+      ...(filter && range.after !== undefined ? { FilterExpression: filter } : {}),
+      ...expression.parts(),
+      ScanIndexForward: true,
+    };
+    return this.pages((start, found) => new QueryCommand({ ...query, Limit: range.limit - found, ...start }), range.limit);
+  }
+
+  /** The entries of every page, until there is no next page or `limit` entries are in. */
+  private async pages(command: (start: { ExclusiveStartKey?: Attributes }, found: number) => ScanCommand | QueryCommand, limit = Infinity) {
     const found: TableEntry[] = [];
     let startKey: Attributes | undefined;
     do {
-      const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: index.name,
-          KeyConditionExpression: bounds.join(' AND '),
-          ...(filter && range.after !== undefined ? { FilterExpression: filter } : {}),
-          ...expression.parts(),
-          ScanIndexForward: true,
-          Limit: range.limit - found.length,
-          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
-        }),
-      );
+      const page = await this.client.send(command(startKey ? { ExclusiveStartKey: startKey } : {}, found.length) as QueryCommand);
       for (const item of page.Items ?? []) found.push({ key: item.pk!.S!, item: fromItem(item) });
       startKey = page.LastEvaluatedKey;
-    } while (startKey && found.length < range.limit);
+    } while (startKey && found.length < limit);
     return found;
   }
 
@@ -163,21 +137,18 @@ class Expression {
   condition(condition: Condition): string {
     switch (condition.op) {
       case 'exists':
-        return 'attribute_exists(pk)';
-      case 'absent':
-        return 'attribute_not_exists(pk)';
       case 'has':
-        return `attribute_exists(${this.name(condition.field)})`;
+        return `attribute_exists(${condition.op === 'has' ? this.name(condition.field) : 'pk'})`;
+      case 'absent':
       case 'lacks':
-        return `attribute_not_exists(${this.name(condition.field)})`;
-      case 'eq':
-        return `${this.name(condition.field)} = ${this.value(condition.value)}`;
+        return `attribute_not_exists(${condition.op === 'lacks' ? this.name(condition.field) : 'pk'})`;
       case 'in':
         return `${this.name(condition.field)} IN (${condition.values.map((value) => this.value(value)).join(', ')})`;
+      case 'eq':
       case 'lt':
       case 'le':
       case 'gt':
-        return `${this.name(condition.field)} ${{ lt: '<', le: '<=', gt: '>' }[condition.op]} ${this.value(condition.value)}`;
+        return `${this.name(condition.field)} ${{ eq: '=', lt: '<', le: '<=', gt: '>' }[condition.op]} ${this.value(condition.value)}`;
       case 'and':
       case 'or':
         return condition.of
@@ -187,15 +158,14 @@ class Expression {
   }
 
   update(update: Update): string {
-    const sets: string[] = [];
-    for (const [field, value] of Object.entries(update.set ?? {})) if (value !== undefined) sets.push(`${this.name(field)} = ${this.value(value)}`);
-    for (const [field, value] of Object.entries(update.setIfAbsent ?? {})) {
-      if (value !== undefined) sets.push(`${this.name(field)} = if_not_exists(${this.name(field)}, ${this.value(value)})`);
-    }
-    for (const [field, values] of Object.entries(update.append ?? {})) {
-      const name = this.name(field);
-      sets.push(`${name} = list_append(if_not_exists(${name}, ${this.value([])}), ${this.value(values)})`);
-    }
+    const defined = (fields: Item = {}) => Object.entries(fields).filter(([, value]) => value !== undefined);
+    const sets = [
+      ...defined(update.set).map(([field, value]) => `${this.name(field)} = ${this.value(value)}`),
+      ...defined(update.setIfAbsent).map(([field, value]) => `${this.name(field)} = if_not_exists(${this.name(field)}, ${this.value(value)})`),
+      ...Object.entries(update.append ?? {}).map(
+        ([field, values]) => `${this.name(field)} = list_append(if_not_exists(${this.name(field)}, ${this.value([])}), ${this.value(values)})`,
+      ),
+    ];
     const adds = Object.entries(update.add ?? {}).map(([field, amount]) => `${this.name(field)} ${this.value(amount)}`);
     const removes = (update.remove ?? []).map((field) => this.name(field));
     return [sets.length ? `SET ${sets.join(', ')}` : '', removes.length ? `REMOVE ${removes.join(', ')}` : '', adds.length ? `ADD ${adds.join(', ')}` : '']
@@ -216,16 +186,12 @@ function isConditionFailure(error: unknown): error is ConditionalCheckFailedExce
   return error instanceof ConditionalCheckFailedException || (error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException';
 }
 
-function keyOf(key: string): Attributes {
-  return { pk: { S: key } };
-}
+const keyOf = (key: string): Attributes => ({ pk: { S: key } });
 
-/** Marshals an item; undefined fields are left out (null is kept: it means "cleared"). */
-function toItem(key: string, item: Item): Attributes {
-  return { ...toAttr(item).M, pk: { S: key } };
-}
-
-/** The error names the field, never the value (secrets). Undefined members of a map are left out. */
+/**
+ * Marshals a value; the error names the field, never the value (secrets). Undefined members of a
+ * map are left out (null is kept: it means "cleared").
+ */
 function toAttr(value: unknown, field?: string): AttributeValue {
   if (value === null) return { NULL: true };
   if (typeof value === 'string') return { S: value };
@@ -240,7 +206,6 @@ function toAttr(value: unknown, field?: string): AttributeValue {
   throw new TypeError(`cannot store ${field ?? 'value'}: unsupported type ${typeof value}`);
 }
 
-/** An item without its key. */
 function fromItem(attributes: Attributes): Item {
   const { pk: _key, ...item } = fromAttr({ M: attributes }) as Item;
   return item;

@@ -1,19 +1,15 @@
 /**
- * The outbound guard (docs/contract/outbound-guard.md): the only way dm-dot sends anything to a callback, used by the
- * challenge and by every delivery. It checks the URL, resolves the host once, refuses the request
- * if any answer is not globally routable, then connects to a checked address with the original
- * host name kept for SNI and certificate checks, so DNS rebinding cannot move the connection. No
- * redirects, `Accept-Encoding: identity`, one 5 s deadline for everything (shorter when the
- * request says so: `timeoutMs`), at most 1 MiB read.
+ * The outbound guard (docs/contract/outbound-guard.md), the only way dm-dot sends anything to a
+ * callback: it checks the URL, resolves the host once, refuses the request if any answer is not
+ * globally routable, and connects to a checked address with the host name kept for SNI and the
+ * certificate, so DNS rebinding cannot move the connection. No redirects, `Accept-Encoding:
+ * identity`, one 5 s deadline for everything (or the request's shorter `timeoutMs`), 1 MiB read.
  *
- * Several answers (a name with several addresses must not fail on the first dead one): when connecting to one fails before the connection is made
- * (refused, unreachable, or no answer within its share of the deadline), the next checked answer
- * is tried, all within the same deadline. Nothing was sent on a connection that was never made,
- * so this cannot deliver twice; once connected, the outcome of that connection is final. IPv4
- * answers go first when the machine has no global IPv6 address (a Lambda function outside a VPC
- * has no IPv6 egress), otherwise the resolver's order is kept (`preferIpv4` overrides).
- *
- * Resolver, connector and timers are injectable so tests exercise the guard itself.
+ * A name with several addresses must not fail on the first dead one: a connection that fails
+ * before it is made (refused, unreachable, or not made within its share of the deadline) moves on
+ * to the next checked answer; nothing was sent on it, so this cannot deliver twice, and once
+ * connected the outcome is final. IPv4 answers go first when the machine has no global IPv6
+ * address (a Lambda outside a VPC has no IPv6 egress).
  *
  * Deliberately not here: retries (the delivery core decides), and reporting anything of the
  * endpoint beyond a status code and the capped body: errors become categories.
@@ -24,17 +20,16 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { Limits } from '../core/protocol';
+import { LOOPBACK_ADDRESSES } from '../core/loopback';
 import { isLoopbackLiteralHost } from '../core/validation';
 import type { TransportFailure, WebhookClient, WebhookRequest, WebhookResponse } from '../ports';
-import { isAllowedLoopback, isForbiddenAddress } from './address-policy';
+import { isForbiddenAddress } from './address-policy';
 import { readCapped } from './capped-body';
 
 /** How long an answer whose status line arrived by the deadline may take for its body (see `post`). */
 const LATE_ANSWER_GRACE_MS = 250;
-export interface ResolvedAddress {
-  address: string;
-  family: 4 | 6;
-}
+
+export type ResolvedAddress = { address: string; family: 4 | 6 };
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 
 export interface ConnectRequest {
@@ -43,10 +38,7 @@ export interface ConnectRequest {
   headers: Record<string, string>;
   body: Uint8Array;
   signal: AbortSignal;
-  /**
-   * The connector calls this once the TCP connection is made (before TLS). Until then a failure
-   * means nothing reached the endpoint, and the guard may try the next address.
-   */
+  /** Called once TCP is connected (before TLS): a failure before it reached nothing, and the next address may be tried. */
   onConnected?: () => void;
 }
 export interface ConnectResponse {
@@ -57,10 +49,7 @@ export interface ConnectResponse {
 }
 export type Connector = (request: ConnectRequest) => Promise<ConnectResponse>;
 
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
+export type Timers = { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(handle: unknown): void };
 
 export interface GuardOptions {
   /** DMDOT_ALLOW_LOOPBACK_CALLBACKS: also allow the literal hosts 127.0.0.1 and [::1]. */
@@ -79,8 +68,6 @@ export interface GuardOptions {
 /** Errors of a connection that was never made: the next checked address may be tried. */
 const NOT_CONNECTED_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'EAFNOSUPPORT', 'ETIMEDOUT']);
 
-export const DEFAULT_CONNECT_ATTEMPT_MS = 2_000;
-
 /** True when some interface has a global (not link-local, not loopback) IPv6 address. */
 export function hasGlobalIpv6(interfaces: ReturnType<typeof networkInterfaces> = networkInterfaces()): boolean {
   return Object.values(interfaces).some((list) =>
@@ -88,7 +75,6 @@ export function hasGlobalIpv6(interfaces: ReturnType<typeof networkInterfaces> =
   );
 }
 
-/** IPv4 answers first (stable), when asked to; otherwise the resolver's order. */
 export function orderAnswers(answers: readonly ResolvedAddress[], preferIpv4: boolean): ResolvedAddress[] {
   return preferIpv4 ? [...answers.filter((a) => a.family === 4), ...answers.filter((a) => a.family !== 4)] : [...answers];
 }
@@ -126,10 +112,6 @@ function failureOf(error: unknown): TransportFailure {
   return 'connection_refused';
 }
 
-function unbracket(hostname: string): string {
-  return hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
-}
-
 function firstHeader(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
@@ -141,58 +123,39 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
   const deadlineMs = options.deadlineMs ?? Limits.outboundDeadlineMs;
   const maxResponseBytes = options.maxResponseBytes ?? Limits.outboundResponseMaxBytes;
   const preferIpv4 = options.preferIpv4 ?? !hasGlobalIpv6();
-  const connectAttemptMs = options.connectAttemptMs ?? DEFAULT_CONNECT_ATTEMPT_MS;
+  const connectAttemptMs = options.connectAttemptMs ?? 2_000;
 
   async function checkedAddresses(url: URL): Promise<ResolvedAddress[]> {
     const loopbackLiteral = options.allowLoopback && isLoopbackLiteralHost(url.hostname);
     if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopbackLiteral)) throw new RefusedDestination('scheme');
     // An empty fragment (`…/hook#`) leaves url.hash empty but is still a fragment: href keeps the '#'.
     if (url.username || url.password || url.hash || url.href.includes('#')) throw new RefusedDestination('userinfo or fragment');
-    const host = unbracket(url.hostname);
-    let answers: ResolvedAddress[];
-    if (/^[\d.]+$/.test(host) || host.includes(':')) {
-      answers = [{ address: host, family: host.includes(':') ? 6 : 4 }];
-    } else {
-      answers = await resolver(host);
-    }
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    const literal = /^[\d.]+$/.test(host) || host.includes(':');
+    const answers: ResolvedAddress[] = literal ? [{ address: host, family: host.includes(':') ? 6 : 4 }] : await resolver(host);
     if (answers.length === 0) throw new RefusedDestination('no address');
-    for (const answer of answers) {
-      const allowed = loopbackLiteral && isAllowedLoopback(answer.address, true);
-      if (!allowed && isForbiddenAddress(answer.address)) throw new RefusedDestination('address');
-    }
+    const refused = (address: string) => !(loopbackLiteral && LOOPBACK_ADDRESSES.has(address)) && isForbiddenAddress(address);
+    if (answers.some((answer) => refused(answer.address))) throw new RefusedDestination('address');
     return orderAnswers(answers, preferIpv4);
   }
 
-  /**
-   * Connects to the checked addresses in turn until one connection is made. A failure before the
-   * connection (see NOT_CONNECTED_CODES, or this address's share of the deadline running out while
-   * others remain) moves on to the next; any other failure, or the last address's, is the answer.
-   */
+  /** The checked addresses in turn until one connection is made (the header's second paragraph). */
   async function connectAny(url: URL, addresses: ResolvedAddress[], request: WebhookRequest, deadline: AbortSignal, endsAt: number): Promise<ConnectResponse> {
     let lastError: unknown;
-    for (let i = 0; i < addresses.length; i++) {
-      if (deadline.aborted) break;
+    for (let i = 0; i < addresses.length && !deadline.aborted; i++) {
       const othersLeft = addresses.length - i - 1;
       // Only while other answers remain does an attempt end before the deadline; the last (most
       // often the only) one takes the deadline's signal itself: no controller per POST for nothing.
       const attempt = othersLeft > 0 ? new AbortController() : undefined;
       const onDeadline = () => attempt?.abort();
-      if (attempt) deadline.addEventListener('abort', onDeadline, { once: true });
       let connected = false;
-      let gaveUp = false;
-      // Only while other answers remain: the last one gets whatever is left of the deadline.
-      const share = Math.min(connectAttemptMs, Math.floor((endsAt - Date.now()) / (othersLeft + 1)));
-      const timer =
-        othersLeft > 0
-          ? timers.setTimeout(
-              () => {
-                if (connected) return;
-                gaveUp = true;
-                attempt?.abort();
-              },
-              Math.max(0, share),
-            )
-          : undefined;
+      let timer: unknown;
+      if (attempt) {
+        deadline.addEventListener('abort', onDeadline, { once: true });
+        const share = Math.min(connectAttemptMs, Math.floor((endsAt - Date.now()) / (othersLeft + 1)));
+        // Its share over, an attempt not yet connected gives up (its signal aborted: the next address's turn).
+        timer = timers.setTimeout(() => connected || attempt.abort(), Math.max(0, share));
+      }
       try {
         return await connector({
           url,
@@ -200,9 +163,7 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
           body: request.body,
           signal: attempt?.signal ?? deadline,
           headers: { ...request.headers, 'accept-encoding': 'identity', 'user-agent': 'dm-dot' },
-          onConnected: () => {
-            connected = true;
-          },
+          onConnected: () => void (connected = true),
         });
       } catch (error) {
         // The link to the deadline stays on the connection that is answering (its body is read
@@ -210,7 +171,7 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
         if (attempt) deadline.removeEventListener('abort', onDeadline);
         lastError = error;
         const code = String((error as { code?: unknown })?.code ?? '');
-        const neverConnected = !connected && (gaveUp || NOT_CONNECTED_CODES.has(code));
+        const neverConnected = !connected && (attempt?.signal.aborted || NOT_CONNECTED_CODES.has(code));
         if (!neverConnected || deadline.aborted) throw error;
       } finally {
         if (timer !== undefined) timers.clearTimeout(timer);
@@ -228,20 +189,15 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
     const requestDeadlineMs = Math.min(deadlineMs, request.timeoutMs ?? deadlineMs);
     const endsAt = Date.now() + requestDeadlineMs;
     const controller = new AbortController();
-    let timedOut = false;
     let response: ConnectResponse | undefined;
-    const expire = () => {
-      timedOut = true;
-      controller.abort();
-    };
     // A starved event loop runs its due timers before the I/O that already arrived, so a deadline
     // that fires late would throw away an answer that came in time, and the event would be POSTed
     // again. The deadline yields once to pending I/O, and an answer whose status line is in gets a
     // short grace for its body; the POST's own 5 s is unchanged when the loop keeps up.
     let timer = timers.setTimeout(() => {
       timer = timers.setTimeout(() => {
-        if (response === undefined) return expire();
-        timer = timers.setTimeout(expire, LATE_ANSWER_GRACE_MS);
+        if (response === undefined) return controller.abort();
+        timer = timers.setTimeout(() => controller.abort(), LATE_ANSWER_GRACE_MS);
       }, 0);
     }, requestDeadlineMs);
     try {
@@ -252,27 +208,18 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       ]);
       response = await connectAny(url, addresses, request, controller.signal, endsAt);
       const encoding = firstHeader(response.headers['content-encoding'])?.trim().toLowerCase();
-      if (encoding && encoding !== 'identity') return { kind: 'failure', reason: 'bad_response' };
       // Compression can also arrive as a transfer coding (`Transfer-Encoding: gzip, chunked`), which node does not undo.
-      const transfer = firstHeader(response.headers['transfer-encoding'])
-        ?.toLowerCase()
-        .split(',')
-        .map((coding) => coding.trim());
-      if (transfer?.some((coding) => coding !== '' && coding !== 'chunked' && coding !== 'identity')) return { kind: 'failure', reason: 'bad_response' };
+      const transfer = (firstHeader(response.headers['transfer-encoding']) ?? '').toLowerCase().split(',');
+      if ((encoding && encoding !== 'identity') || transfer.some((coding) => !['', 'chunked', 'identity'].includes(coding.trim())))
+        return { kind: 'failure', reason: 'bad_response' };
       const body = await readCapped(response.body, maxResponseBytes);
       if (body === undefined) return { kind: 'failure', reason: 'bad_response' };
-      if (timedOut) return { kind: 'failure', reason: 'timeout' };
+      if (controller.signal.aborted) return { kind: 'failure', reason: 'timeout' };
       const retryAfter = firstHeader(response.headers['retry-after']);
-      return {
-        kind: 'response',
-        status: response.status,
-        body,
-        ...(retryAfter !== undefined ? { retryAfter } : {}),
-      };
+      return { kind: 'response', status: response.status, body, ...(retryAfter !== undefined ? { retryAfter } : {}) };
     } catch (error) {
-      if (timedOut) return { kind: 'failure', reason: 'timeout' };
-      // Refused destinations, DNS failures and refused connections all read connection_refused.
-      if (error instanceof RefusedDestination) return { kind: 'failure', reason: 'connection_refused' };
+      if (controller.signal.aborted) return { kind: 'failure', reason: 'timeout' };
+      // Refused destinations and DNS failures have no TLS or timeout code: they read connection_refused.
       return { kind: 'failure', reason: failureOf(error) };
     } finally {
       timers.clearTimeout(timer);

@@ -1,26 +1,17 @@
 /**
- * The one secret loader of the MCP Lambda, configured twice: for the API key (read once per cold
- * start, docs/contract: architecture, http) and for pup's signing secrets (re-read every 2 minutes while warm, so a
- * rotation needs no deploy, docs/contract/pup.md). Both read one Secrets Manager secret by ARN through
- * adapters/secrets-manager.ts and follow the same rules:
+ * The MCP Lambda's secret loader, configured twice: for the API key (read once per cold start) and
+ * for pup's signing secrets (re-read every 2 minutes while warm: a rotation needs no deploy). A
+ * loaded value is served from memory; `get()` never rejects and answers undefined while none has
+ * loaded (the app answers 503). Concurrent requests share one read, each waiting only until its own
+ * deadline. A due refresh runs in the background; a failed one keeps the last good value.
  *
- * - A value, once loaded, is served from memory; `get()` never rejects, and answers undefined
- *   while no value has loaded (the app then answers 503).
- * - Concurrent requests share one read. A request waits for a read only until its own deadline
- *   (adapters/deadline.ts), so a stalled Secrets Manager becomes a 503 in time, never a timeout.
- * - With a refresh interval, a due refresh runs in the background while the cached value keeps
- *   answering; a failed refresh keeps the last good value.
- * - **The back-off** (no new read for 30 s) follows only a read that really failed: access
- *   denied, not found, a server error after the SDK-style retries, an unusable value. A read that
- *   ended by its own timeout or abort, or that started outside a request (during init, or a
- *   background refresh), starts no back-off: Lambda may initialise an environment and freeze it
- *   before any request, and at thaw that read's timer is long overdue though nothing failed. The
- *   next request reads again at once, and a request that was waiting on such a read starts a
- *   fresh one within its own deadline.
+ * The 30 s back-off follows only a read that really failed (access denied, not found, a server
+ * error after the retries, an unusable value); not one that ended by its own timeout or abort, nor
+ * one started outside a request: at a Lambda thaw such a read's timer is long overdue though
+ * nothing failed (docs/decisions.md). A request that waited on it starts a fresh one instead.
  *
- * Deliberately not here: logging a value (only an AWS error code or a sentence of ours that names
- * no secret; the loaded values are handed to `onLoaded` for log redaction), and parsing beyond
- * what each secret's `parse` does.
+ * Deliberately not here: logging a value (only an AWS error code or a sentence of ours; loaded
+ * values go to `onLoaded` for log redaction), and parsing beyond each secret's `parse`.
  */
 import type { Logger } from '../ports';
 import { Budgets } from '../core/budgets';
@@ -46,9 +37,6 @@ export interface SecretLoaderOptions<T> {
   describe?(value: T): Record<string, unknown>;
   /** Re-read while warm this often; undefined: read once and keep it. */
   refreshMs?: number;
-  retryIntervalMs?: number;
-  /** The longest one read may take, retries included. */
-  readCapMs?: number;
   now?: () => number;
   log?: Logger;
   onLoaded?: (secret: string) => void;
@@ -67,16 +55,10 @@ type ReadOutcome<T> = { ok: true; value: T } | { ok: false; backOff: boolean };
 
 const TIMED_OUT = Symbol('timed out');
 
-function endedByItself(error: unknown): boolean {
-  const name = (error as { name?: unknown } | null)?.name;
-  return name === 'TimeoutError' || name === 'AbortError';
-}
-
 export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLoader<T> {
   const now = options.now ?? Date.now;
-  const retryIntervalMs = options.retryIntervalMs ?? Budgets.secretRetryIntervalMs;
-  const readCapMs = options.readCapMs ?? Budgets.secretReadCapMs;
   const secretArn = options.secretArn?.trim() || undefined;
+  const retryIntervalMs = Budgets.secretRetryIntervalMs;
   let value: T | undefined;
   let loadedAt: number | undefined;
   let failedAt: number | undefined;
@@ -86,7 +68,7 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
   async function read(arn: string): Promise<ReadOutcome<T>> {
     const inRequest = deadlineLeftMs() !== undefined;
     try {
-      const answer = await options.client.getSecretValue({ SecretId: arn }, callOptions(readCapMs));
+      const answer = await options.client.getSecretValue({ SecretId: arn }, callOptions(Budgets.secretReadCapMs));
       const loaded = options.parse(answer);
       for (const secret of options.secretsOf(loaded)) options.onLoaded?.(secret);
       value = loaded;
@@ -95,7 +77,8 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
       options.log?.info(`${options.name}_loaded`, options.describe?.(loaded) ?? {});
       return { ok: true, value: loaded };
     } catch (error) {
-      const backOff = inRequest && !endedByItself(error);
+      const name = (error as { name?: unknown } | null)?.name;
+      const backOff = inRequest && name !== 'TimeoutError' && name !== 'AbortError';
       if (backOff) failedAt = now();
       // The error name (e.g. AccessDeniedException), or our own sentence: service messages may quote request data.
       const cause = error instanceof UnusableSecret ? `${error.name}: ${error.message}` : error instanceof Error ? error.name : 'unknown';
@@ -105,15 +88,13 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
   }
 
   function start(arn: string): Promise<ReadOutcome<T>> {
-    if (inFlight) return inFlight;
     // Cleared in a later microtask, so even a synchronous failure cannot leave a stale promise.
-    const pending = Promise.resolve()
+    inFlight ??= Promise.resolve()
       .then(() => read(arn))
       .finally(() => {
         inFlight = undefined;
       });
-    inFlight = pending;
-    return pending;
+    return inFlight;
   }
 
   const backingOff = () => failedAt !== undefined && now() - failedAt < retryIntervalMs;
@@ -148,9 +129,16 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
   };
 }
 
-/** Secret text from either field of a GetSecretValue answer. */
 function textOf(answer: SecretValue): string | undefined {
   return answer.SecretString ?? (answer.SecretBinary ? Buffer.from(answer.SecretBinary).toString('utf8') : undefined);
+}
+
+function jsonOf(text: string, unusable: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UnusableSecret(unusable);
+  }
 }
 
 /**
@@ -160,13 +148,7 @@ function textOf(answer: SecretValue): string | undefined {
 export function parseApiKeySecret(answer: SecretValue): string {
   const raw = (textOf(answer) ?? '').trim();
   if (raw.startsWith('{')) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(raw);
-    } catch {
-      throw new UnusableSecret('secret is neither a plain key nor JSON');
-    }
-    const apiKey = (parsed as { apiKey?: unknown } | null)?.apiKey;
+    const apiKey = (jsonOf(raw, 'secret is neither a plain key nor JSON') as { apiKey?: unknown } | null)?.apiKey;
     if (typeof apiKey !== 'string' || apiKey.trim() === '') throw new UnusableSecret('JSON secret has no string apiKey');
     return apiKey.trim();
   }
@@ -180,46 +162,36 @@ export function parseApiKeySecret(answer: SecretValue): string {
  * `rotatedAt` (the previous one is accepted until 10 minutes after it).
  */
 export function parsePupSecretString(text: string | undefined): InboundSecrets {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text ?? '');
-  } catch {
-    throw new UnusableSecret('the secret is not JSON like {"secrets":["whsec_…"],"rotatedAt":"…"}');
-  }
-  const record = parsed as { secrets?: unknown; rotatedAt?: unknown } | null;
+  const record = jsonOf(text ?? '', 'the secret is not JSON like {"secrets":["whsec_…"],"rotatedAt":"…"}') as { secrets?: unknown; rotatedAt?: unknown } | null;
   if (record === null || typeof record !== 'object' || !Array.isArray(record.secrets) || !record.secrets.every((s) => typeof s === 'string')) {
     throw new UnusableSecret('the secret has no "secrets" array of strings');
   }
-  let rotatedAt: number | undefined;
+  const config: InboundSecrets = { secrets: record.secrets as string[] };
   if (record.rotatedAt !== undefined && record.rotatedAt !== null) {
-    rotatedAt = typeof record.rotatedAt === 'string' ? parseRotationTime(record.rotatedAt) : undefined;
-    if (rotatedAt === undefined) throw new UnusableSecret('"rotatedAt" is not an ISO 8601 time with a zone');
+    config.rotatedAt = typeof record.rotatedAt === 'string' ? parseRotationTime(record.rotatedAt) : undefined;
+    if (config.rotatedAt === undefined) throw new UnusableSecret('"rotatedAt" is not an ISO 8601 time with a zone');
   }
-  const config: InboundSecrets = rotatedAt === undefined ? { secrets: record.secrets as string[] } : { secrets: record.secrets as string[], rotatedAt };
   const problem = inboundSecretsProblem(config);
   if (problem) throw new UnusableSecret(problem);
   return config;
 }
 
 export type ApiKeyLoader = SecretLoader<string>;
-export type PupSecretsLoader = SecretLoader<InboundSecrets>;
-
-type LoaderOptions = Pick<SecretLoaderOptions<unknown>, 'client' | 'secretArn' | 'now' | 'log' | 'onLoaded' | 'retryIntervalMs' | 'readCapMs'>;
+type LoaderOptions = Pick<SecretLoaderOptions<unknown>, 'client' | 'secretArn' | 'now' | 'log' | 'onLoaded'>;
 
 /** The API key: read once per cold start (a rotated key takes effect when the environments are recycled). */
 export function createApiKeyLoader(options: LoaderOptions): ApiKeyLoader {
   return createSecretLoader({ ...options, name: 'api_key', parse: parseApiKeySecret, secretsOf: (key) => [key] });
 }
 
-/** pup's signing secrets: refreshed every 2 minutes while warm. */
-export function createPupSecretsLoader(options: LoaderOptions & { refreshMs?: number }): PupSecretsLoader {
+export function createPupSecretsLoader(options: LoaderOptions): SecretLoader<InboundSecrets> {
   return createSecretLoader({
     ...options,
     name: 'pup_secrets',
     parse: (answer) => parsePupSecretString(textOf(answer)),
     secretsOf: (value) => value.secrets,
     describe: (value) => ({ count: value.secrets.length }),
-    refreshMs: options.refreshMs ?? Budgets.pupSecretsRefreshMs,
+    refreshMs: Budgets.pupSecretsRefreshMs,
     missingLevel: 'warn',
   });
 }

@@ -1,28 +1,18 @@
 /**
- * Secrets Manager's `GetSecretValue`, the one Secrets Manager call dm-dot makes (the API key and
- * pup's signing secrets), over node:https and signed with Signature Version 4 by `aws4`: the SDK
- * client costs the MCP Lambda's cold start more than its budget allows (docs/decisions.md has the
- * figures). The request is small and documented (AWS's API reference for the action):
+ * Secrets Manager's `GetSecretValue` (the API key and pup's signing secrets) over node:https,
+ * signed with Signature Version 4 by `aws4`: the SDK client costs the MCP Lambda's cold start more
+ * than its budget allows (docs/decisions.md has the figures). It behaves as the SDK client would
+ * where callers can tell: an error's `name` is the service's error code; retries follow the SDK's
+ * standard mode (throttling, 5xx and network failures; 3 attempts, jittered exponential backoff);
+ * the endpoint is the one the SDK's variables configure (config/settings.ts), else the one of the
+ * ARN's region and partition; each attempt has 1 s to connect and 2 s in all (core/budgets.ts),
+ * and the caller's abort signal (the request deadline) bounds the whole call.
  *
- * - Protocol: AWS JSON 1.1, `POST /` with `X-Amz-Target: secretsmanager.GetSecretValue` and the
- *   JSON body `{"SecretId": …}`; the answer's `SecretBinary` is base64.
- * - Errors: the code is the `__type` of the JSON body (or the `x-amzn-ErrorType` header), after
- *   any `namespace#` and before any `:`; the error's `name` is that code, as the SDK names its
- *   errors, so callers log the same words. Retried like the SDK's standard mode: throttling codes,
- *   5xx and network failures, up to 3 attempts with jittered exponential backoff, all within the
- *   caller's abort signal.
- * - Endpoint: the runtime's configured one (config/settings.ts reads the SDK's endpoint variables),
- *   otherwise `https://secretsmanager[-fips].<region>.<partition DNS suffix>`, the region and
- *   partition taken from the secret's ARN (the unit test holds the suffixes to the SDK's table).
- * - Credentials: the environment, where Lambda puts the execution role's.
- *
- * Timeouts per attempt: 1 s to connect, 2 s in all (core/budgets.ts, as for the SDK clients); the
- * caller's abort signal (the request deadline, adapters/deadline.ts) bounds the whole call.
- *
- * Deliberately not here: any other action, version ids or stages (AWSCURRENT is what a read
- * without them returns), dual-stack endpoints, caching (the loaders cache), logging, and any
- * credential source but the environment.
+ * Deliberately not here: any other action, version ids or stages (a read without them answers
+ * AWSCURRENT), dual-stack endpoints, caching (the loader's), logging, and credentials from
+ * anywhere but the environment (where Lambda puts the role's).
  */
+import { once } from 'node:events';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -31,10 +21,7 @@ import { Budgets } from '../core/budgets';
 import { readCapped } from './capped-body';
 
 /** What a read answers: one of the two is set. */
-export interface SecretValue {
-  SecretString?: string;
-  SecretBinary?: Uint8Array;
-}
+export type SecretValue = { SecretString?: string; SecretBinary?: Uint8Array };
 
 /** The port the secret loaders use (adapters/secret-loader.ts). */
 export interface SecretsReader {
@@ -53,11 +40,7 @@ export class SecretsManagerError extends Error {
   }
 }
 
-export interface Credentials {
-  accessKeyId: string;
-  secretAccessKey: string;
-  sessionToken?: string;
-}
+export type Credentials = { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
 
 export interface SecretsManagerOptions {
   /** Used when the secret id is not an ARN (the ARN's own region wins). */
@@ -66,7 +49,6 @@ export interface SecretsManagerOptions {
   endpoint?: string;
   useFips?: boolean;
   credentials: () => Credentials;
-  /** Default 3 (the SDK's standard mode). */
   maxAttempts?: number;
   connectTimeoutMs?: number;
   attemptTimeoutMs?: number;
@@ -85,7 +67,7 @@ const MAX_BACKOFF_MS = 20_000;
 /** A secret is at most 64 KiB; anything far larger is not a GetSecretValue answer. */
 const MAX_ANSWER_BYTES = 1024 * 1024;
 
-/** Node errors of a connection that failed or was cut: worth another attempt. */
+/** A connection that failed or was cut: worth another attempt. */
 class TransientNetworkError extends Error {
   constructor(name: string, message: string) {
     super(message);
@@ -93,17 +75,8 @@ class TransientNetworkError extends Error {
   }
 }
 
-/** Named like the SDK's environment credential provider's error. */
-class CredentialsMissing extends Error {
-  override readonly name = 'CredentialsProviderError';
-  constructor() {
-    super('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set');
-  }
-}
-
-function codeOf(type: string): string {
-  const afterHash = type.includes('#') ? type.slice(type.lastIndexOf('#') + 1) : type;
-  return afterHash.split(':')[0]!.trim();
+function transient(error: Error, code?: string): never {
+  throw new TransientNetworkError(code ?? error.name, error.message);
 }
 
 /**
@@ -145,9 +118,28 @@ function abortError(signal: AbortSignal): Error {
   if (reason instanceof Error) return reason;
   // AbortSignal.timeout()'s reason is a DOMException named TimeoutError: keep its name, which is
   // what callers log, even where it is not an Error of this realm.
-  const error = new Error(typeof reason?.message === 'string' ? reason.message : 'the call was aborted');
-  error.name = typeof reason?.name === 'string' ? reason.name : 'AbortError';
-  return error;
+  const name = typeof reason?.name === 'string' ? reason.name : 'AbortError';
+  return Object.assign(new Error(typeof reason?.message === 'string' ? reason.message : 'the call was aborted'), { name });
+}
+
+/** A complete answer's value, or the error it stands for. */
+function readAnswer(status: number, errorType: unknown, text: string): SecretValue | SecretsManagerError {
+  let parsed: Record<string, unknown> | undefined;
+  try {
+    parsed = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    parsed = undefined;
+  }
+  const ok = status >= 200 && status < 300;
+  if (ok && parsed && typeof parsed === 'object') {
+    const value: SecretValue = {};
+    if (typeof parsed.SecretString === 'string') value.SecretString = parsed.SecretString;
+    if (typeof parsed.SecretBinary === 'string') value.SecretBinary = Buffer.from(parsed.SecretBinary, 'base64');
+    return value;
+  }
+  const type = [errorType, parsed?.__type, parsed?.code].find((t): t is string => typeof t === 'string' && t !== '') ?? '';
+  const [code = ''] = type.replace(/^[\s\S]*#/, '').split(':');
+  return new SecretsManagerError(code.trim() || (status >= 500 ? 'InternalServiceError' : ok ? 'UnreadableAnswer' : `Http${status}`), status);
 }
 
 export function createSecretsManagerReader(options: SecretsManagerOptions): SecretsReader {
@@ -157,104 +149,60 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
   const random = options.random ?? Math.random;
   const configured = options.endpoint ? new URL(options.endpoint) : undefined;
 
-  /** One signed POST; throws synchronously only when there are no credentials. */
-  function attempt(secretId: string, signal: AbortSignal | undefined): Promise<SecretValue> {
+  /** One signed POST. */
+  async function attempt(secretId: string, signal: AbortSignal | undefined): Promise<SecretValue> {
     const arn = arnParts(secretId);
     const region = arn?.region ?? options.region;
     const url = configured ?? new URL(defaultEndpoint(region, options.useFips, arn?.partition));
     const body = JSON.stringify({ SecretId: secretId });
     const credentials = options.credentials();
-    // As the SDK's environment provider: no key, no call (and nothing worth retrying).
-    if (!credentials.accessKeyId || !credentials.secretAccessKey) throw new CredentialsMissing();
-    const basePath = url.pathname.replace(/\/+$/, '');
-    const request = sign(
-      {
-        protocol: url.protocol,
-        host: url.hostname,
-        ...(url.port ? { port: Number(url.port) } : {}),
-        method: 'POST',
-        path: `${basePath}/`,
-        service: 'secretsmanager',
-        region,
-        headers: { 'content-type': 'application/x-amz-json-1.1', 'x-amz-target': 'secretsmanager.GetSecretValue' },
-        body,
-      },
-      credentials,
-    );
-    return new Promise<SecretValue>((resolve, reject) => {
-      let settled = false;
-      const finish = (error: Error | undefined, value?: SecretValue) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(attemptTimer);
-        clearTimeout(connectTimer);
-        if (error) {
-          req.destroy();
-          reject(error);
-        } else resolve(value!);
-      };
-      const send = url.protocol === 'http:' ? http.request : https.request;
-      const req = send(
-        {
-          protocol: url.protocol,
-          // An IPv6 literal is bracketed in a URL and in Host, but not as a name to connect to.
-          hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-          port: url.port || undefined,
-          method: 'POST',
-          path: request.path,
-          headers: request.headers as http.OutgoingHttpHeaders,
-          ...(signal ? { signal } : {}),
-        },
-        (res) => {
-          readCapped(res, MAX_ANSWER_BYTES).then(
-            (answer) => {
-              if (answer === undefined) return finish(new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB'));
-              const status = res.statusCode ?? 0;
-              const text = answer.toString('utf8');
-              let parsed: Record<string, unknown> | undefined;
-              try {
-                parsed = JSON.parse(text) as Record<string, unknown>;
-              } catch {
-                parsed = undefined;
-              }
-              if (status >= 200 && status < 300 && parsed && typeof parsed === 'object') {
-                const value: SecretValue = {};
-                if (typeof parsed.SecretString === 'string') value.SecretString = parsed.SecretString;
-                if (typeof parsed.SecretBinary === 'string') value.SecretBinary = Buffer.from(parsed.SecretBinary, 'base64');
-                return finish(undefined, value);
-              }
-              const headerType = res.headers['x-amzn-errortype'];
-              const type =
-                (typeof headerType === 'string' && headerType) ||
-                (typeof parsed?.__type === 'string' && parsed.__type) ||
-                (typeof parsed?.code === 'string' && parsed.code) ||
-                '';
-              const code = codeOf(type) || (status >= 500 ? 'InternalServiceError' : status >= 200 && status < 300 ? 'UnreadableAnswer' : `Http${status}`);
-              finish(new SecretsManagerError(code, status));
-            },
-            (error: Error) => finish(new TransientNetworkError(error.name, error.message)),
-          );
-        },
-      );
-      const attemptTimer = setTimeout(() => finish(new TransientNetworkError('TimeoutError', `no answer within ${attemptTimeoutMs} ms`)), attemptTimeoutMs);
-      let connectTimer: NodeJS.Timeout | undefined;
-      req.on('socket', (socket) => {
-        if (!socket.connecting) return;
-        connectTimer = setTimeout(() => finish(new TransientNetworkError('TimeoutError', `no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
-        socket.once('connect', () => clearTimeout(connectTimer));
-      });
-      req.on('error', (error: NodeJS.ErrnoException) => {
-        if (signal?.aborted) return finish(abortError(signal));
-        finish(new TransientNetworkError(error.code ?? error.name, error.message));
-      });
-      req.end(body);
+    // As the SDK's environment provider, and named like its error: no key, no call (nothing to retry).
+    if (!credentials.accessKeyId || !credentials.secretAccessKey) {
+      throw Object.assign(new Error('AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set'), { name: 'CredentialsProviderError' });
+    }
+    const headers = { 'content-type': 'application/x-amz-json-1.1', 'x-amz-target': 'secretsmanager.GetSecretValue' };
+    const path = `${url.pathname.replace(/\/+$/, '')}/`;
+    const port = url.port ? { port: Number(url.port) } : {};
+    const unsigned = { protocol: url.protocol, host: url.hostname, ...port, method: 'POST', path, service: 'secretsmanager', region, headers, body };
+    const signed = sign(unsigned, credentials);
+    const req = (url.protocol === 'http:' ? http.request : https.request)({
+      protocol: url.protocol,
+      // An IPv6 literal is bracketed in a URL and in Host, but not as a name to connect to.
+      hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: url.port || undefined,
+      method: 'POST',
+      path: signed.path,
+      headers: signed.headers as http.OutgoingHttpHeaders,
+      ...(signal ? { signal } : {}),
     });
-  }
-
-  function retryable(error: unknown): boolean {
-    if (error instanceof TransientNetworkError) return true;
-    if (error instanceof SecretsManagerError) return error.status >= 500 || error.status === 429 || RETRYABLE_CODES.has(error.code);
-    return false;
+    // A timeout ends the attempt with its own error, whatever the cut connection reports.
+    let timedOut: Error | undefined;
+    const expire = (ms: number, what: string) =>
+      setTimeout(() => req.destroy((timedOut = new TransientNetworkError('TimeoutError', `no ${what} within ${ms} ms`))), ms);
+    const attemptTimer = expire(attemptTimeoutMs, 'answer');
+    let connectTimer: NodeJS.Timeout | undefined;
+    req.on('socket', (socket) => {
+      if (!socket.connecting) return;
+      connectTimer = expire(connectTimeoutMs, 'connection');
+      socket.once('connect', () => clearTimeout(connectTimer));
+    });
+    // `once` reports an error before the answer; after it, the body's read does.
+    req.on('error', () => undefined);
+    try {
+      req.end(body);
+      const [res] = (await once(req, 'response').catch((error: NodeJS.ErrnoException) => transient(error, error.code))) as [http.IncomingMessage];
+      const answer = await readCapped(res, MAX_ANSWER_BYTES).catch(transient);
+      if (answer === undefined) throw new TransientNetworkError('ResponseTooLarge', 'the answer exceeded 1 MiB');
+      const result = readAnswer(res.statusCode ?? 0, res.headers['x-amzn-errortype'], answer.toString('utf8'));
+      if (result instanceof Error) throw result;
+      return result;
+    } catch (error) {
+      req.destroy();
+      throw signal?.aborted ? abortError(signal) : (timedOut ?? error);
+    } finally {
+      clearTimeout(attemptTimer);
+      clearTimeout(connectTimer);
+    }
   }
 
   return {
@@ -266,33 +214,20 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
           return await attempt(input.SecretId, signal);
         } catch (error) {
           if (signal?.aborted) throw abortError(signal);
-          if (attemptNo >= maxAttempts || !retryable(error)) throw error;
-          const base = error instanceof SecretsManagerError && RETRYABLE_CODES.has(error.code) ? THROTTLING_BASE_MS : BASE_MS;
-          const backoffMs = Math.floor(random() * Math.min(MAX_BACKOFF_MS, base * 2 ** (attemptNo - 1)));
-          // Node's abortable timer rejects with a generic AbortError: the signal's own reason is what callers log.
-          await delay(backoffMs, undefined, signal ? { signal } : {}).catch((error: unknown) => {
-            throw signal?.aborted ? abortError(signal) : error;
-          });
+          const throttled = error instanceof SecretsManagerError && RETRYABLE_CODES.has(error.code);
+          const failedService = error instanceof SecretsManagerError && (error.status >= 500 || error.status === 429);
+          if (attemptNo >= maxAttempts || !(throttled || failedService || error instanceof TransientNetworkError)) throw error;
+          const backoffMs = Math.floor(random() * Math.min(MAX_BACKOFF_MS, (throttled ? THROTTLING_BASE_MS : BASE_MS) * 2 ** (attemptNo - 1)));
+          // An abort ends the sleep early (with a generic AbortError): the loop's first check throws the signal's own reason.
+          await delay(backoffMs, undefined, signal ? { signal } : {}).catch(() => undefined);
         }
       }
     },
   };
 }
 
-/** What the reader needs of the runtime's AWS settings (config/settings' AwsRuntime has this shape; an adapter does not import config). */
-export interface SecretsManagerRuntime {
-  region: string;
-  secretsManagerEndpoint?: string;
-  useFips: boolean;
-  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
-}
-
-/** The reader the MCP Lambda uses: region, endpoint, FIPS and credentials as its settings read them. */
-export function secretsManagerFromRuntime(aws: SecretsManagerRuntime): SecretsReader {
-  return createSecretsManagerReader({
-    region: aws.region,
-    ...(aws.secretsManagerEndpoint ? { endpoint: aws.secretsManagerEndpoint } : {}),
-    useFips: aws.useFips,
-    credentials: () => aws.credentials,
-  });
+/** The MCP Lambda's reader, from config/settings' AwsRuntime (an adapter does not import config). */
+export function secretsManagerFromRuntime(aws: { region: string; secretsManagerEndpoint?: string; useFips: boolean; credentials: Credentials }): SecretsReader {
+  const { region, secretsManagerEndpoint: endpoint, useFips, credentials } = aws;
+  return createSecretsManagerReader({ region, endpoint, useFips, credentials: () => credentials });
 }

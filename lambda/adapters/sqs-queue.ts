@@ -1,18 +1,13 @@
 /**
- * The SQS delivery queue (docs/contract/delivery.md): the AWS twin of the embedded job table
- * (adapters/embedded/jobs.ts). The MCP Lambda enqueues one message per event; the Delivery Lambda
- * (SQS event source) applies the delivery core's decision with the two operations below: a backoff
- * is a visibility change of the received message, and a final failure is a copy in the dead-letter
- * queue that carries its reason. The reconciler reads the dead-letter queue's depth once a run.
+ * The SQS delivery queue (docs/contract/delivery.md), the AWS twin of adapters/embedded/jobs.ts:
+ * the MCP Lambda enqueues one message per event, its body the event's exact serialized bytes (never
+ * parsed or rewritten on the way) and its routing data in message attributes; the Delivery Lambda
+ * (SQS event source) turns a backoff into a visibility change of the received message, and a final
+ * failure into a copy in the dead-letter queue that carries its reason.
  *
- * Message shape: the body is the event's exact serialized bytes (what every attempt signs and
- * sends), and the routing data travels as message attributes (`eventId`, `subscriptionId`,
- * `generation`), so the body is never parsed or rewritten on the way.
- *
- * Deliberately not here: receiving and deleting (the Lambda event source mapping does both; a
- * record left out of `batchItemFailures` is deleted by it), the retry decision
- * (core/delivery.ts), the redrive policy (the stack's safety net for crashes), and retries of the
- * SDK calls themselves and their deadline (the client's configuration and adapters/deadline.ts).
+ * Deliberately not here: receiving and deleting (the event source mapping deletes every record
+ * left out of `batchItemFailures`), the retry decision (core/delivery.ts), the redrive policy (the
+ * stack's safety net for crashes), and the SDK calls' retries and deadline.
  */
 import { ChangeMessageVisibilityCommand, GetQueueAttributesCommand, SendMessageCommand, type MessageAttributeValue, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DeliveryJob, EnqueueOptions, Queue } from '../ports';
@@ -27,9 +22,7 @@ export const QueueAttributes = {
   reason: 'reason',
 } as const;
 
-/** SQS allows at most this many message attributes. */
 const MAX_ATTRIBUTES = 10;
-
 /** SendMessage accepts DelaySeconds 0..900 (15 minutes). */
 const MAX_DELAY_S = 900;
 
@@ -93,24 +86,20 @@ function stringAttribute(value: string): MessageAttributeValue {
 }
 
 export class SqsQueue implements Queue {
-  private readonly client: SQSClient;
-  private readonly queueUrl: string;
-  private readonly deadLetterQueueUrl: string | undefined;
+  constructor(private readonly options: SqsQueueOptions) {}
 
-  constructor(options: SqsQueueOptions) {
-    this.client = options.client;
-    this.queueUrl = options.queueUrl;
-    this.deadLetterQueueUrl = options.deadLetterQueueUrl;
+  private get deadLetterQueueUrl(): string {
+    if (!this.options.deadLetterQueueUrl) throw new Error('sqs queue: no dead-letter queue URL configured');
+    return this.options.deadLetterQueueUrl;
   }
 
   async enqueue(job: DeliveryJob, options: EnqueueOptions = {}): Promise<void> {
     // Whole seconds, rounded up so the job never surfaces before the lease it waits for.
     const delaySeconds = Math.min(MAX_DELAY_S, Math.max(0, Math.ceil((options.delayMs ?? 0) / 1000)));
-    await this.client.send(
+    await this.options.client.send(
       new SendMessageCommand({
-        QueueUrl: this.queueUrl,
+        QueueUrl: this.options.queueUrl,
         ...(delaySeconds > 0 ? { DelaySeconds: delaySeconds } : {}),
-        // The exact bytes built once by the MCP Lambda: every attempt signs and sends these.
         MessageBody: job.body,
         MessageAttributes: {
           [QueueAttributes.eventId]: stringAttribute(job.eventId),
@@ -122,13 +111,13 @@ export class SqsQueue implements Queue {
   }
 
   /**
-   * Backoff: the received message becomes visible again after `delaySeconds`, clamped to what is
-   * left of the 12 hours since `receivedAt` (see receivedAtOf; without it, to 12 hours). The caller
-   * must also report the record as failed, or the event source mapping deletes it.
+   * Backoff: the received message becomes visible again after `delaySeconds` (visibilityTimeoutFor).
+   * The caller must also report the record as failed, or the event source mapping deletes it.
    */
   async changeVisibility(receiptHandle: string, delaySeconds: number, receivedAt?: number): Promise<void> {
     const seconds = visibilityTimeoutFor(delaySeconds, receivedAt, Date.now());
-    await this.client.send(new ChangeMessageVisibilityCommand({ QueueUrl: this.queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout: seconds }));
+    const { client, queueUrl } = this.options;
+    await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout: seconds }));
   }
 
   /**
@@ -136,22 +125,18 @@ export class SqsQueue implements Queue {
    * caller then lets the original be deleted: nothing disappears without a copy that says why.
    */
   async sendToDeadLetter(message: DeadLetterMessage, reason: string): Promise<void> {
-    if (!this.deadLetterQueueUrl) throw new Error('sqs queue: no dead-letter queue URL configured');
-    const attributes: Record<string, MessageAttributeValue> = {};
-    for (const [name, value] of Object.entries(message.attributes)) {
-      // SQS allows 10 attributes and no empty values; `reason` is always ours and always last.
-      if (name === QueueAttributes.reason || value === '' || Object.keys(attributes).length >= MAX_ATTRIBUTES - 1) continue;
-      attributes[name] = stringAttribute(value);
-    }
-    attributes[QueueAttributes.reason] = stringAttribute(reason);
-    await this.client.send(new SendMessageCommand({ QueueUrl: this.deadLetterQueueUrl, MessageBody: message.body, MessageAttributes: attributes }));
+    // SQS allows 10 attributes and no empty values; `reason` is always ours and always last.
+    const kept = Object.entries(message.attributes).filter(([name, value]) => name !== QueueAttributes.reason && value !== '');
+    const attributes = Object.fromEntries(
+      [...kept.slice(0, MAX_ATTRIBUTES - 1), [QueueAttributes.reason, reason]].map(([name, value]) => [name, stringAttribute(value!)]),
+    );
+    await this.options.client.send(new SendMessageCommand({ QueueUrl: this.deadLetterQueueUrl, MessageBody: message.body, MessageAttributes: attributes }));
   }
 
   /** The messages in the dead-letter queue (visible, in flight and delayed), as SQS approximates them. */
   async deadLetterDepth(): Promise<number> {
-    if (!this.deadLetterQueueUrl) throw new Error('sqs queue: no dead-letter queue URL configured');
     const names = ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'] as const;
-    const answer = await this.client.send(new GetQueueAttributesCommand({ QueueUrl: this.deadLetterQueueUrl, AttributeNames: [...names] }));
+    const answer = await this.options.client.send(new GetQueueAttributesCommand({ QueueUrl: this.deadLetterQueueUrl, AttributeNames: [...names] }));
     return names.reduce((sum, name) => sum + (Number(answer.Attributes?.[name] ?? 0) || 0), 0);
   }
 }

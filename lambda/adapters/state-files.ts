@@ -79,11 +79,9 @@ export async function loadOrCreateApiKey(
     }
     // A key others can read is fixed, not merely warned about: the caller logs that it was.
     const mode = (await stat(file)).mode & 0o777;
-    if ((mode & 0o077) !== 0) {
-      await chmod(file, 0o600);
-      return { key: stored, file, generated: false, tightenedFrom: mode };
-    }
-    return { key: stored, file, generated: false };
+    if ((mode & 0o077) === 0) return { key: stored, file, generated: false };
+    await chmod(file, 0o600);
+    return { key: stored, file, generated: false, tightenedFrom: mode };
   }
   const key = newApiKey();
   const save = async () => {
@@ -105,15 +103,14 @@ export async function rotateApiKeyFile(stateDir: string, key: string = newApiKey
 
 /** Writes a fresh admin token; a token from an earlier run stops working. */
 export async function publishAdminToken(stateDir: string): Promise<string> {
-  const token = randomBytes(32).toString('base64url');
+  const token = newApiKey();
   await writeFileAtomic(join(stateDir, ADMIN_TOKEN_FILE), `${token}\n`);
   return token;
 }
 
 /** Removes the admin token at stop, only if it is still this server's. */
 export async function withdrawAdminToken(stateDir: string, token: string): Promise<void> {
-  const current = (await readIfPresent(join(stateDir, ADMIN_TOKEN_FILE)).catch(() => undefined))?.trim();
-  if (current === token) await rm(join(stateDir, ADMIN_TOKEN_FILE), { force: true });
+  if ((await readAdminToken(stateDir)) === token) await rm(join(stateDir, ADMIN_TOKEN_FILE), { force: true });
 }
 
 export async function readAdminToken(stateDir: string): Promise<string | undefined> {
