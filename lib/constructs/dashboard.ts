@@ -34,8 +34,8 @@ export interface DmDotDashboardProps {
 /** Every graph aggregates over this period: short enough to see a burst, long enough to be cheap to read. */
 export const DASHBOARD_PERIOD = Duration.minutes(5);
 
-const WIDTH = 8;
-const HEIGHT = 6;
+/** Three graphs a row. */
+const graph = (props: cloudwatch.GraphWidgetProps) => new cloudwatch.GraphWidget({ width: 8, height: 6, ...props });
 
 const dmDot = (metricName: string, statistic: string, dimensionsMap?: Record<string, string>, label?: string) =>
   new cloudwatch.Metric({
@@ -77,27 +77,21 @@ export class DmDotDashboard extends Construct {
     );
 
     this.dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Deliveries by outcome (per 5 min)',
-        width: WIDTH,
-        height: HEIGHT,
         stacked: true,
         left: DELIVERY_OUTCOMES.map((outcome) => dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: outcome }, outcome)),
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Delivery latency, enqueue to delivered (ms)',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(50), undefined, 'p50'),
           dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(99), undefined, 'p99'),
           dmDot(MetricName.deliveryDuration, cloudwatch.Stats.p(99), undefined, 'worker time per record p99'),
         ],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Attempts, and who delivered',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.AVERAGE, undefined, 'attempt number, average'),
           dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.MAXIMUM, undefined, 'attempt number, highest'),
@@ -112,10 +106,8 @@ export class DmDotDashboard extends Construct {
     );
 
     this.dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Dead-letter queue and delivery queue',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           // As the reconciler counts them every run (what DeadLetterAlarm reads), in flight and delayed included.
           dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, undefined, 'dead letters'),
@@ -124,18 +116,14 @@ export class DmDotDashboard extends Construct {
         ],
         right: [props.queue.metricApproximateAgeOfOldestMessage({ ...max, label: 'oldest queued message (s)' })],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'MCP function: requests by status class',
-        width: WIDTH,
-        height: HEIGHT,
         stacked: true,
         left: STATUS_CLASSES.map((cls) => dmDot(MetricName.requests, cloudwatch.Stats.SUM, { [DimensionName.statusClass]: cls }, cls)),
         right: [props.mcp.metricErrors({ ...sum, label: 'function errors' })],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Request latency (ms)',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           dmDot(MetricName.requestLatency, cloudwatch.Stats.p(50), undefined, 'MCP function p50'),
           dmDot(MetricName.requestLatency, cloudwatch.Stats.p(99), undefined, 'MCP function p99'),
@@ -147,10 +135,8 @@ export class DmDotDashboard extends Construct {
     const api4xx = props.api.metricClientError({ ...sum });
     const app4xx = dmDot(MetricName.requests, cloudwatch.Stats.SUM, { [DimensionName.statusClass]: '4xx' });
     this.dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Throttles',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           props.mcp.metricThrottles({ ...sum, label: 'MCP function throttled' }),
           props.delivery.metricThrottles({ ...sum, label: 'delivery function throttled' }),
@@ -169,10 +155,8 @@ export class DmDotDashboard extends Construct {
           }),
         ],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Function errors and invocations',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           props.mcp.metricErrors({ ...sum, label: 'MCP errors' }),
           props.delivery.metricErrors({ ...sum, label: 'delivery errors' }),
@@ -182,21 +166,12 @@ export class DmDotDashboard extends Construct {
         ],
         right: [props.mcp.metricInvocations({ ...sum, label: 'MCP invocations' }), props.delivery.metricInvocations({ ...sum, label: 'delivery invocations' })],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'API Gateway',
-        width: WIDTH,
-        height: HEIGHT,
         left: [props.api.metricCount({ ...sum, label: 'requests' }), api4xx.with({ label: '4xx' }), props.api.metricServerError({ ...sum, label: '5xx' })],
       }),
     );
 
-    this.url = Fn.join('', [
-      'https://',
-      Aws.REGION,
-      '.console.aws.amazon.com/cloudwatch/home?region=',
-      Aws.REGION,
-      '#dashboards:name=',
-      this.dashboard.dashboardName,
-    ]);
+    this.url = `https://${Aws.REGION}.console.aws.amazon.com/cloudwatch/home?region=${Aws.REGION}#dashboards:name=${this.dashboard.dashboardName}`;
   }
 }
