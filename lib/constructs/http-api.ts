@@ -2,12 +2,7 @@
  * The public HTTP surface (docs/contract/http.md, docs/contract/pup.md): an API Gateway HTTP API whose routes all go to the MCP
  * function with payload format 2.0, one throttled `$default` stage, and JSON access logs.
  *
- * Access logs hold only what API Gateway produces itself (ACCESS_LOG_FIELDS): ids, times, numbers,
- * the source address of the connection and the route key (method and route template, from this
- * construct's own route table). Never the path as sent nor the query string (the API key travels as
- * `?key=` for ChatGPT connectors and must not reach a log), nor a header, nor the user agent:
- * API Gateway writes a variable's text into the format as it is, without escaping, so a client text
- * holding `"` or `\` would break the JSON of its own log line.
+ * Access logs hold only what API Gateway produces itself (ACCESS_LOG_FIELDS says what and why).
  *
  * Authentication is the handler's job (API key in the query or a Bearer header, compared in
  * constant time, docs/contract/http.md; pup's Standard Webhooks signature on `/pup/*`, docs/contract/pup.md), so the routes carry
@@ -72,42 +67,20 @@ export const HEALTHZ_ROUTE: RouteKey = 'GET /healthz';
 export const HEALTHZ_THROTTLE = { rateLimit: 1, burstLimit: 2 } as const;
 
 /**
- * Response headers a browser script may read when CORS is on. API Gateway answers CORS for the
- * API and its headers replace the app's own `Access-Control-Expose-Headers`
- * (https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-cors.html), so every
- * header the app exposes must be listed here too.
- */
-export const CORS_EXPOSE_HEADERS = CorsPolicy.exposeHeaders;
-
-/**
- * The `$context` variables an access log line may hold: each is text API Gateway produces itself,
- * none of it sent by the client: ids, epoch times, numbers (or `-`), the source address of the TCP
- * connection (not X-Forwarded-For), the protocol, the matched route key (a key of ROUTES), and API
- * Gateway's own error message ("Not Found", "Too Many Requests" and the like). Variables for HTTP
- * API access logs: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html
+ * One JSON object per request: field name -> the `$context` variable API Gateway writes there. API
+ * Gateway writes a variable's text into the format as it is, without escaping, so a client text
+ * holding `"` or `\` would break the JSON of its own log line: each variable is text API Gateway
+ * produces itself, none of it sent by the client: ids, epoch times, numbers (or `-`), the source
+ * address of the TCP connection (not X-Forwarded-For), the protocol, the matched route key (a key of
+ * ROUTES), and API Gateway's own error message ("Not Found", "Too Many Requests" and the like).
+ * Variables for HTTP API access logs: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html
  *
  * Left out on purpose: `$context.identity.userAgent` and every header (client text), `$context.path`
- * and anything of the query string (the API key), `$context.integrationErrorMessage` and
- * `$context.integration.error` (they can quote the function's own error text).
+ * and anything of the query string (the API key travels as `?key=` for ChatGPT connectors and must
+ * not reach a log), `$context.integrationErrorMessage` and `$context.integration.error` (they can
+ * quote the function's own error text).
  */
-export const ACCESS_LOG_VARIABLES = [
-  '$context.requestId',
-  '$context.requestTimeEpoch',
-  '$context.identity.sourceIp',
-  '$context.routeKey',
-  '$context.protocol',
-  '$context.status',
-  '$context.responseLength',
-  '$context.responseLatency',
-  '$context.integrationStatus',
-  '$context.integrationLatency',
-  '$context.error.message',
-] as const;
-
-export type AccessLogVariable = (typeof ACCESS_LOG_VARIABLES)[number];
-
-/** One JSON object per request: field name -> the variable API Gateway writes there. */
-export const ACCESS_LOG_FIELDS: Readonly<Record<string, AccessLogVariable>> = {
+export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
   requestId: '$context.requestId',
   requestTimeEpoch: '$context.requestTimeEpoch',
   ip: '$context.identity.sourceIp',
@@ -120,6 +93,8 @@ export const ACCESS_LOG_FIELDS: Readonly<Record<string, AccessLogVariable>> = {
   integrationLatency: '$context.integrationLatency',
   errorMessage: '$context.error.message',
 };
+/** The variables the access log lines hold. */
+export const ACCESS_LOG_VARIABLES = Object.values(ACCESS_LOG_FIELDS);
 
 export interface McpHttpApiProps {
   readonly handler: IFunction;
@@ -150,7 +125,9 @@ export class McpHttpApi extends Construct {
               allowOrigins: [...props.allowedOrigins],
               allowMethods: CorsPolicy.allowMethods.map((method) => CorsHttpMethod[method]),
               allowHeaders: [...CorsPolicy.allowHeaders],
-              exposeHeaders: [...CORS_EXPOSE_HEADERS],
+              // API Gateway's headers replace the app's own Access-Control-Expose-Headers
+              // (https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-cors.html).
+              exposeHeaders: [...CorsPolicy.exposeHeaders],
               maxAge: Duration.seconds(CorsPolicy.maxAgeS),
             },
     });
