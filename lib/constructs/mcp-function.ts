@@ -24,6 +24,7 @@
  * value (only the secrets' ARNs are in the environment), and the routes (http-api.ts).
  */
 import { Duration } from 'aws-cdk-lib';
+import { PendingIndex } from '../../lambda/core/store/items';
 import type { Construct } from 'constructs';
 import { AFTER_RESPONSE_CHUNK, AFTER_RESPONSE_NODE_OPTIONS, MCP_STORAGE_CHUNK } from '../bundling';
 import { assertEnvironmentFits } from '../lambda-environment';
@@ -94,7 +95,7 @@ export class McpFunction extends HandlerFunction {
 
     props.storage.grantItems(this.role, MCP_ITEM_ACTIONS);
     // get_pending_messages reads the inbox's index; without the inbox nothing reads it.
-    if (settings.inbox) props.storage.grantPendingIndex(this.role);
+    if (settings.inbox) props.storage.grantIndexQuery(this.role, PendingIndex.name);
     props.delivery.grantEnqueue(this.role);
     props.secrets.grantRead(this.role);
   }

@@ -24,7 +24,7 @@ import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import { Construct } from 'constructs';
-import { ItemKeys } from '../../lambda/core/store/items';
+import { ItemKeys, QueuedIndex } from '../../lambda/core/store/items';
 import { Budgets } from '../../lambda/core/budgets';
 import type { DeliveryPipeline } from './delivery-pipeline';
 import { HandlerFunction } from './handler-function';
@@ -66,7 +66,7 @@ export class Reconciler extends Construct {
     });
 
     props.storage.grantItems(this.worker.role, RECONCILER_ITEM_ACTIONS, { leadingKeys: RECONCILER_LEADING_KEYS });
-    props.storage.grantQueuedIndex(this.worker.role);
+    props.storage.grantIndexQuery(this.worker.role, QueuedIndex.name);
     queue.grantSendMessages(this.worker.role);
     deadLetterQueue.grantSendMessages(this.worker.role);
     this.worker.function.configureAsyncInvoke({ retryAttempts: 0 });

@@ -14,9 +14,9 @@
  * Two sparse indexes (lambda/core/store/items.ts). `queued` is keys only: an event record is in
  * it only while `queued`, and nothing but its keys is projected, so neither a body nor the
  * subscription's secret (whose item never carries the index's attributes) flows into it; the
- * reconciler is its only reader (`grantQueuedIndex`). `pending` holds the events sent with the
- * inbox on until the dot acknowledges them, whole (a page of pending messages is one query); the
- * MCP function reads it (`grantPendingIndex`). No subscription item carries its attributes either.
+ * reconciler is its only reader. `pending` holds the events sent with the inbox on until the dot
+ * acknowledges them, whole (a page of pending messages is one query); the MCP function reads it.
+ * No subscription item carries its attributes either.
  *
  * Deliberately not here: which actions or items a function needs (its construct says), other
  * indexes, streams, backups beyond point-in-time recovery, replicas, and access for people (the
@@ -100,27 +100,9 @@ export class Storage extends Construct {
     });
   }
 
-  /** Query on the `pending` index: the inbox's read (get_pending_messages). */
-  grantPendingIndex(role: iam.Role): void {
-    role.addToPrincipalPolicy(
-      new iam.PolicyStatement({
-        actions: ['dynamodb:Query'],
-        resources: [Fn.join('', [this.table.tableArn, `/index/${PendingIndex.name}`])],
-      }),
-    );
-  }
-
-  /**
-   * Query on the `queued` index (keys only): the reconciler's read. The key's use comes with the
-   * role's `grantItems` (the reconciler reads and updates event records too).
-   */
-  grantQueuedIndex(role: iam.Role): void {
-    role.addToPrincipalPolicy(
-      new iam.PolicyStatement({
-        actions: ['dynamodb:Query'],
-        resources: [Fn.join('', [this.table.tableArn, `/index/${QueuedIndex.name}`])],
-      }),
-    );
+  /** Query on one index (QueuedIndex.name or PendingIndex.name); the key's use comes with the role's `grantItems`. */
+  grantIndexQuery(role: iam.Role, indexName: string): void {
+    role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [Fn.join('', [this.table.tableArn, `/index/${indexName}`])] }));
   }
 
   /** Item actions on the table and the use of its key through DynamoDB, for one function's role. */
