@@ -2,20 +2,7 @@
  * The dm-dot AWS stack (docs/contract/architecture.md): HTTP API -> MCP function -> DynamoDB table and SQS delivery queue
  * -> delivery function -> dot callback, with a dead-letter queue, alarms, a dashboard and the
  * outputs the operator and the operator CLI (`dm-dot <command> --aws`) read. This file is wiring
- * only; each part is a construct of lib/constructs/ whose header says what it grants and why:
- *
- *   storage.ts            the table and its KMS key, and `grantItems` (key usable through DynamoDB only)
- *   secrets.ts            the API key (generated) and pup's signing secrets (empty until configured)
- *   delivery-pipeline.ts  the delivery queue, the dead-letter queue and the delivery function
- *   reconciler.ts         the scheduled function that settles event records nothing would deliver
- *   mcp-function.ts       the MCP function, its environment and its grants
- *   http-api.ts           the HTTP API, its routes, throttling and access logs
- *   custom-domain.ts      `-c domainName` without protection, and the locked origin: an API custom domain and mapping
- *   edge-distribution.ts  `-c protection=waf`: CloudFront with the web ACL of edge-acl.ts (a us-east-1 stack)
- *   observability.ts      the alarms, their topic (with the optional e-mail) and the dashboard
- *
- * Resources that hold data, a secret or an identity keep the logical IDs earlier deployments gave
- * them (constructs/logical-ids.ts), so an upgrade replaces none of them.
+ * only; each part is a construct of lib/constructs/ whose header says what it grants and why.
  *
  * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md, local runtime only), any secret
  * value (Secrets Manager generates the API key and holds pup's secrets; none appears in the
@@ -67,27 +54,10 @@ export class DmDotStack extends Stack {
 
     this.storage = new Storage(this, 'Storage', { tableKey: settings.tableKey });
     this.secrets = new Secrets(this, 'Secrets');
-    this.delivery = new DeliveryPipeline(this, 'Delivery', {
-      storage: this.storage,
-      retryDelaysS: settings.retryDelaysS,
-      maxConcurrency: settings.deliveryMaxConcurrency,
-      logRetention: settings.logRetention,
-    });
-    this.reconciler = new Reconciler(this, 'Reconciler', {
-      storage: this.storage,
-      delivery: this.delivery,
-      logRetention: settings.logRetention,
-    });
+    this.delivery = new DeliveryPipeline(this, 'Delivery', { storage: this.storage, settings });
+    this.reconciler = new Reconciler(this, 'Reconciler', { storage: this.storage, delivery: this.delivery, settings });
     this.mcp = new McpFunction(this, 'Mcp', { storage: this.storage, delivery: this.delivery, secrets: this.secrets, settings });
-    this.http = new McpHttpApi(this, 'Http', {
-      handler: this.mcp.function,
-      allowedOrigins: settings.allowedOrigins,
-      throttleRateLimit: settings.throttleRateLimit,
-      throttleBurstLimit: settings.throttleBurstLimit,
-      logRetention: settings.logRetention,
-      // The locked origin exists to leave CloudFront the only way in: the execute-api address goes.
-      ...(settings.disableDefaultEndpoint || settings.protection?.lockedOrigin ? { disableExecuteApiEndpoint: true } : {}),
-    });
+    this.http = new McpHttpApi(this, 'Http', { handler: this.mcp.function, settings });
     if (settings.protection) {
       if (props.webAclArn === undefined) throw new Error('protection is set but no web ACL was given (lib/app.ts creates the edge stack)');
       const locked = settings.protection.lockedOrigin;

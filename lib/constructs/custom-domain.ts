@@ -76,8 +76,4 @@ export class ApiCustomDomain extends Construct {
       ],
     });
   }
-
-  get mcpUrl(): string {
-    return `https://${this.domainName.name}/mcp`;
-  }
 }

@@ -18,21 +18,20 @@
  * queues hold events, the log group holds the worker's logs, and the function, its role and its
  * event source mapping are spared a replacement.
  *
- * Deliberately not here: the MCP side's access to the queue beyond `grantEnqueue`, alarms on the
+ * Deliberately not here: the MCP side's access to the queue (SendMessage, mcp-function.ts), alarms on the
  * queues (observability.ts), FIFO ordering (events are independent; the record decides what is
  * sent), and a queue of the stack's own KMS key (SQS-managed encryption: no key policy to get wrong).
  */
 import { Duration, Stack } from 'aws-cdk-lib';
-import type * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { ItemKeys } from '../../lambda/core/store/items';
 import { HandlerFunction } from './handler-function';
 import { keepLogicalId, logicalIdAt } from './logical-ids';
+import type { DmDotSettings } from '../settings';
 import type { ItemAction, Storage } from './storage';
 
 /** Timeouts and sizes of the pipeline. */
@@ -75,11 +74,7 @@ export function mainQueueRetention(retryDelaysS: readonly number[]): Duration {
 
 export interface DeliveryPipelineProps {
   readonly storage: Storage;
-  /** Seconds between attempts after the first (DMDOT_RETRY_DELAYS). */
-  readonly retryDelaysS: readonly number[];
-  /** Most delivery function instances at once (the event source's maxConcurrency, 2..1000). */
-  readonly maxConcurrency: number;
-  readonly logRetention: logs.RetentionDays;
+  readonly settings: DmDotSettings;
 }
 
 export class DeliveryPipeline extends Construct {
@@ -91,6 +86,7 @@ export class DeliveryPipeline extends Construct {
 
   constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
     super(scope, id);
+    const { retryDelaysS } = props.settings;
 
     this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
@@ -101,8 +97,8 @@ export class DeliveryPipeline extends Construct {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       visibilityTimeout: Duration.seconds(DeliverySizing.timeout.toSeconds() * DeliverySizing.visibilityTimeoutFactor),
-      retentionPeriod: mainQueueRetention(props.retryDelaysS),
-      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: redriveMaxReceiveCount(props.retryDelaysS) },
+      retentionPeriod: mainQueueRetention(retryDelaysS),
+      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: redriveMaxReceiveCount(retryDelaysS) },
     });
     for (const [queue, legacyId] of [
       [this.deadLetterQueue, 'DeadLetterQueue'],
@@ -117,7 +113,7 @@ export class DeliveryPipeline extends Construct {
       TABLE_NAME: props.storage.table.tableName,
       QUEUE_URL: this.queue.queueUrl,
       DEAD_LETTER_QUEUE_URL: this.deadLetterQueue.queueUrl,
-      DMDOT_RETRY_DELAYS: props.retryDelaysS.join(','),
+      DMDOT_RETRY_DELAYS: retryDelaysS.join(','),
     };
     const environment = { ...this.settingsEnvironment };
     this.worker = new HandlerFunction(this, 'Function', {
@@ -125,7 +121,7 @@ export class DeliveryPipeline extends Construct {
       description: 'dm-dot: signs and delivers queued events to the dot callback',
       memorySize: DeliverySizing.memoryMiB,
       timeout: DeliverySizing.timeout,
-      logRetention: props.logRetention,
+      logRetention: props.settings.logRetention,
       environment,
     });
 
@@ -136,7 +132,7 @@ export class DeliveryPipeline extends Construct {
       new SqsEventSource(this.queue, {
         batchSize: DeliverySizing.batchSize,
         reportBatchItemFailures: true,
-        maxConcurrency: props.maxConcurrency,
+        maxConcurrency: props.settings.deliveryMaxConcurrency,
       }),
     );
 
@@ -162,10 +158,5 @@ export class DeliveryPipeline extends Construct {
     if (!mapping) throw new Error(`${worker.function.node.path} has no event source mapping`);
     const firstQueueId = logicalIdAt([Stack.of(this).node.id, 'DeliveryQueue']);
     keepLogicalId(mapping, ['Delivery', 'Function', `SqsEventSource:${firstQueueId}`, 'Resource']);
-  }
-
-  /** SendMessage on the delivery queue (and nothing on the dead-letter queue), for the MCP function. */
-  grantEnqueue(role: iam.IRole): void {
-    this.queue.grantSendMessages(role);
   }
 }

@@ -36,6 +36,7 @@ import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import { CorsPolicy } from '../../lambda/core/protocol';
+import type { DmDotSettings } from '../settings';
 
 /**
  * Route key (`METHOD /path`) -> what it serves. The keys are the only routes the API has. The one
@@ -98,12 +99,7 @@ export const ACCESS_LOG_VARIABLES = Object.values(ACCESS_LOG_FIELDS);
 
 export interface McpHttpApiProps {
   readonly handler: IFunction;
-  readonly allowedOrigins: readonly string[];
-  readonly throttleRateLimit: number;
-  readonly throttleBurstLimit: number;
-  readonly logRetention: logs.RetentionDays;
-  /** Turns off the `execute-api` address (`-c disableDefaultEndpoint=true`); only a custom domain then reaches the API. */
-  readonly disableExecuteApiEndpoint?: boolean;
+  readonly settings: DmDotSettings;
 }
 
 export class McpHttpApi extends Construct {
@@ -113,16 +109,19 @@ export class McpHttpApi extends Construct {
 
   constructor(scope: Construct, id: string, props: McpHttpApiProps) {
     super(scope, id);
+    const { allowedOrigins, throttleRateLimit, throttleBurstLimit } = props.settings;
 
     this.api = new HttpApi(this, 'Api', {
       description: 'dm-dot: MCP endpoint and message API',
       createDefaultStage: false,
-      ...(props.disableExecuteApiEndpoint ? { disableExecuteApiEndpoint: true } : {}),
+      // `-c disableDefaultEndpoint=true`: only a custom domain reaches the API. The locked origin
+      // exists to leave CloudFront the only way in: the execute-api address goes with it too.
+      ...(props.settings.disableDefaultEndpoint || props.settings.protection?.lockedOrigin ? { disableExecuteApiEndpoint: true } : {}),
       corsPreflight:
-        props.allowedOrigins.length === 0
+        allowedOrigins.length === 0
           ? undefined
           : {
-              allowOrigins: [...props.allowedOrigins],
+              allowOrigins: [...allowedOrigins],
               allowMethods: CorsPolicy.allowMethods.map((method) => CorsHttpMethod[method]),
               allowHeaders: [...CorsPolicy.allowHeaders],
               // API Gateway's headers replace the app's own Access-Control-Expose-Headers
@@ -133,7 +132,7 @@ export class McpHttpApi extends Construct {
     });
 
     this.accessLogs = new logs.LogGroup(this, 'AccessLogs', {
-      retention: props.logRetention,
+      retention: props.settings.logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
     });
 
@@ -141,7 +140,7 @@ export class McpHttpApi extends Construct {
       httpApi: this.api,
       stageName: '$default',
       autoDeploy: true,
-      throttle: { rateLimit: props.throttleRateLimit, burstLimit: props.throttleBurstLimit },
+      throttle: { rateLimit: throttleRateLimit, burstLimit: throttleBurstLimit },
       accessLogSettings: {
         destination: new LogGroupLogDestination(this.accessLogs),
         format: AccessLogFormat.custom(JSON.stringify(ACCESS_LOG_FIELDS)),
@@ -162,8 +161,8 @@ export class McpHttpApi extends Construct {
     // stage's own, a route throttle here is meant to be the lower one.
     (this.stage.node.defaultChild as CfnStage).routeSettings = {
       [HEALTHZ_ROUTE]: {
-        ThrottlingRateLimit: Math.min(HEALTHZ_THROTTLE.rateLimit, props.throttleRateLimit),
-        ThrottlingBurstLimit: Math.min(HEALTHZ_THROTTLE.burstLimit, props.throttleBurstLimit),
+        ThrottlingRateLimit: Math.min(HEALTHZ_THROTTLE.rateLimit, throttleRateLimit),
+        ThrottlingBurstLimit: Math.min(HEALTHZ_THROTTLE.burstLimit, throttleBurstLimit),
       },
     };
 

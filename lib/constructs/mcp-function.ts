@@ -96,7 +96,8 @@ export class McpFunction extends HandlerFunction {
     props.storage.grantItems(this.role, MCP_ITEM_ACTIONS);
     // get_pending_messages reads the inbox's index; without the inbox nothing reads it.
     if (settings.inbox) props.storage.grantIndexQuery(this.role, PendingIndex.name);
-    props.delivery.grantEnqueue(this.role);
-    props.secrets.grantRead(this.role);
+    props.delivery.queue.grantSendMessages(this.role);
+    props.secrets.apiKey.grantRead(this.role);
+    props.secrets.pupSigningSecrets.grantRead(this.role);
   }
 }

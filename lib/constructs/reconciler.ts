@@ -20,7 +20,6 @@
  * and the decisions (lambda/core/reconcile.ts).
  */
 import { Duration } from 'aws-cdk-lib';
-import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import { Construct } from 'constructs';
@@ -28,6 +27,7 @@ import { ItemKeys, QueuedIndex } from '../../lambda/core/store/items';
 import { Budgets } from '../../lambda/core/budgets';
 import type { DeliveryPipeline } from './delivery-pipeline';
 import { HandlerFunction } from './handler-function';
+import type { DmDotSettings } from '../settings';
 import type { ItemAction, Storage } from './storage';
 
 export const ReconcilerSizing = {
@@ -44,7 +44,7 @@ export interface ReconcilerProps {
   readonly storage: Storage;
   /** Its settings variables are the reconciler's too: the same table, queues and retry schedule (the stranded threshold follows from it). */
   readonly delivery: DeliveryPipeline;
-  readonly logRetention: logs.RetentionDays;
+  readonly settings: DmDotSettings;
 }
 
 export class Reconciler extends Construct {
@@ -61,7 +61,7 @@ export class Reconciler extends Construct {
       description: 'dm-dot: requeues or fails event records left queued with nothing to deliver them',
       memorySize: ReconcilerSizing.memoryMiB,
       timeout: ReconcilerSizing.timeout,
-      logRetention: props.logRetention,
+      logRetention: props.settings.logRetention,
       environment,
     });
 

@@ -12,11 +12,10 @@
  *
  * Deliberately not here: rotation (each secret's cdk-nag acknowledgement says why it is the
  * operator's act), a customer-managed key for the secrets (Secrets Manager's own key; the values
- * never leave the account's Secrets Manager and the MCP function), and any reader but the role
- * `grantRead` is given.
+ * never leave the account's Secrets Manager and the MCP function), and any reader but the MCP
+ * function's role.
  */
 import { Validations } from 'aws-cdk-lib';
-import type * as iam from 'aws-cdk-lib/aws-iam';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { keepLogicalId } from './logical-ids';
@@ -57,11 +56,5 @@ export class Secrets extends Construct {
         'pup issues these signing secrets, not AWS: a rotation is the operator putting the new value from pup into ' +
         'the secret (with the previous one kept for the 10-minute overlap, docs/contract/pup.md). A rotation Lambda could not ask pup for one.',
     });
-  }
-
-  /** Read access to both secrets (GetSecretValue, DescribeSecret), for the MCP function's role. */
-  grantRead(role: iam.IRole): void {
-    this.apiKey.grantRead(role);
-    this.pupSigningSecrets.grantRead(role);
   }
 }
