@@ -1,33 +1,22 @@
 /**
  * One Lambda handler of dm-dot, bundled the same way for every function: Node.js 24 on arm64,
- * esbuild with the options of lib/bundling.ts (minified, CommonJS, ES builds of the AWS SDK, a
- * source map written but not loaded at run time, two aliases that keep ajv and the unused
- * credential providers out), the AWS SDK bundled at the versions the tests ran against, and its
- * own log group and role. The bench and test/build/bundles.test.ts build with the same options.
+ * esbuild with the options of lib/bundling.ts, the AWS SDK bundled at the versions the tests ran
+ * against, and its own log group and role.
  *
  * The role is built here rather than by `lambda.Function` so that it starts empty: no AWS managed
  * policy (AWSLambdaBasicExecutionRole allows writing to every log group of the account), only
  * `logs:CreateLogStream` / `logs:PutLogEvents` on this function's own log group. Callers add the
  * data-plane grants.
  *
- * The MCP function's asset also holds its chunks (`mcp-storage.js`, `after-response.mjs`), built by the afterBundling
- * hook with the same options (lib/bundling.ts says why each is a file of its own), and, when the
- * operator configured one, a copy of the pup manifest (`assetFiles`): a file known at synth belongs
- * in the code, not in the 4 KB environment. The asset is hashed from the bundling output
- * (`NodejsFunction`'s default, AssetHashType.OUTPUT), so a changed file is a new asset and a new
- * deployment of the code.
- *
- * The asset gets a `package.json` that names its module type. Without it the runtime looks for the
- * nearest one and Node has to work out the format of `index.js` itself (measured on Node 20: about
- * 1.3x slower to import).
- *
- * No `NODE_OPTIONS=--enable-source-maps`: with it, the first request of every cold start parsed
- * the whole source map (about 40% of the cold start, docs/performance.md). The map stays in the
- * asset for decoding stack traces offline (test/tools/decode-stack.mjs).
+ * The afterBundling hook builds the chunks (lib/bundling.ts) and copies `assetFiles` (the pup
+ * manifest: a file known at synth belongs in the code, not in the 4 KB environment). The asset is
+ * hashed from the bundling output (`NodejsFunction`'s default), so a changed file is a new asset.
+ * It also gets a `package.json` that names its module type: without it Node has to work out the
+ * format of `index.js` itself (measured on Node 20: about 1.3x slower to import).
  *
  * Deliberately not here: VPC attachment (the MCP function calls dot callbacks on the internet),
  * X-Ray tracing, reserved concurrency (new accounts often have a concurrency quota of 10, and
- * reserving part of it fails the deploy).
+ * reserving part of it fails the deploy), and `NODE_OPTIONS=--enable-source-maps` (lib/bundling.ts).
  */
 import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -36,28 +25,10 @@ import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-n
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import * as path from 'node:path';
-import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, shellQuote, type LambdaBundle, type LambdaChunk } from '../bundling';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, shellQuote, type LambdaChunk } from '../bundling';
 
 /** The repository root: bundling resolves entries, the lock file and tsconfig from here. */
 export const PROJECT_ROOT = BUNDLE_ROOT;
-
-/** lib/bundling.ts's description as `NodejsFunction` bundling options (CDK runs esbuild's command line). */
-export function cdkBundlingOf(spec: LambdaBundle) {
-  return {
-    format: OutputFormat.CJS,
-    target: spec.target,
-    minify: spec.minify,
-    sourceMap: spec.sourceMap,
-    sourcesContent: spec.sourcesContent,
-    mainFields: [...spec.mainFields],
-    // `--alias:from=to`, once per alias (CDK repeats a key given an array).
-    esbuildArgs: { '--alias': Object.entries(spec.alias).map(([from, to]) => `${from}=${to}`) },
-    // Bundle the SDK at the locked versions instead of relying on the runtime's copy.
-    bundleAwsSDK: true,
-    // A chunk's import path stays a require() in index.js; the afterBundling hook builds its file.
-    externalModules: spec.chunks.map((chunk) => chunk.importPath),
-  };
-}
 
 export interface HandlerFunctionProps {
   /** Entry file, relative to the repository root (for example `lambda/handlers/mcp.ts`). */
@@ -131,8 +102,20 @@ export class HandlerFunction extends Construct {
       role: this.role,
       logGroup: this.logGroup,
       environment: props.environment,
+      // lib/bundling.ts's description as `NodejsFunction` bundling options (CDK runs esbuild's command line).
       bundling: {
-        ...cdkBundlingOf(spec),
+        format: OutputFormat.CJS,
+        target: spec.target,
+        minify: spec.minify,
+        sourceMap: spec.sourceMap,
+        sourcesContent: spec.sourcesContent,
+        mainFields: [...spec.mainFields],
+        // `--alias:from=to`, once per alias (CDK repeats a key given an array).
+        esbuildArgs: { '--alias': Object.entries(spec.alias).map(([from, to]) => `${from}=${to}`) },
+        // Bundle the SDK at the locked versions instead of relying on the runtime's copy.
+        bundleAwsSDK: true,
+        // A chunk's import path stays a require() in index.js; the afterBundling hook builds its file.
+        externalModules: spec.chunks.map((chunk) => chunk.importPath),
         logLevel: LogLevel.WARNING,
         commandHooks: {
           beforeBundling: () => [],
