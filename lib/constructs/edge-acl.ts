@@ -22,7 +22,7 @@ import { ArnFormat, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as wafv2 from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
-import type { EdgeProtection } from '../settings';
+import type { DmDotSettings } from '../settings';
 
 /** The WAF log redacts these: where a key can travel (docs/contract/http.md). */
 export const WAF_REDACTED_FIELDS: readonly wafv2.CfnLoggingConfiguration.FieldToMatchProperty[] = [
@@ -36,7 +36,7 @@ export const EDGE_RATE_LIMITED_BODY = JSON.stringify({
 });
 
 export interface EdgeAclProps {
-  readonly protection: EdgeProtection;
+  readonly protection: NonNullable<DmDotSettings['protection']>;
   readonly logRetention: logs.RetentionDays;
   /** Names the log group (`aws-waf-logs-<name>`, the prefix WAF requires). */
   readonly name: string;
