@@ -9,7 +9,7 @@
  * template), and multi-account concerns. The stack is environment-agnostic unless `protection` is
  * on: its web ACL must live in us-east-1, so lib/app.ts gives both stacks an explicit region.
  */
-import { CfnOutput, Fn, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { ApiCustomDomain } from './constructs/custom-domain';
 import { DeliveryPipeline } from './constructs/delivery-pipeline';
@@ -42,15 +42,10 @@ export class DmDotStack extends Stack {
   readonly customDomain?: ApiCustomDomain;
   /** `protection=waf` with the origin settings: the mutual-TLS domain only CloudFront can reach. */
   readonly lockedOrigin?: ApiCustomDomain;
-  private readonly settings: DmDotSettings;
 
   constructor(scope: Construct, id: string, props: DmDotStackProps) {
-    super(scope, id, {
-      description: 'dm-dot: an MCP server that sends signed webhooks to one ChatGPT dot',
-      ...props,
-    });
+    super(scope, id, { description: 'dm-dot: an MCP server that sends signed webhooks to one ChatGPT dot', ...props });
     const { settings } = props;
-    this.settings = settings;
 
     this.storage = new Storage(this, 'Storage', { tableKey: settings.tableKey });
     this.secrets = new Secrets(this, 'Secrets');
@@ -62,24 +57,18 @@ export class DmDotStack extends Stack {
       if (props.webAclArn === undefined) throw new Error('protection is set but no web ACL was given (lib/app.ts creates the edge stack)');
       const locked = settings.protection.lockedOrigin;
       if (locked) {
-        this.lockedOrigin = new ApiCustomDomain(this, 'Origin', {
-          api: this.http.api,
-          stage: this.http.stage,
-          domain: locked,
-          truststore: locked.truststore,
-          certificateSetting: 'originCertificateArn',
-        });
+        this.lockedOrigin = new ApiCustomDomain(this, 'Origin', { http: this.http, domain: locked, certificateSetting: 'originCertificateArn' });
       }
       this.edge = new EdgeDistribution(this, 'Edge', {
         api: this.http.api,
         webAclArn: props.webAclArn,
         ...(settings.customDomain ? { customDomain: settings.customDomain } : {}),
-        ...(locked ? { lockedOrigin: { domainName: locked.domainName, clientCertificateArn: locked.clientCertificateArn } } : {}),
+        ...(locked ? { lockedOrigin: locked } : {}),
       });
       // CloudFront connects only after the domain exists and maps the stage.
       if (this.lockedOrigin) this.edge.node.addDependency(this.lockedOrigin);
     } else if (settings.customDomain) {
-      this.customDomain = new ApiCustomDomain(this, 'Domain', { api: this.http.api, stage: this.http.stage, domain: settings.customDomain });
+      this.customDomain = new ApiCustomDomain(this, 'Domain', { http: this.http, domain: settings.customDomain });
     }
     this.observability = new Observability(this, 'Observability', {
       mcp: this.mcp.function,
@@ -89,29 +78,27 @@ export class DmDotStack extends Stack {
       deadLetterQueue: this.delivery.deadLetterQueue,
       table: this.storage.table,
       reconciler: this.reconciler.worker.function,
-      retryDelaysS: settings.retryDelaysS,
-      ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
-      dashboard: settings.dashboard,
+      settings,
     });
 
-    this.addOutputs();
+    this.addOutputs(settings);
   }
 
   /** docs/deploying-aws.md; `dm-dot <command> --aws --stack NAME` reads them with DescribeStacks. */
-  private addOutputs(): void {
+  private addOutputs(settings: DmDotSettings): void {
     const { apiKey, pupSigningSecrets } = this.secrets;
     const { queue, deadLetterQueue } = this.delivery;
     const output = (id: string, description: string, value: string) => new CfnOutput(this, id, { description, value });
 
     // The connector's address: the custom domain when there is one, else CloudFront's with protection on, else the API's.
-    const domain = this.settings.customDomain;
+    const domain = settings.customDomain;
     const mcpUrl = domain ? `https://${domain.domainName}/mcp` : (this.edge?.mcpUrl ?? this.http.mcpUrl);
     output('McpEndpoint', 'MCP endpoint (no key in it): ChatGPT connects with the API key added as the query parameter "key"', mcpUrl);
     if (domain) {
       const target = this.edge ? this.edge.distribution.domainName : (this.customDomain as ApiCustomDomain).domainName.regionalDomainName;
       output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, target);
     }
-    const locked = this.settings.protection?.lockedOrigin;
+    const locked = settings.protection?.lockedOrigin;
     if (this.lockedOrigin && locked) {
       // A description must be literal text: the name as configured, not the resource's Ref.
       output(
@@ -121,11 +108,8 @@ export class DmDotStack extends Stack {
       );
     }
     output('ApiKeySecretArn', 'Secrets Manager secret that holds the API key', apiKey.secretArn);
-    output(
-      'GetApiKeyCommand',
-      'Prints the API key',
-      Fn.join('', ['aws secretsmanager get-secret-value --secret-id ', apiKey.secretArn, ' --query SecretString --output text --region ', this.region]),
-    );
+    const getApiKey = `aws secretsmanager get-secret-value --secret-id ${apiKey.secretArn} --query SecretString --output text --region ${this.region}`;
+    output('GetApiKeyCommand', 'Prints the API key', getApiKey);
     output(
       'PupSecretArn',
       'Secrets Manager secret that holds pup\'s signing secrets ({"secrets":[...]}); empty until you put them in',
@@ -139,17 +123,8 @@ export class DmDotStack extends Stack {
     output(
       'RedriveCommand',
       'Moves dead-lettered events back to the delivery queue for another round of attempts',
-      Fn.join('', [
-        'aws sqs start-message-move-task --source-arn ',
-        deadLetterQueue.queueArn,
-        ' --destination-arn ',
-        queue.queueArn,
-        ' --region ',
-        this.region,
-      ]),
+      `aws sqs start-message-move-task --source-arn ${deadLetterQueue.queueArn} --destination-arn ${queue.queueArn} --region ${this.region}`,
     );
-    // After a new API key, `dm-dot key rotate --aws` recycles this function's execution environments
-    // (each reads the key once, at cold start).
     output('McpFunctionName', 'The MCP function (dm-dot key rotate --aws recycles its execution environments)', this.mcp.function.functionName);
     output('AlarmNames', "The stack's CloudWatch alarms, comma-separated (dm-dot status --aws reads their state)", this.observability.alarmNames);
     output(

@@ -20,16 +20,15 @@
 import { CfnRule, Fn, Stack, Token } from 'aws-cdk-lib';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as acm from 'aws-cdk-lib/aws-certificatemanager';
-import { ApiMapping, DomainName, EndpointType, SecurityPolicy, type HttpApi, type HttpStage } from 'aws-cdk-lib/aws-apigatewayv2';
+import { ApiMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Construct } from 'constructs';
 import { SettingsError, type CustomDomain } from '../settings';
+import type { McpHttpApi } from './http-api';
 
 export interface ApiCustomDomainProps {
-  readonly api: HttpApi;
-  readonly stage: HttpStage;
-  readonly domain: CustomDomain;
-  /** Require mutual TLS against this trust store (the locked origin). */
-  readonly truststore?: { readonly bucket: string; readonly key: string; readonly version?: string };
+  readonly http: McpHttpApi;
+  /** With a trust store (the locked origin), mutual TLS against it is required. */
+  readonly domain: CustomDomain & { readonly truststore?: { readonly bucket: string; readonly key: string; readonly version?: string } };
   /** Which setting names the certificate, for messages. */
   readonly certificateSetting?: string;
 }
@@ -47,7 +46,7 @@ export class ApiCustomDomain extends Construct {
         `context ${setting} is in ${domain.certificateRegion}, but API Gateway takes a certificate from the API's own region (${stack.region})`,
       );
     }
-    const truststore = props.truststore;
+    const { truststore } = domain;
     this.domainName = new DomainName(this, 'DomainName', {
       domainName: domain.domainName,
       certificate: acm.Certificate.fromCertificateArn(this, 'Certificate', domain.certificateArn),
@@ -64,7 +63,8 @@ export class ApiCustomDomain extends Construct {
         : {}),
     });
     // The mapping names the stage by its name (`$default`), so CloudFormation must create the stage first.
-    new ApiMapping(this, 'Mapping', { api: props.api, domainName: this.domainName, stage: props.stage }).node.addDependency(props.stage);
+    const { api, stage } = props.http;
+    new ApiMapping(this, 'Mapping', { api, domainName: this.domainName, stage }).node.addDependency(stage);
     new CfnRule(this, 'CertificateInStackRegion', {
       assertions: [
         {

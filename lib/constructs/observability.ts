@@ -31,15 +31,12 @@ import { DmDotDashboard, type DmDotDashboardProps } from './dashboard';
 import { Budgets } from '../../lambda/core/budgets';
 import { DeliverySizing, redriveMaxReceiveCount } from './delivery-pipeline';
 import { keepLogicalId } from './logical-ids';
+import type { DmDotSettings } from '../settings';
 
 /** What is watched: the same resources the dashboard shows, plus where alarms go. */
 export interface ObservabilityProps extends DmDotDashboardProps {
-  /** Subscribed to the alarm topic (which exists without it too). */
-  readonly alarmEmail?: string;
-  /** Seconds between attempts after the first (the stack's `retryDelays`): the queue-age alarm's threshold follows it. */
-  readonly retryDelaysS: readonly number[];
-  /** false (`-c dashboard=false`): no dashboard; the alarms stay. Default: one. */
-  readonly dashboard?: boolean;
+  /** `retryDelaysS` (the queue-age alarms' thresholds follow it), `alarmEmail` and `dashboard`. */
+  readonly settings: DmDotSettings;
 }
 
 /** SQS publishes its queue metrics once a minute: each alarm on a queue looks at one minute. */
@@ -113,7 +110,8 @@ export class Observability extends Construct {
     const countSum = { period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM };
     const queueMax = { period: QUEUE_PERIOD, statistic: cloudwatch.Stats.MAXIMUM };
     const reconcilerSum = { period: RECONCILER_PERIOD, statistic: cloudwatch.Stats.SUM };
-    const queueAgeS = queueAgeAlarmThresholdS(props.retryDelaysS);
+    const { retryDelaysS, alarmEmail } = props.settings;
+    const queueAgeS = queueAgeAlarmThresholdS(retryDelaysS);
     this.alarms = [
       alarm(
         'DeadLetterAlarm',
@@ -155,7 +153,7 @@ export class Observability extends Construct {
           'docs/deploying-aws.md "Alarms and what to do".',
         // SQS's metric: the reconciler reads the queue every run, so SQS keeps publishing it, and a few minutes late matter nothing.
         props.deadLetterQueue.metricApproximateAgeOfOldestMessage(queueMax),
-        deadLetterAgeAlarmThresholdS(props.retryDelaysS),
+        deadLetterAgeAlarmThresholdS(retryDelaysS),
       ),
       alarm(
         'RecordsRepairedAlarm',
@@ -188,12 +186,12 @@ export class Observability extends Construct {
     ];
 
     this.alarmTopic = this.notifyTopic();
-    if (props.alarmEmail) {
-      const subscription = this.alarmTopic.addSubscription(new EmailSubscription(props.alarmEmail));
-      keepLogicalId(subscription, ['AlarmTopic', props.alarmEmail, 'Resource']);
+    if (alarmEmail) {
+      const subscription = this.alarmTopic.addSubscription(new EmailSubscription(alarmEmail));
+      keepLogicalId(subscription, ['AlarmTopic', alarmEmail, 'Resource']);
     }
 
-    if (props.dashboard !== false) {
+    if (props.settings.dashboard) {
       this.dashboard = new DmDotDashboard(this, 'Dashboard', props);
       keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
     }
