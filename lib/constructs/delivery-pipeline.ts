@@ -2,21 +2,14 @@
  * The delivery pipeline (docs/contract/delivery.md): the SQS delivery queue the MCP function enqueues into,
  * its dead-letter queue (14 days), and the delivery function that consumes the queue (batches of
  * 10, partial batch failures reported, a capped number of instances at once), signs each event and
- * posts it to the dot.
- *
- * Sizes follow from one another: the queue's visibility timeout is 6x the function's timeout (AWS's
- * guidance for an SQS event source), its retention outlasts the whole retry schedule, and SQS's own
- * redrive sits a margin above the receive on which the worker dead-letters a message itself, with a
- * reason (redriveMaxReceiveCount).
+ * posts it to the dot. Sizes follow from one another (DeliverySizing and the functions below).
  *
  * The delivery function may read, update and delete the `SUBSCRIPTION` item (a 410 ends the
  * subscription) and read and update `EVENT#` items, nothing else of the table (`dynamodb:LeadingKeys`);
  * it never puts an item: an UpdateItem is what restores a missing event record. It may send to the
  * dead-letter queue and consume the delivery queue; it reads no secret.
  *
- * Every resource here keeps the logical ID the first deployments gave it (logical-ids.ts): the
- * queues hold events, the log group holds the worker's logs, and the function, its role and its
- * event source mapping are spared a replacement.
+ * Every resource here keeps the logical ID the first deployments gave it (logical-ids.ts).
  *
  * Deliberately not here: the MCP side's access to the queue (SendMessage, mcp-function.ts), alarms on the
  * queues (observability.ts), FIFO ordering (events are independent; the record decides what is
@@ -32,7 +25,7 @@ import { ItemKeys } from '../../lambda/core/store/items';
 import { HandlerFunction } from './handler-function';
 import { keepLogicalId, logicalIdAt } from './logical-ids';
 import type { DmDotSettings } from '../settings';
-import type { ItemAction, Storage } from './storage';
+import type { Storage } from './storage';
 
 /** Timeouts and sizes of the pipeline. */
 export const DeliverySizing = {
@@ -44,11 +37,6 @@ export const DeliverySizing = {
   batchSize: 10,
   deadLetterRetention: Duration.days(14),
 } as const;
-
-/** GetItem and UpdateItem on events and the subscription; DeleteItem on the subscription (a 410 ends it). No PutItem. */
-export const DELIVERY_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'];
-/** The items the delivery function touches (lambda/core/store/items.ts): the subscription and event records. */
-export const DELIVERY_LEADING_KEYS: readonly string[] = [ItemKeys.subscription, ItemKeys.event('*')];
 
 /**
  * SQS's own redrive (maxReceiveCount) sits RECEIVE_LIMIT_AWS_MARGIN receives above the receive on
@@ -88,14 +76,10 @@ export class DeliveryPipeline extends Construct {
     super(scope, id);
     const { retryDelaysS } = props.settings;
 
-    this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', {
-      encryption: sqs.QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      retentionPeriod: DeliverySizing.deadLetterRetention,
-    });
+    const encrypted = { encryption: sqs.QueueEncryption.SQS_MANAGED, enforceSSL: true };
+    this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', { ...encrypted, retentionPeriod: DeliverySizing.deadLetterRetention });
     this.queue = new sqs.Queue(this, 'Queue', {
-      encryption: sqs.QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
+      ...encrypted,
       visibilityTimeout: Duration.seconds(DeliverySizing.timeout.toSeconds() * DeliverySizing.visibilityTimeoutFactor),
       retentionPeriod: mainQueueRetention(retryDelaysS),
       deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: redriveMaxReceiveCount(retryDelaysS) },
@@ -115,14 +99,13 @@ export class DeliveryPipeline extends Construct {
       DEAD_LETTER_QUEUE_URL: this.deadLetterQueue.queueUrl,
       DMDOT_RETRY_DELAYS: retryDelaysS.join(','),
     };
-    const environment = { ...this.settingsEnvironment };
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/delivery.ts',
       description: 'dm-dot: signs and delivers queued events to the dot callback',
       memorySize: DeliverySizing.memoryMiB,
       timeout: DeliverySizing.timeout,
       logRetention: props.settings.logRetention,
-      environment,
+      environment: { ...this.settingsEnvironment },
     });
 
     // maxConcurrency caps the delivery instances at once, and so the POSTs in flight at the one dot
@@ -136,19 +119,15 @@ export class DeliveryPipeline extends Construct {
       }),
     );
 
-    props.storage.grantItems(this.worker.role, DELIVERY_ITEM_ACTIONS, { leadingKeys: DELIVERY_LEADING_KEYS });
+    props.storage.grantItems(this.worker.role, ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], {
+      leadingKeys: [ItemKeys.subscription, ItemKeys.event('*')],
+    });
     this.deadLetterQueue.grantSendMessages(this.worker.role);
 
-    this.keepFirstLogicalIds();
-  }
-
-  /**
-   * The function's parts were first created at `Delivery/…` directly under the stack, and its event
-   * source mapping was named after the queue's path then (`SqsEventSource:<stack>DeliveryQueue…`).
-   * Same IDs, no replacement: Lambda refuses a second mapping of the same queue to the same function,
-   * so a mapping must never be replaced while its function is kept.
-   */
-  private keepFirstLogicalIds(): void {
+    // The function's parts were first created at `Delivery/…` directly under the stack, and its event
+    // source mapping was named after the queue's path then (`SqsEventSource:<stack>DeliveryQueue…`).
+    // Same IDs, no replacement: Lambda refuses a second mapping of the same queue to the same function,
+    // so a mapping must never be replaced while its function is kept.
     const { worker } = this;
     keepLogicalId(worker.logGroup, ['Delivery', 'Logs', 'Resource']);
     keepLogicalId(worker.role, ['Delivery', 'Role', 'Resource']);

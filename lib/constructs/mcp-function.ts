@@ -32,17 +32,10 @@ import type { DmDotSettings } from '../settings';
 import type { DeliveryPipeline } from './delivery-pipeline';
 import { HandlerFunction } from './handler-function';
 import type { Secrets } from './secrets';
-import type { ItemAction, Storage } from './storage';
+import type { Storage } from './storage';
 
-/**
- * The request's 5 s, plus what runs after its answer: an inline attempt the caller stopped waiting
- * for has its POST's 5 s and the writes after it (lambda/handlers/after-response.ts).
- */
-export const MCP_TIMEOUT = Duration.seconds(15);
-export const MCP_MEMORY_MIB = 512;
 /** The manifest's name inside the asset, and the value of PUP_MANIFEST_FILE. */
 export const PUP_MANIFEST_ASSET_FILE = 'pup-manifest.json';
-export const MCP_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'];
 
 export interface McpFunctionProps {
   readonly storage: Storage;
@@ -84,8 +77,10 @@ export class McpFunction extends HandlerFunction {
     super(scope, id, {
       entry: 'lambda/handlers/mcp.ts',
       description: 'dm-dot: MCP endpoint, send_to_dot and MCP Events subscriptions',
-      memorySize: MCP_MEMORY_MIB,
-      timeout: MCP_TIMEOUT,
+      memorySize: 512,
+      // The request's 5 s, plus what runs after its answer: an inline attempt the caller stopped waiting
+      // for has its POST's 5 s and the writes after it (lambda/handlers/after-response.ts).
+      timeout: Duration.seconds(15),
       logRetention: settings.logRetention,
       environment,
       chunks: [MCP_STORAGE_CHUNK, AFTER_RESPONSE_CHUNK],
@@ -93,7 +88,7 @@ export class McpFunction extends HandlerFunction {
     });
     this.environmentBytes = environmentBytes;
 
-    props.storage.grantItems(this.role, MCP_ITEM_ACTIONS);
+    props.storage.grantItems(this.role, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']);
     // get_pending_messages reads the inbox's index; without the inbox nothing reads it.
     if (settings.inbox) props.storage.grantIndexQuery(this.role, PendingIndex.name);
     props.delivery.queue.grantSendMessages(this.role);

@@ -28,17 +28,7 @@ import { Budgets } from '../../lambda/core/budgets';
 import type { DeliveryPipeline } from './delivery-pipeline';
 import { HandlerFunction } from './handler-function';
 import type { DmDotSettings } from '../settings';
-import type { ItemAction, Storage } from './storage';
-
-export const ReconcilerSizing = {
-  timeout: Duration.minutes(1),
-  memoryMiB: 256,
-  every: Duration.millis(Budgets.reconcileEveryMs),
-} as const;
-
-/** GetItem and UpdateItem, on event records only. */
-export const RECONCILER_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:UpdateItem'];
-export const RECONCILER_LEADING_KEYS: readonly string[] = [ItemKeys.event('*')];
+import type { Storage } from './storage';
 
 export interface ReconcilerProps {
   readonly storage: Storage;
@@ -49,23 +39,21 @@ export interface ReconcilerProps {
 
 export class Reconciler extends Construct {
   readonly worker: HandlerFunction;
-  readonly schedule: events.Rule;
 
   constructor(scope: Construct, id: string, props: ReconcilerProps) {
     super(scope, id);
     const { queue, deadLetterQueue } = props.delivery;
 
-    const environment = { ...props.delivery.settingsEnvironment };
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/reconciler.ts',
       description: 'dm-dot: requeues or fails event records left queued with nothing to deliver them',
-      memorySize: ReconcilerSizing.memoryMiB,
-      timeout: ReconcilerSizing.timeout,
+      memorySize: 256,
+      timeout: Duration.minutes(1),
       logRetention: props.settings.logRetention,
-      environment,
+      environment: { ...props.delivery.settingsEnvironment },
     });
 
-    props.storage.grantItems(this.worker.role, RECONCILER_ITEM_ACTIONS, { leadingKeys: RECONCILER_LEADING_KEYS });
+    props.storage.grantItems(this.worker.role, ['dynamodb:GetItem', 'dynamodb:UpdateItem'], { leadingKeys: [ItemKeys.event('*')] });
     props.storage.grantIndexQuery(this.worker.role, QueuedIndex.name);
     queue.grantSendMessages(this.worker.role);
     deadLetterQueue.grantSendMessages(this.worker.role);
@@ -74,9 +62,9 @@ export class Reconciler extends Construct {
     // An EventBridge rule rather than an EventBridge Scheduler schedule: the rule invokes through
     // the function's resource policy (this rule's ARN only), so no role is needed, where the
     // Scheduler's target role would be granted the function's ARN and `:*` (every version).
-    this.schedule = new events.Rule(this, 'Schedule', {
+    new events.Rule(this, 'Schedule', {
       description: 'dm-dot: runs the reconciler of queued event records',
-      schedule: events.Schedule.rate(ReconcilerSizing.every),
+      schedule: events.Schedule.rate(Duration.millis(Budgets.reconcileEveryMs)),
       targets: [new targets.LambdaFunction(this.worker.function, { retryAttempts: 0, maxEventAge: Duration.minutes(1) })],
     });
   }
