@@ -52,13 +52,15 @@ export function addDmDot(app: App, found: Environment = {}, options: { regionKno
   const account = found.account ? { account: found.account } : {};
   const edge = new EdgeStack(app, `${name}-Edge`, {
     env: { ...account, region: CLOUDFRONT_REGION },
-    acl: { protection: settings.protection, logRetention: settings.logRetention, name },
+    protection: settings.protection,
+    logRetention: settings.logRetention,
+    name,
   });
   // The reference to the ARN makes the main stack depend on the edge stack: `cdk deploy --all` creates the web ACL first.
   const stack = new DmDotStack(app, name, {
     settings,
     env: { ...account, region: found.region },
-    webAclArn: edge.acl.webAcl.attrArn,
+    webAclArn: edge.webAcl.attrArn,
   });
   return { stack, edge };
 }

@@ -1,7 +1,7 @@
 /**
  * The per-client limit in front of the API (`-c protection=waf`): an AWS WAF web ACL of scope
  * CLOUDFRONT, which AWS accepts in us-east-1 only, so it lives in a companion stack of its own
- * (`<stack>-Edge`, EdgeStack below) and the main stack's CloudFront distribution names it by ARN.
+ * (`<stack>-Edge`) and the main stack's CloudFront distribution names it by ARN.
  *
  * One rule: a rate-based rule aggregating on the client IP (the address CloudFront's viewer
  * connection came from; no forwarded header is trusted, a client could write any), blocking with
@@ -35,29 +35,32 @@ export const EDGE_RATE_LIMITED_BODY = JSON.stringify({
   error: { code: 'rate_limited', message: 'Too many requests from this address; wait and try again (see Retry-After).' },
 });
 
-export interface EdgeAclProps {
+export interface EdgeStackProps extends StackProps {
   readonly protection: NonNullable<DmDotSettings['protection']>;
   readonly logRetention: logs.RetentionDays;
-  /** Names the log group (`aws-waf-logs-<name>`, the prefix WAF requires). */
+  /** The main stack's name: names the log group (`aws-waf-logs-<name>`, the prefix WAF requires) and the metrics. */
   readonly name: string;
 }
 
-export class EdgeAcl extends Construct {
+/** The companion stack in us-east-1 that holds the web ACL; the main stack reads its ARN. */
+export class EdgeStack extends Stack {
   readonly webAcl: wafv2.CfnWebACL;
-  readonly logGroup: logs.LogGroup;
 
-  constructor(scope: Construct, id: string, props: EdgeAclProps) {
-    super(scope, id);
+  constructor(scope: Construct, id: string, props: EdgeStackProps) {
+    super(scope, id, { description: 'dm-dot: the AWS WAF web ACL in front of the MCP API (CloudFront scope, us-east-1)', ...props });
+    const { name } = props;
     const { requestsPerClient, windowS } = props.protection;
+    // The construct `Acl` keeps the resources' logical IDs.
+    const acl = new Construct(this, 'Acl');
 
-    this.webAcl = new wafv2.CfnWebACL(this, 'WebAcl', {
+    this.webAcl = new wafv2.CfnWebACL(acl, 'WebAcl', {
       scope: 'CLOUDFRONT',
       description: 'dm-dot: per-client request limit in front of the MCP API',
       defaultAction: { allow: {} },
       customResponseBodies: {
         RateLimited: { contentType: 'APPLICATION_JSON', content: EDGE_RATE_LIMITED_BODY },
       },
-      visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: `${props.name}-edge`, sampledRequestsEnabled: false },
+      visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: `${name}-edge`, sampledRequestsEnabled: false },
       rules: [
         {
           name: 'PerClientRate',
@@ -74,43 +77,29 @@ export class EdgeAcl extends Construct {
               },
             },
           },
-          visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: `${props.name}-per-client-rate`, sampledRequestsEnabled: false },
+          visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: `${name}-per-client-rate`, sampledRequestsEnabled: false },
         },
       ],
     });
 
-    const logGroupName = `aws-waf-logs-${props.name}`;
-    this.logGroup = new logs.LogGroup(this, 'Logs', {
+    const logGroupName = `aws-waf-logs-${name}`;
+    const logGroup = new logs.LogGroup(acl, 'Logs', {
       logGroupName,
       retention: props.logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
     });
     // WAF takes the log group's ARN without the `:*` CloudWatch adds to a log group's Arn attribute.
-    const logGroupArn = Stack.of(this).formatArn({
+    const logGroupArn = this.formatArn({
       service: 'logs',
       resource: 'log-group',
       resourceName: logGroupName,
       arnFormat: ArnFormat.COLON_RESOURCE_NAME,
     });
-    const logging = new wafv2.CfnLoggingConfiguration(this, 'Logging', {
+    const logging = new wafv2.CfnLoggingConfiguration(acl, 'Logging', {
       resourceArn: this.webAcl.attrArn,
       logDestinationConfigs: [logGroupArn],
       redactedFields: [...WAF_REDACTED_FIELDS],
     });
-    logging.node.addDependency(this.logGroup);
-  }
-}
-
-export interface EdgeStackProps extends StackProps {
-  readonly acl: EdgeAclProps;
-}
-
-/** The companion stack in us-east-1 that holds the web ACL; the main stack reads its ARN. */
-export class EdgeStack extends Stack {
-  readonly acl: EdgeAcl;
-
-  constructor(scope: Construct, id: string, props: EdgeStackProps) {
-    super(scope, id, { description: 'dm-dot: the AWS WAF web ACL in front of the MCP API (CloudFront scope, us-east-1)', ...props });
-    this.acl = new EdgeAcl(this, 'Acl', props.acl);
+    logging.node.addDependency(logGroup);
   }
 }
