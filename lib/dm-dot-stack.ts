@@ -92,7 +92,8 @@ export class DmDotStack extends Stack {
 
     // The connector's address: the custom domain when there is one, else CloudFront's with protection on, else the API's.
     const domain = settings.customDomain;
-    const mcpUrl = domain ? `https://${domain.domainName}/mcp` : (this.edge?.mcpUrl ?? this.http.mcpUrl);
+    const host = domain?.domainName ?? this.edge?.distribution.domainName;
+    const mcpUrl = host ? `https://${host}/mcp` : `${this.http.api.apiEndpoint}/mcp`;
     output('McpEndpoint', 'MCP endpoint (no key in it): ChatGPT connects with the API key added as the query parameter "key"', mcpUrl);
     if (domain) {
       const target = this.edge ? this.edge.distribution.domainName : (this.customDomain as ApiCustomDomain).domainName.regionalDomainName;

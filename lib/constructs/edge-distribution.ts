@@ -120,9 +120,4 @@ export class EdgeDistribution extends Construct {
           ]),
     );
   }
-
-  /** The connector's MCP URL on CloudFront's own name (dm-dot-stack.ts prefers the custom domain when there is one). */
-  get mcpUrl(): string {
-    return `https://${this.distribution.domainName}/mcp`;
-  }
 }

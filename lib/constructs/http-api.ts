@@ -4,10 +4,9 @@
  *
  * Access logs hold only what API Gateway produces itself (ACCESS_LOG_FIELDS says what and why).
  *
- * Authentication is the handler's job (API key in the query or a Bearer header, compared in
- * constant time, docs/contract/http.md; pup's Standard Webhooks signature on `/pup/*`, docs/contract/pup.md), so the routes carry
- * no API Gateway authorizer. CORS is configured only when browser origins are allowed; the handler
- * refuses other origins itself.
+ * Authentication is the handler's job, so the routes carry no API Gateway authorizer (the APIG4
+ * acknowledgement below says why). CORS is configured only when browser origins are allowed; the
+ * handler refuses other origins itself.
  *
  * The OAuth discovery paths are routes too: an MCP client that gets a 401 looks for OAuth metadata
  * there (RFC 9728 protected resource metadata, RFC 8414 authorization server metadata, each with and
@@ -175,10 +174,5 @@ export class McpHttpApi extends Construct {
         'GET /healthz, GET /pup/manifest.json and the OAuth discovery paths are public by design and reveal nothing ' +
         'beyond health, the manifest and the fact that this server takes an API key.',
     });
-  }
-
-  /** The MCP endpoint, without any key. */
-  get mcpUrl(): string {
-    return `${this.api.apiEndpoint}/mcp`;
   }
 }

@@ -41,14 +41,6 @@ export type ItemAction = 'dynamodb:GetItem' | 'dynamodb:PutItem' | 'dynamodb:Upd
  */
 export const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'] as const;
 
-export interface ItemGrantOptions {
-  /**
-   * Partition key patterns the role may touch (`SUBSCRIPTION`, `EVENT#*`): every key of a request
-   * must match one of them. Absent: every item of the table.
-   */
-  readonly leadingKeys?: readonly string[];
-}
-
 export interface StorageProps {
   /**
    * `customer` (default): a customer managed KMS key of the stack's own (its key policy and
@@ -105,8 +97,11 @@ export class Storage extends Construct {
     role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [Fn.join('', [this.table.tableArn, `/index/${indexName}`])] }));
   }
 
-  /** Item actions on the table and the use of its key through DynamoDB, for one function's role. */
-  grantItems(role: iam.Role, actions: readonly ItemAction[], options: ItemGrantOptions = {}): void {
+  /**
+   * Item actions on the table and the use of its key through DynamoDB, for one function's role;
+   * with `leadingKeys` (`SUBSCRIPTION`, `EVENT#*`) only on items whose partition key matches one.
+   */
+  grantItems(role: iam.Role, actions: readonly ItemAction[], options: { leadingKeys?: readonly string[] } = {}): void {
     role.addToPrincipalPolicy(
       new iam.PolicyStatement({
         actions: [...actions],
