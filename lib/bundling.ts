@@ -79,39 +79,28 @@ export const AFTER_RESPONSE_CHUNK: LambdaChunk = {
 /** The MCP function's NODE_OPTIONS: load the after-response extension before the runtime starts. */
 export const AFTER_RESPONSE_NODE_OPTIONS = `--import=/var/task/${AFTER_RESPONSE_CHUNK.file}`;
 
-export interface LambdaBundle {
-  readonly platform: 'node';
-  readonly format: 'cjs';
-  readonly target: 'node24';
-  readonly minify: true;
-  /** Linked external source map: `index.js.map` next to `index.js`, found by `--enable-source-maps` when decoding locally. */
-  readonly sourceMap: true;
-  /** Stack traces need the mappings only; the sources would triple the map's size. */
-  readonly sourcesContent: false;
-  readonly mainFields: readonly string[];
+/** The one bundling description of every function; the MCP function passes its chunks (none for the others). */
+export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly LambdaChunk[] = []) {
   /** Import path -> replacement (absolute path). */
-  readonly alias: Readonly<Record<string, string>>;
-  /** Files of their own beside `index.js` (none for the Delivery function). */
-  readonly chunks: readonly LambdaChunk[];
-}
-
-/** The one bundling description of both functions; the MCP function passes its chunk. */
-export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly LambdaChunk[] = []): LambdaBundle {
+  const alias: Readonly<Record<string, string>> = {
+    [MCP_SDK_SHIMS]: path.join(root, MCP_SDK_SHIMS_REPLACEMENT),
+    [AWS_CREDENTIAL_CHAIN]: path.join(root, AWS_CREDENTIAL_CHAIN_REPLACEMENT),
+  };
   return {
     chunks,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node24',
+    platform: 'node' as const,
+    format: 'cjs' as const,
+    target: 'node24' as const,
     minify: true,
+    // Linked external source map: `index.js.map` next to `index.js`, found by `--enable-source-maps` when decoding locally.
     sourceMap: true,
+    // Stack traces need the mappings only; the sources would triple the map's size.
     sourcesContent: false,
-    mainFields: ['module', 'main'],
-    alias: {
-      [MCP_SDK_SHIMS]: path.join(root, MCP_SDK_SHIMS_REPLACEMENT),
-      [AWS_CREDENTIAL_CHAIN]: path.join(root, AWS_CREDENTIAL_CHAIN_REPLACEMENT),
-    },
+    mainFields: ['module', 'main'] as readonly string[],
+    alias,
   };
 }
+export type LambdaBundle = ReturnType<typeof lambdaBundle>;
 
 /**
  * The same bundle through the esbuild API (what CDK's local bundling runs as a command line):

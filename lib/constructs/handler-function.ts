@@ -47,9 +47,6 @@ export interface HandlerFunctionProps {
   readonly assetFiles?: Readonly<Record<string, string>>;
 }
 
-/** Names the bundling output already uses, which an extra file must not replace. */
-const RESERVED_ASSET_NAMES = new Set(['index.js', 'index.js.map', 'package.json']);
-
 /**
  * The shell command that copies one file into the bundling output. A source inside the project is
  * addressed through `inputDir` (what bundling in a container sees as the project), anything else by
@@ -84,11 +81,6 @@ export class HandlerFunction extends Construct {
 
     const spec = lambdaBundle(PROJECT_ROOT, props.chunks ?? []);
     const assetFiles = Object.entries(props.assetFiles ?? {});
-    const taken = new Set([...RESERVED_ASSET_NAMES, ...spec.chunks.flatMap((chunk) => [chunk.file, `${chunk.file}.map`])]);
-    for (const [name, source] of assetFiles) {
-      if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name) || taken.has(name)) throw new Error(`${this.node.path}: "${name}" cannot be a file of the asset`);
-      if (!path.isAbsolute(source)) throw new Error(`${this.node.path}: the source of ${name} must be an absolute path`);
-    }
     this.function = new NodejsFunction(this, 'Function', {
       entry: path.join(PROJECT_ROOT, props.entry),
       handler: 'handler',
