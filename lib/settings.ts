@@ -170,11 +170,8 @@ function readExposure(node: Node) {
 }
 
 /**
- * The locked origin (`-c originDomainName=… -c originCertificateArn=… -c originTruststoreUri=… -c originClientCertificateArn=…`):
- * CloudFront reaches the API through an API Gateway custom domain (its certificate in the stack's
- * region) that requires a client certificate issued by the CA of the trust store, and the
- * execute-api address is off, so no request can skip the web ACL. All four or none, each through
- * its parser; the client certificate CloudFront presents is in ACM in us-east-1.
+ * The locked origin (custom-domain.ts): the four origin settings, all or none, each through its
+ * parser; the client certificate CloudFront presents is in ACM in us-east-1.
  */
 function readLockedOrigin(node: Node) {
   const domainName = field.dnsName(raw(node, 'originDomainName'), named('originDomainName'));

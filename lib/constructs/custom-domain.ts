@@ -9,10 +9,12 @@
  * rule that refuses a deploy in any other region before anything is created, and synth refuses it
  * already when the stack's region is known.
  *
- * The same construct is the locked origin of `protection=waf` (settings.ts, readLockedOrigin): then the
+ * The same construct is the locked origin of `protection=waf` (`-c originDomainName=…
+ * -c originCertificateArn=… -c originTruststoreUri=… -c originClientCertificateArn=…`): then the
  * domain requires mutual TLS against the operator's trust store, so only a client holding a
  * certificate that CA issued (CloudFront, presenting the one imported for it) completes the TLS
- * handshake, before API Gateway routes or throttles anything.
+ * handshake, before API Gateway routes or throttles anything, and the execute-api address is off
+ * (http-api.ts), so no request reaches API Gateway without passing the web ACL.
  *
  * Deliberately not here: DNS records (the zone may live anywhere) and certificate requests (ACM
  * validation waits on DNS the operator controls).

@@ -4,11 +4,10 @@
  * first attempt inline; it serves pup's routes and the manifest.
  *
  * Its environment is the contract of lambda/config/settings.ts `mcpLambdaSettings`, checked against
- * Lambda's 4 KB limit as Lambda measures it (lib/lambda-environment.ts). The pup manifest is known
- * at synth, so it travels inside the code asset as `pup-manifest.json` and the environment only
- * names it (`PUP_MANIFEST_FILE`, relative to the task root); with no manifest configured neither
- * the file nor the variable exists and the function serves its default manifest. The only sizable
- * setting left in the environment is `allowedOrigins`.
+ * Lambda's 4 KB limit (lib/lambda-environment.ts). The pup manifest is known at synth, so it travels
+ * inside the code asset as `pup-manifest.json` and the environment only names it
+ * (`PUP_MANIFEST_FILE`, relative to the task root); with none configured, neither exists and the
+ * function serves its default manifest.
  *
  * Grants: every item action on the table but Scan and Query. It touches every kind of item the
  * table holds (SUBSCRIPTION, EVENT#, VERIFIED#, REPLAY#, ANSWER#: lambda/core/store/items.ts), so a

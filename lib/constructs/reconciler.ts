@@ -1,10 +1,7 @@
 /**
- * The reconciler (docs/contract/delivery.md, "Nothing strands"): a small function that an
- * EventBridge schedule rule runs every Budgets.reconcileEveryMs (5 minutes), over the
- * table's sparse `queued` index (keys only). It requeues, once, or fails with a dead-letter copy
- * (reason `stranded`) what has been queued longer than the retry schedule plus a margin
- * (lambda/core/reconcile.ts), and writes `RecordsRepaired` (EMF, by `Action`), `ReconcileErrors`
- * and the dead-letter queue's depth (`DeadLetters`) on every run. A run with an error fails.
+ * The reconciler (docs/contract/delivery.md, "Nothing strands"; what it decides is
+ * lambda/core/reconcile.ts's): a small function that an EventBridge schedule rule runs every
+ * Budgets.reconcileEveryMs (5 minutes), over the table's sparse `queued` index (keys only).
  *
  * Least privilege: Query on the `queued` index only; GetItem and UpdateItem on `EVENT#` items
  * only (`dynamodb:LeadingKeys`: never the subscription, whose item holds the secret); SendMessage
@@ -16,8 +13,7 @@
  * comes 5 minutes later and finds the same records, and a retry would only blur the alarm's count.
  * A run's timeout (1 minute) is far shorter than the period, so two runs do not overlap.
  *
- * Deliberately not here: the alarms on its errors, its silence and its metrics (observability.ts),
- * and the decisions (lambda/core/reconcile.ts).
+ * Deliberately not here: the alarms on its errors, its silence and its metrics (observability.ts).
  */
 import { Duration } from 'aws-cdk-lib';
 import * as events from 'aws-cdk-lib/aws-events';

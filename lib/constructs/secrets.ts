@@ -7,8 +7,7 @@
  *   generated `unused` key is the random filler Secrets Manager requires), so pup's POST routes
  *   answer 503 until the operator puts the secrets from pup in (docs/pup.md).
  *
- * Both keep the logical IDs of the first deployments (logical-ids.ts): a new secret would be a new
- * API key, and every connector would stop working, or would lose the values copied from pup.
+ * Both keep the logical IDs of the first deployments (logical-ids.ts).
  *
  * Deliberately not here: rotation (each secret's cdk-nag acknowledgement says why it is the
  * operator's act), a customer-managed key for the secrets (Secrets Manager's own key; the values

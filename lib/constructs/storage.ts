@@ -2,8 +2,7 @@
  * Storage (docs/contract/storage.md): the one DynamoDB table (partition key `pk`, no sort key, TTL attribute `ttl`,
  * on demand, point-in-time recovery) and the KMS key it is encrypted with, a key of the stack's own
  * because the table holds the dots' signing secrets. Both are retained when the stack is deleted or
- * replaced, and both keep the logical IDs of the first deployments (logical-ids.ts): a new ID
- * would orphan them and start an empty table.
+ * replaced, and both keep the logical IDs of the first deployments (logical-ids.ts).
  *
  * `grantItems` is the only way in: item actions on this table, optionally only on items whose
  * partition key matches given patterns (`dynamodb:LeadingKeys`), together with the key permissions
