@@ -9,7 +9,7 @@
  * template), and multi-account concerns. The stack is environment-agnostic unless `protection` is
  * on: its web ACL must live in us-east-1, so lib/app.ts gives both stacks an explicit region.
  */
-import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Fn, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { ApiCustomDomain } from './constructs/custom-domain';
 import { DeliveryPipeline } from './constructs/delivery-pipeline';
@@ -127,7 +127,8 @@ export class DmDotStack extends Stack {
       `aws sqs start-message-move-task --source-arn ${deadLetterQueue.queueArn} --destination-arn ${queue.queueArn} --region ${this.region}`,
     );
     output('McpFunctionName', 'The MCP function (dm-dot key rotate --aws recycles its execution environments)', this.mcp.function.functionName);
-    output('AlarmNames', "The stack's CloudWatch alarms, comma-separated (dm-dot status --aws reads their state)", this.observability.alarmNames);
+    const alarmNames = this.observability.alarms.map((a) => a.alarmName);
+    output('AlarmNames', "The stack's CloudWatch alarms, comma-separated (dm-dot status --aws reads their state)", Fn.join(',', alarmNames));
     output(
       'AlarmTopicArn',
       'SNS topic every alarm notifies (when it fires and when it clears): subscribe an address, a phone or a chat hook to it',

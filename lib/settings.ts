@@ -160,7 +160,6 @@ function readExposure(node: Node) {
   }
   return {
     ...(stage === undefined ? {} : { stage }),
-    // The per-client limit in front of the API (docs/deploying-aws.md, "Exposure and protection").
     ...(kind === 'waf' ? { protection: { kind, requestsPerClient, windowS, ...(lockedOrigin ? { lockedOrigin } : {}) } } : {}),
     ...(domainName !== undefined && certificate !== undefined
       ? { customDomain: { domainName, certificateArn: certificate.arn, certificateRegion: certificate.region } }

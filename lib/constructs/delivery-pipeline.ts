@@ -27,13 +27,13 @@ import { keepLogicalId, logicalIdAt } from './logical-ids';
 import type { DmDotSettings } from '../settings';
 import type { Storage } from './storage';
 
-/** Timeouts and sizes of the pipeline. */
+/** A batch of 10 is sent concurrently, each request with a 5 s deadline (docs/contract/outbound-guard.md), plus margin. */
+const TIMEOUT = Duration.seconds(15);
 export const DeliverySizing = {
-  /** A batch of 10 is sent concurrently, each request with a 5 s deadline (docs/contract/outbound-guard.md), plus margin. */
-  timeout: Duration.seconds(15),
+  timeout: TIMEOUT,
   memoryMiB: 256,
-  /** AWS's guidance for an SQS event source: visibility timeout of at least 6x the function timeout. */
-  visibilityTimeoutFactor: 6,
+  /** AWS's guidance for an SQS event source: at least 6x the function timeout. */
+  visibilityTimeout: Duration.seconds(TIMEOUT.toSeconds() * 6),
   batchSize: 10,
   deadLetterRetention: Duration.days(14),
 } as const;
@@ -80,7 +80,7 @@ export class DeliveryPipeline extends Construct {
     this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', { ...encrypted, retentionPeriod: DeliverySizing.deadLetterRetention });
     this.queue = new sqs.Queue(this, 'Queue', {
       ...encrypted,
-      visibilityTimeout: Duration.seconds(DeliverySizing.timeout.toSeconds() * DeliverySizing.visibilityTimeoutFactor),
+      visibilityTimeout: DeliverySizing.visibilityTimeout,
       retentionPeriod: mainQueueRetention(retryDelaysS),
       deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: redriveMaxReceiveCount(retryDelaysS) },
     });
@@ -109,8 +109,7 @@ export class DeliveryPipeline extends Construct {
     });
 
     // maxConcurrency caps the delivery instances at once, and so the POSTs in flight at the one dot
-    // (each instance sends its batch concurrently) and the account concurrency the MCP function has
-    // to share; SQS event sources accept 2..1000 (lib/settings.ts).
+    // (each instance sends its batch concurrently) and the account concurrency the MCP function has to share.
     this.worker.function.addEventSource(
       new SqsEventSource(this.queue, {
         batchSize: DeliverySizing.batchSize,

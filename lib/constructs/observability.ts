@@ -10,7 +10,7 @@
  * (DependencyUnavailable, lambda/metrics.ts): ChatGPT's path answers them with HTTP 200 and the
  * error inside, which API Gateway's 5xx never sees.
  *
- * `alarmNames` is what `dm-dot status --aws` reads (the stack output AlarmNames). The first three
+ * The alarms' names are what `dm-dot status --aws` reads (the stack output AlarmNames). The first three
  * alarms, the topic, its policy, its e-mail subscription and the dashboard keep the logical IDs of the first
  * deployments (logical-ids.ts).
  *
@@ -19,7 +19,7 @@
  * (CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key, and the messages
  * carry alarm names and metric values only), and any other kind of notification.
  */
-import { Duration, Fn, Stack } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -57,7 +57,7 @@ export const RECONCILER_SILENT_PERIODS = 3;
 export function queueAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
   const scheduleS = retryDelaysS.reduce((sum, d) => sum + d, 0);
   const attempts = retryDelaysS.length + 1;
-  return Math.ceil(scheduleS + visibilityTimeoutS() + attempts * DeliverySizing.timeout.toSeconds());
+  return Math.ceil(scheduleS + DeliverySizing.visibilityTimeout.toSeconds() + attempts * DeliverySizing.timeout.toSeconds());
 }
 
 /**
@@ -70,12 +70,8 @@ export function queueAgeAlarmThresholdS(retryDelaysS: readonly number[]): number
 export function deadLetterAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
   const retentionS = DeliverySizing.deadLetterRetention.toSeconds();
   const scheduleS = retryDelaysS.reduce((sum, d) => sum + d, 0);
-  const beforeRedriveS = scheduleS + redriveMaxReceiveCount(retryDelaysS) * visibilityTimeoutS();
+  const beforeRedriveS = scheduleS + redriveMaxReceiveCount(retryDelaysS) * DeliverySizing.visibilityTimeout.toSeconds();
   return Math.floor(retentionS - Duration.days(2).toSeconds() - beforeRedriveS);
-}
-
-function visibilityTimeoutS(): number {
-  return DeliverySizing.timeout.toSeconds() * DeliverySizing.visibilityTimeoutFactor;
 }
 
 export class Observability extends Construct {
@@ -195,14 +191,6 @@ export class Observability extends Construct {
       this.dashboard = new DmDotDashboard(this, 'Dashboard', props);
       keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
     }
-  }
-
-  /** The alarms' names, comma-separated (CloudFormation resolves them at deploy). */
-  get alarmNames(): string {
-    return Fn.join(
-      ',',
-      this.alarms.map((a) => a.alarmName),
-    );
   }
 
   /** The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later. */
