@@ -16,9 +16,7 @@
  * Throttling: the stage's default applies to every route except `GET /healthz`, which is public and
  * gets its own, lower route throttle (HTTP API route settings,
  * https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-throttling.html), so that
- * anonymous health polling cannot spend the budget ChatGPT's calls draw from. The stage depends on
- * that route: API Gateway refuses route settings for a route key that does not exist yet ("Unable to
- * find Route by key ... within the provided RouteSettings").
+ * anonymous health polling cannot spend the budget ChatGPT's calls draw from.
  *
  * The construct keeps the id `Http` at the stack's top level: the API's logical ID is its endpoint,
  * the URL every connected dot was given.
@@ -152,6 +150,7 @@ export class McpHttpApi extends Construct {
     for (const routeKey of Object.keys(ROUTES) as RouteKey[]) {
       const [method, routePath] = routeKey.split(' ') as [keyof typeof HttpMethod, string];
       const [route] = this.api.addRoutes({ path: routePath, methods: [HttpMethod[method]], integration });
+      // API Gateway refuses route settings for a route key that does not exist yet ("Unable to find Route by key ...").
       if (routeKey === HEALTHZ_ROUTE && route) this.stage.node.addDependency(route);
     }
     // HttpStage has no route settings of its own, and the L1 property is raw JSON: CloudFormation's

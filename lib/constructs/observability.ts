@@ -195,8 +195,6 @@ export class Observability extends Construct {
 
   /** The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later. */
   private notifyTopic(): sns.Topic {
-    // CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key, so the topic
-    // stays unencrypted but refuses plain HTTP.
     const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dm-dot alarms', enforceSSL: true });
     keepLogicalId(topic, ['AlarmTopic', 'Resource']);
     // OK actions too: the mail also says when it cleared.
