@@ -37,15 +37,9 @@ export const DASHBOARD_PERIOD = Duration.minutes(5);
 /** Three graphs a row. */
 const graph = (props: cloudwatch.GraphWidgetProps) => new cloudwatch.GraphWidget({ width: 8, height: 6, ...props });
 
-const dmDot = (metricName: string, statistic: string, dimensionsMap?: Record<string, string>, label?: string) =>
-  new cloudwatch.Metric({
-    namespace: METRICS_NAMESPACE,
-    metricName,
-    statistic,
-    period: DASHBOARD_PERIOD,
-    ...(dimensionsMap ? { dimensionsMap } : {}),
-    ...(label ? { label } : {}),
-  });
+/** One of the metrics the functions write (lambda/metrics.ts), per DASHBOARD_PERIOD unless told. */
+export const dmDot = (metricName: string, statistic: string, options: Pick<cloudwatch.MetricProps, 'dimensionsMap' | 'label' | 'period'> = {}) =>
+  new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period: DASHBOARD_PERIOD, ...options });
 
 export class DmDotDashboard extends Construct {
   readonly dashboard: cloudwatch.Dashboard;
@@ -80,26 +74,31 @@ export class DmDotDashboard extends Construct {
       graph({
         title: 'Deliveries by outcome (per 5 min)',
         stacked: true,
-        left: DELIVERY_OUTCOMES.map((outcome) => dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: outcome }, outcome)),
+        left: DELIVERY_OUTCOMES.map((outcome) =>
+          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { dimensionsMap: { [DimensionName.outcome]: outcome }, label: outcome }),
+        ),
       }),
       graph({
         title: 'Delivery latency, enqueue to delivered (ms)',
         left: [
-          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(50), undefined, 'p50'),
-          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(99), undefined, 'p99'),
-          dmDot(MetricName.deliveryDuration, cloudwatch.Stats.p(99), undefined, 'worker time per record p99'),
+          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(50), { label: 'p50' }),
+          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(99), { label: 'p99' }),
+          dmDot(MetricName.deliveryDuration, cloudwatch.Stats.p(99), { label: 'worker time per record p99' }),
         ],
       }),
       graph({
         title: 'Attempts, and who delivered',
         left: [
-          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.AVERAGE, undefined, 'attempt number, average'),
-          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.MAXIMUM, undefined, 'attempt number, highest'),
+          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.AVERAGE, { label: 'attempt number, average' }),
+          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.MAXIMUM, { label: 'attempt number, highest' }),
         ],
         right: [
-          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'retry' }, 'retries scheduled'),
+          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { dimensionsMap: { [DimensionName.outcome]: 'retry' }, label: 'retries scheduled' }),
           ...DELIVERY_VIAS.map((via) =>
-            dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'delivered', [DimensionName.via]: via }, `delivered, ${via}`),
+            dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, {
+              dimensionsMap: { [DimensionName.outcome]: 'delivered', [DimensionName.via]: via },
+              label: `delivered, ${via}`,
+            }),
           ),
         ],
       }),
@@ -110,7 +109,7 @@ export class DmDotDashboard extends Construct {
         title: 'Dead-letter queue and delivery queue',
         left: [
           // As the reconciler counts them every run (what DeadLetterAlarm reads), in flight and delayed included.
-          dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, undefined, 'dead letters'),
+          dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, { label: 'dead letters' }),
           props.queue.metricApproximateNumberOfMessagesVisible({ ...max, label: 'queued, visible' }),
           props.queue.metricApproximateNumberOfMessagesNotVisible({ ...max, label: 'queued, waiting for a retry' }),
         ],
@@ -119,21 +118,23 @@ export class DmDotDashboard extends Construct {
       graph({
         title: 'MCP function: requests by status class',
         stacked: true,
-        left: STATUS_CLASSES.map((cls) => dmDot(MetricName.requests, cloudwatch.Stats.SUM, { [DimensionName.statusClass]: cls }, cls)),
+        left: STATUS_CLASSES.map((cls) =>
+          dmDot(MetricName.requests, cloudwatch.Stats.SUM, { dimensionsMap: { [DimensionName.statusClass]: cls }, label: cls }),
+        ),
         right: [props.mcp.metricErrors({ ...sum, label: 'function errors' })],
       }),
       graph({
         title: 'Request latency (ms)',
         left: [
-          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(50), undefined, 'MCP function p50'),
-          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(99), undefined, 'MCP function p99'),
+          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(50), { label: 'MCP function p50' }),
+          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(99), { label: 'MCP function p99' }),
           props.api.metricLatency({ period, statistic: cloudwatch.Stats.p(99), label: 'API Gateway p99' }),
         ],
       }),
     );
 
     const api4xx = props.api.metricClientError({ ...sum });
-    const app4xx = dmDot(MetricName.requests, cloudwatch.Stats.SUM, { [DimensionName.statusClass]: '4xx' });
+    const app4xx = dmDot(MetricName.requests, cloudwatch.Stats.SUM, { dimensionsMap: { [DimensionName.statusClass]: '4xx' } });
     this.dashboard.addWidgets(
       graph({
         title: 'Throttles',

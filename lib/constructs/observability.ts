@@ -26,8 +26,8 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
-import { DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName, REPAIR_ACTIONS } from '../../lambda/metrics';
-import { DmDotDashboard, type DmDotDashboardProps } from './dashboard';
+import { DEPENDENCIES, DimensionName, MetricName, REPAIR_ACTIONS } from '../../lambda/metrics';
+import { DmDotDashboard, type DmDotDashboardProps, dmDot } from './dashboard';
 import { Budgets } from '../../lambda/core/budgets';
 import { DeliverySizing, redriveMaxReceiveCount } from './delivery-pipeline';
 import { keepLogicalId } from './logical-ids';
@@ -238,12 +238,7 @@ export class Observability extends Construct {
  * reconciler that stops counting is the silence alarm's.
  */
 function newDeadLetters(): cloudwatch.IMetric {
-  const depth = new cloudwatch.Metric({
-    namespace: METRICS_NAMESPACE,
-    metricName: MetricName.deadLetters,
-    statistic: cloudwatch.Stats.MAXIMUM,
-    period: RECONCILER_PERIOD,
-  });
+  const depth = dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, { period: RECONCILER_PERIOD });
   return new cloudwatch.MathExpression({
     expression: 'IF(DIFF(depth) > 0, DIFF(depth), 0)',
     usingMetrics: { depth },
@@ -258,16 +253,7 @@ function newDeadLetters(): cloudwatch.IMetric {
  */
 function summedOver(metricName: string, dimensionName: string, values: readonly string[], label: string): cloudwatch.IMetric {
   const usingMetrics = Object.fromEntries(
-    values.map((value) => [
-      value,
-      new cloudwatch.Metric({
-        namespace: METRICS_NAMESPACE,
-        metricName,
-        dimensionsMap: { [dimensionName]: value },
-        statistic: cloudwatch.Stats.SUM,
-        period: COUNT_PERIOD,
-      }),
-    ]),
+    values.map((value) => [value, dmDot(metricName, cloudwatch.Stats.SUM, { dimensionsMap: { [dimensionName]: value }, period: COUNT_PERIOD })]),
   );
   return new cloudwatch.MathExpression({
     expression: values.map((value) => `FILL(${value}, 0)`).join(' + '),
