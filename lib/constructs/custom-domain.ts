@@ -54,15 +54,7 @@ export class ApiCustomDomain extends Construct {
       certificate: acm.Certificate.fromCertificateArn(this, 'Certificate', domain.certificateArn),
       endpointType: EndpointType.REGIONAL,
       securityPolicy: SecurityPolicy.TLS_1_2,
-      ...(truststore
-        ? {
-            mtls: {
-              bucket: s3.Bucket.fromBucketName(this, 'Truststore', truststore.bucket),
-              key: truststore.key,
-              ...(truststore.version ? { version: truststore.version } : {}),
-            },
-          }
-        : {}),
+      mtls: truststore && { bucket: s3.Bucket.fromBucketName(this, 'Truststore', truststore.bucket), key: truststore.key, version: truststore.version },
     });
     // The mapping names the stage by its name (`$default`), so CloudFormation must create the stage first.
     const { api, stage } = props.http;
