@@ -29,84 +29,68 @@ export interface DmDotStackProps extends StackProps {
 }
 
 export class DmDotStack extends Stack {
-  readonly storage: Storage;
-  readonly secrets: Secrets;
   readonly delivery: DeliveryPipeline;
-  readonly reconciler: Reconciler;
   readonly mcp: McpFunction;
-  readonly http: McpHttpApi;
   readonly observability: Observability;
   /** `-c protection=waf`: CloudFront in front of the API. */
   readonly edge?: EdgeDistribution;
-  /** `-c domainName` without protection: the API's custom domain. */
-  readonly customDomain?: ApiCustomDomain;
-  /** `protection=waf` with the origin settings: the mutual-TLS domain only CloudFront can reach. */
-  readonly lockedOrigin?: ApiCustomDomain;
 
   constructor(scope: Construct, id: string, props: DmDotStackProps) {
     super(scope, id, { description: 'dm-dot: an MCP server that sends signed webhooks to one ChatGPT dot', ...props });
     const { settings } = props;
 
-    this.storage = new Storage(this, 'Storage', { tableKey: settings.tableKey });
-    this.secrets = new Secrets(this, 'Secrets');
-    this.delivery = new DeliveryPipeline(this, 'Delivery', { storage: this.storage, settings });
-    this.reconciler = new Reconciler(this, 'Reconciler', { storage: this.storage, delivery: this.delivery, settings });
-    this.mcp = new McpFunction(this, 'Mcp', { storage: this.storage, delivery: this.delivery, secrets: this.secrets, settings });
-    this.http = new McpHttpApi(this, 'Http', { handler: this.mcp.function, settings });
+    const storage = new Storage(this, 'Storage', { tableKey: settings.tableKey });
+    const secrets = new Secrets(this, 'Secrets');
+    this.delivery = new DeliveryPipeline(this, 'Delivery', { storage, settings });
+    const reconciler = new Reconciler(this, 'Reconciler', { storage, delivery: this.delivery, settings });
+    this.mcp = new McpFunction(this, 'Mcp', { storage, delivery: this.delivery, secrets, settings });
+    const http = new McpHttpApi(this, 'Http', { handler: this.mcp.function, settings });
+    // Where the operator points the custom domain, and the locked origin's name (the outputs below).
+    let domainTarget: string | undefined;
+    let originTarget: string | undefined;
     if (settings.protection) {
       if (props.webAclArn === undefined) throw new Error('protection is set but no web ACL was given (lib/app.ts creates the edge stack)');
       const locked = settings.protection.lockedOrigin;
-      if (locked) {
-        this.lockedOrigin = new ApiCustomDomain(this, 'Origin', { http: this.http, domain: locked, certificateSetting: 'originCertificateArn' });
-      }
+      const origin = locked && new ApiCustomDomain(this, 'Origin', { http, domain: locked, certificateSetting: 'originCertificateArn' });
       this.edge = new EdgeDistribution(this, 'Edge', {
-        api: this.http.api,
+        api: http.api,
         webAclArn: props.webAclArn,
         ...(settings.customDomain ? { customDomain: settings.customDomain } : {}),
         ...(locked ? { lockedOrigin: locked } : {}),
       });
       // CloudFront connects only after the domain exists and maps the stage.
-      if (this.lockedOrigin) this.edge.node.addDependency(this.lockedOrigin);
+      if (origin) this.edge.node.addDependency(origin);
+      originTarget = origin?.domainName.regionalDomainName;
+      domainTarget = this.edge.distribution.domainName;
     } else if (settings.customDomain) {
-      this.customDomain = new ApiCustomDomain(this, 'Domain', { http: this.http, domain: settings.customDomain });
+      domainTarget = new ApiCustomDomain(this, 'Domain', { http, domain: settings.customDomain }).domainName.regionalDomainName;
     }
     this.observability = new Observability(this, 'Observability', {
       mcp: this.mcp.function,
       delivery: this.delivery.worker.function,
-      api: this.http.api,
+      api: http.api,
       queue: this.delivery.queue,
       deadLetterQueue: this.delivery.deadLetterQueue,
-      table: this.storage.table,
-      reconciler: this.reconciler.worker.function,
+      table: storage.table,
+      reconciler: reconciler.worker.function,
       settings,
     });
 
-    this.addOutputs(settings);
-  }
-
-  /** docs/deploying-aws.md; `dm-dot <command> --aws --stack NAME` reads them with DescribeStacks. */
-  private addOutputs(settings: DmDotSettings): void {
-    const { apiKey, pupSigningSecrets } = this.secrets;
+    // docs/deploying-aws.md; `dm-dot <command> --aws --stack NAME` reads them with DescribeStacks.
+    const { apiKey, pupSigningSecrets } = secrets;
     const { queue, deadLetterQueue } = this.delivery;
     const output = (id: string, description: string, value: string) => new CfnOutput(this, id, { description, value });
 
     // The connector's address: the custom domain when there is one, else CloudFront's with protection on, else the API's.
     const domain = settings.customDomain;
     const host = domain?.domainName ?? this.edge?.distribution.domainName;
-    const mcpUrl = host ? `https://${host}/mcp` : `${this.http.api.apiEndpoint}/mcp`;
+    const mcpUrl = host ? `https://${host}/mcp` : `${http.api.apiEndpoint}/mcp`;
     output('McpEndpoint', 'MCP endpoint (no key in it): ChatGPT connects with the API key added as the query parameter "key"', mcpUrl);
-    if (domain) {
-      const target = this.edge ? this.edge.distribution.domainName : (this.customDomain as ApiCustomDomain).domainName.regionalDomainName;
-      output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, target);
-    }
+    if (domain && domainTarget) output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, domainTarget);
     const locked = settings.protection?.lockedOrigin;
-    if (this.lockedOrigin && locked) {
+    if (locked && originTarget) {
       // A description must be literal text: the name as configured, not the resource's Ref.
-      output(
-        'OriginDomainTarget',
-        `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`,
-        this.lockedOrigin.domainName.regionalDomainName,
-      );
+      output('OriginDomainTarget', `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`, originTarget);
     }
     output('ApiKeySecretArn', 'Secrets Manager secret that holds the API key', apiKey.secretArn);
     const getApiKey = `aws secretsmanager get-secret-value --secret-id ${apiKey.secretArn} --query SecretString --output text --region ${this.region}`;
@@ -118,7 +102,7 @@ export class DmDotStack extends Stack {
     );
     const dashboard = this.observability.dashboard;
     if (dashboard) output('DashboardUrl', 'CloudWatch dashboard: deliveries, latency, attempts, dead letters, requests, throttles', dashboard.url);
-    output('TableName', 'DynamoDB table: the subscription and the delivery log (dm-dot events / subscription --aws)', this.storage.table.tableName);
+    output('TableName', 'DynamoDB table: the subscription and the delivery log (dm-dot events / subscription --aws)', storage.table.tableName);
     output('DeliveryQueueUrl', 'SQS delivery queue (dm-dot redrive --aws moves dead letters back here)', queue.queueUrl);
     output('DeadLetterQueueUrl', 'Events that could not be delivered stay here for 14 days', deadLetterQueue.queueUrl);
     output(
