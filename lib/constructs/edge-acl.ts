@@ -18,17 +18,11 @@
  * aimed at a JSON-RPC API), any rule that reads the key (WAF would need the key in its rule text,
  * which is in the template), and the distribution itself (edge-distribution.ts).
  */
-import { ArnFormat, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as wafv2 from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
 import type { DmDotSettings } from '../settings';
-
-/** The WAF log redacts these: where a key can travel (docs/contract/http.md). */
-export const WAF_REDACTED_FIELDS: readonly wafv2.CfnLoggingConfiguration.FieldToMatchProperty[] = [
-  { queryString: {} },
-  { singleHeader: { Name: 'authorization' } },
-];
 
 /** The body of a `429` from the edge, in the shape of dm-dot's REST errors. */
 export const EDGE_RATE_LIMITED_BODY = JSON.stringify({
@@ -89,16 +83,12 @@ export class EdgeStack extends Stack {
       removalPolicy: RemovalPolicy.DESTROY,
     });
     // WAF takes the log group's ARN without the `:*` CloudWatch adds to a log group's Arn attribute.
-    const logGroupArn = this.formatArn({
-      service: 'logs',
-      resource: 'log-group',
-      resourceName: logGroupName,
-      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
-    });
+    const logGroupArn = `arn:${this.partition}:logs:${this.region}:${this.account}:log-group:${logGroupName}`;
     const logging = new wafv2.CfnLoggingConfiguration(acl, 'Logging', {
       resourceArn: this.webAcl.attrArn,
       logDestinationConfigs: [logGroupArn],
-      redactedFields: [...WAF_REDACTED_FIELDS],
+      // Where a key can travel (docs/contract/http.md).
+      redactedFields: [{ queryString: {} }, { singleHeader: { Name: 'authorization' } }],
     });
     logging.node.addDependency(logGroup);
   }
