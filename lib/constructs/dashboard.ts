@@ -6,7 +6,6 @@
  * The dm-dot graphs read the metrics the functions write in embedded metric format
  * (lambda/metrics.ts: names, dimensions and the outcome list come from there, so the two cannot
  * drift apart); the rest are the metrics AWS publishes for SQS, Lambda, API Gateway and DynamoDB.
- * Nothing here calls an API or adds a metric: a dashboard only reads.
  *
  * Deliberately not here: alarms (observability.ts owns them; the dashboard shows their metrics),
  * cross-region or cross-account widgets, and Logs Insights widgets (they bill per GB scanned on

@@ -18,10 +18,10 @@
  * X-Ray tracing, reserved concurrency (new accounts often have a concurrency quota of 10, and
  * reserving part of it fails the deploy), and `NODE_OPTIONS=--enable-source-maps` (lib/bundling.ts).
  */
-import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogLevel, NodejsFunction, type NodejsFunctionProps, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import * as path from 'node:path';
@@ -30,13 +30,9 @@ import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, she
 /** The repository root: bundling resolves entries, the lock file and tsconfig from here. */
 export const PROJECT_ROOT = BUNDLE_ROOT;
 
-export interface HandlerFunctionProps {
+export interface HandlerFunctionProps extends Required<Pick<NodejsFunctionProps, 'description' | 'memorySize' | 'timeout' | 'environment'>> {
   /** Entry file, relative to the repository root (for example `lambda/handlers/mcp.ts`). */
   readonly entry: string;
-  readonly description: string;
-  readonly memorySize: number;
-  readonly timeout: Duration;
-  readonly environment: Record<string, string>;
   readonly logRetention: logs.RetentionDays;
   /** Parts of the code built as files of their own beside index.js (lib/bundling.ts). */
   readonly chunks?: readonly LambdaChunk[];
@@ -80,7 +76,6 @@ export class HandlerFunction extends Construct {
     this.logGroup.grantWrite(this.role);
 
     const spec = lambdaBundle(PROJECT_ROOT, props.chunks ?? []);
-    const assetFiles = Object.entries(props.assetFiles ?? {});
     this.function = new NodejsFunction(this, 'Function', {
       entry: path.join(PROJECT_ROOT, props.entry),
       handler: 'handler',
@@ -115,7 +110,7 @@ export class HandlerFunction extends Construct {
           afterBundling: (inputDir: string, outputDir: string) => [
             `echo '${ASSET_PACKAGE_JSON.trim()}' > "${outputDir}/package.json"`,
             ...spec.chunks.map((chunk) => chunkEsbuildCommand(spec, chunk, inputDir, outputDir)),
-            ...assetFiles.map(([name, source]) => copyIntoAssetCommand(source, name, inputDir, outputDir)),
+            ...Object.entries(props.assetFiles ?? {}).map(([name, source]) => copyIntoAssetCommand(source, name, inputDir, outputDir)),
           ],
         },
       },
