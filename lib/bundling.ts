@@ -141,7 +141,7 @@ export function chunkEsbuildOptionsOf(spec: LambdaBundle, chunk: LambdaChunk, ou
  * command line for `index.js` with the same options: aws-lambda-nodejs's `buildEsbuildArgs`).
  */
 export function chunkEsbuildCommand(spec: LambdaBundle, chunk: LambdaChunk, inputDir: string, outputDir: string): string {
-  const args = [
+  return [
     shellQuote(path.join(inputDir, 'node_modules', '.bin', 'esbuild')),
     shellQuote(path.join(inputDir, chunk.entry)),
     '--bundle',
@@ -155,8 +155,7 @@ export function chunkEsbuildCommand(spec: LambdaBundle, chunk: LambdaChunk, inpu
     `--main-fields=${spec.mainFields.join(',')}`,
     ...Object.entries(spec.alias).map(([from, to]) => shellQuote(`--alias:${from}=${to}`)),
     '--log-level=warning',
-  ];
-  return args.join(' ');
+  ].join(' ');
 }
 
 /**

@@ -223,8 +223,7 @@ export function readSettings(node: Node) {
     ...readExposure(node),
     eventsProfile: field.oneOf(raw(node, 'eventsProfile'), named('eventsProfile'), EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
     inbox: field.flag(raw(node, 'inbox'), named('inbox')),
-    // Unset means the default (on); only an explicit false or 0 turns it off.
-    dashboard: field.isUnset(raw(node, 'dashboard')) || field.flag(raw(node, 'dashboard'), named('dashboard')),
+    dashboard: field.flag(raw(node, 'dashboard'), named('dashboard')),
     tableKey: field.oneOf(raw(node, 'tableKey'), named('tableKey'), ['customer', 'aws-managed'], 'customer'),
   };
 }
