@@ -181,21 +181,9 @@ export class Observability extends Construct {
       ),
     ];
 
-    this.alarmTopic = this.notifyTopic();
-    if (alarmEmail) {
-      const subscription = this.alarmTopic.addSubscription(new EmailSubscription(alarmEmail));
-      keepLogicalId(subscription, ['AlarmTopic', alarmEmail, 'Resource']);
-    }
-
-    if (props.settings.dashboard) {
-      this.dashboard = new DmDotDashboard(this, 'Dashboard', props);
-      keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
-    }
-  }
-
-  /** The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later. */
-  private notifyTopic(): sns.Topic {
+    // The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later.
     const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dm-dot alarms', enforceSSL: true });
+    this.alarmTopic = topic;
     keepLogicalId(topic, ['AlarmTopic', 'Resource']);
     // OK actions too: the mail also says when it cleared.
     for (const a of this.alarms) {
@@ -222,7 +210,15 @@ export class Observability extends Construct {
       }),
     );
     keepLogicalId(topic.node.findChild('Policy'), ['AlarmTopic', 'Policy', 'Resource']);
-    return topic;
+    if (alarmEmail) {
+      const subscription = topic.addSubscription(new EmailSubscription(alarmEmail));
+      keepLogicalId(subscription, ['AlarmTopic', alarmEmail, 'Resource']);
+    }
+
+    if (props.settings.dashboard) {
+      this.dashboard = new DmDotDashboard(this, 'Dashboard', props);
+      keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
+    }
   }
 }
 
