@@ -102,7 +102,6 @@ export interface McpHttpApiProps {
 export class McpHttpApi extends Construct {
   readonly api: HttpApi;
   readonly stage: HttpStage;
-  readonly accessLogs: logs.LogGroup;
 
   constructor(scope: Construct, id: string, props: McpHttpApiProps) {
     super(scope, id);
@@ -128,7 +127,7 @@ export class McpHttpApi extends Construct {
             },
     });
 
-    this.accessLogs = new logs.LogGroup(this, 'AccessLogs', {
+    const accessLogs = new logs.LogGroup(this, 'AccessLogs', {
       retention: props.settings.logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
     });
@@ -139,7 +138,7 @@ export class McpHttpApi extends Construct {
       autoDeploy: true,
       throttle: { rateLimit: throttleRateLimit, burstLimit: throttleBurstLimit },
       accessLogSettings: {
-        destination: new LogGroupLogDestination(this.accessLogs),
+        destination: new LogGroupLogDestination(accessLogs),
         format: AccessLogFormat.custom(JSON.stringify(ACCESS_LOG_FIELDS)),
       },
     });
