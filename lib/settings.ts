@@ -179,9 +179,7 @@ function readLockedOrigin(node: Node) {
   const client = field.certificateArn(raw(node, 'originClientCertificateArn'), named('originClientCertificateArn'));
   if (domainName === undefined || certificate === undefined || truststore === undefined || client === undefined) {
     const given = { originDomainName: domainName, originCertificateArn: certificate, originTruststoreUri: truststore, originClientCertificateArn: client };
-    const missing = Object.entries(given)
-      .filter(([, v]) => v === undefined)
-      .map(([k]) => `context ${k}`);
+    const missing = Object.entries(given).flatMap(([key, value]) => (value === undefined ? [`context ${key}`] : []));
     if (missing.length === 4) return undefined;
     throw new SettingsError(`the locked origin needs all four origin settings; missing ${missing.join(', ')}`);
   }

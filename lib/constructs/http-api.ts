@@ -18,9 +18,6 @@
  * https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-throttling.html), so that
  * anonymous health polling cannot spend the budget ChatGPT's calls draw from.
  *
- * The construct keeps the id `Http` at the stack's top level: the API's logical ID is its endpoint,
- * the URL every connected dot was given.
- *
  * Deliberately not here: custom domains (custom-domain.ts) and AWS WAF. WAF cannot be attached to
  * an HTTP API (it protects REST APIs, CloudFront, ALB and others); `-c protection=waf` puts CloudFront
  * with a web ACL in front (edge-distribution.ts, edge-acl.ts).

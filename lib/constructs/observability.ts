@@ -10,9 +10,7 @@
  * (DependencyUnavailable, lambda/metrics.ts): ChatGPT's path answers them with HTTP 200 and the
  * error inside, which API Gateway's 5xx never sees.
  *
- * The alarms' names are what `dm-dot status --aws` reads (the stack output AlarmNames). The first three
- * alarms, the topic, its policy, its e-mail subscription and the dashboard keep the logical IDs of the first
- * deployments (logical-ids.ts).
+ * The alarms' names are what `dm-dot status --aws` reads (the stack output AlarmNames).
  *
  * Deliberately not here: metrics of its own (the functions write theirs, lambda/metrics.ts), alarms
  * on throttling (the dashboard shows them: a busy dot is not an outage), an encrypted topic
