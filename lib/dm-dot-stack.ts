@@ -52,12 +52,7 @@ export class DmDotStack extends Stack {
       if (props.webAclArn === undefined) throw new Error('protection is set but no web ACL was given (lib/app.ts creates the edge stack)');
       const locked = settings.protection.lockedOrigin;
       const origin = locked && new ApiCustomDomain(this, 'Origin', { http, domain: locked, certificateSetting: 'originCertificateArn' });
-      this.edge = new EdgeDistribution(this, 'Edge', {
-        api: http.api,
-        webAclArn: props.webAclArn,
-        ...(settings.customDomain ? { customDomain: settings.customDomain } : {}),
-        ...(locked ? { lockedOrigin: locked } : {}),
-      });
+      this.edge = new EdgeDistribution(this, 'Edge', { api: http.api, webAclArn: props.webAclArn, customDomain: settings.customDomain, lockedOrigin: locked });
       // CloudFront connects only after the domain exists and maps the stage.
       if (origin) this.edge.node.addDependency(origin);
       originTarget = origin?.domainName.regionalDomainName;
