@@ -21,9 +21,7 @@ import * as field from '../lambda/config/fields';
 import { SettingsError, type Raw } from '../lambda/config/fields';
 import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, Limits } from '../lambda/core/protocol';
 
-export { SettingsError };
-/** The longest delay between two attempts (SQS's visibility limit); one constant for the stack and the functions. */
-export const MAX_RETRY_DELAY_S = field.MAX_RETRY_DELAY_S;
+export { MAX_RETRY_DELAY_S, SettingsError } from '../lambda/config/fields';
 
 /** What readSettings makes of the context: each key parsed (docs/deploying-aws.md says what each does). */
 export type DmDotSettings = ReturnType<typeof readSettings>;

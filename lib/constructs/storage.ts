@@ -33,10 +33,8 @@ import { keepLogicalId } from './logical-ids';
 export type ItemAction = 'dynamodb:GetItem' | 'dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:DeleteItem';
 
 /**
- * The key permissions aws-cdk-lib's `grantReadWriteData` gives for a table encrypted with a
- * customer-managed key, the set AWS's own example key policy allows through DynamoDB (less
- * `kms:CreateGrant`, which only table administration needs): "How Amazon DynamoDB uses AWS KMS",
- * https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html.
+ * The key permissions `grantReadWriteData` gives (the IAM5 acknowledgement below), the set AWS's example key policy allows through
+ * DynamoDB, less `kms:CreateGrant` (table administration): https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html
  */
 export const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'] as const;
 
