@@ -74,7 +74,6 @@ export type ContextKey = keyof typeof DEFAULTS;
 /** CloudWatch's retention values, without "never expire". */
 const VALID_RETENTION_DAYS: readonly number[] = Object.values(RetentionDays).filter((v): v is number => typeof v === 'number' && v !== RetentionDays.INFINITE);
 
-/** How a context key is named in a message. */
 const named = (key: ContextKey) => `context ${key}`;
 
 /** A context value as the parsers take it; a key that is not set, or set to nothing, gets its documented default. */
@@ -108,10 +107,8 @@ function readManifest(value: Raw): { file: string; text: string } | undefined {
 }
 
 /**
- * The exposure settings: stage, protection, custom domain, default endpoint. Each value through its
- * field parser first, then the combinations, each refused with a sentence that says what to add or
- * drop. What needs the stack's region (an API Gateway certificate in that region) is checked by the
- * stack itself, where the region is known.
+ * The exposure settings, each through its parser, then their combinations. What needs the stack's
+ * region (an API Gateway certificate in that region) is checked where the region is known (app.ts, custom-domain.ts).
  */
 function readExposure(node: Node) {
   const stage = field.stageName(raw(node, 'stage'), named('stage'));

@@ -27,7 +27,7 @@ import { Construct } from 'constructs';
 import * as path from 'node:path';
 import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, shellQuote, type LambdaChunk } from '../bundling';
 
-/** The repository root: bundling resolves entries, the lock file and tsconfig from here. */
+/** BUNDLE_ROOT: bundling resolves entries, the lock file and tsconfig from here. */
 export const PROJECT_ROOT = BUNDLE_ROOT;
 
 export interface HandlerFunctionProps extends Required<Pick<NodejsFunctionProps, 'description' | 'memorySize' | 'timeout' | 'environment'>> {
