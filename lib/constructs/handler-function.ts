@@ -36,10 +36,7 @@ export interface HandlerFunctionProps extends Required<Pick<NodejsFunctionProps,
   readonly logRetention: logs.RetentionDays;
   /** Parts of the code built as files of their own beside index.js (lib/bundling.ts). */
   readonly chunks?: readonly LambdaChunk[];
-  /**
-   * Files copied into the asset beside index.js: name in the asset -> absolute path of the source.
-   * The function finds them relative to its task root (`LAMBDA_TASK_ROOT`).
-   */
+  /** Files copied beside index.js (found under `LAMBDA_TASK_ROOT`): name in the asset -> absolute path of the source. */
   readonly assetFiles?: Readonly<Record<string, string>>;
 }
 

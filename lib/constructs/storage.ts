@@ -39,11 +39,7 @@ export type ItemAction = 'dynamodb:GetItem' | 'dynamodb:PutItem' | 'dynamodb:Upd
 export const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'] as const;
 
 export interface StorageProps {
-  /**
-   * `customer` (default): a customer managed KMS key of the stack's own (its key policy and
-   * CloudTrail are yours; $1 a month). `aws-managed`: DynamoDB's AWS managed key (no monthly
-   * fee; AWS sets its policy and rotation).
-   */
+  /** `customer` (default): a KMS key of the stack's own; `aws-managed`: DynamoDB's (docs/deploying-aws.md, "Costs"). */
   readonly tableKey?: 'customer' | 'aws-managed';
 }
 
