@@ -47,9 +47,8 @@ export class DmDotDashboard extends Construct {
 
   constructor(scope: Construct, id: string, props: DmDotDashboardProps) {
     super(scope, id);
-    const period = DASHBOARD_PERIOD;
-    const sum = { period, statistic: cloudwatch.Stats.SUM };
-    const max = { period, statistic: cloudwatch.Stats.MAXIMUM };
+    const sum = { period: DASHBOARD_PERIOD, statistic: cloudwatch.Stats.SUM };
+    const max = { period: DASHBOARD_PERIOD, statistic: cloudwatch.Stats.MAXIMUM };
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       // Dashboards are per account, not per region: the region keeps two deployments apart.
@@ -127,7 +126,7 @@ export class DmDotDashboard extends Construct {
         left: [
           dmDot(MetricName.requestLatency, cloudwatch.Stats.p(50), { label: 'MCP function p50' }),
           dmDot(MetricName.requestLatency, cloudwatch.Stats.p(99), { label: 'MCP function p99' }),
-          props.api.metricLatency({ period, statistic: cloudwatch.Stats.p(99), label: 'API Gateway p99' }),
+          props.api.metricLatency({ period: DASHBOARD_PERIOD, statistic: cloudwatch.Stats.p(99), label: 'API Gateway p99' }),
         ],
       }),
     );
@@ -145,7 +144,7 @@ export class DmDotDashboard extends Construct {
           new cloudwatch.MathExpression({
             expression: 'api4xx - FILL(app4xx, 0)',
             usingMetrics: { api4xx, app4xx },
-            period,
+            period: DASHBOARD_PERIOD,
             label: '4xx from API Gateway itself (mostly 429)',
           }),
           // Only the operations dm-dot makes (each is one metric the graph reads).

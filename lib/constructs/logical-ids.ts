@@ -36,10 +36,7 @@ export function logicalIdAt(path: readonly string[]): string {
   return Names.nodeUniqueId(node.node);
 }
 
-/**
- * Gives a resource (a CfnElement, or an L2 construct whose default child is one) the logical ID it
- * had at `legacyPath` below the stack.
- */
+/** Gives a resource (a CfnElement, or an L2 construct whose default child is one) the logical ID it had at `legacyPath` below the stack. */
 export function keepLogicalId(construct: IConstruct, legacyPath: readonly string[]): void {
   const element = construct instanceof CfnElement ? construct : construct.node.defaultChild;
   if (!(element instanceof CfnElement)) throw new Error(`${construct.node.path} has no CloudFormation resource to keep an id for`);

@@ -38,7 +38,6 @@ export class Reconciler extends Construct {
 
   constructor(scope: Construct, id: string, props: ReconcilerProps) {
     super(scope, id);
-    const { queue, deadLetterQueue } = props.delivery;
 
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/reconciler.ts',
@@ -51,8 +50,8 @@ export class Reconciler extends Construct {
 
     props.storage.grantItems(this.worker.role, ['dynamodb:GetItem', 'dynamodb:UpdateItem'], { leadingKeys: [ItemKeys.event('*')] });
     props.storage.grantIndexQuery(this.worker.role, QueuedIndex.name);
-    queue.grantSendMessages(this.worker.role);
-    deadLetterQueue.grantSendMessages(this.worker.role);
+    props.delivery.queue.grantSendMessages(this.worker.role);
+    props.delivery.deadLetterQueue.grantSendMessages(this.worker.role);
     this.worker.function.configureAsyncInvoke({ retryAttempts: 0 });
 
     // An EventBridge rule rather than an EventBridge Scheduler schedule: the rule invokes through
