@@ -17,19 +17,13 @@ import { DmDotStack } from './dm-dot-stack';
 import { EdgeStack } from './constructs/edge-acl';
 import { CLOUDFRONT_REGION, SettingsError, readSettings } from './settings';
 
-export interface DmDotApp {
-  readonly stack: DmDotStack;
-  /** With `protection` only. */
-  readonly edge?: EdgeStack;
-}
-
 /**
  * `account`/`region` as the CDK CLI found them (CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION): the
  * stacks' environment with protection on; without it the stack stays environment-agnostic, and a
  * known region only serves to refuse a custom domain's certificate from another region at synth
  * (`regionKnown: false`: the region was filled in for an offline synth, not given).
  */
-export function addDmDot(app: App, found: Environment = {}, options: { regionKnown?: boolean } = {}): DmDotApp {
+export function addDmDot(app: App, found: Environment = {}, options: { regionKnown?: boolean } = {}) {
   const settings = readSettings(app.node);
   const name = stackNameOf(settings.stage);
   if (!settings.protection) {
@@ -41,7 +35,7 @@ export function addDmDot(app: App, found: Environment = {}, options: { regionKno
           `a certificate from ${region}, or deploy to ${domain.certificateRegion}`,
       );
     }
-    return { stack: new DmDotStack(app, name, { settings }) };
+    return { stack: new DmDotStack(app, name, { settings }), edge: undefined };
   }
 
   if (!found.region) {
@@ -52,13 +46,15 @@ export function addDmDot(app: App, found: Environment = {}, options: { regionKno
   const account = found.account ? { account: found.account } : {};
   const edge = new EdgeStack(app, `${name}-Edge`, {
     env: { ...account, region: CLOUDFRONT_REGION },
-    acl: { protection: settings.protection, logRetention: settings.logRetention, name },
+    protection: settings.protection,
+    logRetention: settings.logRetention,
+    name,
   });
   // The reference to the ARN makes the main stack depend on the edge stack: `cdk deploy --all` creates the web ACL first.
   const stack = new DmDotStack(app, name, {
     settings,
     env: { ...account, region: found.region },
-    webAclArn: edge.acl.webAcl.attrArn,
+    webAclArn: edge.webAcl.attrArn,
   });
   return { stack, edge };
 }

@@ -1,13 +1,13 @@
 /**
- * How both Lambda bundles are built: one description that lib/constructs/handler-function.ts turns
+ * How the Lambda bundles are built: one description that lib/constructs/handler-function.ts turns
  * into `NodejsFunction` bundling options and that the bench and the bundle test turn into esbuild
  * API options, so what is measured and asserted is what the stack deploys, not a look-alike.
  *
  * What each choice buys (docs/performance.md has the measured figures):
  * - Source maps are written next to `index.js` (linked, without sources) but never loaded at run
  *   time: no `NODE_OPTIONS=--enable-source-maps`. With that flag the first request of every cold
- *   start parsed the whole map (the MCP SDK formats an error stack while reading a request body);
- *   stack traces are decoded offline instead (test/tools/decode-stack.mjs).
+ *   start parsed the whole map (about 40% of the cold start: the MCP SDK formats an error stack
+ *   while reading a request body); stack traces are decoded offline (test/tools/decode-stack.mjs).
  * - `mainFields: ['module', 'main']`: the AWS SDK's ES builds, which esbuild can tree-shake (its
  *   CommonJS builds cannot be).
  * - The MCP SDK's runtime shim module is aliased to lambda/mcp/sdk-shims.ts, which picks the SDK's
@@ -17,21 +17,15 @@
  *   bundle. The SDK is pinned to an exact version in package.json, and test/build/bundles.test.ts
  *   fails if the alias stops matching the SDK's shim or ajv comes back.
  * - The AWS SDK's default credential chain is aliased to lambda/handlers/env-credentials.ts, the
- *   environment only, which is where Lambda puts the execution role's credentials (and where
- *   `clientOptions()` reads them explicitly). The clients import the chain statically, so only an
- *   alias keeps its SSO, INI, process, web identity and metadata providers (and their STS and SSO
- *   clients) out of both bundles.
- *
- * - The MCP function's storage code (DynamoDB and SQS clients and adapters, lambda/handlers/mcp-storage.ts)
- *   is a file of its own beside `index.js` (`mcp-storage.js`): `index.js` keeps `require("./mcp-storage")`
- *   (an external path), which runs on the first request that needs storage. A cold start's first
- *   `tools/list` then neither parses nor evaluates that code. Built as one more esbuild entry with
- *   the same options, so it is tree-shaken like `index.js` (a lazily evaluated part of one bundle is
- *   not: esbuild keeps every export of a package barrel it has to initialise lazily).
+ *   environment only, which is where Lambda puts the execution role's credentials. The clients
+ *   import the chain statically, so only an alias keeps its SSO, INI, process, web identity and
+ *   metadata providers (and their STS and SSO clients) out of the bundles.
+ * - The MCP function's chunks are files of their own beside `index.js`, each one more esbuild entry
+ *   with the same options, so it is tree-shaken like `index.js` (a lazily evaluated part of one
+ *   bundle is not: esbuild keeps every export of a package barrel it has to initialise lazily).
  *
  * Deliberately not here: anything of CDK (this module is imported by the bench and by tests, which
- * must not load aws-cdk-lib), the asset's `package.json` and other copied files (handler-function.ts
- * writes them; the bench and the test mirror the `package.json` with `ASSET_PACKAGE_JSON`), and
+ * must not load aws-cdk-lib), the asset's other copied files (handler-function.ts writes them), and
  * externals (the AWS SDK is bundled at the locked versions).
  */
 import * as path from 'node:path';
@@ -63,7 +57,11 @@ export interface LambdaChunk {
   readonly format?: 'esm';
 }
 
-/** The MCP function's storage: loaded by lambda/handlers/mcp-lambda.ts on the first request that needs it. */
+/**
+ * The MCP function's storage (DynamoDB and SQS clients and adapters): `index.js` keeps
+ * `require("./mcp-storage")`, which lambda/handlers/mcp-lambda.ts runs on the first request that
+ * needs storage, so a cold start's first `tools/list` neither parses nor evaluates that code.
+ */
 export const MCP_STORAGE_CHUNK: LambdaChunk = { importPath: './mcp-storage', entry: 'lambda/handlers/mcp-storage.ts', file: 'mcp-storage.js' };
 
 /**
@@ -81,39 +79,28 @@ export const AFTER_RESPONSE_CHUNK: LambdaChunk = {
 /** The MCP function's NODE_OPTIONS: load the after-response extension before the runtime starts. */
 export const AFTER_RESPONSE_NODE_OPTIONS = `--import=/var/task/${AFTER_RESPONSE_CHUNK.file}`;
 
-export interface LambdaBundle {
-  readonly platform: 'node';
-  readonly format: 'cjs';
-  readonly target: 'node24';
-  readonly minify: true;
-  /** Linked external source map: `index.js.map` next to `index.js`, found by `--enable-source-maps` when decoding locally. */
-  readonly sourceMap: true;
-  /** Stack traces need the mappings only; the sources would triple the map's size. */
-  readonly sourcesContent: false;
-  readonly mainFields: readonly string[];
+/** The one bundling description of every function; the MCP function passes its chunks (none for the others). */
+export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly LambdaChunk[] = []) {
   /** Import path -> replacement (absolute path). */
-  readonly alias: Readonly<Record<string, string>>;
-  /** Files of their own beside `index.js` (none for the Delivery function). */
-  readonly chunks: readonly LambdaChunk[];
-}
-
-/** The one bundling description of both functions; the MCP function passes its chunk. */
-export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly LambdaChunk[] = []): LambdaBundle {
+  const alias: Readonly<Record<string, string>> = {
+    [MCP_SDK_SHIMS]: path.join(root, MCP_SDK_SHIMS_REPLACEMENT),
+    [AWS_CREDENTIAL_CHAIN]: path.join(root, AWS_CREDENTIAL_CHAIN_REPLACEMENT),
+  };
   return {
     chunks,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node24',
+    platform: 'node' as const,
+    format: 'cjs' as const,
+    target: 'node24' as const,
     minify: true,
+    // Linked external source map: `index.js.map` next to `index.js`, found by `--enable-source-maps` when decoding locally.
     sourceMap: true,
+    // Stack traces need the mappings only; the sources would triple the map's size.
     sourcesContent: false,
-    mainFields: ['module', 'main'],
-    alias: {
-      [MCP_SDK_SHIMS]: path.join(root, MCP_SDK_SHIMS_REPLACEMENT),
-      [AWS_CREDENTIAL_CHAIN]: path.join(root, AWS_CREDENTIAL_CHAIN_REPLACEMENT),
-    },
+    mainFields: ['module', 'main'] as readonly string[],
+    alias,
   };
 }
+export type LambdaBundle = ReturnType<typeof lambdaBundle>;
 
 /**
  * The same bundle through the esbuild API (what CDK's local bundling runs as a command line):
@@ -154,7 +141,7 @@ export function chunkEsbuildOptionsOf(spec: LambdaBundle, chunk: LambdaChunk, ou
  * command line for `index.js` with the same options: aws-lambda-nodejs's `buildEsbuildArgs`).
  */
 export function chunkEsbuildCommand(spec: LambdaBundle, chunk: LambdaChunk, inputDir: string, outputDir: string): string {
-  const args = [
+  return [
     shellQuote(path.join(inputDir, 'node_modules', '.bin', 'esbuild')),
     shellQuote(path.join(inputDir, chunk.entry)),
     '--bundle',
@@ -168,8 +155,7 @@ export function chunkEsbuildCommand(spec: LambdaBundle, chunk: LambdaChunk, inpu
     `--main-fields=${spec.mainFields.join(',')}`,
     ...Object.entries(spec.alias).map(([from, to]) => shellQuote(`--alias:${from}=${to}`)),
     '--log-level=warning',
-  ];
-  return args.join(' ');
+  ].join(' ');
 }
 
 /**

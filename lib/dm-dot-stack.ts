@@ -2,20 +2,7 @@
  * The dm-dot AWS stack (docs/contract/architecture.md): HTTP API -> MCP function -> DynamoDB table and SQS delivery queue
  * -> delivery function -> dot callback, with a dead-letter queue, alarms, a dashboard and the
  * outputs the operator and the operator CLI (`dm-dot <command> --aws`) read. This file is wiring
- * only; each part is a construct of lib/constructs/ whose header says what it grants and why:
- *
- *   storage.ts            the table and its KMS key, and `grantItems` (key usable through DynamoDB only)
- *   secrets.ts            the API key (generated) and pup's signing secrets (empty until configured)
- *   delivery-pipeline.ts  the delivery queue, the dead-letter queue and the delivery function
- *   reconciler.ts         the scheduled function that settles event records nothing would deliver
- *   mcp-function.ts       the MCP function, its environment and its grants
- *   http-api.ts           the HTTP API, its routes, throttling and access logs
- *   custom-domain.ts      `-c domainName` without protection, and the locked origin: an API custom domain and mapping
- *   edge-distribution.ts  `-c protection=waf`: CloudFront with the web ACL of edge-acl.ts (a us-east-1 stack)
- *   observability.ts      the alarms, their topic (with the optional e-mail) and the dashboard
- *
- * Resources that hold data, a secret or an identity keep the logical IDs earlier deployments gave
- * them (constructs/logical-ids.ts), so an upgrade replaces none of them.
+ * only; each part is a construct of lib/constructs/ whose header says what it grants and why.
  *
  * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md, local runtime only), any secret
  * value (Secrets Manager generates the API key and holds pup's secrets; none appears in the
@@ -42,120 +29,67 @@ export interface DmDotStackProps extends StackProps {
 }
 
 export class DmDotStack extends Stack {
-  readonly storage: Storage;
-  readonly secrets: Secrets;
   readonly delivery: DeliveryPipeline;
-  readonly reconciler: Reconciler;
   readonly mcp: McpFunction;
-  readonly http: McpHttpApi;
   readonly observability: Observability;
   /** `-c protection=waf`: CloudFront in front of the API. */
   readonly edge?: EdgeDistribution;
-  /** `-c domainName` without protection: the API's custom domain. */
-  readonly customDomain?: ApiCustomDomain;
-  /** `protection=waf` with the origin settings: the mutual-TLS domain only CloudFront can reach. */
-  readonly lockedOrigin?: ApiCustomDomain;
-  private readonly settings: DmDotSettings;
 
   constructor(scope: Construct, id: string, props: DmDotStackProps) {
-    super(scope, id, {
-      description: 'dm-dot: an MCP server that sends signed webhooks to one ChatGPT dot',
-      ...props,
-    });
+    super(scope, id, { description: 'dm-dot: an MCP server that sends signed webhooks to one ChatGPT dot', ...props });
     const { settings } = props;
-    this.settings = settings;
 
-    this.storage = new Storage(this, 'Storage', { tableKey: settings.tableKey });
-    this.secrets = new Secrets(this, 'Secrets');
-    this.delivery = new DeliveryPipeline(this, 'Delivery', {
-      storage: this.storage,
-      retryDelaysS: settings.retryDelaysS,
-      maxConcurrency: settings.deliveryMaxConcurrency,
-      logRetention: settings.logRetention,
-    });
-    this.reconciler = new Reconciler(this, 'Reconciler', {
-      storage: this.storage,
-      delivery: this.delivery,
-      logRetention: settings.logRetention,
-    });
-    this.mcp = new McpFunction(this, 'Mcp', { storage: this.storage, delivery: this.delivery, secrets: this.secrets, settings });
-    this.http = new McpHttpApi(this, 'Http', {
-      handler: this.mcp.function,
-      allowedOrigins: settings.allowedOrigins,
-      throttleRateLimit: settings.throttleRateLimit,
-      throttleBurstLimit: settings.throttleBurstLimit,
-      logRetention: settings.logRetention,
-      // The locked origin exists to leave CloudFront the only way in: the execute-api address goes.
-      ...(settings.disableDefaultEndpoint || settings.protection?.lockedOrigin ? { disableExecuteApiEndpoint: true } : {}),
-    });
+    const storage = new Storage(this, 'Storage', { tableKey: settings.tableKey });
+    const secrets = new Secrets(this, 'Secrets');
+    this.delivery = new DeliveryPipeline(this, 'Delivery', { storage, settings });
+    const reconciler = new Reconciler(this, 'Reconciler', { storage, delivery: this.delivery, settings });
+    this.mcp = new McpFunction(this, 'Mcp', { storage, delivery: this.delivery, secrets, settings });
+    const http = new McpHttpApi(this, 'Http', { handler: this.mcp.function, settings });
+    // Where the operator points the custom domain, and the locked origin's name (the outputs below).
+    let domainTarget: string | undefined;
+    let originTarget: string | undefined;
     if (settings.protection) {
       if (props.webAclArn === undefined) throw new Error('protection is set but no web ACL was given (lib/app.ts creates the edge stack)');
       const locked = settings.protection.lockedOrigin;
-      if (locked) {
-        this.lockedOrigin = new ApiCustomDomain(this, 'Origin', {
-          api: this.http.api,
-          stage: this.http.stage,
-          domain: locked,
-          truststore: locked.truststore,
-          certificateSetting: 'originCertificateArn',
-        });
-      }
-      this.edge = new EdgeDistribution(this, 'Edge', {
-        api: this.http.api,
-        webAclArn: props.webAclArn,
-        ...(settings.customDomain ? { customDomain: settings.customDomain } : {}),
-        ...(locked ? { lockedOrigin: { domainName: locked.domainName, clientCertificateArn: locked.clientCertificateArn } } : {}),
-      });
+      const origin = locked && new ApiCustomDomain(this, 'Origin', { http, domain: locked, certificateSetting: 'originCertificateArn' });
+      this.edge = new EdgeDistribution(this, 'Edge', { api: http.api, webAclArn: props.webAclArn, customDomain: settings.customDomain, lockedOrigin: locked });
       // CloudFront connects only after the domain exists and maps the stage.
-      if (this.lockedOrigin) this.edge.node.addDependency(this.lockedOrigin);
+      if (origin) this.edge.node.addDependency(origin);
+      originTarget = origin?.domainName.regionalDomainName;
+      domainTarget = this.edge.distribution.domainName;
     } else if (settings.customDomain) {
-      this.customDomain = new ApiCustomDomain(this, 'Domain', { api: this.http.api, stage: this.http.stage, domain: settings.customDomain });
+      domainTarget = new ApiCustomDomain(this, 'Domain', { http, domain: settings.customDomain }).domainName.regionalDomainName;
     }
     this.observability = new Observability(this, 'Observability', {
       mcp: this.mcp.function,
       delivery: this.delivery.worker.function,
-      api: this.http.api,
+      api: http.api,
       queue: this.delivery.queue,
       deadLetterQueue: this.delivery.deadLetterQueue,
-      table: this.storage.table,
-      reconciler: this.reconciler.worker.function,
-      retryDelaysS: settings.retryDelaysS,
-      ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
-      dashboard: settings.dashboard,
+      table: storage.table,
+      reconciler: reconciler.worker.function,
+      settings,
     });
 
-    this.addOutputs();
-  }
-
-  /** docs/deploying-aws.md; `dm-dot <command> --aws --stack NAME` reads them with DescribeStacks. */
-  private addOutputs(): void {
-    const { apiKey, pupSigningSecrets } = this.secrets;
+    // docs/deploying-aws.md; `dm-dot <command> --aws --stack NAME` reads them with DescribeStacks.
+    const { apiKey, pupSigningSecrets } = secrets;
     const { queue, deadLetterQueue } = this.delivery;
     const output = (id: string, description: string, value: string) => new CfnOutput(this, id, { description, value });
 
     // The connector's address: the custom domain when there is one, else CloudFront's with protection on, else the API's.
-    const domain = this.settings.customDomain;
-    const mcpUrl = domain ? `https://${domain.domainName}/mcp` : (this.edge?.mcpUrl ?? this.http.mcpUrl);
+    const domain = settings.customDomain;
+    const host = domain?.domainName ?? this.edge?.distribution.domainName;
+    const mcpUrl = host ? `https://${host}/mcp` : `${http.api.apiEndpoint}/mcp`;
     output('McpEndpoint', 'MCP endpoint (no key in it): ChatGPT connects with the API key added as the query parameter "key"', mcpUrl);
-    if (domain) {
-      const target = this.edge ? this.edge.distribution.domainName : (this.customDomain as ApiCustomDomain).domainName.regionalDomainName;
-      output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, target);
-    }
-    const locked = this.settings.protection?.lockedOrigin;
-    if (this.lockedOrigin && locked) {
+    if (domain && domainTarget) output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, domainTarget);
+    const locked = settings.protection?.lockedOrigin;
+    if (locked && originTarget) {
       // A description must be literal text: the name as configured, not the resource's Ref.
-      output(
-        'OriginDomainTarget',
-        `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`,
-        this.lockedOrigin.domainName.regionalDomainName,
-      );
+      output('OriginDomainTarget', `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`, originTarget);
     }
     output('ApiKeySecretArn', 'Secrets Manager secret that holds the API key', apiKey.secretArn);
-    output(
-      'GetApiKeyCommand',
-      'Prints the API key',
-      Fn.join('', ['aws secretsmanager get-secret-value --secret-id ', apiKey.secretArn, ' --query SecretString --output text --region ', this.region]),
-    );
+    const getApiKey = `aws secretsmanager get-secret-value --secret-id ${apiKey.secretArn} --query SecretString --output text --region ${this.region}`;
+    output('GetApiKeyCommand', 'Prints the API key', getApiKey);
     output(
       'PupSecretArn',
       'Secrets Manager secret that holds pup\'s signing secrets ({"secrets":[...]}); empty until you put them in',
@@ -163,25 +97,17 @@ export class DmDotStack extends Stack {
     );
     const dashboard = this.observability.dashboard;
     if (dashboard) output('DashboardUrl', 'CloudWatch dashboard: deliveries, latency, attempts, dead letters, requests, throttles', dashboard.url);
-    output('TableName', 'DynamoDB table: the subscription and the delivery log (dm-dot events / subscription --aws)', this.storage.table.tableName);
+    output('TableName', 'DynamoDB table: the subscription and the delivery log (dm-dot events / subscription --aws)', storage.table.tableName);
     output('DeliveryQueueUrl', 'SQS delivery queue (dm-dot redrive --aws moves dead letters back here)', queue.queueUrl);
     output('DeadLetterQueueUrl', 'Events that could not be delivered stay here for 14 days', deadLetterQueue.queueUrl);
     output(
       'RedriveCommand',
       'Moves dead-lettered events back to the delivery queue for another round of attempts',
-      Fn.join('', [
-        'aws sqs start-message-move-task --source-arn ',
-        deadLetterQueue.queueArn,
-        ' --destination-arn ',
-        queue.queueArn,
-        ' --region ',
-        this.region,
-      ]),
+      `aws sqs start-message-move-task --source-arn ${deadLetterQueue.queueArn} --destination-arn ${queue.queueArn} --region ${this.region}`,
     );
-    // After a new API key, `dm-dot key rotate --aws` recycles this function's execution environments
-    // (each reads the key once, at cold start).
     output('McpFunctionName', 'The MCP function (dm-dot key rotate --aws recycles its execution environments)', this.mcp.function.functionName);
-    output('AlarmNames', "The stack's CloudWatch alarms, comma-separated (dm-dot status --aws reads their state)", this.observability.alarmNames);
+    const alarmNames = this.observability.alarms.map((a) => a.alarmName);
+    output('AlarmNames', "The stack's CloudWatch alarms, comma-separated (dm-dot status --aws reads their state)", Fn.join(',', alarmNames));
     output(
       'AlarmTopicArn',
       'SNS topic every alarm notifies (when it fires and when it clears): subscribe an address, a phone or a chat hook to it',

@@ -25,7 +25,6 @@ export const LAMBDA_ENVIRONMENT_MAX_BYTES = 4096;
  */
 export const REFERENCE_BYTES = 256;
 
-/** A value with each reference replaced by REFERENCE_BYTES of `x`. */
 function withReferencesAtMost(value: string): string {
   if (!Token.isUnresolved(value)) return value;
   return String(

@@ -2,17 +2,12 @@
  * Deployment settings of the dm-dot stack, read from CDK context (`cdk.json` or `-c key=value`)
  * and validated once, so a typo fails `cdk synth` with one clear line instead of a broken deploy.
  *
- * Every value goes through the parsers the Lambdas and the local runtime use for their own
- * environment (lambda/config/fields.ts), named `context <key>` in their messages: a value the stack
- * accepts is one the function accepts, with the same bounds and the same error type
- * (`SettingsError`, re-exported here). This module only adds what exists for CDK alone: reading
- * the context, the documented defaults, the log retention values CloudWatch knows, and SQS's
- * range for an event source's concurrency.
- *
- * Every setting has a documented default (DEFAULTS below; `cdk.json` repeats them and a test keeps
- * the two in step, and the defaults in step with the functions' own). Values from `-c` arrive as
- * strings, values from `cdk.json` may be numbers: both are accepted. An empty value means the
- * default, as it does for the functions' environment variables.
+ * Every value goes through the parsers of lambda/config/fields.ts, named `context <key>` in their
+ * messages. This module only adds what exists for CDK alone: reading the context, the documented
+ * defaults (DEFAULTS: `cdk.json` repeats them and a test keeps the two in step, and the defaults in
+ * step with the functions' own), the log retention values CloudWatch knows, and SQS's range for an
+ * event source's concurrency. Values from `-c` arrive as strings, values from `cdk.json` may be
+ * numbers: both are accepted. An empty value means the default.
  *
  * Deliberately not here: anything that must never be configurable on AWS, such as
  * `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md: the stack never sets it), and the API key (generated
@@ -24,95 +19,12 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as field from '../lambda/config/fields';
 import { SettingsError, type Raw } from '../lambda/config/fields';
-import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, Limits, type EventsProfileName } from '../lambda/core/protocol';
+import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, Limits } from '../lambda/core/protocol';
 
-export { SettingsError };
-/** The longest delay between two attempts (SQS's visibility limit); one constant for the stack and the functions. */
-export const MAX_RETRY_DELAY_S = field.MAX_RETRY_DELAY_S;
+export { MAX_RETRY_DELAY_S, SettingsError } from '../lambda/config/fields';
 
-/** The operator's pup manifest (docs/contract/pup.md), checked at synth to hold one JSON object. */
-export interface PupManifest {
-  /** Absolute path of the operator's file: the MCP function's asset gets a copy of it. */
-  readonly file: string;
-  /** Its exact text, as read and validated at synth. */
-  readonly text: string;
-}
-
-export interface DmDotSettings {
-  /** Seconds between delivery attempts after the first one (`DMDOT_RETRY_DELAYS`); fractions allowed, SQS rounds up. */
-  readonly retryDelaysS: readonly number[];
-  /** How long `send_to_dot` waits for the delivery outcome (`DMDOT_DELIVERY_WAIT_MS`). */
-  readonly deliveryWaitMs: number;
-  /** Subscription TTL granted when a subscriber asks for none (`DMDOT_TTL_DEFAULT_MS`). */
-  readonly ttlDefaultMs: number;
-  /** Longest subscription TTL granted (`DMDOT_TTL_MAX_MS`); at most 7 days (docs/contract/events.md). */
-  readonly ttlMaxMs: number;
-  /** Browser origins allowed to call the API (`DMDOT_ALLOWED_ORIGINS`); none by default. */
-  readonly allowedOrigins: readonly string[];
-  /** E-mail address subscribed to the alarms' SNS topic (the topic exists without it). */
-  readonly alarmEmail?: string;
-  /** Retention of every log group of the stack. */
-  readonly logRetention: RetentionDays;
-  /** Steady-state requests per second of the API's default stage. */
-  readonly throttleRateLimit: number;
-  /** Burst of requests of the API's default stage. */
-  readonly throttleBurstLimit: number;
-  /**
-   * Most delivery function instances the SQS event source runs at once (its `maxConcurrency`).
-   * Each instance sends up to a batch of 10 at once, so this caps the POSTs in flight at one dot.
-   */
-  readonly deliveryMaxConcurrency: number;
-  /** The pup manifest when `pupManifestFile` is set; undefined: the MCP function serves its default. */
-  readonly pupManifest?: PupManifest;
-  /** `-c stage=NAME`: the stack is `DmDot-NAME` (stackNameOf); absent: `DmDot`, as before stages existed. */
-  readonly stage?: string;
-  /** `-c protection=waf`: the per-client limit in front of the API (docs/deploying-aws.md, "Exposure and protection"); absent: none. */
-  readonly protection?: EdgeProtection;
-  /** `-c domainName=… -c certificateArn=…`: the stable connector URL; absent: the API's (or CloudFront's) own address. */
-  readonly customDomain?: CustomDomain;
-  /** `-c disableDefaultEndpoint=true`: the execute-api address answers nothing, only the custom domain does. */
-  readonly disableDefaultEndpoint?: true;
-  /** The MCP Events profile (`DMDOT_EVENTS_PROFILE`): `chatgpt` (default) or `sep-3415`. */
-  readonly eventsProfile: EventsProfileName;
-  /** `-c inbox=true`: the inbox (`DMDOT_INBOX`, docs/contract/mcp.md); off by default. */
-  readonly inbox: boolean;
-  /** `-c dashboard=false`: no CloudWatch dashboard ($3 a month past the free tier); the alarms and metrics stay. */
-  readonly dashboard: boolean;
-  /** `-c tableKey=aws-managed`: the table encrypted with DynamoDB's AWS managed key instead of a customer managed one ($1 a month). */
-  readonly tableKey: TableKey;
-}
-
-/** The values `tableKey` takes; the first is the default. */
-export const TABLE_KEYS = ['customer', 'aws-managed'] as const;
-export type TableKey = (typeof TABLE_KEYS)[number];
-
-/** CloudFront with an AWS WAF web ACL in front of the HTTP API, limiting requests per client IP. */
-export interface EdgeProtection {
-  readonly kind: 'waf';
-  /** Requests one client IP may make per window before WAF answers 429 (WAF's lowest limit is 10). */
-  readonly requestsPerClient: number;
-  /** The rate-based rule's evaluation window in seconds (one of 60, 120, 300, 600). */
-  readonly windowS: number;
-  /** The origin that only CloudFront can reach (origin mutual TLS); absent: the execute-api address, which stays reachable. */
-  readonly lockedOrigin?: LockedOrigin;
-}
-
-/**
- * `-c originDomainName=… -c originCertificateArn=… -c originTruststoreUri=… -c originClientCertificateArn=…`:
- * CloudFront reaches the API through an API Gateway custom domain that requires a client
- * certificate, and the execute-api address is off, so no request can skip the web ACL.
- */
-export interface LockedOrigin {
-  /** The API Gateway custom domain CloudFront connects to, e.g. `origin.mcp.example.com`. */
-  readonly domainName: string;
-  /** Its server certificate, in the stack's region. */
-  readonly certificateArn: string;
-  readonly certificateRegion: string;
-  /** The trust store (PEM of the CA that issued the client certificate) API Gateway checks clients against. */
-  readonly truststore: { readonly bucket: string; readonly key: string; readonly version?: string };
-  /** The client certificate CloudFront presents, imported into ACM in us-east-1. */
-  readonly clientCertificateArn: string;
-}
+/** What readSettings makes of the context: each key parsed (docs/deploying-aws.md says what each does). */
+export type DmDotSettings = ReturnType<typeof readSettings>;
 
 export interface CustomDomain {
   /** Lower-cased DNS name, e.g. `mcp.example.com`. */
@@ -122,15 +34,10 @@ export interface CustomDomain {
   readonly certificateRegion: string;
 }
 
-/** The values `protection` takes; the first is the default. */
-export const PROTECTIONS = ['none', 'waf'] as const;
 /** CloudFront reads certificates and CLOUDFRONT-scope web ACLs from this region only. */
 export const CLOUDFRONT_REGION = 'us-east-1';
 /** The evaluation windows AWS WAF's rate-based rules accept. */
-export const WAF_RATE_WINDOWS_S = [60, 120, 300, 600] as const;
-/** AWS WAF's bounds of a rate-based rule's limit. */
-const WAF_RATE_LIMIT_MIN = 10;
-const WAF_RATE_LIMIT_MAX = 2_000_000_000;
+const WAF_RATE_WINDOWS_S = [60, 120, 300, 600];
 
 /** Context keys and their defaults, exactly as they appear in `cdk.json`. */
 export const DEFAULTS = {
@@ -164,17 +71,9 @@ export const DEFAULTS = {
 
 export type ContextKey = keyof typeof DEFAULTS;
 
-/**
- * What an SQS event source accepts as `MaximumConcurrency` (ScalingConfig: minimum 2, maximum 1000,
- * https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html).
- */
-const MIN_DELIVERY_CONCURRENCY = 2;
-const MAX_DELIVERY_CONCURRENCY = 1000;
-
 /** CloudWatch's retention values, without "never expire". */
 const VALID_RETENTION_DAYS: readonly number[] = Object.values(RetentionDays).filter((v): v is number => typeof v === 'number' && v !== RetentionDays.INFINITE);
 
-/** How a context key is named in a message. */
 const named = (key: ContextKey) => `context ${key}`;
 
 /** A context value as the parsers take it; a key that is not set, or set to nothing, gets its documented default. */
@@ -193,7 +92,7 @@ const integer = (node: Node, key: ContextKey, min: number, max: number) => field
  * Reads the pup manifest at synth and checks it with the functions' own rule (one JSON object of at
  * most 1 MiB, served as is: docs/contract/pup.md). A relative path is taken from the directory `cdk` runs in.
  */
-function readManifest(value: Raw): PupManifest | undefined {
+function readManifest(value: Raw): { file: string; text: string } | undefined {
   const file = field.optional(value);
   if (file === undefined) return undefined;
   const resolved = path.resolve(file);
@@ -208,17 +107,16 @@ function readManifest(value: Raw): PupManifest | undefined {
 }
 
 /**
- * The exposure settings: stage, protection, custom domain, default endpoint. Each value through its
- * field parser first, then the combinations, each refused with a sentence that says what to add or
- * drop. What needs the stack's region (an API Gateway certificate in that region) is checked by the
- * stack itself, where the region is known.
+ * The exposure settings, each through its parser, then their combinations. What needs the stack's
+ * region (an API Gateway certificate in that region) is checked where the region is known (app.ts, custom-domain.ts).
  */
-function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 'customDomain' | 'disableDefaultEndpoint'> {
+function readExposure(node: Node) {
   const stage = field.stageName(raw(node, 'stage'), named('stage'));
-  const kind = field.choice(raw(node, 'protection'), named('protection'), PROTECTIONS);
-  const requestsPerClient = integer(node, 'wafRateLimit', WAF_RATE_LIMIT_MIN, WAF_RATE_LIMIT_MAX);
-  const windowS = integer(node, 'wafRateWindowSeconds', WAF_RATE_WINDOWS_S[0], WAF_RATE_WINDOWS_S[WAF_RATE_WINDOWS_S.length - 1] as number);
-  if (!(WAF_RATE_WINDOWS_S as readonly number[]).includes(windowS)) {
+  const kind = field.choice(raw(node, 'protection'), named('protection'), ['none', 'waf']);
+  // AWS WAF's bounds of a rate-based rule's limit.
+  const requestsPerClient = integer(node, 'wafRateLimit', 10, 2_000_000_000);
+  const windowS = integer(node, 'wafRateWindowSeconds', 60, 600);
+  if (!WAF_RATE_WINDOWS_S.includes(windowS)) {
     throw new SettingsError(`${named('wafRateWindowSeconds')} must be one of AWS WAF's evaluation windows (${WAF_RATE_WINDOWS_S.join(', ')}), got ${windowS}`);
   }
   const domainName = field.dnsName(raw(node, 'domainName'), named('domainName'));
@@ -265,17 +163,18 @@ function readExposure(node: Node): Pick<DmDotSettings, 'stage' | 'protection' | 
   };
 }
 
-/** The four origin settings: all or none, each through its parser, the client certificate in us-east-1. */
-function readLockedOrigin(node: Node): LockedOrigin | undefined {
+/**
+ * The locked origin (custom-domain.ts): the four origin settings, all or none, each through its
+ * parser; the client certificate CloudFront presents is in ACM in us-east-1.
+ */
+function readLockedOrigin(node: Node) {
   const domainName = field.dnsName(raw(node, 'originDomainName'), named('originDomainName'));
   const certificate = field.certificateArn(raw(node, 'originCertificateArn'), named('originCertificateArn'));
   const truststore = field.s3Uri(raw(node, 'originTruststoreUri'), named('originTruststoreUri'));
   const client = field.certificateArn(raw(node, 'originClientCertificateArn'), named('originClientCertificateArn'));
   if (domainName === undefined || certificate === undefined || truststore === undefined || client === undefined) {
     const given = { originDomainName: domainName, originCertificateArn: certificate, originTruststoreUri: truststore, originClientCertificateArn: client };
-    const missing = Object.entries(given)
-      .filter(([, v]) => v === undefined)
-      .map(([k]) => `context ${k}`);
+    const missing = Object.entries(given).flatMap(([key, value]) => (value === undefined ? [`context ${key}`] : []));
     if (missing.length === 4) return undefined;
     throw new SettingsError(`the locked origin needs all four origin settings; missing ${missing.join(', ')}`);
   }
@@ -288,7 +187,7 @@ function readLockedOrigin(node: Node): LockedOrigin | undefined {
 }
 
 /** Reads and validates every setting; throws SettingsError naming the bad key. */
-export function readSettings(node: Node): DmDotSettings {
+export function readSettings(node: Node) {
   const logRetentionDays = integer(node, 'logRetentionDays', 1, 3653);
   if (!VALID_RETENTION_DAYS.includes(logRetentionDays)) {
     throw new SettingsError(`${named('logRetentionDays')} must be one of CloudWatch's values (${VALID_RETENTION_DAYS.join(', ')}), got ${logRetentionDays}`);
@@ -310,13 +209,14 @@ export function readSettings(node: Node): DmDotSettings {
     logRetention: logRetentionDays as RetentionDays,
     throttleRateLimit: integer(node, 'throttleRateLimit', 1, 10_000),
     throttleBurstLimit: integer(node, 'throttleBurstLimit', 1, 5_000),
-    deliveryMaxConcurrency: integer(node, 'deliveryMaxConcurrency', MIN_DELIVERY_CONCURRENCY, MAX_DELIVERY_CONCURRENCY),
+    // What an SQS event source accepts as `MaximumConcurrency` (ScalingConfig: minimum 2, maximum
+    // 1000, https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html).
+    deliveryMaxConcurrency: integer(node, 'deliveryMaxConcurrency', 2, 1000),
     ...(pupManifest === undefined ? {} : { pupManifest }),
     ...readExposure(node),
     eventsProfile: field.oneOf(raw(node, 'eventsProfile'), named('eventsProfile'), EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
     inbox: field.flag(raw(node, 'inbox'), named('inbox')),
-    // Unset means the default (on); only an explicit false or 0 turns it off.
-    dashboard: field.isUnset(raw(node, 'dashboard')) || field.flag(raw(node, 'dashboard'), named('dashboard')),
-    tableKey: field.oneOf(raw(node, 'tableKey'), named('tableKey'), TABLE_KEYS, TABLE_KEYS[0]),
+    dashboard: field.flag(raw(node, 'dashboard'), named('dashboard')),
+    tableKey: field.oneOf(raw(node, 'tableKey'), named('tableKey'), ['customer', 'aws-managed'], 'customer'),
   };
 }

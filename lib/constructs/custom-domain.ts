@@ -9,10 +9,12 @@
  * rule that refuses a deploy in any other region before anything is created, and synth refuses it
  * already when the stack's region is known.
  *
- * The same construct is the locked origin of `protection=waf` (settings.ts, LockedOrigin): then the
+ * The same construct is the locked origin of `protection=waf` (`-c originDomainName=…
+ * -c originCertificateArn=… -c originTruststoreUri=… -c originClientCertificateArn=…`): then the
  * domain requires mutual TLS against the operator's trust store, so only a client holding a
  * certificate that CA issued (CloudFront, presenting the one imported for it) completes the TLS
- * handshake, before API Gateway routes or throttles anything.
+ * handshake, before API Gateway routes or throttles anything, and the execute-api address is off
+ * (http-api.ts), so no request reaches API Gateway without passing the web ACL.
  *
  * Deliberately not here: DNS records (the zone may live anywhere) and certificate requests (ACM
  * validation waits on DNS the operator controls).
@@ -20,16 +22,15 @@
 import { CfnRule, Fn, Stack, Token } from 'aws-cdk-lib';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as acm from 'aws-cdk-lib/aws-certificatemanager';
-import { ApiMapping, DomainName, EndpointType, SecurityPolicy, type HttpApi, type HttpStage } from 'aws-cdk-lib/aws-apigatewayv2';
+import { ApiMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Construct } from 'constructs';
 import { SettingsError, type CustomDomain } from '../settings';
+import type { McpHttpApi } from './http-api';
 
 export interface ApiCustomDomainProps {
-  readonly api: HttpApi;
-  readonly stage: HttpStage;
-  readonly domain: CustomDomain;
-  /** Require mutual TLS against this trust store (the locked origin). */
-  readonly truststore?: { readonly bucket: string; readonly key: string; readonly version?: string };
+  readonly http: McpHttpApi;
+  /** With a trust store (the locked origin), mutual TLS against it is required. */
+  readonly domain: CustomDomain & { readonly truststore?: { readonly bucket: string; readonly key: string; readonly version?: string } };
   /** Which setting names the certificate, for messages. */
   readonly certificateSetting?: string;
 }
@@ -47,24 +48,17 @@ export class ApiCustomDomain extends Construct {
         `context ${setting} is in ${domain.certificateRegion}, but API Gateway takes a certificate from the API's own region (${stack.region})`,
       );
     }
-    const truststore = props.truststore;
+    const { truststore } = domain;
     this.domainName = new DomainName(this, 'DomainName', {
       domainName: domain.domainName,
       certificate: acm.Certificate.fromCertificateArn(this, 'Certificate', domain.certificateArn),
       endpointType: EndpointType.REGIONAL,
       securityPolicy: SecurityPolicy.TLS_1_2,
-      ...(truststore
-        ? {
-            mtls: {
-              bucket: s3.Bucket.fromBucketName(this, 'Truststore', truststore.bucket),
-              key: truststore.key,
-              ...(truststore.version ? { version: truststore.version } : {}),
-            },
-          }
-        : {}),
+      mtls: truststore && { bucket: s3.Bucket.fromBucketName(this, 'Truststore', truststore.bucket), key: truststore.key, version: truststore.version },
     });
     // The mapping names the stage by its name (`$default`), so CloudFormation must create the stage first.
-    new ApiMapping(this, 'Mapping', { api: props.api, domainName: this.domainName, stage: props.stage }).node.addDependency(props.stage);
+    const { api, stage } = props.http;
+    new ApiMapping(this, 'Mapping', { api, domainName: this.domainName, stage }).node.addDependency(stage);
     new CfnRule(this, 'CertificateInStackRegion', {
       assertions: [
         {
@@ -75,9 +69,5 @@ export class ApiCustomDomain extends Construct {
         },
       ],
     });
-  }
-
-  get mcpUrl(): string {
-    return `https://${this.domainName.name}/mcp`;
   }
 }

@@ -6,7 +6,6 @@
  * The dm-dot graphs read the metrics the functions write in embedded metric format
  * (lambda/metrics.ts: names, dimensions and the outcome list come from there, so the two cannot
  * drift apart); the rest are the metrics AWS publishes for SQS, Lambda, API Gateway and DynamoDB.
- * Nothing here calls an API or adds a metric: a dashboard only reads.
  *
  * Deliberately not here: alarms (observability.ts owns them; the dashboard shows their metrics),
  * cross-region or cross-account widgets, and Logs Insights widgets (they bill per GB scanned on
@@ -34,18 +33,12 @@ export interface DmDotDashboardProps {
 /** Every graph aggregates over this period: short enough to see a burst, long enough to be cheap to read. */
 export const DASHBOARD_PERIOD = Duration.minutes(5);
 
-const WIDTH = 8;
-const HEIGHT = 6;
+/** Three graphs a row. */
+const graph = (props: cloudwatch.GraphWidgetProps) => new cloudwatch.GraphWidget({ width: 8, height: 6, ...props });
 
-const dmDot = (metricName: string, statistic: string, dimensionsMap?: Record<string, string>, label?: string) =>
-  new cloudwatch.Metric({
-    namespace: METRICS_NAMESPACE,
-    metricName,
-    statistic,
-    period: DASHBOARD_PERIOD,
-    ...(dimensionsMap ? { dimensionsMap } : {}),
-    ...(label ? { label } : {}),
-  });
+/** One of the metrics the functions write (lambda/metrics.ts), per DASHBOARD_PERIOD unless told. */
+export const dmDot = (metricName: string, statistic: string, options: Pick<cloudwatch.MetricProps, 'dimensionsMap' | 'label' | 'period'> = {}) =>
+  new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, statistic, period: DASHBOARD_PERIOD, ...options });
 
 export class DmDotDashboard extends Construct {
   readonly dashboard: cloudwatch.Dashboard;
@@ -54,9 +47,8 @@ export class DmDotDashboard extends Construct {
 
   constructor(scope: Construct, id: string, props: DmDotDashboardProps) {
     super(scope, id);
-    const period = DASHBOARD_PERIOD;
-    const sum = { period, statistic: cloudwatch.Stats.SUM };
-    const max = { period, statistic: cloudwatch.Stats.MAXIMUM };
+    const sum = { period: DASHBOARD_PERIOD, statistic: cloudwatch.Stats.SUM };
+    const max = { period: DASHBOARD_PERIOD, statistic: cloudwatch.Stats.MAXIMUM };
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       // Dashboards are per account, not per region: the region keeps two deployments apart.
@@ -77,80 +69,73 @@ export class DmDotDashboard extends Construct {
     );
 
     this.dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Deliveries by outcome (per 5 min)',
-        width: WIDTH,
-        height: HEIGHT,
         stacked: true,
-        left: DELIVERY_OUTCOMES.map((outcome) => dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: outcome }, outcome)),
+        left: DELIVERY_OUTCOMES.map((outcome) =>
+          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { dimensionsMap: { [DimensionName.outcome]: outcome }, label: outcome }),
+        ),
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Delivery latency, enqueue to delivered (ms)',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
-          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(50), undefined, 'p50'),
-          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(99), undefined, 'p99'),
-          dmDot(MetricName.deliveryDuration, cloudwatch.Stats.p(99), undefined, 'worker time per record p99'),
+          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(50), { label: 'p50' }),
+          dmDot(MetricName.deliveryLatency, cloudwatch.Stats.p(99), { label: 'p99' }),
+          dmDot(MetricName.deliveryDuration, cloudwatch.Stats.p(99), { label: 'worker time per record p99' }),
         ],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Attempts, and who delivered',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
-          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.AVERAGE, undefined, 'attempt number, average'),
-          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.MAXIMUM, undefined, 'attempt number, highest'),
+          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.AVERAGE, { label: 'attempt number, average' }),
+          dmDot(MetricName.deliveryAttempt, cloudwatch.Stats.MAXIMUM, { label: 'attempt number, highest' }),
         ],
         right: [
-          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'retry' }, 'retries scheduled'),
+          dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { dimensionsMap: { [DimensionName.outcome]: 'retry' }, label: 'retries scheduled' }),
           ...DELIVERY_VIAS.map((via) =>
-            dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, { [DimensionName.outcome]: 'delivered', [DimensionName.via]: via }, `delivered, ${via}`),
+            dmDot(MetricName.deliveries, cloudwatch.Stats.SUM, {
+              dimensionsMap: { [DimensionName.outcome]: 'delivered', [DimensionName.via]: via },
+              label: `delivered, ${via}`,
+            }),
           ),
         ],
       }),
     );
 
     this.dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Dead-letter queue and delivery queue',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           // As the reconciler counts them every run (what DeadLetterAlarm reads), in flight and delayed included.
-          dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, undefined, 'dead letters'),
+          dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, { label: 'dead letters' }),
           props.queue.metricApproximateNumberOfMessagesVisible({ ...max, label: 'queued, visible' }),
           props.queue.metricApproximateNumberOfMessagesNotVisible({ ...max, label: 'queued, waiting for a retry' }),
         ],
         right: [props.queue.metricApproximateAgeOfOldestMessage({ ...max, label: 'oldest queued message (s)' })],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'MCP function: requests by status class',
-        width: WIDTH,
-        height: HEIGHT,
         stacked: true,
-        left: STATUS_CLASSES.map((cls) => dmDot(MetricName.requests, cloudwatch.Stats.SUM, { [DimensionName.statusClass]: cls }, cls)),
+        left: STATUS_CLASSES.map((cls) =>
+          dmDot(MetricName.requests, cloudwatch.Stats.SUM, { dimensionsMap: { [DimensionName.statusClass]: cls }, label: cls }),
+        ),
         right: [props.mcp.metricErrors({ ...sum, label: 'function errors' })],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Request latency (ms)',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
-          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(50), undefined, 'MCP function p50'),
-          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(99), undefined, 'MCP function p99'),
-          props.api.metricLatency({ period, statistic: cloudwatch.Stats.p(99), label: 'API Gateway p99' }),
+          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(50), { label: 'MCP function p50' }),
+          dmDot(MetricName.requestLatency, cloudwatch.Stats.p(99), { label: 'MCP function p99' }),
+          props.api.metricLatency({ period: DASHBOARD_PERIOD, statistic: cloudwatch.Stats.p(99), label: 'API Gateway p99' }),
         ],
       }),
     );
 
     const api4xx = props.api.metricClientError({ ...sum });
-    const app4xx = dmDot(MetricName.requests, cloudwatch.Stats.SUM, { [DimensionName.statusClass]: '4xx' });
+    const app4xx = dmDot(MetricName.requests, cloudwatch.Stats.SUM, { dimensionsMap: { [DimensionName.statusClass]: '4xx' } });
     this.dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Throttles',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           props.mcp.metricThrottles({ ...sum, label: 'MCP function throttled' }),
           props.delivery.metricThrottles({ ...sum, label: 'delivery function throttled' }),
@@ -159,7 +144,7 @@ export class DmDotDashboard extends Construct {
           new cloudwatch.MathExpression({
             expression: 'api4xx - FILL(app4xx, 0)',
             usingMetrics: { api4xx, app4xx },
-            period,
+            period: DASHBOARD_PERIOD,
             label: '4xx from API Gateway itself (mostly 429)',
           }),
           // Only the operations dm-dot makes (each is one metric the graph reads).
@@ -169,10 +154,8 @@ export class DmDotDashboard extends Construct {
           }),
         ],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'Function errors and invocations',
-        width: WIDTH,
-        height: HEIGHT,
         left: [
           props.mcp.metricErrors({ ...sum, label: 'MCP errors' }),
           props.delivery.metricErrors({ ...sum, label: 'delivery errors' }),
@@ -182,21 +165,12 @@ export class DmDotDashboard extends Construct {
         ],
         right: [props.mcp.metricInvocations({ ...sum, label: 'MCP invocations' }), props.delivery.metricInvocations({ ...sum, label: 'delivery invocations' })],
       }),
-      new cloudwatch.GraphWidget({
+      graph({
         title: 'API Gateway',
-        width: WIDTH,
-        height: HEIGHT,
         left: [props.api.metricCount({ ...sum, label: 'requests' }), api4xx.with({ label: '4xx' }), props.api.metricServerError({ ...sum, label: '5xx' })],
       }),
     );
 
-    this.url = Fn.join('', [
-      'https://',
-      Aws.REGION,
-      '.console.aws.amazon.com/cloudwatch/home?region=',
-      Aws.REGION,
-      '#dashboards:name=',
-      this.dashboard.dashboardName,
-    ]);
+    this.url = `https://${Aws.REGION}.console.aws.amazon.com/cloudwatch/home?region=${Aws.REGION}#dashboards:name=${this.dashboard.dashboardName}`;
   }
 }

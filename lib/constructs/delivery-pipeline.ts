@@ -2,54 +2,41 @@
  * The delivery pipeline (docs/contract/delivery.md): the SQS delivery queue the MCP function enqueues into,
  * its dead-letter queue (14 days), and the delivery function that consumes the queue (batches of
  * 10, partial batch failures reported, a capped number of instances at once), signs each event and
- * posts it to the dot.
- *
- * Sizes follow from one another: the queue's visibility timeout is 6x the function's timeout (AWS's
- * guidance for an SQS event source), its retention outlasts the whole retry schedule, and SQS's own
- * redrive sits a margin above the receive on which the worker dead-letters a message itself, with a
- * reason (redriveMaxReceiveCount).
+ * posts it to the dot. Sizes follow from one another (DeliverySizing and the functions below).
  *
  * The delivery function may read, update and delete the `SUBSCRIPTION` item (a 410 ends the
  * subscription) and read and update `EVENT#` items, nothing else of the table (`dynamodb:LeadingKeys`);
  * it never puts an item: an UpdateItem is what restores a missing event record. It may send to the
  * dead-letter queue and consume the delivery queue; it reads no secret.
  *
- * Every resource here keeps the logical ID the first deployments gave it (logical-ids.ts): the
- * queues hold events, the log group holds the worker's logs, and the function, its role and its
- * event source mapping are spared a replacement.
+ * Every resource here keeps the logical ID the first deployments gave it (logical-ids.ts).
  *
- * Deliberately not here: the MCP side's access to the queue beyond `grantEnqueue`, alarms on the
+ * Deliberately not here: the MCP side's access to the queue (SendMessage, mcp-function.ts), alarms on the
  * queues (observability.ts), FIFO ordering (events are independent; the record decides what is
  * sent), and a queue of the stack's own KMS key (SQS-managed encryption: no key policy to get wrong).
  */
 import { Duration, Stack } from 'aws-cdk-lib';
-import type * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
 import { ItemKeys } from '../../lambda/core/store/items';
 import { HandlerFunction } from './handler-function';
 import { keepLogicalId, logicalIdAt } from './logical-ids';
-import type { ItemAction, Storage } from './storage';
+import type { DmDotSettings } from '../settings';
+import type { Storage } from './storage';
 
-/** Timeouts and sizes of the pipeline. */
+/** A batch of 10 is sent concurrently, each request with a 5 s deadline (docs/contract/outbound-guard.md), plus margin. */
+const TIMEOUT = Duration.seconds(15);
 export const DeliverySizing = {
-  /** A batch of 10 is sent concurrently, each request with a 5 s deadline (docs/contract/outbound-guard.md), plus margin. */
-  timeout: Duration.seconds(15),
+  timeout: TIMEOUT,
   memoryMiB: 256,
-  /** AWS's guidance for an SQS event source: visibility timeout of at least 6x the function timeout. */
-  visibilityTimeoutFactor: 6,
+  /** AWS's guidance for an SQS event source: at least 6x the function timeout. */
+  visibilityTimeout: Duration.seconds(TIMEOUT.toSeconds() * 6),
   batchSize: 10,
   deadLetterRetention: Duration.days(14),
 } as const;
-
-/** GetItem and UpdateItem on events and the subscription; DeleteItem on the subscription (a 410 ends it). No PutItem. */
-export const DELIVERY_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'];
-/** The items the delivery function touches (lambda/core/store/items.ts): the subscription and event records. */
-export const DELIVERY_LEADING_KEYS: readonly string[] = [ItemKeys.subscription, ItemKeys.event('*')];
 
 /**
  * SQS's own redrive (maxReceiveCount) sits RECEIVE_LIMIT_AWS_MARGIN receives above the receive on
@@ -75,11 +62,7 @@ export function mainQueueRetention(retryDelaysS: readonly number[]): Duration {
 
 export interface DeliveryPipelineProps {
   readonly storage: Storage;
-  /** Seconds between attempts after the first (DMDOT_RETRY_DELAYS). */
-  readonly retryDelaysS: readonly number[];
-  /** Most delivery function instances at once (the event source's maxConcurrency, 2..1000). */
-  readonly maxConcurrency: number;
-  readonly logRetention: logs.RetentionDays;
+  readonly settings: DmDotSettings;
 }
 
 export class DeliveryPipeline extends Construct {
@@ -91,18 +74,15 @@ export class DeliveryPipeline extends Construct {
 
   constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
     super(scope, id);
+    const { retryDelaysS } = props.settings;
 
-    this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', {
-      encryption: sqs.QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      retentionPeriod: DeliverySizing.deadLetterRetention,
-    });
+    const encrypted = { encryption: sqs.QueueEncryption.SQS_MANAGED, enforceSSL: true };
+    this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', { ...encrypted, retentionPeriod: DeliverySizing.deadLetterRetention });
     this.queue = new sqs.Queue(this, 'Queue', {
-      encryption: sqs.QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      visibilityTimeout: Duration.seconds(DeliverySizing.timeout.toSeconds() * DeliverySizing.visibilityTimeoutFactor),
-      retentionPeriod: mainQueueRetention(props.retryDelaysS),
-      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: redriveMaxReceiveCount(props.retryDelaysS) },
+      ...encrypted,
+      visibilityTimeout: DeliverySizing.visibilityTimeout,
+      retentionPeriod: mainQueueRetention(retryDelaysS),
+      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: redriveMaxReceiveCount(retryDelaysS) },
     });
     for (const [queue, legacyId] of [
       [this.deadLetterQueue, 'DeadLetterQueue'],
@@ -117,42 +97,36 @@ export class DeliveryPipeline extends Construct {
       TABLE_NAME: props.storage.table.tableName,
       QUEUE_URL: this.queue.queueUrl,
       DEAD_LETTER_QUEUE_URL: this.deadLetterQueue.queueUrl,
-      DMDOT_RETRY_DELAYS: props.retryDelaysS.join(','),
+      DMDOT_RETRY_DELAYS: retryDelaysS.join(','),
     };
-    const environment = { ...this.settingsEnvironment };
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/delivery.ts',
       description: 'dm-dot: signs and delivers queued events to the dot callback',
       memorySize: DeliverySizing.memoryMiB,
       timeout: DeliverySizing.timeout,
-      logRetention: props.logRetention,
-      environment,
+      logRetention: props.settings.logRetention,
+      environment: { ...this.settingsEnvironment },
     });
 
     // maxConcurrency caps the delivery instances at once, and so the POSTs in flight at the one dot
-    // (each instance sends its batch concurrently) and the account concurrency the MCP function has
-    // to share; SQS event sources accept 2..1000 (lib/settings.ts).
+    // (each instance sends its batch concurrently) and the account concurrency the MCP function has to share.
     this.worker.function.addEventSource(
       new SqsEventSource(this.queue, {
         batchSize: DeliverySizing.batchSize,
         reportBatchItemFailures: true,
-        maxConcurrency: props.maxConcurrency,
+        maxConcurrency: props.settings.deliveryMaxConcurrency,
       }),
     );
 
-    props.storage.grantItems(this.worker.role, DELIVERY_ITEM_ACTIONS, { leadingKeys: DELIVERY_LEADING_KEYS });
+    props.storage.grantItems(this.worker.role, ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], {
+      leadingKeys: [ItemKeys.subscription, ItemKeys.event('*')],
+    });
     this.deadLetterQueue.grantSendMessages(this.worker.role);
 
-    this.keepFirstLogicalIds();
-  }
-
-  /**
-   * The function's parts were first created at `Delivery/…` directly under the stack, and its event
-   * source mapping was named after the queue's path then (`SqsEventSource:<stack>DeliveryQueue…`).
-   * Same IDs, no replacement: Lambda refuses a second mapping of the same queue to the same function,
-   * so a mapping must never be replaced while its function is kept.
-   */
-  private keepFirstLogicalIds(): void {
+    // The function's parts were first created at `Delivery/…` directly under the stack, and its event
+    // source mapping was named after the queue's path then (`SqsEventSource:<stack>DeliveryQueue…`).
+    // Same IDs, no replacement: Lambda refuses a second mapping of the same queue to the same function,
+    // so a mapping must never be replaced while its function is kept.
     const { worker } = this;
     keepLogicalId(worker.logGroup, ['Delivery', 'Logs', 'Resource']);
     keepLogicalId(worker.role, ['Delivery', 'Role', 'Resource']);
@@ -162,10 +136,5 @@ export class DeliveryPipeline extends Construct {
     if (!mapping) throw new Error(`${worker.function.node.path} has no event source mapping`);
     const firstQueueId = logicalIdAt([Stack.of(this).node.id, 'DeliveryQueue']);
     keepLogicalId(mapping, ['Delivery', 'Function', `SqsEventSource:${firstQueueId}`, 'Resource']);
-  }
-
-  /** SendMessage on the delivery queue (and nothing on the dead-letter queue), for the MCP function. */
-  grantEnqueue(role: iam.IRole): void {
-    this.queue.grantSendMessages(role);
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The per-client limit in front of the API (`-c protection=waf`): an AWS WAF web ACL of scope
  * CLOUDFRONT, which AWS accepts in us-east-1 only, so it lives in a companion stack of its own
- * (`<stack>-Edge`, EdgeStack below) and the main stack's CloudFront distribution names it by ARN.
+ * (`<stack>-Edge`) and the main stack's CloudFront distribution names it by ARN.
  *
  * One rule: a rate-based rule aggregating on the client IP (the address CloudFront's viewer
  * connection came from; no forwarded header is trusted, a client could write any), blocking with
@@ -18,46 +18,43 @@
  * aimed at a JSON-RPC API), any rule that reads the key (WAF would need the key in its rule text,
  * which is in the template), and the distribution itself (edge-distribution.ts).
  */
-import { ArnFormat, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as wafv2 from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
-import type { EdgeProtection } from '../settings';
-
-/** The WAF log redacts these: where a key can travel (docs/contract/http.md). */
-export const WAF_REDACTED_FIELDS: readonly wafv2.CfnLoggingConfiguration.FieldToMatchProperty[] = [
-  { queryString: {} },
-  { singleHeader: { Name: 'authorization' } },
-];
+import type { DmDotSettings } from '../settings';
 
 /** The body of a `429` from the edge, in the shape of dm-dot's REST errors. */
 export const EDGE_RATE_LIMITED_BODY = JSON.stringify({
   error: { code: 'rate_limited', message: 'Too many requests from this address; wait and try again (see Retry-After).' },
 });
 
-export interface EdgeAclProps {
-  readonly protection: EdgeProtection;
+export interface EdgeStackProps extends StackProps {
+  readonly protection: NonNullable<DmDotSettings['protection']>;
   readonly logRetention: logs.RetentionDays;
-  /** Names the log group (`aws-waf-logs-<name>`, the prefix WAF requires). */
+  /** The main stack's name: names the log group (`aws-waf-logs-<name>`, the prefix WAF requires) and the metrics. */
   readonly name: string;
 }
 
-export class EdgeAcl extends Construct {
+/** The companion stack in us-east-1 that holds the web ACL; the main stack reads its ARN. */
+export class EdgeStack extends Stack {
   readonly webAcl: wafv2.CfnWebACL;
-  readonly logGroup: logs.LogGroup;
 
-  constructor(scope: Construct, id: string, props: EdgeAclProps) {
-    super(scope, id);
+  constructor(scope: Construct, id: string, props: EdgeStackProps) {
+    super(scope, id, { description: 'dm-dot: the AWS WAF web ACL in front of the MCP API (CloudFront scope, us-east-1)', ...props });
+    const { name } = props;
     const { requestsPerClient, windowS } = props.protection;
+    // The construct `Acl` keeps the resources' logical IDs.
+    const acl = new Construct(this, 'Acl');
 
-    this.webAcl = new wafv2.CfnWebACL(this, 'WebAcl', {
+    this.webAcl = new wafv2.CfnWebACL(acl, 'WebAcl', {
       scope: 'CLOUDFRONT',
       description: 'dm-dot: per-client request limit in front of the MCP API',
       defaultAction: { allow: {} },
       customResponseBodies: {
         RateLimited: { contentType: 'APPLICATION_JSON', content: EDGE_RATE_LIMITED_BODY },
       },
-      visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: `${props.name}-edge`, sampledRequestsEnabled: false },
+      visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: `${name}-edge`, sampledRequestsEnabled: false },
       rules: [
         {
           name: 'PerClientRate',
@@ -74,43 +71,25 @@ export class EdgeAcl extends Construct {
               },
             },
           },
-          visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: `${props.name}-per-client-rate`, sampledRequestsEnabled: false },
+          visibilityConfig: { cloudWatchMetricsEnabled: true, metricName: `${name}-per-client-rate`, sampledRequestsEnabled: false },
         },
       ],
     });
 
-    const logGroupName = `aws-waf-logs-${props.name}`;
-    this.logGroup = new logs.LogGroup(this, 'Logs', {
+    const logGroupName = `aws-waf-logs-${name}`;
+    const logGroup = new logs.LogGroup(acl, 'Logs', {
       logGroupName,
       retention: props.logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
     });
     // WAF takes the log group's ARN without the `:*` CloudWatch adds to a log group's Arn attribute.
-    const logGroupArn = Stack.of(this).formatArn({
-      service: 'logs',
-      resource: 'log-group',
-      resourceName: logGroupName,
-      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
-    });
-    const logging = new wafv2.CfnLoggingConfiguration(this, 'Logging', {
+    const logGroupArn = `arn:${this.partition}:logs:${this.region}:${this.account}:log-group:${logGroupName}`;
+    const logging = new wafv2.CfnLoggingConfiguration(acl, 'Logging', {
       resourceArn: this.webAcl.attrArn,
       logDestinationConfigs: [logGroupArn],
-      redactedFields: [...WAF_REDACTED_FIELDS],
+      // Where a key can travel (docs/contract/http.md).
+      redactedFields: [{ queryString: {} }, { singleHeader: { Name: 'authorization' } }],
     });
-    logging.node.addDependency(this.logGroup);
-  }
-}
-
-export interface EdgeStackProps extends StackProps {
-  readonly acl: EdgeAclProps;
-}
-
-/** The companion stack in us-east-1 that holds the web ACL; the main stack reads its ARN. */
-export class EdgeStack extends Stack {
-  readonly acl: EdgeAcl;
-
-  constructor(scope: Construct, id: string, props: EdgeStackProps) {
-    super(scope, id, { description: 'dm-dot: the AWS WAF web ACL in front of the MCP API (CloudFront scope, us-east-1)', ...props });
-    this.acl = new EdgeAcl(this, 'Acl', props.acl);
+    logging.node.addDependency(logGroup);
   }
 }

@@ -9,14 +9,10 @@
  * an origin request policy, so the cache policy puts it (and the query string) in the cache key; with
  * every TTL at 0 except a 1-second ceiling nothing is kept, and CloudFront never caches a POST.
  *
- * What is logged: nothing here. CloudFront's standard logs always carry the query string
- * (`cs-uri-query`), so the distribution has none; the WAF log (query string and Authorization
- * redacted) and API Gateway's access log (no path, no query) record each request.
+ * What is logged: nothing here (the CFR3 acknowledgement below says why).
  *
  * The origin is the API's execute-api address, which stays reachable around the web ACL, unless the
- * locked origin is configured: then it is an API Gateway custom domain that requires mutual TLS,
- * CloudFront presents its client certificate (origin mTLS), and the execute-api address is off
- * (http-api.ts), so no request reaches API Gateway without passing the web ACL.
+ * locked origin is configured (custom-domain.ts): then CloudFront presents its client certificate.
  *
  * Deliberately not here: a custom origin header as an "only from CloudFront" check (an HTTP API
  * cannot refuse a request on a header before its throttle), compression (the API's answers are
@@ -108,21 +104,14 @@ export class EdgeDistribution extends Construct {
           'No geo restriction: ChatGPT calls from wherever OpenAI runs it and senders from anywhere; the per-client rate rule of the web ACL ' +
           'is what keeps one address from spending the shared throttle.',
       },
-      ...(domain
-        ? []
-        : [
-            {
-              id: 'AwsSolutions-CFR4',
-              reason:
-                "Without a custom domain the distribution serves CloudFront's default certificate, whose minimum protocol CloudFront fixes; " +
-                'with domainName and certificateArn the stack sets TLSv1.2_2021. The origin connection is TLS 1.2 only either way.',
-            },
-          ]),
     );
-  }
-
-  /** The connector's MCP URL on CloudFront's own name (dm-dot-stack.ts prefers the custom domain when there is one). */
-  get mcpUrl(): string {
-    return `https://${this.distribution.domainName}/mcp`;
+    if (!domain) {
+      Validations.of(this.distribution).acknowledge({
+        id: 'AwsSolutions-CFR4',
+        reason:
+          "Without a custom domain the distribution serves CloudFront's default certificate, whose minimum protocol CloudFront fixes; " +
+          'with domainName and certificateArn the stack sets TLSv1.2_2021. The origin connection is TLS 1.2 only either way.',
+      });
+    }
   }
 }

@@ -1,83 +1,44 @@
 /**
  * One Lambda handler of dm-dot, bundled the same way for every function: Node.js 24 on arm64,
- * esbuild with the options of lib/bundling.ts (minified, CommonJS, ES builds of the AWS SDK, a
- * source map written but not loaded at run time, two aliases that keep ajv and the unused
- * credential providers out), the AWS SDK bundled at the versions the tests ran against, and its
- * own log group and role. The bench and test/build/bundles.test.ts build with the same options.
+ * esbuild with the options of lib/bundling.ts, the AWS SDK bundled at the versions the tests ran
+ * against, and its own log group and role.
  *
  * The role is built here rather than by `lambda.Function` so that it starts empty: no AWS managed
  * policy (AWSLambdaBasicExecutionRole allows writing to every log group of the account), only
  * `logs:CreateLogStream` / `logs:PutLogEvents` on this function's own log group. Callers add the
  * data-plane grants.
  *
- * The MCP function's asset also holds its chunks (`mcp-storage.js`, `after-response.mjs`), built by the afterBundling
- * hook with the same options (lib/bundling.ts says why each is a file of its own), and, when the
- * operator configured one, a copy of the pup manifest (`assetFiles`): a file known at synth belongs
- * in the code, not in the 4 KB environment. The asset is hashed from the bundling output
- * (`NodejsFunction`'s default, AssetHashType.OUTPUT), so a changed file is a new asset and a new
- * deployment of the code.
- *
- * The asset gets a `package.json` that names its module type. Without it the runtime looks for the
- * nearest one and Node has to work out the format of `index.js` itself (measured on Node 20: about
- * 1.3x slower to import).
- *
- * No `NODE_OPTIONS=--enable-source-maps`: with it, the first request of every cold start parsed
- * the whole source map (about 40% of the cold start, docs/performance.md). The map stays in the
- * asset for decoding stack traces offline (test/tools/decode-stack.mjs).
+ * The afterBundling hook builds the chunks (lib/bundling.ts) and copies `assetFiles` (the pup
+ * manifest: a file known at synth belongs in the code, not in the 4 KB environment). The asset is
+ * hashed from the bundling output (`NodejsFunction`'s default), so a changed file is a new asset.
+ * It also gets a `package.json` that names its module type: without it Node has to work out the
+ * format of `index.js` itself (measured on Node 20: about 1.3x slower to import).
  *
  * Deliberately not here: VPC attachment (the MCP function calls dot callbacks on the internet),
  * X-Ray tracing, reserved concurrency (new accounts often have a concurrency quota of 10, and
- * reserving part of it fails the deploy).
+ * reserving part of it fails the deploy), and `NODE_OPTIONS=--enable-source-maps` (lib/bundling.ts).
  */
-import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogLevel, NodejsFunction, type NodejsFunctionProps, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import * as path from 'node:path';
-import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, shellQuote, type LambdaBundle, type LambdaChunk } from '../bundling';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, shellQuote, type LambdaChunk } from '../bundling';
 
-/** The repository root: bundling resolves entries, the lock file and tsconfig from here. */
+/** BUNDLE_ROOT: bundling resolves entries, the lock file and tsconfig from here. */
 export const PROJECT_ROOT = BUNDLE_ROOT;
 
-/** lib/bundling.ts's description as `NodejsFunction` bundling options (CDK runs esbuild's command line). */
-export function cdkBundlingOf(spec: LambdaBundle) {
-  return {
-    format: OutputFormat.CJS,
-    target: spec.target,
-    minify: spec.minify,
-    sourceMap: spec.sourceMap,
-    sourcesContent: spec.sourcesContent,
-    mainFields: [...spec.mainFields],
-    // `--alias:from=to`, once per alias (CDK repeats a key given an array).
-    esbuildArgs: { '--alias': Object.entries(spec.alias).map(([from, to]) => `${from}=${to}`) },
-    // Bundle the SDK at the locked versions instead of relying on the runtime's copy.
-    bundleAwsSDK: true,
-    // A chunk's import path stays a require() in index.js; the afterBundling hook builds its file.
-    externalModules: spec.chunks.map((chunk) => chunk.importPath),
-  };
-}
-
-export interface HandlerFunctionProps {
+export interface HandlerFunctionProps extends Required<Pick<NodejsFunctionProps, 'description' | 'memorySize' | 'timeout' | 'environment'>> {
   /** Entry file, relative to the repository root (for example `lambda/handlers/mcp.ts`). */
   readonly entry: string;
-  readonly description: string;
-  readonly memorySize: number;
-  readonly timeout: Duration;
-  readonly environment: Record<string, string>;
   readonly logRetention: logs.RetentionDays;
   /** Parts of the code built as files of their own beside index.js (lib/bundling.ts). */
   readonly chunks?: readonly LambdaChunk[];
-  /**
-   * Files copied into the asset beside index.js: name in the asset -> absolute path of the source.
-   * The function finds them relative to its task root (`LAMBDA_TASK_ROOT`).
-   */
+  /** Files copied beside index.js (found under `LAMBDA_TASK_ROOT`): name in the asset -> absolute path of the source. */
   readonly assetFiles?: Readonly<Record<string, string>>;
 }
-
-/** Names the bundling output already uses, which an extra file must not replace. */
-const RESERVED_ASSET_NAMES = new Set(['index.js', 'index.js.map', 'package.json']);
 
 /**
  * The shell command that copies one file into the bundling output. A source inside the project is
@@ -112,12 +73,6 @@ export class HandlerFunction extends Construct {
     this.logGroup.grantWrite(this.role);
 
     const spec = lambdaBundle(PROJECT_ROOT, props.chunks ?? []);
-    const assetFiles = Object.entries(props.assetFiles ?? {});
-    const taken = new Set([...RESERVED_ASSET_NAMES, ...spec.chunks.flatMap((chunk) => [chunk.file, `${chunk.file}.map`])]);
-    for (const [name, source] of assetFiles) {
-      if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name) || taken.has(name)) throw new Error(`${this.node.path}: "${name}" cannot be a file of the asset`);
-      if (!path.isAbsolute(source)) throw new Error(`${this.node.path}: the source of ${name} must be an absolute path`);
-    }
     this.function = new NodejsFunction(this, 'Function', {
       entry: path.join(PROJECT_ROOT, props.entry),
       handler: 'handler',
@@ -131,8 +86,20 @@ export class HandlerFunction extends Construct {
       role: this.role,
       logGroup: this.logGroup,
       environment: props.environment,
+      // lib/bundling.ts's description as `NodejsFunction` bundling options (CDK runs esbuild's command line).
       bundling: {
-        ...cdkBundlingOf(spec),
+        format: OutputFormat.CJS,
+        target: spec.target,
+        minify: spec.minify,
+        sourceMap: spec.sourceMap,
+        sourcesContent: spec.sourcesContent,
+        mainFields: [...spec.mainFields],
+        // `--alias:from=to`, once per alias (CDK repeats a key given an array).
+        esbuildArgs: { '--alias': Object.entries(spec.alias).map(([from, to]) => `${from}=${to}`) },
+        // Bundle the SDK at the locked versions instead of relying on the runtime's copy.
+        bundleAwsSDK: true,
+        // A chunk's import path stays a require() in index.js; the afterBundling hook builds its file.
+        externalModules: spec.chunks.map((chunk) => chunk.importPath),
         logLevel: LogLevel.WARNING,
         commandHooks: {
           beforeBundling: () => [],
@@ -140,7 +107,7 @@ export class HandlerFunction extends Construct {
           afterBundling: (inputDir: string, outputDir: string) => [
             `echo '${ASSET_PACKAGE_JSON.trim()}' > "${outputDir}/package.json"`,
             ...spec.chunks.map((chunk) => chunkEsbuildCommand(spec, chunk, inputDir, outputDir)),
-            ...assetFiles.map(([name, source]) => copyIntoAssetCommand(source, name, inputDir, outputDir)),
+            ...Object.entries(props.assetFiles ?? {}).map(([name, source]) => copyIntoAssetCommand(source, name, inputDir, outputDir)),
           ],
         },
       },

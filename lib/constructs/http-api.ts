@@ -2,17 +2,11 @@
  * The public HTTP surface (docs/contract/http.md, docs/contract/pup.md): an API Gateway HTTP API whose routes all go to the MCP
  * function with payload format 2.0, one throttled `$default` stage, and JSON access logs.
  *
- * Access logs hold only what API Gateway produces itself (ACCESS_LOG_FIELDS): ids, times, numbers,
- * the source address of the connection and the route key (method and route template, from this
- * construct's own route table). Never the path as sent nor the query string (the API key travels as
- * `?key=` for ChatGPT connectors and must not reach a log), nor a header, nor the user agent:
- * API Gateway writes a variable's text into the format as it is, without escaping, so a client text
- * holding `"` or `\` would break the JSON of its own log line.
+ * Access logs hold only what API Gateway produces itself (ACCESS_LOG_FIELDS says what and why).
  *
- * Authentication is the handler's job (API key in the query or a Bearer header, compared in
- * constant time, docs/contract/http.md; pup's Standard Webhooks signature on `/pup/*`, docs/contract/pup.md), so the routes carry
- * no API Gateway authorizer. CORS is configured only when browser origins are allowed; the handler
- * refuses other origins itself.
+ * Authentication is the handler's job, so the routes carry no API Gateway authorizer (the APIG4
+ * acknowledgement below says why). CORS is configured only when browser origins are allowed; the
+ * handler refuses other origins itself.
  *
  * The OAuth discovery paths are routes too: an MCP client that gets a 401 looks for OAuth metadata
  * there (RFC 9728 protected resource metadata, RFC 8414 authorization server metadata, each with and
@@ -22,12 +16,7 @@
  * Throttling: the stage's default applies to every route except `GET /healthz`, which is public and
  * gets its own, lower route throttle (HTTP API route settings,
  * https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-throttling.html), so that
- * anonymous health polling cannot spend the budget ChatGPT's calls draw from. The stage depends on
- * that route: API Gateway refuses route settings for a route key that does not exist yet ("Unable to
- * find Route by key ... within the provided RouteSettings").
- *
- * The construct keeps the id `Http` at the stack's top level: the API's logical ID is its endpoint,
- * the URL every connected dot was given.
+ * anonymous health polling cannot spend the budget ChatGPT's calls draw from.
  *
  * Deliberately not here: custom domains (custom-domain.ts) and AWS WAF. WAF cannot be attached to
  * an HTTP API (it protects REST APIs, CloudFront, ALB and others); `-c protection=waf` puts CloudFront
@@ -41,6 +30,7 @@ import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import { CorsPolicy } from '../../lambda/core/protocol';
+import type { DmDotSettings } from '../settings';
 
 /**
  * Route key (`METHOD /path`) -> what it serves. The keys are the only routes the API has. The one
@@ -72,42 +62,20 @@ export const HEALTHZ_ROUTE: RouteKey = 'GET /healthz';
 export const HEALTHZ_THROTTLE = { rateLimit: 1, burstLimit: 2 } as const;
 
 /**
- * Response headers a browser script may read when CORS is on. API Gateway answers CORS for the
- * API and its headers replace the app's own `Access-Control-Expose-Headers`
- * (https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-cors.html), so every
- * header the app exposes must be listed here too.
- */
-export const CORS_EXPOSE_HEADERS = CorsPolicy.exposeHeaders;
-
-/**
- * The `$context` variables an access log line may hold: each is text API Gateway produces itself,
- * none of it sent by the client: ids, epoch times, numbers (or `-`), the source address of the TCP
- * connection (not X-Forwarded-For), the protocol, the matched route key (a key of ROUTES), and API
- * Gateway's own error message ("Not Found", "Too Many Requests" and the like). Variables for HTTP
- * API access logs: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html
+ * One JSON object per request: field name -> the `$context` variable API Gateway writes there. API
+ * Gateway writes a variable's text into the format as it is, without escaping, so a client text
+ * holding `"` or `\` would break the JSON of its own log line: each variable is text API Gateway
+ * produces itself, none of it sent by the client: ids, epoch times, numbers (or `-`), the source
+ * address of the TCP connection (not X-Forwarded-For), the protocol, the matched route key (a key of
+ * ROUTES), and API Gateway's own error message ("Not Found", "Too Many Requests" and the like).
+ * Variables for HTTP API access logs: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html
  *
  * Left out on purpose: `$context.identity.userAgent` and every header (client text), `$context.path`
- * and anything of the query string (the API key), `$context.integrationErrorMessage` and
- * `$context.integration.error` (they can quote the function's own error text).
+ * and anything of the query string (the API key travels as `?key=` for ChatGPT connectors and must
+ * not reach a log), `$context.integrationErrorMessage` and `$context.integration.error` (they can
+ * quote the function's own error text).
  */
-export const ACCESS_LOG_VARIABLES = [
-  '$context.requestId',
-  '$context.requestTimeEpoch',
-  '$context.identity.sourceIp',
-  '$context.routeKey',
-  '$context.protocol',
-  '$context.status',
-  '$context.responseLength',
-  '$context.responseLatency',
-  '$context.integrationStatus',
-  '$context.integrationLatency',
-  '$context.error.message',
-] as const;
-
-export type AccessLogVariable = (typeof ACCESS_LOG_VARIABLES)[number];
-
-/** One JSON object per request: field name -> the variable API Gateway writes there. */
-export const ACCESS_LOG_FIELDS: Readonly<Record<string, AccessLogVariable>> = {
+export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
   requestId: '$context.requestId',
   requestTimeEpoch: '$context.requestTimeEpoch',
   ip: '$context.identity.sourceIp',
@@ -120,43 +88,44 @@ export const ACCESS_LOG_FIELDS: Readonly<Record<string, AccessLogVariable>> = {
   integrationLatency: '$context.integrationLatency',
   errorMessage: '$context.error.message',
 };
+/** The variables the access log lines hold. */
+export const ACCESS_LOG_VARIABLES = Object.values(ACCESS_LOG_FIELDS);
 
 export interface McpHttpApiProps {
   readonly handler: IFunction;
-  readonly allowedOrigins: readonly string[];
-  readonly throttleRateLimit: number;
-  readonly throttleBurstLimit: number;
-  readonly logRetention: logs.RetentionDays;
-  /** Turns off the `execute-api` address (`-c disableDefaultEndpoint=true`); only a custom domain then reaches the API. */
-  readonly disableExecuteApiEndpoint?: boolean;
+  readonly settings: DmDotSettings;
 }
 
 export class McpHttpApi extends Construct {
   readonly api: HttpApi;
   readonly stage: HttpStage;
-  readonly accessLogs: logs.LogGroup;
 
   constructor(scope: Construct, id: string, props: McpHttpApiProps) {
     super(scope, id);
+    const { allowedOrigins, throttleRateLimit, throttleBurstLimit } = props.settings;
 
     this.api = new HttpApi(this, 'Api', {
       description: 'dm-dot: MCP endpoint and message API',
       createDefaultStage: false,
-      ...(props.disableExecuteApiEndpoint ? { disableExecuteApiEndpoint: true } : {}),
+      // `-c disableDefaultEndpoint=true`: only a custom domain reaches the API. The locked origin
+      // exists to leave CloudFront the only way in: the execute-api address goes with it too.
+      ...(props.settings.disableDefaultEndpoint || props.settings.protection?.lockedOrigin ? { disableExecuteApiEndpoint: true } : {}),
       corsPreflight:
-        props.allowedOrigins.length === 0
+        allowedOrigins.length === 0
           ? undefined
           : {
-              allowOrigins: [...props.allowedOrigins],
+              allowOrigins: [...allowedOrigins],
               allowMethods: CorsPolicy.allowMethods.map((method) => CorsHttpMethod[method]),
               allowHeaders: [...CorsPolicy.allowHeaders],
-              exposeHeaders: [...CORS_EXPOSE_HEADERS],
+              // API Gateway's headers replace the app's own Access-Control-Expose-Headers
+              // (https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-cors.html).
+              exposeHeaders: [...CorsPolicy.exposeHeaders],
               maxAge: Duration.seconds(CorsPolicy.maxAgeS),
             },
     });
 
-    this.accessLogs = new logs.LogGroup(this, 'AccessLogs', {
-      retention: props.logRetention,
+    const accessLogs = new logs.LogGroup(this, 'AccessLogs', {
+      retention: props.settings.logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
     });
 
@@ -164,9 +133,9 @@ export class McpHttpApi extends Construct {
       httpApi: this.api,
       stageName: '$default',
       autoDeploy: true,
-      throttle: { rateLimit: props.throttleRateLimit, burstLimit: props.throttleBurstLimit },
+      throttle: { rateLimit: throttleRateLimit, burstLimit: throttleBurstLimit },
       accessLogSettings: {
-        destination: new LogGroupLogDestination(this.accessLogs),
+        destination: new LogGroupLogDestination(accessLogs),
         format: AccessLogFormat.custom(JSON.stringify(ACCESS_LOG_FIELDS)),
       },
     });
@@ -177,6 +146,7 @@ export class McpHttpApi extends Construct {
     for (const routeKey of Object.keys(ROUTES) as RouteKey[]) {
       const [method, routePath] = routeKey.split(' ') as [keyof typeof HttpMethod, string];
       const [route] = this.api.addRoutes({ path: routePath, methods: [HttpMethod[method]], integration });
+      // API Gateway refuses route settings for a route key that does not exist yet ("Unable to find Route by key ...").
       if (routeKey === HEALTHZ_ROUTE && route) this.stage.node.addDependency(route);
     }
     // HttpStage has no route settings of its own, and the L1 property is raw JSON: CloudFormation's
@@ -185,8 +155,8 @@ export class McpHttpApi extends Construct {
     // stage's own, a route throttle here is meant to be the lower one.
     (this.stage.node.defaultChild as CfnStage).routeSettings = {
       [HEALTHZ_ROUTE]: {
-        ThrottlingRateLimit: Math.min(HEALTHZ_THROTTLE.rateLimit, props.throttleRateLimit),
-        ThrottlingBurstLimit: Math.min(HEALTHZ_THROTTLE.burstLimit, props.throttleBurstLimit),
+        ThrottlingRateLimit: Math.min(HEALTHZ_THROTTLE.rateLimit, throttleRateLimit),
+        ThrottlingBurstLimit: Math.min(HEALTHZ_THROTTLE.burstLimit, throttleBurstLimit),
       },
     };
 
@@ -199,10 +169,5 @@ export class McpHttpApi extends Construct {
         'GET /healthz, GET /pup/manifest.json and the OAuth discovery paths are public by design and reveal nothing ' +
         'beyond health, the manifest and the fact that this server takes an API key.',
     });
-  }
-
-  /** The MCP endpoint, without any key. */
-  get mcpUrl(): string {
-    return `${this.api.apiEndpoint}/mcp`;
   }
 }

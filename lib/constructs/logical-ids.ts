@@ -1,11 +1,9 @@
 /**
  * Logical IDs that outlive the construct tree. CloudFormation knows a resource only by its logical
  * ID: give a deployed resource a new one and the next deploy creates a second resource and deletes
- * the first (or, when it is retained, orphans it). The stack was first one flat construct, every
- * resource directly under it, and deployments made then hold their data, their secrets and their
- * identities under those IDs. Now that the resources live in constructs of their own, every
- * resource the flat stack had keeps the ID it had at its old path, so an upgrade replaces nothing.
- * What that protects:
+ * the first (or, when it is retained, orphans it). The stack was first one flat construct; now that
+ * the resources live in constructs of their own, every resource the flat stack had keeps the ID it
+ * had at its old path, so an upgrade replaces nothing. What that protects:
  *
  * - data: the table and its key (both retained: a new ID would leave them orphaned and start an
  *   empty table with a new key), the two queues (events in flight, dead letters kept 14 days), the
@@ -19,12 +17,11 @@
  * - policies that are an attribute of another resource: the queue and topic policies (replacing
  *   one sets the attribute, then deleting the old one clears it);
  * - the delivery function's event source mapping (Lambda refuses a second mapping of the same queue
- *   to the same function, so the mapping cannot be replaced while its function stays).
+ *   to the same function).
  *
- * The MCP function and the HTTP API kept their construct ids and paths (`Mcp`, `Http`), so they
- * need nothing from here. The old IDs are computed with CDK's own rule from the path each resource
- * had (`Names.nodeUniqueId` over a detached probe path), so the code names paths rather than hashes;
- * the stack tests pin the resulting literal IDs.
+ * The MCP function and the HTTP API kept their construct ids and paths (`Mcp`, `Http`). The old IDs
+ * are computed with CDK's own rule from the path each resource had (`Names.nodeUniqueId` over a
+ * detached probe path), so the code names paths rather than hashes; the stack tests pin the IDs.
  *
  * Deliberately not here: a general renaming scheme (`Stack.allocateLogicalId`): resources added
  * since get the IDs CDK gives them, and only what existed before is pinned, each where it is created.
@@ -39,10 +36,7 @@ export function logicalIdAt(path: readonly string[]): string {
   return Names.nodeUniqueId(node.node);
 }
 
-/**
- * Gives a resource (a CfnElement, or an L2 construct whose default child is one) the logical ID it
- * had at `legacyPath` below the stack.
- */
+/** Gives a resource (a CfnElement, or an L2 construct whose default child is one) the logical ID it had at `legacyPath` below the stack. */
 export function keepLogicalId(construct: IConstruct, legacyPath: readonly string[]): void {
   const element = construct instanceof CfnElement ? construct : construct.node.defaultChild;
   if (!(element instanceof CfnElement)) throw new Error(`${construct.node.path} has no CloudFormation resource to keep an id for`);

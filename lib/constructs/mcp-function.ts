@@ -4,11 +4,10 @@
  * first attempt inline; it serves pup's routes and the manifest.
  *
  * Its environment is the contract of lambda/config/settings.ts `mcpLambdaSettings`, checked against
- * Lambda's 4 KB limit as Lambda measures it (lib/lambda-environment.ts). The pup manifest is known
- * at synth, so it travels inside the code asset as `pup-manifest.json` and the environment only
- * names it (`PUP_MANIFEST_FILE`, relative to the task root); with no manifest configured neither
- * the file nor the variable exists and the function serves its default manifest. The only sizable
- * setting left in the environment is `allowedOrigins`.
+ * Lambda's 4 KB limit (lib/lambda-environment.ts). The pup manifest is known at synth, so it travels
+ * inside the code asset as `pup-manifest.json` and the environment only names it
+ * (`PUP_MANIFEST_FILE`, relative to the task root); with none configured, neither exists and the
+ * function serves its default manifest.
  *
  * Grants: every item action on the table but Scan and Query. It touches every kind of item the
  * table holds (SUBSCRIPTION, EVENT#, VERIFIED#, REPLAY#, ANSWER#: lambda/core/store/items.ts), so a
@@ -24,6 +23,7 @@
  * value (only the secrets' ARNs are in the environment), and the routes (http-api.ts).
  */
 import { Duration } from 'aws-cdk-lib';
+import { PendingIndex } from '../../lambda/core/store/items';
 import type { Construct } from 'constructs';
 import { AFTER_RESPONSE_CHUNK, AFTER_RESPONSE_NODE_OPTIONS, MCP_STORAGE_CHUNK } from '../bundling';
 import { assertEnvironmentFits } from '../lambda-environment';
@@ -31,17 +31,10 @@ import type { DmDotSettings } from '../settings';
 import type { DeliveryPipeline } from './delivery-pipeline';
 import { HandlerFunction } from './handler-function';
 import type { Secrets } from './secrets';
-import type { ItemAction, Storage } from './storage';
+import type { Storage } from './storage';
 
-/**
- * The request's 5 s, plus what runs after its answer: an inline attempt the caller stopped waiting
- * for has its POST's 5 s and the writes after it (lambda/handlers/after-response.ts).
- */
-export const MCP_TIMEOUT = Duration.seconds(15);
-export const MCP_MEMORY_MIB = 512;
 /** The manifest's name inside the asset, and the value of PUP_MANIFEST_FILE. */
 export const PUP_MANIFEST_ASSET_FILE = 'pup-manifest.json';
-export const MCP_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'];
 
 export interface McpFunctionProps {
   readonly storage: Storage;
@@ -83,8 +76,10 @@ export class McpFunction extends HandlerFunction {
     super(scope, id, {
       entry: 'lambda/handlers/mcp.ts',
       description: 'dm-dot: MCP endpoint, send_to_dot and MCP Events subscriptions',
-      memorySize: MCP_MEMORY_MIB,
-      timeout: MCP_TIMEOUT,
+      memorySize: 512,
+      // The request's 5 s, plus what runs after its answer: an inline attempt the caller stopped waiting
+      // for has its POST's 5 s and the writes after it (lambda/handlers/after-response.ts).
+      timeout: Duration.seconds(15),
       logRetention: settings.logRetention,
       environment,
       chunks: [MCP_STORAGE_CHUNK, AFTER_RESPONSE_CHUNK],
@@ -92,10 +87,11 @@ export class McpFunction extends HandlerFunction {
     });
     this.environmentBytes = environmentBytes;
 
-    props.storage.grantItems(this.role, MCP_ITEM_ACTIONS);
+    props.storage.grantItems(this.role, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']);
     // get_pending_messages reads the inbox's index; without the inbox nothing reads it.
-    if (settings.inbox) props.storage.grantPendingIndex(this.role);
-    props.delivery.grantEnqueue(this.role);
-    props.secrets.grantRead(this.role);
+    if (settings.inbox) props.storage.grantIndexQuery(this.role, PendingIndex.name);
+    props.delivery.queue.grantSendMessages(this.role);
+    props.secrets.apiKey.grantRead(this.role);
+    props.secrets.pupSigningSecrets.grantRead(this.role);
   }
 }

@@ -1,61 +1,40 @@
 /**
  * What tells the operator that something is wrong, and where to look (docs/deploying-aws.md, "Alarms
- * and what to do", which has a paragraph per alarm, and "Dashboard and metrics"):
+ * and what to do", which has a paragraph per alarm, and "Dashboard and metrics"): nine alarms (each
+ * description below says what it means), an SNS topic in every deploy (the stack output
+ * AlarmTopicArn) that every alarm notifies when it fires and when it clears, and the dashboard
+ * (dashboard.ts). `alarmEmail` subscribes an address to the topic; anyone may subscribe more later.
  *
- * - nine alarms, each firing on one breaching period (the reconciler's silence: three), no data
- *   not being a breach except for that one:
- *   - a new dead letter (each one: a rise of the dead-letter queue's depth as the reconciler reads
- *     it every run, so the alarm returns to OK and fires again for the next, instead of staying in
- *     ALARM while any letter waits). The reconciler's own count, not SQS's metrics: those of a
- *     quiet queue can arrive minutes late, after a one-minute alarm has looked at that minute;
- *     a reconciler that stops counting is the silence alarm's;
- *   - the oldest dead letter nearing the end of its retention (SQS's metric: the reconciler reads
- *     the queue every run, so SQS keeps publishing it, and a few minutes late matter nothing);
- *   - a job older in the delivery queue than the retry schedule allows (nothing consumes the queue);
- *   - the delivery function failed (a crash or a timeout, not a refused callback);
- *   - the API answered 5xx at least 5 times in 5 minutes;
- *   - the MCP function answered "unavailable" (a failed DynamoDB, SQS or Secrets Manager call):
- *     ChatGPT's path answers that with HTTP 200 and the error inside, which API Gateway's 5xx
- *     never sees, so the function counts it itself (DependencyUnavailable, lambda/metrics.ts);
- *   - the reconciler had to repair records (RecordsRepaired, both actions summed);
- *   - a reconciler run failed (its function's Errors: a run with an error throws);
- *   - the reconciler did not run for 15 minutes (its Invocations; no data is a breach here);
- * - an SNS topic in every deploy (the stack output AlarmTopicArn) that every alarm notifies when it
- *   fires and when it clears, whose policy lets CloudWatch publish for these alarms of this account
- *   only; `alarmEmail` subscribes an address to it, and anyone may subscribe more later;
- * - the dashboard (dashboard.ts).
+ * Each alarm fires on one breaching period (the reconciler's silence: three), no data not being a
+ * breach except for that one. The MCP function counts its "unavailable" answers itself
+ * (DependencyUnavailable, lambda/metrics.ts): ChatGPT's path answers them with HTTP 200 and the
+ * error inside, which API Gateway's 5xx never sees.
  *
- * `alarmNames` is what `dm-dot status --aws` reads (the stack output AlarmNames). The first three
- * alarms, the topic, its policy, its e-mail subscription and the dashboard keep the logical IDs of the first
- * deployments (logical-ids.ts): a new subscription would wait for the operator to confirm it again,
- * and the dashboard's name is fixed.
+ * The alarms' names are what `dm-dot status --aws` reads (the stack output AlarmNames).
  *
  * Deliberately not here: metrics of its own (the functions write theirs, lambda/metrics.ts), alarms
  * on throttling (the dashboard shows them: a busy dot is not an outage), an encrypted topic
  * (CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key, and the messages
  * carry alarm names and metric values only), and any other kind of notification.
  */
-import { Duration, Fn, Stack } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
-import { DEPENDENCIES, DimensionName, METRICS_NAMESPACE, MetricName, REPAIR_ACTIONS } from '../../lambda/metrics';
-import { DmDotDashboard, type DmDotDashboardProps } from './dashboard';
+import { DEPENDENCIES, DimensionName, MetricName, REPAIR_ACTIONS } from '../../lambda/metrics';
+import { DmDotDashboard, type DmDotDashboardProps, dmDot } from './dashboard';
 import { Budgets } from '../../lambda/core/budgets';
 import { DeliverySizing, redriveMaxReceiveCount } from './delivery-pipeline';
 import { keepLogicalId } from './logical-ids';
+import type { DmDotSettings } from '../settings';
 
 /** What is watched: the same resources the dashboard shows, plus where alarms go. */
 export interface ObservabilityProps extends DmDotDashboardProps {
-  /** Subscribed to the alarm topic (which exists without it too). */
-  readonly alarmEmail?: string;
-  /** Seconds between attempts after the first (the stack's `retryDelays`): the queue-age alarm's threshold follows it. */
-  readonly retryDelaysS: readonly number[];
-  /** false (`-c dashboard=false`): no dashboard; the alarms stay. Default: one. */
-  readonly dashboard?: boolean;
+  /** `retryDelaysS` (the queue-age alarms' thresholds follow it), `alarmEmail` and `dashboard`. */
+  readonly settings: DmDotSettings;
 }
 
 /** SQS publishes its queue metrics once a minute: each alarm on a queue looks at one minute. */
@@ -76,7 +55,7 @@ export const RECONCILER_SILENT_PERIODS = 3;
 export function queueAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
   const scheduleS = retryDelaysS.reduce((sum, d) => sum + d, 0);
   const attempts = retryDelaysS.length + 1;
-  return Math.ceil(scheduleS + visibilityTimeoutS() + attempts * DeliverySizing.timeout.toSeconds());
+  return Math.ceil(scheduleS + DeliverySizing.visibilityTimeout.toSeconds() + attempts * DeliverySizing.timeout.toSeconds());
 }
 
 /**
@@ -89,12 +68,8 @@ export function queueAgeAlarmThresholdS(retryDelaysS: readonly number[]): number
 export function deadLetterAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
   const retentionS = DeliverySizing.deadLetterRetention.toSeconds();
   const scheduleS = retryDelaysS.reduce((sum, d) => sum + d, 0);
-  const beforeRedriveS = scheduleS + redriveMaxReceiveCount(retryDelaysS) * visibilityTimeoutS();
+  const beforeRedriveS = scheduleS + redriveMaxReceiveCount(retryDelaysS) * DeliverySizing.visibilityTimeout.toSeconds();
   return Math.floor(retentionS - Duration.days(2).toSeconds() - beforeRedriveS);
-}
-
-function visibilityTimeoutS(): number {
-  return DeliverySizing.timeout.toSeconds() * DeliverySizing.visibilityTimeoutFactor;
 }
 
 export class Observability extends Construct {
@@ -111,28 +86,26 @@ export class Observability extends Construct {
       alarmDescription: string,
       metric: cloudwatch.IMetric,
       threshold: number,
-      options: {
-        comparison?: cloudwatch.ComparisonOperator;
-        firstDeployed?: boolean;
-        periods?: number;
-        datapoints?: number;
-        missing?: cloudwatch.TreatMissingData;
-      } = {},
+      { firstDeployed, ...options }: Partial<cloudwatch.AlarmProps> & { firstDeployed?: boolean } = {},
     ) => {
       const created = new cloudwatch.Alarm(this, alarmId, {
         alarmDescription,
         metric,
         threshold,
-        evaluationPeriods: options.periods ?? 1,
-        ...(options.datapoints !== undefined ? { datapointsToAlarm: options.datapoints } : {}),
-        comparisonOperator: options.comparison ?? cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: options.missing ?? cloudwatch.TreatMissingData.NOT_BREACHING,
+        evaluationPeriods: 1,
+        ...options,
+        comparisonOperator: options.comparisonOperator ?? cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: options.treatMissingData ?? cloudwatch.TreatMissingData.NOT_BREACHING,
       });
       // An alarm's state and history live with it: the first deployments' alarms keep their IDs.
-      if (options.firstDeployed) keepLogicalId(created, [alarmId, 'Resource']);
+      if (firstDeployed) keepLogicalId(created, [alarmId, 'Resource']);
       return created;
     };
-    const dlq = props.deadLetterQueue;
+    const countSum = { period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM };
+    const queueMax = { period: QUEUE_PERIOD, statistic: cloudwatch.Stats.MAXIMUM };
+    const reconcilerSum = { period: RECONCILER_PERIOD, statistic: cloudwatch.Stats.SUM };
+    const { retryDelaysS, alarmEmail } = props.settings;
+    const queueAgeS = queueAgeAlarmThresholdS(retryDelaysS);
     this.alarms = [
       alarm(
         'DeadLetterAlarm',
@@ -141,107 +114,74 @@ export class Observability extends Construct {
         newDeadLetters(),
         1,
         // DIFF needs the period before; any one period of the three with a rise fires it.
-        { firstDeployed: true, periods: 3, datapoints: 1 },
+        { firstDeployed: true, evaluationPeriods: 3, datapointsToAlarm: 1 },
       ),
       alarm(
         'DeliveryErrorsAlarm',
         'dm-dot: the delivery function failed (crash or timeout), not a refused callback.',
-        props.delivery.metricErrors({ period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM }),
+        props.delivery.metricErrors(countSum),
         1,
         { firstDeployed: true },
       ),
-      alarm(
-        'Api5xxAlarm',
-        'dm-dot: the HTTP API answered 5xx at least 5 times in 5 minutes.',
-        props.api.metricServerError({ period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM }),
-        5,
-        { firstDeployed: true },
-      ),
+      alarm('Api5xxAlarm', 'dm-dot: the HTTP API answered 5xx at least 5 times in 5 minutes.', props.api.metricServerError(countSum), 5, {
+        firstDeployed: true,
+      }),
       alarm(
         'DependencyUnavailableAlarm',
         'dm-dot: the MCP function answered a request "unavailable" (DynamoDB, SQS or Secrets Manager failed) in the last 5 minutes; ' +
           'ChatGPT got HTTP 200 with the error inside. docs/deploying-aws.md "Alarms and what to do".',
-        dependencyUnavailable(),
+        summedOver(MetricName.dependencyUnavailable, DimensionName.dependency, DEPENDENCIES, 'answers "unavailable"'),
         1,
       ),
       alarm(
         'DeliveryQueueAgeAlarm',
-        `dm-dot: a job has waited in the delivery queue longer than the retry schedule allows (${queueAgeAlarmThresholdS(props.retryDelaysS)} s): ` +
+        `dm-dot: a job has waited in the delivery queue longer than the retry schedule allows (${queueAgeS} s): ` +
           'nothing is consuming the queue. docs/deploying-aws.md "Alarms and what to do".',
-        props.queue.metricApproximateAgeOfOldestMessage({ period: QUEUE_PERIOD, statistic: cloudwatch.Stats.MAXIMUM }),
-        queueAgeAlarmThresholdS(props.retryDelaysS),
-        { comparison: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD },
+        props.queue.metricApproximateAgeOfOldestMessage(queueMax),
+        queueAgeS,
+        { comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD },
       ),
       alarm(
         'DeadLetterAgeAlarm',
         'dm-dot: the oldest dead letter is about 2 days from the end of its 14-day retention: redrive it or copy it before SQS deletes it. ' +
           'docs/deploying-aws.md "Alarms and what to do".',
-        dlq.metricApproximateAgeOfOldestMessage({ period: QUEUE_PERIOD, statistic: cloudwatch.Stats.MAXIMUM }),
-        deadLetterAgeAlarmThresholdS(props.retryDelaysS),
+        // SQS's metric: the reconciler reads the queue every run, so SQS keeps publishing it, and a few minutes late matter nothing.
+        props.deadLetterQueue.metricApproximateAgeOfOldestMessage(queueMax),
+        deadLetterAgeAlarmThresholdS(retryDelaysS),
       ),
       alarm(
         'RecordsRepairedAlarm',
         'dm-dot: the reconciler had to repair event records (re-enqueued or failed) in the last 5 minutes: some write or send was lost. ' +
           'docs/deploying-aws.md "Alarms and what to do".',
-        recordsRepaired(),
+        summedOver(MetricName.recordsRepaired, DimensionName.action, REPAIR_ACTIONS, 'records repaired'),
         1,
       ),
       alarm(
         'ReconcilerErrorsAlarm',
         'dm-dot: a reconciler run failed (a record it could not settle, the index or the dead-letter queue unreadable, a crash or a timeout) ' +
           'in the last 5 minutes; its reconcile_error log lines say which, ReconcileErrors counts them. docs/deploying-aws.md "Alarms and what to do".',
-        props.reconciler.metricErrors({ period: RECONCILER_PERIOD, statistic: cloudwatch.Stats.SUM }),
+        props.reconciler.metricErrors(reconcilerSum),
         1,
       ),
       alarm(
         'ReconcilerSilentAlarm',
         'dm-dot: the reconciler has not run for 15 minutes (its schedule disabled or deleted, the function throttled): nothing settles stranded records, ' +
           'and the new dead letter alarm is blind. docs/deploying-aws.md "Alarms and what to do".',
-        props.reconciler.metricInvocations({ period: RECONCILER_PERIOD, statistic: cloudwatch.Stats.SUM }),
+        props.reconciler.metricInvocations(reconcilerSum),
         1,
         {
-          comparison: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-          periods: RECONCILER_SILENT_PERIODS,
-          datapoints: RECONCILER_SILENT_PERIODS,
+          evaluationPeriods: RECONCILER_SILENT_PERIODS,
+          datapointsToAlarm: RECONCILER_SILENT_PERIODS,
+          comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
           // Lambda publishes Invocations only for periods with a run: no data is the silence itself.
-          missing: cloudwatch.TreatMissingData.BREACHING,
+          treatMissingData: cloudwatch.TreatMissingData.BREACHING,
         },
       ),
     ];
 
-    this.alarmTopic = this.notifyTopic();
-    if (props.alarmEmail) {
-      const subscription = this.alarmTopic.addSubscription(new EmailSubscription(props.alarmEmail));
-      keepLogicalId(subscription, ['AlarmTopic', props.alarmEmail, 'Resource']);
-    }
-
-    if (props.dashboard !== false) {
-      this.dashboard = new DmDotDashboard(this, 'Dashboard', {
-        mcp: props.mcp,
-        delivery: props.delivery,
-        api: props.api,
-        queue: props.queue,
-        deadLetterQueue: props.deadLetterQueue,
-        table: props.table,
-        reconciler: props.reconciler,
-      });
-      keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
-    }
-  }
-
-  /** The alarms' names, comma-separated (CloudFormation resolves them at deploy). */
-  get alarmNames(): string {
-    return Fn.join(
-      ',',
-      this.alarms.map((a) => a.alarmName),
-    );
-  }
-
-  /** The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later. */
-  private notifyTopic(): sns.Topic {
-    // Alarm messages carry alarm names and metric values only; CloudWatch cannot publish to a topic
-    // encrypted with the AWS managed SNS key, so the topic stays unencrypted but refuses plain HTTP.
+    // The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later.
     const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dm-dot alarms', enforceSSL: true });
+    this.alarmTopic = topic;
     keepLogicalId(topic, ['AlarmTopic', 'Resource']);
     // OK actions too: the mail also says when it cleared.
     for (const a of this.alarms) {
@@ -268,7 +208,15 @@ export class Observability extends Construct {
       }),
     );
     keepLogicalId(topic.node.findChild('Policy'), ['AlarmTopic', 'Policy', 'Resource']);
-    return topic;
+    if (alarmEmail) {
+      const subscription = topic.addSubscription(new EmailSubscription(alarmEmail));
+      keepLogicalId(subscription, ['AlarmTopic', alarmEmail, 'Resource']);
+    }
+
+    if (props.settings.dashboard) {
+      this.dashboard = new DmDotDashboard(this, 'Dashboard', props);
+      keepLogicalId(this.dashboard.dashboard, ['Dashboard', 'Dashboard', 'Resource']);
+    }
   }
 }
 
@@ -279,15 +227,12 @@ export class Observability extends Construct {
  * period with no new letter is 0, so the alarm returns to OK and fires again for the next one,
  * however many wait in the queue; an operator's redrive out of the queue lowers the depth and is
  * not a rise. A letter that comes as another is redriven out within one period is not seen: the
- * redrive is the operator's, who is looking.
+ * redrive is the operator's, who is looking. The reconciler's own count, not SQS's metrics: those
+ * of a quiet queue can arrive minutes late, after a one-minute alarm has looked at that minute; a
+ * reconciler that stops counting is the silence alarm's.
  */
 function newDeadLetters(): cloudwatch.IMetric {
-  const depth = new cloudwatch.Metric({
-    namespace: METRICS_NAMESPACE,
-    metricName: MetricName.deadLetters,
-    statistic: cloudwatch.Stats.MAXIMUM,
-    period: RECONCILER_PERIOD,
-  });
+  const depth = dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, { period: RECONCILER_PERIOD });
   return new cloudwatch.MathExpression({
     expression: 'IF(DIFF(depth) > 0, DIFF(depth), 0)',
     usingMetrics: { depth },
@@ -302,16 +247,7 @@ function newDeadLetters(): cloudwatch.IMetric {
  */
 function summedOver(metricName: string, dimensionName: string, values: readonly string[], label: string): cloudwatch.IMetric {
   const usingMetrics = Object.fromEntries(
-    values.map((value) => [
-      value,
-      new cloudwatch.Metric({
-        namespace: METRICS_NAMESPACE,
-        metricName,
-        dimensionsMap: { [dimensionName]: value },
-        statistic: cloudwatch.Stats.SUM,
-        period: COUNT_PERIOD,
-      }),
-    ]),
+    values.map((value) => [value, dmDot(metricName, cloudwatch.Stats.SUM, { dimensionsMap: { [dimensionName]: value }, period: COUNT_PERIOD })]),
   );
   return new cloudwatch.MathExpression({
     expression: values.map((value) => `FILL(${value}, 0)`).join(' + '),
@@ -319,14 +255,4 @@ function summedOver(metricName: string, dimensionName: string, values: readonly 
     period: COUNT_PERIOD,
     label,
   });
-}
-
-/** DependencyUnavailable summed over every value of its `Dependency` dimension. */
-function dependencyUnavailable(): cloudwatch.IMetric {
-  return summedOver(MetricName.dependencyUnavailable, DimensionName.dependency, DEPENDENCIES, 'answers "unavailable"');
-}
-
-/** RecordsRepaired summed over both actions. */
-function recordsRepaired(): cloudwatch.IMetric {
-  return summedOver(MetricName.recordsRepaired, DimensionName.action, REPAIR_ACTIONS, 'records repaired');
 }

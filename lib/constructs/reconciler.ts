@@ -1,10 +1,7 @@
 /**
- * The reconciler (docs/contract/delivery.md, "Nothing strands"): a small function that an
- * EventBridge schedule rule runs every Budgets.reconcileEveryMs (5 minutes), over the
- * table's sparse `queued` index (keys only). It requeues, once, or fails with a dead-letter copy
- * (reason `stranded`) what has been queued longer than the retry schedule plus a margin
- * (lambda/core/reconcile.ts), and writes `RecordsRepaired` (EMF, by `Action`), `ReconcileErrors`
- * and the dead-letter queue's depth (`DeadLetters`) on every run. A run with an error fails.
+ * The reconciler (docs/contract/delivery.md, "Nothing strands"; what it decides is
+ * lambda/core/reconcile.ts's): a small function that an EventBridge schedule rule runs every
+ * Budgets.reconcileEveryMs (5 minutes), over the table's sparse `queued` index (keys only).
  *
  * Least privilege: Query on the `queued` index only; GetItem and UpdateItem on `EVENT#` items
  * only (`dynamodb:LeadingKeys`: never the subscription, whose item holds the secret); SendMessage
@@ -16,67 +13,53 @@
  * comes 5 minutes later and finds the same records, and a retry would only blur the alarm's count.
  * A run's timeout (1 minute) is far shorter than the period, so two runs do not overlap.
  *
- * Deliberately not here: the alarms on its errors, its silence and its metrics (observability.ts),
- * and the decisions (lambda/core/reconcile.ts).
+ * Deliberately not here: the alarms on its errors, its silence and its metrics (observability.ts).
  */
 import { Duration } from 'aws-cdk-lib';
-import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import { Construct } from 'constructs';
-import { ItemKeys } from '../../lambda/core/store/items';
+import { ItemKeys, QueuedIndex } from '../../lambda/core/store/items';
 import { Budgets } from '../../lambda/core/budgets';
 import type { DeliveryPipeline } from './delivery-pipeline';
 import { HandlerFunction } from './handler-function';
-import type { ItemAction, Storage } from './storage';
-
-export const ReconcilerSizing = {
-  timeout: Duration.minutes(1),
-  memoryMiB: 256,
-  every: Duration.millis(Budgets.reconcileEveryMs),
-} as const;
-
-/** GetItem and UpdateItem, on event records only. */
-export const RECONCILER_ITEM_ACTIONS: readonly ItemAction[] = ['dynamodb:GetItem', 'dynamodb:UpdateItem'];
-export const RECONCILER_LEADING_KEYS: readonly string[] = [ItemKeys.event('*')];
+import type { DmDotSettings } from '../settings';
+import type { Storage } from './storage';
 
 export interface ReconcilerProps {
   readonly storage: Storage;
   /** Its settings variables are the reconciler's too: the same table, queues and retry schedule (the stranded threshold follows from it). */
   readonly delivery: DeliveryPipeline;
-  readonly logRetention: logs.RetentionDays;
+  readonly settings: DmDotSettings;
 }
 
 export class Reconciler extends Construct {
   readonly worker: HandlerFunction;
-  readonly schedule: events.Rule;
 
   constructor(scope: Construct, id: string, props: ReconcilerProps) {
     super(scope, id);
-    const { queue, deadLetterQueue } = props.delivery;
 
-    const environment = { ...props.delivery.settingsEnvironment };
     this.worker = new HandlerFunction(this, 'Function', {
       entry: 'lambda/handlers/reconciler.ts',
       description: 'dm-dot: requeues or fails event records left queued with nothing to deliver them',
-      memorySize: ReconcilerSizing.memoryMiB,
-      timeout: ReconcilerSizing.timeout,
-      logRetention: props.logRetention,
-      environment,
+      memorySize: 256,
+      timeout: Duration.minutes(1),
+      logRetention: props.settings.logRetention,
+      environment: { ...props.delivery.settingsEnvironment },
     });
 
-    props.storage.grantItems(this.worker.role, RECONCILER_ITEM_ACTIONS, { leadingKeys: RECONCILER_LEADING_KEYS });
-    props.storage.grantQueuedIndex(this.worker.role);
-    queue.grantSendMessages(this.worker.role);
-    deadLetterQueue.grantSendMessages(this.worker.role);
+    props.storage.grantItems(this.worker.role, ['dynamodb:GetItem', 'dynamodb:UpdateItem'], { leadingKeys: [ItemKeys.event('*')] });
+    props.storage.grantIndexQuery(this.worker.role, QueuedIndex.name);
+    props.delivery.queue.grantSendMessages(this.worker.role);
+    props.delivery.deadLetterQueue.grantSendMessages(this.worker.role);
     this.worker.function.configureAsyncInvoke({ retryAttempts: 0 });
 
     // An EventBridge rule rather than an EventBridge Scheduler schedule: the rule invokes through
     // the function's resource policy (this rule's ARN only), so no role is needed, where the
     // Scheduler's target role would be granted the function's ARN and `:*` (every version).
-    this.schedule = new events.Rule(this, 'Schedule', {
+    new events.Rule(this, 'Schedule', {
       description: 'dm-dot: runs the reconciler of queued event records',
-      schedule: events.Schedule.rate(ReconcilerSizing.every),
+      schedule: events.Schedule.rate(Duration.millis(Budgets.reconcileEveryMs)),
       targets: [new targets.LambdaFunction(this.worker.function, { retryAttempts: 0, maxEventAge: Duration.minutes(1) })],
     });
   }

@@ -2,8 +2,7 @@
  * Storage (docs/contract/storage.md): the one DynamoDB table (partition key `pk`, no sort key, TTL attribute `ttl`,
  * on demand, point-in-time recovery) and the KMS key it is encrypted with, a key of the stack's own
  * because the table holds the dots' signing secrets. Both are retained when the stack is deleted or
- * replaced, and both keep the logical IDs of the first deployments (logical-ids.ts): a new ID
- * would orphan them and start an empty table.
+ * replaced, and both keep the logical IDs of the first deployments (logical-ids.ts).
  *
  * `grantItems` is the only way in: item actions on this table, optionally only on items whose
  * partition key matches given patterns (`dynamodb:LeadingKeys`), together with the key permissions
@@ -14,9 +13,9 @@
  * Two sparse indexes (lambda/core/store/items.ts). `queued` is keys only: an event record is in
  * it only while `queued`, and nothing but its keys is projected, so neither a body nor the
  * subscription's secret (whose item never carries the index's attributes) flows into it; the
- * reconciler is its only reader (`grantQueuedIndex`). `pending` holds the events sent with the
- * inbox on until the dot acknowledges them, whole (a page of pending messages is one query); the
- * MCP function reads it (`grantPendingIndex`). No subscription item carries its attributes either.
+ * reconciler is its only reader. `pending` holds the events sent with the inbox on until the dot
+ * acknowledges them, whole (a page of pending messages is one query); the MCP function reads it.
+ * No subscription item carries its attributes either.
  *
  * Deliberately not here: which actions or items a function needs (its construct says), other
  * indexes, streams, backups beyond point-in-time recovery, replicas, and access for people (the
@@ -34,27 +33,13 @@ import { keepLogicalId } from './logical-ids';
 export type ItemAction = 'dynamodb:GetItem' | 'dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:DeleteItem';
 
 /**
- * The key permissions aws-cdk-lib's `grantReadWriteData` gives for a table encrypted with a
- * customer-managed key, the set AWS's own example key policy allows through DynamoDB (less
- * `kms:CreateGrant`, which only table administration needs): "How Amazon DynamoDB uses AWS KMS",
- * https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html.
+ * The key permissions `grantReadWriteData` gives (the IAM5 acknowledgement below), the set AWS's example key policy allows through
+ * DynamoDB, less `kms:CreateGrant` (table administration): https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html
  */
 export const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'] as const;
 
-export interface ItemGrantOptions {
-  /**
-   * Partition key patterns the role may touch (`SUBSCRIPTION`, `EVENT#*`): every key of a request
-   * must match one of them. Absent: every item of the table.
-   */
-  readonly leadingKeys?: readonly string[];
-}
-
 export interface StorageProps {
-  /**
-   * `customer` (default): a customer managed KMS key of the stack's own (its key policy and
-   * CloudTrail are yours; $1 a month). `aws-managed`: DynamoDB's AWS managed key (no monthly
-   * fee; AWS sets its policy and rotation).
-   */
+  /** `customer` (default): a KMS key of the stack's own; `aws-managed`: DynamoDB's (docs/deploying-aws.md, "Costs"). */
   readonly tableKey?: 'customer' | 'aws-managed';
 }
 
@@ -100,31 +85,16 @@ export class Storage extends Construct {
     });
   }
 
-  /** Query on the `pending` index: the inbox's read (get_pending_messages). */
-  grantPendingIndex(role: iam.Role): void {
-    role.addToPrincipalPolicy(
-      new iam.PolicyStatement({
-        actions: ['dynamodb:Query'],
-        resources: [Fn.join('', [this.table.tableArn, `/index/${PendingIndex.name}`])],
-      }),
-    );
+  /** Query on one index (QueuedIndex.name or PendingIndex.name); the key's use comes with the role's `grantItems`. */
+  grantIndexQuery(role: iam.Role, indexName: string): void {
+    role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [Fn.join('', [this.table.tableArn, `/index/${indexName}`])] }));
   }
 
   /**
-   * Query on the `queued` index (keys only): the reconciler's read. The key's use comes with the
-   * role's `grantItems` (the reconciler reads and updates event records too).
+   * Item actions on the table and the use of its key through DynamoDB, for one function's role;
+   * with `leadingKeys` (`SUBSCRIPTION`, `EVENT#*`) only on items whose partition key matches one.
    */
-  grantQueuedIndex(role: iam.Role): void {
-    role.addToPrincipalPolicy(
-      new iam.PolicyStatement({
-        actions: ['dynamodb:Query'],
-        resources: [Fn.join('', [this.table.tableArn, `/index/${QueuedIndex.name}`])],
-      }),
-    );
-  }
-
-  /** Item actions on the table and the use of its key through DynamoDB, for one function's role. */
-  grantItems(role: iam.Role, actions: readonly ItemAction[], options: ItemGrantOptions = {}): void {
+  grantItems(role: iam.Role, actions: readonly ItemAction[], options: { leadingKeys?: readonly string[] } = {}): void {
     role.addToPrincipalPolicy(
       new iam.PolicyStatement({
         actions: [...actions],
