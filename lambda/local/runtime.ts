@@ -39,7 +39,7 @@ import type { Clock, Logger, WebhookClient } from '../ports';
 import { steadyClock } from './clock';
 import { switchesOf } from '../operator/views';
 import { recordRotation } from '../operator/access';
-import { DEFAULT_RETRY_DELAYS_S, EventStatus, EventsProfiles } from '../core/protocol';
+import { DEFAULT_RETRY_DELAYS_S, EventsProfiles } from '../core/protocol';
 import { version } from '../version';
 import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
 import { startLocalServer, type LocalServer } from './http-server';
@@ -152,7 +152,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     const buildApp = (apiKey: string): App =>
       createApp(
         {
-          store: clearingSafetyNets(db),
+          store: db.store,
           outbox: db.outbox,
           // Each request runs under its deadline (http-server.ts): the challenge and the inline
           // attempt get what is left of the request's 5 s, as on AWS.
@@ -274,25 +274,6 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     await unwind();
     throw error;
   }
-}
-
-/**
- * The store the app's sends write through: db.store, except that once an inline attempt has
- * recorded its event `delivered`, the event's job (its safety net, due a retry delay later) is
- * removed at once (jobs.ts `completeDelivered`). That is all the worker would do with it: its
- * copy finds the event final and removes the row. Doing it here spares the worker's receive, reads
- * and second write per send. Best effort: a job left behind (the removal failed) is the worker's,
- * as before; one the worker already holds loses its row, and its receipt then changes nothing.
- */
-function clearingSafetyNets(db: EmbeddedDatabase): EmbeddedDatabase['store'] {
-  const store = db.store;
-  const clearing: EmbeddedDatabase['store'] = Object.create(store);
-  clearing.updateEvent = async (eventId, patch, expected) => {
-    const updated = await store.updateEvent(eventId, patch, expected);
-    if (updated && patch.status === EventStatus.delivered) await db.jobs.completeDelivered(eventId).catch(() => undefined);
-    return updated;
-  };
-  return clearing;
 }
 
 /**

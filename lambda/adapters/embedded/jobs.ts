@@ -13,12 +13,12 @@
  * and inserting a job without its record (the outbox does both in one transaction).
  */
 import { randomUUID } from 'node:crypto';
-import { EventStatus, type DeadLetterReason } from '../../core/protocol';
+import type { DeadLetterReason } from '../../core/protocol';
 import { ItemKeys } from '../../core/store/items';
 import { defined } from '../../core/store/table';
 import type { Clock, DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
-import { getItem, setItem, write, type Databases, type DeadLetterRow, type JobRow } from './environment';
+import { setItem, write, type Databases, type DeadLetterRow, type JobRow } from './environment';
 import { unlessDamaged } from './file-check';
 
 /** A job row with its event id; `jobId` is the receipt to pass back to complete, reschedule or dead-letter this very job. */
@@ -102,19 +102,6 @@ export class JobTable {
   /** The job reached a final state: its row goes. False when it was gone or replaced already. */
   complete(eventId: string, jobId?: string): Promise<boolean> {
     return write(this.dbs, () => rowOf(this.dbs, eventId, jobId) !== undefined && removeJobInTxn(this.dbs, eventId) !== undefined);
-  }
-
-  /**
-   * Removes the event's job when its record is `delivered`, both read in this one transaction:
-   * what the worker does with such a job (its attempt finds the event final and completes it),
-   * without the worker's receive and reads. A job that an operator's resend put back for a
-   * reopened event is kept, since the record is then queued again. False when nothing was removed.
-   */
-  completeDelivered(eventId: string): Promise<boolean> {
-    return write(
-      this.dbs,
-      () => getItem(this.dbs, ItemKeys.event(eventId))?.status === EventStatus.delivered && removeJobInTxn(this.dbs, eventId) !== undefined,
-    );
   }
 
   /** Moves the job to the dead letters with why (the local dead-letter queue). */
