@@ -28,12 +28,6 @@ import { addSender, listSenders, revokeSender } from '../operator/access';
 import { senderNameOf } from '../core/access';
 import { pathOf } from './http-server';
 
-export const ADMIN_PREFIX = `${Routes.admin}/`;
-
-export interface AdminStatus {
-  [key: string]: unknown;
-}
-
 export interface AdminDeps {
   store: Store;
   outbox: Outbox;
@@ -46,7 +40,7 @@ export interface AdminDeps {
   /** Jobs waiting and dead letters. */
   queueCounts(): Promise<{ queued: number; deadLetters: number }>;
   /** The switches in force and where things are (never a secret). */
-  describe(): AdminStatus;
+  describe(): Record<string, unknown>;
   /** Rotates the API key, the old one accepted `overlapMs` more; undefined when the key comes from MCP_API_KEY. */
   rotateKey?(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
   /** Sender keys (operator/access.ts over the server's store). */
@@ -59,11 +53,6 @@ export interface AdminDeps {
 
 const FORWARDING_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via'] as const;
 
-/** Constant time whatever the lengths (core/signing.ts hashes both sides first). */
-function tokenMatches(offered: string | undefined, token: string): boolean {
-  return offered !== undefined && constantTimeEqual(offered, token);
-}
-
 function answer(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
   res.end(JSON.stringify(body));
@@ -75,7 +64,7 @@ function refuse(res: http.ServerResponse, status: number, code: string, message:
 
 export function isAdminPath(url: string | undefined): boolean {
   const path = pathOf(url);
-  return path === Routes.admin || path.startsWith(ADMIN_PREFIX);
+  return path === Routes.admin || path.startsWith(`${Routes.admin}/`);
 }
 
 const EVENT_ROUTE = /^\/admin\/events\/(evt_[0-9a-f]{32})(\/resend)?$/;
@@ -95,16 +84,15 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
   if (bearer !== undefined && senderNameOf(bearer) !== undefined) {
     return refuse(res, 403, 'forbidden_sender', 'A sender key may only send; operator actions need the admin token.');
   }
-  if (!tokenMatches(bearer, deps.token)) {
+  // Constant time whatever the lengths (core/signing.ts hashes both sides first).
+  if (bearer === undefined || !constantTimeEqual(bearer, deps.token)) {
     return refuse(res, 401, 'unauthorized', 'Admin routes need the admin token from <state dir>/admin-token (the API key is not accepted).', {
       'www-authenticate': 'Bearer',
     });
   }
   const url = new URL(req.url ?? '/', 'http://localhost');
   const method = req.method ?? 'GET';
-  const only = (allowed: string) => {
-    refuse(res, 405, 'method_not_allowed', `Use ${allowed}.`, { allow: allowed });
-  };
+  const only = (allowed: string) => refuse(res, 405, 'method_not_allowed', `Use ${allowed}.`, { allow: allowed });
   try {
     const event = EVENT_ROUTE.exec(url.pathname);
     if (event) {
@@ -133,10 +121,8 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
         if (method === 'DELETE') return answer(res, 200, await clearSubscription(deps.store, deps.now(), url.searchParams.get('id') ?? undefined));
         return only('GET, DELETE');
       }
-      case AdminRoutes.redrive: {
-        if (method !== 'POST') return only('POST');
-        return answer(res, 200, { moved: await deps.redrive() });
-      }
+      case AdminRoutes.redrive:
+        return method === 'POST' ? answer(res, 200, { moved: await deps.redrive() }) : only('POST');
       case AdminRoutes.status: {
         if (method !== 'GET') return only('GET');
         const reads = await Promise.allSettled([showSubscription(deps.store, deps.now()), eventCounts(deps.store, deps.now()), deps.queueCounts()]);

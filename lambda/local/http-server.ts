@@ -52,9 +52,7 @@ export interface LocalServer {
 const PUP_PATHS: ReadonlySet<string> = new Set(Object.values(PupRoutes));
 
 export function pathOf(url: string | undefined): string {
-  const raw = url ?? '/';
-  const end = raw.search(/[?#]/);
-  return end < 0 ? raw : raw.slice(0, end);
+  return (url ?? '/').split(/[?#]/, 1)[0]!;
 }
 
 /** How long a request may take, from its first byte to its answer. */
@@ -189,7 +187,7 @@ async function handle(appOf: () => App, options: LocalServerOptions, req: http.I
  * reader waiting for ever once the deadline's 408 has ended the exchange, and a reader that never
  * returns holds whatever it counted, such as one of the pup door's reading slots.)
  */
-export function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
+function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
   let settled = false;
   return new ReadableStream<Uint8Array>(
     {

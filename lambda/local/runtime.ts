@@ -1,24 +1,18 @@
 /**
- * The local runtime (docs/contract/local-runtime.md): the same app and core as the Lambdas, on node:http, over the embedded
- * database of the state directory (lambda/adapters/embedded: the records, the delivery jobs and
- * the dead letters in one LMDB file) and an in-process delivery worker (worker.ts) that runs the
- * same retry schedule as AWS. `startLocal` is what `npm start` runs and what the end-to-end tests
- * start on an ephemeral port.
+ * The local runtime (docs/contract/local-runtime.md): the same app and core as the Lambdas, on
+ * node:http, over the embedded database of the state directory (lambda/adapters/embedded) and an
+ * in-process delivery worker (worker.ts) with the same retry schedule as AWS, plus the operator's
+ * admin routes (admin-routes.ts). `startLocal` is what `npm start` and the end-to-end tests run.
  *
  * The order of start-up matters: the state directory is claimed first (the database's owner
  * record), so a second server on the same directory refuses before it writes anything, and the
  * first keeps serving undisturbed. Then the key, the worker, the HTTP server, and only then the
  * admin token, which only the owning server ever writes.
  *
- * It also serves the operator's admin routes (admin-routes.ts) on the same server, behind their
- * own token, so that `dm-dot` commands go through the running server.
- *
- * A damaged page met while serving (docs/contract/local-runtime.md, LOCAL-FAULT-10) does not stop
- * it: the request that read it is answered 503 (the store throws, the core maps it as a failed
- * dependency), the worker delivers what it can read and backs off from what it cannot, the
- * sentence naming the file is logged once (`state_file_damaged`) and `dm-dot status` shows it.
- * Exiting would end the service of everything still readable and, under a supervisor, turn into
- * a restart that refuses at the start anyway (the start reads the whole file first).
+ * A damaged page met while serving (LOCAL-FAULT-10) does not stop it: the request that read it is
+ * answered 503, the worker delivers what it can read, the sentence naming the file is logged once
+ * (`state_file_damaged`) and `dm-dot status` shows it. Exiting would end the service of everything
+ * still readable and, under a supervisor, turn into a restart that refuses at the start anyway.
  *
  * Deliberately not here: TLS (put a tunnel or proxy in front), reading the environment (main.ts
  * does, once), and printing the API key: only the path of the file that holds it.
@@ -92,10 +86,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     // Once: the sentence says all there is to say, and a damaged page does not heal while served.
     const stopHearing = db.onDamage((damage) => log.error('state_file_damaged', { note: damage.message }));
     cleanups.push(async () => stopHearing());
-    let key: { key: string; file?: string; generated: boolean } = await loadOrCreateApiKey(settings.stateDir, settings.apiKey, { deferWrite: true });
-    const saveKey = (key as { save?: () => Promise<void> }).save;
-    const tightenedFrom = (key as { tightenedFrom?: number }).tightenedFrom;
-    if (tightenedFrom !== undefined) log.warn('api_key_file_mode_fixed', { keyFile: key.file, was: tightenedFrom.toString(8), now: '600' });
+    const loaded = await loadOrCreateApiKey(settings.stateDir, settings.apiKey, { deferWrite: true });
+    if (loaded.tightenedFrom !== undefined) log.warn('api_key_file_mode_fixed', { keyFile: loaded.file, was: loaded.tightenedFrom.toString(8), now: '600' });
+    let key: { key: string; file?: string; generated: boolean } = loaded;
     log.redact?.(key.key);
     for (const secret of settings.pupSecrets.secrets) log.redact?.(secret);
 
@@ -141,7 +134,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     });
     cleanups.push(() => server.close());
     // Only now that it listens: a start that fails (a port in use) writes no new key.
-    await saveKey?.();
+    await loaded.save?.();
     const { port } = server;
     const shownHost = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
     // DNS rebinding protection: only our own addresses (with the port) and DMDOT_ALLOWED_HOSTS.
@@ -201,10 +194,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
         worker.wake();
         return moved;
       },
-      queueCounts: async () => {
-        const counts = await db.jobs.counts();
-        return { queued: counts.queued, deadLetters: counts.deadLetters };
-      },
+      queueCounts: () => db.jobs.counts(),
       describe: () => describeSwitches(settings, baseUrl, key),
       damage: () => db.damage()?.message,
       wake: () => worker.wake(),
@@ -283,8 +273,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
 function withoutQuietDecisions(log: Logger): Logger {
   return {
     info: (event, fields) => {
-      if (event === 'delivery' && (fields?.action === 'defer' || fields?.action === 'done')) return;
-      log.info(event, fields);
+      if (event !== 'delivery' || (fields?.action !== 'defer' && fields?.action !== 'done')) log.info(event, fields);
     },
     warn: (event, fields) => log.warn(event, fields),
     error: (event, fields) => log.error(event, fields),

@@ -24,28 +24,12 @@
  */
 import { describeCause } from '../core/answers';
 import type { DeliveryDecision, DeliveryDeps } from '../core/delivery';
-import type { DeadLetterReason } from '../core/protocol';
 import { createDeliveryRunner, type DeliveryRunner } from '../core/runner';
-import type { DeliveryJob, DeliveryMetrics, JobEffects, Logger } from '../ports';
+import type { DeliveryMetrics, JobEffects, Logger } from '../ports';
+import type { DueJob, JobTable } from '../adapters/embedded/jobs';
 
-/** What the worker needs of a job table (adapters/embedded JobTable). */
-export interface WorkerJobTable {
-  due(now: number, limit: number): Promise<WorkerJob[]>;
-  nextDueAt(): Promise<number | undefined>;
-  receive(eventId: string, now: number, leaseMs: number, jobId?: string): Promise<WorkerJob | undefined>;
-  reschedule(eventId: string, dueAt: number, receives: number, jobId?: string): Promise<boolean>;
-  complete(eventId: string, jobId?: string): Promise<boolean>;
-  deadLetter(eventId: string, reason: DeadLetterReason, receives: number, jobId?: string): Promise<boolean>;
-}
-
-export interface WorkerJob {
-  eventId: string;
-  job: DeliveryJob;
-  dueAt: number;
-  receives: number;
-  jobId: string;
-}
-
+/** What the worker needs of the job table; a row's `jobId` is its receipt. */
+export type WorkerJobTable = Pick<JobTable, 'due' | 'nextDueAt' | 'receive' | 'reschedule' | 'complete' | 'deadLetter'>;
 export interface DeliveryWorkerOptions {
   jobs: WorkerJobTable;
   deps: DeliveryDeps;
@@ -221,7 +205,7 @@ class Worker implements DeliveryWorker {
     return started;
   }
 
-  private launch(row: WorkerJob): Promise<void> {
+  private launch(row: DueJob): Promise<void> {
     const work = this.attempt(row)
       .catch((error: unknown) => this.reportError(error, row.eventId))
       .finally(() => {
@@ -233,10 +217,10 @@ class Worker implements DeliveryWorker {
     return work;
   }
 
-  private async attempt(row: WorkerJob): Promise<void> {
+  private async attempt(row: DueJob): Promise<void> {
     const { jobs, deps } = this.options;
     const { eventId } = row;
-    let received: WorkerJob | undefined;
+    let received: DueJob | undefined;
     try {
       received = await jobs.receive(eventId, deps.clock.now(), this.leaseMs, row.jobId);
     } catch (error) {
@@ -274,7 +258,7 @@ class Worker implements DeliveryWorker {
 }
 
 /** The queue effects of one received row of the job table; its jobId is the receipt. */
-function tableEffects(jobs: WorkerJobTable, received: WorkerJob, clock: { now(): number }): JobEffects {
+function tableEffects(jobs: WorkerJobTable, received: DueJob, clock: { now(): number }): JobEffects {
   const { eventId, receives, jobId } = received;
   return {
     complete: async () => void (await jobs.complete(eventId, jobId)),

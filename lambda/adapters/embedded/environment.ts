@@ -12,17 +12,10 @@
  *   leases         eventId -> leasedUntil of jobs a worker holds: released at a server's start
  *   meta           'schema', 'owner'
  *
- * Before LMDB maps the file, its header is checked (file-check.ts): LMDB itself crashes the
- * process on a file that is not an LMDB environment or is truncated. A new file is created under a
- * temporary name and published with link(), so no process ever sees a half-created one.
- *
- * Every write goes through `write` (an LMDB child transaction inside lmdb-js's batched write
- * transaction): one atomic step, serialized with every other writer in this process and in any
- * other (LMDB's writer lock), resolved once the batch is committed and fsynced
- * (`overlappingSync: false`: the commit promise is then the durability promise).
- *
- * Every sub-database is opened behind `guard` (file-check.ts), which turns a damaged page met by a
- * read or a write into one StateUnreadable naming the file, never the bytes.
+ * Before LMDB maps the file, its header is checked (file-check.ts), and every sub-database is
+ * opened behind file-check.ts `guard`. Every write goes through `write`: one atomic step,
+ * serialized with every other writer of any process (LMDB's writer lock), resolved once committed
+ * and fsynced (`overlappingSync: false`: the commit promise is then the durability promise).
  *
  * Deliberately not here: what the records mean (the Store in lambda/core/store; jobs.ts), what to
  * do about a damaged page at run time (the caller decides), and repairing a file (dm-dot never
@@ -318,37 +311,26 @@ export function setItem(dbs: Databases, pk: string, item: Item | undefined): voi
   const key = storageKey(pk);
   const old = dbs.items.get(key);
   const stored = item && (defined(item) as StoredItem);
-  const before = old ? indexEntries(dbs, key, old) : [];
-  const after = stored ? indexEntries(dbs, key, stored) : [];
+  const before = indexEntries(dbs, key, old);
+  const after = indexEntries(dbs, key, stored);
   // An entry the item keeps (most updates keep its ttl) is left alone: removing and putting it
   // back was two writes for nothing in every update's transaction.
-  for (const entry of before) if (!after.some((other) => sameEntry(entry, other))) void entry.db.remove(entry.key);
-  if (!stored) {
-    if (old) void dbs.items.remove(key);
-    return;
-  }
-  void dbs.items.put(key, stored);
-  for (const entry of after) if (!before.some((other) => sameEntry(entry, other))) void entry.db.put(entry.key, 1);
+  for (const [id, entry] of before) if (!after.has(id)) void entry.db.remove(entry.key);
+  if (stored) void dbs.items.put(key, stored);
+  else if (old) void dbs.items.remove(key);
+  for (const [id, entry] of after) if (!before.has(id)) void entry.db.put(entry.key, 1);
 }
 
-interface IndexEntry {
-  db: Database<number, Key>;
-  key: (string | number)[];
-}
-
-/** The expiry and index entries of a stored item. */
-function indexEntries(dbs: Databases, key: string, item: StoredItem): IndexEntry[] {
-  const entries: IndexEntry[] = [];
-  if (typeof item.ttl === 'number') entries.push({ db: dbs.expiry as Database<number, Key>, key: [item.ttl, key] });
+/** The expiry and index entries of a stored item, by a string that tells them apart. */
+function indexEntries(dbs: Databases, key: string, item: StoredItem | undefined): Map<string, { db: Database<number, Key>; key: Key }> {
+  const entries = new Map<string, { db: Database<number, Key>; key: Key }>();
+  const add = (name: string, db: unknown, entry: (string | number)[]) =>
+    entries.set(`${name} ${JSON.stringify(entry)}`, { db: db as Database<number, Key>, key: entry });
+  if (typeof item?.ttl === 'number') add('expiry', dbs.expiry, [item.ttl, key]);
   for (const index of TableIndexes) {
-    const [partition, sort] = [item[index.partition], item[index.sort]];
-    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) {
-      entries.push({ db: dbs.indexes.get(index.name)! as Database<number, Key>, key: [partition, sort, key] });
-    }
+    const [partition, sort] = [item?.[index.partition], item?.[index.sort]];
+    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number'))
+      add(index.name, dbs.indexes.get(index.name)!, [partition, sort, key]);
   }
   return entries;
-}
-
-function sameEntry(a: IndexEntry, b: IndexEntry): boolean {
-  return a.db === b.db && a.key.length === b.key.length && a.key.every((part, i) => part === b.key[i]);
 }

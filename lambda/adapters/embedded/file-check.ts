@@ -250,29 +250,13 @@ export function guard<D extends object>(file: string, damage: DamageRecord, name
   });
 }
 
-function guardRange<R extends Iterable<unknown>>(range: R, translate: (error: unknown) => unknown): R {
-  return new Proxy(range, {
-    get(target, property, receiver) {
-      if (property !== Symbol.iterator) return Reflect.get(target, property, receiver);
-      return () => {
-        const step = <T>(run: () => T): T => {
-          try {
-            return run();
-          } catch (error) {
-            throw translate(error);
-          }
-        };
-        // Starting the iteration opens its cursor: that can fail too.
-        const inner = step(() => target[Symbol.iterator]());
-        const iterator: IterableIterator<unknown> = {
-          next: (...args: [] | [undefined]) => step(() => inner.next(...args)),
-          return: (value?: unknown) => step(() => inner.return?.(value) ?? { done: true, value }),
-          [Symbol.iterator]: () => iterator,
-        };
-        return iterator;
-      };
-    },
-  });
+/** Iterates `range` lazily, as lmdb-js does, with every error of its cursor passed through `translate`. */
+function* guardRange(range: Iterable<unknown>, translate: (error: unknown) => unknown): Generator<unknown> {
+  try {
+    yield* range;
+  } catch (error) {
+    throw translate(error);
+  }
 }
 
 /** `read()`, or undefined when it meets a damaged page (kept in `Databases.damage` already). */
