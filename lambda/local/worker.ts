@@ -1,18 +1,13 @@
 /**
  * The in-process delivery worker of the local runtime: the local twin of SQS + the Delivery
  * Lambda. The schedule is the job table itself (adapters/embedded/jobs.ts): the worker asks for
- * the jobs due now, runs up to `concurrency` attempts at once through the same core function as
- * the Delivery Lambda (core/delivery.ts `deliver`), and applies each decision to the table.
+ * the jobs due now, receives each (its receive count persisted before the attempt, the job hidden
+ * for a lease, a visibility timeout), runs up to `concurrency` attempts at once through the
+ * Delivery Lambda's own runner (core/runner.ts), and makes the runner's effects on the table.
  *
  * It wakes when a job is added in this process (`wake()`, which the embedded database's
  * `onJobsChanged` also calls) and otherwise polls at least every `pollIntervalMs`, so jobs written
  * by another process (the operator CLI's redrive while no server ran) are picked up too.
- *
- * Per job, the receive count goes up and is persisted before the attempt (and the job is hidden
- * for a lease, a visibility timeout); then the one delivery runner (core/runner.ts), the Delivery
- * Lambda's too, decides, and its effects are made on the table here: `complete` removes the row,
- * `keepFor(delay)` reschedules it (without a delay the lease brings it back), `deadLetter` moves it
- * to the dead letters.
  *
  * A lasting fault (`lastingFault`: a damaged page of the state file) is not retried at the pace of
  * a passing one, and not logged here at all: the job that met it cools off for a lease, the loop
@@ -29,7 +24,8 @@ import type { DeliveryMetrics, JobEffects, Logger } from '../ports';
 import type { DueJob, JobTable } from '../adapters/embedded/jobs';
 
 /** What the worker needs of the job table; a row's `jobId` is its receipt. */
-export type WorkerJobTable = Pick<JobTable, 'due' | 'nextDueAt' | 'receive' | 'reschedule' | 'complete' | 'deadLetter'>;
+type WorkerJobTable = Pick<JobTable, 'due' | 'nextDueAt' | 'receive' | 'reschedule' | 'complete' | 'deadLetter'>;
+
 export interface DeliveryWorkerOptions {
   jobs: WorkerJobTable;
   deps: DeliveryDeps;
@@ -147,11 +143,7 @@ class Worker implements DeliveryWorker {
   }
 
   private isLasting(error: unknown): boolean {
-    try {
-      return this.options.lastingFault?.(error) === true;
-    } catch {
-      return false;
-    }
+    return quietly(() => this.options.lastingFault?.(error) === true, false);
   }
 
   /** How long to sleep: until the next due job, at most the poll interval. */
@@ -233,27 +225,25 @@ class Worker implements DeliveryWorker {
     // Completed or replaced since the schedule was read (an operator's resend): nothing to do.
     if (!received) return;
     const result = await this.runJob({ job: received.job, receives: received.receives, effects: tableEffects(jobs, received, deps.clock) });
-    if (result.decision) this.reportDecision(eventId, result.decision, received.receives);
+    if (result.decision) quietly(() => this.options.onDecision?.(eventId, result.decision!, { receives: received.receives }), undefined);
     // Already logged by the runner: only the hook hears of it.
     if (result.error !== undefined) this.reportError(result.error, eventId, false);
   }
 
-  // A callback that throws must not change what happens to the job (it is the runtime's printing).
-  private reportDecision(eventId: string, decision: DeliveryDecision, receives: number): void {
-    try {
-      this.options.onDecision?.(eventId, decision, { receives });
-    } catch {
-      // Ignored: see above.
-    }
-  }
-
   private reportError(error: unknown, eventId: string | undefined, log = true): void {
-    try {
+    quietly(() => {
       if (log && !this.isLasting(error)) this.options.log?.error('delivery_worker_error', { ...(eventId ? { eventId } : {}), cause: describeCause(error) });
       this.options.onError?.(error, eventId);
-    } catch {
-      // Ignored: see above.
-    }
+    }, undefined);
+  }
+}
+
+/** `run()`, or `fallback` when it throws: a callback (the runtime's printing) must not change what happens to a job. */
+function quietly<T>(run: () => T, fallback: T): T {
+  try {
+    return run();
+  } catch {
+    return fallback;
   }
 }
 

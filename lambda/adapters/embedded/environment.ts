@@ -22,7 +22,7 @@
  * rewrites a damaged file: the operator moves it aside or restores a backup).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { chmodSync, constants as fsConstants } from 'node:fs';
+import { constants as fsConstants } from 'node:fs';
 import { chmod, copyFile, link, mkdir, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { open, type Database, type Key, type RootDatabase } from 'lmdb';
@@ -169,13 +169,8 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
     throw unreadable(file, error);
   }
   // LMDB creates its files 0664 less the umask; the items hold the subscription's signing secret.
-  for (const path of [file, `${file}-lock`]) {
-    try {
-      chmodSync(path, 0o600);
-    } catch {
-      // Not ours to change (another user's file we may read): leave its mode alone.
-    }
-  }
+  // A file that is not ours to change (another user's we may read) keeps its mode.
+  await Promise.all([file, `${file}-lock`].map((path) => chmod(path, 0o600).catch(() => undefined)));
   const damage: Databases['damage'] = { listeners: new Set() };
   const sub = <V, K extends Key>(name: string) => guard(file, damage, name, root.openDB<V, K>(name, { encoding: 'json' }));
   const dbs: Databases = {
@@ -192,23 +187,19 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
     leases: sub('leases'),
     meta: sub('meta'),
   };
-  let schema: unknown;
   try {
-    schema = dbs.meta.get('schema');
-  } catch (error) {
-    await root.close().catch(() => undefined);
-    throw error instanceof StateUnreadable ? error : unreadable(file, error);
-  }
-  // Absent or 1: an earlier layout, brought up to date by legacy.ts `upgradeLayout`.
-  if (schema !== undefined && (typeof schema !== 'number' || schema > SCHEMA_VERSION)) {
-    await root.close().catch(() => undefined);
+    const schema = dbs.meta.get('schema');
+    // Absent or 1: an earlier layout, brought up to date by legacy.ts `upgradeLayout`.
+    if (schema === undefined || (typeof schema === 'number' && schema <= SCHEMA_VERSION)) return dbs;
     throw new StateUnreadable(
       file,
       `it was written by a newer dm-dot (layout ${String(schema)}, this one reads ${SCHEMA_VERSION})`,
       'Run the dm-dot version that wrote it, or move it aside to start empty',
     );
+  } catch (error) {
+    await root.close().catch(() => undefined);
+    throw error instanceof StateUnreadable ? error : unreadable(file, error);
   }
-  return dbs;
 }
 
 /** Below this much free space a start is refused: LMDB maps its file and dies by SIGBUS when a page cannot be backed. */

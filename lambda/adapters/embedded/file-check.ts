@@ -1,15 +1,11 @@
 /**
- * What dm-dot checks of the LMDB file (environment.ts opens it), and the sentences that name a file
- * it cannot use and what to do:
- *
- * - before mapping it, its header (`checkHeader`): LMDB itself crashes the process (SIGSEGV,
- *   SIGBUS) on a file that is not an LMDB environment or is truncated;
- * - for a server's start or a suspect header, a read of every item in a child process
- *   (`probeInChild`), so a page that would crash the reader crashes the child;
- * - at every read and write (`guard`): a damaged page inside an intact file shows only when it is
- *   read, as a value that does not decode (a SyntaxError whose message quotes the bytes) or as an
- *   LMDB error (MDB_CORRUPTED, MDB_PAGE_NOTFOUND); both become one StateUnreadable naming the file,
- *   never the bytes, and the first one is kept for whoever reports it.
+ * What dm-dot checks of the LMDB file (environment.ts opens it), since LMDB itself crashes the
+ * process (SIGSEGV, SIGBUS) on a file that is not an LMDB environment, is truncated or has a page
+ * that crashes its reader: the header before mapping it (`checkHeader`), a read of every item in a
+ * child process for a server's start or a suspect header (`probeInChild`), and every read and write
+ * (`guard`: a damaged page inside an intact file shows only when it is read, and becomes one
+ * StateUnreadable naming the file, never the bytes). Also the sentences that name a file dm-dot
+ * cannot use and what to do.
  *
  * Deliberately not here: opening, writing or repairing the file (dm-dot never rewrites a damaged
  * file: the operator moves it aside or restores a backup), and what to do about a damaged page at
@@ -164,11 +160,7 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
   });
   if (result.status === 0) return;
   // Exit 3 comes with the probe's own line; any other failure is the probe not running at all (no lmdb).
-  const lines =
-    result.stderr
-      ?.toString('utf8')
-      .split('\n')
-      .map((line) => line.trim()) ?? [];
+  const lines = (result.stderr?.toString('utf8') ?? '').split('\n').map((line) => line.trim());
   const said = result.status === 3 ? lines.find((line) => line.startsWith(PROBE_SAYS))?.slice(PROBE_SAYS.length, PROBE_SAYS.length + 200) : undefined;
   const firstLine = lines.find((line) => line !== '')?.slice(0, 200);
   const how = result.signal

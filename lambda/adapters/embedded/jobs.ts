@@ -25,12 +25,6 @@ import { unlessDamaged } from './file-check';
 export type DueJob = JobRow & { eventId: string };
 export type DeadLetter = DeadLetterRow & { eventId: string };
 
-export interface JobCounts {
-  /** Jobs waiting, retrying or being attempted. */
-  queued: number;
-  deadLetters: number;
-}
-
 export class JobTable {
   constructor(
     private readonly dbs: Databases,
@@ -108,11 +102,9 @@ export class JobTable {
   deadLetter(eventId: string, reason: DeadLetterReason, receives: number, jobId?: string): Promise<boolean> {
     const at = this.clock.now();
     return write(this.dbs, () => {
-      const row = rowOf(this.dbs, eventId, jobId);
-      if (!row) return false;
-      removeJobInTxn(this.dbs, eventId);
-      void this.dbs.deadLetters.put(eventId, { job: row.job, reason, receives, deadLetteredAt: at });
-      return true;
+      const row = rowOf(this.dbs, eventId, jobId) && removeJobInTxn(this.dbs, eventId);
+      if (row) void this.dbs.deadLetters.put(eventId, { job: row.job, reason, receives, deadLetteredAt: at });
+      return row !== undefined;
     });
   }
 
@@ -134,7 +126,8 @@ export class JobTable {
     return count;
   }
 
-  async counts(): Promise<JobCounts> {
+  /** `queued`: jobs waiting, retrying or being attempted. */
+  async counts(): Promise<{ queued: number; deadLetters: number }> {
     const entries = (db: { getStats(): object }) => (db.getStats() as { entryCount: number }).entryCount;
     return { queued: entries(this.dbs.jobIndex), deadLetters: entries(this.dbs.deadLetters) };
   }

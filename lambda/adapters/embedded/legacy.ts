@@ -11,18 +11,16 @@
  *   queue/evt_*.json.tmp      a job write that may not have finished
  *   dead-letter/evt_*.json    {job, receives, dueAt, reason, deadLetteredAt}
  *
- *   Everything is read and checked first; a file that cannot be read or parsed stops the import
- *   with StateUnreadable naming it, and nothing is imported. Then one transaction writes it all,
- *   and only after it committed are the old files renamed aside (`store.json.imported`, ...):
- *   nothing is deleted. What is already in the database is kept, so an import interrupted before
- *   the renames can simply run again. A `.json.tmp` job is imported when it parses as a complete
- *   job and no `.json` of that event exists; otherwise, if its event is still `queued` without a
- *   job, the record is marked `failed`: its job was never fully written, so its caller never got
- *   an answer.
- * - `repairQueuedWithoutJobs` (every server start): the outbox invariant, every live `queued`
- *   record has a job. The outbox writes both in one transaction, so only an import (or a record
- *   written by hand) can break it: such a record gets a job from its kept bytes (`body`), due now,
- *   or, without them, is marked `failed`; both are reported by event id.
+ *   Everything is read and checked first (a file that cannot be read or parsed stops the import
+ *   with StateUnreadable naming it, and nothing is imported), then written in one transaction,
+ *   and only then are the old files renamed aside (`store.json.imported`, ...), never deleted.
+ *   What is already in the database is kept, so an interrupted import can simply run again. A
+ *   `.json.tmp` job is imported when it is a complete job and no `.json` of its event exists;
+ *   otherwise its event, if still `queued` without a job, is marked `failed` (its caller never
+ *   got an answer).
+ * - `repairQueuedWithoutJobs` (every server start): every live `queued` record has a job, which
+ *   only an import (or a record written by hand) can break; such a record gets a job from its
+ *   kept bytes (`body`), due now, or, without them, is marked `failed`; both are reported by id.
  *
  * Deliberately not here: jobs without a record (the worker restores the record when it meets one,
  * as the Delivery Lambda does), and `store.json.tmp-*` files (never committed writes of the old store).
