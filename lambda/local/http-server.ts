@@ -3,20 +3,17 @@
  * internet: node:http requests become web-standard Requests for the app (lambda/http/app.ts), and
  * nothing a slow or hostile client does can hold the server open.
  *
- * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` (docs/contract/pup.md gives
- *   pup 5 s) and 15 s for any other route (10 s to arrive, then the 5 s of the request itself;
- *   core/budgets.ts). A request still unanswered then gets `408` (or, if its answer had begun,
- *   a closed connection), and its connection is closed: a body trickling one byte every few
- *   seconds ends there. node:http's own `headersTimeout` and `requestTimeout` are set too, and
- *   checked every second instead of every 30.
- * - **The request's own deadline** (adapters/deadline.ts): each request runs under the deadline of
- *   its route (the MCP budget, or less when the body took long to arrive), so the callback
- *   challenge and the inline attempt get what is left, as on AWS.
- * - **A cap on connections**: past `maxConnections` descriptors held at once (refused connections
- *   still lingering included), a new connection gets a `503` with `Retry-After` and is closed,
- *   instead of an unanswered socket. A refusal is a refusal: whatever a refused connection sends
- *   is read and dropped, never given to the app, and it is destroyed within `REFUSED_LINGER_MS`
- *   (a half-open client cannot hold it). Past twice the cap a connection is destroyed unanswered.
+ * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` and 15 s for
+ *   any other route (10 s to arrive, then the request's own 5 s; core/budgets.ts). A request still
+ *   unanswered then gets `408` (or, if its answer had begun, a closed connection), and its
+ *   connection is closed: a body trickling one byte every few seconds ends there. node:http's own
+ *   timeouts are set too, and checked every second instead of every 30.
+ * - **The request's own deadline** (adapters/deadline.ts): the MCP budget, or less when the body
+ *   took long to arrive, so the callback challenge and the inline attempt get what is left.
+ * - **A cap on connections**: past `maxConnections` descriptors (refused ones still lingering
+ *   included), a new connection gets a `503` with `Retry-After` and is closed; whatever it sends
+ *   is read and dropped, never given to the app, and it is destroyed within `REFUSED_LINGER_MS`.
+ *   Past twice the cap a connection is destroyed unanswered.
  * - A request whose body was not read (refused before it) is answered with `Connection: close`.
  *
  * Deliberately not here: routes, auth and limits of the HTTP surface (the app), admin routes

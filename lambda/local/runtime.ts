@@ -195,7 +195,13 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
         return moved;
       },
       queueCounts: () => db.jobs.counts(),
-      describe: () => describeSwitches(settings, baseUrl, key),
+      // What `dm-dot status` shows of the switches in force (never a secret).
+      describe: () => ({
+        server: { url: baseUrl, pid: process.pid, version },
+        stateDir: resolve(settings.stateDir),
+        apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
+        switches: switchesOf(settings),
+      }),
       damage: () => db.damage()?.message,
       wake: () => worker.wake(),
       access: db.store,
@@ -277,16 +283,6 @@ function withoutQuietDecisions(log: Logger): Logger {
     },
     warn: (event, fields) => log.warn(event, fields),
     error: (event, fields) => log.error(event, fields),
-  };
-}
-
-/** What `dm-dot status` shows of the switches in force (never a secret). */
-function describeSwitches(settings: LocalSettings, url: string, key: { file?: string }) {
-  return {
-    server: { url, pid: process.pid, version },
-    stateDir: resolve(settings.stateDir),
-    apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
-    switches: switchesOf(settings),
   };
 }
 

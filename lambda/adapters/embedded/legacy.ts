@@ -268,10 +268,7 @@ async function moveAside(stateDir: string, name: string): Promise<string> {
     const target = `${name}.imported${n === 1 ? '' : `.${n}`}`;
     const taken = await lstat(join(stateDir, target)).then(
       () => true,
-      (error: NodeJS.ErrnoException) => {
-        if (error.code === 'ENOENT') return false;
-        throw error;
-      },
+      (error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? false : Promise.reject(error)),
     );
     if (taken) continue;
     try {
