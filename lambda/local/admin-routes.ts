@@ -4,16 +4,12 @@
  * resend, the subscription and its clear, redrive, status, key rotation. Each route runs the
  * shared operator actions (lambda/operator) over the server's own ports.
  *
- * They are for this machine only, and say so at every request:
- * - the `Host` must be one of the server's own loopback addresses with its port (not a tunnel's
- *   host from DMDOT_ALLOWED_HOSTS);
- * - a request carrying forwarding headers (`Forwarded`, `X-Forwarded-For`, `X-Forwarded-Host`,
- *   `X-Forwarded-Proto`, `X-Real-IP`, `Via`), which a tunnel or proxy adds, is refused, so they
- *   stay local even with a tunnel in front;
- * - a request carrying an `Origin` (a browser page) is refused;
- * - the admin token from `<state dir>/admin-token` is required; the shared API key is not accepted:
- *   whoever holds the API key (ChatGPT, pup, any sender) must not be able to end the subscription
- *   or move dead letters.
+ * They are for this machine only, and say so at every request: the `Host` must be one of the
+ * server's own loopback addresses with its port (not a tunnel's host from DMDOT_ALLOWED_HOSTS); a
+ * request with forwarding headers (a tunnel or proxy adds them) or an `Origin` (a browser page) is
+ * refused; and the admin token from `<state dir>/admin-token` is required, never the shared API
+ * key: whoever holds that (ChatGPT, pup, any sender) must not end the subscription or move dead
+ * letters.
  *
  * Deliberately not here: the admin routes on AWS (lambda/http/app.ts never has them; there the
  * operator's IAM credentials are the admin credential), and request bodies (no route takes one).
@@ -77,7 +73,6 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
   if (FORWARDING_HEADERS.some((name) => req.headers[name] !== undefined)) {
     return refuse(res, 403, 'forwarded', 'Admin routes refuse requests that came through a proxy or tunnel.');
   }
-  // A browser page never gets here: no admin route answers a request that carries an Origin.
   if (req.headers.origin !== undefined) return refuse(res, 403, 'forbidden_origin', 'Admin routes refuse cross-origin requests.');
   const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim();
   // A sender key is a real credential that may never run an operator action: Forbidden, as on /mcp.

@@ -189,11 +189,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       token,
       hosts: adminHosts,
       now: () => clock.now(),
-      redrive: async () => {
-        const moved = await db.jobs.redrive(clock.now());
-        worker.wake();
-        return moved;
-      },
+      // Its commit wakes the worker (onJobsChanged).
+      redrive: () => db.jobs.redrive(clock.now()),
       queueCounts: () => db.jobs.counts(),
       // What `dm-dot status` shows of the switches in force (never a secret).
       describe: () => ({
@@ -254,8 +251,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     // Reads never depend on it (every read checks expiry itself); it only keeps the file small.
     const sweeper = setInterval(() => {
       db.sweepExpired(clock.now()).catch((error: unknown) => log.warn('sweep_failed', { cause: describeCause(error) }));
-    }, SWEEP_INTERVAL_MS);
-    sweeper.unref();
+    }, SWEEP_INTERVAL_MS).unref();
     cleanups.push(async () => clearInterval(sweeper));
 
     const url = `${baseUrl}/mcp`;

@@ -61,26 +61,32 @@ export interface DeadLetterRow {
   deadLetteredAt: number;
 }
 
-type JobKey = [number, string];
 type IndexKey = [string, number | string, string];
 
-export interface Databases {
+/** The sub-databases of the header's table, each behind `guard` (file-check.ts). */
+function subDatabases(root: RootDatabase, file: string, damage: DamageRecord) {
+  const sub = <V, K extends Key>(name: string) => guard(file, damage, name, root.openDB<V, K>(name, { encoding: 'json' }));
+  return {
+    items: sub<StoredItem, string>('items'),
+    expiry: sub<number, [number, string]>('expiry'),
+    jobs: sub<JobRow, [number, string]>('jobs'),
+    jobIndex: sub<number, string>('jobs-by-event'),
+    deadLetters: sub<DeadLetterRow, string>('dead-letters'),
+    /** Layout 1's index of queued events (empty from layout 2 on). */
+    queued: sub<number, string>('queued'),
+    /** The Store's sparse indexes, by name. */
+    indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
+    leases: sub<number, string>('leases'),
+    meta: sub<unknown, string>('meta'),
+  };
+}
+
+export type Databases = ReturnType<typeof subDatabases> & {
   file: string;
   root: RootDatabase;
   /** The first damaged page met in the file by this process, and who wants to hear of it (once). */
   damage: DamageRecord;
-  items: Database<StoredItem, string>;
-  expiry: Database<number, [number, string]>;
-  jobs: Database<JobRow, JobKey>;
-  jobIndex: Database<number, string>;
-  deadLetters: Database<DeadLetterRow, string>;
-  /** Layout 1's index of queued events (empty from layout 2 on). */
-  queued: Database<number, string>;
-  /** The Store's sparse indexes, by name. */
-  indexes: Map<string, Database<number, IndexKey>>;
-  leases: Database<number, string>;
-  meta: Database<unknown, string>;
-}
+};
 
 // One lmdb root per file and process, shared by every handle of this process. lmdb-js runs some
 // writes synchronously on the main thread (opening a sub-database is one); with a second root on
@@ -171,22 +177,8 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
   // LMDB creates its files 0664 less the umask; the items hold the subscription's signing secret.
   // A file that is not ours to change (another user's we may read) keeps its mode.
   await Promise.all([file, `${file}-lock`].map((path) => chmod(path, 0o600).catch(() => undefined)));
-  const damage: Databases['damage'] = { listeners: new Set() };
-  const sub = <V, K extends Key>(name: string) => guard(file, damage, name, root.openDB<V, K>(name, { encoding: 'json' }));
-  const dbs: Databases = {
-    file,
-    root,
-    damage,
-    items: sub('items'),
-    expiry: sub('expiry'),
-    jobs: sub('jobs'),
-    jobIndex: sub('jobs-by-event'),
-    deadLetters: sub('dead-letters'),
-    queued: sub('queued'),
-    indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
-    leases: sub('leases'),
-    meta: sub('meta'),
-  };
+  const damage: DamageRecord = { listeners: new Set() };
+  const dbs: Databases = { file, root, damage, ...subDatabases(root, file, damage) };
   try {
     const schema = dbs.meta.get('schema');
     // Absent or 1: an earlier layout, brought up to date by legacy.ts `upgradeLayout`.
