@@ -34,9 +34,8 @@ export class JobTable {
 
   /**
    * Jobs due at `now` (dueAt <= now), earliest first, at most `limit`. A row on a damaged page is
-   * left out and the rest are still returned: the environment has kept the damage for the runtime
-   * to report. When the range itself breaks off at a damaged page, the rows read before it are
-   * returned, and only a range that yields none throws (StateUnreadable).
+   * left out (the environment kept the damage for the runtime to report); a range that breaks off
+   * at one gives the rows read before it, and throws (StateUnreadable) only when there are none.
    */
   async due(now: number, limit = 100): Promise<DueJob[]> {
     const rows: DueJob[] = [];
@@ -69,10 +68,7 @@ export class JobTable {
     return [...this.dbs.jobs.getRange()].map(({ value }) => dueJob(value));
   }
 
-  /**
-   * A worker takes the job: its receive count goes up (persisted before any attempt) and it is
-   * hidden until `now + leaseMs`. Undefined when the job is gone (or is not `jobId` any more).
-   */
+  /** A worker takes the job: its receive count goes up and it is hidden until `now + leaseMs`. Undefined when gone or replaced. */
   receive(eventId: string, now: number, leaseMs: number, jobId?: string): Promise<DueJob | undefined> {
     return write(this.dbs, () => {
       const row = rowOf(this.dbs, eventId, jobId);
@@ -136,10 +132,7 @@ export class JobTable {
     return [...this.dbs.deadLetters.getRange()].map(({ key, value }) => ({ eventId: key, ...value }));
   }
 
-  /**
-   * Jobs a worker held when its process stopped (only the owner's worker takes leases, and a new
-   * owner runs this before its worker starts): due at `now`, their receive counts kept.
-   */
+  /** Jobs a dead owner's worker held (a new owner runs this before its worker starts): due at `now`, receive counts kept. */
   async releaseLeases(now: number): Promise<number> {
     const released = await write(this.dbs, () => {
       const leased = [...this.dbs.leases.getKeys()];
@@ -178,10 +171,7 @@ function moveRow(dbs: Databases, row: JobRow, dueAt: number, changes: Partial<Jo
   return next;
 }
 
-/**
- * Inside a write: the event's job, due at `dueAt`, replacing any job the event had (one per event:
- * the newer intent wins, and the replaced row's receipt stops working).
- */
+/** Inside a write: the event's job, due at `dueAt`, replacing any it had (the newer intent wins; the old receipt stops working). */
 export function putJobInTxn(dbs: Databases, job: DeliveryJob, dueAt: number, now: number, receives = 0): JobRow {
   removeJobInTxn(dbs, job.eventId);
   const row: JobRow = { jobId: randomUUID(), job: defined({ ...job }) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives, enqueuedAt: now };

@@ -8,10 +8,9 @@
  * and fsynced. `applyInTxn` runs inside a transaction the caller holds: the outbox writes an event
  * and its job in one (`transact` with `also`), the start-up repair and the legacy import theirs.
  *
- * An event updated to `delivered` loses its job (the safety net of its inline attempt) in the same
- * transaction: all the worker would do with it is find the event final and complete it, at the
- * cost of a receive, reads and a write. A crash before that commit leaves the job, which
- * redelivers; a job already held by the worker loses its row, and its receipt then changes nothing.
+ * An event updated to `delivered` loses its job (its safety net) in the same transaction: the
+ * worker would only find the event final and complete it, at the cost of a receive, reads and a
+ * write. A crash before that commit leaves the job, which redelivers.
  *
  * Deliberately not here: what any item means (the Store), the jobs (jobs.ts), the file's handling
  * (environment.ts: its creation, ownership, damage and full-disk checks).
