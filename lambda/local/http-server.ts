@@ -62,11 +62,7 @@ const BUSY_BODY = '{"error":{"code":"busy","message":"Too many open connections;
 export const BUSY =
   'HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n' +
   `Content-Length: ${Buffer.byteLength(BUSY_BODY)}\r\n\r\n${BUSY_BODY}`;
-/**
- * How long a refused connection is kept after its 503 before it is destroyed: long enough for the
- * client to read the answer (destroying at once can reset the connection before it does), short
- * enough that refused clients never pile up.
- */
+/** A refused connection's life after its 503: long enough for the client to read it (destroying at once can reset it first), short enough not to pile up. */
 export const REFUSED_LINGER_MS = 1_000;
 
 export async function startLocalServer(appOf: () => App, options: LocalServerOptions): Promise<LocalServer> {
@@ -220,8 +216,7 @@ function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
 async function serve(app: App, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+    for (const v of [value ?? []].flat()) headers.append(name, v);
   }
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
   const request = new Request(`http://localhost${req.url ?? '/'}`, {

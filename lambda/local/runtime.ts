@@ -217,10 +217,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     let rotating: Promise<unknown> = Promise.resolve();
     /**
      * A rotation, in the order that keeps every key working while it should: the DEPLOYMENT item
-     * learns the new key (and keeps the old one for the overlap) first, then the server serves it,
-     * and only then does the file show it, so a key read from the file always works. The app it
-     * replaces is closed once the requests it holds are answered, never while it still answers.
-     * A file that cannot be written undoes the rotation: the old key stays in force everywhere.
+     * learns the new key (keeping the old one for the overlap), then the server serves it, and only
+     * then does the file show it, so a key read from the file always works. A file that cannot be
+     * written undoes the rotation: the old key stays in force everywhere.
      */
     const rotateKey = async (overlapMs: number) => {
       const previousKey = key.key;

@@ -149,12 +149,7 @@ class Worker implements DeliveryWorker {
   /** How long to sleep: until the next due job, at most the poll interval. */
   private async waitMs(started: number): Promise<number> {
     if (this.running.size >= this.concurrency) return this.pollIntervalMs; // a finishing attempt wakes the loop
-    let next: number | undefined;
-    try {
-      next = await this.options.jobs.nextDueAt();
-    } catch {
-      return this.pollIntervalMs;
-    }
+    const next = await this.options.jobs.nextDueAt().catch(() => undefined);
     if (next === undefined) return this.pollIntervalMs;
     const wait = next - this.options.deps.clock.now();
     // Nothing started although something is due: those jobs are in flight or cooling down; wait
@@ -190,8 +185,7 @@ class Worker implements DeliveryWorker {
     const started: Promise<void>[] = [];
     for (const row of due) {
       if (this.stopped || this.running.size >= this.concurrency) break;
-      if (this.running.has(row.eventId)) continue;
-      if (this.coolingUntil.has(row.eventId)) continue;
+      if (this.running.has(row.eventId) || this.coolingUntil.has(row.eventId)) continue;
       started.push(this.launch(row));
     }
     return started;

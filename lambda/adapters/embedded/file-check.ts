@@ -61,12 +61,7 @@ const META_BYTES = 144;
 export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
   // The layout below is that of 64-bit little-endian builds, the only ones lmdb ships prebuilt.
   if (endianness() !== 'LE' || !['x64', 'arm64'].includes(process.arch)) return 'ok';
-  let handle;
-  try {
-    handle = await openFile(file, fsConstants.O_RDONLY);
-  } catch (error) {
-    throw unreadable(file, error);
-  }
+  const handle = await openFile(file, fsConstants.O_RDONLY).catch((error: unknown) => Promise.reject(unreadable(file, error)));
   try {
     const size = (await handle.stat()).size;
     const notLmdb = (why: string) => new StateUnreadable(file, `it is not a dm-dot database (${why})`, moveAsideRemedy(file));

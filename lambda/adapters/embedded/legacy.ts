@@ -102,14 +102,12 @@ const DEAD_LETTER_REASONS: ReadonlySet<string> = new Set<string>([...FailureReas
 
 /** Which parts of the earlier layout are still in place (not yet imported). */
 async function presence(stateDir: string): Promise<Record<keyof typeof LegacyFiles, boolean>> {
-  const is = async (name: string, directory: boolean) => {
-    try {
-      return (await lstat(join(stateDir, name))).isDirectory() === directory;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
-      throw legacyUnreadable(join(stateDir, name), `it cannot be examined (${(error as Error).message})`, error);
-    }
-  };
+  const is = (name: string, directory: boolean) =>
+    lstat(join(stateDir, name)).then(
+      (info) => info.isDirectory() === directory,
+      (error: NodeJS.ErrnoException) =>
+        error.code === 'ENOENT' ? false : Promise.reject(legacyUnreadable(join(stateDir, name), `it cannot be examined (${error.message})`, error)),
+    );
   return { store: await is(LegacyFiles.store, false), queue: await is(LegacyFiles.queue, true), deadLetter: await is(LegacyFiles.deadLetter, true) };
 }
 
