@@ -287,23 +287,18 @@ export function startupLines(settings: LocalSettings, url: string, key: { file?:
   if (key.generated) lines.push(`API key generated and stored in ${key.file} (mode 0600); \`dm-dot connect\` prints the connector URL`);
   else if (key.file) lines.push(`API key in ${key.file}; \`dm-dot connect\` prints the connector URL`);
   else lines.push('API key from MCP_API_KEY');
+  const secrets = settings.pupSecrets.secrets.length;
   lines.push(
     settings.allowLoopbackCallbacks
       ? '  loopback callbacks: on (DMDOT_ALLOW_LOOPBACK_CALLBACKS): `dm-dot dot` can subscribe'
       : '  loopback callbacks: off; start with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 to try `dm-dot dot`',
-  );
-  lines.push(
-    settings.pupSecrets.secrets.length > 0
-      ? `  pup door: on (${settings.pupSecrets.secrets.length} signing secret${settings.pupSecrets.secrets.length > 1 ? 's' : ''})`
-      : '  pup door: off (no PUP_SIGNING_SECRETS)',
-  );
-  lines.push(
+    secrets > 0 ? `  pup door: on (${secrets} signing secret${secrets > 1 ? 's' : ''})` : '  pup door: off (no PUP_SIGNING_SECRETS)',
     settings.inbox
       ? '  inbox: on (DMDOT_INBOX): get_pending_messages and acknowledge_messages for the connector key'
       : '  inbox: off (DMDOT_INBOX=1 turns it on)',
+    `  allowed origins: ${settings.allowedOrigins.join(', ') || 'none'}; extra hosts: ${settings.allowedHosts.join(', ') || 'none'}`,
+    `  events profile: ${settings.eventsProfile} (DMDOT_EVENTS_PROFILE)`,
   );
-  lines.push(`  allowed origins: ${settings.allowedOrigins.join(', ') || 'none'}; extra hosts: ${settings.allowedHosts.join(', ') || 'none'}`);
-  lines.push(`  events profile: ${settings.eventsProfile} (DMDOT_EVENTS_PROFILE)`);
   // The schedule only when it is not the default: a person who set it sees that it took effect.
   if (settings.retryDelaysS.join(',') !== DEFAULT_RETRY_DELAYS_S.join(',')) {
     lines.push(

@@ -26,7 +26,7 @@ import { closeDatabases, openDatabases, probeInChild, type Databases } from './e
 import { JobTable, sweepExpired } from './jobs';
 import { importLegacyLayout, legacyLayoutPresent, repairQueuedWithoutJobs, upgradeLayout, type LegacyImport, type RepairReport } from './legacy';
 import { EmbeddedOutbox } from './outbox';
-import { claimOwnership, ownerAlive, readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord, type OwnerSocket } from './ownership';
+import { claimOwnership, ownerAlive, readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerClaim } from './ownership';
 import { LmdbTable } from './table';
 
 export { DATABASE_FILE } from './environment';
@@ -105,8 +105,8 @@ export class EmbeddedDatabase {
   readonly outbox: EmbeddedOutbox;
   readonly jobs: JobTable;
   readonly report: OpenReport = { releasedLeases: 0, swept: 0, legacyPending: false, lines: [] };
-  /** Server: the owner record it wrote and the socket that keeps it alive. */
-  owned?: { mine: OwnerRecord; socket?: OwnerSocket };
+  /** Server: its claim of the directory. */
+  owned?: OwnerClaim;
   private readonly jobListeners = new Set<() => void>();
   private readonly damageListeners = new Set<(damage: StateUnreadable) => void>();
   private closing?: Promise<void>;

@@ -39,6 +39,9 @@ export interface OwnerRecord {
   socket?: string;
 }
 
+/** What a claim wrote, the socket that keeps it alive, and the dead owner it replaced. */
+export type OwnerClaim = { mine: OwnerRecord; replaced?: OwnerRecord; socket?: OwnerSocket };
+
 /** A live owner's socket: closing it (at stop, or by the kernel when the process dies) is what frees the directory. */
 export interface OwnerSocket {
   name: string;
@@ -88,11 +91,7 @@ export function summary(owner: OwnerRecord): OwnerSummary {
  * directory). Throws StateDirInUse when a live process owns it. Returns the record written, its
  * socket, and the dead owner it replaced, if any.
  */
-export async function claimOwnership(
-  dbs: Databases,
-  stateDir: string,
-  now: number,
-): Promise<{ mine: OwnerRecord; replaced?: OwnerRecord; socket?: OwnerSocket }> {
+export async function claimOwnership(dbs: Databases, stateDir: string, now: number): Promise<OwnerClaim> {
   const token = randomUUID();
   const socket = await listenOwnerSocket(stateDir, token);
   const { startTime, bootId } = processIdentity(process.pid);
