@@ -84,8 +84,8 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   try {
     for (const line of db.report.lines) log.info('state_dir', { note: line });
     // Once: the sentence says all there is to say, and a damaged page does not heal while served.
-    const stopHearing = db.onDamage((damage) => log.error('state_file_damaged', { note: damage.message }));
-    cleanups.push(async () => stopHearing());
+    // This listener and the worker's below go with db.close().
+    db.onDamage((damage) => log.error('state_file_damaged', { note: damage.message }));
     const loaded = await loadOrCreateApiKey(settings.stateDir, settings.apiKey, { deferWrite: true });
     if (loaded.tightenedFrom !== undefined) log.warn('api_key_file_mode_fixed', { keyFile: loaded.file, was: loaded.tightenedFrom.toString(8), now: '600' });
     let key: { key: string; file?: string; generated: boolean } = loaded;
@@ -104,8 +104,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       lastingFault: (error) => error instanceof StateUnreadable,
     });
     cleanups.push(() => worker.stop());
-    const unsubscribe = db.onJobsChanged(() => worker.wake());
-    cleanups.push(async () => unsubscribe());
+    db.onJobsChanged(() => worker.wake());
 
     // Work that finishes after its answer (an inline attempt the caller stopped waiting for, the
     // write that records a delivery the dot already accepted), outside the request's deadline;

@@ -44,9 +44,8 @@ export function unreadable(file: string, error: unknown): StateUnreadable {
   return new StateUnreadable(file, `it could not be opened (${detail})`, moveAsideRemedy(file), { cause: error });
 }
 
-// ---- the header check ---------------------------------------------------------------------------
-
-// LMDB data format 2 (the lmdb-js build), 64-bit little-endian: a 24-byte page header, then MDB_meta.
+// LMDB data format 2 (the lmdb-js build), 64-bit little-endian (the only builds lmdb ships prebuilt; others are not
+// checked): a 24-byte page header, then MDB_meta.
 const PAGE_HEADER_BYTES = 24;
 const P_META = 0x08;
 const MDB_MAGIC = 0xbeefc0de;
@@ -59,7 +58,6 @@ const META_BYTES = 144;
  * may legitimately leave freed trailing pages unwritten, so only a read can tell).
  */
 export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
-  // The layout below is that of 64-bit little-endian builds, the only ones lmdb ships prebuilt.
   if (endianness() !== 'LE' || !['x64', 'arm64'].includes(process.arch)) return 'ok';
   const handle = await openFile(file, fsConstants.O_RDONLY).catch((error: unknown) => Promise.reject(unreadable(file, error)));
   try {
@@ -164,8 +162,6 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
   if (suspect) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
   throw damagedPage(file, how);
 }
-
-// ---- damaged pages met at run time ----------------------------------------------------------------
 
 /** The first damaged page met in the file by this process, and who wants to hear of it (once). */
 export interface DamageRecord {
