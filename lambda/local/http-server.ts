@@ -92,21 +92,15 @@ export async function startLocalServer(appOf: () => App, options: LocalServerOpt
   // Every descriptor the server holds: served connections and refused ones still lingering.
   const open = new Set<Socket>();
   server.on('connection', (socket: Socket) => {
-    if (open.size >= options.maxConnections) {
-      refused.add(socket);
-      if (open.size >= 2 * options.maxConnections) {
-        socket.destroy();
-        return;
-      }
-      open.add(socket);
-      socket.once('close', () => open.delete(socket));
-      socket.on('error', () => undefined);
-      socket.end(BUSY);
-      setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
-      return;
-    }
+    const full = open.size >= options.maxConnections;
+    if (full) refused.add(socket);
+    if (open.size >= 2 * options.maxConnections) return socket.destroy();
     open.add(socket);
     socket.once('close', () => open.delete(socket));
+    if (!full) return;
+    socket.on('error', () => undefined);
+    socket.end(BUSY);
+    setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
   });
   // A client that sends garbage gets node's 400 and a closed socket, never an exception.
   server.on('clientError', (_error, socket) => {
@@ -134,8 +128,7 @@ export async function startLocalServer(appOf: () => App, options: LocalServerOpt
           drained = undefined;
           server.closeAllConnections();
         };
-        const limit = setTimeout(finish, Budgets.localRequestMs);
-        limit.unref();
+        const limit = setTimeout(finish, Budgets.localRequestMs).unref();
         if (inFlight === 0) finish();
         else drained = finish;
       })),
@@ -154,18 +147,12 @@ async function handle(appOf: () => App, options: LocalServerOptions, req: http.I
     }
     // Whatever was still trickling in ends here, and whoever is reading the body is told so.
     setImmediate(() => req.destroy(new Error('request deadline passed')));
-  }, endsAt - started);
-  timer.unref();
+  }, endsAt - started).unref();
   res.once('close', () => clearTimeout(timer));
   try {
-    const intercepted = options.intercept?.(req, res);
-    if (intercepted) {
-      await intercepted;
-      return;
-    }
-    // The request's own deadline: the MCP budget from now, and never past the connection's end.
+    // The app's requests run under their own deadline: the MCP budget from now, and never past the connection's end.
     const deadline = Math.min(mcpDeadline(Date.now()), endsAt - Budgets.mcpAnswerReserveMs);
-    await runWithDeadline(deadline, () => serve(appOf(), req, res));
+    await (options.intercept?.(req, res) ?? runWithDeadline(deadline, () => serve(appOf(), req, res)));
   } catch {
     if (!res.headersSent) {
       res.writeHead(400, { 'content-type': 'application/json', connection: 'close' });

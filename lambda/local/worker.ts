@@ -46,19 +46,7 @@ export interface DeliveryWorkerOptions {
   lastingFault?: (error: unknown) => boolean;
 }
 
-export interface DeliveryWorker {
-  /** Looks at the schedule now (a job was added in this process). */
-  wake(): void;
-  /**
-   * One pass: starts every job due now (up to the free slots) and resolves, with how many it
-   * started, once those attempts have finished. Tests drive the schedule with it and a fake clock.
-   */
-  runDue(): Promise<number>;
-  /** Attempts running now. */
-  readonly inFlight: number;
-  /** Stops taking work; resolves when the attempts in flight have finished. Jobs stay for the next start. */
-  stop(): Promise<void>;
-}
+export type DeliveryWorker = Pick<Worker, 'wake' | 'runDue' | 'inFlight' | 'stop'>;
 
 /** Creates the worker without starting its loop (see `runDue`); `startDeliveryWorker` starts it too. */
 export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker & { start(): void } {
@@ -71,7 +59,7 @@ export function startDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWor
   return worker;
 }
 
-class Worker implements DeliveryWorker {
+class Worker {
   private readonly concurrency: number;
   private readonly pollIntervalMs: number;
   private readonly leaseMs: number;
@@ -97,6 +85,7 @@ class Worker implements DeliveryWorker {
     });
   }
 
+  /** Attempts running now. */
   get inFlight(): number {
     return this.running.size;
   }
@@ -106,19 +95,23 @@ class Worker implements DeliveryWorker {
     this.loop = this.run();
   }
 
+  /**
+   * Looks at the schedule now (a job was added in this process). Asleep: wakes now. Busy (reading
+   * the schedule): the next sleep returns at once, so a job added meanwhile is never left for the poll.
+   */
   wake(): void {
-    // Asleep: wake now. Busy (reading the schedule): the next sleep returns at once, so a job
-    // added meanwhile is never left for the poll.
     if (this.signal) this.signal();
     else this.signalled = true;
   }
 
+  /** One pass: starts the jobs due now (up to the free slots); resolves with how many once they finished (tests drive it with a fake clock). */
   async runDue(): Promise<number> {
     const started = await this.fill();
     await Promise.all(started);
     return started.length;
   }
 
+  /** Stops taking work; resolves when the attempts in flight have finished. Jobs stay for the next start. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.wake();

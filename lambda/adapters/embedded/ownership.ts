@@ -53,11 +53,8 @@ export async function listenOwnerSocket(stateDir: string, token: string): Promis
   const name = `.owner-${token.slice(0, 8)}.sock`;
   const path = join(stateDir, name);
   const server = net.createServer((socket) => socket.destroy());
-  try {
-    await new Promise<void>((done, fail) => server.once('error', fail).listen(path, () => done()));
-  } catch {
-    return undefined;
-  }
+  const listening = await new Promise<boolean>((done) => server.once('error', () => done(false)).listen(path, () => done(true)));
+  if (!listening) return undefined;
   server.unref();
   return { name, close: () => (server.close(), rmSync(path, { force: true })) };
 }
