@@ -40,12 +40,6 @@ export interface LocalServerOptions {
   budgetOf?: (path: string) => number;
 }
 
-export interface LocalServer {
-  server: http.Server;
-  port: number;
-  close(): Promise<void>;
-}
-
 const PUP_PATHS: ReadonlySet<string> = new Set(Object.values(PupRoutes));
 
 export function pathOf(url: string | undefined): string {
@@ -65,7 +59,9 @@ export const BUSY =
 /** A refused connection's life after its 503: long enough for the client to read it (destroying at once can reset it first), short enough not to pile up. */
 export const REFUSED_LINGER_MS = 1_000;
 
-export async function startLocalServer(appOf: () => App, options: LocalServerOptions): Promise<LocalServer> {
+export type LocalServer = Awaited<ReturnType<typeof startLocalServer>>;
+
+export async function startLocalServer(appOf: () => App, options: LocalServerOptions) {
   // Connections answered 503: node:http has already attached its parser when `connection` fires,
   // so a request they carry is still parsed; it must never reach the app.
   const refused = new WeakSet<Socket>();

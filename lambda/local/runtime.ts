@@ -20,7 +20,7 @@
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { outsideDeadline, webhookWithinDeadline } from '../adapters/deadline';
-import { openEmbeddedDatabase, StateUnreadable, type EmbeddedDatabase } from '../adapters/embedded';
+import { openEmbeddedDatabase, StateUnreadable } from '../adapters/embedded';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { loadOrCreateApiKey, newApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import type { LocalSettings } from '../config/settings';
@@ -36,18 +36,11 @@ import { recordRotation } from '../operator/access';
 import { DEFAULT_RETRY_DELAYS_S, EventsProfiles } from '../core/protocol';
 import { version } from '../version';
 import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
-import { startLocalServer, type LocalServer } from './http-server';
+import { startLocalServer } from './http-server';
 import { retiringApp, type RetiringApp } from './retiring-app';
-import { startDeliveryWorker, type DeliveryWorker } from './worker';
+import { startDeliveryWorker } from './worker';
 
-export interface LocalRuntime {
-  url: string;
-  port: number;
-  app(): App;
-  db: EmbeddedDatabase;
-  worker: DeliveryWorker;
-  stop(): Promise<void>;
-}
+export type LocalRuntime = Awaited<ReturnType<typeof startLocal>>;
 
 export interface LocalOptions {
   settings: LocalSettings;
@@ -67,7 +60,7 @@ export const MAX_PUP_BODIES = 32;
 /** Expired items are removed this often (and at every start). */
 const SWEEP_INTERVAL_MS = 10 * 60_000;
 
-export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
+export async function startLocal(options: LocalOptions) {
   const { settings } = options;
   const log = options.log ?? createLogger();
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -123,7 +116,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     // The app in force; a rotation replaces it (retiring-app.ts).
     let serving: RetiringApp | undefined;
     let admin: AdminDeps | undefined;
-    const server: LocalServer = await startLocalServer(() => serving!.app, {
+    const server = await startLocalServer(() => serving!.app, {
       host: settings.host,
       port: settings.port,
       maxConnections: MAX_CONNECTIONS,
