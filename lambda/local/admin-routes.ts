@@ -41,8 +41,6 @@ export interface AdminDeps {
   rotateKey?(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
   /** Sender keys (operator/access.ts over the server's store). */
   access?: AccessStore;
-  /** Called after a resend, so the worker looks at once. */
-  wake(): void;
   /** The damaged page this server has met in its state file, as the sentence naming it; undefined while none. */
   damage?(): string | undefined;
 }
@@ -94,9 +92,8 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
       const eventId = event[1]!;
       if (event[2]) {
         if (method !== 'POST') return only('POST');
-        const result = await resendEvent(deps, deps.now(), eventId);
-        if (result.resent) deps.wake();
-        return answer(res, 200, result);
+        // The outbox's commit wakes the worker (the embedded database's onJobsChanged).
+        return answer(res, 200, await resendEvent(deps, deps.now(), eventId));
       }
       if (method !== 'GET') return only('GET');
       const detail = await showEvent(deps.store, deps.now(), eventId);

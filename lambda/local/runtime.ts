@@ -181,7 +181,7 @@ export async function startLocal(options: LocalOptions) {
       token,
       hosts: adminHosts,
       now: () => clock.now(),
-      // Its commit wakes the worker (onJobsChanged).
+      // Its commit wakes the worker (onJobsChanged), as a resend's does.
       redrive: () => db.jobs.redrive(clock.now()),
       queueCounts: () => db.jobs.counts(),
       // What `dm-dot status` shows of the switches in force (never a secret).
@@ -192,7 +192,6 @@ export async function startLocal(options: LocalOptions) {
         switches: switchesOf(settings),
       }),
       damage: () => db.damage()?.message,
-      wake: () => worker.wake(),
       access: db.store,
       ...(key.file
         ? {
