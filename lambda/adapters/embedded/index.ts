@@ -32,12 +32,6 @@ import { LmdbTable } from './table';
 export { DATABASE_FILE } from './environment';
 export { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
 
-export interface OpenEmbeddedOptions {
-  role: 'server' | 'operator';
-  /** The clock of job due times, the owner's start time and the sweep; default the system clock. */
-  clock?: Clock;
-}
-
 export interface OpenReport {
   /** Server: the dead owner whose record this server replaced. */
   tookOverFrom?: OwnerSummary;
@@ -52,7 +46,8 @@ export interface OpenReport {
   lines: string[];
 }
 
-export async function openEmbeddedDatabase(stateDir: string, options: OpenEmbeddedOptions): Promise<EmbeddedDatabase> {
+/** `clock`: the clock of job due times, the owner's start time and the sweep; default the system clock. */
+export async function openEmbeddedDatabase(stateDir: string, options: { role: 'server' | 'operator'; clock?: Clock }): Promise<EmbeddedDatabase> {
   const dir = resolve(stateDir);
   const clock = options.clock ?? systemClock;
   const dbs = (await openDatabases(dir, { create: true, verify: options.role === 'server' }))!;

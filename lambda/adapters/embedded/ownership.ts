@@ -40,16 +40,13 @@ export interface OwnerRecord {
 }
 
 /** What a claim wrote, the socket that keeps it alive, and the dead owner it replaced. */
-export type OwnerClaim = { mine: OwnerRecord; replaced?: OwnerRecord; socket?: OwnerSocket };
+export type OwnerClaim = { mine: OwnerRecord; replaced?: OwnerRecord; socket?: Awaited<ReturnType<typeof listenOwnerSocket>> };
 
-/** A live owner's socket: closing it (at stop, or by the kernel when the process dies) is what frees the directory. */
-export interface OwnerSocket {
-  name: string;
-  close(): void;
-}
-
-/** Listens on a fresh socket in the state directory; undefined where no socket can be made there. */
-export async function listenOwnerSocket(stateDir: string, token: string): Promise<OwnerSocket | undefined> {
+/**
+ * Listens on a fresh socket in the state directory; undefined where no socket can be made there.
+ * Closing it (at stop, or by the kernel when the process dies) is what frees the directory.
+ */
+export async function listenOwnerSocket(stateDir: string, token: string): Promise<{ name: string; close(): void } | undefined> {
   const name = `.owner-${token.slice(0, 8)}.sock`;
   const path = join(stateDir, name);
   const server = net.createServer((socket) => socket.destroy());
