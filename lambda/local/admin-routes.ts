@@ -4,16 +4,12 @@
  * resend, the subscription and its clear, redrive, status, key rotation. Each route runs the
  * shared operator actions (lambda/operator) over the server's own ports.
  *
- * They are for this machine only, and say so at every request:
- * - the `Host` must be one of the server's own loopback addresses with its port (not a tunnel's
- *   host from DMDOT_ALLOWED_HOSTS);
- * - a request carrying forwarding headers (`Forwarded`, `X-Forwarded-For`, `X-Forwarded-Host`,
- *   `X-Forwarded-Proto`, `X-Real-IP`, `Via`), which a tunnel or proxy adds, is refused, so they
- *   stay local even with a tunnel in front;
- * - a request carrying an `Origin` (a browser page) is refused;
- * - the admin token from `<state dir>/admin-token` is required; the shared API key is not accepted:
- *   whoever holds the API key (ChatGPT, pup, any sender) must not be able to end the subscription
- *   or move dead letters.
+ * They are for this machine only, and say so at every request: the `Host` must be one of the
+ * server's own loopback addresses with its port (not a tunnel's host from DMDOT_ALLOWED_HOSTS); a
+ * request with forwarding headers (a tunnel or proxy adds them) or an `Origin` (a browser page) is
+ * refused; and the admin token from `<state dir>/admin-token` is required, never the shared API
+ * key: whoever holds that (ChatGPT, pup, any sender) must not end the subscription or move dead
+ * letters.
  *
  * Deliberately not here: the admin routes on AWS (lambda/http/app.ts never has them; there the
  * operator's IAM credentials are the admin credential), and request bodies (no route takes one).
@@ -28,12 +24,6 @@ import { addSender, listSenders, revokeSender } from '../operator/access';
 import { senderNameOf } from '../core/access';
 import { pathOf } from './http-server';
 
-export const ADMIN_PREFIX = `${Routes.admin}/`;
-
-export interface AdminStatus {
-  [key: string]: unknown;
-}
-
 export interface AdminDeps {
   store: Store;
   outbox: Outbox;
@@ -46,23 +36,16 @@ export interface AdminDeps {
   /** Jobs waiting and dead letters. */
   queueCounts(): Promise<{ queued: number; deadLetters: number }>;
   /** The switches in force and where things are (never a secret). */
-  describe(): AdminStatus;
+  describe(): Record<string, unknown>;
   /** Rotates the API key, the old one accepted `overlapMs` more; undefined when the key comes from MCP_API_KEY. */
   rotateKey?(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
   /** Sender keys (operator/access.ts over the server's store). */
   access?: AccessStore;
-  /** Called after a resend, so the worker looks at once. */
-  wake(): void;
   /** The damaged page this server has met in its state file, as the sentence naming it; undefined while none. */
   damage?(): string | undefined;
 }
 
 const FORWARDING_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'via'] as const;
-
-/** Constant time whatever the lengths (core/signing.ts hashes both sides first). */
-function tokenMatches(offered: string | undefined, token: string): boolean {
-  return offered !== undefined && constantTimeEqual(offered, token);
-}
 
 function answer(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
@@ -75,7 +58,7 @@ function refuse(res: http.ServerResponse, status: number, code: string, message:
 
 export function isAdminPath(url: string | undefined): boolean {
   const path = pathOf(url);
-  return path === Routes.admin || path.startsWith(ADMIN_PREFIX);
+  return path === Routes.admin || path.startsWith(`${Routes.admin}/`);
 }
 
 const EVENT_ROUTE = /^\/admin\/events\/(evt_[0-9a-f]{32})(\/resend)?$/;
@@ -88,32 +71,29 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
   if (FORWARDING_HEADERS.some((name) => req.headers[name] !== undefined)) {
     return refuse(res, 403, 'forwarded', 'Admin routes refuse requests that came through a proxy or tunnel.');
   }
-  // A browser page never gets here: no admin route answers a request that carries an Origin.
   if (req.headers.origin !== undefined) return refuse(res, 403, 'forbidden_origin', 'Admin routes refuse cross-origin requests.');
   const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim();
   // A sender key is a real credential that may never run an operator action: Forbidden, as on /mcp.
   if (bearer !== undefined && senderNameOf(bearer) !== undefined) {
     return refuse(res, 403, 'forbidden_sender', 'A sender key may only send; operator actions need the admin token.');
   }
-  if (!tokenMatches(bearer, deps.token)) {
+  // Constant time whatever the lengths (core/signing.ts hashes both sides first).
+  if (bearer === undefined || !constantTimeEqual(bearer, deps.token)) {
     return refuse(res, 401, 'unauthorized', 'Admin routes need the admin token from <state dir>/admin-token (the API key is not accepted).', {
       'www-authenticate': 'Bearer',
     });
   }
   const url = new URL(req.url ?? '/', 'http://localhost');
   const method = req.method ?? 'GET';
-  const only = (allowed: string) => {
-    refuse(res, 405, 'method_not_allowed', `Use ${allowed}.`, { allow: allowed });
-  };
+  const only = (allowed: string) => refuse(res, 405, 'method_not_allowed', `Use ${allowed}.`, { allow: allowed });
   try {
     const event = EVENT_ROUTE.exec(url.pathname);
     if (event) {
       const eventId = event[1]!;
       if (event[2]) {
         if (method !== 'POST') return only('POST');
-        const result = await resendEvent(deps, deps.now(), eventId);
-        if (result.resent) deps.wake();
-        return answer(res, 200, result);
+        // The outbox's commit wakes the worker (the embedded database's onJobsChanged).
+        return answer(res, 200, await resendEvent(deps, deps.now(), eventId));
       }
       if (method !== 'GET') return only('GET');
       const detail = await showEvent(deps.store, deps.now(), eventId);
@@ -133,10 +113,8 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
         if (method === 'DELETE') return answer(res, 200, await clearSubscription(deps.store, deps.now(), url.searchParams.get('id') ?? undefined));
         return only('GET, DELETE');
       }
-      case AdminRoutes.redrive: {
-        if (method !== 'POST') return only('POST');
-        return answer(res, 200, { moved: await deps.redrive() });
-      }
+      case AdminRoutes.redrive:
+        return method === 'POST' ? answer(res, 200, { moved: await deps.redrive() }) : only('POST');
       case AdminRoutes.status: {
         if (method !== 'GET') return only('GET');
         const reads = await Promise.allSettled([showSubscription(deps.store, deps.now()), eventCounts(deps.store, deps.now()), deps.queueCounts()]);

@@ -1,21 +1,17 @@
 /**
  * The local runtime's clock: time that a step of the wall clock (NTP, a resumed VM, a person
- * setting the date) does not move. `now()` is the wall clock's reading when the process started
- * plus the process's monotonic time since, so every due time, lease, rate window and expiry the
- * process measures runs at the pace of real time whatever the wall clock does meanwhile: a step
- * back of an hour does not delay a retry due in 2 s by the hour, a step back does not open a rate
- * window a second time, and a step forward does not end a lease early while its attempt still
- * runs. Times persisted by an earlier process are read in the same epoch milliseconds: the clock
- * is re-based on the wall clock at each start.
- *
- * `wall()` stays the wall clock: what leaves the process to be compared with another machine's
- * clock (a webhook signature's timestamp, the window of pup's timestamps) is taken from it.
+ * setting the date) does not move. `now()` is the wall clock at the process's start plus its
+ * monotonic time since, so every due time, lease, rate window and expiry runs at the pace of real
+ * time: a step back does not delay a retry due in 2 s by an hour or open a rate window twice, and a
+ * step forward does not end a lease early. Times persisted by an earlier process are in the same
+ * epoch milliseconds: the clock is re-based at each start. `wall()` stays the wall clock, for what
+ * leaves the process to be compared with another machine's (a webhook signature's timestamp, the
+ * window of pup's timestamps).
  *
  * Deliberately not here: the Lambdas (each invocation is short and its deadlines come from the
  * Lambda context; a frozen environment's monotonic time stops while the wall clock runs on), and
- * any correction of the wall clock itself. A suspended machine's monotonic time may stop too: after
- * a resume `now()` trails the wall clock by the time asleep, which only makes what was due later
- * happen that much later, never twice.
+ * any correction of the wall clock. After a suspend `now()` may trail the wall clock by the time
+ * asleep, which only makes what was due later happen that much later, never twice.
  */
 import type { Clock } from '../ports';
 

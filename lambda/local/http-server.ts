@@ -3,20 +3,17 @@
  * internet: node:http requests become web-standard Requests for the app (lambda/http/app.ts), and
  * nothing a slow or hostile client does can hold the server open.
  *
- * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` (docs/contract/pup.md gives
- *   pup 5 s) and 15 s for any other route (10 s to arrive, then the 5 s of the request itself;
- *   core/budgets.ts). A request still unanswered then gets `408` (or, if its answer had begun,
- *   a closed connection), and its connection is closed: a body trickling one byte every few
- *   seconds ends there. node:http's own `headersTimeout` and `requestTimeout` are set too, and
- *   checked every second instead of every 30.
- * - **The request's own deadline** (adapters/deadline.ts): each request runs under the deadline of
- *   its route (the MCP budget, or less when the body took long to arrive), so the callback
- *   challenge and the inline attempt get what is left, as on AWS.
- * - **A cap on connections**: past `maxConnections` descriptors held at once (refused connections
- *   still lingering included), a new connection gets a `503` with `Retry-After` and is closed,
- *   instead of an unanswered socket. A refusal is a refusal: whatever a refused connection sends
- *   is read and dropped, never given to the app, and it is destroyed within `REFUSED_LINGER_MS`
- *   (a half-open client cannot hold it). Past twice the cap a connection is destroyed unanswered.
+ * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` and 15 s for
+ *   any other route (10 s to arrive, then the request's own 5 s; core/budgets.ts). A request still
+ *   unanswered then gets `408` (or, if its answer had begun, a closed connection), and its
+ *   connection is closed: a body trickling one byte every few seconds ends there. node:http's own
+ *   timeouts are set too, and checked every second instead of every 30.
+ * - **The request's own deadline** (adapters/deadline.ts): the MCP budget, or less when the body
+ *   took long to arrive, so the callback challenge and the inline attempt get what is left.
+ * - **A cap on connections**: past `maxConnections` descriptors (refused ones still lingering
+ *   included), a new connection gets a `503` with `Retry-After` and is closed; whatever it sends
+ *   is read and dropped, never given to the app, and it is destroyed within `REFUSED_LINGER_MS`.
+ *   Past twice the cap a connection is destroyed unanswered.
  * - A request whose body was not read (refused before it) is answered with `Connection: close`.
  *
  * Deliberately not here: routes, auth and limits of the HTTP surface (the app), admin routes
@@ -43,18 +40,10 @@ export interface LocalServerOptions {
   budgetOf?: (path: string) => number;
 }
 
-export interface LocalServer {
-  server: http.Server;
-  port: number;
-  close(): Promise<void>;
-}
-
 const PUP_PATHS: ReadonlySet<string> = new Set(Object.values(PupRoutes));
 
 export function pathOf(url: string | undefined): string {
-  const raw = url ?? '/';
-  const end = raw.search(/[?#]/);
-  return end < 0 ? raw : raw.slice(0, end);
+  return (url ?? '/').split(/[?#]/, 1)[0]!;
 }
 
 /** How long a request may take, from its first byte to its answer. */
@@ -67,14 +56,12 @@ const BUSY_BODY = '{"error":{"code":"busy","message":"Too many open connections;
 export const BUSY =
   'HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n' +
   `Content-Length: ${Buffer.byteLength(BUSY_BODY)}\r\n\r\n${BUSY_BODY}`;
-/**
- * How long a refused connection is kept after its 503 before it is destroyed: long enough for the
- * client to read the answer (destroying at once can reset the connection before it does), short
- * enough that refused clients never pile up.
- */
+/** A refused connection's life after its 503: long enough for the client to read it (destroying at once can reset it first), short enough not to pile up. */
 export const REFUSED_LINGER_MS = 1_000;
 
-export async function startLocalServer(appOf: () => App, options: LocalServerOptions): Promise<LocalServer> {
+export type LocalServer = Awaited<ReturnType<typeof startLocalServer>>;
+
+export async function startLocalServer(appOf: () => App, options: LocalServerOptions) {
   // Connections answered 503: node:http has already attached its parser when `connection` fires,
   // so a request they carry is still parsed; it must never reach the app.
   const refused = new WeakSet<Socket>();
@@ -101,21 +88,15 @@ export async function startLocalServer(appOf: () => App, options: LocalServerOpt
   // Every descriptor the server holds: served connections and refused ones still lingering.
   const open = new Set<Socket>();
   server.on('connection', (socket: Socket) => {
-    if (open.size >= options.maxConnections) {
-      refused.add(socket);
-      if (open.size >= 2 * options.maxConnections) {
-        socket.destroy();
-        return;
-      }
-      open.add(socket);
-      socket.once('close', () => open.delete(socket));
-      socket.on('error', () => undefined);
-      socket.end(BUSY);
-      setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
-      return;
-    }
+    const full = open.size >= options.maxConnections;
+    if (full) refused.add(socket);
+    if (open.size >= 2 * options.maxConnections) return socket.destroy();
     open.add(socket);
     socket.once('close', () => open.delete(socket));
+    if (!full) return;
+    socket.on('error', () => undefined);
+    socket.end(BUSY);
+    setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
   });
   // A client that sends garbage gets node's 400 and a closed socket, never an exception.
   server.on('clientError', (_error, socket) => {
@@ -143,8 +124,7 @@ export async function startLocalServer(appOf: () => App, options: LocalServerOpt
           drained = undefined;
           server.closeAllConnections();
         };
-        const limit = setTimeout(finish, Budgets.localRequestMs);
-        limit.unref();
+        const limit = setTimeout(finish, Budgets.localRequestMs).unref();
         if (inFlight === 0) finish();
         else drained = finish;
       })),
@@ -163,18 +143,12 @@ async function handle(appOf: () => App, options: LocalServerOptions, req: http.I
     }
     // Whatever was still trickling in ends here, and whoever is reading the body is told so.
     setImmediate(() => req.destroy(new Error('request deadline passed')));
-  }, endsAt - started);
-  timer.unref();
+  }, endsAt - started).unref();
   res.once('close', () => clearTimeout(timer));
   try {
-    const intercepted = options.intercept?.(req, res);
-    if (intercepted) {
-      await intercepted;
-      return;
-    }
-    // The request's own deadline: the MCP budget from now, and never past the connection's end.
+    // The app's requests run under their own deadline: the MCP budget from now, and never past the connection's end.
     const deadline = Math.min(mcpDeadline(Date.now()), endsAt - Budgets.mcpAnswerReserveMs);
-    await runWithDeadline(deadline, () => serve(appOf(), req, res));
+    await (options.intercept?.(req, res) ?? runWithDeadline(deadline, () => serve(appOf(), req, res)));
   } catch {
     if (!res.headersSent) {
       res.writeHead(400, { 'content-type': 'application/json', connection: 'close' });
@@ -189,7 +163,7 @@ async function handle(appOf: () => App, options: LocalServerOptions, req: http.I
  * reader waiting for ever once the deadline's 408 has ended the exchange, and a reader that never
  * returns holds whatever it counted, such as one of the pup door's reading slots.)
  */
-export function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
+function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
   let settled = false;
   return new ReadableStream<Uint8Array>(
     {
@@ -225,8 +199,7 @@ export function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
 async function serve(app: App, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+    for (const v of [value ?? []].flat()) headers.append(name, v);
   }
   const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
   const request = new Request(`http://localhost${req.url ?? '/'}`, {

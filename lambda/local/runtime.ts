@@ -1,24 +1,18 @@
 /**
- * The local runtime (docs/contract/local-runtime.md): the same app and core as the Lambdas, on node:http, over the embedded
- * database of the state directory (lambda/adapters/embedded: the records, the delivery jobs and
- * the dead letters in one LMDB file) and an in-process delivery worker (worker.ts) that runs the
- * same retry schedule as AWS. `startLocal` is what `npm start` runs and what the end-to-end tests
- * start on an ephemeral port.
+ * The local runtime (docs/contract/local-runtime.md): the same app and core as the Lambdas, on
+ * node:http, over the embedded database of the state directory (lambda/adapters/embedded) and an
+ * in-process delivery worker (worker.ts) with the same retry schedule as AWS, plus the operator's
+ * admin routes (admin-routes.ts). `startLocal` is what `npm start` and the end-to-end tests run.
  *
  * The order of start-up matters: the state directory is claimed first (the database's owner
  * record), so a second server on the same directory refuses before it writes anything, and the
  * first keeps serving undisturbed. Then the key, the worker, the HTTP server, and only then the
  * admin token, which only the owning server ever writes.
  *
- * It also serves the operator's admin routes (admin-routes.ts) on the same server, behind their
- * own token, so that `dm-dot` commands go through the running server.
- *
- * A damaged page met while serving (docs/contract/local-runtime.md, LOCAL-FAULT-10) does not stop
- * it: the request that read it is answered 503 (the store throws, the core maps it as a failed
- * dependency), the worker delivers what it can read and backs off from what it cannot, the
- * sentence naming the file is logged once (`state_file_damaged`) and `dm-dot status` shows it.
- * Exiting would end the service of everything still readable and, under a supervisor, turn into
- * a restart that refuses at the start anyway (the start reads the whole file first).
+ * A damaged page met while serving (LOCAL-FAULT-10) does not stop it: the request that read it is
+ * answered 503, the worker delivers what it can read, the sentence naming the file is logged once
+ * (`state_file_damaged`) and `dm-dot status` shows it. Exiting would end the service of everything
+ * still readable and, under a supervisor, turn into a restart that refuses at the start anyway.
  *
  * Deliberately not here: TLS (put a tunnel or proxy in front), reading the environment (main.ts
  * does, once), and printing the API key: only the path of the file that holds it.
@@ -26,7 +20,7 @@
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { outsideDeadline, webhookWithinDeadline } from '../adapters/deadline';
-import { openEmbeddedDatabase, StateUnreadable, type EmbeddedDatabase } from '../adapters/embedded';
+import { openEmbeddedDatabase, StateUnreadable } from '../adapters/embedded';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { loadOrCreateApiKey, newApiKey, publishAdminToken, rotateApiKeyFile, withdrawAdminToken } from '../adapters/state-files';
 import type { LocalSettings } from '../config/settings';
@@ -39,21 +33,14 @@ import type { Clock, Logger, WebhookClient } from '../ports';
 import { steadyClock } from './clock';
 import { switchesOf } from '../operator/views';
 import { recordRotation } from '../operator/access';
-import { DEFAULT_RETRY_DELAYS_S, EventStatus, EventsProfiles } from '../core/protocol';
+import { DEFAULT_RETRY_DELAYS_S, EventsProfiles } from '../core/protocol';
 import { version } from '../version';
 import { handleAdmin, isAdminPath, type AdminDeps } from './admin-routes';
-import { startLocalServer, type LocalServer } from './http-server';
+import { startLocalServer } from './http-server';
 import { retiringApp, type RetiringApp } from './retiring-app';
-import { startDeliveryWorker, type DeliveryWorker } from './worker';
+import { startDeliveryWorker } from './worker';
 
-export interface LocalRuntime {
-  url: string;
-  port: number;
-  app(): App;
-  db: EmbeddedDatabase;
-  worker: DeliveryWorker;
-  stop(): Promise<void>;
-}
+export type LocalRuntime = Awaited<ReturnType<typeof startLocal>>;
 
 export interface LocalOptions {
   settings: LocalSettings;
@@ -73,7 +60,7 @@ export const MAX_PUP_BODIES = 32;
 /** Expired items are removed this often (and at every start). */
 const SWEEP_INTERVAL_MS = 10 * 60_000;
 
-export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
+export async function startLocal(options: LocalOptions) {
   const { settings } = options;
   const log = options.log ?? createLogger();
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -90,12 +77,11 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
   try {
     for (const line of db.report.lines) log.info('state_dir', { note: line });
     // Once: the sentence says all there is to say, and a damaged page does not heal while served.
-    const stopHearing = db.onDamage((damage) => log.error('state_file_damaged', { note: damage.message }));
-    cleanups.push(async () => stopHearing());
-    let key: { key: string; file?: string; generated: boolean } = await loadOrCreateApiKey(settings.stateDir, settings.apiKey, { deferWrite: true });
-    const saveKey = (key as { save?: () => Promise<void> }).save;
-    const tightenedFrom = (key as { tightenedFrom?: number }).tightenedFrom;
-    if (tightenedFrom !== undefined) log.warn('api_key_file_mode_fixed', { keyFile: key.file, was: tightenedFrom.toString(8), now: '600' });
+    // This listener and the worker's below go with db.close().
+    db.onDamage((damage) => log.error('state_file_damaged', { note: damage.message }));
+    const loaded = await loadOrCreateApiKey(settings.stateDir, settings.apiKey, { deferWrite: true });
+    if (loaded.tightenedFrom !== undefined) log.warn('api_key_file_mode_fixed', { keyFile: loaded.file, was: loaded.tightenedFrom.toString(8), now: '600' });
+    let key: { key: string; file?: string; generated: boolean } = loaded;
     log.redact?.(key.key);
     for (const secret of settings.pupSecrets.secrets) log.redact?.(secret);
 
@@ -111,8 +97,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       lastingFault: (error) => error instanceof StateUnreadable,
     });
     cleanups.push(() => worker.stop());
-    const unsubscribe = db.onJobsChanged(() => worker.wake());
-    cleanups.push(async () => unsubscribe());
+    db.onJobsChanged(() => worker.wake());
 
     // Work that finishes after its answer (an inline attempt the caller stopped waiting for, the
     // write that records a delivery the dot already accepted), outside the request's deadline;
@@ -131,7 +116,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     // The app in force; a rotation replaces it (retiring-app.ts).
     let serving: RetiringApp | undefined;
     let admin: AdminDeps | undefined;
-    const server: LocalServer = await startLocalServer(() => serving!.app, {
+    const server = await startLocalServer(() => serving!.app, {
       host: settings.host,
       port: settings.port,
       maxConnections: MAX_CONNECTIONS,
@@ -141,7 +126,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     });
     cleanups.push(() => server.close());
     // Only now that it listens: a start that fails (a port in use) writes no new key.
-    await saveKey?.();
+    await loaded.save?.();
     const { port } = server;
     const shownHost = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
     // DNS rebinding protection: only our own addresses (with the port) and DMDOT_ALLOWED_HOSTS.
@@ -152,7 +137,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     const buildApp = (apiKey: string): App =>
       createApp(
         {
-          store: clearingSafetyNets(db),
+          store: db.store,
           outbox: db.outbox,
           // Each request runs under its deadline (http-server.ts): the challenge and the inline
           // attempt get what is left of the request's 5 s, as on AWS.
@@ -196,18 +181,17 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
       token,
       hosts: adminHosts,
       now: () => clock.now(),
-      redrive: async () => {
-        const moved = await db.jobs.redrive(clock.now());
-        worker.wake();
-        return moved;
-      },
-      queueCounts: async () => {
-        const counts = await db.jobs.counts();
-        return { queued: counts.queued, deadLetters: counts.deadLetters };
-      },
-      describe: () => describeSwitches(settings, baseUrl, key),
+      // Its commit wakes the worker (onJobsChanged), as a resend's does.
+      redrive: () => db.jobs.redrive(clock.now()),
+      queueCounts: () => db.jobs.counts(),
+      // What `dm-dot status` shows of the switches in force (never a secret).
+      describe: () => ({
+        server: { url: baseUrl, pid: process.pid, version },
+        stateDir: resolve(settings.stateDir),
+        apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
+        switches: switchesOf(settings),
+      }),
       damage: () => db.damage()?.message,
-      wake: () => worker.wake(),
       access: db.store,
       ...(key.file
         ? {
@@ -224,10 +208,9 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     let rotating: Promise<unknown> = Promise.resolve();
     /**
      * A rotation, in the order that keeps every key working while it should: the DEPLOYMENT item
-     * learns the new key (and keeps the old one for the overlap) first, then the server serves it,
-     * and only then does the file show it, so a key read from the file always works. The app it
-     * replaces is closed once the requests it holds are answered, never while it still answers.
-     * A file that cannot be written undoes the rotation: the old key stays in force everywhere.
+     * learns the new key (keeping the old one for the overlap), then the server serves it, and only
+     * then does the file show it, so a key read from the file always works. A file that cannot be
+     * written undoes the rotation: the old key stays in force everywhere.
      */
     const rotateKey = async (overlapMs: number) => {
       const previousKey = key.key;
@@ -258,8 +241,7 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
     // Reads never depend on it (every read checks expiry itself); it only keeps the file small.
     const sweeper = setInterval(() => {
       db.sweepExpired(clock.now()).catch((error: unknown) => log.warn('sweep_failed', { cause: describeCause(error) }));
-    }, SWEEP_INTERVAL_MS);
-    sweeper.unref();
+    }, SWEEP_INTERVAL_MS).unref();
     cleanups.push(async () => clearInterval(sweeper));
 
     const url = `${baseUrl}/mcp`;
@@ -277,46 +259,16 @@ export async function startLocal(options: LocalOptions): Promise<LocalRuntime> {
 }
 
 /**
- * The store the app's sends write through: db.store, except that once an inline attempt has
- * recorded its event `delivered`, the event's job (its safety net, due a retry delay later) is
- * removed at once (jobs.ts `completeDelivered`). That is all the worker would do with it: its
- * copy finds the event final and removes the row. Doing it here spares the worker's receive, reads
- * and second write per send. Best effort: a job left behind (the removal failed) is the worker's,
- * as before; one the worker already holds loses its row, and its receipt then changes nothing.
- */
-function clearingSafetyNets(db: EmbeddedDatabase): EmbeddedDatabase['store'] {
-  const store = db.store;
-  const clearing: EmbeddedDatabase['store'] = Object.create(store);
-  clearing.updateEvent = async (eventId, patch, expected) => {
-    const updated = await store.updateEvent(eventId, patch, expected);
-    if (updated && patch.status === EventStatus.delivered) await db.jobs.completeDelivered(eventId).catch(() => undefined);
-    return updated;
-  };
-  return clearing;
-}
-
-/**
  * The worker's lines for a person watching `npm start`: a decision that changed nothing about the
  * event (a deferral, a copy that found it settled or lost the race) is not worth a line.
  */
 function withoutQuietDecisions(log: Logger): Logger {
   return {
     info: (event, fields) => {
-      if (event === 'delivery' && (fields?.action === 'defer' || fields?.action === 'done')) return;
-      log.info(event, fields);
+      if (event !== 'delivery' || (fields?.action !== 'defer' && fields?.action !== 'done')) log.info(event, fields);
     },
     warn: (event, fields) => log.warn(event, fields),
     error: (event, fields) => log.error(event, fields),
-  };
-}
-
-/** What `dm-dot status` shows of the switches in force (never a secret). */
-function describeSwitches(settings: LocalSettings, url: string, key: { file?: string }) {
-  return {
-    server: { url, pid: process.pid, version },
-    stateDir: resolve(settings.stateDir),
-    apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
-    switches: switchesOf(settings),
   };
 }
 
@@ -326,23 +278,18 @@ export function startupLines(settings: LocalSettings, url: string, key: { file?:
   if (key.generated) lines.push(`API key generated and stored in ${key.file} (mode 0600); \`dm-dot connect\` prints the connector URL`);
   else if (key.file) lines.push(`API key in ${key.file}; \`dm-dot connect\` prints the connector URL`);
   else lines.push('API key from MCP_API_KEY');
+  const secrets = settings.pupSecrets.secrets.length;
   lines.push(
     settings.allowLoopbackCallbacks
       ? '  loopback callbacks: on (DMDOT_ALLOW_LOOPBACK_CALLBACKS): `dm-dot dot` can subscribe'
       : '  loopback callbacks: off; start with DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 to try `dm-dot dot`',
-  );
-  lines.push(
-    settings.pupSecrets.secrets.length > 0
-      ? `  pup door: on (${settings.pupSecrets.secrets.length} signing secret${settings.pupSecrets.secrets.length > 1 ? 's' : ''})`
-      : '  pup door: off (no PUP_SIGNING_SECRETS)',
-  );
-  lines.push(
+    secrets > 0 ? `  pup door: on (${secrets} signing secret${secrets > 1 ? 's' : ''})` : '  pup door: off (no PUP_SIGNING_SECRETS)',
     settings.inbox
       ? '  inbox: on (DMDOT_INBOX): get_pending_messages and acknowledge_messages for the connector key'
       : '  inbox: off (DMDOT_INBOX=1 turns it on)',
+    `  allowed origins: ${settings.allowedOrigins.join(', ') || 'none'}; extra hosts: ${settings.allowedHosts.join(', ') || 'none'}`,
+    `  events profile: ${settings.eventsProfile} (DMDOT_EVENTS_PROFILE)`,
   );
-  lines.push(`  allowed origins: ${settings.allowedOrigins.join(', ') || 'none'}; extra hosts: ${settings.allowedHosts.join(', ') || 'none'}`);
-  lines.push(`  events profile: ${settings.eventsProfile} (DMDOT_EVENTS_PROFILE)`);
   // The schedule only when it is not the default: a person who set it sees that it took effect.
   if (settings.retryDelaysS.join(',') !== DEFAULT_RETRY_DELAYS_S.join(',')) {
     lines.push(

@@ -1,18 +1,13 @@
 /**
  * The in-process delivery worker of the local runtime: the local twin of SQS + the Delivery
  * Lambda. The schedule is the job table itself (adapters/embedded/jobs.ts): the worker asks for
- * the jobs due now, runs up to `concurrency` attempts at once through the same core function as
- * the Delivery Lambda (core/delivery.ts `deliver`), and applies each decision to the table.
+ * the jobs due now, receives each (its receive count persisted before the attempt, the job hidden
+ * for a lease, a visibility timeout), runs up to `concurrency` attempts at once through the
+ * Delivery Lambda's own runner (core/runner.ts), and makes the runner's effects on the table.
  *
  * It wakes when a job is added in this process (`wake()`, which the embedded database's
  * `onJobsChanged` also calls) and otherwise polls at least every `pollIntervalMs`, so jobs written
  * by another process (the operator CLI's redrive while no server ran) are picked up too.
- *
- * Per job, the receive count goes up and is persisted before the attempt (and the job is hidden
- * for a lease, a visibility timeout); then the one delivery runner (core/runner.ts), the Delivery
- * Lambda's too, decides, and its effects are made on the table here: `complete` removes the row,
- * `keepFor(delay)` reschedules it (without a delay the lease brings it back), `deadLetter` moves it
- * to the dead letters.
  *
  * A lasting fault (`lastingFault`: a damaged page of the state file) is not retried at the pace of
  * a passing one, and not logged here at all: the job that met it cools off for a lease, the loop
@@ -24,27 +19,12 @@
  */
 import { describeCause } from '../core/answers';
 import type { DeliveryDecision, DeliveryDeps } from '../core/delivery';
-import type { DeadLetterReason } from '../core/protocol';
 import { createDeliveryRunner, type DeliveryRunner } from '../core/runner';
-import type { DeliveryJob, DeliveryMetrics, JobEffects, Logger } from '../ports';
+import type { DeliveryMetrics, JobEffects, Logger } from '../ports';
+import type { DueJob, JobTable } from '../adapters/embedded/jobs';
 
-/** What the worker needs of a job table (adapters/embedded JobTable). */
-export interface WorkerJobTable {
-  due(now: number, limit: number): Promise<WorkerJob[]>;
-  nextDueAt(): Promise<number | undefined>;
-  receive(eventId: string, now: number, leaseMs: number, jobId?: string): Promise<WorkerJob | undefined>;
-  reschedule(eventId: string, dueAt: number, receives: number, jobId?: string): Promise<boolean>;
-  complete(eventId: string, jobId?: string): Promise<boolean>;
-  deadLetter(eventId: string, reason: DeadLetterReason, receives: number, jobId?: string): Promise<boolean>;
-}
-
-export interface WorkerJob {
-  eventId: string;
-  job: DeliveryJob;
-  dueAt: number;
-  receives: number;
-  jobId: string;
-}
+/** What the worker needs of the job table; a row's `jobId` is its receipt. */
+type WorkerJobTable = Pick<JobTable, 'due' | 'nextDueAt' | 'receive' | 'reschedule' | 'complete' | 'deadLetter'>;
 
 export interface DeliveryWorkerOptions {
   jobs: WorkerJobTable;
@@ -66,19 +46,7 @@ export interface DeliveryWorkerOptions {
   lastingFault?: (error: unknown) => boolean;
 }
 
-export interface DeliveryWorker {
-  /** Looks at the schedule now (a job was added in this process). */
-  wake(): void;
-  /**
-   * One pass: starts every job due now (up to the free slots) and resolves, with how many it
-   * started, once those attempts have finished. Tests drive the schedule with it and a fake clock.
-   */
-  runDue(): Promise<number>;
-  /** Attempts running now. */
-  readonly inFlight: number;
-  /** Stops taking work; resolves when the attempts in flight have finished. Jobs stay for the next start. */
-  stop(): Promise<void>;
-}
+export type DeliveryWorker = Pick<Worker, 'wake' | 'runDue' | 'inFlight' | 'stop'>;
 
 /** Creates the worker without starting its loop (see `runDue`); `startDeliveryWorker` starts it too. */
 export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker & { start(): void } {
@@ -91,7 +59,7 @@ export function startDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWor
   return worker;
 }
 
-class Worker implements DeliveryWorker {
+class Worker {
   private readonly concurrency: number;
   private readonly pollIntervalMs: number;
   private readonly leaseMs: number;
@@ -117,6 +85,7 @@ class Worker implements DeliveryWorker {
     });
   }
 
+  /** Attempts running now. */
   get inFlight(): number {
     return this.running.size;
   }
@@ -126,19 +95,23 @@ class Worker implements DeliveryWorker {
     this.loop = this.run();
   }
 
+  /**
+   * Looks at the schedule now (a job was added in this process). Asleep: wakes now. Busy (reading
+   * the schedule): the next sleep returns at once, so a job added meanwhile is never left for the poll.
+   */
   wake(): void {
-    // Asleep: wake now. Busy (reading the schedule): the next sleep returns at once, so a job
-    // added meanwhile is never left for the poll.
     if (this.signal) this.signal();
     else this.signalled = true;
   }
 
+  /** One pass: starts the jobs due now (up to the free slots); resolves with how many once they finished (tests drive it with a fake clock). */
   async runDue(): Promise<number> {
     const started = await this.fill();
     await Promise.all(started);
     return started.length;
   }
 
+  /** Stops taking work; resolves when the attempts in flight have finished. Jobs stay for the next start. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.wake();
@@ -163,22 +136,13 @@ class Worker implements DeliveryWorker {
   }
 
   private isLasting(error: unknown): boolean {
-    try {
-      return this.options.lastingFault?.(error) === true;
-    } catch {
-      return false;
-    }
+    return quietly(() => this.options.lastingFault?.(error) === true, false);
   }
 
   /** How long to sleep: until the next due job, at most the poll interval. */
   private async waitMs(started: number): Promise<number> {
     if (this.running.size >= this.concurrency) return this.pollIntervalMs; // a finishing attempt wakes the loop
-    let next: number | undefined;
-    try {
-      next = await this.options.jobs.nextDueAt();
-    } catch {
-      return this.pollIntervalMs;
-    }
+    const next = await this.options.jobs.nextDueAt().catch(() => undefined);
     if (next === undefined) return this.pollIntervalMs;
     const wait = next - this.options.deps.clock.now();
     // Nothing started although something is due: those jobs are in flight or cooling down; wait
@@ -214,14 +178,13 @@ class Worker implements DeliveryWorker {
     const started: Promise<void>[] = [];
     for (const row of due) {
       if (this.stopped || this.running.size >= this.concurrency) break;
-      if (this.running.has(row.eventId)) continue;
-      if (this.coolingUntil.has(row.eventId)) continue;
+      if (this.running.has(row.eventId) || this.coolingUntil.has(row.eventId)) continue;
       started.push(this.launch(row));
     }
     return started;
   }
 
-  private launch(row: WorkerJob): Promise<void> {
+  private launch(row: DueJob): Promise<void> {
     const work = this.attempt(row)
       .catch((error: unknown) => this.reportError(error, row.eventId))
       .finally(() => {
@@ -233,10 +196,10 @@ class Worker implements DeliveryWorker {
     return work;
   }
 
-  private async attempt(row: WorkerJob): Promise<void> {
+  private async attempt(row: DueJob): Promise<void> {
     const { jobs, deps } = this.options;
     const { eventId } = row;
-    let received: WorkerJob | undefined;
+    let received: DueJob | undefined;
     try {
       received = await jobs.receive(eventId, deps.clock.now(), this.leaseMs, row.jobId);
     } catch (error) {
@@ -249,32 +212,30 @@ class Worker implements DeliveryWorker {
     // Completed or replaced since the schedule was read (an operator's resend): nothing to do.
     if (!received) return;
     const result = await this.runJob({ job: received.job, receives: received.receives, effects: tableEffects(jobs, received, deps.clock) });
-    if (result.decision) this.reportDecision(eventId, result.decision, received.receives);
+    if (result.decision) quietly(() => this.options.onDecision?.(eventId, result.decision!, { receives: received.receives }), undefined);
     // Already logged by the runner: only the hook hears of it.
     if (result.error !== undefined) this.reportError(result.error, eventId, false);
   }
 
-  // A callback that throws must not change what happens to the job (it is the runtime's printing).
-  private reportDecision(eventId: string, decision: DeliveryDecision, receives: number): void {
-    try {
-      this.options.onDecision?.(eventId, decision, { receives });
-    } catch {
-      // Ignored: see above.
-    }
-  }
-
   private reportError(error: unknown, eventId: string | undefined, log = true): void {
-    try {
+    quietly(() => {
       if (log && !this.isLasting(error)) this.options.log?.error('delivery_worker_error', { ...(eventId ? { eventId } : {}), cause: describeCause(error) });
       this.options.onError?.(error, eventId);
-    } catch {
-      // Ignored: see above.
-    }
+    }, undefined);
+  }
+}
+
+/** `run()`, or `fallback` when it throws: a callback (the runtime's printing) must not change what happens to a job. */
+function quietly<T>(run: () => T, fallback: T): T {
+  try {
+    return run();
+  } catch {
+    return fallback;
   }
 }
 
 /** The queue effects of one received row of the job table; its jobId is the receipt. */
-function tableEffects(jobs: WorkerJobTable, received: WorkerJob, clock: { now(): number }): JobEffects {
+function tableEffects(jobs: WorkerJobTable, received: DueJob, clock: { now(): number }): JobEffects {
   const { eventId, receives, jobId } = received;
   return {
     complete: async () => void (await jobs.complete(eventId, jobId)),

@@ -12,24 +12,17 @@
  *   leases         eventId -> leasedUntil of jobs a worker holds: released at a server's start
  *   meta           'schema', 'owner'
  *
- * Before LMDB maps the file, its header is checked (file-check.ts): LMDB itself crashes the
- * process on a file that is not an LMDB environment or is truncated. A new file is created under a
- * temporary name and published with link(), so no process ever sees a half-created one.
- *
- * Every write goes through `write` (an LMDB child transaction inside lmdb-js's batched write
- * transaction): one atomic step, serialized with every other writer in this process and in any
- * other (LMDB's writer lock), resolved once the batch is committed and fsynced
- * (`overlappingSync: false`: the commit promise is then the durability promise).
- *
- * Every sub-database is opened behind `guard` (file-check.ts), which turns a damaged page met by a
- * read or a write into one StateUnreadable naming the file, never the bytes.
+ * Before LMDB maps the file, its header is checked (file-check.ts), and every sub-database is
+ * opened behind file-check.ts `guard`. Every write goes through `write`: one atomic step,
+ * serialized with every other writer of any process (LMDB's writer lock), resolved once committed
+ * and fsynced (`overlappingSync: false`: the commit promise is then the durability promise).
  *
  * Deliberately not here: what the records mean (the Store in lambda/core/store; jobs.ts), what to
  * do about a damaged page at run time (the caller decides), and repairing a file (dm-dot never
  * rewrites a damaged file: the operator moves it aside or restores a backup).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { chmodSync, constants as fsConstants } from 'node:fs';
+import { constants as fsConstants } from 'node:fs';
 import { chmod, copyFile, link, mkdir, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { open, type Database, type Key, type RootDatabase } from 'lmdb';
@@ -68,26 +61,32 @@ export interface DeadLetterRow {
   deadLetteredAt: number;
 }
 
-type JobKey = [number, string];
 type IndexKey = [string, number | string, string];
 
-export interface Databases {
+/** The sub-databases of the header's table, each behind `guard` (file-check.ts). */
+function subDatabases(root: RootDatabase, file: string, damage: DamageRecord) {
+  const sub = <V, K extends Key>(name: string) => guard(file, damage, name, root.openDB<V, K>(name, { encoding: 'json' }));
+  return {
+    items: sub<StoredItem, string>('items'),
+    expiry: sub<number, [number, string]>('expiry'),
+    jobs: sub<JobRow, [number, string]>('jobs'),
+    jobIndex: sub<number, string>('jobs-by-event'),
+    deadLetters: sub<DeadLetterRow, string>('dead-letters'),
+    /** Layout 1's index of queued events (empty from layout 2 on). */
+    queued: sub<number, string>('queued'),
+    /** The Store's sparse indexes, by name. */
+    indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
+    leases: sub<number, string>('leases'),
+    meta: sub<unknown, string>('meta'),
+  };
+}
+
+export type Databases = ReturnType<typeof subDatabases> & {
   file: string;
   root: RootDatabase;
   /** The first damaged page met in the file by this process, and who wants to hear of it (once). */
   damage: DamageRecord;
-  items: Database<StoredItem, string>;
-  expiry: Database<number, [number, string]>;
-  jobs: Database<JobRow, JobKey>;
-  jobIndex: Database<number, string>;
-  deadLetters: Database<DeadLetterRow, string>;
-  /** Layout 1's index of queued events (empty from layout 2 on). */
-  queued: Database<number, string>;
-  /** The Store's sparse indexes, by name. */
-  indexes: Map<string, Database<number, IndexKey>>;
-  leases: Database<number, string>;
-  meta: Database<unknown, string>;
-}
+};
 
 // One lmdb root per file and process, shared by every handle of this process. lmdb-js runs some
 // writes synchronously on the main thread (opening a sub-database is one); with a second root on
@@ -176,46 +175,23 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
     throw unreadable(file, error);
   }
   // LMDB creates its files 0664 less the umask; the items hold the subscription's signing secret.
-  for (const path of [file, `${file}-lock`]) {
-    try {
-      chmodSync(path, 0o600);
-    } catch {
-      // Not ours to change (another user's file we may read): leave its mode alone.
-    }
-  }
-  const damage: Databases['damage'] = { listeners: new Set() };
-  const sub = <V, K extends Key>(name: string) => guard(file, damage, name, root.openDB<V, K>(name, { encoding: 'json' }));
-  const dbs: Databases = {
-    file,
-    root,
-    damage,
-    items: sub('items'),
-    expiry: sub('expiry'),
-    jobs: sub('jobs'),
-    jobIndex: sub('jobs-by-event'),
-    deadLetters: sub('dead-letters'),
-    queued: sub('queued'),
-    indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
-    leases: sub('leases'),
-    meta: sub('meta'),
-  };
-  let schema: unknown;
+  // A file that is not ours to change (another user's we may read) keeps its mode.
+  await Promise.all([file, `${file}-lock`].map((path) => chmod(path, 0o600).catch(() => undefined)));
+  const damage: DamageRecord = { listeners: new Set() };
+  const dbs: Databases = { file, root, damage, ...subDatabases(root, file, damage) };
   try {
-    schema = dbs.meta.get('schema');
-  } catch (error) {
-    await root.close().catch(() => undefined);
-    throw error instanceof StateUnreadable ? error : unreadable(file, error);
-  }
-  // Absent or 1: an earlier layout, brought up to date by legacy.ts `upgradeLayout`.
-  if (schema !== undefined && (typeof schema !== 'number' || schema > SCHEMA_VERSION)) {
-    await root.close().catch(() => undefined);
+    const schema = dbs.meta.get('schema');
+    // Absent or 1: an earlier layout, brought up to date by legacy.ts `upgradeLayout`.
+    if (schema === undefined || (typeof schema === 'number' && schema <= SCHEMA_VERSION)) return dbs;
     throw new StateUnreadable(
       file,
       `it was written by a newer dm-dot (layout ${String(schema)}, this one reads ${SCHEMA_VERSION})`,
       'Run the dm-dot version that wrote it, or move it aside to start empty',
     );
+  } catch (error) {
+    await root.close().catch(() => undefined);
+    throw error instanceof StateUnreadable ? error : unreadable(file, error);
   }
-  return dbs;
 }
 
 /** Below this much free space a start is refused: LMDB maps its file and dies by SIGBUS when a page cannot be backed. */
@@ -318,37 +294,26 @@ export function setItem(dbs: Databases, pk: string, item: Item | undefined): voi
   const key = storageKey(pk);
   const old = dbs.items.get(key);
   const stored = item && (defined(item) as StoredItem);
-  const before = old ? indexEntries(dbs, key, old) : [];
-  const after = stored ? indexEntries(dbs, key, stored) : [];
+  const before = indexEntries(dbs, key, old);
+  const after = indexEntries(dbs, key, stored);
   // An entry the item keeps (most updates keep its ttl) is left alone: removing and putting it
   // back was two writes for nothing in every update's transaction.
-  for (const entry of before) if (!after.some((other) => sameEntry(entry, other))) void entry.db.remove(entry.key);
-  if (!stored) {
-    if (old) void dbs.items.remove(key);
-    return;
-  }
-  void dbs.items.put(key, stored);
-  for (const entry of after) if (!before.some((other) => sameEntry(entry, other))) void entry.db.put(entry.key, 1);
+  for (const [id, entry] of before) if (!after.has(id)) void entry.db.remove(entry.key);
+  if (stored) void dbs.items.put(key, stored);
+  else if (old) void dbs.items.remove(key);
+  for (const [id, entry] of after) if (!before.has(id)) void entry.db.put(entry.key, 1);
 }
 
-interface IndexEntry {
-  db: Database<number, Key>;
-  key: (string | number)[];
-}
-
-/** The expiry and index entries of a stored item. */
-function indexEntries(dbs: Databases, key: string, item: StoredItem): IndexEntry[] {
-  const entries: IndexEntry[] = [];
-  if (typeof item.ttl === 'number') entries.push({ db: dbs.expiry as Database<number, Key>, key: [item.ttl, key] });
+/** The expiry and index entries of a stored item, by a string that tells them apart. */
+function indexEntries(dbs: Databases, key: string, item: StoredItem | undefined): Map<string, { db: Database<number, Key>; key: Key }> {
+  const entries = new Map<string, { db: Database<number, Key>; key: Key }>();
+  const add = (name: string, db: unknown, entry: (string | number)[]) =>
+    entries.set(`${name} ${JSON.stringify(entry)}`, { db: db as Database<number, Key>, key: entry });
+  if (typeof item?.ttl === 'number') add('expiry', dbs.expiry, [item.ttl, key]);
   for (const index of TableIndexes) {
-    const [partition, sort] = [item[index.partition], item[index.sort]];
-    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number')) {
-      entries.push({ db: dbs.indexes.get(index.name)! as Database<number, Key>, key: [partition, sort, key] });
-    }
+    const [partition, sort] = [item?.[index.partition], item?.[index.sort]];
+    if (typeof partition === 'string' && (typeof sort === 'string' || typeof sort === 'number'))
+      add(index.name, dbs.indexes.get(index.name)!, [partition, sort, key]);
   }
   return entries;
-}
-
-function sameEntry(a: IndexEntry, b: IndexEntry): boolean {
-  return a.db === b.db && a.key.length === b.key.length && a.key.every((part, i) => part === b.key[i]);
 }

@@ -1,15 +1,11 @@
 /**
- * What dm-dot checks of the LMDB file (environment.ts opens it), and the sentences that name a file
- * it cannot use and what to do:
- *
- * - before mapping it, its header (`checkHeader`): LMDB itself crashes the process (SIGSEGV,
- *   SIGBUS) on a file that is not an LMDB environment or is truncated;
- * - for a server's start or a suspect header, a read of every item in a child process
- *   (`probeInChild`), so a page that would crash the reader crashes the child;
- * - at every read and write (`guard`): a damaged page inside an intact file shows only when it is
- *   read, as a value that does not decode (a SyntaxError whose message quotes the bytes) or as an
- *   LMDB error (MDB_CORRUPTED, MDB_PAGE_NOTFOUND); both become one StateUnreadable naming the file,
- *   never the bytes, and the first one is kept for whoever reports it.
+ * What dm-dot checks of the LMDB file (environment.ts opens it), since LMDB itself crashes the
+ * process (SIGSEGV, SIGBUS) on a file that is not an LMDB environment, is truncated or has a page
+ * that crashes its reader: the header before mapping it (`checkHeader`), a read of every item in a
+ * child process for a server's start or a suspect header (`probeInChild`), and every read and write
+ * (`guard`: a damaged page inside an intact file shows only when it is read, and becomes one
+ * StateUnreadable naming the file, never the bytes). Also the sentences that name a file dm-dot
+ * cannot use and what to do.
  *
  * Deliberately not here: opening, writing or repairing the file (dm-dot never rewrites a damaged
  * file: the operator moves it aside or restores a backup), and what to do about a damaged page at
@@ -48,9 +44,8 @@ export function unreadable(file: string, error: unknown): StateUnreadable {
   return new StateUnreadable(file, `it could not be opened (${detail})`, moveAsideRemedy(file), { cause: error });
 }
 
-// ---- the header check ---------------------------------------------------------------------------
-
-// LMDB data format 2 (the lmdb-js build), 64-bit little-endian: a 24-byte page header, then MDB_meta.
+// LMDB data format 2 (the lmdb-js build), 64-bit little-endian (the only builds lmdb ships prebuilt; others are not
+// checked): a 24-byte page header, then MDB_meta.
 const PAGE_HEADER_BYTES = 24;
 const P_META = 0x08;
 const MDB_MAGIC = 0xbeefc0de;
@@ -63,14 +58,8 @@ const META_BYTES = 144;
  * may legitimately leave freed trailing pages unwritten, so only a read can tell).
  */
 export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
-  // The layout below is that of 64-bit little-endian builds, the only ones lmdb ships prebuilt.
   if (endianness() !== 'LE' || !['x64', 'arm64'].includes(process.arch)) return 'ok';
-  let handle;
-  try {
-    handle = await openFile(file, fsConstants.O_RDONLY);
-  } catch (error) {
-    throw unreadable(file, error);
-  }
+  const handle = await openFile(file, fsConstants.O_RDONLY).catch((error: unknown) => Promise.reject(unreadable(file, error)));
   try {
     const notLmdb = (why: string) => new StateUnreadable(file, `it is not a dm-dot database (${why})`, moveAsideRemedy(file));
     const first = await readAt(handle, 0, PAGE_HEADER_BYTES + META_BYTES);
@@ -166,11 +155,7 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
   });
   if (result.status === 0) return;
   // Exit 3 comes with the probe's own line; any other failure is the probe not running at all (no lmdb).
-  const lines =
-    result.stderr
-      ?.toString('utf8')
-      .split('\n')
-      .map((line) => line.trim()) ?? [];
+  const lines = (result.stderr?.toString('utf8') ?? '').split('\n').map((line) => line.trim());
   const said = result.status === 3 ? lines.find((line) => line.startsWith(PROBE_SAYS))?.slice(PROBE_SAYS.length, PROBE_SAYS.length + 200) : undefined;
   const firstLine = lines.find((line) => line !== '')?.slice(0, 200);
   const how = result.signal
@@ -179,8 +164,6 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
   if (suspect) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
   throw damagedPage(file, how);
 }
-
-// ---- damaged pages met at run time ----------------------------------------------------------------
 
 /** The first damaged page met in the file by this process, and who wants to hear of it (once). */
 export interface DamageRecord {
@@ -252,29 +235,13 @@ export function guard<D extends object>(file: string, damage: DamageRecord, name
   });
 }
 
-function guardRange<R extends Iterable<unknown>>(range: R, translate: (error: unknown) => unknown): R {
-  return new Proxy(range, {
-    get(target, property, receiver) {
-      if (property !== Symbol.iterator) return Reflect.get(target, property, receiver);
-      return () => {
-        const step = <T>(run: () => T): T => {
-          try {
-            return run();
-          } catch (error) {
-            throw translate(error);
-          }
-        };
-        // Starting the iteration opens its cursor: that can fail too.
-        const inner = step(() => target[Symbol.iterator]());
-        const iterator: IterableIterator<unknown> = {
-          next: (...args: [] | [undefined]) => step(() => inner.next(...args)),
-          return: (value?: unknown) => step(() => inner.return?.(value) ?? { done: true, value }),
-          [Symbol.iterator]: () => iterator,
-        };
-        return iterator;
-      };
-    },
-  });
+/** Iterates `range` lazily, as lmdb-js does, with every error of its cursor passed through `translate`. */
+function* guardRange(range: Iterable<unknown>, translate: (error: unknown) => unknown): Generator<unknown> {
+  try {
+    yield* range;
+  } catch (error) {
+    throw translate(error);
+  }
 }
 
 /** `read()`, or undefined when it meets a damaged page (kept in `Databases.damage` already). */

@@ -5,18 +5,16 @@
  *
  * `openEmbeddedDatabase(stateDir, { role })`:
  * - `server`: claims the state directory (StateDirInUse when a live server owns it), puts jobs a
- *   dead owner's worker held back in the schedule, imports the earlier file layout if it is there
- *   and repairs queued records without a job (legacy.ts), and sweeps expired items. What it did is
- *   in `report.lines`, one line each, for the caller to log.
- * - `operator`: claims nothing, imports nothing. When a live server owns the directory it throws
- *   StateDirInUse naming it (go through that server); otherwise the database is the operator's to
- *   use directly, transactionally safe even if a server starts meanwhile (its worker polls for
- *   jobs written by other processes).
+ *   dead owner's worker held back in the schedule, imports the earlier file layout and repairs
+ *   queued records without a job (legacy.ts), and sweeps expired items; `report.lines` says what
+ *   it did, for the caller to log.
+ * - `operator`: claims and imports nothing, and throws StateDirInUse while a live server owns the
+ *   directory (go through that server); otherwise the database is the operator's, transactionally
+ *   safe even if a server starts meanwhile (its worker polls for jobs written by other processes).
  *
- * A file that cannot be used throws StateUnreadable naming it; nothing is skipped silently. A
- * server's open reads the whole existing file in a child process first, so a damaged page is
- * refused before anything is served. One met later, by a read, is thrown as a StateUnreadable by
- * that read and kept: `damage()` says what it was and `onDamage` tells it once.
+ * A file that cannot be used throws StateUnreadable naming it. A server's open reads the whole
+ * file in a child process first, so a damaged page is refused before anything is served; one met
+ * later is thrown by the read that met it and kept (`damage()`, `onDamage`).
  *
  * Deliberately not here: the delivery worker (lambda/local/worker.ts), settings, printing.
  */
@@ -28,17 +26,11 @@ import { closeDatabases, openDatabases, probeInChild, type Databases } from './e
 import { JobTable, sweepExpired } from './jobs';
 import { importLegacyLayout, legacyLayoutPresent, repairQueuedWithoutJobs, upgradeLayout, type LegacyImport, type RepairReport } from './legacy';
 import { EmbeddedOutbox } from './outbox';
-import { claimOwnership, ownerAlive, readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerRecord, type OwnerSocket } from './ownership';
+import { claimOwnership, ownerAlive, readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerClaim } from './ownership';
 import { LmdbTable } from './table';
 
 export { DATABASE_FILE } from './environment';
 export { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
-
-export interface OpenEmbeddedOptions {
-  role: 'server' | 'operator';
-  /** The clock of job due times, the owner's start time and the sweep; default the system clock. */
-  clock?: Clock;
-}
 
 export interface OpenReport {
   /** Server: the dead owner whose record this server replaced. */
@@ -51,11 +43,11 @@ export interface OpenReport {
   swept: number;
   /** Operator: the earlier file layout is still there (a server imports it at its next start). */
   legacyPending: boolean;
-  /** What opening did, one line each, for the log. */
   lines: string[];
 }
 
-export async function openEmbeddedDatabase(stateDir: string, options: OpenEmbeddedOptions): Promise<EmbeddedDatabase> {
+/** `clock`: the clock of job due times, the owner's start time and the sweep; default the system clock. */
+export async function openEmbeddedDatabase(stateDir: string, options: { role: 'server' | 'operator'; clock?: Clock }): Promise<EmbeddedDatabase> {
   const dir = resolve(stateDir);
   const clock = options.clock ?? systemClock;
   const dbs = (await openDatabases(dir, { create: true, verify: options.role === 'server' }))!;
@@ -91,10 +83,7 @@ export async function openEmbeddedDatabase(stateDir: string, options: OpenEmbedd
   return db;
 }
 
-/**
- * The live server owning `stateDir`, if any, without opening the database for use (and without
- * creating one where there is none): how the operator CLI finds the server to go through.
- */
+/** The live server owning `stateDir`, if any, without creating a database where there is none (how the CLI finds the server). */
 export async function readOwner(stateDir: string): Promise<OwnerSummary | undefined> {
   const dbs = await openDatabases(resolve(stateDir), { create: false });
   if (!dbs) return undefined;
@@ -107,13 +96,12 @@ export async function readOwner(stateDir: string): Promise<OwnerSummary | undefi
 }
 
 export class EmbeddedDatabase {
-  /** The one Store (lambda/core/store) over the embedded database. */
   readonly store: TableStore;
   readonly outbox: EmbeddedOutbox;
   readonly jobs: JobTable;
   readonly report: OpenReport = { releasedLeases: 0, swept: 0, legacyPending: false, lines: [] };
-  /** Server: the owner record it wrote and the socket that keeps it alive. */
-  owned?: { mine: OwnerRecord; socket?: OwnerSocket };
+  /** Server: its claim of the directory. */
+  owned?: OwnerClaim;
   private readonly jobListeners = new Set<() => void>();
   private readonly damageListeners = new Set<(damage: StateUnreadable) => void>();
   private closing?: Promise<void>;
@@ -159,11 +147,7 @@ export class EmbeddedDatabase {
     };
   }
 
-  /**
-   * Reads every item of the file in a child process, as a server's start does, and returns the
-   * damage it found (a sentence naming the file), if any. Blocks until done (a fraction of a second
-   * for tens of thousands of events): for the CLI, never for a server that is serving.
-   */
+  /** The damage a read of the whole file in a child process finds, as a server's start does; blocks (the CLI's, never a serving server's). */
   verify(): StateUnreadable | undefined {
     try {
       probeInChild(this.dbs.file, { suspect: false });

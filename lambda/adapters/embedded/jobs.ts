@@ -13,23 +13,17 @@
  * and inserting a job without its record (the outbox does both in one transaction).
  */
 import { randomUUID } from 'node:crypto';
-import { EventStatus, type DeadLetterReason } from '../../core/protocol';
+import type { DeadLetterReason } from '../../core/protocol';
 import { ItemKeys } from '../../core/store/items';
 import { defined } from '../../core/store/table';
 import type { Clock, DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
-import { getItem, setItem, write, type Databases, type DeadLetterRow, type JobRow } from './environment';
+import { setItem, write, type Databases, type DeadLetterRow, type JobRow } from './environment';
 import { unlessDamaged } from './file-check';
 
 /** A job row with its event id; `jobId` is the receipt to pass back to complete, reschedule or dead-letter this very job. */
 export type DueJob = JobRow & { eventId: string };
 export type DeadLetter = DeadLetterRow & { eventId: string };
-
-export interface JobCounts {
-  /** Jobs waiting, retrying or being attempted. */
-  queued: number;
-  deadLetters: number;
-}
 
 export class JobTable {
   constructor(
@@ -40,9 +34,8 @@ export class JobTable {
 
   /**
    * Jobs due at `now` (dueAt <= now), earliest first, at most `limit`. A row on a damaged page is
-   * left out and the rest are still returned: the environment has kept the damage for the runtime
-   * to report. When the range itself breaks off at a damaged page, the rows read before it are
-   * returned, and only a range that yields none throws (StateUnreadable).
+   * left out (the environment kept the damage for the runtime to report); a range that breaks off
+   * at one gives the rows read before it, and throws (StateUnreadable) only when there are none.
    */
   async due(now: number, limit = 100): Promise<DueJob[]> {
     const rows: DueJob[] = [];
@@ -75,10 +68,7 @@ export class JobTable {
     return [...this.dbs.jobs.getRange()].map(({ value }) => dueJob(value));
   }
 
-  /**
-   * A worker takes the job: its receive count goes up (persisted before any attempt) and it is
-   * hidden until `now + leaseMs`. Undefined when the job is gone (or is not `jobId` any more).
-   */
+  /** A worker takes the job: its receive count goes up and it is hidden until `now + leaseMs`. Undefined when gone or replaced. */
   receive(eventId: string, now: number, leaseMs: number, jobId?: string): Promise<DueJob | undefined> {
     return write(this.dbs, () => {
       const row = rowOf(this.dbs, eventId, jobId);
@@ -104,28 +94,13 @@ export class JobTable {
     return write(this.dbs, () => rowOf(this.dbs, eventId, jobId) !== undefined && removeJobInTxn(this.dbs, eventId) !== undefined);
   }
 
-  /**
-   * Removes the event's job when its record is `delivered`, both read in this one transaction:
-   * what the worker does with such a job (its attempt finds the event final and completes it),
-   * without the worker's receive and reads. A job that an operator's resend put back for a
-   * reopened event is kept, since the record is then queued again. False when nothing was removed.
-   */
-  completeDelivered(eventId: string): Promise<boolean> {
-    return write(
-      this.dbs,
-      () => getItem(this.dbs, ItemKeys.event(eventId))?.status === EventStatus.delivered && removeJobInTxn(this.dbs, eventId) !== undefined,
-    );
-  }
-
   /** Moves the job to the dead letters with why (the local dead-letter queue). */
   deadLetter(eventId: string, reason: DeadLetterReason, receives: number, jobId?: string): Promise<boolean> {
     const at = this.clock.now();
     return write(this.dbs, () => {
-      const row = rowOf(this.dbs, eventId, jobId);
-      if (!row) return false;
-      removeJobInTxn(this.dbs, eventId);
-      void this.dbs.deadLetters.put(eventId, { job: row.job, reason, receives, deadLetteredAt: at });
-      return true;
+      const row = rowOf(this.dbs, eventId, jobId) && removeJobInTxn(this.dbs, eventId);
+      if (row) void this.dbs.deadLetters.put(eventId, { job: row.job, reason, receives, deadLetteredAt: at });
+      return row !== undefined;
     });
   }
 
@@ -147,7 +122,8 @@ export class JobTable {
     return count;
   }
 
-  async counts(): Promise<JobCounts> {
+  /** `queued`: jobs waiting, retrying or being attempted. */
+  async counts(): Promise<{ queued: number; deadLetters: number }> {
     const entries = (db: { getStats(): object }) => (db.getStats() as { entryCount: number }).entryCount;
     return { queued: entries(this.dbs.jobIndex), deadLetters: entries(this.dbs.deadLetters) };
   }
@@ -156,10 +132,7 @@ export class JobTable {
     return [...this.dbs.deadLetters.getRange()].map(({ key, value }) => ({ eventId: key, ...value }));
   }
 
-  /**
-   * Jobs a worker held when its process stopped (only the owner's worker takes leases, and a new
-   * owner runs this before its worker starts): due at `now`, their receive counts kept.
-   */
+  /** Jobs a dead owner's worker held (a new owner runs this before its worker starts): due at `now`, receive counts kept. */
   async releaseLeases(now: number): Promise<number> {
     const released = await write(this.dbs, () => {
       const leased = [...this.dbs.leases.getKeys()];
@@ -198,10 +171,7 @@ function moveRow(dbs: Databases, row: JobRow, dueAt: number, changes: Partial<Jo
   return next;
 }
 
-/**
- * Inside a write: the event's job, due at `dueAt`, replacing any job the event had (one per event:
- * the newer intent wins, and the replaced row's receipt stops working).
- */
+/** Inside a write: the event's job, due at `dueAt`, replacing any it had (the newer intent wins; the old receipt stops working). */
 export function putJobInTxn(dbs: Databases, job: DeliveryJob, dueAt: number, now: number, receives = 0): JobRow {
   removeJobInTxn(dbs, job.eventId);
   const row: JobRow = { jobId: randomUUID(), job: defined({ ...job }) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives, enqueuedAt: now };

@@ -11,18 +11,16 @@
  *   queue/evt_*.json.tmp      a job write that may not have finished
  *   dead-letter/evt_*.json    {job, receives, dueAt, reason, deadLetteredAt}
  *
- *   Everything is read and checked first; a file that cannot be read or parsed stops the import
- *   with StateUnreadable naming it, and nothing is imported. Then one transaction writes it all,
- *   and only after it committed are the old files renamed aside (`store.json.imported`, ...):
- *   nothing is deleted. What is already in the database is kept, so an import interrupted before
- *   the renames can simply run again. A `.json.tmp` job is imported when it parses as a complete
- *   job and no `.json` of that event exists; otherwise, if its event is still `queued` without a
- *   job, the record is marked `failed`: its job was never fully written, so its caller never got
- *   an answer.
- * - `repairQueuedWithoutJobs` (every server start): the outbox invariant, every live `queued`
- *   record has a job. The outbox writes both in one transaction, so only an import (or a record
- *   written by hand) can break it: such a record gets a job from its kept bytes (`body`), due now,
- *   or, without them, is marked `failed`; both are reported by event id.
+ *   Everything is read and checked first (a file that cannot be read or parsed stops the import
+ *   with StateUnreadable naming it, and nothing is imported), then written in one transaction,
+ *   and only then are the old files renamed aside (`store.json.imported`, ...), never deleted.
+ *   What is already in the database is kept, so an interrupted import can simply run again. A
+ *   `.json.tmp` job is imported when it is a complete job and no `.json` of its event exists;
+ *   otherwise its event, if still `queued` without a job, is marked `failed` (its caller never
+ *   got an answer).
+ * - `repairQueuedWithoutJobs` (every server start): every live `queued` record has a job, which
+ *   only an import (or a record written by hand) can break; such a record gets a job from its
+ *   kept bytes (`body`), due now, or, without them, is marked `failed`; both are reported by id.
  *
  * Deliberately not here: jobs without a record (the worker restores the record when it meets one,
  * as the Delivery Lambda does), and `store.json.tmp-*` files (never committed writes of the old store).
@@ -104,14 +102,12 @@ const DEAD_LETTER_REASONS: ReadonlySet<string> = new Set<string>([...FailureReas
 
 /** Which parts of the earlier layout are still in place (not yet imported). */
 async function presence(stateDir: string): Promise<Record<keyof typeof LegacyFiles, boolean>> {
-  const is = async (name: string, directory: boolean) => {
-    try {
-      return (await lstat(join(stateDir, name))).isDirectory() === directory;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
-      throw legacyUnreadable(join(stateDir, name), `it cannot be examined (${(error as Error).message})`, error);
-    }
-  };
+  const is = (name: string, directory: boolean) =>
+    lstat(join(stateDir, name)).then(
+      (info) => info.isDirectory() === directory,
+      (error: NodeJS.ErrnoException) =>
+        error.code === 'ENOENT' ? false : Promise.reject(legacyUnreadable(join(stateDir, name), `it cannot be examined (${error.message})`, error)),
+    );
   return { store: await is(LegacyFiles.store, false), queue: await is(LegacyFiles.queue, true), deadLetter: await is(LegacyFiles.deadLetter, true) };
 }
 
@@ -270,10 +266,7 @@ async function moveAside(stateDir: string, name: string): Promise<string> {
     const target = `${name}.imported${n === 1 ? '' : `.${n}`}`;
     const taken = await lstat(join(stateDir, target)).then(
       () => true,
-      (error: NodeJS.ErrnoException) => {
-        if (error.code === 'ENOENT') return false;
-        throw error;
-      },
+      (error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? false : Promise.reject(error)),
     );
     if (taken) continue;
     try {

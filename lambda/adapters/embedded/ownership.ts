@@ -1,19 +1,17 @@
 /**
  * One server per state directory. A server claims the owner record (`meta/owner`) in a write
- * transaction: LMDB serializes writers across processes, so of two servers starting at once
- * exactly one finds no live owner and writes itself. The record names the process, its URL once it
- * listens, and when it started; a record whose process is gone (kill -9, a crash) is taken over. A
- * server clears the record at stop only while it is still its own (the `token` is per open, so two
- * servers in one process are told apart too). The operator role never writes it.
+ * transaction (LMDB serializes writers across processes, so of two servers starting at once exactly
+ * one writes itself). The record names the process, its URL once it listens, and when it started;
+ * one whose process is gone (kill -9, a crash) is taken over. A server clears it at stop only while
+ * it is still its own (a `token` per open). The operator role never writes it.
  *
  * Liveness is an OS-level fact, not a pid: the owner listens on a Unix-domain socket in the state
- * directory (`.owner-<token>.sock`, named in the record). While the owner lives a connect to it
- * succeeds, from any PID namespace that shares the directory (containers sharing a volume); once
- * it is gone the connect is refused and the record is stale, whatever its pid now names. The
- * claim is a check-and-set: the record is probed outside the transaction, then replaced only if
- * it is still the record that was probed. A record without a socket (written by an earlier dm-dot,
- * or where the path is too long for a socket) falls back to the pid, told apart from a later
- * process with the same pid by its start time and the boot id (Linux).
+ * directory (named in the record), which accepts a connect from any PID namespace sharing the
+ * directory (containers sharing a volume) while the owner lives and refuses it once it is gone,
+ * whatever its pid now names. The claim is a check-and-set: the record is probed outside the
+ * transaction, then replaced only if it is still the one probed. A record without a socket (an
+ * earlier dm-dot's, or a path too long for a socket) falls back to the pid, told apart from a
+ * later process with the same pid by its start time and the boot id (Linux).
  *
  * Deliberately not here: what the caller does about a live owner (print, exit 2, or go through
  * that server's admin routes), and any locking beyond LMDB's own writer lock.
@@ -41,22 +39,19 @@ export interface OwnerRecord {
   socket?: string;
 }
 
-/** A live owner's socket: closing it (at stop, or by the kernel when the process dies) is what frees the directory. */
-export interface OwnerSocket {
-  name: string;
-  close(): void;
-}
+/** What a claim wrote, the socket that keeps it alive, and the dead owner it replaced. */
+export type OwnerClaim = { mine: OwnerRecord; replaced?: OwnerRecord; socket?: Awaited<ReturnType<typeof listenOwnerSocket>> };
 
-/** Listens on a fresh socket in the state directory; undefined where no socket can be made there. */
-export async function listenOwnerSocket(stateDir: string, token: string): Promise<OwnerSocket | undefined> {
+/**
+ * Listens on a fresh socket in the state directory; undefined where no socket can be made there.
+ * Closing it (at stop, or by the kernel when the process dies) is what frees the directory.
+ */
+export async function listenOwnerSocket(stateDir: string, token: string): Promise<{ name: string; close(): void } | undefined> {
   const name = `.owner-${token.slice(0, 8)}.sock`;
   const path = join(stateDir, name);
   const server = net.createServer((socket) => socket.destroy());
-  try {
-    await new Promise<void>((done, fail) => server.once('error', fail).listen(path, () => done()));
-  } catch {
-    return undefined;
-  }
+  const listening = await new Promise<boolean>((done) => server.once('error', () => done(false)).listen(path, () => done(true)));
+  if (!listening) return undefined;
   server.unref();
   return { name, close: () => (server.close(), rmSync(path, { force: true })) };
 }
@@ -90,11 +85,7 @@ export function summary(owner: OwnerRecord): OwnerSummary {
  * directory). Throws StateDirInUse when a live process owns it. Returns the record written, its
  * socket, and the dead owner it replaced, if any.
  */
-export async function claimOwnership(
-  dbs: Databases,
-  stateDir: string,
-  now: number,
-): Promise<{ mine: OwnerRecord; replaced?: OwnerRecord; socket?: OwnerSocket }> {
+export async function claimOwnership(dbs: Databases, stateDir: string, now: number): Promise<OwnerClaim> {
   const token = randomUUID();
   const socket = await listenOwnerSocket(stateDir, token);
   const { startTime, bootId } = processIdentity(process.pid);

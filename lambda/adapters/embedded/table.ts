@@ -8,12 +8,21 @@
  * and fsynced. `applyInTxn` runs inside a transaction the caller holds: the outbox writes an event
  * and its job in one (`transact` with `also`), the start-up repair and the legacy import theirs.
  *
+ * An event updated to `delivered` loses its job (its safety net) in the same transaction: the
+ * worker would only find the event final and complete it, at the cost of a receive, reads and a
+ * write. A crash before that commit leaves the job, which redelivers.
+ *
  * Deliberately not here: what any item means (the Store), the jobs (jobs.ts), the file's handling
  * (environment.ts: its creation, ownership, damage and full-disk checks).
  */
 import { afterWrite, holds, type Condition, type IndexDefinition, type IndexRange, type Item } from '../../core/store/table';
 import type { ItemTable, TableEntry, TableWrite, Update, WriteResult } from '../../core/store/table';
+import { EventStatus } from '../../core/protocol';
+import { ItemKeys } from '../../core/store/items';
 import { getItem, setItem, storageKey, write, type Databases } from './environment';
+import { removeJobInTxn } from './jobs';
+
+const EVENT_PREFIX = ItemKeys.event('');
 
 export class LmdbTable implements ItemTable {
   constructor(private readonly dbs: Databases) {}
@@ -27,7 +36,11 @@ export class LmdbTable implements ItemTable {
   }
 
   update(key: string, update: Update, condition?: Condition): Promise<WriteResult> {
-    return write(this.dbs, () => this.applyInTxn({ kind: 'update', key, update, condition }));
+    return write(this.dbs, () => {
+      const result = this.applyInTxn({ kind: 'update', key, update, condition });
+      if (result.ok && update.set?.status === EventStatus.delivered && key.startsWith(EVENT_PREFIX)) removeJobInTxn(this.dbs, key.slice(EVENT_PREFIX.length));
+      return result;
+    });
   }
 
   delete(key: string, condition?: Condition): Promise<WriteResult> {

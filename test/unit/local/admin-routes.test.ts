@@ -29,7 +29,6 @@ async function adminServer(overrides: Partial<AdminDeps> = {}) {
     redrive: async () => 0,
     queueCounts: async () => ({ queued: 0, deadLetters: 0 }),
     describe: () => ({ switches: { loopbackCallbacks: false } }),
-    wake: () => undefined,
     ...overrides,
   };
   const server = http.createServer((req, res) => void handleAdmin(deps, req, res));

@@ -103,19 +103,25 @@ describe('LOCAL-2: receiving and settling a job', () => {
     await expect(db.jobs.counts()).resolves.toEqual({ queued: 1, deadLetters: 0 });
   });
 
-  it('completeDelivered removes the job only while its record is delivered (what the worker would do with it)', async () => {
+  it('an event updated to delivered loses its job in the same write (what the worker would do with it); any other status keeps it', async () => {
     await add(1);
     await add(2);
+    await add(3);
     // Still queued: the safety net stays.
-    await expect(db.jobs.completeDelivered(id(1))).resolves.toBe(false);
+    await expect(db.store.updateEvent(id(1), { attempts: 1 }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
     await expect(db.jobs.get(id(1))).resolves.toBeDefined();
-    await expect(db.store.updateEvent(id(1), { status: 'delivered', attempts: 1, body: null }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
-    await expect(db.jobs.completeDelivered(id(1))).resolves.toBe(true);
+    await expect(db.store.updateEvent(id(1), { status: 'delivered', attempts: 1, body: null }, { status: 'queued', attempts: 1 })).resolves.toBe(true);
     await expect(db.jobs.get(id(1))).resolves.toBeUndefined();
-    await expect(db.jobs.completeDelivered(id(1))).resolves.toBe(false);
+    // A write whose condition fails changes nothing, the job included.
+    await expect(db.store.updateEvent(id(3), { status: 'delivered', attempts: 1, body: null }, { status: 'queued', attempts: 7 })).resolves.toBe(false);
+    await expect(db.jobs.get(id(3))).resolves.toBeDefined();
     // Failed: its job is the worker's (it dead-letters a copy), never removed here.
     await expect(db.store.updateEvent(id(2), { status: 'failed', attempts: 1 }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
-    await expect(db.jobs.completeDelivered(id(2))).resolves.toBe(false);
+    await expect(db.jobs.counts()).resolves.toEqual({ queued: 2, deadLetters: 0 });
+    // A job the worker holds loses its row: its receipt then changes nothing.
+    const held = (await db.jobs.receive(id(3), T0, 60_000))!;
+    await expect(db.store.updateEvent(id(3), { status: 'delivered', attempts: 1, body: null }, { status: 'queued', attempts: 0 })).resolves.toBe(true);
+    await expect(db.jobs.complete(id(3), held.jobId)).resolves.toBe(false);
     await expect(db.jobs.counts()).resolves.toEqual({ queued: 1, deadLetters: 0 });
   });
 
