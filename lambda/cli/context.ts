@@ -8,7 +8,7 @@
  * Deliberately not here: reading the environment (main.ts) or any command's logic.
  */
 import type { CliAwsSettings, LocalSettings } from '../config/settings';
-import { scrub } from './errors';
+import { OperationError, scrub } from './errors';
 import type { CliIo } from './io';
 import { jsonText } from './output';
 
@@ -76,6 +76,12 @@ export class Context {
   result(doc: unknown, text: string | (() => string)): void {
     if (this.json) this.printJson(doc);
     else this.print(typeof text === 'string' ? text : text());
+  }
+
+  /** A failure (exit 1) whose `--json` document is `doc`. */
+  refuse(doc: unknown, message: string, code: string): never {
+    if (this.json) this.printJson(doc);
+    throw new OperationError(message, code);
   }
 
   /** A secret asked for with --show-key: printed as is, after a notice on stderr. */

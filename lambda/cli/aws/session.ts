@@ -29,7 +29,9 @@ export type OutputName =
   | 'McpFunctionName'
   | 'AlarmNames';
 
+/** The options of `--aws` (options.ts). */
 export interface AwsFlags {
+  aws?: boolean;
   stack?: string;
   /** The stage a stack was deployed as (`-c stage=NAME`): the stack `DmDot-NAME`. */
   stage?: string;

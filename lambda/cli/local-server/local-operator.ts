@@ -20,6 +20,7 @@ import { switchesOf, type EventDetail, type EventView, type SubscriptionView, ty
 import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
 import type { Operator } from '../../operator/surface';
+import type { AccessStore } from '../../ports';
 import { AdminClient, findServer, type RunningServer } from './server';
 import { keyFileOf, readKeyFile } from './target';
 
@@ -45,8 +46,10 @@ export interface LocalOperator extends Operator {
   server?: RunningServer;
   redrive(): Promise<number>;
   status(): Promise<LocalStatus>;
-  /** Writes a new key file (and, through a running server, swaps it in at once); the old key is accepted `overlapMs` more. */
-  /** `overlapUntil`: when the old key stops, as recorded (null without an overlap). */
+  /**
+   * Writes a new key file (and, through a running server, swaps it in at once); the old key is
+   * accepted `overlapMs` more, `overlapUntil` as recorded (null without an overlap).
+   */
   rotateKey(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
   /** Sender keys (operator/access.ts), through the server or on the database. */
   senders: SenderOperations;
@@ -58,19 +61,30 @@ export interface SenderOperations {
   revoke(name: string): Promise<{ revoked: boolean; name: string; why?: 'not_found' | 'already_revoked' }>;
 }
 
-/** What `status` and `connect` report when there is neither a server nor a database yet. */
-export async function statusWithoutServer(settings: LocalSettings, stateDir: string): Promise<LocalStatus> {
+export function senderOperationsOf(access: AccessStore, now: () => number = Date.now): SenderOperations {
   return {
-    server: { running: false },
-    stateDir,
-    readFrom: 'nothing',
-    apiKey: keySourceOf(settings, await keyFileOf(stateDir)),
-    switches: switchesOf(settings),
-    subscription: null,
-    events: null,
-    jobs: null,
-    damage: null,
+    add: (name, rate) => addSender(access, name, rate, now()),
+    list: () => listSenders(access),
+    revoke: (name) => revokeSender(access, name, now()),
   };
+}
+
+/** The status of `status` and `connect`: the running server's, the database's, or (neither yet) what npm start would use. */
+export function localStatus(ctx: Context): Promise<LocalStatus> {
+  const settings = ctx.settings.local();
+  return withLocalOperator(ctx, (op) => ctx.progress(`reading the status from ${op.where}`, op.status()), {
+    whenNothing: async (stateDir) => ({
+      server: { running: false },
+      stateDir,
+      readFrom: 'nothing',
+      apiKey: keySourceOf(settings, await keyFileOf(stateDir)),
+      switches: switchesOf(settings),
+      subscription: null,
+      events: null,
+      jobs: null,
+      damage: null,
+    }),
+  });
 }
 
 export function keySourceOf(settings: LocalSettings, apiKeyFile: string): KeySource {
@@ -190,11 +204,7 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
         damage,
       };
     },
-    senders: {
-      add: (name, rate) => addSender(db.store, name, rate, now()),
-      list: () => listSenders(db.store),
-      revoke: (name) => revokeSender(db.store, name, now()),
-    },
+    senders: senderOperationsOf(db.store, now),
     async rotateKey(overlapMs = 0) {
       if (settings.apiKey) throw new OperationError(`MCP_API_KEY is set in this environment: ${KEY_FROM_ENV}`, 'key_from_environment');
       if (!existsSync(keyFile)) throw new OperationError(`there is no key to rotate: ${keyFile} does not exist (npm start generates it)`, 'no_key');
