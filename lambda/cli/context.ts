@@ -1,9 +1,8 @@
 /**
- * What a running command is handed: its name (for messages), the typed settings main.ts read from
- * the environment, the io, and one printer that every line goes through. The printer scrubs the
- * secrets the command has met (the API key, the admin token, any `whsec_` secret) from whatever
- * it prints, except the one line a `--show-key` asks for; it prints `--json` as exactly one
- * document; and it keeps progress notes on stderr.
+ * What a running command is handed: its name (for messages), the typed settings, the io, and one
+ * printer that every line goes through. The printer scrubs the secrets the command has met from
+ * whatever it prints, except what `--show-key` asks for; prints `--json` as exactly one document;
+ * and keeps progress notes on stderr.
  *
  * Deliberately not here: reading the environment (main.ts) or any command's logic.
  */
@@ -29,7 +28,7 @@ export class Context {
 
   constructor(
     readonly io: CliIo,
-    /** `events show`: what messages name; main.ts sets it once commander has chosen the command. */
+    /** `events show`: what messages name (main.ts sets it). */
     public command: string,
     readonly settings: CliSettings,
     /** The project root, or how to find it the first time a command needs it. */
@@ -47,7 +46,6 @@ export class Context {
     return this.io.signal;
   }
 
-  /** Never printed from now on (the API key, the admin token). */
   keepSecret(value: string | undefined): void {
     if (value) this.secrets.add(value);
   }
@@ -56,7 +54,6 @@ export class Context {
     return scrub(text, this.secrets);
   }
 
-  /** Text for stdout (not with --json). */
   print(text: string): void {
     this.io.out(this.scrub(text));
   }

@@ -1,8 +1,6 @@
 /**
- * The exit-code contract of every `dm-dot` command and the two errors that carry it:
- * 0 ok, 1 the operation failed (refused, not found, unreachable, nothing to do), 2 bad usage.
- * And the scrubber that keeps secrets out of anything printed: the API key, the admin token and
- * any `whsec_` secret are replaced before a line reaches the terminal.
+ * The exit codes of every `dm-dot` command and the errors that carry them, and the scrubber that
+ * keeps secrets (the API key, the admin token, any `whsec_` secret) out of anything printed.
  *
  * Deliberately not here: how the errors are printed (main.ts, one form for every command).
  */

@@ -1,8 +1,7 @@
 /**
  * What a command may touch of the outside world, as one object: stdout and stderr, the
- * environment (read once, by main.ts, into typed settings), a question on a terminal, standard
- * input, Ctrl-C as an abort signal, and the AWS clients (a test passes its own). `processIo` is
- * the real process's; tests build their own and run `main` in-process.
+ * environment, a question on a terminal, standard input, Ctrl-C as an abort signal, and the AWS
+ * clients (a test passes its own). `processIo` is the real process's.
  *
  * Deliberately not here: reading the environment (main.ts does, once) and anything a command does.
  */
@@ -14,14 +13,7 @@ export interface SendsCommands {
 }
 
 /** Clients a test injects instead of those the CLI builds from the environment (`--aws`). */
-export interface AwsClients {
-  dynamodb?: SendsCommands;
-  sqs?: SendsCommands;
-  cloudformation?: SendsCommands;
-  cloudwatch?: SendsCommands;
-  lambda?: SendsCommands;
-  secretsManager?: SendsCommands;
-}
+export type AwsClients = Partial<Record<'dynamodb' | 'sqs' | 'cloudformation' | 'cloudwatch' | 'lambda' | 'secretsManager', SendsCommands>>;
 
 export interface CliIo {
   out(text: string): void;

@@ -1,13 +1,9 @@
 /**
  * The `dm-dot` operator CLI (docs/contract/local-runtime.md): lets commander run the command the
- * command line names (program.ts builds the program), reads the environment once into typed settings
- * (lambda/config/settings.ts; nothing else in the CLI reads it), runs the command, and turns its
- * outcome into the one contract of every command: exit 0 ok, 1 the operation failed, 2 bad usage;
- * a bad usage is `dm-dot <cmd>: <message>` plus `Run dm-dot <cmd> --help for usage.` on stderr (and,
- * with `--json`, `{"error": {"code": "usage", "message"}}` on stdout); a
- * failure is one line on stderr and, with `--json`, the one JSON document
- * `{"error": {"code", "message"}}` when the command printed none. Unexpected error text is
- * scrubbed of secrets before it is printed.
+ * command line names, reads the environment once into typed settings (lambda/config/settings.ts;
+ * nothing else in the CLI reads it), and turns the command's outcome into the exit code (0 ok, 1
+ * the operation failed, 2 bad usage): a failure is one line on stderr, scrubbed of secrets, and
+ * with `--json` the document `{"error": {"code", "message"}}` when the command printed none.
  *
  * `main` takes its io as an argument so that tests run it in-process; entry.ts runs it for real.
  */

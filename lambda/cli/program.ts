@@ -1,15 +1,12 @@
 /**
- * The `dm-dot` program on commander: the command modules the command line needs (each builds its
- * own commander `Command`, one file per command under commands/; all of them for the top-level
- * help, only the first word's otherwise, so `dm-dot events --json` initialises no other), the
- * settings every command shares (`-h/--help`, `-V/--version`, the help layout, output through the
- * io), and the one message form of a bad usage: `dm-dot <cmd>: <message>` then `Run dm-dot <cmd>
- * --help for usage.` on stderr, exit 2: `unknown option --bogus`, `--last needs a value (--last N)`,
- * `--json takes no value`, `missing MESSAGE`, `unexpected argument "b" (expected MESSAGE)`,
- * `unknown action "x": use …`.
+ * The `dm-dot` program on commander: the command modules the command line needs (all of them for
+ * the top-level help, only the first word's otherwise, so `dm-dot events --json` initialises no
+ * other), the settings every command shares (`-h/--help`, `-V/--version`, the help layout, output
+ * through the io), and the one form of a bad usage, exit 2: `dm-dot <cmd>: <message>` then
+ * `Run dm-dot <cmd> --help for usage.` on stderr.
  *
- * Deliberately not here: what a command declares or does (its own file), what a value means (each
- * command checks its own with options.ts), and running one (main.ts).
+ * Deliberately not here: what a command declares or does (its own file), what a value means
+ * (options.ts), and running one (main.ts).
  */
 import { Command, type CommanderError, type Option } from 'commander';
 import { version } from '../version';

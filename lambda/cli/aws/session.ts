@@ -1,14 +1,10 @@
 /**
  * `--aws`: the operator's AWS session for one command. It builds the SDK clients it is asked for
- * (loaded only then: nothing of the AWS SDK is on the start-up path of the CLI), with the
- * operator's own credentials and region as any AWS tool finds them, unless a test injected its
- * own through the io; reads the stack's outputs once (DescribeStacks); and finds each resource:
- * its flag, then its DMDOT_* setting, then the stack output. The stack is `--stack NAME`, or
- * `--stage NAME` for the stack `-c stage=NAME` deployed (`DmDot-NAME`, the name lib/app.ts gives it,
- * from the same stackNameOf), else DMDOT_STACK, else `DmDot`.
- *
- * Outputs the stack has (lib/dm-dot-stack.ts): TableName, DeliveryQueueUrl, DeadLetterQueueUrl,
- * McpEndpoint, ApiKeySecretArn, PupSecretArn, McpFunctionName, AlarmNames.
+ * (loaded only then), with the operator's own credentials and region unless a test injected its
+ * own through the io; reads the stack's outputs once; and finds each resource: its flag, then its
+ * DMDOT_* setting, then the stack output (lib/dm-dot-stack.ts). The stack is `--stack NAME`, or
+ * `--stage NAME` for `DmDot-NAME` (stackNameOf, as lib/app.ts names it), else DMDOT_STACK, else
+ * `DmDot`.
  *
  * Deliberately not here: what a command does with them, and credentials (the SDK's own chain).
  */

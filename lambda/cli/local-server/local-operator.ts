@@ -1,12 +1,9 @@
 /**
- * The local backing of every operator command: through the running server's admin routes when a
- * server owns the state directory (it is the only writer then), else the embedded database
- * opened as operator (`openEmbeddedDatabase(stateDir, { role: 'operator' })`), which refuses with
- * StateDirInUse if a server started meanwhile: then the command goes through that server after
- * all. A recorded server that accepts no connection (it died a moment ago) falls back to the
- * database the same way; nothing was done through it, so nothing is done twice.
- *
- * Both backings run the same functions (lambda/operator), so they answer the same views.
+ * The local backing of every operator command: the running server's admin routes when a server
+ * owns the state directory (it is the only writer then), else the embedded database opened as
+ * operator, which refuses with StateDirInUse if a server started meanwhile: then the command goes
+ * through that server after all. A recorded server that accepts no connection (it died a moment
+ * ago) falls back to the database; nothing was done through it, so nothing is done twice.
  *
  * Deliberately not here: AWS (aws/stack-operator.ts) and printing.
  */
@@ -87,7 +84,7 @@ export function localStatus(ctx: Context): Promise<LocalStatus> {
   });
 }
 
-export function keySourceOf(settings: LocalSettings, apiKeyFile: string): KeySource {
+function keySourceOf(settings: LocalSettings, apiKeyFile: string): KeySource {
   if (settings.apiKey) return { from: 'MCP_API_KEY' };
   return existsSync(apiKeyFile) ? { from: 'file', file: apiKeyFile } : { from: 'none', file: apiKeyFile };
 }
@@ -97,29 +94,21 @@ const KEY_FROM_ENV =
 
 function serverOperator(ctx: Context, server: RunningServer, stateDir: string, settings: LocalSettings): LocalOperator {
   const admin = new AdminClient(server, stateDir, ctx);
+  const call = async <T>(method: string, path: string) => (await admin.call<T>(method, path)).body;
   return {
     via: 'server',
     server,
     where: `the running server at ${server.url}`,
-    async listEvents(status) {
-      return (await admin.call<{ events: EventView[] }>('GET', `${AdminRoutes.events}${status ? `?status=${status}` : ''}`)).body.events;
-    },
+    listEvents: async (status) => (await call<{ events: EventView[] }>('GET', `${AdminRoutes.events}${status ? `?status=${status}` : ''}`)).events,
     async showEvent(eventId) {
       const answer = await admin.call<{ event: EventDetail }>('GET', `${AdminRoutes.events}/${eventId}`);
       return answer.status === 404 ? null : answer.body.event;
     },
-    async resendEvent(eventId) {
-      return (await admin.call<ResendResult>('POST', `${AdminRoutes.events}/${eventId}/resend`)).body;
-    },
-    async showSubscription() {
-      return (await admin.call<{ subscription: SubscriptionView | null }>('GET', AdminRoutes.subscription)).body.subscription;
-    },
-    async clearSubscription(expectedId) {
-      return (await admin.call<{ cleared: boolean; id: string | null }>('DELETE', `${AdminRoutes.subscription}?id=${encodeURIComponent(expectedId)}`)).body;
-    },
-    async redrive() {
-      return (await admin.call<{ moved: number }>('POST', AdminRoutes.redrive)).body.moved;
-    },
+    resendEvent: (eventId) => call<ResendResult>('POST', `${AdminRoutes.events}/${eventId}/resend`),
+    showSubscription: async () => (await call<{ subscription: SubscriptionView | null }>('GET', AdminRoutes.subscription)).subscription,
+    clearSubscription: (expectedId) =>
+      call<{ cleared: boolean; id: string | null }>('DELETE', `${AdminRoutes.subscription}?id=${encodeURIComponent(expectedId)}`),
+    redrive: async () => (await call<{ moved: number }>('POST', AdminRoutes.redrive)).moved,
     async status() {
       type Answer = {
         server?: { url?: string; pid?: number; version?: string };
@@ -131,7 +120,7 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
         queue?: { queued: number; deadLetters: number } | null;
         damage?: string | null;
       };
-      const { body } = await admin.call<Answer>('GET', AdminRoutes.status);
+      const body = await call<Answer>('GET', AdminRoutes.status);
       const keyFile = body.apiKey?.file ?? (await keyFileOf(stateDir));
       return {
         server: { running: true, url: body.server?.url ?? server.url, pid: body.server?.pid ?? server.pid, version: body.server?.version ?? null },
@@ -146,10 +135,9 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
       };
     },
     senders: {
-      add: async (name, rate) =>
-        (await admin.call<AddSenderResult>('POST', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}${rate === null ? '' : `&rate=${rate}`}`)).body,
-      list: async () => (await admin.call<{ senders: SenderView[] }>('GET', AdminRoutes.senders)).body.senders,
-      revoke: async (name) => (await admin.call<{ revoked: boolean; name: string }>('DELETE', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}`)).body,
+      add: (name, rate) => call<AddSenderResult>('POST', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}${rate === null ? '' : `&rate=${rate}`}`),
+      list: async () => (await call<{ senders: SenderView[] }>('GET', AdminRoutes.senders)).senders,
+      revoke: (name) => call<{ revoked: boolean; name: string }>('DELETE', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}`),
     },
     async rotateKey(overlapMs = 0) {
       const answer = await admin.call<{ rotated?: boolean; keyFile?: string; overlapUntil?: string | null }>(
@@ -223,7 +211,7 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
   };
 }
 
-export interface LocalOptions<T> {
+interface LocalOptions<T> {
   /** When the state directory holds no database yet; default: fail with a sentence saying so. */
   whenNothing?: (stateDir: string) => Promise<T>;
 }

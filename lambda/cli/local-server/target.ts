@@ -1,8 +1,8 @@
 /**
  * Where `send`, `dot` and `connect` point, and with which API key, found as `npm start` runs:
- * `--url` / `--key` first; else the server that owns the state directory (the URL it recorded),
- * else `http://HOST:PORT`; the key from MCP_API_KEY, else `<state dir>/api-key` (read, never
- * created here). The key is registered as a secret the moment it is found: nothing prints it.
+ * `--url` / `--key` first; else the server that owns the state directory, else `http://HOST:PORT`;
+ * the key from MCP_API_KEY, else `<state dir>/api-key` (read, never created here). The key is a
+ * secret of the context the moment it is found.
  *
  * Deliberately not here: the admin token (server.ts), which these commands never use.
  */
