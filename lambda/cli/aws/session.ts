@@ -160,20 +160,14 @@ export class AwsSession {
     return value;
   }
 
-  table(): Promise<string> {
-    const given = this.flags.table ?? this.settings.table;
-    return given ? Promise.resolve(given) : this.output('TableName', '--table (or DMDOT_TABLE)');
+  /** A resource: as given by its flag or setting, else the stack output. */
+  private resource(given: string | undefined, name: OutputName, instead: string): Promise<string> {
+    return given ? Promise.resolve(given) : this.output(name, instead);
   }
 
-  queueUrl(): Promise<string> {
-    const given = this.flags.queueUrl ?? this.settings.queueUrl;
-    return given ? Promise.resolve(given) : this.output('DeliveryQueueUrl', '--queue-url (or DMDOT_QUEUE_URL)');
-  }
-
-  deadLetterQueueUrl(): Promise<string> {
-    const given = this.flags.dlqUrl ?? this.settings.deadLetterQueueUrl;
-    return given ? Promise.resolve(given) : this.output('DeadLetterQueueUrl', '--dlq-url (or DMDOT_DLQ_URL)');
-  }
+  table = () => this.resource(this.flags.table ?? this.settings.table, 'TableName', '--table (or DMDOT_TABLE)');
+  queueUrl = () => this.resource(this.flags.queueUrl ?? this.settings.queueUrl, 'DeliveryQueueUrl', '--queue-url (or DMDOT_QUEUE_URL)');
+  deadLetterQueueUrl = () => this.resource(this.flags.dlqUrl ?? this.settings.deadLetterQueueUrl, 'DeadLetterQueueUrl', '--dlq-url (or DMDOT_DLQ_URL)');
 
   /** Closes the clients this session built (not the injected ones). */
   async close(): Promise<void> {

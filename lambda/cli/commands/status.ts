@@ -5,6 +5,7 @@
  * says cannot all be trusted): one the running server has met, or, with no server, one found by
  * reading the whole file as a server's start would.
  */
+import type { DescribeAlarmsOutput } from '@aws-sdk/client-cloudwatch';
 import { type SubscriptionView, subscriptionView } from '../../operator/views';
 import { queueAttributes } from '../aws/redrive';
 import { type AwsSession, describeAwsError, withAws } from '../aws/session';
@@ -109,11 +110,7 @@ export function describeLocal(status: LocalStatus): string {
   return fields(rows);
 }
 
-interface QueueDepth {
-  visible: number;
-  inFlight: number;
-  delayed: number;
-}
+type QueueDepth = { visible: number; inFlight: number; delayed: number };
 
 async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string): Promise<QueueDepth | null> {
   if (!url) return null;
@@ -134,12 +131,7 @@ async function depth(session: AwsSession, url: string | undefined, problems: str
   }
 }
 
-interface AlarmState {
-  name: string;
-  state: string;
-  reason: string | null;
-  updatedAt: string | null;
-}
+type AlarmState = { name: string; state: string; reason: string | null; updatedAt: string | null };
 
 async function alarmsOf(session: AwsSession, names: string[], problems: string[]): Promise<AlarmState[] | null> {
   if (names.length === 0) return [];
@@ -149,10 +141,7 @@ async function alarmsOf(session: AwsSession, names: string[], problems: string[]
   try {
     // DescribeAlarms takes at most 100 names per call.
     for (let i = 0; i < names.length; i += 100) {
-      const result = (await client.send(new DescribeAlarmsCommand({ AlarmNames: names.slice(i, i + 100), MaxRecords: 100 }))) as {
-        MetricAlarms?: { AlarmName?: string; StateValue?: string; StateReason?: string; StateUpdatedTimestamp?: Date }[];
-        CompositeAlarms?: { AlarmName?: string; StateValue?: string; StateReason?: string; StateUpdatedTimestamp?: Date }[];
-      };
+      const result: DescribeAlarmsOutput = await client.send(new DescribeAlarmsCommand({ AlarmNames: names.slice(i, i + 100), MaxRecords: 100 }));
       for (const alarm of [...(result.MetricAlarms ?? []), ...(result.CompositeAlarms ?? [])]) {
         found.push({
           name: alarm.AlarmName ?? '?',
