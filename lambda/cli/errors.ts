@@ -7,7 +7,6 @@
 import { scrubWebhookSecrets } from '../log';
 
 export const ExitCode = { ok: 0, failed: 1, usage: 2 } as const;
-export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
 /** Bad usage: an unknown option, a missing argument, a bad value or setting. Exit code 2. */
 export class UsageError extends Error {

@@ -1,13 +1,8 @@
 /**
- * `dm-dot dot`: a stand-in ChatGPT dot, to see messages arrive without ChatGPT. A webhook receiver
- * on 127.0.0.1 (stand-in-dot/receiver.ts) subscribes through MCP `events/subscribe`
- * (stand-in-dot/subscription.ts), prints each message with its event id and latency, and
- * unsubscribes on Ctrl-C. Each line typed on its standard input is sent as a message (POST
- * /v1/messages), so one terminal runs the server and a second one the whole walkthrough.
- *
- * It stops, exit 1, saying why, when the subscription ended: it answered a 410 (the server ends
- * the subscription on a 410), or the subscription's refresh or check found it ended or taken. A
- * subscription a refresh or a check created after the old one ended is removed at once.
+ * `dm-dot dot`: a stand-in ChatGPT dot, to see messages arrive without ChatGPT: a webhook receiver
+ * on 127.0.0.1 (stand-in-dot/receiver.ts) and its subscription (stand-in-dot/subscription.ts), so
+ * that one terminal runs the server and a second one the whole walkthrough. A subscription a
+ * refresh or a check created after the old one ended is removed at once.
  *
  * Deliberately not here: a public callback (the server must run with
  * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1; the AWS stack never does), and printing the key or a secret.

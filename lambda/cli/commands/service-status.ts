@@ -22,10 +22,7 @@ export const command = (ctx: Context) =>
       const home = homeOf(ctx);
       const files = unitFiles(platform, home);
       const units: { name: string; file: string; installed: boolean; active: boolean | null; state: string | null }[] = [];
-      for (const [name, file] of [
-        [files.serverName, files.server],
-        [files.tunnelName, files.tunnel],
-      ] as const) {
+      for (const { name, file } of [files.server, files.tunnel]) {
         const installed = existsSync(file);
         let active: boolean | null = null;
         let state: string | null = null;

@@ -25,10 +25,7 @@ export const command = (ctx: Context) =>
       const platform = platformOf(values.platform);
       const dryRun = !!values.dryRun;
       const files = unitFiles(platform, homeOf(ctx));
-      const present = [
-        { name: files.serverName, file: files.server },
-        { name: files.tunnelName, file: files.tunnel },
-      ].filter((u) => existsSync(u.file));
+      const present = [files.server, files.tunnel].filter((u) => existsSync(u.file));
       const commands = present.length ? stopCommands(platform, present, uid()) : [];
       if (!dryRun) {
         // A unit that is not loaded fails to stop: that is no reason to keep its file.
@@ -39,7 +36,7 @@ export const command = (ctx: Context) =>
       const doc = { platform, dryRun, removed: present.map((u) => u.file), commands: commands.map(commandText) };
       ctx.result(doc, () =>
         present.length === 0
-          ? `Nothing to remove: no unit of dm-dot service in ${dirname(files.server)}.\n`
+          ? `Nothing to remove: no unit of dm-dot service in ${dirname(files.server.file)}.\n`
           : `${[
               `${dryRun ? 'Would run' : 'Ran'}:`,
               ...doc.commands.map((c) => `  ${c}`),

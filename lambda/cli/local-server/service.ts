@@ -71,17 +71,15 @@ export function logDir(home: string): string {
   return join(home, 'Library', 'Logs', 'dm-dot');
 }
 
+type UnitFile = Omit<Unit, 'text'>;
+
 /** The unit files for this platform, with the names the service manager knows them by. */
-export function unitFiles(platform: Platform, home: string): { server: Unit['file']; tunnel: Unit['file']; serverName: string; tunnelName: string } {
+export function unitFiles(platform: Platform, home: string): { server: UnitFile; tunnel: UnitFile } {
   const dir = unitDir(platform, home);
+  const unit = (name: string, file: string) => ({ name, file: join(dir, file) });
   return platform === 'linux'
-    ? {
-        server: join(dir, `${SERVER_UNIT}.service`),
-        tunnel: join(dir, `${TUNNEL_UNIT}.service`),
-        serverName: `${SERVER_UNIT}.service`,
-        tunnelName: `${TUNNEL_UNIT}.service`,
-      }
-    : { server: join(dir, `${SERVER_LABEL}.plist`), tunnel: join(dir, `${TUNNEL_LABEL}.plist`), serverName: SERVER_LABEL, tunnelName: TUNNEL_LABEL };
+    ? { server: unit(`${SERVER_UNIT}.service`, `${SERVER_UNIT}.service`), tunnel: unit(`${TUNNEL_UNIT}.service`, `${TUNNEL_UNIT}.service`) }
+    : { server: unit(SERVER_LABEL, `${SERVER_LABEL}.plist`), tunnel: unit(TUNNEL_LABEL, `${TUNNEL_LABEL}.plist`) };
 }
 
 /** A value in a systemd unit line: quoted when it holds a space, a quote or a backslash. */
@@ -115,14 +113,14 @@ function systemdUnits(plan: ServicePlan): Unit[] {
     'WantedBy=default.target',
     '',
   ].join('\n');
-  const units: Unit[] = [{ name: files.serverName, file: files.server, text: server }];
+  const units: Unit[] = [{ ...files.server, text: server }];
   if (plan.tunnel) {
     const tunnel = [
       '# Written by `dm-dot service install` because a tunnel-client profile exists (dm-dot connect --tunnel).',
       '[Unit]',
       `Description=OpenAI tunnel-client for dm-dot (${plan.tunnel.tunnelId})`,
-      `After=${files.serverName} network-online.target`,
-      `Wants=${files.serverName}`,
+      `After=${files.server.name} network-online.target`,
+      `Wants=${files.server.name}`,
       '',
       '[Service]',
       'Type=simple',
@@ -137,7 +135,7 @@ function systemdUnits(plan: ServicePlan): Unit[] {
       'WantedBy=default.target',
       '',
     ].join('\n');
-    units.push({ name: files.tunnelName, file: files.tunnel, text: tunnel });
+    units.push({ ...files.tunnel, text: tunnel });
   }
   return units;
 }
@@ -187,8 +185,7 @@ function launchdUnits(plan: ServicePlan): Unit[] {
   const withEnvFile = (command: string[]) => ['/bin/sh', '-c', `set -a; [ -f ${sh(envFile)} ] && . ${sh(envFile)}; set +a; exec ${command.map(sh).join(' ')}`];
   const units: Unit[] = [
     {
-      name: files.serverName,
-      file: files.server,
+      ...files.server,
       text: plist(
         SERVER_LABEL,
         withEnvFile([plan.node, serverBundle(plan.projectRoot)]),
@@ -200,8 +197,7 @@ function launchdUnits(plan: ServicePlan): Unit[] {
   ];
   if (plan.tunnel) {
     units.push({
-      name: files.tunnelName,
-      file: files.tunnel,
+      ...files.tunnel,
       text: plist(
         TUNNEL_LABEL,
         withEnvFile([plan.tunnel.binary, 'run', '--profile-file', plan.tunnel.profile]),
