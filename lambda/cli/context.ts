@@ -59,10 +59,10 @@ export class Context {
   }
 
   /** The one `--json` document of this run. */
-  printJson(doc: unknown): void {
+  printJson(doc: unknown, scrubbed = true): void {
     if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
     this.jsonPrinted = true;
-    this.io.out(this.scrub(jsonText(doc)));
+    this.io.out(scrubbed ? this.scrub(jsonText(doc)) : jsonText(doc));
   }
 
   get printedJson(): boolean {
@@ -84,11 +84,8 @@ export class Context {
   /** A secret asked for with --show-key: printed as is, after a notice on stderr. */
   reveal(text: string, doc?: unknown, what = '--show-key prints the API key'): void {
     this.io.err(`dm-dot ${this.command}: ${what}: a secret; keep this output out of logs, screenshots and shared terminals\n`);
-    if (this.json) {
-      if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
-      this.jsonPrinted = true;
-      this.io.out(jsonText(doc));
-    } else this.io.out(text);
+    if (this.json) this.printJson(doc, false);
+    else this.io.out(text);
   }
 
   /** A progress note or remark on stderr: `dm-dot <command>: <line>`. */

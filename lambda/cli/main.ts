@@ -14,46 +14,25 @@ import type { CliIo } from './io';
 import { findProjectRoot } from './local-server/project';
 import { asksJson, buildProgram, pathOf, Stop, usageFailure } from './program';
 
-type Config = typeof import('../config/settings');
-
-/**
- * The settings of this run, each read from the environment on first use, once. (The settings
- * module is loaded only for a command that runs: `--version` and `--help` never need it.)
- */
-function settingsOf(config: () => Config, io: CliIo, projectRoot: () => string): CliSettings {
-  let local: LocalSettings | undefined;
-  let aws: CliAwsSettings | undefined;
-  return {
-    local() {
-      if (!local) {
-        const { localSettings, SettingsError } = config();
-        try {
-          local = localSettings(io.env, { projectRoot: projectRoot() });
-        } catch (error) {
-          if (error instanceof SettingsError) throw new UsageError(error.message);
-          throw error;
-        }
-      }
-      return local;
-    },
-    aws: () => (aws ??= config().cliAwsSettings(io.env)),
-  };
-}
-
 export async function main(argv: string[], io: CliIo): Promise<number> {
   // `dm-dot help events show` is `dm-dot events show --help`.
   const words = argv[0] === 'help' ? [...argv.slice(1), '--help'] : [...argv];
-  let config: Config | undefined;
-  const ctx: Context = new Context(
-    io,
-    '',
-    settingsOf(
-      () => config!,
-      io,
-      () => ctx.projectRoot,
-    ),
-    () => io.projectRoot ?? findProjectRoot(),
-  );
+  // The settings of this run, each read from the environment on first use, once. (The settings
+  // module is loaded only for a command that runs: `--version` and `--help` never need it.)
+  let config: typeof import('../config/settings') | undefined;
+  let local: LocalSettings | undefined;
+  let aws: CliAwsSettings | undefined;
+  const settings: CliSettings = {
+    local() {
+      try {
+        return (local ??= config!.localSettings(io.env, { projectRoot: ctx.projectRoot }));
+      } catch (error) {
+        throw error instanceof config!.SettingsError ? new UsageError(error.message) : error;
+      }
+    },
+    aws: () => (aws ??= config!.cliAwsSettings(io.env)),
+  };
+  const ctx = new Context(io, '', settings, () => io.projectRoot ?? findProjectRoot());
   const program = await buildProgram(ctx, words);
   program.hook('preAction', async (_program, chosen) => {
     ctx.command = pathOf(chosen);

@@ -33,7 +33,17 @@ export function define<V>(spec: Spec<V>): Command {
   const cmd = new Command(spec.name).summary(spec.summary).description(`${spec.summary[0]!.toUpperCase()}${spec.summary.slice(1)}.\n\n${spec.details}`);
   if (spec.argument) cmd.addArgument(spec.argument);
   for (const option of spec.options ?? []) cmd.addOption(option);
-  return withJson(cmd, spec.json).action(() => spec.run(cmd.opts(), cmd.processedArgs[0]));
+  // Every command that runs something takes --json (a group without an action of its own does
+  // not), and its --help ends with the shape of that document and the exit codes.
+  const shape = new Help().boxWrap(spec.json.trim(), HELP_WIDTH - 2).replace(/^/gm, '  ');
+  return cmd
+    .addOption(new Option('--json', 'print one JSON document (its shape is below) instead of text'))
+    .addHelpText(
+      'after',
+      `\nWith --json:\n${shape}\n  A failure without a document of its own prints {"error": {"code", "message"}}.\n\n` +
+        'Exit codes: 0 ok, 1 the operation failed, 2 bad usage.',
+    )
+    .action(() => spec.run(cmd.opts(), cmd.processedArgs[0]));
 }
 
 /** Where `send` and `dot` send: any deployment, not only the local server. */
@@ -63,21 +73,6 @@ export const dlqOption = () => new Option('--dlq-url <URL>', 'the dead-letter qu
 export const yesOption = () => new Option('-y, --yes', 'do it without asking (needed when there is no terminal to ask on)');
 
 export const showKeyOption = () => new Option('--show-key', 'print the API key (a secret: a notice on stderr says so first)');
-
-/**
- * `--json`, which every command that runs something takes (a group without an action of its own
- * does not), and the end of its `--help`: the shape of that JSON document and the exit codes.
- */
-function withJson(cmd: Command, shape: string): Command {
-  const wrapped = new Help().boxWrap(shape.trim(), HELP_WIDTH - 2).replace(/^/gm, '  ');
-  return cmd
-    .addOption(new Option('--json', 'print one JSON document (its shape is below) instead of text'))
-    .addHelpText(
-      'after',
-      `\nWith --json:\n${wrapped}\n  A failure without a document of its own prints {"error": {"code", "message"}}.\n\n` +
-        'Exit codes: 0 ok, 1 the operation failed, 2 bad usage.',
-    );
-}
 
 /** An integer option within bounds, or undefined when not given. */
 export function integerValue(value: string | undefined, flag: string, min: number, max: number): number | undefined {

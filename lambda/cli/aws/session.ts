@@ -74,6 +74,15 @@ export function describeAwsError(error: unknown): string {
   return unusableAws(error)?.message ?? describeCause(error);
 }
 
+/** Runs `work`; its failure becomes an OperationError saying `message(why)`, `why` as describeAwsError says it. */
+export async function orFail<T>(work: () => Promise<T>, message: (why: string) => string, code: string): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw new OperationError(message(describeAwsError(error)), code);
+  }
+}
+
 type Kind = keyof AwsClients;
 
 async function build(kind: Kind, region: string | undefined): Promise<SendsCommands & { destroy?(): void }> {

@@ -16,7 +16,7 @@ import { Option } from 'commander';
 import type { LocalSettings } from '../../config/settings';
 import { LOOPBACK_HOSTNAMES } from '../../core/loopback';
 import { PupRoutes } from '../../core/protocol';
-import { type AwsFlags, type AwsSession, describeAwsError, withAws } from '../aws/session';
+import { type AwsFlags, type AwsSession, orFail, withAws } from '../aws/session';
 import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
 import { type KeySource, type LocalStatus, localStatus } from '../local-server/local-operator';
@@ -214,12 +214,12 @@ async function connectAws(ctx: Context, session: AwsSession, showKey: boolean): 
   if (showKey) {
     const { GetSecretValueCommand } = await import('@aws-sdk/client-secrets-manager');
     const client = await session.client('secretsManager');
-    try {
-      const secret = (await client.send(new GetSecretValueCommand({ SecretId: secretArn }))) as { SecretString?: string };
-      key = secret.SecretString?.trim();
-    } catch (error) {
-      throw new OperationError(`could not read the API key from ${secretArn}: ${describeAwsError(error)}`, 'secret_unreadable');
-    }
+    const secret: { SecretString?: string } = await orFail(
+      () => client.send(new GetSecretValueCommand({ SecretId: secretArn })),
+      (why) => `could not read the API key from ${secretArn}: ${why}`,
+      'secret_unreadable',
+    );
+    key = secret.SecretString?.trim();
     if (!key) throw new OperationError(`the secret ${secretArn} holds no API key`, 'secret_empty');
     ctx.keepSecret(key);
   }

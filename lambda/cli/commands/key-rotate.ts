@@ -13,7 +13,7 @@ import { randomInt } from 'node:crypto';
 import { Option } from 'commander';
 import { AccessLimits } from '../../core/protocol';
 import { parseDuration, recordRotation } from '../../operator/access';
-import { type AwsFlags, type AwsSession, describeAwsError } from '../aws/session';
+import { type AwsFlags, type AwsSession, orFail } from '../aws/session';
 import { storeOf } from '../aws/stack-operator';
 import { onBacking } from '../backings';
 import { confirm } from '../confirm';
@@ -136,48 +136,42 @@ async function rotateAws(ctx: Context, session: AwsSession, values: Flags, overl
   const secrets = await session.client('secretsManager');
   // The key being replaced: its hash keeps the deployment's principal (and, with an overlap, the
   // old key working), recorded in the DEPLOYMENT item before the new key is in force.
-  let previous: string;
-  try {
-    const { parseApiKeySecret } = await import('../../adapters/secret-loader');
-    previous = parseApiKeySecret((await secrets.send(new GetSecretValueCommand({ SecretId: secretArn }))) as { SecretString?: string });
-  } catch (error) {
-    throw new OperationError(`could not read the current key from ${secretArn}: ${describeAwsError(error)}; nothing was changed`, 'secret_unreadable');
-  }
+  const { parseApiKeySecret } = await import('../../adapters/secret-loader');
+  const previous = await orFail(
+    async () => parseApiKeySecret(await secrets.send(new GetSecretValueCommand({ SecretId: secretArn }))),
+    (why) => `could not read the current key from ${secretArn}: ${why}; nothing was changed`,
+    'secret_unreadable',
+  );
   ctx.keepSecret(previous);
   const started = Date.now();
-  let overlapUntil: string | null;
-  try {
-    const { access } = await storeOf(session);
-    overlapUntil = (await ctx.progress('recording the rotation in the table', recordRotation(access, previous, key, overlapMs, started))).previousKeyUntil;
-  } catch (error) {
-    throw new OperationError(
-      `could not record the rotation in the table: ${describeAwsError(error)}; nothing was changed, the old key still works`,
-      'table_unwritable',
-    );
-  }
-  try {
-    await ctx.progress('writing the new key into Secrets Manager', secrets.send(new PutSecretValueCommand({ SecretId: secretArn, SecretString: key })));
-  } catch (error) {
-    throw new OperationError(`could not put the new key into ${secretArn}: ${describeAwsError(error)}; the old key still works`, 'secret_unwritable');
-  }
+  const { previousKeyUntil: overlapUntil } = await orFail(
+    async () => ctx.progress('recording the rotation in the table', recordRotation((await storeOf(session)).access, previous, key, overlapMs, started)),
+    (why) => `could not record the rotation in the table: ${why}; nothing was changed, the old key still works`,
+    'table_unwritable',
+  );
+  await orFail(
+    () => ctx.progress('writing the new key into Secrets Manager', secrets.send(new PutSecretValueCommand({ SecretId: secretArn, SecretString: key }))),
+    (why) => `could not put the new key into ${secretArn}: ${why}; the old key still works`,
+    'secret_unwritable',
+  );
   const lambda = await session.client('lambda');
-  try {
-    const current = (await lambda.send(new GetFunctionConfigurationCommand({ FunctionName: functionName }))) as { Description?: string };
-    const base = (current.Description ?? '').replace(/ \(API key rotated [^)]*\)$/, '');
-    const description = `${base} (API key rotated ${new Date().toISOString()})`.trim().slice(-256);
-    await ctx.progress(
-      'recycling the MCP function',
-      lambda.send(new UpdateFunctionConfigurationCommand({ FunctionName: functionName, Description: description })),
-    );
-  } catch (error) {
-    throw new OperationError(
-      `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${describeAwsError(error)}): its warm ` +
-        'environments accept the old key until they are replaced. ' +
-        `To finish without another new key, change any setting of ${functionName} (for example its description in the Lambda console); running key ` +
-        'rotate again would write yet another key',
-      'recycle_failed',
-    );
-  }
+  await orFail(
+    async () => {
+      const current: { Description?: string } = await lambda.send(new GetFunctionConfigurationCommand({ FunctionName: functionName }));
+      const base = (current.Description ?? '').replace(/ \(API key rotated [^)]*\)$/, '');
+      const description = `${base} (API key rotated ${new Date().toISOString()})`.trim().slice(-256);
+      await ctx.progress(
+        'recycling the MCP function',
+        lambda.send(new UpdateFunctionConfigurationCommand({ FunctionName: functionName, Description: description })),
+      );
+    },
+    (why) =>
+      `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${why}): its warm ` +
+      'environments accept the old key until they are replaced. ' +
+      `To finish without another new key, change any setting of ${functionName} (for example its description in the Lambda console); running key ` +
+      'rotate again would write yet another key',
+    'recycle_failed',
+  );
   const next = [
     overlapUntil === null
       ? `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key, and the old key ` +

@@ -1,15 +1,8 @@
 /**
- * The units `dm-dot service` writes so that the local server keeps running under the user's own
- * service manager: a systemd user unit on Linux, a launchd agent on macOS. The server unit runs
- * the built server (dist/server/dm-dot-server.cjs) with the Node that runs the CLI, on the state
- * directory and the settings of the environment it is installed from, restarts it when it fails
- * (a clean stop, exit 0, stays stopped), and leaves its logs where the platform keeps them (the
- * journal; ~/Library/Logs/dm-dot). When a tunnel-client profile exists (`dm-dot connect
- * --tunnel`), a second unit runs tunnel-client on it, after the server.
- *
- * No secret is ever written into a unit: MCP_API_KEY and PUP_SIGNING_SECRETS are left out (the
- * server reads its key from the key file; a secret setting goes into `<state dir>/service.env`,
- * mode 0600, which both units read).
+ * The units `dm-dot service` writes (`service install --help` says what they run and where they
+ * log): a systemd user unit on Linux, a launchd agent on macOS. A clean stop (exit 0) stays
+ * stopped; a failure restarts. No secret is ever written into a unit: a secret setting goes into
+ * `<state dir>/service.env`, mode 0600, which both units read.
  *
  * Deliberately not here: running the service manager (service-manager.ts does, never in a test)
  * and deciding whether to install (the command checks that no other server owns the directory).

@@ -43,13 +43,6 @@ export function configuredBase(settings: LocalSettings): string {
   return reachable(`http://${host}:${settings.port}`).connectUrl;
 }
 
-/** The local server's base URL: the running one's, else the configured HOST/PORT. */
-export async function localBase(ctx: Context): Promise<{ base: string; running: boolean; recorded?: string }> {
-  const settings = ctx.settings.local();
-  const server = await findServer(settings.stateDir);
-  return server ? { base: server.connectUrl, running: true, recorded: server.url } : { base: configuredBase(settings), running: false };
-}
-
 /** Where a state directory keeps its API key (loaded on use: `--version` and `--help` load nothing). */
 export async function keyFileOf(stateDir: string): Promise<string> {
   const { API_KEY_FILE } = await import('../../adapters/state-files');
@@ -74,7 +67,8 @@ export async function target(ctx: Context, values: { url?: string; key?: string 
     base = baseOfUrl(values.url);
     local = LOOPBACK_HOSTNAMES.has(new URL(base).hostname.toLowerCase());
   } else {
-    base = (await localBase(ctx)).base;
+    // The running server's, else the configured HOST/PORT.
+    base = (await findServer(ctx.settings.local().stateDir))?.connectUrl ?? configuredBase(ctx.settings.local());
     local = true;
   }
   let key = values.key;
