@@ -12,7 +12,7 @@ import type { Operator } from '../operator/surface';
 import { type AwsFlags, type AwsSession, withAws } from './aws/session';
 import { awsOperator, storeOf } from './aws/stack-operator';
 import type { Context } from './context';
-import { type LocalOperator, type SenderOperations, senderOperationsOf, withLocalOperator } from './local-server/local-operator';
+import { type LocalOperator, senderOperationsOf, withLocalOperator } from './local-server/local-operator';
 import { wantsAws } from './options';
 
 /** An event id as the log keys it: `evt_` and 32 hex digits. */
@@ -28,10 +28,7 @@ export function withOperator<T>(ctx: Context, values: AwsFlags, work: (op: Opera
   return onBacking(ctx, values, work, async (session) => work(await awsOperator(session)));
 }
 
-export interface SenderBacking {
-  where: string;
-  senders: SenderOperations;
-}
+export type SenderBacking = Pick<LocalOperator, 'where' | 'senders'>;
 
 /** Runs `work` on the sender keys of the stack (`--aws`) or of the local server. */
 export function withSenders<T>(ctx: Context, values: AwsFlags, work: (backing: SenderBacking) => Promise<T>): Promise<T> {

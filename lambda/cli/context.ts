@@ -11,7 +11,6 @@ import { OperationError, scrub } from './errors';
 import type { CliIo } from './io';
 import { jsonText } from './output';
 
-/** Settings read from the environment on first use, once (main.ts). */
 export interface CliSettings {
   local(): LocalSettings;
   aws(): CliAwsSettings;

@@ -11,11 +11,7 @@ import { Budgets } from '../core/budgets';
 import { Limits } from '../core/protocol';
 import { readCapped } from '../adapters/capped-body';
 
-export interface HttpAnswer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  text: string;
-}
+export type HttpAnswer = { status: number; headers: IncomingHttpHeaders; text: string };
 
 export interface HttpRequest {
   method: string;
@@ -90,7 +86,6 @@ export async function httpRequest(url: string, request: HttpRequest): Promise<Ht
   });
 }
 
-/** The JSON body of an answer, or undefined when it is not JSON. */
 export function jsonOf<T = Record<string, unknown>>(answer: HttpAnswer): T | undefined {
   try {
     const parsed = JSON.parse(answer.text) as unknown;

@@ -12,7 +12,6 @@ import { type Argument, Command, Help, Option } from 'commander';
 import type { AwsFlags } from './aws/session';
 import { UsageError } from './errors';
 
-/** The width every help text is wrapped to. */
 export const HELP_WIDTH = 80;
 
 /** A command as its file declares it. */

@@ -16,11 +16,8 @@ import type { CliIo } from './io';
 import { HELP_WIDTH } from './options';
 import { jsonText } from './output';
 
-/** Builds a command for the run it is handed (commands/*.ts, each `export const command`). */
-export type CommandFactory = (ctx: Context) => Command;
-
-/** Every top-level word and the module that builds it, loaded only when needed. */
-const COMMANDS: Readonly<Record<string, () => Promise<CommandFactory>>> = {
+/** Every top-level word and the module that builds its command (`export const command`), loaded only when needed. */
+const COMMANDS: Readonly<Record<string, () => Promise<(ctx: Context) => Command>>> = {
   dot: async () => (await import('./commands/dot')).command,
   send: async () => (await import('./commands/send')).command,
   events: async () => (await import('./commands/events')).command,
@@ -50,7 +47,7 @@ export function pathOf(cmd: Command): string {
   return words.join(' ');
 }
 
-/** Whether a command runs something itself: every such command declares --json (options.ts withJson). */
+/** Whether a command runs something itself: every such command declares --json (options.ts define). */
 export const runs = (cmd: Command) => cmd.options.some((o) => o.long === '--json');
 
 /**

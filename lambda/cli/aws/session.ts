@@ -15,15 +15,8 @@ import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
 import type { AwsClients, SendsCommands } from '../io';
 
-export type OutputName =
-  | 'TableName'
-  | 'DeliveryQueueUrl'
-  | 'DeadLetterQueueUrl'
-  | 'McpEndpoint'
-  | 'ApiKeySecretArn'
-  | 'PupSecretArn'
-  | 'McpFunctionName'
-  | 'AlarmNames';
+/** The stack's outputs (lib/dm-dot-stack.ts). */
+type OutputName = 'TableName' | 'DeliveryQueueUrl' | 'DeadLetterQueueUrl' | 'McpEndpoint' | 'ApiKeySecretArn' | 'McpFunctionName' | 'AlarmNames';
 
 /** The options of `--aws` (options.ts). */
 export interface AwsFlags {
@@ -127,12 +120,8 @@ export class AwsSession {
   client(kind: Kind): Promise<SendsCommands> {
     const injected = this.ctx.io.aws?.[kind];
     if (injected) return Promise.resolve(injected);
-    let client = this.clients.get(kind);
-    if (!client) {
-      client = build(kind, this.region);
-      this.clients.set(kind, client);
-    }
-    return client;
+    if (!this.clients.has(kind)) this.clients.set(kind, build(kind, this.region));
+    return this.clients.get(kind)!;
   }
 
   /** The stack's outputs (DescribeStacks, once). */

@@ -1,16 +1,7 @@
 /**
- * `dm-dot connect`: the URL to paste into a ChatGPT connector (`<mcp url>?key=<KEY>`) and, for
- * pup, the manifest URL. Locally through the tunnel whose host is in DMDOT_ALLOWED_HOSTS
- * (`https://<host>/mcp`: ChatGPT and pup cannot reach this machine otherwise), else the running
- * server's URL (else HOST/PORT); with `--aws` from the stack's McpEndpoint. The key is left out, shown as a placeholder with where to find it,
- * unless `--show-key` is given: then a one-line notice on stderr says a secret follows, and the
- * key comes from the key file or MCP_API_KEY, or with `--aws` from Secrets Manager
- * (ApiKeySecretArn).
- *
- * `--tunnel TUNNEL_ID` is the way a ChatGPT dot reaches the local server (docs/chatgpt.md): it
- * writes a `tunnel-client` profile for this server (local-server/tunnel.ts: its `/mcp` URL, the key by a
- * `file:` reference, never the key) and prints where, the commands to run and the ChatGPT steps.
- * Every form prints the text to paste into the dot so that it subscribes.
+ * `dm-dot connect`: its --help says where each URL comes from. With `--show-key` a one-line notice
+ * on stderr says a secret follows; `--tunnel` writes the profile local-server/tunnel.ts describes
+ * (docs/chatgpt.md), naming the key file, never the key.
  */
 import { Option } from 'commander';
 import type { LocalSettings } from '../../config/settings';

@@ -70,23 +70,21 @@ export function senderOperationsOf(access: AccessStore, now: () => number = Date
 export function localStatus(ctx: Context): Promise<LocalStatus> {
   const settings = ctx.settings.local();
   return withLocalOperator(ctx, (op) => ctx.progress(`reading the status from ${op.where}`, op.status()), {
-    whenNothing: async (stateDir) => ({
-      server: { running: false },
-      stateDir,
-      readFrom: 'nothing',
-      apiKey: keySourceOf(settings, await keyFileOf(stateDir)),
-      switches: switchesOf(settings),
-      subscription: null,
-      events: null,
-      jobs: null,
-      damage: null,
-    }),
+    whenNothing: async (stateDir) =>
+      stopped(settings, stateDir, await keyFileOf(stateDir), 'nothing', { subscription: null, events: null, jobs: null, damage: null }),
   });
 }
 
-function keySourceOf(settings: LocalSettings, apiKeyFile: string): KeySource {
-  if (settings.apiKey) return { from: 'MCP_API_KEY' };
-  return existsSync(apiKeyFile) ? { from: 'file', file: apiKeyFile } : { from: 'none', file: apiKeyFile };
+/** The status with no server running: what the database holds, or nothing yet; the switches npm start would use. */
+function stopped(
+  settings: LocalSettings,
+  stateDir: string,
+  keyFile: string,
+  readFrom: 'database' | 'nothing',
+  read: Pick<LocalStatus, 'subscription' | 'events' | 'jobs' | 'damage'>,
+): LocalStatus {
+  const apiKey: KeySource = settings.apiKey ? { from: 'MCP_API_KEY' } : { from: existsSync(keyFile) ? 'file' : 'none', file: keyFile };
+  return { server: { running: false }, stateDir, readFrom, apiKey, switches: switchesOf(settings), ...read };
 }
 
 const KEY_FROM_ENV =
@@ -175,22 +173,10 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
       const damage = (db.damage() ?? verified)?.message ?? null;
       const failed = reads.find((read) => read.status === 'rejected');
       if (failed && damage === null) throw failed.reason;
-      const [subscription, events, jobs] = reads.map((read) => (read.status === 'fulfilled' ? read.value : null)) as [
-        SubscriptionView | null,
-        Record<EventStatus, number> | null,
-        { queued: number; deadLetters: number } | null,
-      ];
-      return {
-        server: { running: false },
-        stateDir: db.stateDir,
-        readFrom: 'database',
-        apiKey: keySourceOf(settings, keyFile),
-        switches: switchesOf(settings),
-        subscription,
-        events,
-        jobs: jobs ? { queued: jobs.queued, deadLetters: jobs.deadLetters } : null,
-        damage,
-      };
+      const value = <T>(read: PromiseSettledResult<T>) => (read.status === 'fulfilled' ? read.value : null);
+      const jobs = value(reads[2]);
+      const counts = jobs && { queued: jobs.queued, deadLetters: jobs.deadLetters };
+      return stopped(settings, db.stateDir, keyFile, 'database', { subscription: value(reads[0]), events: value(reads[1]), jobs: counts, damage });
     },
     senders: senderOperationsOf(db.store, now),
     async rotateKey(overlapMs = 0) {

@@ -59,10 +59,7 @@ export async function findServer(stateDir: string): Promise<RunningServer | unde
   }
 }
 
-export interface AdminAnswer<T> {
-  status: number;
-  body: T & { error?: { code?: string; message?: string } };
-}
+export type AdminAnswer<T> = { status: number; body: T & { error?: { code?: string; message?: string } } };
 
 /** Calls the admin routes of a running server with the admin token. */
 export class AdminClient {

@@ -30,7 +30,6 @@ export function homeOf(ctx: Context): string {
   return ctx.io.env.HOME?.trim() || homedir();
 }
 
-/** The first `name` on the PATH of this environment. */
 export function onPath(ctx: Context, name: string): string | undefined {
   for (const dir of (ctx.io.env.PATH ?? '').split(delimiter)) {
     if (dir && existsSync(join(dir, name))) return join(dir, name);

@@ -18,7 +18,6 @@ export const SERVER_LABEL = 'com.dm-dot.server';
 export const TUNNEL_LABEL = 'com.dm-dot.tunnel';
 /** Read by both units when present: where secret settings go, since units are never written with one. */
 export const SERVICE_ENV_FILE = 'service.env';
-/** Settings never written into a unit. */
 export const SECRET_SETTINGS = ['MCP_API_KEY', 'PUP_SIGNING_SECRETS'] as const;
 
 type Env = Readonly<Record<string, string | undefined>>;

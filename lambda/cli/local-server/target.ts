@@ -49,7 +49,6 @@ export async function keyFileOf(stateDir: string): Promise<string> {
   return join(stateDir, API_KEY_FILE);
 }
 
-/** The local key file's key, or undefined when there is none. */
 export async function readKeyFile(stateDir: string): Promise<{ key?: string; file: string }> {
   const file = await keyFileOf(stateDir);
   try {

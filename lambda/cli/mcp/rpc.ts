@@ -33,10 +33,7 @@ export class KeyRefused extends Error {
   override message = KEY_REFUSED;
 }
 
-interface RpcMessage {
-  result?: unknown;
-  error?: { code?: number; message?: string; data?: { reason?: string } };
-}
+type RpcMessage = { result?: unknown; error?: { code?: number; message?: string; data?: { reason?: string } } };
 
 /** A JSON answer, or the first `data:` line of an SSE answer (legacy-era servers reply that way). */
 export function parseRpcAnswer(text: string): RpcMessage | undefined {

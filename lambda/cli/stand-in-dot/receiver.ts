@@ -16,6 +16,7 @@
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Limits, WebhookHeaders } from '../../core/protocol';
+import { classify } from '../../core/retry-policy';
 import { OperationError } from '../errors';
 
 const PATH = '/dot';
@@ -41,14 +42,6 @@ export interface ReceiverOptions {
   print(line: string): void;
   /** This dot answered 410 to `eventId`: the server ends the subscription. */
   gone(eventId: string): void;
-}
-
-/**
- * Whether the server retries after this answer (docs/contract/delivery.md): 408, 425, 429 and 5xx
- * (and 3xx, never followed). Any other non-2xx ends the round as a failure.
- */
-export function retried(status: number): boolean {
-  return status === 408 || status === 425 || status === 429 || status >= 500 || (status >= 300 && status < 400);
 }
 
 export class Receiver {
@@ -173,8 +166,8 @@ export class Receiver {
     }
     const accepted = status >= 200 && status < 300;
     if (accepted) this.acknowledged.add(id);
-    // A failure the server does not retry ends the round: a resend or a redrive starts at attempt 1 again.
-    if (!accepted && !retried(status)) this.attempts.delete(id);
+    // A failure the server does not retry (its own rule) ends the round: a resend or a redrive starts at attempt 1 again.
+    if (classify({ kind: 'response', status, body: new Uint8Array() }, arrived).kind === 'permanent') this.attempts.delete(id);
     this.received.push({ eventId: id, message, latencyMs, attempt, answered: status, hungUp: false });
     this.options.print(
       accepted ? `${id}  ${latencyMs ?? '?'} ms  ${attempt > 1 ? `(attempt ${attempt})  ` : ''}${message}` : `${id}  answered ${status} (attempt ${attempt})`,

@@ -25,11 +25,7 @@ import type { Receiver } from './receiver';
 
 export type EndReason = 'interrupted' | 'gone' | 'ended_before_refresh' | 'conflict' | 'key_refused' | 'expired';
 
-export interface Granted {
-  id: string;
-  refreshBefore: string;
-  deliveryStatus?: unknown;
-}
+export type Granted = { id: string; refreshBefore: string; deliveryStatus?: unknown };
 
 export function newSecret(): string {
   return `${SECRET_PREFIX}${randomBytes(32).toString('base64')}`;
