@@ -87,7 +87,7 @@ const needsValue = (option: Option) => `${option.long} needs a value (${option.l
 const actionsOf = (cmd: Command) => cmd.commands.map((c) => c.name()).join(' or ');
 
 /** commander's complaint as our sentence (or the exit of a help or version it printed). */
-function complaint(cmd: Command, error: CommanderError, io: CliIo, errText: () => string): Stop['outcome'] {
+function complaint(cmd: Command, error: CommanderError, io: CliIo, errText: string): Stop['outcome'] {
   const flag = /'([^']*)'/.exec(error.message)?.[1] ?? '';
   switch (error.code) {
     case 'commander.helpDisplayed':
@@ -96,7 +96,7 @@ function complaint(cmd: Command, error: CommanderError, io: CliIo, errText: () =
     case 'commander.help':
       // Nothing to run: the program's help on stderr, or the action a group needs.
       if (!cmd.parent) {
-        io.err(errText());
+        io.err(errText);
         return { code: ExitCode.usage };
       }
       return { usage: `missing the action: ${actionsOf(cmd)}` };
@@ -172,10 +172,7 @@ export async function buildProgram(ctx: Context, argv: readonly string[]): Promi
       .version(version, '-V, --version', 'print the version of dm-dot')
       .helpOption('-h, --help', 'show this help')
       .exitOverride((error: CommanderError) => {
-        throw new Stop(
-          path,
-          complaint(cmd, error, io, () => errText),
-        );
+        throw new Stop(path, complaint(cmd, error, io, errText));
       });
     for (const option of cmd.options) {
       // `--last --json` would take "--json" as the value: a value never starts with "--".

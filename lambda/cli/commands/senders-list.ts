@@ -12,8 +12,8 @@ export const command = (ctx: Context, name = 'list') =>
     details: 'Never a key: only its hash is stored. Last use is kept to the minute (a send rewrites it at most once a minute).',
     options: awsTableOptions(),
     json: '{"senders": [{"name", "rate": N | null, "createdAt", "lastUsedAt": ISO | null, "revokedAt": ISO | null, "revoked": bool}, ...]}, by name.',
-    async run(values) {
-      await withSenders(ctx, values, async ({ where, senders }) => {
+    run: (values) =>
+      withSenders(ctx, values, async ({ where, senders }) => {
         const list = await ctx.progress(`reading the senders from ${where}`, senders.list());
         ctx.result({ senders: list }, () =>
           list.length === 0
@@ -29,6 +29,5 @@ export const command = (ctx: Context, name = 'list') =>
                 ]),
               ),
         );
-      });
-    },
+      }),
   });

@@ -21,8 +21,8 @@ export const command = (ctx: Context) =>
       'subscription changed meanwhile.',
     options: [yesOption(), ...awsTableOptions()],
     json: '{"cleared": true | false, "id": "sub_…" | null} (cleared false: exit 1).',
-    async run(values: { yes?: boolean } & AwsFlags) {
-      await withOperator(ctx, values, async (op) => {
+    run: (values: { yes?: boolean } & AwsFlags) =>
+      withOperator(ctx, values, async (op) => {
         const current = await ctx.progress(`reading the subscription from ${op.where}`, op.showSubscription());
         if (!current) ctx.refuse({ cleared: false, id: null }, `nothing to clear: no live subscription (${op.where})`, 'nothing_to_clear');
         await confirm(ctx, {
@@ -36,6 +36,5 @@ export const command = (ctx: Context) =>
         if (!result.cleared)
           ctx.refuse(result, 'not cleared: the subscription changed meanwhile (expired or replaced); look again with dm-dot subscription show', 'changed');
         ctx.result(result, `Cleared subscription ${result.id}. A dot can subscribe now; the cleared one's queued deliveries are dropped.\n`);
-      });
-    },
+      }),
   });

@@ -30,10 +30,9 @@ export const command = (ctx: Context, name = 'show') =>
     details: 'Id, callback host, created, refreshed, expires, last delivery and last error. Never the secret, never the callback path or query.',
     options: awsTableOptions(),
     json: `{"subscription": ${SUBSCRIPTION_JSON} | null}`,
-    async run(values) {
-      await withOperator(ctx, values, async (op) => {
+    run: (values) =>
+      withOperator(ctx, values, async (op) => {
         const subscription = await ctx.progress(`reading the subscription from ${op.where}`, op.showSubscription());
         ctx.result({ subscription }, () => (subscription ? describeSubscription(subscription) : `No live subscription (${op.where}).\n`));
-      });
-    },
+      }),
   });

@@ -13,10 +13,12 @@
  *
  * Deliberately not here: the subscription (subscription.ts) and the command (commands/dot.ts).
  */
+import { once } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Limits, WebhookHeaders } from '../../core/protocol';
 import { classify } from '../../core/retry-policy';
+import { readCapped } from '../../adapters/capped-body';
 import { OperationError } from '../errors';
 
 const PATH = '/dot';
@@ -74,16 +76,12 @@ export class Receiver {
     this.Webhook = (await import('standardwebhooks')).Webhook as unknown as Verifier;
     const { createServer } = await import('node:http');
     const server = createServer((req, res) => void this.receive(req, res).catch(() => res.destroy()));
-    await new Promise<void>((done, fail) => {
-      server.once('error', (error: NodeJS.ErrnoException) =>
-        fail(
-          error.code === 'EADDRINUSE'
-            ? new OperationError(`port ${this.options.port} on 127.0.0.1 is in use: pass --port N (0 picks a free one)`, 'port_in_use')
-            : error,
-        ),
-      );
-      server.listen(this.options.port, '127.0.0.1', () => done());
-    });
+    try {
+      await once(server.listen(this.options.port, '127.0.0.1'), 'listening');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+      throw new OperationError(`port ${this.options.port} on 127.0.0.1 is in use: pass --port N (0 picks a free one)`, 'port_in_use');
+    }
     this.server = server;
     this.callbackUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}${PATH}`;
   }
@@ -120,14 +118,8 @@ export class Receiver {
     res.once('close', () => {
       if (!res.writableFinished) hungUp = true;
     });
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > Limits.requestBodyMaxBytes) return reply(413);
-      chunks.push(chunk);
-    }
-    const raw = Buffer.concat(chunks);
+    const raw = await readCapped(req, Limits.requestBodyMaxBytes);
+    if (raw === undefined) return reply(413);
     const headers = {
       'webhook-id': String(req.headers[WebhookHeaders.id] ?? ''),
       'webhook-timestamp': String(req.headers[WebhookHeaders.timestamp] ?? ''),
