@@ -48,11 +48,7 @@ export function processIo(env: CliIo['env']): CliIo {
     err: (text) => void process.stderr.write(text),
     env,
     signal: controller.signal,
-    readStdin: async () => {
-      const chunks: Buffer[] = [];
-      for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-      return Buffer.concat(chunks).toString('utf8');
-    },
+    readStdin: async () => (await import('node:stream/consumers')).text(process.stdin),
     stdinLines: () => lines(controller.signal),
   };
   if (process.stdin.isTTY) {

@@ -197,17 +197,16 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
   };
 }
 
-interface LocalOptions<T> {
-  /** When the state directory holds no database yet; default: fail with a sentence saying so. */
-  whenNothing?: (stateDir: string) => Promise<T>;
-}
-
 /**
  * Runs `work` against the running server, or (none runs) the database opened as operator, closed
- * afterwards. A server that started in between, or one recorded but not answering, is handled as
- * the module header says.
+ * afterwards; `whenNothing` answers instead of a failure when there is no database yet. A server
+ * that started in between, or one recorded but not answering, is handled as the header says.
  */
-export async function withLocalOperator<T>(ctx: Context, work: (op: LocalOperator) => Promise<T>, options: LocalOptions<T> = {}): Promise<T> {
+export async function withLocalOperator<T>(
+  ctx: Context,
+  work: (op: LocalOperator) => Promise<T>,
+  options: { whenNothing?: (stateDir: string) => Promise<T> } = {},
+): Promise<T> {
   const settings = ctx.settings.local();
   const { stateDir } = settings;
   const keyFile = await keyFileOf(stateDir);
