@@ -48,6 +48,3 @@ export function scrub(text: string, secrets: Iterable<string>): string {
   }
   return out;
 }
-
-/** One line naming an unexpected error, for "failed: …" (scrubbed by the caller): the core's one description. */
-export { describeCause as describeError } from '../core/answers';

@@ -8,9 +8,7 @@
 import { getEventListeners } from 'node:events';
 
 /** An AWS SDK client as the CLI uses it: `send(command)`. Tests pass objects with `send`. */
-export interface SendsCommands {
-  send(command: any, options?: any): Promise<any>;
-}
+export type SendsCommands = { send(command: any, options?: any): Promise<any> };
 
 /** Clients a test injects instead of those the CLI builds from the environment (`--aws`). */
 export type AwsClients = Partial<Record<'dynamodb' | 'sqs' | 'cloudformation' | 'cloudwatch' | 'lambda' | 'secretsManager', SendsCommands>>;

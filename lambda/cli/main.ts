@@ -9,7 +9,8 @@
  */
 import type { CliAwsSettings, LocalSettings } from '../config/settings';
 import { Context, type CliSettings } from './context';
-import { describeError, ExitCode, OperationError, UsageError } from './errors';
+import { describeCause } from '../core/answers';
+import { ExitCode, OperationError, UsageError } from './errors';
 import type { CliIo } from './io';
 import { findProjectRoot } from './local-server/project';
 import { asksJson, buildProgram, pathOf, Stop, usageFailure } from './program';
@@ -52,7 +53,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
 /** The one way a command's failure is printed. */
 function failure(ctx: Context, error: unknown): number {
   if (error instanceof UsageError) return usageFailure(ctx.io, ctx.command, ctx.scrub(error.message), ctx.json && !ctx.printedJson);
-  const [code, message] = error instanceof OperationError ? [error.code, error.message] : ['internal', `failed: ${describeError(error)}`];
+  const [code, message] = error instanceof OperationError ? [error.code, error.message] : ['internal', `failed: ${describeCause(error)}`];
   const line = ctx.scrub(message);
   ctx.io.err(`dm-dot ${ctx.command}: ${line}\n`);
   if (ctx.json && !ctx.printedJson) ctx.printJson({ error: { code, message: line } });

@@ -84,15 +84,13 @@ function whereKeyIs(key: KeyPlace): string {
 }
 
 /** What to paste into the dot, as the last lines of every form of `connect`. */
-function dotLines(): string[] {
-  return [
-    "Ask the dot to subscribe: paste this into the dot's conversation (a dot or a Work chat subscribes when asked; a regular chat never does):",
-    `  ${DOT_INSTRUCTIONS.subscribe}`,
-    'With the inbox on (DMDOT_INBOX=1; on AWS inbox=true), paste this instead:',
-    `  ${DOT_INSTRUCTIONS.withInbox}`,
-    'dm-dot status then shows the subscription.',
-  ];
-}
+const DOT_LINES = [
+  "Ask the dot to subscribe: paste this into the dot's conversation (a dot or a Work chat subscribes when asked; a regular chat never does):",
+  `  ${DOT_INSTRUCTIONS.subscribe}`,
+  'With the inbox on (DMDOT_INBOX=1; on AWS inbox=true), paste this instead:',
+  `  ${DOT_INSTRUCTIONS.withInbox}`,
+  'dm-dot status then shows the subscription.',
+];
 
 interface Found {
   mode: 'local' | 'aws';
@@ -126,7 +124,7 @@ function print(ctx: Context, found: Found, notes: string[]): void {
   if (!doc.keyShown)
     lines.push(`  ${KEY_PLACEHOLDER} is ${whereKeyIs(doc.key)}; dm-dot connect${mode === 'aws' ? ' --aws' : ''} --show-key prints the URL with it.`);
   lines.push('pup manifest URL:', `  ${doc.pupManifestUrl}${doc.pupConfigured === false ? '   (pup is not configured: no signing secrets yet)' : ''}`);
-  const text = `${[...lines, ...notes, ...dotLines()].join('\n')}\n`;
+  const text = `${[...lines, ...notes, ...DOT_LINES].join('\n')}\n`;
   if (doc.keyShown) ctx.reveal(text, doc);
   else ctx.result(doc, text);
 }
@@ -255,7 +253,7 @@ async function connectTunnel(ctx: Context, tunnelId: string): Promise<void> {
       `  2. Check: ${commands[0]}`,
       `  3. Run: ${commands[1]}   (or keep both running: dm-dot service install)`,
       `  4. In ChatGPT: Settings > Connectors > Create, name it dm-dot, Connection: Tunnel, tunnel ${tunnelId}, no authentication.`,
-      ...dotLines(),
+      ...DOT_LINES,
       '',
     ].join('\n'),
   );

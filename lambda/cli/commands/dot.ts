@@ -15,19 +15,13 @@ import { type Target, target as findTarget } from '../local-server/target';
 import { define, integerValue, targetOptions } from '../options';
 import { relative, shortTime } from '../output';
 import { outcomeLine, type SendOutcome, sendMessage } from '../send-message';
-import { Receiver } from '../stand-in-dot/receiver';
+import { Receiver, type ReceiverOptions } from '../stand-in-dot/receiver';
 import { DotSubscription, type EndReason, subscribeRefusal } from '../stand-in-dot/subscription';
 
 const DEFAULT_PORT = 8788;
 const DEFAULT_CHECK_MS = Budgets.dotCheckMs;
 
-interface DotOptions {
-  port: number;
-  status: number;
-  delayMs: number;
-  ttlMs: number | undefined;
-  checkMs: number;
-}
+type DotOptions = Pick<ReceiverOptions, 'port' | 'status' | 'delayMs'> & { ttlMs: number | undefined; checkMs: number };
 
 export const command = (ctx: Context) =>
   define({

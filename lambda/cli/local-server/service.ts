@@ -45,11 +45,7 @@ export interface ServicePlan {
   tunnel?: { binary: string; profile: string; tunnelId: string };
 }
 
-export interface Unit {
-  name: string;
-  file: string;
-  text: string;
-}
+export type Unit = { name: string; file: string; text: string };
 
 export function serverBundle(projectRoot: string): string {
   return join(projectRoot, 'dist', 'server', 'dm-dot-server.cjs');
