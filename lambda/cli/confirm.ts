@@ -1,8 +1,7 @@
 /**
- * Confirmation before an act that breaks the connected dot (`subscription clear`, `key rotate`):
- * `--yes` skips it; on a terminal the question goes to stderr; with no terminal to ask on, the
- * command refuses with one clean line (exit 1) that says to pass `--yes`: no prompt is printed
- * then, so nothing is glued to the refusal.
+ * Confirmation before an act that breaks the connected dot: `--yes` skips it; with no terminal to
+ * ask on the command refuses with one line (exit 1) saying to pass `--yes`, and no prompt is
+ * printed, so nothing is glued to the refusal.
  */
 import type { Context } from './context';
 import { OperationError } from './errors';

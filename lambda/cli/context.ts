@@ -1,18 +1,16 @@
 /**
- * What a running command is handed: its name (for messages), the typed settings main.ts read from
- * the environment, the io, and one printer that every line goes through. The printer scrubs the
- * secrets the command has met (the API key, the admin token, any `whsec_` secret) from whatever
- * it prints, except the one line a `--show-key` asks for; it prints `--json` as exactly one
- * document; and it keeps progress notes on stderr.
+ * What a running command is handed: its name (for messages), the typed settings, the io, and one
+ * printer that every line goes through. The printer scrubs the secrets the command has met from
+ * whatever it prints, except what `--show-key` asks for; prints `--json` as exactly one document;
+ * and keeps progress notes on stderr.
  *
  * Deliberately not here: reading the environment (main.ts) or any command's logic.
  */
 import type { CliAwsSettings, LocalSettings } from '../config/settings';
-import { scrub } from './errors';
+import { OperationError, scrub } from './errors';
 import type { CliIo } from './io';
 import { jsonText } from './output';
 
-/** Settings read from the environment on first use, once (main.ts). */
 export interface CliSettings {
   local(): LocalSettings;
   aws(): CliAwsSettings;
@@ -29,7 +27,7 @@ export class Context {
 
   constructor(
     readonly io: CliIo,
-    /** `events show`: what messages name; main.ts sets it once commander has chosen the command. */
+    /** `events show`: what messages name (main.ts sets it). */
     public command: string,
     readonly settings: CliSettings,
     /** The project root, or how to find it the first time a command needs it. */
@@ -47,7 +45,6 @@ export class Context {
     return this.io.signal;
   }
 
-  /** Never printed from now on (the API key, the admin token). */
   keepSecret(value: string | undefined): void {
     if (value) this.secrets.add(value);
   }
@@ -56,16 +53,15 @@ export class Context {
     return scrub(text, this.secrets);
   }
 
-  /** Text for stdout (not with --json). */
   print(text: string): void {
     this.io.out(this.scrub(text));
   }
 
   /** The one `--json` document of this run. */
-  printJson(doc: unknown): void {
+  printJson(doc: unknown, scrubbed = true): void {
     if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
     this.jsonPrinted = true;
-    this.io.out(this.scrub(jsonText(doc)));
+    this.io.out(scrubbed ? this.scrub(jsonText(doc)) : jsonText(doc));
   }
 
   get printedJson(): boolean {
@@ -78,14 +74,17 @@ export class Context {
     else this.print(typeof text === 'string' ? text : text());
   }
 
+  /** A failure (exit 1) whose `--json` document is `doc`. */
+  refuse(doc: unknown, message: string, code: string): never {
+    if (this.json) this.printJson(doc);
+    throw new OperationError(message, code);
+  }
+
   /** A secret asked for with --show-key: printed as is, after a notice on stderr. */
   reveal(text: string, doc?: unknown, what = '--show-key prints the API key'): void {
     this.io.err(`dm-dot ${this.command}: ${what}: a secret; keep this output out of logs, screenshots and shared terminals\n`);
-    if (this.json) {
-      if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
-      this.jsonPrinted = true;
-      this.io.out(jsonText(doc));
-    } else this.io.out(text);
+    if (this.json) this.printJson(doc, false);
+    else this.io.out(text);
   }
 
   /** A progress note or remark on stderr: `dm-dot <command>: <line>`. */

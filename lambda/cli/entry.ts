@@ -1,7 +1,6 @@
 /**
- * The bundle's entry (dist/cli/dm-dot.cjs, built by build.mjs): runs the CLI on the real process
- * and exits with its code once stdout is flushed (a pipe may still hold output), even if a handle
- * lingers. The one place the CLI touches process.env: it is handed to main, which reads it once.
+ * The bundle's entry (dist/cli/dm-dot.cjs): runs the CLI on the real process and exits with its
+ * code once stdout is flushed, even if a handle lingers. The one place the CLI touches process.env.
  */
 import { processIo } from './io';
 import { main } from './main';

@@ -1,15 +1,12 @@
 /**
- * The exit-code contract of every `dm-dot` command and the two errors that carry it:
- * 0 ok, 1 the operation failed (refused, not found, unreachable, nothing to do), 2 bad usage.
- * And the scrubber that keeps secrets out of anything printed: the API key, the admin token and
- * any `whsec_` secret are replaced before a line reaches the terminal.
+ * The exit codes of every `dm-dot` command and the errors that carry them, and the scrubber that
+ * keeps secrets (the API key, the admin token, any `whsec_` secret) out of anything printed.
  *
  * Deliberately not here: how the errors are printed (main.ts, one form for every command).
  */
 import { scrubWebhookSecrets } from '../log';
 
 export const ExitCode = { ok: 0, failed: 1, usage: 2 } as const;
-export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
 /** Bad usage: an unknown option, a missing argument, a bad value or setting. Exit code 2. */
 export class UsageError extends Error {
@@ -51,6 +48,3 @@ export function scrub(text: string, secrets: Iterable<string>): string {
   }
   return out;
 }
-
-/** One line naming an unexpected error, for "failed: …" (scrubbed by the caller): the core's one description. */
-export { describeCause as describeError } from '../core/answers';

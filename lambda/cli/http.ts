@@ -1,22 +1,17 @@
 /**
  * The CLI's one HTTP client, over node:http and node:https (no fetch: loading undici costs more
- * start-up time than the request itself, and the admin routes need a `Host` of our choosing).
- * Reads at most 1 MiB of an answer. A connection that never opened is `Unreachable` with its
- * code, so callers can tell "nobody listens" (nothing was done) from a failure mid-request.
+ * start-up time than the request itself, and the admin routes need a `Host` of our choosing). A
+ * connection that never opened is `Unreachable`, so callers can tell "nobody listens" (nothing was
+ * done) from a failure mid-request.
  *
- * Deliberately not here: retries (cli/send-message.ts asks again for a lost send's answer with its
- * idempotency key) and what any answer means.
+ * Deliberately not here: retries (send-message.ts) and what any answer means.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Budgets } from '../core/budgets';
 import { Limits } from '../core/protocol';
 import { readCapped } from '../adapters/capped-body';
 
-export interface HttpAnswer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  text: string;
-}
+export type HttpAnswer = { status: number; headers: IncomingHttpHeaders; text: string };
 
 export interface HttpRequest {
   method: string;
@@ -91,7 +86,6 @@ export async function httpRequest(url: string, request: HttpRequest): Promise<Ht
   });
 }
 
-/** The JSON body of an answer, or undefined when it is not JSON. */
 export function jsonOf<T = Record<string, unknown>>(answer: HttpAnswer): T | undefined {
   try {
     const parsed = JSON.parse(answer.text) as unknown;

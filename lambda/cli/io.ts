@@ -1,27 +1,17 @@
 /**
  * What a command may touch of the outside world, as one object: stdout and stderr, the
- * environment (read once, by main.ts, into typed settings), a question on a terminal, standard
- * input, Ctrl-C as an abort signal, and the AWS clients (a test passes its own). `processIo` is
- * the real process's; tests build their own and run `main` in-process.
+ * environment, a question on a terminal, standard input, Ctrl-C as an abort signal, and the AWS
+ * clients (a test passes its own). `processIo` is the real process's.
  *
  * Deliberately not here: reading the environment (main.ts does, once) and anything a command does.
  */
 import { getEventListeners } from 'node:events';
 
 /** An AWS SDK client as the CLI uses it: `send(command)`. Tests pass objects with `send`. */
-export interface SendsCommands {
-  send(command: any, options?: any): Promise<any>;
-}
+export type SendsCommands = { send(command: any, options?: any): Promise<any> };
 
 /** Clients a test injects instead of those the CLI builds from the environment (`--aws`). */
-export interface AwsClients {
-  dynamodb?: SendsCommands;
-  sqs?: SendsCommands;
-  cloudformation?: SendsCommands;
-  cloudwatch?: SendsCommands;
-  lambda?: SendsCommands;
-  secretsManager?: SendsCommands;
-}
+export type AwsClients = Partial<Record<'dynamodb' | 'sqs' | 'cloudformation' | 'cloudwatch' | 'lambda' | 'secretsManager', SendsCommands>>;
 
 export interface CliIo {
   out(text: string): void;
@@ -56,11 +46,7 @@ export function processIo(env: CliIo['env']): CliIo {
     err: (text) => void process.stderr.write(text),
     env,
     signal: controller.signal,
-    readStdin: async () => {
-      const chunks: Buffer[] = [];
-      for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-      return Buffer.concat(chunks).toString('utf8');
-    },
+    readStdin: async () => (await import('node:stream/consumers')).text(process.stdin),
     stdinLines: () => lines(controller.signal),
   };
   if (process.stdin.isTTY) {

@@ -1,63 +1,39 @@
 /**
  * The `dm-dot` operator CLI (docs/contract/local-runtime.md): lets commander run the command the
- * command line names (program.ts builds the program), reads the environment once into typed settings
- * (lambda/config/settings.ts; nothing else in the CLI reads it), runs the command, and turns its
- * outcome into the one contract of every command: exit 0 ok, 1 the operation failed, 2 bad usage;
- * a bad usage is `dm-dot <cmd>: <message>` plus `Run dm-dot <cmd> --help for usage.` on stderr (and,
- * with `--json`, `{"error": {"code": "usage", "message"}}` on stdout); a
- * failure is one line on stderr and, with `--json`, the one JSON document
- * `{"error": {"code", "message"}}` when the command printed none. Unexpected error text is
- * scrubbed of secrets before it is printed.
+ * command line names, reads the environment once into typed settings (lambda/config/settings.ts;
+ * nothing else in the CLI reads it), and turns the command's outcome into the exit code (0 ok, 1
+ * the operation failed, 2 bad usage): a failure is one line on stderr, scrubbed of secrets, and
+ * with `--json` the document `{"error": {"code", "message"}}` when the command printed none.
  *
  * `main` takes its io as an argument so that tests run it in-process; entry.ts runs it for real.
  */
 import type { CliAwsSettings, LocalSettings } from '../config/settings';
 import { Context, type CliSettings } from './context';
-import { describeError, ExitCode, OperationError, UsageError } from './errors';
+import { describeCause } from '../core/answers';
+import { ExitCode, OperationError, UsageError } from './errors';
 import type { CliIo } from './io';
 import { findProjectRoot } from './local-server/project';
 import { asksJson, buildProgram, pathOf, Stop, usageFailure } from './program';
 
-type Config = typeof import('../config/settings');
-
-/**
- * The settings of this run, each read from the environment on first use, once. (The settings
- * module is loaded only for a command that runs: `--version` and `--help` never need it.)
- */
-function settingsOf(config: () => Config, io: CliIo, projectRoot: () => string): CliSettings {
-  let local: LocalSettings | undefined;
-  let aws: CliAwsSettings | undefined;
-  return {
-    local() {
-      if (!local) {
-        const { localSettings, SettingsError } = config();
-        try {
-          local = localSettings(io.env, { projectRoot: projectRoot() });
-        } catch (error) {
-          if (error instanceof SettingsError) throw new UsageError(error.message);
-          throw error;
-        }
-      }
-      return local;
-    },
-    aws: () => (aws ??= config().cliAwsSettings(io.env)),
-  };
-}
-
 export async function main(argv: string[], io: CliIo): Promise<number> {
   // `dm-dot help events show` is `dm-dot events show --help`.
   const words = argv[0] === 'help' ? [...argv.slice(1), '--help'] : [...argv];
-  let config: Config | undefined;
-  const ctx: Context = new Context(
-    io,
-    '',
-    settingsOf(
-      () => config!,
-      io,
-      () => ctx.projectRoot,
-    ),
-    () => io.projectRoot ?? findProjectRoot(),
-  );
+  // The settings of this run, each read from the environment on first use, once. (The settings
+  // module is loaded only for a command that runs: `--version` and `--help` never need it.)
+  let config: typeof import('../config/settings') | undefined;
+  let local: LocalSettings | undefined;
+  let aws: CliAwsSettings | undefined;
+  const settings: CliSettings = {
+    local() {
+      try {
+        return (local ??= config!.localSettings(io.env, { projectRoot: ctx.projectRoot }));
+      } catch (error) {
+        throw error instanceof config!.SettingsError ? new UsageError(error.message) : error;
+      }
+    },
+    aws: () => (aws ??= config!.cliAwsSettings(io.env)),
+  };
+  const ctx = new Context(io, '', settings, () => io.projectRoot ?? findProjectRoot());
   const program = await buildProgram(ctx, words);
   program.hook('preAction', async (_program, chosen) => {
     ctx.command = pathOf(chosen);
@@ -77,7 +53,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
 /** The one way a command's failure is printed. */
 function failure(ctx: Context, error: unknown): number {
   if (error instanceof UsageError) return usageFailure(ctx.io, ctx.command, ctx.scrub(error.message), ctx.json && !ctx.printedJson);
-  const [code, message] = error instanceof OperationError ? [error.code, error.message] : ['internal', `failed: ${describeError(error)}`];
+  const [code, message] = error instanceof OperationError ? [error.code, error.message] : ['internal', `failed: ${describeCause(error)}`];
   const line = ctx.scrub(message);
   ctx.io.err(`dm-dot ${ctx.command}: ${line}\n`);
   if (ctx.json && !ctx.printedJson) ctx.printJson({ error: { code, message: line } });

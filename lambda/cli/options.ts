@@ -1,23 +1,48 @@
 /**
- * The options several commands share, each declared once as a commander `Option` with its
- * description (a command adds them beside its own); the `--json` shape a command's help ends with;
- * and the checks of a value a command makes in its action, each with one form that names the flag:
- * `--last must be an integer from 1 to 10000`, `--status must be one of …`, `--stack needs --aws`.
+ * How a command file declares its command (`define`: its summary, description, argument, options,
+ * `--json` shape and action, so that each file holds only what is particular to it); the options
+ * several commands share, each declared once; and the checks of a value a command makes in its
+ * action, each with one form that names the flag: `--last must be an integer from 1 to 10000`,
+ * `--status must be one of …`, `--stack needs --aws`.
  *
  * Deliberately not here: parsing and the messages of commander's own complaints (program.ts), and
- * printing a UsageError (main.ts: `dm-dot <cmd>: <message>` plus `Run dm-dot <cmd> --help for
- * usage.`, exit 2).
+ * printing a UsageError (main.ts).
  */
-import { type Command, Help, Option } from 'commander';
+import { type Argument, Command, Help, Option } from 'commander';
+import type { AwsFlags } from './aws/session';
 import { UsageError } from './errors';
 
-/** The width every help text is wrapped to. */
 export const HELP_WIDTH = 80;
 
-/** Adds options declared here to a command. */
-export function withOptions(cmd: Command, ...options: Option[]): Command {
-  for (const option of options) cmd.addOption(option);
-  return cmd;
+/** A command as its file declares it. */
+export interface Spec<V> {
+  name: string;
+  /** Its line in the list of commands; its `--help` starts with it as a sentence, then `details`. */
+  summary: string;
+  details: string;
+  argument?: Argument;
+  options?: Option[];
+  /** The shape of its `--json` document. */
+  json: string;
+  /** `word`: its argument, when it declares one. */
+  run(values: V & AwsFlags, word: string): Promise<void>;
+}
+
+export function define<V>(spec: Spec<V>): Command {
+  const cmd = new Command(spec.name).summary(spec.summary).description(`${spec.summary[0]!.toUpperCase()}${spec.summary.slice(1)}.\n\n${spec.details}`);
+  if (spec.argument) cmd.addArgument(spec.argument);
+  for (const option of spec.options ?? []) cmd.addOption(option);
+  // Every command that runs something takes --json (a group without an action of its own does
+  // not), and its --help ends with the shape of that document and the exit codes.
+  const shape = new Help().boxWrap(spec.json.trim(), HELP_WIDTH - 2).replace(/^/gm, '  ');
+  return cmd
+    .addOption(new Option('--json', 'print one JSON document (its shape is below) instead of text'))
+    .addHelpText(
+      'after',
+      `\nWith --json:\n${shape}\n  A failure without a document of its own prints {"error": {"code", "message"}}.\n\n` +
+        'Exit codes: 0 ok, 1 the operation failed, 2 bad usage.',
+    )
+    .action(() => spec.run(cmd.opts(), cmd.processedArgs[0]));
 }
 
 /** Where `send` and `dot` send: any deployment, not only the local server. */
@@ -47,22 +72,6 @@ export const dlqOption = () => new Option('--dlq-url <URL>', 'the dead-letter qu
 export const yesOption = () => new Option('-y, --yes', 'do it without asking (needed when there is no terminal to ask on)');
 
 export const showKeyOption = () => new Option('--show-key', 'print the API key (a secret: a notice on stderr says so first)');
-
-/**
- * `--json`, which every command that runs something takes (a group without an action of its own
- * does not), and the end of its `--help`: the shape of that JSON document and the exit codes.
- */
-export function withJson(cmd: Command, shape: string): Command {
-  return cmd.addOption(new Option('--json', 'print one JSON document (its shape is below) instead of text')).addHelpText('after', jsonHelp(shape));
-}
-
-function jsonHelp(shape: string): string {
-  const wrapped = new Help().boxWrap(shape.trim(), HELP_WIDTH - 2).replace(/^/gm, '  ');
-  return (
-    `\nWith --json:\n${wrapped}\n  A failure without a document of its own prints {"error": {"code", "message"}}.\n\n` +
-    'Exit codes: 0 ok, 1 the operation failed, 2 bad usage.'
-  );
-}
 
 /** An integer option within bounds, or undefined when not given. */
 export function integerValue(value: string | undefined, flag: string, min: number, max: number): number | undefined {

@@ -1,10 +1,8 @@
 /**
- * How every command prints: `--json` is exactly one document, pretty-printed the same way
- * everywhere (two-space indent, a final newline); text results go to stdout; progress notes and
- * refusals go to stderr only, so stdout stays clean for a pipe. Aligned tables and times.
+ * How every command prints: `--json` pretty-printed the same way everywhere (two-space indent, a
+ * final newline), aligned tables and fields, times.
  *
- * Deliberately not here: scrubbing (context.ts: every write goes through it) and what a command
- * prints.
+ * Deliberately not here: scrubbing (context.ts) and what a command prints.
  */
 
 /** The one JSON format of the CLI. */

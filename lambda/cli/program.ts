@@ -1,15 +1,12 @@
 /**
- * The `dm-dot` program on commander: the command modules the command line needs (each builds its
- * own commander `Command`, one file per command under commands/; all of them for the top-level
- * help, only the first word's otherwise, so `dm-dot events --json` initialises no other), the
- * settings every command shares (`-h/--help`, `-V/--version`, the help layout, output through the
- * io), and the one message form of a bad usage: `dm-dot <cmd>: <message>` then `Run dm-dot <cmd>
- * --help for usage.` on stderr, exit 2: `unknown option --bogus`, `--last needs a value (--last N)`,
- * `--json takes no value`, `missing MESSAGE`, `unexpected argument "b" (expected MESSAGE)`,
- * `unknown action "x": use …`.
+ * The `dm-dot` program on commander: the command modules the command line needs (all of them for
+ * the top-level help, only the first word's otherwise, so `dm-dot events --json` initialises no
+ * other), the settings every command shares (`-h/--help`, `-V/--version`, the help layout, output
+ * through the io), and the one form of a bad usage, exit 2: `dm-dot <cmd>: <message>` then
+ * `Run dm-dot <cmd> --help for usage.` on stderr.
  *
- * Deliberately not here: what a command declares or does (its own file), what a value means (each
- * command checks its own with options.ts), and running one (main.ts).
+ * Deliberately not here: what a command declares or does (its own file), what a value means
+ * (options.ts), and running one (main.ts).
  */
 import { Command, type CommanderError, type Option } from 'commander';
 import { version } from '../version';
@@ -19,11 +16,8 @@ import type { CliIo } from './io';
 import { HELP_WIDTH } from './options';
 import { jsonText } from './output';
 
-/** Builds a command for the run it is handed (commands/*.ts, each `export const command`). */
-export type CommandFactory = (ctx: Context) => Command;
-
-/** Every top-level word and the module that builds it, loaded only when needed. */
-const COMMANDS: Readonly<Record<string, () => Promise<CommandFactory>>> = {
+/** Every top-level word and the module that builds its command (`export const command`), loaded only when needed. */
+const COMMANDS: Readonly<Record<string, () => Promise<(ctx: Context) => Command>>> = {
   dot: async () => (await import('./commands/dot')).command,
   send: async () => (await import('./commands/send')).command,
   events: async () => (await import('./commands/events')).command,
@@ -53,7 +47,7 @@ export function pathOf(cmd: Command): string {
   return words.join(' ');
 }
 
-/** Whether a command runs something itself: every such command declares --json (options.ts withJson). */
+/** Whether a command runs something itself: every such command declares --json (options.ts define). */
 export const runs = (cmd: Command) => cmd.options.some((o) => o.long === '--json');
 
 /**
@@ -93,7 +87,7 @@ const needsValue = (option: Option) => `${option.long} needs a value (${option.l
 const actionsOf = (cmd: Command) => cmd.commands.map((c) => c.name()).join(' or ');
 
 /** commander's complaint as our sentence (or the exit of a help or version it printed). */
-function complaint(cmd: Command, error: CommanderError, io: CliIo, errText: () => string): Stop['outcome'] {
+function complaint(cmd: Command, error: CommanderError, io: CliIo, errText: string): Stop['outcome'] {
   const flag = /'([^']*)'/.exec(error.message)?.[1] ?? '';
   switch (error.code) {
     case 'commander.helpDisplayed':
@@ -102,7 +96,7 @@ function complaint(cmd: Command, error: CommanderError, io: CliIo, errText: () =
     case 'commander.help':
       // Nothing to run: the program's help on stderr, or the action a group needs.
       if (!cmd.parent) {
-        io.err(errText());
+        io.err(errText);
         return { code: ExitCode.usage };
       }
       return { usage: `missing the action: ${actionsOf(cmd)}` };
@@ -178,10 +172,7 @@ export async function buildProgram(ctx: Context, argv: readonly string[]): Promi
       .version(version, '-V, --version', 'print the version of dm-dot')
       .helpOption('-h, --help', 'show this help')
       .exitOverride((error: CommanderError) => {
-        throw new Stop(
-          path,
-          complaint(cmd, error, io, () => errText),
-        );
+        throw new Stop(path, complaint(cmd, error, io, errText));
       });
     for (const option of cmd.options) {
       // `--last --json` would take "--json" as the value: a value never starts with "--".

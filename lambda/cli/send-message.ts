@@ -1,14 +1,11 @@
 /**
- * One message to the dot through `POST /v1/messages` (docs/contract/delivery.md) with the API key, and what its
- * answer means: delivered (200), queued (202: not acknowledged yet, retries continue), kept (202
- * with the inbox on and no dot subscribed), failed (502, with its category: the dot refused it for
- * good) or not accepted (400, 401, 409, 422, 503, …: no event, or none that will be delivered).
- * `send` prints one; `dot` sends each line typed.
+ * One message to the dot through `POST /v1/messages` (docs/contract/delivery.md), and what its
+ * answer means: delivered (200), queued (202), kept (202 with the inbox on and no dot subscribed),
+ * failed (502, with its category) or not accepted (no event, or none that will be delivered).
  *
  * Each message carries an Idempotency-Key of its own (docs/contract/http.md), so an answer lost on
- * the way back (a timeout, a connection reset) is asked for again, up to twice, with the same key:
- * the server makes no second event and answers the first one's status. A `409 in_progress` (the
- * first request is still being answered) is waited out the same way.
+ * the way back is asked for again, up to twice, with the same key: the server makes no second
+ * event. A `409 in_progress` (the first request is still being answered) is waited out the same way.
  *
  * Deliberately not here: any validation of the message beyond "there is one" (the server's rules
  * are the only rules).
@@ -19,6 +16,7 @@ import { IDEMPOTENCY_KEY_HEADER, Routes } from '../core/protocol';
 import type { Context } from './context';
 import { httpRequest, jsonOf, TimedOut, Unreachable, type HttpAnswer } from './http';
 import type { Target } from './local-server/target';
+import { KEY_REFUSED } from './mcp/rpc';
 
 export interface SendOutcome {
   status: 'delivered' | 'queued' | 'kept' | 'failed' | 'not_accepted';
@@ -58,15 +56,8 @@ export async function sendMessage(ctx: Context, target: Target, message: string,
       });
     } catch (error) {
       // Nobody listens: nothing was sent, and asking again would not change that.
-      if (error instanceof Unreachable) {
-        return {
-          status: 'not_accepted',
-          eventId: null,
-          reason: 'unreachable',
-          httpStatus: null,
-          message: `no server at ${origin} (${error.code})${target.local ? ': start it with npm start, or pass --url' : ''}`,
-        };
-      }
+      if (error instanceof Unreachable)
+        return notAccepted('unreachable', null, `no server at ${origin} (${error.code})${target.local ? ': start it with npm start, or pass --url' : ''}`);
       // The answer was lost: ask again with the same key, which makes no second event.
       answer = undefined;
       lost = error;
@@ -81,70 +72,38 @@ export async function sendMessage(ctx: Context, target: Target, message: string,
       lost instanceof TimedOut
         ? `${origin} did not answer in time, ${SEND_TRIES} times`
         : `the connection to ${origin} broke off ${SEND_TRIES} times (${(lost as NodeJS.ErrnoException).code ?? (lost as Error).message})`;
-    return {
-      status: 'not_accepted',
-      eventId: null,
-      reason: 'unreachable',
-      httpStatus: null,
-      message: `${why}: the message may or may not have been accepted (dm-dot events)`,
-    };
+    return notAccepted('unreachable', null, `${why}: the message may or may not have been accepted (dm-dot events)`);
   }
   const body = jsonOf<Answer>(answer) ?? {};
   const eventId = body.eventId ?? body.error?.eventId ?? null;
+  const httpStatus = answer.status;
+  const outcome = (status: SendOutcome['status'], reason: string | null, message: string) => ({ status, eventId, reason, httpStatus, message });
   switch (answer.status) {
     case 200:
-      return { status: 'delivered', eventId, reason: null, httpStatus: 200, message: 'the dot accepted it' };
+      return outcome('delivered', null, 'the dot accepted it');
     case 202:
-      if (body.status === 'kept') {
-        return { status: 'kept', eventId, reason: null, httpStatus: 202, message: 'no dot is subscribed now: it waits in the inbox until the dot reads it' };
-      }
-      return { status: 'queued', eventId, reason: null, httpStatus: 202, message: `not acknowledged yet; retries continue (dm-dot events show ${eventId})` };
+      if (body.status === 'kept') return outcome('kept', null, 'no dot is subscribed now: it waits in the inbox until the dot reads it');
+      return outcome('queued', null, `not acknowledged yet; retries continue (dm-dot events show ${eventId})`);
     case 502: {
       const reason = body.error?.reason ?? 'rejected';
-      return {
-        status: 'failed',
-        eventId,
-        reason,
-        httpStatus: 502,
-        message: `the delivery failed for good (${reason}); it is not retried (dm-dot events show ${eventId})`,
-      };
+      return outcome('failed', reason, `the delivery failed for good (${reason}); it is not retried (dm-dot events show ${eventId})`);
     }
     case 401:
-      return {
-        status: 'not_accepted',
-        eventId: null,
-        reason: 'unauthorized',
-        httpStatus: 401,
-        message: 'the server refused the API key (pass --key, or check MCP_API_KEY and <state dir>/api-key; after dm-dot key rotate use the new key)',
-      };
+      return notAccepted('unauthorized', 401, KEY_REFUSED);
     case 409:
-      if (body.error?.code === 'in_progress') {
-        return {
-          status: 'not_accepted',
-          eventId: null,
-          reason: 'in_progress',
-          httpStatus: 409,
-          message: 'the server was still answering this message after every try: see dm-dot events before sending it again',
-        };
-      }
-      return {
-        status: 'not_accepted',
-        eventId: null,
-        reason: body.error?.code ?? 'no_subscription',
-        httpStatus: 409,
-        message: 'no dot is subscribed: run dm-dot dot (locally), or connect the dot in ChatGPT first',
-      };
+      if (body.error?.code === 'in_progress')
+        return notAccepted('in_progress', 409, 'the server was still answering this message after every try: see dm-dot events before sending it again');
+      return notAccepted(body.error?.code ?? 'no_subscription', 409, 'no dot is subscribed: run dm-dot dot (locally), or connect the dot in ChatGPT first');
     default: {
       const detail = body.error?.message ?? (answer.text.slice(0, 200).trim() || 'no detail');
-      return {
-        status: 'not_accepted',
-        eventId,
-        reason: body.error?.code ?? `http_${answer.status}`,
-        httpStatus: answer.status,
-        message: ctx.scrub(`the server answered ${answer.status}: ${detail}`),
-      };
+      return outcome('not_accepted', body.error?.code ?? `http_${answer.status}`, ctx.scrub(`the server answered ${answer.status}: ${detail}`));
     }
   }
+}
+
+/** Not accepted: no event. */
+function notAccepted(reason: string, httpStatus: number | null, message: string): SendOutcome {
+  return { status: 'not_accepted', eventId: null, reason, httpStatus, message };
 }
 
 /** `delivered evt_…: the dot accepted it`, as send and dot print it. */

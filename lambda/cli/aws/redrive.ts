@@ -9,11 +9,12 @@
  * Deliberately not here: choosing which events to redrive (all or nothing, as SQS does; one event
  * is `events resend`), and cancelling a move task (aws sqs cancel-message-move-task).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ListMessageMoveTasksResultEntry } from '@aws-sdk/client-sqs';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
 import type { SendsCommands } from '../io';
-import { describeAwsError, type AwsSession } from './session';
+import { type AwsSession, orFail } from './session';
 
 /** How often the move task is polled; a test may shorten it. */
 export const movePoll = { intervalMs: 2000 };
@@ -27,12 +28,12 @@ export interface AwsRedriveResult {
 
 export async function queueAttributes(client: SendsCommands, queueUrl: string, names: string[]): Promise<Record<string, string>> {
   const { GetQueueAttributesCommand } = await import('@aws-sdk/client-sqs');
-  try {
-    const { Attributes } = await client.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: names as never }));
-    return (Attributes ?? {}) as Record<string, string>;
-  } catch (error) {
-    throw new OperationError(`could not read queue ${queueUrl}: ${describeAwsError(error)}`, 'queue_unreadable');
-  }
+  const { Attributes } = await orFail(
+    () => client.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: names as never })),
+    (why) => `could not read queue ${queueUrl}: ${why}`,
+    'queue_unreadable',
+  );
+  return (Attributes ?? {}) as Record<string, string>;
 }
 
 export async function redriveAws(ctx: Context, session: AwsSession): Promise<AwsRedriveResult> {
@@ -44,13 +45,12 @@ export async function redriveAws(ctx: Context, session: AwsSession): Promise<Aws
   if (!dlq.QueueArn || !queue.QueueArn) throw new OperationError('the queues did not report their ARNs', 'queue_unreadable');
   const waiting = Number(dlq.ApproximateNumberOfMessages ?? '0');
   if (waiting === 0) return { moved: 0, toMove: 0, status: 'NOTHING_TO_MOVE', failureReason: null };
-  let taskHandle: string | undefined;
-  try {
-    ({ TaskHandle: taskHandle } = await client.send(new StartMessageMoveTaskCommand({ SourceArn: dlq.QueueArn, DestinationArn: queue.QueueArn })));
-  } catch (error) {
-    // For example a move task already running on this queue (one at a time per queue).
-    throw new OperationError(`could not start the move task: ${describeAwsError(error)}`, 'move_refused');
-  }
+  // Refused, for example, while a move task runs on this queue (one at a time per queue).
+  const { TaskHandle: taskHandle } = await orFail(
+    () => client.send(new StartMessageMoveTaskCommand({ SourceArn: dlq.QueueArn, DestinationArn: queue.QueueArn })),
+    (why) => `could not start the move task: ${why}`,
+    'move_refused',
+  );
   ctx.note(`moving about ${waiting} message(s) from the dead-letter queue to the delivery queue...`);
   const task = await waitForTask(ctx, client, dlq.QueueArn, taskHandle);
   return {
@@ -64,25 +64,18 @@ export async function redriveAws(ctx: Context, session: AwsSession): Promise<Aws
 async function waitForTask(ctx: Context, client: SendsCommands, sourceArn: string, taskHandle: string | undefined): Promise<ListMessageMoveTasksResultEntry> {
   const { ListMessageMoveTasksCommand } = await import('@aws-sdk/client-sqs');
   for (;;) {
-    let results: ListMessageMoveTasksResultEntry[];
-    try {
-      ({ Results: results = [] } = await client.send(new ListMessageMoveTasksCommand({ SourceArn: sourceArn, MaxResults: 10 })));
-    } catch (error) {
-      throw new OperationError(`could not read the move task: ${describeAwsError(error)}`, 'aws_error');
-    }
+    const { Results: results = [] }: { Results?: ListMessageMoveTasksResultEntry[] } = await orFail(
+      () => client.send(new ListMessageMoveTasksCommand({ SourceArn: sourceArn, MaxResults: 10 })),
+      (why) => `could not read the move task: ${why}`,
+      'aws_error',
+    );
     const task = results.find((t) => taskHandle === undefined || t.TaskHandle === taskHandle) ?? results[0];
     if (!task) throw new OperationError('the move task is not listed', 'aws_error');
     if (task.Status !== 'RUNNING' && task.Status !== 'CANCELLING') return task;
-    await new Promise<void>((done, fail) => {
-      const onAbort = () => {
-        clearTimeout(timer);
-        fail(new OperationError(`stopped waiting; the move task goes on (${task.ApproximateNumberOfMessagesMoved ?? 0} moved so far)`, 'interrupted'));
-      };
-      const timer = setTimeout(() => {
-        ctx.signal?.removeEventListener('abort', onAbort);
-        done();
-      }, movePoll.intervalMs);
-      ctx.signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    try {
+      await sleep(movePoll.intervalMs, undefined, ctx.signal ? { signal: ctx.signal } : {});
+    } catch {
+      throw new OperationError(`stopped waiting; the move task goes on (${task.ApproximateNumberOfMessagesMoved ?? 0} moved so far)`, 'interrupted');
+    }
   }
 }

@@ -1,14 +1,10 @@
 /**
  * `--aws`: the operator's AWS session for one command. It builds the SDK clients it is asked for
- * (loaded only then: nothing of the AWS SDK is on the start-up path of the CLI), with the
- * operator's own credentials and region as any AWS tool finds them, unless a test injected its
- * own through the io; reads the stack's outputs once (DescribeStacks); and finds each resource:
- * its flag, then its DMDOT_* setting, then the stack output. The stack is `--stack NAME`, or
- * `--stage NAME` for the stack `-c stage=NAME` deployed (`DmDot-NAME`, the name lib/app.ts gives it,
- * from the same stackNameOf), else DMDOT_STACK, else `DmDot`.
- *
- * Outputs the stack has (lib/dm-dot-stack.ts): TableName, DeliveryQueueUrl, DeadLetterQueueUrl,
- * McpEndpoint, ApiKeySecretArn, PupSecretArn, McpFunctionName, AlarmNames.
+ * (loaded only then), with the operator's own credentials and region unless a test injected its
+ * own through the io; reads the stack's outputs once; and finds each resource: its flag, then its
+ * DMDOT_* setting, then the stack output (lib/dm-dot-stack.ts). The stack is `--stack NAME`, or
+ * `--stage NAME` for `DmDot-NAME` (stackNameOf, as lib/app.ts names it), else DMDOT_STACK, else
+ * `DmDot`.
  *
  * Deliberately not here: what a command does with them, and credentials (the SDK's own chain).
  */
@@ -19,17 +15,12 @@ import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
 import type { AwsClients, SendsCommands } from '../io';
 
-export type OutputName =
-  | 'TableName'
-  | 'DeliveryQueueUrl'
-  | 'DeadLetterQueueUrl'
-  | 'McpEndpoint'
-  | 'ApiKeySecretArn'
-  | 'PupSecretArn'
-  | 'McpFunctionName'
-  | 'AlarmNames';
+/** The stack's outputs (lib/dm-dot-stack.ts). */
+type OutputName = 'TableName' | 'DeliveryQueueUrl' | 'DeadLetterQueueUrl' | 'McpEndpoint' | 'ApiKeySecretArn' | 'McpFunctionName' | 'AlarmNames';
 
+/** The options of `--aws` (options.ts). */
 export interface AwsFlags {
+  aws?: boolean;
   stack?: string;
   /** The stage a stack was deployed as (`-c stage=NAME`): the stack `DmDot-NAME`. */
   stage?: string;
@@ -76,6 +67,15 @@ export function describeAwsError(error: unknown): string {
   return unusableAws(error)?.message ?? describeCause(error);
 }
 
+/** Runs `work`; its failure becomes an OperationError saying `message(why)`, `why` as describeAwsError says it. */
+export async function orFail<T>(work: () => Promise<T>, message: (why: string) => string, code: string): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw new OperationError(message(describeAwsError(error)), code);
+  }
+}
+
 type Kind = keyof AwsClients;
 
 async function build(kind: Kind, region: string | undefined): Promise<SendsCommands & { destroy?(): void }> {
@@ -120,12 +120,8 @@ export class AwsSession {
   client(kind: Kind): Promise<SendsCommands> {
     const injected = this.ctx.io.aws?.[kind];
     if (injected) return Promise.resolve(injected);
-    let client = this.clients.get(kind);
-    if (!client) {
-      client = build(kind, this.region);
-      this.clients.set(kind, client);
-    }
-    return client;
+    if (!this.clients.has(kind)) this.clients.set(kind, build(kind, this.region));
+    return this.clients.get(kind)!;
   }
 
   /** The stack's outputs (DescribeStacks, once). */
@@ -162,20 +158,14 @@ export class AwsSession {
     return value;
   }
 
-  table(): Promise<string> {
-    const given = this.flags.table ?? this.settings.table;
-    return given ? Promise.resolve(given) : this.output('TableName', '--table (or DMDOT_TABLE)');
+  /** A resource: as given by its flag or setting, else the stack output. */
+  private resource(given: string | undefined, name: OutputName, instead: string): Promise<string> {
+    return given ? Promise.resolve(given) : this.output(name, instead);
   }
 
-  queueUrl(): Promise<string> {
-    const given = this.flags.queueUrl ?? this.settings.queueUrl;
-    return given ? Promise.resolve(given) : this.output('DeliveryQueueUrl', '--queue-url (or DMDOT_QUEUE_URL)');
-  }
-
-  deadLetterQueueUrl(): Promise<string> {
-    const given = this.flags.dlqUrl ?? this.settings.deadLetterQueueUrl;
-    return given ? Promise.resolve(given) : this.output('DeadLetterQueueUrl', '--dlq-url (or DMDOT_DLQ_URL)');
-  }
+  table = () => this.resource(this.flags.table ?? this.settings.table, 'TableName', '--table (or DMDOT_TABLE)');
+  queueUrl = () => this.resource(this.flags.queueUrl ?? this.settings.queueUrl, 'DeliveryQueueUrl', '--queue-url (or DMDOT_QUEUE_URL)');
+  deadLetterQueueUrl = () => this.resource(this.flags.dlqUrl ?? this.settings.deadLetterQueueUrl, 'DeadLetterQueueUrl', '--dlq-url (or DMDOT_DLQ_URL)');
 
   /** Closes the clients this session built (not the injected ones). */
   async close(): Promise<void> {

@@ -1,10 +1,9 @@
 /**
  * The `--aws` backing of the operator commands: the stack's table through the same DynamoDbStore
- * the Lambdas use, and for a resend an outbox of that store and the delivery queue
- * (`sequentialOutbox(store, new SqsQueue(...))`, as the MCP Lambda records and enqueues). The
- * operator's IAM permissions are the admin credential: nothing here holds or needs the API key.
+ * the Lambdas use, and for a resend an outbox of that store and the delivery queue, as the MCP
+ * Lambda records and enqueues. The operator's IAM permissions are the admin credential.
  *
- * Deliberately not here: redrive (aws/redrive.ts: an SQS move task) and printing.
+ * Deliberately not here: redrive (aws/redrive.ts) and printing.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';

@@ -1,82 +1,70 @@
 /**
- * `dm-dot dot`: a stand-in ChatGPT dot, to see messages arrive without ChatGPT. A webhook receiver
- * on 127.0.0.1 (stand-in-dot/receiver.ts) subscribes through MCP `events/subscribe`
- * (stand-in-dot/subscription.ts), prints each message with its event id and latency, and
- * unsubscribes on Ctrl-C. Each line typed on its standard input is sent as a message (POST
- * /v1/messages), so one terminal runs the server and a second one the whole walkthrough.
- *
- * It stops, exit 1, saying why, when the subscription ended: it answered a 410 (the server ends
- * the subscription on a 410), or the subscription's refresh or check found it ended or taken. A
- * subscription a refresh or a check created after the old one ended is removed at once.
+ * `dm-dot dot`: a stand-in ChatGPT dot, to see messages arrive without ChatGPT: a webhook receiver
+ * on 127.0.0.1 (stand-in-dot/receiver.ts) and its subscription (stand-in-dot/subscription.ts), so
+ * that one terminal runs the server and a second one the whole walkthrough. A subscription a
+ * refresh or a check created after the old one ended is removed at once.
  *
  * Deliberately not here: a public callback (the server must run with
  * DMDOT_ALLOW_LOOPBACK_CALLBACKS=1; the AWS stack never does), and printing the key or a secret.
  */
-import { Command } from 'commander';
+import { Option } from 'commander';
 import { Budgets } from '../../core/budgets';
 import { Limits } from '../../core/protocol';
 import type { Context } from '../context';
 import { type Target, target as findTarget } from '../local-server/target';
-import { integerValue, targetOptions, withJson, withOptions } from '../options';
+import { define, integerValue, targetOptions } from '../options';
 import { relative, shortTime } from '../output';
 import { outcomeLine, type SendOutcome, sendMessage } from '../send-message';
-import { Receiver } from '../stand-in-dot/receiver';
+import { Receiver, type ReceiverOptions } from '../stand-in-dot/receiver';
 import { DotSubscription, type EndReason, subscribeRefusal } from '../stand-in-dot/subscription';
 
-export const DEFAULT_PORT = 8788;
-export const DEFAULT_CHECK_MS = Budgets.dotCheckMs;
+const DEFAULT_PORT = 8788;
+const DEFAULT_CHECK_MS = Budgets.dotCheckMs;
 
-interface DotOptions {
-  port: number;
-  status: number;
-  delayMs: number;
-  ttlMs: number | undefined;
-  checkMs: number;
-}
+type DotOptions = Pick<ReceiverOptions, 'port' | 'status' | 'delayMs'> & { ttlMs: number | undefined; checkMs: number };
 
-export function command(ctx: Context): Command {
-  const cmd = new Command('dot')
-    .summary('a stand-in ChatGPT dot: receive, verify and print messages; type lines to send them')
-    .description(
-      'A stand-in ChatGPT dot: receive, verify and print messages; type lines to send them.\n\n' +
-        'Listens on http://127.0.0.1:PORT/dot, subscribes to message.created with a fresh signing secret, verifies every delivery, prints each ' +
-        'message with its event id and latency, and sends each line typed on its standard input as a message. ' +
-        'The server must allow loopback callbacks: DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. ' +
-        'It refreshes the subscription before it expires and unsubscribes on Ctrl-C (exit 0); the server then drops the queued events of that ' +
-        'subscription. It stops with exit 1 and says why when its subscription ended: it answered 410, another callback took it, the key was ' +
-        'rotated, or the subscription had been cleared; ' +
-        `it checks its subscription every ${DEFAULT_CHECK_MS / 1000} s (--check), so none of these goes unnoticed for longer. ` +
-        '"attempt N" counts the POSTs of an event in this round of the retry schedule, as the server log and dm-dot events show count them ' +
-        '(docs/operating.md says how). ' +
-        'Messages go to stdout, everything else to stderr.',
-    )
-    .option('--port <N>', `receiver port on 127.0.0.1 (default ${DEFAULT_PORT}; 0 picks a free one)`)
-    .option(
-      '--status <N>',
-      'answer deliveries with HTTP status N (default 200): 500 to watch retries, 400 for a permanent failure, 410 to end the subscription',
-    )
-    .option('--delay <MS>', "wait MS milliseconds before answering (0..60000); past the server's 5 s deadline the server hangs up first and retries")
-    .option('--ttl <MS>', `ask for this subscription lifetime (${Limits.ttlMinMs}..${Limits.ttlMaxMs}; default: the server's, 7 days)`)
-    .option('--check <MS>', `check that the subscription still stands every MS milliseconds (1000..3600000; default ${DEFAULT_CHECK_MS})`);
-  withOptions(cmd, ...targetOptions());
-  withJson(
-    cmd,
-    'one document when it stops: {"subscription": {"id", "callbackUrl", "expiresAt", "refreshAt"}, "ended": {"reason": "interrupted" | "gone" | ' +
+export const command = (ctx: Context) =>
+  define({
+    name: 'dot',
+    summary: 'a stand-in ChatGPT dot: receive, verify and print messages; type lines to send them',
+    details:
+      'Listens on http://127.0.0.1:PORT/dot, subscribes to message.created with a fresh signing secret, verifies every delivery, prints each ' +
+      'message with its event id and latency, and sends each line typed on its standard input as a message. ' +
+      'The server must allow loopback callbacks: DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. ' +
+      'It refreshes the subscription before it expires and unsubscribes on Ctrl-C (exit 0); the server then drops the queued events of that ' +
+      'subscription. It stops with exit 1 and says why when its subscription ended: it answered 410, another callback took it, the key was ' +
+      'rotated, or the subscription had been cleared; ' +
+      `it checks its subscription every ${DEFAULT_CHECK_MS / 1000} s (--check), so none of these goes unnoticed for longer. ` +
+      '"attempt N" counts the POSTs of an event in this round of the retry schedule, as the server log and dm-dot events show count them ' +
+      '(docs/operating.md says how). ' +
+      'Messages go to stdout, everything else to stderr.',
+    options: [
+      new Option('--port <N>', `receiver port on 127.0.0.1 (default ${DEFAULT_PORT}; 0 picks a free one)`),
+      new Option(
+        '--status <N>',
+        'answer deliveries with HTTP status N (default 200): 500 to watch retries, 400 for a permanent failure, 410 to end the subscription',
+      ),
+      new Option('--delay <MS>', "wait MS milliseconds before answering (0..60000); past the server's 5 s deadline the server hangs up first and retries"),
+      new Option('--ttl <MS>', `ask for this subscription lifetime (${Limits.ttlMinMs}..${Limits.ttlMaxMs}; default: the server's, 7 days)`),
+      new Option('--check <MS>', `check that the subscription still stands every MS milliseconds (1000..3600000; default ${DEFAULT_CHECK_MS})`),
+      ...targetOptions(),
+    ],
+    json:
+      'one document when it stops: {"subscription": {"id", "callbackUrl", "expiresAt", "refreshAt"}, "ended": {"reason": "interrupted" | "gone" | ' +
       '"ended_before_refresh" | "conflict" | "key_refused" | "expired", "message"}, ' +
       '"unsubscribed": bool, "received": [{"eventId", "message", "latencyMs", "attempt", "answered": N | null, "hungUp": bool}], "sent": [send\'s ' +
       'document, ...]}; the live lines go to stderr.',
-  );
-  return cmd.action(async (values: { port?: string; status?: string; delay?: string; ttl?: string; check?: string; url?: string; key?: string }) => {
-    const options: DotOptions = {
-      port: integerValue(values.port, 'port', 0, 65_535) ?? DEFAULT_PORT,
-      status: integerValue(values.status, 'status', 200, 599) ?? 200,
-      delayMs: integerValue(values.delay, 'delay', 0, 60_000) ?? 0,
-      ttlMs: integerValue(values.ttl, 'ttl', Limits.ttlMinMs, Limits.ttlMaxMs),
-      checkMs: integerValue(values.check, 'check', 1000, 3_600_000) ?? DEFAULT_CHECK_MS,
-    };
-    ctx.exitCode = await runDot(ctx, await findTarget(ctx, values), options);
+    async run(values: { port?: string; status?: string; delay?: string; ttl?: string; check?: string; url?: string; key?: string }) {
+      const options: DotOptions = {
+        port: integerValue(values.port, 'port', 0, 65_535) ?? DEFAULT_PORT,
+        status: integerValue(values.status, 'status', 200, 599) ?? 200,
+        delayMs: integerValue(values.delay, 'delay', 0, 60_000) ?? 0,
+        ttlMs: integerValue(values.ttl, 'ttl', Limits.ttlMinMs, Limits.ttlMaxMs),
+        checkMs: integerValue(values.check, 'check', 1000, 3_600_000) ?? DEFAULT_CHECK_MS,
+      };
+      ctx.exitCode = await runDot(ctx, await findTarget(ctx, values), options);
+    },
   });
-}
 
 /** Runs the dot until Ctrl-C or the end of its subscription; resolves with the exit code. */
 async function runDot(ctx: Context, target: Target, options: DotOptions): Promise<number> {

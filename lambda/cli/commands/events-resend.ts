@@ -1,17 +1,9 @@
-/**
- * `dm-dot events resend evt_…`: gives one failed or dropped event another round of the retry
- * schedule, with the same id and the same bytes, to the subscription live now. An admin action:
- * locally through the running server's admin routes (admin token) or the database as operator;
- * with `--aws` the table and the delivery queue with the operator's credentials. Never with the
- * shared API key alone.
- */
-import { Command } from 'commander';
+/** `dm-dot events resend evt_…`: an admin action, never reachable with the shared API key alone. */
 import type { ResendResult } from '../../operator/actions';
-import type { AwsFlags } from '../aws/session';
 import { withOperator } from '../backings';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
-import { awsTableOptions, queueOption, withJson, withOptions } from '../options';
+import { awsTableOptions, define, queueOption } from '../options';
 import { eventIdArgument, eventIdOf } from './events-show';
 
 const WHY: Record<Extract<ResendResult, { resent: false }>['why'], (id: string) => string> = {
@@ -23,35 +15,32 @@ const WHY: Record<Extract<ResendResult, { resent: false }>['why'], (id: string) 
   changed: (id) => `${id} changed while it was being resent; look again with dm-dot events show ${id}`,
 };
 
-export function command(ctx: Context): Command {
-  const cmd = new Command('resend')
-    .summary('give one failed or dropped event another round')
-    .description(
-      'Give one failed or dropped event another round.\n\n' +
-        'A new round of the retry schedule, with the same event id and the same bytes, to the subscription that is live now. ' +
-        'An admin action: locally through the running server (its admin token) or, when none runs, the database; with --aws the table and the ' +
-        'delivery queue. Queued and delivered events are left alone.',
-    )
-    .addArgument(eventIdArgument());
-  withOptions(cmd, ...awsTableOptions(), queueOption());
-  withJson(
-    cmd,
-    '{"resent": true, "eventId", "subscriptionId"} or {"resent": false, "eventId", "why": "not_found" | "not_settled" | "delivered" | "no_bytes" | ' +
+export const command = (ctx: Context) =>
+  define({
+    name: 'resend',
+    summary: 'give one failed or dropped event another round',
+    details:
+      'A new round of the retry schedule, with the same event id and the same bytes, to the subscription that is live now. ' +
+      'An admin action: locally through the running server (its admin token) or, when none runs, the database; with --aws the table and the ' +
+      'delivery queue. Queued and delivered events are left alone.',
+    argument: eventIdArgument(),
+    options: [...awsTableOptions(), queueOption()],
+    json:
+      '{"resent": true, "eventId", "subscriptionId"} or {"resent": false, "eventId", "why": "not_found" | "not_settled" | "delivered" | "no_bytes" | ' +
       '"no_subscription" | "changed"} (exit 1).',
-  );
-  return cmd.action(async (word: string, options: { aws?: boolean } & AwsFlags) => {
-    const eventId = eventIdOf(word);
-    await withOperator(ctx, options, async (op) => {
-      const result = await ctx.progress(`resending ${eventId} through ${op.where}`, op.resendEvent(eventId));
-      if (!result.resent) {
-        if (ctx.json) ctx.printJson(result);
-        throw new OperationError(`not resent: ${WHY[result.why](eventId)}`, result.why);
-      }
-      ctx.result(
-        result,
-        `Resent ${eventId} to subscription ${result.subscriptionId}: a new round of the retry schedule, same id and bytes (dm-dot events show ` +
-          `${eventId} follows it).\n`,
-      );
-    });
+    async run(values, word) {
+      const eventId = eventIdOf(word);
+      await withOperator(ctx, values, async (op) => {
+        const result = await ctx.progress(`resending ${eventId} through ${op.where}`, op.resendEvent(eventId));
+        if (!result.resent) {
+          if (ctx.json) ctx.printJson(result);
+          throw new OperationError(`not resent: ${WHY[result.why](eventId)}`, result.why);
+        }
+        ctx.result(
+          result,
+          `Resent ${eventId} to subscription ${result.subscriptionId}: a new round of the retry schedule, same id and bytes (dm-dot events show ` +
+            `${eventId} follows it).\n`,
+        );
+      });
+    },
   });
-}

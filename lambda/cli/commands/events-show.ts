@@ -1,16 +1,10 @@
-/**
- * `dm-dot events show evt_…`: one event of the delivery log and its own log: every POST (time,
- * outcome, HTTP status class, duration, counted against the schedule or not) and every operator
- * or task action (resent, redriven, cancelled), or failure no attempt made (stranded, receive_limit).
- * Never the message or a header: the log keeps none.
- */
-import { Argument, Command } from 'commander';
+/** `dm-dot events show evt_…`: one event of the delivery log and its own log. */
+import { Argument } from 'commander';
 import type { EventDetail, LogEntryView } from '../../operator/views';
-import type { AwsFlags } from '../aws/session';
 import { EVENT_ID, withOperator } from '../backings';
 import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
-import { awsTableOptions, withJson, withOptions } from '../options';
+import { awsTableOptions, define } from '../options';
 import { fields, shortTime, table } from '../output';
 
 export const eventIdArgument = () => new Argument('<evt_…>', 'the event id, as send, the dot and dm-dot events print it (evt_ and 32 hex digits)');
@@ -20,39 +14,36 @@ export function eventIdOf(word: string | undefined): string {
   return word;
 }
 
-export function command(ctx: Context): Command {
-  const cmd = new Command('show')
-    .summary('one event and its attempts')
-    .description(
-      'One event and its attempts.\n\n' +
-        'Every attempt (one POST to the dot) with its time, outcome, HTTP status class, duration and whether it counted against the retry ' +
-        'schedule, and the notes: resent, redriven (each starts a new round at attempt 1), cancelled, and stranded or receive_limit for a failure ' +
-        'no attempt made. The attempts are numbered as the server log and dm-dot dot number them. Never the message or a header.',
-    )
-    .addArgument(eventIdArgument());
-  withOptions(cmd, ...awsTableOptions());
-  withJson(
-    cmd,
-    '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
+export const command = (ctx: Context) =>
+  define({
+    name: 'show',
+    summary: 'one event and its attempts',
+    details:
+      'Every attempt (one POST to the dot) with its time, outcome, HTTP status class, duration and whether it counted against the retry ' +
+      'schedule, and the notes: resent, redriven (each starts a new round at attempt 1), cancelled, and stranded or receive_limit for a failure ' +
+      'no attempt made. The attempts are numbered as the server log and dm-dot dot number them. Never the message or a header.',
+    argument: eventIdArgument(),
+    options: awsTableOptions(),
+    json:
+      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
       '"acknowledgedAt": ISO | null, "resendable", ' +
       '"log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}',
-  );
-  return cmd.action(async (word: string, options: { aws?: boolean } & AwsFlags) => {
-    const eventId = eventIdOf(word);
-    await withOperator(ctx, options, async (op) => {
-      const event = await ctx.progress(`reading ${eventId} from ${op.where}`, op.showEvent(eventId));
-      if (!event) throw new OperationError(`no event ${eventId} in the delivery log (${op.where}); events are kept 15 days`, 'not_found');
-      ctx.result({ event }, () => describe(event));
-    });
+    async run(values, word) {
+      const eventId = eventIdOf(word);
+      await withOperator(ctx, values, async (op) => {
+        const event = await ctx.progress(`reading ${eventId} from ${op.where}`, op.showEvent(eventId));
+        if (!event) throw new OperationError(`no event ${eventId} in the delivery log (${op.where}); events are kept 15 days`, 'not_found');
+        ctx.result({ event }, () => describe(event));
+      });
+    },
   });
-}
 
 function entryRow(entry: LogEntryView): string[] {
   if (entry.kind === 'note') return [shortTime(entry.at), entry.note, '-', '-', '-'];
   return [shortTime(entry.at), entry.outcome, entry.statusClass ?? '-', `${entry.durationMs} ms`, entry.counted ? 'yes' : 'no (cut short by the wait window)'];
 }
 
-export function describe(event: EventDetail): string {
+function describe(event: EventDetail): string {
   const summary = fields([
     ['event', event.eventId],
     ['status', event.status],

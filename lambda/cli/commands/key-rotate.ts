@@ -1,41 +1,32 @@
 /**
- * `dm-dot key rotate`: a new API key. Locally through the running server (POST /admin/key: it
- * writes a new key file and swaps it in at once) or, with no server, by writing a new key file;
- * refused when the key comes from MCP_API_KEY. With `--aws`: a new random value in the API key
- * secret (PutSecretValue; 48 letters and digits from node:crypto, like the stack's), then the MCP
- * function's execution environments are recycled (UpdateFunctionConfiguration with a changed
- * description on McpFunctionName: each reads the key once, at cold start).
+ * `dm-dot key rotate`: locally through the running server (POST /admin/key) or, with no server, by
+ * writing a new key file. With `--aws` the MCP function's execution environments are recycled by
+ * UpdateFunctionConfiguration with a changed description on McpFunctionName (each reads the key
+ * once, at cold start).
  *
  * With `--overlap DURATION` (`1h`, `30m`…) the previous key stays accepted that long (its hash and
  * the end of the overlap go into the DEPLOYMENT item before the new key is in force), so the dot
  * keeps working until its connector URL is updated; without it the old key stops at once. Either
  * way the subscription id stays: it is made from the deployment's principal, not from the key.
- *
- * Then it says what happens next. Asks first (`--yes` to skip). Never prints the key unless
- * `--show-key`.
  */
 import { randomInt } from 'node:crypto';
-import { Command } from 'commander';
+import { Option } from 'commander';
 import { AccessLimits } from '../../core/protocol';
 import { parseDuration, recordRotation } from '../../operator/access';
-import { type AwsFlags, type AwsSession, describeAwsError, withAws } from '../aws/session';
+import { type AwsFlags, type AwsSession, orFail } from '../aws/session';
 import { storeOf } from '../aws/stack-operator';
+import { onBacking } from '../backings';
 import { confirm } from '../confirm';
 import type { Context } from '../context';
 import { OperationError, UsageError } from '../errors';
-import { withLocalOperator } from '../local-server/local-operator';
+import type { LocalOperator } from '../local-server/local-operator';
 import { readKeyFile } from '../local-server/target';
-import { awsStackOptions, showKeyOption, wantsAws, withJson, withOptions, yesOption } from '../options';
+import { awsStackOptions, define, showKeyOption, yesOption } from '../options';
 
-/** The stack generates 48 letters and digits (lib/constructs/secrets.ts); so does a rotation. */
-export const AWS_KEY_LENGTH = 48;
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
-export function newAwsApiKey(): string {
-  let key = '';
-  for (let i = 0; i < AWS_KEY_LENGTH; i++) key += ALPHABET[randomInt(ALPHABET.length)];
-  return key;
-}
+/** The stack generates 48 letters and digits (lib/constructs/secrets.ts); so does a rotation. */
+const newAwsApiKey = () => Array.from({ length: 48 }, () => ALPHABET[randomInt(ALPHABET.length)]).join('');
 
 /** What to do after a rotation, the same sentences locally and on AWS. `until`: the end of the overlap (ISO), or null. */
 export function nextSteps(mode: 'local' | 'aws', immediate: boolean, until: string | null = null): string[] {
@@ -66,70 +57,76 @@ export function overlapOf(value: string | undefined): number {
   return ms;
 }
 
-export function command(ctx: Context): Command {
-  const cmd = new Command('rotate')
-    .summary('replace the API key and say what to update')
-    .description(
-      'Replace the API key and say what to update.\n\n' +
-        'A new random key; the old one stops working, and the dot must be reconnected with the new connector URL. ' +
-        'Locally through the running server (it swaps the new key in at once) or, with no server running, by writing a new <state dir>/api-key; ' +
-        'refused when the key comes from MCP_API_KEY. ' +
-        "With --aws: a new value in the stack's API key secret, then the MCP function's execution environments are recycled so that they read it. " +
-        'Asks for confirmation on a terminal; without one, pass --yes.',
-    )
-    .option('--overlap <DURATION>', 'keep the previous key working this long (1h, 30m, 90s; at most 7d); default: it stops at once');
-  withOptions(cmd, yesOption(), showKeyOption(), ...awsStackOptions());
-  withJson(
-    cmd,
-    'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool (the old key stopped working at ' +
+export const command = (ctx: Context) =>
+  define({
+    name: 'rotate',
+    summary: 'replace the API key and say what to update',
+    details:
+      'A new random key; the old one stops working, and the dot must be reconnected with the new connector URL. ' +
+      'Locally through the running server (it swaps the new key in at once) or, with no server running, by writing a new <state dir>/api-key; ' +
+      'refused when the key comes from MCP_API_KEY. ' +
+      "With --aws: a new value in the stack's API key secret, then the MCP function's execution environments are recycled so that they read it. " +
+      'Asks for confirmation on a terminal; without one, pass --yes.',
+    options: [
+      new Option('--overlap <DURATION>', 'keep the previous key working this long (1h, 30m, 90s; at most 7d); default: it stops at once'),
+      yesOption(),
+      showKeyOption(),
+      ...awsStackOptions(),
+    ],
+    json:
+      'locally {"rotated": true, "mode": "local", "via": "server" | "database", "keyFile", "immediate": bool (the old key stopped working at ' +
       'once), "overlapUntil": ISO | null, "key"?: only with --show-key, "next": [sentence, ...]}; ' +
       'with --aws {"rotated": true, "mode": "aws", "secretArn", "functionName", "recycled": true, "overlapUntil": ISO | null, "key"?: only with ' +
       '--show-key, "next": [...]}.',
-  );
-  return cmd.action(async (values: { overlap?: string; yes?: boolean; showKey?: boolean; aws?: boolean } & AwsFlags) => {
-    const showKey = !!values.showKey;
-    const overlapMs = overlapOf(values.overlap);
-    if (wantsAws(values)) {
-      await withAws(ctx, values, (session) => rotateAws(ctx, session, !!values.yes, showKey, overlapMs));
-      return;
-    }
-    await withLocalOperator(ctx, async (op) => {
-      await confirm(ctx, {
-        yes: values.yes,
-        what: 'rotated',
-        question: `Replace the API key of ${op.where}? The dot must then be reconnected with the new connector URL.`,
-      });
-      const started = Date.now();
-      const rotated = await ctx.progress(`rotating the key through ${op.where}`, op.rotateKey(overlapMs));
-      const { keyFile } = rotated;
-      // The end the store recorded (the old key is refused after it); a server of an older version
-      // does not say, and the end is at least this late.
-      const overlapUntil = rotated.overlapUntil !== undefined ? rotated.overlapUntil : overlapMs > 0 ? new Date(started + overlapMs).toISOString() : null;
-      // Whether the old key stopped working at once: not with an overlap, nor before the server's next start.
-      const immediate = op.via === 'server' && overlapUntil === null;
-      const next = nextSteps('local', immediate, overlapUntil);
-      const doc = { rotated: true, mode: 'local', via: op.via, keyFile, immediate, overlapUntil, next };
-      const text = `Rotated the API key: the new key is in ${keyFile}.\n${next.join('\n')}\n`;
-      if (!showKey) {
-        ctx.result(doc, text);
-        return;
-      }
-      const key = (await readKeyFile(ctx.settings.local().stateDir)).key;
-      if (!key) throw new OperationError(`rotated, but ${keyFile} cannot be read back`, 'key_unreadable');
-      ctx.keepSecret(key);
-      ctx.reveal(`${text}New key: ${key}\n`, { ...doc, key });
-    });
+    async run(values: Flags) {
+      const overlapMs = overlapOf(values.overlap);
+      await onBacking(
+        ctx,
+        values,
+        (op) => rotateLocal(ctx, op, values, overlapMs),
+        (session) => rotateAws(ctx, session, values, overlapMs),
+      );
+    },
   });
+
+type Flags = { overlap?: string; yes?: boolean; showKey?: boolean } & AwsFlags;
+
+function confirmRotation(ctx: Context, values: Flags, of: string): Promise<void> {
+  const question = `Replace the API key of ${of}? The dot must then be reconnected with the new connector URL.`;
+  return confirm(ctx, { yes: values.yes, what: 'rotated', question });
 }
 
-async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKey: boolean, overlapMs: number): Promise<void> {
+/** The result; `key` (the new key) only with --show-key. */
+function printRotated(ctx: Context, doc: object, text: string, key: string | undefined): void {
+  if (key === undefined) ctx.result(doc, text);
+  else ctx.reveal(`${text}New key: ${key}\n`, { ...doc, key });
+}
+
+async function rotateLocal(ctx: Context, op: LocalOperator, values: Flags, overlapMs: number): Promise<void> {
+  await confirmRotation(ctx, values, op.where);
+  const started = Date.now();
+  const rotated = await ctx.progress(`rotating the key through ${op.where}`, op.rotateKey(overlapMs));
+  const { keyFile } = rotated;
+  // The end the store recorded (the old key is refused after it); a server of an older version
+  // does not say, and the end is at least this late.
+  const overlapUntil = rotated.overlapUntil !== undefined ? rotated.overlapUntil : overlapMs > 0 ? new Date(started + overlapMs).toISOString() : null;
+  // Whether the old key stopped working at once: not with an overlap, nor before the server's next start.
+  const immediate = op.via === 'server' && overlapUntil === null;
+  const next = nextSteps('local', immediate, overlapUntil);
+  let key: string | undefined;
+  if (values.showKey) {
+    key = (await readKeyFile(ctx.settings.local().stateDir)).key;
+    if (!key) throw new OperationError(`rotated, but ${keyFile} cannot be read back`, 'key_unreadable');
+    ctx.keepSecret(key);
+  }
+  const doc = { rotated: true, mode: 'local', via: op.via, keyFile, immediate, overlapUntil, next };
+  printRotated(ctx, doc, `Rotated the API key: the new key is in ${keyFile}.\n${next.join('\n')}\n`, key);
+}
+
+async function rotateAws(ctx: Context, session: AwsSession, values: Flags, overlapMs: number): Promise<void> {
   const secretArn = await session.output('ApiKeySecretArn');
   const functionName = await session.output('McpFunctionName');
-  await confirm(ctx, {
-    yes,
-    what: 'rotated',
-    question: `Replace the API key of stack ${session.stack}? The dot must then be reconnected with the new connector URL.`,
-  });
+  await confirmRotation(ctx, values, `stack ${session.stack}`);
   const key = newAwsApiKey();
   ctx.keepSecret(key);
   const [{ GetSecretValueCommand, PutSecretValueCommand }, { GetFunctionConfigurationCommand, UpdateFunctionConfigurationCommand }] = await Promise.all([
@@ -139,48 +136,42 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
   const secrets = await session.client('secretsManager');
   // The key being replaced: its hash keeps the deployment's principal (and, with an overlap, the
   // old key working), recorded in the DEPLOYMENT item before the new key is in force.
-  let previous: string;
-  try {
-    const { parseApiKeySecret } = await import('../../adapters/secret-loader');
-    previous = parseApiKeySecret((await secrets.send(new GetSecretValueCommand({ SecretId: secretArn }))) as { SecretString?: string });
-  } catch (error) {
-    throw new OperationError(`could not read the current key from ${secretArn}: ${describeAwsError(error)}; nothing was changed`, 'secret_unreadable');
-  }
+  const { parseApiKeySecret } = await import('../../adapters/secret-loader');
+  const previous = await orFail(
+    async () => parseApiKeySecret(await secrets.send(new GetSecretValueCommand({ SecretId: secretArn }))),
+    (why) => `could not read the current key from ${secretArn}: ${why}; nothing was changed`,
+    'secret_unreadable',
+  );
   ctx.keepSecret(previous);
   const started = Date.now();
-  let overlapUntil: string | null;
-  try {
-    const { access } = await storeOf(session);
-    overlapUntil = (await ctx.progress('recording the rotation in the table', recordRotation(access, previous, key, overlapMs, started))).previousKeyUntil;
-  } catch (error) {
-    throw new OperationError(
-      `could not record the rotation in the table: ${describeAwsError(error)}; nothing was changed, the old key still works`,
-      'table_unwritable',
-    );
-  }
-  try {
-    await ctx.progress('writing the new key into Secrets Manager', secrets.send(new PutSecretValueCommand({ SecretId: secretArn, SecretString: key })));
-  } catch (error) {
-    throw new OperationError(`could not put the new key into ${secretArn}: ${describeAwsError(error)}; the old key still works`, 'secret_unwritable');
-  }
+  const { previousKeyUntil: overlapUntil } = await orFail(
+    async () => ctx.progress('recording the rotation in the table', recordRotation((await storeOf(session)).access, previous, key, overlapMs, started)),
+    (why) => `could not record the rotation in the table: ${why}; nothing was changed, the old key still works`,
+    'table_unwritable',
+  );
+  await orFail(
+    () => ctx.progress('writing the new key into Secrets Manager', secrets.send(new PutSecretValueCommand({ SecretId: secretArn, SecretString: key }))),
+    (why) => `could not put the new key into ${secretArn}: ${why}; the old key still works`,
+    'secret_unwritable',
+  );
   const lambda = await session.client('lambda');
-  try {
-    const current = (await lambda.send(new GetFunctionConfigurationCommand({ FunctionName: functionName }))) as { Description?: string };
-    const base = (current.Description ?? '').replace(/ \(API key rotated [^)]*\)$/, '');
-    const description = `${base} (API key rotated ${new Date().toISOString()})`.trim().slice(-256);
-    await ctx.progress(
-      'recycling the MCP function',
-      lambda.send(new UpdateFunctionConfigurationCommand({ FunctionName: functionName, Description: description })),
-    );
-  } catch (error) {
-    throw new OperationError(
-      `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${describeAwsError(error)}): its warm ` +
-        'environments accept the old key until they are replaced. ' +
-        `To finish without another new key, change any setting of ${functionName} (for example its description in the Lambda console); running key ` +
-        'rotate again would write yet another key',
-      'recycle_failed',
-    );
-  }
+  await orFail(
+    async () => {
+      const current: { Description?: string } = await lambda.send(new GetFunctionConfigurationCommand({ FunctionName: functionName }));
+      const base = (current.Description ?? '').replace(/ \(API key rotated [^)]*\)$/, '');
+      const description = `${base} (API key rotated ${new Date().toISOString()})`.trim().slice(-256);
+      await ctx.progress(
+        'recycling the MCP function',
+        lambda.send(new UpdateFunctionConfigurationCommand({ FunctionName: functionName, Description: description })),
+      );
+    },
+    (why) =>
+      `the new key is in ${secretArn}, but the MCP function ${functionName} could not be recycled (${why}): its warm ` +
+      'environments accept the old key until they are replaced. ' +
+      `To finish without another new key, change any setting of ${functionName} (for example its description in the Lambda console); running key ` +
+      'rotate again would write yet another key',
+    'recycle_failed',
+  );
   const next = [
     overlapUntil === null
       ? `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key, and the old key ` +
@@ -190,7 +181,5 @@ async function rotateAws(ctx: Context, session: AwsSession, yes: boolean, showKe
     ...nextSteps('aws', true, overlapUntil).slice(1),
   ];
   const doc = { rotated: true, mode: 'aws', secretArn, functionName, recycled: true, overlapUntil, next };
-  const text = `Rotated the API key in ${secretArn}.\n${next.join('\n')}\n`;
-  if (showKey) ctx.reveal(`${text}New key: ${key}\n`, { ...doc, key });
-  else ctx.result(doc, text);
+  printRotated(ctx, doc, `Rotated the API key in ${secretArn}.\n${next.join('\n')}\n`, values.showKey ? key : undefined);
 }

@@ -1,17 +1,14 @@
 /**
- * `dm-dot service install`: keeps the local server (and, when `dm-dot connect --tunnel` wrote a
- * profile, OpenAI's tunnel-client) running under the user's service manager, a systemd user unit
- * on Linux or a launchd agent on macOS (local-server/service.ts writes the units). `--dry-run`
- * prints the units and the commands and changes nothing. It refuses while another server owns the
- * state directory (the unit's server would refuse to start), with a fixed PORT missing, or without
- * the built server.
+ * `dm-dot service install` (local-server/service.ts writes the units). It refuses while another
+ * server owns the state directory (the unit's server would refuse to start), with a fixed PORT
+ * missing, or without the built server.
  *
  * Deliberately not here: the AWS stack (it runs on its own), and any key: units never hold one.
  */
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { Command } from 'commander';
+import { Option } from 'commander';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
 import { findServer } from '../local-server/server';
@@ -29,104 +26,105 @@ import {
 } from '../local-server/service';
 import { homeOf, onPath, platformOf, platformOption, run, uid } from '../local-server/service-manager';
 import { readProfile, tunnelFiles } from '../local-server/tunnel';
-import { withJson } from '../options';
+import { define } from '../options';
 
-export function command(ctx: Context): Command {
-  const cmd = new Command('install')
-    .summary("keep the local server running under the user's service manager")
-    .description(
-      "Keep the local server running under the user's service manager.\n\n" +
-        'Writes a systemd user unit (Linux) or a launchd agent (macOS) that runs the built server (dist/server/) with this Node on the state directory and ' +
-        'the settings of this environment (HOST, PORT, DMDOT_*, PUP_*; never MCP_API_KEY or PUP_SIGNING_SECRETS: secret settings go into ' +
-        '<state dir>/service.env, mode 0600), ' +
-        'restarts it when it fails, and logs to the journal (Linux) or ~/Library/Logs/dm-dot (macOS). ' +
-        'When a tunnel-client profile exists (dm-dot connect --tunnel), a second unit runs tunnel-client on it. Then it starts them. ' +
-        '--dry-run prints the units and the commands and changes nothing. Stop a server started with npm start first: one server owns a state directory.',
-    )
-    .addOption(platformOption())
-    .option('--dry-run', 'print the units and the commands; write and start nothing')
-    .option('--tunnel-client <PATH>', 'the tunnel-client program (default: the one on PATH)');
-  withJson(
-    cmd,
-    '{"platform": "linux" | "macos", "dryRun": bool, "units": [{"name", "file", "text"}], "commands": ["systemctl …" | "launchctl …"], ' +
+export const command = (ctx: Context) =>
+  define({
+    name: 'install',
+    summary: "keep the local server running under the user's service manager",
+    details:
+      'Writes a systemd user unit (Linux) or a launchd agent (macOS) that runs the built server (dist/server/) with this Node on the state directory and ' +
+      'the settings of this environment (HOST, PORT, DMDOT_*, PUP_*; never MCP_API_KEY or PUP_SIGNING_SECRETS: secret settings go into ' +
+      '<state dir>/service.env, mode 0600), ' +
+      'restarts it when it fails, and logs to the journal (Linux) or ~/Library/Logs/dm-dot (macOS). ' +
+      'When a tunnel-client profile exists (dm-dot connect --tunnel), a second unit runs tunnel-client on it. Then it starts them. ' +
+      '--dry-run prints the units and the commands and changes nothing. Stop a server started with npm start first: one server owns a state directory.',
+    options: [
+      platformOption(),
+      new Option('--dry-run', 'print the units and the commands; write and start nothing'),
+      new Option('--tunnel-client <PATH>', 'the tunnel-client program (default: the one on PATH)'),
+    ],
+    json:
+      '{"platform": "linux" | "macos", "dryRun": bool, "units": [{"name", "file", "text"}], "commands": ["systemctl …" | "launchctl …"], ' +
       '"logs": how to read them, "notes": [..]}.',
-  );
-  return cmd.action(async (values: { platform?: string; dryRun?: boolean; tunnelClient?: string }) => {
-    const platform = platformOf(values.platform);
-    const dryRun = !!values.dryRun;
-    const settings = ctx.settings.local();
-    if (settings.port === 0)
-      throw new OperationError('PORT=0 picks another port at every start: give the service a fixed PORT (the default is 8787)', 'no_fixed_port');
-    const home = homeOf(ctx);
-    const notes: string[] = [];
-    const bundle = serverBundle(ctx.projectRoot);
-    if (!existsSync(bundle)) {
-      if (!dryRun) throw new OperationError(`the built server ${bundle} is missing: run npm run build first`, 'not_built');
-      notes.push(`The built server ${bundle} is missing: npm run build makes it.`);
-    }
-    const secrets = SECRET_SETTINGS.filter((name) => ctx.io.env[name]);
-    if (secrets.length) {
-      notes.push(
-        `${secrets.join(' and ')} ${secrets.length > 1 ? 'are' : 'is'} not written into the unit (a secret): put ` +
-          `${secrets.length > 1 ? 'them' : 'it'} in ${join(settings.stateDir, SERVICE_ENV_FILE)} (NAME=value lines, mode 0600) if the service needs ` +
-          `${secrets.length > 1 ? 'them' : 'it'}.`,
-      );
-    }
-    const files = tunnelFiles(ctx.io.env);
-    const profile = readProfile(files.profile);
-    let tunnel: { binary: string; profile: string; tunnelId: string } | undefined;
-    if (profile) {
-      const binary = values.tunnelClient ?? onPath(ctx, 'tunnel-client');
-      if (!binary) {
-        if (!dryRun)
-          throw new OperationError(
-            `tunnel-client is not on PATH: install it (docs/chatgpt.md) or pass --tunnel-client PATH; the profile ${files.profile} waits for it`,
-            'no_tunnel_client',
-          );
-        notes.push('tunnel-client is not on PATH: install it (docs/chatgpt.md) or pass --tunnel-client PATH.');
-      }
-      tunnel = { binary: binary ?? 'tunnel-client', profile: files.profile, tunnelId: profile.tunnelId };
-    } else {
-      notes.push(`No tunnel-client profile at ${files.profile}: only the server runs (dm-dot connect --tunnel TUNNEL_ID writes one; install again after).`);
-    }
-    const plan = {
-      platform,
-      home,
-      node: process.execPath,
-      projectRoot: ctx.projectRoot,
-      stateDir: settings.stateDir,
-      settings: { ...carriedSettings(ctx.io.env), DMDOT_STATE_DIR: settings.stateDir },
-      ...(tunnel ? { tunnel } : {}),
-    };
-    const units = unitsOf(plan);
-    const commands = startCommands(platform, units, uid());
-    if (platform === 'linux') notes.push('A user unit stops when you log out unless lingering is on: loginctl enable-linger');
-    const doc = { platform, dryRun, units, commands: commands.map(commandText), logs: logHint(platform, home, !!tunnel), notes };
-
-    if (!dryRun) {
-      const running = await findServer(settings.stateDir);
-      if (running)
-        throw new OperationError(
-          `a server (pid ${running.pid}) already owns ${settings.stateDir}: stop it (Ctrl-C where npm start runs), then install`,
-          'state_dir_in_use',
-        );
-      if (platform === 'macos') await mkdir(logDir(home), { recursive: true });
-      for (const unit of units) {
-        await mkdir(dirname(unit.file), { recursive: true });
-        await writeFile(unit.file, unit.text, { mode: 0o644 });
-      }
-      for (const argv of commands) {
-        const result = await run(argv);
-        if (result.code !== 0)
-          throw new OperationError(
-            `${commandText(argv)} failed (exit ${result.code}): ${result.out.split('\n')[0] ?? ''}; the units are written, dm-dot service ` +
-              'uninstall removes them',
-            'service_manager_failed',
-          );
-      }
-    }
-    ctx.result(doc, () => text(doc, dryRun));
+    run: (values: { platform?: string; dryRun?: boolean; tunnelClient?: string }) => install(ctx, values),
   });
+
+async function install(ctx: Context, values: { platform?: string; dryRun?: boolean; tunnelClient?: string }): Promise<void> {
+  const platform = platformOf(values.platform);
+  const dryRun = !!values.dryRun;
+  const settings = ctx.settings.local();
+  if (settings.port === 0)
+    throw new OperationError('PORT=0 picks another port at every start: give the service a fixed PORT (the default is 8787)', 'no_fixed_port');
+  const home = homeOf(ctx);
+  const notes: string[] = [];
+  const bundle = serverBundle(ctx.projectRoot);
+  if (!existsSync(bundle)) {
+    if (!dryRun) throw new OperationError(`the built server ${bundle} is missing: run npm run build first`, 'not_built');
+    notes.push(`The built server ${bundle} is missing: npm run build makes it.`);
+  }
+  const secrets = SECRET_SETTINGS.filter((name) => ctx.io.env[name]);
+  if (secrets.length) {
+    notes.push(
+      `${secrets.join(' and ')} ${secrets.length > 1 ? 'are' : 'is'} not written into the unit (a secret): put ` +
+        `${secrets.length > 1 ? 'them' : 'it'} in ${join(settings.stateDir, SERVICE_ENV_FILE)} (NAME=value lines, mode 0600) if the service needs ` +
+        `${secrets.length > 1 ? 'them' : 'it'}.`,
+    );
+  }
+  const files = tunnelFiles(ctx.io.env);
+  const profile = readProfile(files.profile);
+  let tunnel: { binary: string; profile: string; tunnelId: string } | undefined;
+  if (profile) {
+    const binary = values.tunnelClient ?? onPath(ctx, 'tunnel-client');
+    if (!binary) {
+      if (!dryRun)
+        throw new OperationError(
+          `tunnel-client is not on PATH: install it (docs/chatgpt.md) or pass --tunnel-client PATH; the profile ${files.profile} waits for it`,
+          'no_tunnel_client',
+        );
+      notes.push('tunnel-client is not on PATH: install it (docs/chatgpt.md) or pass --tunnel-client PATH.');
+    }
+    tunnel = { binary: binary ?? 'tunnel-client', profile: files.profile, tunnelId: profile.tunnelId };
+  } else {
+    notes.push(`No tunnel-client profile at ${files.profile}: only the server runs (dm-dot connect --tunnel TUNNEL_ID writes one; install again after).`);
+  }
+  const plan = {
+    platform,
+    home,
+    node: process.execPath,
+    projectRoot: ctx.projectRoot,
+    stateDir: settings.stateDir,
+    settings: { ...carriedSettings(ctx.io.env), DMDOT_STATE_DIR: settings.stateDir },
+    ...(tunnel ? { tunnel } : {}),
+  };
+  const units = unitsOf(plan);
+  const commands = startCommands(platform, units, uid());
+  if (platform === 'linux') notes.push('A user unit stops when you log out unless lingering is on: loginctl enable-linger');
+  const doc = { platform, dryRun, units, commands: commands.map(commandText), logs: logHint(platform, home, !!tunnel), notes };
+
+  if (!dryRun) {
+    const running = await findServer(settings.stateDir);
+    if (running)
+      throw new OperationError(
+        `a server (pid ${running.pid}) already owns ${settings.stateDir}: stop it (Ctrl-C where npm start runs), then install`,
+        'state_dir_in_use',
+      );
+    if (platform === 'macos') await mkdir(logDir(home), { recursive: true });
+    for (const unit of units) {
+      await mkdir(dirname(unit.file), { recursive: true });
+      await writeFile(unit.file, unit.text, { mode: 0o644 });
+    }
+    for (const argv of commands) {
+      const result = await run(argv);
+      if (result.code !== 0)
+        throw new OperationError(
+          `${commandText(argv)} failed (exit ${result.code}): ${result.out.split('\n')[0] ?? ''}; the units are written, dm-dot service ` +
+            'uninstall removes them',
+          'service_manager_failed',
+        );
+    }
+  }
+  ctx.result(doc, () => text(doc, dryRun));
 }
 
 function text(doc: { units: Unit[]; commands: string[]; logs: string; notes: string[] }, dryRun: boolean): string {

@@ -1,15 +1,12 @@
-/**
- * `dm-dot service install|uninstall|status`: the group of the service's actions
- * (service-install.ts, service-uninstall.ts, service-status.ts). It has no action of its own.
- */
+/** `dm-dot service install|uninstall|status`: a group without an action of its own. */
 import { Command } from 'commander';
 import type { Context } from '../context';
 import { command as install } from './service-install';
 import { command as status } from './service-status';
 import { command as uninstall } from './service-uninstall';
 
-export function command(ctx: Context): Command {
-  return new Command('service')
+export const command = (ctx: Context) =>
+  new Command('service')
     .description(
       "Keeps the local server (and OpenAI's tunnel-client, when a profile exists) running under the user's service manager: systemd on Linux, " +
         'launchd on macOS.',
@@ -17,4 +14,3 @@ export function command(ctx: Context): Command {
     .addCommand(install(ctx))
     .addCommand(uninstall(ctx))
     .addCommand(status(ctx));
-}

@@ -1,43 +1,35 @@
 /**
- * `dm-dot status`: everything at a glance. Locally: whether the server runs and where, the
- * switches in force (loopback callbacks, pup, allowed origins and hosts), the subscription
- * (callback host only) and its delivery status, and the counts of queued, failed and
- * dead-lettered events; from the running server (admin routes) or, when none runs, from the
- * database, saying so. With `--aws`: the stack's outputs, the state of its alarms (CloudWatch
- * DescribeAlarms on AlarmNames), the depths of its queues (GetQueueAttributes), the
- * subscription and the events profile (the MCP function's DMDOT_EVENTS_PROFILE). Locally the
- * profile is among the switches. Locally it also reports a damaged page of the state file, as the
- * sentence naming it and what to do (exit 1: what the status says cannot all be trusted): one the
- * running server has met, or, with no server, one found by reading the whole file as a server's
- * start would. Exit 0 when it could look, 1 when it could not (or could not look at everything).
+ * `dm-dot status`. With `--aws` the alarms are CloudWatch DescribeAlarms on AlarmNames, the queue
+ * depths GetQueueAttributes, and the events profile the MCP function's DMDOT_EVENTS_PROFILE
+ * (locally it is among the switches). A damaged page of the state file is exit 1 (what the status
+ * says cannot all be trusted): one the running server has met, or, with no server, one found by
+ * reading the whole file as a server's start would.
  */
-import { Command } from 'commander';
+import type { DescribeAlarmsOutput } from '@aws-sdk/client-cloudwatch';
 import { type SubscriptionView, subscriptionView } from '../../operator/views';
 import { queueAttributes } from '../aws/redrive';
-import { type AwsFlags, type AwsSession, describeAwsError, withAws } from '../aws/session';
+import { type AwsSession, describeAwsError, withAws } from '../aws/session';
 import { storeOf } from '../aws/stack-operator';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
-import { type LocalStatus, statusWithoutServer, withLocalOperator } from '../local-server/local-operator';
-import { awsStackOptions, wantsAws, withJson, withOptions } from '../options';
+import { type LocalStatus, localStatus } from '../local-server/local-operator';
+import { awsStackOptions, define, wantsAws } from '../options';
 import { fields, relative, shortTime } from '../output';
 import { SUBSCRIPTION_JSON } from './subscription-show';
 
-export function command(ctx: Context): Command {
-  const cmd = new Command('status')
-    .summary('everything at a glance')
-    .description(
-      'Everything at a glance.\n\n' +
-        'The server and its address, the switches in force, the subscription and its delivery status, and how many events are queued, failed and ' +
-        'dead-lettered. ' +
-        'Locally it asks the running server, or reads the database when none runs (and says so), and reports a damaged page of the database file (exit 1). ' +
-        'With --aws: the stack outputs, the state of its CloudWatch alarms, the depths of its queues and the subscription. ' +
-        'Exit 0 when it could look, 1 when it could not.',
-    );
-  withOptions(cmd, ...awsStackOptions());
-  withJson(
-    cmd,
-    'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | ' +
+export const command = (ctx: Context) =>
+  define({
+    name: 'status',
+    summary: 'everything at a glance',
+    details:
+      'The server and its address, the switches in force, the subscription and its delivery status, and how many events are queued, failed and ' +
+      'dead-lettered. ' +
+      'Locally it asks the running server, or reads the database when none runs (and says so), and reports a damaged page of the database file (exit 1). ' +
+      'With --aws: the stack outputs, the state of its CloudWatch alarms, the depths of its queues and the subscription. ' +
+      'Exit 0 when it could look, 1 when it could not.',
+    options: awsStackOptions(),
+    json:
+      'locally {"mode": "local", "server": {"running": true, "url", "pid", "version"} | {"running": false}, "stateDir", "readFrom": "server" | ' +
       '"database" | "nothing", ' +
       '"apiKey": {"from": "file", "file"} | {"from": "MCP_API_KEY"} | {"from": "none", "file"}, "switches": {"loopbackCallbacks", "pup": ' +
       '{"secrets": N} | false, "allowedOrigins", "allowedHosts", "retryDelaysS", "deliveryWaitMs", "eventsProfile": "chatgpt" | "sep-3415"}, ' +
@@ -46,19 +38,13 @@ export function command(ctx: Context): Command {
       'with --aws {"mode": "aws", "stack", "region", "outputs": {name: value}, "alarms": [{"name", "state", "reason", "updatedAt"}] | null, ' +
       '"queues": {"delivery": {"visible", "inFlight", "delayed"} | null, "deadLetter": {...} | null}, "subscription": ... | null, "eventsProfile": ' +
       '"chatgpt" | "sep-3415" | null, "problems": [sentence, ...]}.',
-  );
-  return cmd.action(async (values: { aws?: boolean } & AwsFlags) => {
-    if (wantsAws(values)) {
-      await withAws(ctx, values, (session) => awsStatus(ctx, session));
-      return;
-    }
-    const status = await withLocalOperator(ctx, (op) => ctx.progress(`reading the status from ${op.where}`, op.status()), {
-      whenNothing: (stateDir) => statusWithoutServer(ctx.settings.local(), stateDir),
-    });
-    ctx.result({ mode: 'local', ...status }, () => describeLocal(status));
-    if (status.damage !== null) throw new OperationError(status.damage, 'state_damaged');
+    async run(values) {
+      if (wantsAws(values)) return withAws(ctx, values, (session) => awsStatus(ctx, session));
+      const status = await localStatus(ctx);
+      ctx.result({ mode: 'local', ...status }, () => describeLocal(status));
+      if (status.damage !== null) throw new OperationError(status.damage, 'state_damaged');
+    },
   });
-}
 
 function describeSubscriptionLine(s: SubscriptionView | null): string {
   if (!s) return 'none (no dot is subscribed)';
@@ -124,11 +110,7 @@ export function describeLocal(status: LocalStatus): string {
   return fields(rows);
 }
 
-interface QueueDepth {
-  visible: number;
-  inFlight: number;
-  delayed: number;
-}
+type QueueDepth = { visible: number; inFlight: number; delayed: number };
 
 async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string): Promise<QueueDepth | null> {
   if (!url) return null;
@@ -149,12 +131,7 @@ async function depth(session: AwsSession, url: string | undefined, problems: str
   }
 }
 
-interface AlarmState {
-  name: string;
-  state: string;
-  reason: string | null;
-  updatedAt: string | null;
-}
+type AlarmState = { name: string; state: string; reason: string | null; updatedAt: string | null };
 
 async function alarmsOf(session: AwsSession, names: string[], problems: string[]): Promise<AlarmState[] | null> {
   if (names.length === 0) return [];
@@ -164,10 +141,7 @@ async function alarmsOf(session: AwsSession, names: string[], problems: string[]
   try {
     // DescribeAlarms takes at most 100 names per call.
     for (let i = 0; i < names.length; i += 100) {
-      const result = (await client.send(new DescribeAlarmsCommand({ AlarmNames: names.slice(i, i + 100), MaxRecords: 100 }))) as {
-        MetricAlarms?: { AlarmName?: string; StateValue?: string; StateReason?: string; StateUpdatedTimestamp?: Date }[];
-        CompositeAlarms?: { AlarmName?: string; StateValue?: string; StateReason?: string; StateUpdatedTimestamp?: Date }[];
-      };
+      const result: DescribeAlarmsOutput = await client.send(new DescribeAlarmsCommand({ AlarmNames: names.slice(i, i + 100), MaxRecords: 100 }));
       for (const alarm of [...(result.MetricAlarms ?? []), ...(result.CompositeAlarms ?? [])]) {
         found.push({
           name: alarm.AlarmName ?? '?',

@@ -1,14 +1,11 @@
 /**
- * `dm-dot subscription [show]`: the live subscription (id, callback host, created, refreshed,
- * expires, last delivery, last error). Never the secret, never the callback's path or query (they
- * may carry the dot's own tokens): the host is enough to recognise a dot.
+ * `dm-dot subscription [show]`: never the secret, never the callback's path or query (they may
+ * carry the dot's own tokens): the host is enough to recognise a dot.
  */
-import { Command } from 'commander';
 import type { SubscriptionView } from '../../operator/views';
-import type { AwsFlags } from '../aws/session';
 import { withOperator } from '../backings';
 import type { Context } from '../context';
-import { awsTableOptions, withJson, withOptions } from '../options';
+import { awsTableOptions, define } from '../options';
 import { fields, relative, shortTime } from '../output';
 
 export const SUBSCRIPTION_JSON = '{"id", "callbackHost", "createdAt", "refreshedAt", "expiresAt", "lastDeliveryAt", "lastError"}';
@@ -26,19 +23,16 @@ export function describeSubscription(s: SubscriptionView): string {
 }
 
 /** `subscription show`, and `subscription` alone (the same command under the group's name). */
-export function command(ctx: Context, name = 'show'): Command {
-  const cmd = new Command(name)
-    .summary('the live subscription')
-    .description(
-      'The live subscription.\n\nId, callback host, created, refreshed, expires, last delivery and last error. Never the secret, never the ' +
-        'callback path or query.',
-    );
-  withOptions(cmd, ...awsTableOptions());
-  withJson(cmd, `{"subscription": ${SUBSCRIPTION_JSON} | null}`);
-  return cmd.action(async (options: { aws?: boolean } & AwsFlags) => {
-    await withOperator(ctx, options, async (op) => {
-      const subscription = await ctx.progress(`reading the subscription from ${op.where}`, op.showSubscription());
-      ctx.result({ subscription }, () => (subscription ? describeSubscription(subscription) : `No live subscription (${op.where}).\n`));
-    });
+export const command = (ctx: Context, name = 'show') =>
+  define({
+    name,
+    summary: 'the live subscription',
+    details: 'Id, callback host, created, refreshed, expires, last delivery and last error. Never the secret, never the callback path or query.',
+    options: awsTableOptions(),
+    json: `{"subscription": ${SUBSCRIPTION_JSON} | null}`,
+    run: (values) =>
+      withOperator(ctx, values, async (op) => {
+        const subscription = await ctx.progress(`reading the subscription from ${op.where}`, op.showSubscription());
+        ctx.result({ subscription }, () => (subscription ? describeSubscription(subscription) : `No live subscription (${op.where}).\n`));
+      }),
   });
-}

@@ -1,12 +1,9 @@
 /**
- * The local backing of every operator command: through the running server's admin routes when a
- * server owns the state directory (it is the only writer then), else the embedded database
- * opened as operator (`openEmbeddedDatabase(stateDir, { role: 'operator' })`), which refuses with
- * StateDirInUse if a server started meanwhile: then the command goes through that server after
- * all. A recorded server that accepts no connection (it died a moment ago) falls back to the
- * database the same way; nothing was done through it, so nothing is done twice.
- *
- * Both backings run the same functions (lambda/operator), so they answer the same views.
+ * The local backing of every operator command: the running server's admin routes when a server
+ * owns the state directory (it is the only writer then), else the embedded database opened as
+ * operator, which refuses with StateDirInUse if a server started meanwhile: then the command goes
+ * through that server after all. A recorded server that accepts no connection (it died a moment
+ * ago) falls back to the database; nothing was done through it, so nothing is done twice.
  *
  * Deliberately not here: AWS (aws/stack-operator.ts) and printing.
  */
@@ -20,6 +17,7 @@ import { switchesOf, type EventDetail, type EventView, type SubscriptionView, ty
 import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
 import type { Operator } from '../../operator/surface';
+import type { AccessStore } from '../../ports';
 import { AdminClient, findServer, type RunningServer } from './server';
 import { keyFileOf, readKeyFile } from './target';
 
@@ -45,8 +43,10 @@ export interface LocalOperator extends Operator {
   server?: RunningServer;
   redrive(): Promise<number>;
   status(): Promise<LocalStatus>;
-  /** Writes a new key file (and, through a running server, swaps it in at once); the old key is accepted `overlapMs` more. */
-  /** `overlapUntil`: when the old key stops, as recorded (null without an overlap). */
+  /**
+   * Writes a new key file (and, through a running server, swaps it in at once); the old key is
+   * accepted `overlapMs` more, `overlapUntil` as recorded (null without an overlap).
+   */
   rotateKey(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
   /** Sender keys (operator/access.ts), through the server or on the database. */
   senders: SenderOperations;
@@ -58,24 +58,33 @@ export interface SenderOperations {
   revoke(name: string): Promise<{ revoked: boolean; name: string; why?: 'not_found' | 'already_revoked' }>;
 }
 
-/** What `status` and `connect` report when there is neither a server nor a database yet. */
-export async function statusWithoutServer(settings: LocalSettings, stateDir: string): Promise<LocalStatus> {
+export function senderOperationsOf(access: AccessStore, now: () => number = Date.now): SenderOperations {
   return {
-    server: { running: false },
-    stateDir,
-    readFrom: 'nothing',
-    apiKey: keySourceOf(settings, await keyFileOf(stateDir)),
-    switches: switchesOf(settings),
-    subscription: null,
-    events: null,
-    jobs: null,
-    damage: null,
+    add: (name, rate) => addSender(access, name, rate, now()),
+    list: () => listSenders(access),
+    revoke: (name) => revokeSender(access, name, now()),
   };
 }
 
-export function keySourceOf(settings: LocalSettings, apiKeyFile: string): KeySource {
-  if (settings.apiKey) return { from: 'MCP_API_KEY' };
-  return existsSync(apiKeyFile) ? { from: 'file', file: apiKeyFile } : { from: 'none', file: apiKeyFile };
+/** The status of `status` and `connect`: the running server's, the database's, or (neither yet) what npm start would use. */
+export function localStatus(ctx: Context): Promise<LocalStatus> {
+  const settings = ctx.settings.local();
+  return withLocalOperator(ctx, (op) => ctx.progress(`reading the status from ${op.where}`, op.status()), {
+    whenNothing: async (stateDir) =>
+      stopped(settings, stateDir, await keyFileOf(stateDir), 'nothing', { subscription: null, events: null, jobs: null, damage: null }),
+  });
+}
+
+/** The status with no server running: what the database holds, or nothing yet; the switches npm start would use. */
+function stopped(
+  settings: LocalSettings,
+  stateDir: string,
+  keyFile: string,
+  readFrom: 'database' | 'nothing',
+  read: Pick<LocalStatus, 'subscription' | 'events' | 'jobs' | 'damage'>,
+): LocalStatus {
+  const apiKey: KeySource = settings.apiKey ? { from: 'MCP_API_KEY' } : { from: existsSync(keyFile) ? 'file' : 'none', file: keyFile };
+  return { server: { running: false }, stateDir, readFrom, apiKey, switches: switchesOf(settings), ...read };
 }
 
 const KEY_FROM_ENV =
@@ -83,29 +92,21 @@ const KEY_FROM_ENV =
 
 function serverOperator(ctx: Context, server: RunningServer, stateDir: string, settings: LocalSettings): LocalOperator {
   const admin = new AdminClient(server, stateDir, ctx);
+  const call = async <T>(method: string, path: string) => (await admin.call<T>(method, path)).body;
   return {
     via: 'server',
     server,
     where: `the running server at ${server.url}`,
-    async listEvents(status) {
-      return (await admin.call<{ events: EventView[] }>('GET', `${AdminRoutes.events}${status ? `?status=${status}` : ''}`)).body.events;
-    },
+    listEvents: async (status) => (await call<{ events: EventView[] }>('GET', `${AdminRoutes.events}${status ? `?status=${status}` : ''}`)).events,
     async showEvent(eventId) {
       const answer = await admin.call<{ event: EventDetail }>('GET', `${AdminRoutes.events}/${eventId}`);
       return answer.status === 404 ? null : answer.body.event;
     },
-    async resendEvent(eventId) {
-      return (await admin.call<ResendResult>('POST', `${AdminRoutes.events}/${eventId}/resend`)).body;
-    },
-    async showSubscription() {
-      return (await admin.call<{ subscription: SubscriptionView | null }>('GET', AdminRoutes.subscription)).body.subscription;
-    },
-    async clearSubscription(expectedId) {
-      return (await admin.call<{ cleared: boolean; id: string | null }>('DELETE', `${AdminRoutes.subscription}?id=${encodeURIComponent(expectedId)}`)).body;
-    },
-    async redrive() {
-      return (await admin.call<{ moved: number }>('POST', AdminRoutes.redrive)).body.moved;
-    },
+    resendEvent: (eventId) => call<ResendResult>('POST', `${AdminRoutes.events}/${eventId}/resend`),
+    showSubscription: async () => (await call<{ subscription: SubscriptionView | null }>('GET', AdminRoutes.subscription)).subscription,
+    clearSubscription: (expectedId) =>
+      call<{ cleared: boolean; id: string | null }>('DELETE', `${AdminRoutes.subscription}?id=${encodeURIComponent(expectedId)}`),
+    redrive: async () => (await call<{ moved: number }>('POST', AdminRoutes.redrive)).moved,
     async status() {
       type Answer = {
         server?: { url?: string; pid?: number; version?: string };
@@ -117,7 +118,7 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
         queue?: { queued: number; deadLetters: number } | null;
         damage?: string | null;
       };
-      const { body } = await admin.call<Answer>('GET', AdminRoutes.status);
+      const body = await call<Answer>('GET', AdminRoutes.status);
       const keyFile = body.apiKey?.file ?? (await keyFileOf(stateDir));
       return {
         server: { running: true, url: body.server?.url ?? server.url, pid: body.server?.pid ?? server.pid, version: body.server?.version ?? null },
@@ -132,10 +133,9 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
       };
     },
     senders: {
-      add: async (name, rate) =>
-        (await admin.call<AddSenderResult>('POST', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}${rate === null ? '' : `&rate=${rate}`}`)).body,
-      list: async () => (await admin.call<{ senders: SenderView[] }>('GET', AdminRoutes.senders)).body.senders,
-      revoke: async (name) => (await admin.call<{ revoked: boolean; name: string }>('DELETE', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}`)).body,
+      add: (name, rate) => call<AddSenderResult>('POST', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}${rate === null ? '' : `&rate=${rate}`}`),
+      list: async () => (await call<{ senders: SenderView[] }>('GET', AdminRoutes.senders)).senders,
+      revoke: (name) => call<{ revoked: boolean; name: string }>('DELETE', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}`),
     },
     async rotateKey(overlapMs = 0) {
       const answer = await admin.call<{ rotated?: boolean; keyFile?: string; overlapUntil?: string | null }>(
@@ -173,28 +173,12 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
       const damage = (db.damage() ?? verified)?.message ?? null;
       const failed = reads.find((read) => read.status === 'rejected');
       if (failed && damage === null) throw failed.reason;
-      const [subscription, events, jobs] = reads.map((read) => (read.status === 'fulfilled' ? read.value : null)) as [
-        SubscriptionView | null,
-        Record<EventStatus, number> | null,
-        { queued: number; deadLetters: number } | null,
-      ];
-      return {
-        server: { running: false },
-        stateDir: db.stateDir,
-        readFrom: 'database',
-        apiKey: keySourceOf(settings, keyFile),
-        switches: switchesOf(settings),
-        subscription,
-        events,
-        jobs: jobs ? { queued: jobs.queued, deadLetters: jobs.deadLetters } : null,
-        damage,
-      };
+      const value = <T>(read: PromiseSettledResult<T>) => (read.status === 'fulfilled' ? read.value : null);
+      const jobs = value(reads[2]);
+      const counts = jobs && { queued: jobs.queued, deadLetters: jobs.deadLetters };
+      return stopped(settings, db.stateDir, keyFile, 'database', { subscription: value(reads[0]), events: value(reads[1]), jobs: counts, damage });
     },
-    senders: {
-      add: (name, rate) => addSender(db.store, name, rate, now()),
-      list: () => listSenders(db.store),
-      revoke: (name) => revokeSender(db.store, name, now()),
-    },
+    senders: senderOperationsOf(db.store, now),
     async rotateKey(overlapMs = 0) {
       if (settings.apiKey) throw new OperationError(`MCP_API_KEY is set in this environment: ${KEY_FROM_ENV}`, 'key_from_environment');
       if (!existsSync(keyFile)) throw new OperationError(`there is no key to rotate: ${keyFile} does not exist (npm start generates it)`, 'no_key');
@@ -213,17 +197,16 @@ function databaseOperator(ctx: Context, db: Database, settings: LocalSettings, k
   };
 }
 
-export interface LocalOptions<T> {
-  /** When the state directory holds no database yet; default: fail with a sentence saying so. */
-  whenNothing?: (stateDir: string) => Promise<T>;
-}
-
 /**
  * Runs `work` against the running server, or (none runs) the database opened as operator, closed
- * afterwards. A server that started in between, or one recorded but not answering, is handled as
- * the module header says.
+ * afterwards; `whenNothing` answers instead of a failure when there is no database yet. A server
+ * that started in between, or one recorded but not answering, is handled as the header says.
  */
-export async function withLocalOperator<T>(ctx: Context, work: (op: LocalOperator) => Promise<T>, options: LocalOptions<T> = {}): Promise<T> {
+export async function withLocalOperator<T>(
+  ctx: Context,
+  work: (op: LocalOperator) => Promise<T>,
+  options: { whenNothing?: (stateDir: string) => Promise<T> } = {},
+): Promise<T> {
   const settings = ctx.settings.local();
   const { stateDir } = settings;
   const keyFile = await keyFileOf(stateDir);

@@ -1,8 +1,7 @@
 /**
- * The root of the dm-dot project the CLI belongs to: the directory of the `package.json` named
- * `dm-dot`, found upward from where this code lives (the bundle in dist/cli, or the sources in
- * lambda/cli when a test runs them). A relative DMDOT_STATE_DIR is taken from there, as `npm start`
- * does, so `dm-dot` finds the same state directory from any folder of the project.
+ * The root of the dm-dot project the CLI belongs to, found upward from where this code lives. A
+ * relative DMDOT_STATE_DIR is taken from there, as `npm start` does, so `dm-dot` finds the same
+ * state directory from any folder of the project.
  *
  * Deliberately not here: the current directory, which never decides where the state is.
  */

@@ -1,11 +1,10 @@
 /**
- * The running local server of a state directory and its admin routes (lambda/local/admin-routes.ts):
- * the live owner the embedded database records (`readOwner`: pid and URL), reached on its own
- * loopback address with the admin token from `<state dir>/admin-token` as the bearer. The shared
- * API key is never sent to an admin route (it would not be accepted).
+ * The running local server of a state directory (its live owner as the embedded database records
+ * it) and its admin routes (lambda/local/admin-routes.ts), reached on its own loopback address with
+ * the admin token from `<state dir>/admin-token`. The shared API key is never sent to an admin route.
  *
- * Deliberately not here: what each route answers means for a command (local-operator.ts), and
- * printing the token (registered with the context as a secret the moment it is read).
+ * Deliberately not here: what each answer means for a command (local-operator.ts), and printing
+ * the token (a secret of the context the moment it is read).
  */
 import { LOOPBACK_HOSTNAMES } from '../../core/loopback';
 import { AdminRoutes } from '../../core/protocol';
@@ -60,10 +59,7 @@ export async function findServer(stateDir: string): Promise<RunningServer | unde
   }
 }
 
-export interface AdminAnswer<T> {
-  status: number;
-  body: T & { error?: { code?: string; message?: string } };
-}
+export type AdminAnswer<T> = { status: number; body: T & { error?: { code?: string; message?: string } } };
 
 /** Calls the admin routes of a running server with the admin token. */
 export class AdminClient {

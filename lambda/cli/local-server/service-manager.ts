@@ -1,10 +1,8 @@
 /**
- * How `dm-dot service` talks to the user's service manager: which one (systemd on Linux, launchd
- * on macOS, or `--platform`), the user's home and PATH as the environment gives them, and running
- * `systemctl` or `launchctl` with a time limit.
+ * How `dm-dot service` talks to the user's service manager: which one (systemd, launchd, or
+ * `--platform`), the user's home and PATH, and running `systemctl` or `launchctl` with a time limit.
  *
- * Deliberately not here: the units themselves (service.ts) and what each command decides
- * (commands/service-*.ts).
+ * Deliberately not here: the units themselves (service.ts) and what each command decides.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -32,7 +30,6 @@ export function homeOf(ctx: Context): string {
   return ctx.io.env.HOME?.trim() || homedir();
 }
 
-/** The first `name` on the PATH of this environment. */
 export function onPath(ctx: Context, name: string): string | undefined {
   for (const dir of (ctx.io.env.PATH ?? '').split(delimiter)) {
     if (dir && existsSync(join(dir, name))) return join(dir, name);

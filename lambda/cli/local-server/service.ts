@@ -1,15 +1,8 @@
 /**
- * The units `dm-dot service` writes so that the local server keeps running under the user's own
- * service manager: a systemd user unit on Linux, a launchd agent on macOS. The server unit runs
- * the built server (dist/server/dm-dot-server.cjs) with the Node that runs the CLI, on the state
- * directory and the settings of the environment it is installed from, restarts it when it fails
- * (a clean stop, exit 0, stays stopped), and leaves its logs where the platform keeps them (the
- * journal; ~/Library/Logs/dm-dot). When a tunnel-client profile exists (`dm-dot connect
- * --tunnel`), a second unit runs tunnel-client on it, after the server.
- *
- * No secret is ever written into a unit: MCP_API_KEY and PUP_SIGNING_SECRETS are left out (the
- * server reads its key from the key file; a secret setting goes into `<state dir>/service.env`,
- * mode 0600, which both units read).
+ * The units `dm-dot service` writes (`service install --help` says what they run and where they
+ * log): a systemd user unit on Linux, a launchd agent on macOS. A clean stop (exit 0) stays
+ * stopped; a failure restarts. No secret is ever written into a unit: a secret setting goes into
+ * `<state dir>/service.env`, mode 0600, which both units read.
  *
  * Deliberately not here: running the service manager (service-manager.ts does, never in a test)
  * and deciding whether to install (the command checks that no other server owns the directory).
@@ -25,7 +18,6 @@ export const SERVER_LABEL = 'com.dm-dot.server';
 export const TUNNEL_LABEL = 'com.dm-dot.tunnel';
 /** Read by both units when present: where secret settings go, since units are never written with one. */
 export const SERVICE_ENV_FILE = 'service.env';
-/** Settings never written into a unit. */
 export const SECRET_SETTINGS = ['MCP_API_KEY', 'PUP_SIGNING_SECRETS'] as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -53,11 +45,7 @@ export interface ServicePlan {
   tunnel?: { binary: string; profile: string; tunnelId: string };
 }
 
-export interface Unit {
-  name: string;
-  file: string;
-  text: string;
-}
+export type Unit = { name: string; file: string; text: string };
 
 export function serverBundle(projectRoot: string): string {
   return join(projectRoot, 'dist', 'server', 'dm-dot-server.cjs');
@@ -71,17 +59,15 @@ export function logDir(home: string): string {
   return join(home, 'Library', 'Logs', 'dm-dot');
 }
 
+type UnitFile = Omit<Unit, 'text'>;
+
 /** The unit files for this platform, with the names the service manager knows them by. */
-export function unitFiles(platform: Platform, home: string): { server: Unit['file']; tunnel: Unit['file']; serverName: string; tunnelName: string } {
+export function unitFiles(platform: Platform, home: string): { server: UnitFile; tunnel: UnitFile } {
   const dir = unitDir(platform, home);
+  const unit = (name: string, file: string) => ({ name, file: join(dir, file) });
   return platform === 'linux'
-    ? {
-        server: join(dir, `${SERVER_UNIT}.service`),
-        tunnel: join(dir, `${TUNNEL_UNIT}.service`),
-        serverName: `${SERVER_UNIT}.service`,
-        tunnelName: `${TUNNEL_UNIT}.service`,
-      }
-    : { server: join(dir, `${SERVER_LABEL}.plist`), tunnel: join(dir, `${TUNNEL_LABEL}.plist`), serverName: SERVER_LABEL, tunnelName: TUNNEL_LABEL };
+    ? { server: unit(`${SERVER_UNIT}.service`, `${SERVER_UNIT}.service`), tunnel: unit(`${TUNNEL_UNIT}.service`, `${TUNNEL_UNIT}.service`) }
+    : { server: unit(SERVER_LABEL, `${SERVER_LABEL}.plist`), tunnel: unit(TUNNEL_LABEL, `${TUNNEL_LABEL}.plist`) };
 }
 
 /** A value in a systemd unit line: quoted when it holds a space, a quote or a backslash. */
@@ -115,14 +101,14 @@ function systemdUnits(plan: ServicePlan): Unit[] {
     'WantedBy=default.target',
     '',
   ].join('\n');
-  const units: Unit[] = [{ name: files.serverName, file: files.server, text: server }];
+  const units: Unit[] = [{ ...files.server, text: server }];
   if (plan.tunnel) {
     const tunnel = [
       '# Written by `dm-dot service install` because a tunnel-client profile exists (dm-dot connect --tunnel).',
       '[Unit]',
       `Description=OpenAI tunnel-client for dm-dot (${plan.tunnel.tunnelId})`,
-      `After=${files.serverName} network-online.target`,
-      `Wants=${files.serverName}`,
+      `After=${files.server.name} network-online.target`,
+      `Wants=${files.server.name}`,
       '',
       '[Service]',
       'Type=simple',
@@ -137,7 +123,7 @@ function systemdUnits(plan: ServicePlan): Unit[] {
       'WantedBy=default.target',
       '',
     ].join('\n');
-    units.push({ name: files.tunnelName, file: files.tunnel, text: tunnel });
+    units.push({ ...files.tunnel, text: tunnel });
   }
   return units;
 }
@@ -187,8 +173,7 @@ function launchdUnits(plan: ServicePlan): Unit[] {
   const withEnvFile = (command: string[]) => ['/bin/sh', '-c', `set -a; [ -f ${sh(envFile)} ] && . ${sh(envFile)}; set +a; exec ${command.map(sh).join(' ')}`];
   const units: Unit[] = [
     {
-      name: files.serverName,
-      file: files.server,
+      ...files.server,
       text: plist(
         SERVER_LABEL,
         withEnvFile([plan.node, serverBundle(plan.projectRoot)]),
@@ -200,8 +185,7 @@ function launchdUnits(plan: ServicePlan): Unit[] {
   ];
   if (plan.tunnel) {
     units.push({
-      name: files.tunnelName,
-      file: files.tunnel,
+      ...files.tunnel,
       text: plist(
         TUNNEL_LABEL,
         withEnvFile([plan.tunnel.binary, 'run', '--profile-file', plan.tunnel.profile]),

@@ -1,8 +1,8 @@
 /**
  * Where `send`, `dot` and `connect` point, and with which API key, found as `npm start` runs:
- * `--url` / `--key` first; else the server that owns the state directory (the URL it recorded),
- * else `http://HOST:PORT`; the key from MCP_API_KEY, else `<state dir>/api-key` (read, never
- * created here). The key is registered as a secret the moment it is found: nothing prints it.
+ * `--url` / `--key` first; else the server that owns the state directory, else `http://HOST:PORT`;
+ * the key from MCP_API_KEY, else `<state dir>/api-key` (read, never created here). The key is a
+ * secret of the context the moment it is found.
  *
  * Deliberately not here: the admin token (server.ts), which these commands never use.
  */
@@ -43,20 +43,12 @@ export function configuredBase(settings: LocalSettings): string {
   return reachable(`http://${host}:${settings.port}`).connectUrl;
 }
 
-/** The local server's base URL: the running one's, else the configured HOST/PORT. */
-export async function localBase(ctx: Context): Promise<{ base: string; running: boolean; recorded?: string }> {
-  const settings = ctx.settings.local();
-  const server = await findServer(settings.stateDir);
-  return server ? { base: server.connectUrl, running: true, recorded: server.url } : { base: configuredBase(settings), running: false };
-}
-
 /** Where a state directory keeps its API key (loaded on use: `--version` and `--help` load nothing). */
 export async function keyFileOf(stateDir: string): Promise<string> {
   const { API_KEY_FILE } = await import('../../adapters/state-files');
   return join(stateDir, API_KEY_FILE);
 }
 
-/** The local key file's key, or undefined when there is none. */
 export async function readKeyFile(stateDir: string): Promise<{ key?: string; file: string }> {
   const file = await keyFileOf(stateDir);
   try {
@@ -74,7 +66,8 @@ export async function target(ctx: Context, values: { url?: string; key?: string 
     base = baseOfUrl(values.url);
     local = LOOPBACK_HOSTNAMES.has(new URL(base).hostname.toLowerCase());
   } else {
-    base = (await localBase(ctx)).base;
+    // The running server's, else the configured HOST/PORT.
+    base = (await findServer(ctx.settings.local().stateDir))?.connectUrl ?? configuredBase(ctx.settings.local());
     local = true;
   }
   let key = values.key;

@@ -7,9 +7,6 @@
  * from a file with `Bearer`), and OpenAI's runtime key from a file beside the profile. No secret is
  * ever written into the profile.
  *
- * Where profiles live is tunnel-client's rule: TUNNEL_CLIENT_PROFILE_DIR, else
- * `$XDG_CONFIG_HOME/tunnel-client`, else `~/.config/tunnel-client`; this one is `dm-dot.yaml`.
- *
  * Deliberately not here: running tunnel-client (it is a Go program the person installs) or
  * checking the tunnel with OpenAI; `tunnel-client doctor` does that.
  */
@@ -28,7 +25,7 @@ const STARTUP_WAIT = '60s';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** The folder tunnel-client looks up `--profile NAME` in. */
+/** The folder tunnel-client looks up `--profile NAME` in (tunnel-client's rule). */
 export function profileDir(env: Env): string {
   if (env.TUNNEL_CLIENT_PROFILE_DIR?.trim()) return env.TUNNEL_CLIENT_PROFILE_DIR.trim();
   if (env.XDG_CONFIG_HOME?.trim()) return join(env.XDG_CONFIG_HOME.trim(), 'tunnel-client');

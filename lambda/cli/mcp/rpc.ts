@@ -1,7 +1,7 @@
 /**
  * The one JSON-RPC call `dm-dot dot` makes: a plain POST to `/mcp` on the 2026-07-28 (stateless)
- * era with the required per-request `_meta`, no session and no SDK client state: the exact request
- * a ChatGPT-like client sends for `events/subscribe` and `events/unsubscribe`.
+ * era with the required per-request `_meta` and no session: the exact request a ChatGPT-like
+ * client sends for `events/subscribe` and `events/unsubscribe`.
  *
  * Deliberately not here: what a refusal means for the dot (stand-in-dot/subscription.ts).
  */
@@ -25,18 +25,15 @@ export class RpcError extends Error {
   }
 }
 
+export const KEY_REFUSED = 'the server refused the API key (pass --key, or check MCP_API_KEY and <state dir>/api-key; after dm-dot key rotate use the new key)';
+
 /** The server refused the API key (HTTP 401). */
 export class KeyRefused extends Error {
   override name = 'KeyRefused';
-  constructor() {
-    super('the server refused the API key (pass --key, or check MCP_API_KEY and <state dir>/api-key; after dm-dot key rotate use the new key)');
-  }
+  override message = KEY_REFUSED;
 }
 
-interface RpcMessage {
-  result?: unknown;
-  error?: { code?: number; message?: string; data?: { reason?: string } };
-}
+type RpcMessage = { result?: unknown; error?: { code?: number; message?: string; data?: { reason?: string } } };
 
 /** A JSON answer, or the first `data:` line of an SSE answer (legacy-era servers reply that way). */
 export function parseRpcAnswer(text: string): RpcMessage | undefined {

@@ -13,9 +13,12 @@
  *
  * Deliberately not here: the subscription (subscription.ts) and the command (commands/dot.ts).
  */
+import { once } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Limits, WebhookHeaders } from '../../core/protocol';
+import { classify } from '../../core/retry-policy';
+import { readCapped } from '../../adapters/capped-body';
 import { OperationError } from '../errors';
 
 const PATH = '/dot';
@@ -41,14 +44,6 @@ export interface ReceiverOptions {
   print(line: string): void;
   /** This dot answered 410 to `eventId`: the server ends the subscription. */
   gone(eventId: string): void;
-}
-
-/**
- * Whether the server retries after this answer (docs/contract/delivery.md): 408, 425, 429 and 5xx
- * (and 3xx, never followed). Any other non-2xx ends the round as a failure.
- */
-export function retried(status: number): boolean {
-  return status === 408 || status === 425 || status === 429 || status >= 500 || (status >= 300 && status < 400);
 }
 
 export class Receiver {
@@ -81,16 +76,12 @@ export class Receiver {
     this.Webhook = (await import('standardwebhooks')).Webhook as unknown as Verifier;
     const { createServer } = await import('node:http');
     const server = createServer((req, res) => void this.receive(req, res).catch(() => res.destroy()));
-    await new Promise<void>((done, fail) => {
-      server.once('error', (error: NodeJS.ErrnoException) =>
-        fail(
-          error.code === 'EADDRINUSE'
-            ? new OperationError(`port ${this.options.port} on 127.0.0.1 is in use: pass --port N (0 picks a free one)`, 'port_in_use')
-            : error,
-        ),
-      );
-      server.listen(this.options.port, '127.0.0.1', () => done());
-    });
+    try {
+      await once(server.listen(this.options.port, '127.0.0.1'), 'listening');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+      throw new OperationError(`port ${this.options.port} on 127.0.0.1 is in use: pass --port N (0 picks a free one)`, 'port_in_use');
+    }
     this.server = server;
     this.callbackUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}${PATH}`;
   }
@@ -127,14 +118,8 @@ export class Receiver {
     res.once('close', () => {
       if (!res.writableFinished) hungUp = true;
     });
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > Limits.requestBodyMaxBytes) return reply(413);
-      chunks.push(chunk);
-    }
-    const raw = Buffer.concat(chunks);
+    const raw = await readCapped(req, Limits.requestBodyMaxBytes);
+    if (raw === undefined) return reply(413);
     const headers = {
       'webhook-id': String(req.headers[WebhookHeaders.id] ?? ''),
       'webhook-timestamp': String(req.headers[WebhookHeaders.timestamp] ?? ''),
@@ -173,8 +158,8 @@ export class Receiver {
     }
     const accepted = status >= 200 && status < 300;
     if (accepted) this.acknowledged.add(id);
-    // A failure the server does not retry ends the round: a resend or a redrive starts at attempt 1 again.
-    if (!accepted && !retried(status)) this.attempts.delete(id);
+    // A failure the server does not retry (its own rule) ends the round: a resend or a redrive starts at attempt 1 again.
+    if (classify({ kind: 'response', status, body: new Uint8Array() }, arrived).kind === 'permanent') this.attempts.delete(id);
     this.received.push({ eventId: id, message, latencyMs, attempt, answered: status, hungUp: false });
     this.options.print(
       accepted ? `${id}  ${latencyMs ?? '?'} ms  ${attempt > 1 ? `(attempt ${attempt})  ` : ''}${message}` : `${id}  answered ${status} (attempt ${attempt})`,

@@ -25,11 +25,7 @@ import type { Receiver } from './receiver';
 
 export type EndReason = 'interrupted' | 'gone' | 'ended_before_refresh' | 'conflict' | 'key_refused' | 'expired';
 
-export interface Granted {
-  id: string;
-  refreshBefore: string;
-  deliveryStatus?: unknown;
-}
+export type Granted = { id: string; refreshBefore: string; deliveryStatus?: unknown };
 
 export function newSecret(): string {
   return `${SECRET_PREFIX}${randomBytes(32).toString('base64')}`;
@@ -166,58 +162,54 @@ export class DotSubscription {
     if (this.busy) return this.scheduleRefresh(1000);
     this.busy = true;
     try {
-      await this.rotate();
+      const old = this.secret;
+      const fresh = newSecret();
+      this.ctx.keepSecret(fresh);
+      const overlapEnds = () => Date.now() + Limits.rotationOverlapMs + Budgets.dotSecretGraceMs;
+      // The server signs with the new secret from its answer on, and may hold it even when the answer
+      // is lost: both are accepted until the overlap ends.
+      this.receiver.acceptAlso(fresh, overlapEnds());
+      let granted: Granted;
+      try {
+        granted = await this.subscribe(fresh);
+      } catch (error) {
+        if (this.stopping || this.refused(error)) return;
+        const left = this.expiresAt - Date.now();
+        const why = this.ctx.scrub((error as Error).message);
+        if (left <= 0) {
+          return this.end(
+            'expired',
+            `the subscription expired at ${shortTime(new Date(this.expiresAt).toISOString())}: every refresh failed (last: ${why}). Run dm-dot dot again`,
+          );
+        }
+        const retryIn = Math.min(Budgets.dotRefreshRetryMaxMs, Math.max(1000, left / 2));
+        this.ctx.note(
+          `refresh failed (${why}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ${shortTime(new Date(this.expiresAt).toISOString())}`,
+        );
+        return this.scheduleRefresh(retryIn);
+      }
+      this.secret = fresh;
+      this.receiver.use(fresh);
+      this.receiver.acceptAlso(old, overlapEnds());
+      if (this.stopping) return;
+      if (granted.deliveryStatus === undefined) {
+        // A refresh of a live subscription always reports its delivery status; without it, this call
+        // found none and created a new one.
+        this.id = granted.id;
+        this.expiresAt = Date.parse(granted.refreshBefore);
+        return this.end(
+          'ended_before_refresh',
+          'the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh ' +
+            `created a new one; ${ENDED_TAIL}`,
+        );
+      }
+      this.granted(granted);
+      this.ctx.note(
+        `refreshed ${granted.id}: it now expires at ${shortTime(granted.refreshBefore)}; next refresh at ${shortTime(new Date(this.refreshAt).toISOString())}`,
+      );
     } finally {
       this.busy = false;
     }
-  }
-
-  private async rotate(): Promise<void> {
-    const old = this.secret;
-    const fresh = newSecret();
-    this.ctx.keepSecret(fresh);
-    const overlapEnds = () => Date.now() + Limits.rotationOverlapMs + Budgets.dotSecretGraceMs;
-    // The server signs with the new secret from its answer on, and may hold it even when the answer
-    // is lost: both are accepted until the overlap ends.
-    this.receiver.acceptAlso(fresh, overlapEnds());
-    let granted: Granted;
-    try {
-      granted = await this.subscribe(fresh);
-    } catch (error) {
-      if (this.stopping || this.refused(error)) return;
-      const left = this.expiresAt - Date.now();
-      const why = this.ctx.scrub((error as Error).message);
-      if (left <= 0) {
-        return this.end(
-          'expired',
-          `the subscription expired at ${shortTime(new Date(this.expiresAt).toISOString())}: every refresh failed (last: ${why}). Run dm-dot dot again`,
-        );
-      }
-      const retryIn = Math.min(Budgets.dotRefreshRetryMaxMs, Math.max(1000, left / 2));
-      this.ctx.note(
-        `refresh failed (${why}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ${shortTime(new Date(this.expiresAt).toISOString())}`,
-      );
-      return this.scheduleRefresh(retryIn);
-    }
-    this.secret = fresh;
-    this.receiver.use(fresh);
-    this.receiver.acceptAlso(old, overlapEnds());
-    if (this.stopping) return;
-    if (granted.deliveryStatus === undefined) {
-      // A refresh of a live subscription always reports its delivery status; without it, this call
-      // found none and created a new one.
-      this.id = granted.id;
-      this.expiresAt = Date.parse(granted.refreshBefore);
-      return this.end(
-        'ended_before_refresh',
-        'the subscription had ended before this refresh (cleared with dm-dot subscription clear, ended by a 410, or expired), so the refresh ' +
-          `created a new one; ${ENDED_TAIL}`,
-      );
-    }
-    this.granted(granted);
-    this.ctx.note(
-      `refreshed ${granted.id}: it now expires at ${shortTime(granted.refreshBefore)}; next refresh at ${shortTime(new Date(this.refreshAt).toISOString())}`,
-    );
   }
 }
 
