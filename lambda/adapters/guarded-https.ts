@@ -24,7 +24,7 @@ import { LOOPBACK_ADDRESSES } from '../core/loopback';
 import { isLoopbackLiteralHost } from '../core/validation';
 import type { TransportFailure, WebhookClient, WebhookRequest, WebhookResponse } from '../ports';
 import { isForbiddenAddress } from './address-policy';
-import { readCapped } from './capped-body';
+import { readCapped } from '../core/capped-body';
 
 /** How long an answer whose status line arrived by the deadline may take for its body (see `post`). */
 const LATE_ANSWER_GRACE_MS = 250;

@@ -18,7 +18,7 @@ import * as https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
 import { sign } from 'aws4';
 import { Budgets } from '../core/budgets';
-import { readCapped } from './capped-body';
+import { readCapped } from '../core/capped-body';
 
 /** What a read answers: one of the two is set. */
 export type SecretValue = { SecretString?: string; SecretBinary?: Uint8Array };

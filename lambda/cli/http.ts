@@ -9,7 +9,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Budgets } from '../core/budgets';
 import { Limits } from '../core/protocol';
-import { readCapped } from '../adapters/capped-body';
+import { readCapped } from '../core/capped-body';
 
 export type HttpAnswer = { status: number; headers: IncomingHttpHeaders; text: string };
 

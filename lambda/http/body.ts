@@ -6,6 +6,7 @@
  * Deliberately not here: parsing (each route decides how, and when: pup verifies before parsing)
  * and any answer (the callers shape their own refusals).
  */
+import { readCapped } from '../core/capped-body';
 
 /** True when the request declares a body longer than `max` (answered 413 before reading anything). */
 export function declaredTooLarge(request: Request, max: number): boolean {
@@ -16,22 +17,7 @@ export function declaredTooLarge(request: Request, max: number): boolean {
 /** Reads at most `max` bytes of the body, handing each chunk to `onChunk` as it arrives; undefined when it is larger. */
 export async function readStream(request: Request, max: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array | undefined> {
   if (declaredTooLarge(request, max)) return undefined;
-  if (!request.body) return new Uint8Array();
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let length = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    length += value.byteLength;
-    if (length > max) {
-      await reader.cancel().catch(() => undefined);
-      return undefined;
-    }
-    onChunk?.(value);
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks);
+  return request.body ? readCapped(request.body, max, onChunk) : new Uint8Array();
 }
 
 export function isJsonContentType(value: string | null): boolean {

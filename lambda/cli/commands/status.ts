@@ -98,8 +98,9 @@ export function describeLocal(status: LocalStatus): string {
     rows.push(['events', `${e.queued} queued, ${e.failed} failed, ${e.delivered} delivered, ${e.dropped} dropped`]);
   }
   if (status.jobs) {
-    // An event delivered inline keeps its (safety-net) job until the worker next looks at it and
-    // finds it settled: jobs beyond the queued events are those, not deliveries still to come.
+    // An event settled otherwise than delivered (failed inline, dropped with its subscription) keeps
+    // its job until the worker next looks at it: jobs beyond the queued events are those, not
+    // deliveries still to come (a delivered write removes its job in the same transaction).
     const settled = status.events ? Math.max(0, status.jobs.queued - status.events.queued) : 0;
     const waiting =
       settled > 0

@@ -18,7 +18,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Limits, WebhookHeaders } from '../../core/protocol';
 import { classify } from '../../core/retry-policy';
-import { readCapped } from '../../adapters/capped-body';
+import { readCapped } from '../../core/capped-body';
 import { OperationError } from '../errors';
 
 const PATH = '/dot';

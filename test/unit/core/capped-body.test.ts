@@ -1,10 +1,10 @@
 /**
- * The one capped body reader (lambda/adapters/capped-body.ts) shared by the outbound guard, the
- * Secrets Manager read and the CLI's client: what each caller answers for an over-long body is
+ * The one capped body reader (lambda/core/capped-body.ts) shared by the outbound guard, the
+ * Secrets Manager read, the CLI's client and the request routes: what each caller answers for an over-long body is
  * pinned in that caller's own tests.
  */
 import { Readable } from 'node:stream';
-import { readCapped } from '../../../lambda/adapters/capped-body';
+import { readCapped } from '../../../lambda/core/capped-body';
 
 function chunks(...sizes: number[]): Uint8Array[] {
   return sizes.map((size, i) => new Uint8Array(size).fill(97 + i));
