@@ -13,6 +13,7 @@
 // it wrote, and where (on stderr: stdout stays the CLI's).
 import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
+import { constants } from 'node:os';
 import { dirname, isAbsolute, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -81,5 +82,7 @@ child.on('close', (code, signal) => {
     if (written.length)
       process.stderr.write(`dm-dot: synthesized ${written.map((f) => join(where, f)).join(', ')} (cdk-nag checks passed; npx cdk deploy deploys it)\n`);
   }
-  process.exit(code ?? (signal ? 1 : 0));
+  // Stopped by a signal (ours forwarded, or from outside): said, and the shell's 128 + n.
+  if (code === null) process.stderr.write(`dm-dot: the CDK CLI was stopped by ${signal}\n`);
+  process.exit(code ?? 128 + (constants.signals[signal] ?? 0));
 });
