@@ -96,26 +96,19 @@ function metricDependency(value: unknown): MetricDependency {
 }
 
 export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
-  const metrics = deps.metrics;
+  const { metrics, eventsProfile, afterResponse, apiKey, allowedOrigins, allowLoopbackCallbacks, pup, requestMs, ...shared } = deps;
   const appDeps = {
-    store: deps.store,
-    outbox: deps.outbox,
-    webhook: deps.webhook,
+    ...shared,
     clock: deps.clock ?? systemClock,
-    deliveryWaitMs: deps.deliveryWaitMs,
     retryDelaysS: deps.retryDelaysS ?? DEFAULT_RETRY_DELAYS_S,
-    ...(deps.ttlPolicy ? { ttlPolicy: deps.ttlPolicy } : {}),
-    urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
+    urlPolicy: { allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
     // Every answer a failed dependency forced counts as DependencyUnavailable, which an alarm watches.
     log: metrics ? watchingUnavailable(deps.log, (fields) => metrics.dependencyUnavailable(metricDependency(fields?.dependency))) : deps.log,
-    ...(deps.metrics ? { metrics: deps.metrics } : {}),
-    ...(deps.access ? { access: deps.access } : {}),
-    ...(deps.eventsProfile ? { eventsProfile: EventsProfiles[deps.eventsProfile] } : {}),
+    ...(metrics ? { metrics } : {}),
+    ...(eventsProfile ? { eventsProfile: EventsProfiles[eventsProfile] } : {}),
     // Outside the request's deadline: the work's own timeouts bound it (the POST its 5 s).
-    ...(deps.afterResponse ? { background: <T>(work: () => Promise<T>) => deps.afterResponse!.run(() => outsideDeadline(work)) } : {}),
-    ...(deps.idempotency ? { idempotency: deps.idempotency } : {}),
-    ...(deps.inbox ? { inbox: deps.inbox } : {}),
+    ...(afterResponse ? { background: <T>(work: () => Promise<T>) => afterResponse.run(() => outsideDeadline(work)) } : {}),
   };
   let built: { key: string | undefined; app: App } | undefined;
 
@@ -123,7 +116,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
   function appFor(key: string | undefined): App {
     if (built && built.key === key) return built.app;
     const previous = built?.app;
-    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins: deps.allowedOrigins, ...(deps.pup ? { pup: deps.pup } : {}) }) };
+    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins, ...(pup ? { pup } : {}) }) };
     void previous?.close().catch(() => undefined);
     return built.app;
   }
