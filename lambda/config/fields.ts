@@ -7,7 +7,7 @@
  * Deliberately not here: reading the environment or files (settings.ts does, once per entry
  * point), defaults of AWS resources (lib/), and quoting a secret in any message.
  */
-import { inboundSecretsProblem, parseRotationTime, type InboundSecrets } from '../core/inbound';
+import { inboundSecretsOf, type InboundSecrets } from '../core/inbound';
 import { DEFAULT_RETRY_DELAYS_S, Limits } from '../core/protocol';
 import { ttlPolicyProblem, type TtlPolicy } from '../core/validation';
 
@@ -138,16 +138,11 @@ export function email(value: Raw, name: string): string | undefined {
 
 /** pup's signing secrets (current first, at most two) and the rotation time; messages never quote a secret. */
 export function pupSecrets(secretsValue: Raw, rotatedAtValue: Raw, names = 'PUP_SIGNING_SECRETS / PUP_ROTATED_AT'): InboundSecrets {
-  const secrets = list(secretsValue);
-  let rotatedAt: number | undefined;
-  if (!isUnset(rotatedAtValue)) {
-    rotatedAt = parseRotationTime(text(rotatedAtValue));
-    if (rotatedAt === undefined) throw new SettingsError('PUP_ROTATED_AT must be an ISO 8601 time with a zone, like 2026-11-30T12:00:00Z');
-  }
-  const config: InboundSecrets = rotatedAt === undefined ? { secrets } : { secrets, rotatedAt };
-  const problem = inboundSecretsProblem(config);
-  if (problem) throw new SettingsError(`${names}: ${problem}`);
-  return config;
+  return inboundSecretsOf(list(secretsValue), isUnset(rotatedAtValue) ? undefined : text(rotatedAtValue), (problem) =>
+    problem === undefined
+      ? new SettingsError('PUP_ROTATED_AT must be an ISO 8601 time with a zone, like 2026-11-30T12:00:00Z')
+      : new SettingsError(`${names}: ${problem}`),
+  );
 }
 
 /** A pup manifest as served: the exact text, which must hold one JSON object of at most 1 MiB. */

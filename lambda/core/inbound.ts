@@ -59,6 +59,19 @@ export function parseRotationTime(text: string): number | undefined {
   return Number.isNaN(ms) ? undefined : ms;
 }
 
+/** Secrets from their texts, checked; `fail` words the caller's error (`problem` absent: the rotation time is not ISO 8601 with a zone). */
+export function inboundSecretsOf(secrets: readonly string[], rotatedAt: string | undefined, fail: (problem?: string) => Error): InboundSecrets {
+  const config: InboundSecrets = { secrets };
+  if (rotatedAt !== undefined) {
+    const at = parseRotationTime(rotatedAt);
+    if (at === undefined) throw fail();
+    config.rotatedAt = at;
+  }
+  const problem = inboundSecretsProblem(config);
+  if (problem) throw fail(problem);
+  return config;
+}
+
 /** The secrets accepted at `now`, current first. */
 export function acceptedSecrets(config: InboundSecrets, now: number): string[] {
   const [current, previous] = config.secrets;

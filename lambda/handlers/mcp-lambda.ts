@@ -23,50 +23,30 @@ import { watchingUnavailable } from '../core/answers';
 import { Budgets, mcpDeadline } from '../core/budgets';
 import type { Dependency } from '../core/errors';
 import { DEFAULT_RETRY_DELAYS_S, EventsProfiles, Routes, type EventsProfileName } from '../core/protocol';
-import type { TtlPolicy } from '../core/validation';
 import { createApp, type App } from '../http/app';
 import type { PupConfig } from '../http/pup';
+import type { McpDeps } from '../mcp/server';
 import { createLogger } from '../log';
 import { createMetrics, DEPENDENCIES, type MetricDependency, type Metrics } from '../metrics';
-import {
-  systemClock,
-  type AccessStore,
-  type Clock,
-  type IdempotencyStore,
-  type InboxStore,
-  type Logger,
-  type Outbox,
-  type Store,
-  type WebhookClient,
-} from '../ports';
+import { systemClock, type AccessStore, type Clock, type Logger, type Store, type WebhookClient } from '../ports';
 import { version as packageVersion } from '../version';
 import { afterResponse, type AfterResponse } from './after-response';
 import { requestFromEvent, resultFromResponse } from './apigw';
 import type { AwsClients } from './aws-clients';
 
-export interface McpLambdaDeps {
+/** The app's ports as McpDeps has them, with defaults for the clock, version and retry schedule; the rest is this handler's. */
+export interface McpLambdaDeps
+  extends Pick<McpDeps, 'outbox' | 'idempotency' | 'inbox' | 'webhook' | 'deliveryWaitMs' | 'ttlPolicy' | 'log'>,
+    Partial<Pick<McpDeps, 'clock' | 'version' | 'retryDelaysS'>> {
   store: Store;
-  outbox: Outbox;
   /** The DEPLOYMENT and SENDER# items (core/access.ts); absent: only the configured key, hashed, is the principal. */
   access?: AccessStore;
   /** DMDOT_EVENTS_PROFILE; chatgpt when absent. */
   eventsProfile?: EventsProfileName;
-  /** The IDEMPOTENCY# items (core/idempotency.ts); absent: an Idempotency-Key is not honoured (logged). */
-  idempotency?: IdempotencyStore;
-  /** The pending index; given only with the inbox on (DMDOT_INBOX, docs/contract/mcp.md). */
-  inbox?: InboxStore;
-  webhook: WebhookClient;
   apiKey: ApiKeyLoader;
-  deliveryWaitMs: number;
-  /** The retry schedule: the inline first attempt times attempt 2 from it. Default: the contract's. */
-  retryDelaysS?: readonly number[];
-  ttlPolicy?: TtlPolicy;
   allowedOrigins: readonly string[];
   /** Subscribe-time URL policy; must match the webhook client's allowLoopback. */
   allowLoopbackCallbacks: boolean;
-  log: Logger;
-  clock?: Clock;
-  version?: string;
   /** EMF lines per request, per inline delivery decision and per failed-dependency answer; none when absent. */
   metrics?: Metrics;
   /** The pup door: secrets (re-read while warm) and manifest. Absent: its POST routes answer 503. */
@@ -96,26 +76,19 @@ function metricDependency(value: unknown): MetricDependency {
 }
 
 export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
-  const metrics = deps.metrics;
+  const { metrics, eventsProfile, afterResponse, apiKey, allowedOrigins, allowLoopbackCallbacks, pup, requestMs, ...shared } = deps;
   const appDeps = {
-    store: deps.store,
-    outbox: deps.outbox,
-    webhook: deps.webhook,
+    ...shared,
     clock: deps.clock ?? systemClock,
-    deliveryWaitMs: deps.deliveryWaitMs,
     retryDelaysS: deps.retryDelaysS ?? DEFAULT_RETRY_DELAYS_S,
-    ...(deps.ttlPolicy ? { ttlPolicy: deps.ttlPolicy } : {}),
-    urlPolicy: { allowLoopbackCallbacks: deps.allowLoopbackCallbacks },
+    urlPolicy: { allowLoopbackCallbacks },
     version: deps.version ?? packageVersion,
     // Every answer a failed dependency forced counts as DependencyUnavailable, which an alarm watches.
     log: metrics ? watchingUnavailable(deps.log, (fields) => metrics.dependencyUnavailable(metricDependency(fields?.dependency))) : deps.log,
-    ...(deps.metrics ? { metrics: deps.metrics } : {}),
-    ...(deps.access ? { access: deps.access } : {}),
-    ...(deps.eventsProfile ? { eventsProfile: EventsProfiles[deps.eventsProfile] } : {}),
+    ...(metrics ? { metrics } : {}),
+    ...(eventsProfile ? { eventsProfile: EventsProfiles[eventsProfile] } : {}),
     // Outside the request's deadline: the work's own timeouts bound it (the POST its 5 s).
-    ...(deps.afterResponse ? { background: <T>(work: () => Promise<T>) => deps.afterResponse!.run(() => outsideDeadline(work)) } : {}),
-    ...(deps.idempotency ? { idempotency: deps.idempotency } : {}),
-    ...(deps.inbox ? { inbox: deps.inbox } : {}),
+    ...(afterResponse ? { background: <T>(work: () => Promise<T>) => afterResponse.run(() => outsideDeadline(work)) } : {}),
   };
   let built: { key: string | undefined; app: App } | undefined;
 
@@ -123,7 +96,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
   function appFor(key: string | undefined): App {
     if (built && built.key === key) return built.app;
     const previous = built?.app;
-    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins: deps.allowedOrigins, ...(deps.pup ? { pup: deps.pup } : {}) }) };
+    built = { key, app: createApp(appDeps, { apiKey: key, allowedOrigins, ...(pup ? { pup } : {}) }) };
     void previous?.close().catch(() => undefined);
     return built.app;
   }

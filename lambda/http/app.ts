@@ -31,8 +31,7 @@ import {
 } from '../core/protocol';
 import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import { isJsonContentType, readStream } from './body';
-import { json, restError, rpcError } from './json';
+import { forwarded, getOnly, isJsonContentType, json, readStream, restError, restUnavailable, rpcError } from './json';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
 export interface HttpConfig {
@@ -137,12 +136,9 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
       identity = await authenticator.identify(offered);
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
-      if (isMcp) {
-        const answer = answerUnavailable(deps.log, 'rpc', error, { requestId, where: 'authentication' });
-        return rpcError(503, answer.code, answer.message);
-      }
-      const answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'authentication' });
-      return json(answer.status, answer.body);
+      if (!isMcp) return restUnavailable(deps.log, error, requestId, 'authentication');
+      const answer = answerUnavailable(deps.log, 'rpc', error, { requestId, where: 'authentication' });
+      return rpcError(503, answer.code, answer.message);
     }
     if (identity) return identity;
     const headers = { 'www-authenticate': 'Bearer' };
@@ -158,11 +154,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const isRest = url.pathname === Routes.messages;
     const isReceipt = url.pathname.startsWith(`${Routes.messages}/`);
 
-    if (url.pathname === Routes.health) {
-      return request.method === 'GET' || request.method === 'HEAD'
-        ? json(200, { ok: true })
-        : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
-    }
+    if (url.pathname === Routes.health) return getOnly(request) ?? json(200, { ok: true });
     if (OAUTH_DISCOVERY_PATHS.has(url.pathname)) return restError(404, 'no_oauth', OAUTH_HINT);
     const isPup = isPupPath(url.pathname);
     if (!isMcp && !isRest && !isPup && !isReceipt) return restError(404, 'not_found', 'No such route. The MCP endpoint is /mcp.');
@@ -205,25 +197,20 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     const batchRefused = batchRefusal(body, request.headers.get(McpHeaders.protocolVersion));
     if (batchRefused) return batchRefused;
 
-    url.searchParams.delete('key');
-    const headers = new Headers(request.headers);
-    headers.delete('authorization');
-    headers.delete(API_KEY_HEADER);
-    headers.delete('content-length');
-    const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
-    return mcp.fetch(forwarded, { authInfo: { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } } });
+    const authInfo = { token: 'api-key', clientId: 'api-key', scopes: [], extra: { identity, requestId } };
+    return mcp.fetch(forwarded(request, url, body, ['authorization', API_KEY_HEADER, 'content-length']), { authInfo });
   }
 
   /** `GET /v1/messages/{eventId}`: one 404 for a malformed, unknown or another key's id, so no one learns which ids exist. */
   async function receipt(request: Request, url: URL, requestId: string, identity: Identity): Promise<Response> {
-    if (request.method !== 'GET' && request.method !== 'HEAD') return restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
+    const refused = getOnly(request);
+    if (refused) return refused;
     let found;
     try {
       found = await readReceipt(deps.store, identity, url.pathname.slice(Routes.messages.length + 1), deps.clock.now());
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
-      const answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'GET /v1/messages/{eventId}' });
-      return json(answer.status, answer.body);
+      return restUnavailable(deps.log, error, requestId, 'GET /v1/messages/{eventId}');
     }
     return found ? json(200, found) : restError(404, 'not_found', 'No event with this id was sent with this key.');
   }

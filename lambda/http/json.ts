@@ -1,13 +1,43 @@
 /**
- * The JSON answers of the HTTP surface, one shape for both of its front doors: a JSON body, a REST
- * error (core/answers' shape), and a JSON-RPC error with a null id.
+ * The wire of the HTTP surface, one for both of its front doors: reading a POST body (the raw
+ * bytes, read once, at most 1 MiB, after a JSON Content-Type check; the pup door verifies its
+ * signature over exactly these bytes), and the JSON answers: a JSON body, a REST error
+ * (core/answers' shape), a JSON-RPC error with a null id, and the refusals both doors word alike.
  *
- * Deliberately not here: which status or code a situation gets (the routes decide, from
- * core/answers and core/protocol), and CORS or other headers a route adds.
+ * Deliberately not here: parsing a body (each route decides how, and when: pup verifies before
+ * parsing), which status or code a situation gets (the routes decide, from core/answers and
+ * core/protocol), and CORS or other headers a route adds.
  */
-import { restError as restErrorAnswer } from '../core/answers';
+import { answerUnavailable, restError as restErrorAnswer } from '../core/answers';
+import { readCapped } from '../core/capped-body';
+import type { DependencyUnavailable } from '../core/errors';
+import type { Logger } from '../ports';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
+
+/** True when the request declares a body longer than `max` (answered 413 before reading anything). */
+export function declaredTooLarge(request: Request, max: number): boolean {
+  const declared = Number(request.headers.get('content-length'));
+  return Number.isFinite(declared) && declared > max;
+}
+
+/** Reads at most `max` bytes of the body, handing each chunk to `onChunk` as it arrives; undefined when it is larger. */
+export async function readStream(request: Request, max: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array | undefined> {
+  if (declaredTooLarge(request, max)) return undefined;
+  return request.body ? readCapped(request.body, max, onChunk) : new Uint8Array();
+}
+
+export function isJsonContentType(value: string | null): boolean {
+  return (value ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+}
+
+/** The request with `body` for the MCP endpoint, without the API key in its query or headers (nor a length the body may not have). */
+export function forwarded(request: Request, url: URL, body: Uint8Array, dropped: readonly string[]): Request {
+  url.searchParams.delete('key');
+  const headers = new Headers(request.headers);
+  for (const name of dropped) headers.delete(name);
+  return new Request(url, { method: 'POST', headers, body: body as BodyInit });
+}
 
 /** A body that is JSON text already (a stored answer replayed byte for byte, the manifest). */
 export function jsonText(status: number, body: string, headers: Record<string, string> = {}): Response {
@@ -25,4 +55,15 @@ export function restError(status: number, code: string, message: string, headers
 
 export function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return json(status, { jsonrpc: '2.0', id: null, error: { code, message } }, headers);
+}
+
+/** The REST answer to a failed dependency, logged as core/answers does. */
+export function restUnavailable(log: Logger, error: DependencyUnavailable, requestId: string, where: string): Response {
+  const answer = answerUnavailable(log, 'rest', error, { requestId, where });
+  return json(answer.status, answer.body);
+}
+
+/** The 405 of a route that only reads (GET, or HEAD); undefined when the method is one of them. */
+export function getOnly(request: Request): Response | undefined {
+  return request.method === 'GET' || request.method === 'HEAD' ? undefined : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
 }

@@ -17,7 +17,7 @@
  * CORS (pup calls server to server), and where the secrets come from (`PupConfig.secrets`).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { answerUnavailable, describeCause, watchingUnavailable } from '../core/answers';
+import { describeCause, watchingUnavailable } from '../core/answers';
 import { DependencyUnavailable } from '../core/errors';
 import { checkInboundHeaders, createInboundVerifier, type InboundSecrets } from '../core/inbound';
 import { scanJsonText } from '../core/json-text';
@@ -25,8 +25,7 @@ import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_P
 import { ErrorCodes, Limits, PUP_SENDER, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { timeOfDay, type InboundAnswer } from '../ports';
-import { declaredTooLarge, isJsonContentType, readStream } from './body';
-import { json, jsonText, restError, rpcError } from './json';
+import { declaredTooLarge, forwarded, getOnly, isJsonContentType, json, jsonText, readStream, restError, restUnavailable, rpcError } from './json';
 
 export interface PupConfig {
   /** The signing secrets in force now, asked per request (a rotation needs no deploy). None: the POST routes answer 503. */
@@ -65,19 +64,18 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   });
   const mcp = createMcpEndpoint({ ...deps, log }, { legacy: 'reject' });
   const manifest = config.manifest ?? JSON.stringify(defaultPupManifest(deps.version));
-  const storageUnavailable = (requestId: string, route: string, error: unknown) => {
-    const unavailable = error instanceof DependencyUnavailable ? error : new DependencyUnavailable('storage', { cause: error });
-    const answer = answerUnavailable(deps.log, 'rest', unavailable, { requestId, where: `POST ${route}` });
-    return json(answer.status, answer.body);
-  };
+  const storageUnavailable = (requestId: string, route: string, error: unknown) =>
+    restUnavailable(
+      deps.log,
+      error instanceof DependencyUnavailable ? error : new DependencyUnavailable('storage', { cause: error }),
+      requestId,
+      `POST ${route}`,
+    );
   const maxBodies = config.maxBodiesInFlight ?? Number.POSITIVE_INFINITY;
   let bodiesInFlight = 0;
 
   async function handle(request: Request, url: URL, requestId: string): Promise<Response> {
-    if (url.pathname === PupRoutes.manifest) {
-      if (request.method !== 'GET' && request.method !== 'HEAD') return restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
-      return jsonText(200, manifest);
-    }
+    if (url.pathname === PupRoutes.manifest) return getOnly(request) ?? jsonText(200, manifest);
     const secrets = config.secrets ? await config.secrets() : undefined;
     if (!secrets || secrets.secrets.length === 0) {
       return restError(503, 'not_configured', 'pup signing secrets are not configured; the pup door cannot accept requests.');
@@ -213,14 +211,10 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     }
     deps.log.info('pup_request', { requestId, method, context: context.kind === 'ok' ? context.ids : 'absent' });
 
-    url.searchParams.delete('key');
-    const headers = new Headers(request.headers);
-    headers.delete('authorization');
-    const forwarded = new Request(url, { method: 'POST', headers, body: body as BodyInit });
     // pup's callId is the idempotency key of its send_to_dot: a call pup makes again makes no second event.
     const callId = context.kind === 'ok' ? context.ids.callId : undefined;
     const extra = { principal: PUP_PRINCIPAL, requestId, sender: PUP_SENDER, ...(callId !== undefined ? { idempotencyKey: callId } : {}) };
-    return mcp.fetch(forwarded, { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra } });
+    return mcp.fetch(forwarded(request, url, body, ['authorization']), { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra } });
   }
 
   async function events(bodyText: string, webhookId: string, loggedId: string, now: number, requestId: string): Promise<Response> {

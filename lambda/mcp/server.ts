@@ -81,19 +81,11 @@ const INPUT_SCHEMA = {
   additionalProperties: false,
 };
 
-const OUTPUT_SCHEMA = {
+const outputSchema = (statuses: readonly string[]) => ({
   type: 'object',
-  properties: {
-    eventId: { type: 'string' },
-    status: { type: 'string', enum: ['delivered', 'queued', 'failed'] },
-  },
+  properties: { eventId: { type: 'string' }, status: { type: 'string', enum: statuses } },
   required: ['eventId', 'status'],
-};
-
-const KEPT_OUTPUT_SCHEMA = {
-  ...OUTPUT_SCHEMA,
-  properties: { ...OUTPUT_SCHEMA.properties, status: { type: 'string', enum: ['delivered', 'queued', 'failed', 'kept'] } },
-};
+});
 
 const TOOL_DESCRIPTION =
   'Sends a message to the ChatGPT dot subscribed to this server: it transmits the text as a signed ' +
@@ -162,7 +154,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
       description: TOOL_DESCRIPTION,
       inputSchema: publishedSchema(INPUT_SCHEMA),
       // With the inbox on, a send while no dot listens is `kept`: the schema a client checks says so.
-      outputSchema: publishedSchema(deps.inbox ? KEPT_OUTPUT_SCHEMA : OUTPUT_SCHEMA),
+      outputSchema: publishedSchema(outputSchema(deps.inbox ? ['delivered', 'queued', 'failed', 'kept'] : ['delivered', 'queued', 'failed'])),
       annotations: { readOnlyHint: true, openWorldHint: true },
     },
     (async (args: unknown, extra: HandlerContext) =>

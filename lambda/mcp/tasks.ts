@@ -142,20 +142,6 @@ export async function taskForQueued(
 
 const NOT_FOUND = 'Failed to retrieve task: Task not found';
 
-export function missingTasksCapability(method: string): ProtocolFault {
-  return new ProtocolFault(
-    ErrorCodes.missingRequiredClientCapability,
-    `Missing required client capability: ${method} needs ${TASKS_EXTENSION} declared in _meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions.`,
-    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
-  );
-}
-
-function taskIdParam(method: string, params: unknown): string {
-  const taskId = isObject(params) ? params.taskId : undefined;
-  if (typeof taskId !== 'string') throw invalidParams(`${method}: params.taskId must be a string.`);
-  return taskId;
-}
-
 /** The record behind a task id; every kind of unknown id answers the same -32602, revealing nothing about other callers. */
 async function recordOf(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string, taskId: string): Promise<EventRecord> {
   const eventId = eventIdOfTask(principal, taskId);
@@ -171,24 +157,27 @@ export interface TaskRequest {
   inputResponses: unknown;
 }
 
-export interface TaskMethods {
-  get(request: TaskRequest): Promise<DetailedTask>;
-  update(request: TaskRequest): Promise<Record<string, never>>;
-  cancel(request: TaskRequest): Promise<Record<string, never>>;
-}
-
 /** The extension's three methods for one caller: -32021 without the extension declared, -32602 for a bad task id. */
-export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string): TaskMethods {
+export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string) {
+  /** The task id of a request that may ask for one. */
   const begin = (method: string, request: TaskRequest): string => {
-    if (!declaresTasks(request.envelope)) throw missingTasksCapability(method);
-    return taskIdParam(method, request.params);
+    if (!declaresTasks(request.envelope)) {
+      throw new ProtocolFault(
+        ErrorCodes.missingRequiredClientCapability,
+        `Missing required client capability: ${method} needs ${TASKS_EXTENSION} declared in _meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions.`,
+        { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+      );
+    }
+    const taskId = isObject(request.params) ? request.params.taskId : undefined;
+    if (typeof taskId !== 'string') throw invalidParams(`${method}: params.taskId must be a string.`);
+    return taskId;
   };
   return {
-    async get(request) {
+    async get(request: TaskRequest): Promise<DetailedTask> {
       const record = await recordOf(deps, principal, begin(Methods.tasksGet, request));
       return taskOf(record, principal, deps.clock.now());
     },
-    async update(request) {
+    async update(request: TaskRequest): Promise<Record<string, never>> {
       const taskId = begin(Methods.tasksUpdate, request);
       // send_to_dot never asks for input, so every response is ignored; the shape is still checked.
       const responses = request.inputResponses ?? (isObject(request.params) ? request.params.inputResponses : undefined);
@@ -196,7 +185,7 @@ export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principa
       await recordOf(deps, principal, taskId);
       return {};
     },
-    async cancel(request) {
+    async cancel(request: TaskRequest): Promise<Record<string, never>> {
       const record = await recordOf(deps, principal, begin(Methods.tasksCancel, request));
       if (record.status !== EventStatus.queued) return {};
       // One compare-and-set from `queued`: a delivery that settles meanwhile wins.
