@@ -148,11 +148,7 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
     // Resolved from the working directory instead.
   }
   // The file and the module travel as arguments: the probe needs nothing of this process's environment.
-  const result = spawnSync(process.execPath, ['-e', PROBE, module, file], {
-    env: {},
-    stdio: 'pipe',
-    timeout: 120_000,
-  });
+  const result = spawnSync(process.execPath, ['-e', PROBE, module, file], { env: {}, stdio: 'pipe', timeout: 120_000 });
   if (result.status === 0) return;
   // Exit 3 comes with the probe's own line; any other failure is the probe not running at all (no lmdb).
   const lines = (result.stderr?.toString('utf8') ?? '').split('\n').map((line) => line.trim());
