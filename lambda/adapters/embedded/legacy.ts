@@ -93,7 +93,7 @@ export async function legacyLayoutPresent(stateDir: string): Promise<boolean> {
 }
 
 /** Imports the earlier layout if there is one; undefined when there is nothing to import. */
-export async function importLegacyLayout(dbs: Databases, stateDir: string, now: number): Promise<LegacyImport | undefined> {
+export async function importLegacyLayout(dbs: Databases, stateDir: string, now: number) {
   const present = await presence(stateDir);
   if (!Object.values(present).some(Boolean)) return undefined;
   const items = present.store ? await readStoreFile(join(stateDir, LegacyFiles.store)) : [];
