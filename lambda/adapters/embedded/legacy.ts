@@ -77,13 +77,15 @@ const JOB_FILE = /^(evt_[0-9a-f]{32})\.json$/;
 const TMP_FILE = /^(evt_[0-9a-f]{32})\.json\.tmp$/;
 const DEAD_LETTER_REASONS: ReadonlySet<string> = new Set<string>([...FailureReasons, 'receive_limit', 'malformed']);
 
+/** lstat's answer, or undefined when there is nothing there. */
+const lstatIfAny = (path: string) => lstat(path).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? undefined : Promise.reject(error)));
+
 /** Which parts of the earlier layout are still in place (not yet imported). */
 async function presence(stateDir: string): Promise<Record<keyof typeof LegacyFiles, boolean>> {
   const is = (name: string, directory: boolean) =>
-    lstat(join(stateDir, name)).then(
-      (info) => info.isDirectory() === directory,
-      (error: NodeJS.ErrnoException) =>
-        error.code === 'ENOENT' ? false : Promise.reject(legacyUnreadable(join(stateDir, name), `it cannot be examined (${error.message})`, error)),
+    lstatIfAny(join(stateDir, name)).then(
+      (info) => info !== undefined && info.isDirectory() === directory,
+      (error: Error) => Promise.reject(legacyUnreadable(join(stateDir, name), `it cannot be examined (${error.message})`, error)),
     );
   return { store: await is(LegacyFiles.store, false), queue: await is(LegacyFiles.queue, true), deadLetter: await is(LegacyFiles.deadLetter, true) };
 }
@@ -245,11 +247,7 @@ function legacyUnreadable(file: string, problem: string, cause?: unknown): State
 async function moveAside(stateDir: string, name: string): Promise<string> {
   for (let n = 1; ; n++) {
     const target = `${name}.imported${n === 1 ? '' : `.${n}`}`;
-    const taken = await lstat(join(stateDir, target)).then(
-      () => true,
-      (error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? false : Promise.reject(error)),
-    );
-    if (taken) continue;
+    if (await lstatIfAny(join(stateDir, target))) continue;
     try {
       await rename(join(stateDir, name), join(stateDir, target));
     } catch (error) {
