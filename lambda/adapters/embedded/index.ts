@@ -39,8 +39,6 @@ export interface OpenReport {
   releasedLeases: number;
   imported?: LegacyImport;
   repaired?: RepairReport;
-  /** Server: expired items removed at open. */
-  swept: number;
   /** Operator: the earlier file layout is still there (a server imports it at its next start). */
   legacyPending: boolean;
   lines: string[];
@@ -69,7 +67,7 @@ export async function openEmbeddedDatabase(stateDir: string, options: { role: 's
       if (report.imported) report.lines.push(report.imported.line);
       report.repaired = await repairQueuedWithoutJobs(dbs, now);
       if (report.repaired.line) report.lines.push(report.repaired.line);
-      report.swept = await sweepExpired(dbs, now);
+      await sweepExpired(dbs, now);
     } else {
       const owner = readOwnerRecord(dbs);
       if (owner && (await ownerAlive(dir, owner))) throw new StateDirInUse(dir, summary(owner));
@@ -99,7 +97,7 @@ export class EmbeddedDatabase {
   readonly store: TableStore;
   readonly outbox: EmbeddedOutbox;
   readonly jobs: JobTable;
-  readonly report: OpenReport = { releasedLeases: 0, swept: 0, legacyPending: false, lines: [] };
+  readonly report: OpenReport = { releasedLeases: 0, legacyPending: false, lines: [] };
   /** Server: its claim of the directory. */
   owned?: OwnerClaim;
   private readonly jobListeners = new Set<() => void>();
@@ -164,7 +162,6 @@ export class EmbeddedDatabase {
     return () => this.jobListeners.delete(listener);
   }
 
-  /** Removes items whose ttl has passed at `now`, with their jobs (reads never depend on it). Returns how many. */
   sweepExpired(now: number): Promise<number> {
     return sweepExpired(this.dbs, now);
   }
