@@ -23,7 +23,6 @@ export class StateFileError extends Error {
   override name = 'StateFileError';
 }
 
-/** A new API key: 32 random bytes, base64url (43 characters). */
 export function newApiKey(): string {
   return randomBytes(32).toString('base64url');
 }
@@ -94,21 +93,19 @@ export async function loadOrCreateApiKey(
   return { key, file, generated: true };
 }
 
-/** Writes a new key (`key` when the caller made it first: a rotation records its hash before the file changes) into `<state dir>/api-key`. */
-export async function rotateApiKeyFile(stateDir: string, key: string = newApiKey()): Promise<{ key: string; file: string }> {
+/** Writes `key` into `<state dir>/api-key` (made by the caller first: a rotation records its hash before the file changes). */
+export async function rotateApiKeyFile(stateDir: string, key: string): Promise<{ key: string; file: string }> {
   const file = resolve(stateDir, API_KEY_FILE);
   await writeFileAtomic(file, `${key}\n`);
   return { key, file };
 }
 
-/** Writes a fresh admin token; a token from an earlier run stops working. */
 export async function publishAdminToken(stateDir: string): Promise<string> {
   const token = newApiKey();
   await writeFileAtomic(join(stateDir, ADMIN_TOKEN_FILE), `${token}\n`);
   return token;
 }
 
-/** Removes the admin token at stop, only if it is still this server's. */
 export async function withdrawAdminToken(stateDir: string, token: string): Promise<void> {
   if ((await readAdminToken(stateDir)) === token) await rm(join(stateDir, ADMIN_TOKEN_FILE), { force: true });
 }
