@@ -93,8 +93,8 @@ export async function loadOrCreateApiKey(
   return { key, file, generated: true };
 }
 
-/** Writes `key` into `<state dir>/api-key` (made by the caller first: a rotation records its hash before the file changes). */
-export async function rotateApiKeyFile(stateDir: string, key: string): Promise<{ key: string; file: string }> {
+/** Writes a new key (`key` when the caller made it first: a rotation records its hash before the file changes) into `<state dir>/api-key`. */
+export async function rotateApiKeyFile(stateDir: string, key: string = newApiKey()): Promise<{ key: string; file: string }> {
   const file = resolve(stateDir, API_KEY_FILE);
   await writeFileAtomic(file, `${key}\n`);
   return { key, file };
