@@ -112,8 +112,9 @@ export class EmbeddedDatabase {
     const changed = () => {
       for (const listener of [...this.jobListeners]) listener();
     };
-    this.store = new TableStore(new LmdbTable(dbs), { clock });
-    this.outbox = new EmbeddedOutbox(dbs, clock, changed);
+    const table = new LmdbTable(dbs);
+    this.store = new TableStore(table, { clock });
+    this.outbox = new EmbeddedOutbox(table, clock, changed);
     this.jobs = new JobTable(dbs, clock, changed);
   }
 
