@@ -30,14 +30,12 @@ export function newApiKey(): string {
 /** Writes `text` to `file` (mode 0600) through a temporary file, flushed before the rename. */
 export async function writeFileAtomic(file: string, text: string): Promise<void> {
   const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  const handle = await open(tmp, 'w', 0o600);
   try {
-    try {
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    const handle = await open(tmp, 'w', 0o600);
+    await handle
+      .writeFile(text, 'utf8')
+      .then(() => handle.sync())
+      .finally(() => handle.close());
     await rename(tmp, file);
   } catch (error) {
     // The temporary file may hold a new key: never leave it behind.
@@ -47,13 +45,10 @@ export async function writeFileAtomic(file: string, text: string): Promise<void>
 }
 
 async function readIfPresent(file: string): Promise<string | undefined> {
-  try {
-    return await readFile(file, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
+  return readFile(file, 'utf8').catch(({ code }: NodeJS.ErrnoException) => {
     if (code === 'ENOENT') return undefined;
     throw new StateFileError(`${file} cannot be read (${code ?? 'error'}): fix its permissions, or remove it to have a new key generated`);
-  }
+  });
 }
 
 /**
