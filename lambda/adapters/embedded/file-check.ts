@@ -88,8 +88,7 @@ export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
 }
 
 async function readAt(handle: Awaited<ReturnType<typeof openFile>>, position: number, length: number): Promise<Buffer> {
-  const buffer = Buffer.alloc(length);
-  const { bytesRead } = await handle.read(buffer, 0, length, position);
+  const { buffer, bytesRead } = await handle.read({ buffer: Buffer.alloc(length), position });
   return buffer.subarray(0, bytesRead);
 }
 
