@@ -24,7 +24,7 @@ import { systemClock, type Clock } from '../../ports';
 import { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
 import { closeDatabases, openDatabases, probeInChild, type Databases } from './environment';
 import { JobTable, sweepExpired } from './jobs';
-import { importLegacyLayout, legacyLayoutPresent, repairQueuedWithoutJobs, upgradeLayout, type LegacyImport, type RepairReport } from './legacy';
+import { importLegacyLayout, legacyLayoutPresent, repairQueuedWithoutJobs, upgradeLayout, type RepairReport } from './legacy';
 import { EmbeddedOutbox } from './outbox';
 import { claimOwnership, ownerAlive, readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerClaim } from './ownership';
 import { LmdbTable } from './table';
@@ -37,7 +37,7 @@ export interface OpenReport {
   tookOverFrom?: OwnerSummary;
   /** Server: jobs a dead owner's worker held, due again now. */
   releasedLeases: number;
-  imported?: LegacyImport;
+  imported?: Awaited<ReturnType<typeof importLegacyLayout>>;
   repaired?: RepairReport;
   /** Operator: the earlier file layout is still there (a server imports it at its next start). */
   legacyPending: boolean;

@@ -69,7 +69,6 @@ const KINDS = {
 } as const;
 type Kind = keyof typeof KINDS;
 
-export type LegacyImport = NonNullable<Awaited<ReturnType<typeof importLegacyLayout>>>;
 /** `reason` is present on a dead letter, and on a dead letter moved back into queue/. */
 type JobEntry = Exclude<ReturnType<typeof parseJobEntry>, string> & { fromTmp?: boolean };
 
