@@ -7,10 +7,13 @@
  * Deliberately not here: printing or exit codes (the entry point decides), and any file content
  * in a message (a store file holds the subscription's signing secret).
  */
-import type { OwnerRecord } from './ownership';
 
-/** What a refusal and the CLI tell of the owner record. */
-export type OwnerSummary = Pick<OwnerRecord, 'pid' | 'url' | 'startedAt'>;
+export interface OwnerSummary {
+  pid: number;
+  /** The server's base URL, once it listens (absent while it is starting). */
+  url?: string;
+  startedAt: number;
+}
 
 export class StateDirInUse extends Error {
   constructor(

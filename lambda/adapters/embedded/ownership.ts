@@ -34,7 +34,6 @@ export interface OwnerRecord {
   bootId?: string;
   hostname: string;
   startedAt: number;
-  /** The server's base URL, once it listens (absent while it is starting). */
   url?: string;
   /** The socket the owner listens on while it lives (a file name in the state directory). */
   socket?: string;
