@@ -139,7 +139,6 @@ process.exit(0);
  * what the read finds is a damaged page. Exported for its test.
  */
 export function probeInChild(file: string, options: { suspect?: boolean } = {}): void {
-  const suspect = options.suspect ?? true;
   let module = 'lmdb';
   try {
     module = require.resolve('lmdb');
@@ -156,7 +155,7 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
   const how = result.signal
     ? `reading it crashed the reader (${result.signal})`
     : (said ?? `reading it failed (exit ${String(result.status)}${firstLine ? `: ${firstLine}` : ''})`);
-  if (suspect) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
+  if (options.suspect ?? true) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
   throw damagedPage(file, how);
 }
 
