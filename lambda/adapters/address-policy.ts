@@ -23,8 +23,8 @@ const FORBIDDEN_V6 = '::/128 ::1/128 ::ffff:0:0/96 64:ff9b::/96 100::/64 2001:db
 /** True when `address` (a plain IP string, no brackets or zone) must not be contacted. */
 export function isForbiddenAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return true;
-  let ip = ipaddr.parse(address);
-  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress()) ip = (ip as ipaddr.IPv6).toIPv4Address();
+  // process(): an IPv4-mapped IPv6 address comes back as the IPv4 address it carries.
+  const ip = ipaddr.process(address);
   if (ip.kind() === 'ipv4') {
     const v4 = ip as ipaddr.IPv4;
     return FORBIDDEN_V4.some((range) => v4.match(range)) || v4.range() !== 'unicast';

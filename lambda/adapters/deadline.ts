@@ -23,8 +23,7 @@ type Deadline = { at: number; attemptMs?: number };
  * has its own copy, and its clients must see the deadline the handler set in `index.js`.
  */
 const STORE = Symbol.for('dm-dot.deadline-store');
-const current: AsyncLocalStorage<Deadline> = ((globalThis as Record<symbol, unknown>)[STORE] ??=
-  new AsyncLocalStorage<Deadline>()) as AsyncLocalStorage<Deadline>;
+const current = ((globalThis as Record<symbol, unknown>)[STORE] ??= new AsyncLocalStorage<Deadline>()) as AsyncLocalStorage<Deadline>;
 
 /** Thrown when a call is about to start with no time left; named like the SDK's own timeouts. */
 export class DeadlineExceeded extends Error {

@@ -71,7 +71,7 @@ const NOT_CONNECTED_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREAC
 /** True when some interface has a global (not link-local, not loopback) IPv6 address. */
 export function hasGlobalIpv6(interfaces: ReturnType<typeof networkInterfaces> = networkInterfaces()): boolean {
   return Object.values(interfaces).some((list) =>
-    (list ?? []).some((i) => (i.family === 'IPv6' || (i.family as unknown) === 6) && !i.internal && !/^fe[89ab]/i.test(i.address) && i.address !== '::1'),
+    (list ?? []).some((i) => i.family === 'IPv6' && !i.internal && !/^fe[89ab]/i.test(i.address) && i.address !== '::1'),
   );
 }
 

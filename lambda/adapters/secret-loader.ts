@@ -44,18 +44,11 @@ export interface SecretLoaderOptions<T> {
   missingLevel?: 'warn' | 'error';
 }
 
-export interface SecretLoader<T> {
-  /** The value in force, or undefined when none could be loaded. Never rejects. */
-  get(): Promise<T | undefined>;
-  /** The value if it is already loaded; never starts or waits for a read. */
-  peek(): T | undefined;
-}
-
 type ReadOutcome<T> = { ok: true; value: T } | { ok: false; backOff: boolean };
 
 const TIMED_OUT = Symbol('timed out');
 
-export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLoader<T> {
+export function createSecretLoader<T>(options: SecretLoaderOptions<T>) {
   const now = options.now ?? Date.now;
   const secretArn = options.secretArn?.trim() || undefined;
   const retryIntervalMs = Budgets.secretRetryIntervalMs;
@@ -101,7 +94,8 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
   const due = () => options.refreshMs !== undefined && (loadedAt === undefined || now() - loadedAt >= options.refreshMs);
 
   return {
-    async get() {
+    /** The value in force, or undefined when none could be loaded. Never rejects. */
+    async get(): Promise<T | undefined> {
       if (!secretArn) {
         if (!reportedMissing) options.log?.[options.missingLevel ?? 'error'](`${options.name}_not_configured`);
         reportedMissing = true;
@@ -125,6 +119,7 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>): SecretLo
       }
       return value;
     },
+    /** The value if it is already loaded; never starts or waits for a read. */
     peek: () => value,
   };
 }
@@ -176,15 +171,15 @@ export function parsePupSecretString(text: string | undefined): InboundSecrets {
   return config;
 }
 
-export type ApiKeyLoader = SecretLoader<string>;
+export type ApiKeyLoader = ReturnType<typeof createApiKeyLoader>;
 type LoaderOptions = Pick<SecretLoaderOptions<unknown>, 'client' | 'secretArn' | 'now' | 'log' | 'onLoaded'>;
 
 /** The API key: read once per cold start (a rotated key takes effect when the environments are recycled). */
-export function createApiKeyLoader(options: LoaderOptions): ApiKeyLoader {
+export function createApiKeyLoader(options: LoaderOptions) {
   return createSecretLoader({ ...options, name: 'api_key', parse: parseApiKeySecret, secretsOf: (key) => [key] });
 }
 
-export function createPupSecretsLoader(options: LoaderOptions): SecretLoader<InboundSecrets> {
+export function createPupSecretsLoader(options: LoaderOptions) {
   return createSecretLoader({
     ...options,
     name: 'pup_secrets',

@@ -149,7 +149,6 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
   const random = options.random ?? Math.random;
   const configured = options.endpoint ? new URL(options.endpoint) : undefined;
 
-  /** One signed POST. */
   async function attempt(secretId: string, signal: AbortSignal | undefined): Promise<SecretValue> {
     const arn = arnParts(secretId);
     const region = arn?.region ?? options.region;

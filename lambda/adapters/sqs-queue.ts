@@ -76,10 +76,7 @@ export interface SqsQueueOptions {
 }
 
 /** A received message as the dead-letter send needs it: body and string attributes, unchanged. */
-export interface DeadLetterMessage {
-  body: string;
-  attributes: Record<string, string>;
-}
+export type DeadLetterMessage = { body: string; attributes: Record<string, string> };
 
 function stringAttribute(value: string): MessageAttributeValue {
   return { DataType: 'String', StringValue: value };

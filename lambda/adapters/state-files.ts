@@ -23,7 +23,6 @@ export class StateFileError extends Error {
   override name = 'StateFileError';
 }
 
-/** A new API key: 32 random bytes, base64url (43 characters). */
 export function newApiKey(): string {
   return randomBytes(32).toString('base64url');
 }
@@ -31,14 +30,12 @@ export function newApiKey(): string {
 /** Writes `text` to `file` (mode 0600) through a temporary file, flushed before the rename. */
 export async function writeFileAtomic(file: string, text: string): Promise<void> {
   const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  const handle = await open(tmp, 'w', 0o600);
   try {
-    try {
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    const handle = await open(tmp, 'w', 0o600);
+    await handle
+      .writeFile(text, 'utf8')
+      .then(() => handle.sync())
+      .finally(() => handle.close());
     await rename(tmp, file);
   } catch (error) {
     // The temporary file may hold a new key: never leave it behind.
@@ -48,13 +45,10 @@ export async function writeFileAtomic(file: string, text: string): Promise<void>
 }
 
 async function readIfPresent(file: string): Promise<string | undefined> {
-  try {
-    return await readFile(file, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
+  return readFile(file, 'utf8').catch(({ code }: NodeJS.ErrnoException) => {
     if (code === 'ENOENT') return undefined;
     throw new StateFileError(`${file} cannot be read (${code ?? 'error'}): fix its permissions, or remove it to have a new key generated`);
-  }
+  });
 }
 
 /**
@@ -101,14 +95,12 @@ export async function rotateApiKeyFile(stateDir: string, key: string = newApiKey
   return { key, file };
 }
 
-/** Writes a fresh admin token; a token from an earlier run stops working. */
 export async function publishAdminToken(stateDir: string): Promise<string> {
   const token = newApiKey();
   await writeFileAtomic(join(stateDir, ADMIN_TOKEN_FILE), `${token}\n`);
   return token;
 }
 
-/** Removes the admin token at stop, only if it is still this server's. */
 export async function withdrawAdminToken(stateDir: string, token: string): Promise<void> {
   if ((await readAdminToken(stateDir)) === token) await rm(join(stateDir, ADMIN_TOKEN_FILE), { force: true });
 }

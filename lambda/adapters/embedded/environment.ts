@@ -72,9 +72,7 @@ function subDatabases(root: RootDatabase, file: string, damage: DamageRecord) {
     jobs: sub<JobRow, [number, string]>('jobs'),
     jobIndex: sub<number, string>('jobs-by-event'),
     deadLetters: sub<DeadLetterRow, string>('dead-letters'),
-    /** Layout 1's index of queued events (empty from layout 2 on). */
     queued: sub<number, string>('queued'),
-    /** The Store's sparse indexes, by name. */
     indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
     leases: sub<number, string>('leases'),
     meta: sub<unknown, string>('meta'),
@@ -84,7 +82,6 @@ function subDatabases(root: RootDatabase, file: string, damage: DamageRecord) {
 export type Databases = ReturnType<typeof subDatabases> & {
   file: string;
   root: RootDatabase;
-  /** The first damaged page met in the file by this process, and who wants to hear of it (once). */
   damage: DamageRecord;
 };
 

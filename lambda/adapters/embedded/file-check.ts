@@ -88,8 +88,7 @@ export async function checkHeader(file: string): Promise<'ok' | 'suspect'> {
 }
 
 async function readAt(handle: Awaited<ReturnType<typeof openFile>>, position: number, length: number): Promise<Buffer> {
-  const buffer = Buffer.alloc(length);
-  const { bytesRead } = await handle.read(buffer, 0, length, position);
+  const { buffer, bytesRead } = await handle.read({ buffer: Buffer.alloc(length), position });
   return buffer.subarray(0, bytesRead);
 }
 
@@ -140,7 +139,6 @@ process.exit(0);
  * what the read finds is a damaged page. Exported for its test.
  */
 export function probeInChild(file: string, options: { suspect?: boolean } = {}): void {
-  const suspect = options.suspect ?? true;
   let module = 'lmdb';
   try {
     module = require.resolve('lmdb');
@@ -148,11 +146,7 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
     // Resolved from the working directory instead.
   }
   // The file and the module travel as arguments: the probe needs nothing of this process's environment.
-  const result = spawnSync(process.execPath, ['-e', PROBE, module, file], {
-    env: {},
-    stdio: 'pipe',
-    timeout: 120_000,
-  });
+  const result = spawnSync(process.execPath, ['-e', PROBE, module, file], { env: {}, stdio: 'pipe', timeout: 120_000 });
   if (result.status === 0) return;
   // Exit 3 comes with the probe's own line; any other failure is the probe not running at all (no lmdb).
   const lines = (result.stderr?.toString('utf8') ?? '').split('\n').map((line) => line.trim());
@@ -161,7 +155,7 @@ export function probeInChild(file: string, options: { suspect?: boolean } = {}):
   const how = result.signal
     ? `reading it crashed the reader (${result.signal})`
     : (said ?? `reading it failed (exit ${String(result.status)}${firstLine ? `: ${firstLine}` : ''})`);
-  if (suspect) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
+  if (options.suspect ?? true) throw new StateUnreadable(file, `it is damaged or truncated: ${how}`, moveAsideRemedy(file));
   throw damagedPage(file, how);
 }
 

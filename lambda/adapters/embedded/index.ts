@@ -24,7 +24,7 @@ import { systemClock, type Clock } from '../../ports';
 import { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
 import { closeDatabases, openDatabases, probeInChild, type Databases } from './environment';
 import { JobTable, sweepExpired } from './jobs';
-import { importLegacyLayout, legacyLayoutPresent, repairQueuedWithoutJobs, upgradeLayout, type LegacyImport, type RepairReport } from './legacy';
+import { importLegacyLayout, legacyLayoutPresent, repairQueuedWithoutJobs, upgradeLayout, type RepairReport } from './legacy';
 import { EmbeddedOutbox } from './outbox';
 import { claimOwnership, ownerAlive, readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerClaim } from './ownership';
 import { LmdbTable } from './table';
@@ -37,10 +37,8 @@ export interface OpenReport {
   tookOverFrom?: OwnerSummary;
   /** Server: jobs a dead owner's worker held, due again now. */
   releasedLeases: number;
-  imported?: LegacyImport;
+  imported?: Awaited<ReturnType<typeof importLegacyLayout>>;
   repaired?: RepairReport;
-  /** Server: expired items removed at open. */
-  swept: number;
   /** Operator: the earlier file layout is still there (a server imports it at its next start). */
   legacyPending: boolean;
   lines: string[];
@@ -69,7 +67,7 @@ export async function openEmbeddedDatabase(stateDir: string, options: { role: 's
       if (report.imported) report.lines.push(report.imported.line);
       report.repaired = await repairQueuedWithoutJobs(dbs, now);
       if (report.repaired.line) report.lines.push(report.repaired.line);
-      report.swept = await sweepExpired(dbs, now);
+      await sweepExpired(dbs, now);
     } else {
       const owner = readOwnerRecord(dbs);
       if (owner && (await ownerAlive(dir, owner))) throw new StateDirInUse(dir, summary(owner));
@@ -99,7 +97,7 @@ export class EmbeddedDatabase {
   readonly store: TableStore;
   readonly outbox: EmbeddedOutbox;
   readonly jobs: JobTable;
-  readonly report: OpenReport = { releasedLeases: 0, swept: 0, legacyPending: false, lines: [] };
+  readonly report: OpenReport = { releasedLeases: 0, legacyPending: false, lines: [] };
   /** Server: its claim of the directory. */
   owned?: OwnerClaim;
   private readonly jobListeners = new Set<() => void>();
@@ -114,8 +112,9 @@ export class EmbeddedDatabase {
     const changed = () => {
       for (const listener of [...this.jobListeners]) listener();
     };
-    this.store = new TableStore(new LmdbTable(dbs), { clock });
-    this.outbox = new EmbeddedOutbox(dbs, clock, changed);
+    const table = new LmdbTable(dbs);
+    this.store = new TableStore(table, { clock });
+    this.outbox = new EmbeddedOutbox(table, clock, changed);
     this.jobs = new JobTable(dbs, clock, changed);
   }
 
@@ -164,7 +163,6 @@ export class EmbeddedDatabase {
     return () => this.jobListeners.delete(listener);
   }
 
-  /** Removes items whose ttl has passed at `now`, with their jobs (reads never depend on it). Returns how many. */
   sweepExpired(now: number): Promise<number> {
     return sweepExpired(this.dbs, now);
   }

@@ -23,7 +23,6 @@ import { unlessDamaged } from './file-check';
 
 /** A job row with its event id; `jobId` is the receipt to pass back to complete, reschedule or dead-letter this very job. */
 export type DueJob = JobRow & { eventId: string };
-export type DeadLetter = DeadLetterRow & { eventId: string };
 
 export class JobTable {
   constructor(
@@ -52,7 +51,6 @@ export class JobTable {
     return rows;
   }
 
-  /** When the earliest job is due, or undefined when there is none. */
   async nextDueAt(): Promise<number | undefined> {
     for (const key of this.dbs.jobs.getKeys({ limit: 1 })) return key[0];
     return undefined;
@@ -128,7 +126,7 @@ export class JobTable {
     return { queued: entries(this.dbs.jobIndex), deadLetters: entries(this.dbs.deadLetters) };
   }
 
-  async deadLetters(): Promise<DeadLetter[]> {
+  async deadLetters(): Promise<(DeadLetterRow & { eventId: string })[]> {
     return [...this.dbs.deadLetters.getRange()].map(({ key, value }) => ({ eventId: key, ...value }));
   }
 

@@ -56,7 +56,7 @@ export async function upgradeLayout(dbs: Databases): Promise<void> {
   }
 }
 
-export const LegacyFiles = { store: 'store.json', queue: 'queue', deadLetter: 'dead-letter' } as const;
+const LegacyFiles = { store: 'store.json', queue: 'queue', deadLetter: 'dead-letter' } as const;
 
 /** The kinds of store item an import counts, by key prefix, and what the line calls one. */
 const KINDS = {
@@ -69,44 +69,22 @@ const KINDS = {
 } as const;
 type Kind = keyof typeof KINDS;
 
-export interface LegacyImport {
-  /** One line for the log: what was imported and where the old files went. */
-  line: string;
-  items: Record<Kind, number>;
-  jobs: number;
-  /** Of `jobs`: taken from a complete `.json.tmp`. */
-  jobsFromTmp: number;
-  deadLetters: number;
-  /** Already in the database (an earlier, interrupted import): kept as they were. */
-  alreadyPresent: number;
-  /** Queued records marked failed because their job file was half-written. */
-  failedEvents: string[];
-  /** `old -> new` names of the renamed files. */
-  movedAside: string[];
-}
-
-interface JobEntry {
-  eventId: string;
-  job: DeliveryJob;
-  receives: number;
-  dueAt: number;
-  /** Present on a dead letter, and on a dead letter moved back into queue/. */
-  reason?: string;
-  deadLetteredAt?: number;
-  fromTmp?: boolean;
-}
+/** `reason` is present on a dead letter, and on a dead letter moved back into queue/. */
+type JobEntry = Exclude<ReturnType<typeof parseJobEntry>, string> & { fromTmp?: boolean };
 
 const JOB_FILE = /^(evt_[0-9a-f]{32})\.json$/;
 const TMP_FILE = /^(evt_[0-9a-f]{32})\.json\.tmp$/;
 const DEAD_LETTER_REASONS: ReadonlySet<string> = new Set<string>([...FailureReasons, 'receive_limit', 'malformed']);
 
+/** lstat's answer, or undefined when there is nothing there. */
+const lstatIfAny = (path: string) => lstat(path).catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? undefined : Promise.reject(error)));
+
 /** Which parts of the earlier layout are still in place (not yet imported). */
 async function presence(stateDir: string): Promise<Record<keyof typeof LegacyFiles, boolean>> {
   const is = (name: string, directory: boolean) =>
-    lstat(join(stateDir, name)).then(
-      (info) => info.isDirectory() === directory,
-      (error: NodeJS.ErrnoException) =>
-        error.code === 'ENOENT' ? false : Promise.reject(legacyUnreadable(join(stateDir, name), `it cannot be examined (${error.message})`, error)),
+    lstatIfAny(join(stateDir, name)).then(
+      (info) => info !== undefined && info.isDirectory() === directory,
+      (error: Error) => Promise.reject(legacyUnreadable(join(stateDir, name), `it cannot be examined (${error.message})`, error)),
     );
   return { store: await is(LegacyFiles.store, false), queue: await is(LegacyFiles.queue, true), deadLetter: await is(LegacyFiles.deadLetter, true) };
 }
@@ -116,7 +94,7 @@ export async function legacyLayoutPresent(stateDir: string): Promise<boolean> {
 }
 
 /** Imports the earlier layout if there is one; undefined when there is nothing to import. */
-export async function importLegacyLayout(dbs: Databases, stateDir: string, now: number): Promise<LegacyImport | undefined> {
+export async function importLegacyLayout(dbs: Databases, stateDir: string, now: number) {
   const present = await presence(stateDir);
   if (!Object.values(present).some(Boolean)) return undefined;
   const items = present.store ? await readStoreFile(join(stateDir, LegacyFiles.store)) : [];
@@ -150,10 +128,11 @@ export async function importLegacyLayout(dbs: Databases, stateDir: string, now: 
     }
   }
   const counts = await write(dbs, () => {
-    const result = { items: { subscription: 0, events: 0, verified: 0, replay: 0, answers: 0, other: 0 }, jobs: 0, jobsFromTmp: 0, deadLetters: 0 };
-    let alreadyPresent = 0;
+    const kinds = { subscription: 0, events: 0, verified: 0, replay: 0, answers: 0, other: 0 };
+    // alreadyPresent: kept as they were (an earlier, interrupted import).
+    const result = { items: kinds, jobs: 0, jobsFromTmp: 0, deadLetters: 0, alreadyPresent: 0 };
     for (const { pk, ttl, fields } of items) {
-      if (getItem(dbs, pk) !== undefined) alreadyPresent++;
+      if (getItem(dbs, pk) !== undefined) result.alreadyPresent++;
       else {
         const kind = kindOf(pk);
         // An event carries the Store's index attributes, as if the Store had written it.
@@ -163,7 +142,7 @@ export async function importLegacyLayout(dbs: Databases, stateDir: string, now: 
     }
     for (const entry of jobs) {
       if (hasJobInTxn(dbs, entry.eventId)) {
-        alreadyPresent++;
+        result.alreadyPresent++;
         continue;
       }
       // A dead letter moved back by the old `dm-dot redrive`: a new round, as its next pick-up would have given it.
@@ -173,19 +152,28 @@ export async function importLegacyLayout(dbs: Databases, stateDir: string, now: 
       if (entry.fromTmp) result.jobsFromTmp++;
     }
     for (const { eventId, job, reason, receives, deadLetteredAt } of deadLetters) {
-      if (dbs.deadLetters.get(eventId) !== undefined) alreadyPresent++;
+      if (dbs.deadLetters.get(eventId) !== undefined) result.alreadyPresent++;
       else {
         void dbs.deadLetters.put(eventId, { job, reason, receives, deadLetteredAt: deadLetteredAt ?? now });
         result.deadLetters++;
       }
     }
     const failedEvents = brokenTmps.filter((eventId) => !hasJobInTxn(dbs, eventId) && failQueuedInTxn(dbs, eventId, now));
-    return { ...result, alreadyPresent, failedEvents };
+    return { ...result, failedEvents };
   });
   const movedAside: string[] = [];
   for (const name of ['store', 'queue', 'deadLetter'] as const) if (present[name]) movedAside.push(await moveAside(stateDir, LegacyFiles[name]));
-  const result = { ...counts, movedAside };
-  return { ...result, line: describe(stateDir, result) };
+  const { items: kinds, jobs: jobCount, jobsFromTmp, deadLetters: letterCount, failedEvents, alreadyPresent } = counts;
+  const parts = [
+    ...(Object.keys(KINDS) as Kind[]).map((kind) => count(kinds[kind], KINDS[kind][1])),
+    count(jobCount, 'queued job') + (jobsFromTmp > 0 ? ` (${jobsFromTmp} from a half-renamed file)` : ''),
+    count(letterCount, 'dead letter'),
+    failedEvents.length > 0 ? `${count(failedEvents.length, 'event')} marked failed (its job was never fully queued: ${idList(failedEvents)})` : '',
+    alreadyPresent > 0 ? `${alreadyPresent} already in the database, kept` : '',
+  ].filter((part) => part !== '');
+  const what = parts.length > 0 ? parts.join(', ') : 'nothing in it';
+  // One line for the log: what was imported and where the old files went.
+  return { ...counts, movedAside, line: `imported the earlier file layout of ${stateDir}: ${what}; moved aside ${movedAside.join(', ')}` };
 }
 
 async function readStoreFile(file: string): Promise<{ pk: string; ttl: number; fields: Record<string, unknown> }[]> {
@@ -214,7 +202,7 @@ async function readJobFile(file: string, eventId: string): Promise<JobEntry> {
 }
 
 /** The entry, or why it is not one. */
-function parseJobEntry(text: string, eventId: string): JobEntry | string {
+function parseJobEntry(text: string, eventId: string) {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -238,17 +226,11 @@ function parseJobEntry(text: string, eventId: string): JobEntry | string {
   return { eventId, job: entry, receives, dueAt, reason: reason as string | undefined, deadLetteredAt: Number.isNaN(at) ? undefined : at };
 }
 
-/** `run()` on `path`, or the sentence saying that it cannot be `what` (read, listed) and why. */
-async function io<T>(path: string, what: string, run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (error) {
-    throw legacyUnreadable(path, `it cannot be ${what} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`, error);
-  }
-}
-
-const readText = (file: string) => io(file, 'read', () => readFile(file, 'utf8'));
-const listDir = (dir: string) => io(dir, 'listed', async () => (await readdir(dir)).sort());
+/** `op`'s result, or the sentence saying that `path` cannot be `what` (read, listed) and why. */
+const io = <T>(path: string, what: string, op: Promise<T>) =>
+  op.catch((error: NodeJS.ErrnoException) => Promise.reject(legacyUnreadable(path, `it cannot be ${what} (${error.code ?? error.message})`, error)));
+const readText = (file: string) => io(file, 'read', readFile(file, 'utf8'));
+const listDir = (dir: string) => io(dir, 'listed', readdir(dir)).then((names) => names.sort());
 
 function legacyUnreadable(file: string, problem: string, cause?: unknown): StateUnreadable {
   return new StateUnreadable(
@@ -264,11 +246,7 @@ function legacyUnreadable(file: string, problem: string, cause?: unknown): State
 async function moveAside(stateDir: string, name: string): Promise<string> {
   for (let n = 1; ; n++) {
     const target = `${name}.imported${n === 1 ? '' : `.${n}`}`;
-    const taken = await lstat(join(stateDir, target)).then(
-      () => true,
-      (error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? false : Promise.reject(error)),
-    );
-    if (taken) continue;
+    if (await lstatIfAny(join(stateDir, target))) continue;
     try {
       await rename(join(stateDir, name), join(stateDir, target));
     } catch (error) {
@@ -296,28 +274,8 @@ function idList(ids: readonly string[]): string {
   return ids.length <= 10 ? ids.join(', ') : `${ids.slice(0, 10).join(', ')} and ${ids.length - 10} more`;
 }
 
-function describe(stateDir: string, result: Omit<LegacyImport, 'line'>): string {
-  const parts = [
-    ...(Object.keys(KINDS) as Kind[]).map((kind) => count(result.items[kind], KINDS[kind][1])),
-    count(result.jobs, 'queued job') + (result.jobsFromTmp > 0 ? ` (${result.jobsFromTmp} from a half-renamed file)` : ''),
-    count(result.deadLetters, 'dead letter'),
-    result.failedEvents.length > 0
-      ? `${count(result.failedEvents.length, 'event')} marked failed (its job was never fully queued: ${idList(result.failedEvents)})`
-      : '',
-    result.alreadyPresent > 0 ? `${result.alreadyPresent} already in the database, kept` : '',
-  ].filter((part) => part !== '');
-  const what = parts.length > 0 ? parts.join(', ') : 'nothing in it';
-  return `imported the earlier file layout of ${stateDir}: ${what}; moved aside ${result.movedAside.join(', ')}`;
-}
-
-export interface RepairReport {
-  /** Given a job from their kept bytes. */
-  requeued: string[];
-  /** Marked failed: no kept bytes to send. */
-  failed: string[];
-  /** One line for the log, when anything was repaired. */
-  line?: string;
-}
+/** Event ids given a job from their kept bytes, or marked failed; a line for the log when there are any. */
+export type RepairReport = { requeued: string[]; failed: string[]; line?: string };
 
 /** Inside a write: marks a `queued` event `failed` (a job that can never be sent). True when it was. */
 function failQueuedInTxn(dbs: Databases, eventId: string, now: number): boolean {

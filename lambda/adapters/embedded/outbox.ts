@@ -13,21 +13,16 @@ import { DependencyUnavailable } from '../../core/errors';
 import { eventUpdate, newEventWrite } from '../../core/store/events';
 import type { TableWrite } from '../../core/store/table';
 import type { Clock, DeliveryJob, EnqueueOptions, EventPatch, EventRecord, Outbox } from '../../ports';
-import type { Databases } from './environment';
 import { putJobInTxn } from './jobs';
-import { LmdbTable } from './table';
+import type { LmdbTable } from './table';
 
 export class EmbeddedOutbox implements Outbox {
-  private readonly table: LmdbTable;
-
   constructor(
-    private readonly dbs: Databases,
+    private readonly table: LmdbTable,
     private readonly clock: Clock,
     /** Told after each commit that added a job (the in-process worker wakes on it). */
     private readonly changed: () => void,
-  ) {
-    this.table = new LmdbTable(dbs);
-  }
+  ) {}
 
   async add(record: EventRecord, job: DeliveryJob, options: EnqueueOptions = {}): Promise<void> {
     const now = this.clock.now();
@@ -49,7 +44,7 @@ export class EmbeddedOutbox implements Outbox {
     if (job.eventId !== record.eventId) throw new Error('outbox: the job belongs to another event than the record');
     let written: boolean;
     try {
-      written = await this.table.transact([planned], () => putJobInTxn(this.dbs, job, dueAt, now));
+      written = await this.table.transact([planned], () => putJobInTxn(this.table.dbs, job, dueAt, now));
     } catch (cause) {
       throw new DependencyUnavailable('storage', { cause });
     }

@@ -25,7 +25,7 @@ import { removeJobInTxn } from './jobs';
 const EVENT_PREFIX = ItemKeys.event('');
 
 export class LmdbTable implements ItemTable {
-  constructor(private readonly dbs: Databases) {}
+  constructor(readonly dbs: Databases) {}
 
   async get(key: string): Promise<Item | undefined> {
     return getItem(this.dbs, key);
