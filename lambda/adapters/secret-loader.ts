@@ -15,7 +15,7 @@
  */
 import type { Logger } from '../ports';
 import { Budgets } from '../core/budgets';
-import { inboundSecretsProblem, parseRotationTime, type InboundSecrets } from '../core/inbound';
+import { inboundSecretsOf, type InboundSecrets } from '../core/inbound';
 import { callOptions, deadlineLeftMs, withinDeadline } from './deadline';
 import type { SecretsReader, SecretValue } from './secrets-manager';
 
@@ -161,14 +161,9 @@ export function parsePupSecretString(text: string | undefined): InboundSecrets {
   if (record === null || typeof record !== 'object' || !Array.isArray(record.secrets) || !record.secrets.every((s) => typeof s === 'string')) {
     throw new UnusableSecret('the secret has no "secrets" array of strings');
   }
-  const config: InboundSecrets = { secrets: record.secrets as string[] };
-  if (record.rotatedAt !== undefined && record.rotatedAt !== null) {
-    config.rotatedAt = typeof record.rotatedAt === 'string' ? parseRotationTime(record.rotatedAt) : undefined;
-    if (config.rotatedAt === undefined) throw new UnusableSecret('"rotatedAt" is not an ISO 8601 time with a zone');
-  }
-  const problem = inboundSecretsProblem(config);
-  if (problem) throw new UnusableSecret(problem);
-  return config;
+  // A rotatedAt that is not a string fails as an unparsable one does ('' never parses).
+  const rotatedAt = record.rotatedAt == null ? undefined : typeof record.rotatedAt === 'string' ? record.rotatedAt : '';
+  return inboundSecretsOf(record.secrets as string[], rotatedAt, (problem) => new UnusableSecret(problem ?? '"rotatedAt" is not an ISO 8601 time with a zone'));
 }
 
 export type ApiKeyLoader = ReturnType<typeof createApiKeyLoader>;

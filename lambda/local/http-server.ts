@@ -223,7 +223,7 @@ async function serve(app: App, req: http.IncomingMessage, res: http.ServerRespon
   if (hasBody && !req.readableEnded) out.connection = 'close';
   res.writeHead(response.status, out);
   if (response.body) {
-    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    for await (const chunk of response.body) {
       if (res.destroyed) return;
       res.write(chunk);
     }
