@@ -40,7 +40,7 @@ export type Rule = (call: Call) => Fault;
 export interface FaultProxy {
   endpoint: string;
   setRule(rule: Rule): void;
-  /** Calls seen, by `<action>:<fault>`. */
+  /** Calls seen, by `<action>:<fault>`; a passed call its caller gave up on before the answer also counts as `<action>:abandoned`. */
   counts(): Record<string, number>;
   /** Requests held open right now (stall, lost). */
   held(): number;
@@ -175,11 +175,18 @@ export async function startFaultProxy(service: Service, upstream: string, option
           };
           return forward(req, raw, answer500, answer500);
         }
-        case 'pass':
+        case 'pass': {
+          // A caller that gives up before the service answers (its deadline passed) is a fact a
+          // test can read: `<action>:abandoned`, counted when the connection closes unanswered.
+          let answered = false;
+          res.once('close', () => {
+            if (!answered) counts[`${action}:abandoned`] = (counts[`${action}:abandoned`] ?? 0) + 1;
+          });
           return forward(
             req,
             raw,
             (status, headers, answer) => {
+              answered = true;
               if (res.destroyed) return;
               const relayed = { ...headers };
               delete relayed['transfer-encoding'];
@@ -188,9 +195,11 @@ export async function startFaultProxy(service: Service, upstream: string, option
               res.end(answer);
             },
             () => {
+              answered = true;
               if (!res.headersSent && !res.destroyed) reply(res, 500, shape.internal);
             },
           );
+        }
       }
     });
   });
