@@ -35,6 +35,7 @@ import {
 } from '../bench/lambda-bundles';
 import { eventFromRequest } from '../support/apigw';
 import { newSecret, startAwsWorld, type AwsWorld } from '../support/aws-world';
+import { pollUntil } from '../support/cpu-wait';
 import { START_HOOK_MS } from '../support/processes';
 
 const TABLE = 'dm-dot-bundle-send';
@@ -192,9 +193,18 @@ describe('the built bundle under one fault: answered within 5 s, nothing left qu
     );
     expect(started.firstRequestMs).toBeLessThan(Limits.requestMs);
     expect(started.answer.status).toBe(503);
-    const eventId = (JSON.parse(started.answer.body) as { error: { eventId: string } }).error.eventId;
+    const { eventId, message } = (JSON.parse(started.answer.body) as { error: { eventId: string; message: string } }).error;
     expect(eventId).toMatch(/^evt_/);
-    expect((await world.store.getEvent(eventId, Date.now()))?.status).toBe(EventStatus.failed);
+    const failed = async () => (await world.store.getEvent(eventId, Date.now()))?.status === EventStatus.failed;
+    if (message.includes('may still be delivered')) {
+      // Honest only when a starved DynamoDB Local let the mark outrun the deadline (see
+      // outbox-strand.test.ts): the proxy saw it abandoned, and it lands afterwards.
+      expect(await pollUntil(() => (world.proxies.dynamodb.counts()['UpdateItem:abandoned'] ?? 0) >= 1, { limitMs: 5_000 })).toBe(true);
+      expect(await pollUntil(failed, { limitMs: 10_000 })).toBe(true);
+    } else {
+      expect(message).toContain('was not sent');
+      expect(await failed()).toBe(true);
+    }
     expect(await queued()).toEqual([]);
     expect(await reconcileNow()).toMatchObject({ requeued: 0, failed: 0 });
   }, 60_000);
