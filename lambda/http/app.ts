@@ -1,6 +1,7 @@
 /**
- * The HTTP surface of docs/contract/http.md as one web-standard `handle(Request) -> Response`,
- * shared by the local runtime and the MCP Lambda. Checks on an authenticated route, in order: Host
+ * The HTTP surface of docs/contract/http.md as one `handle(request) -> Response` on web-standard
+ * types (a Request, or the local server's lighter view of one: json.ts `HttpRequest`), shared by
+ * the local runtime and the MCP Lambda. Checks on an authenticated route, in order: Host
  * (local only), Origin, API key, method, Content-Type, body size, nesting depth and UTF-8, a batch
  * on a revision without batches; only then is the body parsed. The pup routes pass Host and Origin
  * and then belong to the pup door (pup.ts), which authenticates by signature. Every answer is JSON;
@@ -31,7 +32,7 @@ import {
 } from '../core/protocol';
 import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import { forwarded, getOnly, isJsonContentType, json, readStream, restError, restUnavailable, rpcError } from './json';
+import { forwarded, getOnly, type HttpRequest, isJsonContentType, json, readStream, restError, restUnavailable, rpcError } from './json';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
 export interface HttpConfig {
@@ -47,7 +48,7 @@ export interface HttpConfig {
 
 export interface App {
   /** `host` is the Host header as received (web Request objects may not carry it). */
-  handle(request: Request, options?: { requestId?: string; host?: string }): Promise<Response>;
+  handle(request: HttpRequest, options?: { requestId?: string; host?: string }): Promise<Response>;
   close(): Promise<void>;
 }
 
@@ -94,7 +95,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   const allowedOrigins = new Set(config.allowedOrigins.map((o) => o.toLowerCase()));
   const allowedHosts = config.allowedHosts ? new Set(config.allowedHosts.map((h) => h.toLowerCase())) : undefined;
 
-  function hostRefused(request: Request, received: string | undefined): boolean {
+  function hostRefused(request: HttpRequest, received: string | undefined): boolean {
     if (!allowedHosts) return false;
     const host = (received ?? request.headers.get('host') ?? '').toLowerCase();
     if (allowedHosts.has(host)) return false;
@@ -112,7 +113,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return host !== '' && !/[/?#@\s]/.test(host) && allowedHosts.has(host);
   }
 
-  function corsHeaders(request: Request): Record<string, string> {
+  function corsHeaders(request: HttpRequest): Record<string, string> {
     const origin = request.headers.get('origin');
     return origin && originAllowed(origin)
       ? { 'access-control-allow-origin': origin, vary: 'Origin', 'access-control-expose-headers': CorsPolicy.exposeHeaders.join(', ') }
@@ -120,7 +121,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   }
 
   /** The caller's identity when authenticated; otherwise the refusal. */
-  async function authenticate(request: Request, url: URL, isMcp: boolean, requestId: string): Promise<Identity | Response> {
+  async function authenticate(request: HttpRequest, url: URL, isMcp: boolean, requestId: string): Promise<Identity | Response> {
     if (!authenticator) {
       return isMcp
         ? rpcError(503, ErrorCodes.internalError, 'The API key is not configured; the server cannot accept requests.')
@@ -148,7 +149,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return isMcp ? rpcError(401, ErrorCodes.invalidRequest, hint, headers) : restError(401, 'unauthorized', hint, headers);
   }
 
-  async function route(request: Request, requestId: string, host: string | undefined): Promise<Response> {
+  async function route(request: HttpRequest, requestId: string, host: string | undefined): Promise<Response> {
     const url = new URL(request.url);
     const isMcp = url.pathname === Routes.mcp;
     const isRest = url.pathname === Routes.messages;
@@ -202,7 +203,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   }
 
   /** `GET /v1/messages/{eventId}`: one 404 for a malformed, unknown or another key's id, so no one learns which ids exist. */
-  async function receipt(request: Request, url: URL, requestId: string, identity: Identity): Promise<Response> {
+  async function receipt(request: HttpRequest, url: URL, requestId: string, identity: Identity): Promise<Response> {
     const refused = getOnly(request);
     if (refused) return refused;
     let found;
@@ -215,7 +216,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return found ? json(200, found) : restError(404, 'not_found', 'No event with this id was sent with this key.');
   }
 
-  async function rest(request: Request, body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
+  async function rest(request: HttpRequest, body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
     let parsed: unknown;
     try {
       // Bytes that were not UTF-8 are lone surrogates by now: the message check refuses them as send_to_dot does.
@@ -241,7 +242,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return json(answer.status, answer.body);
   }
 
-  async function handle(request: Request, options: { requestId?: string; host?: string } = {}): Promise<Response> {
+  async function handle(request: HttpRequest, options: { requestId?: string; host?: string } = {}): Promise<Response> {
     const requestId = options.requestId ?? randomUUID();
     const started = Date.now();
     let response: Response;

@@ -15,14 +15,38 @@ import type { Logger } from '../ports';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
+/**
+ * What the routes read of a request. A web Request is one (the MCP Lambda's); the local server
+ * passes a view of its node:http request instead, because building a Request and a web stream for
+ * its body, then reading it back, was a measurable share of each send (docs/performance.md).
+ */
+export interface HttpRequest {
+  readonly method: string;
+  /** Absolute and normalized, as a Request's. */
+  readonly url: string;
+  readonly headers: Pick<Headers, 'get'> & Iterable<[string, string]>;
+  readonly body: AsyncIterable<Uint8Array> | null;
+}
+
+/**
+ * The text of every answer built here, so that a server on node:http writes it as it is instead of
+ * reading it back out of the Response's stream (the other half of that share).
+ */
+const TEXTS = new WeakMap<Response, string>();
+
+/** The body of an answer built by this module, as built; undefined for any other Response. */
+export function textOf(response: Response): string | undefined {
+  return TEXTS.get(response);
+}
+
 /** True when the request declares a body longer than `max` (answered 413 before reading anything). */
-export function declaredTooLarge(request: Request, max: number): boolean {
+export function declaredTooLarge(request: HttpRequest, max: number): boolean {
   const declared = Number(request.headers.get('content-length'));
   return Number.isFinite(declared) && declared > max;
 }
 
 /** Reads at most `max` bytes of the body, handing each chunk to `onChunk` as it arrives; undefined when it is larger. */
-export async function readStream(request: Request, max: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array | undefined> {
+export async function readStream(request: HttpRequest, max: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array | undefined> {
   if (declaredTooLarge(request, max)) return undefined;
   return request.body ? readCapped(request.body, max, onChunk) : new Uint8Array();
 }
@@ -32,16 +56,18 @@ export function isJsonContentType(value: string | null): boolean {
 }
 
 /** The request with `body` for the MCP endpoint, without the API key in its query or headers (nor a length the body may not have). */
-export function forwarded(request: Request, url: URL, body: Uint8Array, dropped: readonly string[]): Request {
+export function forwarded(request: HttpRequest, url: URL, body: Uint8Array, dropped: readonly string[]): Request {
   url.searchParams.delete('key');
-  const headers = new Headers(request.headers);
+  const headers = new Headers([...request.headers]);
   for (const name of dropped) headers.delete(name);
   return new Request(url, { method: 'POST', headers, body: body as BodyInit });
 }
 
 /** A body that is JSON text already (a stored answer replayed byte for byte, the manifest). */
 export function jsonText(status: number, body: string, headers: Record<string, string> = {}): Response {
-  return new Response(body, { status, headers: { ...JSON_HEADERS, ...headers } });
+  const response = new Response(body, { status, headers: { ...JSON_HEADERS, ...headers } });
+  TEXTS.set(response, body);
+  return response;
 }
 
 export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
@@ -64,6 +90,6 @@ export function restUnavailable(log: Logger, error: DependencyUnavailable, reque
 }
 
 /** The 405 of a route that only reads (GET, or HEAD); undefined when the method is one of them. */
-export function getOnly(request: Request): Response | undefined {
+export function getOnly(request: HttpRequest): Response | undefined {
   return request.method === 'GET' || request.method === 'HEAD' ? undefined : restError(405, 'method_not_allowed', 'Use GET.', { allow: 'GET' });
 }

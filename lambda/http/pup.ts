@@ -25,7 +25,19 @@ import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_P
 import { ErrorCodes, Limits, PUP_SENDER, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
 import { timeOfDay, type InboundAnswer } from '../ports';
-import { declaredTooLarge, forwarded, getOnly, isJsonContentType, json, jsonText, readStream, restError, restUnavailable, rpcError } from './json';
+import {
+  declaredTooLarge,
+  forwarded,
+  getOnly,
+  type HttpRequest,
+  isJsonContentType,
+  json,
+  jsonText,
+  readStream,
+  restError,
+  restUnavailable,
+  rpcError,
+} from './json';
 
 export interface PupConfig {
   /** The signing secrets in force now, asked per request (a rotation needs no deploy). None: the POST routes answer 503. */
@@ -37,7 +49,7 @@ export interface PupConfig {
 }
 
 export interface PupDoor {
-  handle(request: Request, url: URL, requestId: string): Promise<Response>;
+  handle(request: HttpRequest, url: URL, requestId: string): Promise<Response>;
   close(): Promise<void>;
 }
 
@@ -74,7 +86,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   const maxBodies = config.maxBodiesInFlight ?? Number.POSITIVE_INFINITY;
   let bodiesInFlight = 0;
 
-  async function handle(request: Request, url: URL, requestId: string): Promise<Response> {
+  async function handle(request: HttpRequest, url: URL, requestId: string): Promise<Response> {
     if (url.pathname === PupRoutes.manifest) return getOnly(request) ?? jsonText(200, manifest);
     const secrets = config.secrets ? await config.secrets() : undefined;
     if (!secrets || secrets.secrets.length === 0) {
@@ -193,7 +205,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     }
   }
 
-  async function mcpCall(request: Request, url: URL, body: Uint8Array, bodyText: string, requestId: string): Promise<Response> {
+  async function mcpCall(request: HttpRequest, url: URL, body: Uint8Array, bodyText: string, requestId: string): Promise<Response> {
     let message: unknown;
     try {
       message = JSON.parse(bodyText);

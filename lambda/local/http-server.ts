@@ -1,6 +1,6 @@
 /**
  * The local runtime's node:http server, hardened for a port that may sit behind a tunnel on the
- * internet: node:http requests become web-standard Requests for the app (lambda/http/app.ts), and
+ * internet: node:http requests become the app's view of a request (lambda/http/app.ts), and
  * nothing a slow or hostile client does can hold the server open.
  *
  * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` and 15 s for
@@ -26,6 +26,7 @@ import { Budgets, mcpDeadline } from '../core/budgets';
 import { ClientAborted } from '../core/errors';
 import { PupRoutes } from '../core/protocol';
 import type { App } from '../http/app';
+import { type HttpRequest, textOf } from '../http/json';
 
 export interface LocalServerOptions {
   host: string;
@@ -157,56 +158,44 @@ async function handle(appOf: () => App, options: LocalServerOptions, req: http.I
   }
 }
 
+/** Methods a web Request refuses: refused here too (400, "could not be read"), as when the app was given one. */
+const FORBIDDEN_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
 /**
- * The request body as a web stream that always settles: it closes at the body's end and errors
- * when the request is destroyed or its connection closes first. (`Readable.toWeb` can leave a
- * reader waiting for ever once the deadline's 408 has ended the exchange, and a reader that never
- * returns holds whatever it counted, such as one of the pup door's reading slots.)
+ * The request body as the app reads it: node's own async iteration, which always settles (at the
+ * body's end, or with an error when the request is destroyed or its connection closes first), so
+ * a reader cannot wait for ever once the deadline's 408 has ended the exchange, and a reader that
+ * never returned would hold whatever it counted, such as one of the pup door's reading slots.
  */
-function webBody(req: http.IncomingMessage): ReadableStream<Uint8Array> {
-  let settled = false;
-  return new ReadableStream<Uint8Array>(
-    {
-      start(controller) {
-        const settle = (error?: Error) => {
-          if (settled) return;
-          settled = true;
-          if (error) controller.error(error);
-          else controller.close();
-        };
-        req.on('data', (chunk: Buffer) => {
-          if (settled) return;
-          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-          if ((controller.desiredSize ?? 1) <= 0) req.pause();
-        });
-        req.once('end', () => settle());
-        req.once('error', (error) => settle(new ClientAborted(`the request ended before its body (${error.message})`)));
-        req.once('close', () => settle(req.readableEnded ? undefined : new ClientAborted()));
-        req.pause();
-      },
-      pull() {
-        req.resume();
-      },
-      cancel() {
-        settled = true;
-        req.destroy();
+async function* nodeBody(req: http.IncomingMessage): AsyncIterable<Uint8Array> {
+  try {
+    yield* req;
+  } catch (error) {
+    throw new ClientAborted(`the request ended before its body (${(error as Error).message})`);
+  }
+}
+
+/** The app's view of a node:http request: no web Request or stream is built (json.ts `HttpRequest` says why). */
+function requestView(req: http.IncomingMessage): HttpRequest {
+  const method = req.method ?? 'GET';
+  if (FORBIDDEN_METHODS.has(method)) throw new TypeError(`'${method}' HTTP method is unsupported.`);
+  const headerOf = (value: string | string[] | undefined) => (Array.isArray(value) ? value.join(', ') : value);
+  return {
+    method,
+    // Parsed as a Request would: a target no URL parser takes is refused the same way.
+    url: new URL(`http://localhost${req.url ?? '/'}`).href,
+    headers: {
+      get: (name) => headerOf(req.headers[name.toLowerCase()]) ?? null,
+      *[Symbol.iterator]() {
+        for (const [name, value] of Object.entries(req.headers)) if (value !== undefined) yield [name, headerOf(value)!];
       },
     },
-    { highWaterMark: 64 * 1024, size: (chunk) => chunk.byteLength },
-  );
+    body: method === 'GET' || method === 'HEAD' ? null : nodeBody(req),
+  };
 }
 
 async function serve(app: App, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    for (const v of [value ?? []].flat()) headers.append(name, v);
-  }
-  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-  const request = new Request(`http://localhost${req.url ?? '/'}`, {
-    method: req.method ?? 'GET',
-    headers,
-    ...(hasBody ? { body: webBody(req), duplex: 'half' } : {}),
-  } as RequestInit);
+  const request = requestView(req);
   const response = await app.handle(request, { host: req.headers.host ?? '' });
   if (res.writableEnded || res.destroyed) {
     // An answer no one will read is given up, so that whatever waits for its end (a retired app) does not wait for ever.
@@ -220,8 +209,13 @@ async function serve(app: App, req: http.IncomingMessage, res: http.ServerRespon
   delete out['keep-alive'];
   if (/\bclose\b/i.test(req.headers.connection ?? '')) out.connection = 'close';
   // A body left unread (the request was refused before it): the connection cannot be reused.
-  if (hasBody && !req.readableEnded) out.connection = 'close';
+  if (request.body && !req.readableEnded) out.connection = 'close';
   res.writeHead(response.status, out);
+  const text = textOf(response);
+  if (text !== undefined) {
+    res.end(text);
+    return;
+  }
   if (response.body) {
     for await (const chunk of response.body) {
       if (res.destroyed) return;

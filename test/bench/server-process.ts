@@ -36,7 +36,7 @@ export function rssOf(pid: number): number {
 }
 
 /** CPU time the process has used, in clock ticks (utime + stime of /proc/<pid>/stat; NaN when unreadable). */
-function cpuTicksOf(pid: number): number {
+export function cpuTicksOf(pid: number): number {
   try {
     // The command name may hold spaces; the fields after its closing parenthesis do not.
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');

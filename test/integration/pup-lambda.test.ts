@@ -38,6 +38,7 @@ import {
   type PupTargetOptions,
 } from '../support/pup-suite';
 import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager } from '../support/fake-secrets-manager';
+import { webRequest } from '../support/lambda';
 import { START_HOOK_MS } from '../support/processes';
 import { pollUntil } from '../support/cpu-wait';
 
@@ -107,7 +108,7 @@ async function lambdaTarget(
   };
   const lambda = mcpLambdaFromEnvironment(env, clients, { log: createLogger((line) => lines.push(line)), clock });
   const gateway = localApiGateway(lambda);
-  return { app: { handle: (request) => gateway.fetch(request), close: async () => undefined }, clock, logs: parsedLogs(lines), tableName, lines };
+  return { app: { handle: (request) => gateway.fetch(webRequest(request)), close: async () => undefined }, clock, logs: parsedLogs(lines), tableName, lines };
 }
 
 describePupDoor('MCP Lambda from its environment (API Gateway translation, DynamoDB Local, Secrets Manager)', (options) => lambdaTarget(options));

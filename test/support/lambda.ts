@@ -11,6 +11,7 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createMcpLambda, type McpLambda } from '../../lambda/handlers/mcp-lambda';
 import type { App } from '../../lambda/http/app';
+import type { HttpRequest } from '../../lambda/http/json';
 import type { PupConfig } from '../../lambda/http/pup';
 import type { Logger } from '../../lambda/log';
 import type { WebhookClient } from '../../lambda/ports';
@@ -70,6 +71,12 @@ export function buildLambda(config: LambdaConfig = {}, options: { webhook?: Webh
   return { lambda, store, queue, clock, logs, keyReads };
 }
 
+/** The request as the Lambda's API Gateway takes it: the shared suites give the app web Requests. */
+export function webRequest(request: HttpRequest): Request {
+  if (request instanceof Request) return request;
+  throw new TypeError('the Lambda behind API Gateway is given web Requests (a test passed another request)');
+}
+
 /** The Lambda behind the local API Gateway, as an `App` (`options` of `handle` are ignored: API Gateway has no such inputs). */
 export function asApp(lambda: McpLambda, options: EventOptions = {}): App & { lastEvent(): APIGatewayProxyEventV2 | undefined } {
   let last: APIGatewayProxyEventV2 | undefined;
@@ -78,7 +85,7 @@ export function asApp(lambda: McpLambda, options: EventOptions = {}): App & { la
     return lambda(event);
   }, options);
   return {
-    handle: (request) => gateway.fetch(request),
+    handle: (request) => gateway.fetch(webRequest(request)),
     close: async () => undefined,
     lastEvent: () => last,
   };

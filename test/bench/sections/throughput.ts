@@ -21,8 +21,8 @@
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { startReceiver, subscribe, type Receiver, type RpcCall } from '../sends';
-import { startServerProcess, untilIdle, type ServerProcess } from '../server-process';
-import { ms, newApiKey, newSecret, perSecond, progress, quantile, ratio, ratioOf, rpcBody, rpcHeaders, throughputStats, type Section } from '../support';
+import { cpuTicksOf, startServerProcess, untilIdle, type ServerProcess } from '../server-process';
+import { ms, newApiKey, newSecret, perSecond, progress, quantile, ratio, ratioOf, rpcBody, rpcHeaders, stats, throughputStats, type Section } from '../support';
 
 const SENDERS = 64;
 const ROUNDS = 3;
@@ -42,12 +42,14 @@ interface Load {
   /** Answers that were neither: status and the start of the body, at most a few. */
   other: string[];
   otherCount: number;
+  /** CPU time the server process used over the load, per delivered send (ms; NaN without /proc). */
+  cpuMsPerSend: number;
 }
 
 /** `SENDERS` loops of POST /v1/messages on keep-alive connections until `durationMs` has gone by. */
-async function drive(origin: string, key: string, durationMs: number, tag: string): Promise<Load> {
+async function drive(origin: string, pid: number, key: string, durationMs: number, tag: string): Promise<Load> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: SENDERS });
-  const load: Load = { perSecond: 0, times: [], delivered: [], queued: [], other: [], otherCount: 0 };
+  const load: Load = { perSecond: 0, times: [], delivered: [], queued: [], other: [], otherCount: 0, cpuMsPerSend: Number.NaN };
   let counter = 0;
   const sendOnce = () =>
     new Promise<void>((done, fail) => {
@@ -88,6 +90,7 @@ async function drive(origin: string, key: string, durationMs: number, tag: strin
       req.once('error', fail);
       req.end(body);
     });
+  const ticksBefore = cpuTicksOf(pid);
   const started = performance.now();
   const deadline = started + durationMs;
   try {
@@ -100,6 +103,8 @@ async function drive(origin: string, key: string, durationMs: number, tag: strin
     agent.destroy();
   }
   load.perSecond = load.delivered.length / ((performance.now() - started) / 1000);
+  // Clock ticks are 10 ms; a round's few thousand sends make that a fine grain.
+  load.cpuMsPerSend = ((cpuTicksOf(pid) - ticksBefore) * 10) / load.delivered.length;
   return load;
 }
 
@@ -150,7 +155,7 @@ export const throughputSection: Section = {
     const queuedLate = { subject: 0, floor: 0 };
     const runSide = async (side: (typeof sides)[number], durationMs: number, record: boolean) => {
       await untilIdle([servers.subject.pid, servers.floor.pid]);
-      const load = await drive(servers[side].origin, key, durationMs, side);
+      const load = await drive(servers[side].origin, servers[side].pid, key, durationMs, side);
       if (load.otherCount > 0 && load.delivered.length === 0)
         throw new Error(
           `${side}: no send was delivered; answers such as ${load.other.join(' | ')}; server stderr: ${servers[side].stderr().trim().slice(-300)}`,
@@ -178,6 +183,7 @@ export const throughputSection: Section = {
         delivered: rounds[side].reduce((n, l) => n + l.delivered.length, 0),
         other: rounds[side].reduce((n, l) => n + l.otherCount, 0),
         sample: rounds[side].flatMap((l) => l.other).slice(0, 2),
+        cpuMsPerSend: stats(rounds[side].map((l) => l.cpuMsPerSend)),
       };
     };
     const subject = of('subject');
@@ -200,6 +206,17 @@ export const throughputSection: Section = {
       baselineMedian: ms(floor.p50),
       ratio: ratio(subject.p50, floor.p50),
     });
+    // What a send costs the server in CPU, whatever the machine's load: a busy machine stretches
+    // every round's wall time, and the floor's more than the server's, but not the CPU each send uses.
+    bench.row({
+      name: `POST /v1/messages under that load: server CPU per delivered send, local runtime (median round; informational)`,
+      median: ms(subject.cpuMsPerSend.median),
+      p90: ms(subject.cpuMsPerSend.p90),
+      tail: 'round p90',
+      baseline: 'floor, CPU per send',
+      baselineMedian: ms(floor.cpuMsPerSend.median),
+      ratio: ratio(subject.cpuMsPerSend.median, floor.cpuMsPerSend.median),
+    });
     bench.record({
       throughput: {
         senders: SENDERS,
@@ -211,6 +228,7 @@ export const throughputSection: Section = {
         ratio: ratioOf(subject.rate.median, floor.rate.median),
         perRound: { subject: rounds.subject.map((l) => l.perSecond), floor: rounds.floor.map((l) => l.perSecond) },
         answerMs: { p50: subject.p50, p99: subject.p99 },
+        cpuMsPerSend: { subject: subject.cpuMsPerSend.median, floor: floor.cpuMsPerSend.median },
         floorAnswerMs: { p50: floor.p50, p99: floor.p99 },
         delivered: { subject: subject.delivered, floor: floor.delivered },
         queued: queuedLate,

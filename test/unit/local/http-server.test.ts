@@ -8,15 +8,23 @@ import net from 'node:net';
 import { deadlineLeftMs } from '../../../lambda/adapters/deadline';
 import { BUSY, REFUSED_LINGER_MS, requestBudgetMs, startLocalServer, type LocalServer } from '../../../lambda/local/http-server';
 import type { App } from '../../../lambda/http/app';
+import type { HttpRequest } from '../../../lambda/http/json';
 import { API_KEY, buildApp } from '../../support/app';
 import { pollUntil } from '../../support/cpu-wait';
+
+/** Reads the whole body, as every POST route does; rejects when it ends early. */
+async function readBody(request: HttpRequest): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of request.body ?? []) chunks.push(chunk);
+  return Buffer.concat(chunks).toString('utf8');
+}
 
 const ok: App = { handle: async () => new Response('{"ok":true}', { headers: { 'content-type': 'application/json' } }), close: async () => undefined };
 
 /** An app that reads the whole body before answering (as every POST route does). */
 const reader: App = {
   handle: async (request) => {
-    await request.arrayBuffer();
+    await readBody(request);
     return new Response('{}', { headers: { 'content-type': 'application/json' } });
   },
   close: async () => undefined,
@@ -92,7 +100,7 @@ test('a body cut off by the deadline ends its reader too: nothing it counted sta
     handle: async (request) => {
       reading++;
       try {
-        await request.arrayBuffer();
+        await readBody(request);
       } catch {
         // the body ended early: expected here
       } finally {
@@ -141,7 +149,7 @@ test('past the connection cap a new connection is answered 503 with Retry-After,
 
 test('LOCAL-FAULT-1: a request sent on a connection answered 503 busy never reaches the app, and the refused connection is closed even if the client never closes its side', async () => {
   let reached = 0;
-  const counting: App = { handle: async (request) => (reached++, await request.text(), new Response('{}')), close: async () => undefined };
+  const counting: App = { handle: async (request) => (reached++, await readBody(request), new Response('{}')), close: async () => undefined };
   await withServer(counting, { maxConnections: 2 }, async (local) => {
     const { server, port } = local;
     const held = [net.connect(port, '127.0.0.1'), net.connect(port, '127.0.0.1')];
@@ -225,7 +233,7 @@ test('LOCAL-FAULT-8: a client that leaves mid-body is logged at info as client_a
 test('LOCAL-FAULT-9: Connection: close is honoured on an SSE answer, whatever connection header the app set', async () => {
   const sse: App = {
     handle: async (request) => {
-      await request.text();
+      await readBody(request);
       return new Response('event: message\ndata: {}\n\n', { headers: { 'content-type': 'text/event-stream', connection: 'keep-alive' } });
     },
     close: async () => undefined,
