@@ -182,46 +182,35 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   // The inbox's tools: the connector key only, with the inbox on (docs/contract/mcp.md, the inbox).
   if (deps.inbox && !sender && caller.door === undefined) inboxTools(mcp, { ...deps, inbox: deps.inbox }, caller, guarded);
 
-  const server = mcp.server;
-  server.setRequestHandler(Methods.eventsList, { params: LOOSE_PARAMS }, async () =>
-    guarded(Methods.eventsList, async () => {
-      if (sender) throw forbidden();
-      return { events: [MESSAGE_CREATED_DEFINITION], nextCursor: null };
-    }),
-  );
-  server.setRequestHandler(Methods.eventsSubscribe, { params: LOOSE_PARAMS }, async (params) =>
-    guarded(Methods.eventsSubscribe, async () => {
-      if (sender) throw forbidden();
-      const inbox = deps.inbox;
-      const announcing = inbox ? { ...deps, onNewSubscription: () => announcePending({ ...deps, inbox }) } : deps;
-      return { ...(await subscribe(announcing, await caller.identity.principal(), withoutMeta(params))) };
-    }),
-  );
-  server.setRequestHandler(Methods.eventsUnsubscribe, { params: LOOSE_PARAMS }, async (params) =>
-    guarded(Methods.eventsUnsubscribe, async () => {
-      if (sender) throw forbidden();
-      await unsubscribe(deps, withoutMeta(params));
-      return {};
-    }),
-  );
+  // The connector's methods: a sender key is refused before anything runs.
+  const connectorOnly = (method: string, fn: (params: unknown, extra: HandlerContext) => Promise<unknown>) =>
+    mcp.server.setRequestHandler(method, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
+      guarded(method, async () => {
+        if (sender) throw forbidden();
+        return fn(params, extra);
+      })) as never);
+  connectorOnly(Methods.eventsList, async () => ({ events: [MESSAGE_CREATED_DEFINITION], nextCursor: null }));
+  connectorOnly(Methods.eventsSubscribe, async (params) => {
+    const inbox = deps.inbox;
+    const announcing = inbox ? { ...deps, onNewSubscription: () => announcePending({ ...deps, inbox }) } : deps;
+    return { ...(await subscribe(announcing, await caller.identity.principal(), withoutMeta(params))) };
+  });
+  connectorOnly(Methods.eventsUnsubscribe, async (params) => {
+    await unsubscribe(deps, withoutMeta(params));
+    return {};
+  });
 
   if (modern) {
     // The SDK stamps `resultType: "complete"` on custom methods' answers, as the extension requires.
-    const tasksOf = async () => {
-      if (sender) throw forbidden();
-      return taskMethods(deps, await caller.identity.principal());
-    };
+    const tasksOf = async () => taskMethods(deps, await caller.identity.principal());
     const taskRequest = (params: unknown, extra: HandlerContext): TaskRequest => ({
       params,
       envelope: extra?.mcpReq?.envelope,
       inputResponses: extra?.mcpReq?.inputResponses,
     });
-    server.setRequestHandler(Methods.tasksGet, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
-      guarded(Methods.tasksGet, async () => ({ ...(await (await tasksOf()).get(taskRequest(params, extra))) }))) as never);
-    server.setRequestHandler(Methods.tasksUpdate, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
-      guarded(Methods.tasksUpdate, async () => (await tasksOf()).update(taskRequest(params, extra)))) as never);
-    server.setRequestHandler(Methods.tasksCancel, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
-      guarded(Methods.tasksCancel, async () => (await tasksOf()).cancel(taskRequest(params, extra)))) as never);
+    connectorOnly(Methods.tasksGet, async (params, extra) => ({ ...(await (await tasksOf()).get(taskRequest(params, extra))) }));
+    connectorOnly(Methods.tasksUpdate, async (params, extra) => (await tasksOf()).update(taskRequest(params, extra)));
+    connectorOnly(Methods.tasksCancel, async (params, extra) => (await tasksOf()).cancel(taskRequest(params, extra)));
   }
   return mcp;
 }
