@@ -169,19 +169,12 @@ export function createMcpEndpoint(deps: McpDeps, options: { legacy?: 'stateless'
   });
 }
 
+/** The Caller the door put in `authInfo.extra` after its own check (http/app.ts, http/pup.ts). */
 function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Record<string, unknown> } } }): Caller {
   const extra = ('authInfo' in ctx ? ctx.authInfo?.extra : (ctx as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http?.authInfo?.extra) ?? {};
-  const requestId = String(extra.requestId ?? '');
-  if (typeof extra.principal === 'string') {
-    // A door with a fixed principal and sender name of its own (pup): it may do what the connector does.
-    const principal = extra.principal;
-    if (typeof extra.sender !== 'string') throw new Error('mcp: a door with its own principal must name its sender');
-    const key = typeof extra.idempotencyKey === 'string' ? { idempotencyKey: extra.idempotencyKey } : {};
-    return { identity: { role: 'connector', sender: extra.sender, principal: async () => principal }, requestId, door: 'pup', ...key };
-  }
   const identity = extra.identity as Identity | undefined;
   if (!identity || typeof identity.principal !== 'function') throw new Error('mcp: request reached the server without an authenticated identity');
-  return { identity, requestId };
+  return { ...(extra as Partial<Caller>), identity, requestId: String(extra.requestId ?? '') };
 }
 
 function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
