@@ -170,8 +170,8 @@ export function createMcpEndpoint(deps: McpDeps, options: { legacy?: 'stateless'
 }
 
 /** The Caller the door put in `authInfo.extra` after its own check (http/app.ts, http/pup.ts). */
-function callerOf(ctx: McpRequestContext | { http?: { authInfo?: { extra?: Record<string, unknown> } } }): Caller {
-  const extra = ('authInfo' in ctx ? ctx.authInfo?.extra : (ctx as { http?: { authInfo?: { extra?: Record<string, unknown> } } }).http?.authInfo?.extra) ?? {};
+function callerOf(ctx: McpRequestContext): Caller {
+  const extra = ctx.authInfo?.extra ?? {};
   const identity = extra.identity as Identity | undefined;
   if (!identity || typeof identity.principal !== 'function') throw new Error('mcp: request reached the server without an authenticated identity');
   return { ...(extra as Partial<Caller>), identity, requestId: String(extra.requestId ?? '') };
