@@ -124,10 +124,11 @@ export interface MetricsOptions {
   enabled?: boolean;
 }
 
-function emfWriter(options: MetricsOptions): (dimensions: Record<string, string>, directives: Directive[]) => void {
+/** `write` takes any directives; `count` writes one Count metric by every dimension given. */
+function emfWriter(options: MetricsOptions) {
   const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
   const clock = options.clock ?? Date.now;
-  return (dimensions, directives) => {
+  const write = (dimensions: Record<string, string>, directives: Directive[]) => {
     try {
       const line = emfLine(clock(), dimensions, directives);
       if (line !== undefined) sink(line);
@@ -135,11 +136,14 @@ function emfWriter(options: MetricsOptions): (dimensions: Record<string, string>
       // A metric is never worth a failed request, a retried delivery or a failed run.
     }
   };
+  const count = (dimensions: Record<string, string>, name: string, value: number) =>
+    write(dimensions, [{ dimensionSets: [Object.keys(dimensions)], metrics: [{ name, unit: 'Count', value }] }]);
+  return { write, count };
 }
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   if (options.enabled === false) return { delivery: () => undefined, request: () => undefined, dependencyUnavailable: () => undefined };
-  const write = emfWriter(options);
+  const { write, count } = emfWriter(options);
   return {
     delivery({ outcome, via, attempt, durationMs, latencyMs }) {
       // By Outcome alone too: the totals (and the alarms on them) need no sum over Via.
@@ -167,11 +171,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         { dimensionSets: [[]], metrics: [{ name: MetricName.requestLatency, unit: 'Milliseconds', value: durationMs }] },
       ]);
     },
-    dependencyUnavailable(dependency) {
-      write({ [DimensionName.dependency]: dependency }, [
-        { dimensionSets: [[DimensionName.dependency]], metrics: [{ name: MetricName.dependencyUnavailable, unit: 'Count', value: 1 }] },
-      ]);
-    },
+    dependencyUnavailable: (dependency) => count({ [DimensionName.dependency]: dependency }, MetricName.dependencyUnavailable, 1),
   };
 }
 
@@ -187,12 +187,10 @@ export interface RepairMetrics {
 
 export function createRepairMetrics(options: MetricsOptions = {}): RepairMetrics {
   if (options.enabled === false) return { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined };
-  const emit = emfWriter(options);
-  const write = (dimensions: Record<string, string>, name: string, value: number) =>
-    emit(dimensions, [{ dimensionSets: [Object.keys(dimensions)], metrics: [{ name, unit: 'Count', value }] }]);
+  const { count } = emfWriter(options);
   return {
-    repaired: (action, count) => write({ [DimensionName.action]: action }, MetricName.recordsRepaired, count),
-    errors: (count) => write({}, MetricName.reconcileErrors, count),
-    deadLetters: (count) => write({}, MetricName.deadLetters, count),
+    repaired: (action, value) => count({ [DimensionName.action]: action }, MetricName.recordsRepaired, value),
+    errors: (value) => count({}, MetricName.reconcileErrors, value),
+    deadLetters: (value) => count({}, MetricName.deadLetters, value),
   };
 }

@@ -26,13 +26,8 @@ export { MAX_RETRY_DELAY_S, SettingsError } from '../lambda/config/fields';
 /** What readSettings makes of the context: each key parsed (docs/deploying-aws.md says what each does). */
 export type DmDotSettings = ReturnType<typeof readSettings>;
 
-export interface CustomDomain {
-  /** Lower-cased DNS name, e.g. `mcp.example.com`. */
-  readonly domainName: string;
-  readonly certificateArn: string;
-  /** Region of the certificate: us-east-1 for CloudFront, the stack's own region for API Gateway. */
-  readonly certificateRegion: string;
-}
+/** The connector's domain: a lower-cased DNS name, and its certificate's ARN and region (us-east-1 for CloudFront, the stack's own for API Gateway). */
+export type CustomDomain = NonNullable<DmDotSettings['customDomain']>;
 
 /** CloudFront reads certificates and CLOUDFRONT-scope web ACLs from this region only. */
 export const CLOUDFRONT_REGION = 'us-east-1';

@@ -19,23 +19,17 @@ export function createAwsClients(): AwsClients {
   return { dynamodb: new DynamoDBClient(clientOptions()), sqs: new SQSClient(clientOptions()) };
 }
 
-/** Options every SDK client of dm-dot gets. Region and credentials come from the Lambda environment. */
-export interface ClientOptions {
-  maxAttempts: number;
-  requestHandler: { connectionTimeout: number; requestTimeout: number; throwOnRequestTimeout: true };
-  /** The environment only, where Lambda puts the execution role's credentials (handlers/env-credentials.ts). */
-  credentials: ReturnType<typeof fromEnv>;
-}
-
 /**
+ * Options every SDK client of dm-dot gets. Region and credentials come from the Lambda environment.
  * Per attempt: connection 1 s, whole attempt 2 s, `throwOnRequestTimeout` (without it the smithy
  * handler only logs a warning); up to 3 attempts. The request deadline bounds all of it, so these
  * only decide how a stall is split into attempts.
  */
-export function clientOptions(): ClientOptions {
+export function clientOptions() {
   return {
     maxAttempts: Budgets.awsMaxAttempts,
-    requestHandler: { connectionTimeout: Budgets.awsConnectMs, requestTimeout: Budgets.awsAttemptMs, throwOnRequestTimeout: true },
+    requestHandler: { connectionTimeout: Budgets.awsConnectMs, requestTimeout: Budgets.awsAttemptMs, throwOnRequestTimeout: true as const },
+    // The environment only, where Lambda puts the execution role's credentials (handlers/env-credentials.ts).
     credentials: fromEnv(),
   };
 }

@@ -121,24 +121,22 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   return async (event, context) => {
     const startedAt = Date.now();
     const remaining = typeof context?.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : undefined;
-    return runWithDeadline(deliveryDeadline(startedAt, remaining), () => processBatch(event));
+    return runWithDeadline(deliveryDeadline(startedAt, remaining), async () => {
+      const records = event.Records ?? [];
+      // Wall clock, not deps.clock: SQS's receive times are wall-clock epoch milliseconds.
+      const invokedAt = Date.now();
+      const keep = await Promise.all(
+        records.map((record) =>
+          processRecord(record, invokedAt).catch((error: unknown) => {
+            // Only a failed dead-letter send of a malformed record gets here; keep it for next time.
+            log.error('delivery_worker_error', { messageId: record.messageId, cause: describeCause(error) });
+            return true;
+          }),
+        ),
+      );
+      return { batchItemFailures: records.filter((_, i) => keep[i]).map((record) => ({ itemIdentifier: record.messageId })) };
+    });
   };
-
-  async function processBatch(event: SQSEvent): Promise<SQSBatchResponse> {
-    const records = event.Records ?? [];
-    // Wall clock, not deps.clock: SQS's receive times are wall-clock epoch milliseconds.
-    const invokedAt = Date.now();
-    const keep = await Promise.all(
-      records.map((record) =>
-        processRecord(record, invokedAt).catch((error: unknown) => {
-          // Only a failed dead-letter send of a malformed record gets here; keep it for next time.
-          log.error('delivery_worker_error', { messageId: record.messageId, cause: describeCause(error) });
-          return true;
-        }),
-      ),
-    );
-    return { batchItemFailures: records.filter((_, i) => keep[i]).map((record) => ({ itemIdentifier: record.messageId })) };
-  }
 }
 
 export type DeliveryAwsClients = AwsClients;

@@ -166,11 +166,6 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   // Loaded on the first call that needs storage, so a cold start's tools/list never loads DynamoDB or
   // SQS code. A require: the bundle keeps it and finds mcp-storage.js beside index.js; import() would not.
   const storage = once(async () => (require('./mcp-storage') as typeof import('./mcp-storage')).createMcpStorage(settings.tableName, settings.queueUrl, given));
-  const store = deferredStore(async () => (await storage()).store);
-  const outbox = deferredOutbox(async () => (await storage()).outbox);
-  const access = deferredAccessStore(async () => (await storage()).access);
-  // The one Store holds the idempotency keys and the pending index too.
-  const idempotency = deferredIdempotencyStore(async () => (await storage()).store);
   const secrets = clients.secrets ?? secretsManagerFromRuntime(settings.aws);
   const log = overrides.log ?? createLogger();
   const apiKey = createApiKeyLoader({ client: secrets, secretArn: settings.apiKeySecretArn, log, onLoaded: (key) => log.redact?.(key) });
@@ -185,10 +180,11 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   void apiKey.get();
   void pupSecrets.get();
   return createMcpLambda({
-    store,
-    outbox,
-    access,
-    idempotency,
+    store: deferredStore(async () => (await storage()).store),
+    outbox: deferredOutbox(async () => (await storage()).outbox),
+    access: deferredAccessStore(async () => (await storage()).access),
+    // The one Store holds the idempotency keys and the pending index too.
+    idempotency: deferredIdempotencyStore(async () => (await storage()).store),
     ...(settings.inbox ? { inbox: deferredInboxStore(async () => (await storage()).store) } : {}),
     eventsProfile: settings.eventsProfile,
     webhook: webhookWithinDeadline(

@@ -5,15 +5,13 @@
  * Deliberately not here: settings checks (handlers/mcp.ts checks TABLE_NAME and QUEUE_URL at init,
  * so a missing one still fails the cold start) and anything the first `tools/list` needs.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import { keepingBack, withDeadlines } from '../adapters/deadline';
 import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { Budgets } from '../core/budgets';
 import { sequentialOutbox } from '../core/outbox';
 import type { AccessStore, IdempotencyStore, InboxStore, Outbox, Store } from '../ports';
-import { clientOptions, type AwsClients } from './aws-clients';
+import { createAwsClients, type AwsClients } from './aws-clients';
 
 /** The store and outbox on the given clients (tests pass clients with local endpoints), or on new ones. */
 export function createMcpStorage(
@@ -21,8 +19,7 @@ export function createMcpStorage(
   queueUrl: string,
   clients?: AwsClients,
 ): { store: Store & IdempotencyStore & InboxStore; outbox: Outbox; access: AccessStore } {
-  const dynamodb = clients?.dynamodb ?? new DynamoDBClient(clientOptions());
-  const sqs = clients?.sqs ?? new SQSClient(clientOptions());
+  const { dynamodb, sqs } = clients ?? createAwsClients();
   // Every call of these clients carries the request deadline (a no-op when already applied).
   withDeadlines(dynamodb);
   withDeadlines(sqs);

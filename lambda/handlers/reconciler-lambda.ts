@@ -13,7 +13,7 @@ import { DynamoDbTable } from '../adapters/dynamodb-store';
 import { QueueAttributes, SqsQueue } from '../adapters/sqs-queue';
 import type { DeliveryLambdaSettings } from '../config/settings';
 import { Budgets } from '../core/budgets';
-import { reconcile, type ReconcileDeps, type ReconcileReport, type RepairQueue } from '../core/reconcile';
+import { reconcile, type ReconcileDeps, type ReconcileReport } from '../core/reconcile';
 import { EventStore } from '../core/store/event-store';
 import { createLogger } from '../log';
 import { createRepairMetrics } from '../metrics';
@@ -26,69 +26,12 @@ export type ReconcilerLambda = (event?: unknown, context?: InvocationContext) =>
 /** Without a Lambda context (tests): a minute, the function's own timeout. */
 const DEFAULT_RUN_MS = 60_000;
 
-/** What a run writes besides RecordsRepaired (`deps.repaired`), and where the dead-letter depth comes from. */
-export interface RunReporting {
-  errors(count: number): void;
-  deadLetters(count: number): void;
-  deadLetterDepth(): Promise<number>;
-}
-
 /** Thrown by a run that could not do all it should: its report says how much. */
 export class ReconcileRunError extends Error {
   constructor(readonly report: ReconcileReport | undefined) {
     super(report ? `reconcile: ${report.errors} error(s) in this run (found ${report.found})` : 'reconcile: the index of queued records could not be read');
     this.name = 'ReconcileRunError';
   }
-}
-
-export function createReconcilerLambda(deps: ReconcileDeps, reporting?: RunReporting): ReconcilerLambda {
-  return async (_event, context) => {
-    const startedAt = Date.now();
-    const remaining = typeof context?.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : DEFAULT_RUN_MS;
-    const deadline = startedAt + remaining - Budgets.reconcileEndReserveMs;
-    const until = deps.clock.now() + (deadline - startedAt) - Budgets.reconcileEndReserveMs;
-    return runWithDeadline(deadline, async () => {
-      let report: ReconcileReport | undefined;
-      let errors = 0;
-      try {
-        report = await reconcile(deps, { until });
-        errors = report.errors;
-      } catch (error) {
-        errors = 1;
-        deps.log?.error('reconcile_error', { cause: error instanceof Error ? error.name : 'unknown' });
-      }
-      if (reporting) {
-        try {
-          reporting.deadLetters(await reporting.deadLetterDepth());
-        } catch (error) {
-          errors++;
-          deps.log?.error('reconcile_error', { deadLetters: 'unread', cause: error instanceof Error ? error.name : 'unknown' });
-        }
-        reporting.errors(errors);
-      }
-      if (errors > 0) throw new ReconcileRunError(report && { ...report, errors });
-      return report!;
-    });
-  };
-}
-
-/** The delivery queue and the dead-letter queue as the reconciler uses them. */
-export function repairQueueOf(queue: SqsQueue): RepairQueue {
-  return {
-    enqueue: (job) => queue.enqueue(job),
-    deadLetter: (job, reason) =>
-      queue.sendToDeadLetter(
-        {
-          body: job.body,
-          attributes: {
-            [QueueAttributes.eventId]: job.eventId,
-            [QueueAttributes.subscriptionId]: job.subscriptionId,
-            ...(job.generation !== undefined ? { [QueueAttributes.generation]: job.generation } : {}),
-          },
-        },
-        reason,
-      ),
-  };
 }
 
 export interface ReconcilerLambdaOverrides {
@@ -110,15 +53,55 @@ export function reconcilerLambdaFromSettings(
   const store = new EventStore(new DynamoDbTable(clients.dynamodb, settings.tableName));
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
   const metrics = overrides.metrics ?? createRepairMetrics({ enabled: settings.aws.functionName !== undefined });
-  return createReconcilerLambda(
-    {
-      store,
-      queue: repairQueueOf(queue),
-      clock: overrides.clock ?? systemClock,
-      retryDelaysS: settings.retryDelaysS,
-      log: overrides.log ?? createLogger(),
-      repaired: (action, count) => metrics.repaired(action, count),
+  const log = overrides.log ?? createLogger();
+  const deps: ReconcileDeps = {
+    store,
+    // The delivery queue and the dead-letter queue as the reconciler uses them.
+    queue: {
+      enqueue: (job) => queue.enqueue(job),
+      deadLetter: (job, reason) =>
+        queue.sendToDeadLetter(
+          {
+            body: job.body,
+            attributes: {
+              [QueueAttributes.eventId]: job.eventId,
+              [QueueAttributes.subscriptionId]: job.subscriptionId,
+              ...(job.generation !== undefined ? { [QueueAttributes.generation]: job.generation } : {}),
+            },
+          },
+          reason,
+        ),
     },
-    { errors: (count) => metrics.errors(count), deadLetters: (count) => metrics.deadLetters(count), deadLetterDepth: () => queue.deadLetterDepth() },
-  );
+    clock: overrides.clock ?? systemClock,
+    retryDelaysS: settings.retryDelaysS,
+    log,
+    repaired: (action, count) => metrics.repaired(action, count),
+  };
+  return async (_event, context) => {
+    const startedAt = Date.now();
+    const remaining = typeof context?.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : DEFAULT_RUN_MS;
+    const deadline = startedAt + remaining - Budgets.reconcileEndReserveMs;
+    const until = deps.clock.now() + (deadline - startedAt) - Budgets.reconcileEndReserveMs;
+    return runWithDeadline(deadline, async () => {
+      let report: ReconcileReport | undefined;
+      let errors = 0;
+      try {
+        report = await reconcile(deps, { until });
+        errors = report.errors;
+      } catch (error) {
+        errors = 1;
+        log.error('reconcile_error', { cause: error instanceof Error ? error.name : 'unknown' });
+      }
+      // The dead-letter queue's depth, and what the run could not do, written on every run.
+      try {
+        metrics.deadLetters(await queue.deadLetterDepth());
+      } catch (error) {
+        errors++;
+        log.error('reconcile_error', { deadLetters: 'unread', cause: error instanceof Error ? error.name : 'unknown' });
+      }
+      metrics.errors(errors);
+      if (errors > 0) throw new ReconcileRunError(report && { ...report, errors });
+      return report!;
+    });
+  };
 }

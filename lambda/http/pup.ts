@@ -17,13 +17,14 @@
  * CORS (pup calls server to server), and where the secrets come from (`PupConfig.secrets`).
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { Identity } from '../core/access';
 import { describeCause, watchingUnavailable } from '../core/answers';
 import { DependencyUnavailable } from '../core/errors';
 import { checkInboundHeaders, createInboundVerifier, type InboundSecrets } from '../core/inbound';
 import { scanJsonText } from '../core/json-text';
 import { challengeAnswer, defaultPupManifest, parsePupEvent, pupContextOf, PUP_PRINCIPAL } from '../core/pup';
 import { ErrorCodes, Limits, PUP_SENDER, PupRefusals, PupRoutes, WebhookHeaders, type PupRefusal } from '../core/protocol';
-import { createMcpEndpoint, type McpDeps } from '../mcp/server';
+import { createMcpEndpoint, type Caller, type McpDeps } from '../mcp/server';
 import { timeOfDay, type InboundAnswer } from '../ports';
 import {
   declaredTooLarge,
@@ -225,7 +226,9 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
 
     // pup's callId is the idempotency key of its send_to_dot: a call pup makes again makes no second event.
     const callId = context.kind === 'ok' ? context.ids.callId : undefined;
-    const extra = { principal: PUP_PRINCIPAL, requestId, sender: PUP_SENDER, ...(callId !== undefined ? { idempotencyKey: callId } : {}) };
+    // A door with a fixed principal and sender name of its own: it may do what the connector does.
+    const identity: Identity = { role: 'connector', sender: PUP_SENDER, principal: async () => PUP_PRINCIPAL };
+    const extra = { identity, requestId, door: 'pup' as const, ...(callId !== undefined ? { idempotencyKey: callId } : {}) } satisfies Caller;
     return mcp.fetch(forwarded(request, url, body, ['authorization']), { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra } });
   }
 

@@ -96,18 +96,6 @@ export function isEventStatus(value: string): value is EventStatus {
   return (EVENT_STATUSES as readonly string[]).includes(value);
 }
 
-/** The switches in force, as the admin status route and `dm-dot status` show them (never a secret). */
-export interface Switches {
-  loopbackCallbacks: boolean;
-  pup: { secrets: number } | false;
-  allowedOrigins: string[];
-  allowedHosts: string[];
-  retryDelaysS: number[];
-  deliveryWaitMs: number;
-  /** The events profile in force: `chatgpt` or `sep-3415` (docs/contract/events.md). */
-  eventsProfile: string;
-}
-
 /** What `switchesOf` reads of the local settings (config/settings' LocalSettings has this shape). */
 export interface SwitchSettings {
   allowLoopbackCallbacks: boolean;
@@ -118,6 +106,14 @@ export interface SwitchSettings {
   deliveryWaitMs: number;
   eventsProfile?: string;
 }
+
+/** The switches in force, as the admin status route and `dm-dot status` show them (never a secret). */
+export type Switches = Pick<SwitchSettings, 'allowedOrigins' | 'allowedHosts' | 'retryDelaysS' | 'deliveryWaitMs'> & {
+  loopbackCallbacks: boolean;
+  pup: { secrets: number } | false;
+  /** The events profile in force: `chatgpt` or `sep-3415` (docs/contract/events.md). */
+  eventsProfile: string;
+};
 
 export function switchesOf(settings: SwitchSettings): Switches {
   return {
