@@ -75,14 +75,9 @@ export interface McpLambdaSettings extends McpSettings {
   aws: AwsRuntime;
 }
 
-export interface DeliveryLambdaSettings {
-  tableName: string;
-  queueUrl: string;
+export type DeliveryLambdaSettings = Pick<McpLambdaSettings, 'tableName' | 'queueUrl' | 'retryDelaysS' | 'allowLoopbackCallbacks' | 'aws'> & {
   deadLetterQueueUrl: string;
-  retryDelaysS: number[];
-  allowLoopbackCallbacks: boolean;
-  aws: AwsRuntime;
-}
+};
 
 /** The ways the CLI points at AWS without `--table` and friends. */
 export interface CliAwsSettings {
