@@ -144,9 +144,7 @@ export function pupContextOf(message: unknown): PupContextCheck {
   }
   const context = parsed.data;
   const ids: PupContextIds = { installationId: String(context.installationId) };
-  if (context.askerId !== undefined) ids.askerId = String(context.askerId);
-  if (context.channelId !== undefined) ids.channelId = String(context.channelId);
-  if (context.callId !== undefined) ids.callId = String(context.callId);
+  for (const field of ['askerId', 'channelId', 'callId'] as const) if (context[field] !== undefined) ids[field] = String(context[field]);
   return { kind: 'ok', ids };
 }
 
