@@ -49,17 +49,11 @@ export type DeliveryDecision =
   /** Final failure. `subscriptionEnded`: a 410 ended its subscription. `copy`: no attempt; the event had failed already and this is its dead letter. */
   | { action: 'dead_letter'; reason: DeadLetterReason; attempt: number; subscriptionEnded?: boolean; copy?: true };
 
-/** What `prepare` found. Only `ready` leads to a POST. */
-export type Prepared =
-  | { kind: 'skip' }
-  | { kind: 'defer'; delayMs: number }
-  /** Failed already, yet a copy of its job is still queued: that copy becomes its dead-letter copy. */
-  | { kind: 'dead_letter_again'; reason: DeadLetterReason; attempt: number }
-  | { kind: 'drop'; event: EventRecord }
-  | { kind: 'ready'; event: EventRecord; subscription: SubscriptionRecord };
-
 /** The event and subscription an attempt is made with. */
-export type Ready = Extract<Prepared, { kind: 'ready' }>;
+export type Ready = { kind: 'ready'; event: EventRecord; subscription: SubscriptionRecord };
+
+/** What `prepare` found: the decision itself when no POST is to be made, a record to drop, or `ready`, the only way to a POST. */
+export type Prepared = DeliveryDecision | { kind: 'drop'; event: EventRecord } | Ready;
 
 /** What `send` did: the answer, its classification, and the log entry for it. */
 export interface Sent {
@@ -127,11 +121,11 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
   if (event.status === EventStatus.failed && !job.redriven) {
     // Failed, yet a copy of its job is still queued (the inline attempt's safety net, or a failed
     // dead-letter send): a copy in the DLQ beats an event that vanished.
-    return { kind: 'dead_letter_again', reason: failureReasonOf(event), attempt: event.attempts };
+    return { action: 'dead_letter', reason: failureReasonOf(event), attempt: event.attempts, copy: true };
   }
-  if (event.status !== EventStatus.queued) return { kind: 'skip' };
-  if (deps.inFlight?.has(job.eventId)) return { kind: 'defer', delayMs: Budgets.deferInPlaceMaxMs };
-  if (event.notBefore !== undefined && event.notBefore > now) return { kind: 'defer', delayMs: event.notBefore - now };
+  if (event.status !== EventStatus.queued) return { action: 'done', status: 'already_final' };
+  if (deps.inFlight?.has(job.eventId)) return { action: 'defer', delayMs: Budgets.deferInPlaceMaxMs };
+  if (event.notBefore !== undefined && event.notBefore > now) return { action: 'defer', delayMs: event.notBefore - now };
   subscription ??= await deps.store.getSubscription(now);
   if (!jobMatches(job, subscription)) return { kind: 'drop', event };
   return { kind: 'ready', event, subscription };
@@ -174,19 +168,15 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
   const doneAt = deps.clock.now();
   const httpStatus = response.kind === 'response' ? response.status : null;
   const verdict = classify(response, doneAt);
+  const hundreds = httpStatus === null ? 0 : Math.floor(httpStatus / 100);
   const entry: AttemptEntry = {
     at: sendAt,
     outcome: verdict.kind === 'delivered' ? 'delivered' : verdict.reason,
-    statusClass: httpStatus === null ? null : statusClassOf(httpStatus),
+    statusClass: hundreds >= 1 && hundreds <= 5 ? (`${hundreds}xx` as AttemptEntry['statusClass']) : null,
     durationMs: Math.max(0, doneAt - sendAt),
     counted: true,
   };
   return { response, verdict, httpStatus, entry, doneAt };
-}
-
-function statusClassOf(status: number): AttemptEntry['statusClass'] {
-  const hundreds = Math.floor(status / 100);
-  return hundreds >= 1 && hundreds <= 5 ? (`${hundreds}xx` as AttemptEntry['statusClass']) : null;
 }
 
 /** Step 3: record what `send` found and decide what the queue does next. */
@@ -267,20 +257,11 @@ export function decisionLogFields(decision: DeliveryDecision): Record<string, un
 /** The worker's attempt: prepare, then send and commit, or the reason there is none. */
 export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<DeliveryDecision> {
   const prepared = await prepare(deps, job);
-  switch (prepared.kind) {
-    case 'skip':
-      return { action: 'done', status: 'already_final' };
-    case 'defer':
-      return { action: 'defer', delayMs: prepared.delayMs };
-    case 'dead_letter_again':
-      return { action: 'dead_letter', reason: prepared.reason, attempt: prepared.attempt, copy: true };
-    case 'drop':
-      return commitDrop(deps, prepared.event);
-    case 'ready':
-      // One POST per attempt: a copy that loses the lease defers for as long as the lease runs.
-      if (!(await takeLease(deps, prepared.event))) return { action: 'defer', delayMs: Budgets.workerLeaseMs };
-      return holding(deps, job.eventId, async () => commit(deps, prepared, await send(deps, prepared, job)));
-  }
+  if ('action' in prepared) return prepared;
+  if (prepared.kind === 'drop') return commitDrop(deps, prepared.event);
+  // One POST per attempt: a copy that loses the lease defers for as long as the lease runs.
+  if (!(await takeLease(deps, prepared.event))) return { action: 'defer', delayMs: Budgets.workerLeaseMs };
+  return holding(deps, job.eventId, async () => commit(deps, prepared, await send(deps, prepared, job)));
 }
 
 /** Runs one attempt of `eventId` (its POST and its record) marked in `deps.inFlight` while it runs. */
