@@ -17,7 +17,7 @@
  */
 import { jobOf, type DeliveryMetrics, type EventRecord, type InboxStore, type Logger, type Outbox, type Store, type SubscriptionRecord } from '../ports';
 import { Budgets } from './budgets';
-import { commit, holding, send, type DeliveryDecision, type DeliveryDeps, type DeliveryStore, type Ready, type Sent } from './delivery';
+import { commit, holding, send, type DeliveryDecision, type DeliveryDeps, type DeliveryStore, type Ready } from './delivery';
 import { DependencyUnavailable, guardDependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
@@ -111,7 +111,9 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
       const sent = await send(deps, ready, job, { timeoutMs });
       if (sent.verdict.kind === 'delivered') accepted();
       const decision = await commit(deps, ready, sent);
-      reportInline(deps, record, sent, decision);
+      // The inline decision in the worker's vocabulary: one `delivery` line and one metric, `via` inline.
+      const durationMs = Math.max(0, deps.clock.now() - sent.entry.at);
+      reportDecision(deps, { via: 'inline', eventId, decision, durationMs, latencyMs: sent.doneAt - record.createdAt });
       return decision;
     });
 
@@ -143,18 +145,6 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   }
 }
 
-/** The inline decision in the worker's vocabulary: one `delivery` line and one metric, `via` inline. */
-function reportInline(deps: MessageDeps, record: EventRecord, sent: Sent, decision: DeliveryDecision): void {
-  const done = deps.clock.now();
-  reportDecision(deps, {
-    via: 'inline',
-    eventId: record.eventId,
-    decision,
-    durationMs: Math.max(0, done - sent.entry.at),
-    latencyMs: sent.doneAt - record.createdAt,
-  });
-}
-
 /** When the worker's copy surfaces: when attempt 2 would be due, never before the inline lease, at once with no inline attempt. */
 function safetyNetDelayMs(deps: MessageDeps, windowMs: number): number {
   if (windowMs === 0) return 0;
@@ -165,7 +155,7 @@ function safetyNetDelayMs(deps: MessageDeps, windowMs: number): number {
 async function outcomeOf(deps: MessageDeps, eventId: string, decision: DeliveryDecision): Promise<SendOutcome> {
   switch (decision.action) {
     case 'dead_letter':
-      return { kind: 'failed', eventId, reason: isFailureReason(decision.reason) ? decision.reason : null };
+      return { kind: 'failed', eventId, reason: (FailureReasons as readonly string[]).includes(decision.reason) ? (decision.reason as FailureReason) : null };
     case 'done':
       if (decision.status === 'delivered') return { kind: 'delivered', eventId };
       if (decision.status === 'dropped') return { kind: 'failed', eventId, reason: null };
@@ -192,10 +182,6 @@ export function outcomeOfRecord(record: EventRecord): Extract<SendOutcome, { eve
     default:
       return { kind: 'queued', eventId: record.eventId };
   }
-}
-
-function isFailureReason(reason: string): reason is FailureReason {
-  return (FailureReasons as readonly string[]).includes(reason);
 }
 
 /** A new event's record with its exact bytes: `queued` under a subscription, else `kept` (the inbox's, with no job). */

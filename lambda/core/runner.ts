@@ -79,7 +79,7 @@ export interface DecisionReport {
 export function reportDecision(deps: Pick<RunnerDeps, 'log' | 'metrics'>, report: DecisionReport): void {
   const { decision } = report;
   const outcome = report.outcome ?? outcomeOfDecision(decision);
-  const attempt = attemptOf(decision);
+  const attempt = decision.action === 'retry' || decision.action === 'dead_letter' ? decision.attempt : undefined;
   try {
     const line = { eventId: report.eventId, via: report.via, ...decisionLogFields(decision), ...(report.fields ?? {}) };
     if (outcome === 'outcome_unknown') deps.log?.warn('delivery', { ...line, outcomeUnknown: true });
@@ -95,10 +95,6 @@ export function reportDecision(deps: Pick<RunnerDeps, 'log' | 'metrics'>, report
   } catch {
     // A log or metric sink that fails must not change what happens to the job.
   }
-}
-
-function attemptOf(decision: DeliveryDecision): number | undefined {
-  return decision.action === 'retry' || decision.action === 'dead_letter' ? decision.attempt : undefined;
 }
 
 export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
