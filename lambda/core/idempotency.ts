@@ -31,6 +31,8 @@ export type IdempotentOutcome =
 export type KeyCheck = { ok: true; key: string } | { ok: false; error: string };
 
 const PRINTABLE = /^[\x20-\x7e]+$/;
+/** A Structured Field String (RFC 8941 3.3.3): in double quotes, with " and \ escaped by a backslash and nothing else escaped. */
+const SF_STRING = /^"(?:[^"\\]|\\["\\])*"$/;
 
 /**
  * An idempotency key as the header carries it: 1 to 255 printable ASCII characters. A value in
@@ -40,11 +42,10 @@ const PRINTABLE = /^[\x20-\x7e]+$/;
 export function checkIdempotencyKey(raw: string): KeyCheck {
   let key = raw;
   if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"')) {
-    const unquoted = unquote(raw.slice(1, -1));
-    if (unquoted === undefined) {
+    if (!SF_STRING.test(raw)) {
       return { ok: false, error: 'Invalid Idempotency-Key: inside quotes, " and \\ must be escaped with a backslash, and nothing else may be.' };
     }
-    key = unquoted;
+    key = raw.slice(1, -1).replace(/\\(["\\])/g, '$1');
   }
   if (key.length === 0) return { ok: false, error: 'Invalid Idempotency-Key: it is empty; send 1 to 255 printable ASCII characters.' };
   if (key.length > Limits.idempotencyKeyMaxChars) {
@@ -52,21 +53,6 @@ export function checkIdempotencyKey(raw: string): KeyCheck {
   }
   if (!PRINTABLE.test(key)) return { ok: false, error: 'Invalid Idempotency-Key: only printable ASCII characters (space to ~) are allowed.' };
   return { ok: true, key };
-}
-
-/** The content of a Structured Field String (RFC 8941 3.3.3) between its quotes; undefined when malformed. */
-function unquote(inner: string): string | undefined {
-  let out = '';
-  for (let i = 0; i < inner.length; i++) {
-    const c = inner[i]!;
-    if (c === '"') return undefined;
-    if (c === '\\') {
-      const next = inner[++i];
-      if (next !== '"' && next !== '\\') return undefined;
-      out += next;
-    } else out += c;
-  }
-  return out;
 }
 
 /** How often a send tries to take a key that changes under it (a stale claim retaken by another request). */
