@@ -202,33 +202,16 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
     return recorded ? { action: 'done', status: 'delivered', attempt } : { action: 'done', status: 'duplicate' };
   }
   const delayMs = verdict.kind === 'transient' ? nextDelayMs(deps.retryDelaysS, attempt, verdict.retryAfterMs) : undefined;
-  if (delayMs === undefined) {
-    const recorded = await deps.store.updateEvent(
-      event.eventId,
-      { status: EventStatus.failed, attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, appendLog: entry },
-      expected,
-    );
-    if (!recorded) return { action: 'done', status: 'duplicate' };
-    await recordFailure(deps, subscription, verdict.reason);
-    // 410 Gone: the endpoint is gone for good; ending its subscription lets a re-added dot subscribe at once.
-    const subscriptionEnded = httpStatus === 410 && (await deps.store.deleteSubscription(subscription.url));
-    return { action: 'dead_letter', reason: verdict.reason, attempt, ...(subscriptionEnded ? { subscriptionEnded } : {}) };
-  }
-  // The lease moves to when the next attempt is due, so whichever copy surfaces first keeps to it.
-  const recorded = await deps.store.updateEvent(
-    event.eventId,
-    { attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, notBefore: doneAt + delayMs, appendLog: entry },
-    expected,
-  );
-  if (!recorded) return { action: 'done', status: 'duplicate' };
-  await recordFailure(deps, subscription, verdict.reason);
-  return { action: 'retry', delayMs, reason: verdict.reason, attempt };
-}
-
-/** Written only when it changes: rewriting the one subscription item on every failure made it hot. */
-async function recordFailure(deps: DeliveryDeps, subscription: SubscriptionRecord, reason: FailureReason): Promise<void> {
-  if (subscription.lastError === reason) return;
-  await deps.store.recordDeliveryOutcome(subscription.id, { error: reason });
+  // Failed for good, or a retry whose lease moves to when it is due, so whichever copy surfaces first keeps to it.
+  const next = delayMs === undefined ? { status: EventStatus.failed } : { notBefore: doneAt + delayMs };
+  const patch = { ...next, attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, appendLog: entry };
+  if (!(await deps.store.updateEvent(event.eventId, patch, expected))) return { action: 'done', status: 'duplicate' };
+  // Written only when it changes: rewriting the one subscription item on every failure made it hot.
+  if (subscription.lastError !== verdict.reason) await deps.store.recordDeliveryOutcome(subscription.id, { error: verdict.reason });
+  if (delayMs !== undefined) return { action: 'retry', delayMs, reason: verdict.reason, attempt };
+  // 410 Gone: the endpoint is gone for good; ending its subscription lets a re-added dot subscribe at once.
+  const subscriptionEnded = httpStatus === 410 && (await deps.store.deleteSubscription(subscription.url));
+  return { action: 'dead_letter', reason: verdict.reason, attempt, ...(subscriptionEnded ? { subscriptionEnded } : {}) };
 }
 
 /** The `drop` of `prepare`: the event's subscription ended; it is never sent (a redriven failed event keeps its history). */
