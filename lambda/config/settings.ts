@@ -14,9 +14,8 @@ import { isLoopbackHostname } from '../core/loopback';
 import type { TtlPolicy } from '../core/validation';
 import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, type EventsProfileName } from '../core/protocol';
 import * as field from './fields';
-import { SettingsError } from './fields';
 
-export { SettingsError };
+export { SettingsError } from './fields';
 
 /** The environment as an entry point hands it in (process.env, or a test's record). */
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -102,7 +101,7 @@ function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: Read
     try {
       content = (options.readFile ?? readText)(path);
     } catch (error) {
-      throw new SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+      throw new field.SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
     }
     pupManifest = field.manifestText(content, name);
   }

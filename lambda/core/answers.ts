@@ -129,11 +129,9 @@ export function restAnswerOf(outcome: IdempotentOutcome): RestAnswer & { retryAf
     case 'in_progress':
       return { ...restError(409, 'in_progress', inProgressText(outcome.retryAfterSeconds)), retryAfterSeconds: outcome.retryAfterSeconds };
     case 'delivered':
-      return { status: 200, body: { eventId: outcome.eventId, status: 'delivered' } };
     case 'queued':
-      return { status: 202, body: { eventId: outcome.eventId, status: 'queued' } };
     case 'kept':
-      return { status: 202, body: { eventId: outcome.eventId, status: 'kept' } };
+      return { status: outcome.kind === 'delivered' ? 200 : 202, body: { eventId: outcome.eventId, status: outcome.kind } };
     case 'failed':
       return restError(502, 'delivery_failed', `Delivery was rejected: ${describeReason(outcome.reason)}.`, {
         eventId: outcome.eventId,
