@@ -100,16 +100,9 @@ export function parsePupEvent(value: unknown, webhookId: string): PupEventParse 
 }
 
 function memberIdOf(event: Record<string, unknown>): string | undefined {
-  for (const candidate of [
-    event.memberId,
-    event.userId,
-    isObject(event.member) ? event.member.id : undefined,
-    isObject(event.user) ? event.user.id : undefined,
-  ]) {
-    const id = idText(candidate);
-    if (id !== undefined) return id;
-  }
-  return undefined;
+  const member = isObject(event.member) ? event.member.id : undefined;
+  const user = isObject(event.user) ? event.user.id : undefined;
+  return [event.memberId, event.userId, member, user].map(idText).find((id) => id !== undefined);
 }
 
 const PupContext = z.looseObject({

@@ -44,13 +44,12 @@ export interface SubscribeResult {
   deliveryStatus?: { active: boolean; lastDeliveryAt: string | null; lastError: FailureReason | null };
 }
 
-const CONFLICT_MESSAGE = 'A subscription for another callback is active; unsubscribe it or wait for it to expire before subscribing a new callback.';
-
 /** How often a subscribe plans again after its put lost a race; more means something is wrong. */
 const MAX_PUT_ROUNDS = 3;
 
 function conflict(): ProtocolFault {
-  return new ProtocolFault(ErrorCodes.subscriptionConflict, CONFLICT_MESSAGE);
+  const message = 'A subscription for another callback is active; unsubscribe it or wait for it to expire before subscribing a new callback.';
+  return new ProtocolFault(ErrorCodes.subscriptionConflict, message);
 }
 
 function isLive(record: SubscriptionRecord | undefined, now: number): record is SubscriptionRecord {
