@@ -131,18 +131,6 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
   return { kind: 'ready', event, subscription };
 }
 
-/**
- * The worker's lease before its POST: a compare-and-set on what it read, moving the lease
- * Budgets.workerLeaseMs ahead. False when another copy took it (or settled the event) since.
- */
-export async function takeLease(deps: Pick<DeliveryDeps, 'store' | 'clock'>, event: EventRecord): Promise<boolean> {
-  return deps.store.updateEvent(
-    event.eventId,
-    { notBefore: deps.clock.now() + Budgets.workerLeaseMs },
-    { status: EventStatus.queued, attempts: event.attempts, notBefore: event.notBefore ?? null },
-  );
-}
-
 /** Step 2: sign at send time, POST, classify. Throws only when no POST could be made at all. */
 /** `timeoutMs`: a deadline shorter than the guard's 5 s, so the POST ends inside its sender's lease. */
 export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: { timeoutMs?: number } = {}): Promise<Sent> {
@@ -214,12 +202,6 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
   return { action: 'dead_letter', reason: verdict.reason, attempt, ...(subscriptionEnded ? { subscriptionEnded } : {}) };
 }
 
-/** The `drop` of `prepare`: the event's subscription ended; it is never sent (a redriven failed event keeps its history). */
-export async function commitDrop(deps: DeliveryDeps, event: EventRecord): Promise<DeliveryDecision> {
-  const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: event.status, attempts: event.attempts });
-  return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
-}
-
 /** A decision as the fields of one `delivery` log line: what happened, or the decision's own action when nothing was decided. */
 export function decisionLogFields(decision: DeliveryDecision): Record<string, unknown> {
   switch (decision.action) {
@@ -241,9 +223,18 @@ export function decisionLogFields(decision: DeliveryDecision): Record<string, un
 export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<DeliveryDecision> {
   const prepared = await prepare(deps, job);
   if ('action' in prepared) return prepared;
-  if (prepared.kind === 'drop') return commitDrop(deps, prepared.event);
-  // One POST per attempt: a copy that loses the lease defers for as long as the lease runs.
-  if (!(await takeLease(deps, prepared.event))) return { action: 'defer', delayMs: Budgets.workerLeaseMs };
+  const { event } = prepared;
+  if (prepared.kind === 'drop') {
+    // The event's subscription ended: it is never sent (a redriven failed event keeps its history).
+    const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: event.status, attempts: event.attempts });
+    return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
+  }
+  // The worker's lease before its POST: a compare-and-set on what it read, moving the lease Budgets.workerLeaseMs ahead. One POST
+  // per attempt: a copy that loses the lease (another copy took it, or settled the event, since) defers for as long as the lease runs.
+  const leased = { status: EventStatus.queued, attempts: event.attempts, notBefore: event.notBefore ?? null };
+  if (!(await deps.store.updateEvent(event.eventId, { notBefore: deps.clock.now() + Budgets.workerLeaseMs }, leased))) {
+    return { action: 'defer', delayMs: Budgets.workerLeaseMs };
+  }
   return holding(deps, job.eventId, async () => commit(deps, prepared, await send(deps, prepared, job)));
 }
 
