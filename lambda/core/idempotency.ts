@@ -28,8 +28,6 @@ export type IdempotentOutcome =
   | { kind: 'key_reused' }
   | { kind: 'in_progress'; retryAfterSeconds: number };
 
-export type KeyCheck = { ok: true; key: string } | { ok: false; error: string };
-
 const PRINTABLE = /^[\x20-\x7e]+$/;
 /** A Structured Field String (RFC 8941 3.3.3): in double quotes, with " and \ escaped by a backslash and nothing else escaped. */
 const SF_STRING = /^"(?:[^"\\]|\\["\\])*"$/;
@@ -39,7 +37,7 @@ const SF_STRING = /^"(?:[^"\\]|\\["\\])*"$/;
  * double quotes is read as a Structured Field String (the IETF draft's header type), so `"abc"` and
  * `abc` are the same key.
  */
-export function checkIdempotencyKey(raw: string): KeyCheck {
+export function checkIdempotencyKey(raw: string): { ok: true; key: string } | { ok: false; error: string } {
   let key = raw;
   if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"')) {
     if (!SF_STRING.test(raw)) {

@@ -20,10 +20,8 @@ import { EVENT_NAME, PUP_CONTEXT_META_KEY, PUP_PROTOCOL_VERSION, PupMemberEvents
  */
 export const PUP_PRINCIPAL = sha256Hex('\u0000pup-door');
 
-export type ChallengeAnswer = { ok: true; body: string } | { ok: false; message: string };
-
 /** Both readings of pup's challenge: a JSON string is echoed as its own text; an object's `challenge` as `{"challenge": …}`. */
-export function challengeAnswer(bodyText: string): ChallengeAnswer {
+export function challengeAnswer(bodyText: string): { ok: true; body: string } | { ok: false; message: string } {
   let value: unknown;
   try {
     value = JSON.parse(bodyText);

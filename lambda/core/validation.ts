@@ -11,8 +11,6 @@ import { LOOPBACK_LITERAL_HOSTNAMES } from './loopback';
 import { DEFAULT_EVENTS_PROFILE, EVENT_NAME, EventsProfiles, Limits, type EventsProfile } from './protocol';
 import { invalidParams, ProtocolFault } from './errors';
 
-export type MessageCheck = { ok: true; message: string } | { ok: false; error: string };
-
 const utf8 = new TextEncoder();
 
 /** A UTF-16 surrogate without its partner: text no UTF-8 encoding can carry. */
@@ -32,7 +30,7 @@ export function unexpectedKeys(args: object, allowed: readonly string[]): string
 }
 
 /** `message` trimmed of surrounding whitespace, then valid Unicode text of 1..16,384 UTF-8 bytes. */
-export function checkMessage(args: unknown): MessageCheck {
+export function checkMessage(args: unknown): { ok: true; message: string } | { ok: false; error: string } {
   if (args === null || typeof args !== 'object' || Array.isArray(args)) {
     return { ok: false, error: 'Invalid input: send an object with a "message" string.' };
   }
