@@ -8,6 +8,7 @@
  */
 import type { Logger } from '../ports';
 import type { IdempotentOutcome } from './idempotency';
+import type { SendOutcome } from './messages';
 import { type DependencyUnavailable, describeCause } from './errors';
 import { ErrorCodes } from './protocol';
 
@@ -85,23 +86,19 @@ export function toolResultOf(outcome: IdempotentOutcome): ToolResult {
     case 'in_progress':
       return toolText(inProgressText(outcome.retryAfterSeconds), true);
     case 'delivered':
-      return toolText(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, {
-        eventId: outcome.eventId,
-        status: 'delivered',
-      });
+      return eventResult(outcome, `ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`);
     case 'queued':
-      return toolText(`Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`, false, {
-        eventId: outcome.eventId,
-        status: 'queued',
-      });
+      return eventResult(outcome, `Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`);
     case 'kept':
-      return toolText(KEPT_TEXT(outcome.eventId), false, { eventId: outcome.eventId, status: 'kept' });
+      return eventResult(outcome, KEPT_TEXT(outcome.eventId));
     case 'failed':
-      return toolText(`Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`, true, {
-        eventId: outcome.eventId,
-        status: 'failed',
-      });
+      return eventResult(outcome, `Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`);
   }
+}
+
+/** The tool result of an event that exists: its sentence and `{eventId, status}`, an error only when it failed. */
+function eventResult(outcome: Extract<SendOutcome, { eventId: string }>, text: string): ToolResult {
+  return toolText(text, outcome.kind === 'failed', { eventId: outcome.eventId, status: outcome.kind });
 }
 
 /** The name the MCP server calls toolResultOf by. */
