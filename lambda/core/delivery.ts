@@ -76,12 +76,6 @@ export function receiveLimit(retryDelaysS: readonly number[]): number {
 /** AWS recommends a maxReceiveCount that leaves room for throttled and failed receives (at least 5). */
 export const RECEIVE_LIMIT_AWS_MARGIN = 5;
 
-/** A job at its receive limit: its event becomes `failed` (only from `queued`) with a note; the caller dead-letters it. */
-export async function failAtReceiveLimit(deps: Pick<DeliveryDeps, 'store' | 'clock'>, eventId: string): Promise<void> {
-  const note = { at: deps.clock.now(), note: 'receive_limit' } as const;
-  await deps.store.updateEvent(eventId, { status: EventStatus.failed, appendLog: note }, { status: EventStatus.queued });
-}
-
 /**
  * Why a failed event failed: the note of a failure no attempt made (`stranded`, `receive_limit`)
  * when it came last, else its last attempt's error; `receive_limit` for a record older than notes.

@@ -17,7 +17,8 @@
 import type { DeliveryJob, DeliveryMetrics, DeliveryOutcome, DeliveryVia, JobEffects, Logger } from '../ports';
 import { describeCause } from './errors';
 import { Budgets } from './budgets';
-import { decisionLogFields, deliver, failAtReceiveLimit, receiveLimit, type DeliveryDecision, type DeliveryDeps } from './delivery';
+import { EventStatus } from './protocol';
+import { decisionLogFields, deliver, receiveLimit, type DeliveryDecision, type DeliveryDeps } from './delivery';
 
 /** One job as its queue handed it over. */
 export interface ReceivedJob {
@@ -130,9 +131,10 @@ export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
       return { outcome: 'malformed' };
     }
 
-    /** DEL-RUN-1: the event is failed and the job dead-lettered with why, whatever the decision was. */
+    /** DEL-RUN-1: the event is failed (only from `queued`, with a note) and the job dead-lettered with why, whatever the decision was. */
     const giveUp = async (attempt: number | undefined): Promise<RunResult> => {
-      await failAtReceiveLimit(delivery, job.eventId);
+      const note = { at: clock.now(), note: 'receive_limit' } as const;
+      await delivery.store.updateEvent(job.eventId, { status: EventStatus.failed, appendLog: note }, { status: EventStatus.queued });
       const decision: DeliveryDecision = { action: 'dead_letter', reason: 'receive_limit', attempt: attempt ?? 0 };
       report(job.eventId, decision, 'receive_limit');
       await effects.deadLetter('receive_limit');
