@@ -150,22 +150,15 @@ export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
         await clock.sleep(decision.delayMs);
         decision = await deliver(delivery, job);
       }
-      switch (decision.action) {
-        case 'done':
-          report(job.eventId, decision);
-          await effects.complete();
-          return { outcome: outcomeOfDecision(decision), decision };
-        case 'dead_letter':
-          report(job.eventId, decision);
-          await effects.deadLetter(decision.reason);
-          return { outcome: outcomeOfDecision(decision), decision };
-        case 'retry':
-        case 'defer':
-          if (receives >= limit) return await giveUp(decision.action === 'retry' ? decision.attempt : undefined);
-          report(job.eventId, decision);
-          await effects.keepFor(decision.delayMs);
-          return { outcome: decision.action, decision };
+      if (decision.action === 'retry' || decision.action === 'defer') {
+        if (receives >= limit) return await giveUp(decision.action === 'retry' ? decision.attempt : undefined);
+        report(job.eventId, decision);
+        await effects.keepFor(decision.delayMs);
+        return { outcome: decision.action, decision };
       }
+      report(job.eventId, decision);
+      await (decision.action === 'done' ? effects.complete() : effects.deadLetter(decision.reason));
+      return { outcome: outcomeOfDecision(decision), decision };
     } catch (error) {
       // DEL-RUN-3: the job comes back by the queue's own redelivery, so an outage is not hammered.
       deps.log?.error('delivery_worker_error', { eventId: job.eventId, ...fields, cause: describeCause(error) });
