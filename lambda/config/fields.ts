@@ -184,10 +184,6 @@ export function apiKey(value: Raw, name: string): { key: string; warning?: strin
     : { key };
 }
 
-export function port(value: Raw, name: string): number {
-  return integer(value, name, 0, 65_535, 8787);
-}
-
 /** The CloudFormation stack of the default deployment; `-c stage=NAME` deploys `DmDot-NAME` beside it. */
 export const DEFAULT_STACK_NAME = 'DmDot';
 

@@ -134,7 +134,7 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
   return {
     ...mcpSettings(env, { manifestBase: options.projectRoot, ...(options.readFile ? { readFile: options.readFile } : {}) }),
     host,
-    port: field.port(env.PORT, 'PORT'),
+    port: field.integer(env.PORT, 'PORT', 0, 65_535, 8787),
     stateDir: resolve(options.projectRoot, field.optional(env.DMDOT_STATE_DIR) ?? '.dm-dot'),
     deliveryConcurrency: field.integer(env.DMDOT_DELIVERY_CONCURRENCY, 'DMDOT_DELIVERY_CONCURRENCY', 1, MAX_DELIVERY_CONCURRENCY, DEFAULT_DELIVERY_CONCURRENCY),
     allowedHosts: field.hosts(env.DMDOT_ALLOWED_HOSTS, 'DMDOT_ALLOWED_HOSTS'),
