@@ -102,7 +102,7 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   if (windowMs === 0) return { kind: 'queued', eventId };
   const ready: Ready = { kind: 'ready', event: record, subscription };
   // The POST ends inside the lease (leaving its margin for the write), and within the wait window where the answer waits for it.
-  const leaseLeftMs = (record.notBefore ?? now) - Budgets.inlineLeaseMarginMs - deps.clock.now();
+  const leaseLeftMs = notBefore - Budgets.inlineLeaseMarginMs - deps.clock.now();
   const timeoutMs = deps.background ? leaseLeftMs : Math.min(leaseLeftMs, now + windowMs - deps.clock.now());
   let accepted: () => void = () => undefined;
   const acceptedByDot = new Promise<'accepted'>((resolve) => (accepted = () => resolve('accepted')));
