@@ -113,8 +113,7 @@ async function settle(deps: ReconcileDeps, entry: QueuedEntry, report: Reconcile
         const marked = await deps.store.markRequeued(eventId, record!.attempts, now, record!.notBefore ?? null);
         // Not marked: the record moved on meanwhile (delivered, or another run); the job sent is a duplicate the worker settles.
         deps.log?.warn('reconcile_requeued', { eventId, attempts: record!.attempts, ...(marked ? {} : { raced: true }) });
-        if (marked) report.requeued++;
-        else report.skipped++;
+        report[marked ? 'requeued' : 'skipped']++;
         return;
       }
       case 'fail': {
@@ -133,8 +132,7 @@ async function settle(deps: ReconcileDeps, entry: QueuedEntry, report: Reconcile
           ...(repair.job ? {} : { deadLetter: false }),
           ...(failed ? {} : { raced: true }),
         });
-        if (failed) report.failed++;
-        else report.skipped++;
+        report[failed ? 'failed' : 'skipped']++;
         return;
       }
     }
