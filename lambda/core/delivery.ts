@@ -16,7 +16,7 @@
  * Deliberately not here: the queue mechanics, and any reading of a response body (a delivery only
  * cares about the status line).
  */
-import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../ports';
+import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient } from '../ports';
 import { Budgets } from './budgets';
 import { EventStatus, Limits, type DeadLetterReason, type FailureReason } from './protocol';
 import { classify, nextDelayMs, type Classification } from './retry-policy';
@@ -55,9 +55,8 @@ export type Ready = { kind: 'ready'; event: EventRecord; subscription: Subscript
 /** What `prepare` found: the decision itself when no POST is to be made, a record to drop, or `ready`, the only way to a POST. */
 export type Prepared = DeliveryDecision | { kind: 'drop'; event: EventRecord } | Ready;
 
-/** What `send` did: the answer, its classification, and the log entry for it. */
+/** What `send` did: the answer's classification and HTTP status, and the log entry for it. */
 export interface Sent {
-  response: WebhookResponse;
   verdict: Classification;
   httpStatus: number | null;
   entry: AttemptEntry;
@@ -158,7 +157,7 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
     durationMs: Math.max(0, doneAt - sendAt),
     counted: true,
   };
-  return { response, verdict, httpStatus, entry, doneAt };
+  return { verdict, httpStatus, entry, doneAt };
 }
 
 /** Step 3: record what `send` found and decide what the queue does next. */
