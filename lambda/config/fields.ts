@@ -129,11 +129,17 @@ export function hosts(value: Raw, name: string): string[] {
   });
 }
 
-export function email(value: Raw, name: string): string | undefined {
+/** An optional value of one shape: undefined when unset, else its match of `pattern`; no match throws "NAME must be `must`, got …". */
+function matching(value: Raw, name: string, pattern: RegExp, must: string, shown: number): RegExpExecArray | undefined {
   const t = text(value);
   if (t === '') return undefined;
-  if (!/^[^\s@,]+@[^\s@,]+\.[^\s@,]+$/.test(t)) throw new SettingsError(`${name} must be one e-mail address, got "${t.slice(0, 80)}"`);
-  return t;
+  const match = pattern.exec(t);
+  if (!match) throw new SettingsError(`${name} must be ${must}, got "${t.slice(0, shown)}"`);
+  return match;
+}
+
+export function email(value: Raw, name: string): string | undefined {
+  return matching(value, name, /^[^\s@,]+@[^\s@,]+\.[^\s@,]+$/, 'one e-mail address', 80)?.[0];
 }
 
 /** pup's signing secrets (current first, at most two) and the rotation time; messages never quote a secret. */
@@ -178,23 +184,13 @@ export function apiKey(value: Raw, name: string): { key: string; warning?: strin
     : { key };
 }
 
-export function port(value: Raw, name: string): number {
-  return integer(value, name, 0, 65_535, 8787);
-}
-
 /** The CloudFormation stack of the default deployment; `-c stage=NAME` deploys `DmDot-NAME` beside it. */
 export const DEFAULT_STACK_NAME = 'DmDot';
 
 /** A stage name (`-c stage=NAME`, `--stage`): at most 24 characters, so the names derived from `DmDot-NAME` stay within their limits. */
 export function stageName(value: Raw, name: string): string | undefined {
-  const t = text(value);
-  if (t === '') return undefined;
-  if (!/^[A-Za-z][A-Za-z0-9-]{0,23}$/.test(t) || t.endsWith('-') || t.includes('--')) {
-    throw new SettingsError(
-      `${name} must be 1 to 24 letters, digits or single hyphens, starting with a letter (the stack is named DmDot-<stage>), got "${t.slice(0, 40)}"`,
-    );
-  }
-  return t;
+  const must = '1 to 24 letters, digits or single hyphens, starting with a letter (the stack is named DmDot-<stage>)';
+  return matching(value, name, /^(?!.*--)(?!.*-$)[A-Za-z][A-Za-z0-9-]{0,23}$/, must, 40)?.[0];
 }
 
 /** The stack a stage is deployed as: `DmDot` without one, `DmDot-<stage>` with one. */
@@ -221,19 +217,14 @@ export function dnsName(value: Raw, name: string): string | undefined {
 
 /** An ACM certificate ARN, and the region it lives in (CloudFront takes only us-east-1 certificates, API Gateway the API's own region). */
 export function certificateArn(value: Raw, name: string): { arn: string; region: string } | undefined {
-  const t = text(value);
-  if (t === '') return undefined;
-  const match = /^arn:aws[a-z-]*:acm:([a-z]{2}(?:-[a-z]+)+-\d):\d{12}:certificate\/[0-9a-f-]{36}$/.exec(t);
-  if (!match)
-    throw new SettingsError(`${name} must be an ACM certificate ARN like arn:aws:acm:us-east-1:123456789012:certificate/<uuid>, got "${t.slice(0, 100)}"`);
-  return { arn: t, region: match[1] as string };
+  const must = 'an ACM certificate ARN like arn:aws:acm:us-east-1:123456789012:certificate/<uuid>';
+  const match = matching(value, name, /^arn:aws[a-z-]*:acm:([a-z]{2}(?:-[a-z]+)+-\d):\d{12}:certificate\/[0-9a-f-]{36}$/, must, 100);
+  return match && { arn: match[0], region: match[1] as string };
 }
 
 /** An S3 object as `s3://bucket/key` (API Gateway's mutual TLS trust store), optionally `?versionId=…`. */
 export function s3Uri(value: Raw, name: string): { bucket: string; key: string; version?: string } | undefined {
-  const t = text(value);
-  if (t === '') return undefined;
-  const match = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/([^?#\s]+?)(?:\?versionId=([^&#\s]+))?$/.exec(t);
-  if (!match) throw new SettingsError(`${name} must be an S3 object like s3://my-bucket/truststore.pem, got "${t.slice(0, 100)}"`);
-  return { bucket: match[1] as string, key: match[2] as string, ...(match[3] ? { version: match[3] } : {}) };
+  const must = 'an S3 object like s3://my-bucket/truststore.pem';
+  const match = matching(value, name, /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\/([^?#\s]+?)(?:\?versionId=([^&#\s]+))?$/, must, 100);
+  return match && { bucket: match[1] as string, key: match[2] as string, ...(match[3] ? { version: match[3] } : {}) };
 }

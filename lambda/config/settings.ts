@@ -14,9 +14,8 @@ import { isLoopbackHostname } from '../core/loopback';
 import type { TtlPolicy } from '../core/validation';
 import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, type EventsProfileName } from '../core/protocol';
 import * as field from './fields';
-import { SettingsError } from './fields';
 
-export { SettingsError };
+export { SettingsError } from './fields';
 
 /** The environment as an entry point hands it in (process.env, or a test's record). */
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -75,14 +74,9 @@ export interface McpLambdaSettings extends McpSettings {
   aws: AwsRuntime;
 }
 
-export interface DeliveryLambdaSettings {
-  tableName: string;
-  queueUrl: string;
+export type DeliveryLambdaSettings = Pick<McpLambdaSettings, 'tableName' | 'queueUrl' | 'retryDelaysS' | 'allowLoopbackCallbacks' | 'aws'> & {
   deadLetterQueueUrl: string;
-  retryDelaysS: number[];
-  allowLoopbackCallbacks: boolean;
-  aws: AwsRuntime;
-}
+};
 
 /** The ways the CLI points at AWS without `--table` and friends. */
 export interface CliAwsSettings {
@@ -107,7 +101,7 @@ function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: Read
     try {
       content = (options.readFile ?? readText)(path);
     } catch (error) {
-      throw new SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+      throw new field.SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
     }
     pupManifest = field.manifestText(content, name);
   }
@@ -140,7 +134,7 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
   return {
     ...mcpSettings(env, { manifestBase: options.projectRoot, ...(options.readFile ? { readFile: options.readFile } : {}) }),
     host,
-    port: field.port(env.PORT, 'PORT'),
+    port: field.integer(env.PORT, 'PORT', 0, 65_535, 8787),
     stateDir: resolve(options.projectRoot, field.optional(env.DMDOT_STATE_DIR) ?? '.dm-dot'),
     deliveryConcurrency: field.integer(env.DMDOT_DELIVERY_CONCURRENCY, 'DMDOT_DELIVERY_CONCURRENCY', 1, MAX_DELIVERY_CONCURRENCY, DEFAULT_DELIVERY_CONCURRENCY),
     allowedHosts: field.hosts(env.DMDOT_ALLOWED_HOSTS, 'DMDOT_ALLOWED_HOSTS'),

@@ -119,23 +119,19 @@ export function createAuthenticator(options: { apiKey: string; access?: Admissio
   // The configured key is hashed once, not on every request.
   const isApiKey = constantTimeMatcher(apiKey);
 
-  async function currentDeployment(now: number, maxAgeMs: number = AccessLimits.deploymentCacheMs): Promise<DeploymentRecord | undefined> {
-    if (deployment && now - deployment.readAt < maxAgeMs && maxAgeMs > 0) return deployment.record;
-    const record = await guardDependency('storage', () => access!.getDeployment());
-    deployment = { record, readAt: now };
-    return record;
-  }
-
   /** True when `key` is a connector key in force by the DEPLOYMENT item (read at most `maxAgeMs` ago); `configured`: the app's own key. */
-  async function connectorKeyInForce(key: string, configured: boolean, now: number, maxAgeMs?: number): Promise<boolean> {
+  async function connectorKeyInForce(key: string, configured: boolean, now: number, maxAgeMs: number = AccessLimits.deploymentCacheMs): Promise<boolean> {
     if (configured && now < unreadableUntil) return true;
-    let record: DeploymentRecord | undefined;
-    try {
-      record = await currentDeployment(now, maxAgeMs);
-    } catch (error) {
-      if (!configured) throw error;
-      unreadableUntil = now + AccessLimits.deploymentCacheMs;
-      return true;
+    let record = deployment?.record;
+    if (!deployment || now - deployment.readAt >= maxAgeMs || maxAgeMs <= 0) {
+      try {
+        record = await guardDependency('storage', () => access!.getDeployment());
+      } catch (error) {
+        if (!configured) throw error;
+        unreadableUntil = now + AccessLimits.deploymentCacheMs;
+        return true;
+      }
+      deployment = { record, readAt: now };
     }
     if (!record || (configured && (record.rotatedAt ?? 0) < builtAt)) return configured;
     const hash = keyHashOf(key);

@@ -69,49 +69,66 @@ export function toolText<S = ToolResult['structuredContent']>(value: string, isE
   return { content: [{ type: 'text', text: value }], isError, ...(structured ? { structuredContent: structured } : {}) };
 }
 
-export function toolResultOf(outcome: SendOutcome): ToolResult {
+const KEY_REUSED_TEXT = 'This idempotency key was already used for another message: nothing was sent. Use a new key for a new message.';
+const inProgressText = (seconds: number) =>
+  `A request with this idempotency key is still being answered; nothing new was sent. Try again in ${seconds} s to learn its outcome.`;
+
+/** A send's outcome as a tool result; with an idempotency key (core/idempotency.ts) a repeat answers as its first request. */
+export function toolResultOf(outcome: IdempotentOutcome): ToolResult {
   switch (outcome.kind) {
     case 'invalid':
+    case 'invalid_key':
       return toolText(outcome.error, true);
     case 'no_subscription':
       return toolText(NO_SUBSCRIPTION_TEXT, true);
+    case 'key_reused':
+      return toolText(KEY_REUSED_TEXT, true);
+    case 'in_progress':
+      return toolText(inProgressText(outcome.retryAfterSeconds), true);
     case 'delivered':
-      return toolText(`ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`, false, {
-        eventId: outcome.eventId,
-        status: 'delivered',
-      });
+      return eventResult(outcome, `ChatGPT accepted event ${outcome.eventId} for asynchronous processing by your dot.`);
     case 'queued':
-      return toolText(`Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`, false, {
-        eventId: outcome.eventId,
-        status: 'queued',
-      });
+      return eventResult(outcome, `Event ${outcome.eventId} is queued: the dot has not acknowledged it yet, and delivery will be retried automatically.`);
     case 'kept':
-      return toolText(KEPT_TEXT(outcome.eventId), false, { eventId: outcome.eventId, status: 'kept' });
+      return eventResult(outcome, KEPT_TEXT(outcome.eventId));
     case 'failed':
-      return toolText(`Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`, true, {
-        eventId: outcome.eventId,
-        status: 'failed',
-      });
+      return eventResult(outcome, `Delivery of event ${outcome.eventId} was rejected: ${describeReason(outcome.reason)}. It will not be retried.`);
   }
 }
+
+/** The tool result of an event that exists: its sentence and `{eventId, status}`, an error only when it failed. */
+function eventResult(outcome: Extract<SendOutcome, { eventId: string }>, text: string): ToolResult {
+  return toolText(text, outcome.kind === 'failed', { eventId: outcome.eventId, status: outcome.kind });
+}
+
+/** The name the MCP server calls toolResultOf by. */
+export const idempotentToolResult = toolResultOf;
 
 /** The one shape of a REST error, `{"error":{"code","message",…}}`, on every route of both runtimes. */
 export function restError(status: number, code: string, message: string, extra: object = {}): RestAnswer {
   return { status, body: { error: { code, message, ...extra } } };
 }
 
-export function restAnswerOf(outcome: SendOutcome): RestAnswer {
+/**
+ * The same on `POST /v1/messages`; with a key also `400 invalid_idempotency_key`, `422
+ * idempotency_key_reused` and `409 in_progress` (with the seconds for Retry-After in `retryAfterSeconds`).
+ */
+export function restAnswerOf(outcome: IdempotentOutcome): RestAnswer & { retryAfterSeconds?: number } {
   switch (outcome.kind) {
     case 'invalid':
       return restError(400, 'invalid_input', outcome.error);
+    case 'invalid_key':
+      return restError(400, 'invalid_idempotency_key', outcome.error);
     case 'no_subscription':
       return restError(409, 'no_subscription', NO_SUBSCRIPTION_TEXT);
+    case 'key_reused':
+      return restError(422, 'idempotency_key_reused', KEY_REUSED_TEXT);
+    case 'in_progress':
+      return { ...restError(409, 'in_progress', inProgressText(outcome.retryAfterSeconds)), retryAfterSeconds: outcome.retryAfterSeconds };
     case 'delivered':
-      return { status: 200, body: { eventId: outcome.eventId, status: 'delivered' } };
     case 'queued':
-      return { status: 202, body: { eventId: outcome.eventId, status: 'queued' } };
     case 'kept':
-      return { status: 202, body: { eventId: outcome.eventId, status: 'kept' } };
+      return { status: outcome.kind === 'delivered' ? 200 : 202, body: { eventId: outcome.eventId, status: outcome.kind } };
     case 'failed':
       return restError(502, 'delivery_failed', `Delivery was rejected: ${describeReason(outcome.reason)}.`, {
         eventId: outcome.eventId,
@@ -121,40 +138,8 @@ export function restAnswerOf(outcome: SendOutcome): RestAnswer {
   }
 }
 
-const KEY_REUSED_TEXT = 'This idempotency key was already used for another message: nothing was sent. Use a new key for a new message.';
-const inProgressText = (seconds: number) =>
-  `A request with this idempotency key is still being answered; nothing new was sent. Try again in ${seconds} s to learn its outcome.`;
-
-/** A send that carried an idempotency key (core/idempotency.ts), as a tool result: a repeat answers as its first request. */
-export function idempotentToolResult(outcome: IdempotentOutcome): ToolResult {
-  switch (outcome.kind) {
-    case 'invalid_key':
-      return toolText(outcome.error, true);
-    case 'key_reused':
-      return toolText(KEY_REUSED_TEXT, true);
-    case 'in_progress':
-      return toolText(inProgressText(outcome.retryAfterSeconds), true);
-    default:
-      return toolResultOf(outcome);
-  }
-}
-
-/**
- * The same on `POST /v1/messages`: `400 invalid_idempotency_key`, `422 idempotency_key_reused`,
- * `409 in_progress` (with the seconds for Retry-After in `retryAfterSeconds`); otherwise as a send.
- */
-export function idempotentRestAnswer(outcome: IdempotentOutcome): RestAnswer & { retryAfterSeconds?: number } {
-  switch (outcome.kind) {
-    case 'invalid_key':
-      return restError(400, 'invalid_idempotency_key', outcome.error);
-    case 'key_reused':
-      return restError(422, 'idempotency_key_reused', KEY_REUSED_TEXT);
-    case 'in_progress':
-      return { ...restError(409, 'in_progress', inProgressText(outcome.retryAfterSeconds)), retryAfterSeconds: outcome.retryAfterSeconds };
-    default:
-      return restAnswerOf(outcome);
-  }
-}
+/** The name the HTTP app calls restAnswerOf by. */
+export const idempotentRestAnswer = restAnswerOf;
 
 /** The surfaces a failed dependency is answered on. */
 export type Surface = 'tool' | 'rest' | 'rpc';

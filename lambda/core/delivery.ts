@@ -16,7 +16,7 @@
  * Deliberately not here: the queue mechanics, and any reading of a response body (a delivery only
  * cares about the status line).
  */
-import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient, WebhookResponse } from '../ports';
+import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient } from '../ports';
 import { Budgets } from './budgets';
 import { EventStatus, Limits, type DeadLetterReason, type FailureReason } from './protocol';
 import { classify, nextDelayMs, type Classification } from './retry-policy';
@@ -49,21 +49,14 @@ export type DeliveryDecision =
   /** Final failure. `subscriptionEnded`: a 410 ended its subscription. `copy`: no attempt; the event had failed already and this is its dead letter. */
   | { action: 'dead_letter'; reason: DeadLetterReason; attempt: number; subscriptionEnded?: boolean; copy?: true };
 
-/** What `prepare` found. Only `ready` leads to a POST. */
-export type Prepared =
-  | { kind: 'skip' }
-  | { kind: 'defer'; delayMs: number }
-  /** Failed already, yet a copy of its job is still queued: that copy becomes its dead-letter copy. */
-  | { kind: 'dead_letter_again'; reason: DeadLetterReason; attempt: number }
-  | { kind: 'drop'; event: EventRecord }
-  | { kind: 'ready'; event: EventRecord; subscription: SubscriptionRecord };
-
 /** The event and subscription an attempt is made with. */
-export type Ready = Extract<Prepared, { kind: 'ready' }>;
+export type Ready = { kind: 'ready'; event: EventRecord; subscription: SubscriptionRecord };
 
-/** What `send` did: the answer, its classification, and the log entry for it. */
+/** What `prepare` found: the decision itself when no POST is to be made, a record to drop, or `ready`, the only way to a POST. */
+export type Prepared = DeliveryDecision | { kind: 'drop'; event: EventRecord } | Ready;
+
+/** What `send` did: the answer's classification and HTTP status, and the log entry for it. */
 export interface Sent {
-  response: WebhookResponse;
   verdict: Classification;
   httpStatus: number | null;
   entry: AttemptEntry;
@@ -81,12 +74,6 @@ export function receiveLimit(retryDelaysS: readonly number[]): number {
 
 /** AWS recommends a maxReceiveCount that leaves room for throttled and failed receives (at least 5). */
 export const RECEIVE_LIMIT_AWS_MARGIN = 5;
-
-/** A job at its receive limit: its event becomes `failed` (only from `queued`) with a note; the caller dead-letters it. */
-export async function failAtReceiveLimit(deps: Pick<DeliveryDeps, 'store' | 'clock'>, eventId: string): Promise<void> {
-  const note = { at: deps.clock.now(), note: 'receive_limit' } as const;
-  await deps.store.updateEvent(eventId, { status: EventStatus.failed, appendLog: note }, { status: EventStatus.queued });
-}
 
 /**
  * Why a failed event failed: the note of a failure no attempt made (`stranded`, `receive_limit`)
@@ -127,26 +114,14 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
   if (event.status === EventStatus.failed && !job.redriven) {
     // Failed, yet a copy of its job is still queued (the inline attempt's safety net, or a failed
     // dead-letter send): a copy in the DLQ beats an event that vanished.
-    return { kind: 'dead_letter_again', reason: failureReasonOf(event), attempt: event.attempts };
+    return { action: 'dead_letter', reason: failureReasonOf(event), attempt: event.attempts, copy: true };
   }
-  if (event.status !== EventStatus.queued) return { kind: 'skip' };
-  if (deps.inFlight?.has(job.eventId)) return { kind: 'defer', delayMs: Budgets.deferInPlaceMaxMs };
-  if (event.notBefore !== undefined && event.notBefore > now) return { kind: 'defer', delayMs: event.notBefore - now };
+  if (event.status !== EventStatus.queued) return { action: 'done', status: 'already_final' };
+  if (deps.inFlight?.has(job.eventId)) return { action: 'defer', delayMs: Budgets.deferInPlaceMaxMs };
+  if (event.notBefore !== undefined && event.notBefore > now) return { action: 'defer', delayMs: event.notBefore - now };
   subscription ??= await deps.store.getSubscription(now);
   if (!jobMatches(job, subscription)) return { kind: 'drop', event };
   return { kind: 'ready', event, subscription };
-}
-
-/**
- * The worker's lease before its POST: a compare-and-set on what it read, moving the lease
- * Budgets.workerLeaseMs ahead. False when another copy took it (or settled the event) since.
- */
-export async function takeLease(deps: Pick<DeliveryDeps, 'store' | 'clock'>, event: EventRecord): Promise<boolean> {
-  return deps.store.updateEvent(
-    event.eventId,
-    { notBefore: deps.clock.now() + Budgets.workerLeaseMs },
-    { status: EventStatus.queued, attempts: event.attempts, notBefore: event.notBefore ?? null },
-  );
 }
 
 /** Step 2: sign at send time, POST, classify. Throws only when no POST could be made at all. */
@@ -174,19 +149,15 @@ export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, o
   const doneAt = deps.clock.now();
   const httpStatus = response.kind === 'response' ? response.status : null;
   const verdict = classify(response, doneAt);
+  const hundreds = httpStatus === null ? 0 : Math.floor(httpStatus / 100);
   const entry: AttemptEntry = {
     at: sendAt,
     outcome: verdict.kind === 'delivered' ? 'delivered' : verdict.reason,
-    statusClass: httpStatus === null ? null : statusClassOf(httpStatus),
+    statusClass: hundreds >= 1 && hundreds <= 5 ? (`${hundreds}xx` as AttemptEntry['statusClass']) : null,
     durationMs: Math.max(0, doneAt - sendAt),
     counted: true,
   };
-  return { response, verdict, httpStatus, entry, doneAt };
-}
-
-function statusClassOf(status: number): AttemptEntry['statusClass'] {
-  const hundreds = Math.floor(status / 100);
-  return hundreds >= 1 && hundreds <= 5 ? (`${hundreds}xx` as AttemptEntry['statusClass']) : null;
+  return { verdict, httpStatus, entry, doneAt };
 }
 
 /** Step 3: record what `send` found and decide what the queue does next. */
@@ -212,39 +183,16 @@ export async function commit(deps: DeliveryDeps, ready: Ready, sent: Sent): Prom
     return recorded ? { action: 'done', status: 'delivered', attempt } : { action: 'done', status: 'duplicate' };
   }
   const delayMs = verdict.kind === 'transient' ? nextDelayMs(deps.retryDelaysS, attempt, verdict.retryAfterMs) : undefined;
-  if (delayMs === undefined) {
-    const recorded = await deps.store.updateEvent(
-      event.eventId,
-      { status: EventStatus.failed, attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, appendLog: entry },
-      expected,
-    );
-    if (!recorded) return { action: 'done', status: 'duplicate' };
-    await recordFailure(deps, subscription, verdict.reason);
-    // 410 Gone: the endpoint is gone for good; ending its subscription lets a re-added dot subscribe at once.
-    const subscriptionEnded = httpStatus === 410 && (await deps.store.deleteSubscription(subscription.url));
-    return { action: 'dead_letter', reason: verdict.reason, attempt, ...(subscriptionEnded ? { subscriptionEnded } : {}) };
-  }
-  // The lease moves to when the next attempt is due, so whichever copy surfaces first keeps to it.
-  const recorded = await deps.store.updateEvent(
-    event.eventId,
-    { attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, notBefore: doneAt + delayMs, appendLog: entry },
-    expected,
-  );
-  if (!recorded) return { action: 'done', status: 'duplicate' };
-  await recordFailure(deps, subscription, verdict.reason);
-  return { action: 'retry', delayMs, reason: verdict.reason, attempt };
-}
-
-/** Written only when it changes: rewriting the one subscription item on every failure made it hot. */
-async function recordFailure(deps: DeliveryDeps, subscription: SubscriptionRecord, reason: FailureReason): Promise<void> {
-  if (subscription.lastError === reason) return;
-  await deps.store.recordDeliveryOutcome(subscription.id, { error: reason });
-}
-
-/** The `drop` of `prepare`: the event's subscription ended; it is never sent (a redriven failed event keeps its history). */
-export async function commitDrop(deps: DeliveryDeps, event: EventRecord): Promise<DeliveryDecision> {
-  const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: event.status, attempts: event.attempts });
-  return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
+  // Failed for good, or a retry whose lease moves to when it is due, so whichever copy surfaces first keeps to it.
+  const next = delayMs === undefined ? { status: EventStatus.failed } : { notBefore: doneAt + delayMs };
+  const patch = { ...next, attempts: attempt, lastHttpStatus: httpStatus, lastError: verdict.reason, appendLog: entry };
+  if (!(await deps.store.updateEvent(event.eventId, patch, expected))) return { action: 'done', status: 'duplicate' };
+  // Written only when it changes: rewriting the one subscription item on every failure made it hot.
+  if (subscription.lastError !== verdict.reason) await deps.store.recordDeliveryOutcome(subscription.id, { error: verdict.reason });
+  if (delayMs !== undefined) return { action: 'retry', delayMs, reason: verdict.reason, attempt };
+  // 410 Gone: the endpoint is gone for good; ending its subscription lets a re-added dot subscribe at once.
+  const subscriptionEnded = httpStatus === 410 && (await deps.store.deleteSubscription(subscription.url));
+  return { action: 'dead_letter', reason: verdict.reason, attempt, ...(subscriptionEnded ? { subscriptionEnded } : {}) };
 }
 
 /** A decision as the fields of one `delivery` log line: what happened, or the decision's own action when nothing was decided. */
@@ -267,20 +215,20 @@ export function decisionLogFields(decision: DeliveryDecision): Record<string, un
 /** The worker's attempt: prepare, then send and commit, or the reason there is none. */
 export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<DeliveryDecision> {
   const prepared = await prepare(deps, job);
-  switch (prepared.kind) {
-    case 'skip':
-      return { action: 'done', status: 'already_final' };
-    case 'defer':
-      return { action: 'defer', delayMs: prepared.delayMs };
-    case 'dead_letter_again':
-      return { action: 'dead_letter', reason: prepared.reason, attempt: prepared.attempt, copy: true };
-    case 'drop':
-      return commitDrop(deps, prepared.event);
-    case 'ready':
-      // One POST per attempt: a copy that loses the lease defers for as long as the lease runs.
-      if (!(await takeLease(deps, prepared.event))) return { action: 'defer', delayMs: Budgets.workerLeaseMs };
-      return holding(deps, job.eventId, async () => commit(deps, prepared, await send(deps, prepared, job)));
+  if ('action' in prepared) return prepared;
+  const { event } = prepared;
+  if (prepared.kind === 'drop') {
+    // The event's subscription ended: it is never sent (a redriven failed event keeps its history).
+    const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: event.status, attempts: event.attempts });
+    return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
   }
+  // The worker's lease before its POST: a compare-and-set on what it read, moving the lease Budgets.workerLeaseMs ahead. One POST
+  // per attempt: a copy that loses the lease (another copy took it, or settled the event, since) defers for as long as the lease runs.
+  const leased = { status: EventStatus.queued, attempts: event.attempts, notBefore: event.notBefore ?? null };
+  if (!(await deps.store.updateEvent(event.eventId, { notBefore: deps.clock.now() + Budgets.workerLeaseMs }, leased))) {
+    return { action: 'defer', delayMs: Budgets.workerLeaseMs };
+  }
+  return holding(deps, job.eventId, async () => commit(deps, prepared, await send(deps, prepared, job)));
 }
 
 /** Runs one attempt of `eventId` (its POST and its record) marked in `deps.inFlight` while it runs. */

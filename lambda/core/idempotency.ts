@@ -28,23 +28,22 @@ export type IdempotentOutcome =
   | { kind: 'key_reused' }
   | { kind: 'in_progress'; retryAfterSeconds: number };
 
-export type KeyCheck = { ok: true; key: string } | { ok: false; error: string };
-
 const PRINTABLE = /^[\x20-\x7e]+$/;
+/** A Structured Field String (RFC 8941 3.3.3): in double quotes, with " and \ escaped by a backslash and nothing else escaped. */
+const SF_STRING = /^"(?:[^"\\]|\\["\\])*"$/;
 
 /**
  * An idempotency key as the header carries it: 1 to 255 printable ASCII characters. A value in
  * double quotes is read as a Structured Field String (the IETF draft's header type), so `"abc"` and
  * `abc` are the same key.
  */
-export function checkIdempotencyKey(raw: string): KeyCheck {
+export function checkIdempotencyKey(raw: string): { ok: true; key: string } | { ok: false; error: string } {
   let key = raw;
   if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"')) {
-    const unquoted = unquote(raw.slice(1, -1));
-    if (unquoted === undefined) {
+    if (!SF_STRING.test(raw)) {
       return { ok: false, error: 'Invalid Idempotency-Key: inside quotes, " and \\ must be escaped with a backslash, and nothing else may be.' };
     }
-    key = unquoted;
+    key = raw.slice(1, -1).replace(/\\(["\\])/g, '$1');
   }
   if (key.length === 0) return { ok: false, error: 'Invalid Idempotency-Key: it is empty; send 1 to 255 printable ASCII characters.' };
   if (key.length > Limits.idempotencyKeyMaxChars) {
@@ -52,21 +51,6 @@ export function checkIdempotencyKey(raw: string): KeyCheck {
   }
   if (!PRINTABLE.test(key)) return { ok: false, error: 'Invalid Idempotency-Key: only printable ASCII characters (space to ~) are allowed.' };
   return { ok: true, key };
-}
-
-/** The content of a Structured Field String (RFC 8941 3.3.3) between its quotes; undefined when malformed. */
-function unquote(inner: string): string | undefined {
-  let out = '';
-  for (let i = 0; i < inner.length; i++) {
-    const c = inner[i]!;
-    if (c === '"') return undefined;
-    if (c === '\\') {
-      const next = inner[++i];
-      if (next !== '"' && next !== '\\') return undefined;
-      out += next;
-    } else out += c;
-  }
-  return out;
 }
 
 /** How often a send tries to take a key that changes under it (a stale claim retaken by another request). */
@@ -100,10 +84,35 @@ export async function sendOnce(
     return { eventId: newEventId(), messageHash, state: 'in_progress', createdAt: now, expiresAt, leaseUntil: now + IDEMPOTENCY_LEASE_MS };
   };
 
+  /** Best effort: unsettled, the claim stays `in_progress` until its lease ends, and a retry then reads its event. */
+  const settle = async (eventId: string, outcome: 'done' | 'release'): Promise<void> => {
+    try {
+      await store.settleIdempotencyKey(caller, key, eventId, outcome);
+    } catch (error) {
+      deps.log?.warn('idempotency_key_not_settled', { sender: caller, eventId, outcome, cause: error instanceof Error ? error.name : 'unknown' });
+    }
+  };
+
+  /** The claimed key's send: the event gets the id the claim names; the key is settled by what it made. */
+  const makeEvent = async (eventId: string): Promise<SendOutcome> => {
+    let outcome: SendOutcome;
+    try {
+      outcome = await sendMessage(deps, args, { ...origin, eventId });
+    } catch (error) {
+      // An event exists when the failure names it: the key keeps naming it, so a retry learns its status.
+      const made = error instanceof DependencyUnavailable && error.eventId === eventId;
+      await settle(eventId, made ? 'done' : 'release');
+      throw error;
+    }
+    const made = outcome.kind !== 'invalid' && outcome.kind !== 'no_subscription';
+    await settle(eventId, made ? 'done' : 'release');
+    return outcome;
+  };
+
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const record = fresh();
     const claim = await guardDependency('storage', () => store.claimIdempotencyKey(caller, key, record, record.createdAt));
-    if (claim.claimed) return makeEvent(deps, store, args, origin, key, record.eventId);
+    if (claim.claimed) return makeEvent(record.eventId);
     const existing = claim.existing;
     if (existing.messageHash !== messageHash) return { kind: 'key_reused' };
     const now = deps.clock.now();
@@ -115,7 +124,7 @@ export async function sendOnce(
     if (event) {
       deps.log?.info('idempotent_repeat', { sender: caller, eventId: event.eventId });
       // A first request that died after making its event never said `done`: say it now (best effort).
-      if (existing.state === 'in_progress') await settle(deps, store, caller, key, event.eventId, 'done');
+      if (existing.state === 'in_progress') await settle(event.eventId, 'done');
       return outcomeOfRecord(event);
     }
     if (existing.state === 'done') {
@@ -127,47 +136,8 @@ export async function sendOnce(
     const again = fresh();
     if (await guardDependency('storage', () => store.retakeIdempotencyKey(caller, key, existing.eventId, again, again.createdAt))) {
       deps.log?.info('idempotency_key_retaken', { sender: caller, staleEventId: existing.eventId });
-      return makeEvent(deps, store, args, origin, key, again.eventId);
+      return makeEvent(again.eventId);
     }
   }
   throw new Error('sendOnce: the idempotency key kept changing under concurrent requests');
-}
-
-/** The claimed key's send: the event gets the id the claim names; the key is settled by what it made. */
-async function makeEvent(
-  deps: IdempotencyDeps,
-  store: IdempotencyStore,
-  args: unknown,
-  origin: SendOrigin & { sender: string },
-  key: string,
-  eventId: string,
-): Promise<SendOutcome> {
-  let outcome: SendOutcome;
-  try {
-    outcome = await sendMessage(deps, args, { ...origin, eventId });
-  } catch (error) {
-    // An event exists when the failure names it: the key keeps naming it, so a retry learns its status.
-    const made = error instanceof DependencyUnavailable && error.eventId === eventId;
-    await settle(deps, store, origin.sender, key, eventId, made ? 'done' : 'release');
-    throw error;
-  }
-  const made = outcome.kind !== 'invalid' && outcome.kind !== 'no_subscription';
-  await settle(deps, store, origin.sender, key, eventId, made ? 'done' : 'release');
-  return outcome;
-}
-
-/** Best effort: unsettled, the claim stays `in_progress` until its lease ends, and a retry then reads its event. */
-async function settle(
-  deps: IdempotencyDeps,
-  store: IdempotencyStore,
-  caller: string,
-  key: string,
-  eventId: string,
-  outcome: 'done' | 'release',
-): Promise<void> {
-  try {
-    await store.settleIdempotencyKey(caller, key, eventId, outcome);
-  } catch (error) {
-    deps.log?.warn('idempotency_key_not_settled', { sender: caller, eventId, outcome, cause: error instanceof Error ? error.name : 'unknown' });
-  }
 }

@@ -9,8 +9,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { EVENT_ID_PREFIX, SUBSCRIPTION_ID_PREFIX, VERIFICATION_ID_PREFIX } from './protocol';
 
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-
 /**
  * RFC 8785 style canonical JSON: object keys sorted by UTF-16 code units, no whitespace, numbers
  * and strings as ECMAScript serializes them (which is what RFC 8785 specifies).

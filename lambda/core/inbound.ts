@@ -123,25 +123,21 @@ export function createInboundVerifier(checked: Extract<HeaderCheck, { ok: true }
   // Fatal and streaming: a sequence split across two chunks is still judged as one.
   const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   let utf8Ok = true;
+  // Without a chunk: the end of the body, where a sequence left open is judged.
+  const decode = (chunk?: Uint8Array) => {
+    try {
+      if (utf8Ok) utf8.decode(chunk, { stream: chunk !== undefined });
+    } catch {
+      utf8Ok = false;
+    }
+  };
   return {
     update(chunk) {
       for (const mac of macs) mac.update(chunk);
-      if (utf8Ok) {
-        try {
-          utf8.decode(chunk, { stream: true });
-        } catch {
-          utf8Ok = false;
-        }
-      }
+      decode(chunk);
     },
     verdict() {
-      if (utf8Ok) {
-        try {
-          utf8.decode();
-        } catch {
-          utf8Ok = false;
-        }
-      }
+      decode();
       // Every digest is computed and compared, so the time taken does not tell which secret matched.
       const matched = macs.map((mac) => mac.digest()).map((digest) => checked.signatures.some((offered) => constantTimeEqual(offered, digest)));
       return utf8Ok && matched.some(Boolean) ? { ok: true, webhookId: checked.webhookId } : { ok: false, refusal: PupRefusals.invalidSignature };

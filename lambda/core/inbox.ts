@@ -13,7 +13,7 @@ import { guardDependency } from './errors';
 import { EVENT_ID_PATTERN } from './identity';
 import { sendMessage, type MessageDeps } from './messages';
 import { ANNOUNCE_COUNT_MAX, DMDOT_SENDER, INBOX_TOOLS, Limits } from './protocol';
-import { isObject } from './validation';
+import { isObject, unexpectedKeys } from './validation';
 
 export interface InboxDeps extends MessageDeps {
   inbox: InboxStore;
@@ -32,11 +32,8 @@ export type InboxToolResult = ToolResult<Record<string, unknown>>;
 function argumentsOf(args: unknown, tool: string, allowed: readonly string[]): Record<string, unknown> | string {
   if (args === undefined || args === null) return {};
   if (!isObject(args)) return `Invalid input: ${tool} takes an object of arguments.`;
-  const extra = Object.keys(args).filter((key) => !allowed.includes(key));
-  if (extra.length > 0) {
-    const shown = extra.slice(0, 3).map((k) => JSON.stringify(k.slice(0, 40)));
-    return `Invalid input: ${tool} takes ${allowed.map((k) => `"${k}"`).join(' and ')} only (unexpected: ${shown.join(', ')}).`;
-  }
+  const unexpected = unexpectedKeys(args, allowed);
+  if (unexpected) return `Invalid input: ${tool} takes ${allowed.map((k) => `"${k}"`).join(' and ')} only (unexpected: ${unexpected}).`;
   return args;
 }
 
@@ -118,7 +115,7 @@ export async function getPendingMessages(deps: Pick<InboxDeps, 'inbox' | 'clock'
   const records = await guardDependency('storage', () => deps.inbox.listPending(deps.clock.now(), limit + 1, after));
   const page = records.slice(0, limit);
   const last = page[page.length - 1];
-  const nextCursor = records.length > limit && last ? encodeCursor({ createdAt: last.createdAt, eventId: last.eventId }) : null;
+  const nextCursor = records.length > limit && last ? encodeCursor(last) : null;
   const messages: PendingMessage[] = page.map((record) => ({
     eventId: record.eventId,
     sender: record.sender ?? 'unknown',

@@ -63,10 +63,6 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number = Limits.jsonMa
   let inString = false;
   let escaped = false;
   let out: number[] | undefined;
-  // Bytes before the first repair are copied in one go, only if a repair is needed at all.
-  const copyUpTo = (end: number) => {
-    if (!out) out = Array.from(bytes.subarray(0, end));
-  };
   for (let i = 0; i < bytes.length; ) {
     const byte = bytes[i]!;
     if (byte >= 0x80) {
@@ -77,13 +73,14 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number = Limits.jsonMa
         i += length;
         continue;
       }
-      copyUpTo(i);
+      // Bytes before the first repair are copied in one go, only if a repair is needed at all.
+      out ??= Array.from(bytes.subarray(0, i));
       const bad = -length;
       if (inString) {
         // After an opening backslash, `udfff` completes the escape that backslash began.
-        for (const c of escaped ? ESCAPE.subarray(1) : ESCAPE) out!.push(c);
+        for (const c of escaped ? ESCAPE.subarray(1) : ESCAPE) out.push(c);
       } else {
-        for (let k = 0; k < bad; k++) out!.push(bytes[i + k]!);
+        for (let k = 0; k < bad; k++) out.push(bytes[i + k]!);
       }
       escaped = false;
       i += bad;

@@ -15,9 +15,9 @@
  * Deliberately not here: the attempt itself (core/delivery.ts), and wording of results for a
  * particular surface (core/answers.ts).
  */
-import type { DeliveryJob, DeliveryMetrics, EventRecord, InboxStore, Logger, Outbox, Store } from '../ports';
+import { jobOf, type DeliveryMetrics, type EventRecord, type InboxStore, type Logger, type Outbox, type Store, type SubscriptionRecord } from '../ports';
 import { Budgets } from './budgets';
-import { commit, holding, send, type DeliveryDecision, type DeliveryDeps, type DeliveryStore, type Ready, type Sent } from './delivery';
+import { commit, holding, send, type DeliveryDecision, type DeliveryDeps, type DeliveryStore, type Ready } from './delivery';
 import { DependencyUnavailable, guardDependency } from './errors';
 import { newEventId } from './identity';
 import { EVENT_NAME, EventStatus, FailureReasons, Limits, type FailureReason } from './protocol';
@@ -75,27 +75,19 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   if (!checked.ok) return { kind: 'invalid', error: checked.error };
   const now = deps.clock.now();
   const subscription = await guardDependency('storage', () => deps.store.getSubscription(now));
-  if (!subscription) return deps.inbox ? keepMessage(deps, checked.message, now, origin) : { kind: 'no_subscription' };
+  const eventId = origin.eventId ?? newEventId();
+  if (!subscription) {
+    if (!deps.inbox) return { kind: 'no_subscription' };
+    // With the inbox on and no dot subscribed: recorded `kept`, with its bytes and no job.
+    await guardDependency('storage', () => deps.store.putEvent(newRecord(deps, eventId, checked.message, now, origin)));
+    return { kind: 'kept', eventId };
+  }
 
   const windowMs = Math.min(Math.max(0, deps.deliveryWaitMs), Limits.deliveryWaitMaxMs);
-  const eventId = origin.eventId ?? newEventId();
-  const body = buildEvent(eventId, checked.message, now);
-  const generation = subscription.generation;
-  const job: DeliveryJob = { eventId, subscriptionId: subscription.id, ...(generation !== undefined ? { generation } : {}), body };
-  const record: EventRecord = {
-    eventId,
-    status: EventStatus.queued,
-    subscriptionId: subscription.id,
-    ...(generation !== undefined ? { generation } : {}),
-    attempts: 0,
-    createdAt: now,
-    expiresAt: now + Limits.eventRecordMs,
-    // The inline attempt's lease: its whole POST and the write after it.
-    notBefore: windowMs > 0 ? now + Limits.outboundDeadlineMs + Budgets.inlineLeaseMarginMs : now,
-    body,
-    ...(origin.sender !== undefined ? { sender: origin.sender } : {}),
-    ...(deps.inbox ? { inbox: true } : {}),
-  };
+  // The inline attempt's lease: its whole POST and the write after it.
+  const notBefore = windowMs > 0 ? now + Limits.outboundDeadlineMs + Budgets.inlineLeaseMarginMs : now;
+  const record = newRecord(deps, eventId, checked.message, now, origin, { subscription, notBefore });
+  const job = jobOf(record, record.body!);
   try {
     await guardDependency('storage', () => deps.outbox.add(record, job, { delayMs: safetyNetDelayMs(deps, windowMs) }));
   } catch (error) {
@@ -110,7 +102,7 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   if (windowMs === 0) return { kind: 'queued', eventId };
   const ready: Ready = { kind: 'ready', event: record, subscription };
   // The POST ends inside the lease (leaving its margin for the write), and within the wait window where the answer waits for it.
-  const leaseLeftMs = (record.notBefore ?? now) - Budgets.inlineLeaseMarginMs - deps.clock.now();
+  const leaseLeftMs = notBefore - Budgets.inlineLeaseMarginMs - deps.clock.now();
   const timeoutMs = deps.background ? leaseLeftMs : Math.min(leaseLeftMs, now + windowMs - deps.clock.now());
   let accepted: () => void = () => undefined;
   const acceptedByDot = new Promise<'accepted'>((resolve) => (accepted = () => resolve('accepted')));
@@ -119,7 +111,9 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
       const sent = await send(deps, ready, job, { timeoutMs });
       if (sent.verdict.kind === 'delivered') accepted();
       const decision = await commit(deps, ready, sent);
-      reportInline(deps, record, sent, decision);
+      // The inline decision in the worker's vocabulary: one `delivery` line and one metric, `via` inline.
+      const durationMs = Math.max(0, deps.clock.now() - sent.entry.at);
+      reportDecision(deps, { via: 'inline', eventId, decision, durationMs, latencyMs: sent.doneAt - record.createdAt });
       return decision;
     });
 
@@ -151,18 +145,6 @@ export async function sendMessage(deps: MessageDeps, args: unknown, origin: Send
   }
 }
 
-/** The inline decision in the worker's vocabulary: one `delivery` line and one metric, `via` inline. */
-function reportInline(deps: MessageDeps, record: EventRecord, sent: Sent, decision: DeliveryDecision): void {
-  const done = deps.clock.now();
-  reportDecision(deps, {
-    via: 'inline',
-    eventId: record.eventId,
-    decision,
-    durationMs: Math.max(0, done - sent.entry.at),
-    latencyMs: sent.doneAt - record.createdAt,
-  });
-}
-
 /** When the worker's copy surfaces: when attempt 2 would be due, never before the inline lease, at once with no inline attempt. */
 function safetyNetDelayMs(deps: MessageDeps, windowMs: number): number {
   if (windowMs === 0) return 0;
@@ -173,7 +155,7 @@ function safetyNetDelayMs(deps: MessageDeps, windowMs: number): number {
 async function outcomeOf(deps: MessageDeps, eventId: string, decision: DeliveryDecision): Promise<SendOutcome> {
   switch (decision.action) {
     case 'dead_letter':
-      return { kind: 'failed', eventId, reason: isFailureReason(decision.reason) ? decision.reason : null };
+      return { kind: 'failed', eventId, reason: (FailureReasons as readonly string[]).includes(decision.reason) ? (decision.reason as FailureReason) : null };
     case 'done':
       if (decision.status === 'delivered') return { kind: 'delivered', eventId };
       if (decision.status === 'dropped') return { kind: 'failed', eventId, reason: null };
@@ -202,24 +184,27 @@ export function outcomeOfRecord(record: EventRecord): Extract<SendOutcome, { eve
   }
 }
 
-function isFailureReason(reason: string): reason is FailureReason {
-  return (FailureReasons as readonly string[]).includes(reason);
-}
-
-/** With the inbox on and no dot subscribed: recorded `kept`, with its bytes and no job. */
-async function keepMessage(deps: MessageDeps, message: string, now: number, origin: SendOrigin): Promise<SendOutcome> {
-  const eventId = origin.eventId ?? newEventId();
-  const record: EventRecord = {
+/** A new event's record with its exact bytes: `queued` under a subscription, else `kept` (the inbox's, with no job). */
+function newRecord(
+  deps: MessageDeps,
+  eventId: string,
+  message: string,
+  now: number,
+  origin: SendOrigin,
+  queued?: { subscription: SubscriptionRecord; notBefore: number },
+): EventRecord {
+  const generation = queued?.subscription.generation;
+  return {
     eventId,
-    status: EventStatus.kept,
-    subscriptionId: '',
+    status: queued ? EventStatus.queued : EventStatus.kept,
+    subscriptionId: queued?.subscription.id ?? '',
+    ...(generation !== undefined ? { generation } : {}),
     attempts: 0,
     createdAt: now,
     expiresAt: now + Limits.eventRecordMs,
+    ...(queued ? { notBefore: queued.notBefore } : {}),
     body: buildEvent(eventId, message, now),
     ...(origin.sender !== undefined ? { sender: origin.sender } : {}),
-    inbox: true,
+    ...(deps.inbox ? { inbox: true } : {}),
   };
-  await guardDependency('storage', () => deps.store.putEvent(record));
-  return { kind: 'kept', eventId };
 }

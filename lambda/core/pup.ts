@@ -20,10 +20,8 @@ import { EVENT_NAME, PUP_CONTEXT_META_KEY, PUP_PROTOCOL_VERSION, PupMemberEvents
  */
 export const PUP_PRINCIPAL = sha256Hex('\u0000pup-door');
 
-export type ChallengeAnswer = { ok: true; body: string } | { ok: false; message: string };
-
 /** Both readings of pup's challenge: a JSON string is echoed as its own text; an object's `challenge` as `{"challenge": …}`. */
-export function challengeAnswer(bodyText: string): ChallengeAnswer {
+export function challengeAnswer(bodyText: string): { ok: true; body: string } | { ok: false; message: string } {
   let value: unknown;
   try {
     value = JSON.parse(bodyText);
@@ -100,16 +98,9 @@ export function parsePupEvent(value: unknown, webhookId: string): PupEventParse 
 }
 
 function memberIdOf(event: Record<string, unknown>): string | undefined {
-  for (const candidate of [
-    event.memberId,
-    event.userId,
-    isObject(event.member) ? event.member.id : undefined,
-    isObject(event.user) ? event.user.id : undefined,
-  ]) {
-    const id = idText(candidate);
-    if (id !== undefined) return id;
-  }
-  return undefined;
+  const member = isObject(event.member) ? event.member.id : undefined;
+  const user = isObject(event.user) ? event.user.id : undefined;
+  return [event.memberId, event.userId, member, user].map(idText).find((id) => id !== undefined);
 }
 
 const PupContext = z.looseObject({
@@ -144,9 +135,7 @@ export function pupContextOf(message: unknown): PupContextCheck {
   }
   const context = parsed.data;
   const ids: PupContextIds = { installationId: String(context.installationId) };
-  if (context.askerId !== undefined) ids.askerId = String(context.askerId);
-  if (context.channelId !== undefined) ids.channelId = String(context.channelId);
-  if (context.callId !== undefined) ids.callId = String(context.callId);
+  for (const field of ['askerId', 'channelId', 'callId'] as const) if (context[field] !== undefined) ids[field] = String(context[field]);
   return { kind: 'ok', ids };
 }
 

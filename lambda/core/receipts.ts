@@ -6,7 +6,7 @@
  *
  * Deliberately not here: authentication (http/app.ts hands in who asks) and the HTTP answer.
  */
-import type { EventRecord, EventStatus, Store } from '../ports';
+import type { EventStatus, Store } from '../ports';
 import type { Identity } from './access';
 import { guardDependency } from './errors';
 import { EVENT_ID_PATTERN } from './identity';
@@ -24,18 +24,6 @@ export interface Receipt {
 
 const iso = (at: number | undefined): string | null => (at === undefined ? null : new Date(at).toISOString());
 
-export function receiptOf(record: EventRecord): Receipt {
-  return {
-    eventId: record.eventId,
-    status: record.status,
-    sender: record.sender ?? null,
-    createdAt: new Date(record.createdAt).toISOString(),
-    deliveredAt: iso(record.deliveredAt),
-    acknowledgedAt: iso(record.acknowledgedAt),
-    attempts: record.attempts,
-  };
-}
-
 /**
  * The receipt of `eventId` for `reader`, or undefined when it may not see one: the id is not an
  * event id (nothing is read), no live record has it, or it was sent by another key. Throws
@@ -50,9 +38,16 @@ export async function readReceipt(
   if (!EVENT_ID_PATTERN.test(eventId)) return undefined;
   const record = await guardDependency('storage', () => store.getEvent(eventId, now));
   if (!record) return undefined;
-  if (reader.role === 'connector') return receiptOf(record);
   // A sender sees its own events only; a sender key can never pass for the connector's name, even
   // one made before that name was reserved.
-  if (record.sender !== reader.sender || reader.sender === CONNECTOR_SENDER) return undefined;
-  return receiptOf(record);
+  if (reader.role !== 'connector' && (record.sender !== reader.sender || reader.sender === CONNECTOR_SENDER)) return undefined;
+  return {
+    eventId: record.eventId,
+    status: record.status,
+    sender: record.sender ?? null,
+    createdAt: new Date(record.createdAt).toISOString(),
+    deliveredAt: iso(record.deliveredAt),
+    acknowledgedAt: iso(record.acknowledgedAt),
+    attempts: record.attempts,
+  };
 }

@@ -14,7 +14,7 @@
  * Deliberately not here: the schedule and the AWS clients (handlers/reconciler-lambda.ts), the
  * index's shape (the store's), and the embedded runtime (one transaction: nothing strands there).
  */
-import type { Clock, DeliveryJob, EventRecord, Logger, QueuedEntry, Store } from '../ports';
+import { jobOf, type Clock, type DeliveryJob, type EventRecord, type Logger, type QueuedEntry, type Store } from '../ports';
 import { Budgets } from './budgets';
 import { EventStatus, Limits, type DeadLetterReason } from './protocol';
 
@@ -61,16 +61,6 @@ export function repairBoundMs(retryDelaysS: readonly number[]): number {
   return strandedAfterMs(retryDelaysS) + Budgets.reconcileEveryMs;
 }
 
-function jobOf(record: EventRecord): DeliveryJob | undefined {
-  if (typeof record.body !== 'string' || record.body === '') return undefined;
-  return {
-    eventId: record.eventId,
-    subscriptionId: record.subscriptionId,
-    ...(record.generation !== undefined ? { generation: record.generation } : {}),
-    body: record.body,
-  };
-}
-
 /** The last time anything showed the record in play: queued, requeued (the index may lag), or its lease, which every attempt moves. */
 export function lastSignOfLife(record: EventRecord, entry: QueuedEntry): number {
   return Math.max(entry.queuedSince, record.repairedAt ?? 0, record.notBefore ?? 0);
@@ -82,7 +72,7 @@ export function repairOf(record: EventRecord | undefined, entry: QueuedEntry, no
   // A live lease: an attempt is being made (the worker's, the inline one), or the next is not due yet.
   if (record.notBefore !== undefined && record.notBefore > now) return { kind: 'skip' };
   if (now - lastSignOfLife(record, entry) < strandedAfterMs(retryDelaysS)) return { kind: 'skip' };
-  const job = jobOf(record);
+  const job = record.body ? jobOf(record, record.body) : undefined;
   const attemptsLeft = record.attempts <= retryDelaysS.length;
   if (job && attemptsLeft && record.repairedAt === undefined) return { kind: 'requeue', job };
   return { kind: 'fail', job };
@@ -123,8 +113,7 @@ async function settle(deps: ReconcileDeps, entry: QueuedEntry, report: Reconcile
         const marked = await deps.store.markRequeued(eventId, record!.attempts, now, record!.notBefore ?? null);
         // Not marked: the record moved on meanwhile (delivered, or another run); the job sent is a duplicate the worker settles.
         deps.log?.warn('reconcile_requeued', { eventId, attempts: record!.attempts, ...(marked ? {} : { raced: true }) });
-        if (marked) report.requeued++;
-        else report.skipped++;
+        report[marked ? 'requeued' : 'skipped']++;
         return;
       }
       case 'fail': {
@@ -143,8 +132,7 @@ async function settle(deps: ReconcileDeps, entry: QueuedEntry, report: Reconcile
           ...(repair.job ? {} : { deadLetter: false }),
           ...(failed ? {} : { raced: true }),
         });
-        if (failed) report.failed++;
-        else report.skipped++;
+        report[failed ? 'failed' : 'skipped']++;
         return;
       }
     }

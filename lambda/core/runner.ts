@@ -17,7 +17,8 @@
 import type { DeliveryJob, DeliveryMetrics, DeliveryOutcome, DeliveryVia, JobEffects, Logger } from '../ports';
 import { describeCause } from './errors';
 import { Budgets } from './budgets';
-import { decisionLogFields, deliver, failAtReceiveLimit, receiveLimit, type DeliveryDecision, type DeliveryDeps } from './delivery';
+import { EventStatus } from './protocol';
+import { decisionLogFields, deliver, receiveLimit, type DeliveryDecision, type DeliveryDeps } from './delivery';
 
 /** One job as its queue handed it over. */
 export interface ReceivedJob {
@@ -79,7 +80,7 @@ export interface DecisionReport {
 export function reportDecision(deps: Pick<RunnerDeps, 'log' | 'metrics'>, report: DecisionReport): void {
   const { decision } = report;
   const outcome = report.outcome ?? outcomeOfDecision(decision);
-  const attempt = attemptOf(decision);
+  const attempt = decision.action === 'retry' || decision.action === 'dead_letter' ? decision.attempt : undefined;
   try {
     const line = { eventId: report.eventId, via: report.via, ...decisionLogFields(decision), ...(report.fields ?? {}) };
     if (outcome === 'outcome_unknown') deps.log?.warn('delivery', { ...line, outcomeUnknown: true });
@@ -95,10 +96,6 @@ export function reportDecision(deps: Pick<RunnerDeps, 'log' | 'metrics'>, report
   } catch {
     // A log or metric sink that fails must not change what happens to the job.
   }
-}
-
-function attemptOf(decision: DeliveryDecision): number | undefined {
-  return decision.action === 'retry' || decision.action === 'dead_letter' ? decision.attempt : undefined;
 }
 
 export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
@@ -134,9 +131,10 @@ export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
       return { outcome: 'malformed' };
     }
 
-    /** DEL-RUN-1: the event is failed and the job dead-lettered with why, whatever the decision was. */
+    /** DEL-RUN-1: the event is failed (only from `queued`, with a note) and the job dead-lettered with why, whatever the decision was. */
     const giveUp = async (attempt: number | undefined): Promise<RunResult> => {
-      await failAtReceiveLimit(delivery, job.eventId);
+      const note = { at: clock.now(), note: 'receive_limit' } as const;
+      await delivery.store.updateEvent(job.eventId, { status: EventStatus.failed, appendLog: note }, { status: EventStatus.queued });
       const decision: DeliveryDecision = { action: 'dead_letter', reason: 'receive_limit', attempt: attempt ?? 0 };
       report(job.eventId, decision, 'receive_limit');
       await effects.deadLetter('receive_limit');
@@ -152,22 +150,15 @@ export function createDeliveryRunner(deps: RunnerDeps): DeliveryRunner {
         await clock.sleep(decision.delayMs);
         decision = await deliver(delivery, job);
       }
-      switch (decision.action) {
-        case 'done':
-          report(job.eventId, decision);
-          await effects.complete();
-          return { outcome: outcomeOfDecision(decision), decision };
-        case 'dead_letter':
-          report(job.eventId, decision);
-          await effects.deadLetter(decision.reason);
-          return { outcome: outcomeOfDecision(decision), decision };
-        case 'retry':
-        case 'defer':
-          if (receives >= limit) return await giveUp(decision.action === 'retry' ? decision.attempt : undefined);
-          report(job.eventId, decision);
-          await effects.keepFor(decision.delayMs);
-          return { outcome: decision.action, decision };
+      if (decision.action === 'retry' || decision.action === 'defer') {
+        if (receives >= limit) return await giveUp(decision.action === 'retry' ? decision.attempt : undefined);
+        report(job.eventId, decision);
+        await effects.keepFor(decision.delayMs);
+        return { outcome: decision.action, decision };
       }
+      report(job.eventId, decision);
+      await (decision.action === 'done' ? effects.complete() : effects.deadLetter(decision.reason));
+      return { outcome: outcomeOfDecision(decision), decision };
     } catch (error) {
       // DEL-RUN-3: the job comes back by the queue's own redelivery, so an outage is not hammered.
       deps.log?.error('delivery_worker_error', { eventId: job.eventId, ...fields, cause: describeCause(error) });

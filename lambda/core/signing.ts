@@ -27,19 +27,15 @@ export function decodeSecret(secret: string): Uint8Array | undefined {
   return new Uint8Array(bytes);
 }
 
-/** The text the library signs: it takes a string, so the body must be UTF-8 (fatal, BOM kept) for "the exact bytes" to hold. */
-export function utf8Text(body: Uint8Array): string | undefined {
-  try {
-    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(body);
-  } catch {
-    return undefined;
-  }
-}
-
 /** One `v1,<base64>` signature of `id.timestamp.body` with the HMAC key `key`. */
 export function sign(key: Uint8Array, msgId: string, timestampS: number, body: Uint8Array): string {
-  const text = utf8Text(body);
-  if (text === undefined) throw new Error('sign: the body is not UTF-8 (dm-dot only signs its own JSON)');
+  let text: string;
+  try {
+    // The library signs a string, so the body must be UTF-8 (fatal, BOM kept) for "the exact bytes" to hold.
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(body);
+  } catch {
+    throw new Error('sign: the body is not UTF-8 (dm-dot only signs its own JSON)');
+  }
   if (!Number.isSafeInteger(timestampS)) throw new Error('sign: the timestamp must be whole seconds');
   return new Webhook(key, { format: 'raw' }).sign(msgId, new Date(timestampS * 1000), text);
 }

@@ -12,7 +12,7 @@
  * persistence of anything but the records of ports.ts.
  */
 import { timeOfDay, type Clock, type Store, type SubscriptionExpectation, type SubscriptionRecord, type WebhookClient } from '../ports';
-import { callbackEndpointError as callbackEndpointFault, guardDependency, ProtocolFault } from './errors';
+import { callbackEndpointError, guardDependency, ProtocolFault } from './errors';
 import { newChallengeNonce, newGeneration, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
 import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits, type EventsProfile, type FailureReason } from './protocol';
 import { constantTimeEqual, signedHeaders } from './signing';
@@ -44,13 +44,12 @@ export interface SubscribeResult {
   deliveryStatus?: { active: boolean; lastDeliveryAt: string | null; lastError: FailureReason | null };
 }
 
-const CONFLICT_MESSAGE = 'A subscription for another callback is active; unsubscribe it or wait for it to expire before subscribing a new callback.';
-
 /** How often a subscribe plans again after its put lost a race; more means something is wrong. */
 const MAX_PUT_ROUNDS = 3;
 
 function conflict(): ProtocolFault {
-  return new ProtocolFault(ErrorCodes.subscriptionConflict, CONFLICT_MESSAGE);
+  const message = 'A subscription for another callback is active; unsubscribe it or wait for it to expire before subscribing a new callback.';
+  return new ProtocolFault(ErrorCodes.subscriptionConflict, message);
 }
 
 function isLive(record: SubscriptionRecord | undefined, now: number): record is SubscriptionRecord {
@@ -59,7 +58,6 @@ function isLive(record: SubscriptionRecord | undefined, now: number): record is 
 
 export async function subscribe(deps: SubscriptionDeps, principal: string, params: unknown): Promise<SubscribeResult> {
   const profile = profileOf(deps);
-  const callbackEndpointError = (reason: FailureReason) => callbackEndpointFault(reason, profile.codes.callbackEndpointError);
   const request = parseSubscribeParams(params, deps.urlPolicy, profile);
   const id = subscriptionIdOf(principal, request.url, EVENT_NAME, {});
 
@@ -74,9 +72,8 @@ export async function subscribe(deps: SubscriptionDeps, principal: string, param
     if (failure === GONE) {
       // 410 Gone: a live subscription of this URL ends with it, so nothing keeps a re-added dot locked out.
       await guardDependency('storage', () => deps.store.deleteSubscription(request.url));
-      throw callbackEndpointError('http_4xx');
     }
-    if (failure) throw callbackEndpointError(failure);
+    if (failure) throw callbackEndpointError(failure === GONE ? 'http_4xx' : failure, profile.codes.callbackEndpointError);
     await guardDependency('storage', () => deps.store.markVerified(verificationKey, deps.clock.now()));
   }
 

@@ -11,8 +11,6 @@ import { LOOPBACK_LITERAL_HOSTNAMES } from './loopback';
 import { DEFAULT_EVENTS_PROFILE, EVENT_NAME, EventsProfiles, Limits, type EventsProfile } from './protocol';
 import { invalidParams, ProtocolFault } from './errors';
 
-export type MessageCheck = { ok: true; message: string } | { ok: false; error: string };
-
 const utf8 = new TextEncoder();
 
 /** A UTF-16 surrogate without its partner: text no UTF-8 encoding can carry. */
@@ -21,21 +19,23 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 /** What both send surfaces say for bytes that are not UTF-8, or a lone surrogate written as a JSON escape. */
 export const NOT_UTF8_MESSAGE = 'Invalid input: the message must be valid UTF-8 text (it holds bytes that are not UTF-8, or a lone surrogate).';
 
+/** The keys of `args` beyond `allowed`, the first three quoted (each cut to 40 characters); undefined when there are none. */
+export function unexpectedKeys(args: object, allowed: readonly string[]): string | undefined {
+  const extra = Object.keys(args).filter((key) => !allowed.includes(key));
+  if (extra.length === 0) return undefined;
+  return extra
+    .slice(0, 3)
+    .map((k) => JSON.stringify(k.slice(0, 40)))
+    .join(', ');
+}
+
 /** `message` trimmed of surrounding whitespace, then valid Unicode text of 1..16,384 UTF-8 bytes. */
-export function checkMessage(args: unknown): MessageCheck {
+export function checkMessage(args: unknown): { ok: true; message: string } | { ok: false; error: string } {
   if (args === null || typeof args !== 'object' || Array.isArray(args)) {
     return { ok: false, error: 'Invalid input: send an object with a "message" string.' };
   }
-  const extra = Object.keys(args).filter((key) => key !== 'message');
-  if (extra.length > 0) {
-    return {
-      ok: false,
-      error: `Invalid input: "message" is the only argument (unexpected: ${extra
-        .slice(0, 3)
-        .map((k) => JSON.stringify(k.slice(0, 40)))
-        .join(', ')}).`,
-    };
-  }
+  const unexpected = unexpectedKeys(args, ['message']);
+  if (unexpected) return { ok: false, error: `Invalid input: "message" is the only argument (unexpected: ${unexpected}).` };
   const raw = (args as { message?: unknown }).message;
   if (typeof raw !== 'string') return { ok: false, error: 'Invalid input: "message" is required and must be a string.' };
   if (LONE_SURROGATE.test(raw)) return { ok: false, error: NOT_UTF8_MESSAGE };
@@ -98,7 +98,9 @@ function isEmptyArguments(value: unknown): boolean {
 
 const CHATGPT = EventsProfiles[DEFAULT_EVENTS_PROFILE];
 
-function checkEventSelector(params: { name?: unknown; arguments?: unknown }, profile: EventsProfile): void {
+/** The params and their `delivery` object, past the checks both methods begin with. Throws ProtocolFault(-32602). */
+function selectedDelivery(params: unknown, profile: EventsProfile): { p: Record<string, unknown>; delivery: Record<string, unknown> } {
+  if (!isObject(params)) throw invalidParams('params must be an object');
   if (params.name !== EVENT_NAME) {
     // SEP-3415: an unknown event name is NotFound, with data.kind saying what was not found.
     if (profile.unknownEventNotFound && typeof params.name === 'string') {
@@ -107,19 +109,13 @@ function checkEventSelector(params: { name?: unknown; arguments?: unknown }, pro
     throw invalidParams(`name: unknown event; the only event is ${EVENT_NAME}`);
   }
   if (!isEmptyArguments(params.arguments)) throw invalidParams(`arguments: ${EVENT_NAME} takes no arguments; send {} or omit it`);
-}
-
-function asObject(value: unknown): Record<string, unknown> | undefined {
-  return isObject(value) ? value : undefined;
+  if (!isObject(params.delivery)) throw invalidParams('delivery is required and must be an object');
+  return { p: params, delivery: params.delivery };
 }
 
 /** `events/subscribe` params, in the order of docs/contract/events.md. Throws ProtocolFault(-32602). */
 export function parseSubscribeParams(params: unknown, policy: UrlPolicy, profile: EventsProfile = CHATGPT): SubscribeRequest {
-  const p = asObject(params);
-  if (!p) throw invalidParams('params must be an object');
-  checkEventSelector(p, profile);
-  const delivery = asObject(p.delivery);
-  if (!delivery) throw invalidParams('delivery is required and must be an object');
+  const { p, delivery } = selectedDelivery(params, profile);
   if (delivery.mode !== 'webhook') throw invalidParams('delivery.mode must be "webhook"');
   const urlProblem = callbackUrlProblem(delivery.url, policy);
   if (urlProblem) throw invalidParams(urlProblem);
@@ -139,11 +135,7 @@ export function parseSubscribeParams(params: unknown, policy: UrlPolicy, profile
 
 /** `events/unsubscribe` params: name, arguments, delivery.url (mode optional, no secret). */
 export function parseUnsubscribeParams(params: unknown, profile: EventsProfile = CHATGPT): { url: string } {
-  const p = asObject(params);
-  if (!p) throw invalidParams('params must be an object');
-  checkEventSelector(p, profile);
-  const delivery = asObject(p.delivery);
-  if (!delivery) throw invalidParams('delivery is required and must be an object');
+  const { delivery } = selectedDelivery(params, profile);
   if (delivery.mode !== undefined && delivery.mode !== 'webhook') throw invalidParams('delivery.mode must be "webhook"');
   if (typeof delivery.url !== 'string' || delivery.url.length === 0) throw invalidParams('delivery.url is required and must be a string');
   return { url: delivery.url };

@@ -98,12 +98,7 @@ export interface DeploymentRecord {
 }
 
 /** The connector keys a rotation leaves in force. Absent previous fields: no overlap. */
-export interface DeploymentKeys {
-  keyHash: string;
-  previousKeyHash?: string;
-  previousKeyUntil?: number;
-  rotatedAt: number;
-}
+export type DeploymentKeys = Pick<DeploymentRecord, 'keyHash' | 'previousKeyHash' | 'previousKeyUntil'> & { rotatedAt: number };
 
 /** One `SENDER#<name>` item: never the key, only its hash. */
 export interface SenderRecord {
@@ -169,10 +164,7 @@ export interface IdempotencyStore {
 }
 
 /** Where a page of pending messages starts: after this event (opaque to callers once encoded). */
-export interface PendingPosition {
-  createdAt: number;
-  eventId: string;
-}
+export type PendingPosition = Pick<EventRecord, 'createdAt' | 'eventId'>;
 
 /** The inbox: events sent with the inbox on that the dot has not acknowledged, indexed by creation. */
 export interface InboxStore {

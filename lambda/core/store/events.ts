@@ -13,7 +13,7 @@ import { when, type Condition, type Item, type TableWrite, type Update } from '.
 /** The fields an update may set from a patch (body and appendLog have their own rules). */
 const PATCH_FIELDS = ['status', 'attempts', 'lastError', 'lastHttpStatus', 'deliveredAt', 'notBefore', 'subscriptionId', 'generation', 'cancelledAt'] as const;
 /** What a restored record drops of an expired one it replaces, as a put would. */
-const OPTIONAL_FIELDS = [...PATCH_FIELDS, 'body', 'log', 'deliveredAt', 'repairedAt', 'sender', 'inbox', 'acknowledgedAt'] as const;
+const OPTIONAL_FIELDS = [...PATCH_FIELDS, 'body', 'log', 'repairedAt', 'sender', 'inbox', 'acknowledgedAt'] as const;
 
 /** True while an event is in the pending index: sent with the inbox on and not acknowledged. */
 export const isPending = (record: Pick<EventRecord, 'inbox' | 'acknowledgedAt'>): boolean => record.inbox === true && record.acknowledgedAt === undefined;
@@ -59,7 +59,7 @@ function canonical(record: object): string {
 export function restoreWrite(record: EventRecord, now: number): Extract<TableWrite, { kind: 'update' }> {
   const set: Item = { ...record, ttl: ttl.of(record.expiresAt), ...indexAttributes(record, now) };
   const remove = [...OPTIONAL_FIELDS, QueuedIndex.partition, QueuedIndex.sort, PendingIndex.partition, PendingIndex.sort].filter(
-    (field, i, all) => set[field] === undefined && all.indexOf(field) === i,
+    (field) => set[field] === undefined,
   );
   return { kind: 'update', key: ItemKeys.event(record.eventId), update: { set, remove }, condition: noLiveEvent(record) };
 }
