@@ -101,9 +101,6 @@ function eventResult(outcome: Extract<SendOutcome, { eventId: string }>, text: s
   return toolText(text, outcome.kind === 'failed', { eventId: outcome.eventId, status: outcome.kind });
 }
 
-/** The name the MCP server calls toolResultOf by. */
-export const idempotentToolResult = toolResultOf;
-
 /** The one shape of a REST error, `{"error":{"code","message",…}}`, on every route of both runtimes. */
 export function restError(status: number, code: string, message: string, extra: object = {}): RestAnswer {
   return { status, body: { error: { code, message, ...extra } } };
@@ -137,9 +134,6 @@ export function restAnswerOf(outcome: IdempotentOutcome): RestAnswer & { retryAf
       });
   }
 }
-
-/** The name the HTTP app calls restAnswerOf by. */
-export const idempotentRestAnswer = restAnswerOf;
 
 /** The surfaces a failed dependency is answered on. */
 export type Surface = 'tool' | 'rest' | 'rpc';

@@ -13,7 +13,7 @@
  * runtime, and TLS (API Gateway or a tunnel terminates it).
  */
 import { randomUUID } from 'node:crypto';
-import { answerUnavailable, describeCause, idempotentRestAnswer, rateLimitedText } from '../core/answers';
+import { answerUnavailable, describeCause, restAnswerOf, rateLimitedText } from '../core/answers';
 import { DependencyUnavailable, isClientAbort } from '../core/errors';
 import { admitSend, createAuthenticator, type Identity } from '../core/access';
 import { scanJsonText } from '../core/json-text';
@@ -233,7 +233,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         });
       }
       const key = request.headers.get(IDEMPOTENCY_KEY_HEADER) ?? undefined;
-      answer = idempotentRestAnswer(await sendOnce(deps, parsed, { sender: identity.sender }, key));
+      answer = restAnswerOf(await sendOnce(deps, parsed, { sender: identity.sender }, key));
       if (answer.retryAfterSeconds !== undefined) return json(answer.status, answer.body, { 'retry-after': String(answer.retryAfterSeconds) });
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;

@@ -22,7 +22,7 @@ import {
   type StandardSchemaWithJSON,
 } from '@modelcontextprotocol/server';
 import { admitSend, type AdmissionStore, type Identity } from '../core/access';
-import { answerUnavailable, describeCause, idempotentToolResult, rateLimitedToolResult } from '../core/answers';
+import { answerUnavailable, describeCause, toolResultOf, rateLimitedToolResult } from '../core/answers';
 import { DependencyUnavailable, ProtocolFault } from '../core/errors';
 import { acknowledgeMessages, announcePending, getPendingMessages, type InboxDeps, type InboxToolResult } from '../core/inbox';
 import { sendOnce, type IdempotencyDeps } from '../core/idempotency';
@@ -235,7 +235,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
           if (answer) return answer;
           deps.log.warn('task_not_created', { requestId: caller.requestId, eventId: outcome.eventId });
         }
-        return idempotentToolResult(outcome);
+        return toolResultOf(outcome);
       })) as never,
   );
   // The inbox's tools: the connector key only, with the inbox on (docs/contract/mcp.md, the inbox).

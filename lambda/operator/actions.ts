@@ -6,7 +6,7 @@
  * Deliberately not here: how the CLI reaches them, the admin routes' HTTP, and redrive (the queue's own mechanics).
  */
 import { EventStatus } from '../core/protocol';
-import type { DeliveryJob, EventPatch, Outbox, Store } from '../ports';
+import { type EventPatch, jobOf, type Outbox, type Store } from '../ports';
 import { eventDetail, eventView, isResendable, subscriptionView, type EventDetail, type EventView, type SubscriptionView } from './views';
 
 export async function showSubscription(store: Store, now: number): Promise<SubscriptionView | null> {
@@ -59,8 +59,7 @@ export async function resendEvent(deps: { store: Store; outbox: Outbox }, now: n
     ...(generation !== undefined ? { generation } : {}),
     appendLog: { at: now, note: 'resent' },
   };
-  const job: DeliveryJob = { eventId, subscriptionId: subscription.id, ...(generation !== undefined ? { generation } : {}), body: record.body };
-  const reopened = await deps.outbox.reopen(record, patch, job);
+  const reopened = await deps.outbox.reopen(record, patch, jobOf({ eventId, subscriptionId: subscription.id, generation }, record.body));
   return reopened ? { resent: true, eventId, subscriptionId: subscription.id } : { resent: false, eventId, why: 'changed' };
 }
 

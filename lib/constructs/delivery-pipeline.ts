@@ -21,6 +21,7 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { RECEIVE_LIMIT_AWS_MARGIN, receiveLimit } from '../../lambda/core/delivery';
+import { Limits } from '../../lambda/core/protocol';
 import { ItemKeys } from '../../lambda/core/store/items';
 import { HandlerFunction } from './handler-function';
 import { keepLogicalId, logicalIdAt } from './logical-ids';
@@ -35,7 +36,7 @@ export const DeliverySizing = {
   /** AWS's guidance for an SQS event source: at least 6x the function timeout. */
   visibilityTimeout: Duration.seconds(TIMEOUT.toSeconds() * 6),
   batchSize: 10,
-  deadLetterRetention: Duration.days(14),
+  deadLetterRetention: Duration.days(Limits.deadLetterRetentionDays),
 } as const;
 
 /**
