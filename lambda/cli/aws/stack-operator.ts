@@ -1,7 +1,8 @@
 /**
  * The `--aws` backing of the operator commands: the stack's table through the same DynamoDbStore
  * the Lambdas use, and for a resend an outbox of that store and the delivery queue, as the MCP
- * Lambda records and enqueues. The operator's IAM permissions are the admin credential.
+ * Lambda records and enqueues, and the sender keys in that table. The operator's IAM permissions
+ * are the admin credential.
  *
  * Deliberately not here: redrive (aws/redrive.ts) and printing.
  */
@@ -10,7 +11,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import { clearSubscription, listEventViews, resendEvent, showEvent, showSubscription } from '../../operator/actions';
 import type { AccessStore, Store } from '../../ports';
 import { OperationError } from '../errors';
-import type { Operator } from '../../operator/surface';
+import { type CliOperator, senderOperationsOf } from '../local-server/local-operator';
 import { describeAwsError, unusableAws, type AwsSession } from './session';
 
 async function guarded<T>(what: string, work: () => Promise<T>): Promise<T> {
@@ -37,8 +38,8 @@ export async function storeOf(session: AwsSession): Promise<{ store: Store; acce
   return { store, access: store, table };
 }
 
-export async function awsOperator(session: AwsSession): Promise<Operator> {
-  const { store, table } = await storeOf(session);
+export async function awsOperator(session: AwsSession): Promise<CliOperator> {
+  const { store, access, table } = await storeOf(session);
   const now = () => Date.now();
   const on = `table ${table}`;
   return {
@@ -54,5 +55,6 @@ export async function awsOperator(session: AwsSession): Promise<Operator> {
       const queue = new SqsQueue({ client: (await session.client('sqs')) as SQSClient, queueUrl });
       return guarded(`could not resend ${eventId}`, () => resendEvent({ store, outbox: sequentialOutbox(store, queue) }, now(), eventId));
     },
+    senders: senderOperationsOf(access),
   };
 }

@@ -15,7 +15,7 @@ import { OperationError } from '../errors';
 import { type LocalStatus, localStatus } from '../local-server/local-operator';
 import { awsStackOptions, define, wantsAws } from '../options';
 import { fields, relative, shortTime } from '../output';
-import { SUBSCRIPTION_JSON } from './subscription-show';
+import { SUBSCRIPTION_JSON } from './subscription';
 
 export const command = (ctx: Context) =>
   define({

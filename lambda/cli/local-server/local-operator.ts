@@ -38,7 +38,12 @@ export interface LocalStatus {
   damage: string | null;
 }
 
-export interface LocalOperator extends Operator {
+/** What every backing offers a command: the operator surface and the sender keys (operator/access.ts). */
+export interface CliOperator extends Operator {
+  senders: SenderOperations;
+}
+
+export interface LocalOperator extends CliOperator {
   via: 'server' | 'database';
   server?: RunningServer;
   redrive(): Promise<number>;
@@ -48,23 +53,18 @@ export interface LocalOperator extends Operator {
    * accepted `overlapMs` more, `overlapUntil` as recorded (null without an overlap).
    */
   rotateKey(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
-  /** Sender keys (operator/access.ts), through the server or on the database. */
-  senders: SenderOperations;
 }
 
-export interface SenderOperations {
-  add(name: string, rate: number | null): Promise<AddSenderResult>;
-  list(): Promise<SenderView[]>;
-  revoke(name: string): Promise<{ revoked: boolean; name: string; why?: 'not_found' | 'already_revoked' }>;
-}
-
-export function senderOperationsOf(access: AccessStore, now: () => number = Date.now): SenderOperations {
+/** The sender keys of a store; the running server's admin routes answer the same. */
+export function senderOperationsOf(access: AccessStore, now: () => number = Date.now) {
   return {
-    add: (name, rate) => addSender(access, name, rate, now()),
+    add: (name: string, rate: number | null) => addSender(access, name, rate, now()),
     list: () => listSenders(access),
-    revoke: (name) => revokeSender(access, name, now()),
+    revoke: (name: string) => revokeSender(access, name, now()),
   };
 }
+
+export type SenderOperations = ReturnType<typeof senderOperationsOf>;
 
 /** The status of `status` and `connect`: the running server's, the database's, or (neither yet) what npm start would use. */
 export function localStatus(ctx: Context): Promise<LocalStatus> {
