@@ -19,13 +19,6 @@ import { type AwsSession, orFail } from './session';
 /** How often the move task is polled; a test may shorten it. */
 export const movePoll = { intervalMs: 2000 };
 
-export interface AwsRedriveResult {
-  moved: number;
-  toMove: number | null;
-  status: string;
-  failureReason: string | null;
-}
-
 export async function queueAttributes(client: SendsCommands, queueUrl: string, names: string[]): Promise<Record<string, string>> {
   const { GetQueueAttributesCommand } = await import('@aws-sdk/client-sqs');
   const { Attributes } = await orFail(
@@ -36,7 +29,7 @@ export async function queueAttributes(client: SendsCommands, queueUrl: string, n
   return (Attributes ?? {}) as Record<string, string>;
 }
 
-export async function redriveAws(ctx: Context, session: AwsSession): Promise<AwsRedriveResult> {
+export async function redriveAws(ctx: Context, session: AwsSession) {
   const [queueUrl, deadLetterQueueUrl] = [await session.queueUrl(), await session.deadLetterQueueUrl()];
   const client = await session.client('sqs');
   const { StartMessageMoveTaskCommand } = await import('@aws-sdk/client-sqs');
