@@ -4,7 +4,7 @@
  * (aws/stack-operator.ts). Each runs the shared actions of lambda/operator, so the three never
  * disagree on what a view holds.
  *
- * Deliberately not here: redrive on AWS (aws/redrive.ts), the connector key
+ * Deliberately not here: redrive on AWS (commands/redrive.ts), the connector key
  * (commands/key.ts) and any printing.
  */
 import { type AwsFlags, type AwsSession, withAws } from './aws/session';

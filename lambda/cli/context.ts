@@ -45,10 +45,6 @@ export class Context {
     return this.root;
   }
 
-  get signal(): AbortSignal | undefined {
-    return this.io.signal;
-  }
-
   keepSecret(value: string | undefined): void {
     if (value) this.secrets.add(value);
   }

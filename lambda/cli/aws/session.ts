@@ -164,6 +164,18 @@ export class AwsSession {
   queueUrl = () => this.resource(this.flags.queueUrl ?? this.settings.queueUrl, 'DeliveryQueueUrl', '--queue-url (or DMDOT_QUEUE_URL)');
   deadLetterQueueUrl = () => this.resource(this.flags.dlqUrl ?? this.settings.deadLetterQueueUrl, 'DeadLetterQueueUrl', '--dlq-url (or DMDOT_DLQ_URL)');
 
+  /** The attributes `names` of a queue (GetQueueAttributes). */
+  async queueAttributes(queueUrl: string, names: string[]): Promise<Record<string, string>> {
+    const { GetQueueAttributesCommand } = await import('@aws-sdk/client-sqs');
+    const client = await this.client('sqs');
+    const { Attributes } = await orFail(
+      () => client.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: names as never })),
+      (why) => `could not read queue ${queueUrl}: ${why}`,
+      'queue_unreadable',
+    );
+    return (Attributes ?? {}) as Record<string, string>;
+  }
+
   /** Closes the clients this session built (not the injected ones). */
   async close(): Promise<void> {
     for (const client of this.clients.values()) (await client.catch(() => undefined))?.destroy?.();

@@ -4,7 +4,7 @@
  * Lambda records and enqueues, and the sender keys in that table. The operator's IAM permissions
  * are the admin credential.
  *
- * Deliberately not here: redrive (aws/redrive.ts) and printing.
+ * Deliberately not here: redrive (commands/redrive.ts) and printing.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';

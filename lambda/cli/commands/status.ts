@@ -7,7 +7,6 @@
  */
 import type { DescribeAlarmsOutput } from '@aws-sdk/client-cloudwatch';
 import { type SubscriptionView, subscriptionView } from '../../operator/views';
-import { queueAttributes } from '../aws/redrive';
 import { type AwsSession, describeAwsError, withAws } from '../aws/session';
 import { storeOf } from '../aws/stack-operator';
 import type { Context } from '../context';
@@ -116,7 +115,7 @@ type QueueDepth = { visible: number; inFlight: number; delayed: number };
 async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string): Promise<QueueDepth | null> {
   if (!url) return null;
   try {
-    const a = await queueAttributes(await session.client('sqs'), url, [
+    const a = await session.queueAttributes(url, [
       'ApproximateNumberOfMessages',
       'ApproximateNumberOfMessagesNotVisible',
       'ApproximateNumberOfMessagesDelayed',

@@ -99,7 +99,7 @@ export class AdminClient {
           httpRequest(`${this.server.connectUrl}${path}`, {
             method,
             headers: { host: this.server.hostHeader, authorization: `Bearer ${token}`, accept: 'application/json' },
-            ...(this.ctx.signal ? { signal: this.ctx.signal } : {}),
+            ...(this.ctx.io.signal ? { signal: this.ctx.io.signal } : {}),
           }),
         );
       } catch (error) {
