@@ -1,25 +1,30 @@
 /**
- * `dm-dot service install|uninstall|status`, a group without an action of its own; the units
- * themselves are local-server/service.ts's. `install` refuses while another server owns the state
- * directory (the unit's server would refuse to start), with a fixed PORT missing, or without the
- * built server. `uninstall` stops the units `install` wrote and removes their files. `status` says,
- * for each unit, whether its file exists and what the service manager says of it.
+ * `dm-dot service install|uninstall|status`, a group without an action of its own, and how it
+ * talks to the user's service manager: which one (systemd, launchd, or `--platform`), the user's
+ * home and PATH, and running `systemctl` or `launchctl` with a time limit. The units themselves are
+ * local-server/service.ts's. `install` refuses while another server owns the state directory (the
+ * unit's server would refuse to start), with a fixed PORT missing, or without the built server.
+ * `uninstall` stops the units `install` wrote and removes their files. `status` says, for each
+ * unit, whether its file exists and what the service manager says of it.
  *
  * Deliberately not here: the AWS stack (it runs on its own); any key (units never hold one); the
  * state directory, which uninstall leaves as it is; and the server's own status (dm-dot status).
  */
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { homedir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
 import { Command, Option } from 'commander';
 import type { Context } from '../context';
-import { OperationError } from '../errors';
+import { OperationError, UsageError } from '../errors';
 import { findServer } from '../local-server/server';
 import {
   carriedSettings,
   commandText,
   logDir,
   logHint,
+  type Platform,
   SECRET_SETTINGS,
   serverBundle,
   SERVICE_ENV_FILE,
@@ -29,9 +34,43 @@ import {
   unitFiles,
   unitsOf,
 } from '../local-server/service';
-import { homeOf, onPath, platformOf, platformOption, run, uid } from '../local-server/service-manager';
 import { readProfile, tunnelFiles } from '../local-server/tunnel';
-import { define } from '../options';
+import { choiceValue, define } from '../options';
+
+const PLATFORMS = ['linux', 'macos'] as const;
+
+const platformOption = () => new Option('--platform <NAME>', 'linux (systemd user unit) or macos (launchd agent); default: this machine');
+
+function platformOf(value: string | undefined): Platform {
+  const chosen = choiceValue(value, 'platform', PLATFORMS);
+  if (chosen) return chosen;
+  if (process.platform === 'linux') return 'linux';
+  if (process.platform === 'darwin') return 'macos';
+  throw new UsageError(`dm-dot service knows systemd (Linux) and launchd (macOS), not ${process.platform}: run npm start under your own service manager`);
+}
+
+function homeOf(ctx: Context): string {
+  return ctx.io.env.HOME?.trim() || homedir();
+}
+
+function onPath(ctx: Context, name: string): string | undefined {
+  for (const dir of (ctx.io.env.PATH ?? '').split(delimiter)) {
+    if (dir && existsSync(join(dir, name))) return join(dir, name);
+  }
+  return undefined;
+}
+
+function run(argv: readonly string[]): Promise<{ code: number; out: string }> {
+  return new Promise((done) => {
+    execFile(argv[0]!, argv.slice(1), { timeout: 30_000 }, (error, stdout, stderr) => {
+      // A number: the program's exit code; anything else (ENOENT: no such program) counts as 127.
+      const code = error ? (typeof error.code === 'number' ? error.code : 127) : 0;
+      done({ code, out: `${stdout}${stderr}`.trim() });
+    });
+  });
+}
+
+const uid = () => (typeof process.getuid === 'function' ? process.getuid() : 0);
 
 const install = (ctx: Context) =>
   define({

@@ -4,7 +4,7 @@
  * stopped; a failure restarts. No secret is ever written into a unit: a secret setting goes into
  * `<state dir>/service.env`, mode 0600, which both units read.
  *
- * Deliberately not here: running the service manager (service-manager.ts does, never in a test)
+ * Deliberately not here: running the service manager (commands/service.ts does, never in a test)
  * and deciding whether to install (the command checks that no other server owns the directory).
  */
 import { join } from 'node:path';
