@@ -22,7 +22,8 @@ export interface CliSettings {
 
 export class Context {
   private readonly secrets = new Set<string>();
-  private jsonPrinted = false;
+  /** Whether the one `--json` document of this run is printed. */
+  printedJson = false;
   private root: string | (() => string);
   /** Set by main.ts once the command's flags are parsed. */
   json = false;
@@ -59,13 +60,9 @@ export class Context {
 
   /** The one `--json` document of this run. */
   printJson(doc: unknown, scrubbed = true): void {
-    if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
-    this.jsonPrinted = true;
+    if (this.printedJson) throw new Error('a command printed a second JSON document');
+    this.printedJson = true;
     this.io.out(scrubbed ? this.scrub(jsonText(doc)) : jsonText(doc));
-  }
-
-  get printedJson(): boolean {
-    return this.jsonPrinted;
   }
 
   /** The JSON document, or the text: one of the two, as `--json` says. */

@@ -6,7 +6,8 @@
  * reading the whole file as a server's start would.
  */
 import type { DescribeAlarmsOutput } from '@aws-sdk/client-cloudwatch';
-import { type SubscriptionView, subscriptionView } from '../../operator/views';
+import { showSubscription } from '../../operator/actions';
+import type { SubscriptionView } from '../../operator/views';
 import { type AwsSession, describeAwsError, withAws } from '../aws/session';
 import { storeOf } from '../aws/stack-operator';
 import type { Context } from '../context';
@@ -190,9 +191,7 @@ async function awsStatus(ctx: Context, session: AwsSession): Promise<void> {
       return null;
     }
     try {
-      const { store } = await storeOf(session);
-      const record = await store.getSubscription(Date.now());
-      return record ? subscriptionView(record) : null;
+      return await showSubscription((await storeOf(session)).store, Date.now());
     } catch (error) {
       problems.push(`could not read the subscription in table ${outputs.TableName}: ${describeAwsError(error)}`);
       return null;

@@ -51,10 +51,6 @@ export function serverBundle(projectRoot: string): string {
   return join(projectRoot, 'dist', 'server', 'dm-dot-server.cjs');
 }
 
-export function unitDir(platform: Platform, home: string): string {
-  return platform === 'linux' ? join(home, '.config', 'systemd', 'user') : join(home, 'Library', 'LaunchAgents');
-}
-
 export function logDir(home: string): string {
   return join(home, 'Library', 'Logs', 'dm-dot');
 }
@@ -63,7 +59,7 @@ type UnitFile = Omit<Unit, 'text'>;
 
 /** The unit files for this platform, with the names the service manager knows them by. */
 export function unitFiles(platform: Platform, home: string): { server: UnitFile; tunnel: UnitFile } {
-  const dir = unitDir(platform, home);
+  const dir = platform === 'linux' ? join(home, '.config', 'systemd', 'user') : join(home, 'Library', 'LaunchAgents');
   const unit = (name: string, file: string) => ({ name, file: join(dir, file) });
   return platform === 'linux'
     ? { server: unit(`${SERVER_UNIT}.service`, `${SERVER_UNIT}.service`), tunnel: unit(`${TUNNEL_UNIT}.service`, `${TUNNEL_UNIT}.service`) }
