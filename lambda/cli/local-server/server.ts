@@ -12,19 +12,13 @@ import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
 import { httpRequest, jsonOf, TimedOut, Unreachable } from '../http';
 
-export interface RunningServer {
-  pid: number;
-  /** The base URL the server recorded (`http://HOST:PORT`). */
-  url: string;
-  /** Where to connect to reach it from this machine: the recorded URL, or loopback for 0.0.0.0 / ::. */
-  connectUrl: string;
-  /** A Host the admin routes accept: one of the server's own loopback addresses with its port. */
-  hostHeader: string;
-}
-
 const UNSPECIFIED = new Set(['0.0.0.0', '[::]']);
 
-/** How to reach a server that recorded `url`, with a Host its admin routes accept. */
+/**
+ * How to reach a server that recorded `url` (`http://HOST:PORT`) from this machine: the recorded
+ * URL, or loopback for 0.0.0.0 / ::; and a Host its admin routes accept: one of the server's own
+ * loopback addresses with its port.
+ */
 export function reachable(url: string): { connectUrl: string; hostHeader: string } {
   const parsed = new URL(url);
   const port = parsed.port || '80';
@@ -40,7 +34,7 @@ const STARTING_WAIT_MS = 3000;
  * The live server owning `stateDir`, or undefined when none runs. A server that is still starting
  * (it owns the directory but has not recorded its URL yet) is waited for a few seconds.
  */
-export async function findServer(stateDir: string): Promise<RunningServer | undefined> {
+export async function findServer(stateDir: string) {
   const { readOwner, StateUnreadable } = await import('../../adapters/embedded');
   const deadline = Date.now() + STARTING_WAIT_MS;
   for (;;) {
@@ -58,6 +52,8 @@ export async function findServer(stateDir: string): Promise<RunningServer | unde
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+export type RunningServer = NonNullable<Awaited<ReturnType<typeof findServer>>>;
 
 export type AdminAnswer<T> = { status: number; body: T & { error?: { code?: string; message?: string } } };
 
