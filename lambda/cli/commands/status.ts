@@ -9,7 +9,7 @@ import type { DescribeAlarmsOutput } from '@aws-sdk/client-cloudwatch';
 import { showSubscription } from '../../operator/actions';
 import type { SubscriptionView } from '../../operator/views';
 import { type AwsSession, describeAwsError, withAws } from '../aws/session';
-import { storeOf } from '../aws/stack-operator';
+import { storeOf } from '../backings';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
 import { type LocalStatus, localStatus } from '../local-server/local-operator';

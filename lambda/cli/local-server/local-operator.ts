@@ -5,7 +5,7 @@
  * through that server after all. A recorded server that accepts no connection (it died a moment
  * ago) falls back to the database; nothing was done through it, so nothing is done twice.
  *
- * Deliberately not here: AWS (aws/stack-operator.ts) and printing.
+ * Deliberately not here: AWS (backings.ts) and printing.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
