@@ -111,9 +111,7 @@ export function describeLocal(status: LocalStatus): string {
   return fields(rows);
 }
 
-type QueueDepth = { visible: number; inFlight: number; delayed: number };
-
-async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string): Promise<QueueDepth | null> {
+async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string) {
   if (!url) return null;
   try {
     const a = await session.queueAttributes(url, [

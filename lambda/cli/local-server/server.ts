@@ -99,7 +99,7 @@ export function adminCaller(ctx: Context, server: RunningServer, stateDir: strin
           'unreachable',
         );
       }
-      const body = (jsonOf(answer) ?? {}) as AdminAnswer<T>['body'];
+      const body = (jsonOf(answer.text) ?? {}) as AdminAnswer<T>['body'];
       if (answer.status === 401 && round === 0) {
         await new Promise((r) => setTimeout(r, 200));
         continue;
