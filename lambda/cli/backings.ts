@@ -1,22 +1,23 @@
 /**
- * Picks the backing a command runs on: the running local server's admin routes or a stopped
- * server's database (local-server/local-operator.ts), or with `--aws` the stack's table and queue
- * (aws/stack-operator.ts). Each runs the shared actions of lambda/operator, so the three never
- * disagree on what a view holds.
+ * The backings a command runs on, and the choice between them: the running local server's admin
+ * routes or a stopped server's database (local-server/local-operator.ts), or with `--aws` the
+ * stack's table (its events, subscription and sender keys) through the same DynamoDbStore the
+ * Lambdas use, and for a resend an outbox of that store and the delivery queue, as the MCP Lambda
+ * records and enqueues. Each runs the shared actions of lambda/operator, so the three never
+ * disagree on what a view holds. On AWS the operator's IAM permissions are the admin credential.
  *
- * Deliberately not here: redrive on AWS (aws/redrive.ts), the connector key
- * (commands/key-rotate.ts) and any printing.
+ * Deliberately not here: redrive on AWS (commands/redrive.ts), the connector key
+ * (commands/key.ts) and any printing.
  */
-import { EVENT_ID_PREFIX } from '../core/protocol';
-import type { Operator } from '../operator/surface';
-import { type AwsFlags, type AwsSession, withAws } from './aws/session';
-import { awsOperator, storeOf } from './aws/stack-operator';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { clearSubscription, listEventViews, resendEvent, showEvent, showSubscription } from '../operator/actions';
+import type { AccessStore, Store } from '../ports';
+import { type AwsFlags, type AwsSession, describeAwsError, unusableAws, withAws } from './aws/session';
 import type { Context } from './context';
-import { type LocalOperator, senderOperationsOf, withLocalOperator } from './local-server/local-operator';
+import { OperationError } from './errors';
+import { type CliOperator, type LocalOperator, senderOperationsOf, withLocalOperator } from './local-server/local-operator';
 import { wantsAws } from './options';
-
-/** An event id as the log keys it: `evt_` and 32 hex digits. */
-export const EVENT_ID = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
 
 /** Runs `aws` on the stack's session when `--aws` asks for it, else `local` on the local backing. */
 export function onBacking<T>(ctx: Context, values: AwsFlags, local: (op: LocalOperator) => Promise<T>, aws: (session: AwsSession) => Promise<T>): Promise<T> {
@@ -24,16 +25,51 @@ export function onBacking<T>(ctx: Context, values: AwsFlags, local: (op: LocalOp
 }
 
 /** Runs `work` on the operator `--aws` asks for, or on the local one. */
-export function withOperator<T>(ctx: Context, values: AwsFlags, work: (op: Operator) => Promise<T>): Promise<T> {
+export function withOperator<T>(ctx: Context, values: AwsFlags, work: (op: CliOperator) => Promise<T>): Promise<T> {
   return onBacking(ctx, values, work, async (session) => work(await awsOperator(session)));
 }
 
-export type SenderBacking = Pick<LocalOperator, 'where' | 'senders'>;
+async function guarded<T>(what: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof OperationError) throw error;
+    const dependency = (error as { dependency?: string }).dependency;
+    if ((error as Error).name === 'DependencyUnavailable' && dependency) {
+      throw new OperationError(
+        `${what}: the ${dependency === 'queue' ? 'delivery queue' : 'table'} is unavailable ` +
+          `(${describeAwsError((error as { cause?: unknown }).cause ?? error)})`,
+        `${dependency}_unavailable`,
+      );
+    }
+    throw new OperationError(`${what}: ${describeAwsError(error)}`, unusableAws(error)?.code ?? 'aws_error');
+  }
+}
 
-/** Runs `work` on the sender keys of the stack (`--aws`) or of the local server. */
-export function withSenders<T>(ctx: Context, values: AwsFlags, work: (backing: SenderBacking) => Promise<T>): Promise<T> {
-  return onBacking(ctx, values, work, async (session) => {
-    const { access, table } = await storeOf(session);
-    return work({ where: `table ${table}`, senders: senderOperationsOf(access) });
-  });
+export async function storeOf(session: AwsSession): Promise<{ store: Store; access: AccessStore; table: string }> {
+  const table = await session.table();
+  const { DynamoDbStore } = await import('../adapters/dynamodb-store');
+  const store = new DynamoDbStore({ client: (await session.client('dynamodb')) as DynamoDBClient, tableName: table });
+  return { store, access: store, table };
+}
+
+async function awsOperator(session: AwsSession): Promise<CliOperator> {
+  const { store, access, table } = await storeOf(session);
+  const now = () => Date.now();
+  const on = `table ${table}`;
+  return {
+    via: 'aws',
+    where: on,
+    listEvents: (status) => guarded(`could not read ${on}`, () => listEventViews(store, now(), status)),
+    showEvent: (eventId) => guarded(`could not read ${on}`, () => showEvent(store, now(), eventId)),
+    showSubscription: () => guarded(`could not read ${on}`, () => showSubscription(store, now())),
+    clearSubscription: (expectedId) => guarded(`could not clear the subscription in ${on}`, () => clearSubscription(store, now(), expectedId)),
+    async resendEvent(eventId) {
+      const queueUrl = await session.queueUrl();
+      const [{ SqsQueue }, { sequentialOutbox }] = await Promise.all([import('../adapters/sqs-queue'), import('../core/outbox')]);
+      const queue = new SqsQueue({ client: (await session.client('sqs')) as SQSClient, queueUrl });
+      return guarded(`could not resend ${eventId}`, () => resendEvent({ store, outbox: sequentialOutbox(store, queue) }, now(), eventId));
+    },
+    senders: senderOperationsOf(access),
+  };
 }

@@ -20,11 +20,9 @@ import { fileURLToPath } from 'node:url';
 
 const here = fileURLToPath(import.meta.url);
 const root = join(dirname(here), '..', '..');
-export const OUTFILE = join(root, 'dist', 'cli', 'dm-dot.cjs');
-export const SERVER_OUTFILE = join(root, 'dist', 'server', 'dm-dot-server.cjs');
 
 /** Required at run time from node_modules, never bundled. */
-export const EXTERNAL = ['@aws-sdk/*', '@smithy/*', 'lmdb', 'esbuild'];
+const EXTERNAL = ['@aws-sdk/*', '@smithy/*', 'lmdb', 'esbuild'];
 
 const COMMON = {
   bundle: true,
@@ -37,25 +35,24 @@ const COMMON = {
   logLevel: 'warning',
 };
 
-/** The CLI's esbuild options; a test may add its own (metafile, another outfile). */
-export function options(extra = {}) {
-  return { ...COMMON, entryPoints: [join(root, 'lambda', 'cli', 'entry.ts')], outfile: OUTFILE, ...extra };
-}
+/** The two bundles, the CLI first: what each is, as the messages name it, and its esbuild options. */
+const BUNDLES = [
+  { what: 'the CLI', options: { ...COMMON, entryPoints: [join(root, 'lambda', 'cli', 'entry.ts')], outfile: join(root, 'dist', 'cli', 'dm-dot.cjs') } },
+  {
+    what: 'the server',
+    options: {
+      ...COMMON,
+      entryPoints: [join(root, 'lambda', 'local', 'main.ts')],
+      outfile: join(root, 'dist', 'server', 'dm-dot-server.cjs'),
+      // The ES builds let esbuild leave out what the server never imports.
+      mainFields: ['module', 'main'],
+      alias: { '@modelcontextprotocol/server/_shims': join(root, 'lambda', 'mcp', 'sdk-shims.ts') },
+    },
+  },
+];
 
-/** The local server's esbuild options. */
-export function serverOptions(extra = {}) {
-  return {
-    ...COMMON,
-    entryPoints: [join(root, 'lambda', 'local', 'main.ts')],
-    outfile: SERVER_OUTFILE,
-    // The ES builds let esbuild leave out what the server never imports.
-    mainFields: ['module', 'main'],
-    alias: { '@modelcontextprotocol/server/_shims': join(root, 'lambda', 'mcp', 'sdk-shims.ts') },
-    ...extra,
-  };
-}
-
-const TARGETS = { cli: { options, outfile: OUTFILE, what: 'the CLI' }, server: { options: serverOptions, outfile: SERVER_OUTFILE, what: 'the server' } };
+/** A bundle's file as the messages name it: relative to the current directory. */
+const shown = (outfile) => relative(process.cwd(), outfile) || outfile;
 
 /** Writes a bundle through a temporary file and a rename: a program starting meanwhile reads the old file or the new one, never half of one. */
 function writeOutputs(result) {
@@ -65,29 +62,18 @@ function writeOutputs(result) {
     writeFileSync(tmp, file.contents);
     renameSync(tmp, file.path);
   }
-  return result;
 }
 
-/** Builds the CLI (with `extra` options) and the server. */
-export async function build(extra = {}) {
-  const esbuild = await import('esbuild');
-  const [cli] = await Promise.all(
-    [esbuild.build(options({ ...extra, write: false })), esbuild.build(serverOptions({ write: false }))].map(async (p) => writeOutputs(await p)),
-  );
-  return cli;
-}
-
-/** For a launcher: builds one bundle (`cli` or `server`) synchronously; false, with one line on stderr, when it cannot. */
-export function buildOnce(target = 'cli', why = 'once') {
-  const { options: optionsOf, outfile, what } = TARGETS[target];
-  const missing = `dm-dot: ${what} is not built (${relative(process.cwd(), outfile) || outfile} is missing): run npm run build`;
+/** For the CLI's launcher: builds the CLI synchronously; false, with one line on stderr, when it cannot. */
+export function buildOnce() {
+  const [{ what, options }] = BUNDLES;
   try {
     const esbuild = createRequire(import.meta.url)('esbuild');
-    process.stderr.write(`dm-dot: building ${what} ${why} (npm run build)...\n`);
-    writeOutputs(esbuild.buildSync(optionsOf({ logLevel: 'silent', write: false })));
+    process.stderr.write(`dm-dot: building ${what} once (npm run build)...\n`);
+    writeOutputs(esbuild.buildSync({ ...options, logLevel: 'silent', write: false }));
     return true;
   } catch {
-    process.stderr.write(`${missing}\n`);
+    process.stderr.write(`dm-dot: ${what} is not built (${shown(options.outfile)} is missing): run npm run build\n`);
     return false;
   }
 }
@@ -103,8 +89,9 @@ if (process.argv[1] === here) {
     esbuildFound = false;
   }
   if (esbuildFound || !ifPossible) {
-    await build();
+    const esbuild = await import('esbuild');
+    await Promise.all(BUNDLES.map(async ({ options }) => writeOutputs(await esbuild.build({ ...options, write: false }))));
     // One line per bundle: what was built, and where.
-    for (const { outfile, what } of Object.values(TARGETS)) process.stderr.write(`dm-dot: built ${what} into ${relative(process.cwd(), outfile) || outfile}\n`);
+    for (const { what, options } of BUNDLES) process.stderr.write(`dm-dot: built ${what} into ${shown(options.outfile)}\n`);
   } else process.stderr.write('dm-dot: esbuild is not installed, so the CLI and the server were not built (npm run build builds them)\n');
 }

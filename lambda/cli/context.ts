@@ -4,6 +4,10 @@
  * whatever it prints, except what `--show-key` asks for; prints `--json` as exactly one document;
  * and keeps progress notes on stderr.
  *
+ * Confirmation before an act that breaks the connected dot: `--yes` skips it; with no terminal to
+ * ask on the command refuses with one line (exit 1) saying to pass `--yes`, and no prompt is
+ * printed, so nothing is glued to the refusal.
+ *
  * Deliberately not here: reading the environment (main.ts) or any command's logic.
  */
 import type { CliAwsSettings, LocalSettings } from '../config/settings';
@@ -18,7 +22,8 @@ export interface CliSettings {
 
 export class Context {
   private readonly secrets = new Set<string>();
-  private jsonPrinted = false;
+  /** Whether the one `--json` document of this run is printed. */
+  printedJson = false;
   private root: string | (() => string);
   /** Set by main.ts once the command's flags are parsed. */
   json = false;
@@ -41,10 +46,6 @@ export class Context {
     return this.root;
   }
 
-  get signal(): AbortSignal | undefined {
-    return this.io.signal;
-  }
-
   keepSecret(value: string | undefined): void {
     if (value) this.secrets.add(value);
   }
@@ -59,13 +60,9 @@ export class Context {
 
   /** The one `--json` document of this run. */
   printJson(doc: unknown, scrubbed = true): void {
-    if (this.jsonPrinted) throw new Error('a command printed a second JSON document');
-    this.jsonPrinted = true;
+    if (this.printedJson) throw new Error('a command printed a second JSON document');
+    this.printedJson = true;
     this.io.out(scrubbed ? this.scrub(jsonText(doc)) : jsonText(doc));
-  }
-
-  get printedJson(): boolean {
-    return this.jsonPrinted;
   }
 
   /** The JSON document, or the text: one of the two, as `--json` says. */
@@ -90,6 +87,14 @@ export class Context {
   /** A progress note or remark on stderr: `dm-dot <command>: <line>`. */
   note(line: string): void {
     this.io.err(this.scrub(`dm-dot ${this.command}: ${line}\n`));
+  }
+
+  async confirm(options: { yes: boolean | undefined; what: string; question: string; before?: string }): Promise<void> {
+    if (options.yes) return;
+    if (!this.io.ask) throw new OperationError(`not ${options.what}: there is no terminal to confirm on; pass --yes to do it without asking`, 'not_confirmed');
+    if (options.before) this.io.err(this.scrub(options.before));
+    const answer = await this.io.ask(`${options.question} [y/N] `);
+    if (!/^y(es)?$/i.test((answer ?? '').trim())) throw new OperationError(`not ${options.what}`, 'not_confirmed');
   }
 
   /** Runs `work`; if it takes more than a second, says what it waits for on stderr. */

@@ -86,9 +86,10 @@ export async function httpRequest(url: string, request: HttpRequest): Promise<Ht
   });
 }
 
-export function jsonOf<T = Record<string, unknown>>(answer: HttpAnswer): T | undefined {
+/** The JSON object `text` holds, or undefined when it holds none. */
+export function jsonOf<T = Record<string, unknown>>(text: string): T | undefined {
   try {
-    const parsed = JSON.parse(answer.text) as unknown;
+    const parsed = JSON.parse(text) as unknown;
     return parsed !== null && typeof parsed === 'object' ? (parsed as T) : undefined;
   } catch {
     return undefined;

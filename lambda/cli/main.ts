@@ -6,13 +6,18 @@
  * with `--json` the document `{"error": {"code", "message"}}` when the command printed none.
  *
  * `main` takes its io as an argument so that tests run it in-process; entry.ts runs it for real.
+ *
+ * The project root is found upward from where this code lives, never from the current directory: a
+ * relative DMDOT_STATE_DIR is taken from there, as `npm start` does, so `dm-dot` finds the same
+ * state directory from any folder of the project.
  */
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { CliAwsSettings, LocalSettings } from '../config/settings';
 import { Context, type CliSettings } from './context';
 import { describeCause } from '../core/answers';
 import { ExitCode, OperationError, UsageError } from './errors';
 import type { CliIo } from './io';
-import { findProjectRoot } from './local-server/project';
 import { asksJson, buildProgram, pathOf, Stop, usageFailure } from './program';
 
 export async function main(argv: string[], io: CliIo): Promise<number> {
@@ -58,4 +63,16 @@ function failure(ctx: Context, error: unknown): number {
   ctx.io.err(`dm-dot ${ctx.command}: ${line}\n`);
   if (ctx.json && !ctx.printedJson) ctx.printJson({ error: { code, message: line } });
   return ExitCode.failed;
+}
+
+function findProjectRoot(from: string = __dirname): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown };
+      if (pkg.name === 'dm-dot') return dir;
+    } catch {
+      // no package.json here, or not JSON: look further up
+    }
+    if (dirname(dir) === dir) throw new Error(`dm-dot: cannot find the dm-dot project (package.json) above ${from}`);
+  }
 }

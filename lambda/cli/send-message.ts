@@ -63,7 +63,7 @@ export async function sendMessage(ctx: Context, target: Target, message: string,
       lost = error;
       continue;
     }
-    if (answer.status !== 409 || jsonOf<Answer>(answer)?.error?.code !== 'in_progress' || attempt === SEND_TRIES) break;
+    if (answer.status !== 409 || jsonOf<Answer>(answer.text)?.error?.code !== 'in_progress' || attempt === SEND_TRIES) break;
     const seconds = Number(answer.headers['retry-after']);
     await wait(Math.min(Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 1000, IN_PROGRESS_WAIT_MAX_MS));
   }
@@ -74,7 +74,7 @@ export async function sendMessage(ctx: Context, target: Target, message: string,
         : `the connection to ${origin} broke off ${SEND_TRIES} times (${(lost as NodeJS.ErrnoException).code ?? (lost as Error).message})`;
     return notAccepted('unreachable', null, `${why}: the message may or may not have been accepted (dm-dot events)`);
   }
-  const body = jsonOf<Answer>(answer) ?? {};
+  const body = jsonOf<Answer>(answer.text) ?? {};
   const eventId = body.eventId ?? body.error?.eventId ?? null;
   const httpStatus = answer.status;
   const outcome = (status: SendOutcome['status'], reason: string | null, message: string) => ({ status, eventId, reason, httpStatus, message });

@@ -26,7 +26,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import { QueueAttributes, SqsQueue } from '../../lambda/adapters/sqs-queue';
-import { movePoll } from '../../lambda/cli/aws/redrive';
+import { movePoll } from '../../lambda/cli/commands/redrive';
 import type { AwsClients, SendsCommands } from '../../lambda/cli/io';
 import { AccessLimits, Limits } from '../../lambda/core/protocol';
 import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';

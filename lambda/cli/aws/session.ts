@@ -77,34 +77,31 @@ export async function orFail<T>(work: () => Promise<T>, message: (why: string) =
 }
 
 type Kind = keyof AwsClients;
+type Client = SendsCommands & { destroy?(): void };
 
-async function build(kind: Kind, region: string | undefined): Promise<SendsCommands & { destroy?(): void }> {
+/** The SDK client of each kind, loaded only when a command asks for it. */
+const CLIENTS: Record<Kind, () => Promise<new (config: { region?: string }) => Client>> = {
+  dynamodb: async () => (await import('@aws-sdk/client-dynamodb')).DynamoDBClient,
+  sqs: async () => (await import('@aws-sdk/client-sqs')).SQSClient,
+  cloudformation: async () => (await import('@aws-sdk/client-cloudformation')).CloudFormationClient,
+  cloudwatch: async () => (await import('@aws-sdk/client-cloudwatch')).CloudWatchClient,
+  lambda: async () => (await import('@aws-sdk/client-lambda')).LambdaClient,
+  secretsManager: async () => (await import('@aws-sdk/client-secrets-manager')).SecretsManagerClient,
+};
+
+async function build(kind: Kind, region: string | undefined): Promise<Client> {
   // On Node 20 the SDK warns, nine lines per process, that its releases after early January 2027
   // need Node 22. dm-dot pins every SDK package to an exact version, so no later release reaches
   // it unnoticed: the pins move together with the engines field (docs/decisions.md). The SDK's
   // own switch for it; an operator who set it to anything else still sees the warning.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-  const config = region ? { region } : {};
-  switch (kind) {
-    case 'dynamodb':
-      return new (await import('@aws-sdk/client-dynamodb')).DynamoDBClient(config);
-    case 'sqs':
-      return new (await import('@aws-sdk/client-sqs')).SQSClient(config);
-    case 'cloudformation':
-      return new (await import('@aws-sdk/client-cloudformation')).CloudFormationClient(config);
-    case 'cloudwatch':
-      return new (await import('@aws-sdk/client-cloudwatch')).CloudWatchClient(config);
-    case 'lambda':
-      return new (await import('@aws-sdk/client-lambda')).LambdaClient(config);
-    case 'secretsManager':
-      return new (await import('@aws-sdk/client-secrets-manager')).SecretsManagerClient(config);
-  }
+  return new (await CLIENTS[kind]())(region ? { region } : {});
 }
 
 export class AwsSession {
   readonly stack: string;
   readonly region: string | undefined;
-  private readonly clients = new Map<Kind, Promise<SendsCommands & { destroy?(): void }>>();
+  private readonly clients = new Map<Kind, Promise<Client>>();
   private outputsRead: Promise<Record<string, string>> | undefined;
 
   constructor(
@@ -166,6 +163,18 @@ export class AwsSession {
   table = () => this.resource(this.flags.table ?? this.settings.table, 'TableName', '--table (or DMDOT_TABLE)');
   queueUrl = () => this.resource(this.flags.queueUrl ?? this.settings.queueUrl, 'DeliveryQueueUrl', '--queue-url (or DMDOT_QUEUE_URL)');
   deadLetterQueueUrl = () => this.resource(this.flags.dlqUrl ?? this.settings.deadLetterQueueUrl, 'DeadLetterQueueUrl', '--dlq-url (or DMDOT_DLQ_URL)');
+
+  /** The attributes `names` of a queue (GetQueueAttributes). */
+  async queueAttributes(queueUrl: string, names: string[]): Promise<Record<string, string>> {
+    const { GetQueueAttributesCommand } = await import('@aws-sdk/client-sqs');
+    const client = await this.client('sqs');
+    const { Attributes } = await orFail(
+      () => client.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: names as never })),
+      (why) => `could not read queue ${queueUrl}: ${why}`,
+      'queue_unreadable',
+    );
+    return (Attributes ?? {}) as Record<string, string>;
+  }
 
   /** Closes the clients this session built (not the injected ones). */
   async close(): Promise<void> {

@@ -107,7 +107,7 @@ async function runDot(ctx: Context, target: Target, options: DotOptions): Promis
     await receiver.close();
     throw subscribeRefusal(error, target);
   }
-  const signal = ctx.signal;
+  const signal = ctx.io.signal;
   const onAbort = () => end('interrupted', 'stopped (Ctrl-C)');
   if (signal?.aborted) onAbort();
   signal?.addEventListener('abort', onAbort, { once: true });

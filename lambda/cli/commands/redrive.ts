@@ -5,16 +5,32 @@
  * and `events resend` is what gives one of them to the live subscription. (An earlier
  * subscription of the same callback that merely expired keeps its generation: those would be sent
  * after all; the text says "were queued for", not "will never arrive", for that reason.)
+ *
+ * With `--aws`: an SQS message move task from the dead-letter queue to the delivery queue, waited
+ * for until it ends. The destination is given explicitly: dm-dot's worker puts a failed event into
+ * the DLQ itself (SendMessage with a `reason`), so SQS knows no "original source queue" for it. The
+ * moved copies keep their attributes; `reason` marks them as redriven.
+ * https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_StartMessageMoveTask.html
+ * https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ListMessageMoveTasksResultEntry.html
+ *
+ * Deliberately not here: choosing which events to redrive on AWS (all or nothing, as SQS does; one
+ * event is `events resend`), and cancelling a move task (aws sqs cancel-message-move-task).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ListMessageMoveTasksResultEntry } from '@aws-sdk/client-sqs';
 import { EventStatus } from '../../core/protocol';
 import type { EventView, SubscriptionView } from '../../operator/views';
-import { redriveAws } from '../aws/redrive';
-import type { AwsSession } from '../aws/session';
+import { type AwsSession, orFail } from '../aws/session';
 import { onBacking } from '../backings';
 import type { Context } from '../context';
+import { OperationError } from '../errors';
+import type { SendsCommands } from '../io';
 import type { LocalOperator } from '../local-server/local-operator';
 import { awsStackOptions, define, dlqOption, queueOption } from '../options';
 import { plural, shortTime } from '../output';
+
+/** How often the move task is polled; a test may shorten it. */
+export const movePoll = { intervalMs: 2000 };
 
 /** How many resend lines the text lists. */
 const SHOWN = 10;
@@ -51,8 +67,30 @@ export const command = (ctx: Context) =>
   });
 
 async function redriveOnAws(ctx: Context, session: AwsSession): Promise<void> {
-  const result = await redriveAws(ctx, session);
-  if (result.status === 'NOTHING_TO_MOVE') return ctx.result(result, 'The dead-letter queue is empty: nothing to redrive.\n');
+  const [queueUrl, deadLetterQueueUrl] = [await session.queueUrl(), await session.deadLetterQueueUrl()];
+  const client = await session.client('sqs');
+  const { StartMessageMoveTaskCommand } = await import('@aws-sdk/client-sqs');
+  const dlq = await session.queueAttributes(deadLetterQueueUrl, ['QueueArn', 'ApproximateNumberOfMessages']);
+  const queue = await session.queueAttributes(queueUrl, ['QueueArn']);
+  if (!dlq.QueueArn || !queue.QueueArn) throw new OperationError('the queues did not report their ARNs', 'queue_unreadable');
+  const waiting = Number(dlq.ApproximateNumberOfMessages ?? '0');
+  if (waiting === 0) {
+    return ctx.result({ moved: 0, toMove: 0, status: 'NOTHING_TO_MOVE', failureReason: null }, 'The dead-letter queue is empty: nothing to redrive.\n');
+  }
+  // Refused, for example, while a move task runs on this queue (one at a time per queue).
+  const { TaskHandle: taskHandle } = await orFail(
+    () => client.send(new StartMessageMoveTaskCommand({ SourceArn: dlq.QueueArn, DestinationArn: queue.QueueArn })),
+    (why) => `could not start the move task: ${why}`,
+    'move_refused',
+  );
+  ctx.note(`moving about ${waiting} message(s) from the dead-letter queue to the delivery queue...`);
+  const task = await waitForTask(ctx, client, dlq.QueueArn, taskHandle);
+  const result = {
+    moved: task.ApproximateNumberOfMessagesMoved ?? 0,
+    toMove: task.ApproximateNumberOfMessagesToMove ?? null,
+    status: task.Status ?? 'UNKNOWN',
+    failureReason: task.FailureReason ?? null,
+  };
   if (result.status !== 'COMPLETED') {
     const reason = result.failureReason ? `: ${result.failureReason}` : '';
     ctx.refuse(result, `the move task ended ${result.status}${reason} after moving ${plural(result.moved, 'message')}`, 'move_failed');
@@ -94,4 +132,23 @@ async function redriveLocal(ctx: Context, op: LocalOperator): Promise<void> {
     }
     return `${lines.join('\n')}\n`;
   });
+}
+
+async function waitForTask(ctx: Context, client: SendsCommands, sourceArn: string, taskHandle: string | undefined): Promise<ListMessageMoveTasksResultEntry> {
+  const { ListMessageMoveTasksCommand } = await import('@aws-sdk/client-sqs');
+  for (;;) {
+    const { Results: results = [] }: { Results?: ListMessageMoveTasksResultEntry[] } = await orFail(
+      () => client.send(new ListMessageMoveTasksCommand({ SourceArn: sourceArn, MaxResults: 10 })),
+      (why) => `could not read the move task: ${why}`,
+      'aws_error',
+    );
+    const task = results.find((t) => taskHandle === undefined || t.TaskHandle === taskHandle) ?? results[0];
+    if (!task) throw new OperationError('the move task is not listed', 'aws_error');
+    if (task.Status !== 'RUNNING' && task.Status !== 'CANCELLING') return task;
+    try {
+      await sleep(movePoll.intervalMs, undefined, ctx.io.signal ? { signal: ctx.io.signal } : {});
+    } catch {
+      throw new OperationError(`stopped waiting; the move task goes on (${task.ApproximateNumberOfMessagesMoved ?? 0} moved so far)`, 'interrupted');
+    }
+  }
 }

@@ -6,16 +6,16 @@
  * reading the whole file as a server's start would.
  */
 import type { DescribeAlarmsOutput } from '@aws-sdk/client-cloudwatch';
-import { type SubscriptionView, subscriptionView } from '../../operator/views';
-import { queueAttributes } from '../aws/redrive';
+import { showSubscription } from '../../operator/actions';
+import type { SubscriptionView } from '../../operator/views';
 import { type AwsSession, describeAwsError, withAws } from '../aws/session';
-import { storeOf } from '../aws/stack-operator';
+import { storeOf } from '../backings';
 import type { Context } from '../context';
 import { OperationError } from '../errors';
 import { type LocalStatus, localStatus } from '../local-server/local-operator';
 import { awsStackOptions, define, wantsAws } from '../options';
 import { fields, relative, shortTime } from '../output';
-import { SUBSCRIPTION_JSON } from './subscription-show';
+import { SUBSCRIPTION_JSON } from './subscription';
 
 export const command = (ctx: Context) =>
   define({
@@ -111,12 +111,10 @@ export function describeLocal(status: LocalStatus): string {
   return fields(rows);
 }
 
-type QueueDepth = { visible: number; inFlight: number; delayed: number };
-
-async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string): Promise<QueueDepth | null> {
+async function depth(session: AwsSession, url: string | undefined, problems: string[], what: string) {
   if (!url) return null;
   try {
-    const a = await queueAttributes(await session.client('sqs'), url, [
+    const a = await session.queueAttributes(url, [
       'ApproximateNumberOfMessages',
       'ApproximateNumberOfMessagesNotVisible',
       'ApproximateNumberOfMessagesDelayed',
@@ -191,9 +189,7 @@ async function awsStatus(ctx: Context, session: AwsSession): Promise<void> {
       return null;
     }
     try {
-      const { store } = await storeOf(session);
-      const record = await store.getSubscription(Date.now());
-      return record ? subscriptionView(record) : null;
+      return await showSubscription((await storeOf(session)).store, Date.now());
     } catch (error) {
       problems.push(`could not read the subscription in table ${outputs.TableName}: ${describeAwsError(error)}`);
       return null;

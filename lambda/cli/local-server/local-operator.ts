@@ -5,7 +5,7 @@
  * through that server after all. A recorded server that accepts no connection (it died a moment
  * ago) falls back to the database; nothing was done through it, so nothing is done twice.
  *
- * Deliberately not here: AWS (aws/stack-operator.ts) and printing.
+ * Deliberately not here: AWS (backings.ts) and printing.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,7 +18,7 @@ import type { Context } from '../context';
 import { OperationError, ServerGone } from '../errors';
 import type { Operator } from '../../operator/surface';
 import type { AccessStore } from '../../ports';
-import { AdminClient, findServer, type RunningServer } from './server';
+import { adminCaller, findServer, type RunningServer } from './server';
 import { keyFileOf, readKeyFile } from './target';
 
 export type KeySource = { from: 'file'; file: string } | { from: 'MCP_API_KEY' } | { from: 'none'; file: string };
@@ -38,7 +38,12 @@ export interface LocalStatus {
   damage: string | null;
 }
 
-export interface LocalOperator extends Operator {
+/** What every backing offers a command: the operator surface and the sender keys (operator/access.ts). */
+export interface CliOperator extends Operator {
+  senders: SenderOperations;
+}
+
+export interface LocalOperator extends CliOperator {
   via: 'server' | 'database';
   server?: RunningServer;
   redrive(): Promise<number>;
@@ -48,23 +53,18 @@ export interface LocalOperator extends Operator {
    * accepted `overlapMs` more, `overlapUntil` as recorded (null without an overlap).
    */
   rotateKey(overlapMs?: number): Promise<{ keyFile: string; overlapUntil?: string | null }>;
-  /** Sender keys (operator/access.ts), through the server or on the database. */
-  senders: SenderOperations;
 }
 
-export interface SenderOperations {
-  add(name: string, rate: number | null): Promise<AddSenderResult>;
-  list(): Promise<SenderView[]>;
-  revoke(name: string): Promise<{ revoked: boolean; name: string; why?: 'not_found' | 'already_revoked' }>;
-}
-
-export function senderOperationsOf(access: AccessStore, now: () => number = Date.now): SenderOperations {
+/** The sender keys of a store; the running server's admin routes answer the same. */
+export function senderOperationsOf(access: AccessStore, now: () => number = Date.now) {
   return {
-    add: (name, rate) => addSender(access, name, rate, now()),
+    add: (name: string, rate: number | null) => addSender(access, name, rate, now()),
     list: () => listSenders(access),
-    revoke: (name) => revokeSender(access, name, now()),
+    revoke: (name: string) => revokeSender(access, name, now()),
   };
 }
+
+export type SenderOperations = ReturnType<typeof senderOperationsOf>;
 
 /** The status of `status` and `connect`: the running server's, the database's, or (neither yet) what npm start would use. */
 export function localStatus(ctx: Context): Promise<LocalStatus> {
@@ -91,15 +91,15 @@ const KEY_FROM_ENV =
   'the API key comes from MCP_API_KEY, so there is no key file to rotate: put a new value in MCP_API_KEY (at least 32 characters) and restart the server';
 
 function serverOperator(ctx: Context, server: RunningServer, stateDir: string, settings: LocalSettings): LocalOperator {
-  const admin = new AdminClient(server, stateDir, ctx);
-  const call = async <T>(method: string, path: string) => (await admin.call<T>(method, path)).body;
+  const admin = adminCaller(ctx, server, stateDir);
+  const call = async <T>(method: string, path: string) => (await admin<T>(method, path)).body;
   return {
     via: 'server',
     server,
     where: `the running server at ${server.url}`,
     listEvents: async (status) => (await call<{ events: EventView[] }>('GET', `${AdminRoutes.events}${status ? `?status=${status}` : ''}`)).events,
     async showEvent(eventId) {
-      const answer = await admin.call<{ event: EventDetail }>('GET', `${AdminRoutes.events}/${eventId}`);
+      const answer = await admin<{ event: EventDetail }>('GET', `${AdminRoutes.events}/${eventId}`);
       return answer.status === 404 ? null : answer.body.event;
     },
     resendEvent: (eventId) => call<ResendResult>('POST', `${AdminRoutes.events}/${eventId}/resend`),
@@ -108,15 +108,10 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
       call<{ cleared: boolean; id: string | null }>('DELETE', `${AdminRoutes.subscription}?id=${encodeURIComponent(expectedId)}`),
     redrive: async () => (await call<{ moved: number }>('POST', AdminRoutes.redrive)).moved,
     async status() {
-      type Answer = {
+      type Answer = Partial<Pick<LocalStatus, 'stateDir' | 'switches' | 'subscription' | 'events' | 'damage'>> & {
         server?: { url?: string; pid?: number; version?: string };
-        stateDir?: string;
         apiKey?: { from?: string; file?: string };
-        switches?: Switches;
-        subscription?: SubscriptionView | null;
-        events?: Record<EventStatus, number> | null;
-        queue?: { queued: number; deadLetters: number } | null;
-        damage?: string | null;
+        queue?: LocalStatus['jobs'];
       };
       const body = await call<Answer>('GET', AdminRoutes.status);
       const keyFile = body.apiKey?.file ?? (await keyFileOf(stateDir));
@@ -138,7 +133,7 @@ function serverOperator(ctx: Context, server: RunningServer, stateDir: string, s
       revoke: (name) => call<{ revoked: boolean; name: string }>('DELETE', `${AdminRoutes.senders}?name=${encodeURIComponent(name)}`),
     },
     async rotateKey(overlapMs = 0) {
-      const answer = await admin.call<{ rotated?: boolean; keyFile?: string; overlapUntil?: string | null }>(
+      const answer = await admin<{ rotated?: boolean; keyFile?: string; overlapUntil?: string | null }>(
         'POST',
         `${AdminRoutes.key}${overlapMs > 0 ? `?overlapMs=${overlapMs}` : ''}`,
       );

@@ -4,7 +4,7 @@
  * stopped; a failure restarts. No secret is ever written into a unit: a secret setting goes into
  * `<state dir>/service.env`, mode 0600, which both units read.
  *
- * Deliberately not here: running the service manager (service-manager.ts does, never in a test)
+ * Deliberately not here: running the service manager (commands/service.ts does, never in a test)
  * and deciding whether to install (the command checks that no other server owns the directory).
  */
 import { join } from 'node:path';
@@ -51,10 +51,6 @@ export function serverBundle(projectRoot: string): string {
   return join(projectRoot, 'dist', 'server', 'dm-dot-server.cjs');
 }
 
-export function unitDir(platform: Platform, home: string): string {
-  return platform === 'linux' ? join(home, '.config', 'systemd', 'user') : join(home, 'Library', 'LaunchAgents');
-}
-
 export function logDir(home: string): string {
   return join(home, 'Library', 'Logs', 'dm-dot');
 }
@@ -63,7 +59,7 @@ type UnitFile = Omit<Unit, 'text'>;
 
 /** The unit files for this platform, with the names the service manager knows them by. */
 export function unitFiles(platform: Platform, home: string): { server: UnitFile; tunnel: UnitFile } {
-  const dir = unitDir(platform, home);
+  const dir = platform === 'linux' ? join(home, '.config', 'systemd', 'user') : join(home, 'Library', 'LaunchAgents');
   const unit = (name: string, file: string) => ({ name, file: join(dir, file) });
   return platform === 'linux'
     ? { server: unit(`${SERVER_UNIT}.service`, `${SERVER_UNIT}.service`), tunnel: unit(`${TUNNEL_UNIT}.service`, `${TUNNEL_UNIT}.service`) }
@@ -75,9 +71,8 @@ function sd(value: string): string {
   return /[\s"\\]/.test(value) ? `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : value;
 }
 
-function systemdUnits(plan: ServicePlan): Unit[] {
-  const files = unitFiles('linux', plan.home);
-  const envFile = join(plan.stateDir, SERVICE_ENV_FILE);
+/** The unit texts: the tunnel-client's only with a tunnel, started after the server unit `serverName`. */
+function systemdTexts(plan: ServicePlan, serverName: string, envFile: string): { server: string; tunnel?: string } {
   const server = [
     '# Written by `dm-dot service install`; `dm-dot service uninstall` removes it.',
     '[Unit]',
@@ -101,31 +96,28 @@ function systemdUnits(plan: ServicePlan): Unit[] {
     'WantedBy=default.target',
     '',
   ].join('\n');
-  const units: Unit[] = [{ ...files.server, text: server }];
-  if (plan.tunnel) {
-    const tunnel = [
-      '# Written by `dm-dot service install` because a tunnel-client profile exists (dm-dot connect --tunnel).',
-      '[Unit]',
-      `Description=OpenAI tunnel-client for dm-dot (${plan.tunnel.tunnelId})`,
-      `After=${files.server.name} network-online.target`,
-      `Wants=${files.server.name}`,
-      '',
-      '[Service]',
-      'Type=simple',
-      `ExecStart=${sd(plan.tunnel.binary)} run --profile-file ${sd(plan.tunnel.profile)}`,
-      // The profile may name MCP_API_KEY (env:) when the server takes its key from there.
-      `EnvironmentFile=-${envFile}`,
-      'Restart=on-failure',
-      'RestartSec=10',
-      '# Logs: journalctl --user -u dm-dot-tunnel',
-      '',
-      '[Install]',
-      'WantedBy=default.target',
-      '',
-    ].join('\n');
-    units.push({ ...files.tunnel, text: tunnel });
-  }
-  return units;
+  if (!plan.tunnel) return { server };
+  const tunnel = [
+    '# Written by `dm-dot service install` because a tunnel-client profile exists (dm-dot connect --tunnel).',
+    '[Unit]',
+    `Description=OpenAI tunnel-client for dm-dot (${plan.tunnel.tunnelId})`,
+    `After=${serverName} network-online.target`,
+    `Wants=${serverName}`,
+    '',
+    '[Service]',
+    'Type=simple',
+    `ExecStart=${sd(plan.tunnel.binary)} run --profile-file ${sd(plan.tunnel.profile)}`,
+    // The profile may name MCP_API_KEY (env:) when the server takes its key from there.
+    `EnvironmentFile=-${envFile}`,
+    'Restart=on-failure',
+    'RestartSec=10',
+    '# Logs: journalctl --user -u dm-dot-tunnel',
+    '',
+    '[Install]',
+    'WantedBy=default.target',
+    '',
+  ].join('\n');
+  return { server, tunnel };
 }
 
 const xml = (value: string) => value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
@@ -166,40 +158,26 @@ function plist(label: string, args: string[], env: Record<string, string>, worki
   ].join('\n');
 }
 
-function launchdUnits(plan: ServicePlan): Unit[] {
-  const files = unitFiles('macos', plan.home);
-  const envFile = join(plan.stateDir, SERVICE_ENV_FILE);
+function launchdTexts(plan: ServicePlan, envFile: string): { server: string; tunnel?: string } {
   // launchd has no environment file: a shell reads service.env (secret settings), then becomes the program.
   const withEnvFile = (command: string[]) => ['/bin/sh', '-c', `set -a; [ -f ${sh(envFile)} ] && . ${sh(envFile)}; set +a; exec ${command.map(sh).join(' ')}`];
-  const units: Unit[] = [
-    {
-      ...files.server,
-      text: plist(
-        SERVER_LABEL,
-        withEnvFile([plan.node, serverBundle(plan.projectRoot)]),
-        plan.settings,
-        plan.projectRoot,
-        join(logDir(plan.home), 'server.log'),
-      ),
-    },
-  ];
-  if (plan.tunnel) {
-    units.push({
-      ...files.tunnel,
-      text: plist(
-        TUNNEL_LABEL,
-        withEnvFile([plan.tunnel.binary, 'run', '--profile-file', plan.tunnel.profile]),
-        {},
-        plan.home,
-        join(logDir(plan.home), 'tunnel-client.log'),
-      ),
-    });
-  }
-  return units;
+  const server = plist(
+    SERVER_LABEL,
+    withEnvFile([plan.node, serverBundle(plan.projectRoot)]),
+    plan.settings,
+    plan.projectRoot,
+    join(logDir(plan.home), 'server.log'),
+  );
+  if (!plan.tunnel) return { server };
+  const args = withEnvFile([plan.tunnel.binary, 'run', '--profile-file', plan.tunnel.profile]);
+  return { server, tunnel: plist(TUNNEL_LABEL, args, {}, plan.home, join(logDir(plan.home), 'tunnel-client.log')) };
 }
 
 export function unitsOf(plan: ServicePlan): Unit[] {
-  return plan.platform === 'linux' ? systemdUnits(plan) : launchdUnits(plan);
+  const files = unitFiles(plan.platform, plan.home);
+  const envFile = join(plan.stateDir, SERVICE_ENV_FILE);
+  const texts = plan.platform === 'linux' ? systemdTexts(plan, files.server.name, envFile) : launchdTexts(plan, envFile);
+  return [{ ...files.server, text: texts.server }, ...(texts.tunnel ? [{ ...files.tunnel, text: texts.tunnel }] : [])];
 }
 
 /** The service manager's commands that start (or stop) the units, as argv lists. */

@@ -26,20 +26,14 @@ const STARTUP_WAIT = '60s';
 type Env = Readonly<Record<string, string | undefined>>;
 
 /** The folder tunnel-client looks up `--profile NAME` in (tunnel-client's rule). */
-export function profileDir(env: Env): string {
+function profileDir(env: Env): string {
   if (env.TUNNEL_CLIENT_PROFILE_DIR?.trim()) return env.TUNNEL_CLIENT_PROFILE_DIR.trim();
   if (env.XDG_CONFIG_HOME?.trim()) return join(env.XDG_CONFIG_HOME.trim(), 'tunnel-client');
   return join(env.HOME?.trim() || homedir(), '.config', 'tunnel-client');
 }
 
-export interface TunnelFiles {
-  /** The profile: `<profile dir>/dm-dot.yaml`. */
-  profile: string;
-  /** Where the profile reads OpenAI's runtime key from; the person writes it there. */
-  runtimeKey: string;
-}
-
-export function tunnelFiles(env: Env): TunnelFiles {
+/** The profile, and the file it reads OpenAI's runtime key from (the person writes it there). */
+export function tunnelFiles(env: Env): { profile: string; runtimeKey: string } {
   const dir = profileDir(env);
   return { profile: join(dir, `${PROFILE_NAME}.yaml`), runtimeKey: join(dir, `${PROFILE_NAME}.runtime-key`) };
 }

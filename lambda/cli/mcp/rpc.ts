@@ -9,7 +9,7 @@ import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, MCP_PROTOCOL_VERSIO
 import { Budgets } from '../../core/budgets';
 import { version } from '../../version';
 import { OperationError } from '../errors';
-import { httpRequest, TimedOut, Unreachable } from '../http';
+import { httpRequest, jsonOf, TimedOut, Unreachable } from '../http';
 import type { Target } from '../local-server/target';
 
 /** A JSON-RPC error answer. */
@@ -45,12 +45,8 @@ export function parseRpcAnswer(text: string): RpcMessage | undefined {
       .map((l) => l.slice(5)),
   ];
   for (const candidate of candidates) {
-    try {
-      const parsed = JSON.parse(candidate) as RpcMessage;
-      if (parsed && typeof parsed === 'object' && ('result' in parsed || 'error' in parsed)) return parsed;
-    } catch {
-      // next candidate
-    }
+    const parsed = jsonOf<RpcMessage>(candidate);
+    if (parsed && ('result' in parsed || 'error' in parsed)) return parsed;
   }
   return undefined;
 }

@@ -16,6 +16,7 @@
 import { once } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { type InboundHeaders, verifyInbound } from '../../core/inbound';
 import { Limits, WebhookHeaders } from '../../core/protocol';
 import { classify } from '../../core/retry-policy';
 import { readCapped } from '../../core/capped-body';
@@ -31,8 +32,6 @@ export interface Received {
   answered: number | null;
   hungUp: boolean;
 }
-
-type Verifier = new (secret: string) => { verify(payload: Buffer, headers: Record<string, string>, options?: { jsonParse?: boolean }): unknown };
 
 export interface ReceiverOptions {
   port: number;
@@ -57,7 +56,6 @@ export class Receiver {
   /** The POSTs of each event id in its current round. */
   private readonly attempts = new Map<string, number>();
   private server: http.Server | undefined;
-  private Webhook!: Verifier;
   private stopping = false;
 
   constructor(private readonly options: ReceiverOptions) {}
@@ -73,7 +71,6 @@ export class Receiver {
   }
 
   async listen(): Promise<void> {
-    this.Webhook = (await import('standardwebhooks')).Webhook as unknown as Verifier;
     const { createServer } = await import('node:http');
     const server = createServer((req, res) => void this.receive(req, res).catch(() => res.destroy()));
     try {
@@ -121,12 +118,12 @@ export class Receiver {
     const raw = await readCapped(req, Limits.requestBodyMaxBytes);
     if (raw === undefined) return reply(413);
     const headers = {
-      'webhook-id': String(req.headers[WebhookHeaders.id] ?? ''),
-      'webhook-timestamp': String(req.headers[WebhookHeaders.timestamp] ?? ''),
-      'webhook-signature': String(req.headers[WebhookHeaders.signature] ?? ''),
+      id: String(req.headers[WebhookHeaders.id] ?? ''),
+      timestamp: String(req.headers[WebhookHeaders.timestamp] ?? ''),
+      signature: String(req.headers[WebhookHeaders.signature] ?? ''),
     };
     if (!this.verifies(raw, headers)) {
-      this.options.say(`refused a request with a missing or wrong signature (webhook-id ${headers['webhook-id'].slice(0, 64) || 'none'})`);
+      this.options.say(`refused a request with a missing or wrong signature (webhook-id ${headers.id.slice(0, 64) || 'none'})`);
       return reply(401, { error: 'bad signature' });
     }
     let body: { type?: unknown; challenge?: unknown; timestamp?: unknown; data?: { message?: unknown } };
@@ -137,7 +134,7 @@ export class Receiver {
     }
     if (body.type === 'verification') return reply(200, { challenge: body.challenge });
 
-    const id = headers['webhook-id'];
+    const id = headers.id;
     if (this.acknowledged.has(id)) {
       // The server sent it again: its answer to the acknowledged attempt never reached it.
       this.options.say(`dropped a duplicate of ${id} (attempt ${this.nextAttempt(id)}; already acknowledged)`);
@@ -168,17 +165,10 @@ export class Receiver {
     if (status === 410 && !this.stopping) this.options.gone(id);
   }
 
-  /** Standard Webhooks over the raw bytes: the current secret, or another one still in its overlap. */
-  private verifies(raw: Buffer, headers: Record<string, string>): boolean {
+  /** Standard Webhooks over the raw bytes, by the core's one verifier: the current secret, or another one still in its overlap. */
+  private verifies(raw: Buffer, headers: InboundHeaders): boolean {
     const now = Date.now();
     this.others = this.others.filter((o) => o.until > now);
-    return [this.secret, ...this.others.map((o) => o.secret)].some((secret) => {
-      try {
-        new this.Webhook(secret).verify(raw, headers, { jsonParse: false });
-        return true;
-      } catch {
-        return false;
-      }
-    });
+    return [this.secret, ...this.others.map((o) => o.secret)].some((secret) => verifyInbound({ secrets: [secret] }, headers, raw, now).ok);
   }
 }

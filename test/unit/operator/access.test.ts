@@ -5,7 +5,7 @@
 import { keyHashOf } from '../../../lambda/core/access';
 import { principalOf } from '../../../lambda/core/identity';
 import { addSender, listSenders, parseDuration, recordRotation, revokeSender } from '../../../lambda/operator/access';
-import { overlapOf } from '../../../lambda/cli/commands/key-rotate';
+import { overlapOf } from '../../../lambda/cli/commands/key';
 import { FakeAccessStore, T0 } from '../../support/fakes';
 
 describe('senders', () => {
