@@ -40,8 +40,10 @@ export type Rule = (call: Call) => Fault;
 export interface FaultProxy {
   endpoint: string;
   setRule(rule: Rule): void;
-  /** Calls seen, by `<action>:<fault>`; a passed call its caller gave up on before the answer also counts as `<action>:abandoned`. */
+  /** Calls seen, by `<action>:<fault>`. */
   counts(): Record<string, number>;
+  /** Passed calls whose caller gave up before the service answered (its deadline passed), by action. */
+  abandoned(): Record<string, number>;
   /** Requests held open right now (stall, lost). */
   held(): number;
   /** Answers every held request with a 500 and forgets it (so a test can end cleanly). */
@@ -92,6 +94,7 @@ export async function startFaultProxy(service: Service, upstream: string, option
   let rule: Rule = () => 'pass';
   let ownOrigin = '';
   const counts: Record<string, number> = {};
+  const abandoned: Record<string, number> = {};
   const held = new Set<http.ServerResponse>();
   const shape = SHAPES[service];
   const target = new URL(upstream);
@@ -176,11 +179,11 @@ export async function startFaultProxy(service: Service, upstream: string, option
           return forward(req, raw, answer500, answer500);
         }
         case 'pass': {
-          // A caller that gives up before the service answers (its deadline passed) is a fact a
-          // test can read: `<action>:abandoned`, counted when the connection closes unanswered.
+          // A caller that gives up before the service answers is a fact a test can read,
+          // counted when the connection closes unanswered.
           let answered = false;
           res.once('close', () => {
-            if (!answered) counts[`${action}:abandoned`] = (counts[`${action}:abandoned`] ?? 0) + 1;
+            if (!answered) abandoned[action] = (abandoned[action] ?? 0) + 1;
           });
           return forward(
             req,
@@ -215,6 +218,7 @@ export async function startFaultProxy(service: Service, upstream: string, option
       rule = next;
     },
     counts: () => ({ ...counts }),
+    abandoned: () => ({ ...abandoned }),
     held: () => held.size,
     releaseHeld: () => {
       for (const res of held) if (!res.destroyed && !res.headersSent) reply(res, 500, shape.internal);
