@@ -16,6 +16,7 @@ import { spawnGroup as spawn } from '../support/processes';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { open } from 'lmdb';
 import { deliveryLines, echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor, type Responder } from '../support/e2e';
 
 const DATABASE = 'dm-dot.lmdb';
@@ -27,8 +28,9 @@ const P_LEAF = 0x02;
 /**
  * Overwrites `marker` with junk of the same length in every leaf page of `file` that holds it,
  * byte by byte in place (the server may have the file open: nothing else of it is touched). Old
- * copies of a page are hit too; the live one is among them. LMDB still finds the entry; its value
- * no longer decodes.
+ * copies of a page are hit too; the live one is among them unless a commit copied it between this
+ * read and these writes (a caller whose server is writing checks, with `jobTable`). LMDB still
+ * finds the entry; its value no longer decodes.
  */
 function garble(file: string, marker: string): void {
   const bytes = readFileSync(file);
@@ -49,6 +51,34 @@ function garble(file: string, marker: string): void {
     closeSync(fd);
   }
   assert.ok(hit > 0, `a leaf page holds ${marker}`);
+}
+
+/**
+ * The server's job table as it stands, read from this process (LMDB lets a reader in another
+ * process look beside the writer, at the last commit): how many jobs a worker holds right now
+ * (leased: it writes their rows again when it is done with them), and whether an event's live job
+ * row still decodes (undefined: it has none).
+ */
+function jobTable(file: string): { leased: number; readable(eventId: string): boolean | undefined } {
+  const root = open(file, { readOnly: true, noSubdir: true, maxDbs: 12 });
+  try {
+    const leased = [...root.openDB<number, string>('leases', { encoding: 'json' }).getKeys()].length;
+    const index = root.openDB<number, string>('jobs-by-event', { encoding: 'json' });
+    const jobs = root.openDB<unknown, [number, string]>('jobs', { encoding: 'json' });
+    const rows = new Map<string, boolean>();
+    for (const eventId of index.getKeys()) {
+      let decodes = true;
+      try {
+        jobs.get([index.get(eventId)!, eventId]);
+      } catch {
+        decodes = false;
+      }
+      rows.set(eventId, decodes);
+    }
+    return { leased, readable: (eventId) => rows.get(eventId) };
+  } finally {
+    root.close();
+  }
 }
 
 async function send(url: string, key: string, message: string): Promise<{ status: number; body: any }> {
@@ -149,7 +179,22 @@ describe('a damaged page of the state file', () => {
       await waitFor("the worker's retry decision for every event", () => ids.every(decided), 30_000);
 
       const damaged = [ids[3]!, ids[11]!];
-      for (const id of damaged) garble(file, `"job":{"eventId":"${id}"`);
+      // A commit between garble's read of the file and its writes copies a page before the junk
+      // reaches it (the worker reschedules each job just after logging its decision, and retries
+      // it 6 s later), so the junk is written until the live rows no longer decode; from then on
+      // no worker can read those rows, so none can write them back whole.
+      await waitFor(
+        'the damaged rows garbled where they live',
+        () => {
+          for (const id of damaged) garble(file, `"job":{"eventId":"${id}"`);
+          const table = jobTable(file);
+          // The others still decode: the reading itself works.
+          return damaged.every((id) => table.readable(id) === false) && ids.every((id) => damaged.includes(id) || table.readable(id) === true);
+        },
+        30_000,
+      );
+      // Nor does a worker still hold one it received before: accepted from here on means read after.
+      await waitFor('no job held by a worker', () => jobTable(file).leased === 0, 30_000);
       accept = true;
 
       const readable = ids.filter((id) => !damaged.includes(id));
