@@ -145,7 +145,7 @@ describe('CLI-2, CLI-3: dm-dot dot and send: the walkthrough in two terminals', 
     const dot = await startDot(['--status', '410'], env);
     const sent = await cli(['send', 'are you there?'], env);
     assert.equal(sent.code, 1, sent.out + sent.err);
-    assert.match(sent.out, /^failed evt_[0-9a-f]{32}: the delivery failed for good \(http_4xx\)/);
+    assert.match(sent.out, /^failed evt_[0-9a-f]{32}: the delivery failed for good \(http_4xx\)/, sent.err);
     assert.equal(await dot.exited, 1);
     assert.match(dot.err(), /the subscription ended: this dot answered 410 Gone to evt_[0-9a-f]{32}, and the server ends the subscription on a 410/);
     assert.deepEqual(JSON.parse((await cli(['subscription', '--json'], env)).out), { subscription: null });

@@ -145,9 +145,11 @@ it('ARCH-1, DEL-PIPE-21: 200 concurrent sends (MCP and REST): 200 distinct event
   // One POST per event (DEL-PIPE-21). A second one is allowed only where the sender never saw the
   // answer in time, an attempt its record logs as a timeout (an unknown outcome): on a loaded
   // machine this receiver, in the test's own busy process, can answer after the sender gave up.
+  // Such an attempt may also never have reached it (seen red once: 26 events, each with a timeout
+  // logged and one arrival), so a timeout allows a second arrival and does not demand one.
   const timeoutsOf = new Map(records.map((e) => [e.eventId, timeoutsLogged(e)]));
-  const doubled = [...perId].filter(([id, n]) => n !== 1 + (timeoutsOf.get(id) ?? 0));
-  assert.deepEqual(doubled, [], 'each webhook-id arrived once, or once more per attempt its record logs as a timeout');
+  const doubled = [...perId].filter(([id, n]) => n < 1 || n > 1 + (timeoutsOf.get(id) ?? 0));
+  assert.deepEqual(doubled, [], 'each webhook-id arrived once, and at most once more per attempt its record logs as a timeout');
   assert.equal(badSignatures, 0);
   for (const e of events) {
     const index = ids.get(String(e.headers['webhook-id']))!;
