@@ -37,8 +37,7 @@ import { createRepairMetrics } from '../../lambda/metrics';
 import type { EventRecord, WebhookClient } from '../../lambda/ports';
 import type { Call } from '../support/aws-fault-proxy';
 import { sqsEventOf } from '../support/event-source';
-import { startAwsWorld, subscribeForSetUp, timed, type AwsWorld } from '../support/aws-world';
-import { pollUntil } from '../support/cpu-wait';
+import { abandonedUpdates, startAwsWorld, subscribeForSetUp, timed, unsentMarkShortfall, type AwsWorld } from '../support/aws-world';
 import { START_HOOK_MS } from '../support/processes';
 
 const TABLE = 'dm-dot-outbox-strand';
@@ -68,25 +67,9 @@ function isEventPut(call: Call): boolean {
   return call.action === 'PutItem' && item?.pk?.S?.startsWith('EVENT#') === true;
 }
 
-/** UpdateItems the DynamoDB proxy saw abandoned so far (the count runs over the whole file). */
-const abandonedUpdates = () => world.proxies.dynamodb.abandoned().UpdateItem ?? 0;
-
-/**
- * The end state of a send whose job SendMessage never took: the record `failed`, nothing queued,
- * nothing POSTed. `compensated` is what the answer said: "was not sent" needs the mark to have
- * landed before the answer. The weaker answer ("may still be delivered") is the honest one only
- * when the mark's UpdateItem was still unanswered when the request's deadline abandoned it (a
- * starved DynamoDB Local on a loaded machine): the proxy saw that abandonment, and the mark, which
- * it forwarded all the same, lands afterwards.
- */
+/** DEL-OUT-2's end state (aws-world.ts `unsentMarkShortfall`), and nothing queued or POSTed. */
 async function expectMarkedFailed(eventId: string, compensated: boolean, abandonedBefore: number): Promise<void> {
-  const status = async () => (await world.store.getEvent(eventId, Date.now()))?.status;
-  if (compensated) {
-    expect(await status()).toBe(EventStatus.failed);
-  } else {
-    expect(await pollUntil(() => abandonedUpdates() > abandonedBefore, { limitMs: 5_000 })).toBe(true);
-    expect(await pollUntil(async () => (await status()) === EventStatus.failed, { limitMs: 10_000 })).toBe(true);
-  }
+  expect(await unsentMarkShortfall(world, eventId, !compensated, abandonedBefore)).toBeUndefined();
   expect(await queuedRecords()).toEqual([]);
   expect(world.receiver.events).toHaveLength(0);
 }
@@ -136,7 +119,7 @@ describe('the outbox under one fault', () => {
   test('DEL-OUT-2: SendMessage stalled on every attempt: answered within 5 s, "not sent" with the event id, and the record is failed', async () => {
     const gateway = world.mcpGateway();
     world.proxies.sqs.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
-    const abandonedBefore = abandonedUpdates();
+    const abandonedBefore = abandonedUpdates(world);
     const { value, ms, cpuWaitMs } = await timed(() => gateway.postMessage('queue stalled'));
     expect(ms).toBeLessThan(Limits.requestMs + cpuWaitMs);
     expect(value.status).toBe(503);
@@ -152,7 +135,7 @@ describe('the outbox under one fault', () => {
   test('DEL-OUT-2: SendMessage stalled on every attempt, send_to_dot: an error result within 5 s whose record is failed', async () => {
     const gateway = world.mcpGateway();
     world.proxies.sqs.setRule((call) => (call.action === 'SendMessage' ? 'stall' : 'pass'));
-    const abandonedBefore = abandonedUpdates();
+    const abandonedBefore = abandonedUpdates(world);
     const { value, ms, cpuWaitMs } = await timed(() => gateway.sendToDot('queue stalled (tool)'));
     expect(ms).toBeLessThan(Limits.requestMs + cpuWaitMs);
     expect(value.body.result?.isError).toBe(true);

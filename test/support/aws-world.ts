@@ -27,6 +27,7 @@ import {
   type DeliveryLambdaOverrides,
 } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment, type McpAwsClients, type McpLambdaOverrides } from '../../lambda/handlers/mcp-lambda';
+import { EventStatus } from '../../lambda/core/protocol';
 import { createLogger } from '../../lambda/log';
 import { localApiGateway } from './apigw';
 import { messageInit, modernInit } from './app';
@@ -36,7 +37,7 @@ import { startFakeSecretsManager, testSecretsReader, type FakeSecretsManager, ty
 import { startFauxqs, type Fauxqs, type FauxqsOptions } from './fauxqs';
 import { startReceiver, type Receiver } from './receiver';
 import { newSecret } from './webhook-secret';
-import { measureCpuWait } from './cpu-wait';
+import { measureCpuWait, pollUntil } from './cpu-wait';
 
 export { newSecret };
 
@@ -140,6 +141,33 @@ export async function subscribeForSetUp(world: Pick<AwsWorld<Service>, 'mcpGatew
     if (subscribed.body.result?.id !== undefined && stored?.url === url) return subscribed.body.result.id;
     if (attempt === 3) throw new Error(`set-up: ${url} could not be subscribed: ${JSON.stringify(subscribed)}`);
   }
+}
+
+/** UpdateItems the DynamoDB proxy saw abandoned by their caller so far (the count runs over the whole file). */
+export function abandonedUpdates(world: Pick<AwsWorld<'dynamodb'>, 'proxies'>): number {
+  return world.proxies.dynamodb.abandoned().UpdateItem ?? 0;
+}
+
+/**
+ * DEL-OUT-2's end state for a send whose job SendMessage never took, as the answer claimed it:
+ * undefined when the record is `failed`, otherwise what fell short. "Was not sent" (`weaker`
+ * false) needs the mark to have landed before the answer. "May still be delivered" is the honest
+ * answer only when the mark's UpdateItem was still unanswered when the request's deadline abandoned
+ * it (a starved DynamoDB Local on a loaded machine): the proxy saw that since `abandonedBefore`,
+ * and the mark, which it forwarded all the same, lands afterwards.
+ */
+export async function unsentMarkShortfall(
+  world: Pick<AwsWorld<'dynamodb'>, 'proxies' | 'store'>,
+  eventId: string,
+  weaker: boolean,
+  abandonedBefore: number,
+): Promise<string | undefined> {
+  const failed = async () => (await world.store.getEvent(eventId, Date.now()))?.status === EventStatus.failed;
+  if (!weaker) return (await failed()) ? undefined : `"was not sent", but ${eventId} is not failed`;
+  if (!(await pollUntil(() => abandonedUpdates(world) > abandonedBefore, { limitMs: 5_000 }))) {
+    return '"may still be delivered", but no UpdateItem was abandoned at the deadline';
+  }
+  return (await pollUntil(failed, { limitMs: 10_000 })) ? undefined : `"may still be delivered", and the mark of ${eventId} never landed`;
 }
 
 /** `fn`'s value, how long it took, and how long this process waited for a CPU meanwhile (test/support/cpu-wait.ts). */

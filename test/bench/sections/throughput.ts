@@ -206,8 +206,9 @@ export const throughputSection: Section = {
       baselineMedian: ms(floor.p50),
       ratio: ratio(subject.p50, floor.p50),
     });
-    // What a send costs the server in CPU, whatever the machine's load: a busy machine stretches
-    // every round's wall time, and the floor's more than the server's, but not the CPU each send uses.
+    // What a send costs the server in CPU: a busy machine stretches every round's wall time, the
+    // floor's more than the server's, and moves the CPU each send uses less (it still rises, as
+    // fewer sends share each commit).
     bench.row({
       name: `POST /v1/messages under that load: server CPU per delivered send, local runtime (median round; informational)`,
       median: ms(subject.cpuMsPerSend.median),
