@@ -73,6 +73,8 @@ class Worker {
   private signal: (() => void) | undefined;
   /** A wake that came while the loop was busy. */
   private signalled = false;
+  /** The time the last pass asked the schedule for due jobs. */
+  private lookedAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly options: DeliveryWorkerOptions) {
     this.concurrency = Math.max(1, options.concurrency ?? 8);
@@ -145,9 +147,11 @@ class Worker {
     const next = await this.options.jobs.nextDueAt().catch(() => undefined);
     if (next === undefined) return this.pollIntervalMs;
     const wait = next - this.options.deps.clock.now();
-    // Nothing started although something is due: those jobs are in flight or cooling down; wait
-    // for an attempt to finish (it wakes the loop) or for the next poll rather than spin.
-    if (wait <= 0) return started > 0 ? 0 : this.pollIntervalMs;
+    // Nothing started although something was due when the pass looked: those jobs are in flight
+    // or cooling down; wait for an attempt to finish (it wakes the loop) or for the next poll
+    // rather than spin. A job that fell due only after the pass looked is looked at again now (a
+    // loaded machine can take longer between the two reads than the job had left).
+    if (wait <= 0) return started > 0 || next > this.lookedAt ? 0 : this.pollIntervalMs;
     return Math.min(wait, this.pollIntervalMs);
   }
 
@@ -172,6 +176,7 @@ class Worker {
     const free = this.concurrency - this.running.size;
     if (this.stopped || free <= 0) return [];
     const now = this.options.deps.clock.now();
+    this.lookedAt = now;
     for (const [eventId, until] of this.coolingUntil) if (until <= now) this.coolingUntil.delete(eventId);
     // Asks for more than the free slots: due jobs already in flight or cooling are skipped.
     const due = await this.options.jobs.due(now, free + this.running.size + this.coolingUntil.size);

@@ -392,6 +392,35 @@ describe('the loop (real clock)', () => {
     expect(at - added).toBeGreaterThanOrEqual(200);
   }, 60_000);
 
+  it('a job that falls due between the pass and the read of the next due time is looked at again at once, not at the poll', async () => {
+    // The loop on a clock the schedule moves: time passes while the worker reads it (a loaded
+    // machine's slow read), so the pass finds nothing due at 100, and by the read of the next due
+    // time (101) that job is due.
+    const clock = new FakeClock(100);
+    const first = signal<number>();
+    const second = signal<number>();
+    const looked = [first, second];
+    const jobs = {
+      due: async (now: number) => {
+        looked.shift()?.fire(now);
+        return [];
+      },
+      nextDueAt: async () => {
+        clock.current = 101;
+        return 101;
+      },
+      receive: async () => undefined,
+      reschedule: async () => true,
+      complete: async () => true,
+      deadLetter: async () => true,
+    } as unknown as EmbeddedDatabase['jobs'];
+    // The poll is far longer than the test's timeout: only looking again at once finds the job.
+    const worker = startDeliveryWorker({ jobs, deps: { clock, retryDelaysS: DELAYS } as unknown as DeliveryDeps, pollIntervalMs: 600_000 });
+    workers.push(worker);
+    await expect(first.fired).resolves.toBe(100);
+    await expect(second.fired).resolves.toBe(101);
+  });
+
   it('stop waits for the attempt in flight, takes no more work, and leaves queued jobs for the next start', async () => {
     const { webhook, deps, db } = await setup();
     const release = gate();
