@@ -1,10 +1,10 @@
 // Bundles the two programs dm-dot runs as built JavaScript, with esbuild, each one CommonJS file:
 // - the operator CLI (lambda/cli/entry.ts) into dist/cli/dm-dot.cjs, with the small pure-JavaScript
-//   packages it needs inside (zod/mini and standardwebhooks: one file parses faster than their
-//   many). The heavy ones stay outside and are required from node_modules only when a command
-//   needs them: the AWS SDK (--aws) and lmdb (a native addon: the local database). `dm-dot
-//   --version` loads no package at all, and every command module is initialised only when that
-//   command runs, so `dm-dot events --json` starts fast;
+//   packages it needs inside (zod/mini: one file parses faster than its many). The heavy ones stay
+//   outside and are required from node_modules only when a command needs them: the AWS SDK (--aws)
+//   and lmdb (a native addon: the local database). `dm-dot --version` loads no package at all, and
+//   every command module is initialised only when that command runs, so `dm-dot events --json`
+//   starts fast;
 // - the local server (lambda/local/main.ts, what `npm start` and `dm-dot service` run) into
 //   dist/server/dm-dot-server.cjs, with the MCP SDK and zod inside and lmdb outside, and the SDK's
 //   JSON Schema shim aliased as for the Lambda bundles (lib/bundling.ts says why). A TypeScript
