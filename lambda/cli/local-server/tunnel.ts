@@ -11,7 +11,7 @@
  * checking the tunnel with OpenAI; `tunnel-client doctor` does that.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -81,10 +81,8 @@ export function profileText(input: ProfileInput): string {
 export async function writeProfile(path: string, text: string): Promise<{ replaced: boolean }> {
   const replaced = existsSync(path);
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.tmp-${process.pid}`;
-  await writeFile(tmp, text, { mode: 0o600 });
-  await chmod(tmp, 0o600);
-  await rename(tmp, path);
+  const { writeFileAtomic } = await import('../../adapters/state-files');
+  await writeFileAtomic(path, text);
   return { replaced };
 }
 
