@@ -53,7 +53,8 @@ async function startDot(args: string[], env: Record<string, string>) {
   let err = '';
   child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
   child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
-  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  // Once its pipes are drained too (cli-run.ts says why).
+  const exited = new Promise<number | null>((done) => child.once('close', (code) => done(code)));
   cleanups.push(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;

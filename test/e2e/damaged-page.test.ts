@@ -104,7 +104,8 @@ function status(stateDir: string, key: string): Promise<{ code: number | null; o
     child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
     child.once('error', fail);
-    child.once('exit', (code) => {
+    // Once its pipes are drained too (test/support/cli-run.ts says why).
+    child.once('close', (code) => {
       clearTimeout(timer);
       done({ code, out, err });
     });

@@ -43,7 +43,9 @@ export function runCli(
     child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
     const timer = setTimeout(() => killGroup(child), RUN_LIMIT_MS);
     child.once('error', fail);
-    child.once('exit', (code) => {
+    // 'close', not 'exit': at 'exit' the pipes may still hold the last output (a run read as exit
+    // 1 with nothing printed, once in a full run).
+    child.once('close', (code) => {
       clearTimeout(timer);
       options.onOutput?.(out, err);
       done({ code, out, err });

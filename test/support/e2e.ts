@@ -84,8 +84,9 @@ export async function startServer(
   running.add(child);
   const stdout: string[] = [];
   const stderr: string[] = [];
+  // Once its pipes are drained too, so the lines a stop prints are read (cli-run.ts says why).
   const exited = new Promise<number | null>((done) =>
-    child.once('exit', (code) => {
+    child.once('close', (code) => {
       running.delete(child);
       done(code);
     }),
