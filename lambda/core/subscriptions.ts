@@ -11,7 +11,7 @@
  * Deliberately not here: transport details of the challenge (the WebhookClient port), and
  * persistence of anything but the records of ports.ts.
  */
-import { timeOfDay, type Clock, type Store, type SubscriptionExpectation, type SubscriptionRecord, type WebhookClient } from '../ports';
+import { timeOfDay, type Clock, type Store, type SubscriptionExpectation, type SubscriptionRecord, type WebhookClient, type WebhookResponse } from '../ports';
 import { callbackEndpointError, guardDependency, ProtocolFault } from './errors';
 import { newChallengeNonce, newGeneration, newVerificationMessageId, subscriptionIdOf, verificationKeyOf } from './identity';
 import { DEFAULT_EVENTS_PROFILE, ErrorCodes, EVENT_NAME, EventsProfiles, Limits, type EventsProfile, type FailureReason } from './protocol';
@@ -173,11 +173,16 @@ export async function runChallenge(
   const msgId = newVerificationMessageId();
   const timestamp = Math.floor(timeOfDay(deps.clock) / 1000);
   const body = new TextEncoder().encode(JSON.stringify({ type: 'verification', challenge: nonce }));
-  const response = await deps.webhook.post({
-    url,
-    body,
-    headers: signedHeaders([key], msgId, timestamp, body, subscriptionId),
-  });
+  let response: WebhookResponse;
+  try {
+    response = await deps.webhook.post({ url, body, headers: signedHeaders([key], msgId, timestamp, body, subscriptionId) });
+  } catch (error) {
+    // No POST could start: the request's deadline left no time for one (adapters/deadline.ts, a
+    // starved machine). To the subscriber that is no answer within the deadline: EV-CHAL-9's
+    // `timeout`, not an internal error.
+    if ((error as Error | undefined)?.name === 'TimeoutError') return 'timeout';
+    throw error;
+  }
   if (response.kind === 'failure') return response.reason === 'bad_response' ? 'challenge_failed' : response.reason;
   if (response.status >= 500) return 'http_5xx';
   if (response.status === 410) return GONE;

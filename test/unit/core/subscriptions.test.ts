@@ -4,6 +4,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
+import { runWithDeadline, webhookWithinDeadline } from '../../../lambda/adapters/deadline';
+import { Budgets } from '../../../lambda/core/budgets';
 import { deliver } from '../../../lambda/core/delivery';
 import { DependencyUnavailable, ProtocolFault } from '../../../lambda/core/errors';
 import { principalOf, subscriptionIdOf } from '../../../lambda/core/identity';
@@ -193,6 +195,17 @@ describe('callback challenge', () => {
     expect(fault.code).toBe(-32015);
     expect(fault.data).toEqual({ reason });
     expect(store.subscription).toBeUndefined();
+  });
+
+  test('EV-CHAL-9: a challenge the request deadline left no time to start is a timeout, not an internal error', async () => {
+    const { store, webhook, deps } = world();
+    // What the runtimes wire: the POST gets what is left of the request deadline, here too little to start.
+    const onDeadline = { ...deps, webhook: webhookWithinDeadline(webhook, 0) };
+    const fault = await faultOf(runWithDeadline(Date.now() + Budgets.minPostMs - 1, () => subscribe(onDeadline, PRINCIPAL, params())));
+    expect(fault).toMatchObject({ code: -32015, data: { reason: 'timeout' } });
+    expect(webhook.requests).toHaveLength(0);
+    expect(store.subscription).toBeUndefined();
+    expect(store.verified.size).toBe(0);
   });
 
   test('EV-CHAL-10: the error never carries the endpoint status line or body', async () => {
