@@ -44,7 +44,7 @@ export function runCli(
     const timer = setTimeout(() => killGroup(child), RUN_LIMIT_MS);
     child.once('error', fail);
     // 'close', not 'exit': at 'exit' the pipes may still hold the last output (a run read as exit
-    // 1 with nothing printed, once in a full run).
+    // 1 with nothing printed, twice in full runs).
     child.once('close', (code) => {
       clearTimeout(timer);
       options.onOutput?.(out, err);
