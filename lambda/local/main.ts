@@ -12,7 +12,7 @@
 import { resolve } from 'node:path';
 import { StateDirInUse, StateUnreadable } from '../adapters/embedded';
 import { localSettings, SettingsError } from '../config/settings';
-import { createLogger } from '../log';
+import { batchedSink, createLogger } from '../log';
 import { startLocal } from './runtime';
 import { StateFileError } from '../adapters/state-files';
 
@@ -32,7 +32,7 @@ async function main(): Promise<void> {
     if (error instanceof SettingsError) refuse(error.message);
     throw error;
   }
-  const log = createLogger({ format: process.stderr.isTTY ? 'text' : 'json' });
+  const log = createLogger({ format: process.stderr.isTTY ? 'text' : 'json', sink: batchedSink() });
   let runtime;
   try {
     runtime = await startLocal({ settings, log });

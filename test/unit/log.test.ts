@@ -9,7 +9,8 @@
  * The sink and the clock are injected; the default sink is checked against a spy on stderr.
  */
 import { scrub } from '../../lambda/cli/errors';
-import { createLogger, textLine, type LoggerOptions } from '../../lambda/log';
+import { spawnSync } from 'node:child_process';
+import { batchedSink, createLogger, textLine, type LoggerOptions } from '../../lambda/log';
 
 /** 2026-11-03T10:30:00.123Z */
 const AT = new Date(Date.UTC(2026, 10, 3, 10, 30, 0, 123));
@@ -281,5 +282,26 @@ describe('HTTP-10: a key typed anywhere in a URL is scrubbed', () => {
     log.warn('api_key_rotated', { keyFile: '/state/api-key', idempotencyKey: 'abc' });
     expect(lines[0]).toContain('keyFile=/state/api-key');
     expect(lines[0]).toContain('idempotencyKey=abc');
+  });
+});
+
+describe('the batched sink (the local server)', () => {
+  it('writes the lines of one turn together, in order, in one write, once the turn ends', async () => {
+    const writes: string[] = [];
+    const sink = batchedSink((text) => writes.push(text));
+    sink('one');
+    sink('two');
+    expect(writes).toStrictEqual([]);
+    await new Promise((done) => setImmediate(done));
+    sink('three');
+    await new Promise((done) => setImmediate(done));
+    expect(writes).toStrictEqual(['one\ntwo\n', 'three\n']);
+  });
+
+  it('a line logged just before the process exits is still written', () => {
+    const script = `const { batchedSink } = require(${JSON.stringify(require.resolve('../../lambda/log'))}); const sink = batchedSink(); sink('last words'); process.exit(3);`;
+    const child = spawnSync(process.execPath, ['--require', 'tsx/cjs', '-e', script], { encoding: 'utf8' });
+    expect(child.status).toBe(3);
+    expect(child.stderr).toBe('last words\n');
   });
 });
