@@ -6,7 +6,7 @@
  *
  * Deliberately not here: storage of any id, and comparison of secrets (see signing.ts).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomFillSync } from 'node:crypto';
 import { EVENT_ID_PREFIX, SUBSCRIPTION_ID_PREFIX, VERIFICATION_ID_PREFIX } from './protocol';
 
 /**
@@ -55,8 +55,20 @@ export function newGeneration(): string {
 /** An event id as newEventId makes them. */
 export const EVENT_ID_PATTERN = new RegExp(`^${EVENT_ID_PREFIX}[0-9a-f]{32}$`);
 
+/**
+ * Random bytes drawn a page at a time, each byte used once: a `randomBytes` call per event id was
+ * 1.5% of the local server's busy time under load (node's randomUUID keeps a cache the same way).
+ */
+const pool = Buffer.alloc(4096);
+let used = pool.length;
+
 export function newEventId(): string {
-  return EVENT_ID_PREFIX + randomBytes(16).toString('hex');
+  if (used + 16 > pool.length) {
+    randomFillSync(pool);
+    used = 0;
+  }
+  used += 16;
+  return EVENT_ID_PREFIX + pool.toString('hex', used - 16, used);
 }
 
 export function newVerificationMessageId(): string {

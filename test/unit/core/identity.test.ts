@@ -140,6 +140,12 @@ describe('random ids', () => {
     expect(a).not.toBe(b);
   });
 
+  test('event ids stay distinct across many pages of the random pool (each byte used once)', () => {
+    const ids = Array.from({ length: 1000 }, () => newEventId());
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const id of ids) expect(id).toMatch(/^evt_[0-9a-f]{32}$/);
+  });
+
   test('EV-CHAL-3: verification message ids are msg_verification_ + 24 random bytes in base64url', () => {
     const id = newVerificationMessageId();
     expect(id).toMatch(/^msg_verification_[A-Za-z0-9_-]{32}$/);
