@@ -286,10 +286,12 @@ export function getItem(dbs: Databases, pk: string): StoredItem | undefined {
   return dbs.items.get(storageKey(pk));
 }
 
-/** Inside a write: stores the item under `pk`, or removes it (`undefined`), keeping the expiry index and the Store's indexes in step. */
-export function setItem(dbs: Databases, pk: string, item: Item | undefined): void {
+/**
+ * Inside a write: stores the item under `pk`, or removes it (`undefined`), keeping the expiry index
+ * and the Store's indexes in step. `old` is what this transaction read under `pk`, when it did.
+ */
+export function setItem(dbs: Databases, pk: string, item: Item | undefined, old: StoredItem | undefined = getItem(dbs, pk)): void {
   const key = storageKey(pk);
-  const old = dbs.items.get(key);
   const stored = item && (defined(item) as StoredItem);
   const before = indexEntries(dbs, key, old);
   const after = indexEntries(dbs, key, stored);

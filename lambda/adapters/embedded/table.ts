@@ -87,7 +87,7 @@ export class LmdbTable implements ItemTable {
   applyInTxn(planned: TableWrite): WriteResult {
     const stored = getItem(this.dbs, planned.key);
     if (!holds(stored, planned.condition)) return { ok: false, old: stored };
-    setItem(this.dbs, planned.key, afterWrite(stored, planned));
+    setItem(this.dbs, planned.key, afterWrite(stored, planned), stored);
     return { ok: true };
   }
 }
