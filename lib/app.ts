@@ -15,7 +15,7 @@ import type { App, Environment } from 'aws-cdk-lib';
 import { stackNameOf } from '../lambda/config/fields';
 import { DmDotStack } from './dm-dot-stack';
 import { EdgeStack } from './constructs/edge-acl';
-import { CLOUDFRONT_REGION, SettingsError, readSettings } from './settings';
+import { CLOUDFRONT_REGION, SettingsError, certificateRegionError, readSettings } from './settings';
 
 /**
  * `account`/`region` as the CDK CLI found them (CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION): the
@@ -29,12 +29,7 @@ export function addDmDot(app: App, found: Environment = {}, options: { regionKno
   if (!settings.protection) {
     const domain = settings.customDomain;
     const region = (options.regionKnown ?? true) ? found.region : undefined;
-    if (domain && region && domain.certificateRegion !== region) {
-      throw new SettingsError(
-        `context certificateArn is in ${domain.certificateRegion}, but API Gateway takes a certificate from the API's own region (${region}): use ` +
-          `a certificate from ${region}, or deploy to ${domain.certificateRegion}`,
-      );
-    }
+    if (domain && region && domain.certificateRegion !== region) throw certificateRegionError('certificateArn', domain.certificateRegion, region);
     return { stack: new DmDotStack(app, name, { settings }), edge: undefined };
   }
 

@@ -23,6 +23,14 @@ import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, Limits } from '../lambda/core/
 
 export { MAX_RETRY_DELAY_S, SettingsError } from '../lambda/config/fields';
 
+/** The refusal of a certificate from another region than the API's: API Gateway takes none from elsewhere. */
+export function certificateRegionError(setting: string, certificateRegion: string, region: string): SettingsError {
+  return new SettingsError(
+    `context ${setting} is in ${certificateRegion}, but API Gateway takes a certificate from the API's own region (${region}): use ` +
+      `a certificate from ${region}, or deploy to ${certificateRegion}`,
+  );
+}
+
 /** What readSettings makes of the context: each key parsed (docs/deploying-aws.md says what each does). */
 export type DmDotSettings = ReturnType<typeof readSettings>;
 

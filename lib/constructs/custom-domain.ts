@@ -24,7 +24,7 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as acm from 'aws-cdk-lib/aws-certificatemanager';
 import { ApiMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Construct } from 'constructs';
-import { SettingsError, type CustomDomain } from '../settings';
+import { certificateRegionError, type CustomDomain } from '../settings';
 import type { McpHttpApi } from './http-api';
 
 export interface ApiCustomDomainProps {
@@ -44,9 +44,7 @@ export class ApiCustomDomain extends Construct {
     const setting = props.certificateSetting ?? 'certificateArn';
     const stack = Stack.of(this);
     if (!Token.isUnresolved(stack.region) && stack.region !== domain.certificateRegion) {
-      throw new SettingsError(
-        `context ${setting} is in ${domain.certificateRegion}, but API Gateway takes a certificate from the API's own region (${stack.region})`,
-      );
+      throw certificateRegionError(setting, domain.certificateRegion, stack.region);
     }
     const { truststore } = domain;
     this.domainName = new DomainName(this, 'DomainName', {
