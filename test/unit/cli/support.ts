@@ -4,7 +4,6 @@
  * confirmation, typed standard-input lines, injected AWS clients, and (for the local tests) a real
  * local server started in-process with `startLocal` over its own state directory.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +17,7 @@ import { startLocal, type LocalRuntime } from '../../../lambda/local/runtime';
 import type { Logger } from '../../../lambda/ports';
 import { ROOT } from '../../support/paths';
 import { modernBody, modernHeaders } from '../../support/rpc';
+import { newSecret } from '../../support/webhook-secret';
 
 export interface RunOptions {
   env?: Record<string, string | undefined>;
@@ -153,10 +153,6 @@ export async function rpcCall(server: LocalServer, key: string, method: string, 
   const headers = modernHeaders(method, { authorization: `Bearer ${key}` });
   const response = await fetch(`${server.base}/mcp`, { method: 'POST', headers, body: modernBody(method, params) });
   return { status: response.status, body: response.status === 401 ? undefined : await response.json() };
-}
-
-export function newSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
 export async function subscribe(server: LocalServer, key: string, url: string, secret = newSecret()) {
