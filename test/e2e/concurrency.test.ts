@@ -1,7 +1,7 @@
 /**
  * Concurrency end to end against the local runtime:
  * - 50 concurrent `events/subscribe` calls for 50 different callbacks: exactly one wins, 49 get
- *   -32000, and the winner is the callback a send actually reaches (the single-subscriber rule
+ *   -32000 (or, on a machine too starved to finish a challenge in time, -32015 timeout), and the winner is the callback a send actually reaches (the single-subscriber rule
  *   holds under a race, not only in sequence);
  * - 200 concurrent sends, half `send_to_dot` (2026-07-28 JSON-RPC over HTTP) and half
  *   `POST /v1/messages`: 200 distinct event ids, 200 POSTs (one per event: DEL-PIPE-21), every
@@ -44,18 +44,22 @@ it('ARCH-9, EV-SUB-15, STORE-10: 50 concurrent subscribes for 50 callbacks: one 
 
   const winners = answers.flatMap((a, i) => (a.body.result ? [i] : []));
   const conflicts = answers.filter((a) => a.body.error?.code === -32000);
-  const other = answers.filter((a) => !a.body.result && a.body.error?.code !== -32000);
+  // A challenge the starved machine could not finish within the request's deadline is answered
+  // honestly as such (EV-CHAL-9); it is no second winner, which is what this race is about.
+  const timedOut = answers.filter((a) => a.body.error?.code === -32015 && a.body.error?.data?.reason === 'timeout');
+  const other = answers.filter((a) => !a.body.result && !conflicts.includes(a) && !timedOut.includes(a));
   const challenged = new Set(receiver.challenges().map((r) => r.url)).size;
   console.log(
-    `subscribe race: callers=${CALLERS} winners=${winners.length} conflicts(-32000)=${conflicts.length} other=${other.length} challengedCallbacks=${challenged} ms=${raceMs}`,
+    `subscribe race: callers=${CALLERS} winners=${winners.length} conflicts(-32000)=${conflicts.length} ` +
+      `timeouts(-32015)=${timedOut.length} other=${other.length} challengedCallbacks=${challenged} ms=${raceMs}`,
   );
   assert.deepEqual(
     other.map((a) => a.body),
     [],
-    'no answer other than a result or -32000',
+    'no answer other than a result, -32000, or -32015 timeout',
   );
   assert.equal(winners.length, 1, 'exactly one subscribe succeeds');
-  assert.equal(conflicts.length, CALLERS - 1);
+  assert.equal(conflicts.length + timedOut.length, CALLERS - 1);
   assert.ok(answers.every((a) => a.status === 200));
   const winner = callers[winners[0]!]!;
   for (const conflict of conflicts) {
