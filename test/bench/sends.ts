@@ -93,7 +93,18 @@ export async function sendOnce(call: RpcCall, message: string): Promise<string> 
  * send_to_dot calls; records, per send, the time to the "delivered" answer and to the event's
  * arrival at the receiver. `path` names the rows and the results.json fields.
  */
-export async function measureSends(bench: Bench, path: 'local' | 'lambda', call: RpcCall, receiver: Receiver): Promise<void> {
+/**
+ * `betweenSends`, when given, runs after each send, outside its timing: what the runtime does
+ * before it takes the next request (a Lambda environment with the after-response extension takes
+ * its next invocation only once the last one's work has settled).
+ */
+export async function measureSends(
+  bench: Bench,
+  path: 'local' | 'lambda',
+  call: RpcCall,
+  receiver: Receiver,
+  betweenSends?: () => Promise<unknown>,
+): Promise<void> {
   await subscribe(call, receiver);
 
   const roundTrips: number[] = [];
@@ -105,6 +116,7 @@ export async function measureSends(bench: Bench, path: 'local' | 'lambda', call:
     const t0 = performance.now();
     const { body } = await call('tools/call', { name: TOOL_NAME, arguments: { message: `bench message ${counter++}` } }, TOOL_NAME);
     const t1 = performance.now();
+    await betweenSends?.();
     const outcome = body.result?.structuredContent;
     if (outcome?.status !== 'delivered') {
       notDelivered++;

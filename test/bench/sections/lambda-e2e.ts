@@ -4,9 +4,16 @@
  * that long-polls fauxqs), with the stack's wait window, against DynamoDB Local and fauxqs, and
  * the loopback receiver: the same send_to_dot figures as the loopback section.
  *
+ * As deployed, the MCP function runs with its after-response extension (the stack loads it through
+ * NODE_OPTIONS): it answers "delivered" when the dot answers 2xx and records that after the answer,
+ * and its environment takes the next invocation only once that write has settled. Here the
+ * extension's part is played in-process (`keptWork`), and the next send waits for the write
+ * outside its timing, as the next invocation would.
+ *
  * Deliberately not here: the SQS hop and the delivery function's cold start on AWS, and the built
  * bundle (the awscalls section runs that one).
  */
+import type { AfterResponse } from '../../../lambda/handlers/after-response';
 import { startFakeSecretsManager } from '../../support/fake-secrets-manager';
 import { measureSends, startReceiver } from '../sends';
 import { errorText, newApiKey, progress, rpcBody, rpcHeaders, silentLog, type Section } from '../support';
@@ -49,7 +56,10 @@ export const lambdaE2eSection: Section = {
       DMDOT_ALLOW_LOOPBACK_CALLBACKS: '1',
     };
     const secretsClient = testSecretsReader(secrets.endpoint, { maxAttempts: 1 });
-    const gateway = localApiGateway(mcpLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client, secrets: secretsClient }, { log: silentLog }));
+    const kept = keptWork();
+    const gateway = localApiGateway(
+      mcpLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client, secrets: secretsClient }, { log: silentLog, afterResponse: kept }),
+    );
     const worker = deliveryLambdaFromEnvironment(env, { dynamodb: ddb.client, sqs: fauxqs.client }, { log: silentLog });
 
     // The event source mapping: one long poll after another until the section ends.
@@ -76,9 +86,31 @@ export const lambdaE2eSection: Section = {
       });
       return { status: response.status, body: (await response.json()) as any };
     };
-    await measureSends(bench, 'lambda', call, receiver);
+    await measureSends(bench, 'lambda', call, receiver, kept.settled);
     bench.note(
       'lambda e2e: MCP and Delivery Lambdas in this process against DynamoDB Local and fauxqs (long-polled by a local event source); no SQS network hop or delivery cold start as on AWS.',
     );
+    bench.note(
+      "lambda e2e: the after-response extension's part played in-process, as deployed: the answer comes at the dot's 2xx, and each next send waits, untimed, for the last one's write.",
+    );
   },
 };
+
+/** The after-response extension's part: each piece of work runs on after the answer, and `settled` waits for all of it. */
+function keptWork(): AfterResponse & { settled(): Promise<unknown> } {
+  const running = new Set<Promise<unknown>>();
+  return {
+    run(work) {
+      const promise = work();
+      const tracked = promise.then(
+        () => undefined,
+        () => undefined,
+      );
+      running.add(tracked);
+      void tracked.then(() => running.delete(tracked));
+      return promise;
+    },
+    invocationEnded: () => undefined,
+    settled: () => Promise.all([...running]),
+  };
+}
