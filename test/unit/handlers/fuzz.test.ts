@@ -18,8 +18,8 @@
  * - differential: for any web Request, the Lambda behind the local API Gateway and the local app
  *   answer the same (status, headers but `x-request-id` and hop-by-hop ones, JSON body).
  *
- * The JSON-RPC generators here are this file's own: test/unit/http/fuzz.test.ts keeps its arbitraries inside
- * the test file, which cannot be imported without running its tests.
+ * The value and JSON-RPC generators are the HTTP fuzz's (test/support/fuzz-values.ts); the events,
+ * their framing and the invariants are this file's.
  *
  * Fixed seed by default; FC_SEED=<n> overrides it; FUZZ_STATS=1 prints the outcomes.
  */
@@ -44,11 +44,11 @@ import {
   type LogLine,
 } from '../../support/app';
 import { asApp, buildLambda, resultText, type TestLambda } from '../../support/lambda';
+import { ABSENT, b64, headerValue, hugeString, oddChar, oddString, rarely, rpcMessage, secretArb, urlArb } from '../../support/fuzz-values';
 
 const MiB = 1024 * 1024;
 const ALLOWED_ORIGIN = 'https://inspector.example';
 const WRONG = 'not-the-key';
-const b64 = (n: number) => Buffer.alloc(n, 0xa5).toString('base64');
 const VALID_SECRETS = [SECRET, `whsec_${b64(24)}`, `whsec_${b64(64)}`];
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -57,179 +57,6 @@ let eventsSent = 0;
 
 // ---------------------------------------------------------------------------------------------
 // Generators
-
-const ABSENT = Symbol('absent');
-const ODD_CHARS = [
-  '\u0000',
-  '\u001f',
-  '\u007f',
-  '\ud800',
-  '\udfff',
-  '\ufffe',
-  '\ufffd',
-  '\u202e',
-  '\u200b',
-  '\u2028',
-  '\ufeff',
-  '\u00a0',
-  '😀',
-  '\u{10ffff}',
-  'é',
-  'ß',
-  '€',
-  '"',
-  '\\',
-  '/',
-  '\n',
-  '\r',
-  '\t',
-  ' ',
-  'a',
-  '0',
-  '{',
-  '}',
-  '[',
-  ']',
-  ':',
-  ',',
-  '%',
-  '?',
-  '#',
-  '&',
-  '=',
-  '+',
-  ';',
-];
-const oddChar = fc.constantFrom(...ODD_CHARS);
-const oddString: fc.Arbitrary<string> = fc.oneof(
-  { weight: 5, arbitrary: fc.string({ unit: oddChar, maxLength: 20 }) },
-  { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 20 }) },
-  { weight: 2, arbitrary: fc.string({ maxLength: 20 }) },
-  { weight: 1, arbitrary: fc.constantFrom('', ' ', 'null', '__proto__', 'constructor', '-1', 'NaN') },
-);
-const hugeString = fc.tuple(oddChar, fc.constantFrom(1_000, 16_384, 16_385, 60_000)).map(([c, n]) => c.repeat(n));
-const wrongValue: fc.Arbitrary<unknown> = fc.oneof(
-  oddString,
-  fc.integer(),
-  fc.double(),
-  fc.boolean(),
-  fc.constant(null),
-  fc.constantFrom({}, [], [null], 1e308, -0, 2 ** 53 + 1),
-  fc.jsonValue({ maxDepth: 2 }),
-);
-const rarely = <T>(arb: fc.Arbitrary<T>, n: number): fc.Arbitrary<T | null> =>
-  fc.oneof({ weight: 1, arbitrary: arb }, { weight: n - 1, arbitrary: fc.constant(null) });
-/** Usually `valid`, sometimes absent, sometimes of a wrong type. */
-const field = (valid: fc.Arbitrary<unknown>) =>
-  fc.oneof({ weight: 8, arbitrary: valid }, { weight: 1, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<unknown> }, { weight: 2, arbitrary: wrongValue });
-const objectOf = (fields: Record<string, fc.Arbitrary<unknown>>) =>
-  fc
-    .record(Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, field(v)])))
-    .map((o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== ABSENT)));
-
-/** Turns any string into a header value a client could send (UTF-8 bytes as Latin-1, no NUL/CR/LF). */
-const headerValue = (value: string) =>
-  Buffer.from(value, 'utf8')
-    .toString('latin1')
-    .replace(/[\0\r\n]/g, '');
-
-const VERSIONS = ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
-const versionArb = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom(...VERSIONS) },
-  { weight: 1, arbitrary: fc.constantFrom('2099-01-01', 'latest', '') },
-  { weight: 1, arbitrary: oddString },
-);
-const urlArb = fc.oneof(
-  fc.constantFrom(
-    'https://dot.example/hook',
-    'http://dot.example/hook',
-    'https://127.0.0.1/x',
-    'https://u:p@dot.example/',
-    'https://dot.example/#x',
-    'file:///etc/passwd',
-    `https://dot.example/${'a'.repeat(2100)}`,
-  ),
-  fc.webUrl(),
-  oddString,
-);
-const secretArb = fc.oneof(
-  { weight: 3, arbitrary: fc.constantFrom(...VALID_SECRETS) },
-  { weight: 2, arbitrary: fc.constantFrom(`whsec_${b64(23)}`, b64(32), 'whsec_', 'whsec_!!!!') },
-  { weight: 1, arbitrary: oddString },
-);
-
-const PARAMS: Record<string, fc.Arbitrary<Record<string, unknown>>> = {
-  initialize: objectOf({ protocolVersion: versionArb, capabilities: fc.constant({}), clientInfo: objectOf({ name: oddString, version: oddString }) }),
-  ping: fc.constant({}),
-  'server/discover': fc.constant({}),
-  'tools/list': fc.oneof(fc.constant({}), objectOf({ cursor: oddString })),
-  'tools/call': objectOf({
-    name: fc.oneof({ weight: 5, arbitrary: fc.constant('send_to_dot') }, { weight: 1, arbitrary: oddString }),
-    arguments: objectOf({ message: fc.oneof({ weight: 8, arbitrary: oddString }, { weight: 1, arbitrary: hugeString }) }),
-  }),
-  'events/list': fc.constant({}),
-  'events/subscribe': objectOf({
-    name: fc.oneof({ weight: 5, arbitrary: fc.constant('message.created') }, { weight: 1, arbitrary: oddString }),
-    arguments: fc.constant({}),
-    delivery: objectOf({ mode: fc.constant('webhook'), url: urlArb, secret: secretArb }),
-    ttlMs: fc.oneof(fc.integer(), fc.constantFrom(60_000, 59_999, 1e300)),
-  }),
-  'events/unsubscribe': objectOf({
-    name: fc.constant('message.created'),
-    arguments: fc.constant({}),
-    delivery: objectOf({ mode: fc.constant('webhook'), url: urlArb }),
-  }),
-  'notifications/initialized': fc.constant({}),
-  'notifications/cancelled': objectOf({ requestId: fc.integer(), reason: oddString }),
-};
-const KNOWN = Object.keys(PARAMS);
-const OTHER = ['resources/list', 'prompts/get', 'logging/setLevel', 'tasks/get', 'Tools/List', '', 'notifications/unknown'];
-const methodArb = fc.oneof(
-  { weight: 10, arbitrary: fc.constantFrom(...KNOWN) },
-  { weight: 2, arbitrary: fc.constantFrom(...OTHER) },
-  { weight: 1, arbitrary: oddString },
-);
-const metaArb = fc.oneof(
-  {
-    weight: 6,
-    arbitrary: fc.constant({ 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} }) as fc.Arbitrary<unknown>,
-  },
-  {
-    weight: 2,
-    arbitrary: objectOf({
-      'io.modelcontextprotocol/protocolVersion': versionArb,
-      'io.modelcontextprotocol/clientCapabilities': fc.constant({}),
-      'io.modelcontextprotocol/clientInfo': objectOf({ name: oddString, version: oddString }),
-    }),
-  },
-  { weight: 3, arbitrary: fc.constant(ABSENT) },
-  { weight: 1, arbitrary: wrongValue },
-);
-const idArb: fc.Arbitrary<unknown> = fc.oneof(
-  { weight: 8, arbitrary: fc.integer({ min: 0, max: 1_000_000 }) },
-  { weight: 2, arbitrary: oddString },
-  { weight: 1, arbitrary: wrongValue },
-  { weight: 1, arbitrary: fc.constant(ABSENT) },
-);
-
-/** One JSON-RPC message (or something shaped like one) and its method. */
-const rpcMessage = methodArb.chain((method) =>
-  fc
-    .record({
-      params: Object.hasOwn(PARAMS, method) ? PARAMS[method]! : objectOf({ x: oddString }),
-      meta: metaArb,
-      id: method.startsWith('notifications/')
-        ? fc.oneof({ weight: 6, arbitrary: fc.constant(ABSENT) as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: idArb })
-        : idArb,
-      jsonrpc: fc.oneof({ weight: 20, arbitrary: fc.constant('2.0') as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: wrongValue }),
-    })
-    .map(({ params, meta, id, jsonrpc }) => {
-      const message: Record<string, unknown> = { jsonrpc, method };
-      if (id !== ABSENT) message.id = id;
-      message.params = meta === ABSENT ? params : { ...params, _meta: meta };
-      return { method, message };
-    }),
-);
 
 /** The bytes of a /mcp body: one message, a batch, broken JSON, any JSON value, raw bytes, or padded. */
 const mcpBody = fc
@@ -264,7 +91,7 @@ const mcpBody = fc
                 ? c.pad + serialized + c.pad
                 : undefined;
     const bytes = text === undefined ? Buffer.from(c.bytes) : Buffer.from(text, 'utf8');
-    return { method: c.first.method, message: c.first.message, bytes };
+    return { method: String(c.first.method), message: c.first.message, bytes };
   });
 
 /** A well-formed request of the 2026-07-28 era (its values may still be refused), for answers past the envelope checks. */
