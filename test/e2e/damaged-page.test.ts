@@ -10,14 +10,14 @@
  *   second; `dm-dot status` reports it (exit 1); the request that reads the damaged item is
  *   answered `503 storage_unavailable`. No byte of the file (the signing secret) is ever printed.
  */
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnGroup as spawn } from '../support/processes';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { open } from 'lmdb';
-import { deliveryLines, echoing, newSecret, ROOT, rpc, startReceiver, startServer, waitFor, type Responder } from '../support/e2e';
+import { buildCli, runCli, type CliRun } from '../support/cli-run';
+import { deliveryLines, echoing, newSecret, rpc, startReceiver, startServer, waitFor, type Responder } from '../support/e2e';
 
 const DATABASE = 'dm-dot.lmdb';
 // LMDB data format 2 as lmdb-js builds it: 4 KiB pages, the page flags at byte 18 of a page's
@@ -90,27 +90,12 @@ async function send(url: string, key: string, message: string): Promise<{ status
   return { status: response.status, body: await response.json() };
 }
 
-/** `dm-dot status --json` from the sources, as the operator runs it against this state directory. */
-function status(stateDir: string, key: string): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'lambda/cli/entry.ts'), 'status', '--json'], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: stateDir, MCP_API_KEY: key },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
-    child.stderr.setEncoding('utf8').on('data', (c: string) => (err += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.once('error', fail);
-    // Once its pipes are drained too (test/support/cli-run.ts says why).
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      done({ code, out, err });
-    });
-  });
+/** `dm-dot status --json`, as the operator runs it against this state directory. */
+function status(stateDir: string, key: string): Promise<CliRun> {
+  return runCli(['status', '--json'], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DMDOT_STATE_DIR: stateDir, MCP_API_KEY: key });
 }
+
+before(buildCli);
 
 describe('a damaged page of the state file', () => {
   it('LOCAL-FAULT-10: a start on a state directory with a damaged page exits 2 with a sentence naming the file and what to do, and no byte of it; status says the same', {
