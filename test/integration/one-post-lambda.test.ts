@@ -18,6 +18,7 @@ import type { AfterResponse } from '../../lambda/handlers/after-response';
 import { newSecret, startAwsWorld, type AwsWorld } from '../support/aws-world';
 import { pollOnce } from '../support/event-source';
 import { startReceiver } from '../support/e2e';
+import { keptWork } from '../support/kept-work';
 
 jest.setTimeout(90_000);
 
@@ -41,23 +42,6 @@ afterAll(async () => {
   await dot?.close();
   await world?.stop();
 });
-
-/** What the extension does for the handler: keeps each piece of work until it settles. */
-function keptWork(): AfterResponse & { settled(): Promise<unknown>; pending(): number } {
-  const running: Promise<unknown>[] = [];
-  let pending = 0;
-  return {
-    run(work) {
-      const p = work();
-      pending++;
-      running.push(p.catch(() => undefined).finally(() => pending--));
-      return p;
-    },
-    invocationEnded: () => undefined,
-    settled: () => Promise.all(running),
-    pending: () => pending,
-  };
-}
 
 async function sendOnce(afterResponse: AfterResponse | undefined, message: string) {
   const gateway = world.mcpGateway({

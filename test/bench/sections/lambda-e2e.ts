@@ -7,14 +7,14 @@
  * As deployed, the MCP function runs with its after-response extension (the stack loads it through
  * NODE_OPTIONS): it answers "delivered" when the dot answers 2xx and records that after the answer,
  * and its environment takes the next invocation only once that write has settled. Here the
- * extension's part is played in-process (`keptWork`), and the next send waits for the write
+ * extension's part is played in-process (test/support/kept-work.ts), and the next send waits for the write
  * outside its timing, as the next invocation would.
  *
  * Deliberately not here: the SQS hop and the delivery function's cold start on AWS, and the built
  * bundle (the awscalls section runs that one).
  */
-import type { AfterResponse } from '../../../lambda/handlers/after-response';
 import { startFakeSecretsManager } from '../../support/fake-secrets-manager';
+import { keptWork } from '../../support/kept-work';
 import { measureSends, startReceiver } from '../sends';
 import { errorText, newApiKey, progress, rpcBody, rpcHeaders, silentLog, type Section } from '../support';
 
@@ -95,22 +95,3 @@ export const lambdaE2eSection: Section = {
     );
   },
 };
-
-/** The after-response extension's part: each piece of work runs on after the answer, and `settled` waits for all of it. */
-function keptWork(): AfterResponse & { settled(): Promise<unknown> } {
-  const running = new Set<Promise<unknown>>();
-  return {
-    run(work) {
-      const promise = work();
-      const tracked = promise.then(
-        () => undefined,
-        () => undefined,
-      );
-      running.add(tracked);
-      void tracked.then(() => running.delete(tracked));
-      return promise;
-    },
-    invocationEnded: () => undefined,
-    settled: () => Promise.all([...running]),
-  };
-}
