@@ -91,12 +91,10 @@ export async function sendOnce(call: RpcCall, message: string): Promise<string> 
 /**
  * Subscribes the receiver, then alternates batches of plain POSTs to it (the baseline) and
  * send_to_dot calls; records, per send, the time to the "delivered" answer and to the event's
- * arrival at the receiver. `path` names the rows and the results.json fields.
- */
-/**
- * `betweenSends`, when given, runs after each send, outside its timing: what the runtime does
- * before it takes the next request (a Lambda environment with the after-response extension takes
- * its next invocation only once the last one's work has settled).
+ * arrival at the receiver. `path` names the rows and the results.json fields. `betweenSends`, when
+ * given, runs after each send, outside its timing: what the runtime does before it takes the next
+ * request (a Lambda environment with the after-response extension takes its next invocation only
+ * once the last one's work has settled).
  */
 export async function measureSends(
   bench: Bench,

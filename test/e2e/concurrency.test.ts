@@ -1,8 +1,9 @@
 /**
  * Concurrency end to end against the local runtime:
  * - 50 concurrent `events/subscribe` calls for 50 different callbacks: exactly one wins, 49 get
- *   -32000 (or, on a machine too starved to finish a challenge in time, -32015 timeout), and the winner is the callback a send actually reaches (the single-subscriber rule
- *   holds under a race, not only in sequence);
+ *   -32000 (or, on a machine too starved to finish a challenge in time, -32015 timeout), and the
+ *   winner is the callback a send actually reaches (the single-subscriber rule holds under a race,
+ *   not only in sequence);
  * - 200 concurrent sends, half `send_to_dot` (2026-07-28 JSON-RPC over HTTP) and half
  *   `POST /v1/messages`: 200 distinct event ids, 200 POSTs (one per event: DEL-PIPE-21), every
  *   signature valid over the raw bytes, and the server's record says `delivered` after one attempt
