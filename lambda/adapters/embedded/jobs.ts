@@ -207,7 +207,7 @@ export async function sweepExpired(dbs: Databases, now: number, batch = 5000): P
       for (const [ttl, pk] of keys) {
         const item = dbs.items.get(pk);
         if (item?.ttl === ttl) {
-          setItem(dbs, pk, undefined);
+          setItem(dbs, pk, undefined, item);
           if (pk.startsWith(ItemKeys.event('')) && typeof item.eventId === 'string') removeJobInTxn(dbs, item.eventId);
         }
         void dbs.expiry.remove([ttl, pk]);
