@@ -7,8 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { open as openLmdb } from 'lmdb';
-import { DATABASE_FILE, openEmbeddedDatabase, type EmbeddedDatabase } from '../../lambda/adapters/embedded';
+import { openEmbeddedDatabase, type EmbeddedDatabase } from '../../lambda/adapters/embedded';
 import { openDatabases, closeDatabases } from '../../lambda/adapters/embedded/environment';
 import { LmdbTable } from '../../lambda/adapters/embedded/table';
 import { contractClock, describeStoreContract, event, subscription } from './store.contract';
@@ -66,7 +65,6 @@ describe('LOCAL-2: embedded database persistence', () => {
     const first = await openEmbeddedDatabase(dir, { role: 'server' });
     const sub = subscription({ lastError: null });
     await first.store.putSubscription(sub, T0, { kind: 'absent' });
-    // Settled: a queued record without a job would be repaired at the reopen (tested elsewhere).
     const delivered = event({ status: 'delivered', attempts: 1, deliveredAt: T0 });
     await first.store.putEvent(delivered);
     await first.store.claimReplayId('msg_1', T0, 'first', 'POST /pup/challenge');
@@ -111,22 +109,6 @@ describe('LOCAL-2: embedded database persistence', () => {
     await expect(db.store.claimReplayId(long, T0, 'a', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: true });
     await expect(db.store.claimReplayId(long, T0 + 1, 'b', 'POST /pup/challenge')).resolves.toMatchObject({ claimed: false });
     await expect(db.store.claimReplayId(`${long}y`, T0, 'c', 'POST /pup/challenge')).resolves.toStrictEqual({ claimed: true });
-  });
-
-  it('STORE-IDX-3: a file of layout 1 (queued events in their own sub-database) is moved to the Store`s queued index at its first open', async () => {
-    const file = join(dir, DATABASE_FILE);
-    const old = event({ body: '{"old":true}' });
-    const env = openLmdb(file, { overlappingSync: false, noSubdir: true, maxDbs: 12 });
-    await env.openDB('meta', { encoding: 'json' }).put('schema', 1);
-    await env.openDB('items', { encoding: 'json' }).put(`EVENT#${old.eventId}`, { ...old, ttl: Math.ceil(old.expiresAt / 1000) });
-    await env.openDB('queued', { encoding: 'json' }).put(`EVENT#${old.eventId}`, 1);
-    await env.close();
-    const db = await openEmbeddedDatabase(dir, { role: 'server' });
-    open.push(db);
-    // Found through the index by the start-up repair: it had no job, so it was given one.
-    expect(db.report.repaired?.requeued).toStrictEqual([old.eventId]);
-    await expect(db.store.listQueuedBefore(T0 + 1, 10)).resolves.toStrictEqual([{ eventId: old.eventId, queuedSince: T0 }]);
-    await expect(db.store.getEvent(old.eventId, T0)).resolves.toStrictEqual(old);
   });
 
   it('the sweep removes only items whose ttl has passed at the time it is given, and reads never needed it', async () => {

@@ -8,7 +8,6 @@
  *   jobs           [dueAt ms, eventId] -> JobRow: the delivery schedule, ordered by due time
  *   jobs-by-event  eventId -> dueAt: finds an event's job (at most one per event)
  *   dead-letters   eventId -> DeadLetterRow
- *   queued         layout 1 only: moved into `index:queued` at the first open (legacy.ts)
  *   leases         eventId -> leasedUntil of jobs a worker holds: released at a server's start
  *   meta           'schema', 'owner'
  *
@@ -23,7 +22,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
-import { chmod, copyFile, link, mkdir, rm, stat, statfs } from 'node:fs/promises';
+import { chmod, copyFile, link, lstat, mkdir, rm, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { open, type Database, type Key, type RootDatabase } from 'lmdb';
 import type { DeadLetterReason } from '../../core/protocol';
@@ -36,8 +35,8 @@ import { asDamage, checkHeader, guard, moveAsideRemedy, probeInChild, unreadable
 export { probeInChild } from './file-check';
 
 export const DATABASE_FILE = 'dm-dot.lmdb';
-/** Bumped when the layout of the sub-databases changes; a newer file is refused, never rewritten. */
-export const SCHEMA_VERSION = 2;
+/** Bumped when the layout of the sub-databases changes; a file of another layout is refused, never rewritten. */
+const SCHEMA_VERSION = 2;
 
 /** A store item as kept in `items`: the record's own fields plus its `ttl` (epoch seconds). */
 export type StoredItem = Record<string, unknown> & { ttl?: number };
@@ -72,7 +71,6 @@ function subDatabases(root: RootDatabase, file: string, damage: DamageRecord) {
     jobs: sub<JobRow, [number, string]>('jobs'),
     jobIndex: sub<number, string>('jobs-by-event'),
     deadLetters: sub<DeadLetterRow, string>('dead-letters'),
-    queued: sub<number, string>('queued'),
     indexes: new Map(TableIndexes.map((index) => [index.name, sub<number, IndexKey>(`index:${index.name}`)])),
     leases: sub<number, string>('leases'),
     meta: sub<unknown, string>('meta'),
@@ -148,6 +146,7 @@ async function statOf(file: string) {
 async function openRoot(stateDir: string, file: string, options: OpenOptions): Promise<Databases | undefined> {
   const info = await statOf(file);
   if (info && !info.isFile()) throw new StateUnreadable(file, 'it is not a regular file', moveAsideRemedy(file));
+  await refuseEarlierFiles(stateDir);
   if (!info && !options.create) return undefined;
   if (!info) await mkdir(stateDir, { recursive: true, mode: 0o700 });
   await refuseFullDisk(stateDir, file);
@@ -177,9 +176,9 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
   const damage: DamageRecord = { listeners: new Set() };
   const dbs: Databases = { file, root, damage, ...subDatabases(root, file, damage) };
   try {
-    const schema = dbs.meta.get('schema');
-    // Absent or 1: an earlier layout, brought up to date by legacy.ts `upgradeLayout`.
-    if (schema === undefined || (typeof schema === 'number' && schema <= SCHEMA_VERSION)) return dbs;
+    const schema = dbs.meta.get('schema') ?? 1;
+    if (schema === SCHEMA_VERSION) return dbs;
+    if (typeof schema === 'number' && schema < SCHEMA_VERSION) throw earlierLayout(file, `layout ${schema}, this one reads ${SCHEMA_VERSION}`);
     throw new StateUnreadable(
       file,
       `it was written by a newer dm-dot (layout ${String(schema)}, this one reads ${SCHEMA_VERSION})`,
@@ -188,6 +187,32 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
   } catch (error) {
     await root.close().catch(() => undefined);
     throw error instanceof StateUnreadable ? error : unreadable(file, error);
+  }
+}
+
+/** The files of the layout before the database file, which dm-dot no longer imports (docs/operating.md). */
+const EARLIER_FILES = ['store.json', 'queue', 'dead-letter'];
+
+function earlierLayout(path: string, what: string): StateUnreadable {
+  return new StateUnreadable(
+    path,
+    `it was written by an earlier dm-dot (${what}), whose state this one no longer imports`,
+    `Let the dm-dot that wrote it deliver what it holds, then move it aside (mv '${path}' '${path}.earlier') and start again; ` +
+      'docs/operating.md, "Moving from an earlier layout", says what to carry over by hand',
+  );
+}
+
+async function refuseEarlierFiles(stateDir: string): Promise<void> {
+  for (const name of EARLIER_FILES) {
+    const path = join(stateDir, name);
+    // Any other failure to examine it is the directory's, and the open that follows names that.
+    if (
+      await lstat(path).then(
+        () => true,
+        () => false,
+      )
+    )
+      throw earlierLayout(path, 'the layout before dm-dot.lmdb');
   }
 }
 

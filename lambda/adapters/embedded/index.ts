@@ -5,16 +5,16 @@
  *
  * `openEmbeddedDatabase(stateDir, { role })`:
  * - `server`: claims the state directory (StateDirInUse when a live server owns it), puts jobs a
- *   dead owner's worker held back in the schedule, imports the earlier file layout and repairs
- *   queued records without a job (legacy.ts), and sweeps expired items; `report.lines` says what
- *   it did, for the caller to log.
- * - `operator`: claims and imports nothing, and throws StateDirInUse while a live server owns the
+ *   dead owner's worker held back in the schedule, and sweeps expired items; `report.lines` says
+ *   what it did, for the caller to log.
+ * - `operator`: claims nothing, and throws StateDirInUse while a live server owns the
  *   directory (go through that server); otherwise the database is the operator's, transactionally
  *   safe even if a server starts meanwhile (its worker polls for jobs written by other processes).
  *
- * A file that cannot be used throws StateUnreadable naming it. A server's open reads the whole
- * file in a child process first, so a damaged page is refused before anything is served; one met
- * later is thrown by the read that met it and kept (`damage()`, `onDamage`).
+ * A file that cannot be used throws StateUnreadable naming it, as does one of an earlier layout:
+ * none is imported (docs/operating.md says how to move on). A server's open reads the whole file
+ * in a child process first, so a damaged page is refused before anything is served; one met later
+ * is thrown by the read that met it and kept (`damage()`, `onDamage`).
  *
  * Deliberately not here: the delivery worker (lambda/local/worker.ts), settings, printing.
  */
@@ -24,7 +24,6 @@ import { systemClock, type Clock } from '../../ports';
 import { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
 import { closeDatabases, openDatabases, probeInChild, type Databases } from './environment';
 import { JobTable, sweepExpired } from './jobs';
-import { importLegacyLayout, legacyLayoutPresent, repairQueuedWithoutJobs, upgradeLayout, type RepairReport } from './legacy';
 import { EmbeddedOutbox } from './outbox';
 import { claimOwnership, ownerAlive, readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerClaim } from './ownership';
 import { LmdbTable } from './table';
@@ -37,10 +36,6 @@ export interface OpenReport {
   tookOverFrom?: OwnerSummary;
   /** Server: jobs a dead owner's worker held, due again now. */
   releasedLeases: number;
-  imported?: Awaited<ReturnType<typeof importLegacyLayout>>;
-  repaired?: RepairReport;
-  /** Operator: the earlier file layout is still there (a server imports it at its next start). */
-  legacyPending: boolean;
   lines: string[];
 }
 
@@ -52,7 +47,6 @@ export async function openEmbeddedDatabase(stateDir: string, options: { role: 's
   const db = new EmbeddedDatabase(dir, dbs, clock);
   const { report } = db;
   try {
-    await upgradeLayout(dbs);
     if (options.role === 'server') {
       const now = clock.now();
       const claimed = await claimOwnership(dbs, dir, now);
@@ -63,16 +57,10 @@ export async function openEmbeddedDatabase(stateDir: string, options: { role: 's
       }
       report.releasedLeases = await db.jobs.releaseLeases(now);
       if (report.releasedLeases > 0) report.lines.push(`${report.releasedLeases} delivery jobs that the previous server was attempting are due again`);
-      report.imported = await importLegacyLayout(dbs, dir, now);
-      if (report.imported) report.lines.push(report.imported.line);
-      report.repaired = await repairQueuedWithoutJobs(dbs, now);
-      if (report.repaired.line) report.lines.push(report.repaired.line);
       await sweepExpired(dbs, now);
     } else {
       const owner = readOwnerRecord(dbs);
       if (owner && (await ownerAlive(dir, owner))) throw new StateDirInUse(dir, summary(owner));
-      report.legacyPending = await legacyLayoutPresent(dir);
-      if (report.legacyPending) report.lines.push(`${dir} still holds the earlier file layout: start the server once to import it`);
     }
   } catch (error) {
     await db.close().catch(() => undefined);
@@ -97,7 +85,7 @@ export class EmbeddedDatabase {
   readonly store: TableStore;
   readonly outbox: EmbeddedOutbox;
   readonly jobs: JobTable;
-  readonly report: OpenReport = { releasedLeases: 0, legacyPending: false, lines: [] };
+  readonly report: OpenReport = { releasedLeases: 0, lines: [] };
   /** Server: its claim of the directory. */
   owned?: OwnerClaim;
   private readonly jobListeners = new Set<() => void>();

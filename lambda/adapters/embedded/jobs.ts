@@ -111,7 +111,7 @@ export class JobTable {
     const count = await write(this.dbs, () => {
       const letters = [...this.dbs.deadLetters.getRange()];
       for (const { key, value } of letters) {
-        if (!hasJobInTxn(this.dbs, key)) putJobInTxn(this.dbs, { ...value.job, redriven: true }, now, now);
+        if (this.dbs.jobIndex.get(key) === undefined) putJobInTxn(this.dbs, { ...value.job, redriven: true }, now, now);
         void this.dbs.deadLetters.remove(key);
       }
       return letters.length;
@@ -186,10 +186,6 @@ export function removeJobInTxn(dbs: Databases, eventId: string): JobRow | undefi
   void dbs.jobIndex.remove(eventId);
   if (row.leasedUntil !== undefined) void dbs.leases.remove(eventId);
   return row;
-}
-
-export function hasJobInTxn(dbs: Databases, eventId: string): boolean {
-  return dbs.jobIndex.get(eventId) !== undefined;
 }
 
 /**

@@ -221,8 +221,7 @@ export async function withLocalOperator<T>(
     if (!existsSync(join(stateDir, embedded.DATABASE_FILE))) {
       if (options.whenNothing) return options.whenNothing(stateDir);
       throw new OperationError(
-        `no database in ${stateDir} yet: start the server once with npm start (it creates one, importing an earlier layout if there is one), or ` +
-          'point DMDOT_STATE_DIR at its state directory',
+        `no database in ${stateDir} yet: start the server once with npm start (it creates one), or point DMDOT_STATE_DIR at its state directory`,
         'no_state',
       );
     }

@@ -251,7 +251,7 @@ describe('CLI-12: exit 1: the operation failed', () => {
     expect(r.code).toBe(1);
     expect(r.out).toBe('');
     expect(r.err).toBe(
-      `dm-dot events: no database in ${empty.dir}/state yet: start the server once with npm start (it creates one, importing an earlier layout if there is one), or point DMDOT_STATE_DIR at its state directory\n`,
+      `dm-dot events: no database in ${empty.dir}/state yet: start the server once with npm start (it creates one), or point DMDOT_STATE_DIR at its state directory\n`,
     );
   });
 

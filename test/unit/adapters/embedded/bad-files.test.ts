@@ -1,6 +1,6 @@
 /**
- * Bad files are loud: a database or legacy file that cannot be used makes the open throw
- * StateUnreadable naming that file, leaves the file as it was, and imports nothing. (LMDB itself
+ * Bad files are loud: a database file that cannot be used, or a file of an earlier layout, makes
+ * the open throw StateUnreadable naming that file, and leaves the file as it was. (LMDB itself
  * would crash the process on most of these, so each test is also proof that it did not.)
  */
 import { chmod, mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
@@ -169,83 +169,54 @@ describe('the database file', () => {
   });
 });
 
-describe('the earlier file layout', () => {
-  const job = (overrides: Record<string, unknown> = {}) =>
-    JSON.stringify({ job: { eventId: EVENT_ID, subscriptionId: 'sub_a', body: '{}' }, receives: 0, dueAt: T0, ...overrides });
-  const storeFile = () =>
-    JSON.stringify({
-      version: 1,
-      items: [
-        {
-          pk: `EVENT#${EVENT_ID}`,
-          ttl: Math.ceil((T0 + Limits.eventRecordMs) / 1000),
-          eventId: EVENT_ID,
-          status: 'queued',
-          subscriptionId: 'sub_a',
-          attempts: 0,
-          createdAt: T0,
-          expiresAt: T0 + Limits.eventRecordMs,
-        },
-      ],
-    });
+describe('LOCAL-20: an earlier layout is refused, named, and left as it was', () => {
+  it.each(['server', 'operator'] as const)('a database file of layout 1 (%s)', async (role) => {
+    const lmdbFile = () => open(file, { overlappingSync: false, noSubdir: true, maxDbs: 12 });
+    const env = lmdbFile();
+    await env.openDB('meta', { encoding: 'json' }).put('schema', 1);
+    await env.openDB('items', { encoding: 'json' }).put(`EVENT#${EVENT_ID}`, { eventId: EVENT_ID, status: 'queued' });
+    await env.openDB('queued', { encoding: 'json' }).put(`EVENT#${EVENT_ID}`, 1);
+    await env.close();
+    const error = await refusal(role);
+    expect(error.file).toBe(file);
+    expect(error.message).toMatch(/earlier dm-dot \(layout 1, this one reads 2\).*no longer imports.*"Moving from an earlier layout"/);
+    const again = lmdbFile();
+    expect(again.openDB('meta', { encoding: 'json' }).get('schema')).toBe(1);
+    expect(again.openDB('items', { encoding: 'json' }).get(`EVENT#${EVENT_ID}`)).toEqual({ eventId: EVENT_ID, status: 'queued' });
+    expect(again.openDB('queued', { encoding: 'json' }).get(`EVENT#${EVENT_ID}`)).toBe(1);
+    await again.close();
+  });
 
-  /** Nothing was imported, and every legacy file is still where it was. */
-  async function expectNothingImported(): Promise<void> {
-    const db = await openEmbeddedDatabase(dir, { role: 'operator' });
-    try {
-      await expect(db.store.getEvent(EVENT_ID, T0)).resolves.toBeUndefined();
-      await expect(db.jobs.counts()).resolves.toEqual({ queued: 0, deadLetters: 0 });
-      expect(db.report.legacyPending).toBe(true);
-    } finally {
-      await db.close();
+  it.each([
+    ['store.json', 'file'],
+    ['queue', 'directory'],
+    ['dead-letter', 'directory'],
+  ] as const)('the layout before the database file: %s, as a %s, beside a database or not', async (name, kind) => {
+    const path = join(dir, name);
+    const body = '{"version":1,"items":[]}';
+    if (kind === 'file') await writeFile(path, body);
+    else await mkdir(join(path, 'inner'), { recursive: true });
+    for (const withDatabase of [false, true]) {
+      if (withDatabase) {
+        await rm(path, { recursive: true });
+        await openEmbeddedDatabase(dir, { role: 'server' }).then((db) => db.close());
+        if (kind === 'file') await writeFile(path, body);
+        else await mkdir(join(path, 'inner'), { recursive: true });
+      }
+      for (const role of ['server', 'operator'] as const) {
+        const error = await refusal(role);
+        expect(error.file).toBe(path);
+        expect(error.message).toMatch(/layout before dm-dot\.lmdb.*no longer imports.*move it aside/);
+      }
+      // Nothing was created, moved or changed.
+      await expect(
+        stat(file).then(
+          () => true,
+          () => false,
+        ),
+      ).resolves.toBe(withDatabase);
+      if (kind === 'file') await expect(readFile(path, 'utf8')).resolves.toBe(body);
+      else expect((await stat(join(path, 'inner'))).isDirectory()).toBe(true);
     }
-  }
-
-  it('a store.json that does not parse is refused, named, and nothing is imported', async () => {
-    await writeFile(join(dir, 'store.json'), '{"version":1,"items":[{"pk":"SUBSCRIPTION"');
-    await mkdir(join(dir, 'queue'));
-    await writeFile(join(dir, 'queue', `${EVENT_ID}.json`), job());
-    const error = await refusal();
-    expect(error.file).toBe(join(dir, 'store.json'));
-    expect(error.message).toMatch(/not valid JSON.*nothing was/);
-    await expectNothingImported();
-    await expect(readFile(join(dir, 'store.json'), 'utf8')).resolves.toContain('"SUBSCRIPTION"');
-  });
-
-  it('an empty queued-job file is refused, named, and nothing is imported', async () => {
-    await writeFile(join(dir, 'store.json'), storeFile());
-    await mkdir(join(dir, 'queue'));
-    await writeFile(join(dir, 'queue', `${EVENT_ID}.json`), '');
-    const error = await refusal();
-    expect(error.file).toBe(join(dir, 'queue', `${EVENT_ID}.json`));
-    expect(error.message).toMatch(/it is empty/);
-    await expectNothingImported();
-  });
-
-  it('a truncated queued-job file is refused, named, and nothing is imported', async () => {
-    await writeFile(join(dir, 'store.json'), storeFile());
-    await mkdir(join(dir, 'queue'));
-    await writeFile(join(dir, 'queue', `${EVENT_ID}.json`), job().slice(0, 30));
-    const error = await refusal();
-    expect(error.file).toBe(join(dir, 'queue', `${EVENT_ID}.json`));
-    await expectNothingImported();
-  });
-
-  it('a job file whose job is of another event than its name is refused', async () => {
-    await mkdir(join(dir, 'queue'));
-    const other = 'evt_ffffffffffffffffffffffffffffffff';
-    await writeFile(join(dir, 'queue', `${other}.json`), job());
-    const error = await refusal();
-    expect(error.file).toBe(join(dir, 'queue', `${other}.json`));
-    expect(error.message).toMatch(/another event/);
-  });
-
-  it('a dead letter that does not parse is refused, named, and nothing is imported', async () => {
-    await writeFile(join(dir, 'store.json'), storeFile());
-    await mkdir(join(dir, 'dead-letter'));
-    await writeFile(join(dir, 'dead-letter', `${EVENT_ID}.json`), '{"job":');
-    const error = await refusal();
-    expect(error.file).toBe(join(dir, 'dead-letter', `${EVENT_ID}.json`));
-    await expectNothingImported();
   });
 });
