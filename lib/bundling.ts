@@ -81,7 +81,6 @@ export const AFTER_RESPONSE_NODE_OPTIONS = `--import=/var/task/${AFTER_RESPONSE_
 
 /** The one bundling description of every function; the MCP function passes its chunks (none for the others). */
 export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly LambdaChunk[] = []) {
-  /** Import path -> replacement (absolute path). */
   const alias: Readonly<Record<string, string>> = {
     [MCP_SDK_SHIMS]: path.join(root, MCP_SDK_SHIMS_REPLACEMENT),
     [AWS_CREDENTIAL_CHAIN]: path.join(root, AWS_CREDENTIAL_CHAIN_REPLACEMENT),
@@ -92,7 +91,6 @@ export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly Lambda
     format: 'cjs' as const,
     target: 'node24' as const,
     minify: true,
-    // Linked external source map: `index.js.map` next to `index.js`, found by `--enable-source-maps` when decoding locally.
     sourceMap: true,
     // Stack traces need the mappings only; the sources would triple the map's size.
     sourcesContent: false,

@@ -4,10 +4,8 @@
  * outputs the operator and the operator CLI (`dm-dot <command> --aws`) read. This file is wiring
  * only; each part is a construct of lib/constructs/ whose header says what it grants and why.
  *
- * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md, local runtime only), any secret
- * value (Secrets Manager generates the API key and holds pup's secrets; none appears in the
- * template), and multi-account concerns. The stack is environment-agnostic unless `protection` is
- * on: its web ACL must live in us-east-1, so lib/app.ts gives both stacks an explicit region.
+ * Deliberately not here: multi-account concerns, and any secret value (secrets.ts: none appears in
+ * the template).
  */
 import { CfnOutput, Fn, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';

@@ -9,8 +9,6 @@
  * an origin request policy, so the cache policy puts it (and the query string) in the cache key; with
  * every TTL at 0 except a 1-second ceiling nothing is kept, and CloudFront never caches a POST.
  *
- * What is logged: nothing here (the CFR3 acknowledgement below says why).
- *
  * The origin is the API's execute-api address, which stays reachable around the web ACL, unless the
  * locked origin is configured (custom-domain.ts): then CloudFront presents its client certificate.
  *

@@ -5,12 +5,8 @@
  * AlarmTopicArn) that every alarm notifies when it fires and when it clears, and the dashboard
  * (dashboard.ts). `alarmEmail` subscribes an address to the topic; anyone may subscribe more later.
  *
- * Each alarm fires on one breaching period (the reconciler's silence: three), no data not being a
- * breach except for that one. The MCP function counts its "unavailable" answers itself
- * (DependencyUnavailable, lambda/metrics.ts): ChatGPT's path answers them with HTTP 200 and the
- * error inside, which API Gateway's 5xx never sees.
- *
- * The alarms' names are what `dm-dot status --aws` reads (the stack output AlarmNames).
+ * The MCP function counts its "unavailable" answers itself (DependencyUnavailable, lambda/metrics.ts):
+ * ChatGPT's path answers them with HTTP 200 and the error inside, which API Gateway's 5xx never sees.
  *
  * Deliberately not here: metrics of its own (the functions write theirs, lambda/metrics.ts), alarms
  * on throttling (the dashboard shows them: a busy dot is not an outage), an encrypted topic
@@ -93,11 +89,10 @@ export class Observability extends Construct {
         metric,
         threshold,
         evaluationPeriods: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
         ...options,
-        comparisonOperator: options.comparisonOperator ?? cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: options.treatMissingData ?? cloudwatch.TreatMissingData.NOT_BREACHING,
       });
-      // An alarm's state and history live with it: the first deployments' alarms keep their IDs.
       if (firstDeployed) keepLogicalId(created, [alarmId, 'Resource']);
       return created;
     };
