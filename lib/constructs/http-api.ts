@@ -6,10 +6,9 @@
  * acknowledgement below says why). CORS is configured only when browser origins are allowed; the
  * handler refuses other origins itself.
  *
- * The OAuth discovery paths are routes too: an MCP client that gets a 401 looks for OAuth metadata
- * there (RFC 9728 protected resource metadata, RFC 8414 authorization server metadata, each with and
- * without the endpoint's path), and the function answers with a 404 that explains this server takes
- * an API key. Without the routes API Gateway itself would answer a bare `{"message":"Not Found"}`.
+ * The OAuth discovery paths an MCP client probes after a 401 (RFC 9728, RFC 8414) are routes too, so
+ * that the function answers them (a 404 saying this server takes an API key), not API Gateway with a
+ * bare `{"message":"Not Found"}`.
  *
  * Throttling: the stage's default applies to every route except `GET /healthz`, which is public and
  * gets its own, lower route throttle, so that anonymous health polling cannot spend the budget
@@ -59,13 +58,10 @@ export const HEALTHZ_ROUTE: RouteKey = 'GET /healthz';
 export const HEALTHZ_THROTTLE = { rateLimit: 1, burstLimit: 2 } as const;
 
 /**
- * One JSON object per request: field name -> the `$context` variable API Gateway writes there. API
- * Gateway writes a variable's text into the format as it is, without escaping, so a client text
- * holding `"` or `\` would break the JSON of its own log line: each variable is text API Gateway
- * produces itself, none of it sent by the client: ids, epoch times, numbers (or `-`), the source
- * address of the TCP connection (not X-Forwarded-For), the protocol, the matched route key (a key of
- * ROUTES), and API Gateway's own error message ("Not Found", "Too Many Requests" and the like).
- * Variables for HTTP API access logs: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html
+ * One JSON object per request: field name -> the `$context` variable API Gateway writes there
+ * (docs/deploying-aws.md, "Access logs"). API Gateway writes a variable's text as it is, without
+ * escaping, so a client text holding `"` or `\` would break the JSON of its own log line: each
+ * variable is text API Gateway produces itself (the IP is the TCP connection's, not X-Forwarded-For).
  *
  * Left out on purpose: `$context.identity.userAgent` and every header (client text), `$context.path`
  * and anything of the query string (the API key travels as `?key=` for ChatGPT connectors and must
