@@ -171,11 +171,9 @@ export class Observability extends Construct {
       ),
     ];
 
-    // The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later.
     const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dm-dot alarms', enforceSSL: true });
     this.alarmTopic = topic;
     keepLogicalId(topic, ['AlarmTopic', 'Resource']);
-    // OK actions too: the mail also says when it cleared.
     for (const a of this.alarms) {
       a.addAlarmAction(new SnsAction(topic));
       a.addOkAction(new SnsAction(topic));
