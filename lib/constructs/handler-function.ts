@@ -72,6 +72,7 @@ export class HandlerFunction extends Construct {
     const spec = lambdaBundle(BUNDLE_ROOT, props.chunks ?? []);
     this.function = new NodejsFunction(this, 'Function', {
       entry: path.join(BUNDLE_ROOT, props.entry),
+      handler: 'handler',
       projectRoot: BUNDLE_ROOT,
       depsLockFilePath: path.join(BUNDLE_ROOT, 'package-lock.json'),
       description: props.description,
