@@ -1,9 +1,7 @@
 #!/usr/bin/env node
 /**
- * CDK app entry: builds the stacks (lib/app.ts: the settings from context, the stack named after
- * `-c stage`, the us-east-1 edge stack with `-c protection=waf`) and registers the cdk-nag AWS
- * Solutions checks. A bad setting is one sentence on stderr, `dm-dot: …`, and exit 1: no stack
- * trace around it. Nothing else; see lib/ for what gets built and cdk.json for the defaults.
+ * CDK app entry: builds the stacks (lib/app.ts) and registers the cdk-nag AWS Solutions checks. A
+ * bad setting is one sentence on stderr, `dm-dot: …`, and exit 1: no stack trace around it.
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';

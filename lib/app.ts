@@ -2,8 +2,7 @@
  * The dm-dot app's stacks, built the same way by `cdk` (bin/dm-dot.ts) and by the template tests:
  * read the settings once, name the stack after the stage (`DmDot`, or `DmDot-<stage>` with
  * `-c stage=NAME`, so a dev and a prod stack live side by side and an existing `DmDot` is never
- * replaced), and with `-c protection=waf` add the companion stack `<stack>-Edge` in us-east-1 that
- * holds the web ACL (AWS accepts CLOUDFRONT-scope web ACLs only there).
+ * replaced), and with `-c protection=waf` add the companion stack `<stack>-Edge` (edge-acl.ts).
  *
  * The main stack reads the web ACL's ARN across regions with `Fn::GetStackOutput` (cdk.json makes
  * cross-stack references weak, so there is no export lock and no custom resource); that needs both

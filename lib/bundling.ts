@@ -3,26 +3,13 @@
  * into `NodejsFunction` bundling options and that the bench and the bundle test turn into esbuild
  * API options, so what is measured and asserted is what the stack deploys, not a look-alike.
  *
- * What each choice buys (docs/performance.md has the measured figures):
- * - Source maps are written next to `index.js` (linked, without sources) but never loaded at run
- *   time: no `NODE_OPTIONS=--enable-source-maps`. With that flag the first request of every cold
- *   start parsed the whole map (about 40% of the cold start: the MCP SDK formats an error stack
- *   while reading a request body); stack traces are decoded offline (test/tools/decode-stack.mjs).
- * - `mainFields: ['module', 'main']`: the AWS SDK's ES builds, which esbuild can tree-shake (its
- *   CommonJS builds cannot be).
- * - The MCP SDK's runtime shim module is aliased to lambda/mcp/sdk-shims.ts, which picks the SDK's
- *   own lighter JSON Schema validator (`@modelcontextprotocol/server/validators/cf-worker`, the one
- *   the SDK itself selects on edge runtimes) instead of ajv. dm-dot never validates JSON Schema at
- *   run time (no elicitation, no `fromJsonSchema`); the alias only keeps ajv's code out of the
- *   bundle. The SDK is pinned to an exact version in package.json, and test/build/bundles.test.ts
- *   fails if the alias stops matching the SDK's shim or ajv comes back.
- * - The AWS SDK's default credential chain is aliased to lambda/handlers/env-credentials.ts, the
- *   environment only, which is where Lambda puts the execution role's credentials. The clients
- *   import the chain statically, so only an alias keeps its SSO, INI, process, web identity and
- *   metadata providers (and their STS and SSO clients) out of the bundles.
- * - The MCP function's chunks are files of their own beside `index.js`, each one more esbuild entry
- *   with the same options, so it is tree-shaken like `index.js` (a lazily evaluated part of one
- *   bundle is not: esbuild keeps every export of a package barrel it has to initialise lazily).
+ * Each choice and what it buys is in docs/performance.md ("What each change is"): source maps
+ * written beside `index.js` but never loaded at run time (no `NODE_OPTIONS=--enable-source-maps`;
+ * test/tools/decode-stack.mjs decodes stack traces offline), the AWS SDK's ES builds, which esbuild
+ * can tree-shake (`mainFields`), two aliases that keep code out of the bundles (ajv, through the MCP
+ * SDK's runtime shim module; the default credential chain's providers other than the environment,
+ * where Lambda puts the execution role's credentials), and the MCP function's chunks, each one more
+ * esbuild entry with the same options, so it is tree-shaken like `index.js`.
  *
  * Deliberately not here: anything of CDK (this module is imported by the bench and by tests, which
  * must not load aws-cdk-lib), the asset's other copied files (handler-function.ts writes them), and
@@ -81,7 +68,6 @@ export const AFTER_RESPONSE_NODE_OPTIONS = `--import=/var/task/${AFTER_RESPONSE_
 
 /** The one bundling description of every function; the MCP function passes its chunks (none for the others). */
 export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly LambdaChunk[] = []) {
-  /** Import path -> replacement (absolute path). */
   const alias: Readonly<Record<string, string>> = {
     [MCP_SDK_SHIMS]: path.join(root, MCP_SDK_SHIMS_REPLACEMENT),
     [AWS_CREDENTIAL_CHAIN]: path.join(root, AWS_CREDENTIAL_CHAIN_REPLACEMENT),
@@ -92,7 +78,6 @@ export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly Lambda
     format: 'cjs' as const,
     target: 'node24' as const,
     minify: true,
-    // Linked external source map: `index.js.map` next to `index.js`, found by `--enable-source-maps` when decoding locally.
     sourceMap: true,
     // Stack traces need the mappings only; the sources would triple the map's size.
     sourcesContent: false,

@@ -4,10 +4,8 @@
  * outputs the operator and the operator CLI (`dm-dot <command> --aws`) read. This file is wiring
  * only; each part is a construct of lib/constructs/ whose header says what it grants and why.
  *
- * Deliberately not here: `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md, local runtime only), any secret
- * value (Secrets Manager generates the API key and holds pup's secrets; none appears in the
- * template), and multi-account concerns. The stack is environment-agnostic unless `protection` is
- * on: its web ACL must live in us-east-1, so lib/app.ts gives both stacks an explicit region.
+ * Deliberately not here: multi-account concerns, and any secret value (secrets.ts: none appears in
+ * the template).
  */
 import { CfnOutput, Fn, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
@@ -45,17 +43,15 @@ export class DmDotStack extends Stack {
     const reconciler = new Reconciler(this, 'Reconciler', { storage, delivery: this.delivery, settings });
     this.mcp = new McpFunction(this, 'Mcp', { storage, delivery: this.delivery, secrets, settings });
     const http = new McpHttpApi(this, 'Http', { handler: this.mcp.function, settings });
-    // Where the operator points the custom domain, and the locked origin's name (the outputs below).
+    // Where the operator points the custom domain (the outputs below).
     let domainTarget: string | undefined;
-    let originTarget: string | undefined;
+    const locked = settings.protection?.lockedOrigin;
+    const origin = locked && new ApiCustomDomain(this, 'Origin', { http, domain: locked, certificateSetting: 'originCertificateArn' });
     if (settings.protection) {
       if (props.webAclArn === undefined) throw new Error('protection is set but no web ACL was given (lib/app.ts creates the edge stack)');
-      const locked = settings.protection.lockedOrigin;
-      const origin = locked && new ApiCustomDomain(this, 'Origin', { http, domain: locked, certificateSetting: 'originCertificateArn' });
       this.edge = new EdgeDistribution(this, 'Edge', { api: http.api, webAclArn: props.webAclArn, customDomain: settings.customDomain, lockedOrigin: locked });
       // CloudFront connects only after the domain exists and maps the stage.
       if (origin) this.edge.node.addDependency(origin);
-      originTarget = origin?.domainName.regionalDomainName;
       domainTarget = this.edge.distribution.domainName;
     } else if (settings.customDomain) {
       domainTarget = new ApiCustomDomain(this, 'Domain', { http, domain: settings.customDomain }).domainName.regionalDomainName;
@@ -82,10 +78,10 @@ export class DmDotStack extends Stack {
     const mcpUrl = host ? `https://${host}/mcp` : `${http.api.apiEndpoint}/mcp`;
     output('McpEndpoint', 'MCP endpoint (no key in it): ChatGPT connects with the API key added as the query parameter "key"', mcpUrl);
     if (domain && domainTarget) output('CustomDomainTarget', `Point ${domain.domainName} here (CNAME or alias record)`, domainTarget);
-    const locked = settings.protection?.lockedOrigin;
-    if (locked && originTarget) {
+    if (locked && origin) {
       // A description must be literal text: the name as configured, not the resource's Ref.
-      output('OriginDomainTarget', `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`, originTarget);
+      const description = `Point ${locked.domainName} here (CNAME or alias record): CloudFront's origin, mutual TLS only`;
+      output('OriginDomainTarget', description, origin.domainName.regionalDomainName);
     }
     output('ApiKeySecretArn', 'Secrets Manager secret that holds the API key', apiKey.secretArn);
     const getApiKey = `aws secretsmanager get-secret-value --secret-id ${apiKey.secretArn} --query SecretString --output text --region ${this.region}`;

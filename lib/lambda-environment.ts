@@ -1,10 +1,8 @@
 /**
- * Lambda refuses a function whose environment variables take more than 4 KB ("Function environment
- * variables: 4 KB, for all environment variables associated with the function, in aggregate", its
- * quotas page, linked from docs/deploying-aws.md), measured as the variables serialized as one
- * compact JSON object, names, quotes, escapes and commas included (its refusal quotes that very
- * string). A deploy would fail half-way with that error; this check fails `cdk synth` instead,
- * naming the context key that made the environment too big.
+ * Lambda refuses a function whose environment variables take more than 4 KB in aggregate (its quotas
+ * page, linked from docs/deploying-aws.md), measured as the variables serialized as one compact JSON
+ * object (its refusal quotes that very string). A deploy would fail half-way with that error; this
+ * check fails `cdk synth` instead, naming the context key that made the environment too big.
  *
  * Only the MCP function runs it: `allowedOrigins` is the one setting a user can make as long as
  * they like. Every other value is bounded by the stack's code: references, at most 20 retry delays,
@@ -48,11 +46,10 @@ export function environmentBytes(environment: Readonly<Record<string, string>>):
 export function assertEnvironmentFits(functionName: string, environment: Readonly<Record<string, string>>, sources: Readonly<Record<string, string>>): number {
   const total = environmentBytes(environment);
   if (total <= LAMBDA_ENVIRONMENT_MAX_BYTES) return total;
-  const culprits = Object.entries(sources)
+  const [largest] = Object.entries(sources)
     .filter(([name]) => environment[name] !== undefined)
     .map(([name, key]) => ({ name, key, bytes: environmentBytes({ [name]: environment[name] as string }) - 2 }))
     .sort((a, b) => b.bytes - a.bytes);
-  const largest = culprits[0];
   const hint = largest ? `context ${largest.key} (${largest.name}) takes ${largest.bytes} bytes of it; make it shorter` : 'no single setting is to blame';
   throw new SettingsError(
     `${functionName} function: its environment variables measure ${total} bytes as Lambda counts them (compact JSON, ` +

@@ -3,11 +3,10 @@
  * and validated once, so a typo fails `cdk synth` with one clear line instead of a broken deploy.
  *
  * Every value goes through the parsers of lambda/config/fields.ts, named `context <key>` in their
- * messages. This module only adds what exists for CDK alone: reading the context, the documented
- * defaults (DEFAULTS: `cdk.json` repeats them and a test keeps the two in step, and the defaults in
- * step with the functions' own), the log retention values CloudWatch knows, and SQS's range for an
- * event source's concurrency. Values from `-c` arrive as strings, values from `cdk.json` may be
- * numbers: both are accepted. An empty value means the default.
+ * messages; this module adds what exists for CDK alone: the context, its documented defaults, the
+ * ranges AWS gives the stack's resources, and how the exposure settings combine. Values from `-c`
+ * arrive as strings, values from `cdk.json` may be numbers: both are accepted. An empty value means
+ * the default.
  *
  * Deliberately not here: anything that must never be configurable on AWS, such as
  * `DMDOT_ALLOW_LOOPBACK_CALLBACKS` (docs/contract/outbound-guard.md: the stack never sets it), and the API key (generated
@@ -42,7 +41,7 @@ export const CLOUDFRONT_REGION = 'us-east-1';
 /** The evaluation windows AWS WAF's rate-based rules accept. */
 const WAF_RATE_WINDOWS_S = [60, 120, 300, 600];
 
-/** Context keys and their defaults, exactly as they appear in `cdk.json`. */
+/** Context keys and their defaults, exactly as they appear in `cdk.json` (a test keeps the two in step, and these in step with the functions' own). */
 export const DEFAULTS = {
   retryDelays: '1,4,30,120,600',
   deliveryWaitMs: 3000,
@@ -166,10 +165,7 @@ function readExposure(node: Node) {
   };
 }
 
-/**
- * The locked origin (custom-domain.ts): the four origin settings, all or none, each through its
- * parser; the client certificate CloudFront presents is in ACM in us-east-1.
- */
+/** The locked origin (custom-domain.ts): the four origin settings, all or none. */
 function readLockedOrigin(node: Node) {
   const domainName = field.dnsName(raw(node, 'originDomainName'), named('originDomainName'));
   const certificate = field.certificateArn(raw(node, 'originCertificateArn'), named('originCertificateArn'));
@@ -212,8 +208,7 @@ export function readSettings(node: Node) {
     logRetention: logRetentionDays as RetentionDays,
     throttleRateLimit: integer(node, 'throttleRateLimit', 1, 10_000),
     throttleBurstLimit: integer(node, 'throttleBurstLimit', 1, 5_000),
-    // What an SQS event source accepts as `MaximumConcurrency` (ScalingConfig: minimum 2, maximum
-    // 1000, https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html).
+    // The range of an SQS event source's `MaximumConcurrency` (Lambda's ScalingConfig).
     deliveryMaxConcurrency: integer(node, 'deliveryMaxConcurrency', 2, 1000),
     ...(pupManifest === undefined ? {} : { pupManifest }),
     ...readExposure(node),

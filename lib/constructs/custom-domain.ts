@@ -9,8 +9,7 @@
  * rule that refuses a deploy in any other region before anything is created, and synth refuses it
  * already when the stack's region is known.
  *
- * The same construct is the locked origin of `protection=waf` (`-c originDomainName=…
- * -c originCertificateArn=… -c originTruststoreUri=… -c originClientCertificateArn=…`): then the
+ * The same construct is the locked origin of `protection=waf` (the four `origin…` settings): then the
  * domain requires mutual TLS against the operator's trust store, so only a client holding a
  * certificate that CA issued (CloudFront, presenting the one imported for it) completes the TLS
  * handshake, before API Gateway routes or throttles anything, and the execute-api address is off

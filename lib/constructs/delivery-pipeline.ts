@@ -1,8 +1,7 @@
 /**
- * The delivery pipeline (docs/contract/delivery.md): the SQS delivery queue the MCP function enqueues into,
- * its dead-letter queue (14 days), and the delivery function that consumes the queue (batches of
- * 10, partial batch failures reported, a capped number of instances at once), signs each event and
- * posts it to the dot. Sizes follow from one another (DeliverySizing and the functions below).
+ * The delivery pipeline (docs/contract/delivery.md): the SQS delivery queue the MCP function enqueues
+ * into, its dead-letter queue, and the delivery function that consumes the queue, signs each event
+ * and posts it to the dot. Sizes follow from one another (DeliverySizing and the functions below).
  *
  * The delivery function may read, update and delete the `SUBSCRIPTION` item (a 410 ends the
  * subscription) and read and update `EVENT#` items, nothing else of the table (`dynamodb:LeadingKeys`);
@@ -39,14 +38,7 @@ export const DeliverySizing = {
   deadLetterRetention: Duration.days(Limits.deadLetterRetentionDays),
 } as const;
 
-/**
- * SQS's own redrive (maxReceiveCount) sits RECEIVE_LIMIT_AWS_MARGIN receives above the receive on
- * which the worker dead-letters a message itself, with a reason (both from lambda/core/delivery.ts).
- * Receives that never reach the handler (throttled invocations, a crash before it runs) still count,
- * and AWS recommends a maxReceiveCount of at least 5 so that throttling alone does not move messages
- * to the dead-letter queue
- * (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html, "maxReceiveCount").
- */
+/** SQS's own redrive (maxReceiveCount): RECEIVE_LIMIT_AWS_MARGIN receives above the worker's own dead-lettering (lambda/core/delivery.ts says why). */
 export function redriveMaxReceiveCount(retryDelaysS: readonly number[]): number {
   return receiveLimit(retryDelaysS) + RECEIVE_LIMIT_AWS_MARGIN;
 }
@@ -126,8 +118,6 @@ export class DeliveryPipeline extends Construct {
 
     // The function's parts were first created at `Delivery/…` directly under the stack, and its event
     // source mapping was named after the queue's path then (`SqsEventSource:<stack>DeliveryQueue…`).
-    // Same IDs, no replacement: Lambda refuses a second mapping of the same queue to the same function,
-    // so a mapping must never be replaced while its function is kept.
     const { worker } = this;
     keepLogicalId(worker.logGroup, ['Delivery', 'Logs', 'Resource']);
     keepLogicalId(worker.role, ['Delivery', 'Role', 'Resource']);

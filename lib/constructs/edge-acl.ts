@@ -3,11 +3,9 @@
  * CLOUDFRONT, which AWS accepts in us-east-1 only, so it lives in a companion stack of its own
  * (`<stack>-Edge`) and the main stack's CloudFront distribution names it by ARN.
  *
- * One rule: a rate-based rule aggregating on the client IP (the address CloudFront's viewer
- * connection came from; no forwarded header is trusted, a client could write any), blocking with
- * `429` and `Retry-After` once an address passes its limit within the window. A blocked request ends
- * at the edge: it never reaches API Gateway, so it spends nothing of the stage throttle ChatGPT's
- * calls draw from.
+ * One rate-based rule on the client IP (the address CloudFront's viewer connection came from; no
+ * forwarded header is trusted, a client could write any). A blocked request ends at the edge: it
+ * never reaches API Gateway, so it spends nothing of the stage throttle ChatGPT's calls draw from.
  *
  * Logs keep no key: the WAF log redacts the query string (the connector's `?key=`) and the
  * `Authorization` header (a Bearer key), and sampled requests are off, because a sample shows the
@@ -36,7 +34,6 @@ export interface EdgeStackProps extends StackProps {
   readonly name: string;
 }
 
-/** The companion stack in us-east-1 that holds the web ACL; the main stack reads its ARN. */
 export class EdgeStack extends Stack {
   readonly webAcl: wafv2.CfnWebACL;
 

@@ -3,13 +3,9 @@
  * per-client limit is on. The web ACL (edge-acl.ts) is attached here, so every request meets the
  * rate-based rule at the edge before API Gateway, its stage throttle and the MCP function see it.
  *
- * What reaches the origin: every method, the whole query string (the connector's `?key=` must reach
- * the function) and every viewer header but `Host` (API Gateway routes by its own host name), through
- * the managed origin request policy AllViewerExceptHostHeader. CloudFront refuses `Authorization` in
- * an origin request policy, so the cache policy puts it (and the query string) in the cache key; with
- * every TTL at 0 except a 1-second ceiling nothing is kept, and CloudFront never caches a POST.
- *
- * What is logged: nothing here (the CFR3 acknowledgement below says why).
+ * What reaches the origin: every method, the query string (the connector's `?key=`) and every viewer
+ * header but `Host` (API Gateway routes by its own host name). CloudFront refuses `Authorization` in
+ * an origin request policy, so the cache policy carries it, and caches nothing.
  *
  * The origin is the API's execute-api address, which stays reachable around the web ACL, unless the
  * locked origin is configured (custom-domain.ts): then CloudFront presents its client certificate.

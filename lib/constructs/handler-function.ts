@@ -27,9 +27,6 @@ import { Construct } from 'constructs';
 import * as path from 'node:path';
 import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildCommand, lambdaBundle, shellQuote, type LambdaChunk } from '../bundling';
 
-/** BUNDLE_ROOT: bundling resolves entries, the lock file and tsconfig from here. */
-export const PROJECT_ROOT = BUNDLE_ROOT;
-
 export interface HandlerFunctionProps extends Required<Pick<NodejsFunctionProps, 'description' | 'memorySize' | 'timeout' | 'environment'>> {
   /** Entry file, relative to the repository root (for example `lambda/handlers/mcp.ts`). */
   readonly entry: string;
@@ -46,7 +43,7 @@ export interface HandlerFunctionProps extends Required<Pick<NodejsFunctionProps,
  * its absolute path (local bundling, the way this project builds: esbuild is a dev dependency).
  */
 export function copyIntoAssetCommand(source: string, name: string, inputDir: string, outputDir: string): string {
-  const relative = path.relative(PROJECT_ROOT, source);
+  const relative = path.relative(BUNDLE_ROOT, source);
   const inside = relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
   const from = inside ? path.posix.join(inputDir, ...relative.split(path.sep)) : source;
   return `cp ${shellQuote(from)} ${shellQuote(path.posix.join(outputDir, name))}`;
@@ -72,12 +69,12 @@ export class HandlerFunction extends Construct {
     });
     this.logGroup.grantWrite(this.role);
 
-    const spec = lambdaBundle(PROJECT_ROOT, props.chunks ?? []);
+    const spec = lambdaBundle(BUNDLE_ROOT, props.chunks ?? []);
     this.function = new NodejsFunction(this, 'Function', {
-      entry: path.join(PROJECT_ROOT, props.entry),
+      entry: path.join(BUNDLE_ROOT, props.entry),
       handler: 'handler',
-      projectRoot: PROJECT_ROOT,
-      depsLockFilePath: path.join(PROJECT_ROOT, 'package-lock.json'),
+      projectRoot: BUNDLE_ROOT,
+      depsLockFilePath: path.join(BUNDLE_ROOT, 'package-lock.json'),
       description: props.description,
       runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
@@ -96,9 +93,7 @@ export class HandlerFunction extends Construct {
         mainFields: [...spec.mainFields],
         // `--alias:from=to`, once per alias (CDK repeats a key given an array).
         esbuildArgs: { '--alias': Object.entries(spec.alias).map(([from, to]) => `${from}=${to}`) },
-        // Bundle the SDK at the locked versions instead of relying on the runtime's copy.
         bundleAwsSDK: true,
-        // A chunk's import path stays a require() in index.js; the afterBundling hook builds its file.
         externalModules: spec.chunks.map((chunk) => chunk.importPath),
         logLevel: LogLevel.WARNING,
         commandHooks: {

@@ -2,21 +2,17 @@
  * The public HTTP surface (docs/contract/http.md, docs/contract/pup.md): an API Gateway HTTP API whose routes all go to the MCP
  * function with payload format 2.0, one throttled `$default` stage, and JSON access logs.
  *
- * Access logs hold only what API Gateway produces itself (ACCESS_LOG_FIELDS says what and why).
- *
  * Authentication is the handler's job, so the routes carry no API Gateway authorizer (the APIG4
  * acknowledgement below says why). CORS is configured only when browser origins are allowed; the
  * handler refuses other origins itself.
  *
- * The OAuth discovery paths are routes too: an MCP client that gets a 401 looks for OAuth metadata
- * there (RFC 9728 protected resource metadata, RFC 8414 authorization server metadata, each with and
- * without the endpoint's path), and the function answers with a 404 that explains this server takes
- * an API key. Without the routes API Gateway itself would answer a bare `{"message":"Not Found"}`.
+ * The OAuth discovery paths an MCP client probes after a 401 (RFC 9728, RFC 8414) are routes too, so
+ * that the function answers them (a 404 saying this server takes an API key), not API Gateway with a
+ * bare `{"message":"Not Found"}`.
  *
  * Throttling: the stage's default applies to every route except `GET /healthz`, which is public and
- * gets its own, lower route throttle (HTTP API route settings,
- * https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-throttling.html), so that
- * anonymous health polling cannot spend the budget ChatGPT's calls draw from.
+ * gets its own, lower route throttle, so that anonymous health polling cannot spend the budget
+ * ChatGPT's calls draw from.
  *
  * Deliberately not here: custom domains (custom-domain.ts) and AWS WAF. WAF cannot be attached to
  * an HTTP API (it protects REST APIs, CloudFront, ALB and others); `-c protection=waf` puts CloudFront
@@ -62,13 +58,10 @@ export const HEALTHZ_ROUTE: RouteKey = 'GET /healthz';
 export const HEALTHZ_THROTTLE = { rateLimit: 1, burstLimit: 2 } as const;
 
 /**
- * One JSON object per request: field name -> the `$context` variable API Gateway writes there. API
- * Gateway writes a variable's text into the format as it is, without escaping, so a client text
- * holding `"` or `\` would break the JSON of its own log line: each variable is text API Gateway
- * produces itself, none of it sent by the client: ids, epoch times, numbers (or `-`), the source
- * address of the TCP connection (not X-Forwarded-For), the protocol, the matched route key (a key of
- * ROUTES), and API Gateway's own error message ("Not Found", "Too Many Requests" and the like).
- * Variables for HTTP API access logs: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html
+ * One JSON object per request: field name -> the `$context` variable API Gateway writes there
+ * (docs/deploying-aws.md, "Access logs"). API Gateway writes a variable's text as it is, without
+ * escaping, so a client text holding `"` or `\` would break the JSON of its own log line: each
+ * variable is text API Gateway produces itself (the IP is the TCP connection's, not X-Forwarded-For).
  *
  * Left out on purpose: `$context.identity.userAgent` and every header (client text), `$context.path`
  * and anything of the query string (the API key travels as `?key=` for ChatGPT connectors and must
@@ -88,8 +81,6 @@ export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
   integrationLatency: '$context.integrationLatency',
   errorMessage: '$context.error.message',
 };
-/** The variables the access log lines hold. */
-export const ACCESS_LOG_VARIABLES = Object.values(ACCESS_LOG_FIELDS);
 
 export interface McpHttpApiProps {
   readonly handler: IFunction;
@@ -107,8 +98,7 @@ export class McpHttpApi extends Construct {
     this.api = new HttpApi(this, 'Api', {
       description: 'dm-dot: MCP endpoint and message API',
       createDefaultStage: false,
-      // `-c disableDefaultEndpoint=true`: only a custom domain reaches the API. The locked origin
-      // exists to leave CloudFront the only way in: the execute-api address goes with it too.
+      // Only a custom domain reaches the API; the locked origin leaves CloudFront the only way in (custom-domain.ts).
       ...(props.settings.disableDefaultEndpoint || props.settings.protection?.lockedOrigin ? { disableExecuteApiEndpoint: true } : {}),
       corsPreflight:
         allowedOrigins.length === 0
@@ -149,8 +139,7 @@ export class McpHttpApi extends Construct {
       // API Gateway refuses route settings for a route key that does not exist yet ("Unable to find Route by key ...").
       if (routeKey === HEALTHZ_ROUTE && route) this.stage.node.addDependency(route);
     }
-    // HttpStage has no route settings of its own, and the L1 property is raw JSON: CloudFormation's
-    // spelling (RouteSettings: route key -> ThrottlingRateLimit / ThrottlingBurstLimit). A route's
+    // HttpStage has no route settings of its own: the L1 property, in CloudFormation's spelling. A route's
     // settings replace the stage defaults for that route, so both limits are given; never above the
     // stage's own, a route throttle here is meant to be the lower one.
     (this.stage.node.defaultChild as CfnStage).routeSettings = {

@@ -19,9 +19,8 @@
  * - the delivery function's event source mapping (Lambda refuses a second mapping of the same queue
  *   to the same function).
  *
- * The MCP function and the HTTP API kept their construct ids and paths (`Mcp`, `Http`). The old IDs
- * are computed with CDK's own rule from the path each resource had (`Names.nodeUniqueId` over a
- * detached probe path), so the code names paths rather than hashes; the stack tests pin the IDs.
+ * The MCP function and the HTTP API kept their construct ids and paths (`Mcp`, `Http`). The code
+ * names each old path, not its hash (logicalIdAt applies CDK's own rule); the stack tests pin the IDs.
  *
  * Deliberately not here: a general renaming scheme (`Stack.allocateLogicalId`): resources added
  * since get the IDs CDK gives them, and only what existed before is pinned, each where it is created.

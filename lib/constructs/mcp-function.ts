@@ -4,17 +4,14 @@
  * first attempt inline; it serves pup's routes and the manifest.
  *
  * Its environment is the contract of lambda/config/settings.ts `mcpLambdaSettings`, checked against
- * Lambda's 4 KB limit (lib/lambda-environment.ts). The pup manifest is known at synth, so it travels
- * inside the code asset as `pup-manifest.json` and the environment only names it
- * (`PUP_MANIFEST_FILE`, relative to the task root); with none configured, neither exists and the
- * function serves its default manifest.
+ * Lambda's 4 KB limit (lib/lambda-environment.ts). The pup manifest travels in the code asset
+ * (handler-function.ts) and the environment only names it; with none configured, neither exists and
+ * the function serves its default manifest.
  *
- * Grants: every item action on the table but Scan and Query. It touches every kind of item the
- * table holds (SUBSCRIPTION, EVENT#, VERIFIED#, REPLAY#, ANSWER#: lambda/core/store/items.ts), so a
- * `dynamodb:LeadingKeys` list would name the whole key space: it would deny nothing today and would
- * turn the next kind of item into a failure that shows only on AWS. Also the table key through
- * DynamoDB, SendMessage on the delivery queue (nothing on the dead-letter queue) and read access to
- * the API key and pup's signing secrets.
+ * Grants: every item action on the table but Scan and Query, on any item. It touches every kind of
+ * item the table holds (lambda/core/store/items.ts), so a `dynamodb:LeadingKeys` list would name the
+ * whole key space: it would deny nothing today and would turn the next kind of item into a failure
+ * that shows only on AWS. Nothing on the dead-letter queue.
  *
  * It extends HandlerFunction rather than wrapping one, so that its resources keep the paths, and
  * the logical IDs, the first deployments gave them (`Mcp/Function`, `Mcp/Role`, `Mcp/Logs`).
@@ -68,11 +65,8 @@ export class McpFunction extends HandlerFunction {
       ...(settings.eventsProfile !== 'chatgpt' ? { DMDOT_EVENTS_PROFILE: settings.eventsProfile } : {}),
       ...(settings.inbox ? { DMDOT_INBOX: '1' } : {}),
     };
-    // HandlerFunction adds nothing to it (source maps are not loaded at run time).
-    const environmentBytes = assertEnvironmentFits('MCP', environment, {
-      DMDOT_ALLOWED_ORIGINS: 'allowedOrigins',
-      DMDOT_RETRY_DELAYS: 'retryDelays',
-    });
+    // HandlerFunction adds nothing to it (source maps are not loaded at run time). Only allowedOrigins can make it too big.
+    const environmentBytes = assertEnvironmentFits('MCP', environment, { DMDOT_ALLOWED_ORIGINS: 'allowedOrigins' });
     super(scope, id, {
       entry: 'lambda/handlers/mcp.ts',
       description: 'dm-dot: MCP endpoint, send_to_dot and MCP Events subscriptions',

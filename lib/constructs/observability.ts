@@ -5,12 +5,8 @@
  * AlarmTopicArn) that every alarm notifies when it fires and when it clears, and the dashboard
  * (dashboard.ts). `alarmEmail` subscribes an address to the topic; anyone may subscribe more later.
  *
- * Each alarm fires on one breaching period (the reconciler's silence: three), no data not being a
- * breach except for that one. The MCP function counts its "unavailable" answers itself
- * (DependencyUnavailable, lambda/metrics.ts): ChatGPT's path answers them with HTTP 200 and the
- * error inside, which API Gateway's 5xx never sees.
- *
- * The alarms' names are what `dm-dot status --aws` reads (the stack output AlarmNames).
+ * The MCP function counts its "unavailable" answers itself (DependencyUnavailable, lambda/metrics.ts):
+ * ChatGPT's path answers them with HTTP 200 and the error inside, which API Gateway's 5xx never sees.
  *
  * Deliberately not here: metrics of its own (the functions write theirs, lambda/metrics.ts), alarms
  * on throttling (the dashboard shows them: a busy dot is not an outage), an encrypted topic
@@ -46,11 +42,10 @@ const RECONCILER_PERIOD = Duration.millis(Budgets.reconcileEveryMs);
 export const RECONCILER_SILENT_PERIODS = 3;
 
 /**
- * The longest a job waits in the delivery queue when everything works: the whole retry schedule,
- * plus one visibility timeout (a crashed or timed-out worker's receive hides the job that long)
- * and one function timeout per attempt (each attempt holds the job while it runs). Older than
- * this, nothing is taking jobs off the queue (a disabled or failing event source, a throttled
- * function): the delivery queue's age alarm fires. Whole seconds.
+ * DeliveryQueueAgeAlarm's threshold, whole seconds: the longest a job waits in the delivery queue
+ * when everything works, the retry schedule plus one visibility timeout (a crashed or timed-out
+ * worker's receive hides the job that long) and one function timeout per attempt (each attempt
+ * holds the job while it runs).
  */
 export function queueAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
   const scheduleS = retryDelaysS.reduce((sum, d) => sum + d, 0);
@@ -59,11 +54,9 @@ export function queueAgeAlarmThresholdS(retryDelaysS: readonly number[]): number
 }
 
 /**
- * The dead-letter queue's age alarm fires this long after the oldest dead letter arrived: two days
- * before the queue's 14-day retention deletes it, and earlier still by the longest a job can spend
- * in the delivery queue before SQS's own redrive moves it (a job SQS moves keeps its first enqueue
- * time, from which its retention counts, while the metric counts from its arrival in the
- * dead-letter queue): the schedule plus maxReceiveCount visibility timeouts. Whole seconds.
+ * DeadLetterAgeAlarm's threshold, whole seconds: two days before the dead-letter queue's retention
+ * ends, less the longest a job can spend in the delivery queue before SQS's own redrive moves it
+ * (such a job keeps its first enqueue time, from which its retention counts).
  */
 export function deadLetterAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
   const retentionS = DeliverySizing.deadLetterRetention.toSeconds();
@@ -97,7 +90,6 @@ export class Observability extends Construct {
         comparisonOperator: options.comparisonOperator ?? cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: options.treatMissingData ?? cloudwatch.TreatMissingData.NOT_BREACHING,
       });
-      // An alarm's state and history live with it: the first deployments' alarms keep their IDs.
       if (firstDeployed) keepLogicalId(created, [alarmId, 'Resource']);
       return created;
     };
@@ -179,11 +171,9 @@ export class Observability extends Construct {
       ),
     ];
 
-    // The topic every alarm notifies, in every deploy: without a subscriber yet, it is where one subscribes later.
     const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dm-dot alarms', enforceSSL: true });
     this.alarmTopic = topic;
     keepLogicalId(topic, ['AlarmTopic', 'Resource']);
-    // OK actions too: the mail also says when it cleared.
     for (const a of this.alarms) {
       a.addAlarmAction(new SnsAction(topic));
       a.addOkAction(new SnsAction(topic));
@@ -221,15 +211,10 @@ export class Observability extends Construct {
 }
 
 /**
- * New dead letters per reconciler period: the rise of the dead-letter queue's depth (DeadLetters,
- * every message SQS counts in it: visible, in flight, delayed) from one run to the next, however
- * the letter came (the worker's copy, the reconciler's, SQS's own redrive at maxReceiveCount). A
- * period with no new letter is 0, so the alarm returns to OK and fires again for the next one,
- * however many wait in the queue; an operator's redrive out of the queue lowers the depth and is
- * not a rise. A letter that comes as another is redriven out within one period is not seen: the
- * redrive is the operator's, who is looking. The reconciler's own count, not SQS's metrics: those
- * of a quiet queue can arrive minutes late, after a one-minute alarm has looked at that minute; a
- * reconciler that stops counting is the silence alarm's.
+ * New dead letters per reconciler period (docs/deploying-aws.md, DeadLetterAlarm): the rise of the
+ * depth the reconciler counts from one run to the next, 0 without one, so the alarm clears and fires
+ * again for the next letter. An operator's redrive out of the queue is no rise; a letter that comes
+ * as another is redriven out within one period is not seen: the operator is looking.
  */
 function newDeadLetters(): cloudwatch.IMetric {
   const depth = dmDot(MetricName.deadLetters, cloudwatch.Stats.MAXIMUM, { period: RECONCILER_PERIOD });

@@ -3,10 +3,9 @@
  * lambda/core/reconcile.ts's): a small function that an EventBridge schedule rule runs every
  * Budgets.reconcileEveryMs (5 minutes), over the table's sparse `queued` index (keys only).
  *
- * Least privilege: Query on the `queued` index only; GetItem and UpdateItem on `EVENT#` items
- * only (`dynamodb:LeadingKeys`: never the subscription, whose item holds the secret); SendMessage
- * on the delivery queue and the dead-letter queue (the grant includes GetQueueAttributes, which
- * reads the dead-letter queue's depth). No PutItem, DeleteItem, Scan or secret.
+ * Least privilege: `EVENT#` items only, never the subscription, whose item holds the secret; the
+ * dead-letter queue's grant includes GetQueueAttributes, which reads its depth. No PutItem,
+ * DeleteItem, Scan or secret.
  *
  * A failed run is not retried, neither by the rule's target (retryAttempts 0) nor by Lambda's
  * asynchronous invocation (MaximumRetryAttempts 0; Lambda's default is two retries): the next run

@@ -1,14 +1,12 @@
 /**
- * Storage (docs/contract/storage.md): the one DynamoDB table (partition key `pk`, no sort key, TTL attribute `ttl`,
- * on demand, point-in-time recovery) and the KMS key it is encrypted with, a key of the stack's own
- * because the table holds the dots' signing secrets. Both are retained when the stack is deleted or
- * replaced, and both keep the logical IDs of the first deployments (logical-ids.ts).
+ * Storage (docs/contract/storage.md): the one DynamoDB table and the KMS key it is encrypted with, a
+ * key of the stack's own because the table holds the dots' signing secrets. Both are retained, and
+ * both keep the logical IDs of the first deployments (logical-ids.ts).
  *
- * `grantItems` is the only way in: item actions on this table, optionally only on items whose
- * partition key matches given patterns (`dynamodb:LeadingKeys`), together with the key permissions
- * DynamoDB needs to use the key on the caller's behalf, valid only when the request comes through
- * DynamoDB in this region (`kms:ViaService`): a role allowed to read the table cannot use the key
- * to decrypt anything else, or call KMS with it directly.
+ * A function's role gets item actions (`grantItems`), optionally only on items whose partition key
+ * matches given patterns (`dynamodb:LeadingKeys`), and the use of the key only when the request
+ * comes through DynamoDB in this region (`kms:ViaService`): a role allowed to read the table cannot
+ * use the key to decrypt anything else, or call KMS with it directly.
  *
  * Two sparse indexes (lambda/core/store/items.ts). `queued` is keys only: an event record is in
  * it only while `queued`, and nothing but its keys is projected, so neither a body nor the
@@ -31,12 +29,6 @@ import { keepLogicalId } from './logical-ids';
 
 /** The item-level DynamoDB actions a function may be granted (none of them reads more than one item). */
 export type ItemAction = 'dynamodb:GetItem' | 'dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:DeleteItem';
-
-/**
- * The key permissions `grantReadWriteData` gives (the IAM5 acknowledgement below), the set AWS's example key policy allows through
- * DynamoDB, less `kms:CreateGrant` (table administration): https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html
- */
-export const TABLE_KEY_ACTIONS = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'] as const;
 
 export interface StorageProps {
   /** `customer` (default): a KMS key of the stack's own; `aws-managed`: DynamoDB's (docs/deploying-aws.md, "Costs"). */
@@ -90,19 +82,13 @@ export class Storage extends Construct {
     role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [Fn.join('', [this.table.tableArn, `/index/${indexName}`])] }));
   }
 
-  /**
-   * Item actions on the table and the use of its key through DynamoDB, for one function's role;
-   * with `leadingKeys` (`SUBSCRIPTION`, `EVENT#*`) only on items whose partition key matches one.
-   */
   grantItems(role: iam.Role, actions: readonly ItemAction[], options: { leadingKeys?: readonly string[] } = {}): void {
     role.addToPrincipalPolicy(
       new iam.PolicyStatement({
         actions: [...actions],
         resources: [this.table.tableArn],
-        // "ForAllValues": every partition key the request names must match one of the patterns
-        // (a GetItem, PutItem, UpdateItem or DeleteItem always names exactly one). "Using IAM policy
-        // conditions for fine-grained access control", dynamodb:LeadingKeys:
-        // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html
+        // "ForAllValues": every partition key the request names must match one of the patterns (an item action names
+        // exactly one): https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html
         ...(options.leadingKeys ? { conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [...options.leadingKeys] } } } : {}),
       }),
     );
@@ -110,13 +96,13 @@ export class Storage extends Construct {
     if (!this.key) return;
     role.addToPrincipalPolicy(
       new iam.PolicyStatement({
-        actions: [...TABLE_KEY_ACTIONS],
+        // What `grantReadWriteData` gives (the IAM5 acknowledgement below): AWS's example key policy for DynamoDB less
+        // `kms:CreateGrant` (table administration), https://docs.aws.amazon.com/kms/latest/developerguide/services-dynamodb.html
+        actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'],
         resources: [this.key.keyArn],
-        // Only when DynamoDB in this region uses the key on the role's behalf: kms:ViaService,
-        // https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html#conditions-kms-via-service
-        // (AWS's example key policy for DynamoDB uses the same condition). The value is the service's
-        // endpoint name as the aws and aws-us-gov partitions spell it; the China regions' endpoints end
-        // in amazonaws.com.cn, which a deployment there would have to check first.
+        // https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html#conditions-kms-via-service, as in AWS's
+        // example key policy for DynamoDB. The endpoint name as the aws and aws-us-gov partitions spell it; the China regions'
+        // end in amazonaws.com.cn, which a deployment there would have to check first.
         conditions: { StringEquals: { 'kms:ViaService': Fn.join('', ['dynamodb.', Stack.of(this).region, '.amazonaws.com']) } },
       }),
     );

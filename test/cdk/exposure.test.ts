@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { PROJECT_ROOT } from '../../lib/constructs/handler-function';
+import { BUNDLE_ROOT as PROJECT_ROOT } from '../../lib/bundling';
 import { stackNameOf } from '../../lambda/config/fields';
 import { addDmDot } from '../../lib/app';
 import { EDGE_RATE_LIMITED_BODY } from '../../lib/constructs/edge-acl';

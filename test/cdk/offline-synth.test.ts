@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { PROJECT_ROOT } from '../../lib/constructs/handler-function';
+import { BUNDLE_ROOT as PROJECT_ROOT } from '../../lib/bundling';
 import { type Json, unacknowledgedViolations } from './synth';
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'dm-dot-offline-synth-'));

@@ -10,7 +10,8 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { PROJECT_ROOT, copyIntoAssetCommand } from '../../lib/constructs/handler-function';
+import { BUNDLE_ROOT as PROJECT_ROOT } from '../../lib/bundling';
+import { copyIntoAssetCommand } from '../../lib/constructs/handler-function';
 import { PUP_MANIFEST_ASSET_FILE } from '../../lib/constructs/mcp-function';
 import { type Json, type Synthesized, resource, synthesize } from './synth';
 

@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { addDmDot } from '../../lib/app';
 import type { EdgeStack } from '../../lib/constructs/edge-acl';
 import type { DmDotStack } from '../../lib/dm-dot-stack';
-import { PROJECT_ROOT } from '../../lib/constructs/handler-function';
+import { BUNDLE_ROOT as PROJECT_ROOT } from '../../lib/bundling';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Json = any;
