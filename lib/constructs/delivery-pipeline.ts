@@ -118,6 +118,8 @@ export class DeliveryPipeline extends Construct {
 
     // The function's parts were first created at `Delivery/…` directly under the stack, and its event
     // source mapping was named after the queue's path then (`SqsEventSource:<stack>DeliveryQueue…`).
+    // Same IDs, no replacement: Lambda refuses a second mapping of the same queue to the same function,
+    // so a mapping must never be replaced while its function is kept.
     const { worker } = this;
     keepLogicalId(worker.logGroup, ['Delivery', 'Logs', 'Resource']);
     keepLogicalId(worker.role, ['Delivery', 'Role', 'Resource']);
