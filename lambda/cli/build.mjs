@@ -82,14 +82,10 @@ if (process.argv[1] === here) {
   // `--if-possible` (the prepare script): an install without devDependencies has no esbuild; the
   // launchers then say to run npm run build instead of the install failing.
   const ifPossible = process.argv.includes('--if-possible');
-  let esbuildFound = true;
-  try {
-    createRequire(import.meta.url).resolve('esbuild');
-  } catch {
-    esbuildFound = false;
-  }
-  if (esbuildFound || !ifPossible) {
-    const esbuild = await import('esbuild');
+  const esbuild = await import('esbuild').catch((error) => {
+    if (!ifPossible) throw error;
+  });
+  if (esbuild) {
     await Promise.all(BUNDLES.map(async ({ options }) => writeOutputs(await esbuild.build({ ...options, write: false }))));
     // One line per bundle: what was built, and where.
     for (const { what, options } of BUNDLES) process.stderr.write(`dm-dot: built ${what} into ${shown(options.outfile)}\n`);

@@ -17,7 +17,6 @@ export interface HttpRequest {
   method: string;
   headers?: Record<string, string>;
   body?: string;
-  /** Default 30 s. */
   timeoutMs?: number;
   signal?: AbortSignal;
 }

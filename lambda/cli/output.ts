@@ -27,9 +27,10 @@ export function fields(rows: readonly (readonly [string, string])[]): string {
   return `${rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`.trimEnd()).join('\n')}\n`;
 }
 
-/** An ISO time without milliseconds, or '-' for none. */
-export function shortTime(iso: string | null | undefined): string {
-  return iso ? iso.replace(/\.\d{3}Z$/, 'Z') : '-';
+/** An ISO time (or epoch milliseconds) as ISO without milliseconds, or '-' for none. */
+export function shortTime(at: string | number | null | undefined): string {
+  if (typeof at === 'number') at = new Date(at).toISOString();
+  return at ? at.replace(/\.\d{3}Z$/, 'Z') : '-';
 }
 
 /** "in 3 days", "in 5 min", "2 h ago": beside a time, for a person. */

@@ -149,12 +149,9 @@ export async function buildProgram(ctx: Context, argv: readonly string[]): Promi
         // Only the help asked for without a command reaches stderr as is; complaints are ours.
         writeErr: (text) => void (errText += text),
         outputError: () => undefined,
-        getOutHelpWidth: () => HELP_WIDTH,
-        getErrHelpWidth: () => HELP_WIDTH,
-        getOutHasColors: () => false,
-        getErrHasColors: () => false,
       })
       .configureHelp({
+        helpWidth: HELP_WIDTH,
         subcommandTerm: (sub) => {
           const args = sub.registeredArguments.map((a) => (a.required ? `<${a.name()}>` : `[${a.name()}]`)).join(' ');
           return `${pathOf(sub)}${args ? ` ${args}` : ''}`;

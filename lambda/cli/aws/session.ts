@@ -22,7 +22,6 @@ type OutputName = 'TableName' | 'DeliveryQueueUrl' | 'DeadLetterQueueUrl' | 'Mcp
 export interface AwsFlags {
   aws?: boolean;
   stack?: string;
-  /** The stage a stack was deployed as (`-c stage=NAME`): the stack `DmDot-NAME`. */
   stage?: string;
   region?: string;
   table?: string;
@@ -79,7 +78,6 @@ export async function orFail<T>(work: () => Promise<T>, message: (why: string) =
 type Kind = keyof AwsClients;
 type Client = SendsCommands & { destroy?(): void };
 
-/** The SDK client of each kind, loaded only when a command asks for it. */
 const CLIENTS: Record<Kind, () => Promise<new (config: { region?: string }) => Client>> = {
   dynamodb: async () => (await import('@aws-sdk/client-dynamodb')).DynamoDBClient,
   sqs: async () => (await import('@aws-sdk/client-sqs')).SQSClient,
@@ -101,7 +99,7 @@ async function build(kind: Kind, region: string | undefined): Promise<Client> {
 export class AwsSession {
   readonly stack: string;
   readonly region: string | undefined;
-  private readonly clients = new Map<Kind, Promise<Client>>();
+  private readonly clients: Partial<Record<Kind, Promise<Client>>> = {};
   private outputsRead: Promise<Record<string, string>> | undefined;
 
   constructor(
@@ -109,19 +107,15 @@ export class AwsSession {
     private readonly flags: AwsFlags,
     private readonly settings: CliAwsSettings = ctx.settings.aws(),
   ) {
-    const ofStage = stackOfStage(flags);
-    this.stack = flags.stack ?? ofStage ?? settings.stack;
+    this.stack = stackOfStage(flags) ?? flags.stack ?? settings.stack;
     this.region = flags.region ?? settings.region;
   }
 
   client(kind: Kind): Promise<SendsCommands> {
     const injected = this.ctx.io.aws?.[kind];
-    if (injected) return Promise.resolve(injected);
-    if (!this.clients.has(kind)) this.clients.set(kind, build(kind, this.region));
-    return this.clients.get(kind)!;
+    return injected ? Promise.resolve(injected) : (this.clients[kind] ??= build(kind, this.region));
   }
 
-  /** The stack's outputs (DescribeStacks, once). */
   outputs(): Promise<Record<string, string>> {
     return (this.outputsRead ??= (async () => {
       const { DescribeStacksCommand } = await import('@aws-sdk/client-cloudformation');
@@ -155,7 +149,6 @@ export class AwsSession {
     return value;
   }
 
-  /** A resource: as given by its flag or setting, else the stack output. */
   private resource(given: string | undefined, name: OutputName, instead: string): Promise<string> {
     return given ? Promise.resolve(given) : this.output(name, instead);
   }
@@ -164,7 +157,6 @@ export class AwsSession {
   queueUrl = () => this.resource(this.flags.queueUrl ?? this.settings.queueUrl, 'DeliveryQueueUrl', '--queue-url (or DMDOT_QUEUE_URL)');
   deadLetterQueueUrl = () => this.resource(this.flags.dlqUrl ?? this.settings.deadLetterQueueUrl, 'DeadLetterQueueUrl', '--dlq-url (or DMDOT_DLQ_URL)');
 
-  /** The attributes `names` of a queue (GetQueueAttributes). */
   async queueAttributes(queueUrl: string, names: string[]): Promise<Record<string, string>> {
     const { GetQueueAttributesCommand } = await import('@aws-sdk/client-sqs');
     const client = await this.client('sqs');
@@ -178,8 +170,7 @@ export class AwsSession {
 
   /** Closes the clients this session built (not the injected ones). */
   async close(): Promise<void> {
-    for (const client of this.clients.values()) (await client.catch(() => undefined))?.destroy?.();
-    this.clients.clear();
+    for (const client of Object.values(this.clients)) (await client.catch(() => undefined))?.destroy?.();
   }
 }
 
@@ -195,7 +186,6 @@ function stackOfStage(flags: AwsFlags): string | undefined {
   }
 }
 
-/** Runs `work` with a session, closed afterwards. */
 export async function withAws<T>(ctx: Context, flags: AwsFlags, work: (session: AwsSession) => Promise<T>): Promise<T> {
   const session = new AwsSession(ctx, flags);
   try {

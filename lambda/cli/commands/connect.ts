@@ -157,20 +157,19 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<void> {
     }
     ctx.keepSecret(key);
   }
-  const notes = [
-    ...(status.server.running ? [] : [`The server is not running: start it with npm start (it listens on ${origin}).`]),
-    ...(missingHost
-      ? [
-          `The running server does not allow the host ${missingHost}: it reads DMDOT_ALLOWED_HOSTS only when it starts. ` +
-            `Stop it and start it again with DMDOT_ALLOWED_HOSTS=${settings.allowedHosts.join(',')} npm start.`,
-        ]
-      : []),
+  const notes = status.server.running ? [] : [`The server is not running: start it with npm start (it listens on ${origin}).`];
+  if (missingHost) {
+    notes.push(
+      `The running server does not allow the host ${missingHost}: it reads DMDOT_ALLOWED_HOSTS only when it starts. ` +
+        `Stop it and start it again with DMDOT_ALLOWED_HOSTS=${settings.allowedHosts.join(',')} npm start.`,
+    );
+  }
+  notes.push(
     tunnelHost
       ? `These URLs go through the tunnel host ${tunnelHost} (from DMDOT_ALLOWED_HOSTS): the tunnel must forward https://${tunnelHost} to ${origin}, ` +
-        'where the server listens.'
+          'where the server listens.'
       : `ChatGPT and pup reach this machine only through an HTTPS tunnel: use the tunnel's URL in place of ${origin}, and add its host to DMDOT_ALLOWED_HOSTS.`,
-  ];
-  const pupConfigured = status.switches.pup !== false;
+  );
   print(
     ctx,
     {
@@ -178,7 +177,7 @@ async function connectLocal(ctx: Context, showKey: boolean): Promise<void> {
       mcpUrl,
       key,
       keyPlace: status.apiKey,
-      pupConfigured,
+      pupConfigured: status.switches.pup !== false,
       serverRunning: status.server.running,
       tunnelHost: tunnelHost ?? null,
       serverUrl: origin,

@@ -95,7 +95,7 @@ async function runDot(ctx: Context, target: Target, options: DotOptions): Promis
     say(`subscribed ${granted.id} for ${receiver.callbackUrl}${tookOver}`);
     say(
       `the subscription expires at ${shortTime(granted.refreshBefore)} (${relative(granted.refreshBefore)}) unless refreshed; this dot refreshes ` +
-        `it at ${shortTime(new Date(subscription.refreshAt).toISOString())}`,
+        `it at ${shortTime(subscription.refreshAt)}`,
     );
     say(
       `it checks the subscription every ${formatMs(options.checkMs)}: a subscription clear, a key rotation or another dot taking over is noticed ` +
@@ -128,7 +128,7 @@ async function runDot(ctx: Context, target: Target, options: DotOptions): Promis
     } catch (error) {
       say(
         `could not unsubscribe (${ctx.scrub((error as Error).message)}); the subscription expires by itself at ` +
-          `${shortTime(new Date(subscription.expiresAt).toISOString())}, or end it with dm-dot subscription clear`,
+          `${shortTime(subscription.expiresAt)}, or end it with dm-dot subscription clear`,
       );
     }
   }

@@ -14,6 +14,10 @@ import { OperationError, UsageError } from '../errors';
 import { awsTableOptions, choiceValue, define, integerValue, queueOption } from '../options';
 import { fields, plural, shortTime, table } from '../output';
 
+/** The fields of an event in the `--json` documents of `events` and `events show`. */
+const EVENT_FIELDS =
+  '"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, "acknowledgedAt": ISO | null';
+
 /** `events`, or `events list` under it: the same command under two names. */
 const list = (ctx: Context, name: string) =>
   define({
@@ -29,9 +33,7 @@ const list = (ctx: Context, name: string) =>
       new Option('--status <S>', `only events in status S: ${EVENT_STATUSES.join(', ')}`),
       ...awsTableOptions(),
     ],
-    json:
-      '{"events": [{"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
-      '"acknowledgedAt": ISO | null}, ...]}, newest first.',
+    json: `{"events": [{${EVENT_FIELDS}}, ...]}, newest first.`,
     async run(values: { last?: string; status?: string } & AwsFlags) {
       const last = integerValue(values.last, 'last', 1, 10_000) ?? 20;
       const status = choiceValue(values.status, 'status', EVENT_STATUSES);
@@ -77,10 +79,7 @@ const show = (ctx: Context) =>
       'no attempt made. The attempts are numbered as the server log and dm-dot dot number them. Never the message or a header.',
     argument: eventIdArgument(),
     options: awsTableOptions(),
-    json:
-      '{"event": {"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, ' +
-      '"acknowledgedAt": ISO | null, "resendable", ' +
-      '"log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}',
+    json: `{"event": {${EVENT_FIELDS}, "resendable", "log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}`,
     async run(values, word) {
       const eventId = eventIdOf(word);
       await withOperator(ctx, values, async (op) => {

@@ -171,11 +171,8 @@ async function rotateAws(ctx: Context, session: AwsSession, values: Flags, overl
     'recycle_failed',
   );
   const next = [
-    overlapUntil === null
-      ? `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key, and the old key ` +
-        'stops working.'
-      : `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key; the old key ` +
-        `keeps working until ${overlapUntil}.`,
+    `The MCP function ${functionName} is recycling its execution environments: within a few seconds every one reads the new key` +
+      (overlapUntil === null ? ', and the old key stops working.' : `; the old key keeps working until ${overlapUntil}.`),
     ...nextSteps('aws', true, overlapUntil).slice(1),
   ];
   const doc = { rotated: true, mode: 'aws', secretArn, functionName, recycled: true, overlapUntil, next };

@@ -13,7 +13,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { Command, Option } from 'commander';
 import type { Context } from '../context';
@@ -34,7 +33,7 @@ import {
   unitFiles,
   unitsOf,
 } from '../local-server/service';
-import { readProfile, tunnelFiles } from '../local-server/tunnel';
+import { homeOf, readProfile, tunnelFiles } from '../local-server/tunnel';
 import { choiceValue, define } from '../options';
 
 const PLATFORMS = ['linux', 'macos'] as const;
@@ -47,10 +46,6 @@ function platformOf(value: string | undefined): Platform {
   if (process.platform === 'linux') return 'linux';
   if (process.platform === 'darwin') return 'macos';
   throw new UsageError(`dm-dot service knows systemd (Linux) and launchd (macOS), not ${process.platform}: run npm start under your own service manager`);
-}
-
-function homeOf(ctx: Context): string {
-  return ctx.io.env.HOME?.trim() || homedir();
 }
 
 function onPath(ctx: Context, name: string): string | undefined {
@@ -100,7 +95,7 @@ async function installUnits(ctx: Context, values: { platform?: string; dryRun?: 
   const settings = ctx.settings.local();
   if (settings.port === 0)
     throw new OperationError('PORT=0 picks another port at every start: give the service a fixed PORT (the default is 8787)', 'no_fixed_port');
-  const home = homeOf(ctx);
+  const home = homeOf(ctx.io.env);
   const notes: string[] = [];
   const bundle = serverBundle(ctx.projectRoot);
   if (!existsSync(bundle)) {
@@ -116,9 +111,9 @@ async function installUnits(ctx: Context, values: { platform?: string; dryRun?: 
     );
   }
   const files = tunnelFiles(ctx.io.env);
-  const profile = readProfile(files.profile);
+  const tunnelId = readProfile(files.profile);
   let tunnel: { binary: string; profile: string; tunnelId: string } | undefined;
-  if (profile) {
+  if (tunnelId) {
     const binary = values.tunnelClient ?? onPath(ctx, 'tunnel-client');
     if (!binary) {
       if (!dryRun)
@@ -128,7 +123,7 @@ async function installUnits(ctx: Context, values: { platform?: string; dryRun?: 
         );
       notes.push('tunnel-client is not on PATH: install it (docs/chatgpt.md) or pass --tunnel-client PATH.');
     }
-    tunnel = { binary: binary ?? 'tunnel-client', profile: files.profile, tunnelId: profile.tunnelId };
+    tunnel = { binary: binary ?? 'tunnel-client', profile: files.profile, tunnelId };
   } else {
     notes.push(`No tunnel-client profile at ${files.profile}: only the server runs (dm-dot connect --tunnel TUNNEL_ID writes one; install again after).`);
   }
@@ -173,23 +168,14 @@ async function installUnits(ctx: Context, values: { platform?: string; dryRun?: 
 
 function text(doc: { units: Unit[]; commands: string[]; logs: string; notes: string[] }, dryRun: boolean): string {
   const lines: string[] = [];
-  for (const unit of doc.units) {
-    lines.push(
-      `${dryRun ? 'Would write' : 'Wrote'} ${unit.file}:`,
-      ...unit.text
-        .trimEnd()
-        .split('\n')
-        .map((l) => `  ${l}`),
-      '',
-    );
-  }
+  for (const unit of doc.units) lines.push(`${dryRun ? 'Would write' : 'Wrote'} ${unit.file}:`, unit.text.trimEnd().replace(/^/gm, '  '), '');
   lines.push(
     `${dryRun ? 'Would run' : 'Ran'}:`,
     ...doc.commands.map((c) => `  ${c}`),
     `Logs: ${doc.logs}`,
     'dm-dot service status shows whether it runs; dm-dot status shows the server itself.',
+    ...doc.notes,
   );
-  lines.push(...doc.notes);
   return `${lines.join('\n')}\n`;
 }
 
@@ -205,7 +191,7 @@ const uninstall = (ctx: Context) =>
     async run(values: { platform?: string; dryRun?: boolean }) {
       const platform = platformOf(values.platform);
       const dryRun = !!values.dryRun;
-      const files = unitFiles(platform, homeOf(ctx));
+      const files = unitFiles(platform, homeOf(ctx.io.env));
       const present = [files.server, files.tunnel].filter((u) => existsSync(u.file));
       const commands = present.length ? stopCommands(platform, present, uid()) : [];
       if (!dryRun) {
@@ -237,7 +223,7 @@ const status = (ctx: Context) =>
     json: '{"platform", "units": [{"name", "file", "installed": bool, "active": bool | null, "state": what the service manager said | null}]}.',
     async run(values: { platform?: string }) {
       const platform = platformOf(values.platform);
-      const home = homeOf(ctx);
+      const home = homeOf(ctx.io.env);
       const files = unitFiles(platform, home);
       const units: { name: string; file: string; installed: boolean; active: boolean | null; state: string | null }[] = [];
       for (const { name, file } of [files.server, files.tunnel]) {

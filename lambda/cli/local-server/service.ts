@@ -71,52 +71,42 @@ function sd(value: string): string {
   return /[\s"\\]/.test(value) ? `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : value;
 }
 
+/** A systemd unit: its header comment, the lines of its [Unit] and of its [Service] after Type=simple. */
+function systemdUnit(header: string, unit: string[], service: string[]): string {
+  return [header, '[Unit]', ...unit, '', '[Service]', 'Type=simple', ...service, '', '[Install]', 'WantedBy=default.target', ''].join('\n');
+}
+
 /** The unit texts: the tunnel-client's only with a tunnel, started after the server unit `serverName`. */
 function systemdTexts(plan: ServicePlan, serverName: string, envFile: string): { server: string; tunnel?: string } {
-  const server = [
+  const server = systemdUnit(
     '# Written by `dm-dot service install`; `dm-dot service uninstall` removes it.',
-    '[Unit]',
-    `Description=dm-dot local server (state directory ${plan.stateDir})`,
-    'After=network-online.target',
-    '',
-    '[Service]',
-    'Type=simple',
-    `WorkingDirectory=${sd(plan.projectRoot)}`,
-    `ExecStart=${sd(plan.node)} ${sd(serverBundle(plan.projectRoot))}`,
-    ...Object.entries(plan.settings).map(([name, value]) => `Environment=${sd(`${name}=${value}`)}`),
-    `# Secret settings (MCP_API_KEY, PUP_SIGNING_SECRETS) are never written here: put them in this file, mode 0600.`,
-    `EnvironmentFile=-${envFile}`,
-    // A clean stop (SIGTERM: the server drains and exits 0) stays stopped; a crash restarts.
-    'Restart=on-failure',
-    'RestartSec=5',
-    'TimeoutStopSec=30',
-    '# Logs: journalctl --user -u dm-dot',
-    '',
-    '[Install]',
-    'WantedBy=default.target',
-    '',
-  ].join('\n');
+    [`Description=dm-dot local server (state directory ${plan.stateDir})`, 'After=network-online.target'],
+    [
+      `WorkingDirectory=${sd(plan.projectRoot)}`,
+      `ExecStart=${sd(plan.node)} ${sd(serverBundle(plan.projectRoot))}`,
+      ...Object.entries(plan.settings).map(([name, value]) => `Environment=${sd(`${name}=${value}`)}`),
+      `# Secret settings (MCP_API_KEY, PUP_SIGNING_SECRETS) are never written here: put them in this file, mode 0600.`,
+      `EnvironmentFile=-${envFile}`,
+      // A clean stop (SIGTERM: the server drains and exits 0) stays stopped; a crash restarts.
+      'Restart=on-failure',
+      'RestartSec=5',
+      'TimeoutStopSec=30',
+      '# Logs: journalctl --user -u dm-dot',
+    ],
+  );
   if (!plan.tunnel) return { server };
-  const tunnel = [
+  const tunnel = systemdUnit(
     '# Written by `dm-dot service install` because a tunnel-client profile exists (dm-dot connect --tunnel).',
-    '[Unit]',
-    `Description=OpenAI tunnel-client for dm-dot (${plan.tunnel.tunnelId})`,
-    `After=${serverName} network-online.target`,
-    `Wants=${serverName}`,
-    '',
-    '[Service]',
-    'Type=simple',
-    `ExecStart=${sd(plan.tunnel.binary)} run --profile-file ${sd(plan.tunnel.profile)}`,
-    // The profile may name MCP_API_KEY (env:) when the server takes its key from there.
-    `EnvironmentFile=-${envFile}`,
-    'Restart=on-failure',
-    'RestartSec=10',
-    '# Logs: journalctl --user -u dm-dot-tunnel',
-    '',
-    '[Install]',
-    'WantedBy=default.target',
-    '',
-  ].join('\n');
+    [`Description=OpenAI tunnel-client for dm-dot (${plan.tunnel.tunnelId})`, `After=${serverName} network-online.target`, `Wants=${serverName}`],
+    [
+      `ExecStart=${sd(plan.tunnel.binary)} run --profile-file ${sd(plan.tunnel.profile)}`,
+      // The profile may name MCP_API_KEY (env:) when the server takes its key from there.
+      `EnvironmentFile=-${envFile}`,
+      'Restart=on-failure',
+      'RestartSec=10',
+      '# Logs: journalctl --user -u dm-dot-tunnel',
+    ],
+  );
   return { server, tunnel };
 }
 

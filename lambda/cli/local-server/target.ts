@@ -60,21 +60,12 @@ export async function readKeyFile(stateDir: string): Promise<{ key?: string; fil
 }
 
 export async function target(ctx: Context, values: { url?: string; key?: string }): Promise<Target> {
-  let base: string;
-  let local: boolean;
-  if (values.url !== undefined) {
-    base = baseOfUrl(values.url);
-    local = LOOPBACK_HOSTNAMES.has(new URL(base).hostname.toLowerCase());
-  } else {
-    // The running server's, else the configured HOST/PORT.
-    base = (await findServer(ctx.settings.local().stateDir))?.connectUrl ?? configuredBase(ctx.settings.local());
-    local = true;
-  }
-  let key = values.key;
-  if (key === undefined || key === '') key = ctx.settings.local().apiKey;
-  if (key === undefined || key === '') {
-    const { stateDir } = ctx.settings.local();
-    const found = local ? await readKeyFile(stateDir) : undefined;
+  const settings = () => ctx.settings.local();
+  const base = values.url !== undefined ? baseOfUrl(values.url) : ((await findServer(settings().stateDir))?.connectUrl ?? configuredBase(settings()));
+  const local = values.url === undefined || LOOPBACK_HOSTNAMES.has(new URL(base).hostname.toLowerCase());
+  let key = values.key || settings().apiKey;
+  if (!key) {
+    const found = local ? await readKeyFile(settings().stateDir) : undefined;
     key = found?.key;
     if (!key) {
       throw new OperationError(

@@ -25,11 +25,14 @@ const STARTUP_WAIT = '60s';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** The user's home: HOME, else the system's idea of it. */
+export const homeOf = (env: Env): string => env.HOME?.trim() || homedir();
+
 /** The folder tunnel-client looks up `--profile NAME` in (tunnel-client's rule). */
 function profileDir(env: Env): string {
   if (env.TUNNEL_CLIENT_PROFILE_DIR?.trim()) return env.TUNNEL_CLIENT_PROFILE_DIR.trim();
   if (env.XDG_CONFIG_HOME?.trim()) return join(env.XDG_CONFIG_HOME.trim(), 'tunnel-client');
-  return join(env.HOME?.trim() || homedir(), '.config', 'tunnel-client');
+  return join(homeOf(env), '.config', 'tunnel-client');
 }
 
 /** The profile, and the file it reads OpenAI's runtime key from (the person writes it there). */
@@ -45,18 +48,11 @@ export function referenceText(ref: KeyReference): string {
   return 'file' in ref ? `file:${ref.file}` : `env:${ref.env}`;
 }
 
-export interface ProfileInput {
-  tunnelId: string;
-  /** The server's MCP endpoint as tunnel-client reaches it (`http://127.0.0.1:8787/mcp`). */
-  mcpUrl: string;
-  key: KeyReference;
-  runtimeKeyFile: string;
-}
-
 /** A YAML double-quoted scalar (JSON's string syntax is one). */
 const q = (value: string) => JSON.stringify(value);
 
-export function profileText(input: ProfileInput): string {
+/** `mcpUrl`: the server's MCP endpoint as tunnel-client reaches it (`http://127.0.0.1:8787/mcp`). */
+export function profileText(input: { tunnelId: string; mcpUrl: string; key: KeyReference; runtimeKeyFile: string }): string {
   return [
     `# tunnel-client profile for dm-dot, written by \`dm-dot connect --tunnel\` (run it again to rewrite it).`,
     '# It holds no secret: each is read from the file or variable named here when tunnel-client starts.',
@@ -86,8 +82,8 @@ export async function writeProfile(path: string, text: string): Promise<{ replac
   return { replaced };
 }
 
-/** What `service` needs of an existing profile: its tunnel and the URL it forwards to; undefined when there is none. */
-export function readProfile(path: string): { tunnelId: string; mcpUrl: string } | undefined {
+/** What `service` needs of an existing profile (one with a tunnel and the URL it forwards to): its tunnel; undefined when there is none. */
+export function readProfile(path: string): string | undefined {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -104,8 +100,7 @@ export function readProfile(path: string): { tunnelId: string; mcpUrl: string } 
     }
   };
   const tunnelId = field('tunnel_id');
-  const mcpUrl = field('url');
-  return tunnelId && mcpUrl ? { tunnelId, mcpUrl } : undefined;
+  return tunnelId && field('url') ? tunnelId : undefined;
 }
 
 /**

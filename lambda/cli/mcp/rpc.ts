@@ -27,12 +27,6 @@ export class RpcError extends Error {
 
 export const KEY_REFUSED = 'the server refused the API key (pass --key, or check MCP_API_KEY and <state dir>/api-key; after dm-dot key rotate use the new key)';
 
-/** The server refused the API key (HTTP 401). */
-export class KeyRefused extends Error {
-  override name = 'KeyRefused';
-  override message = KEY_REFUSED;
-}
-
 type RpcMessage = { result?: unknown; error?: { code?: number; message?: string; data?: { reason?: string } } };
 
 /** A JSON answer, or the first `data:` line of an SSE answer (legacy-era servers reply that way). */
@@ -91,7 +85,7 @@ export async function rpc(target: Target, method: string, params: Record<string,
       'unreachable',
     );
   }
-  if (answer.status === 401) throw new KeyRefused();
+  if (answer.status === 401) throw new OperationError(KEY_REFUSED, 'key_refused');
   const message = parseRpcAnswer(answer.text);
   if (!message) throw new OperationError(`the server answered ${method} with HTTP ${answer.status} and no JSON-RPC message`, 'bad_answer');
   if (message.error) throw new RpcError(method, message.error.code, message.error.message ?? '', message.error.data);

@@ -19,7 +19,7 @@ import { ErrorCodes, EVENT_NAME, Limits, Methods, SECRET_PREFIX } from '../../co
 import type { Context } from '../context';
 import { OperationError } from '../errors';
 import type { Target } from '../local-server/target';
-import { KeyRefused, RpcError, rpc } from '../mcp/rpc';
+import { RpcError, rpc } from '../mcp/rpc';
 import { shortTime } from '../output';
 import type { Receiver } from './receiver';
 
@@ -29,11 +29,6 @@ export type Granted = { id: string; refreshBefore: string; deliveryStatus?: unkn
 
 export function newSecret(): string {
   return `${SECRET_PREFIX}${randomBytes(32).toString('base64')}`;
-}
-
-/** Refreshes at 80% of the granted lifetime. */
-export function refreshDelayMs(expiresAt: number, now: number): number {
-  return Math.max(1000, Math.floor((expiresAt - now) * 0.8));
 }
 
 const CONFLICT =
@@ -96,8 +91,10 @@ export class DotSubscription {
   private granted(granted: Granted): void {
     this.id = granted.id;
     this.expiresAt = Date.parse(granted.refreshBefore);
-    this.refreshAt = Date.now() + refreshDelayMs(this.expiresAt, Date.now());
-    this.scheduleRefresh(this.refreshAt - Date.now());
+    // At 80% of the granted lifetime.
+    const delay = Math.max(1000, Math.floor((this.expiresAt - Date.now()) * 0.8));
+    this.refreshAt = Date.now() + delay;
+    this.scheduleRefresh(delay);
   }
 
   private async subscribe(secret = this.secret): Promise<Granted> {
@@ -121,7 +118,7 @@ export class DotSubscription {
   /** A refusal that ends the subscription: true when it did. */
   private refused(error: unknown): boolean {
     if (error instanceof RpcError && error.code === ErrorCodes.subscriptionConflict) this.end('conflict', CONFLICT);
-    else if (error instanceof KeyRefused) this.end('key_refused', KEY_ROTATED);
+    else if (error instanceof OperationError && error.code === 'key_refused') this.end('key_refused', KEY_ROTATED);
     else return false;
     return true;
   }
@@ -177,15 +174,10 @@ export class DotSubscription {
         const left = this.expiresAt - Date.now();
         const why = this.ctx.scrub((error as Error).message);
         if (left <= 0) {
-          return this.end(
-            'expired',
-            `the subscription expired at ${shortTime(new Date(this.expiresAt).toISOString())}: every refresh failed (last: ${why}). Run dm-dot dot again`,
-          );
+          return this.end('expired', `the subscription expired at ${shortTime(this.expiresAt)}: every refresh failed (last: ${why}). Run dm-dot dot again`);
         }
         const retryIn = Math.min(Budgets.dotRefreshRetryMaxMs, Math.max(1000, left / 2));
-        this.ctx.note(
-          `refresh failed (${why}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ${shortTime(new Date(this.expiresAt).toISOString())}`,
-        );
+        this.ctx.note(`refresh failed (${why}); trying again in ${Math.round(retryIn / 1000)} s, before the expiry at ${shortTime(this.expiresAt)}`);
         return this.scheduleRefresh(retryIn);
       }
       this.secret = fresh;
@@ -204,9 +196,7 @@ export class DotSubscription {
         );
       }
       this.granted(granted);
-      this.ctx.note(
-        `refreshed ${granted.id}: it now expires at ${shortTime(granted.refreshBefore)}; next refresh at ${shortTime(new Date(this.refreshAt).toISOString())}`,
-      );
+      this.ctx.note(`refreshed ${granted.id}: it now expires at ${shortTime(granted.refreshBefore)}; next refresh at ${shortTime(this.refreshAt)}`);
     } finally {
       this.busy = false;
     }
@@ -214,11 +204,10 @@ export class DotSubscription {
 }
 
 /** What a refused first subscribe means for someone running `dm-dot dot`, and what to do about it. */
-export function subscribeRefusal(error: unknown, target?: Pick<Target, 'base' | 'local'>): unknown {
-  if (error instanceof KeyRefused) return new OperationError(error.message, 'key_refused');
+export function subscribeRefusal(error: unknown, target: Target): unknown {
   if (!(error instanceof RpcError)) return error;
   if (error.code === ErrorCodes.invalidParams && /https/.test(error.rpcMessage)) {
-    if (target && !target.local) {
+    if (!target.local) {
       return new OperationError(
         `${target.base} refuses callbacks to this machine, as a deployed server must: dm-dot dot only works against a local server started with ` +
           'DMDOT_ALLOW_LOOPBACK_CALLBACKS=1 npm start. Against AWS, connect a real ChatGPT dot (dm-dot connect --aws)',
