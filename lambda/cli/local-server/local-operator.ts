@@ -243,7 +243,6 @@ export async function withLocalOperator<T>(
       throw error;
     }
     try {
-      for (const line of db.report.lines) ctx.note(line);
       return await work(databaseOperator(ctx, db, settings, keyFile));
     } catch (error) {
       // A damaged page met by the command: its sentence, as a refusal to open would have said it.
