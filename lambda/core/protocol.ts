@@ -163,8 +163,10 @@ export const SENDER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
 export const CONNECTOR_SENDER = 'connector';
 /** The `sender` an event records when it came through the pup door, and the scope of pup's idempotency keys (callId). */
 export const PUP_SENDER = 'pup';
+/** The sender of dm-dot's own events (the announcement of waiting messages). */
+export const DMDOT_SENDER = 'dm-dot';
 /** Names no sender key may take: the log gives them to the connector key, pup and dm-dot itself. */
-export const RESERVED_SENDER_NAMES = [CONNECTOR_SENDER, PUP_SENDER, 'dm-dot'] as const;
+export const RESERVED_SENDER_NAMES = [CONNECTOR_SENDER, PUP_SENDER, DMDOT_SENDER] as const;
 
 export const AccessLimits = {
   /** A sender's lastUsedAt is rewritten at most this often: a send is not a write. */
@@ -209,8 +211,8 @@ export const SUBSCRIPTION_ID_PREFIX = 'sub_';
 export const EVENT_ID_PREFIX = 'evt_';
 export const VERIFICATION_ID_PREFIX = 'msg_verification_';
 
-const SECOND = 1000;
-const MINUTE = 60 * SECOND;
+export const SECOND = 1000;
+export const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
@@ -362,9 +364,6 @@ export const OAUTH_DISCOVERY_PATHS: ReadonlySet<string> = new Set([
 /** Member events dm-dot understands on `/pup/events`; any other type is answered `{}` and logged. */
 export const PupMemberEvents = ['member.joined', 'member.left'] as const;
 
-/** The only MCP protocol revision `/pup/mcp` serves (pup speaks 2026-07-28 stateless only). */
-export const PUP_PROTOCOL_VERSION = MCP_PROTOCOL_VERSION;
-
 /** At most this many pup signing secrets are configured: the current one and the previous one. */
 export const PUP_MAX_SECRETS = 2;
 
@@ -377,8 +376,6 @@ export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
  * twice the request budget, so a request that is still running is never overtaken.
  */
 export const IDEMPOTENCY_LEASE_MS = 2 * Limits.requestMs;
-/** The sender of dm-dot's own events (the announcement of waiting messages). */
-export const DMDOT_SENDER = 'dm-dot';
 /** The inbox's tools (docs/contract/mcp.md): the connector key sees them, with the inbox on. */
 export const INBOX_TOOLS = { pending: 'get_pending_messages', acknowledge: 'acknowledge_messages' } as const;
 /** How many pending messages the announcement counts before it says "more than". */
