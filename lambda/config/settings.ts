@@ -79,13 +79,7 @@ export type DeliveryLambdaSettings = Pick<McpLambdaSettings, 'tableName' | 'queu
 };
 
 /** The ways the CLI points at AWS without `--table` and friends. */
-export interface CliAwsSettings {
-  region?: string;
-  table?: string;
-  queueUrl?: string;
-  deadLetterQueueUrl?: string;
-  stack: string;
-}
+export type CliAwsSettings = ReturnType<typeof cliAwsSettings>;
 
 /** Reads a file named by a setting; a test may pass its own. */
 export type ReadText = (path: string) => string;
@@ -188,7 +182,7 @@ export function deliveryLambdaSettings(env: Env): DeliveryLambdaSettings {
 }
 
 /** DMDOT_STACK, DMDOT_TABLE, DMDOT_QUEUE_URL, DMDOT_DLQ_URL and the region, for `--aws`. */
-export function cliAwsSettings(env: Env): CliAwsSettings {
+export function cliAwsSettings(env: Env) {
   const region = field.optional(env.AWS_REGION) ?? field.optional(env.AWS_DEFAULT_REGION);
   const table = field.optional(env.DMDOT_TABLE);
   const queueUrl = field.optional(env.DMDOT_QUEUE_URL);
@@ -198,6 +192,6 @@ export function cliAwsSettings(env: Env): CliAwsSettings {
     ...(table ? { table } : {}),
     ...(queueUrl ? { queueUrl } : {}),
     ...(deadLetterQueueUrl ? { deadLetterQueueUrl } : {}),
-    stack: field.optional(env.DMDOT_STACK) ?? 'DmDot',
+    stack: field.optional(env.DMDOT_STACK) ?? field.DEFAULT_STACK_NAME,
   };
 }
