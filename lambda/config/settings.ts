@@ -54,15 +54,7 @@ export interface LocalSettings extends McpSettings {
 }
 
 /** The AWS runtime facts the Secrets Manager reader needs (what the SDK would read itself). */
-export interface AwsRuntime {
-  region: string;
-  /** AWS_ENDPOINT_URL_SECRETS_MANAGER, else AWS_ENDPOINT_URL, unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS. */
-  secretsManagerEndpoint?: string;
-  useFips: boolean;
-  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
-  /** Set inside Lambda: metrics are written only there. */
-  functionName?: string;
-}
+export type AwsRuntime = ReturnType<typeof awsRuntime>;
 
 export interface McpLambdaSettings extends McpSettings {
   tableName: string;
@@ -138,10 +130,11 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
   };
 }
 
-export function awsRuntime(env: Env): AwsRuntime {
+export function awsRuntime(env: Env) {
   const ignoreConfigured = field.optional(env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS)?.toLowerCase() === 'true';
   const endpoint = ignoreConfigured ? undefined : (field.optional(env.AWS_ENDPOINT_URL_SECRETS_MANAGER) ?? field.optional(env.AWS_ENDPOINT_URL));
   const sessionToken = field.optional(env.AWS_SESSION_TOKEN);
+  // Set inside Lambda only: metrics are written only there.
   const functionName = field.optional(env.AWS_LAMBDA_FUNCTION_NAME);
   return {
     region: field.optional(env.AWS_REGION) ?? field.optional(env.AWS_DEFAULT_REGION) ?? 'us-east-1',
