@@ -135,7 +135,6 @@ export interface Clock {
   wall?(): number;
 }
 
-/** The time of day by `clock` (Clock.wall, else its now). */
 export function timeOfDay(clock: Clock): number {
   return clock.wall?.() ?? clock.now();
 }

@@ -219,8 +219,7 @@ export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<Del
     const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: event.status, attempts: event.attempts });
     return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
   }
-  // The worker's lease before its POST: a compare-and-set on what it read, moving the lease Budgets.workerLeaseMs ahead. One POST
-  // per attempt: a copy that loses the lease (another copy took it, or settled the event, since) defers for as long as the lease runs.
+  // The lease before the POST. One POST per attempt: a copy that loses it (another copy took it, or settled the event) defers while it runs.
   const leased = { status: EventStatus.queued, attempts: event.attempts, notBefore: event.notBefore ?? null };
   if (!(await deps.store.updateEvent(event.eventId, { notBefore: deps.clock.now() + Budgets.workerLeaseMs }, leased))) {
     return { action: 'defer', delayMs: Budgets.workerLeaseMs };

@@ -61,7 +61,6 @@ async function markUnsent(store: OutboxStore, record: EventRecord): Promise<'mar
 /** What the outbox writes of the Store: the event record, put and then settled if its job could not be sent. */
 export type OutboxStore = Pick<Store, 'putEvent' | 'getEvent' | 'updateEvent' | 'restoreEvent'>;
 
-/** `keepBack` runs the put and the send so that time is left after them for the compensating write. */
 export function sequentialOutbox(store: OutboxStore, queue: Queue, options: { keepBack?: <T>(fn: () => Promise<T>) => Promise<T> } = {}): Outbox {
   const keepBack = options.keepBack ?? (<T>(fn: () => Promise<T>) => fn());
   return {
