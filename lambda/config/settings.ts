@@ -75,17 +75,16 @@ export type CliAwsSettings = ReturnType<typeof cliAwsSettings>;
 
 /** Reads a file named by a setting; a test may pass its own. */
 export type ReadText = (path: string) => string;
-const readText: ReadText = (path) => readFileSync(path, 'utf8');
 
-function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: ReadText } = {}): McpSettings {
+function mcpSettings(env: Env, manifestBase: string, readFile: ReadText = (path) => readFileSync(path, 'utf8')): McpSettings {
   const manifestFile = field.optional(env.PUP_MANIFEST_FILE);
   let pupManifest: string | undefined;
   if (manifestFile) {
-    const path = isAbsolute(manifestFile) || !options.manifestBase ? manifestFile : resolve(options.manifestBase, manifestFile);
+    const path = isAbsolute(manifestFile) ? manifestFile : resolve(manifestBase, manifestFile);
     const name = `PUP_MANIFEST_FILE (${path})`;
     let content: string;
     try {
-      content = (options.readFile ?? readText)(path);
+      content = readFile(path);
     } catch (error) {
       throw new field.SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
     }
@@ -118,7 +117,7 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
     );
   }
   return {
-    ...mcpSettings(env, { manifestBase: options.projectRoot, ...(options.readFile ? { readFile: options.readFile } : {}) }),
+    ...mcpSettings(env, options.projectRoot, options.readFile),
     host,
     port: field.integer(env.PORT, 'PORT', 0, 65_535, 8787),
     stateDir: resolve(options.projectRoot, field.optional(env.DMDOT_STATE_DIR) ?? '.dm-dot'),
@@ -154,7 +153,7 @@ export function mcpLambdaSettings(env: Env, options: { readFile?: ReadText } = {
   const apiKeySecretArn = field.optional(env.API_KEY_SECRET_ARN);
   const pupSecretArn = field.optional(env.PUP_SECRET_ARN);
   return {
-    ...mcpSettings(env, { manifestBase: field.optional(env.LAMBDA_TASK_ROOT) ?? process.cwd(), ...(options.readFile ? { readFile: options.readFile } : {}) }),
+    ...mcpSettings(env, field.optional(env.LAMBDA_TASK_ROOT) ?? process.cwd(), options.readFile),
     tableName: field.required(env.TABLE_NAME, 'TABLE_NAME'),
     queueUrl: field.required(env.QUEUE_URL, 'QUEUE_URL'),
     ...(apiKeySecretArn ? { apiKeySecretArn } : {}),
