@@ -124,7 +124,6 @@ export type EventsProfileName = (typeof EVENTS_PROFILES)[number];
 export const DEFAULT_EVENTS_PROFILE: EventsProfileName = 'chatgpt';
 
 export interface EventsProfile {
-  name: EventsProfileName;
   codes: { notFound: number; forbidden: number; resourceExhausted: number; unsupported: number; callbackEndpointError: number };
   /** `events/unsubscribe` of a subscription that does not exist answers NotFound (else `complete`). */
   unsubscribeNotFound: boolean;
@@ -136,14 +135,12 @@ export interface EventsProfile {
 
 export const EventsProfiles: Readonly<Record<EventsProfileName, EventsProfile>> = {
   chatgpt: {
-    name: 'chatgpt',
     codes: { notFound: -32011, forbidden: -32012, resourceExhausted: -32013, unsupported: -32014, callbackEndpointError: -32015 },
     unsubscribeNotFound: false,
     unknownEventNotFound: false,
     clampShortTtl: false,
   },
   'sep-3415': {
-    name: 'sep-3415',
     codes: { notFound: -32023, forbidden: -32024, resourceExhausted: -32025, unsupported: -32026, callbackEndpointError: -32027 },
     unsubscribeNotFound: true,
     unknownEventNotFound: true,
