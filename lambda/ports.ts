@@ -22,7 +22,6 @@ export interface DeliveryJob {
   redriven?: boolean;
 }
 
-/** The job that delivers an event: its id, the subscription (and generation) it is queued under, and its exact bytes. */
 export function jobOf(event: Pick<EventRecord, 'eventId' | 'subscriptionId' | 'generation'>, body: string): DeliveryJob {
   const { eventId, subscriptionId, generation } = event;
   return { eventId, subscriptionId, ...(generation !== undefined ? { generation } : {}), body };
