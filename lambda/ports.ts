@@ -22,7 +22,6 @@ export interface DeliveryJob {
   redriven?: boolean;
 }
 
-/** The job that delivers an event: its id, the subscription (and generation) it is queued under, and its exact bytes. */
 export function jobOf(event: Pick<EventRecord, 'eventId' | 'subscriptionId' | 'generation'>, body: string): DeliveryJob {
   const { eventId, subscriptionId, generation } = event;
   return { eventId, subscriptionId, ...(generation !== undefined ? { generation } : {}), body };
@@ -135,7 +134,6 @@ export interface Clock {
   wall?(): number;
 }
 
-/** The time of day by `clock` (Clock.wall, else its now). */
 export function timeOfDay(clock: Clock): number {
   return clock.wall?.() ?? clock.now();
 }

@@ -9,7 +9,7 @@
  */
 import { inboundSecretsOf, type InboundSecrets } from '../core/inbound';
 import { DEFAULT_RETRY_DELAYS_S, Limits } from '../core/protocol';
-import { ttlPolicyProblem, type TtlPolicy } from '../core/validation';
+import { isObject, ttlPolicyProblem, type TtlPolicy } from '../core/validation';
 
 export class SettingsError extends Error {
   override name = 'SettingsError';
@@ -159,7 +159,7 @@ export function manifestText(content: string, name: string): string {
   } catch {
     throw new SettingsError(`${name} is not valid JSON`);
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new SettingsError(`${name} must hold a JSON object`);
+  if (!isObject(parsed)) throw new SettingsError(`${name} must hold a JSON object`);
   if (Buffer.byteLength(content, 'utf8') > Limits.outboundResponseMaxBytes) throw new SettingsError(`${name} is over 1 MiB (pup reads at most 1 MiB)`);
   return content;
 }

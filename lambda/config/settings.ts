@@ -54,15 +54,7 @@ export interface LocalSettings extends McpSettings {
 }
 
 /** The AWS runtime facts the Secrets Manager reader needs (what the SDK would read itself). */
-export interface AwsRuntime {
-  region: string;
-  /** AWS_ENDPOINT_URL_SECRETS_MANAGER, else AWS_ENDPOINT_URL, unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS. */
-  secretsManagerEndpoint?: string;
-  useFips: boolean;
-  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
-  /** Set inside Lambda: metrics are written only there. */
-  functionName?: string;
-}
+export type AwsRuntime = ReturnType<typeof awsRuntime>;
 
 export interface McpLambdaSettings extends McpSettings {
   tableName: string;
@@ -79,27 +71,20 @@ export type DeliveryLambdaSettings = Pick<McpLambdaSettings, 'tableName' | 'queu
 };
 
 /** The ways the CLI points at AWS without `--table` and friends. */
-export interface CliAwsSettings {
-  region?: string;
-  table?: string;
-  queueUrl?: string;
-  deadLetterQueueUrl?: string;
-  stack: string;
-}
+export type CliAwsSettings = ReturnType<typeof cliAwsSettings>;
 
 /** Reads a file named by a setting; a test may pass its own. */
 export type ReadText = (path: string) => string;
-const readText: ReadText = (path) => readFileSync(path, 'utf8');
 
-function mcpSettings(env: Env, options: { manifestBase?: string; readFile?: ReadText } = {}): McpSettings {
+function mcpSettings(env: Env, manifestBase: string, readFile: ReadText = (path) => readFileSync(path, 'utf8')): McpSettings {
   const manifestFile = field.optional(env.PUP_MANIFEST_FILE);
   let pupManifest: string | undefined;
   if (manifestFile) {
-    const path = isAbsolute(manifestFile) || !options.manifestBase ? manifestFile : resolve(options.manifestBase, manifestFile);
+    const path = isAbsolute(manifestFile) ? manifestFile : resolve(manifestBase, manifestFile);
     const name = `PUP_MANIFEST_FILE (${path})`;
     let content: string;
     try {
-      content = (options.readFile ?? readText)(path);
+      content = readFile(path);
     } catch (error) {
       throw new field.SettingsError(`${name} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
     }
@@ -132,7 +117,7 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
     );
   }
   return {
-    ...mcpSettings(env, { manifestBase: options.projectRoot, ...(options.readFile ? { readFile: options.readFile } : {}) }),
+    ...mcpSettings(env, options.projectRoot, options.readFile),
     host,
     port: field.integer(env.PORT, 'PORT', 0, 65_535, 8787),
     stateDir: resolve(options.projectRoot, field.optional(env.DMDOT_STATE_DIR) ?? '.dm-dot'),
@@ -144,10 +129,11 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
   };
 }
 
-export function awsRuntime(env: Env): AwsRuntime {
+export function awsRuntime(env: Env) {
   const ignoreConfigured = field.optional(env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS)?.toLowerCase() === 'true';
   const endpoint = ignoreConfigured ? undefined : (field.optional(env.AWS_ENDPOINT_URL_SECRETS_MANAGER) ?? field.optional(env.AWS_ENDPOINT_URL));
   const sessionToken = field.optional(env.AWS_SESSION_TOKEN);
+  // Set inside Lambda only: metrics are written only there.
   const functionName = field.optional(env.AWS_LAMBDA_FUNCTION_NAME);
   return {
     region: field.optional(env.AWS_REGION) ?? field.optional(env.AWS_DEFAULT_REGION) ?? 'us-east-1',
@@ -167,7 +153,7 @@ export function mcpLambdaSettings(env: Env, options: { readFile?: ReadText } = {
   const apiKeySecretArn = field.optional(env.API_KEY_SECRET_ARN);
   const pupSecretArn = field.optional(env.PUP_SECRET_ARN);
   return {
-    ...mcpSettings(env, { manifestBase: field.optional(env.LAMBDA_TASK_ROOT) ?? process.cwd(), ...(options.readFile ? { readFile: options.readFile } : {}) }),
+    ...mcpSettings(env, field.optional(env.LAMBDA_TASK_ROOT) ?? process.cwd(), options.readFile),
     tableName: field.required(env.TABLE_NAME, 'TABLE_NAME'),
     queueUrl: field.required(env.QUEUE_URL, 'QUEUE_URL'),
     ...(apiKeySecretArn ? { apiKeySecretArn } : {}),
@@ -188,7 +174,7 @@ export function deliveryLambdaSettings(env: Env): DeliveryLambdaSettings {
 }
 
 /** DMDOT_STACK, DMDOT_TABLE, DMDOT_QUEUE_URL, DMDOT_DLQ_URL and the region, for `--aws`. */
-export function cliAwsSettings(env: Env): CliAwsSettings {
+export function cliAwsSettings(env: Env) {
   const region = field.optional(env.AWS_REGION) ?? field.optional(env.AWS_DEFAULT_REGION);
   const table = field.optional(env.DMDOT_TABLE);
   const queueUrl = field.optional(env.DMDOT_QUEUE_URL);
@@ -198,6 +184,6 @@ export function cliAwsSettings(env: Env): CliAwsSettings {
     ...(table ? { table } : {}),
     ...(queueUrl ? { queueUrl } : {}),
     ...(deadLetterQueueUrl ? { deadLetterQueueUrl } : {}),
-    stack: field.optional(env.DMDOT_STACK) ?? 'DmDot',
+    stack: field.optional(env.DMDOT_STACK) ?? field.DEFAULT_STACK_NAME,
   };
 }

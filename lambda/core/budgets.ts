@@ -4,10 +4,7 @@
  *
  * Deliberately not here: behaviour. Nothing in this module computes anything but a sum.
  */
-import { Limits } from './protocol';
-
-const SECOND = 1000;
-const MINUTE = 60 * SECOND;
+import { Limits, MINUTE, SECOND } from './protocol';
 
 export const Budgets = {
   // --- One MCP request: at most Limits.requestMs (5 s), on AWS and locally alike.

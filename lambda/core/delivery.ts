@@ -19,7 +19,7 @@
 import type { AttemptEntry, Clock, DeliveryJob, EventRecord, Store, SubscriptionRecord, WebhookClient } from '../ports';
 import { Budgets } from './budgets';
 import { EventStatus, Limits, type DeadLetterReason, type FailureReason } from './protocol';
-import { classify, nextDelayMs, type Classification } from './retry-policy';
+import { classify, nextDelayMs } from './retry-policy';
 import { decodeSecret, signedHeaders } from './signing';
 
 /** What a delivery reads and writes of the Store: the event, and the live subscription it is sent to. */
@@ -56,12 +56,7 @@ export type Ready = { kind: 'ready'; event: EventRecord; subscription: Subscript
 export type Prepared = DeliveryDecision | { kind: 'drop'; event: EventRecord } | Ready;
 
 /** What `send` did: the answer's classification and HTTP status, and the log entry for it. */
-export interface Sent {
-  verdict: Classification;
-  httpStatus: number | null;
-  entry: AttemptEntry;
-  doneAt: number;
-}
+export type Sent = Awaited<ReturnType<typeof send>>;
 
 /**
  * The receive on which the worker itself dead-letters a job: the schedule's attempts plus room for
@@ -124,9 +119,11 @@ export async function prepare(deps: DeliveryDeps, job: DeliveryJob): Promise<Pre
   return { kind: 'ready', event, subscription };
 }
 
-/** Step 2: sign at send time, POST, classify. Throws only when no POST could be made at all. */
-/** `timeoutMs`: a deadline shorter than the guard's 5 s, so the POST ends inside its sender's lease. */
-export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: { timeoutMs?: number } = {}): Promise<Sent> {
+/**
+ * Step 2: sign at send time, POST, classify. Throws only when no POST could be made at all.
+ * `timeoutMs`: a deadline shorter than the guard's 5 s, so the POST ends inside its sender's lease.
+ */
+export async function send(deps: DeliveryDeps, ready: Ready, job: DeliveryJob, options: { timeoutMs?: number } = {}) {
   const { subscription } = ready;
   // Signed at send time: whatever came before (reads, the record write) may have taken a while.
   const sendAt = deps.clock.now();
@@ -222,8 +219,7 @@ export async function deliver(deps: DeliveryDeps, job: DeliveryJob): Promise<Del
     const dropped = await deps.store.updateEvent(event.eventId, { status: EventStatus.dropped }, { status: event.status, attempts: event.attempts });
     return { action: 'done', status: dropped ? 'dropped' : 'duplicate' };
   }
-  // The worker's lease before its POST: a compare-and-set on what it read, moving the lease Budgets.workerLeaseMs ahead. One POST
-  // per attempt: a copy that loses the lease (another copy took it, or settled the event, since) defers for as long as the lease runs.
+  // The lease before the POST. One POST per attempt: a copy that loses it (another copy took it, or settled the event) defers while it runs.
   const leased = { status: EventStatus.queued, attempts: event.attempts, notBefore: event.notBefore ?? null };
   if (!(await deps.store.updateEvent(event.eventId, { notBefore: deps.clock.now() + Budgets.workerLeaseMs }, leased))) {
     return { action: 'defer', delayMs: Budgets.workerLeaseMs };

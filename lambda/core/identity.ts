@@ -47,7 +47,6 @@ export function verificationKeyOf(principal: string, url: string, secret: string
   return sha256Hex(canonicalJson([principal, url, sha256Hex(secret)]));
 }
 
-/** A new subscription generation: 64 random bits, hex. */
 export function newGeneration(): string {
   return randomBytes(8).toString('hex');
 }

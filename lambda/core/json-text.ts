@@ -11,15 +11,6 @@
  */
 import { Limits } from './protocol';
 
-export interface JsonTextScan {
-  /** True when objects and arrays nest deeper than the limit. */
-  tooDeep: boolean;
-  /** True when some bytes were not UTF-8. */
-  repaired: boolean;
-  /** The body to parse: the same bytes, or with each ill-formed sequence in a string made `\udfff`. */
-  bytes: Uint8Array;
-}
-
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const OPEN = new Set([0x5b, 0x7b]);
@@ -57,7 +48,8 @@ function sequenceAt(b: Uint8Array, i: number): number {
   return need + 1;
 }
 
-export function scanJsonText(bytes: Uint8Array, maxDepth: number = Limits.jsonMaxDepth): JsonTextScan {
+/** `tooDeep`: nested past the limit; `repaired`: some bytes were not UTF-8; `bytes`: what to parse (`bytes` itself when not repaired). */
+export function scanJsonText(bytes: Uint8Array) {
   let depth = 0;
   let tooDeep = false;
   let inString = false;
@@ -97,7 +89,7 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number = Limits.jsonMa
     if (byte === QUOTE) inString = true;
     else if (OPEN.has(byte)) {
       depth++;
-      if (depth > maxDepth) tooDeep = true;
+      if (depth > Limits.jsonMaxDepth) tooDeep = true;
     } else if (CLOSE.has(byte)) depth = Math.max(0, depth - 1);
   }
   return { tooDeep, repaired: out !== undefined, bytes: out ? Uint8Array.from(out) : bytes };

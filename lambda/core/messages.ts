@@ -9,9 +9,6 @@
  * (`background`), and is never sent again (the dot may not deduplicate by webhook-id). If this
  * process dies mid-attempt the lease runs out and the worker's copy makes the attempt.
  *
- * A port that fails throws DependencyUnavailable (with the event id once it exists), which the edge
- * maps for each surface.
- *
  * Deliberately not here: the attempt itself (core/delivery.ts), and wording of results for a
  * particular surface (core/answers.ts).
  */

@@ -31,8 +31,6 @@ function restoring(read: EventRecord, fields: Omit<EventPatch, 'appendLog'>): Ev
   return back;
 }
 
-const asIs = <T>(fn: () => Promise<T>): Promise<T> => fn();
-
 /**
  * True when nothing of `record` can be stored any more: a `failed` record is in its place (so a late
  * put fails its condition), or the stored one was marked failed.
@@ -63,9 +61,8 @@ async function markUnsent(store: OutboxStore, record: EventRecord): Promise<'mar
 /** What the outbox writes of the Store: the event record, put and then settled if its job could not be sent. */
 export type OutboxStore = Pick<Store, 'putEvent' | 'getEvent' | 'updateEvent' | 'restoreEvent'>;
 
-/** `keepBack` runs the put and the send so that time is left after them for the compensating write. */
 export function sequentialOutbox(store: OutboxStore, queue: Queue, options: { keepBack?: <T>(fn: () => Promise<T>) => Promise<T> } = {}): Outbox {
-  const keepBack = options.keepBack ?? asIs;
+  const keepBack = options.keepBack ?? (<T>(fn: () => Promise<T>) => fn());
   return {
     async add(record: EventRecord, job: DeliveryJob, enqueueOptions?: EnqueueOptions): Promise<void> {
       try {

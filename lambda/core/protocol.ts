@@ -124,7 +124,6 @@ export type EventsProfileName = (typeof EVENTS_PROFILES)[number];
 export const DEFAULT_EVENTS_PROFILE: EventsProfileName = 'chatgpt';
 
 export interface EventsProfile {
-  name: EventsProfileName;
   codes: { notFound: number; forbidden: number; resourceExhausted: number; unsupported: number; callbackEndpointError: number };
   /** `events/unsubscribe` of a subscription that does not exist answers NotFound (else `complete`). */
   unsubscribeNotFound: boolean;
@@ -136,14 +135,12 @@ export interface EventsProfile {
 
 export const EventsProfiles: Readonly<Record<EventsProfileName, EventsProfile>> = {
   chatgpt: {
-    name: 'chatgpt',
     codes: { notFound: -32011, forbidden: -32012, resourceExhausted: -32013, unsupported: -32014, callbackEndpointError: -32015 },
     unsubscribeNotFound: false,
     unknownEventNotFound: false,
     clampShortTtl: false,
   },
   'sep-3415': {
-    name: 'sep-3415',
     codes: { notFound: -32023, forbidden: -32024, resourceExhausted: -32025, unsupported: -32026, callbackEndpointError: -32027 },
     unsubscribeNotFound: true,
     unknownEventNotFound: true,
@@ -163,8 +160,10 @@ export const SENDER_NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
 export const CONNECTOR_SENDER = 'connector';
 /** The `sender` an event records when it came through the pup door, and the scope of pup's idempotency keys (callId). */
 export const PUP_SENDER = 'pup';
+/** The sender of dm-dot's own events (the announcement of waiting messages). */
+export const DMDOT_SENDER = 'dm-dot';
 /** Names no sender key may take: the log gives them to the connector key, pup and dm-dot itself. */
-export const RESERVED_SENDER_NAMES = [CONNECTOR_SENDER, PUP_SENDER, 'dm-dot'] as const;
+export const RESERVED_SENDER_NAMES = [CONNECTOR_SENDER, PUP_SENDER, DMDOT_SENDER] as const;
 
 export const AccessLimits = {
   /** A sender's lastUsedAt is rewritten at most this often: a send is not a write. */
@@ -209,8 +208,8 @@ export const SUBSCRIPTION_ID_PREFIX = 'sub_';
 export const EVENT_ID_PREFIX = 'evt_';
 export const VERIFICATION_ID_PREFIX = 'msg_verification_';
 
-const SECOND = 1000;
-const MINUTE = 60 * SECOND;
+export const SECOND = 1000;
+export const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
@@ -362,9 +361,6 @@ export const OAUTH_DISCOVERY_PATHS: ReadonlySet<string> = new Set([
 /** Member events dm-dot understands on `/pup/events`; any other type is answered `{}` and logged. */
 export const PupMemberEvents = ['member.joined', 'member.left'] as const;
 
-/** The only MCP protocol revision `/pup/mcp` serves (pup speaks 2026-07-28 stateless only). */
-export const PUP_PROTOCOL_VERSION = MCP_PROTOCOL_VERSION;
-
 /** At most this many pup signing secrets are configured: the current one and the previous one. */
 export const PUP_MAX_SECRETS = 2;
 
@@ -377,8 +373,6 @@ export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
  * twice the request budget, so a request that is still running is never overtaken.
  */
 export const IDEMPOTENCY_LEASE_MS = 2 * Limits.requestMs;
-/** The sender of dm-dot's own events (the announcement of waiting messages). */
-export const DMDOT_SENDER = 'dm-dot';
 /** The inbox's tools (docs/contract/mcp.md): the connector key sees them, with the inbox on. */
 export const INBOX_TOOLS = { pending: 'get_pending_messages', acknowledge: 'acknowledge_messages' } as const;
 /** How many pending messages the announcement counts before it says "more than". */

@@ -11,7 +11,7 @@
 import * as z from 'zod/mini';
 import { sha256Hex } from './identity';
 import { isObject } from './validation';
-import { EVENT_NAME, PUP_CONTEXT_META_KEY, PUP_PROTOCOL_VERSION, PupMemberEvents, PupRoutes, SERVER_NAME, TOOL_NAME } from './protocol';
+import { EVENT_NAME, MCP_PROTOCOL_VERSION, PUP_CONTEXT_META_KEY, PupMemberEvents, PupRoutes, SERVER_NAME, TOOL_NAME } from './protocol';
 
 /**
  * The principal every pup request acts as: not derived from the context (it grants no authority) nor
@@ -145,7 +145,8 @@ export function defaultPupManifest(version: string): Record<string, unknown> {
     name: SERVER_NAME,
     version,
     description: 'Send a message to the ChatGPT dot this server serves.',
-    mcp: { url: PupRoutes.mcp, protocolVersion: PUP_PROTOCOL_VERSION },
+    // The only revision `/pup/mcp` serves: pup speaks 2026-07-28 stateless only.
+    mcp: { url: PupRoutes.mcp, protocolVersion: MCP_PROTOCOL_VERSION },
     challengeUrl: PupRoutes.challenge,
     eventsUrl: PupRoutes.events,
     events: [...PupMemberEvents],

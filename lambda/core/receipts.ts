@@ -6,21 +6,11 @@
  *
  * Deliberately not here: authentication (http/app.ts hands in who asks) and the HTTP answer.
  */
-import type { EventStatus, Store } from '../ports';
+import type { Store } from '../ports';
 import type { Identity } from './access';
 import { guardDependency } from './errors';
 import { EVENT_ID_PATTERN } from './identity';
 import { CONNECTOR_SENDER } from './protocol';
-
-export interface Receipt {
-  eventId: string;
-  status: EventStatus;
-  sender: string | null;
-  createdAt: string;
-  deliveredAt: string | null;
-  acknowledgedAt: string | null;
-  attempts: number;
-}
 
 const iso = (at: number | undefined): string | null => (at === undefined ? null : new Date(at).toISOString());
 
@@ -29,12 +19,7 @@ const iso = (at: number | undefined): string | null => (at === undefined ? null 
  * event id (nothing is read), no live record has it, or it was sent by another key. Throws
  * DependencyUnavailable('storage') when the record cannot be read.
  */
-export async function readReceipt(
-  store: Pick<Store, 'getEvent'>,
-  reader: Pick<Identity, 'role' | 'sender'>,
-  eventId: string,
-  now: number,
-): Promise<Receipt | undefined> {
+export async function readReceipt(store: Pick<Store, 'getEvent'>, reader: Pick<Identity, 'role' | 'sender'>, eventId: string, now: number) {
   if (!EVENT_ID_PATTERN.test(eventId)) return undefined;
   const record = await guardDependency('storage', () => store.getEvent(eventId, now));
   if (!record) return undefined;

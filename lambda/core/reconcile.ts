@@ -56,11 +56,6 @@ export function strandedAfterMs(retryDelaysS: readonly number[]): number {
   return scheduleMs + Limits.deliveryWaitMaxMs + Budgets.inlineLeaseMarginMs + Budgets.reconcileMarginMs;
 }
 
-/** The longest a stranded record stays `queued` before the reconciler requeues or fails it. */
-export function repairBoundMs(retryDelaysS: readonly number[]): number {
-  return strandedAfterMs(retryDelaysS) + Budgets.reconcileEveryMs;
-}
-
 /** The last time anything showed the record in play: queued, requeued (the index may lag), or its lease, which every attempt moves. */
 export function lastSignOfLife(record: EventRecord, entry: QueuedEntry): number {
   return Math.max(entry.queuedSince, record.repairedAt ?? 0, record.notBefore ?? 0);

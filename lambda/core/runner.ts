@@ -49,11 +49,9 @@ export interface RunResult {
 
 export type DeliveryRunner = (received: ReceivedJob) => Promise<RunResult>;
 
-/** The metric outcome of a decision. */
 export function outcomeOfDecision(decision: DeliveryDecision): DeliveryOutcome {
   switch (decision.action) {
     case 'retry':
-      // No answer came within its deadline: the failed POST may have reached the dot.
       return decision.reason === 'timeout' ? 'outcome_unknown' : 'retry';
     case 'done':
       return decision.status;

@@ -36,14 +36,6 @@ export interface SubscriptionDeps {
 
 const profileOf = (deps: Pick<SubscriptionDeps, 'eventsProfile'>): EventsProfile => deps.eventsProfile ?? EventsProfiles[DEFAULT_EVENTS_PROFILE];
 
-export interface SubscribeResult {
-  id: string;
-  refreshBefore: string;
-  cursor: null;
-  truncated: false;
-  deliveryStatus?: { active: boolean; lastDeliveryAt: string | null; lastError: FailureReason | null };
-}
-
 /** How often a subscribe plans again after its put lost a race; more means something is wrong. */
 const MAX_PUT_ROUNDS = 3;
 
@@ -56,7 +48,7 @@ function isLive(record: SubscriptionRecord | undefined, now: number): record is 
   return record !== undefined && record.expiresAt > now;
 }
 
-export async function subscribe(deps: SubscriptionDeps, principal: string, params: unknown): Promise<SubscribeResult> {
+export async function subscribe(deps: SubscriptionDeps, principal: string, params: unknown) {
   const profile = profileOf(deps);
   const request = parseSubscribeParams(params, deps.urlPolicy, profile);
   const id = subscriptionIdOf(principal, request.url, EVENT_NAME, {});
@@ -129,12 +121,12 @@ function plan(
   return { record, expected, refreshed: live !== undefined };
 }
 
-function resultOf(record: SubscriptionRecord, refreshed: boolean): SubscribeResult {
+function resultOf(record: SubscriptionRecord, refreshed: boolean) {
   return {
     id: record.id,
     refreshBefore: new Date(record.expiresAt).toISOString(),
     cursor: null,
-    truncated: false,
+    truncated: false as const,
     ...(refreshed
       ? {
           deliveryStatus: {

@@ -31,12 +31,10 @@ export function unexpectedKeys(args: object, allowed: readonly string[]): string
 
 /** `message` trimmed of surrounding whitespace, then valid Unicode text of 1..16,384 UTF-8 bytes. */
 export function checkMessage(args: unknown): { ok: true; message: string } | { ok: false; error: string } {
-  if (args === null || typeof args !== 'object' || Array.isArray(args)) {
-    return { ok: false, error: 'Invalid input: send an object with a "message" string.' };
-  }
+  if (!isObject(args)) return { ok: false, error: 'Invalid input: send an object with a "message" string.' };
   const unexpected = unexpectedKeys(args, ['message']);
   if (unexpected) return { ok: false, error: `Invalid input: "message" is the only argument (unexpected: ${unexpected}).` };
-  const raw = (args as { message?: unknown }).message;
+  const raw = args.message;
   if (typeof raw !== 'string') return { ok: false, error: 'Invalid input: "message" is required and must be a string.' };
   if (LONE_SURROGATE.test(raw)) return { ok: false, error: NOT_UTF8_MESSAGE };
   const message = raw.trim();

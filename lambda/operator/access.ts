@@ -8,24 +8,16 @@
 import { ensureDeployment, keyHashOf, newSenderKey, newSenderNameProblem } from '../core/access';
 import { AccessLimits } from '../core/protocol';
 import type { AccessStore, SenderRecord } from '../ports';
+import { iso } from './views';
 
 /** One sender as `senders list` shows it: never its key, nor its hash. */
-export interface SenderView {
-  name: string;
-  rate: number | null;
-  createdAt: string;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-  revoked: boolean;
-}
+export type SenderView = ReturnType<typeof senderView>;
 
-const iso = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString());
-
-export function senderView(record: SenderRecord): SenderView {
+export function senderView(record: SenderRecord) {
   return {
     name: record.name,
     rate: record.rate,
-    createdAt: new Date(record.createdAt).toISOString(),
+    createdAt: iso(record.createdAt)!,
     lastUsedAt: iso(record.lastUsedAt),
     revokedAt: iso(record.revokedAt),
     revoked: record.revokedAt !== undefined,
@@ -78,18 +70,13 @@ export async function revokeSender(
   throw new Error(`revokeSender: sender ${name} is live but its revocation was not written`);
 }
 
-export interface Rotation {
-  principal: string;
-  /** When the previous key stops (ISO time); null: it stopped at once. */
-  previousKeyUntil: string | null;
-}
-
 /**
  * Records a rotation before the new key is put in force, creating the DEPLOYMENT item first if
  * there is none (with the principal of the key being replaced). With an overlap the previous key
- * stays accepted until `now + overlapMs`; without one, any earlier overlap ends too.
+ * stays accepted until `now + overlapMs` (`previousKeyUntil`, null without one); without one, any
+ * earlier overlap ends too.
  */
-export async function recordRotation(access: AccessStore, previousKey: string, newKey: string, overlapMs: number, now: number): Promise<Rotation> {
+export async function recordRotation(access: AccessStore, previousKey: string, newKey: string, overlapMs: number, now: number) {
   if (!Number.isInteger(overlapMs) || overlapMs < 0 || overlapMs > AccessLimits.maxOverlapMs) throw new RangeError('overlap out of range');
   const deployment = await ensureDeployment(access, previousKey, now);
   const until = overlapMs > 0 ? now + overlapMs : undefined;

@@ -4,48 +4,22 @@
  * Deliberately not here: the signing secret, the full callback URL (its path and query may carry
  * the dot's own tokens: a view has the host only), and message texts (kept for resending only).
  */
-import { EventStatus, type FailureReason } from '../core/protocol';
+import { DEFAULT_EVENTS_PROFILE, EventStatus } from '../core/protocol';
 import type { EventRecord, LogEntry, SubscriptionRecord } from '../ports';
 
-export interface SubscriptionView {
-  id: string;
-  callbackHost: string;
-  createdAt: string;
-  refreshedAt: string;
-  expiresAt: string;
-  lastDeliveryAt: string | null;
-  lastError: FailureReason | null;
-}
-
+export type SubscriptionView = ReturnType<typeof subscriptionView>;
 /** One line of the delivery log. */
-export interface EventView {
-  eventId: string;
-  status: EventStatus;
-  attempts: number;
-  lastError: FailureReason | null;
-  lastHttpStatus: number | null;
-  createdAt: string;
-  deliveredAt: string | null;
-  /** Who sent it: `connector` or a sender's name (null on records from before senders). */
-  sender: string | null;
-  /** When the dot acknowledged it with the inbox's acknowledge_messages (its read receipt); null: not yet. */
-  acknowledgedAt: string | null;
-}
+export type EventView = ReturnType<typeof eventView>;
+export type EventDetail = ReturnType<typeof eventDetail>;
 
 /** One entry of an event's own log: a POST, or an operator's resend or redrive, or a cancel. */
 export type LogEntryView =
   | { at: string; kind: 'attempt'; outcome: string; statusClass: string | null; durationMs: number; counted: boolean }
   | { at: string; kind: 'note'; note: string };
 
-export interface EventDetail extends EventView {
-  log: LogEntryView[];
-  /** True when `dm-dot events resend` can give it another round: failed or dropped, bytes kept. */
-  resendable: boolean;
-}
+export const iso = (ms: number | undefined | null): string | null => (ms === undefined || ms === null ? null : new Date(ms).toISOString());
 
-const iso = (ms: number | undefined | null): string | null => (ms === undefined || ms === null ? null : new Date(ms).toISOString());
-
-export function subscriptionView(record: SubscriptionRecord): SubscriptionView {
+export function subscriptionView(record: SubscriptionRecord) {
   let callbackHost: string;
   try {
     callbackHost = new URL(record.url).host;
@@ -63,7 +37,7 @@ export function subscriptionView(record: SubscriptionRecord): SubscriptionView {
   };
 }
 
-export function eventView(record: EventRecord): EventView {
+export function eventView(record: EventRecord) {
   return {
     eventId: record.eventId,
     status: record.status,
@@ -82,11 +56,12 @@ function entryView(entry: LogEntry): LogEntryView {
   return { at: iso(entry.at)!, kind: 'attempt', outcome: entry.outcome, statusClass: entry.statusClass, durationMs: entry.durationMs, counted: entry.counted };
 }
 
+/** True when `dm-dot events resend` can give it another round: failed or dropped, bytes kept. */
 export function isResendable(record: EventRecord): boolean {
   return (record.status === EventStatus.failed || record.status === EventStatus.dropped) && typeof record.body === 'string';
 }
 
-export function eventDetail(record: EventRecord): EventDetail {
+export function eventDetail(record: EventRecord) {
   return { ...eventView(record), log: (record.log ?? []).map(entryView), resendable: isResendable(record) };
 }
 
@@ -108,21 +83,16 @@ export interface SwitchSettings {
 }
 
 /** The switches in force, as the admin status route and `dm-dot status` show them (never a secret). */
-export type Switches = Pick<SwitchSettings, 'allowedOrigins' | 'allowedHosts' | 'retryDelaysS' | 'deliveryWaitMs'> & {
-  loopbackCallbacks: boolean;
-  pup: { secrets: number } | false;
-  /** The events profile in force: `chatgpt` or `sep-3415` (docs/contract/events.md). */
-  eventsProfile: string;
-};
+export type Switches = ReturnType<typeof switchesOf>;
 
-export function switchesOf(settings: SwitchSettings): Switches {
+export function switchesOf(settings: SwitchSettings) {
   return {
     loopbackCallbacks: settings.allowLoopbackCallbacks,
-    pup: settings.pupSecrets.secrets.length > 0 ? { secrets: settings.pupSecrets.secrets.length } : false,
+    pup: settings.pupSecrets.secrets.length > 0 ? { secrets: settings.pupSecrets.secrets.length } : (false as const),
     allowedOrigins: settings.allowedOrigins,
     allowedHosts: settings.allowedHosts,
     retryDelaysS: settings.retryDelaysS,
     deliveryWaitMs: settings.deliveryWaitMs,
-    eventsProfile: settings.eventsProfile ?? 'chatgpt',
+    eventsProfile: settings.eventsProfile ?? DEFAULT_EVENTS_PROFILE,
   };
 }

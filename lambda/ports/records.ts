@@ -103,21 +103,15 @@ export interface QueuedEntry {
   queuedSince: number;
 }
 
-export interface EventPatch {
-  status?: EventStatus;
-  attempts?: number;
-  lastError?: FailureReason | null;
-  lastHttpStatus?: number | null;
-  deliveredAt?: number;
-  notBefore?: number;
-  subscriptionId?: string;
-  generation?: string;
-  cancelledAt?: number;
+/** The fields a patch sets as given (`body` and `appendLog` have their own rules). */
+type PatchedField = 'status' | 'attempts' | 'lastError' | 'lastHttpStatus' | 'deliveredAt' | 'notBefore' | 'subscriptionId' | 'generation' | 'cancelledAt';
+
+export type EventPatch = Partial<Pick<EventRecord, PatchedField>> & {
   /** A string sets the kept bytes; null removes them (the event was delivered). */
   body?: string | null;
   /** Appended to the log in the same conditional write. */
   appendLog?: LogEntry;
-}
+};
 
 /** What an event update expects to find, so two copies of a job never both commit one attempt's outcome. */
 export interface EventExpectation {

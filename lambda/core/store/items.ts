@@ -21,7 +21,6 @@ export const ItemKeys = {
   deployment: 'DEPLOYMENT',
   sender: (name: string) => `SENDER#${name}`,
   rate: (name: string, window: number) => `RATE#${name}#${window}`,
-  /** An idempotency key, scoped by its caller. */
   idempotency: (caller: string, key: string) => `IDEMPOTENCY#${caller}#${key}`,
 } as const;
 
@@ -55,7 +54,6 @@ export function queuedShardOf(eventId: string): string {
   return `Q#${(Number.isNaN(digit) ? 0 : digit) % QueuedIndex.shards}`;
 }
 
-/** Every shard, for a reader that must see all of them. */
 export function queuedShards(): string[] {
   return Array.from({ length: QueuedIndex.shards }, (_, i) => `Q#${i}`);
 }
