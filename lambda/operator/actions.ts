@@ -65,7 +65,7 @@ export async function resendEvent(deps: { store: Store; outbox: Outbox }, now: n
 
 /** How many events of each status the log holds (for `dm-dot status`). */
 export async function eventCounts(store: Store, now: number): Promise<Record<EventStatus, number>> {
-  const counts = { queued: 0, delivered: 0, failed: 0, dropped: 0 } as Record<EventStatus, number>;
+  const counts = Object.fromEntries(Object.values(EventStatus).map((status) => [status, 0])) as Record<EventStatus, number>;
   for (const event of await store.listEvents(now)) counts[event.status]++;
   return counts;
 }

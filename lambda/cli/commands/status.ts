@@ -95,7 +95,8 @@ export function describeLocal(status: LocalStatus): string {
   ];
   if (status.events) {
     const e = status.events;
-    rows.push(['events', `${e.queued} queued, ${e.failed} failed, ${e.delivered} delivered, ${e.dropped} dropped`]);
+    const kept = e.kept ? `, ${e.kept} kept in the inbox` : '';
+    rows.push(['events', `${e.queued} queued, ${e.failed} failed, ${e.delivered} delivered, ${e.dropped} dropped${kept}`]);
   }
   if (status.jobs) {
     // An event settled otherwise than delivered (failed inline, dropped with its subscription) keeps

@@ -1,7 +1,7 @@
 /**
  * `dm-dot status`'s text for the delivery jobs: an event delivered inline keeps its safety-net job
  * until the worker next looks, so for a few seconds there are more jobs than queued events; the
- * line says those are for settled events, not deliveries still to come.
+ * line says those are for settled events, not deliveries still to come. And the events line.
  */
 import { describeLocal } from '../../../lambda/cli/commands/status';
 import type { LocalStatus } from '../../../lambda/cli/local-server/local-operator';
@@ -37,5 +37,14 @@ describe('status: delivery jobs', () => {
 
   it('as many jobs as queued events: nothing to explain', () => {
     expect(describeLocal(status({ queued: 2, deadLetters: 1 }, 2))).toMatch(/^delivery jobs +2 waiting, 1 dead-lettered \(dm-dot redrive\)$/m);
+  });
+});
+
+describe('status: events', () => {
+  it('CLI-7: events kept in the inbox are counted on the events line, and the line says nothing of them when there are none', () => {
+    const kept = status({ queued: 0, deadLetters: 0 }, 0);
+    expect(describeLocal(kept)).toMatch(/^events +0 queued, 0 failed, 3 delivered, 0 dropped$/m);
+    kept.events = { ...kept.events!, kept: 2 };
+    expect(describeLocal(kept)).toMatch(/^events +0 queued, 0 failed, 3 delivered, 0 dropped, 2 kept in the inbox$/m);
   });
 });

@@ -201,11 +201,16 @@ describe('the delivery log', () => {
   });
 
   it('CLI-7: counts the live events of each status, every status present', async () => {
-    await expect(eventCounts(store, NOW)).resolves.toStrictEqual({ queued: 1, delivered: 1, failed: 2, dropped: 1 });
+    await expect(eventCounts(store, NOW)).resolves.toStrictEqual({ queued: 1, delivered: 1, failed: 2, dropped: 1, kept: 0 });
+  });
+
+  it('CLI-7: counts an event kept in the inbox as kept', async () => {
+    put(event(7, { status: EventStatus.kept, attempts: 0, lastError: null, lastHttpStatus: null }));
+    await expect(eventCounts(store, NOW)).resolves.toMatchObject({ kept: 1, queued: 1 });
   });
 
   it('counts zeros for an empty log', async () => {
-    await expect(eventCounts(new FakeStore(), NOW)).resolves.toStrictEqual({ queued: 0, delivered: 0, failed: 0, dropped: 0 });
+    await expect(eventCounts(new FakeStore(), NOW)).resolves.toStrictEqual({ queued: 0, delivered: 0, failed: 0, dropped: 0, kept: 0 });
   });
 
   it('reading the log writes nothing', async () => {
