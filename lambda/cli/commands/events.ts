@@ -16,7 +16,8 @@ import { fields, plural, shortTime, table } from '../output';
 
 /** The fields of an event in the `--json` documents of `events` and `events show`. */
 const EVENT_FIELDS =
-  '"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", "sender": "connector" | NAME | null, "acknowledgedAt": ISO | null';
+  '"eventId", "status", "attempts", "lastError", "lastHttpStatus", "createdAt", "deliveredAt", ' +
+  '"sender": "connector" | NAME | null, "acknowledgedAt": ISO | null';
 
 /** `events`, or `events list` under it: the same command under two names. */
 const list = (ctx: Context, name: string) =>
@@ -79,7 +80,9 @@ const show = (ctx: Context) =>
       'no attempt made. The attempts are numbered as the server log and dm-dot dot number them. Never the message or a header.',
     argument: eventIdArgument(),
     options: awsTableOptions(),
-    json: `{"event": {${EVENT_FIELDS}, "resendable", "log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}`,
+    json:
+      `{"event": {${EVENT_FIELDS}, "resendable", ` +
+      '"log": [{"at", "kind": "attempt", "outcome", "statusClass", "durationMs", "counted"} | {"at", "kind": "note", "note"}]}}',
     async run(values, word) {
       const eventId = eventIdOf(word);
       await withOperator(ctx, values, async (op) => {
