@@ -32,8 +32,6 @@ import type { DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
 import { asDamage, checkHeader, guard, moveAsideRemedy, probeInChild, unreadable, type DamageRecord } from './file-check';
 
-export { probeInChild } from './file-check';
-
 export const DATABASE_FILE = 'dm-dot.lmdb';
 /** Bumped when the layout of the sub-databases changes; a file of another layout is refused, never rewritten. */
 const SCHEMA_VERSION = 2;
@@ -206,13 +204,7 @@ async function refuseEarlierFiles(stateDir: string): Promise<void> {
   for (const name of EARLIER_FILES) {
     const path = join(stateDir, name);
     // Any other failure to examine it is the directory's, and the open that follows names that.
-    if (
-      await lstat(path).then(
-        () => true,
-        () => false,
-      )
-    )
-      throw earlierLayout(path, 'the layout before dm-dot.lmdb');
+    if (await lstat(path).catch(() => undefined)) throw earlierLayout(path, 'the layout before dm-dot.lmdb');
   }
 }
 
