@@ -50,7 +50,6 @@ export interface SecretsManagerOptions {
   useFips?: boolean;
   credentials: () => Credentials;
   maxAttempts?: number;
-  connectTimeoutMs?: number;
   attemptTimeoutMs?: number;
   /** Tests: a deterministic backoff. */
   random?: () => number;
@@ -144,7 +143,6 @@ function readAnswer(status: number, errorType: unknown, text: string): SecretVal
 
 export function createSecretsManagerReader(options: SecretsManagerOptions): SecretsReader {
   const maxAttempts = options.maxAttempts ?? Budgets.awsMaxAttempts;
-  const connectTimeoutMs = options.connectTimeoutMs ?? Budgets.awsConnectMs;
   const attemptTimeoutMs = options.attemptTimeoutMs ?? Budgets.awsAttemptMs;
   const random = options.random ?? Math.random;
   const configured = options.endpoint ? new URL(options.endpoint) : undefined;
@@ -182,7 +180,7 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
     let connectTimer: NodeJS.Timeout | undefined;
     req.on('socket', (socket) => {
       if (!socket.connecting) return;
-      connectTimer = expire(connectTimeoutMs, 'connection');
+      connectTimer = expire(Budgets.awsConnectMs, 'connection');
       socket.once('connect', () => clearTimeout(connectTimer));
     });
     // `once` reports an error before the answer; after it, the body's read does.

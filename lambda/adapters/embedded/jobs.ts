@@ -170,9 +170,9 @@ function moveRow(dbs: Databases, row: JobRow, dueAt: number, changes: Partial<Jo
 }
 
 /** Inside a write: the event's job, due at `dueAt`, replacing any it had (the newer intent wins; the old receipt stops working). */
-export function putJobInTxn(dbs: Databases, job: DeliveryJob, dueAt: number, now: number, receives = 0): JobRow {
+export function putJobInTxn(dbs: Databases, job: DeliveryJob, dueAt: number, now: number): JobRow {
   removeJobInTxn(dbs, job.eventId);
-  const row: JobRow = { jobId: randomUUID(), job: defined({ ...job }) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives, enqueuedAt: now };
+  const row: JobRow = { jobId: randomUUID(), job: defined({ ...job }) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives: 0, enqueuedAt: now };
   void dbs.jobs.put([row.dueAt, job.eventId], row);
   void dbs.jobIndex.put(job.eventId, row.dueAt);
   return row;
