@@ -82,7 +82,6 @@ class Worker {
     this.runJob = createDeliveryRunner({ delivery: options.deps, ...(options.log ? { log: options.log } : {}) });
   }
 
-  /** Attempts running now. */
   get inFlight(): number {
     return this.running.size;
   }
