@@ -9,7 +9,7 @@
  * any correction of the wall clock. After a suspend `now()` may trail the wall clock by the time
  * asleep, which only makes what was due later happen that much later, never twice.
  */
-import type { Clock } from '../ports';
+import { systemClock, type Clock } from '../ports';
 
 const SYSTEM = { monotonic: () => performance.now(), wall: () => Date.now() };
 
@@ -20,6 +20,6 @@ export function steadyClock(sources: typeof SYSTEM = SYSTEM): Clock & { wall(): 
     now: () => Math.floor(origin + sources.monotonic()),
     wall: () => sources.wall(),
     // Timers run on monotonic time already.
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    sleep: systemClock.sleep,
   };
 }

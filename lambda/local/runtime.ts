@@ -171,34 +171,6 @@ export async function startLocal(options: LocalOptions) {
     await db.setOwnerUrl(baseUrl);
     const token = await publishAdminToken(settings.stateDir);
     cleanups.push(() => withdrawAdminToken(settings.stateDir, token));
-    admin = {
-      store: db.store,
-      outbox: db.outbox,
-      token,
-      hosts: adminHosts,
-      now: () => clock.now(),
-      // Its commit wakes the worker (onJobsChanged), as a resend's does.
-      redrive: () => db.jobs.redrive(clock.now()),
-      queueCounts: () => db.jobs.counts(),
-      describe: () => ({
-        server: { url: baseUrl, pid: process.pid, version },
-        stateDir: resolve(settings.stateDir),
-        apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
-        switches: switchesOf(settings),
-      }),
-      damage: () => db.damage()?.message,
-      access: db.store,
-      ...(key.file
-        ? {
-            rotateKey: (overlapMs = 0) => {
-              // One rotation at a time: each records the key the previous one put in force.
-              const rotation = rotating.then(() => rotateKey(overlapMs));
-              rotating = rotation.catch(() => undefined);
-              return rotation;
-            },
-          }
-        : {}),
-    };
 
     let rotating: Promise<unknown> = Promise.resolve();
     /**
@@ -207,7 +179,7 @@ export async function startLocal(options: LocalOptions) {
      * then does the file show it, so a key read from the file always works. A file that cannot be
      * written undoes the rotation: the old key stays in force everywhere.
      */
-    const rotateKey = async (overlapMs: number) => {
+    const rotate = async (overlapMs: number) => {
       const previousKey = key.key;
       const next = newApiKey();
       log.redact?.(next);
@@ -231,6 +203,32 @@ export async function startLocal(options: LocalOptions) {
       log.warn('api_key_rotated', { keyFile: key.file, overlapMs });
       // The overlap's end as the server recorded it: the one the old key is refused after.
       return { keyFile: key.file!, overlapUntil: recorded.previousKeyUntil };
+    };
+    const rotateKey = (overlapMs = 0) => {
+      // One rotation at a time: each records the key the previous one put in force.
+      const rotation = rotating.then(() => rotate(overlapMs));
+      rotating = rotation.catch(() => undefined);
+      return rotation;
+    };
+
+    admin = {
+      store: db.store,
+      outbox: db.outbox,
+      token,
+      hosts: adminHosts,
+      now: () => clock.now(),
+      // Its commit wakes the worker (onJobsChanged), as a resend's does.
+      redrive: () => db.jobs.redrive(clock.now()),
+      queueCounts: () => db.jobs.counts(),
+      describe: () => ({
+        server: { url: baseUrl, pid: process.pid, version },
+        stateDir: resolve(settings.stateDir),
+        apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
+        switches: switchesOf(settings),
+      }),
+      damage: () => db.damage()?.message,
+      access: db.store,
+      ...(key.file ? { rotateKey } : {}),
     };
 
     const sweeper = setInterval(() => {
