@@ -2,11 +2,9 @@
  * Secrets Manager's `GetSecretValue` (the API key and pup's signing secrets) over node:https,
  * signed with Signature Version 4 by `aws4`: the SDK client costs the MCP Lambda's cold start more
  * than its budget allows (docs/decisions.md has the figures). It behaves as the SDK client would
- * where callers can tell: an error's `name` is the service's error code; retries follow the SDK's
- * standard mode (throttling, 5xx and network failures; 3 attempts, jittered exponential backoff);
- * the endpoint is the one the SDK's variables configure (config/settings.ts), else the one of the
- * ARN's region and partition; each attempt has 1 s to connect and 2 s in all (core/budgets.ts),
- * and the caller's abort signal (the request deadline) bounds the whole call.
+ * where callers can tell: error names, the standard retry mode, the endpoint its variables configure
+ * (config/settings.ts) or the ARN's partition gives, the attempt timeouts of core/budgets.ts, and
+ * the caller's abort signal (the request deadline) over the whole call.
  *
  * Deliberately not here: any other action, version ids or stages (a read without them answers
  * AWSCURRENT), dual-stack endpoints, caching (the loader's), logging, and credentials from
