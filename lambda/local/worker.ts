@@ -23,13 +23,11 @@ import { createDeliveryRunner, type DeliveryRunner } from '../core/runner';
 import type { JobEffects, Logger } from '../ports';
 import type { DueJob, JobTable } from '../adapters/embedded/jobs';
 
-/** What the worker needs of the job table; a row's `jobId` is its receipt. */
 type WorkerJobTable = Pick<JobTable, 'due' | 'nextDueAt' | 'receive' | 'reschedule' | 'complete' | 'deadLetter'>;
 
 export interface DeliveryWorkerOptions {
   jobs: WorkerJobTable;
   deps: DeliveryDeps;
-  /** Attempts run at once; default 8. */
   concurrency?: number;
   /** The longest the worker sleeps without looking at the table; default 1000 ms. */
   pollIntervalMs?: number;

@@ -229,7 +229,6 @@ export function guard<D extends object>(file: string, damage: DamageRecord, name
   });
 }
 
-/** Iterates `range` lazily, as lmdb-js does, with every error of its cursor passed through `translate`. */
 function* guardRange(range: Iterable<unknown>, translate: (error: unknown) => unknown): Generator<unknown> {
   try {
     yield* range;
