@@ -39,7 +39,6 @@ export interface SecretLoaderOptions<T> {
   now?: () => number;
   log?: Logger;
   onLoaded?: (secret: string) => void;
-  /** The level of the one `<name>_not_configured` line. */
   missingLevel?: 'warn' | 'error';
 }
 

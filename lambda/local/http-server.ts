@@ -13,7 +13,6 @@
  *   included), a new connection gets a `503` with `Retry-After` and is closed; whatever it sends
  *   is read and dropped, never given to the app, and it is destroyed within `REFUSED_LINGER_MS`.
  *   Past twice the cap a connection is destroyed unanswered.
- * - A request whose body was not read (refused before it) is answered with `Connection: close`.
  *
  * Deliberately not here: routes, auth and limits of the HTTP surface (the app), admin routes
  * (admin-routes.ts), and TLS (a tunnel or proxy terminates it).
