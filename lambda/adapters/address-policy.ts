@@ -7,7 +7,6 @@
  */
 import ipaddr from 'ipaddr.js';
 
-/** The contract's refused ranges, in its order (docs/contract/outbound-guard.md). */
 const FORBIDDEN_V4 = `0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.0.0.0/24 192.0.2.0/24 192.168.0.0/16
   198.18.0.0/15 198.51.100.0/24 203.0.113.0/24 224.0.0.0/4 240.0.0.0/4 255.255.255.255/32`
   .split(/\s+/)
@@ -23,7 +22,6 @@ const FORBIDDEN_V6 = '::/128 ::1/128 ::ffff:0:0/96 64:ff9b::/96 100::/64 2001:db
 /** True when `address` (a plain IP string, no brackets or zone) must not be contacted. */
 export function isForbiddenAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return true;
-  // process(): an IPv4-mapped IPv6 address comes back as the IPv4 address it carries.
   const ip = ipaddr.process(address);
   if (ip.kind() === 'ipv4') {
     const v4 = ip as ipaddr.IPv4;

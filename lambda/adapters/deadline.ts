@@ -3,9 +3,8 @@
  * entry point (`runWithDeadline`: a Lambda invocation, a request of the local runtime) and carried
  * in an AsyncLocalStorage, so the core stays pure and no port signature changes. Every DynamoDB,
  * SQS and Secrets Manager call inside it, however deep, gets an abort signal for what is left
- * (`withDeadlines`); the webhook client reads it too. Not only the SDK's timeouts, because
- * @smithy/node-http-handler's `requestTimeout` only warns unless `throwOnRequestTimeout` is set, and
- * even then each retry gets a fresh one; the signal bounds the whole call, backoff included.
+ * (`withDeadlines`); the webhook client reads it too. The SDK's own timeouts bound one attempt
+ * each (docs/reliability.md, "requestTimeout only warns"); the signal bounds the whole call.
  *
  * Deliberately not here: the budgets (core/budgets.ts), retries (the SDK's), and any reading of
  * what an aborted call did: the caller treats it as a failed dependency either way.

@@ -1,15 +1,10 @@
 /**
- * The outbound guard (docs/contract/outbound-guard.md), the only way dm-dot sends anything to a
- * callback: it checks the URL, resolves the host once, refuses the request if any answer is not
- * globally routable, and connects to a checked address with the host name kept for SNI and the
- * certificate, so DNS rebinding cannot move the connection. No redirects, `Accept-Encoding:
- * identity`, one 5 s deadline for everything (or the request's shorter `timeoutMs`), 1 MiB read.
+ * The outbound guard (docs/contract/outbound-guard.md: every rule there is applied here), the only
+ * way dm-dot sends anything to a callback.
  *
- * A name with several addresses must not fail on the first dead one: a connection that fails
- * before it is made (refused, unreachable, or not made within its share of the deadline) moves on
- * to the next checked answer; nothing was sent on it, so this cannot deliver twice, and once
- * connected the outcome is final. IPv4 answers go first when the machine has no global IPv6
- * address (a Lambda outside a VPC has no IPv6 egress).
+ * A name with several addresses must not fail on the first dead one: a connection never made moves
+ * on to the next checked answer (nothing was sent on it, so this cannot deliver twice), and IPv4
+ * answers go first without a global IPv6 address (docs/reliability.md, "Readings of AWS behaviour").
  *
  * Deliberately not here: retries (the delivery core decides), and reporting anything of the
  * endpoint beyond a status code and the capped body: errors become categories.
@@ -153,7 +148,6 @@ export function createGuardedWebhookClient(options: GuardOptions): WebhookClient
       if (attempt) {
         deadline.addEventListener('abort', onDeadline, { once: true });
         const share = Math.min(connectAttemptMs, Math.floor((endsAt - Date.now()) / (othersLeft + 1)));
-        // Its share over, an attempt not yet connected gives up (its signal aborted: the next address's turn).
         timer = timers.setTimeout(() => connected || attempt.abort(), Math.max(0, share));
       }
       try {

@@ -5,10 +5,9 @@
  * loaded (the app answers 503). Concurrent requests share one read, each waiting only until its own
  * deadline. A due refresh runs in the background; a failed one keeps the last good value.
  *
- * The 30 s back-off follows only a read that really failed (access denied, not found, a server
- * error after the retries, an unusable value); not one that ended by its own timeout or abort, nor
- * one started outside a request: at a Lambda thaw such a read's timer is long overdue though
- * nothing failed (docs/decisions.md). A request that waited on it starts a fresh one instead.
+ * The 30 s back-off follows only a read that really failed, never one that timed out, was aborted
+ * or ran outside a request (docs/decisions.md, "One secret loader", says why); a request that
+ * waited on such a read starts one of its own.
  *
  * Deliberately not here: logging a value (only an AWS error code or a sentence of ours; loaded
  * values go to `onLoaded` for log redaction), and parsing beyond each secret's `parse`.
@@ -40,7 +39,6 @@ export interface SecretLoaderOptions<T> {
   now?: () => number;
   log?: Logger;
   onLoaded?: (secret: string) => void;
-  /** The level of the one `<name>_not_configured` line. */
   missingLevel?: 'warn' | 'error';
 }
 
@@ -105,8 +103,7 @@ export function createSecretLoader<T>(options: SecretLoaderOptions<T>) {
         if (due() && !backingOff()) void start(secretArn);
         return value;
       }
-      // Two rounds at most: a shared read that ended by itself (a timeout at thaw) is followed by
-      // one of this request's own, inside its deadline.
+      // Two rounds at most: the shared read, then (see the header) one of this request's own.
       for (let round = 0; round < 2; round++) {
         if (backingOff()) return undefined;
         const outcome = await withinDeadline(start(secretArn), TIMED_OUT);

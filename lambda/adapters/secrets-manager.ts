@@ -2,11 +2,9 @@
  * Secrets Manager's `GetSecretValue` (the API key and pup's signing secrets) over node:https,
  * signed with Signature Version 4 by `aws4`: the SDK client costs the MCP Lambda's cold start more
  * than its budget allows (docs/decisions.md has the figures). It behaves as the SDK client would
- * where callers can tell: an error's `name` is the service's error code; retries follow the SDK's
- * standard mode (throttling, 5xx and network failures; 3 attempts, jittered exponential backoff);
- * the endpoint is the one the SDK's variables configure (config/settings.ts), else the one of the
- * ARN's region and partition; each attempt has 1 s to connect and 2 s in all (core/budgets.ts),
- * and the caller's abort signal (the request deadline) bounds the whole call.
+ * where callers can tell: error names, the standard retry mode, the endpoint its variables configure
+ * (config/settings.ts) or the ARN's partition gives, the attempt timeouts of core/budgets.ts, and
+ * the caller's abort signal (the request deadline) over the whole call.
  *
  * Deliberately not here: any other action, version ids or stages (a read without them answers
  * AWSCURRENT), dual-stack endpoints, caching (the loader's), logging, and credentials from
@@ -50,7 +48,6 @@ export interface SecretsManagerOptions {
   useFips?: boolean;
   credentials: () => Credentials;
   maxAttempts?: number;
-  connectTimeoutMs?: number;
   attemptTimeoutMs?: number;
   /** Tests: a deterministic backoff. */
   random?: () => number;
@@ -144,7 +141,6 @@ function readAnswer(status: number, errorType: unknown, text: string): SecretVal
 
 export function createSecretsManagerReader(options: SecretsManagerOptions): SecretsReader {
   const maxAttempts = options.maxAttempts ?? Budgets.awsMaxAttempts;
-  const connectTimeoutMs = options.connectTimeoutMs ?? Budgets.awsConnectMs;
   const attemptTimeoutMs = options.attemptTimeoutMs ?? Budgets.awsAttemptMs;
   const random = options.random ?? Math.random;
   const configured = options.endpoint ? new URL(options.endpoint) : undefined;
@@ -182,7 +178,7 @@ export function createSecretsManagerReader(options: SecretsManagerOptions): Secr
     let connectTimer: NodeJS.Timeout | undefined;
     req.on('socket', (socket) => {
       if (!socket.connecting) return;
-      connectTimer = expire(connectTimeoutMs, 'connection');
+      connectTimer = expire(Budgets.awsConnectMs, 'connection');
       socket.once('connect', () => clearTimeout(connectTimer));
     });
     // `once` reports an error before the answer; after it, the body's read does.

@@ -26,26 +26,15 @@ const MAX_ATTRIBUTES = 10;
 /** SendMessage accepts DelaySeconds 0..900 (15 minutes). */
 const MAX_DELAY_S = 900;
 
-/**
- * SQS refuses a visibility timeout above 12 hours, counted from the receive: a
- * ChangeMessageVisibility asking for more than what is left of them fails (SQS does not clamp it),
- * and each receive starts a new 12 hours.
- */
+// SQS counts its 12-hour visibility maximum from each receive and refuses (never clamps) more than
+// what is left; it gives no time for the current receive, so the handler's start less an allowance
+// stands for it (docs/reliability.md, "Readings of AWS behaviour", has the why of 300 s).
 export const MAX_VISIBILITY_TIMEOUT_S = 43_200;
-
-/**
- * How long before the handler started the current receive may have happened. The event source
- * mapping receives, then invokes; a throttled invoke is retried only until the message's visibility
- * timeout (the stack's 90 s) runs out, and the stack sets no batching window (at most 300 s on AWS).
- * 300 s covers both.
- */
 export const RECEIVE_BEFORE_INVOKE_ALLOWANCE_S = 300;
 
 /**
  * When SQS received this record, as an earliest bound (an earlier time only makes the clamp safer).
- * There is no attribute for the current receive: the handler's start less the allowance above is
- * the bound, and on a first receive `ApproximateFirstReceiveTimestamp` is that receive, so it wins
- * when older still. On a later receive it is an earlier receive's time: not used.
+ * On a later receive `ApproximateFirstReceiveTimestamp` is an earlier receive's time: not used.
  */
 export function receivedAtOf(
   attributes: { ApproximateReceiveCount?: string; ApproximateFirstReceiveTimestamp?: string } | undefined,

@@ -33,7 +33,6 @@ export interface AdminDeps {
   hosts: ReadonlySet<string>;
   /** Moves the dead letters back into the job table; resolves with how many moved. */
   redrive(): Promise<number>;
-  /** Jobs waiting and dead letters. */
   queueCounts(): Promise<{ queued: number; deadLetters: number }>;
   /** The switches in force and where things are (never a secret). */
   describe(): Record<string, unknown>;
@@ -92,7 +91,6 @@ export async function handleAdmin(deps: AdminDeps, req: http.IncomingMessage, re
       const eventId = event[1]!;
       if (event[2]) {
         if (method !== 'POST') return only('POST');
-        // The outbox's commit wakes the worker (the embedded database's onJobsChanged).
         return answer(res, 200, await resendEvent(deps, deps.now(), eventId));
       }
       if (method !== 'GET') return only('GET');

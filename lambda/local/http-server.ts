@@ -3,18 +3,16 @@
  * internet: node:http requests become the app's view of a request (lambda/http/app.ts), and
  * nothing a slow or hostile client does can hold the server open.
  *
- * - **Whole-request deadlines**, from the first byte to the answer: 5 s for `/pup/*` and 15 s for
- *   any other route (10 s to arrive, then the request's own 5 s; core/budgets.ts). A request still
- *   unanswered then gets `408` (or, if its answer had begun, a closed connection), and its
+ * - **Whole-request deadlines**, from the first byte to the answer (core/budgets.ts): a request
+ *   still unanswered then gets `408` (or, if its answer had begun, a closed connection), and its
  *   connection is closed: a body trickling one byte every few seconds ends there. node:http's own
- *   timeouts are set too, and checked every second instead of every 30.
+ *   timeouts are set too.
  * - **The request's own deadline** (adapters/deadline.ts): the MCP budget, or less when the body
  *   took long to arrive, so the callback challenge and the inline attempt get what is left.
  * - **A cap on connections**: past `maxConnections` descriptors (refused ones still lingering
  *   included), a new connection gets a `503` with `Retry-After` and is closed; whatever it sends
  *   is read and dropped, never given to the app, and it is destroyed within `REFUSED_LINGER_MS`.
  *   Past twice the cap a connection is destroyed unanswered.
- * - A request whose body was not read (refused before it) is answered with `Connection: close`.
  *
  * Deliberately not here: routes, auth and limits of the HTTP surface (the app), admin routes
  * (admin-routes.ts), and TLS (a tunnel or proxy terminates it).
@@ -31,7 +29,6 @@ import { type HttpRequest, textOf } from '../http/json';
 export interface LocalServerOptions {
   host: string;
   port: number;
-  /** Connections open at once; past it a new one is answered 503 and closed. */
   maxConnections: number;
   /** Requests that are not the app's (the admin routes): served as they are, under the same deadlines. */
   intercept?: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void> | undefined;
@@ -83,7 +80,6 @@ export async function startLocalServer(appOf: () => App, options: LocalServerOpt
   server.headersTimeout = Budgets.localHeadersMs;
   server.requestTimeout = Budgets.localRequestMs;
   server.keepAliveTimeout = Budgets.localKeepAliveMs;
-  // node:http checks the two timeouts above on this interval (30 s by default).
   (server as http.Server & { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Budgets.localTimeoutCheckMs;
 
   // Every descriptor the server holds: served connections and refused ones still lingering.

@@ -9,10 +9,8 @@
  * first keeps serving undisturbed. Then the key, the worker, the HTTP server, and only then the
  * admin token, which only the owning server ever writes.
  *
- * A damaged page met while serving (LOCAL-FAULT-10) does not stop it: the request that read it is
- * answered 503, the worker delivers what it can read, the sentence naming the file is logged once
- * (`state_file_damaged`) and `dm-dot status` shows it. Exiting would end the service of everything
- * still readable and, under a supervisor, turn into a restart that refuses at the start anyway.
+ * A damaged page met while serving (LOCAL-FAULT-10) does not stop it; the sentence naming the file
+ * is logged once (`state_file_damaged`). docs/decisions.md, "A damaged page", says why.
  *
  * Deliberately not here: TLS (put a tunnel or proxy in front), reading the environment (main.ts
  * does, once), and printing the API key: only the path of the file that holds it.
@@ -68,7 +66,6 @@ export async function startLocal(options: LocalOptions) {
   const clock = options.clock ?? steadyClock();
 
   await mkdir(settings.stateDir, { recursive: true, mode: 0o700 });
-  // Claimed first: a second server on this directory stops here, before it writes anything.
   const db = await openEmbeddedDatabase(settings.stateDir, { role: 'server', clock });
   const cleanups: (() => Promise<unknown>)[] = [() => db.close()];
   const unwind = async () => {
@@ -120,7 +117,6 @@ export async function startLocal(options: LocalOptions) {
       host: settings.host,
       port: settings.port,
       maxConnections: MAX_CONNECTIONS,
-      // Operator routes exist only here, never in the app the Lambdas run.
       intercept: (req, res) => (isAdminPath(req.url) ? handleAdmin(admin!, req, res) : undefined),
       onTimeout: (path) => log.warn('request_timeout', { path }),
     });
@@ -175,35 +171,6 @@ export async function startLocal(options: LocalOptions) {
     await db.setOwnerUrl(baseUrl);
     const token = await publishAdminToken(settings.stateDir);
     cleanups.push(() => withdrawAdminToken(settings.stateDir, token));
-    admin = {
-      store: db.store,
-      outbox: db.outbox,
-      token,
-      hosts: adminHosts,
-      now: () => clock.now(),
-      // Its commit wakes the worker (onJobsChanged), as a resend's does.
-      redrive: () => db.jobs.redrive(clock.now()),
-      queueCounts: () => db.jobs.counts(),
-      // What `dm-dot status` shows of the switches in force (never a secret).
-      describe: () => ({
-        server: { url: baseUrl, pid: process.pid, version },
-        stateDir: resolve(settings.stateDir),
-        apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
-        switches: switchesOf(settings),
-      }),
-      damage: () => db.damage()?.message,
-      access: db.store,
-      ...(key.file
-        ? {
-            rotateKey: (overlapMs = 0) => {
-              // One rotation at a time: each records the key the previous one put in force.
-              const rotation = rotating.then(() => rotateKey(overlapMs));
-              rotating = rotation.catch(() => undefined);
-              return rotation;
-            },
-          }
-        : {}),
-    };
 
     let rotating: Promise<unknown> = Promise.resolve();
     /**
@@ -212,7 +179,7 @@ export async function startLocal(options: LocalOptions) {
      * then does the file show it, so a key read from the file always works. A file that cannot be
      * written undoes the rotation: the old key stays in force everywhere.
      */
-    const rotateKey = async (overlapMs: number) => {
+    const rotate = async (overlapMs: number) => {
       const previousKey = key.key;
       const next = newApiKey();
       log.redact?.(next);
@@ -237,8 +204,33 @@ export async function startLocal(options: LocalOptions) {
       // The overlap's end as the server recorded it: the one the old key is refused after.
       return { keyFile: key.file!, overlapUntil: recorded.previousKeyUntil };
     };
+    const rotateKey = (overlapMs = 0) => {
+      // One rotation at a time: each records the key the previous one put in force.
+      const rotation = rotating.then(() => rotate(overlapMs));
+      rotating = rotation.catch(() => undefined);
+      return rotation;
+    };
 
-    // Reads never depend on it (every read checks expiry itself); it only keeps the file small.
+    admin = {
+      store: db.store,
+      outbox: db.outbox,
+      token,
+      hosts: adminHosts,
+      now: () => clock.now(),
+      // Its commit wakes the worker (onJobsChanged), as a resend's does.
+      redrive: () => db.jobs.redrive(clock.now()),
+      queueCounts: () => db.jobs.counts(),
+      describe: () => ({
+        server: { url: baseUrl, pid: process.pid, version },
+        stateDir: resolve(settings.stateDir),
+        apiKey: key.file ? { from: 'file', file: key.file } : { from: 'MCP_API_KEY' },
+        switches: switchesOf(settings),
+      }),
+      damage: () => db.damage()?.message,
+      access: db.store,
+      ...(key.file ? { rotateKey } : {}),
+    };
+
     const sweeper = setInterval(() => {
       db.sweepExpired(clock.now()).catch((error: unknown) => log.warn('sweep_failed', { cause: describeCause(error) }));
     }, SWEEP_INTERVAL_MS).unref();

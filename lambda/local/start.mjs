@@ -1,6 +1,5 @@
 #!/usr/bin/env node
-// `npm start`: runs the built local server, dist/server/dm-dot-server.cjs (lambda/cli/build.mjs,
-// run by `npm ci` through the prepare script and by `npm run build`), with no TypeScript loader.
+// `npm start` (LOCAL-19): runs the built local server, dist/server/dm-dot-server.cjs (lambda/cli/build.mjs).
 // When the bundle is missing, or older than a source file under lambda/ (a clone pulled or edited
 // since the last build), it is built first, once, with one line on stderr saying so; without
 // esbuild one line says to run `npm run build` and the exit code is 1.

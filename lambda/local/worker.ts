@@ -20,16 +20,14 @@
 import { describeCause } from '../core/answers';
 import type { DeliveryDecision, DeliveryDeps } from '../core/delivery';
 import { createDeliveryRunner, type DeliveryRunner } from '../core/runner';
-import type { DeliveryMetrics, JobEffects, Logger } from '../ports';
+import type { JobEffects, Logger } from '../ports';
 import type { DueJob, JobTable } from '../adapters/embedded/jobs';
 
-/** What the worker needs of the job table; a row's `jobId` is its receipt. */
 type WorkerJobTable = Pick<JobTable, 'due' | 'nextDueAt' | 'receive' | 'reschedule' | 'complete' | 'deadLetter'>;
 
 export interface DeliveryWorkerOptions {
   jobs: WorkerJobTable;
   deps: DeliveryDeps;
-  /** Attempts run at once; default 8. */
   concurrency?: number;
   /** The longest the worker sleeps without looking at the table; default 1000 ms. */
   pollIntervalMs?: number;
@@ -37,7 +35,6 @@ export interface DeliveryWorkerOptions {
   leaseMs?: number;
   /** The runner's `delivery` lines (one per decision) and its worker errors. */
   log?: Logger;
-  metrics?: DeliveryMetrics;
   /** Every decision, including giving up at the receive limit (tests, and whoever watches). */
   onDecision?: (eventId: string, decision: DeliveryDecision, context: { receives: number }) => void;
   /** Each failure of the worker (never endpoint text; also logged to `log`). `eventId` is absent when reading the schedule failed. */
@@ -80,14 +77,9 @@ class Worker {
     this.concurrency = Math.max(1, options.concurrency ?? 8);
     this.pollIntervalMs = Math.max(1, options.pollIntervalMs ?? 1000);
     this.leaseMs = options.leaseMs ?? 60_000;
-    this.runJob = createDeliveryRunner({
-      delivery: options.deps,
-      ...(options.log ? { log: options.log } : {}),
-      ...(options.metrics ? { metrics: options.metrics } : {}),
-    });
+    this.runJob = createDeliveryRunner({ delivery: options.deps, ...(options.log ? { log: options.log } : {}) });
   }
 
-  /** Attempts running now. */
   get inFlight(): number {
     return this.running.size;
   }

@@ -17,8 +17,7 @@
  * and fsynced (`overlappingSync: false`: the commit promise is then the durability promise).
  *
  * Deliberately not here: what the records mean (the Store in lambda/core/store; jobs.ts), what to
- * do about a damaged page at run time (the caller decides), and repairing a file (dm-dot never
- * rewrites a damaged file: the operator moves it aside or restores a backup).
+ * do about a damaged page at run time (the caller decides), and repairing a file (never: file-check.ts).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
@@ -32,13 +31,10 @@ import type { DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
 import { asDamage, checkHeader, guard, moveAsideRemedy, probeInChild, unreadable, type DamageRecord } from './file-check';
 
-export { probeInChild } from './file-check';
-
 export const DATABASE_FILE = 'dm-dot.lmdb';
 /** Bumped when the layout of the sub-databases changes; a file of another layout is refused, never rewritten. */
 const SCHEMA_VERSION = 2;
 
-/** A store item as kept in `items`: the record's own fields plus its `ttl` (epoch seconds). */
 export type StoredItem = Record<string, unknown> & { ttl?: number };
 
 export interface JobRow {
@@ -206,13 +202,7 @@ async function refuseEarlierFiles(stateDir: string): Promise<void> {
   for (const name of EARLIER_FILES) {
     const path = join(stateDir, name);
     // Any other failure to examine it is the directory's, and the open that follows names that.
-    if (
-      await lstat(path).then(
-        () => true,
-        () => false,
-      )
-    )
-      throw earlierLayout(path, 'the layout before dm-dot.lmdb');
+    if (await lstat(path).catch(() => undefined)) throw earlierLayout(path, 'the layout before dm-dot.lmdb');
   }
 }
 

@@ -32,9 +32,7 @@ export class StateUnreadable extends Error {
   constructor(
     /** The file (or directory) that could not be used. */
     readonly file: string,
-    /** What is wrong with it, in a few words. */
     readonly problem: string,
-    /** What the operator can do about it. */
     readonly remedy: string,
     options?: { cause?: unknown },
   ) {

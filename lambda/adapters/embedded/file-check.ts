@@ -136,7 +136,7 @@ process.exit(0);
 /**
  * Reads every item of `file` in a child process (see PROBE). `suspect`: the header check found
  * the file shorter than its header says, so it may be truncated; otherwise it looks intact and
- * what the read finds is a damaged page. Exported for its test.
+ * what the read finds is a damaged page.
  */
 export function probeInChild(file: string, options: { suspect?: boolean } = {}): void {
   let module = 'lmdb';
@@ -229,7 +229,6 @@ export function guard<D extends object>(file: string, damage: DamageRecord, name
   });
 }
 
-/** Iterates `range` lazily, as lmdb-js does, with every error of its cursor passed through `translate`. */
 function* guardRange(range: Iterable<unknown>, translate: (error: unknown) => unknown): Generator<unknown> {
   try {
     yield* range;

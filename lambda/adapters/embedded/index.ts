@@ -11,10 +11,9 @@
  *   directory (go through that server); otherwise the database is the operator's, transactionally
  *   safe even if a server starts meanwhile (its worker polls for jobs written by other processes).
  *
- * A file that cannot be used throws StateUnreadable naming it, as does one of an earlier layout:
- * none is imported (docs/operating.md says how to move on). A server's open reads the whole file
- * in a child process first, so a damaged page is refused before anything is served; one met later
- * is thrown by the read that met it and kept (`damage()`, `onDamage`).
+ * A file that cannot be used, or is of an earlier layout, throws StateUnreadable naming it
+ * (environment.ts, file-check.ts); a damaged page met later is thrown by the read that met it and
+ * kept (`damage()`, `onDamage`).
  *
  * Deliberately not here: the delivery worker (lambda/local/worker.ts), settings, printing.
  */
@@ -22,7 +21,8 @@ import { resolve } from 'node:path';
 import { TableStore } from '../../core/store/store';
 import { systemClock, type Clock } from '../../ports';
 import { StateDirInUse, StateUnreadable, type OwnerSummary } from './errors';
-import { closeDatabases, openDatabases, probeInChild, type Databases } from './environment';
+import { closeDatabases, openDatabases, type Databases } from './environment';
+import { probeInChild } from './file-check';
 import { JobTable, sweepExpired } from './jobs';
 import { EmbeddedOutbox } from './outbox';
 import { claimOwnership, ownerAlive, readOwnerRecord, releaseOwnership, setOwnerUrl, summary, type OwnerClaim } from './ownership';

@@ -4,10 +4,9 @@
  * sub-database, so "what is due now" is a range read of the due rows only (never a scan of the
  * schedule or of the event records), plus an index by event id.
  *
- * The worker (lambda/local/worker.ts) receives a row (its receive count goes up and the row moves
- * to the end of a lease, as an SQS visibility timeout would hide it), then completes, reschedules
- * or dead-letters it. Each of those takes the row's `jobId` as a receipt: when an operator's resend
- * replaced the job in between, the stale receipt changes nothing.
+ * The worker (lambda/local/worker.ts) receives a row (`receive`: a lease, as an SQS visibility
+ * timeout), then completes, reschedules or dead-letters it, each with the row's `jobId` as a
+ * receipt: when an operator's resend replaced the job in between, the stale receipt changes nothing.
  *
  * Deliberately not here: the decision what to do with a job (core/delivery.ts and the worker),
  * and inserting a job without its record (the outbox does both in one transaction).
@@ -170,9 +169,9 @@ function moveRow(dbs: Databases, row: JobRow, dueAt: number, changes: Partial<Jo
 }
 
 /** Inside a write: the event's job, due at `dueAt`, replacing any it had (the newer intent wins; the old receipt stops working). */
-export function putJobInTxn(dbs: Databases, job: DeliveryJob, dueAt: number, now: number, receives = 0): JobRow {
+export function putJobInTxn(dbs: Databases, job: DeliveryJob, dueAt: number, now: number): JobRow {
   removeJobInTxn(dbs, job.eventId);
-  const row: JobRow = { jobId: randomUUID(), job: defined({ ...job }) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives, enqueuedAt: now };
+  const row: JobRow = { jobId: randomUUID(), job: defined({ ...job }) as unknown as DeliveryJob, dueAt: Math.ceil(dueAt), receives: 0, enqueuedAt: now };
   void dbs.jobs.put([row.dueAt, job.eventId], row);
   void dbs.jobIndex.put(job.eventId, row.dueAt);
   return row;

@@ -1,17 +1,10 @@
 /**
- * One server per state directory. A server claims the owner record (`meta/owner`) in a write
- * transaction (LMDB serializes writers across processes, so of two servers starting at once exactly
- * one writes itself). The record names the process, its URL once it listens, and when it started;
- * one whose process is gone (kill -9, a crash) is taken over. A server clears it at stop only while
- * it is still its own (a `token` per open). The operator role never writes it.
- *
- * Liveness is an OS-level fact, not a pid: the owner listens on a Unix-domain socket in the state
- * directory (named in the record), which accepts a connect from any PID namespace sharing the
- * directory (containers sharing a volume) while the owner lives and refuses it once it is gone,
- * whatever its pid now names. The claim is a check-and-set: the record is probed outside the
- * transaction, then replaced only if it is still the one probed. A record without a socket (an
- * earlier dm-dot's, or a path too long for a socket) falls back to the pid, told apart from a
- * later process with the same pid by its start time and the boot id (Linux).
+ * One server per state directory: the owner record (`meta/owner`) names the process, its URL once
+ * it listens, and the Unix-domain socket in the state directory it listens on while it lives. The
+ * claim is a check-and-set in a write transaction, and a record without a socket falls back to the
+ * pid (docs/decisions.md, "Ownership is an OS-level fact", says why and how). A server clears the
+ * record at stop only while it is still its own (a `token` per open). The operator role never
+ * writes it.
  *
  * Deliberately not here: what the caller does about a live owner (print, exit 2, or go through
  * that server's admin routes), and any locking beyond LMDB's own writer lock.
@@ -82,8 +75,7 @@ export function summary(owner: OwnerRecord): OwnerSummary {
 
 /**
  * Claims the state directory for this process (a server starts nothing else before it owns the
- * directory). Throws StateDirInUse when a live process owns it. Returns the record written, its
- * socket, and the dead owner it replaced, if any.
+ * directory). Throws StateDirInUse when a live process owns it.
  */
 export async function claimOwnership(dbs: Databases, stateDir: string, now: number): Promise<OwnerClaim> {
   const token = randomUUID();

@@ -2,11 +2,9 @@
  * The item table (lambda/core/store/table.ts) on the embedded LMDB environment (environment.ts):
  * the one Store runs over it in the local runtime and the operator CLI.
  *
- * Each conditional write reads, evaluates (the core's `holds` and `applied`) and writes inside one
- * LMDB write transaction (environment.ts `write`), so it is atomic against every other writer of
- * this process and of any other process that has the environment open; it resolves once committed
- * and fsynced. `applyInTxn` runs inside a transaction the caller holds: the outbox writes an event
- * and its job in one (`transact` with `also`), the start-up repair and the legacy import theirs.
+ * Each conditional write reads, evaluates (the core's `holds` and `afterWrite`) and writes inside
+ * one `write` of environment.ts, atomic against every other writer of any process; the outbox
+ * writes an event and its job in one (`transact` with `also`).
  *
  * An event updated to `delivered` loses its job (its safety net) in the same transaction: the
  * worker would only find the event final and complete it, at the cost of a receive, reads and a
@@ -84,7 +82,7 @@ export class LmdbTable implements ItemTable {
   }
 
   /** Inside a write: one conditional write. */
-  applyInTxn(planned: TableWrite): WriteResult {
+  private applyInTxn(planned: TableWrite): WriteResult {
     const stored = getItem(this.dbs, planned.key);
     if (!holds(stored, planned.condition)) return { ok: false, old: stored };
     setItem(this.dbs, planned.key, afterWrite(stored, planned), stored);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { open } from 'lmdb';
 import { DATABASE_FILE, openEmbeddedDatabase, StateUnreadable } from '../../../../lambda/adapters/embedded';
 import { Limits } from '../../../../lambda/core/protocol';
-import { probeInChild } from '../../../../lambda/adapters/embedded/environment';
+import { probeInChild } from '../../../../lambda/adapters/embedded/file-check';
 import { checkHeader } from '../../../../lambda/adapters/embedded/file-check';
 
 const T0 = Date.UTC(2030, 0, 1);
