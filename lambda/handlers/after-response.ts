@@ -52,45 +52,6 @@ function call(api: string, method: string, path: string, headers: Record<string,
   });
 }
 
-/** The invocations the handler answered and the work still running, with a way to wait until both are done. */
-function tracker() {
-  let seen = 0;
-  let ended = 0;
-  const running = new Set<Promise<unknown>>();
-  let wake: (() => void) | undefined;
-  const poke = () => {
-    const resume = wake;
-    wake = undefined;
-    resume?.();
-  };
-  return {
-    invoked() {
-      seen += 1;
-    },
-    ended() {
-      ended += 1;
-      poke();
-    },
-    add(work: Promise<unknown>) {
-      const settled = work.then(
-        () => undefined,
-        () => undefined,
-      );
-      running.add(settled);
-      void settled.then(() => {
-        running.delete(settled);
-        poke();
-      });
-    },
-    /** Resolves once every invocation seen has been answered and no work is running. */
-    async idle(): Promise<void> {
-      while (ended < seen || running.size > 0) {
-        await new Promise<void>((resume) => (wake = resume));
-      }
-    },
-  };
-}
-
 /** Registers the extension with the Extensions API at `api` and starts its loop; undefined when registration fails. */
 export async function register(api: string, report: (line: string) => void = () => undefined): Promise<AfterResponse | undefined> {
   let id: string | undefined;
@@ -106,16 +67,24 @@ export async function register(api: string, report: (line: string) => void = () 
     report('after_response_unavailable');
     return undefined;
   }
-  const state = tracker();
   const extensionId = id;
+  // The invocations seen and not yet answered, plus the work still running: the next event is asked for at 0.
+  let pending = 0;
+  let wake: (() => void) | undefined;
+  const settled = () => {
+    pending -= 1;
+    const resume = wake;
+    wake = undefined;
+    resume?.();
+  };
   const loop = async () => {
     for (;;) {
       const next = await call(api, 'GET', '/2020-01-01/extension/event/next', { 'Lambda-Extension-Identifier': extensionId });
       if (next.status !== 200) throw new Error(`extension next: HTTP ${next.status}`);
       const event = JSON.parse(next.body) as { eventType?: string };
       if (event.eventType !== 'INVOKE') return;
-      state.invoked();
-      await state.idle();
+      pending += 1;
+      while (pending > 0) await new Promise<void>((resume) => (wake = resume));
     }
   };
   // Runs for the life of the environment; if it fails, the environment freezes as without the extension.
@@ -123,10 +92,11 @@ export async function register(api: string, report: (line: string) => void = () 
   return {
     run<T>(work: () => Promise<T>): Promise<T> {
       const running = work();
-      state.add(running);
+      pending += 1;
+      void running.then(settled, settled);
       return running;
     },
-    invocationEnded: () => state.ended(),
+    invocationEnded: settled,
   };
 }
 
