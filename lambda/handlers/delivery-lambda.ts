@@ -139,22 +139,17 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   };
 }
 
-export type DeliveryAwsClients = AwsClients;
-
 export interface DeliveryLambdaOverrides {
   log?: Logger;
   /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
   metrics?: Metrics;
+  /** Tests only: replaces the guarded client (the settings' loopback switch is how tests allow 127.0.0.1). */
   webhook?: WebhookClient;
   clock?: Clock;
 }
 
 /** The Delivery Lambda from its settings (lambda/config/settings.ts `deliveryLambdaSettings`). */
-export function deliveryLambdaFromSettings(
-  settings: DeliveryLambdaSettings,
-  clients: DeliveryAwsClients,
-  overrides: DeliveryLambdaOverrides = {},
-): DeliveryLambda {
+export function deliveryLambdaFromSettings(settings: DeliveryLambdaSettings, clients: AwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
   // The events and the subscription only: the worker's bundle carries no other record's meaning.
   const store = new EventStore(new DynamoDbTable(clients.dynamodb, settings.tableName));
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
@@ -178,6 +173,6 @@ export function deliveryLambdaFromSettings(
 }
 
 /** The same from an environment record, for tests that set the environment as the stack does. Throws SettingsError. */
-export function deliveryLambdaFromEnvironment(env: Env, clients: DeliveryAwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
+export function deliveryLambdaFromEnvironment(env: Env, clients: AwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
   return deliveryLambdaFromSettings(deliveryLambdaSettings(env), clients, overrides);
 }
