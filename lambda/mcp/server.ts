@@ -179,9 +179,7 @@ function callerOf(ctx: McpRequestContext): Caller {
 
 function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   const caller = callerOf(ctx);
-  const profile = deps.eventsProfile ?? EventsProfiles[DEFAULT_EVENTS_PROFILE];
   const sender = caller.identity.role === 'sender';
-  const forbidden = () => new ProtocolFault(profile.codes.forbidden, SENDER_FORBIDDEN);
   // Tasks exist on the 2026-07-28 era only (see mcp/tasks.ts).
   const modern = ctx.era === 'modern';
   const mcp = new McpServer(
@@ -245,7 +243,7 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   const connectorOnly = (method: string, fn: (params: unknown, extra: HandlerContext) => Promise<unknown>) =>
     mcp.server.setRequestHandler(method, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
       guarded(method, async () => {
-        if (sender) throw forbidden();
+        if (sender) throw new ProtocolFault((deps.eventsProfile ?? EventsProfiles[DEFAULT_EVENTS_PROFILE]).codes.forbidden, SENDER_FORBIDDEN);
         return fn(params, extra);
       })) as never);
   connectorOnly(Methods.eventsList, async () => ({ events: [MESSAGE_CREATED_DEFINITION], nextCursor: null }));
