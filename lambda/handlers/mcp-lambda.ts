@@ -105,9 +105,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
       const key = health ? deps.apiKey.peek() : await deps.apiKey.get();
       // No key for a request that needs one: Secrets Manager could not be read.
       if (!health && key === undefined) deps.metrics?.dependencyUnavailable('secrets');
-      const app = appFor(key);
-      const response = await app.handle(request, requestId ? { requestId } : {});
-      return resultFromResponse(response);
+      return resultFromResponse(await appFor(key).handle(request, requestId ? { requestId } : {}));
     });
   };
 
@@ -190,7 +188,7 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   });
 }
 
-/** The same from an environment record: tests and the entry file. Throws SettingsError. */
+/** The same from an environment record, for tests that set the environment as the stack does. Throws SettingsError. */
 export function mcpLambdaFromEnvironment(env: Env, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
   return mcpLambdaFromSettings(mcpLambdaSettings(env), clients, overrides);
 }
