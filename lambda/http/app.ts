@@ -52,7 +52,6 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** The header a forwarder may carry the bare key in. */
 const API_KEY_HEADER = 'x-api-key';
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';

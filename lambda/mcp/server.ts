@@ -236,7 +236,6 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
         return toolResultOf(outcome);
       })) as never,
   );
-  // The inbox's tools: the connector key only, with the inbox on (docs/contract/mcp.md, the inbox).
   if (deps.inbox && !sender && caller.door === undefined) inboxTools(mcp, { ...deps, inbox: deps.inbox }, caller, guarded);
 
   // The connector's methods: a sender key is refused before anything runs.
@@ -299,7 +298,7 @@ function publishedSchema(jsonSchema: Record<string, unknown>): StandardSchemaWit
 
 type Guarded = <T>(method: string, fn: () => Promise<T>) => Promise<T>;
 
-/** The inbox's two tools (docs/contract/mcp.md, the inbox), wired to core/inbox.ts. */
+/** The inbox's two tools, for the connector key only (docs/contract/mcp.md, the inbox), wired to core/inbox.ts. */
 function inboxTools(mcp: McpServer, deps: InboxDeps & { log: Logger }, caller: { requestId: string }, guarded: Guarded): void {
   const run = (tool: string, fn: (args: unknown) => Promise<InboxToolResult>) =>
     (async (args: unknown) =>

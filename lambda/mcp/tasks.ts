@@ -135,7 +135,6 @@ export interface TaskRequest {
 
 /** The extension's three methods for one caller: -32021 without the extension declared, -32602 for a bad task id. */
 export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string) {
-  /** The task id of a request that may ask for one. */
   const begin = (method: string, request: TaskRequest): string => {
     if (!declaresTasks(request.envelope)) {
       throw new ProtocolFault(
