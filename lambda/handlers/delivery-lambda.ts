@@ -10,7 +10,7 @@
  * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size; a test walks the
  * import graph), the decision and its queue effects (core/), and the environment (delivery.ts).
  */
-import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { runWithDeadline, webhookWithinDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbTable } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
@@ -40,9 +40,7 @@ export interface DeliveryLambdaDeps {
 }
 
 /** The part of the Lambda context the worker reads. */
-export interface InvocationContext {
-  getRemainingTimeInMillis(): number;
-}
+export type InvocationContext = Pick<Context, 'getRemainingTimeInMillis'>;
 
 export type DeliveryLambda = (event: SQSEvent, context?: InvocationContext) => Promise<SQSBatchResponse>;
 
