@@ -32,7 +32,7 @@ import {
 } from '../core/protocol';
 import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import { forwarded, getOnly, type HttpRequest, isJsonContentType, json, readStream, restError, restUnavailable, rpcError } from './json';
+import { forwarded, getOnly, type HttpRequest, isJsonContentType, json, parseJson, readStream, restError, restUnavailable, rpcError } from './json';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
 export interface HttpConfig {
@@ -205,25 +205,19 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   async function receipt(request: HttpRequest, url: URL, requestId: string, identity: Identity): Promise<Response> {
     const refused = getOnly(request);
     if (refused) return refused;
-    let found;
     try {
-      found = await readReceipt(deps.store, identity, url.pathname.slice(Routes.messages.length + 1), deps.clock.now());
+      const found = await readReceipt(deps.store, identity, url.pathname.slice(Routes.messages.length + 1), deps.clock.now());
+      return found ? json(200, found) : restError(404, 'not_found', 'No event with this id was sent with this key.');
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
       return restUnavailable(deps.log, error, requestId, 'GET /v1/messages/{eventId}');
     }
-    return found ? json(200, found) : restError(404, 'not_found', 'No event with this id was sent with this key.');
   }
 
   async function rest(request: HttpRequest, body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
-    let parsed: unknown;
-    try {
-      // Bytes that were not UTF-8 are lone surrogates by now: the message check refuses them as send_to_dot does.
-      parsed = JSON.parse(new TextDecoder('utf-8').decode(body));
-    } catch {
-      return restError(400, 'invalid_json', 'The body is not valid JSON.');
-    }
-    let answer;
+    // Bytes that were not UTF-8 are lone surrogates by now: the message check refuses them as send_to_dot does.
+    const parsed = parseJson(new TextDecoder('utf-8').decode(body));
+    if (parsed === undefined) return restError(400, 'invalid_json', 'The body is not valid JSON.');
     try {
       const admission = await admitSend(deps.access, identity, deps.clock.now());
       if (!admission.ok) {
@@ -232,13 +226,12 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         });
       }
       const key = request.headers.get(IDEMPOTENCY_KEY_HEADER) ?? undefined;
-      answer = restAnswerOf(await sendOnce(deps, parsed, { sender: identity.sender }, key));
-      if (answer.retryAfterSeconds !== undefined) return json(answer.status, answer.body, { 'retry-after': String(answer.retryAfterSeconds) });
+      const answer = restAnswerOf(await sendOnce(deps, parsed, { sender: identity.sender }, key));
+      return json(answer.status, answer.body, answer.retryAfterSeconds === undefined ? {} : { 'retry-after': String(answer.retryAfterSeconds) });
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
-      answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'POST /v1/messages' });
+      return restUnavailable(deps.log, error, requestId, 'POST /v1/messages');
     }
-    return json(answer.status, answer.body);
   }
 
   async function handle(request: HttpRequest, options: { requestId?: string; host?: string } = {}): Promise<Response> {

@@ -34,6 +34,7 @@ import {
   isJsonContentType,
   json,
   jsonText,
+  parseJson,
   readStream,
   restError,
   restUnavailable,
@@ -197,12 +198,8 @@ export function createPupDoor(deps: McpDeps, config: PupConfig) {
   }
 
   async function mcpCall(request: HttpRequest, url: URL, body: Uint8Array, bodyText: string, requestId: string): Promise<Response> {
-    let message: unknown;
-    try {
-      message = JSON.parse(bodyText);
-    } catch {
-      message = undefined; // the SDK answers malformed JSON (-32700) exactly as on /mcp
-    }
+    // Undefined when malformed: the SDK answers it (-32700) exactly as on /mcp.
+    const message = parseJson(bodyText);
     const context = pupContextOf(message);
     const rpc = message as { id?: unknown; method?: unknown } | undefined;
     const method = typeof rpc?.method === 'string' ? rpc.method.slice(0, 64) : undefined;
@@ -223,12 +220,8 @@ export function createPupDoor(deps: McpDeps, config: PupConfig) {
   }
 
   async function events(bodyText: string, { webhookId, loggedId, now, requestId }: Signed): Promise<Response> {
-    let value: unknown;
-    try {
-      value = JSON.parse(bodyText);
-    } catch {
-      return restError(400, 'invalid_json', 'The body is not valid JSON.');
-    }
+    const value = parseJson(bodyText);
+    if (value === undefined) return restError(400, 'invalid_json', 'The body is not valid JSON.');
     const parsed = parsePupEvent(value, webhookId);
     if (!parsed.ok) return restError(400, parsed.code, parsed.message);
 
