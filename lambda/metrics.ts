@@ -72,7 +72,6 @@ export interface Metrics extends DeliveryMetrics {
 /** One metric directive: the dimension sets it applies to and the metrics it extracts. */
 interface Directive {
   dimensionSets: string[][];
-  /** The units dm-dot uses, of CloudWatch's. */
   metrics: Array<{ name: string; unit: 'Count' | 'Milliseconds'; value: number }>;
 }
 
