@@ -44,7 +44,7 @@ import {
 import { subscribe, unsubscribe, type SubscriptionDeps, type SubscriptionStore } from '../core/subscriptions';
 import { isObject } from '../core/validation';
 import type { Logger, Store } from '../ports';
-import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
+import { declaresTasks, taskForQueued, taskMethods, type TaskContext } from './tasks';
 
 /** What the MCP endpoint uses of the Store: a send's part, a subscribe's, and the pup door's replay claims and kept answers. */
 export type McpStore = MessageStore & SubscriptionStore & Pick<Store, 'claimReplayId' | 'settleReplayId' | 'putInboundAnswer'>;
@@ -259,20 +259,15 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   if (modern) {
     // The SDK stamps `resultType: "complete"` on custom methods' answers, as the extension requires.
     const tasksOf = async () => taskMethods(deps, await caller.identity.principal());
-    const taskRequest = (params: unknown, extra: HandlerContext): TaskRequest => ({
-      params,
-      envelope: extra?.mcpReq?.envelope,
-      inputResponses: extra?.mcpReq?.inputResponses,
-    });
-    connectorOnly(Methods.tasksGet, async (params, extra) => ({ ...(await (await tasksOf()).get(taskRequest(params, extra))) }));
-    connectorOnly(Methods.tasksUpdate, async (params, extra) => (await tasksOf()).update(taskRequest(params, extra)));
-    connectorOnly(Methods.tasksCancel, async (params, extra) => (await tasksOf()).cancel(taskRequest(params, extra)));
+    connectorOnly(Methods.tasksGet, async (params, extra) => ({ ...(await (await tasksOf()).get(params, extra?.mcpReq)) }));
+    connectorOnly(Methods.tasksUpdate, async (params, extra) => (await tasksOf()).update(params, extra?.mcpReq));
+    connectorOnly(Methods.tasksCancel, async (params, extra) => (await tasksOf()).cancel(params, extra?.mcpReq));
   }
   return mcp;
 }
 
 /** The part of the SDK's handler context dm-dot reads: the lifted per-request envelope and MRTR input responses. */
-type HandlerContext = { mcpReq?: { envelope?: unknown; inputResponses?: unknown } } | undefined;
+type HandlerContext = { mcpReq?: TaskContext } | undefined;
 
 function withoutMeta(params: unknown): unknown {
   if (!isObject(params)) return params;

@@ -126,42 +126,38 @@ async function recordOf(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: s
   return record;
 }
 
-/** What a `tasks/*` handler is given; `envelope` and `inputResponses` are as the SDK lifts them out of `params`. */
-export interface TaskRequest {
-  params: unknown;
-  envelope: unknown;
-  inputResponses: unknown;
-}
+/** What a `tasks/*` handler reads of the SDK's request context (`mcpReq`): the envelope and input responses it lifts out of `params`. */
+export type TaskContext = { envelope?: unknown; inputResponses?: unknown } | undefined;
 
 /** The extension's three methods for one caller: -32021 without the extension declared, -32602 for a bad task id. */
 export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string) {
-  const begin = (method: string, request: TaskRequest): string => {
-    if (!declaresTasks(request.envelope)) {
+  const begin = (method: string, params: unknown, context: TaskContext): string => {
+    if (!declaresTasks(context?.envelope)) {
       throw new ProtocolFault(
         ErrorCodes.missingRequiredClientCapability,
         `Missing required client capability: ${method} needs ${TASKS_EXTENSION} declared in _meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions.`,
         { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
       );
     }
-    const taskId = isObject(request.params) ? request.params.taskId : undefined;
+    const taskId = isObject(params) ? params.taskId : undefined;
     if (typeof taskId !== 'string') throw invalidParams(`${method}: params.taskId must be a string.`);
     return taskId;
   };
   return {
-    async get(request: TaskRequest) {
-      const record = await recordOf(deps, principal, begin(Methods.tasksGet, request));
+    async get(params: unknown, context: TaskContext) {
+      const record = await recordOf(deps, principal, begin(Methods.tasksGet, params, context));
       return taskOf(record, principal, deps.clock.now());
     },
-    async update(request: TaskRequest): Promise<Record<string, never>> {
-      const taskId = begin(Methods.tasksUpdate, request);
+    async update(params: unknown, context: TaskContext): Promise<Record<string, never>> {
+      const taskId = begin(Methods.tasksUpdate, params, context);
       // send_to_dot never asks for input, so every response is ignored; the shape is still checked.
-      const responses = request.inputResponses ?? (isObject(request.params) ? request.params.inputResponses : undefined);
+      const responses = context?.inputResponses ?? (isObject(params) ? params.inputResponses : undefined);
       if (!isObject(responses)) throw invalidParams(`${Methods.tasksUpdate}: params.inputResponses must be an object.`);
       await recordOf(deps, principal, taskId);
       return {};
     },
-    async cancel(request: TaskRequest): Promise<Record<string, never>> {
-      const record = await recordOf(deps, principal, begin(Methods.tasksCancel, request));
+    async cancel(params: unknown, context: TaskContext): Promise<Record<string, never>> {
+      const record = await recordOf(deps, principal, begin(Methods.tasksCancel, params, context));
       if (record.status !== EventStatus.queued) return {};
       // One compare-and-set from `queued`: a delivery that settles meanwhile wins.
       const at = deps.clock.now();
