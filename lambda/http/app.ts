@@ -46,11 +46,7 @@ export interface HttpConfig {
   pup?: PupConfig;
 }
 
-export interface App {
-  /** `host` is the Host header as received (web Request objects may not carry it). */
-  handle(request: HttpRequest, options?: { requestId?: string; host?: string }): Promise<Response>;
-  close(): Promise<void>;
-}
+export type App = ReturnType<typeof createApp>;
 
 const API_KEY_HEADER = 'x-api-key';
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
@@ -85,7 +81,7 @@ function withHeaders(response: Response, added: readonly [string, string][]): Re
   }
 }
 
-export function createApp(deps: McpDeps, config: HttpConfig): App {
+export function createApp(deps: McpDeps, config: HttpConfig) {
   const mcp = createMcpEndpoint(deps);
   const pup = createPupDoor(deps, config.pup ?? {});
   const authenticator = config.apiKey
@@ -234,6 +230,7 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     }
   }
 
+  /** `host` is the Host header as received (web Request objects may not carry it). */
   async function handle(request: HttpRequest, options: { requestId?: string; host?: string } = {}): Promise<Response> {
     const requestId = options.requestId ?? randomUUID();
     const started = Date.now();
@@ -252,5 +249,5 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return withHeaders(response, added);
   }
 
-  return { handle, close: async () => void (await Promise.all([mcp.close(), pup.close()])) };
+  return { handle, close: async (): Promise<void> => void (await Promise.all([mcp.close(), pup.close()])) };
 }
