@@ -33,17 +33,11 @@ export function scrubApiKeys(text: string): string {
   return text.replace(KEY_PARAMETER, '$1$2[redacted]').replace(SENDER_KEY, '$1[redacted]');
 }
 
-export type LogFormat = 'json' | 'text';
-
 export interface LoggerOptions {
-  format?: LogFormat;
+  format?: 'json' | 'text';
   sink?: (line: string) => void;
   /** The clock of the time stamps (tests). */
   now?: () => Date;
-}
-
-function clock(date: Date): string {
-  return date.toISOString().slice(11, 19);
 }
 
 /** A line break in a value never starts a second line: it is written as its JSON escape. */
@@ -68,7 +62,7 @@ function safeJson(value: unknown): string {
 
 /** The readable form of the two events a person watches for; anything else as `level event k=v`. */
 export function textLine(level: string, event: string, fields: Record<string, unknown>, at: Date): string {
-  return oneLine(`${clock(at)}  ${textBody(level, event, fields)}`);
+  return oneLine(`${at.toISOString().slice(11, 19)}  ${textBody(level, event, fields)}`);
 }
 
 function textBody(level: string, event: string, fields: Record<string, unknown>): string {

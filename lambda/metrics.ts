@@ -62,18 +62,9 @@ export { DELIVERY_OUTCOMES, DELIVERY_VIAS, type DeliveryMetric, type DeliveryOut
 
 export const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const;
 
-/** Units dm-dot uses (a subset of CloudWatch's; the spec's schema lists them all). */
-export type MetricUnit = 'Count' | 'Milliseconds';
-
-export interface RequestMetric {
-  /** The route template (`POST /mcp`), never the path as sent: it could carry the key. */
-  route: string;
-  status: number;
-  durationMs: number;
-}
-
 export interface Metrics extends DeliveryMetrics {
-  request(metric: RequestMetric): void;
+  /** `route`: the route template (`POST /mcp`), never the path as sent: it could carry the key. */
+  request(metric: { route: string; status: number; durationMs: number }): void;
   /** One request was answered "unavailable" because this dependency failed. */
   dependencyUnavailable(dependency: MetricDependency): void;
 }
@@ -81,7 +72,7 @@ export interface Metrics extends DeliveryMetrics {
 /** One metric directive: the dimension sets it applies to and the metrics it extracts. */
 interface Directive {
   dimensionSets: string[][];
-  metrics: Array<{ name: string; unit: MetricUnit; value: number }>;
+  metrics: Array<{ name: string; unit: 'Count' | 'Milliseconds'; value: number }>;
 }
 
 /** Dimension values must be non-empty ASCII without control characters (CloudWatch Dimension). */
@@ -129,6 +120,7 @@ function emfWriter(options: MetricsOptions) {
   const sink = options.sink ?? ((line: string) => void process.stdout.write(`${line}\n`));
   const clock = options.clock ?? Date.now;
   const write = (dimensions: Record<string, string>, directives: Directive[]) => {
+    if (options.enabled === false) return;
     try {
       const line = emfLine(clock(), dimensions, directives);
       if (line !== undefined) sink(line);
@@ -142,7 +134,6 @@ function emfWriter(options: MetricsOptions) {
 }
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
-  if (options.enabled === false) return { delivery: () => undefined, request: () => undefined, dependencyUnavailable: () => undefined };
   const { write, count } = emfWriter(options);
   return {
     delivery({ outcome, via, attempt, durationMs, latencyMs }) {
@@ -176,21 +167,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 }
 
 /** The reconciler's metrics, each written on every run, 0 included, so an alarm on them sees data while all is well. */
-export interface RepairMetrics {
-  /** How many `queued` records nothing would have delivered it had to requeue or fail, by `Action`. */
-  repaired(action: RepairAction, count: number): void;
-  /** What the run could not do (ReconcileErrors). */
-  errors(count: number): void;
-  /** The dead-letter queue's depth as the run read it (DeadLetters). */
-  deadLetters(count: number): void;
-}
-
-export function createRepairMetrics(options: MetricsOptions = {}): RepairMetrics {
-  if (options.enabled === false) return { repaired: () => undefined, errors: () => undefined, deadLetters: () => undefined };
+export function createRepairMetrics(options: MetricsOptions = {}) {
   const { count } = emfWriter(options);
   return {
-    repaired: (action, value) => count({ [DimensionName.action]: action }, MetricName.recordsRepaired, value),
-    errors: (value) => count({}, MetricName.reconcileErrors, value),
-    deadLetters: (value) => count({}, MetricName.deadLetters, value),
+    repaired: (action: RepairAction, value: number) => count({ [DimensionName.action]: action }, MetricName.recordsRepaired, value),
+    errors: (value: number) => count({}, MetricName.reconcileErrors, value),
+    deadLetters: (value: number) => count({}, MetricName.deadLetters, value),
   };
 }

@@ -14,7 +14,7 @@
  * request's deadline), and retries of the Extensions API (a failed call ends the extension; the
  * environment then freezes as it would without one).
  */
-import { request } from 'node:http';
+import { request, type IncomingHttpHeaders } from 'node:http';
 
 const KEY = Symbol.for('dm-dot.after-response');
 /** The name Lambda knows the extension by (the file the function loads). */
@@ -32,15 +32,9 @@ export function afterResponse(): AfterResponse | undefined {
   return (globalThis as Record<symbol, unknown>)[KEY] as AfterResponse | undefined;
 }
 
-interface Call {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
 /** One call to the Extensions API. node:http, not fetch: a long poll for the next event has no time limit. */
-function call(api: string, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Call> {
-  return new Promise((resolve, reject) => {
+function call(api: string, method: string, path: string, headers: Record<string, string>, body?: string) {
+  return new Promise<{ status: number; headers: IncomingHttpHeaders; body: string }>((resolve, reject) => {
     const req = request(`http://${api}${path}`, { method, headers, agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -52,70 +46,33 @@ function call(api: string, method: string, path: string, headers: Record<string,
   });
 }
 
-/** The invocations the handler answered and the work still running, with a way to wait until both are done. */
-function tracker() {
-  let seen = 0;
-  let ended = 0;
-  const running = new Set<Promise<unknown>>();
+/** Registers the extension with the Extensions API at `api` and starts its loop; undefined when registration fails. */
+export async function register(api: string, report: (line: string) => void = () => undefined): Promise<AfterResponse | undefined> {
+  // Internal extensions may register for INVOKE only (SHUTDOWN is for external ones).
+  const registering = call(api, 'POST', '/2020-01-01/extension/register', { 'Lambda-Extension-Name': EXTENSION_NAME }, '{"events":["INVOKE"]}');
+  const registered = await registering.catch(() => undefined);
+  const id = registered?.status === 200 ? registered.headers['lambda-extension-identifier'] : undefined;
+  if (typeof id !== 'string') {
+    report('after_response_unavailable');
+    return undefined;
+  }
+  // The invocations seen and not yet answered, plus the work still running: the next event is asked for at 0.
+  let pending = 0;
   let wake: (() => void) | undefined;
-  const poke = () => {
+  const settled = () => {
+    pending -= 1;
     const resume = wake;
     wake = undefined;
     resume?.();
   };
-  return {
-    invoked() {
-      seen += 1;
-    },
-    ended() {
-      ended += 1;
-      poke();
-    },
-    add(work: Promise<unknown>) {
-      const settled = work.then(
-        () => undefined,
-        () => undefined,
-      );
-      running.add(settled);
-      void settled.then(() => {
-        running.delete(settled);
-        poke();
-      });
-    },
-    /** Resolves once every invocation seen has been answered and no work is running. */
-    async idle(): Promise<void> {
-      while (ended < seen || running.size > 0) {
-        await new Promise<void>((resume) => (wake = resume));
-      }
-    },
-  };
-}
-
-/** Registers the extension with the Extensions API at `api` and starts its loop; undefined when registration fails. */
-export async function register(api: string, report: (line: string) => void = () => undefined): Promise<AfterResponse | undefined> {
-  let id: string | undefined;
-  try {
-    // Internal extensions may register for INVOKE only (SHUTDOWN is for external ones).
-    const registered = await call(api, 'POST', '/2020-01-01/extension/register', { 'Lambda-Extension-Name': EXTENSION_NAME }, '{"events":["INVOKE"]}');
-    const header = registered.headers['lambda-extension-identifier'];
-    id = registered.status === 200 && typeof header === 'string' ? header : undefined;
-  } catch {
-    id = undefined;
-  }
-  if (id === undefined) {
-    report('after_response_unavailable');
-    return undefined;
-  }
-  const state = tracker();
-  const extensionId = id;
   const loop = async () => {
     for (;;) {
-      const next = await call(api, 'GET', '/2020-01-01/extension/event/next', { 'Lambda-Extension-Identifier': extensionId });
+      const next = await call(api, 'GET', '/2020-01-01/extension/event/next', { 'Lambda-Extension-Identifier': id });
       if (next.status !== 200) throw new Error(`extension next: HTTP ${next.status}`);
       const event = JSON.parse(next.body) as { eventType?: string };
       if (event.eventType !== 'INVOKE') return;
-      state.invoked();
-      await state.idle();
+      pending += 1;
+      while (pending > 0) await new Promise<void>((resume) => (wake = resume));
     }
   };
   // Runs for the life of the environment; if it fails, the environment freezes as without the extension.
@@ -123,10 +80,11 @@ export async function register(api: string, report: (line: string) => void = () 
   return {
     run<T>(work: () => Promise<T>): Promise<T> {
       const running = work();
-      state.add(running);
+      pending += 1;
+      void running.then(settled, settled);
       return running;
     },
-    invocationEnded: () => state.ended(),
+    invocationEnded: settled,
   };
 }
 

@@ -12,12 +12,6 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { Limits } from '../core/protocol';
 
-export interface TranslatedRequest {
-  request: Request;
-  /** requestContext.requestId: the id the app logs and returns as x-request-id (undefined unless 1 to 128 visible ASCII characters: the app makes its own). */
-  requestId: string | undefined;
-}
-
 /** A host name we are willing to put in a URL; anything else becomes `localhost` (the app never routes on it). */
 const SAFE_HOST = /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$/;
 
@@ -63,24 +57,19 @@ function originAsBytes(value: string): string {
   return /^[^\0\r\n]*$/.test(bytes) && bytes.trim() !== '' ? bytes : 'null';
 }
 
-/** API Gateway's request ids are short tokens; anything else is not used (the app echoes it in a header). */
+/** API Gateway's request ids are short tokens, the app's x-request-id; anything else is not used (the app makes its own). */
 const SAFE_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
-/** `maxBodyBytes`: default 1 MiB (docs/contract/http.md). */
-export function requestFromEvent(event: APIGatewayProxyEventV2, options: { maxBodyBytes?: number } = {}): TranslatedRequest {
-  const maxBodyBytes = options.maxBodyBytes ?? Limits.requestBodyMaxBytes;
+export function requestFromEvent(event: APIGatewayProxyEventV2) {
   const method = (event.requestContext?.http?.method ?? 'GET').toUpperCase();
   const headers = requestHeaders(event);
-  const canHaveBody = method !== 'GET' && method !== 'HEAD';
   let body: Uint8Array | undefined;
-  if (canHaveBody && event.body !== undefined && event.body !== null) {
-    const size = event.isBase64Encoded ? Buffer.byteLength(event.body, 'base64') : Buffer.byteLength(event.body, 'utf8');
-    if (size > maxBodyBytes) {
-      // Over the cap: not decoded. The declared length lets the app answer 413 itself.
-      headers.set('content-length', String(size));
-    } else {
-      body = event.isBase64Encoded ? Buffer.from(event.body, 'base64') : Buffer.from(event.body, 'utf8');
-    }
+  if (method !== 'GET' && method !== 'HEAD' && event.body !== undefined && event.body !== null) {
+    const encoding = event.isBase64Encoded ? 'base64' : 'utf8';
+    const size = Buffer.byteLength(event.body, encoding);
+    // Over the cap: not decoded. The declared length lets the app answer 413 itself.
+    if (size > Limits.requestBodyMaxBytes) headers.set('content-length', String(size));
+    else body = Buffer.from(event.body, encoding);
   }
   const request = new Request(requestUrl(event), { method, headers, ...(body !== undefined ? { body: body as BodyInit } : {}) });
   const requestId = event.requestContext?.requestId;

@@ -10,12 +10,9 @@ import { fromEnv } from '@aws-sdk/credential-provider-env';
 import { Budgets } from '../core/budgets';
 
 /** The two SDK clients every Lambda's storage and queue use (tests pass ones with local endpoints). */
-export interface AwsClients {
-  dynamodb: DynamoDBClient;
-  sqs: SQSClient;
-}
+export type AwsClients = ReturnType<typeof createAwsClients>;
 
-export function createAwsClients(): AwsClients {
+export function createAwsClients() {
   return { dynamodb: new DynamoDBClient(clientOptions()), sqs: new SQSClient(clientOptions()) };
 }
 

@@ -10,11 +10,11 @@
  * Deliberately not here: the MCP SDK, the HTTP app and classic zod (bundle size; a test walks the
  * import graph), the decision and its queue effects (core/), and the environment (delivery.ts).
  */
-import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { runWithDeadline, webhookWithinDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbTable } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
-import { QueueAttributes, receivedAtOf, SqsQueue, type DeadLetterMessage } from '../adapters/sqs-queue';
+import { QueueAttributes, receivedAtOf, SqsQueue } from '../adapters/sqs-queue';
 import { deliveryLambdaSettings, type DeliveryLambdaSettings, type Env } from '../config/settings';
 import { Budgets, deliveryDeadline } from '../core/budgets';
 import { describeCause } from '../core/errors';
@@ -25,15 +25,11 @@ import { SUBSCRIPTION_ID_PREFIX } from '../core/protocol';
 import { EventStore } from '../core/store/event-store';
 import { createLogger } from '../log';
 import { createMetrics, type Metrics } from '../metrics';
-import { systemClock, type Clock, type DeliveryJob, type JobEffects, type Logger, type WebhookClient } from '../ports';
+import { jobOf, systemClock, type Clock, type DeliveryJob, type JobEffects, type Logger, type WebhookClient } from '../ports';
 import type { AwsClients } from './aws-clients';
 
-/** The queue operations the worker needs (SqsQueue has them; tests may wrap it). */
-export interface DeliveryQueue {
-  /** `receivedAt`: when SQS received the record (receivedAtOf), so the delay fits SQS's 12 hours. */
-  changeVisibility(receiptHandle: string, delaySeconds: number, receivedAt?: number): Promise<void>;
-  sendToDeadLetter(message: DeadLetterMessage, reason: string): Promise<void>;
-}
+/** The queue operations the worker needs (tests may wrap SqsQueue's). */
+export type DeliveryQueue = Pick<SqsQueue, 'changeVisibility' | 'sendToDeadLetter'>;
 
 export interface DeliveryLambdaDeps {
   delivery: DeliveryDeps;
@@ -44,9 +40,7 @@ export interface DeliveryLambdaDeps {
 }
 
 /** The part of the Lambda context the worker reads. */
-export interface InvocationContext {
-  getRemainingTimeInMillis(): number;
-}
+export type InvocationContext = Pick<Context, 'getRemainingTimeInMillis'>;
 
 export type DeliveryLambda = (event: SQSEvent, context?: InvocationContext) => Promise<SQSBatchResponse>;
 
@@ -62,41 +56,14 @@ function stringAttributesOf(record: SQSRecord): Record<string, string> {
 }
 
 /** The job, or undefined when the record cannot be one of ours (it must not loop forever). */
-export function jobOf(record: SQSRecord, attributes: Record<string, string>): DeliveryJob | undefined {
+function jobOfRecord(record: SQSRecord, attributes: Record<string, string>): DeliveryJob | undefined {
   const eventId = attributes[QueueAttributes.eventId];
   const subscriptionId = attributes[QueueAttributes.subscriptionId];
   if (!eventId || !EVENT_ID_PATTERN.test(eventId) || !subscriptionId || !SUBSCRIPTION_ID.test(subscriptionId)) return undefined;
   if (typeof record.body !== 'string' || record.body === '') return undefined;
+  const job = jobOf({ eventId, subscriptionId, generation: attributes[QueueAttributes.generation] }, record.body);
   // Only a copy that went through the dead-letter queue carries `reason`: its presence marks a redrive.
-  const redriven = attributes[QueueAttributes.reason] !== undefined;
-  const generation = attributes[QueueAttributes.generation];
-  return { eventId, subscriptionId, ...(generation ? { generation } : {}), body: record.body, ...(redriven ? { redriven } : {}) };
-}
-
-/** The queue effects of one SQS record, and whether SQS must keep it (listed in batchItemFailures). */
-export function sqsJobEffects(
-  queue: DeliveryQueue,
-  record: SQSRecord,
-  message: DeadLetterMessage,
-  invokedAt: number,
-): { effects: JobEffects; kept(): boolean } {
-  // Kept until an effect says otherwise: a dead-letter send that fails leaves the record in SQS.
-  let kept = true;
-  const effects: JobEffects = {
-    complete: async () => {
-      kept = false;
-    },
-    keepFor: async (delayMs) => {
-      kept = true;
-      if (delayMs !== undefined) await queue.changeVisibility(record.receiptHandle, Math.ceil(delayMs / 1000), receivedAtOf(record.attributes, invokedAt));
-    },
-    deadLetter: async (reason) => {
-      kept = true;
-      await queue.sendToDeadLetter(message, reason);
-      kept = false;
-    },
-  };
-  return { effects, kept: () => kept };
+  return attributes[QueueAttributes.reason] !== undefined ? { ...job, redriven: true } : job;
 }
 
 export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
@@ -106,16 +73,31 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   /** True when SQS must keep the record (listed in batchItemFailures). */
   async function processRecord(record: SQSRecord, invokedAt: number): Promise<boolean> {
     const attributes = stringAttributesOf(record);
-    const { effects, kept } = sqsJobEffects(queue, record, { body: record.body, attributes }, invokedAt);
+    // Kept until an effect says otherwise: a dead-letter send that fails leaves the record in SQS.
+    let kept = true;
+    const effects: JobEffects = {
+      complete: async () => {
+        kept = false;
+      },
+      keepFor: async (delayMs) => {
+        kept = true;
+        if (delayMs !== undefined) await queue.changeVisibility(record.receiptHandle, Math.ceil(delayMs / 1000), receivedAtOf(record.attributes, invokedAt));
+      },
+      deadLetter: async (reason) => {
+        kept = true;
+        await queue.sendToDeadLetter({ body: record.body, attributes }, reason);
+        kept = false;
+      },
+    };
     const sentAt = Number(record.attributes?.SentTimestamp);
     await run({
-      job: jobOf(record, attributes),
+      job: jobOfRecord(record, attributes),
       receives: Number(record.attributes?.ApproximateReceiveCount ?? 0),
       effects,
       ids: { messageId: record.messageId },
       ...(sentAt > 0 ? { enqueuedAt: sentAt } : {}),
     });
-    return kept();
+    return kept;
   }
 
   return async (event, context) => {
@@ -139,22 +121,17 @@ export function createDeliveryLambda(deps: DeliveryLambdaDeps): DeliveryLambda {
   };
 }
 
-export type DeliveryAwsClients = AwsClients;
-
 export interface DeliveryLambdaOverrides {
   log?: Logger;
   /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
   metrics?: Metrics;
+  /** Tests only: replaces the guarded client (the settings' loopback switch is how tests allow 127.0.0.1). */
   webhook?: WebhookClient;
   clock?: Clock;
 }
 
 /** The Delivery Lambda from its settings (lambda/config/settings.ts `deliveryLambdaSettings`). */
-export function deliveryLambdaFromSettings(
-  settings: DeliveryLambdaSettings,
-  clients: DeliveryAwsClients,
-  overrides: DeliveryLambdaOverrides = {},
-): DeliveryLambda {
+export function deliveryLambdaFromSettings(settings: DeliveryLambdaSettings, clients: AwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
   // The events and the subscription only: the worker's bundle carries no other record's meaning.
   const store = new EventStore(new DynamoDbTable(clients.dynamodb, settings.tableName));
   const queue = new SqsQueue({ client: clients.sqs, queueUrl: settings.queueUrl, deadLetterQueueUrl: settings.deadLetterQueueUrl });
@@ -178,6 +155,6 @@ export function deliveryLambdaFromSettings(
 }
 
 /** The same from an environment record, for tests that set the environment as the stack does. Throws SettingsError. */
-export function deliveryLambdaFromEnvironment(env: Env, clients: DeliveryAwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
+export function deliveryLambdaFromEnvironment(env: Env, clients: AwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
   return deliveryLambdaFromSettings(deliveryLambdaSettings(env), clients, overrides);
 }

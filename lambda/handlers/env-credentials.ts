@@ -10,7 +10,5 @@
  */
 import { fromEnv } from '@aws-sdk/credential-provider-env';
 
-type FromEnvInit = Parameters<typeof fromEnv>[0];
-
 /** Same name and call shape as the chain's `defaultProvider`, environment only. */
-export const defaultProvider = (init?: FromEnvInit) => fromEnv(init);
+export const defaultProvider = fromEnv;

@@ -23,34 +23,30 @@ import { watchingUnavailable } from '../core/answers';
 import { Budgets, mcpDeadline } from '../core/budgets';
 import type { Dependency } from '../core/errors';
 import { DEFAULT_RETRY_DELAYS_S, EventsProfiles, Routes, type EventsProfileName } from '../core/protocol';
-import { createApp, type App } from '../http/app';
-import type { PupConfig } from '../http/pup';
+import { createApp, type App, type HttpConfig } from '../http/app';
+import { restError } from '../http/json';
 import type { McpDeps } from '../mcp/server';
 import { createLogger } from '../log';
 import { createMetrics, DEPENDENCIES, type MetricDependency, type Metrics } from '../metrics';
-import { systemClock, type AccessStore, type Clock, type Logger, type Store, type WebhookClient } from '../ports';
+import { systemClock, type Logger } from '../ports';
 import { version as packageVersion } from '../version';
 import { afterResponse, type AfterResponse } from './after-response';
 import { requestFromEvent, resultFromResponse } from './apigw';
 import type { AwsClients } from './aws-clients';
+import type { DeliveryLambdaOverrides } from './delivery-lambda';
 
 /** The app's ports as McpDeps has them, with defaults for the clock, version and retry schedule; the rest is this handler's. */
 export interface McpLambdaDeps
-  extends Pick<McpDeps, 'outbox' | 'idempotency' | 'inbox' | 'webhook' | 'deliveryWaitMs' | 'ttlPolicy' | 'log'>,
-    Partial<Pick<McpDeps, 'clock' | 'version' | 'retryDelaysS'>> {
-  store: Store;
-  /** The DEPLOYMENT and SENDER# items (core/access.ts); absent: only the configured key, hashed, is the principal. */
-  access?: AccessStore;
+  extends Pick<McpDeps, 'store' | 'access' | 'outbox' | 'idempotency' | 'inbox' | 'webhook' | 'deliveryWaitMs' | 'ttlPolicy' | 'log'>,
+    Partial<Pick<McpDeps, 'clock' | 'version' | 'retryDelaysS'>>,
+    Pick<HttpConfig, 'allowedOrigins' | 'pup'> {
   /** DMDOT_EVENTS_PROFILE; chatgpt when absent. */
   eventsProfile?: EventsProfileName;
   apiKey: ApiKeyLoader;
-  allowedOrigins: readonly string[];
   /** Subscribe-time URL policy; must match the webhook client's allowLoopback. */
   allowLoopbackCallbacks: boolean;
   /** EMF lines per request, per inline delivery decision and per failed-dependency answer; none when absent. */
   metrics?: Metrics;
-  /** The pup door: secrets (re-read while warm) and manifest. Absent: its POST routes answer 503. */
-  pup?: PupConfig;
   /** Tests only (McpLambdaOverrides.requestMs): the request budget `mcpDeadline` counts from. Default: Limits.requestMs. */
   requestMs?: number;
   /** The after-response extension: with it an inline attempt runs on after the answer; without it the answer waits. */
@@ -58,13 +54,6 @@ export interface McpLambdaDeps
 }
 
 export type McpLambda = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
-
-const BAD_EVENT: APIGatewayProxyStructuredResultV2 = {
-  statusCode: 400,
-  headers: { 'content-type': 'application/json' },
-  isBase64Encoded: false,
-  body: JSON.stringify({ error: { code: 'bad_request', message: 'The request could not be read.' } }),
-};
 
 // Every dependency the core can report unavailable has a value of the metric's Dependency dimension
 // (the alarm sums exactly those): a new one fails the type check here until lambda/metrics.ts lists it.
@@ -108,7 +97,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
     } catch (error) {
       // Only a malformed event gets here (e.g. a method no web Request accepts); never its content.
       deps.log.warn('bad_event', { requestId: event.requestContext?.requestId, cause: error instanceof Error ? error.name : 'unknown' });
-      return BAD_EVENT;
+      return resultFromResponse(restError(400, 'bad_request', 'The request could not be read.'));
     }
     const { request, requestId } = translated;
     return runWithDeadline(mcpDeadline(Date.now(), deps.requestMs), async () => {
@@ -116,9 +105,7 @@ export function createMcpLambda(deps: McpLambdaDeps): McpLambda {
       const key = health ? deps.apiKey.peek() : await deps.apiKey.get();
       // No key for a request that needs one: Secrets Manager could not be read.
       if (!health && key === undefined) deps.metrics?.dependencyUnavailable('secrets');
-      const app = appFor(key);
-      const response = await app.handle(request, requestId ? { requestId } : {});
-      return resultFromResponse(response);
+      return resultFromResponse(await appFor(key).handle(request, requestId ? { requestId } : {}));
     });
   };
 
@@ -143,13 +130,8 @@ export interface McpAwsClients extends AwsClients {
   secrets: SecretsReader;
 }
 
-export interface McpLambdaOverrides {
+export interface McpLambdaOverrides extends DeliveryLambdaOverrides {
   log?: Logger & { redact?(value: string): void };
-  /** Default: EMF on stdout when running in Lambda (AWS_LAMBDA_FUNCTION_NAME set), nothing elsewhere. */
-  metrics?: Metrics;
-  /** Tests only: replaces the guarded client (the settings' loopback switch is how tests allow 127.0.0.1). */
-  webhook?: WebhookClient;
-  clock?: Clock;
   /**
    * Tests only: each request's whole budget instead of the contract's 5 s. Only the deadline moves:
    * the reserves inside it stay absolute (scaling them would test other numbers than production's),
@@ -206,7 +188,7 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
   });
 }
 
-/** The same from an environment record: tests and the entry file. Throws SettingsError. */
+/** The same from an environment record, for tests that set the environment as the stack does. Throws SettingsError. */
 export function mcpLambdaFromEnvironment(env: Env, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
   return mcpLambdaFromSettings(mcpLambdaSettings(env), clients, overrides);
 }

@@ -10,15 +10,10 @@ import { DynamoDbStore } from '../adapters/dynamodb-store';
 import { SqsQueue } from '../adapters/sqs-queue';
 import { Budgets } from '../core/budgets';
 import { sequentialOutbox } from '../core/outbox';
-import type { AccessStore, IdempotencyStore, InboxStore, Outbox, Store } from '../ports';
 import { createAwsClients, type AwsClients } from './aws-clients';
 
 /** The store and outbox on the given clients (tests pass clients with local endpoints), or on new ones. */
-export function createMcpStorage(
-  tableName: string,
-  queueUrl: string,
-  clients?: AwsClients,
-): { store: Store & IdempotencyStore & InboxStore; outbox: Outbox; access: AccessStore } {
+export function createMcpStorage(tableName: string, queueUrl: string, clients?: AwsClients) {
   const { dynamodb, sqs } = clients ?? createAwsClients();
   // Every call of these clients carries the request deadline (a no-op when already applied).
   withDeadlines(dynamodb);

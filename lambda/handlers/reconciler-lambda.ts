@@ -17,8 +17,8 @@ import { reconcile, type ReconcileDeps, type ReconcileReport } from '../core/rec
 import { EventStore } from '../core/store/event-store';
 import { createLogger } from '../log';
 import { createRepairMetrics } from '../metrics';
-import { systemClock, type Clock, type Logger } from '../ports';
-import type { InvocationContext } from './delivery-lambda';
+import { systemClock } from '../ports';
+import type { DeliveryLambdaOverrides, InvocationContext } from './delivery-lambda';
 import type { AwsClients } from './aws-clients';
 
 export type ReconcilerLambda = (event?: unknown, context?: InvocationContext) => Promise<ReconcileReport>;
@@ -34,11 +34,8 @@ export class ReconcileRunError extends Error {
   }
 }
 
-export interface ReconcilerLambdaOverrides {
-  log?: Logger;
-  /** Default: EMF on stdout when running in Lambda, nothing elsewhere. */
+export interface ReconcilerLambdaOverrides extends Pick<DeliveryLambdaOverrides, 'log' | 'clock'> {
   metrics?: ReturnType<typeof createRepairMetrics>;
-  clock?: Clock;
 }
 
 /** The Reconciler Lambda from the delivery settings (lambda/config/settings.ts `deliveryLambdaSettings`). */

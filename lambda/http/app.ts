@@ -32,7 +32,7 @@ import {
 } from '../core/protocol';
 import { readReceipt } from '../core/receipts';
 import { createMcpEndpoint, type McpDeps } from '../mcp/server';
-import { forwarded, getOnly, type HttpRequest, isJsonContentType, json, readStream, restError, restUnavailable, rpcError } from './json';
+import { forwarded, getOnly, type HttpRequest, isJsonContentType, json, parseJson, readStream, restError, restUnavailable, rpcError } from './json';
 import { createPupDoor, isPupPath, type PupConfig } from './pup';
 
 export interface HttpConfig {
@@ -46,13 +46,8 @@ export interface HttpConfig {
   pup?: PupConfig;
 }
 
-export interface App {
-  /** `host` is the Host header as received (web Request objects may not carry it). */
-  handle(request: HttpRequest, options?: { requestId?: string; host?: string }): Promise<Response>;
-  close(): Promise<void>;
-}
+export type App = ReturnType<typeof createApp>;
 
-/** The header a forwarder may carry the bare key in. */
 const API_KEY_HEADER = 'x-api-key';
 const API_KEY_HINT = 'Missing or wrong API key: this server takes an API key, not OAuth. Pass it as ?key=… in the URL or as Authorization: Bearer ….';
 const OAUTH_HINT = 'This server does not use OAuth: it takes an API key, as ?key=… in the URL (what ChatGPT connectors use) or as Authorization: Bearer ….';
@@ -86,7 +81,7 @@ function withHeaders(response: Response, added: readonly [string, string][]): Re
   }
 }
 
-export function createApp(deps: McpDeps, config: HttpConfig): App {
+export function createApp(deps: McpDeps, config: HttpConfig) {
   const mcp = createMcpEndpoint(deps);
   const pup = createPupDoor(deps, config.pup ?? {});
   const authenticator = config.apiKey
@@ -206,25 +201,19 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
   async function receipt(request: HttpRequest, url: URL, requestId: string, identity: Identity): Promise<Response> {
     const refused = getOnly(request);
     if (refused) return refused;
-    let found;
     try {
-      found = await readReceipt(deps.store, identity, url.pathname.slice(Routes.messages.length + 1), deps.clock.now());
+      const found = await readReceipt(deps.store, identity, url.pathname.slice(Routes.messages.length + 1), deps.clock.now());
+      return found ? json(200, found) : restError(404, 'not_found', 'No event with this id was sent with this key.');
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
       return restUnavailable(deps.log, error, requestId, 'GET /v1/messages/{eventId}');
     }
-    return found ? json(200, found) : restError(404, 'not_found', 'No event with this id was sent with this key.');
   }
 
   async function rest(request: HttpRequest, body: Uint8Array, requestId: string, identity: Identity): Promise<Response> {
-    let parsed: unknown;
-    try {
-      // Bytes that were not UTF-8 are lone surrogates by now: the message check refuses them as send_to_dot does.
-      parsed = JSON.parse(new TextDecoder('utf-8').decode(body));
-    } catch {
-      return restError(400, 'invalid_json', 'The body is not valid JSON.');
-    }
-    let answer;
+    // Bytes that were not UTF-8 are lone surrogates by now: the message check refuses them as send_to_dot does.
+    const parsed = parseJson(new TextDecoder('utf-8').decode(body));
+    if (parsed === undefined) return restError(400, 'invalid_json', 'The body is not valid JSON.');
     try {
       const admission = await admitSend(deps.access, identity, deps.clock.now());
       if (!admission.ok) {
@@ -233,15 +222,15 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
         });
       }
       const key = request.headers.get(IDEMPOTENCY_KEY_HEADER) ?? undefined;
-      answer = restAnswerOf(await sendOnce(deps, parsed, { sender: identity.sender }, key));
-      if (answer.retryAfterSeconds !== undefined) return json(answer.status, answer.body, { 'retry-after': String(answer.retryAfterSeconds) });
+      const answer = restAnswerOf(await sendOnce(deps, parsed, { sender: identity.sender }, key));
+      return json(answer.status, answer.body, answer.retryAfterSeconds === undefined ? {} : { 'retry-after': String(answer.retryAfterSeconds) });
     } catch (error) {
       if (!(error instanceof DependencyUnavailable)) throw error;
-      answer = answerUnavailable(deps.log, 'rest', error, { requestId, where: 'POST /v1/messages' });
+      return restUnavailable(deps.log, error, requestId, 'POST /v1/messages');
     }
-    return json(answer.status, answer.body);
   }
 
+  /** `host` is the Host header as received (web Request objects may not carry it). */
   async function handle(request: HttpRequest, options: { requestId?: string; host?: string } = {}): Promise<Response> {
     const requestId = options.requestId ?? randomUUID();
     const started = Date.now();
@@ -260,5 +249,5 @@ export function createApp(deps: McpDeps, config: HttpConfig): App {
     return withHeaders(response, added);
   }
 
-  return { handle, close: async () => void (await Promise.all([mcp.close(), pup.close()])) };
+  return { handle, close: async (): Promise<void> => void (await Promise.all([mcp.close(), pup.close()])) };
 }

@@ -1,12 +1,13 @@
 /**
  * The wire of the HTTP surface, one for both of its front doors: reading a POST body (the raw
  * bytes, read once, at most 1 MiB, after a JSON Content-Type check; the pup door verifies its
- * signature over exactly these bytes), and the JSON answers: a JSON body, a REST error
- * (core/answers' shape), a JSON-RPC error with a null id, and the refusals both doors word alike.
+ * signature over exactly these bytes), parsing JSON text without throwing, and the JSON answers:
+ * a JSON body, a REST error (core/answers' shape), a JSON-RPC error with a null id, and the
+ * refusals both doors word alike.
  *
- * Deliberately not here: parsing a body (each route decides how, and when: pup verifies before
- * parsing), which status or code a situation gets (the routes decide, from core/answers and
- * core/protocol), and CORS or other headers a route adds.
+ * Deliberately not here: when a body is parsed and what a malformed one gets (each route decides:
+ * pup verifies before parsing), which status or code a situation gets (the routes decide, from
+ * core/answers and core/protocol), and CORS or other headers a route adds.
  */
 import { answerUnavailable, restError as restErrorAnswer } from '../core/answers';
 import { readCapped } from '../core/capped-body';
@@ -63,6 +64,15 @@ export function forwarded(request: HttpRequest, url: URL, body: Uint8Array, drop
   return new Request(url, { method: 'POST', headers, body: body as BodyInit });
 }
 
+/** The value of a JSON text; undefined when it is not one (no JSON text parses to undefined). */
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** A body that is JSON text already (a stored answer replayed byte for byte, the manifest). */
 export function jsonText(status: number, body: string, headers: Record<string, string> = {}): Response {
   const response = new Response(body, { status, headers: { ...JSON_HEADERS, ...headers } });
@@ -75,8 +85,7 @@ export function json(status: number, body: unknown, headers: Record<string, stri
 }
 
 export function restError(status: number, code: string, message: string, headers: Record<string, string> = {}): Response {
-  const answer = restErrorAnswer(status, code, message);
-  return json(answer.status, answer.body, headers);
+  return json(status, restErrorAnswer(status, code, message).body, headers);
 }
 
 export function rpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {

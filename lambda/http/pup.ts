@@ -34,6 +34,7 @@ import {
   isJsonContentType,
   json,
   jsonText,
+  parseJson,
   readStream,
   restError,
   restUnavailable,
@@ -47,11 +48,6 @@ export interface PupConfig {
   manifest?: string;
   /** Bodies read at once; past it a POST is answered 503 before its body is read. Default: no cap. */
   maxBodiesInFlight?: number;
-}
-
-export interface PupDoor {
-  handle(request: HttpRequest, url: URL, requestId: string): Promise<Response>;
-  close(): Promise<void>;
 }
 
 const PATHS: ReadonlySet<string> = new Set(Object.values(PupRoutes));
@@ -69,7 +65,10 @@ const REFUSAL_MESSAGES: Record<PupRefusal, string> = {
 /** What a processed request's claim keeps (Store.settleReplayId): the refusal, as a marker that it was processed. */
 const REPLAYED_ANSWER: InboundAnswer = { status: 401, body: JSON.stringify({ error: { code: PupRefusals.replayed, message: REFUSAL_MESSAGES.replayed } }) };
 
-export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
+/** A POST whose signature checked out: its webhook-id (`loggedId` is the bounded form logged), when it was checked, its request id. */
+type Signed = { webhookId: string; loggedId: string; now: number; requestId: string };
+
+export function createPupDoor(deps: McpDeps, config: PupConfig) {
   // Requests whose MCP answer hid a failed dependency (seen by its log line): not settled as processed.
   const dependencyFailed = new Set<string>();
   const log = watchingUnavailable(deps.log, (fields) => {
@@ -124,20 +123,19 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     if (!body) return restError(413, 'payload_too_large', `Request body is over ${Limits.requestBodyMaxBytes} bytes.`);
     const verdict = verifier.verdict();
     if (!verdict.ok) return restError(401, verdict.refusal, REFUSAL_MESSAGES[verdict.refusal]);
-    const webhookId = verdict.webhookId;
     if (scanJsonText(body).tooDeep) {
       const why = `The body nests objects or arrays deeper than ${Limits.jsonMaxDepth} levels.`;
       if (url.pathname === PupRoutes.mcp) return rpcError(400, ErrorCodes.invalidParams, why);
       return restError(400, url.pathname === PupRoutes.events ? 'invalid_envelope' : 'invalid_challenge', why);
     }
     // Signed by pup, but logged: keep a line bounded whatever length pup chose.
-    const loggedId = webhookId.slice(0, 128);
+    const signed: Signed = { webhookId: verdict.webhookId, loggedId: verdict.webhookId.slice(0, 128), now, requestId };
     // The verifier has checked that the body is UTF-8; this decoding cannot fail.
     const bodyText = new TextDecoder('utf-8', { ignoreBOM: true }).decode(body);
 
-    if (url.pathname === PupRoutes.events) return events(bodyText, webhookId, loggedId, now, requestId);
+    if (url.pathname === PupRoutes.events) return events(bodyText, signed);
 
-    return once(url, webhookId, loggedId, now, requestId, body, () =>
+    return once(url, signed, body, () =>
       url.pathname === PupRoutes.challenge ? Promise.resolve(challenge(bodyText)) : mcpCall(request, url, body, bodyText, requestId),
     );
   }
@@ -154,15 +152,8 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
    * it, so a retry is processed like a first try; while the first is being answered, the same
    * request is told `503 in_progress`, as it may yet fail.
    */
-  async function once(
-    url: URL,
-    webhookId: string,
-    loggedId: string,
-    now: number,
-    requestId: string,
-    body: Uint8Array,
-    work: () => Promise<Response>,
-  ): Promise<Response> {
+  async function once(url: URL, signed: Signed, body: Uint8Array, work: () => Promise<Response>): Promise<Response> {
+    const { webhookId, loggedId, now, requestId } = signed;
     const token = randomBytes(16).toString('hex');
     // What makes a retry the same request: its route and its exact bytes (the signature's headers differ).
     const fingerprint = `POST ${url.pathname} ${createHash('sha256').update(body).digest('base64url')}`;
@@ -188,16 +179,16 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
       bodyText = await response.text();
     } catch (error) {
       dependencyFailed.delete(requestId);
-      await settle(webhookId, token, undefined, requestId, loggedId);
+      await settle(signed, token, undefined);
       throw error;
     }
     const failed = dependencyFailed.delete(requestId) || response.status >= 400;
     // Settled with the refusal its replays get, never its answer: nothing of it can be handed out again.
-    await settle(webhookId, token, failed ? undefined : REPLAYED_ANSWER, requestId, loggedId);
+    await settle(signed, token, failed ? undefined : REPLAYED_ANSWER);
     return new Response(bodyText, { status: response.status, headers: response.headers });
   }
 
-  async function settle(webhookId: string, token: string, kept: InboundAnswer | undefined, requestId: string, loggedId: string): Promise<void> {
+  async function settle({ webhookId, loggedId, requestId }: Signed, token: string, kept: InboundAnswer | undefined): Promise<void> {
     try {
       await deps.store.settleReplayId(webhookId, token, kept);
     } catch (error) {
@@ -207,12 +198,8 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
   }
 
   async function mcpCall(request: HttpRequest, url: URL, body: Uint8Array, bodyText: string, requestId: string): Promise<Response> {
-    let message: unknown;
-    try {
-      message = JSON.parse(bodyText);
-    } catch {
-      message = undefined; // the SDK answers malformed JSON (-32700) exactly as on /mcp
-    }
+    // Undefined when malformed: the SDK answers it (-32700) exactly as on /mcp.
+    const message = parseJson(bodyText);
     const context = pupContextOf(message);
     const rpc = message as { id?: unknown; method?: unknown } | undefined;
     const method = typeof rpc?.method === 'string' ? rpc.method.slice(0, 64) : undefined;
@@ -232,13 +219,9 @@ export function createPupDoor(deps: McpDeps, config: PupConfig): PupDoor {
     return mcp.fetch(forwarded(request, url, body, ['authorization']), { authInfo: { token: 'pup-signature', clientId: 'pup', scopes: [], extra } });
   }
 
-  async function events(bodyText: string, webhookId: string, loggedId: string, now: number, requestId: string): Promise<Response> {
-    let value: unknown;
-    try {
-      value = JSON.parse(bodyText);
-    } catch {
-      return restError(400, 'invalid_json', 'The body is not valid JSON.');
-    }
+  async function events(bodyText: string, { webhookId, loggedId, now, requestId }: Signed): Promise<Response> {
+    const value = parseJson(bodyText);
+    if (value === undefined) return restError(400, 'invalid_json', 'The body is not valid JSON.');
     const parsed = parsePupEvent(value, webhookId);
     if (!parsed.ok) return restError(400, parsed.code, parsed.message);
 

@@ -44,7 +44,7 @@ import {
 import { subscribe, unsubscribe, type SubscriptionDeps, type SubscriptionStore } from '../core/subscriptions';
 import { isObject } from '../core/validation';
 import type { Logger, Store } from '../ports';
-import { declaresTasks, taskForQueued, taskMethods, type TaskRequest } from './tasks';
+import { declaresTasks, taskForQueued, taskMethods, type TaskContext } from './tasks';
 
 /** What the MCP endpoint uses of the Store: a send's part, a subscribe's, and the pup door's replay claims and kept answers. */
 export type McpStore = MessageStore & SubscriptionStore & Pick<Store, 'claimReplayId' | 'settleReplayId' | 'putInboundAnswer'>;
@@ -179,9 +179,7 @@ function callerOf(ctx: McpRequestContext): Caller {
 
 function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   const caller = callerOf(ctx);
-  const profile = deps.eventsProfile ?? EventsProfiles[DEFAULT_EVENTS_PROFILE];
   const sender = caller.identity.role === 'sender';
-  const forbidden = () => new ProtocolFault(profile.codes.forbidden, SENDER_FORBIDDEN);
   // Tasks exist on the 2026-07-28 era only (see mcp/tasks.ts).
   const modern = ctx.era === 'modern';
   const mcp = new McpServer(
@@ -238,14 +236,13 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
         return toolResultOf(outcome);
       })) as never,
   );
-  // The inbox's tools: the connector key only, with the inbox on (docs/contract/mcp.md, the inbox).
   if (deps.inbox && !sender && caller.door === undefined) inboxTools(mcp, { ...deps, inbox: deps.inbox }, caller, guarded);
 
   // The connector's methods: a sender key is refused before anything runs.
   const connectorOnly = (method: string, fn: (params: unknown, extra: HandlerContext) => Promise<unknown>) =>
     mcp.server.setRequestHandler(method, { params: LOOSE_PARAMS }, (async (params: unknown, extra: HandlerContext) =>
       guarded(method, async () => {
-        if (sender) throw forbidden();
+        if (sender) throw new ProtocolFault((deps.eventsProfile ?? EventsProfiles[DEFAULT_EVENTS_PROFILE]).codes.forbidden, SENDER_FORBIDDEN);
         return fn(params, extra);
       })) as never);
   connectorOnly(Methods.eventsList, async () => ({ events: [MESSAGE_CREATED_DEFINITION], nextCursor: null }));
@@ -262,20 +259,15 @@ function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   if (modern) {
     // The SDK stamps `resultType: "complete"` on custom methods' answers, as the extension requires.
     const tasksOf = async () => taskMethods(deps, await caller.identity.principal());
-    const taskRequest = (params: unknown, extra: HandlerContext): TaskRequest => ({
-      params,
-      envelope: extra?.mcpReq?.envelope,
-      inputResponses: extra?.mcpReq?.inputResponses,
-    });
-    connectorOnly(Methods.tasksGet, async (params, extra) => ({ ...(await (await tasksOf()).get(taskRequest(params, extra))) }));
-    connectorOnly(Methods.tasksUpdate, async (params, extra) => (await tasksOf()).update(taskRequest(params, extra)));
-    connectorOnly(Methods.tasksCancel, async (params, extra) => (await tasksOf()).cancel(taskRequest(params, extra)));
+    connectorOnly(Methods.tasksGet, async (params, extra) => ({ ...(await (await tasksOf()).get(params, extra?.mcpReq)) }));
+    connectorOnly(Methods.tasksUpdate, async (params, extra) => (await tasksOf()).update(params, extra?.mcpReq));
+    connectorOnly(Methods.tasksCancel, async (params, extra) => (await tasksOf()).cancel(params, extra?.mcpReq));
   }
   return mcp;
 }
 
 /** The part of the SDK's handler context dm-dot reads: the lifted per-request envelope and MRTR input responses. */
-type HandlerContext = { mcpReq?: { envelope?: unknown; inputResponses?: unknown } } | undefined;
+type HandlerContext = { mcpReq?: TaskContext } | undefined;
 
 function withoutMeta(params: unknown): unknown {
   if (!isObject(params)) return params;
@@ -301,7 +293,7 @@ function publishedSchema(jsonSchema: Record<string, unknown>): StandardSchemaWit
 
 type Guarded = <T>(method: string, fn: () => Promise<T>) => Promise<T>;
 
-/** The inbox's two tools (docs/contract/mcp.md, the inbox), wired to core/inbox.ts. */
+/** The inbox's two tools, for the connector key only (docs/contract/mcp.md, the inbox), wired to core/inbox.ts. */
 function inboxTools(mcp: McpServer, deps: InboxDeps & { log: Logger }, caller: { requestId: string }, guarded: Guarded): void {
   const run = (tool: string, fn: (args: unknown) => Promise<InboxToolResult>) =>
     (async (args: unknown) =>

@@ -17,7 +17,7 @@
 import type { EventRecord } from '../ports';
 import { guardDependency, invalidParams, ProtocolFault } from '../core/errors';
 import { canonicalJson, sha256Hex } from '../core/identity';
-import { toolResultOf, type ToolResult } from '../core/answers';
+import { toolResultOf } from '../core/answers';
 import { outcomeOfRecord, type MessageDeps } from '../core/messages';
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -32,30 +32,6 @@ import {
 } from '../core/protocol';
 import { constantTimeEqual } from '../core/signing';
 import { isObject } from '../core/validation';
-
-/** The Task fields every task answer carries (the extension's `Task` interface). */
-export interface TaskFields {
-  taskId: string;
-  status: 'working' | 'completed' | 'cancelled';
-  statusMessage?: string;
-  createdAt: string;
-  lastUpdatedAt: string;
-  ttlMs: number | null;
-  pollIntervalMs?: number;
-}
-
-/** What `tasks/get` answers (`DetailedTask`; the SDK adds `resultType: "complete"`). */
-export type DetailedTask =
-  | (TaskFields & { status: 'working' })
-  | (TaskFields & { status: 'cancelled' })
-  | (TaskFields & { status: 'completed'; result: ToolResult });
-
-/**
- * What `tools/call` answers instead of a tool result: the extension's `CreateTaskResult`, plus the
- * queued tool result's `content` and `structuredContent`, which SDK 2.4.0's McpServer needs for a
- * tool with an output schema, and which tell a host that reads only `content` what happened.
- */
-export type CreateTaskResult = TaskFields & { resultType: typeof TASK_RESULT_TYPE } & Pick<ToolResult, 'content' | 'structuredContent'>;
 
 /** True when the per-request client capabilities declare the extension: any object there does. */
 export function declaresTasks(envelope: unknown): boolean {
@@ -89,7 +65,7 @@ export function pollIntervalFor(ageMs: number): number {
   return (TASK_POLL_INTERVALS.find((step) => ageMs < step.untilAgeMs) ?? TASK_POLL_INTERVALS[TASK_POLL_INTERVALS.length - 1]!).pollMs;
 }
 
-function fieldsOf(record: EventRecord, principal: string, now: number): Omit<TaskFields, 'status'> {
+function fieldsOf(record: EventRecord, principal: string, now: number) {
   return {
     taskId: taskIdOf(principal, record.eventId),
     createdAt: new Date(record.createdAt).toISOString(),
@@ -107,29 +83,29 @@ function wasCancelled(record: EventRecord): boolean {
   return !(record.log ?? []).some((entry) => 'note' in entry && entry.note === 'resent' && entry.at >= at);
 }
 
-/** The task view of an event record, as `tasks/get` answers it. */
-export function taskOf(record: EventRecord, principal: string, now: number): DetailedTask {
+/** The task view of an event record, as `tasks/get` answers it (the extension's `DetailedTask`; the SDK adds `resultType: "complete"`). */
+export function taskOf(record: EventRecord, principal: string, now: number) {
   const outcome = outcomeOfRecord(record);
   const fields = fieldsOf(record, principal, now);
   if (outcome.kind === 'queued') {
-    return { ...fields, status: 'working', statusMessage: `${toolResultOf(outcome).content[0]!.text} tasks/cancel stops further attempts.` };
+    return { ...fields, status: 'working' as const, statusMessage: `${toolResultOf(outcome).content[0]!.text} tasks/cancel stops further attempts.` };
   }
   if (wasCancelled(record)) {
-    return { ...fields, status: 'cancelled', statusMessage: `Cancelled: event ${record.eventId} will not be attempted again.` };
+    return { ...fields, status: 'cancelled' as const, statusMessage: `Cancelled: event ${record.eventId} will not be attempted again.` };
   }
-  return { ...fields, status: 'completed', result: toolResultOf(outcome) };
+  return { ...fields, status: 'completed' as const, result: toolResultOf(outcome) };
 }
 
 /**
  * The answer to an unsettled `send_to_dot` for a caller that declared the extension. The record is
  * read back first (a task must resolve on `tasks/get`; a delivery settled meanwhile is answered as a
  * tool result); undefined when it cannot be read: the caller then gets the queued text.
+ *
+ * The task is the extension's `CreateTaskResult`, plus the queued tool result's `content` and
+ * `structuredContent`, which SDK 2.4.0's McpServer needs for a tool with an output schema, and
+ * which tell a host that reads only `content` what happened.
  */
-export async function taskForQueued(
-  deps: Pick<MessageDeps, 'store' | 'clock'>,
-  principal: string,
-  eventId: string,
-): Promise<CreateTaskResult | ToolResult | undefined> {
+export async function taskForQueued(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string, eventId: string) {
   const now = deps.clock.now();
   const record = await deps.store.getEvent(eventId, now).catch(() => undefined);
   if (!record) return undefined;
@@ -150,43 +126,38 @@ async function recordOf(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: s
   return record;
 }
 
-/** What a `tasks/*` handler is given; `envelope` and `inputResponses` are as the SDK lifts them out of `params`. */
-export interface TaskRequest {
-  params: unknown;
-  envelope: unknown;
-  inputResponses: unknown;
-}
+/** What a `tasks/*` handler reads of the SDK's request context (`mcpReq`): the envelope and input responses it lifts out of `params`. */
+export type TaskContext = { envelope?: unknown; inputResponses?: unknown } | undefined;
 
 /** The extension's three methods for one caller: -32021 without the extension declared, -32602 for a bad task id. */
 export function taskMethods(deps: Pick<MessageDeps, 'store' | 'clock'>, principal: string) {
-  /** The task id of a request that may ask for one. */
-  const begin = (method: string, request: TaskRequest): string => {
-    if (!declaresTasks(request.envelope)) {
+  const begin = (method: string, params: unknown, context: TaskContext): string => {
+    if (!declaresTasks(context?.envelope)) {
       throw new ProtocolFault(
         ErrorCodes.missingRequiredClientCapability,
         `Missing required client capability: ${method} needs ${TASKS_EXTENSION} declared in _meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions.`,
         { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
       );
     }
-    const taskId = isObject(request.params) ? request.params.taskId : undefined;
+    const taskId = isObject(params) ? params.taskId : undefined;
     if (typeof taskId !== 'string') throw invalidParams(`${method}: params.taskId must be a string.`);
     return taskId;
   };
   return {
-    async get(request: TaskRequest): Promise<DetailedTask> {
-      const record = await recordOf(deps, principal, begin(Methods.tasksGet, request));
+    async get(params: unknown, context: TaskContext) {
+      const record = await recordOf(deps, principal, begin(Methods.tasksGet, params, context));
       return taskOf(record, principal, deps.clock.now());
     },
-    async update(request: TaskRequest): Promise<Record<string, never>> {
-      const taskId = begin(Methods.tasksUpdate, request);
+    async update(params: unknown, context: TaskContext): Promise<Record<string, never>> {
+      const taskId = begin(Methods.tasksUpdate, params, context);
       // send_to_dot never asks for input, so every response is ignored; the shape is still checked.
-      const responses = request.inputResponses ?? (isObject(request.params) ? request.params.inputResponses : undefined);
+      const responses = context?.inputResponses ?? (isObject(params) ? params.inputResponses : undefined);
       if (!isObject(responses)) throw invalidParams(`${Methods.tasksUpdate}: params.inputResponses must be an object.`);
       await recordOf(deps, principal, taskId);
       return {};
     },
-    async cancel(request: TaskRequest): Promise<Record<string, never>> {
-      const record = await recordOf(deps, principal, begin(Methods.tasksCancel, request));
+    async cancel(params: unknown, context: TaskContext): Promise<Record<string, never>> {
+      const record = await recordOf(deps, principal, begin(Methods.tasksCancel, params, context));
       if (record.status !== EventStatus.queued) return {};
       // One compare-and-set from `queued`: a delivery that settles meanwhile wins.
       const at = deps.clock.now();

@@ -19,13 +19,8 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDbStore } from '../../lambda/adapters/dynamodb-store';
 import type { SecretsReader } from '../../lambda/adapters/secrets-manager';
-import { clientOptions } from '../../lambda/handlers/aws-clients';
-import {
-  deliveryLambdaFromEnvironment,
-  type DeliveryAwsClients,
-  type DeliveryLambda,
-  type DeliveryLambdaOverrides,
-} from '../../lambda/handlers/delivery-lambda';
+import { clientOptions, type AwsClients } from '../../lambda/handlers/aws-clients';
+import { deliveryLambdaFromEnvironment, type DeliveryLambda, type DeliveryLambdaOverrides } from '../../lambda/handlers/delivery-lambda';
 import { mcpLambdaFromEnvironment, type McpAwsClients, type McpLambdaOverrides } from '../../lambda/handlers/mcp-lambda';
 import { EventStatus } from '../../lambda/core/protocol';
 import { createLogger } from '../../lambda/log';
@@ -115,13 +110,13 @@ export interface AwsWorld<P extends Service = never> {
   /** The environment the stack gives the Lambdas, on these emulators, with the file's extras and then `extra`. */
   env(extra?: NodeJS.ProcessEnv): NodeJS.ProcessEnv;
   /** New DynamoDB and SQS clients (a cold start) with dm-dot's options, through the proxies where there are. */
-  sdkClients(): DeliveryAwsClients;
+  sdkClients(): AwsClients;
   /** The Secrets Manager reader of the MCP Lambda, through the proxy if there is one. */
   secretsReader(): SecretsReader;
   /** The MCP Lambda from `env()` on new `sdkClients()` and `secretsReader()` unless given, logging into `logLines`. */
   mcpGateway(options?: { env?: NodeJS.ProcessEnv; clients?: Partial<McpAwsClients>; overrides?: McpLambdaOverrides }): McpGateway;
   /** The Delivery Lambda, likewise. */
-  deliveryLambda(options?: { env?: NodeJS.ProcessEnv; clients?: DeliveryAwsClients; overrides?: DeliveryLambdaOverrides }): DeliveryLambda;
+  deliveryLambda(options?: { env?: NodeJS.ProcessEnv; clients?: AwsClients; overrides?: DeliveryLambdaOverrides }): DeliveryLambda;
   /** Every proxy back to `pass`, what it holds answered. */
   resetProxies(): void;
   /** Destroys the clients, then stops the proxies, then everything else. */

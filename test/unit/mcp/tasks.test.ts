@@ -179,14 +179,14 @@ describe('taskForQueued: the answer when the wait window ended', () => {
 });
 
 describe('taskMethods: principal binding and bad input', () => {
-  const declared = (params: unknown, inputResponses?: unknown) => ({ params, envelope: WITH_TASKS, inputResponses });
+  const declared = (params: unknown, inputResponses?: unknown) => [params, { envelope: WITH_TASKS, inputResponses }] as const;
 
   test('a task is readable only by the principal that created it', async () => {
     const store = new FakeStore();
     store.events.set(EVENT_ID, record());
     const taskId = taskIdOf(PRINCIPAL, EVENT_ID);
-    await expect(taskMethods({ store, clock: new FakeClock() }, PRINCIPAL).get(declared({ taskId }))).resolves.toMatchObject({ status: 'working' });
-    await expect(taskMethods({ store, clock: new FakeClock() }, principalOf('other')).get(declared({ taskId }))).rejects.toMatchObject({
+    await expect(taskMethods({ store, clock: new FakeClock() }, PRINCIPAL).get(...declared({ taskId }))).resolves.toMatchObject({ status: 'working' });
+    await expect(taskMethods({ store, clock: new FakeClock() }, principalOf('other')).get(...declared({ taskId }))).rejects.toMatchObject({
       code: -32602,
       message: 'Failed to retrieve task: Task not found',
     });
@@ -198,7 +198,7 @@ describe('taskMethods: principal binding and bad input', () => {
     ['a numeric taskId', { taskId: 42 }],
   ])('tasks/get with %s is -32602 naming params.taskId', async (_name, params) => {
     const methods = taskMethods({ store: new FakeStore(), clock: new FakeClock() }, PRINCIPAL);
-    await expect(methods.get(declared(params))).rejects.toMatchObject({ code: -32602, message: 'tasks/get: params.taskId must be a string.' });
+    await expect(methods.get(...declared(params))).rejects.toMatchObject({ code: -32602, message: 'tasks/get: params.taskId must be a string.' });
   });
 });
 
