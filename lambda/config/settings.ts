@@ -9,10 +9,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import type { InboundSecrets } from '../core/inbound';
 import { isLoopbackHostname } from '../core/loopback';
-import type { TtlPolicy } from '../core/validation';
-import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES, type EventsProfileName } from '../core/protocol';
+import { DEFAULT_EVENTS_PROFILE, EVENTS_PROFILES } from '../core/protocol';
 import * as field from './fields';
 
 export { SettingsError } from './fields';
@@ -20,55 +18,12 @@ export { SettingsError } from './fields';
 /** The environment as an entry point hands it in (process.env, or a test's record). */
 export type Env = Readonly<Record<string, string | undefined>>;
 
-/** What the MCP side needs wherever it runs. */
-export interface McpSettings {
-  retryDelaysS: number[];
-  deliveryWaitMs: number;
-  /** DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS. */
-  ttlPolicy: TtlPolicy;
-  allowedOrigins: string[];
-  /** DMDOT_ALLOW_LOOPBACK_CALLBACKS (docs/contract/outbound-guard.md): the CDK stack never sets it. */
-  allowLoopbackCallbacks: boolean;
-  /** PUP_MANIFEST_FILE's exact text, checked to be a JSON object; undefined: the default manifest. */
-  pupManifest?: string;
-  /** DMDOT_EVENTS_PROFILE: `chatgpt` (the default) or `sep-3415` (docs/contract/events.md). */
-  eventsProfile: EventsProfileName;
-  /** DMDOT_INBOX (CDK context `inbox`): the inbox tools and kept messages (docs/contract/mcp.md); off by default. */
-  inbox: boolean;
-}
-
-export interface LocalSettings extends McpSettings {
-  host: string;
-  port: number;
-  /** Absolute: a relative DMDOT_STATE_DIR is taken from the project root, as `npm start` runs. */
-  stateDir: string;
-  /** Delivery attempts the embedded worker runs at once (DMDOT_DELIVERY_CONCURRENCY). */
-  deliveryConcurrency: number;
-  allowedHosts: string[];
-  /** MCP_API_KEY when given; otherwise the key file in the state directory is used (or made). */
-  apiKey?: string;
-  /** PUP_SIGNING_SECRETS / PUP_ROTATED_AT; no secret: the pup POST routes answer 503. */
-  pupSecrets: InboundSecrets;
-  /** Sentences for the start-up lines: a short API key, a HOST other than loopback. */
-  warnings: string[];
-}
-
 /** The AWS runtime facts the Secrets Manager reader needs (what the SDK would read itself). */
 export type AwsRuntime = ReturnType<typeof awsRuntime>;
 
-export interface McpLambdaSettings extends McpSettings {
-  tableName: string;
-  queueUrl: string;
-  /** Absent: every authenticated route answers 503 (docs/contract/http.md). */
-  apiKeySecretArn?: string;
-  /** Absent: the pup POST routes answer 503. */
-  pupSecretArn?: string;
-  aws: AwsRuntime;
-}
-
-export type DeliveryLambdaSettings = Pick<McpLambdaSettings, 'tableName' | 'queueUrl' | 'retryDelaysS' | 'allowLoopbackCallbacks' | 'aws'> & {
-  deadLetterQueueUrl: string;
-};
+export type LocalSettings = ReturnType<typeof localSettings>;
+export type McpLambdaSettings = ReturnType<typeof mcpLambdaSettings>;
+export type DeliveryLambdaSettings = ReturnType<typeof deliveryLambdaSettings>;
 
 /** The ways the CLI points at AWS without `--table` and friends. */
 export type CliAwsSettings = ReturnType<typeof cliAwsSettings>;
@@ -76,7 +31,7 @@ export type CliAwsSettings = ReturnType<typeof cliAwsSettings>;
 /** Reads a file named by a setting; a test may pass its own. */
 export type ReadText = (path: string) => string;
 
-function mcpSettings(env: Env, manifestBase: string, readFile: ReadText = (path) => readFileSync(path, 'utf8')): McpSettings {
+function mcpSettings(env: Env, manifestBase: string, readFile: ReadText = (path) => readFileSync(path, 'utf8')) {
   const manifestFile = field.optional(env.PUP_MANIFEST_FILE);
   let pupManifest: string | undefined;
   if (manifestFile) {
@@ -95,7 +50,9 @@ function mcpSettings(env: Env, manifestBase: string, readFile: ReadText = (path)
     deliveryWaitMs: field.deliveryWaitMs(env.DMDOT_DELIVERY_WAIT_MS, 'DMDOT_DELIVERY_WAIT_MS'),
     ttlPolicy: field.ttlPolicy(env.DMDOT_TTL_DEFAULT_MS, env.DMDOT_TTL_MAX_MS, 'DMDOT_TTL_DEFAULT_MS / DMDOT_TTL_MAX_MS'),
     allowedOrigins: field.origins(env.DMDOT_ALLOWED_ORIGINS, 'DMDOT_ALLOWED_ORIGINS'),
+    // docs/contract/outbound-guard.md, GUARD-14: the CDK stack never sets it.
     allowLoopbackCallbacks: field.flag(env.DMDOT_ALLOW_LOOPBACK_CALLBACKS, 'DMDOT_ALLOW_LOOPBACK_CALLBACKS'),
+    // Undefined: the default manifest.
     ...(pupManifest !== undefined ? { pupManifest } : {}),
     eventsProfile: field.oneOf(env.DMDOT_EVENTS_PROFILE, 'DMDOT_EVENTS_PROFILE', EVENTS_PROFILES, DEFAULT_EVENTS_PROFILE),
     inbox: field.flag(env.DMDOT_INBOX, 'DMDOT_INBOX'),
@@ -106,7 +63,7 @@ export const DEFAULT_DELIVERY_CONCURRENCY = 8;
 export const MAX_DELIVERY_CONCURRENCY = 256;
 
 /** `npm start`'s settings; relative paths are taken from `projectRoot`, so the CLI finds the server's state from any folder. */
-export function localSettings(env: Env, options: { projectRoot: string; readFile?: ReadText }): LocalSettings {
+export function localSettings(env: Env, options: { projectRoot: string; readFile?: ReadText }) {
   const host = field.optional(env.HOST) ?? '127.0.0.1';
   const key = field.apiKey(env.MCP_API_KEY, 'MCP_API_KEY');
   const warnings: string[] = [];
@@ -123,6 +80,7 @@ export function localSettings(env: Env, options: { projectRoot: string; readFile
     stateDir: resolve(options.projectRoot, field.optional(env.DMDOT_STATE_DIR) ?? '.dm-dot'),
     deliveryConcurrency: field.integer(env.DMDOT_DELIVERY_CONCURRENCY, 'DMDOT_DELIVERY_CONCURRENCY', 1, MAX_DELIVERY_CONCURRENCY, DEFAULT_DELIVERY_CONCURRENCY),
     allowedHosts: field.hosts(env.DMDOT_ALLOWED_HOSTS, 'DMDOT_ALLOWED_HOSTS'),
+    // No MCP_API_KEY: the key file in the state directory is used (or made).
     ...(key ? { apiKey: key.key } : {}),
     pupSecrets: field.pupSecrets(env.PUP_SIGNING_SECRETS, env.PUP_ROTATED_AT),
     warnings,
@@ -149,7 +107,7 @@ export function awsRuntime(env: Env) {
 }
 
 /** The MCP Lambda's settings; PUP_MANIFEST_FILE names a file in the function's asset (out of the 4 KB environment). */
-export function mcpLambdaSettings(env: Env, options: { readFile?: ReadText } = {}): McpLambdaSettings {
+export function mcpLambdaSettings(env: Env, options: { readFile?: ReadText } = {}) {
   const apiKeySecretArn = field.optional(env.API_KEY_SECRET_ARN);
   const pupSecretArn = field.optional(env.PUP_SECRET_ARN);
   return {
@@ -162,7 +120,7 @@ export function mcpLambdaSettings(env: Env, options: { readFile?: ReadText } = {
   };
 }
 
-export function deliveryLambdaSettings(env: Env): DeliveryLambdaSettings {
+export function deliveryLambdaSettings(env: Env) {
   return {
     tableName: field.required(env.TABLE_NAME, 'TABLE_NAME'),
     queueUrl: field.required(env.QUEUE_URL, 'QUEUE_URL'),
