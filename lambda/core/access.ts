@@ -5,11 +5,7 @@
  * DEPLOYMENT item (created once by a conditional put, then kept for the life of the app).
  *
  * With a store the DEPLOYMENT item, not the key the app was built with, says which connector keys
- * are in force (the app's own key counts while the item agrees, or when the item's last rotation is
- * older than the app: a key changed by hand). So a warm app takes a rotated key at once and drops a
- * superseded one within AccessLimits.deploymentCacheMs, and a stranger's wrong keys cost at most one
- * read per deploymentRecheckMs. When the item cannot be read, the app's own key still opens what
- * needs no storage.
+ * are in force: HTTP-KEY-13 and HTTP-KEY-14 (AccessLimits.deploymentCacheMs, deploymentRecheckMs).
  *
  * Deliberately not here: where the key is configured or rotated (the runtimes and the operator),
  * HTTP answers (http/app.ts) and which methods a sender may call (mcp/server.ts).

@@ -6,12 +6,9 @@
  * (`deliver`); the MCP side's inline first attempt holds what it just read and wrote, so it runs
  * `send` and `commit` only.
  *
- * One POST per event: a POST ends by its own deadline inside the lease its sender holds, so two
- * attempts never overlap; a second POST follows only an unknown outcome (a timeout), which the
- * runner logs and counts. Every status change is a compare-and-set on the status (and attempt
- * count) it moves from, so two copies of a job commit one outcome and `failed` never overwrites
- * `delivered`; a 2xx is recorded even over `dropped` or a `failed` no attempt made, since the dot
- * did receive it.
+ * One POST per event (DEL-PIPE-21, DEL-LEASE-1..3), and every status change a compare-and-set on
+ * the status and attempt count it moves from; a 2xx is recorded even over `dropped` or a `failed`
+ * no attempt made (DEL-OUT-6): the dot did receive it.
  *
  * Deliberately not here: the queue mechanics, and any reading of a response body (a delivery only
  * cares about the status line).

@@ -4,10 +4,8 @@
  * a lease, and its job, delayed as a safety net), then make the first attempt inline with what was
  * just read and written (core/delivery.ts `send` and `commit`, without reading anything back).
  *
- * The wait window decides what the caller is told ("queued" once it ends), never whether an
- * attempt's outcome counts: a POST the caller stopped waiting for runs on and settles the event
- * (`background`), and is never sent again (the dot may not deduplicate by webhook-id). If this
- * process dies mid-attempt the lease runs out and the worker's copy makes the attempt.
+ * The wait window decides only what the caller is told (DEL-PIPE-5, DEL-PIPE-8); the lease and the
+ * worker's delayed copy cover a process that dies mid-attempt (DEL-PIPE-3, DEL-PIPE-7).
  *
  * Deliberately not here: the attempt itself (core/delivery.ts), and wording of results for a
  * particular surface (core/answers.ts).

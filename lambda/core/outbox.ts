@@ -1,12 +1,9 @@
 /**
  * The outbox for storage that cannot share a transaction with its queue (DynamoDB and SQS; the
- * embedded database writes both in one): the record is written first, then its job is sent, and a
- * failure of either is compensated by marking the record failed, so a record never waits silently
- * for a job that was never sent. When a compensation's own fate is unknown the caller is told
- * "queued" if something will still settle the event, else "undecided". A compare-and-set that
- * answers "no" is read back first: the SDK's retry of a write whose answer was lost meets the write
- * it repeats. `keepBack` (adapters/deadline.ts on AWS) leaves
- * Budgets.outboxCompensationReserveMs of the request for the compensating write.
+ * embedded database writes both in one), by docs/contract/delivery.md DEL-OUT-2 and DEL-OUT-3: the
+ * record first, then its job, a failure of either compensated by marking the record failed.
+ * `keepBack` (adapters/deadline.ts on AWS) leaves Budgets.outboxCompensationReserveMs of the
+ * request for the compensating write.
  *
  * Deliberately not here: retries (the SDK clients retry within the request deadline), the
  * attempt itself (core/delivery.ts), and records stranded by a process that died between the two

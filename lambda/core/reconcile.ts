@@ -1,14 +1,9 @@
 /**
- * The reconciler (docs/contract/delivery.md, "Nothing strands"): what settles an event record left
- * `queued` with nothing to deliver it (on AWS the record and its job are two writes, and a dying
- * function, a failed compensation, SQS's own redrive or a stopped event source can leave a record
- * with no job). A scheduled run reads the sparse index of queued records and, for each with no sign
- * of life for longer than `strandedAfterMs`, decides by the record alone: nothing while it is live,
- * a new job once (then `repairedAt`), else a `stranded` dead-letter copy and `queued -> failed`.
- *
- * Each pair is ordered to stay safe under a fault between its two steps (a duplicate job, or a
- * copy the worker skips), and every write is a compare-and-set on the status, attempts and lease
- * read, so a worker that took the lease since wins. A record that could not be settled counts in
+ * The reconciler (docs/contract/delivery.md, "Nothing strands", DEL-OUT-4..8): what settles an
+ * event record left `queued` with nothing to deliver it, deciding by the record alone: nothing while
+ * it is live, a new job once (then `repairedAt`), else a `stranded` dead-letter copy and
+ * `queued -> failed`. Each pair is ordered to stay safe under a fault between its two steps (a
+ * duplicate job, or a copy the worker skips). A record that could not be settled counts in
  * `errors`; the caller fails the run after its metrics are written.
  *
  * Deliberately not here: the schedule and the AWS clients (handlers/reconciler-lambda.ts), the

@@ -1,15 +1,9 @@
 /**
- * The one delivery runner (docs/contract/delivery.md, "The delivery runner", DEL-RUN-1..3): what
+ * The one delivery runner (docs/contract/delivery.md, "The delivery runner", DEL-RUN-1..6): what
  * both delivery workers (the Delivery Lambda over SQS, the local worker over the job table) do with
- * one received job. It runs `deliver` and turns its decision into the queue's JobEffects: `done`
- * completes, `dead_letter` dead-letters with its reason, `retry` and `defer` keep the job for their
- * delay (a short defer is slept in place), a thrown error keeps it for the queue's own redelivery,
- * and a job received past its limit is given up (its event failed, the job dead-lettered with
- * `receive_limit`). The runtimes only say how each effect is made.
- *
- * One vocabulary for every decision, inline or worker (`reportDecision`): one `delivery` log line
- * and one metric, each with `via`. A retry after a timeout may follow a POST the dot did receive,
- * so it is a warning with `outcomeUnknown: true` and the metric `outcome_unknown`.
+ * one received job: `deliver`, then its decision as the queue's JobEffects. The runtimes only say
+ * how each effect is made. `reportDecision` is the one log line and metric of every decision,
+ * inline or worker (a retry after a timeout is DEL-PIPE-21's `outcomeUnknown` warning).
  *
  * Deliberately not here: how a queue makes an effect (SQS calls, the job table's rows), reading
  * a queue's messages, and the decision itself (core/delivery.ts).
