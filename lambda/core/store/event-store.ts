@@ -1,9 +1,7 @@
 /**
  * The part of the one Store (./store.ts, whose rules hold here) that the delivery worker and the
  * reconciler reach: the SUBSCRIPTION item and the EVENT# records. `TableStore` extends it, so a
- * Lambda that builds only this class bundles only these records' meaning (the delivery bundle's
- * budget). The subscription is live while now < expiresAt; its `ttl` lets the sweep delete it a day
- * later, and until then an expired item reads as absent and is overwritten by a put.
+ * Lambda that builds only this class bundles only these records' meaning (the delivery bundle's budget).
  *
  * Deliberately not here: the records no worker reads, and scans on a delivery path.
  */

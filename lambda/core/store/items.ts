@@ -1,9 +1,7 @@
 /**
  * What the Store (./store.ts) writes into the item table: the item keys, the `ttl` of each kind of
- * item (epoch seconds, read by the sweeps) and the two sparse indexes (docs/contract/storage.md):
- * `queued` holds an EVENT# item's keys while it is `queued`, spread over eight shards, for the
- * reconciler; `pending` holds a whole inbox event until the dot acknowledges it, oldest first, so a
- * page of pending messages is one query.
+ * item (epoch seconds, read by the sweeps) and the two sparse indexes (docs/contract/storage.md,
+ * STORE-IDX-1 and STORE-IDX-4).
  *
  * Deliberately not here: any I/O, and the CDK definition (lib/constructs/storage.ts reads these names).
  */

@@ -1,9 +1,7 @@
 /**
- * The one Store (docs/contract/storage.md): every record's meaning, written once over the item
- * table port (./table.ts). The subscription and the events are ./event-store.ts's; this class adds
- * every other record. Every read and condition judges an item's own expiry (the backends' TTL
- * sweeps are late, DynamoDB's by days), and every check-and-set is one conditional write whose
- * loser learns what is stored from that same write (ALL_OLD).
+ * The one Store (docs/contract/storage.md, STORE-2 and STORE-12): every record's meaning, written
+ * once over the item table port (./table.ts). The subscription and the events are
+ * ./event-store.ts's; this class adds every other record.
  *
  * Deliberately not here: retries, timeouts and logging (an item may hold a signing secret: nothing
  * here prints one), and scans on any request or delivery path (the listings are operator-only).

@@ -1,10 +1,8 @@
 /**
- * The item table the one Store (./store.ts) is written over, implemented by DynamoDB, the embedded
- * LMDB database and the tests' Map; what every item means lives in the Store, once. Its primitives
- * are DynamoDB's, each one request there: get, conditional put/update/delete (a loser gets ALL_OLD),
- * a prefix query (operator listings only), a sparse index query, and an optional transaction.
- * Expiry is not the table's: the Store judges it with the `now` it is given (`ttl` is the sweep's).
- * Also here, pure: what a condition (`holds`) and an update (`applied`) mean, for in-process backends.
+ * The item table the one Store (./store.ts) is written over (docs/contract/storage.md, STORE-12 and
+ * STORE-TABLE-1), implemented by DynamoDB, the embedded LMDB database and the tests' Map. Its
+ * primitives are DynamoDB's, each one request there. Also here, pure: what a condition (`holds`)
+ * and an update (`applied`) mean, for in-process backends.
  *
  * Deliberately not here: any I/O, and what any key or attribute means.
  */
