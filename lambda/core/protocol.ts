@@ -184,13 +184,8 @@ export const AccessLimits = {
 /** The message of a -32015 error; the reason travels in data. */
 export const CALLBACK_ENDPOINT_ERROR_MESSAGE = 'CallbackEndpointError';
 
-// Why a callback failed (FailureReasons) and an event's status (EventStatus) are defined in
-// ports.ts, beside the records that store them, so that the ports import nothing of ours; they
-// are part of the wire contract too, so the contract still reads in one place here.
-// So is the `reason` a dead-lettered job carries (DeadLetterReason): its final failure category,
-// or why the pipeline gave up on it without one (`receive_limit`: received too often without an
-// outcome; `malformed`: not a job of ours; `stranded`: the reconciler found it `queued` with
-// nothing left to deliver it).
+// FailureReasons, EventStatus and DeadLetterReason are defined in ports.ts, beside the records that
+// store them, so that the ports import nothing of ours; as part of the wire contract they are here too.
 import { EventStatus, FailureReasons, type DeadLetterReason, type FailureReason } from '../ports';
 export { EventStatus, FailureReasons, type DeadLetterReason, type FailureReason };
 

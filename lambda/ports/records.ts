@@ -20,7 +20,7 @@ export const EventStatus = {
 } as const;
 export type EventStatus = (typeof EventStatus)[keyof typeof EventStatus];
 
-/** The `reason` a dead-lettered job carries (core/protocol.ts re-exports it and says what each means). */
+/** The `reason` a dead-lettered job carries (docs/http-and-errors.md; `stranded`: the reconciler's, DEL-OUT-4). */
 export type DeadLetterReason = FailureReason | 'receive_limit' | 'malformed' | 'stranded';
 
 export interface SubscriptionRecord {
