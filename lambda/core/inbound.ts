@@ -111,13 +111,7 @@ export function checkInboundHeaders(config: InboundSecrets, headers: InboundHead
 }
 
 /** Rules 3 and 4, fed the body as it arrives. */
-export interface InboundVerifier {
-  update(chunk: Uint8Array): void;
-  /** Call once, after the last chunk. */
-  verdict(): InboundVerdict;
-}
-
-export function createInboundVerifier(checked: Extract<HeaderCheck, { ok: true }>): InboundVerifier {
+export function createInboundVerifier(checked: Extract<HeaderCheck, { ok: true }>) {
   const prefix = Buffer.from(`${checked.webhookId}.${checked.timestampS}.`, 'utf8');
   const macs: Hmac[] = checked.keys.map((key) => createHmac('sha256', key).update(prefix));
   // Fatal and streaming: a sequence split across two chunks is still judged as one.
@@ -132,11 +126,12 @@ export function createInboundVerifier(checked: Extract<HeaderCheck, { ok: true }
     }
   };
   return {
-    update(chunk) {
+    update(chunk: Uint8Array): void {
       for (const mac of macs) mac.update(chunk);
       decode(chunk);
     },
-    verdict() {
+    /** Call once, after the last chunk. */
+    verdict(): InboundVerdict {
       decode();
       // Every digest is computed and compared, so the time taken does not tell which secret matched.
       const matched = macs.map((mac) => mac.digest()).map((digest) => checked.signatures.some((offered) => constantTimeEqual(offered, digest)));

@@ -15,15 +15,10 @@ import { EventStatus, Limits, type DeadLetterReason } from './protocol';
 
 export type RepairAction = 'requeued' | 'failed';
 
-/** The queue operations the reconciler needs: a new job, and a dead-letter copy with a reason. */
-export interface RepairQueue {
-  enqueue(job: DeliveryJob): Promise<void>;
-  deadLetter(job: DeliveryJob, reason: DeadLetterReason): Promise<void>;
-}
-
 export interface ReconcileDeps {
   store: Pick<Store, 'getEvent' | 'updateEvent'> & Required<Pick<Store, 'listQueuedBefore' | 'markRequeued'>>;
-  queue: RepairQueue;
+  /** A new job, and a dead-letter copy with a reason. */
+  queue: { enqueue(job: DeliveryJob): Promise<void>; deadLetter(job: DeliveryJob, reason: DeadLetterReason): Promise<void> };
   clock: Clock;
   retryDelaysS: readonly number[];
   log?: Logger;
