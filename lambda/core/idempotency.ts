@@ -1,10 +1,7 @@
 /**
- * Idempotency keys (docs/contract/http.md): a send that carries a key makes at most one event per
- * caller and key within Limits.idempotencyMemoryMs. It wraps `sendMessage`: a claimed key sends with
- * the claim's event id and is settled `done` (or released when nothing was made); a held key answers
- * `key_reused` for another message, the event's current status once it exists, `in_progress` while
- * the first request's lease runs, and is retaken when that request died without making an event.
- * The message is compared by a hash of its trimmed text, so JSON spacing does not matter.
+ * Idempotency keys (docs/contract/http.md, IDEM-1..8): a send that carries a key makes at most one
+ * event per caller and key within Limits.idempotencyMemoryMs. It wraps `sendMessage`: a claimed key
+ * sends with the claim's event id and is settled `done` (or released when nothing was made).
  *
  * Deliberately not here: reading the header or pup's callId (the surfaces), the HTTP and tool
  * answers (core/answers.ts), and how the store makes its claim atomic (the IdempotencyStore port).

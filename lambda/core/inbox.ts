@@ -1,8 +1,7 @@
 /**
- * The inbox (docs/contract/mcp.md): the dot reads the messages it has not acknowledged, acknowledges
- * them, and is told when it subscribes anew that messages wait. Each message is shown quoted, with
- * its sender's name and time, so that a model never takes it for dm-dot's own instructions. Every
- * bad input is a tool error that reads and changes nothing.
+ * The inbox (docs/contract/mcp.md, INBOX-1..10): the dot reads the messages it has not
+ * acknowledged, acknowledges them, and is told when it subscribes anew that messages wait. Each
+ * message is quoted, so that a model never takes it for dm-dot's own instructions.
  *
  * Deliberately not here: who may call the tools (mcp/server.ts offers them to the connector key
  * only), how the pending index is kept (the InboxStore port), and the receipts (core/receipts.ts).

@@ -1,8 +1,6 @@
 /**
- * Read receipts (docs/contract/http.md, receipts): `GET /v1/messages/{eventId}` tells the key that
- * sent an event, and the connector key, its status and whether the dot acknowledged it. Anyone
- * else, an unknown id and a malformed one all get the same "no such event", so the route tells no
- * one which ids exist. It answers whether the inbox is on or off (`acknowledgedAt` stays null off).
+ * Read receipts (docs/contract/http.md, RCPT-1 and RCPT-2): what `GET /v1/messages/{eventId}` tells
+ * the key that sent an event, and the connector key.
  *
  * Deliberately not here: authentication (http/app.ts hands in who asks) and the HTTP answer.
  */
