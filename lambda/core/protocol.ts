@@ -113,12 +113,7 @@ export const ErrorCodes = {
   unsupportedProtocolVersion: -32022,
 } as const;
 
-/**
- * The events profiles (docs/contract/events.md): `chatgpt` keeps the codes ChatGPT documents
- * (-32011..-32015) and the behaviours written in the contract; `sep-3415` follows the final
- * SEP-3415 (-32023..-32027, NotFound for an unknown unsubscribe or event name, a short ttlMs
- * clamped). Chosen with DMDOT_EVENTS_PROFILE (CDK context `eventsProfile`).
- */
+/** The events profiles (docs/contract/events.md, EV-PROF-1..5), chosen with DMDOT_EVENTS_PROFILE (CDK context `eventsProfile`). */
 export const EVENTS_PROFILES = ['chatgpt', 'sep-3415'] as const;
 export type EventsProfileName = (typeof EVENTS_PROFILES)[number];
 export const DEFAULT_EVENTS_PROFILE: EventsProfileName = 'chatgpt';
@@ -237,29 +232,13 @@ export const Limits = {
   inboxPageMax: 50,
   inboxPageDefault: 10,
   acknowledgeMax: 50,
-  /**
-   * How long a claim of an inbound webhook-id holds while its request is answered, before a retry
-   * may take it over: twice a pup request's 5 s, so a request that is still running is never
-   * overtaken, and one that died frees its id soon.
-   */
+  /** How long a claim of an inbound webhook-id holds while its request is answered, before a retry may take it over (docs/pup.md). */
   replayLeaseMs: 10 * SECOND,
-  /**
-   * How long the answer to a pup event delivery is kept for its retries (docs/contract/pup.md). pup's retry
-   * schedule is not public; Standard Webhooks senders commonly retry for about a day (Svix:
-   * 5 s .. 10 h, about 28 h in all), so three days covers that with room.
-   */
+  /** How long the answer to a pup event delivery is kept for its retries (docs/pup.md). */
   pupEventAnswerMs: 3 * DAY,
-  /**
-   * Event records outlive every copy of their job: the dead-letter queue keeps a message 14 days
-   * from its first enqueue, and the retry schedule adds at most its own length. A redrive within
-   * the DLQ's retention therefore always finds the record.
-   */
+  /** Event records outlive every copy of their job (docs/decisions.md, "Event records live 15 days, not 7"). */
   eventRecordMs: 15 * DAY,
-  /**
-   * While deliveries keep succeeding, the subscription's `lastDeliveryAt` is rewritten at most this
-   * often (docs/contract/delivery.md): a first success, a success after an error, and every failure are
-   * written at once. It saves one write per delivered event, on the path a send_to_dot answer waits for.
-   */
+  /** While deliveries keep succeeding, the subscription's `lastDeliveryAt` is rewritten at most this often (DEL-PIPE-20). */
   deliveryStatusRefreshMs: MINUTE,
   /** DynamoDB may delete a subscription item this long after it expired (reads check expiry first). */
   subscriptionItemGraceMs: DAY,
@@ -363,10 +342,7 @@ export const PUP_MAX_SECRETS = 2;
 
 /** The request header of an idempotency key on `POST /v1/messages` (lower case, as received). */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
-/**
- * How long a first request holds its key `in_progress` before a retry may look at what it did:
- * twice the request budget, so a request that is still running is never overtaken.
- */
+/** How long a first request holds its key `in_progress` before a retry may look at what it did (docs/decisions.md). */
 export const IDEMPOTENCY_LEASE_MS = 2 * Limits.requestMs;
 /** The inbox's tools (docs/contract/mcp.md): the connector key sees them, with the inbox on. */
 export const INBOX_TOOLS = { pending: 'get_pending_messages', acknowledge: 'acknowledge_messages' } as const;
