@@ -109,11 +109,9 @@ function describeDecision(fields: Record<string, unknown>): string {
 }
 
 /**
- * A sink that writes the lines of one turn of the event loop together, in one write: under load the
- * local server logs two lines per send, and a write call for each was about 3% of its busy time
- * (docs/performance.md). What is still held when the process exits is written then (an exit
- * handler's write to a pipe or a file is synchronous), so only a kill -9 loses the lines of the
- * turn it interrupts. Not for Lambda: a frozen execution environment would hold them.
+ * A sink that writes the lines of one turn of the event loop together, in one write, and what is
+ * still held at exit; not for Lambda (docs/decisions.md, "The local server's log lines are written
+ * once per turn of the event loop").
  */
 export function batchedSink(write: (text: string) => void = (text) => process.stderr.write(text)): (line: string) => void {
   let held: string[] = [];

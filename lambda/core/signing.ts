@@ -1,10 +1,8 @@
 /**
  * Standard Webhooks signing, `v1,<base64 HMAC-SHA256(key, id.timestamp.body)>` with one key or two
  * during a rotation, over the body's exact bytes; also `whsec_` decoding and the one constant-time
- * comparison. The HMAC is node:crypto's, not the `standardwebhooks` library's: the library computes
- * SHA-256 in JavaScript over a string decoded from the bytes (about 2% of the local server's busy
- * time in a profile, though no throughput difference showed when measured: docs/performance.md);
- * its own verifier checks this signer in the tests.
+ * comparison. The HMAC is node:crypto's, not the `standardwebhooks` library's (docs/decisions.md,
+ * "Outgoing webhooks are signed with node:crypto's HMAC"); its own verifier checks this signer in the tests.
  *
  * Deliberately not here: verification of inbound requests (core/inbound.ts), other headers, and any clock.
  */
