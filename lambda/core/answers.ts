@@ -27,11 +27,6 @@ export interface RestAnswer {
   body: unknown;
 }
 
-export interface RpcError {
-  code: number;
-  message: string;
-}
-
 const REASON_TEXT: Record<string, string> = {
   http_4xx: 'the callback refused it (HTTP 4xx)',
   http_5xx: 'the callback kept failing (HTTP 5xx or an unusable response)',
@@ -137,7 +132,7 @@ export function restAnswerOf(outcome: IdempotentOutcome): RestAnswer & { retryAf
 
 /** The surfaces a failed dependency is answered on. */
 export type Surface = 'tool' | 'rest' | 'rpc';
-type AnswerOn<S extends Surface> = S extends 'tool' ? ToolResult : S extends 'rest' ? RestAnswer : RpcError;
+type AnswerOn<S extends Surface> = S extends 'tool' ? ToolResult : S extends 'rest' ? RestAnswer : { code: number; message: string };
 
 function unavailableText(error: DependencyUnavailable): string {
   if (error.eventId && error.undecided) {

@@ -18,12 +18,7 @@ export interface InboxDeps extends MessageDeps {
   inbox: InboxStore;
 }
 
-export interface PendingMessage {
-  eventId: string;
-  sender: string;
-  createdAt: string;
-  message: string;
-}
+type PendingMessage = Record<'eventId' | 'sender' | 'createdAt' | 'message', string>;
 
 export type InboxToolResult = ToolResult<Record<string, unknown>>;
 

@@ -113,12 +113,7 @@ const PupContext = z.looseObject({
 });
 
 /** The context's ids, as text: the only part of it ever logged (never settings or userRequest). */
-export interface PupContextIds {
-  installationId: string;
-  askerId?: string;
-  channelId?: string;
-  callId?: string;
-}
+export type PupContextIds = { installationId: string } & Partial<Record<'askerId' | 'channelId' | 'callId', string>>;
 
 export type PupContextCheck = { kind: 'absent' } | { kind: 'ok'; ids: PupContextIds } | { kind: 'invalid'; message: string };
 
