@@ -141,10 +141,8 @@ export class TableStore extends EventStore implements Store, AccessStore, Idempo
     const result = await this.table.put(ItemKeys.deployment, { ...record }, when.absent());
     if (result.ok) return { ...record };
     // The loser of two first requests learns the winner's principal from this failed write.
-    if (result.old) return recordOf<DeploymentRecord>(result.old);
-    const stored = await this.getDeployment();
-    if (!stored) throw new Error('conditional put of the deployment failed, yet none is stored');
-    return stored;
+    if (!result.old) throw new Error('conditional put of the deployment failed, yet none is stored');
+    return recordOf<DeploymentRecord>(result.old);
   }
 
   async setDeploymentKeys(keys: DeploymentKeys): Promise<boolean> {
