@@ -36,11 +36,7 @@ export const MCP_PROTOCOL_VERSION = '2026-07-28';
  * (the SDK also knows 2024-11-05 and 2024-10-07) is offered the first of these instead.
  */
 export const LEGACY_PROTOCOL_VERSIONS: readonly string[] = ['2025-11-25', '2025-06-18', '2025-03-26'];
-/**
- * The one revision whose transport takes JSON-RPC batches (2025-06-18 removed them, and no later
- * revision brought them back). A POST without `MCP-Protocol-Version` is of this revision, as that
- * transport says.
- */
+/** The one revision whose transport takes JSON-RPC batches, also that of a POST without `MCP-Protocol-Version` (MCP-15). */
 export const BATCH_PROTOCOL_VERSION = '2025-03-26';
 /** Per-request `_meta` keys of MCP 2026-07-28 that every stateless request carries. */
 export const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
@@ -287,11 +283,7 @@ export const SERVER_CAPABILITIES = {
   extensions: { 'io.modelcontextprotocol/events': {} },
 } as const;
 
-/**
- * Capabilities for `server/discover` (2026-07-28): docs/contract/mcp.md's, plus the Tasks extension where the
- * extension text says to advertise it. Not on the legacy era: a 2025 client has no per-request
- * capabilities to declare the extension with, so no legacy request could ever be given a task.
- */
+/** Capabilities for `server/discover` (2026-07-28): also the Tasks extension (docs/decisions.md, "Tasks on 2026-07-28 only"). */
 export const MODERN_SERVER_CAPABILITIES = {
   ...SERVER_CAPABILITIES,
   extensions: { ...SERVER_CAPABILITIES.extensions, [TASKS_EXTENSION]: {} },

@@ -1,8 +1,7 @@
 /**
  * Subscribe, refresh and unsubscribe (docs/contract/events.md): validation, the callback challenge
- * with its 24 h verification cache per (caller, URL, secret), the single-subscriber rule, the
- * 10-minute secret rotation overlap, and the subscription's generation (kept by a refresh or a
- * same-URL subscribe after mere expiry, new after an unsubscribe, so the old jobs are dropped).
+ * with its verification cache, the single-subscriber rule, the secret rotation overlap, and the
+ * subscription's generation (EV-GEN-1..3).
  *
  * The put is conditional on the stored item being what the subscribe read: anything that lands
  * while the challenge runs makes it fail, and the subscribe plans again from the item the failed

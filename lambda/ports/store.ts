@@ -36,9 +36,8 @@ export interface Store {
   recordDeliveryOutcome(subscriptionId: string, outcome: { deliveredAt?: number; error: FailureReason | null }): Promise<void>;
 
   /**
-   * Creates an event record; fails if a live one with this id exists, except this very record (same
-   * id, body and creation time: a retried write whose answer was lost). Only the outbox calls it,
-   * and for a `kept` record core/messages.ts.
+   * Creates an event record; fails if a live one with this id exists, except this very record
+   * (STORE-IDX-2). Only the outbox calls it, and for a `kept` record core/messages.ts.
    */
   putEvent(record: EventRecord): Promise<void>;
   getEvent(eventId: string, now: number): Promise<EventRecord | undefined>;
