@@ -24,11 +24,7 @@ export interface InboundSecrets {
   rotatedAt?: number;
 }
 
-export interface InboundHeaders {
-  id: string | null | undefined;
-  timestamp: string | null | undefined;
-  signature: string | null | undefined;
-}
+export type InboundHeaders = Record<'id' | 'timestamp' | 'signature', string | null | undefined>;
 
 export type InboundVerdict = { ok: true; webhookId: string } | { ok: false; refusal: Exclude<PupRefusal, 'replayed'> };
 

@@ -26,13 +26,7 @@ export interface ReconcileDeps {
   repaired?: (action: RepairAction, count: number) => void;
 }
 
-export interface ReconcileReport {
-  found: number;
-  requeued: number;
-  failed: number;
-  skipped: number;
-  errors: number;
-}
+export type ReconcileReport = Record<'found' | 'requeued' | 'failed' | 'skipped' | 'errors', number>;
 
 export type Repair = { kind: 'skip' } | { kind: 'requeue'; job: DeliveryJob } | { kind: 'fail'; job: DeliveryJob | undefined };
 

@@ -140,10 +140,7 @@ export function parseUnsubscribeParams(params: unknown, profile: EventsProfile =
 }
 
 /** The operator's TTL policy: a default and a cap, both within 60 s .. 7 days. */
-export interface TtlPolicy {
-  defaultMs: number;
-  maxMs: number;
-}
+export type TtlPolicy = Record<'defaultMs' | 'maxMs', number>;
 
 export const DEFAULT_TTL_POLICY: TtlPolicy = { defaultMs: Limits.ttlDefaultMs, maxMs: Limits.ttlMaxMs };
 
