@@ -29,11 +29,7 @@ const PRINTABLE = /^[\x20-\x7e]+$/;
 /** A Structured Field String (RFC 8941 3.3.3): in double quotes, with " and \ escaped by a backslash and nothing else escaped. */
 const SF_STRING = /^"(?:[^"\\]|\\["\\])*"$/;
 
-/**
- * An idempotency key as the header carries it: 1 to 255 printable ASCII characters. A value in
- * double quotes is read as a Structured Field String (the IETF draft's header type), so `"abc"` and
- * `abc` are the same key.
- */
+/** An idempotency key as the header carries it (IDEM-1: a quoted value is a Structured Field String). */
 export function checkIdempotencyKey(raw: string): { ok: true; key: string } | { ok: false; error: string } {
   let key = raw;
   if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"')) {

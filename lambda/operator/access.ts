@@ -50,11 +50,7 @@ export async function listSenders(access: AccessStore): Promise<SenderView[]> {
   return (await access.listSenders()).map(senderView);
 }
 
-/**
- * Revokes a sender, and says what is true when it answers: a revoke that raced an add of the same
- * name sees the live sender on its second read and revokes it, never calling a key that still
- * sends "already revoked".
- */
+/** Revokes a sender, and says what is true when it answers (HTTP-KEY-ROT-3). */
 export async function revokeSender(
   access: AccessStore,
   name: string,
@@ -71,10 +67,8 @@ export async function revokeSender(
 }
 
 /**
- * Records a rotation before the new key is put in force, creating the DEPLOYMENT item first if
- * there is none (with the principal of the key being replaced). With an overlap the previous key
- * stays accepted until `now + overlapMs` (`previousKeyUntil`, null without one); without one, any
- * earlier overlap ends too.
+ * Records a rotation (HTTP-KEY-10, HTTP-KEY-11) before the new key is put in force, creating the
+ * DEPLOYMENT item first if there is none (with the principal of the key being replaced).
  */
 export async function recordRotation(access: AccessStore, previousKey: string, newKey: string, overlapMs: number, now: number) {
   if (!Number.isInteger(overlapMs) || overlapMs < 0 || overlapMs > AccessLimits.maxOverlapMs) throw new RangeError('overlap out of range');
