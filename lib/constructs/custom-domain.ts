@@ -10,10 +10,8 @@
  * already when the stack's region is known.
  *
  * The same construct is the locked origin of `protection=waf` (the four `origin…` settings): then the
- * domain requires mutual TLS against the operator's trust store, so only a client holding a
- * certificate that CA issued (CloudFront, presenting the one imported for it) completes the TLS
- * handshake, before API Gateway routes or throttles anything, and the execute-api address is off
- * (http-api.ts), so no request reaches API Gateway without passing the web ACL.
+ * domain requires mutual TLS against the operator's trust store and the execute-api address is off
+ * (http-api.ts); docs/decisions.md, "Locking the origin, so nothing goes around the rule".
  *
  * Deliberately not here: DNS records (the zone may live anywhere) and certificate requests (ACM
  * validation waits on DNS the operator controls).

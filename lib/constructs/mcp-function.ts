@@ -33,18 +33,11 @@ import type { Storage } from './storage';
 /** The manifest's name inside the asset, and the value of PUP_MANIFEST_FILE. */
 export const PUP_MANIFEST_ASSET_FILE = 'pup-manifest.json';
 
-export interface McpFunctionProps {
-  readonly storage: Storage;
-  readonly delivery: DeliveryPipeline;
-  readonly secrets: Secrets;
-  readonly settings: DmDotSettings;
-}
-
 export class McpFunction extends HandlerFunction {
   /** The environment's size as Lambda measures it (each reference at 256 bytes), in bytes. */
   readonly environmentBytes: number;
 
-  constructor(scope: Construct, id: string, props: McpFunctionProps) {
+  constructor(scope: Construct, id: string, props: { storage: Storage; delivery: DeliveryPipeline; secrets: Secrets; settings: DmDotSettings }) {
     const { settings } = props;
     const environment: Record<string, string> = {
       TABLE_NAME: props.storage.table.tableName,

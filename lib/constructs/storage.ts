@@ -1,6 +1,7 @@
 /**
  * Storage (docs/contract/storage.md): the one DynamoDB table and the KMS key it is encrypted with, a
- * key of the stack's own because the table holds the dots' signing secrets. Both are retained, and
+ * key of the stack's own because the table holds the dots' signing secrets (none with `-c
+ * tableKey=aws-managed`: DynamoDB's own key, docs/deploying-aws.md, "Costs"). Both are retained, and
  * both keep the logical IDs of the first deployments (logical-ids.ts).
  *
  * A function's role gets item actions (`grantItems`), optionally only on items whose partition key
@@ -25,22 +26,17 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
 import { PendingIndex, QueuedIndex } from '../../lambda/core/store/items';
+import type { DmDotSettings } from '../settings';
 import { keepLogicalId } from './logical-ids';
 
 /** The item-level DynamoDB actions a function may be granted (none of them reads more than one item). */
 export type ItemAction = 'dynamodb:GetItem' | 'dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:DeleteItem';
 
-export interface StorageProps {
-  /** `customer` (default): a KMS key of the stack's own; `aws-managed`: DynamoDB's (docs/deploying-aws.md, "Costs"). */
-  readonly tableKey?: 'customer' | 'aws-managed';
-}
-
 export class Storage extends Construct {
   readonly table: dynamodb.Table;
-  /** Absent with `tableKey: 'aws-managed'`. */
   readonly key?: kms.Key;
 
-  constructor(scope: Construct, id: string, props: StorageProps = {}) {
+  constructor(scope: Construct, id: string, props: Pick<DmDotSettings, 'tableKey'>) {
     super(scope, id);
 
     if (props.tableKey !== 'aws-managed') {
