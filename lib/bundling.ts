@@ -60,7 +60,6 @@ export const AFTER_RESPONSE_CHUNK: LambdaChunk = {
   format: 'esm',
 };
 
-/** The MCP function's NODE_OPTIONS: load the after-response extension before the runtime starts. */
 export const AFTER_RESPONSE_NODE_OPTIONS = `--import=/var/task/${AFTER_RESPONSE_CHUNK.file}`;
 
 /** The one bundling description of every function; the MCP function passes its chunks (none for the others). */

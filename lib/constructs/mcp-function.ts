@@ -51,8 +51,7 @@ export class McpFunction extends HandlerFunction {
       DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),
       ...(settings.pupManifest ? { PUP_MANIFEST_FILE: PUP_MANIFEST_ASSET_FILE } : {}),
-      // The after-response extension: an inline attempt the caller stopped waiting for runs on after
-      // the answer and settles its event (one POST per event; lambda/handlers/after-response.ts).
+      // The after-response extension (lib/bundling.ts, AFTER_RESPONSE_CHUNK).
       NODE_OPTIONS: AFTER_RESPONSE_NODE_OPTIONS,
       // Only when it differs from the functions' default, so a default stack's template is unchanged.
       ...(settings.eventsProfile !== 'chatgpt' ? { DMDOT_EVENTS_PROFILE: settings.eventsProfile } : {}),

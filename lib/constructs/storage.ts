@@ -9,12 +9,9 @@
  * comes through DynamoDB in this region (`kms:ViaService`): a role allowed to read the table cannot
  * use the key to decrypt anything else, or call KMS with it directly.
  *
- * Two sparse indexes (lambda/core/store/items.ts). `queued` is keys only: an event record is in
- * it only while `queued`, and nothing but its keys is projected, so neither a body nor the
- * subscription's secret (whose item never carries the index's attributes) flows into it; the
- * reconciler is its only reader. `pending` holds the events sent with the inbox on until the dot
- * acknowledges them, whole (a page of pending messages is one query); the MCP function reads it.
- * No subscription item carries its attributes either.
+ * Two sparse indexes (lambda/core/store/items.ts; docs/contract/storage.md, STORE-IDX-1 and
+ * STORE-IDX-4): `queued`, keys only, which the reconciler alone reads, and `pending`, whole items,
+ * which the MCP function reads.
  *
  * Deliberately not here: which actions or items a function needs (its construct says), other
  * indexes, streams, backups beyond point-in-time recovery, replicas, and access for people (the
