@@ -1,9 +1,7 @@
 /**
- * The `dm-dot` program on commander: the command modules the command line needs (all of them for
- * the top-level help, only the first word's otherwise, so `dm-dot events --json` initialises no
- * other), the settings every command shares (`-h/--help`, `-V/--version`, the help layout, output
- * through the io), and the one form of a bad usage, exit 2: `dm-dot <cmd>: <message>` then
- * `Run dm-dot <cmd> --help for usage.` on stderr.
+ * The `dm-dot` program on commander (docs/decisions.md, "The command line is commander's, used
+ * directly"): the command modules the command line needs (all of them for the top-level help, only
+ * the first word's otherwise), the settings every command shares, and the one form of a bad usage.
  *
  * Deliberately not here: what a command declares or does (its own file), what a value means
  * (options.ts), and running one (main.ts).

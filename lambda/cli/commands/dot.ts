@@ -97,10 +97,7 @@ async function runDot(ctx: Context, target: Target, options: DotOptions): Promis
         `it at ${shortTime(subscription.refreshAt)}`,
     );
     const every = options.checkMs % 1000 === 0 ? `${options.checkMs / 1000} s` : `${options.checkMs} ms`;
-    say(
-      `it checks the subscription every ${every}: a subscription clear, a key rotation or another dot taking over is noticed ` +
-        'within that',
-    );
+    say(`it checks the subscription every ${every}: a subscription clear, a key rotation or another dot taking over is noticed within that`);
     say('waiting for messages; type a line to send it as a message; Ctrl-C unsubscribes and stops');
   } catch (error) {
     subscription.stop();
