@@ -12,7 +12,6 @@ const app = new App();
 const account = process.env.CDK_DEFAULT_ACCOUNT;
 const region = process.env.CDK_DEFAULT_REGION;
 try {
-  // test/tools/cdk.mjs fills in a region for an offline synth: one nobody gave is not checked against.
   addDmDot(
     app,
     { ...(account ? { account } : {}), ...(region ? { region } : {}) },

@@ -2,11 +2,9 @@
  * The dm-dot app's stacks, built the same way by `cdk` (bin/dm-dot.ts) and by the template tests:
  * read the settings once, name the stack after the stage (`DmDot`, or `DmDot-<stage>` with
  * `-c stage=NAME`, so a dev and a prod stack live side by side and an existing `DmDot` is never
- * replaced), and with `-c protection=waf` add the companion stack `<stack>-Edge` (edge-acl.ts).
- *
- * The main stack reads the web ACL's ARN across regions with `Fn::GetStackOutput` (cdk.json makes
- * cross-stack references weak, so there is no export lock and no custom resource); that needs both
- * stacks to name their region, so protection requires one (AWS_REGION or the CLI profile's).
+ * replaced), and with `-c protection=waf` add the companion stack `<stack>-Edge` (edge-acl.ts), whose
+ * web ACL's ARN the main stack reads across regions: so protection needs the region at synth
+ * (docs/decisions.md, "Per-client protection is CloudFront with an AWS WAF rate-based rule").
  *
  * Deliberately not here: cdk-nag (the caller registers it), and any resource.
  */

@@ -4,12 +4,9 @@
  * API options, so what is measured and asserted is what the stack deploys, not a look-alike.
  *
  * Each choice and what it buys is in docs/performance.md ("What each change is"): source maps
- * written beside `index.js` but never loaded at run time (no `NODE_OPTIONS=--enable-source-maps`;
- * test/tools/decode-stack.mjs decodes stack traces offline), the AWS SDK's ES builds, which esbuild
- * can tree-shake (`mainFields`), two aliases that keep code out of the bundles (ajv, through the MCP
- * SDK's runtime shim module; the default credential chain's providers other than the environment,
- * where Lambda puts the execution role's credentials), and the MCP function's chunks, each one more
- * esbuild entry with the same options, so it is tree-shaken like `index.js`.
+ * written but never loaded at run time, the AWS SDK's ES builds (`mainFields`), two aliases that
+ * keep code out of the bundles (ajv, and the credential providers other than the environment's),
+ * and the MCP function's chunks, each one more esbuild entry with the same options.
  *
  * Deliberately not here: anything of CDK (this module is imported by the bench and by tests, which
  * must not load aws-cdk-lib), the asset's other copied files (handler-function.ts writes them), and
@@ -63,7 +60,6 @@ export const AFTER_RESPONSE_CHUNK: LambdaChunk = {
   format: 'esm',
 };
 
-/** The MCP function's NODE_OPTIONS: load the after-response extension before the runtime starts. */
 export const AFTER_RESPONSE_NODE_OPTIONS = `--import=/var/task/${AFTER_RESPONSE_CHUNK.file}`;
 
 /** The one bundling description of every function; the MCP function passes its chunks (none for the others). */

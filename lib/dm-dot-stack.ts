@@ -20,12 +20,6 @@ import { Secrets } from './constructs/secrets';
 import { Storage } from './constructs/storage';
 import type { DmDotSettings } from './settings';
 
-export interface DmDotStackProps extends StackProps {
-  readonly settings: DmDotSettings;
-  /** With `protection` set: the ARN of the CLOUDFRONT-scope web ACL (the edge stack's, lib/app.ts). */
-  readonly webAclArn?: string;
-}
-
 export class DmDotStack extends Stack {
   readonly delivery: DeliveryPipeline;
   readonly mcp: McpFunction;
@@ -33,7 +27,7 @@ export class DmDotStack extends Stack {
   /** `-c protection=waf`: CloudFront in front of the API. */
   readonly edge?: EdgeDistribution;
 
-  constructor(scope: Construct, id: string, props: DmDotStackProps) {
+  constructor(scope: Construct, id: string, props: StackProps & { settings: DmDotSettings; webAclArn?: string }) {
     super(scope, id, { description: 'dm-dot: an MCP server that sends signed webhooks to one ChatGPT dot', ...props });
     const { settings } = props;
 

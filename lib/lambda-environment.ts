@@ -1,12 +1,8 @@
 /**
- * Lambda refuses a function whose environment variables take more than 4 KB in aggregate (its quotas
- * page, linked from docs/deploying-aws.md), measured as the variables serialized as one compact JSON
- * object (its refusal quotes that very string). A deploy would fail half-way with that error; this
- * check fails `cdk synth` instead, naming the context key that made the environment too big.
- *
- * Only the MCP function runs it: `allowedOrigins` is the one setting a user can make as long as
- * they like. Every other value is bounded by the stack's code: references, at most 20 retry delays,
- * numbers and flags (the Delivery and Reconciler functions hold nothing else).
+ * Lambda's 4 KB limit on a function's environment variables, measured as Lambda does (its refusal
+ * quotes the compact JSON it measured) and checked at synth, so that a deploy does not fail
+ * half-way: docs/deploying-aws.md, "Lambda's 4 KB environment limit", says how, and why only the
+ * MCP function is measured.
  *
  * Deliberately not here: trimming or compressing a value to make it fit (the operator decides what
  * the settings say), an exact length for each kind of reference, and any other Lambda limit.

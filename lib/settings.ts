@@ -35,6 +35,8 @@ export type DmDotSettings = ReturnType<typeof readSettings>;
 
 /** The connector's domain: a lower-cased DNS name, and its certificate's ARN and region (us-east-1 for CloudFront, the stack's own for API Gateway). */
 export type CustomDomain = NonNullable<DmDotSettings['customDomain']>;
+/** The locked origin of `protection=waf` (custom-domain.ts): the four origin settings. */
+export type LockedOrigin = NonNullable<NonNullable<DmDotSettings['protection']>['lockedOrigin']>;
 
 /** CloudFront reads certificates and CLOUDFRONT-scope web ACLs from this region only. */
 export const CLOUDFRONT_REGION = 'us-east-1';

@@ -2,13 +2,11 @@
 // - the operator CLI (lambda/cli/entry.ts) into dist/cli/dm-dot.cjs, with the small pure-JavaScript
 //   packages it needs inside (zod/mini: one file parses faster than its many). The heavy ones stay
 //   outside and are required from node_modules only when a command needs them: the AWS SDK (--aws)
-//   and lmdb (a native addon: the local database). `dm-dot --version` loads no package at all, and
-//   every command module is initialised only when that command runs, so `dm-dot events --json`
-//   starts fast;
+//   and lmdb (a native addon: the local database);
 // - the local server (lambda/local/main.ts, what `npm start` and `dm-dot service` run) into
 //   dist/server/dm-dot-server.cjs, with the MCP SDK and zod inside and lmdb outside, and the SDK's
-//   JSON Schema shim aliased as for the Lambda bundles (lib/bundling.ts says why). A TypeScript
-//   loader took 1.3 to 1.6 s to start it; the bundle about a quarter of that (docs/performance.md).
+//   JSON Schema shim aliased as for the Lambda bundles (lib/bundling.ts says why). What either
+//   saves at start-up: docs/performance.md.
 // Run by `npm run build` and by the prepare script (`npm ci`, `npm install`); the CLI's launcher
 // (dm-dot.mjs) builds the CLI once when it is missing, and `npm start`'s (lambda/local/start.mjs)
 // runs this script when the server's bundle is missing or older than the sources.

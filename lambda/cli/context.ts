@@ -24,7 +24,6 @@ export class Context {
   private readonly secrets = new Set<string>();
   /** Whether the one `--json` document of this run is printed. */
   printedJson = false;
-  private root: string | (() => string);
   /** Set by main.ts once the command's flags are parsed. */
   json = false;
   /** The exit code of a command that ends without an error but not ok (`send` whose delivery failed, `dot`). */
@@ -36,10 +35,8 @@ export class Context {
     public command: string,
     readonly settings: CliSettings,
     /** The project root, or how to find it the first time a command needs it. */
-    projectRoot: string | (() => string),
-  ) {
-    this.root = projectRoot;
-  }
+    private root: string | (() => string),
+  ) {}
 
   get projectRoot(): string {
     if (typeof this.root === 'function') this.root = this.root();

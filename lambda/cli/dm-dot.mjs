@@ -6,8 +6,7 @@ import { existsSync } from 'node:fs';
 import module, { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-// Node 22.1 and later keep the bundle's compiled code in a cache (in the temp folder), so a command
-// does not parse 0.5 MB of JavaScript every time; Node 20 has no such cache and skips this.
+// Node's compile cache, from Node 22.1 on (docs/performance.md, "Operator CLI start-up").
 module.enableCompileCache?.();
 
 const bundle = fileURLToPath(new URL('../../dist/cli/dm-dot.cjs', import.meta.url));

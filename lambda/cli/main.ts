@@ -6,10 +6,8 @@
  * with `--json` the document `{"error": {"code", "message"}}` when the command printed none.
  *
  * `main` takes its io as an argument so that tests run it in-process; entry.ts runs it for real.
- *
- * The project root is found upward from where this code lives, never from the current directory: a
- * relative DMDOT_STATE_DIR is taken from there, as `npm start` does, so `dm-dot` finds the same
- * state directory from any folder of the project.
+ * The project root is found upward from where this code lives, never from the current directory
+ * (docs/decisions.md, "Which server").
  */
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -1,9 +1,7 @@
 /**
- * The `dm-dot` program on commander: the command modules the command line needs (all of them for
- * the top-level help, only the first word's otherwise, so `dm-dot events --json` initialises no
- * other), the settings every command shares (`-h/--help`, `-V/--version`, the help layout, output
- * through the io), and the one form of a bad usage, exit 2: `dm-dot <cmd>: <message>` then
- * `Run dm-dot <cmd> --help for usage.` on stderr.
+ * The `dm-dot` program on commander (docs/decisions.md, "The command line is commander's, used
+ * directly"): the command modules the command line needs (all of them for the top-level help, only
+ * the first word's otherwise), the settings every command shares, and the one form of a bad usage.
  *
  * Deliberately not here: what a command declares or does (its own file), what a value means
  * (options.ts), and running one (main.ts).
@@ -50,11 +48,7 @@ export function pathOf(cmd: Command): string {
 /** Whether a command runs something itself: every such command declares --json (options.ts define). */
 export const runs = (cmd: Command) => cmd.options.some((o) => o.long === '--json');
 
-/**
- * The one form of a bad usage (exit 2), for commander's complaints and the commands' own; with
- * `json` (the command line asked for --json) also the error document on stdout, so that a script
- * reading stdout learns why it got nothing else.
- */
+/** The one form of a bad usage, for commander's complaints and the commands' own; with `json`, also the error document (CLI-15). */
 export function usageFailure(io: CliIo, name: string | undefined, message: string, json = false): number {
   const who = name ? `dm-dot ${name}` : 'dm-dot';
   io.err(`${who}: ${message}\nRun ${who} --help for usage.\n`);
@@ -125,10 +119,7 @@ function complaint(cmd: Command, error: CommanderError, io: CliIo, errText: stri
   }
 }
 
-/**
- * The program with the commands `argv` needs: those under its first word; all of them for the list
- * of commands (no command, `--help`, a word that names none); none for another option (`--version`).
- */
+/** The program with the commands `argv` needs, as the header says; none for an option other than `--help` (`--version`). */
 export async function buildProgram(ctx: Context, argv: readonly string[]): Promise<Command> {
   const first = argv[0];
   const named = Object.keys(COMMANDS).filter((word) => word === first);

@@ -3,9 +3,8 @@
  * answer means: delivered (200), queued (202), kept (202 with the inbox on and no dot subscribed),
  * failed (502, with its category) or not accepted (no event, or none that will be delivered).
  *
- * Each message carries an Idempotency-Key of its own (docs/contract/http.md), so an answer lost on
- * the way back is asked for again, up to twice, with the same key: the server makes no second
- * event. A `409 in_progress` (the first request is still being answered) is waited out the same way.
+ * Each message carries an Idempotency-Key of its own (docs/contract/http.md): an answer lost on the
+ * way back, or a `409 in_progress`, is asked for again with the same key (SEND_TRIES).
  *
  * Deliberately not here: any validation of the message beyond "there is one" (the server's rules
  * are the only rules).
@@ -41,7 +40,6 @@ const IN_PROGRESS_WAIT_MAX_MS = 5_000;
 
 export async function sendMessage(ctx: Context, target: Target, message: string, options: { wait?: (ms: number) => Promise<void> } = {}): Promise<SendOutcome> {
   const wait = options.wait ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-  // A fresh key per message; every try of this message repeats it.
   const key = `dmdot-cli-${randomUUID()}`;
   const origin = new URL(target.base).origin;
   let answer: HttpAnswer | undefined;
@@ -101,7 +99,6 @@ export async function sendMessage(ctx: Context, target: Target, message: string,
   }
 }
 
-/** Not accepted: no event. */
 function notAccepted(reason: string, httpStatus: number | null, message: string): SendOutcome {
   return { status: 'not_accepted', eventId: null, reason, httpStatus, message };
 }

@@ -10,10 +10,8 @@
  * already when the stack's region is known.
  *
  * The same construct is the locked origin of `protection=waf` (the four `origin…` settings): then the
- * domain requires mutual TLS against the operator's trust store, so only a client holding a
- * certificate that CA issued (CloudFront, presenting the one imported for it) completes the TLS
- * handshake, before API Gateway routes or throttles anything, and the execute-api address is off
- * (http-api.ts), so no request reaches API Gateway without passing the web ACL.
+ * domain requires mutual TLS against the operator's trust store and the execute-api address is off
+ * (http-api.ts); docs/decisions.md, "Locking the origin, so nothing goes around the rule".
  *
  * Deliberately not here: DNS records (the zone may live anywhere) and certificate requests (ACM
  * validation waits on DNS the operator controls).
@@ -23,21 +21,13 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as acm from 'aws-cdk-lib/aws-certificatemanager';
 import { ApiMapping, DomainName, EndpointType, SecurityPolicy } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Construct } from 'constructs';
-import { certificateRegionError, type CustomDomain } from '../settings';
+import { certificateRegionError, type CustomDomain, type LockedOrigin } from '../settings';
 import type { McpHttpApi } from './http-api';
-
-export interface ApiCustomDomainProps {
-  readonly http: McpHttpApi;
-  /** With a trust store (the locked origin), mutual TLS against it is required. */
-  readonly domain: CustomDomain & { readonly truststore?: { readonly bucket: string; readonly key: string; readonly version?: string } };
-  /** Which setting names the certificate, for messages. */
-  readonly certificateSetting?: string;
-}
 
 export class ApiCustomDomain extends Construct {
   readonly domainName: DomainName;
 
-  constructor(scope: Construct, id: string, props: ApiCustomDomainProps) {
+  constructor(scope: Construct, id: string, props: { http: McpHttpApi; domain: CustomDomain | LockedOrigin; certificateSetting?: string }) {
     super(scope, id);
     const { domain } = props;
     const setting = props.certificateSetting ?? 'certificateArn';
@@ -45,7 +35,7 @@ export class ApiCustomDomain extends Construct {
     if (!Token.isUnresolved(stack.region) && stack.region !== domain.certificateRegion) {
       throw certificateRegionError(setting, domain.certificateRegion, stack.region);
     }
-    const { truststore } = domain;
+    const truststore = 'truststore' in domain ? domain.truststore : undefined;
     this.domainName = new DomainName(this, 'DomainName', {
       domainName: domain.domainName,
       certificate: acm.Certificate.fromCertificateArn(this, 'Certificate', domain.certificateArn),

@@ -53,11 +53,6 @@ export function mainQueueRetention(retryDelaysS: readonly number[]): Duration {
   return Duration.days(days);
 }
 
-export interface DeliveryPipelineProps {
-  readonly storage: Storage;
-  readonly settings: DmDotSettings;
-}
-
 export class DeliveryPipeline extends Construct {
   readonly queue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
@@ -65,7 +60,7 @@ export class DeliveryPipeline extends Construct {
   /** The variables lambda/config/settings.ts `deliveryLambdaSettings` reads: the worker's, and the reconciler's (which shares them). */
   readonly settingsEnvironment: Readonly<Record<string, string>>;
 
-  constructor(scope: Construct, id: string, props: DeliveryPipelineProps) {
+  constructor(scope: Construct, id: string, props: { storage: Storage; settings: DmDotSettings }) {
     super(scope, id);
     const { retryDelaysS } = props.settings;
 
@@ -118,8 +113,6 @@ export class DeliveryPipeline extends Construct {
 
     // The function's parts were first created at `Delivery/…` directly under the stack, and its event
     // source mapping was named after the queue's path then (`SqsEventSource:<stack>DeliveryQueue…`).
-    // Same IDs, no replacement: Lambda refuses a second mapping of the same queue to the same function,
-    // so a mapping must never be replaced while its function is kept.
     const { worker } = this;
     keepLogicalId(worker.logGroup, ['Delivery', 'Logs', 'Resource']);
     keepLogicalId(worker.role, ['Delivery', 'Role', 'Resource']);

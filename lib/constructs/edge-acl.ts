@@ -3,14 +3,11 @@
  * CLOUDFRONT, which AWS accepts in us-east-1 only, so it lives in a companion stack of its own
  * (`<stack>-Edge`) and the main stack's CloudFront distribution names it by ARN.
  *
- * One rate-based rule on the client IP (the address CloudFront's viewer connection came from; no
- * forwarded header is trusted, a client could write any). A blocked request ends at the edge: it
- * never reaches API Gateway, so it spends nothing of the stage throttle ChatGPT's calls draw from.
- *
- * Logs keep no key: the WAF log redacts the query string (the connector's `?key=`) and the
- * `Authorization` header (a Bearer key), and sampled requests are off, because a sample shows the
- * request as sent and log redaction does not apply to samples. Metrics stay on: they count, they
- * quote nothing.
+ * One rate-based rule on the client IP (CloudFront's viewer address, no forwarded header). A blocked
+ * request ends at the edge: it never reaches API Gateway, so it spends nothing of the stage throttle
+ * ChatGPT's calls draw from. The WAF log redacts the query string and `Authorization`, and sampled
+ * requests are off (docs/decisions.md, "No log holds the query string", says why). Metrics stay on:
+ * they count, they quote nothing.
  *
  * Deliberately not here: managed rule groups (priced per rule group and per request, and none is
  * aimed at a JSON-RPC API), any rule that reads the key (WAF would need the key in its rule text,

@@ -20,22 +20,12 @@ import * as acm from 'aws-cdk-lib/aws-certificatemanager';
 import * as cloudfront from 'aws-cdk-lib/aws-cloudfront';
 import * as origins from 'aws-cdk-lib/aws-cloudfront-origins';
 import { Construct } from 'constructs';
-import type { CustomDomain } from '../settings';
-
-export interface EdgeDistributionProps {
-  readonly api: HttpApi;
-  /** ARN of the CLOUDFRONT-scope web ACL (in us-east-1). */
-  readonly webAclArn: string;
-  /** The connector's domain, an alias of the distribution; its certificate is in us-east-1. */
-  readonly customDomain?: CustomDomain;
-  /** The locked origin: its host name and the client certificate CloudFront presents to it. */
-  readonly lockedOrigin?: { readonly domainName: string; readonly clientCertificateArn: string };
-}
+import type { CustomDomain, LockedOrigin } from '../settings';
 
 export class EdgeDistribution extends Construct {
   readonly distribution: cloudfront.Distribution;
 
-  constructor(scope: Construct, id: string, props: EdgeDistributionProps) {
+  constructor(scope: Construct, id: string, props: { api: HttpApi; webAclArn: string; customDomain?: CustomDomain; lockedOrigin?: LockedOrigin }) {
     super(scope, id);
     // The locked origin's name, else `https://<id>.execute-api.<region>.amazonaws.com` -> its host name.
     const apiHost = props.lockedOrigin?.domainName ?? Fn.select(2, Fn.split('/', props.api.apiEndpoint));

@@ -8,11 +8,8 @@
  *
  * The OAuth discovery paths an MCP client probes after a 401 (RFC 9728, RFC 8414) are routes too, so
  * that the function answers them (a 404 saying this server takes an API key), not API Gateway with a
- * bare `{"message":"Not Found"}`.
- *
- * Throttling: the stage's default applies to every route except `GET /healthz`, which is public and
- * gets its own, lower route throttle, so that anonymous health polling cannot spend the budget
- * ChatGPT's calls draw from.
+ * bare `{"message":"Not Found"}`. `GET /healthz`, public, gets its own lower route throttle
+ * (docs/deploying-aws.md, "Public routes").
  *
  * Deliberately not here: custom domains (custom-domain.ts) and AWS WAF. WAF cannot be attached to
  * an HTTP API (it protects REST APIs, CloudFront, ALB and others); `-c protection=waf` puts CloudFront
@@ -58,15 +55,10 @@ export const HEALTHZ_ROUTE: RouteKey = 'GET /healthz';
 export const HEALTHZ_THROTTLE = { rateLimit: 1, burstLimit: 2 } as const;
 
 /**
- * One JSON object per request: field name -> the `$context` variable API Gateway writes there
- * (docs/deploying-aws.md, "Access logs"). API Gateway writes a variable's text as it is, without
- * escaping, so a client text holding `"` or `\` would break the JSON of its own log line: each
- * variable is text API Gateway produces itself (the IP is the TCP connection's, not X-Forwarded-For).
- *
- * Left out on purpose: `$context.identity.userAgent` and every header (client text), `$context.path`
- * and anything of the query string (the API key travels as `?key=` for ChatGPT connectors and must
- * not reach a log), `$context.integrationErrorMessage` and `$context.integration.error` (they can
- * quote the function's own error text).
+ * One JSON object per request: field name -> the `$context` variable API Gateway writes there,
+ * unescaped, so each is text API Gateway produces itself (the IP is the TCP connection's, not
+ * X-Forwarded-For). What is left out and why (client text, the path and query string, the
+ * integration's error texts): docs/deploying-aws.md, "Access logs".
  */
 export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
   requestId: '$context.requestId',
@@ -82,16 +74,11 @@ export const ACCESS_LOG_FIELDS: Readonly<Record<string, string>> = {
   errorMessage: '$context.error.message',
 };
 
-export interface McpHttpApiProps {
-  readonly handler: IFunction;
-  readonly settings: DmDotSettings;
-}
-
 export class McpHttpApi extends Construct {
   readonly api: HttpApi;
   readonly stage: HttpStage;
 
-  constructor(scope: Construct, id: string, props: McpHttpApiProps) {
+  constructor(scope: Construct, id: string, props: { handler: IFunction; settings: DmDotSettings }) {
     super(scope, id);
     const { allowedOrigins, throttleRateLimit, throttleBurstLimit } = props.settings;
 

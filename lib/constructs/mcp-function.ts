@@ -33,18 +33,11 @@ import type { Storage } from './storage';
 /** The manifest's name inside the asset, and the value of PUP_MANIFEST_FILE. */
 export const PUP_MANIFEST_ASSET_FILE = 'pup-manifest.json';
 
-export interface McpFunctionProps {
-  readonly storage: Storage;
-  readonly delivery: DeliveryPipeline;
-  readonly secrets: Secrets;
-  readonly settings: DmDotSettings;
-}
-
 export class McpFunction extends HandlerFunction {
   /** The environment's size as Lambda measures it (each reference at 256 bytes), in bytes. */
   readonly environmentBytes: number;
 
-  constructor(scope: Construct, id: string, props: McpFunctionProps) {
+  constructor(scope: Construct, id: string, props: { storage: Storage; delivery: DeliveryPipeline; secrets: Secrets; settings: DmDotSettings }) {
     const { settings } = props;
     const environment: Record<string, string> = {
       TABLE_NAME: props.storage.table.tableName,
@@ -58,8 +51,7 @@ export class McpFunction extends HandlerFunction {
       DMDOT_TTL_MAX_MS: String(settings.ttlMaxMs),
       DMDOT_ALLOWED_ORIGINS: settings.allowedOrigins.join(','),
       ...(settings.pupManifest ? { PUP_MANIFEST_FILE: PUP_MANIFEST_ASSET_FILE } : {}),
-      // The after-response extension: an inline attempt the caller stopped waiting for runs on after
-      // the answer and settles its event (one POST per event; lambda/handlers/after-response.ts).
+      // The after-response extension (lib/bundling.ts, AFTER_RESPONSE_CHUNK).
       NODE_OPTIONS: AFTER_RESPONSE_NODE_OPTIONS,
       // Only when it differs from the functions' default, so a default stack's template is unchanged.
       ...(settings.eventsProfile !== 'chatgpt' ? { DMDOT_EVENTS_PROFILE: settings.eventsProfile } : {}),

@@ -5,13 +5,9 @@
  * AlarmTopicArn) that every alarm notifies when it fires and when it clears, and the dashboard
  * (dashboard.ts). `alarmEmail` subscribes an address to the topic; anyone may subscribe more later.
  *
- * The MCP function counts its "unavailable" answers itself (DependencyUnavailable, lambda/metrics.ts):
- * ChatGPT's path answers them with HTTP 200 and the error inside, which API Gateway's 5xx never sees.
- *
  * Deliberately not here: metrics of its own (the functions write theirs, lambda/metrics.ts), alarms
- * on throttling (the dashboard shows them: a busy dot is not an outage), an encrypted topic
- * (CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key, and the messages
- * carry alarm names and metric values only), and any other kind of notification.
+ * on throttling (the dashboard shows them: a busy dot is not an outage), an encrypted topic (the end
+ * of "Alarms and what to do" says why), and any other kind of notification.
  */
 import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -26,12 +22,6 @@ import { Budgets } from '../../lambda/core/budgets';
 import { DeliverySizing, redriveMaxReceiveCount } from './delivery-pipeline';
 import { keepLogicalId } from './logical-ids';
 import type { DmDotSettings } from '../settings';
-
-/** What is watched: the same resources the dashboard shows, plus where alarms go. */
-export interface ObservabilityProps extends DmDotDashboardProps {
-  /** `retryDelaysS` (the queue-age alarms' thresholds follow it), `alarmEmail` and `dashboard`. */
-  readonly settings: DmDotSettings;
-}
 
 /** SQS publishes its queue metrics once a minute: each alarm on a queue looks at one minute. */
 const QUEUE_PERIOD = Duration.minutes(1);
@@ -53,11 +43,7 @@ export function queueAgeAlarmThresholdS(retryDelaysS: readonly number[]): number
   return Math.ceil(scheduleS + DeliverySizing.visibilityTimeout.toSeconds() + attempts * DeliverySizing.timeout.toSeconds());
 }
 
-/**
- * DeadLetterAgeAlarm's threshold, whole seconds: two days before the dead-letter queue's retention
- * ends, less the longest a job can spend in the delivery queue before SQS's own redrive moves it
- * (such a job keeps its first enqueue time, from which its retention counts).
- */
+/** DeadLetterAgeAlarm's threshold, whole seconds, as docs/deploying-aws.md ("DeadLetterAgeAlarm") explains it. */
 export function deadLetterAgeAlarmThresholdS(retryDelaysS: readonly number[]): number {
   const retentionS = DeliverySizing.deadLetterRetention.toSeconds();
   const scheduleS = retryDelaysS.reduce((sum, d) => sum + d, 0);
@@ -71,7 +57,7 @@ export class Observability extends Construct {
   /** Absent with `-c dashboard=false`. */
   readonly dashboard?: DmDotDashboard;
 
-  constructor(scope: Construct, id: string, props: ObservabilityProps) {
+  constructor(scope: Construct, id: string, props: DmDotDashboardProps & { settings: DmDotSettings }) {
     super(scope, id);
 
     const alarm = (
@@ -178,12 +164,8 @@ export class Observability extends Construct {
       a.addAlarmAction(new SnsAction(topic));
       a.addOkAction(new SnsAction(topic));
     }
-    // enforceSSL gives the topic a policy of its own, and a topic policy replaces the default one that
-    // let the account's services publish: without this Allow every alarm fails with "not authorized to
-    // perform: SNS:Publish" and no mail is ever sent
-    // (https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger). Scoped to this
-    // account and these alarms against the confused deputy
-    // (https://docs.aws.amazon.com/sns/latest/dg/sns-access-policy-use-cases.html).
+    // enforceSSL's topic policy replaces the default one: without this Allow no alarm could publish. Why it
+    // is scoped so: docs/deploying-aws.md, the last paragraph of "Alarms and what to do".
     topic.addToResourcePolicy(
       new iam.PolicyStatement({
         sid: 'AllowThisStacksAlarmsToPublish',

@@ -7,10 +7,10 @@
  * dead-letter queue's grant includes GetQueueAttributes, which reads its depth. No PutItem,
  * DeleteItem, Scan or secret.
  *
- * A failed run is not retried, neither by the rule's target (retryAttempts 0) nor by Lambda's
- * asynchronous invocation (MaximumRetryAttempts 0; Lambda's default is two retries): the next run
- * comes 5 minutes later and finds the same records, and a retry would only blur the alarm's count.
- * A run's timeout (1 minute) is far shorter than the period, so two runs do not overlap.
+ * An EventBridge rule rather than a Scheduler schedule, and no retry of a failed run by the rule's
+ * target or by Lambda's asynchronous invocation (whose default is two; a retry would only blur the
+ * alarm's count): docs/decisions.md, "The reconciler". A run's timeout (1 minute) is far shorter
+ * than the period, so two runs do not overlap.
  *
  * Deliberately not here: the alarms on its errors, its silence and its metrics (observability.ts).
  */
@@ -25,17 +25,10 @@ import { HandlerFunction } from './handler-function';
 import type { DmDotSettings } from '../settings';
 import type { Storage } from './storage';
 
-export interface ReconcilerProps {
-  readonly storage: Storage;
-  /** Its settings variables are the reconciler's too: the same table, queues and retry schedule (the stranded threshold follows from it). */
-  readonly delivery: DeliveryPipeline;
-  readonly settings: DmDotSettings;
-}
-
 export class Reconciler extends Construct {
   readonly worker: HandlerFunction;
 
-  constructor(scope: Construct, id: string, props: ReconcilerProps) {
+  constructor(scope: Construct, id: string, props: { storage: Storage; delivery: DeliveryPipeline; settings: DmDotSettings }) {
     super(scope, id);
 
     this.worker = new HandlerFunction(this, 'Function', {
@@ -53,9 +46,6 @@ export class Reconciler extends Construct {
     props.delivery.deadLetterQueue.grantSendMessages(this.worker.role);
     this.worker.function.configureAsyncInvoke({ retryAttempts: 0 });
 
-    // An EventBridge rule rather than an EventBridge Scheduler schedule: the rule invokes through
-    // the function's resource policy (this rule's ARN only), so no role is needed, where the
-    // Scheduler's target role would be granted the function's ARN and `:*` (every version).
     new events.Rule(this, 'Schedule', {
       description: 'dm-dot: runs the reconciler of queued event records',
       schedule: events.Schedule.rate(Duration.millis(Budgets.reconcileEveryMs)),

@@ -19,7 +19,6 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { keepLogicalId } from './logical-ids';
 
-/** The pup secret before the operator configures it: parses as "no secrets" (the POST routes answer 503). */
 export const PUP_SECRET_TEMPLATE = '{"secrets":[]}';
 
 export class Secrets extends Construct {

@@ -1,6 +1,7 @@
 /**
  * Storage (docs/contract/storage.md): the one DynamoDB table and the KMS key it is encrypted with, a
- * key of the stack's own because the table holds the dots' signing secrets. Both are retained, and
+ * key of the stack's own because the table holds the dots' signing secrets (none with `-c
+ * tableKey=aws-managed`: DynamoDB's own key, docs/deploying-aws.md, "Costs"). Both are retained, and
  * both keep the logical IDs of the first deployments (logical-ids.ts).
  *
  * A function's role gets item actions (`grantItems`), optionally only on items whose partition key
@@ -8,12 +9,9 @@
  * comes through DynamoDB in this region (`kms:ViaService`): a role allowed to read the table cannot
  * use the key to decrypt anything else, or call KMS with it directly.
  *
- * Two sparse indexes (lambda/core/store/items.ts). `queued` is keys only: an event record is in
- * it only while `queued`, and nothing but its keys is projected, so neither a body nor the
- * subscription's secret (whose item never carries the index's attributes) flows into it; the
- * reconciler is its only reader. `pending` holds the events sent with the inbox on until the dot
- * acknowledges them, whole (a page of pending messages is one query); the MCP function reads it.
- * No subscription item carries its attributes either.
+ * Two sparse indexes (lambda/core/store/items.ts; docs/contract/storage.md, STORE-IDX-1 and
+ * STORE-IDX-4): `queued`, keys only, which the reconciler alone reads, and `pending`, whole items,
+ * which the MCP function reads.
  *
  * Deliberately not here: which actions or items a function needs (its construct says), other
  * indexes, streams, backups beyond point-in-time recovery, replicas, and access for people (the
@@ -25,22 +23,17 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
 import { PendingIndex, QueuedIndex } from '../../lambda/core/store/items';
+import type { DmDotSettings } from '../settings';
 import { keepLogicalId } from './logical-ids';
 
 /** The item-level DynamoDB actions a function may be granted (none of them reads more than one item). */
 export type ItemAction = 'dynamodb:GetItem' | 'dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:DeleteItem';
 
-export interface StorageProps {
-  /** `customer` (default): a KMS key of the stack's own; `aws-managed`: DynamoDB's (docs/deploying-aws.md, "Costs"). */
-  readonly tableKey?: 'customer' | 'aws-managed';
-}
-
 export class Storage extends Construct {
   readonly table: dynamodb.Table;
-  /** Absent with `tableKey: 'aws-managed'`. */
   readonly key?: kms.Key;
 
-  constructor(scope: Construct, id: string, props: StorageProps = {}) {
+  constructor(scope: Construct, id: string, props: Pick<DmDotSettings, 'tableKey'>) {
     super(scope, id);
 
     if (props.tableKey !== 'aws-managed') {

@@ -2,9 +2,7 @@
  * `--aws`: the operator's AWS session for one command. It builds the SDK clients it is asked for
  * (loaded only then), with the operator's own credentials and region unless a test injected its
  * own through the io; reads the stack's outputs once; and finds each resource: its flag, then its
- * DMDOT_* setting, then the stack output (lib/dm-dot-stack.ts). The stack is `--stack NAME`, or
- * `--stage NAME` for `DmDot-NAME` (stackNameOf, as lib/app.ts names it), else DMDOT_STACK, else
- * `DmDot`.
+ * DMDOT_* setting, then the output of the stack `--stack` or `--stage` names (options.ts).
  *
  * Deliberately not here: what a command does with them, and credentials (the SDK's own chain).
  */
@@ -88,10 +86,7 @@ const CLIENTS: Record<Kind, () => Promise<new (config: { region?: string }) => C
 };
 
 async function build(kind: Kind, region: string | undefined): Promise<Client> {
-  // On Node 20 the SDK warns, nine lines per process, that its releases after early January 2027
-  // need Node 22. dm-dot pins every SDK package to an exact version, so no later release reaches
-  // it unnoticed: the pins move together with the engines field (docs/decisions.md). The SDK's
-  // own switch for it; an operator who set it to anything else still sees the warning.
+  // docs/decisions.md, "No end-of-life warning from the AWS SDK" (`??=`: a value the operator set stays).
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   return new (await CLIENTS[kind]())(region ? { region } : {});
 }

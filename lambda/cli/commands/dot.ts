@@ -19,7 +19,6 @@ import { Receiver, type ReceiverOptions } from '../stand-in-dot/receiver';
 import { DotSubscription, type EndReason, subscribeRefusal } from '../stand-in-dot/subscription';
 
 const DEFAULT_PORT = 8788;
-const DEFAULT_CHECK_MS = Budgets.dotCheckMs;
 
 type DotOptions = Pick<ReceiverOptions, 'port' | 'status' | 'delayMs'> & { ttlMs: number | undefined; checkMs: number };
 
@@ -34,7 +33,7 @@ export const command = (ctx: Context) =>
       'It refreshes the subscription before it expires and unsubscribes on Ctrl-C (exit 0); the server then drops the queued events of that ' +
       'subscription. It stops with exit 1 and says why when its subscription ended: it answered 410, another callback took it, the key was ' +
       'rotated, or the subscription had been cleared; ' +
-      `it checks its subscription every ${DEFAULT_CHECK_MS / 1000} s (--check), so none of these goes unnoticed for longer. ` +
+      `it checks its subscription every ${Budgets.dotCheckMs / 1000} s (--check), so none of these goes unnoticed for longer. ` +
       '"attempt N" counts the POSTs of an event in this round of the retry schedule, as the server log and dm-dot events show count them ' +
       '(docs/operating.md says how). ' +
       'Messages go to stdout, everything else to stderr.',
@@ -46,7 +45,7 @@ export const command = (ctx: Context) =>
       ),
       new Option('--delay <MS>', "wait MS milliseconds before answering (0..60000); past the server's 5 s deadline the server hangs up first and retries"),
       new Option('--ttl <MS>', `ask for this subscription lifetime (${Limits.ttlMinMs}..${Limits.ttlMaxMs}; default: the server's, 7 days)`),
-      new Option('--check <MS>', `check that the subscription still stands every MS milliseconds (1000..3600000; default ${DEFAULT_CHECK_MS})`),
+      new Option('--check <MS>', `check that the subscription still stands every MS milliseconds (1000..3600000; default ${Budgets.dotCheckMs})`),
       ...targetOptions(),
     ],
     json:
@@ -60,7 +59,7 @@ export const command = (ctx: Context) =>
         status: integerValue(values.status, 'status', 200, 599) ?? 200,
         delayMs: integerValue(values.delay, 'delay', 0, 60_000) ?? 0,
         ttlMs: integerValue(values.ttl, 'ttl', Limits.ttlMinMs, Limits.ttlMaxMs),
-        checkMs: integerValue(values.check, 'check', 1000, 3_600_000) ?? DEFAULT_CHECK_MS,
+        checkMs: integerValue(values.check, 'check', 1000, 3_600_000) ?? Budgets.dotCheckMs,
       };
       ctx.exitCode = await runDot(ctx, await findTarget(ctx, values), options);
     },
@@ -97,10 +96,8 @@ async function runDot(ctx: Context, target: Target, options: DotOptions): Promis
       `the subscription expires at ${shortTime(granted.refreshBefore)} (${relative(granted.refreshBefore)}) unless refreshed; this dot refreshes ` +
         `it at ${shortTime(subscription.refreshAt)}`,
     );
-    say(
-      `it checks the subscription every ${formatMs(options.checkMs)}: a subscription clear, a key rotation or another dot taking over is noticed ` +
-        'within that',
-    );
+    const every = options.checkMs % 1000 === 0 ? `${options.checkMs / 1000} s` : `${options.checkMs} ms`;
+    say(`it checks the subscription every ${every}: a subscription clear, a key rotation or another dot taking over is noticed within that`);
     say('waiting for messages; type a line to send it as a message; Ctrl-C unsubscribes and stops');
   } catch (error) {
     subscription.stop();
@@ -183,9 +180,4 @@ function pumpStdin(ctx: Context, target: Target, sent: SendOutcome[], stopping: 
     }
   })();
   return state;
-}
-
-/** 60000 as "60 s", 1500 as "1500 ms". */
-function formatMs(ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
 }

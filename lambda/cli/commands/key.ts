@@ -4,10 +4,8 @@
  * MCP function's execution environments are recycled by UpdateFunctionConfiguration with a
  * changed description on McpFunctionName (each reads the key once, at cold start).
  *
- * With `--overlap DURATION` (`1h`, `30m`…) the previous key stays accepted that long (its hash and
- * the end of the overlap go into the DEPLOYMENT item before the new key is in force), so the dot
- * keeps working until its connector URL is updated; without it the old key stops at once. Either
- * way the subscription id stays: it is made from the deployment's principal, not from the key.
+ * `--overlap DURATION` keeps the previous key working that long, recorded before the new key is in
+ * force; without it the old key stops at once (docs/contract/http.md, HTTP-KEY-10 and HTTP-KEY-11).
  */
 import { randomInt } from 'node:crypto';
 import { Command, Option } from 'commander';

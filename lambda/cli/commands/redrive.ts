@@ -1,10 +1,8 @@
 /**
  * `dm-dot redrive`: an admin action, never reachable with the shared API key alone. Locally it says
- * which dead letters will be dropped instead: the failed events created before the live
- * subscription began were queued for an earlier one (a dot restarted, cleared or replaced since),
- * and `events resend` is what gives one of them to the live subscription. (An earlier
- * subscription of the same callback that merely expired keeps its generation: those would be sent
- * after all; the text says "were queued for", not "will never arrive", for that reason.)
+ * which dead letters will be dropped instead, and `events resend` for each: docs/decisions.md,
+ * "`redrive` names the dead letters of an ended subscription" (and the case it misjudges, which is
+ * why the text says "were queued for", not "will never arrive").
  *
  * With `--aws`: an SQS message move task from the dead-letter queue to the delivery queue, waited
  * for until it ends. The destination is given explicitly: dm-dot's worker puts a failed event into

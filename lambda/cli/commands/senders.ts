@@ -1,9 +1,4 @@
-/**
- * `dm-dot senders [add|list|revoke]`: alone it lists them. `add` prints a new send-only key once
- * (connector, pup and dm-dot are reserved: the log names the connector key, pup and dm-dot itself
- * so); `list` never shows a key, nor its hash; `revoke` leaves the name taken, so the log's sender
- * names stay unique.
- */
+/** `dm-dot senders [add|list|revoke]`: alone it lists them; the rules and their reasons are docs/operating.md's, "`senders`: send-only keys". */
 import { Argument, Option } from 'commander';
 import { newSenderNameProblem, senderNameProblem } from '../../core/access';
 import { AccessLimits } from '../../core/protocol';

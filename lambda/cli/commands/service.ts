@@ -4,8 +4,6 @@
  * home and PATH, and running `systemctl` or `launchctl` with a time limit. The units themselves are
  * local-server/service.ts's. `install` refuses while another server owns the state directory (the
  * unit's server would refuse to start), with a fixed PORT missing, or without the built server.
- * `uninstall` stops the units `install` wrote and removes their files. `status` says, for each
- * unit, whether its file exists and what the service manager says of it.
  *
  * Deliberately not here: the AWS stack (it runs on its own); any key (units never hold one); the
  * state directory, which uninstall leaves as it is; and the server's own status (dm-dot status).

@@ -1,9 +1,6 @@
 /**
- * `dm-dot status`. With `--aws` the alarms are CloudWatch DescribeAlarms on AlarmNames, the queue
- * depths GetQueueAttributes, and the events profile the MCP function's DMDOT_EVENTS_PROFILE
- * (locally it is among the switches). A damaged page of the state file is exit 1 (what the status
- * says cannot all be trusted): one the running server has met, or, with no server, one found by
- * reading the whole file as a server's start would.
+ * `dm-dot status`. A damaged page of the state file is exit 1 (what the status says cannot all be
+ * trusted): one the running server has met, or, with no server, one found by reading the whole file.
  */
 import type { DescribeAlarmsOutput } from '@aws-sdk/client-cloudwatch';
 import { showSubscription } from '../../operator/actions';

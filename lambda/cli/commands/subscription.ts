@@ -1,12 +1,7 @@
 /**
- * `dm-dot subscription [show|clear]`: alone it shows the live subscription. Never the secret, never
- * the callback's path or query (they may carry the dot's own tokens): the host is enough to
- * recognise a dot.
- *
- * `subscription clear` is the way out of the single-subscriber lock-out (a dot removed and added
- * again in ChatGPT subscribes with a new callback URL and is refused with -32000 until the old
- * subscription expires, up to 7 days). Only the subscription shown is cleared: one that replaced it
- * meanwhile is left alone.
+ * `dm-dot subscription [show|clear]`: alone it shows the live subscription, never the secret nor the
+ * callback's path or query; `clear` is the way out of the single-subscriber lock-out
+ * (docs/operating.md, "`subscription`, the lock-out, and the two ways out").
  */
 import type { SubscriptionView } from '../../operator/views';
 import { withOperator } from '../backings';

@@ -1,8 +1,6 @@
 /**
  * The units `dm-dot service` writes (`service install --help` says what they run and where they
- * log): a systemd user unit on Linux, a launchd agent on macOS. A clean stop (exit 0) stays
- * stopped; a failure restarts. No secret is ever written into a unit: a secret setting goes into
- * `<state dir>/service.env`, mode 0600, which both units read.
+ * log): a systemd user unit on Linux, a launchd agent on macOS, never with a secret in it.
  *
  * Deliberately not here: running the service manager (commands/service.ts does, never in a test)
  * and deciding whether to install (the command checks that no other server owns the directory).

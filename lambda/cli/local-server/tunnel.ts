@@ -1,11 +1,9 @@
 /**
  * The `tunnel-client` profile of this server (docs/chatgpt.md): OpenAI's Secure MCP Tunnel client
  * long-polls OpenAI and forwards each MCP request of the ChatGPT connector to this machine's
- * `/mcp`. The profile names the tunnel, the server's URL and where each secret is read from, as a
- * `file:` (or `env:`) reference that tunnel-client resolves when it starts: the dm-dot API key from
- * the state directory's key file, sent as `X-Api-Key` (tunnel-client cannot prefix a value read
- * from a file with `Bearer`), and OpenAI's runtime key from a file beside the profile. No secret is
- * ever written into the profile.
+ * `/mcp`. The profile names the tunnel, the server's URL and where each secret is read from (a
+ * `file:` or `env:` reference tunnel-client resolves when it starts), never a secret: the dm-dot key
+ * file's key as `X-Api-Key` (docs/decisions.md says why), OpenAI's runtime key from a file beside it.
  *
  * Deliberately not here: running tunnel-client (it is a Go program the person installs) or
  * checking the tunnel with OpenAI; `tunnel-client doctor` does that.

@@ -12,7 +12,6 @@ import { OperationError } from '../errors';
 import { httpRequest, jsonOf, TimedOut, Unreachable } from '../http';
 import type { Target } from '../local-server/target';
 
-/** A JSON-RPC error answer. */
 export class RpcError extends Error {
   override name = 'RpcError';
   constructor(
@@ -31,14 +30,8 @@ type RpcMessage = { result?: unknown; error?: { code?: number; message?: string;
 
 /** A JSON answer, or the first `data:` line of an SSE answer (legacy-era servers reply that way). */
 export function parseRpcAnswer(text: string): RpcMessage | undefined {
-  const candidates = [
-    text,
-    ...text
-      .split('\n')
-      .filter((l) => l.startsWith('data:'))
-      .map((l) => l.slice(5)),
-  ];
-  for (const candidate of candidates) {
+  const dataLines = text.split('\n').flatMap((l) => (l.startsWith('data:') ? [l.slice(5)] : []));
+  for (const candidate of [text, ...dataLines]) {
     const parsed = jsonOf<RpcMessage>(candidate);
     if (parsed && ('result' in parsed || 'error' in parsed)) return parsed;
   }

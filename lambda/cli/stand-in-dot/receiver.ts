@@ -5,11 +5,8 @@
  * repeat of a `webhook-id` it acknowledged already, and prints each delivery with its event id,
  * latency and attempt number. A delivery whose request the server closed before the answer (its
  * deadline passed) is reported as such, never as received.
- *
- * Attempt numbers: the receiver counts the POSTs of each event id that reach it (a repeat of an
- * acknowledged one and a POST the server hung up on included), as the server counts the attempts
- * of a round of the retry schedule. A failure the server does not retry (a 4xx other than 408, 425
- * and 429) ends the round, and the count starts again, as a resend starts a new round on the server.
+ * Attempt numbers count as docs/operating.md ("How attempts are numbered") says, a POST the server
+ * hung up on included.
  *
  * Deliberately not here: the subscription (subscription.ts) and the command (commands/dot.ts).
  */

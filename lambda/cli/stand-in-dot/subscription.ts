@@ -1,9 +1,7 @@
 /**
  * The subscription of `dm-dot dot` and its life: the first `events/subscribe` with a fresh `whsec_`
  * secret, the refresh that rotates the secret at 80% of the granted lifetime, and the check every
- * `--check` milliseconds (subscribing again with the same secret: a refresh the server does not
- * challenge again), so that a `subscription clear`, a `key rotate` or another dot taking over is
- * noticed within that time, not days later.
+ * `--check` milliseconds (docs/decisions.md, "`dot` checks its subscription every 60 s").
  *
  * It tells the truth about its subscription and never re-subscribes quietly: it ends the dot,
  * saying why, when a refresh or a check was refused with -32000 (another callback holds it now)
@@ -123,12 +121,7 @@ export class DotSubscription {
     return true;
   }
 
-  /**
-   * Same URL, same secret: the server refreshes a live subscription without a new challenge, and
-   * answers how its delivery goes. Without that answer, the subscription had ended (cleared, or
-   * ended by a 410) and this call created a new one; refused, the key was rotated or another dot
-   * holds it. A failure to reach the server is left to the refresh schedule.
-   */
+  /** Same URL, same secret (the header says what the answer tells). A failure to reach the server is left to the refresh schedule. */
   private async check(): Promise<void> {
     if (this.stopping || this.busy) return;
     this.busy = true;
@@ -185,8 +178,6 @@ export class DotSubscription {
       this.receiver.acceptAlso(old, overlapEnds());
       if (this.stopping) return;
       if (granted.deliveryStatus === undefined) {
-        // A refresh of a live subscription always reports its delivery status; without it, this call
-        // found none and created a new one.
         this.id = granted.id;
         this.expiresAt = Date.parse(granted.refreshBefore);
         return this.end(
