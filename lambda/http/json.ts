@@ -1,9 +1,7 @@
 /**
  * The wire of the HTTP surface, one for both of its front doors: reading a POST body (the raw
- * bytes, read once, at most 1 MiB, after a JSON Content-Type check; the pup door verifies its
- * signature over exactly these bytes), parsing JSON text without throwing, and the JSON answers:
- * a JSON body, a REST error (core/answers' shape), a JSON-RPC error with a null id, and the
- * refusals both doors word alike.
+ * bytes, read once and capped; the pup door verifies its signature over exactly these bytes),
+ * parsing JSON text without throwing, and the JSON answers and refusals both doors word alike.
  *
  * Deliberately not here: when a body is parsed and what a malformed one gets (each route decides:
  * pup verifies before parsing), which status or code a situation gets (the routes decide, from

@@ -5,10 +5,8 @@
  * reports `working` while the event is queued, `completed` with the synchronous path's tool result
  * once settled, and `cancelled` after a `tasks/cancel` that found it unsettled.
  *
- * A task is a view of the event record, nothing more: its id is derived from the event id and the
- * caller's principal (reversible, so no mapping is stored), and it lives as long as the record. A
- * cancel marks a `queued` event `dropped` by one compare-and-set; an attempt in flight may still
- * land, and the task then reads as it settled.
+ * A task is a view of the event record, nothing more (docs/decisions.md, "Task ids, times and
+ * polling" and "Cancel during an attempt").
  *
  * Deliberately not here: storage of its own (no TASK# items); `notifications/tasks`,
  * `subscriptions/listen` (a Lambda cannot hold a stream open) and `input_required`; the legacy era;
