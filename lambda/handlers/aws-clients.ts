@@ -1,6 +1,6 @@
 /**
- * The AWS SDK clients of the Lambdas (the CLI has its own) and their options. The MCP Lambda loads
- * this module only with its storage (mcp-storage.ts), so that its cold start does not import the SDK.
+ * The AWS SDK clients of the Lambdas (the CLI has its own) and their options; the MCP Lambda loads
+ * them only with its storage (mcp-storage.ts).
  *
  * Deliberately not here: Secrets Manager (adapters/secrets-manager.ts, no SDK).
  */
