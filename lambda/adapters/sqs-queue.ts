@@ -1,9 +1,7 @@
 /**
  * The SQS delivery queue (docs/contract/delivery.md), the AWS twin of adapters/embedded/jobs.ts:
- * the MCP Lambda enqueues one message per event, its body the event's exact serialized bytes (never
- * parsed or rewritten on the way) and its routing data in message attributes; the Delivery Lambda
- * (SQS event source) turns a backoff into a visibility change of the received message, and a final
- * failure into a copy in the dead-letter queue that carries its reason.
+ * one message per event, its body the event's exact serialized bytes (never parsed or rewritten on
+ * the way), its routing data in message attributes.
  *
  * Deliberately not here: receiving and deleting (the event source mapping deletes every record
  * left out of `batchItemFailures`), the retry decision (core/delivery.ts), the redrive policy (the

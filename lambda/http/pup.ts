@@ -142,13 +142,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig) {
     return answer.ok ? jsonText(200, answer.body) : restError(400, 'invalid_challenge', answer.message);
   }
 
-  /**
-   * `/pup/mcp` and `/pup/challenge`: the work runs at most once per webhook-id, and a processed id is
-   * `401 replayed` from then on (a captured request must not fetch its answer twice). A success
-   * settles the claim as processed; a failure (400, 5xx, a failed dependency inside a 200) releases
-   * it, so a retry is processed like a first try; while the first is being answered, the same
-   * request is told `503 in_progress`, as it may yet fail.
-   */
+  /** `/pup/mcp` and `/pup/challenge`: the work runs at most once per webhook-id, as PUP-10, PUP-21 and PUP-22 say. */
   async function once(url: URL, signed: Signed, body: Uint8Array, work: () => Promise<Response>): Promise<Response> {
     const { webhookId, loggedId, now, requestId } = signed;
     const token = randomBytes(16).toString('hex');

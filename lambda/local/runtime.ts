@@ -133,8 +133,7 @@ export async function startLocal(options: LocalOptions) {
         {
           store: db.store,
           outbox: db.outbox,
-          // Each request runs under its deadline (http-server.ts): the challenge and the inline
-          // attempt get what is left of the request's 5 s, as on AWS.
+          // What is left of each request's deadline (http-server.ts), as on AWS.
           webhook: webhookWithinDeadline(guarded, Budgets.mcpRecordReserveMs),
           clock,
           deliveryWaitMs: settings.deliveryWaitMs,
