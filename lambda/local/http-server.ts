@@ -16,9 +16,9 @@ import type { AddressInfo, Socket } from 'node:net';
 import { runWithDeadline } from '../adapters/deadline';
 import { Budgets, mcpDeadline } from '../core/budgets';
 import { ClientAborted } from '../core/errors';
-import { PupRoutes } from '../core/protocol';
 import type { App } from '../http/app';
 import { type HttpRequest, textOf } from '../http/json';
+import { isPupPath } from '../http/pup';
 
 export interface LocalServerOptions {
   host: string;
@@ -32,15 +32,13 @@ export interface LocalServerOptions {
   budgetOf?: (path: string) => number;
 }
 
-const PUP_PATHS: ReadonlySet<string> = new Set(Object.values(PupRoutes));
-
 export function pathOf(url: string | undefined): string {
   return (url ?? '/').split(/[?#]/, 1)[0]!;
 }
 
 /** How long a request may take, from its first byte to its answer. */
 export function requestBudgetMs(path: string): number {
-  return PUP_PATHS.has(path) ? Budgets.localPupRequestMs : Budgets.localRequestMs;
+  return isPupPath(path) ? Budgets.localPupRequestMs : Budgets.localRequestMs;
 }
 
 const BUSY_BODY = '{"error":{"code":"busy","message":"Too many open connections; try again in a second."}}';
