@@ -119,10 +119,9 @@ export function createApp(deps: McpDeps, config: HttpConfig) {
         ? rpcError(503, ErrorCodes.internalError, 'The API key is not configured; the server cannot accept requests.')
         : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
     }
+    // Any of the three that matches authenticates (docs/decisions.md, "Either credential authenticates").
     const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
-    // `X-Api-Key` is for a forwarder that cannot prefix a header's value (OpenAI's tunnel-client: docs/chatgpt.md).
     const headerKey = request.headers.get(API_KEY_HEADER)?.trim();
-    // Any credential that matches authenticates: a stale `?key=` must not hide a valid Bearer header.
     let identity: Identity | undefined;
     const offered = [url.searchParams.get('key') ?? '', bearer ?? '', headerKey ?? ''];
     try {

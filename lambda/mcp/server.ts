@@ -177,7 +177,6 @@ function callerOf(ctx: McpRequestContext): Caller {
 function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   const caller = callerOf(ctx);
   const sender = caller.identity.role === 'sender';
-  // Tasks exist on the 2026-07-28 era only (see mcp/tasks.ts).
   const modern = ctx.era === 'modern';
   const mcp = new McpServer(
     { name: SERVER_NAME, version: deps.version },
