@@ -59,7 +59,6 @@ export async function startLocal(options: LocalOptions) {
   const { settings } = options;
   const log = options.log ?? createLogger();
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
-  // Steady against steps of the wall clock (clock.ts); the wall clock only for what leaves the process.
   const clock = options.clock ?? steadyClock();
 
   await mkdir(settings.stateDir, { recursive: true, mode: 0o700 });
@@ -119,7 +118,6 @@ export async function startLocal(options: LocalOptions) {
       onTimeout: (path) => log.warn('request_timeout', { path }),
     });
     cleanups.push(() => server.close());
-    // Only now that it listens: a start that fails (a port in use) writes no new key.
     await loaded.save?.();
     const { port } = server;
     const shownHost = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
@@ -232,8 +230,7 @@ export async function startLocal(options: LocalOptions) {
     for (const line of startupLines(settings, url, key)) announce(line);
 
     let stopping: Promise<void> | undefined;
-    // A clean stop drains: the server stops accepting and answers what it holds before anything
-    // it uses is closed.
+    // The server drains first (LOCAL-FAULT-5), before anything it uses is closed.
     const stop = () => (stopping ??= server.close().then(unwind));
     return { url, port, app: () => serving!.app, db, worker, stop };
   } catch (error) {
