@@ -63,17 +63,6 @@ export function pollIntervalFor(ageMs: number): number {
   return (TASK_POLL_INTERVALS.find((step) => ageMs < step.untilAgeMs) ?? TASK_POLL_INTERVALS[TASK_POLL_INTERVALS.length - 1]!).pollMs;
 }
 
-function fieldsOf(record: EventRecord, principal: string, now: number) {
-  return {
-    taskId: taskIdOf(principal, record.eventId),
-    createdAt: new Date(record.createdAt).toISOString(),
-    // A failure time is not stored: a task that ended in a rejection reports its creation time.
-    lastUpdatedAt: new Date(record.deliveredAt ?? record.cancelledAt ?? record.createdAt).toISOString(),
-    ttlMs: Math.max(0, record.expiresAt - record.createdAt),
-    pollIntervalMs: pollIntervalFor(Math.max(0, now - record.createdAt)),
-  };
-}
-
 /** Dropped by a cancel, and not resent by an operator since. */
 function wasCancelled(record: EventRecord): boolean {
   const at = record.cancelledAt;
@@ -84,7 +73,14 @@ function wasCancelled(record: EventRecord): boolean {
 /** The task view of an event record, as `tasks/get` answers it (the extension's `DetailedTask`; the SDK adds `resultType: "complete"`). */
 export function taskOf(record: EventRecord, principal: string, now: number) {
   const outcome = outcomeOfRecord(record);
-  const fields = fieldsOf(record, principal, now);
+  const fields = {
+    taskId: taskIdOf(principal, record.eventId),
+    createdAt: new Date(record.createdAt).toISOString(),
+    // A failure time is not stored: a task that ended in a rejection reports its creation time.
+    lastUpdatedAt: new Date(record.deliveredAt ?? record.cancelledAt ?? record.createdAt).toISOString(),
+    ttlMs: Math.max(0, record.expiresAt - record.createdAt),
+    pollIntervalMs: pollIntervalFor(Math.max(0, now - record.createdAt)),
+  };
   if (outcome.kind === 'queued') {
     return { ...fields, status: 'working' as const, statusMessage: `${toolResultOf(outcome).content[0]!.text} tasks/cancel stops further attempts.` };
   }
