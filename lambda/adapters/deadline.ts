@@ -73,9 +73,8 @@ export function callOptions(capMs?: number): { abortSignal?: AbortSignal; reques
 const BOUNDED = Symbol.for('dm-dot.deadline-bounded');
 
 /**
- * Makes every `client.send(command)` of an SDK v3 client carry `callOptions()`, so every adapter
- * call on a request path is bounded without the adapters knowing. Options given by a caller win;
- * the callback form of `send` is left alone. Idempotent; returns the same client.
+ * Makes every `client.send(command)` of an SDK v3 client carry `callOptions()`; options given by a
+ * caller win, and the callback form of `send` is left alone. Idempotent; returns the same client.
  */
 export function withDeadlines<C extends { send(...args: never[]): unknown }>(client: C): C {
   const target = client as unknown as { send: (...args: unknown[]) => Promise<unknown>; [BOUNDED]?: true };

@@ -1,9 +1,7 @@
 /**
- * Ports that load their real adapter on first use, so the MCP Lambda's cold start answers
- * `initialize`, `tools/list` and `/healthz` without evaluating the DynamoDB and SQS clients
- * (docs/performance.md): the loader (handlers/mcp-storage.ts) requires a file of its own beside
- * `index.js` (lib/bundling.ts), once, on the first call that needs storage. A failed load is not
- * cached: that call fails like any storage call (a 503 or a tool error) and the next one loads again.
+ * Ports that load their real adapter (handlers/mcp-storage.ts) on first use: docs/decisions.md,
+ * "The MCP Lambda's storage loads on first use". A failed load is not cached: that call fails like
+ * any storage call (a 503 or a tool error) and the next one loads again.
  *
  * Deliberately not here: which adapters are built or how (the loader decides), and retries.
  */

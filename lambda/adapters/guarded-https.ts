@@ -2,9 +2,8 @@
  * The outbound guard (docs/contract/outbound-guard.md: every rule there is applied here), the only
  * way dm-dot sends anything to a callback.
  *
- * A name with several addresses must not fail on the first dead one: a connection never made moves
- * on to the next checked answer (nothing was sent on it, so this cannot deliver twice), and IPv4
- * answers go first without a global IPv6 address (docs/reliability.md, "Readings of AWS behaviour").
+ * A connection never made moves on to the next checked answer (docs/decisions.md, "Several DNS
+ * answers"): nothing was sent on it, so this cannot deliver twice.
  *
  * Deliberately not here: retries (the delivery core decides), and reporting anything of the
  * endpoint beyond a status code and the capped body: errors become categories.

@@ -5,9 +5,8 @@
  * loaded (the app answers 503). Concurrent requests share one read, each waiting only until its own
  * deadline. A due refresh runs in the background; a failed one keeps the last good value.
  *
- * The 30 s back-off follows only a read that really failed, never one that timed out, was aborted
- * or ran outside a request (docs/decisions.md, "One secret loader", says why); a request that
- * waited on such a read starts one of its own.
+ * When it backs off (30 s) and when a request reads a second time: docs/decisions.md, "One secret
+ * loader".
  *
  * Deliberately not here: logging a value (only an AWS error code or a sentence of ours; loaded
  * values go to `onLoaded` for log redaction), and parsing beyond each secret's `parse`.

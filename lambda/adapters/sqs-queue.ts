@@ -1,9 +1,7 @@
 /**
  * The SQS delivery queue (docs/contract/delivery.md), the AWS twin of adapters/embedded/jobs.ts:
- * the MCP Lambda enqueues one message per event, its body the event's exact serialized bytes (never
- * parsed or rewritten on the way) and its routing data in message attributes; the Delivery Lambda
- * (SQS event source) turns a backoff into a visibility change of the received message, and a final
- * failure into a copy in the dead-letter queue that carries its reason.
+ * one message per event, its body the event's exact serialized bytes (never parsed or rewritten on
+ * the way), its routing data in message attributes.
  *
  * Deliberately not here: receiving and deleting (the event source mapping deletes every record
  * left out of `batchItemFailures`), the retry decision (core/delivery.ts), the redrive policy (the
@@ -67,8 +65,14 @@ export interface SqsQueueOptions {
 /** A received message as the dead-letter send needs it: body and string attributes, unchanged. */
 export type DeadLetterMessage = { body: string; attributes: Record<string, string> };
 
-function stringAttribute(value: string): MessageAttributeValue {
-  return { DataType: 'String', StringValue: value };
+function stringAttributes(entries: [string, string][]): Record<string, MessageAttributeValue> {
+  return Object.fromEntries(entries.map(([name, value]) => [name, { DataType: 'String', StringValue: value }]));
+}
+
+/** A job's routing data, as its message attributes carry it. */
+function attributesOf(job: DeliveryJob): [string, string][] {
+  const generation: [string, string][] = job.generation === undefined ? [] : [[QueueAttributes.generation, job.generation]];
+  return [[QueueAttributes.eventId, job.eventId], [QueueAttributes.subscriptionId, job.subscriptionId], ...generation];
 }
 
 export class SqsQueue implements Queue {
@@ -87,11 +91,7 @@ export class SqsQueue implements Queue {
         QueueUrl: this.options.queueUrl,
         ...(delaySeconds > 0 ? { DelaySeconds: delaySeconds } : {}),
         MessageBody: job.body,
-        MessageAttributes: {
-          [QueueAttributes.eventId]: stringAttribute(job.eventId),
-          [QueueAttributes.subscriptionId]: stringAttribute(job.subscriptionId),
-          ...(job.generation !== undefined ? { [QueueAttributes.generation]: stringAttribute(job.generation) } : {}),
-        },
+        MessageAttributes: stringAttributes(attributesOf(job)),
       }),
     );
   }
@@ -113,10 +113,13 @@ export class SqsQueue implements Queue {
   async sendToDeadLetter(message: DeadLetterMessage, reason: string): Promise<void> {
     // SQS allows 10 attributes and no empty values; `reason` is always ours and always last.
     const kept = Object.entries(message.attributes).filter(([name, value]) => name !== QueueAttributes.reason && value !== '');
-    const attributes = Object.fromEntries(
-      [...kept.slice(0, MAX_ATTRIBUTES - 1), [QueueAttributes.reason, reason]].map(([name, value]) => [name, stringAttribute(value!)]),
-    );
+    const attributes = stringAttributes([...kept.slice(0, MAX_ATTRIBUTES - 1), [QueueAttributes.reason, reason]]);
     await this.options.client.send(new SendMessageCommand({ QueueUrl: this.deadLetterQueueUrl, MessageBody: message.body, MessageAttributes: attributes }));
+  }
+
+  /** A job's copy in the dead-letter queue, as it would have been received (the reconciler's, for a job it gives up on). */
+  deadLetter(job: DeliveryJob, reason: string): Promise<void> {
+    return this.sendToDeadLetter({ body: job.body, attributes: Object.fromEntries(attributesOf(job)) }, reason);
   }
 
   /** The messages in the dead-letter queue (visible, in flight and delayed), as SQS approximates them. */

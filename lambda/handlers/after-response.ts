@@ -1,14 +1,11 @@
 /**
- * Work after the answer on Lambda: an internal extension of the MCP function that keeps the
- * environment running until the inline delivery attempt a caller stopped waiting for has settled
- * (core/messages.ts `background`), so the dot gets one POST even when it answers late. Lambda
- * freezes an environment only once every extension has asked for the next event, and this one asks
- * only when the handler has answered and the work has settled (billed, bounded by the timeout).
- *
- * An internal extension must register during Init, which a CommonJS handler cannot wait for, so
- * the function loads this module first through `NODE_OPTIONS=--import`, and the handler finds it on
- * `globalThis`. Outside Lambda, or when registration fails, there is none, and the answer waits for
- * the attempt instead.
+ * Work after the answer on Lambda (docs/decisions.md, "On Lambda, work after the answer needs an
+ * extension"): an internal extension of the MCP function that keeps the environment running until
+ * the inline delivery attempt a caller stopped waiting for has settled (core/messages.ts
+ * `background`). Lambda freezes an environment only once every extension has asked for the next
+ * event, and this one asks only when the handler has answered and the work has settled. The
+ * handler finds it on `globalThis`; outside Lambda, or when registration fails, there is none, and
+ * the answer waits for the attempt instead.
  *
  * Deliberately not here: what the work is, deadlines (the caller runs the work outside the
  * request's deadline), and retries of the Extensions API (a failed call ends the extension; the
@@ -20,12 +17,7 @@ const KEY = Symbol.for('dm-dot.after-response');
 /** The name Lambda knows the extension by (the file the function loads). */
 export const EXTENSION_NAME = 'after-response.mjs';
 
-export interface AfterResponse {
-  /** Starts `work` now and keeps the environment alive until it settles; returns its promise. */
-  run<T>(work: () => Promise<T>): Promise<T>;
-  /** The handler answered an invocation: once its work settles the extension asks for the next event. */
-  invocationEnded(): void;
-}
+export type AfterResponse = NonNullable<Awaited<ReturnType<typeof register>>>;
 
 /** The extension this process registered, if any. */
 export function afterResponse(): AfterResponse | undefined {
@@ -47,7 +39,7 @@ function call(api: string, method: string, path: string, headers: Record<string,
 }
 
 /** Registers the extension with the Extensions API at `api` and starts its loop; undefined when registration fails. */
-export async function register(api: string, report: (line: string) => void = () => undefined): Promise<AfterResponse | undefined> {
+export async function register(api: string, report: (line: string) => void = () => undefined) {
   // Internal extensions may register for INVOKE only (SHUTDOWN is for external ones).
   const registering = call(api, 'POST', '/2020-01-01/extension/register', { 'Lambda-Extension-Name': EXTENSION_NAME }, '{"events":["INVOKE"]}');
   const registered = await registering.catch(() => undefined);
@@ -78,12 +70,14 @@ export async function register(api: string, report: (line: string) => void = () 
   // Runs for the life of the environment; if it fails, the environment freezes as without the extension.
   void loop().catch(() => report('after_response_ended'));
   return {
+    /** Starts `work` now and keeps the environment alive until it settles; returns its promise. */
     run<T>(work: () => Promise<T>): Promise<T> {
       const running = work();
       pending += 1;
       void running.then(settled, settled);
       return running;
     },
+    /** The handler answered an invocation: once its work settles the extension asks for the next event. */
     invocationEnded: settled,
   };
 }

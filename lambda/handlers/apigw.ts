@@ -2,8 +2,7 @@
  * API Gateway HTTP API (payload format 2.0) <-> web-standard Request/Response, the only thing the
  * MCP Lambda adds around the HTTP app. Pure. The query string is kept byte-exact (the app reads
  * `key` from it); a body over the 1 MiB cap is not decoded, and its declared length lets the app
- * answer 413 in the route's format after its other checks. A textual response body goes back as
- * UTF-8, anything else as base64.
+ * answer 413 in the route's format after its other checks.
  *
  * Deliberately not here: the stage prefix of a named stage (the stack uses `$default`, where
  * `rawPath` is the route path), multi-value query parameters (`rawQueryString` already carries
@@ -46,15 +45,12 @@ function requestHeaders(event: APIGatewayProxyEventV2): Headers {
     } catch {
       // A header no web Request can carry is dropped, except Origin, whose absence would pass the
       // Origin check: it is kept as the bytes node:http would read, or `null` (never allowed: 403).
-      if (name === 'origin') headers.set('origin', originAsBytes(value));
+      if (name !== 'origin') continue;
+      const bytes = Buffer.from(value, 'utf8').toString('latin1');
+      headers.set('origin', /^[^\0\r\n]*$/.test(bytes) && bytes.trim() !== '' ? bytes : 'null');
     }
   }
   return headers;
-}
-
-function originAsBytes(value: string): string {
-  const bytes = Buffer.from(value, 'utf8').toString('latin1');
-  return /^[^\0\r\n]*$/.test(bytes) && bytes.trim() !== '' ? bytes : 'null';
 }
 
 /** API Gateway's request ids are short tokens, the app's x-request-id; anything else is not used (the app makes its own). */

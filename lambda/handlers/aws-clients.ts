@@ -1,6 +1,6 @@
 /**
- * The AWS SDK clients of the Lambdas (the CLI has its own) and their options. The MCP Lambda loads
- * this module only with its storage (mcp-storage.ts), so that its cold start does not import the SDK.
+ * The AWS SDK clients of the Lambdas (the CLI has its own) and their options; the MCP Lambda loads
+ * them only with its storage (mcp-storage.ts).
  *
  * Deliberately not here: Secrets Manager (adapters/secrets-manager.ts, no SDK).
  */
@@ -17,10 +17,9 @@ export function createAwsClients() {
 }
 
 /**
- * Options every SDK client of dm-dot gets. Region and credentials come from the Lambda environment.
- * Per attempt: connection 1 s, whole attempt 2 s, `throwOnRequestTimeout` (without it the smithy
- * handler only logs a warning); up to 3 attempts. The request deadline bounds all of it, so these
- * only decide how a stall is split into attempts.
+ * Options every SDK client of dm-dot gets, region and credentials from the Lambda environment
+ * (docs/reliability.md, "`requestTimeout` only warns"): the request deadline bounds them all, so
+ * these only decide how a stall is split into attempts.
  */
 export function clientOptions() {
   return {

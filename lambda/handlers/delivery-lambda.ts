@@ -48,11 +48,8 @@ const SUBSCRIPTION_ID = new RegExp(`^${SUBSCRIPTION_ID_PREFIX}[0-9a-f]{32}$`);
 
 /** The record's string message attributes, by name (SQS events spell them `stringValue`). */
 function stringAttributesOf(record: SQSRecord): Record<string, string> {
-  const attributes: Record<string, string> = {};
-  for (const [name, value] of Object.entries(record.messageAttributes ?? {})) {
-    if (typeof value?.stringValue === 'string') attributes[name] = value.stringValue;
-  }
-  return attributes;
+  const strings = Object.entries(record.messageAttributes ?? {}).filter(([, value]) => typeof value?.stringValue === 'string');
+  return Object.fromEntries(strings.map(([name, value]) => [name, value.stringValue!]));
 }
 
 /** The job, or undefined when the record cannot be one of ours (it must not loop forever). */

@@ -11,7 +11,6 @@ import { deliveryLambdaSettings } from '../config/settings';
 import { createAwsClients } from './aws-clients';
 import { deliveryLambdaFromSettings } from './delivery-lambda';
 
-// The one place the delivery function reads its environment.
 const lambda = deliveryLambdaFromSettings(deliveryLambdaSettings(process.env), createAwsClients());
 
 export const handler = middy<SQSEvent, SQSBatchResponse>().handler((event, context) => lambda(event, context));

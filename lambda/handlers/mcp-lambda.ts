@@ -1,12 +1,9 @@
 /**
  * The MCP Lambda without its entry file: API Gateway v2 event -> web Request -> the HTTP app ->
- * Response -> payload 2.0 result. `createMcpLambda` takes the adapters, `mcpLambdaFromEnvironment`
- * builds them from the environment and the AWS clients it is given.
- *
- * The app is built with the API key the secret loader read; while it cannot be read a keyless app
- * answers 503 on authenticated routes, and `/healthz` never waits for it. Each invocation runs under
- * `mcpDeadline`, and every AWS call and callback POST carries what is left (adapters/deadline.ts), so
- * a stalled dependency becomes an error answer within the contract's 5 s, not a gateway timeout.
+ * Response -> payload 2.0 result. `createMcpLambda` takes the adapters, `mcpLambdaFromSettings`
+ * builds them from the settings and the AWS clients it is given. Each invocation runs under
+ * `mcpDeadline` (adapters/deadline.ts), so a stalled dependency becomes an error answer within the
+ * contract's 5 s, not a gateway timeout; `/healthz` never waits for the API key.
  *
  * Deliberately not here: middy and the process environment (handlers/mcp.ts reads it once, through
  * lambda/config/settings.ts), event translation details (handlers/apigw.ts), and any route, auth
@@ -145,8 +142,7 @@ export interface McpLambdaOverrides extends DeliveryLambdaOverrides {
 /** The MCP Lambda from its settings (lambda/config/settings.ts `mcpLambdaSettings`). */
 export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
   const given = clients.dynamodb && clients.sqs ? { dynamodb: clients.dynamodb, sqs: clients.sqs } : undefined;
-  // Loaded on the first call that needs storage, so a cold start's tools/list never loads DynamoDB or
-  // SQS code. A require: the bundle keeps it and finds mcp-storage.js beside index.js; import() would not.
+  // A require, not import(): the bundle keeps it and finds mcp-storage.js beside index.js.
   const storage = once(async () => (require('./mcp-storage') as typeof import('./mcp-storage')).createMcpStorage(settings.tableName, settings.queueUrl, given));
   const secrets = clients.secrets ?? secretsManagerFromRuntime(settings.aws);
   const log = overrides.log ?? createLogger();

@@ -10,7 +10,6 @@ import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from '
 import { mcpLambdaSettings } from '../config/settings';
 import { mcpLambdaFromSettings } from './mcp-lambda';
 
-// The one place the MCP function reads its environment.
 const lambda = mcpLambdaFromSettings(mcpLambdaSettings(process.env));
 
 export const handler = middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>().handler((event) => lambda(event));

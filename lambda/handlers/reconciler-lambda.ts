@@ -10,7 +10,7 @@
  */
 import { runWithDeadline, withDeadlines } from '../adapters/deadline';
 import { DynamoDbTable } from '../adapters/dynamodb-store';
-import { QueueAttributes, SqsQueue } from '../adapters/sqs-queue';
+import { SqsQueue } from '../adapters/sqs-queue';
 import type { DeliveryLambdaSettings } from '../config/settings';
 import { Budgets } from '../core/budgets';
 import { reconcile, type ReconcileDeps, type ReconcileReport } from '../core/reconcile';
@@ -53,22 +53,7 @@ export function reconcilerLambdaFromSettings(
   const log = overrides.log ?? createLogger();
   const deps: ReconcileDeps = {
     store,
-    // The delivery queue and the dead-letter queue as the reconciler uses them.
-    queue: {
-      enqueue: (job) => queue.enqueue(job),
-      deadLetter: (job, reason) =>
-        queue.sendToDeadLetter(
-          {
-            body: job.body,
-            attributes: {
-              [QueueAttributes.eventId]: job.eventId,
-              [QueueAttributes.subscriptionId]: job.subscriptionId,
-              ...(job.generation !== undefined ? { [QueueAttributes.generation]: job.generation } : {}),
-            },
-          },
-          reason,
-        ),
-    },
+    queue,
     clock: overrides.clock ?? systemClock,
     retryDelaysS: settings.retryDelaysS,
     log,

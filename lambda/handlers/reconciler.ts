@@ -1,5 +1,5 @@
 /**
- * Entry of the Reconciler Lambda (an EventBridge Scheduler schedule invokes it every few minutes).
+ * Entry of the Reconciler Lambda (an EventBridge rule invokes it every 5 minutes).
  * Module scope runs once per cold start: settings from the environment (the Delivery Lambda's
  * variables), one DynamoDB and one SQS client, the run (see reconciler-lambda.ts).
  *

@@ -1,13 +1,10 @@
 /**
  * The HTTP surface of docs/contract/http.md as one `handle(request) -> Response` on web-standard
  * types (a Request, or the local server's lighter view of one: json.ts `HttpRequest`), shared by
- * the local runtime and the MCP Lambda. Checks on an authenticated route, in order: Host
- * (local only), Origin, API key, method, Content-Type, body size, nesting depth and UTF-8, a batch
- * on a revision without batches; only then is the body parsed. The pup routes pass Host and Origin
- * and then belong to the pup door (pup.ts), which authenticates by signature. Every answer is JSON;
- * nothing a client sends yields a 5xx or internal text, and the API key is never logged. OAuth
- * discovery paths answer a 404 saying this server takes an API key, so a client's error says what
- * to do.
+ * the local runtime and the MCP Lambda, its checks in the order of docs/decisions.md, "The order
+ * of the checks" (a batch on a revision without batches last): nothing reads the body before the
+ * key has been checked. Every answer is JSON; nothing a client sends yields a 5xx or internal text,
+ * and the API key is never logged.
  *
  * Deliberately not here: MCP semantics (the SDK and mcp/server.ts), event shapes of a particular
  * runtime, and TLS (API Gateway or a tunnel terminates it).
@@ -122,10 +119,9 @@ export function createApp(deps: McpDeps, config: HttpConfig) {
         ? rpcError(503, ErrorCodes.internalError, 'The API key is not configured; the server cannot accept requests.')
         : restError(503, 'not_configured', 'The API key is not configured; the server cannot accept requests.');
     }
+    // Any of the three that matches authenticates (docs/decisions.md, "Either credential authenticates").
     const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get('authorization') ?? '')?.[1]?.trim();
-    // `X-Api-Key` is for a forwarder that cannot prefix a header's value (OpenAI's tunnel-client: docs/chatgpt.md).
     const headerKey = request.headers.get(API_KEY_HEADER)?.trim();
-    // Any credential that matches authenticates: a stale `?key=` must not hide a valid Bearer header.
     let identity: Identity | undefined;
     const offered = [url.searchParams.get('key') ?? '', bearer ?? '', headerKey ?? ''];
     try {

@@ -1,9 +1,7 @@
 /**
  * The wire of the HTTP surface, one for both of its front doors: reading a POST body (the raw
- * bytes, read once, at most 1 MiB, after a JSON Content-Type check; the pup door verifies its
- * signature over exactly these bytes), parsing JSON text without throwing, and the JSON answers:
- * a JSON body, a REST error (core/answers' shape), a JSON-RPC error with a null id, and the
- * refusals both doors word alike.
+ * bytes, read once and capped; the pup door verifies its signature over exactly these bytes),
+ * parsing JSON text without throwing, and the JSON answers and refusals both doors word alike.
  *
  * Deliberately not here: when a body is parsed and what a malformed one gets (each route decides:
  * pup verifies before parsing), which status or code a situation gets (the routes decide, from
@@ -18,8 +16,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 
 /**
  * What the routes read of a request. A web Request is one (the MCP Lambda's); the local server
- * passes a view of its node:http request instead, because building a Request and a web stream for
- * its body, then reading it back, was a measurable share of each send (docs/performance.md).
+ * passes a view of its node:http request instead (docs/performance.md, "No web Request per send").
  */
 export interface HttpRequest {
   readonly method: string;
@@ -29,10 +26,7 @@ export interface HttpRequest {
   readonly body: AsyncIterable<Uint8Array> | null;
 }
 
-/**
- * The text of every answer built here, so that a server on node:http writes it as it is instead of
- * reading it back out of the Response's stream (the other half of that share).
- */
+/** The text of every answer built here, which a server on node:http writes as it is (the same section). */
 const TEXTS = new WeakMap<Response, string>();
 
 /** The body of an answer built by this module, as built; undefined for any other Response. */

@@ -1,17 +1,14 @@
 /**
  * The pup door (docs/contract/pup.md): `GET /pup/manifest.json` and `POST /pup/mcp|challenge|events`,
- * reached from app.ts after its Host and Origin checks. On the POST routes everything that needs
- * only the headers (secrets configured, method, Content-Type, declared size, signature headers and
- * timestamp) is checked before a byte of the body is read; the body is then read once with the HMAC
- * computed as it streams in, and only a verified body is parsed. A refusal says nothing about which
- * secret and never echoes the body. Past `maxBodiesInFlight` a request is answered 503 at once, so
- * a flood of slow forged bodies cannot hold the memory while it waits to be refused.
+ * reached from app.ts after its Host and Origin checks. A POST's headers are all checked before a
+ * byte of its body is read, the body is read once with the HMAC computed as it streams in, and only
+ * a verified body is parsed (docs/decisions.md, "Refusals" and "pup's signature is checked as the
+ * body streams"). Past `maxBodiesInFlight` a request is answered 503 at once, so a flood of slow
+ * forged bodies cannot hold the memory while it waits to be refused.
  *
  * `/pup/mcp` and `/pup/challenge` run at most once per webhook-id (`once` below); `/pup/mcp` goes to
- * the same MCP server factory as `/mcp`, 2026-07-28 only, as PUP_PRINCIPAL (the validated context is
- * logged as ids and grants nothing). `/pup/events` stores its answer under the id, and only the
- * request that stored it commits the effect; a retry gets the stored answer byte for byte (only
- * 200s are stored: a 400 depends on the body alone).
+ * the `/mcp` server factory, 2026-07-28 only, as PUP_PRINCIPAL (its context is logged as ids and
+ * grants nothing). A repeated `/pup/events` id gets the answer stored for it (PUP-11).
  *
  * Deliberately not here: the API key (pup may not use it instead of a signature; it is stripped),
  * CORS (pup calls server to server), and where the secrets come from (`PupConfig.secrets`).
@@ -145,13 +142,7 @@ export function createPupDoor(deps: McpDeps, config: PupConfig) {
     return answer.ok ? jsonText(200, answer.body) : restError(400, 'invalid_challenge', answer.message);
   }
 
-  /**
-   * `/pup/mcp` and `/pup/challenge`: the work runs at most once per webhook-id, and a processed id is
-   * `401 replayed` from then on (a captured request must not fetch its answer twice). A success
-   * settles the claim as processed; a failure (400, 5xx, a failed dependency inside a 200) releases
-   * it, so a retry is processed like a first try; while the first is being answered, the same
-   * request is told `503 in_progress`, as it may yet fail.
-   */
+  /** `/pup/mcp` and `/pup/challenge`: the work runs at most once per webhook-id, as PUP-10, PUP-21 and PUP-22 say. */
   async function once(url: URL, signed: Signed, body: Uint8Array, work: () => Promise<Response>): Promise<Response> {
     const { webhookId, loggedId, now, requestId } = signed;
     const token = randomBytes(16).toString('hex');

@@ -4,12 +4,11 @@
  * resend, the subscription and its clear, redrive, status, key rotation. Each route runs the
  * shared operator actions (lambda/operator) over the server's own ports.
  *
- * They are for this machine only, and say so at every request: the `Host` must be one of the
- * server's own loopback addresses with its port (not a tunnel's host from DMDOT_ALLOWED_HOSTS); a
- * request with forwarding headers (a tunnel or proxy adds them) or an `Origin` (a browser page) is
- * refused; and the admin token from `<state dir>/admin-token` is required, never the shared API
- * key: whoever holds that (ChatGPT, pup, any sender) must not end the subscription or move dead
- * letters.
+ * They are for this machine only (docs/decisions.md, "Admin routes, not the API key"): the `Host`
+ * must be one of the server's own loopback addresses with its port (not a tunnel's host from
+ * DMDOT_ALLOWED_HOSTS), a request with forwarding headers (a tunnel or proxy adds them) or an
+ * `Origin` (a browser page) is refused, and only the admin token from `<state dir>/admin-token` is
+ * accepted.
  *
  * Deliberately not here: the admin routes on AWS (lambda/http/app.ts never has them; there the
  * operator's IAM credentials are the admin credential), and request bodies (no route takes one).

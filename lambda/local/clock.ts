@@ -1,13 +1,11 @@
 /**
- * The local runtime's clock (docs/contract/local-runtime.md, LOCAL-CLOCK-1 to 5): `now()` is the
- * wall clock at the process's start plus its monotonic time since, so a step of the wall clock does
- * not move it. Times persisted by an earlier process are in the same epoch milliseconds: the clock
- * is re-based at each start. `wall()` stays the wall clock, for what leaves the process.
+ * The local runtime's clock (LOCAL-CLOCK-1 to 5; docs/decisions.md, "A steady clock, with the wall
+ * clock kept for what leaves the process", says why and why not on the Lambdas): `now()` is the
+ * wall clock at the process's start plus its monotonic time since; `wall()` stays the wall clock.
  *
- * Deliberately not here: the Lambdas (each invocation is short and its deadlines come from the
- * Lambda context; a frozen environment's monotonic time stops while the wall clock runs on), and
- * any correction of the wall clock. After a suspend `now()` may trail the wall clock by the time
- * asleep, which only makes what was due later happen that much later, never twice.
+ * Deliberately not here: the Lambdas, and any correction of the wall clock. After a suspend `now()`
+ * may trail the wall clock by the time asleep, which only makes what was due later happen that much
+ * later, never twice.
  */
 import { systemClock, type Clock } from '../ports';
 

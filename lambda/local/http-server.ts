@@ -1,18 +1,12 @@
 /**
  * The local runtime's node:http server, hardened for a port that may sit behind a tunnel on the
  * internet: node:http requests become the app's view of a request (lambda/http/app.ts), and
- * nothing a slow or hostile client does can hold the server open.
- *
- * - **Whole-request deadlines**, from the first byte to the answer (core/budgets.ts): a request
- *   still unanswered then gets `408` (or, if its answer had begun, a closed connection), and its
- *   connection is closed: a body trickling one byte every few seconds ends there. node:http's own
- *   timeouts are set too.
- * - **The request's own deadline** (adapters/deadline.ts): the MCP budget, or less when the body
- *   took long to arrive, so the callback challenge and the inline attempt get what is left.
- * - **A cap on connections**: past `maxConnections` descriptors (refused ones still lingering
- *   included), a new connection gets a `503` with `Retry-After` and is closed; whatever it sends
- *   is read and dropped, never given to the app, and it is destroyed within `REFUSED_LINGER_MS`.
- *   Past twice the cap a connection is destroyed unanswered.
+ * nothing a slow or hostile client does can hold the server open (docs/decisions.md, "Slow clients
+ * on the local runtime"). Each request has a deadline from its first byte to its answer (then
+ * `408`, or a closed connection once its answer has begun), and the app's own deadline inside it.
+ * Past `maxConnections` descriptors (refused ones still lingering included) a new connection gets a
+ * `503` with `Retry-After` and is closed, whatever it sends never given to the app; past twice the
+ * cap it is destroyed unanswered.
  *
  * Deliberately not here: routes, auth and limits of the HTTP surface (the app), admin routes
  * (admin-routes.ts), and TLS (a tunnel or proxy terminates it).
@@ -22,9 +16,9 @@ import type { AddressInfo, Socket } from 'node:net';
 import { runWithDeadline } from '../adapters/deadline';
 import { Budgets, mcpDeadline } from '../core/budgets';
 import { ClientAborted } from '../core/errors';
-import { PupRoutes } from '../core/protocol';
 import type { App } from '../http/app';
 import { type HttpRequest, textOf } from '../http/json';
+import { isPupPath } from '../http/pup';
 
 export interface LocalServerOptions {
   host: string;
@@ -38,15 +32,13 @@ export interface LocalServerOptions {
   budgetOf?: (path: string) => number;
 }
 
-const PUP_PATHS: ReadonlySet<string> = new Set(Object.values(PupRoutes));
-
 export function pathOf(url: string | undefined): string {
   return (url ?? '/').split(/[?#]/, 1)[0]!;
 }
 
 /** How long a request may take, from its first byte to its answer. */
 export function requestBudgetMs(path: string): number {
-  return PUP_PATHS.has(path) ? Budgets.localPupRequestMs : Budgets.localRequestMs;
+  return isPupPath(path) ? Budgets.localPupRequestMs : Budgets.localRequestMs;
 }
 
 const BUSY_BODY = '{"error":{"code":"busy","message":"Too many open connections; try again in a second."}}';

@@ -1,10 +1,9 @@
 /**
  * The app a key rotation replaces (runtime.ts), retired without cutting an answer: it counts the
  * requests it is answering and closes once the last answer is complete (closing the MCP handler
- * cuts the exchanges it holds: an empty 499). A request counts until its answer is returned or,
- * for an event stream (a legacy-era answer), until its body has been read to its end or given up.
- * The server takes the app in force synchronously when a request starts (http-server.ts), so no
- * request reaches a retired app after its count came to zero.
+ * cuts the exchanges it holds: an empty 499). The server takes the app in force synchronously
+ * when a request starts (http-server.ts), so no request reaches a retired app after its count came
+ * to zero.
  *
  * Deliberately not here: when a rotation happens and which app is in force (runtime.ts).
  */

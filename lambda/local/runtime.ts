@@ -9,9 +9,6 @@
  * first keeps serving undisturbed. Then the key, the worker, the HTTP server, and only then the
  * admin token, which only the owning server ever writes.
  *
- * A damaged page met while serving (LOCAL-FAULT-10) does not stop it; the sentence naming the file
- * is logged once (`state_file_damaged`). docs/decisions.md, "A damaged page", says why.
- *
  * Deliberately not here: TLS (put a tunnel or proxy in front), reading the environment (main.ts
  * does, once), and printing the API key: only the path of the file that holds it.
  */
@@ -62,7 +59,6 @@ export async function startLocal(options: LocalOptions) {
   const { settings } = options;
   const log = options.log ?? createLogger();
   const announce = options.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
-  // Steady against steps of the wall clock (clock.ts); the wall clock only for what leaves the process.
   const clock = options.clock ?? steadyClock();
 
   await mkdir(settings.stateDir, { recursive: true, mode: 0o700 });
@@ -73,8 +69,9 @@ export async function startLocal(options: LocalOptions) {
   };
   try {
     for (const line of db.report.lines) log.info('state_dir', { note: line });
-    // Once: the sentence says all there is to say, and a damaged page does not heal while served.
-    // This listener and the worker's below go with db.close().
+    // A damaged page met while serving (LOCAL-FAULT-10) does not stop the server (docs/decisions.md,
+    // "A damaged page"): logged once, since the sentence says all there is to say and the page does
+    // not heal while served. This listener and the worker's below go with db.close().
     db.onDamage((damage) => log.error('state_file_damaged', { note: damage.message }));
     const loaded = await loadOrCreateApiKey(settings.stateDir, settings.apiKey, { deferWrite: true });
     if (loaded.tightenedFrom !== undefined) log.warn('api_key_file_mode_fixed', { keyFile: loaded.file, was: loaded.tightenedFrom.toString(8), now: '600' });
@@ -121,7 +118,6 @@ export async function startLocal(options: LocalOptions) {
       onTimeout: (path) => log.warn('request_timeout', { path }),
     });
     cleanups.push(() => server.close());
-    // Only now that it listens: a start that fails (a port in use) writes no new key.
     await loaded.save?.();
     const { port } = server;
     const shownHost = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
@@ -135,8 +131,7 @@ export async function startLocal(options: LocalOptions) {
         {
           store: db.store,
           outbox: db.outbox,
-          // Each request runs under its deadline (http-server.ts): the challenge and the inline
-          // attempt get what is left of the request's 5 s, as on AWS.
+          // What is left of each request's deadline (http-server.ts), as on AWS.
           webhook: webhookWithinDeadline(guarded, Budgets.mcpRecordReserveMs),
           clock,
           deliveryWaitMs: settings.deliveryWaitMs,
@@ -173,12 +168,7 @@ export async function startLocal(options: LocalOptions) {
     cleanups.push(() => withdrawAdminToken(settings.stateDir, token));
 
     let rotating: Promise<unknown> = Promise.resolve();
-    /**
-     * A rotation, in the order that keeps every key working while it should: the DEPLOYMENT item
-     * learns the new key (keeping the old one for the overlap), then the server serves it, and only
-     * then does the file show it, so a key read from the file always works. A file that cannot be
-     * written undoes the rotation: the old key stays in force everywhere.
-     */
+    // In the order of docs/decisions.md, "A rotation serves the new key before the file shows it".
     const rotate = async (overlapMs: number) => {
       const previousKey = key.key;
       const next = newApiKey();
@@ -240,8 +230,7 @@ export async function startLocal(options: LocalOptions) {
     for (const line of startupLines(settings, url, key)) announce(line);
 
     let stopping: Promise<void> | undefined;
-    // A clean stop drains: the server stops accepting and answers what it holds before anything
-    // it uses is closed.
+    // The server drains first (LOCAL-FAULT-5), before anything it uses is closed.
     const stop = () => (stopping ??= server.close().then(unwind));
     return { url, port, app: () => serving!.app, db, worker, stop };
   } catch (error) {

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
-// `npm start` (LOCAL-19): runs the built local server, dist/server/dm-dot-server.cjs (lambda/cli/build.mjs).
-// When the bundle is missing, or older than a source file under lambda/ (a clone pulled or edited
-// since the last build), it is built first, once, with one line on stderr saying so; without
+// `npm start` (LOCAL-19; docs/decisions.md, "`npm start` runs a bundle"): runs the built local
+// server, built first when it is missing or older than a source file under lambda/; without
 // esbuild one line says to run `npm run build` and the exit code is 1.
 //
 // Deliberately not here: anything the server does (lambda/local/main.ts), and a check of

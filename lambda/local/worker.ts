@@ -1,9 +1,8 @@
 /**
  * The in-process delivery worker of the local runtime: the local twin of SQS + the Delivery
- * Lambda. The schedule is the job table itself (adapters/embedded/jobs.ts): the worker asks for
- * the jobs due now, receives each (its receive count persisted before the attempt, the job hidden
- * for a lease, a visibility timeout), runs up to `concurrency` attempts at once through the
- * Delivery Lambda's own runner (core/runner.ts), and makes the runner's effects on the table.
+ * Lambda. It receives the jobs due now from the job table (adapters/embedded/jobs.ts says how),
+ * runs up to `concurrency` attempts at once through the Delivery Lambda's own runner
+ * (core/runner.ts), and makes the runner's effects on the table.
  *
  * It wakes when a job is added in this process (`wake()`, which the embedded database's
  * `onJobsChanged` also calls) and otherwise polls at least every `pollIntervalMs`, so jobs written

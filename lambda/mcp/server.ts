@@ -3,11 +3,8 @@
  * both protocol eras, with `send_to_dot`, the three MCP Events methods, the inbox's tools for the
  * connector key, and on the 2026-07-28 era the Tasks extension (mcp/tasks.ts).
  *
- * Errors: a `ProtocolFault` goes out with its own code, DependencyUnavailable through
- * `answerUnavailable`, anything else as -32603 "Internal error" logged with a request id, so no
- * internal text ever reaches a client; the inbox's tools answer bad input and a failed store as tool
- * results with `isError: true`. No `responseMode: 'json'`: the SDK answers JSON anyway, as no
- * handler emits a notification, and naming it prints a warning on every start.
+ * Errors go through `guarded` below, so no internal text ever reaches a client. No
+ * `responseMode: 'json'` (docs/decisions.md, "No `responseMode` warning to filter").
  *
  * Deliberately not here: HTTP concerns (auth, limits, routing: http/app.ts), any state: every
  * piece of state lives behind the ports, and what the inbox's tools read and write (core/inbox.ts,
@@ -180,7 +177,6 @@ function callerOf(ctx: McpRequestContext): Caller {
 function buildServer(deps: McpDeps, ctx: McpRequestContext): McpServer {
   const caller = callerOf(ctx);
   const sender = caller.identity.role === 'sender';
-  // Tasks exist on the 2026-07-28 era only (see mcp/tasks.ts).
   const modern = ctx.era === 'modern';
   const mcp = new McpServer(
     { name: SERVER_NAME, version: deps.version },

@@ -5,10 +5,8 @@
  * reports `working` while the event is queued, `completed` with the synchronous path's tool result
  * once settled, and `cancelled` after a `tasks/cancel` that found it unsettled.
  *
- * A task is a view of the event record, nothing more: its id is derived from the event id and the
- * caller's principal (reversible, so no mapping is stored), and it lives as long as the record. A
- * cancel marks a `queued` event `dropped` by one compare-and-set; an attempt in flight may still
- * land, and the task then reads as it settled.
+ * A task is a view of the event record, nothing more (docs/decisions.md, "Task ids, times and
+ * polling" and "Cancel during an attempt").
  *
  * Deliberately not here: storage of its own (no TASK# items); `notifications/tasks`,
  * `subscriptions/listen` (a Lambda cannot hold a stream open) and `input_required`; the legacy era;
@@ -65,17 +63,6 @@ export function pollIntervalFor(ageMs: number): number {
   return (TASK_POLL_INTERVALS.find((step) => ageMs < step.untilAgeMs) ?? TASK_POLL_INTERVALS[TASK_POLL_INTERVALS.length - 1]!).pollMs;
 }
 
-function fieldsOf(record: EventRecord, principal: string, now: number) {
-  return {
-    taskId: taskIdOf(principal, record.eventId),
-    createdAt: new Date(record.createdAt).toISOString(),
-    // A failure time is not stored: a task that ended in a rejection reports its creation time.
-    lastUpdatedAt: new Date(record.deliveredAt ?? record.cancelledAt ?? record.createdAt).toISOString(),
-    ttlMs: Math.max(0, record.expiresAt - record.createdAt),
-    pollIntervalMs: pollIntervalFor(Math.max(0, now - record.createdAt)),
-  };
-}
-
 /** Dropped by a cancel, and not resent by an operator since. */
 function wasCancelled(record: EventRecord): boolean {
   const at = record.cancelledAt;
@@ -86,7 +73,14 @@ function wasCancelled(record: EventRecord): boolean {
 /** The task view of an event record, as `tasks/get` answers it (the extension's `DetailedTask`; the SDK adds `resultType: "complete"`). */
 export function taskOf(record: EventRecord, principal: string, now: number) {
   const outcome = outcomeOfRecord(record);
-  const fields = fieldsOf(record, principal, now);
+  const fields = {
+    taskId: taskIdOf(principal, record.eventId),
+    createdAt: new Date(record.createdAt).toISOString(),
+    // A failure time is not stored: a task that ended in a rejection reports its creation time.
+    lastUpdatedAt: new Date(record.deliveredAt ?? record.cancelledAt ?? record.createdAt).toISOString(),
+    ttlMs: Math.max(0, record.expiresAt - record.createdAt),
+    pollIntervalMs: pollIntervalFor(Math.max(0, now - record.createdAt)),
+  };
   if (outcome.kind === 'queued') {
     return { ...fields, status: 'working' as const, statusMessage: `${toolResultOf(outcome).content[0]!.text} tasks/cancel stops further attempts.` };
   }

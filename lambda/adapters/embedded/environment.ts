@@ -11,10 +11,9 @@
  *   leases         eventId -> leasedUntil of jobs a worker holds: released at a server's start
  *   meta           'schema', 'owner'
  *
- * Before LMDB maps the file, its header is checked (file-check.ts), and every sub-database is
- * opened behind file-check.ts `guard`. Every write goes through `write`: one atomic step,
- * serialized with every other writer of any process (LMDB's writer lock), resolved once committed
- * and fsynced (`overlappingSync: false`: the commit promise is then the durability promise).
+ * Every write goes through `write`: one atomic step, serialized with every other writer of any
+ * process (LMDB's writer lock), resolved once committed and fsynced (`overlappingSync: false`: the
+ * commit promise is then the durability promise).
  *
  * Deliberately not here: what the records mean (the Store in lambda/core/store; jobs.ts), what to
  * do about a damaged page at run time (the caller decides), and repairing a file (never: file-check.ts).
@@ -253,9 +252,8 @@ async function createEnvironment(stateDir: string, file: string): Promise<void> 
 }
 
 /**
- * Runs `fn` as one atomic, durable write; resolves with its result once committed. Always the
- * asynchronous kind: a synchronous transaction blocks the main thread on LMDB's writer lock, which
- * another lmdb root on the same file may hold while its batch waits for the main thread.
+ * Runs `fn` as one write (see the header). Always the asynchronous kind: a synchronous one would
+ * block the main thread on LMDB's writer lock, the deadlock `shared` above describes.
  */
 export function write<T>(dbs: Databases, fn: () => T): Promise<T> {
   ignoreOrphanCommitRejections();

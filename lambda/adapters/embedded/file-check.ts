@@ -236,13 +236,3 @@ function* guardRange(range: Iterable<unknown>, translate: (error: unknown) => un
     throw translate(error);
   }
 }
-
-/** `read()`, or undefined when it meets a damaged page (kept in `Databases.damage` already). */
-export function unlessDamaged<T>(read: () => T): T | undefined {
-  try {
-    return read();
-  } catch (error) {
-    if (error instanceof StateUnreadable) return undefined;
-    throw error;
-  }
-}

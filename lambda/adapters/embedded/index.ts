@@ -11,10 +11,6 @@
  *   directory (go through that server); otherwise the database is the operator's, transactionally
  *   safe even if a server starts meanwhile (its worker polls for jobs written by other processes).
  *
- * A file that cannot be used, or is of an earlier layout, throws StateUnreadable naming it
- * (environment.ts, file-check.ts); a damaged page met later is thrown by the read that met it and
- * kept (`damage()`, `onDamage`).
- *
  * Deliberately not here: the delivery worker (lambda/local/worker.ts), settings, printing.
  */
 import { resolve } from 'node:path';

@@ -18,7 +18,6 @@ import { defined } from '../../core/store/table';
 import type { Clock, DeliveryJob } from '../../ports';
 import { StateUnreadable } from './errors';
 import { setItem, write, type Databases, type DeadLetterRow, type JobRow } from './environment';
-import { unlessDamaged } from './file-check';
 
 /** A job row with its event id; `jobId` is the receipt to pass back to complete, reschedule or dead-letter this very job. */
 export type DueJob = JobRow & { eventId: string };
@@ -41,7 +40,12 @@ export class JobTable {
       // Key by key, each row read on its own: a value that does not decode would end a range read.
       for (const key of this.dbs.jobs.getKeys({ end: [Math.floor(now) + 1] })) {
         if (rows.length >= limit) break;
-        const row = unlessDamaged(() => this.dbs.jobs.get(key));
+        let row: JobRow | undefined;
+        try {
+          row = this.dbs.jobs.get(key);
+        } catch (error) {
+          if (!(error instanceof StateUnreadable)) throw error;
+        }
         if (row) rows.push(dueJob(row));
       }
     } catch (error) {

@@ -1,9 +1,7 @@
 /**
  * One server per state directory: the owner record (`meta/owner`) names the process, its URL once
- * it listens, and the Unix-domain socket in the state directory it listens on while it lives. The
- * claim is a check-and-set in a write transaction, and a record without a socket falls back to the
- * pid (docs/decisions.md, "Ownership is an OS-level fact", says why and how). A server clears the
- * record at stop only while it is still its own (a `token` per open). The operator role never
+ * it listens, and the Unix-domain socket in the state directory it listens on while it lives
+ * (docs/decisions.md, "Ownership is an OS-level fact", says why and how). The operator role never
  * writes it.
  *
  * Deliberately not here: what the caller does about a live owner (print, exit 2, or go through

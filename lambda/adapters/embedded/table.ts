@@ -3,8 +3,7 @@
  * the one Store runs over it in the local runtime and the operator CLI.
  *
  * Each conditional write reads, evaluates (the core's `holds` and `afterWrite`) and writes inside
- * one `write` of environment.ts, atomic against every other writer of any process; the outbox
- * writes an event and its job in one (`transact` with `also`).
+ * one `write` of environment.ts; the outbox writes an event and its job in one (`transact`).
  *
  * An event updated to `delivered` loses its job (its safety net) in the same transaction: the
  * worker would only find the event final and complete it, at the cost of a receive, reads and a
