@@ -84,40 +84,6 @@ export function lambdaBundle(root: string = BUNDLE_ROOT, chunks: readonly Lambda
 export type LambdaBundle = ReturnType<typeof lambdaBundle>;
 
 /**
- * The same bundle through the esbuild API (what CDK's local bundling runs as a command line):
- * bundle everything (`bundleAwsSDK: true`), write `index.js` and its map into `outDir`.
- */
-export function esbuildOptionsOf(spec: LambdaBundle, outDir: string, root: string = BUNDLE_ROOT) {
-  return {
-    absWorkingDir: root,
-    bundle: true,
-    platform: spec.platform,
-    format: spec.format,
-    target: spec.target,
-    minify: spec.minify,
-    // CDK's `sourceMap: true` with the default mode is esbuild's `--sourcemap` (linked).
-    sourcemap: spec.sourceMap ? ('linked' as const) : false,
-    sourcesContent: spec.sourcesContent,
-    mainFields: [...spec.mainFields],
-    alias: { ...spec.alias },
-    external: spec.chunks.map((chunk) => chunk.importPath),
-    outfile: path.join(outDir, 'index.js'),
-    logLevel: 'warning' as const,
-  };
-}
-
-/** A chunk through the esbuild API: the same options, its own entry and file, nothing external. */
-export function chunkEsbuildOptionsOf(spec: LambdaBundle, chunk: LambdaChunk, outDir: string, root: string = BUNDLE_ROOT) {
-  return {
-    ...esbuildOptionsOf(spec, outDir, root),
-    format: chunk.format ?? spec.format,
-    external: [] as string[],
-    entryPoints: [path.join(root, chunk.entry)],
-    outfile: path.join(outDir, chunk.file),
-  };
-}
-
-/**
  * A chunk as an esbuild command line, for the stack's afterBundling hook (CDK runs esbuild's
  * command line for `index.js` with the same options: aws-lambda-nodejs's `buildEsbuildArgs`).
  */

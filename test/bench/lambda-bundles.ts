@@ -19,7 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { build, type BuildOptions, type Metafile } from 'esbuild';
-import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, chunkEsbuildOptionsOf, esbuildOptionsOf, lambdaBundle, type LambdaBundle } from '../../lib/bundling';
+import { ASSET_PACKAGE_JSON, BUNDLE_ROOT, lambdaBundle, type LambdaBundle, type LambdaChunk } from '../../lib/bundling';
 import { testNode } from '../tools/test-node.cjs';
 import type { FakeSecretsManager } from '../support/fake-secrets-manager';
 import { eventFromRequest } from '../support/apigw';
@@ -34,6 +34,40 @@ export const MODERN_PROTOCOL = '2026-07-28';
  * its budget is 295 KiB (docs/decisions.md, "Ports by consumer").
  */
 export const BUNDLE_BUDGET_BYTES = { mcp: 700 * 1024, delivery: 295 * 1024, reconciler: 300 * 1024 } as const;
+
+/**
+ * The same bundle through the esbuild API (what CDK's local bundling runs as a command line):
+ * bundle everything (`bundleAwsSDK: true`), write `index.js` and its map into `outDir`.
+ */
+function esbuildOptionsOf(spec: LambdaBundle, outDir: string, root: string = BUNDLE_ROOT) {
+  return {
+    absWorkingDir: root,
+    bundle: true,
+    platform: spec.platform,
+    format: spec.format,
+    target: spec.target,
+    minify: spec.minify,
+    // CDK's `sourceMap: true` with the default mode is esbuild's `--sourcemap` (linked).
+    sourcemap: spec.sourceMap ? ('linked' as const) : false,
+    sourcesContent: spec.sourcesContent,
+    mainFields: [...spec.mainFields],
+    alias: { ...spec.alias },
+    external: spec.chunks.map((chunk) => chunk.importPath),
+    outfile: join(outDir, 'index.js'),
+    logLevel: 'warning' as const,
+  };
+}
+
+/** A chunk through the esbuild API: the same options, its own entry and file, nothing external. */
+function chunkEsbuildOptionsOf(spec: LambdaBundle, chunk: LambdaChunk, outDir: string, root: string = BUNDLE_ROOT) {
+  return {
+    ...esbuildOptionsOf(spec, outDir, root),
+    format: chunk.format ?? spec.format,
+    external: [] as string[],
+    entryPoints: [join(root, chunk.entry)],
+    outfile: join(outDir, chunk.file),
+  };
+}
 
 export interface BuiltBundle {
   dir: string;
