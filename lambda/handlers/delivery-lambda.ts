@@ -15,7 +15,7 @@ import { runWithDeadline, webhookWithinDeadline, withDeadlines } from '../adapte
 import { DynamoDbTable } from '../adapters/dynamodb-store';
 import { createGuardedWebhookClient } from '../adapters/guarded-https';
 import { QueueAttributes, receivedAtOf, SqsQueue } from '../adapters/sqs-queue';
-import { deliveryLambdaSettings, type DeliveryLambdaSettings, type Env } from '../config/settings';
+import type { DeliveryLambdaSettings } from '../config/settings';
 import { Budgets, deliveryDeadline } from '../core/budgets';
 import { describeCause } from '../core/errors';
 import type { DeliveryDeps } from '../core/delivery';
@@ -149,9 +149,4 @@ export function deliveryLambdaFromSettings(settings: DeliveryLambdaSettings, cli
     log: overrides.log ?? createLogger(),
     metrics: overrides.metrics ?? createMetrics({ enabled: settings.aws.functionName !== undefined }),
   });
-}
-
-/** The same from an environment record, for tests that set the environment as the stack does. Throws SettingsError. */
-export function deliveryLambdaFromEnvironment(env: Env, clients: AwsClients, overrides: DeliveryLambdaOverrides = {}): DeliveryLambda {
-  return deliveryLambdaFromSettings(deliveryLambdaSettings(env), clients, overrides);
 }

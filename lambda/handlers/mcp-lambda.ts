@@ -15,7 +15,7 @@ import { outsideDeadline, runWithDeadline, webhookWithinDeadline } from '../adap
 import { deferredAccessStore, deferredIdempotencyStore, deferredInboxStore, deferredOutbox, deferredStore, once } from '../adapters/deferred';
 import { createApiKeyLoader, createPupSecretsLoader, type ApiKeyLoader } from '../adapters/secret-loader';
 import { secretsManagerFromRuntime, type SecretsReader } from '../adapters/secrets-manager';
-import { mcpLambdaSettings, type Env, type McpLambdaSettings } from '../config/settings';
+import type { McpLambdaSettings } from '../config/settings';
 import { watchingUnavailable } from '../core/answers';
 import { Budgets, mcpDeadline } from '../core/budgets';
 import type { Dependency } from '../core/errors';
@@ -182,9 +182,4 @@ export function mcpLambdaFromSettings(settings: McpLambdaSettings, clients: Part
     ...((overrides.afterResponse ?? afterResponse()) ? { afterResponse: (overrides.afterResponse ?? afterResponse())! } : {}),
     pup: { secrets: () => pupSecrets.get(), ...(settings.pupManifest !== undefined ? { manifest: settings.pupManifest } : {}) },
   });
-}
-
-/** The same from an environment record, for tests that set the environment as the stack does. Throws SettingsError. */
-export function mcpLambdaFromEnvironment(env: Env, clients: Partial<McpAwsClients> = {}, overrides: McpLambdaOverrides = {}): McpLambda {
-  return mcpLambdaFromSettings(mcpLambdaSettings(env), clients, overrides);
 }

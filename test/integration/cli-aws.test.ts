@@ -29,7 +29,7 @@ import { QueueAttributes, SqsQueue } from '../../lambda/adapters/sqs-queue';
 import { movePoll } from '../../lambda/cli/commands/redrive';
 import type { AwsClients, SendsCommands } from '../../lambda/cli/io';
 import { AccessLimits, Limits } from '../../lambda/core/protocol';
-import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
+import { mcpLambdaFromEnvironment } from '../support/lambda-environment';
 import { createLogger } from '../../lambda/log';
 import { localApiGateway } from '../support/apigw';
 import { messageInit } from '../support/app';

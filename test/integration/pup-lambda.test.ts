@@ -18,7 +18,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import type { InboundSecrets } from '../../lambda/core/inbound';
 import { Limits } from '../../lambda/core/protocol';
 import { clientOptions } from '../../lambda/handlers/aws-clients';
-import { mcpLambdaFromEnvironment } from '../../lambda/handlers/mcp-lambda';
+import { mcpLambdaFromEnvironment } from '../support/lambda-environment';
 import { createLogger } from '../../lambda/log';
 import { localApiGateway } from '../support/apigw';
 import { startFaultProxy } from '../support/aws-fault-proxy';

@@ -5,7 +5,7 @@
  * lambda/http/app.ts (web Request in, Response out, through test/support/apigw.ts) so helpers and
  * rows written against the local app (app-support.ts, bad-input.test.ts) run unchanged.
  *
- * Deliberately not here: the environment wiring (`mcpLambdaFromEnvironment`, covered by
+ * Deliberately not here: the environment wiring (`lambda-environment.ts`, covered by
  * test/integration/lambdas.test.ts) and middy (handlers/mcp.ts).
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';

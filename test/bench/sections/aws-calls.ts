@@ -154,7 +154,7 @@ async function settleSafetyNet(
   copies: number,
 ): Promise<{ perCopy: Capacity; callsPerCopy: number; copies: number; missing: number }> {
   const { DynamoDBClient } = await import('@aws-sdk/client-dynamodb');
-  const { deliveryLambdaFromEnvironment } = await import('../../../lambda/handlers/delivery-lambda');
+  const { deliveryLambdaFromEnvironment } = await import('../../support/lambda-environment');
   const { pollOnce } = await import('../../support/event-source');
   const dynamodb = new DynamoDBClient({ endpoint: ddbEndpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS, maxAttempts: 1 });
   const worker = deliveryLambdaFromEnvironment(

@@ -27,8 +27,7 @@ export const lambdaE2eSection: Section = {
     const { startFauxqs } = await import('../../support/fauxqs');
     const { pollOnce } = await import('../../support/event-source');
     const { localApiGateway } = await import('../../support/apigw');
-    const { mcpLambdaFromEnvironment } = await import('../../../lambda/handlers/mcp-lambda');
-    const { deliveryLambdaFromEnvironment } = await import('../../../lambda/handlers/delivery-lambda');
+    const { deliveryLambdaFromEnvironment, mcpLambdaFromEnvironment } = await import('../../support/lambda-environment');
     const { testSecretsReader } = await import('../../support/fake-secrets-manager');
 
     // This process runs the Lambdas' code: keep the AWS SDK's Node 20 notice and the MCP SDK's

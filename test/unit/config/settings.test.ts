@@ -12,8 +12,7 @@ import * as field from '../../../lambda/config/fields';
 import { SettingsError } from '../../../lambda/config/fields';
 import { awsRuntime, cliAwsSettings, deliveryLambdaSettings, localSettings, mcpLambdaSettings } from '../../../lambda/config/settings';
 import { clientOptions } from '../../../lambda/handlers/aws-clients';
-import { deliveryLambdaFromEnvironment } from '../../../lambda/handlers/delivery-lambda';
-import { mcpLambdaFromEnvironment } from '../../../lambda/handlers/mcp-lambda';
+import { deliveryLambdaFromEnvironment, mcpLambdaFromEnvironment } from '../../support/lambda-environment';
 
 const ROOT = '/project';
 const local = (env: Record<string, string | undefined>) => localSettings(env, { projectRoot: ROOT });

@@ -7,7 +7,8 @@
  */
 import type { SQSRecord } from 'aws-lambda';
 import { EventStatus, Limits } from '../../../lambda/core/protocol';
-import { createDeliveryLambda, deliveryLambdaFromEnvironment, type DeliveryQueue } from '../../../lambda/handlers/delivery-lambda';
+import { createDeliveryLambda, type DeliveryQueue } from '../../../lambda/handlers/delivery-lambda';
+import { deliveryLambdaFromEnvironment } from '../../support/lambda-environment';
 import type { Logger } from '../../../lambda/log';
 import { createMetrics, DimensionName, MetricName } from '../../../lambda/metrics';
 import type { EventRecord, Store, SubscriptionRecord, WebhookClient } from '../../../lambda/ports';

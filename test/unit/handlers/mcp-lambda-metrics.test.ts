@@ -4,7 +4,8 @@
  * Gateway with stub ports; the lines are collected from the emitter's sink.
  */
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
-import { createMcpLambda, mcpLambdaFromEnvironment, type McpLambdaDeps } from '../../../lambda/handlers/mcp-lambda';
+import { createMcpLambda, type McpLambdaDeps } from '../../../lambda/handlers/mcp-lambda';
+import { mcpLambdaFromEnvironment } from '../../support/lambda-environment';
 import type { Logger } from '../../../lambda/log';
 import { createMetrics, DimensionName, METRICS_NAMESPACE, MetricName } from '../../../lambda/metrics';
 import type { Outbox, Store, WebhookClient } from '../../../lambda/ports';
