@@ -169,10 +169,11 @@ async function openRoot(stateDir: string, file: string, options: OpenOptions): P
   // A file that is not ours to change (another user's we may read) keeps its mode.
   await Promise.all([file, `${file}-lock`].map((path) => chmod(path, 0o600).catch(() => undefined)));
   const damage: DamageRecord = { listeners: new Set() };
-  const dbs: Databases = { file, root, damage, ...subDatabases(root, file, damage) };
   try {
-    const schema = dbs.meta.get('schema') ?? 1;
-    if (schema === SCHEMA_VERSION) return dbs;
+    // The layout first, from `meta` alone: opening a sub-database the file lacks writes it, and a
+    // file of another layout is refused as it was.
+    const schema = guard(file, damage, 'meta', root.openDB<unknown, string>('meta', { encoding: 'json' })).get('schema') ?? 1;
+    if (schema === SCHEMA_VERSION) return { file, root, damage, ...subDatabases(root, file, damage) };
     if (typeof schema === 'number' && schema < SCHEMA_VERSION) throw earlierLayout(file, `layout ${schema}, this one reads ${SCHEMA_VERSION}`);
     throw new StateUnreadable(
       file,

@@ -177,6 +177,7 @@ describe('LOCAL-20: an earlier layout is refused, named, and left as it was', ()
     await env.openDB('items', { encoding: 'json' }).put(`EVENT#${EVENT_ID}`, { eventId: EVENT_ID, status: 'queued' });
     await env.openDB('queued', { encoding: 'json' }).put(`EVENT#${EVENT_ID}`, 1);
     await env.close();
+    const before = await readFile(file);
     const error = await refusal(role);
     expect(error.file).toBe(file);
     expect(error.message).toMatch(/earlier dm-dot \(layout 1, this one reads 2\).*no longer imports.*"Moving from an earlier layout"/);
@@ -185,6 +186,7 @@ describe('LOCAL-20: an earlier layout is refused, named, and left as it was', ()
     expect(again.openDB('items', { encoding: 'json' }).get(`EVENT#${EVENT_ID}`)).toEqual({ eventId: EVENT_ID, status: 'queued' });
     expect(again.openDB('queued', { encoding: 'json' }).get(`EVENT#${EVENT_ID}`)).toBe(1);
     await again.close();
+    expect((await readFile(file)).equals(before)).toBe(true);
   });
 
   it.each([
