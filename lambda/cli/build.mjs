@@ -81,7 +81,9 @@ if (process.argv[1] === here) {
   // launchers then say to run npm run build instead of the install failing.
   const ifPossible = process.argv.includes('--if-possible');
   const esbuild = await import('esbuild').catch((error) => {
-    if (!ifPossible) throw error;
+    // Only its absence: an esbuild that is there but cannot load (a missing platform binary) says
+    // why, and the install fails as it should.
+    if (!ifPossible || error?.code !== 'ERR_MODULE_NOT_FOUND') throw error;
   });
   if (esbuild) {
     await Promise.all(BUNDLES.map(async ({ options }) => writeOutputs(await esbuild.build({ ...options, write: false }))));
